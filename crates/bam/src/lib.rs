@@ -1,0 +1,13 @@
+//! alnsort-bam: the BAM/SAM layer. It turns bytes into validated records and
+//! back, edits the header the way samtools sort does, and encodes one
+//! memcmp-comparable sort key per order, so the sort engine only ever sees
+//! keys and byte slices.
+
+pub mod header;
+pub mod keys;
+pub mod record;
+pub mod sam_format;
+pub mod sam_parse;
+pub mod validate;
+
+pub use record::RecordRef;

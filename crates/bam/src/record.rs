@@ -52,7 +52,10 @@ impl<'a> RecordRef<'a> {
     /// the bytes passed `validate`; only the fixed-part length is asserted.
     #[inline]
     pub fn new(data: &'a [u8]) -> Self {
-        assert!(data.len() >= FIXED_LEN, "record shorter than its fixed part");
+        assert!(
+            data.len() >= FIXED_LEN,
+            "record shorter than its fixed part"
+        );
         RecordRef { data }
     }
 
@@ -209,6 +212,8 @@ pub fn aux_value_len(ty: u8, val: &[u8]) -> Option<usize> {
         b'A' | b'c' | b'C' => fixed(1),
         b's' | b'S' => fixed(2),
         b'i' | b'I' | b'f' => fixed(4),
+        // Not in the SAM spec, but htslib reads and writes it (`aux_type2size`).
+        b'd' => fixed(8),
         b'Z' | b'H' => val.iter().position(|&b| b == 0).map(|p| p + 1),
         b'B' => {
             if val.len() < 5 {
@@ -230,6 +235,24 @@ pub fn aux_value_len(ty: u8, val: &[u8]) -> Option<usize> {
         }
         _ => None,
     }
+}
+
+/// The BAI/CSI bin of the 0-based half-open interval `[beg, end)` at the BAM
+/// index depth (SAM spec §5.3, htslib `hts_reg2bin(beg, end, 14, 5)`).
+/// Shifts are arithmetic, so an unplaced record (`beg = -1, end = 0`) gets
+/// bin 4680, as htslib gives it.
+pub fn reg2bin(beg: i64, end: i64) -> u16 {
+    let end = end - 1;
+    let mut s = 14;
+    let mut t: i64 = ((1 << 15) - 1) / 7;
+    for l in (1..=5).rev() {
+        if beg >> s == end >> s {
+            return (t + (beg >> s)) as u16;
+        }
+        s += 3;
+        t -= 1 << (3 * (l - 1));
+    }
+    0
 }
 
 #[cfg(test)]
@@ -281,8 +304,22 @@ mod tests {
     fn aux_lengths() {
         assert_eq!(aux_value_len(b'Z', b"ab\0rest"), Some(3));
         assert_eq!(aux_value_len(b'Z', b"ab"), None);
-        assert_eq!(aux_value_len(b'B', &[b's', 2, 0, 0, 0, 1, 0, 2, 0]), Some(9));
+        assert_eq!(
+            aux_value_len(b'B', &[b's', 2, 0, 0, 0, 1, 0, 2, 0]),
+            Some(9)
+        );
         assert_eq!(aux_value_len(b'B', &[b's', 2, 0, 0, 0, 1, 0]), None);
         assert_eq!(aux_value_len(b'q', &[0]), None);
+        assert_eq!(aux_value_len(b'd', &[0; 8]), Some(8));
+    }
+
+    #[test]
+    fn bins_match_the_spec() {
+        // Values from SAM spec §5.3's reg2bin: level 5 (16 kb) bins start at
+        // 4681, a read crossing a 16 kb boundary goes one level up.
+        assert_eq!(reg2bin(0, 1), 4681);
+        assert_eq!(reg2bin(16383, 16385), 585);
+        assert_eq!(reg2bin(-1, 0), 4680);
+        assert_eq!(reg2bin(0, 1 << 29), 0);
     }
 }

@@ -1,1 +1,827 @@
-//! (being written)
+//! Turns one SAM text line into the BAM record htslib 1.24 would write for
+//! it (`sam_parse1` followed by `bam_write1`), byte for byte, so SAM input
+//! can be sorted and written as BAM without htslib.
+//!
+//! The parser mirrors htslib's leniencies because they decide the bytes:
+//! `+`/empty numbers, hex/octal FLAG, junk after a scalar aux value, an
+//! unknown RNAME/RNEXT (treated as `*` with the read made unmapped), POS 0
+//! on a placed read (made unplaced and unmapped), integer tags stored in the
+//! smallest type, B arrays retyped on overflow, `CG:B:I` moved into the
+//! CIGAR and back out for CIGARs longer than 65535 operations. htslib's
+//! warnings are not reproduced; its errors are. Differences: a NUL byte ends
+//! the line, and a `B:A` array (which htslib stores but cannot print) is
+//! rejected.
+
+use crate::header::{Header, RefLookup};
+use crate::record::{flags, reg2bin, FIXED_LEN};
+use crate::validate::{consumes_query, consumes_ref};
+
+/// htslib's `HTS_POS_MAX`: ((int64)INT32_MAX << 32) | INT32_MAX.
+const HTS_POS_MAX: i64 = ((i32::MAX as i64) << 32) | i32::MAX as i64;
+/// Longest QNAME htslib accepts (`sam_parse1`: length with NUL <= 255).
+const MAX_QNAME_LEN: usize = 254;
+/// CIGAR operation letters in BAM op-code order (htslib `BAM_CIGAR_STR`).
+pub(crate) const CIGAR_OPS: &[u8; 10] = b"MIDNSHP=XB";
+/// Most CIGAR operations a BAM `n_cigar_op` field holds (SAM spec §4.2.2).
+const MAX_BAM_CIGAR_OPS: usize = 0xffff;
+/// CIGAR operation codes (SAM spec §4.2).
+const OP_SOFT_CLIP: u32 = 4;
+const OP_REF_SKIP: u32 = 3;
+
+/// Why a SAM line was rejected; the messages follow htslib's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SamError {
+    #[error("too few fields: no tab after {0}")]
+    MissingField(&'static str),
+    #[error("malformed {0} field")]
+    BadNumber(&'static str),
+    #[error("number outside allowed range")]
+    OutOfRange,
+    #[error("query name too long")]
+    NameTooLong,
+    #[error("no SQ lines present in the header")]
+    NoReferences,
+    #[error("CIGAR: {0}")]
+    BadCigar(&'static str),
+    #[error("read ends beyond highest supported position")]
+    EndTooLarge,
+    #[error("CIGAR and query sequence are of different length")]
+    CigarSeqMismatch,
+    #[error("SEQ and QUAL are of different length")]
+    QualLength,
+    #[error("invalid QUAL character")]
+    BadQual,
+    #[error("aux field: {0}")]
+    Aux(&'static str),
+    #[error("positional data is too large for BAM format")]
+    PositionTooLarge,
+}
+
+/// A SAM line as C sees it: reading past the end yields NUL.
+struct Line<'a>(&'a [u8]);
+
+impl Line<'_> {
+    #[inline]
+    fn at(&self, i: usize) -> u8 {
+        self.0.get(i).copied().unwrap_or(0)
+    }
+    /// `_read_token`: the bytes up to the next tab, and the index after it.
+    fn token(&self, p: usize, field: &'static str) -> Result<(&[u8], usize), SamError> {
+        let rest = self.0.get(p..).unwrap_or_default();
+        match rest.iter().position(|&b| b == b'\t') {
+            Some(t) => Ok((&rest[..t], p + t + 1)),
+            None => Err(SamError::MissingField(field)),
+        }
+    }
+    /// Requires a tab at `p` (htslib's `if (*p++ != '\t') goto err`).
+    fn tab(&self, p: usize, field: &'static str) -> Result<usize, SamError> {
+        if self.at(p) == b'\t' {
+            Ok(p + 1)
+        } else {
+            Err(SamError::BadNumber(field))
+        }
+    }
+}
+
+/// htslib's `hts_str2uint`: optional '+', decimal digits; saturates at
+/// `2^bits - 1` and sets `overflow`. Returns the value and the end index.
+fn str2uint(s: &Line, mut p: usize, bits: u32, overflow: &mut bool) -> (u64, usize) {
+    let limit = if bits < 64 {
+        (1u64 << bits) - 1
+    } else {
+        u64::MAX
+    };
+    if s.at(p) == b'+' {
+        p += 1;
+    }
+    let mut n: u64 = 0;
+    while s.at(p).is_ascii_digit() {
+        let d = (s.at(p) - b'0') as u64;
+        match n
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(d))
+            .filter(|&v| v <= limit)
+        {
+            Some(v) => n = v,
+            None => {
+                while s.at(p).is_ascii_digit() {
+                    p += 1;
+                }
+                *overflow = true;
+                return (limit, p);
+            }
+        }
+        p += 1;
+    }
+    (n, p)
+}
+
+/// htslib's `hts_str2int`: optional sign, digits; saturates at
+/// `-2^(bits-1)` / `2^(bits-1) - 1` and sets `overflow`.
+fn str2int(s: &Line, mut p: usize, bits: u32, overflow: &mut bool) -> (i64, usize) {
+    let neg = s.at(p) == b'-';
+    if neg || s.at(p) == b'+' {
+        p += 1;
+    }
+    let limit = (1u64 << (bits - 1)) - 1 + neg as u64;
+    let mut n: u64 = 0;
+    while s.at(p).is_ascii_digit() {
+        let d = (s.at(p) - b'0') as u64;
+        match n
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(d))
+            .filter(|&v| v <= limit)
+        {
+            Some(v) => n = v,
+            None => {
+                while s.at(p).is_ascii_digit() {
+                    p += 1;
+                }
+                *overflow = true;
+                n = limit;
+                break;
+            }
+        }
+        p += 1;
+    }
+    let v = if neg {
+        (n as i64).wrapping_neg()
+    } else {
+        n as i64
+    };
+    (v, p)
+}
+
+/// C `strtod` on the bytes from `p`: the longest prefix that is a decimal or
+/// hexadecimal float, `inf[inity]` or `nan[(...)]` after optional white space
+/// and sign. Returns 0.0 and `p` when there is none.
+fn strtod(s: &Line, p: usize) -> (f64, usize) {
+    let mut i = p;
+    while matches!(s.at(i), b' ' | b'\t'..=b'\r') {
+        i += 1;
+    }
+    let neg = s.at(i) == b'-';
+    if matches!(s.at(i), b'-' | b'+') {
+        i += 1;
+    }
+    let sign = |v: f64| if neg { -v } else { v };
+    let word = |i: usize, w: &[u8]| {
+        w.iter()
+            .enumerate()
+            .all(|(k, c)| s.at(i + k).eq_ignore_ascii_case(c))
+    };
+    if word(i, b"inf") {
+        let len = if word(i, b"infinity") { 8 } else { 3 };
+        return (sign(f64::INFINITY), i + len);
+    }
+    if word(i, b"nan") {
+        let mut e = i + 3;
+        if s.at(e) == b'(' {
+            let mut k = e + 1;
+            while s.at(k).is_ascii_alphanumeric() || s.at(k) == b'_' {
+                k += 1;
+            }
+            if s.at(k) == b')' {
+                e = k + 1;
+            }
+        }
+        return (sign(f64::NAN), e);
+    }
+    if s.at(i) == b'0' && matches!(s.at(i + 1), b'x' | b'X') {
+        if let Some((v, e)) = hex_float(s, i + 2) {
+            return (sign(v), e);
+        }
+    }
+    let start = i;
+    let mut digits = 0;
+    while s.at(i).is_ascii_digit() {
+        i += 1;
+        digits += 1;
+    }
+    if s.at(i) == b'.' {
+        i += 1;
+        while s.at(i).is_ascii_digit() {
+            i += 1;
+            digits += 1;
+        }
+    }
+    if digits == 0 {
+        return (0.0, p);
+    }
+    let mantissa_end = i;
+    if matches!(s.at(i), b'e' | b'E') {
+        let mut k = i + 1;
+        if matches!(s.at(k), b'+' | b'-') {
+            k += 1;
+        }
+        if s.at(k).is_ascii_digit() {
+            while s.at(k).is_ascii_digit() {
+                k += 1;
+            }
+            i = k;
+        }
+    }
+    let text = std::str::from_utf8(&s.0[start..i]).unwrap_or("0");
+    let v = text.parse::<f64>().unwrap_or_else(|_| {
+        // Only reachable for absurd exponents Rust rejects; use the mantissa.
+        std::str::from_utf8(&s.0[start..mantissa_end])
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0.0)
+    });
+    (sign(v), i)
+}
+
+/// Hexadecimal float after "0x": hex digits with an optional point and an
+/// optional binary exponent. Up to 30 significant hex digits are used.
+fn hex_float(s: &Line, mut i: usize) -> Option<(f64, usize)> {
+    let (mut mant, mut exp, mut digits, mut used) = (0u128, 0i64, 0, 0);
+    let mut seen_point = false;
+    loop {
+        let c = s.at(i);
+        if c == b'.' && !seen_point {
+            seen_point = true;
+        } else if let Some(d) = (c as char).to_digit(16) {
+            digits += 1;
+            if used < 30 {
+                mant = mant << 4 | d as u128;
+                used += (mant != 0) as u32;
+                exp -= 4 * seen_point as i64;
+            } else {
+                exp += 4 * !seen_point as i64;
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    if matches!(s.at(i), b'p' | b'P') {
+        let mut k = i + 1;
+        let neg = s.at(k) == b'-';
+        if matches!(s.at(k), b'+' | b'-') {
+            k += 1;
+        }
+        if s.at(k).is_ascii_digit() {
+            let mut e: i64 = 0;
+            while s.at(k).is_ascii_digit() {
+                e = (e * 10 + (s.at(k) - b'0') as i64).min(100_000);
+                k += 1;
+            }
+            exp += if neg { -e } else { e };
+            i = k;
+        }
+    }
+    Some(((mant as f64) * 2f64.powi(exp.clamp(-2000, 2000) as i32), i))
+}
+
+/// htslib's `seq_nt16_table`: ASCII -> 4-bit base code (`=ACMGRSVTWYHKDBN`),
+/// case-insensitive, `U` as `T`, '0'..'3' as 1, 2, 4, 8, anything else N.
+const fn nt16_table() -> [u8; 256] {
+    let mut t = [15u8; 256];
+    let codes = b"=ACMGRSVTWYHKDBN";
+    let mut i = 0;
+    while i < 16 {
+        t[codes[i] as usize] = i as u8;
+        t[codes[i].to_ascii_lowercase() as usize] = i as u8;
+        i += 1;
+    }
+    t[b'U' as usize] = 8;
+    t[b'u' as usize] = 8;
+    t[b'0' as usize] = 1;
+    t[b'1' as usize] = 2;
+    t[b'2' as usize] = 4;
+    t[b'3' as usize] = 8;
+    t
+}
+static NT16: [u8; 256] = nt16_table();
+
+/// Parses one SAM alignment line (without its newline) and appends the BAM
+/// record, including its 4-byte `block_size`, to `out`. On error `out` is
+/// left as it was.
+pub fn parse_sam_record(
+    line: &[u8],
+    header: &Header,
+    refs: &RefLookup,
+    out: &mut Vec<u8>,
+) -> Result<(), SamError> {
+    let start = out.len();
+    let result = parse_into(line, header, refs, out);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn parse_into(
+    line: &[u8],
+    header: &Header,
+    refs: &RefLookup,
+    out: &mut Vec<u8>,
+) -> Result<(), SamError> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = &line[..line.iter().position(|&b| b == 0).unwrap_or(line.len())];
+    let s = Line(line);
+    let mut overflow = false;
+
+    let (qname, mut p) = s.token(0, "QNAME")?;
+    if qname.len() > MAX_QNAME_LEN {
+        return Err(SamError::NameTooLong);
+    }
+    let (flag, q) = parse_flag(&s, p, &mut overflow);
+    let mut flag = flag;
+    p = s.tab(q, "FLAG")?;
+
+    let (rname, q) = s.token(p, "RNAME")?;
+    p = q;
+    let mut tid = -1;
+    if rname != b"*" {
+        if header.n_ref() == 0 {
+            return Err(SamError::NoReferences);
+        }
+        tid = refs.get(rname).unwrap_or(-1);
+    }
+    let (pos1, q) = str2uint(&s, p, 62, &mut overflow);
+    let pos = pos1 as i64 - 1;
+    p = s.tab(q, "POS")?;
+    if pos < 0 && tid >= 0 {
+        tid = -1;
+    }
+    if tid < 0 {
+        flag |= flags::UNMAPPED as u32;
+    }
+    let (mapq, q) = str2uint(&s, p, 8, &mut overflow);
+    p = s.tab(q, "MAPQ")?;
+
+    let mut cigar: Vec<u32> = Vec::new();
+    let ref_span;
+    if s.at(p) != b'*' {
+        p = parse_cigar(&s, p, &mut cigar)?;
+        p = s.tab(p, "CIGAR")?;
+        let rlen = if flag & flags::UNMAPPED as u32 == 0 {
+            ref_len(&cigar)
+        } else {
+            1
+        };
+        ref_span = rlen.max(1);
+    } else {
+        flag |= flags::UNMAPPED as u32;
+        p = s.token(p, "CIGAR")?.1;
+        ref_span = 1;
+    }
+    if HTS_POS_MAX - ref_span <= pos {
+        return Err(SamError::EndTooLarge);
+    }
+    let mut bin = reg2bin(pos, pos + ref_span);
+
+    let (rnext, q) = s.token(p, "RNEXT")?;
+    p = q;
+    let mut mtid = match rnext {
+        b"=" => tid,
+        b"*" => -1,
+        name => refs.get(name).unwrap_or(-1),
+    };
+    let (mpos1, q) = str2uint(&s, p, 62, &mut overflow);
+    let mpos = mpos1 as i64 - 1;
+    p = s.tab(q, "PNEXT")?;
+    if mpos < 0 && mtid >= 0 {
+        mtid = -1;
+    }
+    let (tlen, q) = str2int(&s, p, 63, &mut overflow);
+    p = s.tab(q, "TLEN")?;
+    if overflow {
+        return Err(SamError::OutOfRange);
+    }
+
+    let (seq, q) = s.token(p, "SEQ")?;
+    p = q;
+    let seq: &[u8] = if seq == b"*" { b"" } else { seq };
+    if seq.len() > i32::MAX as usize {
+        return Err(SamError::OutOfRange);
+    }
+    // Checked only when SEQ is present (`sam_parse1`).
+    if !seq.is_empty() && !cigar.is_empty() && query_len(&cigar) != seq.len() as u64 {
+        return Err(SamError::CigarSeqMismatch);
+    }
+
+    // Fixed part is filled in at the end; reserve block_size + 32 bytes.
+    out.extend_from_slice(&[0u8; 4 + FIXED_LEN]);
+    let body = out.len() - FIXED_LEN;
+    out.extend_from_slice(qname);
+    out.push(0);
+    let cigar_at = out.len();
+    for op in &cigar {
+        out.extend_from_slice(&op.to_le_bytes());
+    }
+    for pair in seq.chunks(2) {
+        let hi = NT16[pair[0] as usize] << 4;
+        out.push(hi | pair.get(1).map_or(0, |&b| NT16[b as usize]));
+    }
+    if s.at(p) == b'*' && matches!(s.at(p + 1), b'\t' | 0) {
+        out.extend(std::iter::repeat_n(0xffu8, seq.len()));
+        p += 2;
+    } else {
+        let qual = line.get(p..p + seq.len()).ok_or(SamError::QualLength)?;
+        if !matches!(s.at(p + seq.len()), b'\t' | 0) {
+            return Err(SamError::QualLength);
+        }
+        let mut bad = 0u8;
+        for &c in qual {
+            let v = c.wrapping_sub(33);
+            bad |= v;
+            out.push(v);
+        }
+        if bad & 0x80 != 0 {
+            return Err(SamError::BadQual);
+        }
+        p += seq.len() + 1;
+    }
+    let aux_at = out.len();
+    parse_aux(&s, p, out)?;
+
+    let l_seq = seq.len() as u32;
+    if let Some(real) = cg_cigar(&out[aux_at..], &cigar, l_seq, tid, pos) {
+        // bam_tag2cigar(b, 1, 1): the CG:B:I tag becomes the CIGAR.
+        let (cg_at, cg_len, ops) = real;
+        let cg_at = aux_at + cg_at;
+        out.drain(cg_at..cg_at + cg_len);
+        out.splice(
+            cigar_at..cigar_at + 4 * cigar.len(),
+            ops.iter().flat_map(|o| o.to_le_bytes()),
+        );
+        cigar = ops;
+        let end = pos
+            + if flag & flags::UNMAPPED as u32 == 0 {
+                ref_len(&cigar).max(1)
+            } else {
+                1
+            };
+        bin = reg2bin(pos, end);
+    }
+    if pos > i32::MAX as i64
+        || mpos > i32::MAX as i64
+        || tlen < i32::MIN as i64
+        || tlen > i32::MAX as i64
+    {
+        return Err(SamError::PositionTooLarge);
+    }
+    let mut n_cigar = cigar.len();
+    if n_cigar > MAX_BAM_CIGAR_OPS {
+        // bam_write1: a placeholder `<l_seq>S<rlen>N` CIGAR, the real one in
+        // a CG:B:I tag at the end of the aux data.
+        let rlen = ref_len(&cigar);
+        if rlen >= 1 << 28 {
+            return Err(SamError::BadCigar(
+                "reference length too long for a BAM CG tag",
+            ));
+        }
+        let placeholder = [l_seq << 4 | OP_SOFT_CLIP, (rlen as u32) << 4 | OP_REF_SKIP];
+        out.splice(
+            cigar_at..cigar_at + 4 * n_cigar,
+            placeholder.iter().flat_map(|o| o.to_le_bytes()),
+        );
+        out.extend_from_slice(b"CGBI");
+        out.extend_from_slice(&(n_cigar as u32).to_le_bytes());
+        out.extend(cigar.iter().flat_map(|o| o.to_le_bytes()));
+        n_cigar = 2;
+    }
+
+    let fixed = &mut out[body..body + FIXED_LEN];
+    fixed[0..4].copy_from_slice(&tid.to_le_bytes());
+    fixed[4..8].copy_from_slice(&(pos as i32).to_le_bytes());
+    fixed[8] = (qname.len() + 1) as u8;
+    fixed[9] = mapq as u8;
+    fixed[10..12].copy_from_slice(&bin.to_le_bytes());
+    fixed[12..14].copy_from_slice(&(n_cigar as u16).to_le_bytes());
+    fixed[14..16].copy_from_slice(&(flag as u16).to_le_bytes());
+    fixed[16..20].copy_from_slice(&l_seq.to_le_bytes());
+    fixed[20..24].copy_from_slice(&mtid.to_le_bytes());
+    fixed[24..28].copy_from_slice(&(mpos as i32).to_le_bytes());
+    fixed[28..32].copy_from_slice(&(tlen as i32).to_le_bytes());
+    let block_size = (out.len() - body) as u32;
+    out[body - 4..body].copy_from_slice(&block_size.to_le_bytes());
+    Ok(())
+}
+
+/// htslib's `parse_sam_flag`: decimal, or after a leading '0' C `strtoul`
+/// base 0 (hex `0x..`, octal); anything else reads as 0 without moving.
+fn parse_flag(s: &Line, p: usize, overflow: &mut bool) -> (u32, usize) {
+    match s.at(p) {
+        b'1'..=b'9' => {
+            let (v, e) = str2uint(s, p, 16, overflow);
+            (v as u32, e)
+        }
+        b'0' if s.at(p + 1) == b'\t' => (0, p + 1),
+        b'0' => {
+            let (hex, mut i) =
+                if matches!(s.at(p + 1), b'x' | b'X') && s.at(p + 2).is_ascii_hexdigit() {
+                    (true, p + 2)
+                } else {
+                    (false, p + 1)
+                };
+            let radix = if hex { 16 } else { 8 };
+            let mut v: u64 = 0;
+            while let Some(d) = (s.at(i) as char).to_digit(radix) {
+                v = v.saturating_mul(radix as u64).saturating_add(d as u64);
+                i += 1;
+            }
+            if v > 65535 {
+                *overflow = true;
+                return (65535, i);
+            }
+            (v as u32, i)
+        }
+        _ => (0, p),
+    }
+}
+
+/// htslib's `bam_parse_cigar`: as many operations as there are non-digit
+/// bytes before the tab, each a decimal length (< 2^28) and an op letter.
+fn parse_cigar(s: &Line, mut p: usize, cigar: &mut Vec<u32>) -> Result<usize, SamError> {
+    let field = s.0.get(p..).unwrap_or_default();
+    let field = &field[..field
+        .iter()
+        .position(|&b| b == b'\t')
+        .unwrap_or(field.len())];
+    let n = field.iter().filter(|b| !b.is_ascii_digit()).count();
+    if n == 0 {
+        return Err(SamError::BadCigar("no CIGAR operations"));
+    }
+    cigar.reserve(n);
+    for _ in 0..n {
+        let mut overflow = false;
+        let (len, q) = str2uint(s, p, 28, &mut overflow);
+        if q == p {
+            return Err(SamError::BadCigar("CIGAR length invalid"));
+        }
+        if overflow {
+            return Err(SamError::BadCigar("CIGAR length too long"));
+        }
+        let op = CIGAR_OPS
+            .iter()
+            .position(|&c| c == s.at(q))
+            .ok_or(SamError::BadCigar("unrecognized CIGAR operator"))?;
+        cigar.push((len as u32) << 4 | op as u32);
+        p = q + 1;
+    }
+    Ok(p)
+}
+
+fn ref_len(cigar: &[u32]) -> i64 {
+    cigar
+        .iter()
+        .filter(|&&c| consumes_ref((c & 0xf) as u8))
+        .map(|&c| (c >> 4) as i64)
+        .sum()
+}
+
+fn query_len(cigar: &[u32]) -> u64 {
+    cigar
+        .iter()
+        .filter(|&&c| consumes_query((c & 0xf) as u8))
+        .map(|&c| (c >> 4) as u64)
+        .sum()
+}
+
+/// `bam_tag2cigar`'s test: the CIGAR starts with `<l_seq>S`, the read is
+/// placed, and a `CG:B:I`/`CG:B:i` tag holds at least as many operations.
+/// Returns (offset of the CG field in `aux`, its byte length, the operations).
+fn cg_cigar(
+    aux: &[u8],
+    cigar: &[u32],
+    l_seq: u32,
+    tid: i32,
+    pos: i64,
+) -> Option<(usize, usize, Vec<u32>)> {
+    if cigar.first() != Some(&(l_seq << 4 | OP_SOFT_CLIP)) || tid < 0 || pos < 0 {
+        return None;
+    }
+    let rec_aux_at = aux_field(aux, *b"CG")?;
+    let val = &aux[rec_aux_at + 3..];
+    if aux[rec_aux_at + 2] != b'B' || !matches!(val.first(), Some(b'I' | b'i')) {
+        return None;
+    }
+    let n = u32::from_le_bytes([val[1], val[2], val[3], val[4]]);
+    if (n as usize) < cigar.len() || n >= 1 << 29 {
+        return None;
+    }
+    let ops = val[5..5 + 4 * n as usize]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Some((rec_aux_at, 8 + 4 * n as usize, ops))
+}
+
+/// Offset of the first aux field named `tag` in well-formed aux bytes.
+fn aux_field(aux: &[u8], tag: [u8; 2]) -> Option<usize> {
+    let mut i = 0;
+    while i + 3 <= aux.len() {
+        if aux[i..i + 2] == tag {
+            return Some(i);
+        }
+        i += 3 + crate::record::aux_value_len(aux[i + 2], &aux[i + 3..])?;
+    }
+    None
+}
+
+/// `aux_parse(.., lenient = 0)`: TAG, a separator, TYPE, a separator, value;
+/// junk after a scalar value up to the next tab is skipped.
+fn parse_aux(s: &Line, mut q: usize, out: &mut Vec<u8>) -> Result<(), SamError> {
+    let end = s.0.len();
+    let mut overflow = false;
+    // C compares `char`, signed on x86: bytes >= 0x80 are negative.
+    let signed = |b: u8| b as i8;
+    while q < end {
+        if end - q < 5 {
+            return Err(SamError::Aux("incomplete aux field"));
+        }
+        if signed(s.at(q)) < b'!' as i8 || signed(s.at(q + 1)) < b'!' as i8 {
+            return Err(SamError::Aux("invalid aux tag id"));
+        }
+        out.extend_from_slice(&s.0[q..q + 2]);
+        let ty = s.at(q + 3);
+        q += 5;
+        if ty != b'Z' && ty != b'H' && signed(s.at(q)) <= b'\t' as i8 {
+            return Err(SamError::Aux("incomplete aux field"));
+        }
+        match ty {
+            b'A' | b'a' | b'c' | b'C' => {
+                out.extend_from_slice(&[b'A', s.at(q)]);
+                q += 1;
+            }
+            b'i' | b'I' if s.at(q) == b'-' => {
+                let (x, e) = str2int(s, q, 32, &mut overflow);
+                q = e;
+                if x >= i8::MIN as i64 {
+                    out.extend_from_slice(&[b'c', x as u8]);
+                } else if x >= i16::MIN as i64 {
+                    out.push(b's');
+                    out.extend_from_slice(&(x as i16).to_le_bytes());
+                } else {
+                    out.push(b'i');
+                    out.extend_from_slice(&(x as i32).to_le_bytes());
+                }
+            }
+            b'i' | b'I' => {
+                let (x, e) = str2uint(s, q, 32, &mut overflow);
+                q = e;
+                if x <= u8::MAX as u64 {
+                    out.extend_from_slice(&[b'C', x as u8]);
+                } else if x <= u16::MAX as u64 {
+                    out.push(b'S');
+                    out.extend_from_slice(&(x as u16).to_le_bytes());
+                } else {
+                    out.push(b'I');
+                    out.extend_from_slice(&(x as u32).to_le_bytes());
+                }
+            }
+            b'f' => {
+                let (v, e) = strtod(s, q);
+                q = e;
+                out.push(b'f');
+                out.extend_from_slice(&(v as f32).to_le_bytes());
+            }
+            b'd' => {
+                let (v, e) = strtod(s, q);
+                q = e;
+                out.push(b'd');
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            b'Z' | b'H' => {
+                let rest = &s.0[q.min(end)..];
+                let len = rest.iter().position(|&b| b == b'\t').unwrap_or(rest.len());
+                if ty == b'H' && len % 2 != 0 {
+                    return Err(SamError::Aux(
+                        "hex field does not have an even number of digits",
+                    ));
+                }
+                out.push(ty);
+                out.extend_from_slice(&rest[..len]);
+                out.push(0);
+                q += len;
+            }
+            b'B' => {
+                let sub = s.at(q);
+                q += 1;
+                if !matches!(s.at(q), 0 | b',' | b'\t') {
+                    return Err(SamError::Aux("B aux field type not followed by ','"));
+                }
+                q = parse_b_array(s, sub, q, out)?;
+            }
+            _ => return Err(SamError::Aux("unrecognized type")),
+        }
+        while signed(s.at(q)) > b'\t' as i8 {
+            q += 1;
+        }
+        q += 1;
+    }
+    if overflow {
+        return Err(SamError::Aux("numeric value out of allowed range"));
+    }
+    Ok(())
+}
+
+/// `sam_parse_B_vals_r`: ",v,v,..." after the element type, ending at a tab
+/// or the end of the line. When a value does not fit the given type, htslib
+/// retries once with the smallest type that holds the range (unsigned only
+/// when `max < 255`, `max <= 65535`, `max <= u32::MAX`, as it does).
+fn parse_b_array(
+    s: &Line,
+    mut sub: u8,
+    start: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, SamError> {
+    // C compares `char`, signed on x86.
+    let skip_to_comma = |mut q: usize| {
+        while (s.at(q) as i8) > b'\t' as i8 && s.at(q) != b',' {
+            q += 1;
+        }
+        q
+    };
+    for _attempt in 0..2 {
+        if sub == b'A' {
+            return Err(SamError::Aux("B:A arrays cannot be printed as SAM"));
+        }
+        if !matches!(sub, b'c' | b'C' | b's' | b'S' | b'i' | b'I' | b'f') {
+            return Err(SamError::Aux("unrecognized B array type"));
+        }
+        let orig = out.len();
+        out.extend_from_slice(&[b'B', sub, 0, 0, 0, 0]);
+        let (mut q, mut n, mut overflow) = (start, 0u32, false);
+        while s.at(q) == b',' {
+            n = n.wrapping_add(1);
+            let unsigned_bits = match sub {
+                b'C' => 8,
+                b'S' => 16,
+                b'I' => 32,
+                _ => 0,
+            };
+            if unsigned_bits > 0 && s.at(q + 1) == b'-' {
+                overflow = true;
+                q = skip_to_comma(q + 1);
+                continue;
+            }
+            q = match sub {
+                b'f' => {
+                    let (v, e) = strtod(s, q + 1);
+                    out.extend_from_slice(&(v as f32).to_le_bytes());
+                    e
+                }
+                b'C' | b'S' | b'I' => {
+                    let (v, e) = str2uint(s, q + 1, unsigned_bits, &mut overflow);
+                    out.extend_from_slice(&v.to_le_bytes()[..unsigned_bits as usize / 8]);
+                    e
+                }
+                _ => {
+                    let bits = match sub {
+                        b'c' => 8,
+                        b's' => 16,
+                        _ => 32,
+                    };
+                    let (v, e) = str2int(s, q + 1, bits, &mut overflow);
+                    out.extend_from_slice(&v.to_le_bytes()[..bits as usize / 8]);
+                    e
+                }
+            };
+        }
+        if !matches!(s.at(q), b'\t' | 0) {
+            return Err(SamError::Aux("malformed B array"));
+        }
+        if !overflow {
+            out[orig + 2..orig + 6].copy_from_slice(&n.to_le_bytes());
+            return Ok(q);
+        }
+        out.truncate(orig);
+        let (end, mut r, mut min, mut max, mut wide) = (q, start, 0i64, 0i64, false);
+        while r < end {
+            let (v, e) = str2int(s, r + 1, 64, &mut wide);
+            min = min.min(v);
+            max = max.max(v);
+            r = skip_to_comma(e);
+        }
+        sub = match (min, max) {
+            _ if wide => 0,
+            (i64::MIN..=-1, _) if min >= i8::MIN as i64 && max <= i8::MAX as i64 => b'c',
+            (i64::MIN..=-1, _) if min >= i16::MIN as i64 && max <= i16::MAX as i64 => b's',
+            (i64::MIN..=-1, _) if min >= i32::MIN as i64 && max <= i32::MAX as i64 => b'i',
+            (i64::MIN..=-1, _) => 0,
+            _ if max < u8::MAX as i64 => b'C',
+            _ if max <= u16::MAX as i64 => b'S',
+            _ if max <= u32::MAX as i64 => b'I',
+            _ => 0,
+        };
+        if sub == 0 {
+            return Err(SamError::Aux(
+                "numeric value in B array out of allowed range",
+            ));
+        }
+    }
+    Err(SamError::Aux("malformed data in B array"))
+}
+
+#[cfg(test)]
+#[path = "sam_parse_tests.rs"]
+mod tests;

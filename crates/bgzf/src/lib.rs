@@ -1,1 +1,28 @@
-//! placeholder
+//! alnsort-bgzf: the BGZF layer (SAM spec §4.1). It turns a byte stream into
+//! checked, decompressed blocks and back, in parallel on an injected
+//! `rayon::ThreadPool`, and knows nothing about BAM.
+//!
+//! * [`block`]: one block: header parsing, inflate with ISIZE/CRC32 checks,
+//!   deflate, format sniffing, single-threaded whole-file helpers.
+//! * [`ParallelReader`]: ordered parallel inflate, `Read` + `BufRead`, with a
+//!   [`Position`] for error messages.
+//! * [`ParallelWriter`]: ordered parallel deflate of caller-sized blocks,
+//!   recording each block's compressed offset; [`BlockWriter`] adapts it to
+//!   `std::io::Write`.
+//! * [`BgzfError`]: every error names the byte offset it is about.
+
+pub mod block;
+pub mod error;
+pub mod reader;
+#[cfg(test)]
+mod test_util;
+mod wait;
+pub mod writer;
+
+pub use block::{
+    compress_all, decompress_all, is_bgzf, is_gzip, CompressionLevel, InvalidLevel, EOF_BLOCK,
+    MAX_BLOCK_SIZE, MAX_PAYLOAD,
+};
+pub use error::{BgzfError, BgzfError as Error, Result};
+pub use reader::{ParallelReader, Position};
+pub use writer::{BlockWriter, ParallelWriter, WriterSummary};

@@ -1,1 +1,136 @@
-//! placeholder
+//! External sort engine for `(key, record)` pairs within a memory budget.
+//!
+//! The engine knows nothing about BAM. Keys are byte strings ordered by
+//! `memcmp` (`<[u8]>::cmp`: a proper prefix sorts first); records are
+//! opaque byte slices whose length the engine stores itself. Equal keys keep
+//! their input order, on every path and for every budget and thread count
+//! (ARCHITECTURE.md, "Stability").
+//!
+//! How it works:
+//!
+//! 1. `push` copies each record into the current **sub-batch**: one large
+//!    recycled buffer plus a fixed-size entry per record (`batch.rs`). The
+//!    budget's chunk is split into [`plan::SUB_BATCHES`]-ish sub-batches;
+//!    each is sorted on the pool as soon as it is full, while `push` fills
+//!    the next (radix sort for [`KeyKind::Fixed8`], stable merge sort for
+//!    [`KeyKind::Variable`]).
+//! 2. When the whole chunk is full it is **spilled**: its sorted
+//!    sub-batches are merged into *one* run file of LZ4 frames compressed on
+//!    the pool (`runfile.rs`).
+//! 3. When runs pile up past the open-file/memory limit, a **background
+//!    fan-in** merges consecutive runs into one while input still arrives,
+//!    so the final merge stays a single pass.
+//! 4. `finish` never spills the last chunk: [`Merged`] merges the runs and
+//!    the in-memory sub-batches with a loser tree (`loser.rs`).
+//!
+//! Temp files live in `SortConfig::temp_dir`, are created with O_EXCL and
+//! are deleted as soon as they are merged away, and on drop or error.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use alnsort_sort::{KeyKind, SortConfig, Sorter};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+//! let config = SortConfig {
+//!     memory_budget: 1 << 20,
+//!     temp_dir: dir.path().to_path_buf(),
+//!     key_kind: KeyKind::Variable,
+//!     max_open_runs: 0,
+//! };
+//! let mut sorter = Sorter::new(config, pool).unwrap();
+//! for (key, record) in [(&b"b"[..], &b"second"[..]), (b"a", b"first"), (b"b", b"third")] {
+//!     sorter.push(key, record).unwrap();
+//! }
+//! let mut merged = sorter.finish().unwrap();
+//! let mut out = Vec::new();
+//! while let Some(record) = merged.next_record().unwrap() {
+//!     out.push(record.to_vec());
+//! }
+//! assert_eq!(out, [&b"first"[..], b"second", b"third"]);
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod batch;
+mod error;
+mod loser;
+mod merge;
+mod meter;
+pub mod plan;
+mod pool;
+pub mod radix;
+mod runfile;
+mod runread;
+mod sorter;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+pub use error::{Result, SortError};
+pub use merge::Merged;
+pub use plan::Plan;
+pub use sorter::Sorter;
+
+/// The shape of the keys, which picks the in-memory sort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// Every key is exactly 8 bytes (a big-endian `u64`, e.g. the
+    /// coordinate key): LSD radix sort.
+    Fixed8,
+    /// Keys of any length: stable merge sort on an 8-byte prefix, then the
+    /// full key.
+    Variable,
+}
+
+/// How a [`Sorter`] may use memory, disk and files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SortConfig {
+    /// Bytes the engine may hold: sub-batch buffers, entry arrays, key
+    /// bytes, sort scratch and run-file buffers. Soft for one record: a
+    /// record up to half the budget is accepted (it may get a sub-batch of
+    /// its own); a larger one is `SortError::RecordTooLarge`.
+    pub memory_budget: usize,
+    /// An existing, private directory (the CLI makes it with `mkdtemp`);
+    /// run files are created inside it with O_EXCL.
+    pub temp_dir: PathBuf,
+    /// The key shape.
+    pub key_kind: KeyKind,
+    /// Most runs merged at once. 0 = automatic: from `RLIMIT_NOFILE` (the
+    /// soft limit is raised to the hard one, 32 descriptors are kept in
+    /// reserve) and from memory (each open run needs read buffers).
+    pub max_open_runs: usize,
+}
+
+/// Counters of one sort.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SortStats {
+    /// Records pushed.
+    pub records: u64,
+    /// Key plus record bytes pushed.
+    pub bytes: u64,
+    /// Chunks written to run files.
+    pub spills: u64,
+    /// Merges of runs into one run (background fan-in, or in line at
+    /// `finish` when spills outran them).
+    pub fanin_merges: u64,
+    /// Run files written (spills plus fan-in outputs).
+    pub runs_written: u64,
+    /// Bytes of all run files written, before compression.
+    pub run_bytes_raw: u64,
+    /// Bytes of all run files written, on disk.
+    pub run_bytes_compressed: u64,
+    /// Run files the most-rewritten record went through (0 without spills;
+    /// 1 = spilled once; each fan-in level adds 1). The final merge is one
+    /// more pass on top.
+    pub merge_passes: u32,
+    /// Sources of the final merge (runs plus in-memory sub-batches).
+    pub final_sources: u64,
+    /// Most bytes held at once by batches (records, keys, entries, sort
+    /// scratch) and run-file buffers; allocator slack is not counted.
+    pub peak_bytes: u64,
+}

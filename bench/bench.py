@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Benchmark alnsort against samtools on the same input, in the same run.
+
+Speed is reported as ratios measured side by side (samtools wall / alnsort
+wall), never as absolute targets, because this machine is shared and noisy.
+Each configuration runs each tool N times (default 3) and reports the median
+wall time, the CPU time and peak RSS of that median run, the output size, and
+a checksum of the decoded records (`samtools view` text, without the header)
+of each tool's output: a time is only worth something beside a correct result.
+
+    bench/bench.py --input /path/reads-2000000.bam [--runs 3] [--configs default,l1,...]
+                   [--out bench/results/DATE-host.md]
+
+Needs: samtools on PATH (Debian's 1.16.1 is built with libdeflate), a release
+build of alnsort (target/release/alnsort), and for name-order checksums the
+samtools 1.24 oracle from pysam (its name-order tie-breaks differ from 1.16.1).
+"""
+import argparse
+import datetime
+import hashlib
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# name -> (options shared by both tools, target ratio from the issue)
+CONFIGS = {
+    "default": (["-m", "2G"], 1.3),
+    "l1": (["-l", "1", "-m", "2G"], 1.5),
+    "ext": (["-m", "100M"], 1.5),
+    "ext-l1": (["-l", "1", "-m", "100M"], 2.0),
+    "name": (["-n", "-m", "2G"], 1.8),
+    "uncompressed": (["-u", "-m", "2G"], 2.0),
+}
+
+
+def run_timed(cmd, stdout=subprocess.DEVNULL):
+    """Runs cmd; returns (wall seconds, cpu seconds, peak RSS bytes)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({code}): {err[-2000:]}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
+
+
+def records_checksum(path, threads):
+    """md5 of the decoded records as `samtools view` prints them."""
+    h = hashlib.md5()
+    p = subprocess.Popen(["samtools", "view", "-@", str(threads), path], stdout=subprocess.PIPE)
+    for chunk in iter(lambda: p.stdout.read(1 << 20), b""):
+        h.update(chunk)
+    if p.wait() != 0:
+        raise RuntimeError(f"samtools view {path} failed")
+    return h.hexdigest()[:12]
+
+
+def oracle_checksum(inp, opts, tmp):
+    """Checksum of samtools 1.24's output (pysam), for orders where 1.16.1 differs."""
+    out = os.path.join(tmp, "oracle.bam")
+    code = ("import pysam,sys; pysam.samtools.sort(*sys.argv[1:])")
+    subprocess.run([sys.executable, "-c", code, *opts, "-@", "2", "-o", out, inp], check=True)
+    c = records_checksum(out, 2)
+    os.remove(out)
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--alnsort", default=os.path.join(ROOT, "target", "release", "alnsort"))
+    ap.add_argument("--tmp", default=None, help="scratch directory (default: beside the input)")
+    ap.add_argument("--out", default=None, help="write the markdown table here too")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="alnsort-bench-", dir=a.tmp or os.path.dirname(os.path.abspath(a.input)))
+    st_version = subprocess.run(["samtools", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    lines = [
+        f"# alnsort vs samtools, {datetime.date.today().isoformat()}",
+        "",
+        f"- machine: {platform.node()}, {os.cpu_count()} cores, "
+        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB, {platform.platform()}",
+        f"- samtools: {st_version}; alnsort: {subprocess.run([a.alnsort, '--version'], capture_output=True, text=True).stdout.strip()}",
+        f"- input: {os.path.basename(a.input)} ({os.path.getsize(a.input) / 1e6:.0f} MB), "
+        f"-@{a.threads}, median of {a.runs} runs; checksum = md5 of decoded records (samtools view)",
+        "",
+        "| config | options | tool | wall s | CPU s | peak RSS MB | output MB | records md5 | ratio (samtools/alnsort wall) | target |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    try:
+        for name in a.configs.split(","):
+            opts, target = CONFIGS[name]
+            results = {}
+            for tool in ("samtools", "alnsort"):
+                out = os.path.join(tmp, f"{tool}.{name}.bam")
+                exe = ["samtools", "sort"] if tool == "samtools" else [a.alnsort, "sort", "--no-progress"]
+                cmd = exe + opts + ["-@", str(a.threads), "-T", os.path.join(tmp, f"{tool}-tmp"), "-o", out, a.input]
+                if tool == "alnsort":
+                    cmd = exe + opts + ["-@", str(a.threads), "-T", tmp, "-o", out, a.input]
+                runs = []
+                for _ in range(a.runs):
+                    runs.append(run_timed(cmd))
+                    print(f"{name} {tool}: {runs[-1][0]:.2f} s", file=sys.stderr)
+                med = sorted(runs)[len(runs) // 2]
+                results[tool] = (med, os.path.getsize(out), records_checksum(out, a.threads))
+                os.remove(out)
+            ratio = results["samtools"][0][0] / results["alnsort"][0][0]
+            for tool in ("samtools", "alnsort"):
+                (wall, cpu, rss), size, ck = results[tool]
+                lines.append(
+                    f"| {name} | `{' '.join(opts)}` | {tool} | {wall:.2f} | {cpu:.2f} | {rss / 1e6:.0f} | "
+                    f"{size / 1e6:.1f} | {ck} | {f'{ratio:.2f}' if tool == 'alnsort' else ''} | "
+                    f"{f'>= {target}' if tool == 'alnsort' else ''} |"
+                )
+            if results["samtools"][2] != results["alnsort"][2]:
+                ock = oracle_checksum(a.input, opts, tmp)
+                lines.append(f"| {name} | | samtools 1.24 (pysam, checksum only) | | | | | {ock} | | |")
+            print("\n".join(lines[-3:]), file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

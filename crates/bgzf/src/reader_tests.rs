@@ -1,0 +1,317 @@
+//! Tests for the parallel reader: ordering, every error with its offset,
+//! prefixes, positions, shutdown on drop, and interop with htslib.
+
+use std::io::{BufRead, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::block::{compress_all, CompressionLevel, EOF_BLOCK, HEADER_LEN};
+use crate::error::IsizeFound;
+use crate::test_util::*;
+
+/// Reads everything, returning the data before the first error and the
+/// error itself.
+fn drain(reader: &mut ParallelReader) -> (Vec<u8>, Option<BgzfError>) {
+    let mut data = Vec::new();
+    loop {
+        match reader.fill_block() {
+            Ok([]) => return (data, None),
+            Ok(block) => {
+                let n = block.len();
+                data.extend_from_slice(block);
+                reader.consume(n);
+            }
+            Err(e) => return (data, Some(e)),
+        }
+    }
+}
+
+fn read_file(file: Vec<u8>, threads: usize) -> (Vec<u8>, Option<BgzfError>) {
+    let mut reader =
+        ParallelReader::new(std::io::Cursor::new(file), pool(threads), Vec::new()).expect("reader");
+    drain(&mut reader)
+}
+
+#[test]
+fn many_blocks_come_out_in_order() {
+    let payloads: Vec<Vec<u8>> = (0..3000u32)
+        .map(|i| i.to_le_bytes().repeat(1 + i as usize % 5))
+        .collect();
+    let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+    let (file, _) = blocks_file(&refs);
+    for threads in [1, 3] {
+        let (data, err) = read_file(file.clone(), threads);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(data, payloads.concat(), "threads = {threads}");
+    }
+}
+
+#[test]
+fn an_error_deep_in_the_stream_comes_after_all_earlier_blocks() {
+    let payloads: Vec<Vec<u8>> = (0..1000u32).map(|i| noise(1000, u64::from(i))).collect();
+    let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+    let (mut file, offsets) = blocks_file(&refs);
+    let bad = offsets[700] as usize;
+    file[bad + 30] ^= 0x55; // inside the deflate data of block 700
+    let (data, err) = read_file(file, 3);
+    assert_eq!(data, payloads[..700].concat());
+    let err = err.expect("block 700 is corrupt");
+    assert_eq!(err.offset(), offsets[700], "{err}");
+}
+
+#[test]
+fn empty_blocks_in_the_middle_are_skipped() {
+    let (mut file, _) = blocks_file(&[b"abc"]);
+    let (second, _) = blocks_file(&[b"def"]);
+    file.extend_from_slice(&EOF_BLOCK);
+    file.extend_from_slice(&second);
+    let (data, err) = read_file(file, 2);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(data, b"abcdef");
+}
+
+#[test]
+fn corrupt_crc_is_reported_after_the_good_blocks() {
+    let (mut file, offsets) = blocks_file(&[b"first", b"second", b"third"]);
+    let crc_at = offsets[2] as usize - 8; // footer of block 1
+    file[crc_at] ^= 1;
+    let (data, err) = read_file(file, 3);
+    assert_eq!(data, b"first");
+    match err {
+        Some(BgzfError::Crc {
+            offset,
+            expected,
+            got,
+        }) => {
+            assert_eq!(offset, offsets[1]);
+            assert_eq!(expected ^ 1, got);
+        }
+        other => panic!("expected CRC error, got {other:?}"),
+    }
+}
+
+#[test]
+fn corrupt_isize_is_reported_with_its_offset() {
+    let (mut file, offsets) = blocks_file(&[b"first", b"second", b"third"]);
+    let isize_at = offsets[2] as usize - 4;
+    file[isize_at] = 7;
+    let (data, err) = read_file(file, 1);
+    assert_eq!(data, b"first");
+    assert!(
+        matches!(err, Some(BgzfError::Isize { offset, expected: 7, got: IsizeFound::Bytes(6) }) if offset == offsets[1]),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn truncated_block_is_reported_with_its_offset() {
+    let (file, offsets) = blocks_file(&[b"first", b"second"]);
+    let cut = offsets[1] as usize + 20;
+    let (data, err) = read_file(file[..cut].to_vec(), 2);
+    assert_eq!(data, b"first");
+    assert!(
+        matches!(err, Some(BgzfError::Truncated { offset, available: 20, .. }) if offset == offsets[1]),
+        "{err:?}"
+    );
+    // Cut inside the fixed header too.
+    let (_, err) = read_file(file[..offsets[1] as usize + 5].to_vec(), 2);
+    assert!(
+        matches!(err, Some(BgzfError::Truncated { available: 5, .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn bad_magic_is_reported_with_its_offset() {
+    let (mut file, offsets) = blocks_file(&[b"first", b"second"]);
+    file[offsets[1] as usize] = b'B';
+    let (data, err) = read_file(file, 2);
+    assert_eq!(data, b"first");
+    assert!(
+        matches!(err, Some(BgzfError::BadHeader { offset, .. }) if offset == offsets[1]),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn missing_eof_block_is_an_error_after_all_data() {
+    let (file, _) = blocks_file(&[b"first", b"second"]);
+    let cut = file.len() - EOF_BLOCK.len();
+    let (data, err) = read_file(file[..cut].to_vec(), 2);
+    assert_eq!(data, b"firstsecond");
+    assert!(
+        matches!(err, Some(BgzfError::MissingEof { offset }) if offset == cut as u64),
+        "{err:?}"
+    );
+    let (data, err) = read_file(Vec::new(), 1);
+    assert!(data.is_empty());
+    assert!(
+        matches!(err, Some(BgzfError::MissingEof { offset: 0 })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn errors_repeat_and_convert_to_io_errors() {
+    let (file, _) = blocks_file(&[b"only"]);
+    let mut reader = ParallelReader::new(
+        std::io::Cursor::new(file[..30].to_vec()),
+        pool(1),
+        Vec::new(),
+    )
+    .expect("reader");
+    let mut out = Vec::new();
+    let err = reader.read_to_end(&mut out).expect_err("truncated");
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    let inner = err.get_ref().and_then(|e| e.downcast_ref::<BgzfError>());
+    assert!(
+        matches!(inner, Some(BgzfError::Truncated { offset: 0, .. })),
+        "{inner:?}"
+    );
+    assert!(matches!(
+        reader.fill_block(),
+        Err(BgzfError::Truncated { offset: 0, .. })
+    ));
+}
+
+#[test]
+fn prefix_then_rest_reads_the_whole_stream() {
+    let data = bam_like(200_000);
+    let file = compress_all(&data, CompressionLevel::FASTEST);
+    for split in [0, 4, 18, 1000, file.len()] {
+        let (head, tail) = file.split_at(split);
+        let tail = std::io::Cursor::new(tail.to_vec());
+        let mut reader = ParallelReader::new(tail, pool(2), head.to_vec()).expect("reader");
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).expect("valid file");
+        assert_eq!(out, data, "split at {split}");
+    }
+}
+
+#[test]
+fn position_tracks_block_offsets() {
+    let (file, offsets) = blocks_file(&[b"abcd", b"efgh"]);
+    let mut reader = ParallelReader::new(std::io::Cursor::new(file.clone()), pool(2), Vec::new())
+        .expect("reader");
+    assert_eq!(
+        reader.position(),
+        Position {
+            block_offset: 0,
+            in_block: 0,
+            uncompressed_total: 0
+        }
+    );
+    let mut buf = [0u8; 3];
+    reader.read_exact(&mut buf).expect("3 bytes");
+    assert_eq!(
+        reader.position(),
+        Position {
+            block_offset: 0,
+            in_block: 3,
+            uncompressed_total: 3
+        }
+    );
+    reader.read_exact(&mut buf[..1]).expect("1 byte");
+    // At the end of a block, the position is the start of the next one.
+    let at_boundary = Position {
+        block_offset: offsets[1],
+        in_block: 0,
+        uncompressed_total: 4,
+    };
+    assert_eq!(reader.position(), at_boundary);
+    reader.read_exact(&mut buf[..2]).expect("2 bytes");
+    assert_eq!(
+        reader.position(),
+        Position {
+            block_offset: offsets[1],
+            in_block: 2,
+            uncompressed_total: 6
+        }
+    );
+    assert_eq!(reader.position().virtual_offset(), (offsets[1] << 16) | 2);
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest).expect("valid");
+    assert_eq!(rest, b"gh");
+    assert_eq!(reader.position().block_offset, file.len() as u64);
+}
+
+#[test]
+fn dropping_mid_stream_stops_the_reader_thread() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let block = compress_all(&noise(50_000, 5), CompressionLevel::FASTEST);
+    let block = block[..block.len() - EOF_BLOCK.len()].to_vec();
+    let endless = Endless {
+        block,
+        at: 0,
+        dropped: Arc::clone(&dropped),
+    };
+    let mut reader = ParallelReader::new(endless, pool(2), Vec::new()).expect("reader");
+    let mut buf = vec![0u8; 300_000];
+    reader.read_exact(&mut buf).expect("endless data");
+    drop(reader);
+    let start = Instant::now();
+    while !dropped.load(Ordering::SeqCst) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "reader thread still holds the input"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn consumer_inside_a_one_thread_pool_does_not_deadlock() {
+    let data = bam_like(500_000);
+    let file = compress_all(&data, CompressionLevel::FASTEST);
+    let pool = pool(1);
+    let out = pool.install(|| {
+        let mut reader =
+            ParallelReader::new(std::io::Cursor::new(file), Arc::clone(&pool), Vec::new())
+                .expect("reader");
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).map(|_| out)
+    });
+    assert_eq!(out.expect("valid"), data);
+}
+
+#[test]
+fn non_default_extra_fields_are_accepted() {
+    // A block whose BC subfield follows another subfield (legal per RFC 1952).
+    let (file, _) = blocks_file(&[b"xy"]);
+    let mut odd = file[..10].to_vec();
+    let bsize = u16::from_le_bytes([file[16], file[17]]) + 5;
+    odd.extend_from_slice(&[11, 0, b'Z', b'Z', 1, 0, 0]);
+    odd.extend_from_slice(&[b'B', b'C', 2, 0]);
+    odd.extend_from_slice(&bsize.to_le_bytes());
+    odd.extend_from_slice(&file[HEADER_LEN..]);
+    let (data, err) = read_file(odd, 1);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(data, b"xy");
+}
+
+#[test]
+fn reads_a_file_written_by_htslib() {
+    let path = temp_path("htslib-written.gz");
+    let script = "import pysam, sys\n\
+        data = bytes((i * 7 + i // 300) % 251 for i in range(300000))\n\
+        f = pysam.BGZFile(sys.argv[1], 'wb')\n\
+        f.write(data)\n\
+        f.close()\n";
+    let out = python(script, &[path.to_str().expect("utf-8 temp path")]);
+    assert!(
+        out.status.success(),
+        "pysam failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::fs::read(&path).expect("pysam output");
+    let _ = std::fs::remove_file(&path);
+    assert!(crate::block::is_bgzf(&file));
+    let expected: Vec<u8> = (0..300_000u32)
+        .map(|i| ((i * 7 + i / 300) % 251) as u8)
+        .collect();
+    let (data, err) = read_file(file, 3);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(data, expected);
+}

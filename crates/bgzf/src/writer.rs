@@ -1,0 +1,319 @@
+//! Ordered parallel BGZF compression.
+//!
+//! The caller hands over one payload per block (the BAM layer decides block
+//! boundaries, htslib-style). Each block's one-shot result receiver is queued
+//! in a bounded FIFO *before* its deflate job is spawned on the injected
+//! pool; a dedicated writer thread pops the FIFO in order and writes the
+//! compressed blocks to the output, recording each block's compressed
+//! offset for the index. Any write error stops the writer thread, which
+//! closes the FIFO, so the error comes back from the next `write_block` or
+//! from `finish`, and every later call returns it again.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::thread;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use libdeflater::Compressor;
+use rayon::ThreadPool;
+
+use crate::block::{encode_block, CompressionLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD};
+use crate::error::{BgzfError, Result};
+use crate::wait;
+
+/// Blocks in flight per pool thread (see the reader's constant of the same
+/// name): bounds memory at about 4 x threads x 128 KiB.
+const QUEUE_BLOCKS_PER_THREAD: usize = 4;
+
+/// What [`ParallelWriter::finish`] returns.
+#[derive(Debug)]
+pub struct WriterSummary<W> {
+    /// The output, flushed.
+    pub inner: W,
+    /// Compressed offset of each block in write order, then one last entry:
+    /// the offset of the EOF block.
+    pub block_offsets: Vec<u64>,
+    /// Bytes written to `inner`, EOF block included.
+    pub compressed_bytes: u64,
+    /// Payload bytes handed to `write_block`.
+    pub uncompressed_bytes: u64,
+}
+
+/// One FIFO entry, in block order.
+enum Msg {
+    Block(Receiver<Vec<u8>>),
+    Finish,
+}
+
+/// What the writer thread hands back on a successful finish.
+struct Written<W> {
+    inner: W,
+    block_offsets: Vec<u64>,
+    compressed_bytes: u64,
+}
+
+/// Compresses blocks on a thread pool and writes them in order.
+pub struct ParallelWriter<W> {
+    pool: Arc<ThreadPool>,
+    level: CompressionLevel,
+    queue: Option<Sender<Msg>>,
+    done: Receiver<Result<Written<W>>>,
+    payloads: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    block_bufs: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    compressors: (Sender<Compressor>, Receiver<Compressor>),
+    blocks: u64,
+    uncompressed: u64,
+    failed: Option<BgzfError>,
+}
+
+impl<W: Write + Send + 'static> ParallelWriter<W> {
+    /// Writes BGZF to `inner`, deflating on `pool` at `level`. If the
+    /// writer thread cannot be started, the first `write_block` or `finish`
+    /// returns that error.
+    pub fn new(inner: W, pool: Arc<ThreadPool>, level: CompressionLevel) -> Self {
+        let capacity = QUEUE_BLOCKS_PER_THREAD * pool.current_num_threads().max(1);
+        let (queue, fifo) = bounded(capacity);
+        let (done_tx, done) = bounded(1);
+        let block_bufs = unbounded();
+        let recycle = block_bufs.0.clone();
+        let started = thread::Builder::new()
+            .name("bgzf-writer".into())
+            .spawn(move || {
+                let _ = done_tx.send(write_blocks(inner, &fifo, &recycle));
+            });
+        ParallelWriter {
+            pool,
+            level,
+            queue: Some(queue),
+            done,
+            payloads: unbounded(),
+            block_bufs,
+            compressors: unbounded(),
+            blocks: 0,
+            uncompressed: 0,
+            failed: started.err().map(|e| BgzfError::io(0, e)),
+        }
+    }
+
+    /// An empty payload buffer with capacity [`MAX_PAYLOAD`], recycled from
+    /// earlier blocks when possible.
+    pub fn buffer(&self) -> Vec<u8> {
+        match self.payloads.1.try_recv() {
+            Ok(buf) => buf,
+            Err(_) => Vec::with_capacity(MAX_PAYLOAD),
+        }
+    }
+
+    /// Queues `payload` (1..=[`MAX_PAYLOAD`] bytes) as the next block and
+    /// returns its block index (0-based). Blocks while the queue is full.
+    pub fn write_block(&mut self, payload: Vec<u8>) -> Result<u64> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let index = self.blocks;
+        if payload.is_empty() || payload.len() > MAX_PAYLOAD {
+            let err = BgzfError::PayloadSize {
+                block_index: index,
+                len: payload.len(),
+                max: MAX_PAYLOAD,
+            };
+            return Err(self.fail(err));
+        }
+        let (tx, rx) = bounded(1);
+        if !self.enqueue(Msg::Block(rx)) {
+            return Err(self.fail_from_thread());
+        }
+        let len = payload.len() as u64;
+        let mut out = match self.block_bufs.1.try_recv() {
+            Ok(buf) => buf,
+            Err(_) => Vec::with_capacity(MAX_BLOCK_SIZE),
+        };
+        let mut compressor = match self.level.is_uncompressed() {
+            true => None,
+            false => Some(
+                self.compressors
+                    .1
+                    .try_recv()
+                    .unwrap_or_else(|_| self.level.compressor()),
+            ),
+        };
+        let payload_back = self.payloads.0.clone();
+        let compressor_back = self.compressors.0.clone();
+        self.pool.spawn(move || {
+            let mut payload = payload;
+            encode_block(&payload, compressor.as_mut(), &mut out);
+            payload.clear();
+            // Recycling fails only once the writer itself has been dropped.
+            let _ = payload_back.send(payload);
+            if let Some(c) = compressor {
+                let _ = compressor_back.send(c);
+            }
+            let _ = tx.send(out);
+        });
+        self.blocks += 1;
+        self.uncompressed += len;
+        Ok(index)
+    }
+
+    /// Waits for every queued block, writes the EOF block and flushes.
+    pub fn finish(mut self) -> Result<WriterSummary<W>> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.enqueue(Msg::Finish) {
+            return Err(self.fail_from_thread());
+        }
+        match self.wait_for_thread() {
+            Ok(written) => Ok(WriterSummary {
+                inner: written.inner,
+                block_offsets: written.block_offsets,
+                compressed_bytes: written.compressed_bytes,
+                uncompressed_bytes: self.uncompressed,
+            }),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Blocks queued so far.
+    pub fn blocks_written(&self) -> u64 {
+        self.blocks
+    }
+
+    /// False if the writer thread has gone (after an error).
+    fn enqueue(&mut self, msg: Msg) -> bool {
+        match &self.queue {
+            Some(queue) => wait::send(&self.pool, queue, msg).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The writer thread's result, waited for without starving the pool.
+    fn wait_for_thread(&mut self) -> Result<Written<W>> {
+        self.queue = None;
+        match wait::recv(&self.pool, &self.done) {
+            Ok(result) => result,
+            Err(_) => Err(BgzfError::WriterLost {
+                block_index: self.blocks,
+            }),
+        }
+    }
+
+    /// The error that made the writer thread close the queue.
+    fn fail_from_thread(&mut self) -> BgzfError {
+        let err = match self.wait_for_thread() {
+            Err(e) => e,
+            Ok(_) => BgzfError::WriterLost {
+                block_index: self.blocks,
+            },
+        };
+        self.fail(err)
+    }
+
+    fn fail(&mut self, err: BgzfError) -> BgzfError {
+        self.failed = Some(err.clone());
+        err
+    }
+}
+
+/// The writer thread: writes blocks in FIFO order, then the EOF block when
+/// told to finish. Returns early on the first error; if the writer is
+/// dropped without `finish`, no EOF block is written, so the output reads
+/// as truncated rather than as complete.
+fn write_blocks<W: Write>(
+    mut inner: W,
+    fifo: &Receiver<Msg>,
+    recycle: &Sender<Vec<u8>>,
+) -> Result<Written<W>> {
+    let mut offset = 0u64;
+    let mut block_offsets = Vec::new();
+    loop {
+        let rx = match fifo.recv() {
+            Ok(Msg::Block(rx)) => rx,
+            Ok(Msg::Finish) => break,
+            Err(_) => {
+                return Err(BgzfError::WriterLost {
+                    block_index: block_offsets.len() as u64,
+                });
+            }
+        };
+        let block = rx.recv().map_err(|_| BgzfError::WriterLost {
+            block_index: block_offsets.len() as u64,
+        })?;
+        inner
+            .write_all(&block)
+            .map_err(|e| BgzfError::io(offset, e))?;
+        block_offsets.push(offset);
+        offset += block.len() as u64;
+        let _ = recycle.send(block);
+    }
+    inner
+        .write_all(&EOF_BLOCK)
+        .map_err(|e| BgzfError::io(offset, e))?;
+    block_offsets.push(offset);
+    offset += EOF_BLOCK.len() as u64;
+    inner.flush().map_err(|e| BgzfError::io(offset, e))?;
+    Ok(Written {
+        inner,
+        block_offsets,
+        compressed_bytes: offset,
+    })
+}
+
+/// `std::io::Write` over a [`ParallelWriter`]: packs bytes into payloads of
+/// [`MAX_PAYLOAD`] bytes. `flush` (and `finish`) ends the current block
+/// early, so whatever follows starts a new block, as htslib does after the
+/// BAM header. Pending bytes are also sent on drop; if that fails, the
+/// error is kept by the `ParallelWriter` and returned by its next call.
+pub struct BlockWriter<'a, W: Write + Send + 'static> {
+    writer: &'a mut ParallelWriter<W>,
+    buf: Vec<u8>,
+}
+
+impl<'a, W: Write + Send + 'static> BlockWriter<'a, W> {
+    /// Writes through `writer`, starting a new block.
+    pub fn new(writer: &'a mut ParallelWriter<W>) -> Self {
+        let buf = writer.buffer();
+        BlockWriter { writer, buf }
+    }
+
+    /// Sends the pending partial block, if any.
+    pub fn finish(mut self) -> Result<()> {
+        self.send()
+    }
+
+    fn send(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.buf, self.writer.buffer());
+        self.writer.write_block(full)?;
+        Ok(())
+    }
+}
+
+impl<W: Write + Send + 'static> Write for BlockWriter<'_, W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.buf.len() == MAX_PAYLOAD {
+            self.send()?;
+        }
+        let n = data.len().min(MAX_PAYLOAD - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(self.send()?)
+    }
+}
+
+impl<W: Write + Send + 'static> Drop for BlockWriter<'_, W> {
+    fn drop(&mut self) {
+        // A failure is recorded in `self.writer` and reported by its next
+        // `write_block` or `finish`.
+        let _ = self.send();
+    }
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

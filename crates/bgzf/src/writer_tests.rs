@@ -1,0 +1,284 @@
+//! Tests for the parallel writer: round trips through the reader (property
+//! based), block offsets, error surfacing, `BlockWriter`, and that htslib
+//! and Python's gzip read what we write.
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::block::{self, decompress_all, parse_header};
+use crate::reader::ParallelReader;
+use crate::test_util::*;
+
+/// Writes `data` cut at the given block sizes (cycled) and returns the
+/// summary.
+fn write_blocks_of(
+    data: &[u8],
+    sizes: &[usize],
+    threads: usize,
+    level: u32,
+) -> WriterSummary<Vec<u8>> {
+    let level = CompressionLevel::new(level).expect("level");
+    let mut writer = ParallelWriter::new(Vec::new(), pool(threads), level);
+    let mut rest = data;
+    for (index, &size) in (0u64..).zip(sizes.iter().cycle()) {
+        if rest.is_empty() {
+            break;
+        }
+        let (payload, tail) = rest.split_at(size.min(rest.len()));
+        let mut buf = writer.buffer();
+        buf.extend_from_slice(payload);
+        assert_eq!(writer.write_block(buf).expect("write"), index);
+        rest = tail;
+    }
+    writer.finish().expect("finish")
+}
+
+/// The compressed offsets of each block, found by walking the headers.
+fn walk_blocks(file: &[u8]) -> Vec<u64> {
+    let mut offsets = Vec::new();
+    let mut at = 0;
+    while at < file.len() {
+        offsets.push(at as u64);
+        at += parse_header(&file[at..], at as u64)
+            .expect("valid header")
+            .bsize;
+    }
+    offsets
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn round_trip_random_blocks(
+        data in proptest::collection::vec(any::<u8>(), 0..300_000),
+        sizes in proptest::collection::vec(1..=MAX_PAYLOAD, 1..8),
+        level in 0u32..=9,
+        threads in prop_oneof![Just(1usize), Just(3usize)],
+    ) {
+        let summary = write_blocks_of(&data, &sizes, threads, level);
+        prop_assert_eq!(summary.uncompressed_bytes, data.len() as u64);
+        prop_assert_eq!(summary.compressed_bytes, summary.inner.len() as u64);
+        prop_assert_eq!(&summary.block_offsets, &walk_blocks(&summary.inner));
+        prop_assert!(summary.inner.ends_with(&EOF_BLOCK));
+        let mut reader = ParallelReader::new(io::Cursor::new(summary.inner), pool(4 - threads), Vec::new())
+            .expect("reader");
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).expect("valid BGZF");
+        prop_assert_eq!(out, data);
+    }
+}
+
+#[test]
+fn block_offsets_end_with_the_eof_block() {
+    let data = bam_like(5 * MAX_PAYLOAD + 3);
+    let summary = write_blocks_of(&data, &[MAX_PAYLOAD], 3, 6);
+    assert_eq!(summary.block_offsets.len(), 7);
+    let eof = *summary.block_offsets.last().expect("EOF entry");
+    assert_eq!(eof + EOF_BLOCK.len() as u64, summary.compressed_bytes);
+    assert_eq!(&summary.inner[eof as usize..], &EOF_BLOCK);
+    assert_eq!(decompress_all(&summary.inner).expect("valid"), data);
+}
+
+#[test]
+fn bad_payload_sizes_are_rejected_and_poison_the_writer() {
+    let mut writer = ParallelWriter::new(Vec::new(), pool(1), CompressionLevel::default());
+    assert!(matches!(
+        writer.write_block(Vec::new()),
+        Err(BgzfError::PayloadSize { len: 0, .. })
+    ));
+    assert!(matches!(
+        writer.write_block(b"x".to_vec()),
+        Err(BgzfError::PayloadSize { len: 0, .. })
+    ));
+    let mut writer = ParallelWriter::new(Vec::new(), pool(1), CompressionLevel::default());
+    writer.write_block(b"ok".to_vec()).expect("fine");
+    let err = writer
+        .write_block(vec![0; MAX_PAYLOAD + 1])
+        .expect_err("too large");
+    assert!(
+        matches!(err, BgzfError::PayloadSize { block_index: 1, .. }),
+        "{err:?}"
+    );
+    assert!(writer.finish().is_err());
+}
+
+/// Writes incompressible blocks into a sink that fails after `limit` bytes
+/// and returns the first error and what later calls return.
+fn write_until_error(limit: usize, threads: usize) -> (BgzfError, BgzfError) {
+    let sink = FailAfter {
+        limit,
+        written: 0,
+        kind: io::ErrorKind::StorageFull,
+    };
+    let mut writer = ParallelWriter::new(sink, pool(threads), CompressionLevel::FASTEST);
+    let mut first = None;
+    for i in 0..200 {
+        if let Err(e) = writer.write_block(noise(MAX_PAYLOAD, i)) {
+            first = Some(e);
+            break;
+        }
+    }
+    match first {
+        Some(e) => {
+            let again = writer.write_block(b"more".to_vec()).expect_err("poisoned");
+            let finish = writer.finish().expect_err("poisoned");
+            assert_eq!(again.to_string(), e.to_string());
+            (e, finish)
+        }
+        None => {
+            let e = writer.finish().expect_err("the sink failed");
+            (e.clone(), e)
+        }
+    }
+}
+
+#[test]
+fn write_errors_surface_with_their_offset() {
+    let limit = 3 * 65_000;
+    // Where the block that crosses the limit starts.
+    let level = CompressionLevel::FASTEST;
+    let mut c = level.compressor();
+    let (mut start, mut block_buf) = (0u64, Vec::new());
+    for i in 0.. {
+        block::deflate_block(&noise(MAX_PAYLOAD, i), level, &mut block_buf, &mut c).expect("fits");
+        if start + block_buf.len() as u64 > limit as u64 {
+            break;
+        }
+        start += block_buf.len() as u64;
+    }
+    for threads in [1, 3] {
+        let (first, later) = write_until_error(limit, threads);
+        match &first {
+            BgzfError::Io { offset, source } => {
+                assert_eq!(source.kind(), io::ErrorKind::StorageFull);
+                assert_eq!(*offset, start, "threads = {threads}");
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+        assert_eq!(later.to_string(), first.to_string());
+    }
+}
+
+#[test]
+fn error_while_writing_the_eof_block_surfaces_from_finish() {
+    let sink = FailAfter {
+        limit: 10,
+        written: 0,
+        kind: io::ErrorKind::BrokenPipe,
+    };
+    let writer = ParallelWriter::new(sink, pool(2), CompressionLevel::default());
+    let err = writer.finish().expect_err("sink fails");
+    assert!(
+        matches!(&err, BgzfError::Io { offset: 0, source } if source.kind() == io::ErrorKind::BrokenPipe)
+    );
+    assert_eq!(io::Error::from(err).kind(), io::ErrorKind::BrokenPipe);
+}
+
+#[test]
+fn writer_inside_a_one_thread_pool_does_not_deadlock() {
+    let pool = pool(1);
+    let data = bam_like(40 * MAX_PAYLOAD);
+    let file = pool.install(|| {
+        let mut writer =
+            ParallelWriter::new(Vec::new(), Arc::clone(&pool), CompressionLevel::FASTEST);
+        for chunk in data.chunks(MAX_PAYLOAD) {
+            writer.write_block(chunk.to_vec()).expect("write");
+        }
+        writer.finish().expect("finish").inner
+    });
+    assert_eq!(decompress_all(&file).expect("valid"), data);
+}
+
+/// A sink that sends its contents down a channel when dropped.
+struct ReportOnDrop {
+    data: Vec<u8>,
+    tx: crossbeam_channel::Sender<Vec<u8>>,
+}
+
+impl Write for ReportOnDrop {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.data.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ReportOnDrop {
+    fn drop(&mut self) {
+        let _ = self.tx.send(std::mem::take(&mut self.data));
+    }
+}
+
+#[test]
+fn dropping_without_finish_writes_no_eof_block() {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let sink = ReportOnDrop {
+        data: Vec::new(),
+        tx,
+    };
+    let mut writer = ParallelWriter::new(sink, pool(2), CompressionLevel::default());
+    writer.write_block(b"unfinished".to_vec()).expect("write");
+    drop(writer);
+    let written = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("writer thread ended");
+    assert!(!written.ends_with(&EOF_BLOCK));
+}
+
+#[test]
+fn block_writer_packs_payloads_and_flush_ends_a_block() {
+    let header = bam_like(MAX_PAYLOAD + 100);
+    let mut writer = ParallelWriter::new(Vec::new(), pool(2), CompressionLevel::default());
+    {
+        let mut bw = BlockWriter::new(&mut writer);
+        bw.write_all(&header).expect("write");
+        bw.flush().expect("flush");
+        bw.write_all(b"tail").expect("write");
+        bw.finish().expect("finish");
+    }
+    assert_eq!(writer.blocks_written(), 3);
+    writer.write_block(b"next".to_vec()).expect("write");
+    let summary = writer.finish().expect("finish");
+    let offsets = &summary.block_offsets;
+    let mut d = libdeflater::Decompressor::new();
+    let mut sizes = Vec::new();
+    for &offset in &offsets[..offsets.len() - 1] {
+        let mut out = Vec::new();
+        block::inflate_block(&summary.inner[offset as usize..], offset, &mut out, &mut d)
+            .expect("valid");
+        sizes.push(out.len());
+    }
+    assert_eq!(sizes, [MAX_PAYLOAD, 100, 4, 4]);
+    let mut expected = header;
+    expected.extend_from_slice(b"tailnext");
+    assert_eq!(decompress_all(&summary.inner).expect("valid"), expected);
+}
+
+#[test]
+fn htslib_and_python_gzip_read_our_output() {
+    let data = bam_like(400_000);
+    let summary = write_blocks_of(&data, &[MAX_PAYLOAD, 1000, 7], 3, 6);
+    let path = temp_path("ours.bgzf");
+    std::fs::write(&path, &summary.inner).expect("write temp file");
+    let script = "import gzip, pysam, sys\n\
+        a = gzip.decompress(open(sys.argv[1], 'rb').read())\n\
+        f = pysam.BGZFile(sys.argv[1], 'rb')\n\
+        b = f.read()\n\
+        f.close()\n\
+        assert a == b, 'gzip and htslib disagree'\n\
+        sys.stdout.buffer.write(b)\n";
+    let out = python(script, &[path.to_str().expect("utf-8 temp path")]);
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "python failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, data);
+}

@@ -1,0 +1,264 @@
+//! Resolves the parsed arguments into one `Config` the pipeline runs from:
+//! the sort order (with samtools' precedence rules), the @HD values that order
+//! writes, the output format and level, the total memory budget, and where
+//! temp files and the index go. Every refusal happens here, before any input
+//! is read.
+
+use crate::args::{OrderFlag, OutFormat, SortArgs};
+use crate::memsize::{self, SystemMemory};
+use alnsort_bam::keys::{SortOrder, TagSecondary};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    Csi,
+    Bai,
+}
+
+#[derive(Debug, Clone)]
+pub struct IndexTarget {
+    pub kind: IndexKind,
+    pub path: PathBuf,
+}
+
+/// What the header's @HD line says for the chosen order (§2 of the
+/// samtools-sort reference; samtools 1.24 strings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HdValues {
+    pub so: String,
+    pub go: Option<String>,
+    pub ss: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub input: String,
+    /// `None` is stdout.
+    pub output: Option<PathBuf>,
+    pub format: OutFormat,
+    /// BGZF level for BAM / SAM.gz output (0 = stored blocks).
+    pub level: u32,
+    pub order: SortOrder,
+    pub hd: HdValues,
+    pub threads: usize,
+    /// With `explicit_total`, the bytes the whole process may use
+    /// (`--max-memory`); otherwise samtools' record buffer, `-m` x threads.
+    pub memory_budget: u64,
+    pub explicit_total: bool,
+    /// Directory under which the private temp directory is made.
+    pub temp_parent: PathBuf,
+    pub index: Option<IndexTarget>,
+    pub pg: Option<String>,
+    pub verbosity: i32,
+    pub progress: Option<bool>,
+    pub stats_json: Option<PathBuf>,
+    /// Warnings to print once the run starts (samtools prints these too).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// samtools' default BAM level when `-l` is not given: htslib's default for
+/// a libdeflate build (see alnsort_bgzf::block::CompressionLevel docs).
+fn default_level() -> u32 {
+    alnsort_bgzf::block::CompressionLevel::default().get()
+}
+
+fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
+    let name_ss = |lex: bool| {
+        if lex {
+            "queryname:lexicographical"
+        } else {
+            "queryname:natural"
+        }
+    };
+    if a.order == OrderFlag::Minimiser && a.tag.is_none() {
+        return Err(ConfigError(
+            "minimiser sort (-M / -I) is not supported yet; alnsort sorts by coordinate, name (-n/-N), tag (-t) \
+             or --template-coordinate"
+                .into(),
+        ));
+    }
+    if let Some(tag) = &a.tag {
+        // samtools uses only the first two characters of TAG (§1.5); the SS
+        // string shows them (a one-character tag shows one).
+        let shown: String = tag.chars().take(2).collect();
+        let (secondary, tail) = match a.order {
+            OrderFlag::Name => (
+                TagSecondary::Name {
+                    natural: !a.lexicographic,
+                },
+                name_ss(a.lexicographic),
+            ),
+            _ => (TagSecondary::Coordinate, "coordinate"),
+        };
+        let order = SortOrder::Tag {
+            tag: tag.as_bytes().to_vec(),
+            secondary,
+        };
+        let hd = HdValues {
+            so: "unsorted".into(),
+            go: None,
+            ss: Some(format!("unsorted:{shown}:{tail}")),
+        };
+        return Ok((order, hd));
+    }
+    Ok(match a.order {
+        OrderFlag::Coordinate | OrderFlag::Minimiser => (
+            SortOrder::Coordinate,
+            HdValues {
+                so: "coordinate".into(),
+                go: None,
+                ss: None,
+            },
+        ),
+        OrderFlag::Name => (
+            SortOrder::Name {
+                natural: !a.lexicographic,
+            },
+            HdValues {
+                so: "queryname".into(),
+                go: None,
+                ss: Some(name_ss(a.lexicographic).into()),
+            },
+        ),
+        OrderFlag::TemplateCoordinate => (
+            SortOrder::TemplateCoordinate,
+            HdValues {
+                so: "unsorted".into(),
+                go: Some("query".into()),
+                ss: Some("unsorted:template-coordinate".into()),
+            },
+        ),
+    })
+}
+
+/// Output format from `-O`, else the file extension (htslib's
+/// `sam_open_mode`: .sam, .bam, .cram, with .gz/.bgz after .sam), else BAM.
+fn resolve_format(a: &SortArgs) -> OutFormat {
+    if let Some(f) = a.format {
+        return match (f, a.format_level) {
+            (OutFormat::Sam, Some(_)) => OutFormat::SamGz,
+            (f, _) => f,
+        };
+    }
+    let name = a
+        .output
+        .split("##idx##")
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut exts = name.rsplit('.');
+    match (exts.next(), exts.next()) {
+        (Some("sam"), _) => OutFormat::Sam,
+        (Some("cram"), _) => OutFormat::Cram,
+        (Some("gz" | "bgz" | "bgzf"), Some("sam")) => OutFormat::SamGz,
+        _ => OutFormat::Bam,
+    }
+}
+
+pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
+    let (order, hd) = resolve_order(a)?;
+    let format = resolve_format(a);
+    if format == OutFormat::Cram {
+        return Err(ConfigError(
+            "CRAM output is not supported yet; write BAM (-O BAM) or SAM (-O SAM)".into(),
+        ));
+    }
+    let level = if a.uncompressed {
+        0
+    } else {
+        a.format_level.or(a.level).unwrap_or_else(default_level)
+    };
+    let threads = a.threads.max(1);
+    let memory_budget = match &a.max_memory {
+        Some(s) => memsize::parse_total(s, &SystemMemory).map_err(|e| ConfigError(e.0))?,
+        None => a.mem_per_thread.unwrap_or(memsize::DEFAULT_PER_THREAD) * threads as u64,
+    };
+    let (out_path, idx_path) = match a.output.split_once("##idx##") {
+        Some((o, i)) => (o.to_string(), Some(i.to_string())),
+        None => (a.output.clone(), None),
+    };
+    let output = if out_path == "-" {
+        None
+    } else {
+        Some(PathBuf::from(&out_path))
+    };
+    let mut warnings = Vec::new();
+    let index = if a.write_index {
+        let Some(out) = &output else {
+            return Err(ConfigError(
+                "--write-index needs an output file (-o FILE); it cannot index standard output"
+                    .into(),
+            ));
+        };
+        if !matches!(order, SortOrder::Coordinate) {
+            warnings.push(
+                "Ignoring --write-index as it only works for position sorted files".to_string(),
+            );
+            None
+        } else if !matches!(format, OutFormat::Bam) {
+            return Err(ConfigError(
+                "--write-index is supported for BAM output only".into(),
+            ));
+        } else {
+            let path = idx_path.map(PathBuf::from).unwrap_or_else(|| {
+                let mut p = out.clone().into_os_string();
+                p.push(".csi");
+                PathBuf::from(p)
+            });
+            let kind = if path.extension().is_some_and(|e| e == "bai") {
+                IndexKind::Bai
+            } else {
+                IndexKind::Csi
+            };
+            Some(IndexTarget { kind, path })
+        }
+    } else {
+        None
+    };
+    let temp_parent = match &a.tmp_prefix {
+        Some(t) => {
+            let p = PathBuf::from(t);
+            if p.is_dir() {
+                p
+            } else {
+                match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                }
+            }
+        }
+        None => match std::env::var_os("TMPDIR").filter(|v| !v.is_empty()) {
+            Some(t) => PathBuf::from(t),
+            None => match output.as_ref().and_then(|o| o.parent()) {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
+        },
+    };
+    Ok(Config {
+        input: a.input.clone(),
+        output,
+        format,
+        level,
+        order,
+        hd,
+        threads,
+        memory_budget,
+        explicit_total: a.max_memory.is_some(),
+        temp_parent,
+        index,
+        pg: if a.no_pg {
+            None
+        } else {
+            Some(a.command_line.clone())
+        },
+        verbosity: a.verbosity,
+        progress: a.progress,
+        stats_json: a.stats_json.clone(),
+        warnings,
+    })
+}

@@ -1,0 +1,248 @@
+//! The `alnsort` command: glue between argv and the library crates. It owns
+//! the one thread pool (sized by `-@`), the private temp directory, the
+//! cleanup on signals and errors, and the order of the stages: open and read
+//! the header, feed every record with its key to the sorter, edit the header,
+//! then merge and write. Each stage is a function a distributed driver can
+//! call on its own.
+
+pub mod args;
+pub mod cleanup;
+pub mod config;
+pub mod input;
+pub mod memsize;
+pub mod ordered;
+pub mod output;
+pub mod progress;
+pub mod stats;
+
+use crate::cleanup::{Debris, SignalGuard, TempDir};
+use crate::config::Config;
+use crate::input::RecordSink;
+use crate::progress::{Phase, Progress};
+use alnsort_bam::header::Header;
+use alnsort_bam::keys::KeyEncoder;
+use alnsort_sort::{KeyKind, SortConfig, Sorter};
+use anyhow::{anyhow, Context, Result};
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+/// Bytes of the total budget kept back for what the sorter does not own:
+/// in-flight BGZF blocks of the reader and writer (about 4 per thread, 2 x
+/// 64 KiB each), the SAM parse batches (4 MiB each, 2 per thread + 2), and
+/// the program itself.
+fn reserve_bytes(threads: usize) -> u64 {
+    let per_thread = 4 * 2 * 65536 + 2 * (4 << 20) * 2;
+    (24 << 20) + per_thread as u64 * threads as u64
+}
+
+/// The smallest `--max-memory` that leaves the sorter a useful buffer.
+pub const MIN_TOTAL_BUDGET: u64 = 32 << 20;
+
+impl RecordSink for Sorter {
+    fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()> {
+        Sorter::push(self, key, record).map_err(|e| anyhow!("{e}"))
+    }
+}
+
+/// Runs `alnsort sort` with a resolved configuration.
+pub fn run_sort(cfg: Config) -> Result<()> {
+    for w in &cfg.warnings {
+        eprintln!("[W::alnsort] {w}");
+    }
+    let debris = Debris::default();
+    let _signals = SignalGuard::install(debris.clone()).context("installing signal handlers")?;
+    let result = run_inner(&cfg, &debris);
+    if result.is_err() {
+        debris.remove_all();
+        remove_stale_outputs(&cfg);
+    }
+    result
+}
+
+/// After a failure nothing may exist at the output path or the index path
+/// (unless the output path is the input itself).
+fn remove_stale_outputs(cfg: &Config) {
+    if let Some(out) = &cfg.output {
+        let same_as_input = std::fs::canonicalize(out).ok().is_some_and(|o| {
+            std::fs::canonicalize(&cfg.input)
+                .ok()
+                .is_some_and(|i| i == o)
+        });
+        if !same_as_input {
+            let _ = std::fs::remove_file(out);
+        }
+    }
+    if let Some(idx) = &cfg.index {
+        let _ = std::fs::remove_file(&idx.path);
+    }
+}
+
+fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
+    let reserve = reserve_bytes(cfg.threads);
+    let budget = if explicit_total {
+        if cfg.memory_budget < MIN_TOTAL_BUDGET.max(reserve + (8 << 20)) {
+            return Err(anyhow!(
+                "--max-memory {} is too small: with {} thread(s) alnsort needs at least {} for I/O buffers plus \
+                 room for records; use --max-memory {} or more",
+                memsize::human(cfg.memory_budget),
+                cfg.threads,
+                memsize::human(reserve),
+                memsize::human((reserve + (64 << 20)).next_power_of_two())
+            ));
+        }
+        cfg.memory_budget - reserve
+    } else {
+        // samtools' -m is the record buffer (per thread x threads); keep
+        // that meaning so -m 1M spills as often as samtools does.
+        cfg.memory_budget
+    };
+    Ok(budget as usize)
+}
+
+fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cfg.threads)
+            .thread_name(|i| format!("alnsort-worker-{i}"))
+            .build()
+            .context("starting the thread pool")?,
+    );
+    let budget = sorter_budget(cfg, cfg.explicit_total)?;
+    let input = input::open(&cfg.input, Arc::clone(&pool))?;
+    let show = cfg
+        .progress
+        .unwrap_or_else(|| std::io::stderr().is_terminal());
+    let progress = Progress::new(show, input.size);
+    let mut header = input.header.clone();
+    let encoder = Arc::new(KeyEncoder::new(
+        cfg.order.clone(),
+        header.n_ref(),
+        &header.library_map(),
+    ));
+    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
+    let sort_cfg = SortConfig {
+        memory_budget: budget,
+        temp_dir: tmp.path().to_path_buf(),
+        key_kind: if encoder.is_fixed8() {
+            KeyKind::Fixed8
+        } else {
+            KeyKind::Variable
+        },
+        max_open_runs: 0,
+    };
+    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
+    let records_in = input.feed(
+        Arc::clone(&encoder),
+        &mut sorter,
+        Arc::clone(&pool),
+        &progress,
+    )?;
+    progress.enter(Phase::Write);
+    let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
+    edit_header(&mut header, cfg);
+    let header = Arc::new(header);
+    let mut out = output::Output::create(cfg, Arc::clone(&header), Arc::clone(&pool), debris)?;
+    let mut written = 0u64;
+    while let Some(rec) = merged.next_record().map_err(|e| anyhow!("{e}"))? {
+        out.write_record(rec)?;
+        written += 1;
+        if written % 65536 == 0 {
+            progress.set_output_position(written);
+        }
+    }
+    if written != records_in {
+        return Err(anyhow!(
+            "internal error: read {records_in} records but the merge produced {written}"
+        ));
+    }
+    let sort_stats = merged.stats();
+    drop(merged);
+    let summary = out.finish()?;
+    let times = progress.finish();
+    drop(tmp);
+    let report = stats::Report::new(stats::ReportInput {
+        records_in,
+        bytes_in: progress.bytes(),
+        output: &summary,
+        sort: &sort_stats,
+        times: &times,
+    });
+    if cfg.verbosity >= 3 {
+        eprint!("{}", report.text());
+    }
+    if let Some(p) = &cfg.stats_json {
+        std::fs::write(p, report.json())
+            .with_context(|| format!("writing stats to {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The header edits samtools sort makes: @HD for the order, then @PG.
+pub fn edit_header(header: &mut Header, cfg: &Config) {
+    header.set_sort_order(&cfg.hd.so, cfg.hd.go.as_deref(), cfg.hd.ss.as_deref());
+    if let Some(cl) = &cfg.pg {
+        header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
+    }
+}
+
+/// Entry point used by `main`: argv in, exit code out.
+pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
+    let argv0 = argv
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "alnsort".into());
+    let mut rest = argv.into_iter().skip(1);
+    match rest.next().as_deref().and_then(|s| s.to_str()) {
+        Some("sort") => {}
+        Some("--version") | Some("version") => {
+            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        Some("--help") | Some("-h") | Some("help") | None => {
+            println!("Usage: alnsort sort [options] [in.bam|in.sam|-]\n\nRun 'alnsort sort --help' for the options.");
+            return 0;
+        }
+        Some(other) => {
+            eprintln!("alnsort: unknown command '{other}'; the command is 'alnsort sort'");
+            return 1;
+        }
+    }
+    let parsed = match args::parse(&argv0, rest.collect(), std::io::stdin().is_terminal()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("alnsort sort: {e}");
+            eprint!("{}", args::USAGE);
+            return 1;
+        }
+    };
+    let a = match parsed {
+        args::Parsed::Usage => {
+            print!("{}", args::USAGE);
+            return 0;
+        }
+        args::Parsed::Version => {
+            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        args::Parsed::Run(a) => a,
+    };
+    let cfg = match config::resolve(&a) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("alnsort sort: {e}");
+            return 1;
+        }
+    };
+    match run_sort(cfg) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("alnsort sort: {e:#}");
+            1
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Merge sources (run readers and sorted in-memory batches), merging them
+//! into a new run (spills and fan-in), and [`Merged`], the final sorted
+//! stream.
+//!
+//! Source order is input order everywhere: runs oldest first, then the last
+//! chunk's sub-batches in fill order. With the loser tree's "lower index
+//! wins ties" rule that makes every merge stable.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::batch::Batch;
+use crate::error::{Result, SortError};
+use crate::loser::{LoserTree, MergeSource};
+use crate::meter::{Charge, Meter};
+use crate::runfile::{RunMeta, RunWriter, TempRun};
+use crate::runread::RunReader;
+use crate::{KeyKind, SortStats};
+
+/// How many records a background merge writes between looks at its cancel
+/// flag: often enough that dropping a sorter returns within milliseconds.
+const CANCEL_CHECK_INTERVAL: u64 = 1 << 14;
+
+/// A sorted batch being read front to back.
+pub(crate) struct BatchCursor {
+    batch: Batch,
+    pos: usize,
+    /// The current key's bytes for `Fixed8`, whose entries store the key as
+    /// an integer only.
+    key8: [u8; 8],
+}
+
+impl BatchCursor {
+    /// A cursor on the first entry of a sorted batch.
+    pub(crate) fn new(batch: Batch) -> Self {
+        let mut cursor = BatchCursor {
+            batch,
+            pos: 0,
+            key8: [0; 8],
+        };
+        cursor.load_key();
+        cursor
+    }
+
+    fn load_key(&mut self) {
+        if self.pos < self.batch.len() {
+            self.key8 = self.batch.entry(self.pos).0.to_be_bytes();
+        }
+    }
+
+    pub(crate) fn into_batch(self) -> Batch {
+        self.batch
+    }
+}
+
+impl MergeSource for BatchCursor {
+    fn key(&self) -> Option<&[u8]> {
+        (self.pos < self.batch.len()).then(|| self.batch.entry(self.pos).1.unwrap_or(&self.key8))
+    }
+
+    fn record(&self) -> &[u8] {
+        self.batch.entry(self.pos).2
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        self.pos += 1;
+        if self.batch.kind() == KeyKind::Fixed8 {
+            self.load_key();
+        }
+        Ok(())
+    }
+}
+
+/// Anything the merge reads.
+pub(crate) enum Source {
+    Run(RunReader),
+    Batch(BatchCursor),
+}
+
+impl MergeSource for Source {
+    fn key(&self) -> Option<&[u8]> {
+        match self {
+            Source::Run(r) => r.key(),
+            Source::Batch(b) => b.key(),
+        }
+    }
+
+    fn record(&self) -> &[u8] {
+        match self {
+            Source::Run(r) => r.record(),
+            Source::Batch(b) => b.record(),
+        }
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        match self {
+            Source::Run(r) => r.advance(),
+            Source::Batch(b) => b.advance(),
+        }
+    }
+}
+
+/// Merges every source into `writer` and finishes the run. `cancel`, when
+/// set, stops the merge with `SortError::Cancelled`.
+pub(crate) fn merge_into_run(
+    tree: &mut LoserTree<Source>,
+    mut writer: RunWriter,
+    cancel: Option<&AtomicBool>,
+) -> Result<(TempRun, RunMeta)> {
+    let mut written = 0u64;
+    while let Some((key, record)) = tree.peek() {
+        writer.push(key, record)?;
+        tree.pop()?;
+        written += 1;
+        if written % CANCEL_CHECK_INTERVAL == 0 && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            return Err(SortError::Cancelled);
+        }
+    }
+    writer.finish()
+}
+
+/// The sorted output: records in key order, ties in input order.
+///
+/// Reading it performs the final merge over the runs on disk and the last
+/// chunk's sorted sub-batches in memory. Run files are deleted as each is
+/// read to its end, and all of them when this is dropped.
+pub struct Merged {
+    tree: LoserTree<Source>,
+    /// The current winner has been handed out and must be popped first.
+    handed_out: bool,
+    failed: bool,
+    stats: SortStats,
+    meter: Arc<Meter>,
+    /// What the in-memory batches charge against the meter.
+    _batches: Charge,
+}
+
+impl Merged {
+    pub(crate) fn new(
+        sources: Vec<Source>,
+        kind: KeyKind,
+        stats: SortStats,
+        meter: Arc<Meter>,
+        batches: Charge,
+    ) -> Self {
+        Merged {
+            tree: LoserTree::new(sources, kind == KeyKind::Fixed8),
+            handed_out: false,
+            failed: false,
+            stats,
+            meter,
+            _batches: batches,
+        }
+    }
+
+    /// The next `(key, record)` in sorted order, or `None` at the end. After
+    /// an error every later call fails too (never a silent short stream).
+    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        if self.failed {
+            return Err(SortError::AfterError);
+        }
+        if self.handed_out {
+            if let Err(e) = self.tree.pop() {
+                self.failed = true;
+                return Err(e);
+            }
+        }
+        self.handed_out = true;
+        Ok(self.tree.peek())
+    }
+
+    /// The next record in sorted order, or `None` at the end.
+    pub fn next_record(&mut self) -> Result<Option<&[u8]>> {
+        Ok(self.next_entry()?.map(|(_, record)| record))
+    }
+
+    /// Counters of the whole sort; `peak_bytes` includes the final merge so
+    /// far.
+    pub fn stats(&self) -> SortStats {
+        SortStats {
+            peak_bytes: self.meter.peak(),
+            ..self.stats
+        }
+    }
+}
+
+impl std::fmt::Debug for Merged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Merged")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}

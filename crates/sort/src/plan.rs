@@ -1,0 +1,251 @@
+//! How the memory budget is divided, and the two questions asked of the
+//! operating system: how many files may be open, and how much space the
+//! temp filesystem has left.
+//!
+//! The budget pays for three things that can be alive at once:
+//!
+//! * the chunk: `SUB_BATCHES` sub-batches of records, keys, entries and
+//!   sort scratch (see `batch.rs` for what a record charges);
+//! * run readers: the final merge reads up to `max_open_runs` runs, each
+//!   double-buffered (two raw frames and two stored frames), and a
+//!   background fan-in reads `fanin_width` of them;
+//! * run writers: the spill and a background fan-in each write one run,
+//!   with one frame filling and `threads + 1` compressing.
+//!
+//! The chunk gets what is left after reserving readers and writers, but
+//! never less than half the budget: when an explicit `max_open_runs` or a
+//! tiny budget makes the reserve larger, the budget is exceeded by the
+//! reader buffers rather than shrinking batches to nothing.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::error::{Result, SortError};
+use crate::runfile::{max_stored_len, RunWriter, HEADER_LEN};
+use crate::SortConfig;
+
+/// Sub-batches per chunk. Each is sorted on the pool as soon as it is full
+/// while `push` fills the next, so sorting overlaps reading; at a spill only
+/// the last one's sort is not hidden, 1/8 of the chunk. More sub-batches
+/// shrink that tail but deepen the merge (log2 of the source count), and 8
+/// also matches samtools' per-thread block split at `-@ 8`.
+pub(crate) const SUB_BATCHES: usize = 8;
+
+/// Largest sub-batch: entry offsets are `u32`, and 1 GiB keeps well clear of
+/// that while still making a huge budget use few, large sub-batches.
+const MAX_SUB_BATCH_BYTES: usize = 1 << 30;
+
+/// Raw bytes per run-file frame, at most. 256 KiB is four times LZ4's
+/// 64 KiB window (so the window is always full), large enough that the
+/// per-frame header, CRC and pool hand-off are noise (< 0.1%), and small
+/// enough that 100+ double-buffered run readers fit in a 768 MiB budget.
+const MAX_FRAME_BYTES: usize = 256 << 10;
+
+/// Smallest frame: below this the header dominates. Only tiny (test)
+/// budgets get it.
+const MIN_FRAME_BYTES: usize = 256;
+
+/// Frames are 1/1024 of the budget (between the bounds above), so run
+/// reader buffers stay a small share of small budgets.
+const FRAME_BUDGET_DIVISOR: usize = 1024;
+
+/// Share of the budget that automatic `max_open_runs` may spend on run
+/// reader buffers (1/4), the rest being the chunk.
+const READER_BUDGET_DIVISOR: usize = 4;
+
+/// File descriptors left for everything that is not a run reader: the
+/// input, the output, the index, the spill writer, the fan-in writer,
+/// stdio and whatever the caller holds.
+const FD_RESERVE: u64 = 32;
+
+/// Fewest runs a merge may read; two is the least that makes progress.
+const MIN_OPEN_RUNS: usize = 2;
+
+/// The smallest budget accepted.
+pub(crate) const MIN_BUDGET: usize = 256;
+
+/// The division of the budget for one sorter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Sub-batches per chunk.
+    pub sub_batches: usize,
+    /// Byte budget of one sub-batch.
+    pub sub_batch_bytes: usize,
+    /// Target raw bytes per run-file frame.
+    pub frame_bytes: usize,
+    /// Most runs the final merge reads; more trigger fan-in merges.
+    pub max_open_runs: usize,
+    /// Runs one fan-in merge combines.
+    pub fanin_width: usize,
+    /// A fan-in starts when this many runs exist.
+    pub fanin_trigger: usize,
+    /// Largest key + record accepted.
+    pub record_limit: usize,
+}
+
+impl Plan {
+    /// Divides `config.memory_budget` for a pool of `threads` workers.
+    pub fn new(config: &SortConfig, threads: usize) -> Result<Plan> {
+        let budget = config.memory_budget;
+        if budget < MIN_BUDGET {
+            return Err(SortError::BudgetTooSmall {
+                budget,
+                minimum: MIN_BUDGET,
+            });
+        }
+        let frame_bytes = (budget / FRAME_BUDGET_DIVISOR).clamp(MIN_FRAME_BYTES, MAX_FRAME_BYTES);
+        let reader = reader_bytes(frame_bytes);
+        let writer = RunWriter::buffer_bytes(frame_bytes, threads + 1);
+        let max_open_runs = match config.max_open_runs {
+            0 => {
+                let by_fds = usize::try_from(open_file_limit().saturating_sub(FD_RESERVE))
+                    .unwrap_or(usize::MAX);
+                let by_memory = budget / READER_BUDGET_DIVISOR / reader;
+                by_fds.min(by_memory)
+            }
+            n => n,
+        }
+        .max(MIN_OPEN_RUNS);
+        let reserve = max_open_runs
+            .saturating_mul(reader)
+            .saturating_add(2 * writer);
+        let chunk = budget.saturating_sub(reserve).max(budget / 2);
+        let sub_batches = SUB_BATCHES.max(chunk.div_ceil(MAX_SUB_BATCH_BYTES));
+        Ok(Plan {
+            sub_batches,
+            sub_batch_bytes: (chunk / sub_batches).max(1),
+            frame_bytes,
+            max_open_runs,
+            fanin_width: (max_open_runs / 2).max(MIN_OPEN_RUNS),
+            fanin_trigger: (max_open_runs - max_open_runs / 4).max(MIN_OPEN_RUNS),
+            record_limit: (budget / 2).min(u32::MAX as usize),
+        })
+    }
+}
+
+/// Buffers of one double-buffered run reader.
+fn reader_bytes(frame_bytes: usize) -> usize {
+    2 * (frame_bytes + HEADER_LEN + max_stored_len(frame_bytes))
+}
+
+/// The soft `RLIMIT_NOFILE`, after raising it to the hard limit (a sort
+/// with many runs is exactly what the hard limit is for). Unknown means a
+/// conservative 1024.
+fn open_file_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit; failure leaves the limit as is.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    if lim.rlim_cur == libc::RLIM_INFINITY {
+        return u64::MAX;
+    }
+    lim.rlim_cur
+}
+
+/// Bytes available to an unprivileged writer on the filesystem of `dir`.
+pub(crate) fn free_space(dir: &Path) -> Result<u64> {
+    let stat_err = |source| SortError::StatFs {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let c_dir = CString::new(dir.as_os_str().as_bytes()).map_err(|_| {
+        stat_err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "path contains a NUL byte",
+        ))
+    })?;
+    // SAFETY: all-zero is a valid `statvfs` (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_dir` is NUL-terminated and `st` is writable for the call.
+    if unsafe { libc::statvfs(c_dir.as_ptr(), &mut st) } != 0 {
+        return Err(stat_err(io::Error::last_os_error()));
+    }
+    #[allow(clippy::unnecessary_cast)] // the field types differ between libcs
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Fails with `NoSpace` unless `dir` has `needed` bytes free.
+pub(crate) fn ensure_space(dir: &Path, needed: u64) -> Result<()> {
+    let available = free_space(dir)?;
+    if needed > available {
+        return Err(SortError::NoSpace {
+            dir: dir.to_path_buf(),
+            needed,
+            available,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KeyKind;
+
+    fn config(budget: usize, max_open_runs: usize) -> SortConfig {
+        SortConfig {
+            memory_budget: budget,
+            temp_dir: std::env::temp_dir(),
+            key_kind: KeyKind::Fixed8,
+            max_open_runs,
+        }
+    }
+
+    #[test]
+    fn default_budget_gets_full_frames_and_many_runs() {
+        let plan = Plan::new(&config(768 << 20, 0), 4).expect("plan");
+        assert_eq!(plan.frame_bytes, MAX_FRAME_BYTES);
+        assert_eq!(plan.sub_batches, SUB_BATCHES);
+        assert!(plan.max_open_runs >= 64, "{plan:?}");
+        let chunk = plan.sub_batches * plan.sub_batch_bytes;
+        let readers = plan.max_open_runs * reader_bytes(plan.frame_bytes);
+        assert!(chunk + readers <= 768 << 20, "{plan:?}");
+        assert!(chunk >= 768 << 19);
+    }
+
+    #[test]
+    fn explicit_open_run_limit_is_kept() {
+        let plan = Plan::new(&config(1 << 20, 3), 1).expect("plan");
+        assert_eq!(
+            (plan.max_open_runs, plan.fanin_width, plan.fanin_trigger),
+            (3, 2, 3)
+        );
+    }
+
+    #[test]
+    fn tiny_budget_is_rejected() {
+        let err = Plan::new(&config(10, 0), 1).expect_err("too small");
+        assert!(matches!(err, SortError::BudgetTooSmall { budget: 10, .. }));
+    }
+
+    #[test]
+    fn free_space_of_tmp_is_known_and_a_huge_need_fails() {
+        let dir = std::env::temp_dir();
+        assert!(free_space(&dir).expect("statvfs") > 0);
+        let err = ensure_space(&dir, u64::MAX).expect_err("no fs has 2^64 bytes");
+        assert!(matches!(
+            err,
+            SortError::NoSpace {
+                needed: u64::MAX,
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("not enough space"));
+    }
+}

@@ -1,0 +1,330 @@
+//! Run files: their on-disk format, their temp-file lifetime, and the
+//! writer that compresses frames on the pool.
+//!
+//! Format (all integers little-endian):
+//!
+//! ```text
+//! file   = MAGIC frame* end
+//! frame  = header payload
+//! header = raw_len:u32 stored_len:u32 entries:u32 method:u8 0:u8 0:u8 0:u8 crc:u32
+//! end    = header with method = END and every length 0
+//! raw    = (key_len:varint key rec_len:varint record)*   -- `entries` of them
+//! ```
+//!
+//! `crc` is CRC-32 (crc32fast) over the first 16 header bytes and the
+//! stored payload, so a flipped bit anywhere, a torn header or a truncated
+//! file is caught before decompression. The payload is LZ4 block data
+//! (`lz4_flex` block API), or the raw bytes when LZ4 does not shrink them.
+//! Frames are written in order; a frame's compression runs on the pool,
+//! several in flight, so a spill is bounded by the disk, not one core.
+//!
+//! Temp files are made with `create_new` (O_EXCL) inside the sorter's
+//! private directory and deleted when their [`TempRun`] is dropped: after
+//! being merged away, on error, or when the sorter is dropped.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use rayon::ThreadPool;
+
+use crate::error::{Result, SortError};
+use crate::meter::{Charge, Meter};
+use crate::pool;
+
+/// First bytes of every run file.
+pub(crate) const MAGIC: &[u8; 8] = b"ALNSRUN1";
+/// Bytes in a frame header.
+pub(crate) const HEADER_LEN: usize = 20;
+/// Payload is the raw frame.
+pub(crate) const METHOD_STORED: u8 = 0;
+/// Payload is one LZ4 block.
+pub(crate) const METHOD_LZ4: u8 = 1;
+/// End-of-run marker (no payload).
+pub(crate) const METHOD_END: u8 = 0xff;
+
+/// How many times `create` tries the next sequence number when a name is
+/// already taken (the directory is private, so a clash means a stale file).
+const CREATE_ATTEMPTS: u32 = 1000;
+
+/// Most bytes a stored payload may take for a frame of `raw_len` bytes.
+pub(crate) fn max_stored_len(raw_len: usize) -> usize {
+    lz4_flex::block::get_maximum_output_size(raw_len).max(raw_len)
+}
+
+/// Decoded frame header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FrameHeader {
+    pub(crate) raw_len: u32,
+    pub(crate) stored_len: u32,
+    pub(crate) entries: u32,
+    pub(crate) method: u8,
+    pub(crate) crc: u32,
+}
+
+impl FrameHeader {
+    pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0..4].copy_from_slice(&self.raw_len.to_le_bytes());
+        h[4..8].copy_from_slice(&self.stored_len.to_le_bytes());
+        h[8..12].copy_from_slice(&self.entries.to_le_bytes());
+        h[12] = self.method;
+        h[16..20].copy_from_slice(&self.crc.to_le_bytes());
+        h
+    }
+
+    pub(crate) fn decode(h: &[u8; HEADER_LEN]) -> Self {
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        FrameHeader {
+            raw_len: u32_at(0),
+            stored_len: u32_at(4),
+            entries: u32_at(8),
+            method: h[12],
+            crc: u32_at(16),
+        }
+    }
+}
+
+/// CRC of a frame: header bytes 0..16, then the payload.
+pub(crate) fn frame_crc(header: &[u8; HEADER_LEN], payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&header[..16]);
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Encodes one frame: `out` becomes header + payload.
+fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
+    out.clear();
+    out.resize(HEADER_LEN + max_stored_len(raw.len()), 0);
+    let (method, stored_len) = match lz4_flex::block::compress_into(raw, &mut out[HEADER_LEN..]) {
+        Ok(n) if n < raw.len() => (METHOD_LZ4, n),
+        _ => {
+            out[HEADER_LEN..HEADER_LEN + raw.len()].copy_from_slice(raw);
+            (METHOD_STORED, raw.len())
+        }
+    };
+    out.truncate(HEADER_LEN + stored_len);
+    let mut header = FrameHeader {
+        raw_len: raw.len() as u32,
+        stored_len: stored_len as u32,
+        entries,
+        method,
+        crc: 0,
+    };
+    header.crc = frame_crc(&header.encode(), &out[HEADER_LEN..]);
+    out[..HEADER_LEN].copy_from_slice(&header.encode());
+}
+
+/// A run file on disk, deleted when this is dropped.
+#[derive(Debug)]
+pub(crate) struct TempRun {
+    path: PathBuf,
+}
+
+impl TempRun {
+    /// Creates `dir/run-NNNNNN.alnrun` with O_EXCL, taking the next free
+    /// number from `*seq`.
+    pub(crate) fn create(dir: &Path, seq: &mut u64) -> Result<(TempRun, File)> {
+        let mut attempts = 0;
+        loop {
+            let path = dir.join(format!("run-{:06}.alnrun", *seq));
+            *seq += 1;
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => return Ok((TempRun { path }, file)),
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists && attempts < CREATE_ATTEMPTS =>
+                {
+                    attempts += 1;
+                }
+                Err(source) => return Err(SortError::Create { path, source }),
+            }
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempRun {
+    fn drop(&mut self) {
+        // Best effort: the file may already be gone, and a failure to
+        // delete a temp file must not turn into a panic.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// What a finished run holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RunMeta {
+    pub(crate) records: u64,
+    /// Bytes of frame contents before compression.
+    pub(crate) raw_bytes: u64,
+    /// Bytes of the file.
+    pub(crate) file_bytes: u64,
+    pub(crate) frames: u64,
+}
+
+/// An encoded frame coming back from the pool, with the raw buffer to
+/// reuse.
+struct Encoded {
+    raw: Vec<u8>,
+    out: Vec<u8>,
+}
+
+/// Writes one run file, frame by frame, compressing on the pool.
+pub(crate) struct RunWriter {
+    run: TempRun,
+    file: File,
+    offset: u64,
+    pool: Arc<ThreadPool>,
+    frame_target: usize,
+    raw: Vec<u8>,
+    raw_entries: u32,
+    pending: VecDeque<Receiver<Encoded>>,
+    max_pending: usize,
+    spare: Vec<Encoded>,
+    meta: RunMeta,
+    charge: Charge,
+}
+
+impl RunWriter {
+    /// Starts a run in a freshly created file. Frames hold about
+    /// `frame_target` raw bytes; up to `pool threads + 1` are compressed at
+    /// once.
+    pub(crate) fn new(
+        (run, mut file): (TempRun, File),
+        pool: Arc<ThreadPool>,
+        frame_target: usize,
+        meter: &Arc<Meter>,
+    ) -> Result<Self> {
+        file.write_all(MAGIC).map_err(|source| SortError::Write {
+            path: run.path.clone(),
+            offset: 0,
+            source,
+        })?;
+        let max_pending = pool.current_num_threads() + 1;
+        let mut charge = Charge::new(meter);
+        charge.set(Self::buffer_bytes(frame_target, max_pending));
+        Ok(RunWriter {
+            run,
+            file,
+            offset: MAGIC.len() as u64,
+            pool,
+            frame_target,
+            raw: Vec::with_capacity(frame_target),
+            raw_entries: 0,
+            pending: VecDeque::new(),
+            max_pending,
+            spare: Vec::new(),
+            meta: RunMeta::default(),
+            charge,
+        })
+    }
+
+    /// Frame buffers a writer holds at most (for the memory plan): one
+    /// frame filling plus `max_pending` in flight, each raw + encoded.
+    pub(crate) fn buffer_bytes(frame_target: usize, max_pending: usize) -> usize {
+        (max_pending + 1) * (frame_target + HEADER_LEN + max_stored_len(frame_target))
+    }
+
+    /// Appends one entry.
+    pub(crate) fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()> {
+        put_varint(&mut self.raw, key.len() as u64);
+        self.raw.extend_from_slice(key);
+        put_varint(&mut self.raw, record.len() as u64);
+        self.raw.extend_from_slice(record);
+        self.raw_entries += 1;
+        self.meta.records += 1;
+        if self.raw.len() >= self.frame_target {
+            self.flush_frame()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the filling frame to the pool.
+    fn flush_frame(&mut self) -> Result<()> {
+        if self.raw_entries == 0 {
+            return Ok(());
+        }
+        let Encoded { raw: next_raw, out } = self.spare.pop().unwrap_or_else(|| Encoded {
+            raw: Vec::with_capacity(self.frame_target),
+            out: Vec::new(),
+        });
+        let raw = std::mem::replace(&mut self.raw, next_raw);
+        let entries = std::mem::take(&mut self.raw_entries);
+        self.meta.raw_bytes += raw.len() as u64;
+        self.meta.frames += 1;
+        let mut out = out;
+        self.pending.push_back(pool::spawn(&self.pool, move || {
+            encode_frame(&raw, entries, &mut out);
+            Encoded { raw, out }
+        }));
+        while self.pending.len() > self.max_pending {
+            self.write_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest frame in flight and writes it.
+    fn write_oldest(&mut self) -> Result<()> {
+        let Some(rx) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let mut encoded = pool::wait(&self.pool, &rx, "run frame compression")?;
+        self.write_bytes(&encoded.out)?;
+        encoded.raw.clear();
+        self.spare.push(encoded);
+        Ok(())
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all(bytes)
+            .map_err(|source| SortError::Write {
+                path: self.run.path.clone(),
+                offset: self.offset,
+                source,
+            })?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the remaining frames and the end marker; returns the run.
+    pub(crate) fn finish(mut self) -> Result<(TempRun, RunMeta)> {
+        self.flush_frame()?;
+        while !self.pending.is_empty() {
+            self.write_oldest()?;
+        }
+        let mut end = FrameHeader {
+            raw_len: 0,
+            stored_len: 0,
+            entries: 0,
+            method: METHOD_END,
+            crc: 0,
+        };
+        end.crc = frame_crc(&end.encode(), &[]);
+        self.write_bytes(&end.encode())?;
+        self.file.flush().map_err(|source| SortError::Write {
+            path: self.run.path.clone(),
+            offset: self.offset,
+            source,
+        })?;
+        self.meta.file_bytes = self.offset;
+        self.charge.set(0);
+        Ok((self.run, self.meta))
+    }
+}

@@ -1,0 +1,480 @@
+//! Reading a run file back as a merge source.
+//!
+//! The reader is double-buffered: while the merge walks the entries of one
+//! frame, the next frame's bytes have already been read and are being
+//! checked and decompressed on the pool. The file read itself stays on the
+//! merging thread, so frames arrive in order without any reordering logic.
+//!
+//! Invariants: every frame is CRC-checked before it is decompressed, and a
+//! frame must decode to exactly the entry count its header claims; any
+//! mismatch is `SortError::CorruptRun` naming the file and the frame's byte
+//! offset. A file that ends before its end marker is corrupt (truncated).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use rayon::ThreadPool;
+
+use crate::error::{Result, SortError};
+use crate::loser::MergeSource;
+use crate::meter::{Charge, Meter};
+use crate::pool;
+use crate::runfile::{
+    frame_crc, max_stored_len, FrameHeader, TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4,
+    METHOD_STORED,
+};
+
+/// A frame as read from disk, before checking.
+struct StoredFrame {
+    offset: u64,
+    header: FrameHeader,
+    header_bytes: [u8; HEADER_LEN],
+    payload: Vec<u8>,
+}
+
+/// A checked, decompressed frame.
+struct Frame {
+    offset: u64,
+    entries: u32,
+    raw: Vec<u8>,
+    /// The payload buffer, returned for reuse.
+    payload: Vec<u8>,
+}
+
+/// A sorted run being read back.
+pub(crate) struct RunReader {
+    /// Deleted when the reader is dropped or reaches the end marker.
+    run: Option<TempRun>,
+    path: PathBuf,
+    file: File,
+    /// File offset of the next frame header to read.
+    next_offset: u64,
+    pool: Arc<ThreadPool>,
+    /// The frame being walked.
+    frame: Frame,
+    pos: usize,
+    left: u32,
+    /// The next frame, being decoded on the pool; `None` after the end.
+    prefetch: Option<Receiver<Result<Frame>>>,
+    /// Buffers of frames already walked, for reuse.
+    spare_raw: Vec<Vec<u8>>,
+    spare_payload: Vec<Vec<u8>>,
+    key: Range<usize>,
+    record: Range<usize>,
+    exhausted: bool,
+    charge: Charge,
+}
+
+impl RunReader {
+    /// Opens a finished run and positions it on its first entry. The reader
+    /// owns the run and deletes it once it has read it to the end.
+    pub(crate) fn open(run: TempRun, pool: Arc<ThreadPool>, meter: &Arc<Meter>) -> Result<Self> {
+        let path = run.path().to_path_buf();
+        let mut file = File::open(&path).map_err(|source| SortError::Read {
+            path: path.clone(),
+            offset: 0,
+            source,
+        })?;
+        let mut magic = [0u8; 8];
+        let complete = read_full(&mut file, &mut magic).map_err(|source| SortError::Read {
+            path: path.clone(),
+            offset: 0,
+            source,
+        })?;
+        if !complete || &magic != MAGIC {
+            return Err(SortError::CorruptRun {
+                path,
+                offset: 0,
+                reason: "not a run file (bad magic)".into(),
+            });
+        }
+        let mut reader = RunReader {
+            run: Some(run),
+            path,
+            file,
+            next_offset: MAGIC.len() as u64,
+            pool,
+            frame: Frame {
+                offset: 0,
+                entries: 0,
+                raw: Vec::new(),
+                payload: Vec::new(),
+            },
+            pos: 0,
+            left: 0,
+            prefetch: None,
+            spare_raw: Vec::new(),
+            spare_payload: Vec::new(),
+            key: 0..0,
+            record: 0..0,
+            exhausted: false,
+            charge: Charge::new(meter),
+        };
+        reader.prefetch = reader.start_next()?;
+        reader.advance()?;
+        Ok(reader)
+    }
+
+    /// Reads the next frame's bytes and starts its decoding on the pool;
+    /// `None` at the end marker.
+    fn start_next(&mut self) -> Result<Option<Receiver<Result<Frame>>>> {
+        let Some(stored) = self.read_stored()? else {
+            return Ok(None);
+        };
+        let path = self.path.clone();
+        let raw = self.spare_raw.pop().unwrap_or_default();
+        Ok(Some(pool::spawn(&self.pool, move || {
+            decode(stored, raw, &path)
+        })))
+    }
+
+    /// Reads one frame header and payload from the file.
+    fn read_stored(&mut self) -> Result<Option<StoredFrame>> {
+        let offset = self.next_offset;
+        let corrupt = |reason: &str| SortError::CorruptRun {
+            path: self.path.clone(),
+            offset,
+            reason: reason.to_string(),
+        };
+        let mut header_bytes = [0u8; HEADER_LEN];
+        let complete =
+            read_full(&mut self.file, &mut header_bytes).map_err(|source| SortError::Read {
+                path: self.path.clone(),
+                offset,
+                source,
+            })?;
+        if !complete {
+            return Err(corrupt(
+                "file ends without the end-of-run marker (truncated)",
+            ));
+        }
+        let header = FrameHeader::decode(&header_bytes);
+        if header.method == METHOD_END {
+            if header.raw_len != 0
+                || header.stored_len != 0
+                || header.crc != frame_crc(&header_bytes, &[])
+            {
+                return Err(corrupt("damaged end-of-run marker"));
+            }
+            return Ok(None);
+        }
+        if header.stored_len as usize > max_stored_len(header.raw_len as usize) {
+            return Err(corrupt("stored length exceeds what its raw length allows"));
+        }
+        let mut payload = self.spare_payload.pop().unwrap_or_default();
+        payload.resize(header.stored_len as usize, 0);
+        let complete =
+            read_full(&mut self.file, &mut payload).map_err(|source| SortError::Read {
+                path: self.path.clone(),
+                offset: offset + HEADER_LEN as u64,
+                source,
+            })?;
+        if !complete {
+            return Err(corrupt("file ends inside a frame (truncated)"));
+        }
+        self.next_offset = offset + (HEADER_LEN + payload.len()) as u64;
+        Ok(Some(StoredFrame {
+            offset,
+            header,
+            header_bytes,
+            payload,
+        }))
+    }
+
+    /// Makes the prefetched frame current and prefetches the one after it.
+    /// Returns `false` at the end of the run.
+    fn next_frame(&mut self) -> Result<bool> {
+        let Some(rx) = self.prefetch.take() else {
+            return Ok(false);
+        };
+        let frame = pool::wait(&self.pool, &rx, "run frame decompression")??;
+        let old = std::mem::replace(&mut self.frame, frame);
+        self.spare_raw.push(old.raw);
+        self.spare_payload.push(old.payload);
+        self.pos = 0;
+        self.left = self.frame.entries;
+        self.prefetch = self.start_next()?;
+        // The current frame, its twin in flight on the pool, and spares.
+        let held = 2 * (self.frame.raw.capacity() + self.frame.payload.capacity())
+            + self
+                .spare_raw
+                .iter()
+                .chain(&self.spare_payload)
+                .map(Vec::capacity)
+                .sum::<usize>();
+        self.charge.set(held);
+        Ok(true)
+    }
+
+    fn corrupt(&self, reason: &str) -> SortError {
+        SortError::CorruptRun {
+            path: self.path.clone(),
+            offset: self.frame.offset,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Parses one `len:varint bytes` field at `self.pos`.
+    fn field(&mut self) -> Result<Range<usize>> {
+        let raw = &self.frame.raw;
+        let (len, used) =
+            get_varint(&raw[self.pos..]).ok_or_else(|| self.corrupt("bad length varint"))?;
+        let start = self.pos + used;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| start.checked_add(len))
+            .filter(|&end| end <= raw.len())
+            .ok_or_else(|| self.corrupt("entry runs past the end of its frame"))?;
+        self.pos = end;
+        Ok(start..end)
+    }
+}
+
+impl MergeSource for RunReader {
+    fn key(&self) -> Option<&[u8]> {
+        (!self.exhausted).then(|| &self.frame.raw[self.key.clone()])
+    }
+
+    fn record(&self) -> &[u8] {
+        &self.frame.raw[self.record.clone()]
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        while self.left == 0 {
+            if self.pos != self.frame.raw.len() {
+                return Err(self.corrupt("frame has bytes after its last entry"));
+            }
+            if !self.next_frame()? {
+                self.exhausted = true;
+                self.charge.set(0);
+                self.run = None; // merged away: delete it now
+                return Ok(());
+            }
+        }
+        self.key = self.field()?;
+        self.record = self.field()?;
+        self.left -= 1;
+        Ok(())
+    }
+}
+
+/// Checks and decompresses a frame (runs on the pool).
+fn decode(stored: StoredFrame, mut raw: Vec<u8>, path: &std::path::Path) -> Result<Frame> {
+    let StoredFrame {
+        offset,
+        header,
+        header_bytes,
+        payload,
+    } = stored;
+    let corrupt = |reason: String| SortError::CorruptRun {
+        path: path.to_path_buf(),
+        offset,
+        reason,
+    };
+    let crc = frame_crc(&header_bytes, &payload);
+    if crc != header.crc {
+        return Err(corrupt(format!(
+            "checksum mismatch (header says {:#010x}, data gives {crc:#010x})",
+            header.crc
+        )));
+    }
+    let raw_len = header.raw_len as usize;
+    raw.clear();
+    match header.method {
+        METHOD_STORED if payload.len() == raw_len => raw.extend_from_slice(&payload),
+        METHOD_STORED => return Err(corrupt("stored frame length mismatch".into())),
+        METHOD_LZ4 => {
+            raw.resize(raw_len, 0);
+            let n = lz4_flex::block::decompress_into(&payload, &mut raw)
+                .map_err(|e| corrupt(format!("bad LZ4 data: {e}")))?;
+            if n != raw_len {
+                return Err(corrupt(format!(
+                    "LZ4 data gives {n} bytes, header says {raw_len}"
+                )));
+            }
+        }
+        m => return Err(corrupt(format!("unknown frame method {m}"))),
+    }
+    Ok(Frame {
+        offset,
+        entries: header.entries,
+        raw,
+        payload,
+    })
+}
+
+/// Reads an unsigned LEB128 varint; `(value, bytes used)`.
+fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// `read_exact` that reports a clean or partial EOF as `Ok(false)`.
+fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+    use std::io::{Seek, SeekFrom, Write};
+
+    fn pool() -> Arc<ThreadPool> {
+        Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("pool"),
+        )
+    }
+
+    /// Writes `entries` as a run with tiny frames; returns the run.
+    fn write_run(
+        dir: &std::path::Path,
+        entries: &[(Vec<u8>, Vec<u8>)],
+        frame: usize,
+    ) -> (TempRun, RunMeta) {
+        let meter = Arc::new(Meter::default());
+        let out = TempRun::create(dir, &mut 0).expect("create");
+        let mut writer =
+            crate::runfile::RunWriter::new(out, pool(), frame, &meter).expect("writer");
+        for (k, r) in entries {
+            writer.push(k, r).expect("push");
+        }
+        writer.finish().expect("finish")
+    }
+
+    fn read_run(run: TempRun) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let meter = Arc::new(Meter::default());
+        let mut reader = RunReader::open(run, pool(), &meter)?;
+        let mut out = Vec::new();
+        while let Some(key) = reader.key() {
+            out.push((key.to_vec(), reader.record().to_vec()));
+            reader.advance()?;
+        }
+        Ok(out)
+    }
+
+    fn sample(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..n)
+            .map(|i| {
+                let key = (i as u64 / 3).to_be_bytes().to_vec();
+                // Compressible and incompressible records, some empty, one
+                // larger than a frame.
+                let len = if i == 7 { 5000 } else { i % 300 };
+                let rec: Vec<u8> = (0..len).map(|j| ((i * 31 + j * j) % 251) as u8).collect();
+                (key, rec)
+            })
+            .collect()
+    }
+
+    use crate::runfile::RunMeta;
+
+    #[test]
+    fn round_trip_over_many_frames() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let entries = sample(2_000);
+        let (run, meta) = write_run(dir.path(), &entries, 1024);
+        assert_eq!(meta.records, 2_000);
+        assert!(meta.frames > 100, "{meta:?}");
+        let path = run.path().to_path_buf();
+        assert_eq!(
+            std::fs::metadata(&path).expect("run exists").len(),
+            meta.file_bytes
+        );
+        assert_eq!(read_run(run).expect("read"), entries);
+        assert!(!path.exists(), "a run read to its end is deleted");
+    }
+
+    #[test]
+    fn empty_run_round_trips() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, meta) = write_run(dir.path(), &[], 1024);
+        assert_eq!(meta.frames, 0);
+        assert!(read_run(run).expect("read").is_empty());
+    }
+
+    #[test]
+    fn flipped_byte_is_a_checksum_error_naming_file_and_frame() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, meta) = write_run(dir.path(), &sample(500), 1024);
+        let at = meta.file_bytes / 2;
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(run.path())
+            .expect("open");
+        f.seek(SeekFrom::Start(at)).expect("seek");
+        let mut b = [0u8; 1];
+        f.read_exact(&mut b).expect("read");
+        f.seek(SeekFrom::Start(at)).expect("seek");
+        f.write_all(&[b[0] ^ 0x10]).expect("write");
+        drop(f);
+        let path = run.path().to_path_buf();
+        match read_run(run) {
+            Err(SortError::CorruptRun {
+                path: p,
+                offset,
+                reason,
+            }) => {
+                assert_eq!(p, path);
+                assert!(
+                    offset <= at && offset >= 8,
+                    "frame offset {offset} vs flipped byte {at}"
+                );
+                assert!(
+                    reason.contains("checksum") || reason.contains("marker"),
+                    "{reason}"
+                );
+            }
+            other => panic!("expected CorruptRun, got {other:?}"),
+        }
+        assert!(!path.exists(), "the reader's drop deletes the run");
+    }
+
+    #[test]
+    fn truncated_run_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, meta) = write_run(dir.path(), &sample(300), 1024);
+        let f = OpenOptions::new()
+            .write(true)
+            .open(run.path())
+            .expect("open");
+        f.set_len(meta.file_bytes - HEADER_LEN as u64)
+            .expect("truncate");
+        drop(f);
+        let err = read_run(run).expect_err("truncated");
+        assert!(err.to_string().contains("truncated"), "{err}");
+    }
+
+    #[test]
+    fn varint_round_trip_and_overlong() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut buf = Vec::new();
+            crate::runfile::put_varint(&mut buf, v);
+            assert_eq!(get_varint(&buf), Some((v, buf.len())));
+        }
+        assert_eq!(get_varint(&[0x80; 11]), None);
+        assert_eq!(get_varint(&[0x80]), None);
+    }
+}

@@ -1,0 +1,419 @@
+//! The [`Sorter`]: takes `(key, record)` pairs, keeps them in sub-batches
+//! sorted on the pool as they fill, spills each full chunk as one run file,
+//! keeps the number of runs within `max_open_runs` with background fan-in
+//! merges, and hands the last chunk plus the runs to the final merge.
+//!
+//! Invariants (the stability contract of ARCHITECTURE.md):
+//! * sub-batches are consecutive slices of the input, closed in order;
+//! * a spill merges one chunk's sub-batches, in order, into one run, and
+//!   runs are kept in input order;
+//! * a fan-in merges *consecutive* runs and its output takes their place;
+//! * the final merge reads runs first, then the last chunk's sub-batches.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::Receiver;
+use rayon::ThreadPool;
+
+use crate::batch::Batch;
+use crate::error::{Result, SortError};
+use crate::loser::LoserTree;
+use crate::merge::{merge_into_run, BatchCursor, Merged, Source};
+use crate::meter::{Charge, Meter};
+use crate::plan::{ensure_space, Plan};
+use crate::runfile::{RunMeta, RunWriter, TempRun};
+use crate::runread::RunReader;
+use crate::{KeyKind, SortConfig, SortStats};
+
+/// A finished run file in the sorter's ordered list.
+struct Run {
+    file: TempRun,
+    meta: RunMeta,
+    /// How many run files its records have been written to (1 = spilled).
+    depth: u32,
+}
+
+/// A background merge of consecutive runs.
+struct FanIn {
+    /// Where its output goes in `runs`.
+    position: usize,
+    depth: u32,
+    cancel: Arc<AtomicBool>,
+    handle: JoinHandle<Result<(TempRun, RunMeta)>>,
+}
+
+/// What a fan-in merge needs besides its inputs; cloned into the thread.
+#[derive(Clone)]
+struct MergeContext {
+    pool: Arc<ThreadPool>,
+    meter: Arc<Meter>,
+    frame_bytes: usize,
+    fixed_keys: bool,
+}
+
+impl MergeContext {
+    /// Merges `inputs` (consecutive runs, in order) into the created file.
+    fn merge_runs(
+        &self,
+        inputs: Vec<Run>,
+        out: (TempRun, std::fs::File),
+        cancel: Option<&AtomicBool>,
+    ) -> Result<(TempRun, RunMeta)> {
+        let mut sources = Vec::with_capacity(inputs.len());
+        for run in inputs {
+            sources.push(Source::Run(RunReader::open(
+                run.file,
+                Arc::clone(&self.pool),
+                &self.meter,
+            )?));
+        }
+        let writer = RunWriter::new(out, Arc::clone(&self.pool), self.frame_bytes, &self.meter)?;
+        let mut tree = LoserTree::new(sources, self.fixed_keys);
+        merge_into_run(&mut tree, writer, cancel)
+    }
+}
+
+/// The external sort engine. See the crate documentation.
+pub struct Sorter {
+    config: SortConfig,
+    plan: Plan,
+    ctx: MergeContext,
+    /// The sub-batch `push` fills.
+    filling: Batch,
+    /// Closed sub-batches of this chunk, in input order, sorting or sorted.
+    closed: Vec<Receiver<Batch>>,
+    /// Emptied batches for reuse.
+    idle: Vec<Batch>,
+    /// Bytes charged by `closed`.
+    closed_bytes: usize,
+    chunk_charge: Charge,
+    runs: Vec<Run>,
+    fanin: Option<FanIn>,
+    run_seq: u64,
+    stats: SortStats,
+    failed: bool,
+}
+
+impl Sorter {
+    /// A sorter whose jobs run on `pool`. Computes the memory plan (and,
+    /// for `max_open_runs == 0`, raises the soft open-file limit).
+    pub fn new(config: SortConfig, pool: Arc<ThreadPool>) -> Result<Self> {
+        let plan = Plan::new(&config, pool.current_num_threads())?;
+        let meter = Arc::new(Meter::default());
+        Ok(Sorter {
+            filling: Batch::new(config.key_kind, plan.sub_batch_bytes),
+            ctx: MergeContext {
+                pool,
+                frame_bytes: plan.frame_bytes,
+                fixed_keys: config.key_kind == KeyKind::Fixed8,
+                meter: Arc::clone(&meter),
+            },
+            chunk_charge: Charge::new(&meter),
+            config,
+            plan,
+            closed: Vec::new(),
+            idle: Vec::new(),
+            closed_bytes: 0,
+            runs: Vec::new(),
+            fanin: None,
+            run_seq: 0,
+            stats: SortStats::default(),
+            failed: false,
+        })
+    }
+
+    /// How the budget was divided.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Adds one record. `key` must be 8 bytes for `KeyKind::Fixed8`; a
+    /// key + record longer than half the budget is `RecordTooLarge`. Bad
+    /// input leaves the sorter usable; any other error is final.
+    pub fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()> {
+        if self.failed {
+            return Err(SortError::AfterError);
+        }
+        let record_no = self.stats.records;
+        if self.config.key_kind == KeyKind::Fixed8 && key.len() != 8 {
+            return Err(SortError::KeyLength {
+                record: record_no,
+                len: key.len(),
+            });
+        }
+        let len = key.len() + record.len();
+        if len > self.plan.record_limit {
+            return Err(SortError::RecordTooLarge {
+                record: record_no,
+                len,
+                limit: self.plan.record_limit,
+            });
+        }
+        if !self.filling.try_push(key, record) {
+            self.sticky(|s| s.close_filling())?;
+            if !self.filling.try_push(key, record) {
+                // An empty batch takes any record within `record_limit`.
+                return Err(SortError::RecordTooLarge {
+                    record: record_no,
+                    len,
+                    limit: self.plan.record_limit,
+                });
+            }
+        }
+        self.stats.records += 1;
+        self.stats.bytes += len as u64;
+        Ok(())
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SortStats {
+        SortStats {
+            peak_bytes: self.ctx.meter.peak(),
+            ..self.stats
+        }
+    }
+
+    /// Ends the input and returns the sorted stream. The last chunk is not
+    /// spilled: its sub-batches are merged from memory with the runs.
+    pub fn finish(mut self) -> Result<Merged> {
+        if self.failed {
+            return Err(SortError::AfterError);
+        }
+        self.dispatch_filling();
+        let batches = self.take_sorted()?;
+        self.wait_fanin()?;
+        while self.runs.len() > self.plan.max_open_runs {
+            // Only when spills outran the background merges: merge in line.
+            let excess = self.runs.len() - self.plan.max_open_runs + 1;
+            self.fanin_now(excess.clamp(2, self.plan.fanin_width))?;
+        }
+        let mut sources = Vec::with_capacity(self.runs.len() + batches.len());
+        let mut depth = 0;
+        for run in std::mem::take(&mut self.runs) {
+            depth = depth.max(run.depth);
+            sources.push(Source::Run(RunReader::open(
+                run.file,
+                Arc::clone(&self.ctx.pool),
+                &self.ctx.meter,
+            )?));
+        }
+        sources.extend(
+            batches
+                .into_iter()
+                .map(|b| Source::Batch(BatchCursor::new(b))),
+        );
+        self.stats.final_sources = sources.len() as u64;
+        self.stats.merge_passes = depth;
+        let charge = std::mem::replace(&mut self.chunk_charge, Charge::new(&self.ctx.meter));
+        Ok(Merged::new(
+            sources,
+            self.config.key_kind,
+            self.stats,
+            Arc::clone(&self.ctx.meter),
+            charge,
+        ))
+    }
+
+    /// Runs `f`; an error from it makes every later call fail.
+    fn sticky<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let result = f(self);
+        self.failed |= result.is_err();
+        result
+    }
+
+    /// Sends the filling sub-batch to the pool for sorting, and spills when
+    /// that completes a chunk.
+    fn close_filling(&mut self) -> Result<()> {
+        self.dispatch_filling();
+        if self.closed.len() >= self.plan.sub_batches {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn dispatch_filling(&mut self) {
+        if self.filling.is_empty() {
+            return;
+        }
+        let next = self
+            .idle
+            .pop()
+            .unwrap_or_else(|| Batch::new(self.config.key_kind, self.plan.sub_batch_bytes));
+        let mut batch = std::mem::replace(&mut self.filling, next);
+        self.closed_bytes += batch.used_bytes();
+        self.chunk_charge.set(self.closed_bytes);
+        self.closed
+            .push(crate::pool::spawn(&self.ctx.pool, move || {
+                batch.sort();
+                batch
+            }));
+    }
+
+    /// Waits for every closed sub-batch's sort, in order.
+    fn take_sorted(&mut self) -> Result<Vec<Batch>> {
+        let pending = std::mem::take(&mut self.closed);
+        pending
+            .iter()
+            .map(|rx| crate::pool::wait(&self.ctx.pool, rx, "sub-batch sort"))
+            .collect()
+    }
+
+    /// Merges the chunk's sorted sub-batches into one new run.
+    fn spill(&mut self) -> Result<()> {
+        self.poll_fanin()?;
+        let batches = self.take_sorted()?;
+        let needed: u64 = batches.iter().map(Batch::raw_bytes).sum();
+        ensure_space(&self.config.temp_dir, needed)?;
+        let out = TempRun::create(&self.config.temp_dir, &mut self.run_seq)?;
+        let writer = RunWriter::new(
+            out,
+            Arc::clone(&self.ctx.pool),
+            self.ctx.frame_bytes,
+            &self.ctx.meter,
+        )?;
+        let sources = batches
+            .into_iter()
+            .map(|b| Source::Batch(BatchCursor::new(b)))
+            .collect();
+        let mut tree = LoserTree::new(sources, self.ctx.fixed_keys);
+        let (file, meta) = merge_into_run(&mut tree, writer, None)?;
+        for source in tree.into_sources() {
+            if let Source::Batch(cursor) = source {
+                let mut batch = cursor.into_batch();
+                batch.clear();
+                self.idle.push(batch);
+            }
+        }
+        // The filling batch was created while closing the last sub-batch
+        // and never written to: swap in a recycled one instead.
+        if self.filling.is_empty() {
+            if let Some(batch) = self.idle.pop() {
+                self.filling = batch;
+            }
+        }
+        self.closed_bytes = 0;
+        self.chunk_charge.set(0);
+        self.stats.spills += 1;
+        self.count_run(&meta);
+        self.runs.push(Run {
+            file,
+            meta,
+            depth: 1,
+        });
+        if self.fanin.is_none() && self.runs.len() >= self.plan.fanin_trigger {
+            self.start_fanin()?;
+        }
+        Ok(())
+    }
+
+    fn count_run(&mut self, meta: &RunMeta) {
+        self.stats.runs_written += 1;
+        self.stats.run_bytes_raw += meta.raw_bytes;
+        self.stats.run_bytes_compressed += meta.file_bytes;
+    }
+
+    /// The `width` consecutive runs with the fewest bytes (oldest first on
+    /// ties): merging small neighbours keeps each record's rewrites
+    /// logarithmic, and consecutive keeps the merge stable.
+    fn pick_window(&self, width: usize) -> std::ops::Range<usize> {
+        let width = width.min(self.runs.len());
+        let bytes: Vec<u64> = self.runs.iter().map(|r| r.meta.file_bytes).collect();
+        let start = (0..=bytes.len() - width)
+            .min_by_key(|&s| bytes[s..s + width].iter().sum::<u64>())
+            .unwrap_or(0);
+        start..start + width
+    }
+
+    /// Takes a window of runs out of the list and creates their output.
+    fn prepare_fanin(
+        &mut self,
+        width: usize,
+    ) -> Result<(usize, u32, Vec<Run>, (TempRun, std::fs::File))> {
+        let window = self.pick_window(width);
+        let needed: u64 = self.runs[window.clone()]
+            .iter()
+            .map(|r| r.meta.file_bytes)
+            .sum();
+        ensure_space(&self.config.temp_dir, needed)?;
+        let out = TempRun::create(&self.config.temp_dir, &mut self.run_seq)?;
+        let position = window.start;
+        let inputs: Vec<Run> = self.runs.drain(window).collect();
+        let depth = inputs.iter().map(|r| r.depth).max().unwrap_or(0) + 1;
+        Ok((position, depth, inputs, out))
+    }
+
+    fn start_fanin(&mut self) -> Result<()> {
+        let (position, depth, inputs, out) = self.prepare_fanin(self.plan.fanin_width)?;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (ctx, flag) = (self.ctx.clone(), Arc::clone(&cancel));
+        let handle = thread::Builder::new()
+            .name("alnsort-fanin".into())
+            .spawn(move || ctx.merge_runs(inputs, out, Some(&flag)))
+            .map_err(|_| SortError::Worker {
+                what: "starting the background run merge",
+            })?;
+        self.fanin = Some(FanIn {
+            position,
+            depth,
+            cancel,
+            handle,
+        });
+        Ok(())
+    }
+
+    /// Merges `width` runs on this thread.
+    fn fanin_now(&mut self, width: usize) -> Result<()> {
+        let (position, depth, inputs, out) = self.prepare_fanin(width)?;
+        let (file, meta) = self.ctx.merge_runs(inputs, out, None)?;
+        self.fanin_done(position, depth, file, meta);
+        Ok(())
+    }
+
+    fn fanin_done(&mut self, position: usize, depth: u32, file: TempRun, meta: RunMeta) {
+        self.stats.fanin_merges += 1;
+        self.count_run(&meta);
+        self.runs.insert(position, Run { file, meta, depth });
+    }
+
+    /// Collects the background merge if it has finished.
+    fn poll_fanin(&mut self) -> Result<()> {
+        if self.fanin.as_ref().is_some_and(|f| f.handle.is_finished()) {
+            self.wait_fanin()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the background merge, if any, and puts its run in place.
+    fn wait_fanin(&mut self) -> Result<()> {
+        let Some(fanin) = self.fanin.take() else {
+            return Ok(());
+        };
+        let (file, meta) = fanin.handle.join().map_err(|_| SortError::Worker {
+            what: "background run merge",
+        })??;
+        self.fanin_done(fanin.position, fanin.depth, file, meta);
+        Ok(())
+    }
+}
+
+impl Drop for Sorter {
+    fn drop(&mut self) {
+        if let Some(fanin) = self.fanin.take() {
+            fanin.cancel.store(true, Ordering::Relaxed);
+            // Its inputs and output are deleted as the thread unwinds.
+            let _ = fanin.handle.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Sorter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sorter")
+            .field("plan", &self.plan)
+            .field("runs", &self.runs.len())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}

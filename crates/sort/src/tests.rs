@@ -1,0 +1,339 @@
+//! Engine-level tests: the whole `Sorter` against a stable std sort, across
+//! budgets (tiny ones force spills and background fan-in), pool sizes and
+//! key kinds; temp-file cleanup; the error paths.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use crate::{KeyKind, SortConfig, SortError, SortStats, Sorter};
+
+type Input = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool"),
+    )
+}
+
+fn config(dir: &Path, kind: KeyKind, budget: usize, max_open_runs: usize) -> SortConfig {
+    SortConfig {
+        memory_budget: budget,
+        temp_dir: dir.to_path_buf(),
+        key_kind: kind,
+        max_open_runs,
+    }
+}
+
+/// Records carry their input index, so the expected output is the input
+/// stably sorted by key (std's `sort_by` is stable).
+fn expected(input: &Input) -> Vec<Vec<u8>> {
+    let mut idx: Vec<(Vec<u8>, usize)> = input
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| (k.clone(), i))
+        .collect();
+    idx.sort_by(|a, b| a.0.cmp(&b.0));
+    idx.into_iter().map(|(_, i)| input[i].1.clone()).collect()
+}
+
+/// Sorts `input` and returns the records in output order and the stats.
+fn run_sort(input: &Input, config: SortConfig, threads: usize) -> (Vec<Vec<u8>>, SortStats) {
+    let dir = config.temp_dir.clone();
+    let mut sorter = Sorter::new(config, pool(threads)).expect("sorter");
+    for (k, r) in input {
+        sorter.push(k, r).expect("push");
+    }
+    let mut merged = sorter.finish().expect("finish");
+    let mut out = Vec::with_capacity(input.len());
+    while let Some((key, record)) = merged.next_entry().expect("next") {
+        let i = index_of(record);
+        assert_eq!(key, input[i].0.as_slice(), "key travels with its record");
+        out.push(record.to_vec());
+    }
+    assert!(
+        merged.next_record().expect("after end").is_none(),
+        "end is sticky"
+    );
+    let stats = merged.stats();
+    drop(merged);
+    assert_eq!(temp_files(&dir), 0, "temp files left after finish + drop");
+    (out, stats)
+}
+
+fn temp_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).expect("read temp dir").count()
+}
+
+fn index_of(record: &[u8]) -> usize {
+    u32::from_be_bytes(
+        record[..4]
+            .try_into()
+            .expect("records start with their index"),
+    ) as usize
+}
+
+fn make_input(keys: Vec<Vec<u8>>, payload_lens: &[usize]) -> Input {
+    keys.into_iter()
+        .enumerate()
+        .map(|(i, key)| {
+            let len = payload_lens
+                .get(i % payload_lens.len().max(1))
+                .copied()
+                .unwrap_or(0);
+            let mut record = (i as u32).to_be_bytes().to_vec();
+            record.extend((0..len).map(|j| (i + j) as u8));
+            (key, record)
+        })
+        .collect()
+}
+
+fn fixed_keys() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(
+        prop_oneof![
+            (0u64..6).prop_map(|k| k << 20),
+            any::<u64>(),
+            (0u64..3).prop_map(|t| (t << 32) | 7)
+        ]
+        .prop_map(|k| k.to_be_bytes().to_vec()),
+        0..400,
+    )
+}
+
+fn variable_keys() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(
+        prop::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(0xff)], 0..11),
+        0..400,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn output_is_the_stable_sort_for_any_budget_and_pool(
+        fixed in any::<bool>(),
+        fixed_k in fixed_keys(),
+        var_k in variable_keys(),
+        lens in prop::collection::vec(0usize..120, 1..8),
+        budget in 256usize..12_000,
+        threads in 1usize..=3,
+        max_open_runs in prop_oneof![Just(0usize), Just(2), Just(3)],
+    ) {
+        let (kind, keys) = if fixed { (KeyKind::Fixed8, fixed_k) } else { (KeyKind::Variable, var_k) };
+        let input = make_input(keys, &lens);
+        // Keep every record within the half-budget limit.
+        prop_assume!(input.iter().all(|(k, r)| k.len() + r.len() <= budget / 2));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (got, stats) = run_sort(&input, config(dir.path(), kind, budget, max_open_runs), threads);
+        prop_assert_eq!(got, expected(&input));
+        prop_assert_eq!(stats.records, input.len() as u64);
+        if max_open_runs != 0 {
+            prop_assert!(stats.final_sources <= (max_open_runs + crate::plan::SUB_BATCHES) as u64);
+        }
+    }
+}
+
+#[test]
+fn output_is_identical_for_every_budget_and_thread_count() {
+    let keys: Vec<Vec<u8>> = (0..3_000u64)
+        .map(|i| ((i * 7919) % 97).to_be_bytes().to_vec())
+        .collect();
+    let input = make_input(keys, &[0, 13, 70, 5]);
+    let mut outputs = Vec::new();
+    for (budget, threads, max_open_runs) in [
+        (1 << 24, 1, 0),
+        (4_096, 1, 2),
+        (4_096, 3, 3),
+        (20_000, 2, 0),
+        (700, 2, 2),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (out, stats) = run_sort(
+            &input,
+            config(dir.path(), KeyKind::Fixed8, budget, max_open_runs),
+            threads,
+        );
+        if budget < 1 << 20 {
+            assert!(stats.spills > 0, "budget {budget} should spill: {stats:?}");
+        }
+        outputs.push(out);
+    }
+    assert_eq!(outputs[0], expected(&input));
+    assert!(outputs.iter().all(|o| *o == outputs[0]));
+}
+
+#[test]
+fn many_spills_with_two_open_runs_fan_in_in_the_background() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: Vec<Vec<u8>> = (0..20_000u64)
+        .map(|i| format!("k{}", (i * 31) % 1000).into_bytes())
+        .collect();
+    let input = make_input(keys, &[50]);
+    let (got, stats) = run_sort(
+        &input,
+        config(dir.path(), KeyKind::Variable, 16 << 10, 2),
+        2,
+    );
+    assert_eq!(got, expected(&input));
+    assert!(stats.spills > 10, "{stats:?}");
+    assert!(stats.fanin_merges > 0, "{stats:?}");
+    assert!(stats.merge_passes >= 2, "{stats:?}");
+    assert_eq!(stats.runs_written, stats.spills + stats.fanin_merges);
+    assert!(stats.run_bytes_compressed > 0 && stats.run_bytes_raw > 0);
+}
+
+#[test]
+fn peak_bytes_stay_within_the_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = 4 << 20;
+    let keys: Vec<Vec<u8>> = (0..100_000u64)
+        .map(|i| {
+            (i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                .to_be_bytes()
+                .to_vec()
+        })
+        .collect();
+    let input = make_input(keys, &[200]);
+    let (got, stats) = run_sort(&input, config(dir.path(), KeyKind::Fixed8, budget, 0), 2);
+    assert_eq!(got, expected(&input));
+    assert!(stats.spills >= 4, "{stats:?}");
+    assert!(stats.peak_bytes <= budget as u64, "{stats:?}");
+    assert!(
+        stats.peak_bytes >= budget as u64 / 3,
+        "the chunk is most of the budget: {stats:?}"
+    );
+}
+
+#[test]
+fn empty_input_gives_empty_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (got, stats) = run_sort(
+        &Vec::new(),
+        config(dir.path(), KeyKind::Variable, 1 << 20, 0),
+        1,
+    );
+    assert!(got.is_empty());
+    assert_eq!(stats.final_sources, 0);
+}
+
+#[test]
+fn record_up_to_half_the_budget_is_accepted_larger_is_rejected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = 8_192;
+    let mut sorter =
+        Sorter::new(config(dir.path(), KeyKind::Fixed8, budget, 0), pool(1)).expect("sorter");
+    let mut big = 1u32.to_be_bytes().to_vec();
+    big.resize(budget / 2 - 8, 0xab);
+    sorter
+        .push(&5u64.to_be_bytes(), &0u32.to_be_bytes())
+        .expect("small");
+    sorter
+        .push(&1u64.to_be_bytes(), &big)
+        .expect("half the budget fits");
+    let too_big = vec![0u8; budget / 2];
+    let err = sorter
+        .push(&2u64.to_be_bytes(), &too_big)
+        .expect_err("over half");
+    assert!(
+        matches!(err, SortError::RecordTooLarge { record: 2, len, limit } if len == budget / 2 + 8 && limit == budget / 2)
+    );
+    let err = sorter
+        .push(b"short", b"")
+        .expect_err("fixed keys are 8 bytes");
+    assert!(matches!(err, SortError::KeyLength { record: 2, len: 5 }));
+    // Bad input does not poison the sorter.
+    sorter
+        .push(&3u64.to_be_bytes(), &2u32.to_be_bytes())
+        .expect("still usable");
+    let mut merged = sorter.finish().expect("finish");
+    let mut order = Vec::new();
+    while let Some(r) = merged.next_record().expect("next") {
+        order.push((index_of(r), r.len()));
+    }
+    assert_eq!(order, [(1, big.len()), (2, 4), (0, 4)]);
+}
+
+#[test]
+fn corrupt_run_is_an_error_and_temp_files_are_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: Vec<Vec<u8>> = (0..5_000u64)
+        .map(|i| (i % 13).to_be_bytes().to_vec())
+        .collect();
+    let input = make_input(keys, &[30]);
+    // Enough open runs that no background fan-in is writing while the
+    // test damages the files.
+    let mut sorter =
+        Sorter::new(config(dir.path(), KeyKind::Fixed8, 8_192, 1_000), pool(2)).expect("sorter");
+    for (k, r) in &input {
+        sorter.push(k, r).expect("push");
+    }
+    assert!(sorter.stats().spills > 2);
+    assert_eq!(sorter.stats().fanin_merges, 0);
+    // Damage the payload of every run's first frame.
+    for entry in std::fs::read_dir(dir.path()).expect("dir") {
+        let path = entry.expect("entry").path();
+        let mut bytes = std::fs::read(&path).expect("read run");
+        bytes[8 + crate::runfile::HEADER_LEN + 2] ^= 0xff;
+        std::fs::write(&path, bytes).expect("write run");
+    }
+    let err = match sorter.finish() {
+        Err(e) => e,
+        Ok(mut merged) => loop {
+            match merged.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("corruption went unnoticed"),
+                Err(e) => {
+                    assert!(matches!(merged.next_record(), Err(SortError::AfterError)));
+                    break e;
+                }
+            }
+        },
+    };
+    match &err {
+        SortError::CorruptRun { path, offset, .. } => {
+            assert!(path.starts_with(dir.path()));
+            assert_eq!(
+                *offset, 8,
+                "the first frame follows the 8-byte magic: {err}"
+            );
+        }
+        other => panic!("expected CorruptRun, got {other:?}"),
+    }
+    assert_eq!(temp_files(dir.path()), 0, "temp files left after an error");
+}
+
+#[test]
+fn missing_temp_dir_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gone = dir.path().join("gone");
+    let mut sorter =
+        Sorter::new(config(&gone, KeyKind::Variable, 1_024, 0), pool(1)).expect("sorter");
+    let err = (0..1_000u32)
+        .find_map(|i| sorter.push(b"key", &i.to_be_bytes()).err())
+        .expect("the first spill fails");
+    assert!(err.to_string().contains("gone"), "{err}");
+    assert!(matches!(
+        sorter.push(b"k", b"r"),
+        Err(SortError::AfterError)
+    ));
+}
+
+#[test]
+fn dropping_a_sorter_mid_fan_in_removes_its_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sorter =
+        Sorter::new(config(dir.path(), KeyKind::Fixed8, 4_096, 2), pool(2)).expect("sorter");
+    for i in 0..30_000u64 {
+        sorter
+            .push(&(i % 1_000).to_be_bytes(), &[7u8; 40])
+            .expect("push");
+    }
+    assert!(sorter.stats().spills > 2);
+    drop(sorter);
+    assert_eq!(temp_files(dir.path()), 0);
+}

@@ -1,0 +1,253 @@
+"""Command-line contract: options parsed as samtools parses them, refusals
+that exit 1 with a clear message, and error messages that say where.
+
+Exit codes are checked against samtools' behaviour (these tests also pass
+with samtools standing in); message wording is alnsort's own and those tests
+are marked alnsort_only. Contract for messages: stderr starts with
+"alnsort", names the file, and the line number (SAM) or byte offset (BAM),
+and the record number.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+
+import harness
+import oracle
+import pytest
+from harness import check_ok, run_alnsort
+
+
+def _refused(res, what: str) -> str:
+    """Exit 1 (not a crash, not 0), nothing on stdout; returns stderr text."""
+    err = res.stderr.decode("utf-8", "replace")
+    assert res.returncode == 1, f"{what}: expected exit 1, got {res.returncode}; stderr:\n{err[-2000:]}"
+    assert res.stdout == b"", f"{what}: nothing may be written to stdout on failure"
+    assert err.strip(), f"{what}: a refusal must say why on stderr"
+    return err
+
+
+def _starts_with_alnsort(err: str, what: str) -> None:
+    assert err.lstrip().startswith("alnsort"), f"{what}: stderr must start with 'alnsort':\n{err[:1000]}"
+
+
+def _bytes_no_pg(tmp_path, args, src, name):
+    out = tmp_path / name
+    check_ok(run_alnsort([*args, "--no-PG", "-o", str(out), src], cwd=str(tmp_path)))
+    return out.read_bytes()
+
+
+# ---- -m ----------------------------------------------------------------------------
+
+ACCEPTED_M = ["1M", "1048576", "0x100000", "2m", "1024k", "010M", "1G"]  # 010M is octal: 8 MiB
+REFUSED_M = ["1000000", "1.5G", "09M", "1K", "0", "abc"]
+
+
+@pytest.mark.parametrize("value", ACCEPTED_M)
+def test_m_accepted(alnsort_bin, inputs, tmp_path, value):
+    src = inputs.bam("hdr_v15")
+    assert _bytes_no_pg(tmp_path, ["-m", value], src, "m.bam") == _bytes_no_pg(tmp_path, [], src, "d.bam"), (
+        f"-m {value} changed the output"
+    )
+
+
+@pytest.mark.parametrize("value", REFUSED_M)
+def test_m_refused(alnsort_bin, inputs, tmp_path, value):
+    """samtools reads these as < 1 MiB (976K, 1 byte, 0 bytes, ...) and exits 1."""
+    out = tmp_path / "out.bam"
+    _refused(run_alnsort(["-m", value, "-o", str(out), inputs.sam("hdr_plain")], cwd=str(tmp_path)), f"-m {value}")
+    assert not out.exists(), "no output file on a refused command line"
+
+
+@pytest.mark.alnsort_only
+@pytest.mark.parametrize("value", REFUSED_M)
+def test_m_refused_message(alnsort_bin, inputs, tmp_path, value):
+    """The message names -m and the value as typed (samtools says e.g. '(1 bytes)' for 1.5G)."""
+    err = _refused(run_alnsort(["-m", value, inputs.sam("hdr_plain")], cwd=str(tmp_path)), f"-m {value}")
+    _starts_with_alnsort(err, f"-m {value}")
+    assert "-m" in err and value in err, f"-m {value}: message should quote the option and value:\n{err}"
+
+
+# ---- threads -------------------------------------------------------------------------
+
+
+def test_threads_1_is_single_threaded(alnsort_bin, inputs, tmp_path):
+    src = inputs.bam("main")
+    assert _bytes_no_pg(tmp_path, ["-@", "1", "-m", "1M"], src, "t1.bam") == _bytes_no_pg(
+        tmp_path, ["-m", "1M"], src, "t0.bam"
+    )
+
+
+def test_long_threads_option(alnsort_bin, inputs, tmp_path):
+    src = inputs.bam("hdr_v15")
+    assert _bytes_no_pg(tmp_path, ["--threads", "2"], src, "a.bam") == _bytes_no_pg(tmp_path, ["-@", "2"], src, "b.bam")
+
+
+# ---- refusals ------------------------------------------------------------------------
+
+
+def test_two_positional_arguments(alnsort_bin, inputs, tmp_path):
+    src = inputs.sam("hdr_plain")
+    _refused(run_alnsort([src, src], cwd=str(tmp_path)), "two inputs")
+
+
+@pytest.mark.parametrize(
+    "args", [["-O", "cram"], ["-O", "CRAM,level=3"], ["-o", "out.cram"]], ids=["O-cram", "O-CRAM-level", "o-ext"]
+)
+@pytest.mark.alnsort_only
+def test_cram_refused(alnsort_bin, inputs, tmp_path, args):
+    if "-o" not in args:
+        args = [*args, "-o", "out.x"]
+    err = _refused(run_alnsort([*args, inputs.sam("hdr_plain")], cwd=str(tmp_path)), " ".join(args))
+    _starts_with_alnsort(err, "CRAM")
+    assert re.search(r"cram", err, re.I), f"the refusal should say CRAM is not supported:\n{err}"
+    assert harness.leftover_files(tmp_path, set()) == [], "no output file on refusal"
+
+
+@pytest.mark.alnsort_only
+@pytest.mark.parametrize("args", [["-M"], ["-M", "-K", "10"], ["-I", "ref.fa"]], ids=["M", "M-K", "I"])
+def test_minimiser_refused(alnsort_bin, inputs, tmp_path, args):
+    err = _refused(run_alnsort([*args, inputs.sam("hdr_plain")], cwd=str(tmp_path)), " ".join(args))
+    _starts_with_alnsort(err, "-M")
+    assert re.search(r"minimi[sz]er|-M\b|-I\b", err, re.I), f"the refusal should name the minimiser sort:\n{err}"
+
+
+def test_unknown_option(alnsort_bin, inputs, tmp_path):
+    _refused(run_alnsort(["--no-such-option", inputs.sam("hdr_plain")], cwd=str(tmp_path)), "unknown option")
+
+
+# ---- output format options ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["-u"], ["-l", "0"], ["-l", "1"], ["-l", "9"], ["-O", "BAM,level=1"], ["-O", "bam"], ["-O", "sam"]],
+    ids=["u", "l0", "l1", "l9", "O-BAM-level1", "O-bam", "O-sam"],
+)
+def test_output_format_options(alnsort_bin, inputs, oracle_cache, tmp_path, args):
+    src = inputs.bam("main")
+    out = tmp_path / "out.x"
+    check_ok(run_alnsort([*args, "-o", str(out), src], cwd=str(tmp_path)))
+    data = out.read_bytes()
+    if args[-1] == "sam":
+        assert data.startswith(b"@HD"), "-O sam writes plain SAM"
+    else:
+        assert data[:2] == b"\x1f\x8b", "BAM output must be BGZF"
+        if args in (["-u"], ["-l", "0"]):
+            assert b"BAM\x01" in data[:64], "level 0 must store the BAM magic uncompressed"
+    harness.assert_same_text(
+        oracle.strip_pg(oracle_cache.sorted_text(src, [])), oracle.strip_pg(oracle.view(str(out))), " ".join(args)
+    )
+
+
+def test_temp_prefix_is_cleaned(alnsort_bin, inputs, oracle_cache, tmp_path):
+    """-T PREFIX with spills: output right, no temp file left anywhere we can see."""
+    src = inputs.bam("main")
+    tdir = tmp_path / "tmpdir"
+    tdir.mkdir()
+    out = tmp_path / "out.bam"
+    check_ok(run_alnsort(["-m", "1M", "-T", str(tdir / "pref"), "-o", str(out), src], cwd=str(tmp_path)))
+    assert harness.leftover_files(tdir, set()) == [], "temp files left in the -T directory"
+    assert harness.leftover_files(tmp_path, {"out.bam", "tmpdir"}) == []
+    harness.assert_same_text(
+        oracle.strip_pg(oracle_cache.sorted_text(src, [])), oracle.strip_pg(oracle.view(str(out))), "-T"
+    )
+
+
+def test_verbosity_0_is_quiet(alnsort_bin, inputs, tmp_path):
+    """--verbosity 0 silences progress/merge chatter (samtools 1.22+ does)."""
+    res = run_alnsort(
+        ["--verbosity", "0", "-m", "1M", "-o", str(tmp_path / "o.bam"), inputs.bam("main")], cwd=str(tmp_path)
+    )
+    check_ok(res)
+    assert res.stderr == b"", f"stderr not empty: {res.stderr[:500]!r}"
+
+
+# ---- errors say where -------------------------------------------------------------------
+
+
+def _bad_sam(tmp_path) -> str:
+    path = tmp_path / "bad.sam"
+    path.write_text(
+        "@HD\tVN:1.6\n@SQ\tSN:c1\tLN:1000\n"
+        "r1\t0\tc1\t10\t60\t4M\t*\t0\t0\tACGT\tIIII\n"
+        "r2\t0\tc1\t20\t60\t4M\t*\t0\t0\tACGT\tIIII\n"
+        "r3\tabc\tc1\t30\t60\t4M\t*\t0\t0\tACGT\tIIII\n"  # line 5, record 3: FLAG not a number
+        "r4\t0\tc1\t40\t60\t4M\t*\t0\t0\tACGT\tIIII\n"
+    )
+    return str(path)
+
+
+def test_malformed_sam_fails(alnsort_bin, tmp_path):
+    _refused(run_alnsort([_bad_sam(tmp_path)], cwd=str(tmp_path)), "malformed SAM")
+
+
+@pytest.mark.alnsort_only
+def test_malformed_sam_message(alnsort_bin, tmp_path):
+    path = _bad_sam(tmp_path)
+    err = _refused(run_alnsort([path], cwd=str(tmp_path)), "malformed SAM")
+    _starts_with_alnsort(err, "malformed SAM")
+    assert "bad.sam" in err, f"message must name the file:\n{err}"
+    assert re.search(r"line\D{0,3}5\b", err), f"message must give line 5:\n{err}"
+    assert re.search(r"record[^\n\d]{0,12}3\b", err), f"message must give record 3:\n{err}"
+
+
+def _truncated_bam(inputs, tmp_path) -> str:
+    data = open(inputs.bam("main"), "rb").read()
+    path = tmp_path / "trunc.bam"
+    path.write_bytes(data[: len(data) // 2])
+    return str(path)
+
+
+def test_truncated_bam_fails(alnsort_bin, inputs, tmp_path):
+    out = tmp_path / "out.bam"
+    _refused(run_alnsort(["-o", str(out), _truncated_bam(inputs, tmp_path)], cwd=str(tmp_path)), "truncated BAM")
+
+
+@pytest.mark.alnsort_only
+def test_truncated_bam_message(alnsort_bin, inputs, tmp_path):
+    err = _refused(
+        run_alnsort(["-o", str(tmp_path / "o.bam"), _truncated_bam(inputs, tmp_path)], cwd=str(tmp_path)),
+        "truncated BAM",
+    )
+    _starts_with_alnsort(err, "truncated BAM")
+    assert "trunc.bam" in err, f"message must name the file:\n{err}"
+    assert re.search(r"(offset|byte)\D{0,12}\d+", err, re.I), f"message must give a byte offset:\n{err}"
+    assert re.search(r"record", err, re.I), f"message must give the record number:\n{err}"
+
+
+def test_corrupt_bgzf_block_fails(alnsort_bin, inputs, tmp_path):
+    """A flipped byte inside compressed data: CRC32/inflate error, exit 1."""
+    data = bytearray(open(inputs.bam("main"), "rb").read())
+    data[len(data) // 3] ^= 0xFF
+    path = tmp_path / "corrupt.bam"
+    path.write_bytes(bytes(data))
+    _refused(run_alnsort(["-o", str(tmp_path / "o.bam"), str(path)], cwd=str(tmp_path)), "corrupt BAM")
+
+
+def test_missing_input(alnsort_bin, tmp_path):
+    err = _refused(run_alnsort([str(tmp_path / "nope.bam")], cwd=str(tmp_path)), "missing input")
+    assert "nope.bam" in err, f"message must name the file:\n{err}"
+
+
+def test_gzip_not_bgzf_input(alnsort_bin, inputs, tmp_path):
+    """Plain-gzip SAM is readable by htslib; at least it must not crash."""
+    path = tmp_path / "in.sam.gz"
+    path.write_bytes(gzip.compress(open(inputs.sam("hdr_plain"), "rb").read()))
+    res = run_alnsort(["-o", str(tmp_path / "o.bam"), str(path)], cwd=str(tmp_path))
+    assert res.returncode in (0, 1), f"exit {res.returncode} (crash?): {res.stderr[-500:]!r}"
+    if res.returncode == 0:
+        harness.assert_same_text(
+            oracle.strip_pg(oracle.samtools("sort", "-O", "SAM", inputs.sam("hdr_plain")).stdout.decode()),
+            oracle.strip_pg(oracle.view(str(tmp_path / "o.bam"))),
+            "gzip input",
+        )
+
+
+def test_unwritable_output(alnsort_bin, inputs, tmp_path):
+    target = tmp_path / "no" / "such" / "dir" / "out.bam"
+    err = _refused(run_alnsort(["-o", str(target), inputs.sam("hdr_plain")], cwd=str(tmp_path)), "bad -o")
+    assert "out.bam" in err, f"message must name the output file:\n{err}"
+    assert not os.path.exists(target)

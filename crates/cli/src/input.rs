@@ -228,6 +228,11 @@ fn feed_bam(
             );
         }
         validate::validate_record(&rec[4..], n_ref).map_err(|e| anyhow!("{}: {e}", where_(n)))?;
+        // What htslib would hold after reading it (recomputed bin, CG CIGAR
+        // moved into place), so output records equal samtools' byte for byte.
+        if let Some(fixed) = validate::htslib_normalise(&rec).map_err(|e| anyhow!("{}: {e}", where_(n)))? {
+            rec = fixed;
+        }
         encoder
             .encode(RecordRef::with_block_size(&rec), &mut key)
             .map_err(|e| anyhow!("{}: {e}", where_(n)))?;

@@ -93,7 +93,10 @@ pub struct SortConfig {
     /// Bytes the engine may hold: sub-batch buffers, entry arrays, key
     /// bytes, sort scratch and run-file buffers. Soft for one record: a
     /// record up to half the budget is accepted (it may get a sub-batch of
-    /// its own); a larger one is `SortError::RecordTooLarge`.
+    /// its own); a larger one is `SortError::RecordTooLarge`. Each run being
+    /// merged holds at least its current and next frame, so records much
+    /// larger than a frame (1/1024 of the budget, at most 256 KiB) make the
+    /// merge exceed the budget by about `4 x record size` per open run.
     pub memory_budget: usize,
     /// An existing, private directory (the CLI makes it with `mkdtemp`);
     /// run files are created inside it with O_EXCL.

@@ -112,7 +112,8 @@ pub(crate) fn merge_into_run(
         writer.push(key, record)?;
         tree.pop()?;
         written += 1;
-        if written % CANCEL_CHECK_INTERVAL == 0 && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+        if written.is_multiple_of(CANCEL_CHECK_INTERVAL)
+            && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
         {
             return Err(SortError::Cancelled);
         }

@@ -10,6 +10,7 @@
 //! * a fan-in merges *consecutive* runs and its output takes their place;
 //! * the final merge reads runs first, then the last chunk's sub-batches.
 
+use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -44,6 +45,15 @@ struct FanIn {
     handle: JoinHandle<Result<(TempRun, RunMeta)>>,
 }
 
+/// A fan-in about to run: the runs taken out of the list, where the output
+/// goes back, and the created output file.
+struct FanInJob {
+    position: usize,
+    depth: u32,
+    inputs: Vec<Run>,
+    out: (TempRun, File),
+}
+
 /// What a fan-in merge needs besides its inputs; cloned into the thread.
 #[derive(Clone)]
 struct MergeContext {
@@ -58,7 +68,7 @@ impl MergeContext {
     fn merge_runs(
         &self,
         inputs: Vec<Run>,
-        out: (TempRun, std::fs::File),
+        out: (TempRun, File),
         cancel: Option<&AtomicBool>,
     ) -> Result<(TempRun, RunMeta)> {
         let mut sources = Vec::with_capacity(inputs.len());
@@ -224,10 +234,13 @@ impl Sorter {
     }
 
     /// Sends the filling sub-batch to the pool for sorting, and spills when
-    /// that completes a chunk.
+    /// that completes a chunk: all sub-batches used, or their bytes reach
+    /// the chunk's share of the budget (records larger than a sub-batch get
+    /// a sub-batch of their own and fill the chunk sooner).
     fn close_filling(&mut self) -> Result<()> {
         self.dispatch_filling();
-        if self.closed.len() >= self.plan.sub_batches {
+        let chunk_bytes = self.plan.sub_batches * self.plan.sub_batch_bytes;
+        if self.closed.len() >= self.plan.sub_batches || self.closed_bytes >= chunk_bytes {
             self.spill()?;
         }
         Ok(())
@@ -327,10 +340,7 @@ impl Sorter {
     }
 
     /// Takes a window of runs out of the list and creates their output.
-    fn prepare_fanin(
-        &mut self,
-        width: usize,
-    ) -> Result<(usize, u32, Vec<Run>, (TempRun, std::fs::File))> {
+    fn prepare_fanin(&mut self, width: usize) -> Result<FanInJob> {
         let window = self.pick_window(width);
         let needed: u64 = self.runs[window.clone()]
             .iter()
@@ -341,11 +351,21 @@ impl Sorter {
         let position = window.start;
         let inputs: Vec<Run> = self.runs.drain(window).collect();
         let depth = inputs.iter().map(|r| r.depth).max().unwrap_or(0) + 1;
-        Ok((position, depth, inputs, out))
+        Ok(FanInJob {
+            position,
+            depth,
+            inputs,
+            out,
+        })
     }
 
     fn start_fanin(&mut self) -> Result<()> {
-        let (position, depth, inputs, out) = self.prepare_fanin(self.plan.fanin_width)?;
+        let FanInJob {
+            position,
+            depth,
+            inputs,
+            out,
+        } = self.prepare_fanin(self.plan.fanin_width)?;
         let cancel = Arc::new(AtomicBool::new(false));
         let (ctx, flag) = (self.ctx.clone(), Arc::clone(&cancel));
         let handle = thread::Builder::new()
@@ -365,7 +385,12 @@ impl Sorter {
 
     /// Merges `width` runs on this thread.
     fn fanin_now(&mut self, width: usize) -> Result<()> {
-        let (position, depth, inputs, out) = self.prepare_fanin(width)?;
+        let FanInJob {
+            position,
+            depth,
+            inputs,
+            out,
+        } = self.prepare_fanin(width)?;
         let (file, meta) = self.ctx.merge_runs(inputs, out, None)?;
         self.fanin_done(position, depth, file, meta);
         Ok(())

@@ -1,0 +1,136 @@
+//! The measurement behind the run-file codec choice: LZ4 (lz4_flex block
+//! API) against zstd level 1, on BAM-like records cut into 256 KiB frames
+//! the way `runfile.rs` cuts them.
+//!
+//! Records imitate BAM: a 36-byte fixed part with sorted-ish positions, a
+//! read name, a CIGAR op, 150 bases packed 4 bits each (random ACGT), 150
+//! qualities (Illumina 4-level binning, mostly Q37), and three tags. The
+//! key is the 8-byte coordinate key.
+//!
+//! Run: `cargo run --release -p alnsort-sort --example codec_compare`.
+
+use std::time::Instant;
+
+/// Raw bytes per frame, as `plan.rs`'s `MAX_FRAME_BYTES`.
+const FRAME_BYTES: usize = 256 << 10;
+/// Records generated (about 1 GB raw would be more faithful; 400k records,
+/// ~130 MB, keeps the run short and the numbers stable).
+const RECORDS: usize = 400_000;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let frames = frames();
+    let raw: usize = frames.iter().map(Vec::len).sum();
+    println!("{} frames, {} MB raw", frames.len(), raw >> 20);
+
+    // LZ4.
+    let t = Instant::now();
+    let lz4: Vec<Vec<u8>> = frames.iter().map(|f| lz4_flex::block::compress(f)).collect();
+    let lz4_c = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for (c, f) in lz4.iter().zip(&frames) {
+        let d = lz4_flex::block::decompress(c, f.len())?;
+        assert_eq!(d.len(), f.len());
+    }
+    let lz4_d = t.elapsed().as_secs_f64();
+    line("lz4_flex block", raw, lz4.iter().map(Vec::len).sum(), lz4_c, lz4_d);
+
+    // zstd level 1.
+    let t = Instant::now();
+    let mut zc = zstd::bulk::Compressor::new(1)?;
+    let zs: Vec<Vec<u8>> = frames.iter().map(|f| zc.compress(f)).collect::<Result<_, _>>()?;
+    let zs_c = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut zd = zstd::bulk::Decompressor::new()?;
+    for (c, f) in zs.iter().zip(&frames) {
+        let d = zd.decompress(c, f.len())?;
+        assert_eq!(d.len(), f.len());
+    }
+    let zs_d = t.elapsed().as_secs_f64();
+    line("zstd -1", raw, zs.iter().map(Vec::len).sum(), zs_c, zs_d);
+    Ok(())
+}
+
+fn line(name: &str, raw: usize, packed: usize, c: f64, d: f64) {
+    println!(
+        "{name:<16} ratio {:.3}  compress {:>6.0} MB/s  decompress {:>6.0} MB/s (one core)",
+        packed as f64 / raw as f64,
+        raw as f64 / c / 1e6,
+        raw as f64 / d / 1e6,
+    );
+}
+
+/// xorshift64*.
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed | 1;
+    move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        s.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Sorted BAM-like entries, encoded as run-file entries, cut into frames.
+fn frames() -> Vec<Vec<u8>> {
+    let mut next = rng(3);
+    let mut pos = 0u64;
+    let mut frames = vec![Vec::new()];
+    for i in 0..RECORDS {
+        pos += next() % 400;
+        let key = pos.to_be_bytes();
+        let mut rec = Vec::with_capacity(400);
+        rec.extend_from_slice(&[0u8; 4]); // block_size, filled below
+        rec.extend_from_slice(&0i32.to_le_bytes()); // refID
+        rec.extend_from_slice(&(pos as i32).to_le_bytes()); // pos
+        let name = format!("A00123:45:HXXXXXXX:1:{}:{}:{}", 1101 + i % 50, next() % 30000, next() % 40000);
+        rec.push(name.len() as u8 + 1); // l_read_name
+        rec.push(60); // mapq
+        rec.extend_from_slice(&4680u16.to_le_bytes()); // bin
+        rec.extend_from_slice(&1u16.to_le_bytes()); // n_cigar_op
+        rec.extend_from_slice(&[99, 0]); // flag
+        rec.extend_from_slice(&150u32.to_le_bytes()); // l_seq
+        rec.extend_from_slice(&0i32.to_le_bytes()); // next refID
+        rec.extend_from_slice(&((pos + 200) as i32).to_le_bytes()); // next pos
+        rec.extend_from_slice(&350i32.to_le_bytes()); // tlen
+        rec.extend_from_slice(name.as_bytes());
+        rec.push(0);
+        rec.extend_from_slice(&(150u32 << 4).to_le_bytes()); // 150M
+        const BASES: [u8; 4] = [1, 2, 4, 8]; // A C G T in BAM 4-bit codes
+        for _ in 0..75 {
+            let r = next();
+            rec.push((BASES[(r & 3) as usize] << 4) | BASES[((r >> 2) & 3) as usize]);
+        }
+        for _ in 0..150 {
+            let q = match next() % 100 {
+                0..=79 => 37,
+                80..=91 => 25,
+                92..=97 => 11,
+                _ => 2,
+            };
+            rec.push(q);
+        }
+        rec.extend_from_slice(b"NMC");
+        rec.push((next() % 4) as u8);
+        rec.extend_from_slice(b"ASC");
+        rec.push(140 + (next() % 10) as u8);
+        rec.extend_from_slice(b"RGZgroup1\0");
+        let block_size = (rec.len() - 4) as u32;
+        rec[..4].copy_from_slice(&block_size.to_le_bytes());
+
+        let frame = frames.last_mut().expect("never empty");
+        frame.push(key.len() as u8);
+        frame.extend_from_slice(&key);
+        let mut len = rec.len() as u64; // varint, as runfile.rs writes it
+        while len >= 0x80 {
+            frame.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        frame.push(len as u8);
+        frame.extend_from_slice(&rec);
+        if frame.len() >= FRAME_BYTES {
+            frames.push(Vec::new());
+        }
+    }
+    frames.retain(|f| !f.is_empty());
+    frames
+}

@@ -2,7 +2,8 @@
 # The one test command of the project (CI runs it through .ci/run):
 #   1. installs the Python test requirements (pysam 0.24.1 = the samtools 1.24
 #      oracle, pytest),
-#   2. builds alnsort (release) and runs the Rust tests of the whole workspace,
+#   2. builds alnsort (release; a build failure stops here) and runs the Rust
+#      tests of the whole workspace,
 #   3. runs the differential suite tests/ against the built binary.
 # Exits non-zero if anything fails. A missing tool is always a failure, never
 # a skip (in CI, CI=true, as anywhere else).
@@ -23,12 +24,22 @@ python3 -m pip install -q -r tests/requirements.txt || die "pip install -r tests
 echo "== cargo build --release -p alnsort"
 cargo build --release -p alnsort
 
+# From here on every step runs even if an earlier one failed, so one run
+# reports all failures; the exit status says whether any step failed.
+failed=()
+
 echo "== cargo test --workspace --release"
-cargo test --workspace --release
+cargo test --workspace --release --no-fail-fast || failed+=("cargo test")
 
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 export ALNSORT_BIN="${ALNSORT_BIN:-$target_dir/release/alnsort}"
 [[ -x "$ALNSORT_BIN" ]] || die "alnsort binary not found at $ALNSORT_BIN after the build"
 
 echo "== differential tests against samtools 1.24 (pysam), ALNSORT_BIN=$ALNSORT_BIN"
-python3 -m pytest -q -p no:cacheprovider tests/
+python3 -m pytest -q -p no:cacheprovider tests/ || failed+=("pytest tests/")
+
+if ((${#failed[@]})); then
+    echo "scripts/test.sh: FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "scripts/test.sh: all tests passed"

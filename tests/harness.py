@@ -40,9 +40,9 @@ CONFIGS: dict[str, list[str]] = {
     "m1M": ["-m", "1M"],
     "t2": ["-@", "2"],
     "t3_m1M": ["-@", "3", "-m", "1M"],
-    "maxmem2M": ["--max-memory", "2M"],  # alnsort only; samtools has no such option
+    "maxmem16M": ["--max-memory", "16M"],  # alnsort only; samtools has no such option
 }
-ALNSORT_ONLY_CONFIGS = {"maxmem2M"}
+ALNSORT_ONLY_CONFIGS = {"maxmem16M"}
 
 
 def alnsort_path() -> str:

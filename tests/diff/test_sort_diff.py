@@ -119,7 +119,7 @@ def test_max_memory_bytes_identical(alnsort_bin, inputs, tmp_path, order):
         inputs,
         tmp_path,
         order,
-        {"default": [], "maxmem2M": ["--max-memory", "2M"], "maxmem3M_t2": ["--max-memory", "3M", "-@", "2"]},
+        {"default": [], "maxmem16M": ["--max-memory", "16M"], "maxmem20M_t2": ["--max-memory", "20M", "-@", "2"]},
     )
 
 

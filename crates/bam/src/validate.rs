@@ -18,7 +18,9 @@ pub const MAX_BLOCK_SIZE: u32 = i32::MAX as u32;
 /// What is wrong with a record. The CLI adds file, offset and record number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
-    #[error("block_size {0} is outside 32..={MAX_BLOCK_SIZE}")]
+    // Shown as htslib reads it, a signed 32-bit value, so a negative size
+    // reads as negative rather than as a 4-billion-byte record.
+    #[error("block_size {} is outside 32..={MAX_BLOCK_SIZE}", *.0 as i32)]
     BlockSize(u32),
     #[error("record is {0} bytes, shorter than the 32-byte fixed part")]
     TooShort(usize),
@@ -26,7 +28,7 @@ pub enum RecordError {
     EmptyReadName,
     #[error("read name is not NUL-terminated at byte l_read_name-1")]
     ReadNameNotTerminated,
-    #[error("l_seq {0} is negative as a 32-bit signed value")]
+    #[error("l_seq {} is negative (a signed 32-bit field)", *.0 as i32)]
     NegativeSeqLength(u32),
     #[error("read name, CIGAR, SEQ and QUAL need {needed} bytes but the record has {available}")]
     Overrun { needed: u64, available: usize },
@@ -158,12 +160,13 @@ fn validate_aux(aux: &[u8]) -> Result<(), RecordError> {
         if aux.len() - i < 3 {
             return Err(err(AuxProblem::Truncated(aux.len() - i)));
         }
-        let tag = String::from_utf8_lossy(&aux[i..i + 2]).into_owned();
         let ty = aux[i + 2];
         let val = &aux[i + 3..];
         match aux_value_len(ty, val) {
             Some(n) => i += 3 + n,
             None => {
+                // Only on the error path: the hot loop allocates nothing.
+                let tag = String::from_utf8_lossy(&aux[i..i + 2]).into_owned();
                 let ty_c = ty as char;
                 return Err(err(match ty {
                     b'A' | b'c' | b'C' | b's' | b'S' | b'i' | b'I' | b'f' | b'd' | b'Z' | b'H' => {
@@ -353,6 +356,17 @@ mod tests {
             read_block_size(i32::MAX.to_le_bytes()),
             Ok(i32::MAX as usize)
         );
+    }
+
+    #[test]
+    fn negative_lengths_read_as_negative() {
+        let e = RecordError::BlockSize((-5i32) as u32).to_string();
+        assert!(e.starts_with("block_size -5 is outside"), "{e}");
+        assert!(RecordError::BlockSize(10)
+            .to_string()
+            .starts_with("block_size 10 "));
+        let e = RecordError::NegativeSeqLength(u32::MAX).to_string();
+        assert!(e.starts_with("l_seq -1 is negative"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,10 @@ fn main() {
     let path = args.get(1).expect("usage: recompress_levels FILE [BLOCKS]");
     let max_blocks: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3000);
     let mut data = Vec::new();
-    std::fs::File::open(path).expect("open").read_to_end(&mut data).expect("read");
+    std::fs::File::open(path)
+        .expect("open")
+        .read_to_end(&mut data)
+        .expect("read");
     let mut d = libdeflater::Decompressor::new();
     let mut blocks = Vec::new();
     let mut at = 0usize;
@@ -20,16 +23,22 @@ fn main() {
         let h = alnsort_bgzf::block::parse_header(&data[at..], at as u64).expect("header");
         let end = at + h.bsize;
         let mut out = Vec::new();
-        alnsort_bgzf::block::inflate_block(&data[at..end], at as u64, &mut out, &mut d).expect("inflate");
+        alnsort_bgzf::block::inflate_block(&data[at..end], at as u64, &mut out, &mut d)
+            .expect("inflate");
         if !out.is_empty() {
             blocks.push(out);
         }
         at = end;
     }
     let raw: usize = blocks.iter().map(|b| b.len()).sum();
-    println!("{} blocks, {:.1} MB uncompressed", blocks.len(), raw as f64 / 1e6);
+    println!(
+        "{} blocks, {:.1} MB uncompressed",
+        blocks.len(),
+        raw as f64 / 1e6
+    );
     for lvl in 1..=9 {
-        let mut c = libdeflater::Compressor::new(libdeflater::CompressionLvl::new(lvl).expect("level"));
+        let mut c =
+            libdeflater::Compressor::new(libdeflater::CompressionLvl::new(lvl).expect("level"));
         let mut out = vec![0u8; 70000];
         let t = std::time::Instant::now();
         let mut total = 0usize;
@@ -37,6 +46,11 @@ fn main() {
             total += c.deflate_compress(b, &mut out).expect("deflate");
         }
         let s = t.elapsed().as_secs_f64();
-        println!("libdeflate {lvl}: {:7.1} MB/s  compressed {:.2} MB ({:.4} of raw)", raw as f64 / 1e6 / s, total as f64 / 1e6, total as f64 / raw as f64);
+        println!(
+            "libdeflate {lvl}: {:7.1} MB/s  compressed {:.2} MB ({:.4} of raw)",
+            raw as f64 / 1e6 / s,
+            total as f64 / 1e6,
+            total as f64 / raw as f64
+        );
     }
 }

@@ -153,15 +153,47 @@ unsafe impl Send for SigSet {}
 
 /// An output file written under a temporary name beside its destination and
 /// renamed into place only by `commit`, after the last byte is flushed.
+///
+/// A destination that exists and is not a regular file (`/dev/null`,
+/// `/dev/stdout`, a FIFO, or a symlink to one) is written directly: renaming
+/// a temp file over it would replace the device node or the pipe with a
+/// regular file (as root, `-o /dev/null` would destroy `/dev/null`). A
+/// symlink to a regular file is followed, so the link survives the rename.
 pub struct PendingFile {
     pub tmp: PathBuf,
     pub dest: PathBuf,
     debris: Debris,
     committed: bool,
+    direct: bool,
+}
+
+/// What an output path names: the path to rename onto, and whether it must
+/// be written in place instead (it exists and is not a regular file).
+pub fn resolve_destination(dest: &Path) -> (PathBuf, bool) {
+    match std::fs::metadata(dest) {
+        Ok(m) if !m.is_file() => (dest.to_path_buf(), true),
+        Ok(_) => (
+            std::fs::canonicalize(dest).unwrap_or_else(|_| dest.to_path_buf()),
+            false,
+        ),
+        Err(_) => (dest.to_path_buf(), false),
+    }
 }
 
 impl PendingFile {
     pub fn create(dest: &Path, debris: &Debris) -> io::Result<(PendingFile, std::fs::File)> {
+        let (dest, direct) = resolve_destination(dest);
+        if direct {
+            let f = std::fs::OpenOptions::new().write(true).open(&dest)?;
+            let p = PendingFile {
+                tmp: dest.clone(),
+                dest,
+                debris: debris.clone(),
+                committed: true,
+                direct: true,
+            };
+            return Ok((p, f));
+        }
         let dir = match dest.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
@@ -174,31 +206,49 @@ impl PendingFile {
         let mut n = 0u32;
         loop {
             let tmp = dir.join(format!(".{name}.alnsort-{pid}-{n}.tmp"));
+            // Registered before it exists, so a signal between creating and
+            // registering cannot leave it behind.
+            debris.add(tmp.clone());
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&tmp)
             {
                 Ok(f) => {
-                    debris.add(tmp.clone());
                     return Ok((
                         PendingFile {
                             tmp,
-                            dest: dest.to_path_buf(),
+                            dest,
                             debris: debris.clone(),
                             committed: false,
+                            direct: false,
                         },
                         f,
                     ));
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    debris.forget(&tmp);
+                    if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 {
+                        n += 1;
+                    } else {
+                        return Err(e);
+                    }
+                }
             }
         }
     }
 
+    /// True when the destination is written in place (a device or a pipe):
+    /// there is nothing to rename, and `fsync` does not apply.
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
     /// Renames the finished file into place.
     pub fn commit(mut self) -> io::Result<()> {
+        if self.direct {
+            return Ok(());
+        }
         std::fs::rename(&self.tmp, &self.dest)?;
         self.debris.forget(&self.tmp);
         self.committed = true;
@@ -261,5 +311,55 @@ mod tests {
         drop(f);
         p.commit().unwrap();
         assert!(dest.exists());
+    }
+
+    #[test]
+    fn devices_and_pipes_are_written_in_place() {
+        let base = scratch();
+        let debris = Debris::default();
+        // A symlink to /dev/null must stay a symlink to /dev/null.
+        let link = base.join("null-link.bam");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let (p, mut f) = PendingFile::create(&link, &debris).unwrap();
+        assert!(p.is_direct());
+        std::io::Write::write_all(&mut f, b"data").unwrap();
+        p.commit().unwrap();
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert!(m.file_type().is_symlink(), "the link was replaced");
+        assert!(!std::fs::metadata(&link).unwrap().is_file());
+        assert_eq!(
+            std::fs::read_dir(&base)
+                .unwrap()
+                .filter(|e| e
+                    .as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .contains("null-link.bam.alnsort"))
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn symlink_to_regular_file_is_followed() {
+        let base = scratch();
+        let debris = Debris::default();
+        let target = base.join("target.bam");
+        let link = base.join("link.bam");
+        let _ = std::fs::remove_file(&link);
+        std::fs::write(&target, b"old").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let (p, mut f) = PendingFile::create(&link, &debris).unwrap();
+        assert!(!p.is_direct());
+        std::io::Write::write_all(&mut f, b"new").unwrap();
+        drop(f);
+        p.commit().unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
     }
 }

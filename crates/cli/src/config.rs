@@ -101,7 +101,13 @@ fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
         let hd = HdValues {
             so: "unsorted".into(),
             go: None,
-            ss: Some(format!("unsorted:{shown}:{tail}")),
+            // samtools builds SS from a 3-byte tag buffer, so a one-character
+            // tag's NUL ends the string before the secondary order (§2).
+            ss: Some(if shown.len() < 2 {
+                format!("unsorted:{shown}")
+            } else {
+                format!("unsorted:{shown}:{tail}")
+            }),
         };
         return Ok((order, hd));
     }

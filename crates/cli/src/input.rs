@@ -24,6 +24,13 @@ use std::sync::Arc;
 /// distributed driver can feed other sinks.
 pub trait RecordSink {
     fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()>;
+
+    /// Largest key + record (with its block_size) the sink accepts. The
+    /// reader refuses a longer record (or SAM line) *before* allocating for
+    /// it, so a corrupt length cannot make the process outgrow its budget.
+    fn record_limit(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// An opened input whose format is known and whose header has been read.
@@ -91,9 +98,21 @@ pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
         let mut reader =
             ParallelReader::new(raw, pool, prefix).map_err(|e| anyhow!("{name}: {e}"))?;
         let head = reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?;
+        // samtools fails on these too ("failed to read header", "Exec format
+        // error"); say what the bytes are instead of parsing them as SAM.
+        if head.is_empty() {
+            bail!("{name}: the input is empty (a BGZF stream with no data: no header, no records)");
+        }
+        if head.len() >= 4 && head.starts_with(b"BAM") && &head[..4] != BAM_MAGIC {
+            bail!(
+                "{name}: not a BAM file: uncompressed bytes 0..4 are {:02x?}, expected the BAM magic \"BAM\\1\" (42 41 4d 01)",
+                &head[..4]
+            );
+        }
         if head.len() >= 4 && &head[..4] == BAM_MAGIC {
+            // HeaderError messages say "BAM header" themselves.
             let header = alnsort_bam::header::read_bam_header(&mut reader)
-                .map_err(|e| anyhow!("{name}: invalid BAM header: {e}"))?;
+                .map_err(|e| anyhow!("{name}: {e}"))?;
             return Ok(OpenInput {
                 name,
                 header,
@@ -101,6 +120,11 @@ pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
                 body: Body::Bam(reader),
             });
         }
+        check_text_start(
+            &name,
+            reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?,
+            "uncompressed ",
+        )?;
         let boxed: Box<dyn Read + Send> = Box::new(reader);
         return open_sam(name, boxed, size);
     }
@@ -110,8 +134,26 @@ pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
     if prefix.starts_with(BAM_MAGIC) {
         bail!("{name}: uncompressed raw BAM (without BGZF) is not a valid BAM file");
     }
+    check_text_start(&name, &prefix, "")?;
     let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
     open_sam(name, chained, size)
+}
+
+/// Refuses input that is neither BAM nor SAM text: SAM cannot contain
+/// control bytes other than tab, CR and LF, so one among the first bytes means
+/// a binary file (htslib's format detection refuses it the same way).
+fn check_text_start(name: &str, bytes: &[u8], what: &str) -> Result<()> {
+    let first = &bytes[..bytes.len().min(4)];
+    if let Some(i) = first
+        .iter()
+        .position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+    {
+        bail!(
+            "{name}: neither BAM nor SAM: {what}byte {i} is 0x{:02x}, which SAM text cannot contain (first bytes {first:02x?})",
+            first[i]
+        );
+    }
+    Ok(())
 }
 
 fn open_sam(name: String, r: Box<dyn Read + Send>, size: Option<u64>) -> Result<OpenInput> {
@@ -143,14 +185,17 @@ fn open_sam(name: String, r: Box<dyn Read + Send>, size: Option<u64>) -> Result<
     })
 }
 
-/// Lines per SAM parse batch: about 4 MiB of text at 300-byte lines, large
-/// enough to amortise dispatch, small enough to keep all workers busy.
-const SAM_BATCH_BYTES: usize = 4 << 20;
+/// Bytes of SAM text per parse batch: about 1,700 lines of 300 bytes, large
+/// enough to amortise dispatch, small enough to keep all workers busy and the
+/// memory in flight small (see `reserve_bytes` in lib.rs).
+pub const SAM_BATCH_BYTES: usize = 512 << 10;
 
 struct ParsedBatch {
     records: Vec<u8>,
     key_bytes: Vec<u8>,
     key_ends: Vec<u32>,
+    /// Warnings to print in input order (unknown reference names).
+    warnings: Vec<String>,
 }
 
 impl OpenInput {
@@ -176,6 +221,10 @@ impl OpenInput {
                     header_lines,
                     encoder,
                     pool,
+                    // A SAM line can be larger than its BAM record (numbers
+                    // as text) and also smaller (B:f arrays), so allow twice
+                    // the record limit: still bounded by the budget.
+                    max_line: sink.record_limit().saturating_mul(2),
                 },
                 sink,
                 progress,
@@ -192,6 +241,7 @@ fn feed_bam(
     sink: &mut dyn RecordSink,
     progress: &Progress,
 ) -> Result<u64> {
+    let limit = sink.record_limit();
     let mut rec: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut key: Vec<u8> = Vec::with_capacity(64);
     let mut n: u64 = 0;
@@ -205,8 +255,17 @@ fn feed_bam(
                 pos.block_offset
             )
         };
+        // A BGZF error (truncation, CRC, missing EOF block) surfaces while
+        // reading some record: say which.
+        let io_err = |e: std::io::Error, n: u64| {
+            anyhow!(
+                "{name}: reading record {} (uncompressed byte offset {}): {e}",
+                n + 1,
+                pos.uncompressed_total
+            )
+        };
         let mut size = [0u8; 4];
-        let got = read_full(&mut reader, &mut size).map_err(|e| anyhow!("{name}: {e}"))?;
+        let got = read_full(&mut reader, &mut size).map_err(|e| io_err(e, n))?;
         if got == 0 {
             break;
         }
@@ -217,10 +276,27 @@ fn feed_bam(
             );
         }
         let len = validate::read_block_size(size).map_err(|e| anyhow!("{}: {e}", where_(n)))?;
+        if 4 + len > limit {
+            bail!(
+                "{}: block_size says {len} bytes; {}",
+                where_(n),
+                too_large(4 + len, limit)
+            );
+        }
         rec.clear();
         rec.extend_from_slice(&size);
-        rec.resize(4 + len, 0);
-        let got = read_full(&mut reader, &mut rec[4..]).map_err(|e| anyhow!("{name}: {e}"))?;
+        // Grow as the bytes arrive, so a block_size that points past the end
+        // of a truncated file fails on the truncation, not on the allocation.
+        let mut got = 0;
+        while got < len {
+            let step = (len - got).min(READ_STEP);
+            rec.resize(4 + got + step, 0);
+            let k = read_full(&mut reader, &mut rec[4 + got..]).map_err(|e| io_err(e, n))?;
+            got += k;
+            if k < step {
+                break;
+            }
+        }
         if got < len {
             bail!(
                 "{}: truncated: block_size says {len} bytes but the input ends after {got}",
@@ -230,18 +306,36 @@ fn feed_bam(
         validate::validate_record(&rec[4..], n_ref).map_err(|e| anyhow!("{}: {e}", where_(n)))?;
         // What htslib would hold after reading it (recomputed bin, CG CIGAR
         // moved into place), so output records equal samtools' byte for byte.
-        if let Some(fixed) = validate::htslib_normalise(&rec).map_err(|e| anyhow!("{}: {e}", where_(n)))? {
+        if let Some(fixed) =
+            validate::htslib_normalise(&rec).map_err(|e| anyhow!("{}: {e}", where_(n)))?
+        {
             rec = fixed;
         }
         encoder
             .encode(RecordRef::with_block_size(&rec), &mut key)
             .map_err(|e| anyhow!("{}: {e}", where_(n)))?;
-        sink.push(&key, &rec)?;
+        if key.len() + rec.len() > limit {
+            bail!("{}: {}", where_(n), too_large(key.len() + rec.len(), limit));
+        }
+        sink.push(&key, &rec)
+            .map_err(|e| anyhow!("{}: {e}", where_(n)))?;
         n += 1;
         progress.add_records(1, (4 + len) as u64, pos.block_offset);
     }
     Ok(n)
 }
+
+/// The refusal of a record the budget cannot hold.
+fn too_large(len: usize, limit: usize) -> String {
+    format!(
+        "the record (with its sort key) is {len} bytes, more than the {limit} bytes one record may take \
+         with this memory budget (half the sort budget); raise --max-memory or -m"
+    )
+}
+
+/// Bytes of a record read (and allocated) at a time: a BGZF block's worth
+/// several times over, small next to any budget.
+const READ_STEP: usize = 1 << 20;
 
 /// Like `read_exact`, but returns how many bytes were read before EOF.
 fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -264,6 +358,8 @@ struct SamFeed {
     header_lines: u64,
     encoder: Arc<KeyEncoder>,
     pool: Arc<rayon::ThreadPool>,
+    /// Longest line accepted (see `RecordSink::record_limit`).
+    max_line: usize,
 }
 
 /// A batch of whole lines and the 1-based number of its first line and record.
@@ -282,6 +378,7 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
         header_lines,
         encoder,
         pool,
+        max_line,
     } = f;
     let header = Arc::new(header);
     let lookup = Arc::new(header.ref_lookup());
@@ -307,7 +404,7 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
                             text: Vec::new(),
                             first_line: line_no,
                             first_record: record_no,
-                            read_error: Some(e.to_string()),
+                            read_error: Some(format!("read error: {e}")),
                         });
                         return;
                     }
@@ -318,6 +415,21 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
                     // Cut at the last newline; the tail starts the next batch.
                     match text.iter().rposition(|&b| b == b'\n') {
                         Some(p) => carry = text.split_off(p + 1),
+                        None if text.len() > max_line => {
+                            // One line longer than any record may be: stop
+                            // before it outgrows the memory budget.
+                            emit(TextBatch {
+                                text: Vec::new(),
+                                first_line: line_no,
+                                first_record: record_no,
+                                read_error: Some(format!(
+                                    "(record {record_no}): the line is longer than {max_line} bytes, \
+                                     more than one record may take with this memory budget; \
+                                     raise --max-memory or -m"
+                                )),
+                            });
+                            return;
+                        }
                         None => {
                             carry = text;
                             continue;
@@ -344,19 +456,20 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
         },
         move |b: TextBatch| -> Result<ParsedBatch, String> {
             if let Some(e) = b.read_error {
-                return Err(format!(
-                    "{name_w}: read error at line {}: {e}",
-                    b.first_line
-                ));
+                return Err(format!("{name_w}: line {} {e}", b.first_line));
             }
             parse_batch(&b, &hdr, &lookup, &encoder).map_err(|e| format!("{name_w}: {e}"))
         },
     );
+    let limit = sink.record_limit();
     let mut n = 0u64;
     while let Some(r) = batches.next() {
         let parsed = r
             .map_err(|e| anyhow!("{name}: {e}"))?
             .map_err(|e| anyhow!(e))?;
+        for w in &parsed.warnings {
+            eprintln!("[W::alnsort] {name}: {w}");
+        }
         let mut off = 0usize;
         let mut kstart = 0usize;
         for &kend in &parsed.key_ends {
@@ -367,7 +480,16 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
                 parsed.records[off + 3],
             ]) as usize;
             let rec = &parsed.records[off..off + 4 + len];
-            sink.push(&parsed.key_bytes[kstart..kend as usize], rec)?;
+            let key = &parsed.key_bytes[kstart..kend as usize];
+            if key.len() + rec.len() > limit {
+                bail!(
+                    "{name}: record {}: {}",
+                    n + 1,
+                    too_large(key.len() + rec.len(), limit)
+                );
+            }
+            sink.push(key, rec)
+                .map_err(|e| anyhow!("{name}: record {}: {e}", n + 1))?;
             progress.add_records(1, rec.len() as u64, 0);
             off += 4 + len;
             kstart = kend as usize;
@@ -387,6 +509,7 @@ fn parse_batch(
         records: Vec::with_capacity(b.text.len()),
         key_bytes: Vec::new(),
         key_ends: Vec::new(),
+        warnings: Vec::new(),
     };
     let mut key = Vec::with_capacity(64);
     let mut line_no = b.first_line;
@@ -400,8 +523,15 @@ fn parse_batch(
         let at = out.records.len();
         sam_parse::parse_sam_record(line, header, lookup, &mut out.records)
             .map_err(|e| format!("line {line_no} (record {record_no}): {e}"))?;
+        let r = RecordRef::with_block_size(&out.records[at..]);
+        if r.ref_id() < 0 || r.next_ref_id() < 0 {
+            unknown_reference_warnings(line, r, lookup, |w| {
+                out.warnings
+                    .push(format!("line {line_no} (record {record_no}): {w}"))
+            });
+        }
         encoder
-            .encode(RecordRef::with_block_size(&out.records[at..]), &mut key)
+            .encode(r, &mut key)
             .map_err(|e| format!("line {line_no} (record {record_no}): {e}"))?;
         out.key_bytes.extend_from_slice(&key);
         out.key_ends.push(out.key_bytes.len() as u32);
@@ -409,4 +539,30 @@ fn parse_batch(
         record_no += 1;
     }
     Ok(out)
+}
+
+/// htslib's `sam_parse1` reads an RNAME or RNEXT the header does not know as
+/// `*` (unmapped) and warns; alnsort parses it the same way, and warns the
+/// same way so the user learns of it.
+fn unknown_reference_warnings(
+    line: &[u8],
+    r: RecordRef<'_>,
+    lookup: &RefLookup,
+    mut warn: impl FnMut(String),
+) {
+    let mut fields = line.split(|&c| c == b'\t');
+    let rname = fields.nth(2).unwrap_or(b"*");
+    let rnext = fields.nth(3).unwrap_or(b"*");
+    if r.ref_id() < 0 && rname != b"*" && lookup.get(rname).is_none() {
+        warn(format!(
+            "unrecognized reference name \"{}\"; treated as unmapped",
+            String::from_utf8_lossy(rname)
+        ));
+    }
+    if r.next_ref_id() < 0 && !matches!(rnext, b"*" | b"=") && lookup.get(rnext).is_none() {
+        warn(format!(
+            "unrecognized mate reference name \"{}\"; treated as unmapped",
+            String::from_utf8_lossy(rnext)
+        ));
+    }
 }

@@ -95,7 +95,8 @@ pub fn parse_per_thread(s: &str) -> Result<u64, SizeError> {
     let bytes = understood as u64;
     if bytes < MIN_PER_THREAD {
         return Err(SizeError(format!(
-            "-m {s} is {bytes} bytes per thread, below the 1M minimum; write for example -m 1M, -m 768M or -m 2G"
+            "-m {s} is {} per thread, below the 1M minimum; write for example -m 1M, -m 768M or -m 2G",
+            human(bytes)
         )));
     }
     Ok(bytes)

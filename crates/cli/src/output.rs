@@ -257,7 +257,7 @@ impl Output {
                 let f = out
                     .into_inner()
                     .map_err(|e| anyhow!("writing {name}: {}", e.error()))?;
-                if pending.is_some() {
+                if pending.as_ref().is_some_and(|p| !p.is_direct()) {
                     f.sync_all().map_err(|e| anyhow!("writing {name}: {e}"))?;
                 }
                 summary.bytes_uncompressed = bytes;
@@ -276,7 +276,7 @@ impl Output {
                 let s = writer
                     .finish()
                     .map_err(|e| anyhow!("writing {name}: {e}"))?;
-                if pending.is_some() {
+                if pending.as_ref().is_some_and(|p| !p.is_direct()) {
                     s.inner
                         .sync_all()
                         .map_err(|e| anyhow!("writing {name}: {e}"))?;
@@ -293,8 +293,15 @@ impl Output {
             let bytes = if file.is_bgzf() {
                 let level = CompressionLevel::default();
                 let mut c = level.compressor();
+                let mut block = Vec::new();
+                // `file_bytes` expects each block appended; deflate_block
+                // writes a whole block into its buffer.
                 file.file_bytes(
-                    |p, out| alnsort_bgzf::block::deflate_block(p, level, out, &mut c),
+                    |p, out| {
+                        alnsort_bgzf::block::deflate_block(p, level, &mut block, &mut c)?;
+                        out.extend_from_slice(&block);
+                        Ok::<(), alnsort_bgzf::Error>(())
+                    },
                     &alnsort_bgzf::block::EOF_BLOCK,
                 )
                 .map_err(|e| anyhow!("compressing the index: {e}"))?
@@ -303,8 +310,9 @@ impl Output {
             };
             let (p, mut f) = PendingFile::create(&path, &debris)
                 .with_context(|| format!("cannot create index {}", path.display()))?;
+            let direct = p.is_direct();
             f.write_all(&bytes)
-                .and_then(|_| f.sync_all())
+                .and_then(|_| if direct { Ok(()) } else { f.sync_all() })
                 .map_err(|e| anyhow!("writing index {}: {e}", path.display()))?;
             // Output first, then its index, so an index never exists without
             // the file it indexes.

@@ -24,7 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // LZ4.
     let t = Instant::now();
-    let lz4: Vec<Vec<u8>> = frames.iter().map(|f| lz4_flex::block::compress(f)).collect();
+    let lz4: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| lz4_flex::block::compress(f))
+        .collect();
     let lz4_c = t.elapsed().as_secs_f64();
     let t = Instant::now();
     for (c, f) in lz4.iter().zip(&frames) {
@@ -32,12 +35,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         assert_eq!(d.len(), f.len());
     }
     let lz4_d = t.elapsed().as_secs_f64();
-    line("lz4_flex block", raw, lz4.iter().map(Vec::len).sum(), lz4_c, lz4_d);
+    line(
+        "lz4_flex block",
+        raw,
+        lz4.iter().map(Vec::len).sum(),
+        lz4_c,
+        lz4_d,
+    );
 
     // zstd level 1.
     let t = Instant::now();
     let mut zc = zstd::bulk::Compressor::new(1)?;
-    let zs: Vec<Vec<u8>> = frames.iter().map(|f| zc.compress(f)).collect::<Result<_, _>>()?;
+    let zs: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| zc.compress(f))
+        .collect::<Result<_, _>>()?;
     let zs_c = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut zd = zstd::bulk::Decompressor::new()?;
@@ -82,7 +94,12 @@ fn frames() -> Vec<Vec<u8>> {
         rec.extend_from_slice(&[0u8; 4]); // block_size, filled below
         rec.extend_from_slice(&0i32.to_le_bytes()); // refID
         rec.extend_from_slice(&(pos as i32).to_le_bytes()); // pos
-        let name = format!("A00123:45:HXXXXXXX:1:{}:{}:{}", 1101 + i % 50, next() % 30000, next() % 40000);
+        let name = format!(
+            "A00123:45:HXXXXXXX:1:{}:{}:{}",
+            1101 + i % 50,
+            next() % 30000,
+            next() % 40000
+        );
         rec.push(name.len() as u8 + 1); // l_read_name
         rec.push(60); // mapq
         rec.extend_from_slice(&4680u16.to_le_bytes()); // bin

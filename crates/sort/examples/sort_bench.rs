@@ -1,5 +1,5 @@
 //! Micro-benchmark of the sort engine's three hot loops on 4M synthetic
-//! records: the radix sort of 8-byte keys, the variable-key merge sort, and
+//! records: the radix sort of 8-byte keys, the variable-key comparison sort, and
 //! the k-way merge (in memory, and from spilled runs).
 //!
 //! Run: `cargo run --release -p alnsort-sort --example sort_bench [records] [threads]`.
@@ -17,9 +17,17 @@ const RECORD_BYTES: usize = 64;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(4_000_000);
+    let n: usize = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(4_000_000);
     let threads: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(2);
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads).build()?);
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?,
+    );
 
     let fixed_keys = coordinate_keys(n);
     let var_keys = name_keys(n);
@@ -32,7 +40,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let t = Instant::now();
     batch.sort();
-    report("radix sort, 8-byte keys (1 batch)", n, n * (8 + RECORD_BYTES), t);
+    report(
+        "radix sort, 8-byte keys (1 batch)",
+        n,
+        n * (8 + RECORD_BYTES),
+        t,
+    );
     drop(batch);
 
     // 2. Stable merge sort of variable keys.
@@ -43,13 +56,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     batch.sort();
     let var_bytes: usize = var_keys.iter().map(|k| k.len() + RECORD_BYTES).sum();
-    report("merge sort, variable keys (1 batch)", n, var_bytes, t);
+    report("comparison sort, variable keys (1 batch)", n, var_bytes, t);
     drop(batch);
 
     // 3. Whole engine: everything in memory (8 sub-batches, 8-way merge),
     //    then a budget 1/16 of the data (spills and a 16+-way merge).
     let data_bytes = n * (8 + RECORD_BYTES);
-    for (label, budget) in [("in memory", data_bytes * 3), ("spilling ", data_bytes / 16)] {
+    for (label, budget) in [
+        ("in memory", data_bytes * 3),
+        ("spilling ", data_bytes / 16),
+    ] {
         let dir = tempfile::tempdir()?;
         let config = SortConfig {
             memory_budget: budget,
@@ -63,7 +79,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sorter.push(key, &record)?;
         }
         let mut merged = sorter.finish()?;
-        report(&format!("engine {label}: push + sort + spill"), n, data_bytes, t);
+        report(
+            &format!("engine {label}: push + sort + spill"),
+            n,
+            data_bytes,
+            t,
+        );
         let t = Instant::now();
         let mut count = 0usize;
         let mut check = 0u64;
@@ -72,7 +93,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             check = check.wrapping_add(u64::from(key[7]));
         }
         let stats = merged.stats();
-        report(&format!("engine {label}: k-way merge ({} sources)", stats.final_sources), count, data_bytes, t);
+        report(
+            &format!(
+                "engine {label}: k-way merge ({} sources)",
+                stats.final_sources
+            ),
+            count,
+            data_bytes,
+            t,
+        );
         println!(
             "    spills {} runs {} run bytes raw {} on disk {} (ratio {:.2}) peak {} MB checksum {check}",
             stats.spills,
@@ -124,7 +153,8 @@ fn name_keys(n: usize) -> Vec<Vec<u8>> {
     let mut next = rng(2);
     (0..n)
         .map(|_| {
-            let mut key = format!("SRR8{:06}.{}", next() % 1_000_000, next() % 50_000_000).into_bytes();
+            let mut key =
+                format!("SRR8{:06}.{}", next() % 1_000_000, next() % 50_000_000).into_bytes();
             key.push(0);
             key.push((next() % 2) as u8);
             key

@@ -347,9 +347,15 @@ fn large_records_fill_the_chunk_early() {
     let input = make_input(keys, &[budget / 3]);
     let (got, stats) = run_sort(&input, config(dir.path(), KeyKind::Fixed8, budget, 0), 2);
     assert_eq!(got, expected(&input));
-    assert!(stats.spills >= 10, "a chunk holds ~2 such records, not 8: {stats:?}");
+    assert!(
+        stats.spills >= 10,
+        "a chunk holds ~2 such records, not 8: {stats:?}"
+    );
     // Each open run holds at least one whole record (double-buffered), so
     // with records this large the final merge exceeds the budget by design.
     let per_run = 4 * (budget as u64 / 3 + 64);
-    assert!(stats.peak_bytes <= budget as u64 + stats.final_sources * per_run, "{stats:?}");
+    assert!(
+        stats.peak_bytes <= budget as u64 + stats.final_sources * per_run,
+        "{stats:?}"
+    );
 }

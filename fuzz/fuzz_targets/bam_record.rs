@@ -1,0 +1,5 @@
+//! libFuzzer entry for the `bam_record` target; the body is
+//! `alnsort_fuzz_harness::bam_record` (see harness/src/lib.rs for what it checks).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| alnsort_fuzz_harness::bam_record(data));

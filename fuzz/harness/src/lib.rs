@@ -1,0 +1,390 @@
+//! The bodies of alnsort's fuzz targets. Each takes libFuzzer's bytes, feeds
+//! them to one input-facing layer, and checks more than "no panic": what a
+//! validator accepts must be safe to use through every accessor, what a parser
+//! produces must pass the validator, and a sort with a tiny budget must return
+//! a stable, sorted permutation of what went in. They live in a plain library
+//! so that `cargo test` (stable, no libFuzzer) replays the committed corpus
+//! through exactly the code the fuzzer runs.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use alnsort_bam::header::{parse_sam_header, read_bam_header, Header};
+use alnsort_bam::keys::{KeyEncoder, SortOrder, TagSecondary};
+use alnsort_bam::sam_format::format_sam_record;
+use alnsort_bam::sam_parse::parse_sam_record;
+use alnsort_bam::validate::{htslib_normalise, validate_record};
+use alnsort_bam::RecordRef;
+use alnsort_bgzf::block::{deflate_block, inflate_block, parse_header, CompressionLevel};
+use alnsort_bgzf::{decompress_all, MAX_BLOCK_SIZE, MAX_PAYLOAD};
+use alnsort_sort::{KeyKind, SortConfig, SortError, SortStats, Sorter};
+
+/// Every sort order the key encoder knows, with tags that the generated and
+/// fuzzed records carry (and one that none carries).
+fn all_orders() -> Vec<SortOrder> {
+    let tag = |t: &[u8], secondary| SortOrder::Tag {
+        tag: t.to_vec(),
+        secondary,
+    };
+    vec![
+        SortOrder::Coordinate,
+        SortOrder::Name { natural: true },
+        SortOrder::Name { natural: false },
+        tag(b"RG", TagSecondary::Coordinate),
+        tag(b"XI", TagSecondary::Name { natural: true }),
+        tag(b"ZZ", TagSecondary::Name { natural: false }),
+        tag(b"X", TagSecondary::Coordinate),
+        SortOrder::TemplateCoordinate,
+    ]
+}
+
+/// A SAM header with `n_ref` references (and two read groups, one with LB).
+fn header_with_refs(n_ref: usize) -> Header {
+    let mut lines: Vec<Vec<u8>> = vec![b"@HD\tVN:1.6\tSO:unsorted".to_vec()];
+    for i in 0..n_ref {
+        lines.push(format!("@SQ\tSN:chr{}\tLN:{}", i + 1, 1_000_000 * (i + 1)).into_bytes());
+    }
+    lines.push(b"@RG\tID:rg1\tLB:libA".to_vec());
+    lines.push(b"@RG\tID:rg2".to_vec());
+    parse_sam_header(lines.iter().map(|l| l.as_slice())).expect("fixed header parses")
+}
+
+// ---- bgzf_block ---------------------------------------------------------------------
+
+/// `inflate_block` on arbitrary bytes: an error or a block whose inflated
+/// payload re-deflates and inflates back to itself; `decompress_all` (the
+/// multi-block path) must not panic either.
+pub fn bgzf_block(data: &[u8]) {
+    let mut d = libdeflater::Decompressor::new();
+    let mut out = Vec::new();
+    match inflate_block(data, 7, &mut out, &mut d) {
+        Ok(()) => {
+            let header = parse_header(data, 7).expect("inflate_block accepted this header");
+            assert!(header.bsize <= data.len() && header.header_len < header.bsize);
+            assert!(out.len() <= MAX_BLOCK_SIZE);
+            if out.len() <= MAX_PAYLOAD {
+                let level = CompressionLevel::default();
+                let mut c = level.compressor();
+                let mut block = Vec::new();
+                deflate_block(&out, level, &mut block, &mut c).expect("payload fits a block");
+                let mut again = Vec::new();
+                inflate_block(&block, 0, &mut again, &mut d).expect("our own block inflates");
+                assert_eq!(again, out, "deflate/inflate round trip changed the payload");
+            }
+        }
+        Err(e) => assert_eq!(e.offset(), 7, "error names another block: {e}"),
+    }
+    if let Ok(all) = decompress_all(data) {
+        // A complete file ends with the EOF block; every byte was checked.
+        assert!(all.len() <= data.len().saturating_mul(1100));
+    }
+}
+
+// ---- bam_record ---------------------------------------------------------------------
+
+/// Touches every accessor of a validated record and encodes its key in
+/// every order; formats it as SAM.
+fn exercise_record(rec: &[u8], header: &Header) {
+    let r = RecordRef::new(rec);
+    let _ = (r.ref_id(), r.pos(), r.mapq(), r.bin(), r.flag(), r.tlen());
+    let _ = (r.next_ref_id(), r.next_pos(), r.l_read_name());
+    assert!(r.read_name().len() < r.l_read_name(), "the name excludes its NUL");
+    assert_eq!(r.cigar().count(), r.n_cigar_op());
+    assert_eq!(r.cigar_bytes().len(), 4 * r.n_cigar_op());
+    assert_eq!(r.seq_bytes().len(), r.l_seq().div_ceil(2));
+    assert_eq!(r.qual().len(), r.l_seq());
+    let _ = r.reference_length();
+    let _ = r.aux();
+    for tag in [*b"RG", *b"XI", *b"NM", *b"CG", *b"MC", *b"ZZ"] {
+        let _ = r.aux_get(tag);
+    }
+    let mut key = Vec::new();
+    for order in all_orders() {
+        let fixed = order == SortOrder::Coordinate;
+        let enc = KeyEncoder::new(order, header.n_ref(), &header.library_map());
+        if enc.encode(r, &mut key).is_ok() && fixed {
+            assert_eq!(key.len(), 8, "coordinate keys are 8 bytes");
+        }
+    }
+    let mut sam = Vec::new();
+    format_sam_record(r, header, &mut sam);
+    assert_eq!(sam.last(), Some(&b'\n'), "a SAM line ends in a newline");
+}
+
+/// `validate_record` on arbitrary bytes (the first byte picks `n_ref`, the
+/// rest is the record after `block_size`); a record it accepts must survive
+/// every accessor, every key order, the SAM formatter and htslib's
+/// normalisation (whose output must validate too).
+pub fn bam_record(data: &[u8]) {
+    let Some((&sel, rec)) = data.split_first() else {
+        return;
+    };
+    let n_ref = (sel % 4) as usize;
+    if validate_record(rec, n_ref).is_err() {
+        return;
+    }
+    let header = header_with_refs(n_ref);
+    exercise_record(rec, &header);
+    let mut framed = (rec.len() as u32).to_le_bytes().to_vec();
+    framed.extend_from_slice(rec);
+    if let Ok(Some(fixed)) = htslib_normalise(&framed) {
+        let body = &fixed[4..];
+        assert_eq!(u32::from_le_bytes([fixed[0], fixed[1], fixed[2], fixed[3]]) as usize, body.len());
+        validate_record(body, n_ref).expect("the normalised record validates");
+        exercise_record(body, &header);
+    }
+}
+
+// ---- sam_line -------------------------------------------------------------------------
+
+/// `parse_sam_record` on arbitrary lines against a fixed header: what it
+/// produces must validate, survive `exercise_record`, and format to a line
+/// that parses again and formats identically (format . parse is idempotent
+/// after one round).
+pub fn sam_line(data: &[u8]) {
+    static HEADER: OnceLock<Header> = OnceLock::new();
+    let header = HEADER.get_or_init(|| header_with_refs(3));
+    let lookup = header.ref_lookup();
+    for line in data.split(|&b| b == b'\n') {
+        let mut out = Vec::new();
+        if parse_sam_record(line, header, &lookup, &mut out).is_err() {
+            assert!(out.is_empty(), "a failed parse leaves the buffer as it was");
+            continue;
+        }
+        let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+        assert_eq!(len + 4, out.len(), "block_size matches what was written");
+        if let Err(e) = validate_record(&out[4..], header.n_ref()) {
+            panic!(
+                "parse_sam_record produced a record validate_record rejects ({e}): {:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        exercise_record(&out[4..], header);
+        let mut text = Vec::new();
+        format_sam_record(RecordRef::with_block_size(&out), header, &mut text);
+        let mut again = Vec::new();
+        parse_sam_record(&text, header, &lookup, &mut again).unwrap_or_else(|e| {
+            panic!(
+                "our own SAM line does not parse ({e}): {:?}",
+                String::from_utf8_lossy(&text)
+            )
+        });
+        let mut text2 = Vec::new();
+        format_sam_record(RecordRef::with_block_size(&again), header, &mut text2);
+        assert_eq!(
+            String::from_utf8_lossy(&text),
+            String::from_utf8_lossy(&text2),
+            "format(parse(format(parse(line)))) differs"
+        );
+    }
+}
+
+// ---- header ------------------------------------------------------------------------------
+
+/// `read_bam_header` on arbitrary bytes and `parse_sam_header` on arbitrary
+/// lines; a SAM header that parses must survive BAM serialisation and
+/// reading back with the same reference list.
+pub fn header(data: &[u8]) {
+    let mut r = data;
+    if let Ok(h) = read_bam_header(&mut r) {
+        let _ = h.to_sam_text();
+        let bytes = h.to_bam_bytes();
+        let back = read_bam_header(&mut bytes.as_slice()).expect("our own BAM header reads back");
+        assert_eq!(back.n_ref(), h.n_ref());
+    }
+    // Also through a reader that returns one byte at a time.
+    let _ = read_bam_header(&mut OneByte(data));
+    let lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    if let Ok(h) = parse_sam_header(lines.iter().copied()) {
+        let bytes = h.to_bam_bytes();
+        let back = read_bam_header(&mut bytes.as_slice()).expect("a parsed SAM header serialises to a valid BAM header");
+        assert_eq!(back.n_ref(), h.n_ref(), "reference count changed through BAM");
+        for (a, b) in back.refs().iter().zip(h.refs()) {
+            assert_eq!(a.name, b.name);
+        }
+        let _ = h.ref_lookup();
+        let _ = h.library_map();
+    }
+}
+
+struct OneByte<'a>(&'a [u8]);
+
+impl Read for OneByte<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match (self.0.split_first(), buf.is_empty()) {
+            (Some((&b, rest)), false) => {
+                buf[0] = b;
+                self.0 = rest;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+}
+
+// ---- sort_tiny_budget ----------------------------------------------------------------------
+
+/// One pool for every iteration (building one per input would dominate).
+fn pool() -> Arc<rayon::ThreadPool> {
+    static POOL: OnceLock<Arc<rayon::ThreadPool>> = OnceLock::new();
+    Arc::clone(POOL.get_or_init(|| {
+        Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("thread pool"),
+        )
+    }))
+}
+
+/// A private scratch directory per iteration, removed by `Drop`.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "alnsort-fuzz-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).expect("scratch dir");
+        Scratch(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds one valid BAM record from 6 fuzz bytes; its input index goes in
+/// an `XI:i` tag so stability can be checked after the sort.
+fn build_record(b: &[u8; 6], index: u32, n_ref: usize) -> Vec<u8> {
+    const NAMES: [&str; 12] = [
+        "a1", "a01", "a10", "a9", "r1.2", "r1.10", "x", "x0", "read7", "read07", "A", "_",
+    ];
+    let ref_id = (b[0] as i32 % (n_ref as i32 + 1)) - 1;
+    let pos = if ref_id < 0 && b[1] & 1 == 0 {
+        -1
+    } else {
+        (b[1] as i32) * 3 + (b[2] as i32 % 7)
+    };
+    let flag = [0u16, 0x10, 0x4, 0x41, 0x81, 0x101, 0x801, 0x63, 0x93][b[3] as usize % 9];
+    let name = NAMES[b[4] as usize % NAMES.len()];
+    let l_seq = (b[5] % 5) as usize;
+    let mapped_cigar = flag & 0x4 == 0 && l_seq > 0 && b[5] & 0x80 == 0;
+    let next_ref = if flag & 1 != 0 { ref_id } else { -1 };
+    let mut rec = Vec::new();
+    rec.extend_from_slice(&ref_id.to_le_bytes());
+    rec.extend_from_slice(&pos.to_le_bytes());
+    rec.push((name.len() + 1) as u8);
+    rec.push(60);
+    rec.extend_from_slice(&4680u16.to_le_bytes());
+    rec.extend_from_slice(&(u16::from(mapped_cigar)).to_le_bytes());
+    rec.extend_from_slice(&flag.to_le_bytes());
+    rec.extend_from_slice(&(l_seq as u32).to_le_bytes());
+    rec.extend_from_slice(&next_ref.to_le_bytes());
+    rec.extend_from_slice(&(if next_ref >= 0 { pos + 5 } else { -1 }).to_le_bytes());
+    rec.extend_from_slice(&0i32.to_le_bytes());
+    rec.extend_from_slice(name.as_bytes());
+    rec.push(0);
+    if mapped_cigar {
+        rec.extend_from_slice(&((l_seq as u32) << 4).to_le_bytes());
+    }
+    rec.extend(std::iter::repeat_n(0x12u8, l_seq.div_ceil(2)));
+    rec.extend(std::iter::repeat_n(30u8, l_seq));
+    rec.extend_from_slice(b"XIi");
+    rec.extend_from_slice(&index.to_le_bytes());
+    if b[2] & 0x80 != 0 {
+        rec.extend_from_slice(if b[2] & 0x40 != 0 { b"RGZrg1\0" } else { b"RGZrg2\0" });
+    }
+    let mut framed = (rec.len() as u32).to_le_bytes().to_vec();
+    framed.extend_from_slice(&rec);
+    framed
+}
+
+fn xi(rec: &[u8]) -> u32 {
+    match RecordRef::with_block_size(rec).aux_get(*b"XI") {
+        Some((b'i', v)) => u32::from_le_bytes([v[0], v[1], v[2], v[3]]),
+        other => panic!("record lost its XI tag: {other:?}"),
+    }
+}
+
+/// Builds records from the input, sorts them with `alnsort_sort::Sorter`
+/// under a budget of a few KiB (so it spills, and with a small
+/// `max_open_runs` merges runs in several passes), and checks the output is
+/// exactly the input records, in non-decreasing key order, equal keys in
+/// input order, with the temp directory empty afterwards.
+pub fn sort_tiny_budget(data: &[u8]) {
+    sort_tiny_budget_stats(data);
+}
+
+/// `sort_tiny_budget`, returning the sorter's counters (None for an input
+/// too short to configure a sort) so tests can see it spilled and merged.
+pub fn sort_tiny_budget_stats(data: &[u8]) -> Option<SortStats> {
+    let [order_sel, budget_sel, runs_sel, ref_sel, rest @ ..] = data else {
+        return None;
+    };
+    let orders = all_orders();
+    let order = orders[*order_sel as usize % orders.len()].clone();
+    let n_ref = 1 + (*ref_sel % 3) as usize;
+    let header = header_with_refs(n_ref);
+    let encoder = KeyEncoder::new(order, n_ref, &header.library_map());
+    let mut input: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut key = Vec::new();
+    for (i, chunk) in rest.chunks_exact(6).take(4000).enumerate() {
+        let rec = build_record(chunk.try_into().expect("6 bytes"), i as u32, n_ref);
+        validate_record(&rec[4..], n_ref).expect("generated record is valid");
+        if encoder.encode(RecordRef::with_block_size(&rec), &mut key).is_ok() {
+            input.push((key.clone(), rec));
+        }
+    }
+    let scratch = Scratch::new();
+    let config = SortConfig {
+        memory_budget: 256 + *budget_sel as usize * 48,
+        temp_dir: scratch.0.clone(),
+        key_kind: if encoder.is_fixed8() {
+            KeyKind::Fixed8
+        } else {
+            KeyKind::Variable
+        },
+        max_open_runs: [0, 2, 3, 5][*runs_sel as usize % 4],
+    };
+    let mut sorter = Sorter::new(config, pool()).expect("a budget of 256+ bytes is accepted");
+    let mut pushed: Vec<&(Vec<u8>, Vec<u8>)> = Vec::new();
+    for item in &input {
+        match sorter.push(&item.0, &item.1) {
+            Ok(()) => pushed.push(item),
+            Err(SortError::RecordTooLarge { .. }) => {}
+            Err(e) => panic!("push failed: {e}"),
+        }
+    }
+    let mut merged = sorter.finish().expect("finish");
+    let stats = merged.stats();
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    while let Some(rec) = merged.next_record().expect("merge") {
+        out.push(rec.to_vec());
+    }
+    drop(merged);
+    assert_eq!(out.len(), pushed.len(), "records lost or duplicated");
+    let mut want: Vec<&(Vec<u8>, Vec<u8>)> = pushed.clone();
+    want.sort_by(|a, b| a.0.cmp(&b.0)); // stable: equal keys keep input order
+    for (i, (got, w)) in out.iter().zip(&want).enumerate() {
+        assert_eq!(
+            got, &w.1,
+            "output record {i} (XI {}) is not the stable-sorted input record (XI {})",
+            xi(got),
+            xi(&w.1)
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&scratch.0)
+        .expect("scratch dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert!(left.is_empty(), "run files left after the merge: {left:?}");
+    Some(stats)
+}

@@ -1,0 +1,228 @@
+"""`--max-memory` is a hard budget for the whole process (issue 3, "Memory"):
+peak RSS (ru_maxrss from wait4) stays within budget + 10% at several budgets,
+on short reads several times larger than the budget and on long reads whose
+records are each larger than a BGZF block, read as SAM and as BAM. A record
+the budget cannot hold fails clearly before doing damage, and nonsense
+memory values are refused before any input is read.
+
+The measured peaks are printed (`pytest -s`) and repeated in every assertion
+message. Set ALNSORT_BENCH_BAM to the BAM made by
+../shared/bench/make-data.sh to measure the benchmark dataset as well.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import safety_util as u
+
+MiB = 1 << 20
+BUDGETS = [64 * MiB, 128 * MiB, 256 * MiB]
+SLACK = 1.10
+# ~470 MB of BAM records: 7x the 64M budget, 1.8x the 256M one; sorts in
+# about 7 s per budget on the 2-core development machine.
+SHORT_SAM_BYTES = 600_000_000
+
+MEASURED: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_measurements():
+    """Repeats every measured peak at the end of the module (pytest -s)."""
+    yield
+    if MEASURED:
+        print("\nPeak RSS measurements:\n  " + "\n  ".join(MEASURED))
+
+
+@pytest.fixture(scope="module")
+def short_sam(tmp_path_factory) -> Path:
+    return u.big_sam(tmp_path_factory.mktemp("mem_short") / "short.sam", SHORT_SAM_BYTES, seed=41)
+
+
+@pytest.fixture(scope="module")
+def long_sam(tmp_path_factory) -> Path:
+    """400 records of 100-500 kbases: 150-750 kB each as BAM records."""
+    return u.long_read_sam(tmp_path_factory.mktemp("mem_long") / "long.sam", 400, 100_000, 500_000)
+
+
+@pytest.fixture(scope="module")
+def long_bam(long_sam: Path, tmp_path_factory) -> Path:
+    """The long reads as BAM (name-sorted by alnsort, so not in coordinate
+    order), for the BAM reader with records spanning many BGZF blocks."""
+    out = tmp_path_factory.mktemp("mem_long_bam") / "long.bam"
+    res = u.run(["-n", "-l", "1", "-m", "2G", "-o", str(out), str(long_sam)], timeout=300)
+    assert res.returncode == 0, res.stderr.decode()
+    return out
+
+
+# ru_maxrss is not a clean per-program number: Linux carries the *old*
+# address space's high-water mark into the process at exec, and Python starts
+# children with vfork, whose old address space is pytest's own (80+ MiB after
+# building the big-record inputs: a run that stops at once read as 76 MiB).
+# So each run is started from a fresh, small launcher with a real fork, whose
+# copied address space is not carried over (measured: the same run then
+# reads 6 MiB under a 10 MiB launcher).
+LAUNCHER = r"""
+import json, os, sys
+err = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0); os.dup2(null, 1); os.dup2(err, 2)
+    try:
+        os.execv(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+print(json.dumps({"status": os.waitstatus_to_exitcode(status), "maxrss": ru.ru_maxrss * 1024}))
+"""
+
+
+def peak_rss(args: list[str], tmp_path: Path, timeout: float = 300) -> tuple[int, int, str, float]:
+    """Runs `alnsort sort ARGS`; returns (exit status, peak RSS bytes, stderr, seconds)."""
+    import json
+    import sys
+
+    log = tmp_path / f"stderr-{time.monotonic_ns()}"
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, str(log), u.alnsort_bin(), "sort", *args],
+                         capture_output=True, timeout=timeout)
+    secs = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr.decode()
+    r = json.loads(res.stdout)
+    err = log.read_text(errors="replace")
+    assert r["maxrss"] > 0, res.stdout
+    return r["status"], r["maxrss"], err, secs
+
+
+def check_budget(what: str, budget: int, args: list[str], tmp_path: Path) -> None:
+    tdir = tmp_path / "T"
+    tdir.mkdir(exist_ok=True)
+    out = tmp_path / "out.bam"
+    rc, rss, err, secs = peak_rss(["--max-memory", f"{budget // MiB}M", "-T", str(tdir), "-o", str(out), *args],
+                                  tmp_path)
+    line = (f"{what}: --max-memory {budget // MiB}M peak RSS {rss / MiB:.1f} MiB "
+            f"({100 * rss / budget:.0f}% of budget, limit {SLACK * budget / MiB:.1f} MiB) in {secs:.1f}s")
+    print("\n" + line)
+    MEASURED.append(line)
+    assert rc == 0, f"{line}\nexit {rc}: {err}"
+    assert rss <= budget * SLACK, line
+    assert u.entries(tdir) == []
+    out.unlink()
+
+
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"{b // MiB}M")
+def test_budget_short_reads_sam(budget: int, short_sam: Path, tmp_path: Path):
+    check_budget("short reads, SAM, 600 MB", budget, [str(short_sam)], tmp_path)
+
+
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"{b // MiB}M")
+def test_budget_long_reads_sam(budget: int, long_sam: Path, tmp_path: Path):
+    check_budget("long reads (100-500 kb), SAM", budget, [str(long_sam)], tmp_path)
+
+
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"{b // MiB}M")
+def test_budget_long_reads_bam(budget: int, long_bam: Path, tmp_path: Path):
+    check_budget("long reads (100-500 kb), BAM", budget, [str(long_bam)], tmp_path)
+
+
+def test_budget_with_two_threads(short_sam: Path, tmp_path: Path):
+    check_budget("short reads, SAM, -@ 2", 128 * MiB, ["-@", "2", str(short_sam)], tmp_path)
+
+
+@pytest.mark.skipif(not os.environ.get("ALNSORT_BENCH_BAM"), reason="ALNSORT_BENCH_BAM not set (make-data.sh BAM)")
+@pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"{b // MiB}M")
+def test_budget_benchmark_dataset(budget: int, tmp_path: Path):
+    check_budget("benchmark dataset", budget, [os.environ["ALNSORT_BENCH_BAM"]], tmp_path)
+
+
+# ---- a record too large for the budget ---------------------------------------------
+
+BIG_BASES = 10_000_000  # a 15 MB BAM record, a 20 MB SAM line
+
+
+def _big_record(name: str = "huge") -> bytes:
+    """A framed BAM record with BIG_BASES bases (all A), built directly."""
+    import struct
+
+    n = BIG_BASES
+    nm = name.encode() + b"\0"
+    fixed = struct.pack("<iiBBHHHIiii", 0, 1000, len(nm), 60, u.reg2bin(1000, 1000 + n), 1, 0, n, -1, -1, 0)
+    raw = fixed + nm + struct.pack("<I", n << 4) + b"\x11" * (n // 2) + b"\x1e" * n
+    return struct.pack("<I", len(raw)) + raw
+
+
+@pytest.fixture(scope="module")
+def huge_inputs(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("huge")
+    sam = d / "huge.sam"
+    with open(sam, "w") as fh:
+        fh.write(u.SAM_HEADER + u.valid_sam_lines(2000))
+        fh.write(f"huge\t0\tchr1\t1001\t60\t{BIG_BASES}M\t*\t0\t0\t{'A' * BIG_BASES}\t{'?' * BIG_BASES}\n")
+        fh.write(u.valid_sam_lines(100, seed=5))
+    bam = d / "huge.bam"
+    bam.write_bytes(u.bam_file(u.bam_header(), u.records(2000) + [_big_record()] + u.records(100, seed=5)))
+    return {"sam": sam, "bam": bam}
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_record_larger_than_budget_fails_cleanly(fmt: str, huge_inputs: dict[str, Path], tmp_path: Path):
+    """--max-memory 64M leaves the sorter ~23 MiB, so one record may take
+    ~11 MiB; a 15 MB record must stop the run with a message that says so and
+    what to do, within the budget, and leave nothing behind."""
+    budget = 64 * MiB
+    tdir, outdir = tmp_path / "T", tmp_path / "out"
+    tdir.mkdir()
+    outdir.mkdir()
+    out = outdir / "sorted.bam"
+    rc, rss, err, _ = peak_rss(["--max-memory", "64M", "-T", str(tdir), "-o", str(out), str(huge_inputs[fmt])],
+                               tmp_path)
+    line = f"record too large ({fmt}): peak RSS {rss / MiB:.1f} MiB at --max-memory 64M"
+    print("\n" + line)
+    MEASURED.append(line)
+    ctx = f"{line}; exit {rc}; stderr:\n{err}"
+    assert rc == 1, ctx
+    assert re.search(r"more than the \d+ bytes one record may take with this memory budget.*--max-memory", err), ctx
+    assert re.search(r"record 2001\b", err), ctx
+    assert "panicked" not in err, ctx
+    assert rss <= budget * SLACK, ctx
+    assert u.entries(tdir) == [] and u.entries(outdir) == [], ctx
+
+
+# ---- nonsense values ------------------------------------------------------------------
+
+MISSING_INPUT = "/nonexistent-alnsort-input/in.bam"
+
+
+@pytest.mark.parametrize(
+    "args, understood",
+    [
+        (["-m", "1.5G"], r"invalid -m value '1\.5G': samtools would read it as 1 bytes per thread.*--max-memory 1\.5G"),
+        (["-m", "G10"], r"invalid -m value 'G10': samtools would read it as 0 bytes"),
+        (["-m", "0"], r"invalid -m value '0'"),
+        (["-m", "-5M"], r"invalid -m value '-5M': samtools would read it as -5242880 bytes"),
+        (["-m", "09M"], r"invalid -m value '09M'"),
+        (["-m", "500K"], r"-m 500K is .* per thread, below the 1M minimum"),
+        (["--max-memory", "G10"], r"invalid --max-memory value 'G10'.*write a size such as"),
+        (["--max-memory", "0"], r"invalid --max-memory value '0': the budget must be above zero"),
+        (["--max-memory", "-5M"], r"invalid --max-memory value '-5M'"),
+        (["--max-memory", "1.5X"], r"invalid --max-memory value '1\.5X'"),
+        (["--max-memory", "150%"], r"invalid --max-memory value '150%': a percentage"),
+        (["--max-memory", "1K"], r"--max-memory 1\.00 KiB is too small.*use --max-memory \S+ MiB or more"),
+        (["--max-memory", "16M"], r"--max-memory 16\.00 MiB is too small"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_nonsense_memory_values_refused_before_reading(args: list[str], understood: str, tmp_path: Path):
+    res = u.run([*args, "-T", str(tmp_path), "-o", str(tmp_path / "o.bam"), MISSING_INPUT])
+    err = res.stderr.decode()
+    assert res.returncode == 1, err
+    assert re.search(understood, err), err
+    assert MISSING_INPUT not in err and "cannot open" not in err, f"the input was opened first:\n{err}"
+    assert u.entries(tmp_path) == []

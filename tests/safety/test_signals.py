@@ -1,0 +1,176 @@
+"""Interrupted runs leave nothing behind (issue 3, "Temp files"): SIGINT,
+SIGTERM and SIGHUP, sent while alnsort is spilling run files and while it is
+merging them into the output, make it exit 130/143/129 with its private temp
+directory removed, no output file, no pending output temp file and no index.
+Two concurrent runs sharing one `-T` both succeed with correct output; a run
+killed with SIGKILL may leave its directory, and the next run with the same
+`-T` succeeds without touching it.
+
+The phase is observed from outside: run files appearing under `-T` mean the
+sort is spilling (and still reading: no pending output exists yet); the
+pending output `.<name>.alnsort-<pid>-<n>.tmp` growing beside the output
+means the final merge is writing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import safety_util as u
+
+# Big enough that `-m 1M` spills dozens of runs and the final merge writes for
+# most of a second on this machine (measured: ~1.2 s total for 40 MB).
+INPUT_BYTES = 40_000_000
+POLL_S = 0.002
+PHASE_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def big_input(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sig_input")
+    return u.big_sam(d / "big.sam", INPUT_BYTES)
+
+
+@pytest.fixture(scope="module")
+def small_input(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sig_small")
+    return u.big_sam(d / "small.sam", 8_000_000, seed=21)
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    err = open(log, "wb")
+    return subprocess.Popen([u.alnsort_bin(), "sort", *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=err)
+
+
+def run_files(tdir: Path) -> list[Path]:
+    return [p for p in tdir.rglob("*") if p.is_file()]
+
+
+def wait_for(proc: subprocess.Popen, cond, what: str) -> None:
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while not cond():
+        if proc.poll() is not None:
+            pytest.fail(f"alnsort exited ({proc.returncode}) before {what} was seen; input too small for this machine?")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"{what} not seen within {PHASE_TIMEOUT_S}s")
+        time.sleep(POLL_S)
+
+
+SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 143), "SIGHUP": (signal.SIGHUP, 129)}
+
+
+@pytest.mark.parametrize("phase", ["spill", "merge"])
+@pytest.mark.parametrize("signame", list(SIGNALS))
+def test_signal_cleans_up(signame: str, phase: str, big_input: Path, tmp_path: Path):
+    sig, status = SIGNALS[signame]
+    tdir, outdir = tmp_path / "T", tmp_path / "out"
+    tdir.mkdir()
+    outdir.mkdir()
+    out = outdir / "sorted.bam"
+    log = tmp_path / "stderr"
+    proc = start(["-m", "1M", "-T", str(tdir), "--write-index", "-o", str(out), str(big_input)], log)
+    try:
+        if phase == "spill":
+            wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
+            state = f"run files {len(run_files(tdir))}, pending output {u.pending_outputs(outdir)}"
+            spilling = not u.pending_outputs(outdir)
+        else:
+            def writing() -> bool:
+                p = u.pending_outputs(outdir)
+                return bool(p) and (outdir / p[0]).stat().st_size > 1_000_000
+            wait_for(proc, writing, "pending output beside -o growing past 1 MB")
+            state = f"run files {len(run_files(tdir))}, pending output {u.pending_outputs(outdir)}"
+            spilling = False
+            merging = bool(run_files(tdir))
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = log.read_text(errors="replace")
+    ctx = f"{signame} during {phase} (at signal: {state}); exit {rc}; stderr:\n{err}"
+    if phase == "spill":
+        assert spilling, f"signal was not sent while spilling\n{ctx}"
+    else:
+        assert merging, f"signal was not sent while merging run files\n{ctx}"
+    assert rc == status, ctx
+    assert "interrupted by signal" in err, ctx
+    assert u.entries(tdir) == [], f"debris in -T: {u.entries(tdir)}\n{ctx}"
+    assert u.entries(outdir) == [], f"output or temp output left: {u.entries(outdir)}\n{ctx}"
+
+
+def _sorted_records(path: Path) -> list[str]:
+    import oracle
+
+    return [line for line in oracle.view(str(path)).splitlines() if not line.startswith("@")]
+
+
+def test_concurrent_runs_share_temp_dir(small_input: Path, tmp_path: Path):
+    """Two runs at once with the same -T (and the same output directory)
+    both succeed, both outputs equal samtools' sort, and -T is empty after."""
+    import oracle
+
+    tdir = tmp_path / "T"
+    tdir.mkdir()
+    outs = [tmp_path / f"out{i}.bam" for i in range(2)]
+    procs = [start(["-m", "1M", "-T", str(tdir), "-o", str(o), str(small_input)], tmp_path / f"log{i}")
+             for i, o in enumerate(outs)]
+    # Both must really overlap: both private directories exist at once.
+    saw_two = False
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        if len([d for d in tdir.iterdir() if d.is_dir()]) >= 2:
+            saw_two = True
+        time.sleep(POLL_S)
+    rcs = [p.wait(timeout=120) for p in procs]
+    logs = [(tmp_path / f"log{i}").read_text() for i in range(2)]
+    assert rcs == [0, 0], logs
+    assert saw_two, "the two runs did not overlap (no moment with two private temp dirs)"
+    assert u.entries(tdir) == []
+    want = [line for line in oracle.sort_sam_text([], str(small_input)).splitlines() if not line.startswith("@")]
+    for o in outs:
+        got = _sorted_records(o)
+        assert len(got) == len(want) and got == want, f"{o}: output differs from samtools sort"
+
+
+@pytest.mark.parametrize("phase", ["spill", "merge"])
+def test_sigkill_leftovers_do_not_disturb_next_run(phase: str, small_input: Path, tmp_path: Path):
+    """SIGKILL cannot be caught: the run's directory (and, mid-merge, its
+    pending output) stay. The next run with the same -T and -o succeeds,
+    leaves the dead run's files exactly as they were, and cleans up its own."""
+    tdir, outdir = tmp_path / "T", tmp_path / "out"
+    tdir.mkdir()
+    outdir.mkdir()
+    out = outdir / "sorted.bam"
+    proc = start(["-m", "1M", "-T", str(tdir), "-o", str(out), str(small_input)], tmp_path / "log")
+    if phase == "spill":
+        wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
+    else:
+        wait_for(proc, lambda: bool(u.pending_outputs(outdir)), "pending output")
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    time.sleep(0.05)
+
+    def snapshot(d: Path) -> dict[str, tuple[int, int]]:
+        return {str(p.relative_to(d)): (p.stat().st_size, p.stat().st_mtime_ns) for p in d.rglob("*")}
+
+    left_t, left_out = snapshot(tdir), snapshot(outdir)
+    assert left_t, "SIGKILL left nothing under -T (expected the dead run's directory)"
+    assert not out.exists(), "a killed run must never have renamed its output into place"
+    res = u.run(["-m", "1M", "-T", str(tdir), "-o", str(out), str(small_input)])
+    assert res.returncode == 0, res.stderr.decode()
+    assert out.exists()
+    assert snapshot(tdir) == left_t, "the second run touched (or left) files under -T"
+    after_out = snapshot(outdir)
+    del after_out["sorted.bam"]
+    assert after_out == left_out, "the second run touched the dead run's pending output or left its own"
+    assert len(_sorted_records(out)) == sum(1 for line in open(small_input) if not line.startswith("@"))

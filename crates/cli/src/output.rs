@@ -15,13 +15,15 @@ use alnsort_bgzf::writer::ParallelWriter;
 use alnsort_index::{IndexBuilder, IndexRecord};
 use anyhow::{anyhow, Context, Result};
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Bytes of SAM text collected before one write (or one BGZF block).
+/// Bytes of SAM text collected before one write.
 const SAM_FLUSH: usize = 1 << 20;
+/// Bytes of compressed BGZF blocks collected before one write.
+const OUT_BUFFER: usize = 1 << 20;
 
 /// What the run reports about its output.
 #[derive(Debug, Default, Clone)]
@@ -43,7 +45,7 @@ pub struct Output {
 
 enum Kind {
     Bgzf {
-        writer: ParallelWriter<File>,
+        writer: ParallelWriter<BufWriter<File>>,
         cur: Vec<u8>,
         block: u64,
         sam_text: bool,
@@ -121,7 +123,9 @@ impl Output {
             }
             OutFormat::Bam | OutFormat::SamGz | OutFormat::Cram => {
                 let level = CompressionLevel::new(cfg.level).map_err(|e| anyhow!("{e}"))?;
-                let writer = ParallelWriter::new(file, pool, level);
+                // Compressed blocks are written in 1 MiB pieces, not 64 KiB.
+                let writer =
+                    ParallelWriter::new(BufWriter::with_capacity(OUT_BUFFER, file), pool, level);
                 let sam_text = cfg.format == OutFormat::SamGz;
                 let mut o = Output {
                     kind: Kind::Bgzf {
@@ -276,10 +280,12 @@ impl Output {
                 let s = writer
                     .finish()
                     .map_err(|e| anyhow!("writing {name}: {e}"))?;
+                let f = s
+                    .inner
+                    .into_inner()
+                    .map_err(|e| anyhow!("writing {name}: {}", e.error()))?;
                 if pending.as_ref().is_some_and(|p| !p.is_direct()) {
-                    s.inner
-                        .sync_all()
-                        .map_err(|e| anyhow!("writing {name}: {e}"))?;
+                    f.sync_all().map_err(|e| anyhow!("writing {name}: {e}"))?;
                 }
                 summary.bytes_uncompressed = s.uncompressed_bytes;
                 summary.bytes_written = s.compressed_bytes;
@@ -331,7 +337,7 @@ impl Output {
 }
 
 fn flush_block(
-    writer: &mut ParallelWriter<File>,
+    writer: &mut ParallelWriter<BufWriter<File>>,
     cur: &mut Vec<u8>,
     block: &mut u64,
 ) -> Result<(), alnsort_bgzf::Error> {
@@ -344,7 +350,7 @@ fn flush_block(
 /// Appends bytes, spilling into new blocks when one fills (a record longer
 /// than a block spans blocks, as in htslib).
 fn append_bgzf(
-    writer: &mut ParallelWriter<File>,
+    writer: &mut ParallelWriter<BufWriter<File>>,
     cur: &mut Vec<u8>,
     block: &mut u64,
     mut bytes: &[u8],

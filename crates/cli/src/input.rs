@@ -230,10 +230,13 @@ impl OpenInput {
                     header_lines,
                     encoder,
                     pool,
-                    // A SAM line can be larger than its BAM record (numbers
-                    // as text) and also smaller (B:f arrays), so allow twice
-                    // the record limit: still bounded by the budget.
-                    max_line: sink.record_limit().saturating_mul(2),
+                    // A line is held whole and then parsed into a record
+                    // beside it, while the sorter may hold its full budget:
+                    // cap lines at the record limit so that stays within the
+                    // reserve plus one record. SAM text is usually longer than
+                    // its BAM record (SEQ is 2 bases per byte in BAM), so
+                    // this rarely refuses a record the sorter would take.
+                    max_line: sink.record_limit(),
                 },
                 sink,
                 progress,
@@ -433,8 +436,8 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
                                 first_record: record_no,
                                 read_error: Some(format!(
                                     "(record {record_no}): the line is longer than {max_line} bytes, \
-                                     more than one record may take with this memory budget; \
-                                     raise --max-memory or -m"
+                                     more than the {max_line} bytes one record may take with this \
+                                     memory budget (half the sort budget); raise --max-memory or -m"
                                 )),
                             });
                             return;

@@ -2,8 +2,9 @@
 //! records: the radix sort of 8-byte keys, the variable-key comparison sort, and
 //! the k-way merge (in memory, and from spilled runs).
 //!
-//! Run: `cargo run --release -p alnsort-sort --example sort_bench [records] [threads]`.
-//! Prints M records/s and MB/s (of key + record bytes) per stage.
+//! Run: `cargo run --release -p alnsort-sort --example sort_bench [records]
+//! [threads] [max_open_runs]`. Prints M records/s and MB/s (of key + record
+//! bytes) per stage, and for the engine the time `push` waited on spills.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(4_000_000);
     let threads: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(2);
+    // 0 = automatic; a large value keeps fan-in out of the spilling case.
+    let max_open_runs: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(0);
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -71,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             memory_budget: budget,
             temp_dir: dir.path().to_path_buf(),
             key_kind: KeyKind::Fixed8,
-            max_open_runs: 0,
+            max_open_runs,
         };
         let mut sorter = Sorter::new(config, Arc::clone(&pool))?;
         let t = Instant::now();
@@ -103,8 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             t,
         );
         println!(
-            "    spills {} runs {} run bytes raw {} on disk {} (ratio {:.2}) peak {} MB checksum {check}",
+            "    spills {} (push waited {:.3} s) runs {} run bytes raw {} on disk {} (ratio {:.2}) peak {} MB checksum {check}",
             stats.spills,
+            stats.spill_wait_ns as f64 / 1e9,
             stats.runs_written,
             stats.run_bytes_raw,
             stats.run_bytes_compressed,

@@ -124,6 +124,11 @@ impl Batch {
         self.len() == 0
     }
 
+    /// Whether the record buffer has been allocated (a recycled batch).
+    pub(crate) fn has_buffers(&self) -> bool {
+        self.data.capacity() > 0
+    }
+
     /// Bytes charged so far (records, keys, entries and sort scratch).
     pub fn used_bytes(&self) -> usize {
         self.used

@@ -15,8 +15,10 @@
 //!    the next (radix sort for [`KeyKind::Fixed8`], stable merge sort for
 //!    [`KeyKind::Variable`]).
 //! 2. When the whole chunk is full it is **spilled**: its sorted
-//!    sub-batches are merged into *one* run file of LZ4 frames compressed on
-//!    the pool (`runfile.rs`).
+//!    sub-batches are merged into run files of LZ4 frames compressed on the
+//!    pool (`runfile.rs`). Spills run on a background thread while `push`
+//!    fills the other half of the budget ("double-buffer mode": after the
+//!    first spill a chunk is half the budget's; `sorter.rs`).
 //! 3. When runs pile up past the open-file/memory limit, a **background
 //!    fan-in** merges consecutive runs into one while input still arrives,
 //!    so the final merge stays a single pass.
@@ -116,8 +118,13 @@ pub struct SortStats {
     pub records: u64,
     /// Key plus record bytes pushed.
     pub bytes: u64,
-    /// Chunks written to run files.
+    /// Runs written from memory: the first full chunk is spilled as two
+    /// halves, every later chunk (half the first's size) as one run.
     pub spills: u64,
+    /// Nanoseconds `push` and `finish` spent waiting for a spill: the first
+    /// spill's older half always, later ones only when a background spill
+    /// was slower than reading the next half chunk.
+    pub spill_wait_ns: u64,
     /// Merges of runs into one run (background fan-in, or in line at
     /// `finish` when spills outran them).
     pub fanin_merges: u64,

@@ -12,6 +12,15 @@
 //! * run writers: the spill and a background fan-in each write one run,
 //!   with one frame filling and `threads + 1` compressing.
 //!
+//! Spilling does not add to this. Until the first spill the chunk is the
+//! plan's; from then on the sorter works in halves of it ("double-buffer
+//! mode", `sorter.rs`): one half of sub-batches is merged into a run on a
+//! background thread while `push` fills the other, and `push` waits rather
+//! than start a second spill. So batches never hold more than the chunk,
+//! and the one spill writer in flight is the one reserved below. The price
+//! is runs half the size (twice as many for the fan-in and the final merge)
+//! in exchange for reading that no longer stops while a chunk is written.
+//!
 //! The chunk gets what is left after reserving readers and writers, but
 //! never less than half the budget: when an explicit `max_open_runs` or a
 //! tiny budget makes the reserve larger, the budget is exceeded by the
@@ -27,8 +36,8 @@ use crate::runfile::{max_stored_len, RunWriter, HEADER_LEN};
 use crate::SortConfig;
 
 /// Sub-batches per chunk. Each is sorted on the pool as soon as it is full
-/// while `push` fills the next, so sorting overlaps reading; at a spill only
-/// the last one's sort is not hidden, 1/8 of the chunk. More sub-batches
+/// while `push` fills the next, so sorting overlaps reading (and a spill,
+/// on its own thread, waits for the last one's sort, not `push`). More sub-batches
 /// shrink that tail but deepen the merge (log2 of the source count), and 8
 /// also matches samtools' per-thread block split at `-@ 8`.
 pub(crate) const SUB_BATCHES: usize = 8;

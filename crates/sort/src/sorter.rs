@@ -1,19 +1,42 @@
 //! The [`Sorter`]: takes `(key, record)` pairs, keeps them in sub-batches
-//! sorted on the pool as they fill, spills each full chunk as one run file,
-//! keeps the number of runs within `max_open_runs` with background fan-in
-//! merges, and hands the last chunk plus the runs to the final merge.
+//! sorted on the pool as they fill, spills full chunks as run files on a
+//! background thread while input keeps arriving, keeps the number of runs
+//! within `max_open_runs` with background fan-in merges, and hands the last
+//! chunk plus the runs to the final merge.
+//!
+//! Spills overlap reading ("double-buffer mode", see also `plan.rs`):
+//!
+//! * The first chunk fills the whole chunk budget, so an input that fits is
+//!   never spilled.
+//! * When it is full, its older half of sub-batches is spilled and `push`
+//!   waits for that (the budget is full: there is nothing to read into),
+//!   then the newer half is handed to a background spill thread and `push`
+//!   goes on reading into the half the first spill freed. Waiting for half
+//!   a chunk instead of spilling the whole chunk in line halves the only
+//!   stall that cannot be hidden, at the price of one extra run.
+//! * From then on a chunk is half the budget's chunk: when the filling half
+//!   is full, `push` waits for the spill in flight (if it is still running:
+//!   memory stays bounded) and hands the new half to a new spill.
+//!   `SortStats::spill_wait_ns` counts these waits.
+//! * A background spill's error (ENOSPC, a failed write, a vanished temp
+//!   directory) is kept by its thread and returned by the next `push` that
+//!   closes a sub-batch, or by `finish`; the sorter is then failed.
 //!
 //! Invariants (the stability contract of ARCHITECTURE.md):
 //! * sub-batches are consecutive slices of the input, closed in order;
-//! * a spill merges one chunk's sub-batches, in order, into one run, and
-//!   runs are kept in input order;
-//! * a fan-in merges *consecutive* runs and its output takes their place;
+//! * a spill merges consecutive sub-batches, in order, into one run; at
+//!   most one spill is in flight and its run is appended before the next
+//!   spill starts, so runs are kept in input order;
+//! * a fan-in merges *consecutive* runs and its output takes their place
+//!   (a spill's run is appended after it, which leaves the place valid);
 //! * the final merge reads runs first, then the last chunk's sub-batches.
 
 use std::fs::File;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 use rayon::ThreadPool;
@@ -54,7 +77,42 @@ struct FanInJob {
     out: (TempRun, File),
 }
 
-/// What a fan-in merge needs besides its inputs; cloned into the thread.
+/// A closed sub-batch: sorting on the pool (or sorted), and the bytes it
+/// charges against the budget.
+struct Closed {
+    sorted: Receiver<Batch>,
+    bytes: usize,
+}
+
+/// Consecutive closed sub-batches on their way into one run.
+struct SpillJob {
+    batches: Vec<Receiver<Batch>>,
+    dir: PathBuf,
+    /// First run-file sequence number to try.
+    seq: u64,
+    /// What the batches charge; released when the spill ends.
+    charge: Charge,
+    /// Test seam: the spill waits for a message (or a hang-up) here once
+    /// its batches are sorted, so tests can hold a spill in flight.
+    #[cfg(test)]
+    gate: Option<Receiver<()>>,
+}
+
+/// What a finished spill hands back: its run, and its batches emptied for
+/// reuse.
+struct Spilled {
+    file: TempRun,
+    meta: RunMeta,
+    batches: Vec<Batch>,
+}
+
+/// A spill running on its own thread.
+struct Spill {
+    cancel: Arc<AtomicBool>,
+    handle: JoinHandle<Result<Spilled>>,
+}
+
+/// What a merge needs besides its inputs; cloned into background threads.
 #[derive(Clone)]
 struct MergeContext {
     pool: Arc<ThreadPool>,
@@ -83,6 +141,49 @@ impl MergeContext {
         let mut tree = LoserTree::new(sources, self.fixed_keys);
         merge_into_run(&mut tree, writer, cancel)
     }
+
+    /// Waits for the job's sub-batch sorts, checks the temp filesystem has
+    /// room, and merges the batches, in order, into a new run.
+    fn spill(&self, job: SpillJob, cancel: &AtomicBool) -> Result<Spilled> {
+        let batches = job
+            .batches
+            .iter()
+            .map(|rx| crate::pool::wait(&self.pool, rx, "sub-batch sort"))
+            .collect::<Result<Vec<Batch>>>()?;
+        #[cfg(test)]
+        if let Some(gate) = &job.gate {
+            // A message or the sender's hang-up both open the gate.
+            let _ = gate.recv();
+        }
+        let needed: u64 = batches.iter().map(Batch::raw_bytes).sum();
+        ensure_space(&job.dir, needed)?;
+        let mut seq = job.seq;
+        let out = TempRun::create(&job.dir, &mut seq)?;
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SortError::Cancelled);
+        }
+        let writer = RunWriter::new(out, Arc::clone(&self.pool), self.frame_bytes, &self.meter)?;
+        let sources = batches
+            .into_iter()
+            .map(|b| Source::Batch(BatchCursor::new(b)))
+            .collect();
+        let mut tree = LoserTree::new(sources, self.fixed_keys);
+        let (file, meta) = merge_into_run(&mut tree, writer, Some(cancel))?;
+        let mut batches = Vec::new();
+        for source in tree.into_sources() {
+            if let Source::Batch(cursor) = source {
+                let mut batch = cursor.into_batch();
+                batch.clear();
+                batches.push(batch);
+            }
+        }
+        drop(job.charge);
+        Ok(Spilled {
+            file,
+            meta,
+            batches,
+        })
+    }
 }
 
 /// The external sort engine. See the crate documentation.
@@ -92,18 +193,24 @@ pub struct Sorter {
     ctx: MergeContext,
     /// The sub-batch `push` fills.
     filling: Batch,
-    /// Closed sub-batches of this chunk, in input order, sorting or sorted.
-    closed: Vec<Receiver<Batch>>,
+    /// Closed sub-batches not yet handed to a spill, in input order.
+    closed: Vec<Closed>,
     /// Emptied batches for reuse.
     idle: Vec<Batch>,
     /// Bytes charged by `closed`.
     closed_bytes: usize,
     chunk_charge: Charge,
+    /// Set at the first spill: from then on chunks are half size and each
+    /// is spilled in the background while the next fills.
+    double_buffer: bool,
+    spill: Option<Spill>,
     runs: Vec<Run>,
     fanin: Option<FanIn>,
     run_seq: u64,
     stats: SortStats,
     failed: bool,
+    #[cfg(test)]
+    spill_gate: Option<Receiver<()>>,
 }
 
 impl Sorter {
@@ -126,11 +233,15 @@ impl Sorter {
             closed: Vec::new(),
             idle: Vec::new(),
             closed_bytes: 0,
+            double_buffer: false,
+            spill: None,
             runs: Vec::new(),
             fanin: None,
             run_seq: 0,
             stats: SortStats::default(),
             failed: false,
+            #[cfg(test)]
+            spill_gate: None,
         })
     }
 
@@ -141,7 +252,9 @@ impl Sorter {
 
     /// Adds one record. `key` must be 8 bytes for `KeyKind::Fixed8`; a
     /// key + record longer than half the budget is `RecordTooLarge`. Bad
-    /// input leaves the sorter usable; any other error is final.
+    /// input leaves the sorter usable; any other error is final, including
+    /// one from a background spill, which is returned by the first `push`
+    /// after it that closes a sub-batch (or by `finish`).
     pub fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()> {
         if self.failed {
             return Err(SortError::AfterError);
@@ -177,7 +290,7 @@ impl Sorter {
         Ok(())
     }
 
-    /// Counters so far.
+    /// Counters so far (a spill still in flight is not counted yet).
     pub fn stats(&self) -> SortStats {
         SortStats {
             peak_bytes: self.ctx.meter.peak(),
@@ -192,6 +305,7 @@ impl Sorter {
             return Err(SortError::AfterError);
         }
         self.dispatch_filling();
+        self.wait_spill()?;
         let batches = self.take_sorted()?;
         self.wait_fanin()?;
         while self.runs.len() > self.plan.max_open_runs {
@@ -233,17 +347,36 @@ impl Sorter {
         result
     }
 
-    /// Sends the filling sub-batch to the pool for sorting, and spills when
-    /// that completes a chunk: all sub-batches used, or their bytes reach
-    /// the chunk's share of the budget (records larger than a sub-batch get
-    /// a sub-batch of their own and fill the chunk sooner).
+    /// Sends the filling sub-batch to the pool for sorting, collects a
+    /// finished background spill, and spills when that completes a chunk:
+    /// its sub-batches all used, or their bytes reaching the chunk's share
+    /// of the budget (records larger than a sub-batch get a sub-batch of
+    /// their own and fill the chunk sooner). The chunk is the plan's until
+    /// the first spill and half of it after (see the module comment).
     fn close_filling(&mut self) -> Result<()> {
         self.dispatch_filling();
-        let chunk_bytes = self.plan.sub_batches * self.plan.sub_batch_bytes;
-        if self.closed.len() >= self.plan.sub_batches || self.closed_bytes >= chunk_bytes {
-            self.spill()?;
+        self.poll_spill()?;
+        let mut sub_batches = self.plan.sub_batches;
+        let mut chunk_bytes = sub_batches * self.plan.sub_batch_bytes;
+        if self.double_buffer {
+            sub_batches = (sub_batches / 2).max(1);
+            chunk_bytes /= 2;
         }
-        Ok(())
+        if self.closed.len() < sub_batches && self.closed_bytes < chunk_bytes {
+            return Ok(());
+        }
+        if !self.double_buffer {
+            // The first spill: the whole budget is in use, so the older
+            // half is spilled while `push` waits, and only the newer half
+            // overlaps reading.
+            self.double_buffer = true;
+            let older = (self.closed.len() / 2).max(1);
+            if older < self.closed.len() {
+                self.start_spill(older)?;
+            }
+        }
+        self.wait_spill()?;
+        self.start_spill(self.closed.len())
     }
 
     fn dispatch_filling(&mut self) {
@@ -255,13 +388,14 @@ impl Sorter {
             .pop()
             .unwrap_or_else(|| Batch::new(self.config.key_kind, self.plan.sub_batch_bytes));
         let mut batch = std::mem::replace(&mut self.filling, next);
-        self.closed_bytes += batch.used_bytes();
+        let bytes = batch.used_bytes();
+        self.closed_bytes += bytes;
         self.chunk_charge.set(self.closed_bytes);
-        self.closed
-            .push(crate::pool::spawn(&self.ctx.pool, move || {
-                batch.sort();
-                batch
-            }));
+        let sorted = crate::pool::spawn(&self.ctx.pool, move || {
+            batch.sort();
+            batch
+        });
+        self.closed.push(Closed { sorted, bytes });
     }
 
     /// Waits for every closed sub-batch's sort, in order.
@@ -269,45 +403,78 @@ impl Sorter {
         let pending = std::mem::take(&mut self.closed);
         pending
             .iter()
-            .map(|rx| crate::pool::wait(&self.ctx.pool, rx, "sub-batch sort"))
+            .map(|c| crate::pool::wait(&self.ctx.pool, &c.sorted, "sub-batch sort"))
             .collect()
     }
 
-    /// Merges the chunk's sorted sub-batches into one new run.
-    fn spill(&mut self) -> Result<()> {
-        self.poll_fanin()?;
-        let batches = self.take_sorted()?;
-        let needed: u64 = batches.iter().map(Batch::raw_bytes).sum();
-        ensure_space(&self.config.temp_dir, needed)?;
-        let out = TempRun::create(&self.config.temp_dir, &mut self.run_seq)?;
-        let writer = RunWriter::new(
-            out,
-            Arc::clone(&self.ctx.pool),
-            self.ctx.frame_bytes,
-            &self.ctx.meter,
-        )?;
-        let sources = batches
-            .into_iter()
-            .map(|b| Source::Batch(BatchCursor::new(b)))
-            .collect();
-        let mut tree = LoserTree::new(sources, self.ctx.fixed_keys);
-        let (file, meta) = merge_into_run(&mut tree, writer, None)?;
-        for source in tree.into_sources() {
-            if let Source::Batch(cursor) = source {
-                let mut batch = cursor.into_batch();
-                batch.clear();
-                self.idle.push(batch);
-            }
+    /// Hands the `count` oldest closed sub-batches to a background spill.
+    /// The caller has collected the previous spill.
+    fn start_spill(&mut self, count: usize) -> Result<()> {
+        debug_assert!(
+            self.spill.is_none(),
+            "one spill at a time keeps runs in order"
+        );
+        let taken: Vec<Closed> = self.closed.drain(..count).collect();
+        let bytes: usize = taken.iter().map(|c| c.bytes).sum();
+        // Release before charging again, so the move is not a peak.
+        self.closed_bytes -= bytes;
+        self.chunk_charge.set(self.closed_bytes);
+        let mut charge = Charge::new(&self.ctx.meter);
+        charge.set(bytes);
+        let job = SpillJob {
+            batches: taken.into_iter().map(|c| c.sorted).collect(),
+            dir: self.config.temp_dir.clone(),
+            seq: self.run_seq,
+            charge,
+            #[cfg(test)]
+            gate: self.spill_gate.clone(),
+        };
+        // The spill's file tries this number first; a later clash is
+        // retried by `TempRun::create` (names only need to be unique).
+        self.run_seq += 1;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (ctx, flag) = (self.ctx.clone(), Arc::clone(&cancel));
+        let handle = thread::Builder::new()
+            .name("alnsort-spill".into())
+            .spawn(move || ctx.spill(job, &flag))
+            .map_err(|_| SortError::Worker {
+                what: "starting the background spill",
+            })?;
+        self.spill = Some(Spill { cancel, handle });
+        Ok(())
+    }
+
+    /// Collects the background spill if it has finished.
+    fn poll_spill(&mut self) -> Result<()> {
+        if self.spill.as_ref().is_some_and(|s| s.handle.is_finished()) {
+            self.wait_spill()?;
         }
-        // The filling batch was created while closing the last sub-batch
-        // and never written to: swap in a recycled one instead.
-        if self.filling.is_empty() {
+        Ok(())
+    }
+
+    /// Waits for the background spill, if any, and appends its run.
+    fn wait_spill(&mut self) -> Result<()> {
+        let Some(spill) = self.spill.take() else {
+            return Ok(());
+        };
+        let waited = Instant::now();
+        let joined = spill.handle.join();
+        self.stats.spill_wait_ns += u64::try_from(waited.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let Spilled {
+            file,
+            meta,
+            batches,
+        } = joined.map_err(|_| SortError::Worker {
+            what: "background spill",
+        })??;
+        self.idle.extend(batches);
+        // A filling batch created while closing the last sub-batch and
+        // never written to has no buffers yet: take a recycled one.
+        if self.filling.is_empty() && !self.filling.has_buffers() {
             if let Some(batch) = self.idle.pop() {
                 self.filling = batch;
             }
         }
-        self.closed_bytes = 0;
-        self.chunk_charge.set(0);
         self.stats.spills += 1;
         self.count_run(&meta);
         self.runs.push(Run {
@@ -315,6 +482,7 @@ impl Sorter {
             meta,
             depth: 1,
         });
+        self.poll_fanin()?;
         if self.fanin.is_none() && self.runs.len() >= self.plan.fanin_trigger {
             self.start_fanin()?;
         }
@@ -423,10 +591,46 @@ impl Sorter {
     }
 }
 
+/// Seams for the engine tests, which hold and inspect background spills.
+#[cfg(test)]
+impl Sorter {
+    /// Spills started from now on wait for a message (or the sender's
+    /// hang-up) on `gate` before they touch the temp directory.
+    pub(crate) fn set_spill_gate(&mut self, gate: Receiver<()>) {
+        self.spill_gate = Some(gate);
+    }
+
+    /// Whether a background spill has started and not yet returned.
+    pub(crate) fn spill_running(&self) -> bool {
+        self.spill.as_ref().is_some_and(|s| !s.handle.is_finished())
+    }
+
+    /// Closed sub-batches not yet handed to a spill.
+    pub(crate) fn closed_sub_batches(&self) -> usize {
+        self.closed.len()
+    }
+
+    /// Waits for the background spill, so every run is complete on disk.
+    pub(crate) fn settle_spill(&mut self) -> Result<()> {
+        self.sticky(Sorter::wait_spill)
+    }
+}
+
 impl Drop for Sorter {
     fn drop(&mut self) {
-        if let Some(fanin) = self.fanin.take() {
+        let spill = self.spill.take();
+        if let Some(spill) = &spill {
+            spill.cancel.store(true, Ordering::Relaxed);
+        }
+        if let Some(fanin) = &self.fanin {
             fanin.cancel.store(true, Ordering::Relaxed);
+        }
+        if let Some(spill) = spill {
+            // Its batches and output file are dropped (the file deleted) as
+            // the thread returns.
+            let _ = spill.handle.join();
+        }
+        if let Some(fanin) = self.fanin.take() {
             // Its inputs and output are deleted as the thread unwinds.
             let _ = fanin.handle.join();
         }

@@ -272,6 +272,8 @@ fn corrupt_run_is_an_error_and_temp_files_are_removed() {
     for (k, r) in &input {
         sorter.push(k, r).expect("push");
     }
+    // Let the background spill finish writing before the damage.
+    sorter.settle_spill().expect("spill");
     assert!(sorter.stats().spills > 2);
     assert_eq!(sorter.stats().fanin_merges, 0);
     // Damage the payload of every run's first frame.
@@ -358,4 +360,175 @@ fn large_records_fill_the_chunk_early() {
         stats.peak_bytes <= budget as u64 + stats.final_sources * per_run,
         "{stats:?}"
     );
+}
+
+/// A sorter whose spills wait at a gate; the first spill (the first chunk's
+/// older half, which `push` waits for) is let through. Returns the sorter
+/// with its second spill held in flight, the gate's sender, and how many
+/// records of `input` were pushed.
+fn sorter_with_held_spill(
+    input: &Input,
+    config: SortConfig,
+) -> (Sorter, crossbeam_channel::Sender<()>, usize) {
+    let mut sorter = Sorter::new(config, pool(2)).expect("sorter");
+    let (gate, held) = crossbeam_channel::unbounded();
+    gate.send(()).expect("gate open");
+    sorter.set_spill_gate(held);
+    let mut pushed = 0;
+    while !sorter.spill_running() {
+        let (k, r) = &input[pushed];
+        sorter.push(k, r).expect("push");
+        pushed += 1;
+    }
+    assert_eq!(
+        sorter.stats().spills,
+        1,
+        "the first chunk's older half was spilled in line"
+    );
+    (sorter, gate, pushed)
+}
+
+fn spill_input(records: u64) -> Input {
+    let keys: Vec<Vec<u8>> = (0..records)
+        .map(|i| {
+            (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % 5_000)
+                .to_be_bytes()
+                .to_vec()
+        })
+        .collect();
+    make_input(keys, &[60])
+}
+
+#[test]
+fn reading_goes_on_while_a_spill_is_in_flight() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = spill_input(20_000);
+    let config = config(dir.path(), KeyKind::Fixed8, 64 << 10, 1_000);
+    let (mut sorter, gate, mut pushed) = sorter_with_held_spill(&input, config);
+    // The held spill owns half the chunk; a whole sub-batch more is read,
+    // sorted and closed while it is still running.
+    assert_eq!(sorter.closed_sub_batches(), 0);
+    let during = pushed;
+    while sorter.closed_sub_batches() < 1 {
+        let (k, r) = &input[pushed];
+        sorter.push(k, r).expect("push while spilling");
+        pushed += 1;
+    }
+    assert!(
+        sorter.spill_running(),
+        "the gate still holds the spill, yet push returned"
+    );
+    assert!(pushed - during > 10, "{} records", pushed - during);
+    drop(gate);
+    for (k, r) in &input[pushed..] {
+        sorter.push(k, r).expect("push");
+    }
+    let mut merged = sorter.finish().expect("finish");
+    let mut got = Vec::new();
+    while let Some(r) = merged.next_record().expect("next") {
+        got.push(r.to_vec());
+    }
+    let stats = merged.stats();
+    drop(merged);
+    assert_eq!(got, expected(&input));
+    assert!(stats.spills >= 4, "{stats:?}");
+    assert!(stats.spill_wait_ns > 0, "the first spill is waited for");
+    assert_eq!(temp_files(dir.path()), 0);
+}
+
+#[test]
+fn double_buffering_stays_within_the_budget_when_spills_are_slow() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = 256 << 10;
+    let keys: Vec<Vec<u8>> = (0..40_000u64)
+        .map(|i| format!("r{}", (i * 7_919) % 3_001).into_bytes())
+        .collect();
+    let input = make_input(keys, &[40, 90, 0]);
+    let mut sorter =
+        Sorter::new(config(dir.path(), KeyKind::Variable, budget, 0), pool(3)).expect("sorter");
+    // Every spill waits a few milliseconds at the gate, so `push` fills its
+    // half while the other half is held, and has to wait for it.
+    let (gate, held) = crossbeam_channel::unbounded();
+    sorter.set_spill_gate(held);
+    let opener = std::thread::spawn(move || {
+        while gate.send(()).is_ok() {
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        }
+    });
+    for (k, r) in &input {
+        sorter.push(k, r).expect("push");
+    }
+    let mut merged = sorter.finish().expect("finish");
+    let mut got = Vec::new();
+    while let Some(r) = merged.next_record().expect("next") {
+        got.push(r.to_vec());
+    }
+    let stats = merged.stats();
+    drop(merged);
+    opener.join().expect("opener thread");
+    assert_eq!(got, expected(&input));
+    assert!(stats.spills >= 6, "{stats:?}");
+    assert!(stats.spill_wait_ns > 0, "{stats:?}");
+    assert!(stats.peak_bytes <= budget as u64, "{stats:?}");
+    assert!(
+        stats.peak_bytes >= budget as u64 / 3,
+        "the two halves together are most of the budget: {stats:?}"
+    );
+    assert_eq!(temp_files(dir.path()), 0);
+}
+
+#[test]
+fn a_background_spill_error_surfaces_from_the_next_push() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let temp = dir.path().join("spills");
+    std::fs::create_dir(&temp).expect("mkdir");
+    let input = spill_input(20_000);
+    let config = config(&temp, KeyKind::Fixed8, 64 << 10, 1_000);
+    let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config);
+    std::fs::remove_dir_all(&temp).expect("remove temp dir");
+    drop(gate);
+    let err = input[pushed..]
+        .iter()
+        .find_map(|(k, r)| sorter.push(k, r).err())
+        .expect("the held spill fails once released");
+    assert!(
+        matches!(err, SortError::StatFs { ref dir, .. } if *dir == temp),
+        "{err:?}"
+    );
+    assert!(matches!(
+        sorter.push(&[0; 8], b"r"),
+        Err(SortError::AfterError)
+    ));
+    assert!(matches!(sorter.finish(), Err(SortError::AfterError)));
+}
+
+#[test]
+fn a_background_spill_error_surfaces_from_finish() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let temp = dir.path().join("spills");
+    std::fs::create_dir(&temp).expect("mkdir");
+    let input = spill_input(20_000);
+    let config = config(&temp, KeyKind::Fixed8, 64 << 10, 1_000);
+    let (sorter, gate, _) = sorter_with_held_spill(&input, config);
+    std::fs::remove_dir_all(&temp).expect("remove temp dir");
+    drop(gate);
+    let err = sorter.finish().expect_err("the held spill fails");
+    assert!(err.to_string().contains("spills"), "{err}");
+}
+
+#[test]
+fn dropping_a_sorter_during_a_background_spill_removes_its_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = spill_input(20_000);
+    let config = config(dir.path(), KeyKind::Fixed8, 64 << 10, 1_000);
+    let (sorter, gate, _) = sorter_with_held_spill(&input, config);
+    assert!(temp_files(dir.path()) > 0, "the first spill's run exists");
+    // Opens the gate while `drop` is already waiting for the spill.
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(gate);
+    });
+    drop(sorter);
+    opener.join().expect("opener thread");
+    assert_eq!(temp_files(dir.path()), 0);
 }

@@ -475,7 +475,7 @@ fn feed_sam(f: SamFeed, sink: &mut dyn RecordSink, progress: &Progress) -> Resul
     );
     let limit = sink.record_limit();
     let mut n = 0u64;
-    while let Some(r) = batches.next() {
+    while let Some(r) = batches.next_result() {
         let parsed = r
             .map_err(|e| anyhow!("{name}: {e}"))?
             .map_err(|e| anyhow!(e))?;

@@ -184,7 +184,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     while let Some(rec) = merged.next_record().map_err(|e| anyhow!("{e}"))? {
         out.write_record(rec)?;
         written += 1;
-        if written % 65536 == 0 {
+        if written.is_multiple_of(65536) {
             progress.set_output_position(written);
         }
     }

@@ -58,7 +58,7 @@ impl<T: Send + 'static> Ordered<T> {
     }
 
     /// The next result in order; `None` when the producer is done.
-    pub fn next(&mut self) -> Option<Result<T, LostResult>> {
+    pub fn next_result(&mut self) -> Option<Result<T, LostResult>> {
         let slot = self.slots.recv().ok()?;
         Some(slot.recv().map_err(|_| LostResult))
     }
@@ -104,7 +104,7 @@ mod tests {
             },
         );
         let mut got = Vec::new();
-        while let Some(r) = o.next() {
+        while let Some(r) = o.next_result() {
             got.push(r.unwrap());
         }
         assert_eq!(got, (0..200).map(|i| i * 2).collect::<Vec<_>>());
@@ -130,7 +130,7 @@ mod tests {
             },
             |i: u32| i,
         );
-        assert_eq!(o.next().unwrap().unwrap(), 0);
+        assert_eq!(o.next_result().unwrap().unwrap(), 0);
         drop(o);
     }
 
@@ -151,6 +151,6 @@ mod tests {
             },
             |_: u8| -> u8 { panic!("boom") },
         );
-        assert!(o.next().unwrap().is_err());
+        assert!(o.next_result().unwrap().is_err());
     }
 }

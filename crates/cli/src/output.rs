@@ -94,7 +94,7 @@ impl Output {
                     IndexKind::Csi => alnsort_index::IndexFormat::DEFAULT_CSI,
                     IndexKind::Bai => alnsort_index::IndexFormat::Bai,
                 };
-                let lengths: Vec<u64> = header.refs().iter().map(|r| r.len as u64).collect();
+                let lengths: Vec<u64> = header.refs().iter().map(|r| r.len).collect();
                 let builder = IndexBuilder::new(format, &lengths)
                     .map_err(|e| anyhow!("cannot index this output: {e}"))?;
                 Some((t.kind, t.path.clone(), builder))

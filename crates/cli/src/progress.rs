@@ -75,7 +75,6 @@ pub struct Progress {
     records: AtomicU64,
     bytes: AtomicU64,
     input_offset: AtomicU64,
-    out_records: AtomicU64,
     total_input: Option<u64>,
     bar: Option<ProgressBar>,
     phase: Mutex<(Phase, Instant, f64)>,
@@ -106,7 +105,6 @@ impl Progress {
             records: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             input_offset: AtomicU64::new(0),
-            out_records: AtomicU64::new(0),
             total_input,
             bar,
             phase: Mutex::new((Phase::ReadSort, Instant::now(), cpu_seconds())),
@@ -122,22 +120,12 @@ impl Progress {
             self.input_offset.store(input_offset, Ordering::Relaxed);
         }
         if let Some(bar) = &self.bar {
-            if r % 65536 == 0 {
+            if r.is_multiple_of(65536) {
                 if self.total_input.is_some() {
                     let off = self.input_offset.load(Ordering::Relaxed);
                     bar.set_position(if off > 0 { off } else { b });
                 }
                 bar.set_message(format!("{r} records, {} MiB", b >> 20));
-            }
-        }
-    }
-
-    pub fn add_output(&self, n: u64) {
-        let r = self.out_records.fetch_add(n, Ordering::Relaxed) + n;
-        if let Some(bar) = &self.bar {
-            if r % 65536 == 0 {
-                let total = self.records.load(Ordering::Relaxed);
-                bar.set_message(format!("{r} of {total} records written"));
             }
         }
     }

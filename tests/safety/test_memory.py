@@ -144,7 +144,10 @@ def test_budget_benchmark_dataset(budget: int, tmp_path: Path):
 
 # ---- a record too large for the budget ---------------------------------------------
 
-BIG_BASES = 10_000_000  # a 15 MB BAM record, a 20 MB SAM line
+# A 36 MB BAM record and a 48 MB SAM line: more than half of a 64 MiB total
+# budget, so larger than any record limit alnsort can set for it, whatever
+# share it reserves for I/O.
+BIG_BASES = 24_000_000
 
 
 def _big_record(name: str = "huge") -> bytes:
@@ -173,9 +176,10 @@ def huge_inputs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("fmt", ["sam", "bam"])
 def test_record_larger_than_budget_fails_cleanly(fmt: str, huge_inputs: dict[str, Path], tmp_path: Path):
-    """--max-memory 64M leaves the sorter ~23 MiB, so one record may take
-    ~11 MiB; a 15 MB record must stop the run with a message that says so and
-    what to do, within the budget, and leave nothing behind."""
+    """One record may take at most half of what --max-memory 64M leaves the
+    sorter (< 32 MiB); a 36 MB record (48 MB as a SAM line) must stop the run
+    with a message that says so and what to do, within the budget (the
+    record is refused before it is read whole), and leave nothing behind."""
     budget = 64 * MiB
     tdir, outdir = tmp_path / "T", tmp_path / "out"
     tdir.mkdir()
@@ -215,7 +219,7 @@ MISSING_INPUT = "/nonexistent-alnsort-input/in.bam"
         (["--max-memory", "1.5X"], r"invalid --max-memory value '1\.5X'"),
         (["--max-memory", "150%"], r"invalid --max-memory value '150%': a percentage"),
         (["--max-memory", "1K"], r"--max-memory 1\.00 KiB is too small.*use --max-memory \S+ MiB or more"),
-        (["--max-memory", "16M"], r"--max-memory 16\.00 MiB is too small"),
+        (["--max-memory", "4M"], r"--max-memory 4\.00 MiB is too small"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else "",
 )

@@ -37,7 +37,8 @@ import safety_util as u
 # output and never by a run file.
 INPUT_BYTES = 25_000_000
 OUTPUT_FSIZE = 4 << 20
-# With --max-memory 64M the first spill is one ~12 MB run: a 2 MiB limit is
+# With -m 8M (samtools' meaning: an 8 MiB record buffer, whatever alnsort
+# reserves for I/O) the first spill is one ~6 MB run: a 2 MiB limit is
 # crossed while spilling, long before any output exists.
 SPILL_FSIZE = 2 << 20
 
@@ -87,7 +88,7 @@ def test_efbig_while_writing_output(fmt: str, sam_input: Path, tmp_path: Path):
 def test_efbig_while_spilling(sam_input: Path, tmp_path: Path):
     tdir, outdir = dirs(tmp_path)
     out = outdir / "sorted.bam"
-    res = u.run(["--max-memory", "64M", "-T", str(tdir), "-o", str(out), str(sam_input)],
+    res = u.run(["-m", "8M", "-T", str(tdir), "-o", str(out), str(sam_input)],
                 preexec_fn=fsize_limit(SPILL_FSIZE))
     err = assert_clean_failure(res, r"cannot write run file .*/alnsort\.\w+/\S+ at byte offset \d+: File too large",
                                tdir, outdir)

@@ -86,7 +86,7 @@ def main():
     ap.add_argument("--out", default=None, help="write the markdown table here too")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="alnsort-bench-", dir=a.tmp or os.path.dirname(os.path.abspath(a.input)))
-    st_version = subprocess.run(["samtools", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    st_version = subprocess.run(["samtools", "--version"], capture_output=True).stdout.decode(errors="replace").splitlines()[0]
     lines = [
         f"# alnsort vs samtools, {datetime.date.today().isoformat()}",
         "",

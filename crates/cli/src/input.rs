@@ -276,6 +276,44 @@ fn feed_bam(
                 pos.uncompressed_total
             )
         };
+        // Fast path: the whole record lies in the current inflated block, so
+        // it is validated, keyed and copied into the sorter straight from
+        // there (one copy of the data instead of two; records only span
+        // blocks near block ends).
+        let whole = {
+            let buf = reader.fill_buf().map_err(|e| io_err(e, n))?;
+            if buf.is_empty() {
+                break;
+            }
+            match buf.get(..4) {
+                Some(b) => {
+                    let len = validate::read_block_size([b[0], b[1], b[2], b[3]])
+                        .map_err(|e| anyhow!("{}: {e}", where_(n)))?;
+                    if 4 + len > limit {
+                        bail!(
+                            "{}: block_size says {len} bytes; {}",
+                            where_(n),
+                            too_large(4 + len, limit)
+                        );
+                    }
+                    match buf.get(..4 + len) {
+                        Some(rec) => {
+                            push_record(rec, n_ref, encoder, &mut key, sink, limit)
+                                .map_err(|e| anyhow!("{}: {e}", where_(n)))?;
+                            Some(4 + len)
+                        }
+                        None => None,
+                    }
+                }
+                None => None,
+            }
+        };
+        if let Some(whole) = whole {
+            reader.consume(whole);
+            n += 1;
+            progress.add_records(1, whole as u64, pos.block_offset);
+            continue;
+        }
         let mut size = [0u8; 4];
         let got = read_full(&mut reader, &mut size).map_err(|e| io_err(e, n))?;
         if got == 0 {
@@ -315,26 +353,33 @@ fn feed_bam(
                 where_(n)
             );
         }
-        validate::validate_record(&rec[4..], n_ref).map_err(|e| anyhow!("{}: {e}", where_(n)))?;
-        // What htslib would hold after reading it (recomputed bin, CG CIGAR
-        // moved into place), so output records equal samtools' byte for byte.
-        if let Some(fixed) =
-            validate::htslib_normalise(&rec).map_err(|e| anyhow!("{}: {e}", where_(n)))?
-        {
-            rec = fixed;
-        }
-        encoder
-            .encode(RecordRef::with_block_size(&rec), &mut key)
-            .map_err(|e| anyhow!("{}: {e}", where_(n)))?;
-        if key.len() + rec.len() > limit {
-            bail!("{}: {}", where_(n), too_large(key.len() + rec.len(), limit));
-        }
-        sink.push(&key, &rec)
+        push_record(&rec, n_ref, encoder, &mut key, sink, limit)
             .map_err(|e| anyhow!("{}: {e}", where_(n)))?;
         n += 1;
         progress.add_records(1, (4 + len) as u64, pos.block_offset);
     }
     Ok(n)
+}
+
+/// Validates one record (with its block_size), normalises it as htslib
+/// would on reading (recomputed bin, CG CIGAR moved into place, so output
+/// records equal samtools' byte for byte), encodes its key and pushes it.
+fn push_record(
+    rec: &[u8],
+    n_ref: usize,
+    encoder: &KeyEncoder,
+    key: &mut Vec<u8>,
+    sink: &mut dyn RecordSink,
+    limit: usize,
+) -> Result<()> {
+    validate::validate_record(&rec[4..], n_ref)?;
+    let fixed = validate::htslib_normalise(rec)?;
+    let rec = fixed.as_deref().unwrap_or(rec);
+    encoder.encode(RecordRef::with_block_size(rec), key)?;
+    if key.len() + rec.len() > limit {
+        bail!("{}", too_large(key.len() + rec.len(), limit));
+    }
+    sink.push(key, rec)
 }
 
 /// The refusal of a record the budget cannot hold.

@@ -4,7 +4,8 @@
 #      oracle, pytest),
 #   2. builds alnsort (release; a build failure stops here) and runs the Rust
 #      tests of the whole workspace,
-#   3. runs the differential suite tests/ against the built binary.
+#   3. replays the fuzz corpus and builds the fuzz targets (fuzz/check.sh),
+#   4. runs the differential and safety suites in tests/ against the binary.
 # Exits non-zero if anything fails. A missing tool is always a failure, never
 # a skip (in CI, CI=true, as anywhere else).
 # ALNSORT_BIN may point at another binary (e.g. tests/samtools_as_alnsort.sh
@@ -30,6 +31,9 @@ failed=()
 
 echo "== cargo test --workspace --release"
 cargo test --workspace --release --no-fail-fast || failed+=("cargo test")
+
+echo "== fuzz targets: replay the committed corpus and build the targets (fuzz/check.sh)"
+bash fuzz/check.sh || failed+=("fuzz/check.sh")
 
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 export ALNSORT_BIN="${ALNSORT_BIN:-$target_dir/release/alnsort}"

@@ -56,6 +56,12 @@ pub enum HeaderError {
         index: usize,
         l_name: i32,
     },
+    #[error("invalid BAM header: reference {index} ({name:?}) has length 0 at uncompressed offset {offset}")]
+    ZeroRefLength {
+        offset: u64,
+        index: usize,
+        name: String,
+    },
     #[error("duplicate reference name {name:?} (reference {index}) in the BAM reference list")]
     DuplicateBinaryRef { index: usize, name: String },
     #[error("malformed header line {line}: {reason}: {text:?}")]
@@ -145,7 +151,17 @@ pub fn read_bam_header<R: Read>(r: &mut R) -> Result<Header, HeaderError> {
         let raw = rd.bytes(l_name as u64, "reference name")?;
         // htslib tolerates a missing NUL and reads names as C strings.
         let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        let len_at = rd.offset;
         let len = u32::from_le_bytes(rd.exact::<4>("reference l_ref")?) as u64;
+        // samtools refuses a zero-length reference, which would be written
+        // as an @SQ LN:0 no reader accepts (fuzz/regressions/header/binary-ref-length-zero).
+        if len == 0 {
+            return Err(HeaderError::ZeroRefLength {
+                offset: len_at,
+                index,
+                name: lossy(&raw[..end]),
+            });
+        }
         refs.push(Reference {
             name: raw[..end].to_vec(),
             len,
@@ -514,6 +530,11 @@ fn check_line(line: &[u8], line_no: usize, flavour: Flavour) -> Result<(), Heade
     }
     if line.len() < 3 || !line[1].is_ascii_alphabetic() || !line[2].is_ascii_alphabetic() {
         return Err(bad("header line does not have a two character key"));
+    }
+    // A NUL would end the text when written to BAM (samtools refuses these
+    // lines; fuzz/regressions/header/nul-in-sam-sq-line).
+    if flavour == Flavour::Sam && line.contains(&0) {
+        return Err(bad("header line contains a NUL byte"));
     }
     let kind = [line[1], line[2]];
     if flavour == Flavour::Sam && !matches!(&kind, b"HD" | b"SQ" | b"RG" | b"PG" | b"CO") {

@@ -93,6 +93,8 @@ def main():
         f"- machine: {platform.node()}, {os.cpu_count()} cores, "
         f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB, {platform.platform()}",
         f"- samtools: {st_version}; alnsort: {subprocess.run([a.alnsort, '--version'], capture_output=True, text=True).stdout.strip()}",
+        f"- alnsort commit: {subprocess.run(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}"
+        f"{' (with uncommitted changes)' if subprocess.run(['git', '-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], capture_output=True, text=True).stdout.strip() else ''}",
         f"- input: {os.path.basename(a.input)} ({os.path.getsize(a.input) / 1e6:.0f} MB), "
         f"-@{a.threads}, median of {a.runs} runs; checksum = md5 of decoded records (samtools view)",
         "",

@@ -170,6 +170,8 @@ CASES = [
     Case("l_name_zero", lambda: one_block(bam_hdr(l_name=0)), r"reference 0 has l_name 0"),
     Case("l_name_negative", lambda: one_block(bam_hdr(l_name=-7)), r"reference 0 has l_name -7"),
     Case("l_name_absurd", lambda: one_block(bam_hdr(l_name=1 << 30)), r"truncated BAM header: reference name"),
+    # fuzz finding 4: samtools refuses a zero-length reference
+    Case("l_ref_zero", lambda: one_block(bam_hdr(refs=((b"chr1\0", 0),))), r"reference 0 \(\"chr1\"\) has length 0"),
     Case("l_name_absurd_stdin", lambda: one_block(bam_hdr(l_name=1 << 30)), r"truncated BAM header", stdin=True),
     # -- BAM records
     Case("block_size_too_small", lambda: with_record(rec_patch(0, "<I", 10)), r"block_size 10 is outside",
@@ -226,6 +228,9 @@ CASES = [
     Case("sam_bad_aux", lambda: sam(u.sam_line(extra="\tXX:q:1")), r"aux field", record=True, fmt="sam"),
     Case("sam_sq_without_ln", lambda: sam(u.sam_line(), hdr="@HD\tVN:1.6\n@SQ\tSN:chr1\n"),
          r"header line 2: @SQ line \"chr1\" has an invalid or no LN tag", fmt="sam"),
+    # fuzz finding 3: a NUL inside a header line would end the BAM text
+    Case("sam_nul_in_sq_line", lambda: sam(u.sam_line(), hdr="@HD\tVN:1.6\n@SQ\tSN:chr1\x01\x00\x00\tLN:1000\n"),
+         r"header line 2.*NUL byte", fmt="sam"),
     Case("sam_bad_header_line", lambda: sam(u.sam_line(), hdr="@HD\tVN:1.6\n@XYZ\n"), r"header line 2", fmt="sam"),
     Case("sam_bad_line_stdin", lambda: sam(u.valid_sam_lines(10) + u.sam_line(qual="II")),
          r"line 14 \(record 11\): SEQ and QUAL", record=True, fmt="sam", stdin=True),

@@ -89,3 +89,14 @@ def test_failed_in_place_sort_keeps_the_input(tmp_path: Path):
     res = u.run(["-o", str(inp), str(inp)])
     assert res.returncode == 1
     assert inp.read_bytes() == before, "a failed run destroyed its own input"
+
+
+def test_write_index_beside_a_device_is_refused(tmp_path: Path):
+    """`-o /dev/null --write-index` would create /dev/null.csi: refused up front."""
+    before = set(os.listdir("/dev"))
+    res = u.run(["--write-index", "-o", "/dev/null", str(good_bam(tmp_path))])
+    assert res.returncode == 1
+    assert "--write-index needs a regular output file" in res.stderr.decode()
+    assert not os.path.exists("/dev/null.csi")
+    assert set(os.listdir("/dev")) - before == set()
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

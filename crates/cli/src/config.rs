@@ -200,6 +200,14 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
                     .into(),
             ));
         };
+        // An index beside a device or a pipe (`-o /dev/null --write-index`)
+        // would be written as /dev/null.csi: refuse before reading anything.
+        if std::fs::metadata(out).is_ok_and(|m| !m.is_file()) {
+            return Err(ConfigError(format!(
+                "--write-index needs a regular output file, and {} is not one (a device, pipe or directory)",
+                out.display()
+            )));
+        }
         if !matches!(order, SortOrder::Coordinate) {
             warnings.push(
                 "Ignoring --write-index as it only works for position sorted files".to_string(),

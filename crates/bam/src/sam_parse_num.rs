@@ -16,6 +16,30 @@ pub(super) fn str2uint(s: &Line, mut p: usize, bits: u32, overflow: &mut bool) -
     if s.at(p) == b'+' {
         p += 1;
     }
+    digits(s, p, limit, overflow)
+}
+
+/// htslib's `hts_str2int`: optional sign, digits; saturates at
+/// `-2^(bits-1)` / `2^(bits-1) - 1` and sets `overflow`.
+pub(super) fn str2int(s: &Line, mut p: usize, bits: u32, overflow: &mut bool) -> (i64, usize) {
+    let neg = s.at(p) == b'-';
+    if neg || s.at(p) == b'+' {
+        p += 1;
+    }
+    let limit = (1u64 << (bits - 1)) - 1 + neg as u64;
+    let (n, p) = digits(s, p, limit, overflow);
+    let v = if neg {
+        (n as i64).wrapping_neg()
+    } else {
+        n as i64
+    };
+    (v, p)
+}
+
+/// Decimal digits from `p`, accumulated up to `limit`: past it the value
+/// saturates at `limit`, the remaining digits are skipped and `overflow` is
+/// set, as htslib's `hts_str2uint`/`hts_str2int` do.
+fn digits(s: &Line, mut p: usize, limit: u64, overflow: &mut bool) -> (u64, usize) {
     let mut n: u64 = 0;
     while s.at(p).is_ascii_digit() {
         let d = (s.at(p) - b'0') as u64;
@@ -36,42 +60,6 @@ pub(super) fn str2uint(s: &Line, mut p: usize, bits: u32, overflow: &mut bool) -
         p += 1;
     }
     (n, p)
-}
-
-/// htslib's `hts_str2int`: optional sign, digits; saturates at
-/// `-2^(bits-1)` / `2^(bits-1) - 1` and sets `overflow`.
-pub(super) fn str2int(s: &Line, mut p: usize, bits: u32, overflow: &mut bool) -> (i64, usize) {
-    let neg = s.at(p) == b'-';
-    if neg || s.at(p) == b'+' {
-        p += 1;
-    }
-    let limit = (1u64 << (bits - 1)) - 1 + neg as u64;
-    let mut n: u64 = 0;
-    while s.at(p).is_ascii_digit() {
-        let d = (s.at(p) - b'0') as u64;
-        match n
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(d))
-            .filter(|&v| v <= limit)
-        {
-            Some(v) => n = v,
-            None => {
-                while s.at(p).is_ascii_digit() {
-                    p += 1;
-                }
-                *overflow = true;
-                n = limit;
-                break;
-            }
-        }
-        p += 1;
-    }
-    let v = if neg {
-        (n as i64).wrapping_neg()
-    } else {
-        n as i64
-    };
-    (v, p)
 }
 
 /// C `strtod` on the bytes from `p`: the longest prefix that is a decimal or

@@ -408,6 +408,7 @@ pub fn decompress_all(data: &[u8]) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::noise;
 
     fn one_block(payload: &[u8], level: u32) -> Vec<u8> {
         let level = CompressionLevel::new(level).expect("level in range");
@@ -421,17 +422,6 @@ mod tests {
         let mut out = Vec::new();
         inflate_block(block, 100, &mut out, &mut Decompressor::new())?;
         Ok(out)
-    }
-
-    fn noise(len: usize, mut seed: u64) -> Vec<u8> {
-        (0..len)
-            .map(|_| {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                seed as u8
-            })
-            .collect()
     }
 
     #[test]

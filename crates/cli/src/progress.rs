@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     ReadSort,
-    Merge,
     Write,
 }
 
@@ -19,7 +18,6 @@ impl Phase {
     pub fn label(self) -> &'static str {
         match self {
             Phase::ReadSort => "read and sort",
-            Phase::Merge => "merge",
             Phase::Write => "merge and write",
         }
     }

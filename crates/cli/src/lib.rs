@@ -167,6 +167,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
             KeyKind::Variable
         },
         max_open_runs: 0,
+        merge_partition_bytes: 0,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
     let records_in = input.feed(

@@ -37,6 +37,7 @@ impl Report {
             ("run_bytes_raw", s.run_bytes_raw.to_string()),
             ("run_bytes_written", s.run_bytes_compressed.to_string()),
             ("merge_passes", s.merge_passes.to_string()),
+            ("merge_partitions", s.merge_partitions.to_string()),
             ("peak_rss_bytes", peak_rss_bytes().to_string()),
         ];
         Report {

@@ -75,6 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             temp_dir: dir.path().to_path_buf(),
             key_kind: KeyKind::Fixed8,
             max_open_runs,
+            merge_partition_bytes: 0,
         };
         let mut sorter = Sorter::new(config, Arc::clone(&pool))?;
         let t = Instant::now();

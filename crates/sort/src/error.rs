@@ -7,6 +7,16 @@
 use std::io;
 use std::path::PathBuf;
 
+impl SortError {
+    /// The error itself, or for `Shared` the error it wraps.
+    pub fn root(&self) -> &SortError {
+        match self {
+            SortError::Shared(inner) => inner.root(),
+            other => other,
+        }
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = SortError> = std::result::Result<T, E>;
 
@@ -89,6 +99,11 @@ pub enum SortError {
     /// `Merged` was asked for more records after it had returned an error.
     #[error("the merge stopped at an earlier error; no more records")]
     AfterError,
+
+    /// An error met by one partition of the final merge and reported to
+    /// every partition that depended on the same work.
+    #[error("{0}")]
+    Shared(std::sync::Arc<SortError>),
 
     /// A background merge stopped because its sorter was dropped.
     #[error("sort was cancelled")]

@@ -23,7 +23,10 @@
 //!    fan-in** merges consecutive runs into one while input still arrives,
 //!    so the final merge stays a single pass.
 //! 4. `finish` never spills the last chunk: [`Merged`] merges the runs and
-//!    the in-memory sub-batches with a loser tree (`loser.rs`).
+//!    the in-memory sub-batches with a loser tree (`loser.rs`). With two or
+//!    more pool threads the final merge is cut into key ranges that pool
+//!    jobs merge at once, concatenated in order (`partition.rs`): the same
+//!    stream, byte for byte, with every core merging.
 //!
 //! Temp files live in `SortConfig::temp_dir`, are created with O_EXCL and
 //! are deleted as soon as they are merged away, and on drop or error.
@@ -41,6 +44,7 @@
 //!     temp_dir: dir.path().to_path_buf(),
 //!     key_kind: KeyKind::Variable,
 //!     max_open_runs: 0,
+//!     merge_partition_bytes: 0,
 //! };
 //! let mut sorter = Sorter::new(config, pool).unwrap();
 //! for (key, record) in [(&b"b"[..], &b"second"[..]), (b"a", b"first"), (b"b", b"third")] {
@@ -61,6 +65,7 @@ mod error;
 mod loser;
 mod merge;
 mod meter;
+mod partition;
 pub mod plan;
 mod pool;
 pub mod radix;
@@ -109,6 +114,14 @@ pub struct SortConfig {
     /// soft limit is raised to the hard one, 32 descriptors are kept in
     /// reserve) and from memory (each open run needs read buffers).
     pub max_open_runs: usize,
+    /// Target bytes of one partition of the final merge. 0 = automatic:
+    /// with two or more pool threads, about an eighth of the input per
+    /// thread, between 64 KiB and 16 MiB, and smaller (or fewer in flight,
+    /// or not cut at all) when what the budget has left beside the last
+    /// chunk cannot hold them; one thread merges in one piece. Any other
+    /// value forces partitioning, whatever the memory (tests use tiny
+    /// ones).
+    pub merge_partition_bytes: usize,
 }
 
 /// Counters of one sort.
@@ -140,6 +153,8 @@ pub struct SortStats {
     pub merge_passes: u32,
     /// Sources of the final merge (runs plus in-memory sub-batches).
     pub final_sources: u64,
+    /// Key ranges the final merge was cut into (1 = one loser tree).
+    pub merge_partitions: u64,
     /// Most bytes held at once by batches (records, keys, entries, sort
     /// scratch) and run-file buffers; allocator slack is not counted.
     pub peak_bytes: u64,

@@ -13,6 +13,7 @@ use crate::batch::Batch;
 use crate::error::{Result, SortError};
 use crate::loser::{LoserTree, MergeSource};
 use crate::meter::{Charge, Meter};
+use crate::partition::Partitioned;
 use crate::runfile::{RunMeta, RunWriter, TempRun};
 use crate::runread::RunReader;
 use crate::{KeyKind, SortStats};
@@ -121,15 +122,26 @@ pub(crate) fn merge_into_run(
     writer.finish()
 }
 
+/// How the final merge runs.
+pub(crate) enum FinalMerge {
+    /// One loser tree on the caller's thread.
+    Single {
+        tree: LoserTree<Source>,
+        /// The current winner has been handed out and must be popped first.
+        handed_out: bool,
+    },
+    /// Key ranges merged on the pool (`partition.rs`).
+    Partitioned(Partitioned),
+}
+
 /// The sorted output: records in key order, ties in input order.
 ///
 /// Reading it performs the final merge over the runs on disk and the last
-/// chunk's sorted sub-batches in memory. Run files are deleted as each is
-/// read to its end, and all of them when this is dropped.
+/// chunk's sorted sub-batches in memory, on the caller's thread or, cut by
+/// key range, on the pool. Run files are deleted when this is dropped (a
+/// single-thread merge deletes each as soon as it is read to its end).
 pub struct Merged {
-    tree: LoserTree<Source>,
-    /// The current winner has been handed out and must be popped first.
-    handed_out: bool,
+    merge: FinalMerge,
     failed: bool,
     stats: SortStats,
     meter: Arc<Meter>,
@@ -139,15 +151,13 @@ pub struct Merged {
 
 impl Merged {
     pub(crate) fn new(
-        sources: Vec<Source>,
-        kind: KeyKind,
+        merge: FinalMerge,
         stats: SortStats,
         meter: Arc<Meter>,
         batches: Charge,
     ) -> Self {
         Merged {
-            tree: LoserTree::new(sources, kind == KeyKind::Fixed8),
-            handed_out: false,
+            merge,
             failed: false,
             stats,
             meter,
@@ -161,14 +171,25 @@ impl Merged {
         if self.failed {
             return Err(SortError::AfterError);
         }
-        if self.handed_out {
-            if let Err(e) = self.tree.pop() {
-                self.failed = true;
-                return Err(e);
+        match &mut self.merge {
+            FinalMerge::Single { tree, handed_out } => {
+                if *handed_out {
+                    if let Err(e) = tree.pop() {
+                        self.failed = true;
+                        return Err(e);
+                    }
+                }
+                *handed_out = true;
+                Ok(tree.peek())
             }
+            FinalMerge::Partitioned(p) => match p.next_entry() {
+                Ok(entry) => Ok(entry),
+                Err(e) => {
+                    self.failed = true;
+                    Err(e)
+                }
+            },
         }
-        self.handed_out = true;
-        Ok(self.tree.peek())
     }
 
     /// The next record in sorted order, or `None` at the end.

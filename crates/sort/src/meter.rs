@@ -21,6 +21,10 @@ impl Meter {
         self.peak.load(Ordering::Relaxed)
     }
 
+    pub(crate) fn current(&self) -> u64 {
+        self.current.load(Ordering::Relaxed)
+    }
+
     fn add(&self, n: u64) {
         let now = self.current.fetch_add(n, Ordering::Relaxed) + n;
         self.peak.fetch_max(now, Ordering::Relaxed);

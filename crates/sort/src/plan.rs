@@ -213,6 +213,7 @@ mod tests {
             temp_dir: std::env::temp_dir(),
             key_kind: KeyKind::Fixed8,
             max_open_runs,
+            merge_partition_bytes: 0,
         }
     }
 

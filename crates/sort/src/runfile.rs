@@ -142,10 +142,29 @@ fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
     out[..HEADER_LEN].copy_from_slice(&header.encode());
 }
 
+/// Where one frame of a finished run lies, and the key of its first
+/// entry: the run's sparse index, which lets the final merge start reading
+/// a run in the middle (`partition.rs`) without scanning it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FrameInfo {
+    /// Byte offset of the frame header in the file.
+    pub(crate) offset: u64,
+    /// Bytes of header plus stored payload.
+    pub(crate) len: u32,
+    /// Bytes of the frame before compression.
+    pub(crate) raw_len: u32,
+    /// Entries in the frame (at least one).
+    pub(crate) entries: u32,
+    /// Key of the frame's first entry.
+    pub(crate) first_key: Box<[u8]>,
+}
+
 /// A run file on disk, deleted when this is dropped.
 #[derive(Debug)]
 pub(crate) struct TempRun {
     path: PathBuf,
+    /// One entry per frame, in file order; filled by `RunWriter::finish`.
+    index: Vec<FrameInfo>,
 }
 
 impl TempRun {
@@ -157,7 +176,13 @@ impl TempRun {
             let path = dir.join(format!("run-{:06}.alnrun", *seq));
             *seq += 1;
             match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(file) => return Ok((TempRun { path }, file)),
+                Ok(file) => {
+                    let run = TempRun {
+                        path,
+                        index: Vec::new(),
+                    };
+                    return Ok((run, file));
+                }
                 Err(e)
                     if e.kind() == io::ErrorKind::AlreadyExists && attempts < CREATE_ATTEMPTS =>
                 {
@@ -170,6 +195,11 @@ impl TempRun {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The run's frames, in file order (empty until the run is finished).
+    pub(crate) fn index(&self) -> &[FrameInfo] {
+        &self.index
     }
 }
 
@@ -197,6 +227,8 @@ pub(crate) struct RunMeta {
 struct Encoded {
     raw: Vec<u8>,
     out: Vec<u8>,
+    entries: u32,
+    first_key: Box<[u8]>,
 }
 
 /// Writes one run file, frame by frame, compressing on the pool.
@@ -208,6 +240,9 @@ pub(crate) struct RunWriter {
     frame_target: usize,
     raw: Vec<u8>,
     raw_entries: u32,
+    /// Key of the filling frame's first entry.
+    first_key: Vec<u8>,
+    index: Vec<FrameInfo>,
     pending: VecDeque<Receiver<Encoded>>,
     max_pending: usize,
     spare: Vec<Encoded>,
@@ -241,6 +276,8 @@ impl RunWriter {
             frame_target,
             raw: Vec::with_capacity(frame_target),
             raw_entries: 0,
+            first_key: Vec::new(),
+            index: Vec::new(),
             pending: VecDeque::new(),
             max_pending,
             spare: Vec::new(),
@@ -257,6 +294,10 @@ impl RunWriter {
 
     /// Appends one entry.
     pub(crate) fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()> {
+        if self.raw_entries == 0 {
+            self.first_key.clear();
+            self.first_key.extend_from_slice(key);
+        }
         put_varint(&mut self.raw, key.len() as u64);
         self.raw.extend_from_slice(key);
         put_varint(&mut self.raw, record.len() as u64);
@@ -274,10 +315,11 @@ impl RunWriter {
         if self.raw_entries == 0 {
             return Ok(());
         }
-        let Encoded { raw: next_raw, out } = self.spare.pop().unwrap_or_else(|| Encoded {
-            raw: Vec::with_capacity(self.frame_target),
-            out: Vec::new(),
-        });
+        let (next_raw, out) = match self.spare.pop() {
+            Some(spare) => (spare.raw, spare.out),
+            None => (Vec::with_capacity(self.frame_target), Vec::new()),
+        };
+        let first_key: Box<[u8]> = self.first_key.as_slice().into();
         let raw = std::mem::replace(&mut self.raw, next_raw);
         let entries = std::mem::take(&mut self.raw_entries);
         self.meta.raw_bytes += raw.len() as u64;
@@ -285,7 +327,12 @@ impl RunWriter {
         let mut out = out;
         self.pending.push_back(pool::spawn(&self.pool, move || {
             encode_frame(&raw, entries, &mut out);
-            Encoded { raw, out }
+            Encoded {
+                raw,
+                out,
+                entries,
+                first_key,
+            }
         }));
         while self.pending.len() > self.max_pending {
             self.write_oldest()?;
@@ -299,6 +346,13 @@ impl RunWriter {
             return Ok(());
         };
         let mut encoded = pool::wait(&self.pool, &rx, "run frame compression")?;
+        self.index.push(FrameInfo {
+            offset: self.offset,
+            len: encoded.out.len() as u32,
+            raw_len: encoded.raw.len() as u32,
+            entries: encoded.entries,
+            first_key: std::mem::take(&mut encoded.first_key),
+        });
         self.write_bytes(&encoded.out)?;
         encoded.raw.clear();
         self.spare.push(encoded);
@@ -339,6 +393,7 @@ impl RunWriter {
         })?;
         self.meta.file_bytes = self.offset;
         self.charge.set(0);
+        self.run.index = std::mem::take(&mut self.index);
         Ok((self.run, self.meta))
     }
 }

@@ -13,7 +13,8 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::ops::Range;
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
@@ -24,8 +25,8 @@ use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::pool;
 use crate::runfile::{
-    frame_crc, max_stored_len, FrameHeader, TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4,
-    METHOD_STORED,
+    frame_crc, max_stored_len, FrameHeader, FrameInfo, TempRun, HEADER_LEN, MAGIC, METHOD_END,
+    METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.
@@ -217,21 +218,6 @@ impl RunReader {
             reason: reason.to_string(),
         }
     }
-
-    /// Parses one `len:varint bytes` field at `self.pos`.
-    fn field(&mut self) -> Result<Range<usize>> {
-        let raw = &self.frame.raw;
-        let (len, used) =
-            get_varint(&raw[self.pos..]).ok_or_else(|| self.corrupt("bad length varint"))?;
-        let start = self.pos + used;
-        let end = usize::try_from(len)
-            .ok()
-            .and_then(|len| start.checked_add(len))
-            .filter(|&end| end <= raw.len())
-            .ok_or_else(|| self.corrupt("entry runs past the end of its frame"))?;
-        self.pos = end;
-        Ok(start..end)
-    }
 }
 
 impl MergeSource for RunReader {
@@ -255,8 +241,10 @@ impl MergeSource for RunReader {
                 return Ok(());
             }
         }
-        self.key = self.field()?;
-        self.record = self.field()?;
+        let (key, record) = entry_at(&self.frame.raw, self.pos).map_err(|r| self.corrupt(r))?;
+        self.pos = record.end;
+        self.key = key;
+        self.record = record;
         self.left -= 1;
         Ok(())
     }
@@ -305,6 +293,82 @@ fn decode(stored: StoredFrame, mut raw: Vec<u8>, path: &std::path::Path) -> Resu
         raw,
         payload,
     })
+}
+
+/// The key and record ranges of the entry starting at `pos` of a frame's
+/// raw bytes (`key_len:varint key rec_len:varint record`), or why it is
+/// malformed.
+pub(crate) fn entry_at(
+    raw: &[u8],
+    pos: usize,
+) -> std::result::Result<(Range<usize>, Range<usize>), &'static str> {
+    let field = |at: usize| {
+        let (len, used) =
+            get_varint(raw.get(at..).unwrap_or_default()).ok_or("bad length varint")?;
+        let start = at + used;
+        usize::try_from(len)
+            .ok()
+            .and_then(|len| start.checked_add(len))
+            .filter(|&end| end <= raw.len())
+            .map(|end| start..end)
+            .ok_or("entry runs past the end of its frame")
+    };
+    let key = field(pos)?;
+    let record = field(key.end)?;
+    Ok((key, record))
+}
+
+/// Reads, checks and decompresses the frame `info` points at, by position
+/// (`pread`), so that several threads can read one run at once. `raw` and
+/// `stored` are buffers to reuse; returns the frame's raw bytes and the
+/// stored buffer. The frame must hold the entry count the run's index
+/// recorded.
+pub(crate) fn read_frame_at(
+    file: &File,
+    path: &Path,
+    info: &FrameInfo,
+    raw: Vec<u8>,
+    mut stored: Vec<u8>,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let corrupt = |reason: &str| SortError::CorruptRun {
+        path: path.to_path_buf(),
+        offset: info.offset,
+        reason: reason.to_string(),
+    };
+    let len = info.len as usize;
+    if len < HEADER_LEN {
+        return Err(corrupt("frame shorter than its header"));
+    }
+    let mut header_bytes = [0u8; HEADER_LEN];
+    stored.resize(len - HEADER_LEN, 0);
+    let read = |buf: &mut [u8], at: u64| {
+        file.read_exact_at(buf, at)
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::UnexpectedEof => corrupt("file ends inside a frame (truncated)"),
+                _ => SortError::Read {
+                    path: path.to_path_buf(),
+                    offset: at,
+                    source,
+                },
+            })
+    };
+    read(&mut header_bytes, info.offset)?;
+    read(&mut stored, info.offset + HEADER_LEN as u64)?;
+    let header = FrameHeader::decode(&header_bytes);
+    if header.stored_len as usize != stored.len()
+        || header.entries != info.entries
+        || header.raw_len != info.raw_len
+    {
+        return Err(corrupt("frame header disagrees with the run's index"));
+    }
+    let frame = StoredFrame {
+        offset: info.offset,
+        header,
+        header_bytes,
+        payload: stored,
+    };
+    let frame = decode(frame, raw, path)?;
+    Ok((frame.raw, frame.payload))
 }
 
 /// Reads an unsigned LEB128 varint; `(value, bytes used)`.

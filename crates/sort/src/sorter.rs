@@ -44,12 +44,23 @@ use rayon::ThreadPool;
 use crate::batch::Batch;
 use crate::error::{Result, SortError};
 use crate::loser::LoserTree;
-use crate::merge::{merge_into_run, BatchCursor, Merged, Source};
+use crate::merge::{merge_into_run, BatchCursor, FinalMerge, Merged, Source};
 use crate::meter::{Charge, Meter};
+use crate::partition::{PartSource, Partitioned, RunSource, Shared};
 use crate::plan::{ensure_space, Plan};
 use crate::runfile::{RunMeta, RunWriter, TempRun};
 use crate::runread::RunReader;
 use crate::{KeyKind, SortConfig, SortStats};
+
+/// Smallest automatic final-merge partition: below this the per-partition
+/// work (cuts, a loser tree, a pool hand-off) is no longer noise next to
+/// the merging itself.
+const MIN_PARTITION_BYTES: usize = 64 << 10;
+
+/// Largest automatic final-merge partition. 16 MiB is about 2,000 BGZF
+/// blocks of output: enough to amortise every per-partition cost, while
+/// `threads + 2` of them in memory stay small next to a multi-GiB budget.
+const MAX_PARTITION_BYTES: usize = 16 << 20;
 
 /// A finished run file in the sorter's ordered list.
 struct Run {
@@ -313,31 +324,101 @@ impl Sorter {
             let excess = self.runs.len() - self.plan.max_open_runs + 1;
             self.fanin_now(excess.clamp(2, self.plan.fanin_width))?;
         }
-        let mut sources = Vec::with_capacity(self.runs.len() + batches.len());
-        let mut depth = 0;
-        for run in std::mem::take(&mut self.runs) {
-            depth = depth.max(run.depth);
-            sources.push(Source::Run(RunReader::open(
-                run.file,
-                Arc::clone(&self.ctx.pool),
-                &self.ctx.meter,
-            )?));
-        }
-        sources.extend(
-            batches
-                .into_iter()
-                .map(|b| Source::Batch(BatchCursor::new(b))),
-        );
-        self.stats.final_sources = sources.len() as u64;
+        let depth = self.runs.iter().map(|r| r.depth).max().unwrap_or(0);
+        self.stats.final_sources = (self.runs.len() + batches.len()) as u64;
         self.stats.merge_passes = depth;
+        let runs: Vec<TempRun> = std::mem::take(&mut self.runs)
+            .into_iter()
+            .map(|r| r.file)
+            .collect();
+        let merge = match self.partition_plan(runs.len()) {
+            Some((bytes, jobs)) => {
+                let mut sources = Vec::with_capacity(runs.len() + batches.len());
+                for run in runs {
+                    sources.push(PartSource::Run(RunSource::open(run)?));
+                }
+                sources.extend(batches.into_iter().map(PartSource::Batch));
+                let shared = Shared::new(
+                    sources,
+                    self.ctx.fixed_keys,
+                    bytes as u64,
+                    jobs,
+                    &self.ctx.meter,
+                );
+                self.stats.merge_partitions = shared.partitions() as u64;
+                FinalMerge::Partitioned(Partitioned::new(
+                    shared,
+                    Arc::clone(&self.ctx.pool),
+                    Arc::clone(&self.ctx.meter),
+                    jobs,
+                ))
+            }
+            None => {
+                let mut sources = Vec::with_capacity(runs.len() + batches.len());
+                for run in runs {
+                    sources.push(Source::Run(RunReader::open(
+                        run,
+                        Arc::clone(&self.ctx.pool),
+                        &self.ctx.meter,
+                    )?));
+                }
+                sources.extend(
+                    batches
+                        .into_iter()
+                        .map(|b| Source::Batch(BatchCursor::new(b))),
+                );
+                self.stats.merge_partitions = 1;
+                FinalMerge::Single {
+                    tree: LoserTree::new(sources, self.ctx.fixed_keys),
+                    handed_out: false,
+                }
+            }
+        };
         let charge = std::mem::replace(&mut self.chunk_charge, Charge::new(&self.ctx.meter));
         Ok(Merged::new(
-            sources,
-            self.config.key_kind,
+            merge,
             self.stats,
             Arc::clone(&self.ctx.meter),
             charge,
         ))
+    }
+
+    /// How to cut the final merge: target bytes per partition and how many
+    /// partitions may be in flight, or `None` to merge in one piece (see
+    /// `SortConfig::merge_partition_bytes`). Automatic plans fit in what
+    /// the budget has left beside the last chunk: each partition in flight
+    /// holds its output (up to twice its target: estimates and growth), and
+    /// per run the frame its cursor reads and the frame its end cut is in.
+    fn partition_plan(&self, runs: usize) -> Option<(usize, usize)> {
+        let threads = self.ctx.pool.current_num_threads();
+        // One partition per thread merging, one being consumed, one ready.
+        let mut jobs = threads + 1;
+        if self.config.merge_partition_bytes > 0 {
+            return Some((self.config.merge_partition_bytes, jobs));
+        }
+        if threads < 2 {
+            return None;
+        }
+        let total = usize::try_from(self.stats.bytes).unwrap_or(usize::MAX);
+        let frames_per_job = (2 * runs + 1) * self.plan.frame_bytes;
+        let allowance = self
+            .config
+            .memory_budget
+            .saturating_sub(usize::try_from(self.ctx.meter.current()).unwrap_or(usize::MAX));
+        let mut bytes = (total / (8 * threads)).clamp(MIN_PARTITION_BYTES, MAX_PARTITION_BYTES);
+        loop {
+            let per_job = allowance / (jobs + 1);
+            let fit = per_job.saturating_sub(frames_per_job) / 2;
+            if fit >= MIN_PARTITION_BYTES {
+                bytes = bytes.min(fit);
+                break;
+            }
+            if jobs <= 2 {
+                return None;
+            }
+            jobs -= 1;
+        }
+        (total > 2 * bytes).then_some((bytes, jobs))
     }
 
     /// Runs `f`; an error from it makes every later call fail.

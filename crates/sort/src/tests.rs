@@ -26,6 +26,7 @@ fn config(dir: &Path, kind: KeyKind, budget: usize, max_open_runs: usize) -> Sor
         temp_dir: dir.to_path_buf(),
         key_kind: kind,
         max_open_runs,
+        merge_partition_bytes: 0,
     }
 }
 
@@ -296,7 +297,7 @@ fn corrupt_run_is_an_error_and_temp_files_are_removed() {
             }
         },
     };
-    match &err {
+    match err.root() {
         SortError::CorruptRun { path, offset, .. } => {
             assert!(path.starts_with(dir.path()));
             assert_eq!(
@@ -531,4 +532,88 @@ fn dropping_a_sorter_during_a_background_spill_removes_its_files() {
     drop(sorter);
     opener.join().expect("opener thread");
     assert_eq!(temp_files(dir.path()), 0);
+}
+
+/// Runs `input` with the final merge cut into partitions of about
+/// `partition` bytes.
+fn run_partitioned(
+    input: &Input,
+    kind: KeyKind,
+    budget: usize,
+    partition: usize,
+    threads: usize,
+) -> (Vec<Vec<u8>>, SortStats) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(dir.path(), kind, budget, 0);
+    cfg.merge_partition_bytes = partition;
+    run_sort(input, cfg, threads)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The final merge cut into key ranges, from one record per partition
+    /// to a few hundred, over in-memory batches and spilled runs alike,
+    /// gives exactly the stable sort: cuts through long runs of equal keys
+    /// and through the middle of run frames included.
+    #[test]
+    fn partitioned_final_merge_is_the_stable_sort(
+        fixed in any::<bool>(),
+        fixed_k in fixed_keys(),
+        var_k in variable_keys(),
+        lens in prop::collection::vec(0usize..120, 1..8),
+        budget in prop_oneof![2_000usize..12_000, Just(1 << 20)],
+        partition in prop_oneof![Just(1usize), 2usize..64, 64usize..4_000],
+        threads in 1usize..=3,
+    ) {
+        let (kind, keys) = if fixed { (KeyKind::Fixed8, fixed_k) } else { (KeyKind::Variable, var_k) };
+        let input = make_input(keys, &lens);
+        prop_assume!(input.iter().all(|(k, r)| k.len() + r.len() <= budget / 2));
+        let (got, stats) = run_partitioned(&input, kind, budget, partition, threads);
+        prop_assert_eq!(got, expected(&input));
+        prop_assert!(stats.merge_partitions >= 1);
+    }
+}
+
+#[test]
+fn partitions_cut_equal_keys_and_spilled_runs() {
+    // 3,000 records, a third with one shared key: cuts must fall inside the
+    // stretch of equal keys (by source and position) for the partitions to
+    // stay small, and the stream must still be the stable sort.
+    let keys: Vec<Vec<u8>> = (0..3_000u64)
+        .map(|i| {
+            let k = if i % 3 == 0 { 42 } else { (i * 7919) % 1000 };
+            k.to_be_bytes().to_vec()
+        })
+        .collect();
+    let input = make_input(keys, &[20, 60, 5]);
+    let want = expected(&input);
+    for (budget, partition) in [(16_000, 512), (1 << 20, 512), (16_000, 1)] {
+        let (got, stats) = run_partitioned(&input, KeyKind::Fixed8, budget, partition, 3);
+        assert_eq!(got, want, "budget {budget}, partition {partition}");
+        assert!(
+            stats.merge_partitions > 20,
+            "budget {budget}: only {} partitions",
+            stats.merge_partitions
+        );
+        if budget < 1 << 20 {
+            assert!(stats.runs_written > 2, "{stats:?}");
+        }
+    }
+}
+
+#[test]
+fn automatic_partitioning_only_with_threads() {
+    let keys: Vec<Vec<u8>> = (0..20_000u64)
+        .map(|i| ((i * 2654435761) % 100_000).to_be_bytes().to_vec())
+        .collect();
+    let input = make_input(keys, &[60]);
+    let want = expected(&input);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (got, one) = run_sort(&input, config(dir.path(), KeyKind::Fixed8, 8 << 20, 0), 1);
+    assert_eq!(got, want);
+    assert_eq!(one.merge_partitions, 1, "one thread merges in one piece");
+    let (got, two) = run_sort(&input, config(dir.path(), KeyKind::Fixed8, 8 << 20, 0), 2);
+    assert_eq!(got, want);
+    assert!(two.merge_partitions > 2, "{two:?}");
 }

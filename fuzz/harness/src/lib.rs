@@ -408,6 +408,9 @@ pub fn sort_tiny_budget_stats(data: &[u8]) -> Option<SortStats> {
             KeyKind::Variable
         },
         max_open_runs: [0, 2, 3, 5][*runs_sel as usize % 4],
+        // Automatic, or the final merge cut into key ranges of one record,
+        // a few records, or a few hundred.
+        merge_partition_bytes: [0, 1, 300, 5000][(*runs_sel as usize / 4) % 4],
     };
     let mut sorter = Sorter::new(config, pool()).expect("a budget of 256+ bytes is accepted");
     let mut pushed: Vec<&(Vec<u8>, Vec<u8>)> = Vec::new();

@@ -1,0 +1,798 @@
+//! The final merge split by key range, so that every core merges.
+//!
+//! One loser tree over all sources is one thread's work however many
+//! compressors it feeds. Here the merged stream is cut into partitions that
+//! pool jobs merge independently; the consumer concatenates their outputs
+//! in order.
+//!
+//! **Where to cut.** The single merge's order is the triple (key, source,
+//! position in source): ties go to the lower source, and each source is
+//! stable. A cut is one such triple `(k, s, p)`; in source `i` it falls at
+//!
+//! * the first position whose key is `> k` when `i < s`,
+//! * the first position whose key is `>= k` when `i > s`,
+//! * position `p` when `i == s`.
+//!
+//! Everything before a cut precedes everything after it in the single
+//! merge's order, so merging each partition alone and concatenating gives
+//! that merge's stream exactly: the output is the same bytes for every
+//! thread count and partition size (tested in `tests.rs`). Because the
+//! source and position take part, a long run of equal keys is cut like any
+//! other stretch, and no partition can grow without bound.
+//!
+//! **Choosing cuts.** Candidates are records whose key is known without
+//! reading anything: the first entry of every run frame (the run's sparse
+//! index, `runfile::FrameInfo`) and evenly spaced entries of the in-memory
+//! sub-batches, each weighed by the bytes up to its source's next
+//! candidate. In merge order, a cut is placed every `partition_bytes` of
+//! weight.
+//!
+//! **Sharing work.** A cut inside a run frame needs that frame decoded.
+//! Each cut is computed once (a `OnceLock`) by whichever of its two
+//! partitions asks first, and decoded frames are shared through a per-run
+//! cache of weak references, so a frame that straddles a cut is normally
+//! decompressed once. Runs are read with `pread`, one descriptor per run
+//! shared by all jobs.
+//!
+//! **Ordering and memory.** The consumer queues each partition's result
+//! slot before dispatching its job (ARCHITECTURE.md), keeps at most
+//! `lookahead` partitions in flight, and recycles their segment buffers. A
+//! lost job is an error. Dropping the consumer cancels the jobs in flight
+//! and waits for them, so run files are deleted when it returns.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crossbeam_channel::Receiver;
+use rayon::ThreadPool;
+
+use crate::batch::Batch;
+use crate::error::{Result, SortError};
+use crate::loser::{LoserTree, MergeSource};
+use crate::meter::{Charge, Meter};
+use crate::pool;
+use crate::runfile::{FrameInfo, TempRun};
+use crate::runread::{entry_at, read_frame_at};
+
+/// Records a partition merges between looks at the cancel flag.
+const CANCEL_CHECK_INTERVAL: u64 = 1 << 12;
+
+/// Spare frame buffers kept for reuse, per job in flight: a raw and a
+/// stored buffer each, so decoding rarely goes to the allocator (whose mmap
+/// threshold the CLI pins low, so a fresh 256 KiB buffer costs page faults).
+const SPARE_BUFFERS_PER_JOB: usize = 2;
+
+/// A decoded frame, charged to the meter while alive.
+struct FrameBuf {
+    raw: Vec<u8>,
+    _charge: Charge,
+}
+
+/// A run as the partitioned merge reads it.
+pub(crate) struct RunSource {
+    /// Deleted when the merge is dropped.
+    run: TempRun,
+    file: File,
+    /// Decoded frames alive somewhere, by frame number.
+    cache: Mutex<Vec<Weak<FrameBuf>>>,
+}
+
+impl RunSource {
+    /// Opens a finished run for positioned reads.
+    pub(crate) fn open(run: TempRun) -> Result<Self> {
+        let file = File::open(run.path()).map_err(|source| SortError::Read {
+            path: run.path().to_path_buf(),
+            offset: 0,
+            source,
+        })?;
+        let frames = run.index().len();
+        Ok(RunSource {
+            run,
+            file,
+            cache: Mutex::new((0..frames).map(|_| Weak::new()).collect()),
+        })
+    }
+
+    fn frames(&self) -> &[FrameInfo] {
+        self.run.index()
+    }
+
+    /// Frame `i`'s raw bytes, decoded now or shared with whoever decoded it.
+    fn frame(&self, i: usize, spare: &Spare) -> Result<Arc<FrameBuf>> {
+        if let Some(hit) = lock(&self.cache)[i].upgrade() {
+            return Ok(hit);
+        }
+        let (raw, stored) = read_frame_at(
+            &self.file,
+            self.run.path(),
+            &self.frames()[i],
+            spare.take(),
+            spare.take(),
+        )?;
+        spare.give(stored);
+        let mut cache = lock(&self.cache);
+        // Another job may have decoded it meanwhile: share theirs.
+        if let Some(hit) = cache[i].upgrade() {
+            spare.give(raw);
+            return Ok(hit);
+        }
+        let mut charge = Charge::new(&spare.meter);
+        charge.set(raw.capacity());
+        let frame = Arc::new(FrameBuf {
+            raw,
+            _charge: charge,
+        });
+        cache[i] = Arc::downgrade(&frame);
+        Ok(frame)
+    }
+}
+
+/// A source of the partitioned merge, in input order.
+pub(crate) enum PartSource {
+    Run(RunSource),
+    Batch(Batch),
+}
+
+/// Recycled frame buffers, charged to the meter while kept.
+struct Spare {
+    list: Mutex<(Vec<Vec<u8>>, Charge)>,
+    most: usize,
+    meter: Arc<Meter>,
+}
+
+impl Spare {
+    fn new(meter: &Arc<Meter>, most: usize) -> Self {
+        Spare {
+            list: Mutex::new((Vec::new(), Charge::new(meter))),
+            most,
+            meter: Arc::clone(meter),
+        }
+    }
+
+    fn take(&self) -> Vec<u8> {
+        let mut guard = lock(&self.list);
+        let (list, charge) = &mut *guard;
+        let buf = list.pop().unwrap_or_default();
+        charge.set(list.iter().map(Vec::capacity).sum());
+        buf
+    }
+
+    fn give(&self, mut buf: Vec<u8>) {
+        buf.clear();
+        let mut guard = lock(&self.list);
+        let (list, charge) = &mut *guard;
+        if list.len() < self.most {
+            list.push(buf);
+            charge.set(list.iter().map(Vec::capacity).sum());
+        }
+    }
+}
+
+/// Where a cut falls in one source.
+#[derive(Clone)]
+enum Pos {
+    /// Entry index of a sorted batch.
+    Batch(usize),
+    /// Entry `entry` of frame `frame`, at byte `byte` of its raw bytes
+    /// (`frame == frames` is the end); `data` is the decoded frame when the
+    /// cut is inside it.
+    Run {
+        frame: usize,
+        entry: u32,
+        byte: usize,
+        data: Option<Arc<FrameBuf>>,
+    },
+}
+
+impl Pos {
+    fn frame_start(frame: usize) -> Pos {
+        Pos::Run {
+            frame,
+            entry: 0,
+            byte: 0,
+            data: None,
+        }
+    }
+}
+
+/// A cut candidate and, once chosen, a cut: `(key, source, position)`.
+struct Splitter {
+    key: Box<[u8]>,
+    source: usize,
+    /// Frame number for a run, entry index for a batch.
+    pos: usize,
+    /// Bytes from here to the source's next candidate.
+    weight: u64,
+}
+
+/// A cut, computed by the first of its two partitions to ask and
+/// forgotten when both are done with it (it may hold decoded frames).
+struct CutCell {
+    state: Mutex<CutState>,
+    /// Partitions that have not yet finished with it.
+    users: AtomicUsize,
+}
+
+enum CutState {
+    Unknown,
+    Known(Arc<Vec<Pos>>),
+    Failed(Arc<SortError>),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What every partition job reads.
+pub(crate) struct Shared {
+    sources: Vec<PartSource>,
+    splitters: Vec<Splitter>,
+    /// Cut `i` starts partition `i`; cut 0 is every source's start and the
+    /// last is every source's end.
+    cuts: Vec<CutCell>,
+    /// Estimated bytes of each partition (candidate weights between cuts).
+    weights: Vec<u64>,
+    fixed_keys: bool,
+    cancel: AtomicBool,
+    spare: Spare,
+}
+
+/// The key of a batch entry, for comparing with a splitter.
+fn batch_key<'a>(batch: &'a Batch, i: usize, buf: &'a mut [u8; 8]) -> &'a [u8] {
+    let (prefix, key, _) = batch.entry(i);
+    match key {
+        Some(k) => k,
+        None => {
+            *buf = prefix.to_be_bytes();
+            &buf[..]
+        }
+    }
+}
+
+impl Shared {
+    /// Chooses cuts about `partition_bytes` apart over `sources`, for a
+    /// merge with `jobs` partitions in flight.
+    pub(crate) fn new(
+        sources: Vec<PartSource>,
+        fixed_keys: bool,
+        partition_bytes: u64,
+        jobs: usize,
+        meter: &Arc<Meter>,
+    ) -> Self {
+        let (splitters, weights) = choose_splitters(&sources, partition_bytes.max(1));
+        let cuts = (0..splitters.len() + 2)
+            .map(|_| CutCell {
+                state: Mutex::new(CutState::Unknown),
+                users: AtomicUsize::new(2),
+            })
+            .collect();
+        Shared {
+            sources,
+            splitters,
+            cuts,
+            weights,
+            fixed_keys,
+            cancel: AtomicBool::new(false),
+            spare: Spare::new(meter, SPARE_BUFFERS_PER_JOB * jobs.max(1)),
+        }
+    }
+
+    /// Number of partitions.
+    pub(crate) fn partitions(&self) -> usize {
+        self.splitters.len() + 1
+    }
+
+    /// Cut `i`'s position in every source. The cell stays locked while
+    /// the cut is computed, so the other partition that needs it waits for
+    /// this one instead of decoding the same frames.
+    fn cut(&self, i: usize) -> Result<Arc<Vec<Pos>>> {
+        let mut state = lock(&self.cuts[i].state);
+        match &*state {
+            CutState::Known(cut) => return Ok(Arc::clone(cut)),
+            CutState::Failed(e) => return Err(SortError::Shared(Arc::clone(e))),
+            CutState::Unknown => {}
+        }
+        match self.compute_cut(i) {
+            Ok(cut) => {
+                let cut = Arc::new(cut);
+                *state = CutState::Known(Arc::clone(&cut));
+                Ok(cut)
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                *state = CutState::Failed(Arc::clone(&e));
+                Err(SortError::Shared(e))
+            }
+        }
+    }
+
+    /// One of cut `i`'s partitions is done with it.
+    fn done_with_cut(&self, i: usize) {
+        if self.cuts[i].users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *lock(&self.cuts[i].state) = CutState::Unknown;
+        }
+    }
+
+    fn compute_cut(&self, i: usize) -> Result<Vec<Pos>> {
+        let last = self.splitters.len() + 1;
+        self.sources
+            .iter()
+            .enumerate()
+            .map(|(s, source)| match (source, i) {
+                (PartSource::Batch(_), 0) => Ok(Pos::Batch(0)),
+                (PartSource::Batch(b), i) if i == last => Ok(Pos::Batch(b.len())),
+                (PartSource::Run(_), 0) => Ok(Pos::frame_start(0)),
+                (PartSource::Run(r), i) if i == last => Ok(Pos::frame_start(r.frames().len())),
+                (source, i) => self.place(source, s, &self.splitters[i - 1]),
+            })
+            .collect()
+    }
+
+    /// Where splitter `sp` cuts source number `s`.
+    fn place(&self, source: &PartSource, s: usize, sp: &Splitter) -> Result<Pos> {
+        let k: &[u8] = &sp.key;
+        // Whether an entry with this key lies before the cut.
+        let before = |key: &[u8]| {
+            if s < sp.source {
+                key <= k
+            } else {
+                key < k
+            }
+        };
+        match source {
+            PartSource::Batch(_) if s == sp.source => Ok(Pos::Batch(sp.pos)),
+            PartSource::Run(_) if s == sp.source => Ok(Pos::frame_start(sp.pos)),
+            PartSource::Batch(b) => {
+                let mut buf = [0u8; 8];
+                let mut lo = 0;
+                let mut hi = b.len();
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if before(batch_key(b, mid, &mut buf)) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                Ok(Pos::Batch(lo))
+            }
+            PartSource::Run(r) => {
+                let frames = r.frames();
+                let f = frames.partition_point(|fi| before(&fi.first_key));
+                if f == 0 {
+                    return Ok(Pos::frame_start(0));
+                }
+                let data = r.frame(f - 1, &self.spare)?;
+                let mut byte = 0;
+                for entry in 0..frames[f - 1].entries {
+                    let (key, record) =
+                        entry_at(&data.raw, byte).map_err(|reason| corrupt(r, f - 1, reason))?;
+                    if !before(&data.raw[key]) {
+                        return Ok(Pos::Run {
+                            frame: f - 1,
+                            entry,
+                            byte,
+                            data: Some(data),
+                        });
+                    }
+                    byte = record.end;
+                }
+                Ok(Pos::frame_start(f))
+            }
+        }
+    }
+}
+
+fn corrupt(r: &RunSource, frame: usize, reason: &str) -> SortError {
+    SortError::CorruptRun {
+        path: r.run.path().to_path_buf(),
+        offset: r.frames()[frame].offset,
+        reason: reason.to_string(),
+    }
+}
+
+/// Candidates in merge order, then a cut every `partition_bytes` of weight;
+/// returns the cuts and each partition's estimated bytes.
+fn choose_splitters(sources: &[PartSource], partition_bytes: u64) -> (Vec<Splitter>, Vec<u64>) {
+    // Batches are sampled about as densely as runs are framed, and at least
+    // eight times per partition so partitions come out near their target.
+    let frame_bytes = sources
+        .iter()
+        .find_map(|s| match s {
+            PartSource::Run(r) => r.frames().first().map(|f| u64::from(f.raw_len)),
+            PartSource::Batch(_) => None,
+        })
+        .unwrap_or(u64::MAX);
+    let sample_bytes = (partition_bytes / 8).clamp(1, frame_bytes.max(1));
+    let mut candidates = Vec::new();
+    for (s, source) in sources.iter().enumerate() {
+        match source {
+            PartSource::Run(r) => {
+                candidates.extend(r.frames().iter().enumerate().map(|(i, f)| Splitter {
+                    key: f.first_key.clone(),
+                    source: s,
+                    pos: i,
+                    weight: u64::from(f.raw_len),
+                }));
+            }
+            PartSource::Batch(b) if !b.is_empty() => {
+                let len = b.len() as u64;
+                let bytes = b.raw_bytes();
+                let step = (len * sample_bytes / bytes.max(1)).clamp(1, len);
+                let mut buf = [0u8; 8];
+                for i in (0..len).step_by(step as usize) {
+                    let n = step.min(len - i);
+                    candidates.push(Splitter {
+                        key: batch_key(b, i as usize, &mut buf).into(),
+                        source: s,
+                        pos: i as usize,
+                        weight: bytes * n / len,
+                    });
+                }
+            }
+            PartSource::Batch(_) => {}
+        }
+    }
+    candidates.sort_unstable_by(|a, b| {
+        a.key
+            .cmp(&b.key)
+            .then(a.source.cmp(&b.source))
+            .then(a.pos.cmp(&b.pos))
+    });
+    let mut cuts = Vec::new();
+    let mut weights = Vec::new();
+    let mut acc = 0u64;
+    for c in candidates {
+        if acc >= partition_bytes {
+            // `c` starts the next partition.
+            weights.push(acc);
+            acc = c.weight;
+            cuts.push(c);
+        } else {
+            acc += c.weight;
+        }
+    }
+    weights.push(acc);
+    (cuts, weights)
+}
+
+/// One source's slice of a partition, read front to back.
+enum Cursor<'a> {
+    Batch {
+        batch: &'a Batch,
+        pos: usize,
+        end: usize,
+        key8: [u8; 8],
+    },
+    Run(RunCursor<'a>),
+}
+
+struct RunCursor<'a> {
+    source: &'a RunSource,
+    spare: &'a Spare,
+    data: Option<Arc<FrameBuf>>,
+    frame: usize,
+    entry: u32,
+    byte: usize,
+    key: std::ops::Range<usize>,
+    record: std::ops::Range<usize>,
+    /// Where the partition ends in this run: before entry `end_entry` of
+    /// frame `end_frame`, whose decoded bytes the cut may hold.
+    end_frame: usize,
+    end_entry: u32,
+    end_data: Option<Arc<FrameBuf>>,
+    done: bool,
+}
+
+impl RunCursor<'_> {
+    /// Moves to the first entry at or after (frame, entry), or to done.
+    fn settle(&mut self) -> Result<()> {
+        let frames = self.source.frames();
+        loop {
+            if (self.frame, self.entry) == (self.end_frame, self.end_entry)
+                || self.frame >= frames.len()
+            {
+                self.done = true;
+                self.release();
+                return Ok(());
+            }
+            let data = match &self.data {
+                Some(d) => Arc::clone(d),
+                None => {
+                    let d = match &self.end_data {
+                        Some(d) if self.frame == self.end_frame => Arc::clone(d),
+                        _ => self.source.frame(self.frame, self.spare)?,
+                    };
+                    self.data = Some(Arc::clone(&d));
+                    d
+                }
+            };
+            if self.entry == frames[self.frame].entries {
+                if self.byte != data.raw.len() {
+                    return Err(corrupt(
+                        self.source,
+                        self.frame,
+                        "frame has bytes after its last entry",
+                    ));
+                }
+                self.release();
+                self.frame += 1;
+                self.entry = 0;
+                self.byte = 0;
+                continue;
+            }
+            let (key, record) = entry_at(&data.raw, self.byte)
+                .map_err(|reason| corrupt(self.source, self.frame, reason))?;
+            self.key = key;
+            self.record = record;
+            return Ok(());
+        }
+    }
+
+    /// Lets go of the current frame, recycling its buffer if no one else
+    /// holds it.
+    fn release(&mut self) {
+        if let Some(d) = self.data.take() {
+            if let Ok(buf) = Arc::try_unwrap(d) {
+                self.spare.give(buf.raw);
+            }
+        }
+    }
+}
+
+impl MergeSource for Cursor<'_> {
+    fn key(&self) -> Option<&[u8]> {
+        match self {
+            Cursor::Batch {
+                batch,
+                pos,
+                end,
+                key8,
+            } => (pos < end).then(|| batch.entry(*pos).1.unwrap_or(key8)),
+            Cursor::Run(r) => match (&r.data, r.done) {
+                (Some(d), false) => Some(&d.raw[r.key.clone()]),
+                _ => None,
+            },
+        }
+    }
+
+    fn record(&self) -> &[u8] {
+        match self {
+            Cursor::Batch { batch, pos, .. } => batch.entry(*pos).2,
+            Cursor::Run(r) => match &r.data {
+                Some(d) => &d.raw[r.record.clone()],
+                None => &[],
+            },
+        }
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        match self {
+            Cursor::Batch {
+                batch,
+                pos,
+                end,
+                key8,
+            } => {
+                *pos += 1;
+                if *pos < *end {
+                    *key8 = batch.entry(*pos).0.to_be_bytes();
+                }
+                Ok(())
+            }
+            Cursor::Run(r) => {
+                r.byte = r.record.end;
+                r.entry += 1;
+                r.settle()
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn cursor<'a>(&'a self, s: usize, from: &Pos, to: &Pos) -> Result<Cursor<'a>> {
+        match (&self.sources[s], from, to) {
+            (PartSource::Batch(batch), Pos::Batch(pos), Pos::Batch(end)) => {
+                let key8 = if pos < end {
+                    batch.entry(*pos).0.to_be_bytes()
+                } else {
+                    [0; 8]
+                };
+                Ok(Cursor::Batch {
+                    batch,
+                    pos: *pos,
+                    end: *end,
+                    key8,
+                })
+            }
+            (
+                PartSource::Run(source),
+                Pos::Run {
+                    frame,
+                    entry,
+                    byte,
+                    data,
+                },
+                Pos::Run {
+                    frame: end_frame,
+                    entry: end_entry,
+                    data: end_data,
+                    ..
+                },
+            ) => {
+                let mut c = RunCursor {
+                    source,
+                    spare: &self.spare,
+                    data: data.clone(),
+                    frame: *frame,
+                    entry: *entry,
+                    byte: *byte,
+                    key: 0..0,
+                    record: 0..0,
+                    end_frame: *end_frame,
+                    end_entry: *end_entry,
+                    end_data: end_data.clone(),
+                    done: false,
+                };
+                c.settle()?;
+                Ok(Cursor::Run(c))
+            }
+            _ => Err(SortError::Worker {
+                what: "partition cut of the wrong kind",
+            }),
+        }
+    }
+
+    /// Merges partition `p` into `seg`.
+    fn merge_partition(&self, p: usize, seg: &mut Segment) -> Result<()> {
+        seg.clear();
+        // The estimate plus an eighth: a partition may hold up to one
+        // candidate spacing more per source than its weight.
+        let estimate = usize::try_from(self.weights[p] + self.weights[p] / 8).unwrap_or(0);
+        seg.data.reserve(estimate);
+        let from = self.cut(p)?;
+        let to = self.cut(p + 1)?;
+        let cursors = (0..self.sources.len())
+            .map(|s| self.cursor(s, &from[s], &to[s]))
+            .collect::<Result<Vec<_>>>()?;
+        drop((from, to));
+        let mut tree = LoserTree::new(cursors, self.fixed_keys);
+        let mut merged = 0u64;
+        while let Some((key, record)) = tree.peek() {
+            seg.push(key, record);
+            tree.pop()?;
+            merged += 1;
+            if merged.is_multiple_of(CANCEL_CHECK_INTERVAL) && self.cancel.load(Ordering::Relaxed) {
+                return Err(SortError::Cancelled);
+            }
+        }
+        for c in tree.into_sources() {
+            if let Cursor::Run(mut r) = c {
+                r.release();
+            }
+        }
+        self.done_with_cut(p);
+        self.done_with_cut(p + 1);
+        seg.charge
+            .set(seg.data.capacity() + 8 * seg.lens.capacity());
+        Ok(())
+    }
+}
+
+/// One partition's merged entries: key and record bytes back to back.
+pub(crate) struct Segment {
+    data: Vec<u8>,
+    /// `(key length, record length)` of each entry.
+    lens: Vec<(u32, u32)>,
+    charge: Charge,
+}
+
+impl Segment {
+    fn new(meter: &Arc<Meter>) -> Self {
+        Segment {
+            data: Vec::new(),
+            lens: Vec::new(),
+            charge: Charge::new(meter),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.data.clear();
+        self.lens.clear();
+    }
+
+    fn push(&mut self, key: &[u8], record: &[u8]) {
+        self.data.extend_from_slice(key);
+        self.data.extend_from_slice(record);
+        self.lens.push((key.len() as u32, record.len() as u32));
+    }
+}
+
+/// The consumer side: partitions in order, as one stream.
+pub(crate) struct Partitioned {
+    shared: Arc<Shared>,
+    pool: Arc<ThreadPool>,
+    meter: Arc<Meter>,
+    next: usize,
+    inflight: VecDeque<Receiver<Result<Segment>>>,
+    lookahead: usize,
+    current: Segment,
+    idx: usize,
+    off: usize,
+    spare: Vec<Segment>,
+}
+
+impl Partitioned {
+    /// A merge of `shared`'s partitions with up to `lookahead` in flight.
+    pub(crate) fn new(
+        shared: Shared,
+        pool: Arc<ThreadPool>,
+        meter: Arc<Meter>,
+        lookahead: usize,
+    ) -> Self {
+        Partitioned {
+            shared: Arc::new(shared),
+            pool,
+            current: Segment::new(&meter),
+            meter,
+            next: 0,
+            inflight: VecDeque::new(),
+            lookahead: lookahead.max(1),
+            idx: 0,
+            off: 0,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Queues result slots and dispatches jobs up to the lookahead.
+    fn dispatch(&mut self) {
+        while self.inflight.len() < self.lookahead && self.next < self.shared.partitions() {
+            let p = self.next;
+            self.next += 1;
+            let mut seg = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Segment::new(&self.meter));
+            let shared = Arc::clone(&self.shared);
+            self.inflight.push_back(pool::spawn(&self.pool, move || {
+                shared.merge_partition(p, &mut seg).map(|()| seg)
+            }));
+        }
+    }
+
+    /// The next `(key, record)`, or `None` after the last partition.
+    pub(crate) fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        while self.idx == self.current.lens.len() {
+            self.dispatch();
+            let Some(rx) = self.inflight.pop_front() else {
+                return Ok(None);
+            };
+            let seg = pool::wait(&self.pool, &rx, "partition merge")??;
+            let mut done = std::mem::replace(&mut self.current, seg);
+            done.clear();
+            self.spare.push(done);
+            self.idx = 0;
+            self.off = 0;
+        }
+        let (k, r) = self.current.lens[self.idx];
+        let (k, r) = (k as usize, r as usize);
+        let at = self.off;
+        self.idx += 1;
+        self.off += k + r;
+        let data = &self.current.data;
+        Ok(Some((&data[at..at + k], &data[at + k..at + k + r])))
+    }
+}
+
+impl Drop for Partitioned {
+    fn drop(&mut self) {
+        self.shared.cancel.store(true, Ordering::Relaxed);
+        for rx in self.inflight.drain(..) {
+            // Waiting makes the jobs let go of the runs, so the files are
+            // deleted when this returns; their results no longer matter.
+            let _ = pool::wait(&self.pool, &rx, "partition merge");
+        }
+    }
+}

@@ -10,6 +10,9 @@ checks that premise on samtools itself).
 
 from __future__ import annotations
 
+import gzip
+from pathlib import Path
+
 import harness
 import oracle
 import pytest
@@ -53,6 +56,23 @@ def test_sam_output_text(alnsort_bin, inputs, oracle_cache, tmp_path, order, fmt
     check_ok(res)
     expected = oracle.strip_pg(oracle_cache.sorted_text(src, ORDERS[order]))
     assert_same_text(expected, oracle.strip_pg(out.read_text()), f"SAM text order={order} input={fmt}")
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+@pytest.mark.parametrize("order", ["coord", "name", "template"])
+def test_plain_gzip_sam_input(alnsort_bin, inputs, oracle_cache, tmp_path, order, stdin):
+    """SAM compressed with plain gzip (not BGZF), in two members, as
+    `gzip`/`cat` make it: samtools reads it, and so must alnsort."""
+    text = Path(inputs.get("main", "sam")).read_bytes()
+    half = text.index(b"\n", len(text) // 2) + 1
+    src = tmp_path.parent / f"{tmp_path.name}-in.sam.gz"
+    src.write_bytes(gzip.compress(text[:half], compresslevel=1) + gzip.compress(text[half:], compresslevel=1))
+    args = [*ORDERS[order], "-@", "2", "-m", "1M", "-O", "SAM", "-o", "-"]
+    res = run_alnsort(args + ([] if stdin else [str(src)]), stdin_path=str(src) if stdin else None, cwd=str(tmp_path))
+    check_ok(res)
+    expected = oracle.strip_pg(oracle_cache.sorted_text(str(src), ORDERS[order]))
+    assert_same_text(expected, oracle.strip_pg(res.stdout.decode()), f"gzip SAM order={order} stdin={stdin}")
+    assert harness.leftover_files(tmp_path, set()) == []
 
 
 @pytest.mark.parametrize("how", ["dash_arg", "no_arg"])

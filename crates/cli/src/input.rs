@@ -104,6 +104,13 @@ pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
         bail!("{name}: the input is empty (no header, no records)");
     }
     if prefix.starts_with(&GZIP_MAGIC) {
+        let mut prefix = prefix;
+        let more = read_prefix(&mut *raw, alnsort_bgzf::block::HEADER_LEN - prefix.len())
+            .with_context(|| format!("{name}: read error"))?;
+        prefix.extend_from_slice(&more);
+        if !alnsort_bgzf::is_bgzf(&prefix) {
+            return open_plain_gzip(name, prefix, raw);
+        }
         let mut reader =
             ParallelReader::new(raw, pool, prefix).map_err(|e| anyhow!("{name}: {e}"))?;
         let head = reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?;
@@ -146,6 +153,41 @@ pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
     check_text_start(&name, &prefix, "")?;
     let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
     open_sam(name, chained, size)
+}
+
+/// Plain gzip (one or more members without BGZF's block-size field, as
+/// `gzip file.sam` writes): samtools reads SAM compressed this way, so it is
+/// read here too, inflated as one stream on the reading thread (plain gzip
+/// cannot be split for parallel inflation). BAM must be BGZF (SAM spec
+/// §4.1), so a gzip stream holding BAM is refused as samtools refuses it.
+fn open_plain_gzip(name: String, prefix: Vec<u8>, raw: Box<dyn Read + Send>) -> Result<OpenInput> {
+    if !alnsort_bgzf::is_gzip(&prefix) {
+        bail!(
+            "{name}: starts with the gzip magic but is not a deflate gzip stream (first bytes {:02x?})",
+            &prefix[..prefix.len().min(4)]
+        );
+    }
+    let stream = std::io::Cursor::new(prefix).chain(raw);
+    let mut gz = BufReader::with_capacity(
+        INPUT_BUFFER,
+        flate2::read::MultiGzDecoder::new(BufReader::with_capacity(INPUT_BUFFER, stream)),
+    );
+    let head = gz
+        .fill_buf()
+        .map_err(|e| anyhow!("{name}: gzip stream at its start: {e}"))?;
+    if head.is_empty() {
+        bail!("{name}: the input is empty (a gzip stream with no data: no header, no records)");
+    }
+    if head.starts_with(b"BAM") {
+        bail!(
+            "{name}: BAM data in a gzip stream whose first block has no valid BGZF header (BC extra field): \
+             a damaged BAM file, or one compressed with plain gzip; BAM must be BGZF (recompress it with samtools view -b)"
+        );
+    }
+    check_text_start(&name, head, "uncompressed ")?;
+    // The file size counts compressed bytes while the reader counts text,
+    // so no total (and no ETA) is shown for it.
+    open_sam(name, Box::new(gz), None)
 }
 
 /// Refuses input that is neither BAM nor SAM text: SAM cannot contain

@@ -261,6 +261,13 @@ fn record_up_to_half_the_budget_is_accepted_larger_is_rejected() {
 
 #[test]
 fn corrupt_run_is_an_error_and_temp_files_are_removed() {
+    // One loser tree, and the final merge cut into key ranges.
+    for partition in [0, 200] {
+        corrupt_run_case(partition);
+    }
+}
+
+fn corrupt_run_case(partition: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let keys: Vec<Vec<u8>> = (0..5_000u64)
         .map(|i| (i % 13).to_be_bytes().to_vec())
@@ -268,8 +275,9 @@ fn corrupt_run_is_an_error_and_temp_files_are_removed() {
     let input = make_input(keys, &[30]);
     // Enough open runs that no background fan-in is writing while the
     // test damages the files.
-    let mut sorter =
-        Sorter::new(config(dir.path(), KeyKind::Fixed8, 8_192, 1_000), pool(2)).expect("sorter");
+    let mut cfg = config(dir.path(), KeyKind::Fixed8, 8_192, 1_000);
+    cfg.merge_partition_bytes = partition;
+    let mut sorter = Sorter::new(cfg, pool(2)).expect("sorter");
     for (k, r) in &input {
         sorter.push(k, r).expect("push");
     }
@@ -616,4 +624,32 @@ fn automatic_partitioning_only_with_threads() {
     let (got, two) = run_sort(&input, config(dir.path(), KeyKind::Fixed8, 8 << 20, 0), 2);
     assert_eq!(got, want);
     assert!(two.merge_partitions > 2, "{two:?}");
+}
+
+#[test]
+fn dropping_a_partitioned_merge_midway_removes_the_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: Vec<Vec<u8>> = (0..20_000u64)
+        .map(|i| ((i * 7919) % 5_000).to_be_bytes().to_vec())
+        .collect();
+    let input = make_input(keys, &[40]);
+    let mut cfg = config(dir.path(), KeyKind::Fixed8, 64 << 10, 0);
+    cfg.merge_partition_bytes = 4 << 10;
+    let mut sorter = Sorter::new(cfg, pool(3)).expect("sorter");
+    for (k, r) in &input {
+        sorter.push(k, r).expect("push");
+    }
+    let mut merged = sorter.finish().expect("finish");
+    assert!(merged.stats().runs_written > 2);
+    assert!(merged.stats().merge_partitions > 10);
+    for _ in 0..5_000 {
+        assert!(merged.next_record().expect("next").is_some());
+    }
+    assert!(temp_files(dir.path()) > 0, "runs are still being read");
+    drop(merged);
+    assert_eq!(
+        temp_files(dir.path()),
+        0,
+        "partition jobs let go of the runs"
+    );
 }

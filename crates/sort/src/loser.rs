@@ -73,6 +73,17 @@ impl<S: MergeSource> LoserTree<S> {
         source.key().map(|key| (key, source.record()))
     }
 
+    /// The source holding the smallest head, or `None` when all are
+    /// exhausted (the same entry `peek` returns).
+    pub(crate) fn winner_mut(&mut self) -> Option<&mut S> {
+        let winner = *self.nodes.first()?;
+        if *self.live.get(winner)? {
+            self.sources.get_mut(winner)
+        } else {
+            None
+        }
+    }
+
     /// Advances the source that produced the current winner and replays
     /// its path to the root.
     pub(crate) fn pop(&mut self) -> Result<()> {

@@ -35,9 +35,12 @@
 //! shared by all jobs.
 //!
 //! **Ordering and memory.** The consumer queues each partition's result
-//! slot before dispatching its job (ARCHITECTURE.md), keeps at most
-//! `lookahead` partitions in flight, and recycles their segment buffers. A
-//! lost job is an error. Dropping the consumer cancels the jobs in flight
+//! slot before dispatching its job (ARCHITECTURE.md) and keeps at most
+//! `lookahead` partitions in flight. A partition's output is a list of
+//! references, not copies: batch entries by number, run entries by byte
+//! range in decoded frames that the output keeps alive until consumed, so
+//! no record byte is copied between the sources and the writer. A lost job
+//! is an error. Dropping the consumer cancels the jobs in flight
 //! and waits for them, so run files are deleted when it returns.
 
 use std::collections::VecDeque;
@@ -58,11 +61,6 @@ use crate::runread::{entry_at, read_frame_at};
 
 /// Records a partition merges between looks at the cancel flag.
 const CANCEL_CHECK_INTERVAL: u64 = 1 << 12;
-
-/// Spare frame buffers kept for reuse, per job in flight: a raw and a
-/// stored buffer each, so decoding rarely goes to the allocator (whose mmap
-/// threshold the CLI pins low, so a fresh 256 KiB buffer costs page faults).
-const SPARE_BUFFERS_PER_JOB: usize = 2;
 
 /// A decoded frame, charged to the meter while alive.
 struct FrameBuf {
@@ -232,11 +230,24 @@ pub(crate) struct Shared {
     /// Cut `i` starts partition `i`; cut 0 is every source's start and the
     /// last is every source's end.
     cuts: Vec<CutCell>,
-    /// Estimated bytes of each partition (candidate weights between cuts).
-    weights: Vec<u64>,
     fixed_keys: bool,
     cancel: AtomicBool,
     spare: Spare,
+}
+
+/// Frame buffers kept for reuse: as many as the jobs in flight (and the one
+/// being consumed) can hold at once, a raw frame per run for the cursor and
+/// for the end cut plus a stored buffer, so that decoding never goes to the
+/// allocator once warm. The CLI pins glibc's mmap threshold at 128 KiB, so
+/// every fresh frame buffer would be a new mapping and ~50 page faults:
+/// measured +1.6 CPU s on the 697 MB benchmark at `-m 100M` with only two
+/// spares per job.
+fn spare_buffers(sources: &[PartSource], jobs: usize) -> usize {
+    let runs = sources
+        .iter()
+        .filter(|s| matches!(s, PartSource::Run(_)))
+        .count();
+    (jobs + 1) * (2 * runs + 2)
 }
 
 /// The key of a batch entry, for comparing with a splitter.
@@ -261,7 +272,8 @@ impl Shared {
         jobs: usize,
         meter: &Arc<Meter>,
     ) -> Self {
-        let (splitters, weights) = choose_splitters(&sources, partition_bytes.max(1));
+        let splitters = choose_splitters(&sources, partition_bytes.max(1));
+        let spare = Spare::new(meter, spare_buffers(&sources, jobs));
         let cuts = (0..splitters.len() + 2)
             .map(|_| CutCell {
                 state: Mutex::new(CutState::Unknown),
@@ -272,10 +284,9 @@ impl Shared {
             sources,
             splitters,
             cuts,
-            weights,
             fixed_keys,
             cancel: AtomicBool::new(false),
-            spare: Spare::new(meter, SPARE_BUFFERS_PER_JOB * jobs.max(1)),
+            spare,
         }
     }
 
@@ -393,9 +404,8 @@ fn corrupt(r: &RunSource, frame: usize, reason: &str) -> SortError {
     }
 }
 
-/// Candidates in merge order, then a cut every `partition_bytes` of weight;
-/// returns the cuts and each partition's estimated bytes.
-fn choose_splitters(sources: &[PartSource], partition_bytes: u64) -> (Vec<Splitter>, Vec<u64>) {
+/// Candidates in merge order, then a cut every `partition_bytes` of weight.
+fn choose_splitters(sources: &[PartSource], partition_bytes: u64) -> Vec<Splitter> {
     // Batches are sampled about as densely as runs are framed, and at least
     // eight times per partition so partitions come out near their target.
     let frame_bytes = sources
@@ -442,25 +452,24 @@ fn choose_splitters(sources: &[PartSource], partition_bytes: u64) -> (Vec<Splitt
             .then(a.pos.cmp(&b.pos))
     });
     let mut cuts = Vec::new();
-    let mut weights = Vec::new();
     let mut acc = 0u64;
     for c in candidates {
         if acc >= partition_bytes {
             // `c` starts the next partition.
-            weights.push(acc);
             acc = c.weight;
             cuts.push(c);
         } else {
             acc += c.weight;
         }
     }
-    weights.push(acc);
-    (cuts, weights)
+    cuts
 }
 
 /// One source's slice of a partition, read front to back.
 enum Cursor<'a> {
     Batch {
+        /// Index of the batch among the merge's sources.
+        source: u32,
         batch: &'a Batch,
         pos: usize,
         end: usize,
@@ -483,6 +492,9 @@ struct RunCursor<'a> {
     end_frame: usize,
     end_entry: u32,
     end_data: Option<Arc<FrameBuf>>,
+    /// Where the current frame sits in the segment being filled, once an
+    /// entry of it has been emitted.
+    slot: Option<u32>,
     done: bool,
 }
 
@@ -534,11 +546,45 @@ impl RunCursor<'_> {
     /// Lets go of the current frame, recycling its buffer if no one else
     /// holds it.
     fn release(&mut self) {
+        self.slot = None;
         if let Some(d) = self.data.take() {
             if let Ok(buf) = Arc::try_unwrap(d) {
                 self.spare.give(buf.raw);
             }
         }
+    }
+}
+
+impl Cursor<'_> {
+    /// Appends the current entry to `seg` as a reference: a batch entry by
+    /// number, a run entry by its frame (kept alive by the segment) and
+    /// byte ranges. Nothing is copied.
+    fn emit(&mut self, seg: &mut Segment) -> Result<()> {
+        match self {
+            Cursor::Batch { source, pos, .. } => seg.items.push(Item::Batch {
+                source: *source,
+                index: *pos as u32,
+            }),
+            Cursor::Run(r) => {
+                let Some(data) = &r.data else {
+                    return Err(SortError::Worker {
+                        what: "a run cursor without its frame won the merge",
+                    });
+                };
+                let slot = *r.slot.get_or_insert_with(|| {
+                    seg.frames.push(Arc::clone(data));
+                    (seg.frames.len() - 1) as u32
+                });
+                seg.items.push(Item::Run {
+                    slot,
+                    key: r.key.start as u32,
+                    key_len: r.key.len() as u32,
+                    record: r.record.start as u32,
+                    record_len: r.record.len() as u32,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -550,6 +596,7 @@ impl MergeSource for Cursor<'_> {
                 pos,
                 end,
                 key8,
+                ..
             } => (pos < end).then(|| batch.entry(*pos).1.unwrap_or(key8)),
             Cursor::Run(r) => match (&r.data, r.done) {
                 (Some(d), false) => Some(&d.raw[r.key.clone()]),
@@ -575,6 +622,7 @@ impl MergeSource for Cursor<'_> {
                 pos,
                 end,
                 key8,
+                ..
             } => {
                 *pos += 1;
                 if *pos < *end {
@@ -601,6 +649,7 @@ impl Shared {
                     [0; 8]
                 };
                 Ok(Cursor::Batch {
+                    source: s as u32,
                     batch,
                     pos: *pos,
                     end: *end,
@@ -634,6 +683,7 @@ impl Shared {
                     end_frame: *end_frame,
                     end_entry: *end_entry,
                     end_data: end_data.clone(),
+                    slot: None,
                     done: false,
                 };
                 c.settle()?;
@@ -648,10 +698,6 @@ impl Shared {
     /// Merges partition `p` into `seg`.
     fn merge_partition(&self, p: usize, seg: &mut Segment) -> Result<()> {
         seg.clear();
-        // The estimate plus an eighth: a partition may hold up to one
-        // candidate spacing more per source than its weight.
-        let estimate = usize::try_from(self.weights[p] + self.weights[p] / 8).unwrap_or(0);
-        seg.data.reserve(estimate);
         let from = self.cut(p)?;
         let to = self.cut(p + 1)?;
         let cursors = (0..self.sources.len())
@@ -660,8 +706,8 @@ impl Shared {
         drop((from, to));
         let mut tree = LoserTree::new(cursors, self.fixed_keys);
         let mut merged = 0u64;
-        while let Some((key, record)) = tree.peek() {
-            seg.push(key, record);
+        while let Some(winner) = tree.winner_mut() {
+            winner.emit(seg)?;
             tree.pop()?;
             merged += 1;
             if merged.is_multiple_of(CANCEL_CHECK_INTERVAL) && self.cancel.load(Ordering::Relaxed) {
@@ -676,37 +722,57 @@ impl Shared {
         self.done_with_cut(p);
         self.done_with_cut(p + 1);
         seg.charge
-            .set(seg.data.capacity() + 8 * seg.lens.capacity());
+            .set(seg.items.capacity() * std::mem::size_of::<Item>());
         Ok(())
     }
 }
 
-/// One partition's merged entries: key and record bytes back to back.
+/// One merged entry of a segment, by reference.
+#[derive(Clone, Copy)]
+enum Item {
+    /// Entry `index` of the batch that is source `source`.
+    Batch { source: u32, index: u32 },
+    /// Byte ranges in the segment's frame `slot`.
+    Run {
+        slot: u32,
+        key: u32,
+        key_len: u32,
+        record: u32,
+        record_len: u32,
+    },
+}
+
+/// One partition's merged stream: references to batch entries, and to run
+/// entries in decoded frames the segment keeps alive (their memory is
+/// charged by the frames themselves).
 pub(crate) struct Segment {
-    data: Vec<u8>,
-    /// `(key length, record length)` of each entry.
-    lens: Vec<(u32, u32)>,
+    items: Vec<Item>,
+    frames: Vec<Arc<FrameBuf>>,
     charge: Charge,
 }
 
 impl Segment {
     fn new(meter: &Arc<Meter>) -> Self {
         Segment {
-            data: Vec::new(),
-            lens: Vec::new(),
+            items: Vec::new(),
+            frames: Vec::new(),
             charge: Charge::new(meter),
         }
     }
 
     fn clear(&mut self) {
-        self.data.clear();
-        self.lens.clear();
+        self.items.clear();
+        self.frames.clear();
     }
 
-    fn push(&mut self, key: &[u8], record: &[u8]) {
-        self.data.extend_from_slice(key);
-        self.data.extend_from_slice(record);
-        self.lens.push((key.len() as u32, record.len() as u32));
+    /// Empties the segment, recycling frame buffers no one else holds.
+    fn recycle(&mut self, spare: &Spare) {
+        self.items.clear();
+        for frame in self.frames.drain(..) {
+            if let Ok(buf) = Arc::try_unwrap(frame) {
+                spare.give(buf.raw);
+            }
+        }
     }
 }
 
@@ -720,7 +786,9 @@ pub(crate) struct Partitioned {
     lookahead: usize,
     current: Segment,
     idx: usize,
-    off: usize,
+    /// The current key of a `Fixed8` batch entry, whose key is stored as an
+    /// integer.
+    key8: [u8; 8],
     spare: Vec<Segment>,
 }
 
@@ -741,7 +809,7 @@ impl Partitioned {
             inflight: VecDeque::new(),
             lookahead: lookahead.max(1),
             idx: 0,
-            off: 0,
+            key8: [0; 8],
             spare: Vec::new(),
         }
     }
@@ -764,25 +832,51 @@ impl Partitioned {
 
     /// The next `(key, record)`, or `None` after the last partition.
     pub(crate) fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
-        while self.idx == self.current.lens.len() {
+        while self.idx == self.current.items.len() {
             self.dispatch();
             let Some(rx) = self.inflight.pop_front() else {
                 return Ok(None);
             };
             let seg = pool::wait(&self.pool, &rx, "partition merge")??;
             let mut done = std::mem::replace(&mut self.current, seg);
-            done.clear();
+            done.recycle(&self.shared.spare);
             self.spare.push(done);
             self.idx = 0;
-            self.off = 0;
         }
-        let (k, r) = self.current.lens[self.idx];
-        let (k, r) = (k as usize, r as usize);
-        let at = self.off;
+        let item = self.current.items[self.idx];
         self.idx += 1;
-        self.off += k + r;
-        let data = &self.current.data;
-        Ok(Some((&data[at..at + k], &data[at + k..at + k + r])))
+        match item {
+            Item::Batch { source, index } => {
+                let PartSource::Batch(batch) = &self.shared.sources[source as usize] else {
+                    return Err(SortError::Worker {
+                        what: "partition entry of the wrong kind",
+                    });
+                };
+                let (prefix, key, record) = batch.entry(index as usize);
+                match key {
+                    Some(key) => Ok(Some((key, record))),
+                    None => {
+                        self.key8 = prefix.to_be_bytes();
+                        Ok(Some((&self.key8, record)))
+                    }
+                }
+            }
+            Item::Run {
+                slot,
+                key,
+                key_len,
+                record,
+                record_len,
+            } => {
+                let raw = &self.current.frames[slot as usize].raw;
+                let key = key as usize;
+                let record = record as usize;
+                Ok(Some((
+                    &raw[key..key + key_len as usize],
+                    &raw[record..record + record_len as usize],
+                )))
+            }
+        }
     }
 }
 

@@ -387,8 +387,9 @@ impl Sorter {
     /// partitions may be in flight, or `None` to merge in one piece (see
     /// `SortConfig::merge_partition_bytes`). Automatic plans fit in what
     /// the budget has left beside the last chunk: each partition in flight
-    /// holds its output (up to twice its target: estimates and growth), and
-    /// per run the frame its cursor reads and the frame its end cut is in.
+    /// holds its output (the decoded run frames it refers to: up to twice
+    /// its target, as cuts are estimates), and per run the frame its cursor
+    /// reads and the frame its end cut is in.
     fn partition_plan(&self, runs: usize) -> Option<(usize, usize)> {
         let threads = self.ctx.pool.current_num_threads();
         // One partition per thread merging, one being consumed, one ready.

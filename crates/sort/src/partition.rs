@@ -237,11 +237,11 @@ pub(crate) struct Shared {
 
 /// Frame buffers kept for reuse: as many as the jobs in flight (and the one
 /// being consumed) can hold at once, a raw frame per run for the cursor and
-/// for the end cut plus a stored buffer, so that decoding never goes to the
+/// for the end cut plus a stored buffer, so that decoding rarely goes to the
 /// allocator once warm. The CLI pins glibc's mmap threshold at 128 KiB, so
-/// every fresh frame buffer would be a new mapping and ~50 page faults:
-/// measured +1.6 CPU s on the 697 MB benchmark at `-m 100M` with only two
-/// spares per job.
+/// every fresh frame buffer is a new mapping and ~50 page faults: on the
+/// 697 MB benchmark at `-m 100M -@2` (20 runs), system time was 3.8 and
+/// 3.0 s with two spares per job, 2.9 and 2.6 s with this many.
 fn spare_buffers(sources: &[PartSource], jobs: usize) -> usize {
     let runs = sources
         .iter()

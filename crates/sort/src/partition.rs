@@ -392,3 +392,77 @@ impl Shared {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KeyKind;
+
+    /// Merges every partition of `shared` and returns each one's records.
+    fn partitions(shared: &Shared) -> Vec<Vec<Vec<u8>>> {
+        let meter = Arc::new(Meter::default());
+        (0..shared.partitions())
+            .map(|p| {
+                let mut seg = Segment::new(&meter);
+                shared.merge_partition(p, &mut seg).expect("merge");
+                seg.items
+                    .iter()
+                    .map(|item| match *item {
+                        Item::Batch { source, index } => match &shared.sources[source as usize] {
+                            PartSource::Batch(b) => b.entry(index as usize).2.to_vec(),
+                            PartSource::Run(_) => panic!("batch item names a run"),
+                        },
+                        Item::Run { .. } => panic!("no runs in this test"),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Three sorted batches whose keys are nearly all equal: the cuts must
+    /// fall inside the stretch of equal keys (by source and position), so
+    /// that every partition stays near its target size, and the partitions
+    /// laid end to end must be the stable merge.
+    #[test]
+    fn equal_keys_are_cut_into_bounded_partitions() {
+        let meter = Arc::new(Meter::default());
+        let mut sources = Vec::new();
+        let mut want: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut n = 0u32;
+        for _ in 0..3 {
+            let mut b = Batch::new(KeyKind::Variable, 1 << 20);
+            for i in 0..2_000u32 {
+                let key: &[u8] = if i % 97 == 0 { b"a" } else { b"same" };
+                let mut record = n.to_be_bytes().to_vec();
+                record.resize(40 + (i as usize % 20), 7);
+                assert!(b.try_push(key, &record));
+                want.push((key.to_vec(), record));
+                n += 1;
+            }
+            b.sort();
+            sources.push(PartSource::Batch(b));
+        }
+        // Stable sort of the concatenation = the merge of the sorted
+        // batches with ties to the lower source.
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        let target = 2_000u64;
+        let shared = Shared::new(sources, false, target, 2, &meter);
+        let parts = partitions(&shared);
+        let total: usize = want.iter().map(|(k, r)| k.len() + r.len()).sum();
+        assert!(
+            parts.len() as u64 >= total as u64 / (2 * target),
+            "{} partitions for {total} bytes",
+            parts.len()
+        );
+        for (p, part) in parts.iter().enumerate() {
+            let bytes: usize = part.iter().map(|r| r.len() + 4).sum();
+            assert!(
+                bytes as u64 <= 2 * target,
+                "partition {p} holds {bytes} bytes, target {target}"
+            );
+        }
+        let got: Vec<Vec<u8>> = parts.into_iter().flatten().collect();
+        let want: Vec<Vec<u8>> = want.into_iter().map(|(_, r)| r).collect();
+        assert_eq!(got, want);
+    }
+}

@@ -40,7 +40,7 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    fn new(meter: &Arc<Meter>) -> Self {
+    pub(super) fn new(meter: &Arc<Meter>) -> Self {
         Segment {
             items: Vec::new(),
             frames: Vec::new(),

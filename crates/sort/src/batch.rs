@@ -192,6 +192,16 @@ impl Batch {
         true
     }
 
+    /// The record buffer's allocation: its address, capacity and the bytes
+    /// used so far (for [`crate::sorter`]'s page prefaulting).
+    pub(crate) fn data_span(&self) -> (usize, usize, usize) {
+        (
+            self.data.as_ptr() as usize,
+            self.data.capacity(),
+            self.data.len(),
+        )
+    }
+
     /// Sorts the entries by key, stably: radix for `Fixed8`, the standard
     /// library's stable merge sort for `Variable`.
     pub fn sort(&mut self) {

@@ -192,13 +192,17 @@ impl Batch {
         true
     }
 
-    /// The record buffer's allocation: its address, capacity and the bytes
-    /// used so far (for [`crate::sorter`]'s page prefaulting).
+    /// The part of the record buffer that records may still reach: its
+    /// start address and the end offset of that part (capacity, or less
+    /// when the budget left cannot fill it), and the bytes used so far (for
+    /// the sorter's page prefaulting).
     pub(crate) fn data_span(&self) -> (usize, usize, usize) {
+        let len = self.data.len();
+        let reachable = len.saturating_add(self.limit.saturating_sub(self.used));
         (
             self.data.as_ptr() as usize,
-            self.data.capacity(),
-            self.data.len(),
+            self.data.capacity().min(reachable),
+            len,
         )
     }
 

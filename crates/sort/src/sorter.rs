@@ -322,12 +322,14 @@ impl Sorter {
     /// if the job is late the reader faults the page itself, and a failed
     /// or unsupported call changes nothing.
     fn prefault_ahead(&mut self) {
-        let (addr, cap, len) = self.filling.data_span();
-        if cap == 0 || self.prefaulted >= cap || len + PREFAULT_AHEAD <= self.prefaulted {
+        // `end` never exceeds what the batch's remaining budget can fill,
+        // so no page is made resident that the records would not reach.
+        let (addr, end, len) = self.filling.data_span();
+        if end == 0 || self.prefaulted >= end || len + PREFAULT_AHEAD <= self.prefaulted {
             return;
         }
         let from = self.prefaulted.max(len);
-        let to = (from + PREFAULT_STEP).min(cap);
+        let to = (from + PREFAULT_STEP).min(end);
         self.prefaulted = to;
         self.ctx
             .pool

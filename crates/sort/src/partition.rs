@@ -28,10 +28,11 @@
 //! weight.
 //!
 //! **Sharing work.** A cut inside a run frame needs that frame decoded.
-//! Each cut is computed once (a `OnceLock`) by whichever of its two
-//! partitions asks first, and decoded frames are shared through a per-run
-//! cache of weak references, so a frame that straddles a cut is normally
-//! decompressed once. Runs are read with `pread`, one descriptor per run
+//! Each cut is computed once, by whichever of its two partitions asks
+//! first (the other waits on the cut's lock), and forgotten when both are
+//! done with it; decoded frames are shared through a per-run cache of weak
+//! references, so a frame that straddles a cut is normally decompressed
+//! once. Runs are read with `pread`, one descriptor per run
 //! shared by all jobs.
 //!
 //! **Ordering and memory.** The consumer queues each partition's result
@@ -40,8 +41,8 @@
 //! references, not copies: batch entries by number, run entries by byte
 //! range in decoded frames that the output keeps alive until consumed, so
 //! no record byte is copied between the sources and the writer. A lost job
-//! is an error. Dropping the consumer cancels the jobs in flight
-//! and waits for them, so run files are deleted when it returns.
+//! is an error. Dropping the consumer cancels the jobs in flight and waits
+//! for them, so run files are deleted when it returns.
 
 mod source;
 mod stream;

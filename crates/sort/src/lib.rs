@@ -29,7 +29,8 @@
 //!    stream, byte for byte, with every core merging.
 //!
 //! Temp files live in `SortConfig::temp_dir`, are created with O_EXCL and
-//! are deleted as soon as they are merged away, and on drop or error.
+//! are deleted once merged away (a fan-in's inputs when it ends, the final
+//! merge's runs when [`Merged`] is dropped), and on drop or error.
 //!
 //! # Examples
 //!

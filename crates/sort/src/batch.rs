@@ -248,6 +248,23 @@ impl Batch {
         }
     }
 
+    /// The `i`-th entry's full key and record; a `Fixed8` key, stored as an
+    /// integer, is written to `buf` and returned from there.
+    pub(crate) fn key_and_record<'a>(
+        &'a self,
+        i: usize,
+        buf: &'a mut [u8; 8],
+    ) -> (&'a [u8], &'a [u8]) {
+        let (prefix, key, record) = self.entry(i);
+        match key {
+            Some(key) => (key, record),
+            None => {
+                *buf = prefix.to_be_bytes();
+                (&buf[..], record)
+            }
+        }
+    }
+
     /// Empties the batch for reuse, keeping its buffers, except that a
     /// buffer a lone oversized record blew past the budget is shrunk back.
     pub(crate) fn clear(&mut self) {

@@ -6,6 +6,7 @@
 //! chunk's sub-batches in fill order. With the loser tree's "lower index
 //! wins ties" rule that makes every merge stable.
 
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -22,31 +23,24 @@ use crate::{KeyKind, SortStats};
 /// flag: often enough that dropping a sorter returns within milliseconds.
 const CANCEL_CHECK_INTERVAL: u64 = 1 << 14;
 
-/// A sorted batch being read front to back.
-pub(crate) struct BatchCursor {
-    batch: Batch,
+/// A sorted batch, or a slice of one, being read front to back. The merge
+/// of runs and spills owns its batches (to recycle them); a partition of
+/// the final merge (`partition.rs`) borrows a slice of a shared one.
+pub(crate) struct BatchCursor<B: Borrow<Batch> = Batch> {
+    batch: B,
     pos: usize,
+    /// One past the last entry read.
+    end: usize,
     /// The current key's bytes for `Fixed8`, whose entries store the key as
     /// an integer only.
     key8: [u8; 8],
 }
 
-impl BatchCursor {
+impl BatchCursor<Batch> {
     /// A cursor on the first entry of a sorted batch.
     pub(crate) fn new(batch: Batch) -> Self {
-        let mut cursor = BatchCursor {
-            batch,
-            pos: 0,
-            key8: [0; 8],
-        };
-        cursor.load_key();
-        cursor
-    }
-
-    fn load_key(&mut self) {
-        if self.pos < self.batch.len() {
-            self.key8 = self.batch.entry(self.pos).0.to_be_bytes();
-        }
+        let end = batch.len();
+        BatchCursor::range(batch, 0, end)
     }
 
     pub(crate) fn into_batch(self) -> Batch {
@@ -54,18 +48,43 @@ impl BatchCursor {
     }
 }
 
-impl MergeSource for BatchCursor {
+impl<B: Borrow<Batch>> BatchCursor<B> {
+    /// A cursor on entries `pos..end` of a sorted batch.
+    pub(crate) fn range(batch: B, pos: usize, end: usize) -> Self {
+        let mut cursor = BatchCursor {
+            batch,
+            pos,
+            end,
+            key8: [0; 8],
+        };
+        cursor.load_key();
+        cursor
+    }
+
+    /// The current entry's index in the batch.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    fn load_key(&mut self) {
+        if self.pos < self.end {
+            self.key8 = self.batch.borrow().entry(self.pos).0.to_be_bytes();
+        }
+    }
+}
+
+impl<B: Borrow<Batch>> MergeSource for BatchCursor<B> {
     fn key(&self) -> Option<&[u8]> {
-        (self.pos < self.batch.len()).then(|| self.batch.entry(self.pos).1.unwrap_or(&self.key8))
+        (self.pos < self.end).then(|| self.batch.borrow().entry(self.pos).1.unwrap_or(&self.key8))
     }
 
     fn record(&self) -> &[u8] {
-        self.batch.entry(self.pos).2
+        self.batch.borrow().entry(self.pos).2
     }
 
     fn advance(&mut self) -> Result<()> {
         self.pos += 1;
-        if self.batch.kind() == KeyKind::Fixed8 {
+        if self.batch.borrow().kind() == KeyKind::Fixed8 {
             self.load_key();
         }
         Ok(())

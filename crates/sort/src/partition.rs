@@ -50,7 +50,6 @@ mod stream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::batch::Batch;
 use crate::error::{Result, SortError};
 use crate::loser::LoserTree;
 use crate::meter::Meter;
@@ -144,18 +143,6 @@ fn spare_buffers(sources: &[PartSource], jobs: usize) -> usize {
         .filter(|s| matches!(s, PartSource::Run(_)))
         .count();
     (jobs + 1) * (2 * runs + 2)
-}
-
-/// The key of a batch entry, for comparing with a splitter.
-fn batch_key<'a>(batch: &'a Batch, i: usize, buf: &'a mut [u8; 8]) -> &'a [u8] {
-    let (prefix, key, _) = batch.entry(i);
-    match key {
-        Some(k) => k,
-        None => {
-            *buf = prefix.to_be_bytes();
-            &buf[..]
-        }
-    }
 }
 
 impl Shared {
@@ -257,7 +244,7 @@ impl Shared {
                 let mut hi = b.len();
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
-                    if before(batch_key(b, mid, &mut buf)) {
+                    if before(b.key_and_record(mid, &mut buf).0) {
                         lo = mid + 1;
                     } else {
                         hi = mid;
@@ -331,7 +318,7 @@ fn choose_splitters(sources: &[PartSource], partition_bytes: u64) -> Vec<Splitte
                 for i in (0..len).step_by(step as usize) {
                     let n = step.min(len - i);
                     candidates.push(Splitter {
-                        key: batch_key(b, i as usize, &mut buf).into(),
+                        key: b.key_and_record(i as usize, &mut buf).0.into(),
                         source: s,
                         pos: i as usize,
                         weight: bytes * n / len,
@@ -397,6 +384,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Batch;
     use crate::KeyKind;
 
     /// Merges every partition of `shared` and returns each one's records.

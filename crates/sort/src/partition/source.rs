@@ -11,6 +11,7 @@ use super::{corrupt, lock, Pos};
 use crate::batch::Batch;
 use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
+use crate::merge::BatchCursor;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{FrameInfo, TempRun};
 use crate::runread::{entry_at, read_frame_at};
@@ -126,10 +127,7 @@ pub(super) enum Cursor<'a> {
     Batch {
         /// Index of the batch among the merge's sources.
         source: u32,
-        batch: &'a Batch,
-        pos: usize,
-        end: usize,
-        key8: [u8; 8],
+        cursor: BatchCursor<&'a Batch>,
     },
     Run(RunCursor<'a>),
 }
@@ -217,9 +215,9 @@ impl Cursor<'_> {
     /// byte ranges. Nothing is copied.
     pub(super) fn emit(&mut self, seg: &mut Segment) -> Result<()> {
         match self {
-            Cursor::Batch { source, pos, .. } => seg.items.push(Item::Batch {
+            Cursor::Batch { source, cursor } => seg.items.push(Item::Batch {
                 source: *source,
-                index: *pos as u32,
+                index: cursor.pos() as u32,
             }),
             Cursor::Run(r) => {
                 let Some(data) = &r.data else {
@@ -247,13 +245,7 @@ impl Cursor<'_> {
 impl MergeSource for Cursor<'_> {
     fn key(&self) -> Option<&[u8]> {
         match self {
-            Cursor::Batch {
-                batch,
-                pos,
-                end,
-                key8,
-                ..
-            } => (pos < end).then(|| batch.entry(*pos).1.unwrap_or(key8)),
+            Cursor::Batch { cursor, .. } => cursor.key(),
             Cursor::Run(r) => match (&r.data, r.done) {
                 (Some(d), false) => Some(&d.raw[r.key.clone()]),
                 _ => None,
@@ -263,7 +255,7 @@ impl MergeSource for Cursor<'_> {
 
     fn record(&self) -> &[u8] {
         match self {
-            Cursor::Batch { batch, pos, .. } => batch.entry(*pos).2,
+            Cursor::Batch { cursor, .. } => cursor.record(),
             Cursor::Run(r) => match &r.data {
                 Some(d) => &d.raw[r.record.clone()],
                 None => &[],
@@ -273,19 +265,7 @@ impl MergeSource for Cursor<'_> {
 
     fn advance(&mut self) -> Result<()> {
         match self {
-            Cursor::Batch {
-                batch,
-                pos,
-                end,
-                key8,
-                ..
-            } => {
-                *pos += 1;
-                if *pos < *end {
-                    *key8 = batch.entry(*pos).0.to_be_bytes();
-                }
-                Ok(())
-            }
+            Cursor::Batch { cursor, .. } => cursor.advance(),
             Cursor::Run(r) => {
                 r.byte = r.record.end;
                 r.entry += 1;
@@ -304,20 +284,10 @@ pub(super) fn cursor<'a>(
     to: &Pos,
 ) -> Result<Cursor<'a>> {
     match (source, from, to) {
-        (PartSource::Batch(batch), Pos::Batch(pos), Pos::Batch(end)) => {
-            let key8 = if pos < end {
-                batch.entry(*pos).0.to_be_bytes()
-            } else {
-                [0; 8]
-            };
-            Ok(Cursor::Batch {
-                source: s as u32,
-                batch,
-                pos: *pos,
-                end: *end,
-                key8,
-            })
-        }
+        (PartSource::Batch(batch), Pos::Batch(pos), Pos::Batch(end)) => Ok(Cursor::Batch {
+            source: s as u32,
+            cursor: BatchCursor::range(batch, *pos, *end),
+        }),
         (
             PartSource::Run(source),
             Pos::Run {

@@ -140,14 +140,7 @@ impl Partitioned {
                         what: "partition entry of the wrong kind",
                     });
                 };
-                let (prefix, key, record) = batch.entry(index as usize);
-                match key {
-                    Some(key) => Ok(Some((key, record))),
-                    None => {
-                        self.key8 = prefix.to_be_bytes();
-                        Ok(Some((&self.key8, record)))
-                    }
-                }
+                Ok(Some(batch.key_and_record(index as usize, &mut self.key8)))
             }
             Item::Run {
                 slot,

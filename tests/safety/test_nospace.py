@@ -168,16 +168,22 @@ def _parse(r: subprocess.CompletedProcess) -> tuple[int, str, str, str]:
     return rc, left, used, r.stderr.decode("utf-8", "replace")
 
 
-def test_spill_that_cannot_fit_is_refused(sam_input: Path, tmp_path: Path):
-    """-T on a 5 MiB filesystem and a 16 MiB sort buffer: the first spill
-    cannot fit, and alnsort says so before writing it."""
+def _sort_with_small_temp(sam_input: Path, tmp_path: Path, mem: str):
+    """Sorts with -m MEM and -T on the 5 MiB filesystem, the output in its own
+    directory; returns that directory and the parsed report."""
     outdir = tmp_path / "out"
     outdir.mkdir()
     out = outdir / "sorted.bam"
-    r = _in_small_fs(tmp_path, f'"$ALNSORT" sort -m 16M -T "$MNT" -o {out} {sam_input}; {_REPORT}')
+    r = _in_small_fs(tmp_path, f'"$ALNSORT" sort -m {mem} -T "$MNT" -o {out} {sam_input}; {_REPORT}')
     if r is None:
         pytest.skip("mounting a tmpfs is not permitted here (neither as root nor in a user namespace)")
-    rc, left, _, err = _parse(r)
+    return outdir, _parse(r)
+
+
+def test_spill_that_cannot_fit_is_refused(sam_input: Path, tmp_path: Path):
+    """-T on a 5 MiB filesystem and a 16 MiB sort buffer: the first spill
+    cannot fit, and alnsort says so before writing it."""
+    outdir, (rc, left, _, err) = _sort_with_small_temp(sam_input, tmp_path, "16M")
     ctx = f"exit {rc}; stderr:\n{err}"
     assert rc == 1, ctx
     m = re.search(r"not enough space in temp directory (\S+): the next run file may need (\d+) bytes, "
@@ -192,13 +198,7 @@ def test_spill_that_cannot_fit_is_refused(sam_input: Path, tmp_path: Path):
 def test_spills_that_fill_the_filesystem_are_refused(sam_input: Path, tmp_path: Path):
     """Small runs (-m 1M) fit one by one until the filesystem is full: the
     check before a spill (or the ENOSPC of the write) stops the run cleanly."""
-    outdir = tmp_path / "out"
-    outdir.mkdir()
-    out = outdir / "sorted.bam"
-    r = _in_small_fs(tmp_path, f'"$ALNSORT" sort -m 1M -T "$MNT" -o {out} {sam_input}; {_REPORT}')
-    if r is None:
-        pytest.skip("mounting a tmpfs is not permitted here (neither as root nor in a user namespace)")
-    rc, left, used, err = _parse(r)
+    outdir, (rc, left, used, err) = _sort_with_small_temp(sam_input, tmp_path, "1M")
     ctx = f"exit {rc}; stderr:\n{err}"
     assert rc == 1, ctx
     assert re.search(r"not enough space in temp directory|No space left on device", err), ctx

@@ -66,6 +66,17 @@ fn run_sort(input: &Input, config: SortConfig, threads: usize) -> (Vec<Vec<u8>>,
     (out, stats)
 }
 
+/// Ends the input and returns the merged records and the final stats, with
+/// the merge dropped (its run files deleted).
+fn finish_and_collect(sorter: Sorter) -> (Vec<Vec<u8>>, SortStats) {
+    let mut merged = sorter.finish().expect("finish");
+    let mut got = Vec::new();
+    while let Some(r) = merged.next_record().expect("next") {
+        got.push(r.to_vec());
+    }
+    (got, merged.stats())
+}
+
 fn temp_files(dir: &Path) -> usize {
     std::fs::read_dir(dir).expect("read temp dir").count()
 }
@@ -432,13 +443,7 @@ fn reading_goes_on_while_a_spill_is_in_flight() {
     for (k, r) in &input[pushed..] {
         sorter.push(k, r).expect("push");
     }
-    let mut merged = sorter.finish().expect("finish");
-    let mut got = Vec::new();
-    while let Some(r) = merged.next_record().expect("next") {
-        got.push(r.to_vec());
-    }
-    let stats = merged.stats();
-    drop(merged);
+    let (got, stats) = finish_and_collect(sorter);
     assert_eq!(got, expected(&input));
     assert!(stats.spills >= 4, "{stats:?}");
     assert!(stats.spill_wait_ns > 0, "the first spill is waited for");
@@ -467,13 +472,7 @@ fn double_buffering_stays_within_the_budget_when_spills_are_slow() {
     for (k, r) in &input {
         sorter.push(k, r).expect("push");
     }
-    let mut merged = sorter.finish().expect("finish");
-    let mut got = Vec::new();
-    while let Some(r) = merged.next_record().expect("next") {
-        got.push(r.to_vec());
-    }
-    let stats = merged.stats();
-    drop(merged);
+    let (got, stats) = finish_and_collect(sorter);
     opener.join().expect("opener thread");
     assert_eq!(got, expected(&input));
     assert!(stats.spills >= 6, "{stats:?}");

@@ -1,0 +1,176 @@
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn pool(n: usize) -> Arc<ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// Jobs that finish in reverse order of dispatch still come out in order.
+#[test]
+fn ordered_queue_keeps_push_order() {
+    let p = pool(4);
+    let mut q = OrderedQueue::new(Arc::clone(&p), "test");
+    for i in 0..32u64 {
+        q.push(move || {
+            std::thread::sleep(Duration::from_micros((32 - i) * 300));
+            i
+        });
+    }
+    let got: Vec<u64> = std::iter::from_fn(|| q.pop()).map(|r| r.unwrap()).collect();
+    assert_eq!(got, (0..32).collect::<Vec<_>>());
+    assert!(q.is_empty());
+}
+
+#[test]
+fn a_panicking_job_is_lost_naming_its_stage_and_later_jobs_still_arrive() {
+    let p = pool(2);
+    let mut q = OrderedQueue::new(Arc::clone(&p), "frame inflate");
+    q.push(|| 1);
+    q.push(|| panic!("boom"));
+    q.push(|| 3);
+    assert_eq!(q.pop().unwrap(), Ok(1));
+    let lost = q.pop().unwrap().unwrap_err();
+    assert_eq!(lost.stage, "frame inflate");
+    assert!(lost.to_string().contains("frame inflate"), "{lost}");
+    assert_eq!(q.pop().unwrap(), Ok(3));
+    assert!(q.pop().is_none());
+}
+
+/// A worker of a one-thread pool that waits for a job on the same pool runs
+/// that job itself instead of deadlocking.
+#[test]
+fn waiting_inside_a_one_thread_pool_runs_the_awaited_job() {
+    let p = pool(1);
+    let inner = Arc::clone(&p);
+    let v = p.install(move || spawn(&inner, || 41 + 1).wait(&inner, "inner"));
+    assert_eq!(v, Ok(42));
+}
+
+/// With the channel full, `send` on the only worker runs the queued job
+/// that empties it instead of blocking that worker forever.
+#[test]
+fn sending_inside_a_one_thread_pool_lets_queued_jobs_drain() {
+    let p = pool(1);
+    let inner = Arc::clone(&p);
+    let taken = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&taken);
+    let left: usize = p.install(move || {
+        let (tx, rx) = bounded::<usize>(1);
+        for v in [1, 2, 3] {
+            send(&inner, &tx, v).expect("receiver alive");
+            let (rx, seen) = (rx.clone(), Arc::clone(&seen));
+            inner.spawn(move || {
+                if let Ok(v) = rx.try_recv() {
+                    seen.fetch_add(v, Ordering::SeqCst);
+                }
+            });
+        }
+        while inner.yield_now() == Some(Yield::Executed) {}
+        rx.try_iter().sum()
+    });
+    assert_eq!(taken.load(Ordering::SeqCst) + left, 6);
+    assert!(
+        taken.load(Ordering::SeqCst) >= 3,
+        "jobs ran while send waited"
+    );
+}
+
+#[test]
+fn disconnection_is_reported() {
+    let p = pool(1);
+    let (tx, rx) = bounded::<u8>(1);
+    drop(tx);
+    assert_eq!(recv(&p, &rx), Err(RecvError));
+    let (tx, rx) = bounded::<u8>(1);
+    drop(rx);
+    assert!(send(&p, &tx, 1).is_err());
+}
+
+#[test]
+fn ordered_map_keeps_production_order_and_ends() {
+    let p = pool(3);
+    let mut o = Ordered::spawn(
+        Arc::clone(&p),
+        "square",
+        4,
+        |emit| {
+            for i in 0..100u64 {
+                if !emit(i) {
+                    return;
+                }
+            }
+        },
+        |i: u64| {
+            if i.is_multiple_of(7) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            i * i
+        },
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    while let Some(r) = o.next_result() {
+        got.push(r.unwrap());
+    }
+    assert_eq!(got, (0..100u64).map(|i| i * i).collect::<Vec<_>>());
+}
+
+#[test]
+fn ordered_map_reports_a_panicking_worker() {
+    let p = pool(2);
+    let mut o = Ordered::spawn(
+        Arc::clone(&p),
+        "parse",
+        2,
+        |emit| {
+            for i in 0..3u32 {
+                emit(i);
+            }
+        },
+        |i: u32| {
+            if i == 1 {
+                panic!("bad batch");
+            }
+            i
+        },
+    )
+    .unwrap();
+    assert_eq!(o.next_result().unwrap(), Ok(0));
+    assert_eq!(o.next_result().unwrap(), Err(Lost { stage: "parse" }));
+    assert_eq!(o.next_result().unwrap(), Ok(2));
+    assert!(o.next_result().is_none());
+}
+
+/// Dropping the consumer early stops an endless producer at its next emit
+/// instead of hanging the drop.
+#[test]
+fn dropping_an_ordered_map_early_stops_the_producer() {
+    let p = pool(2);
+    let produced = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&produced);
+    let (done_tx, done_rx) = bounded::<()>(1);
+    let mut o = Ordered::spawn(
+        Arc::clone(&p),
+        "endless",
+        2,
+        move |emit| {
+            while emit(()) {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let _ = done_tx.send(());
+        },
+        |()| 7u8,
+    )
+    .unwrap();
+    assert_eq!(o.next_result().unwrap(), Ok(7));
+    drop(o);
+    done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the producer stopped after the consumer went away");
+    assert!(produced.load(Ordering::SeqCst) >= 1);
+}

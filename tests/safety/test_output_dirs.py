@@ -98,6 +98,14 @@ def test_output_directory_is_a_file(tmpdir_case: Path | None, tmp_path: Path):
     assert f.read_text() == "x"
 
 
+def test_output_is_a_directory(tmpdir_case: Path | None, tmp_path: Path):
+    d = tmp_path / "adir"
+    d.mkdir()
+    rc, err = run_on_open_pipe(["-o", str(d)], tmpdir_case)
+    check(rc, err, rf"cannot create output '{re.escape(str(d))}': '{re.escape(str(d))}' is a directory", tmpdir_case)
+    assert u.entries(d) == []
+
+
 def test_read_only_output_directory(tmpdir_case: Path | None, tmp_path: Path):
     ro = tmp_path / "ro"
     ro.mkdir()

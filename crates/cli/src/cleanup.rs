@@ -224,7 +224,9 @@ impl CreateError {
             .ancestors()
             .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok());
         let not_dir = existing.filter(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
-        let problem = if let Some(f) = not_dir {
+        let problem = if dest.is_dir() {
+            format!("'{}' is a directory", dest.display())
+        } else if let Some(f) = not_dir {
             format!("'{}' is not a directory", f.display())
         } else if !dir.is_dir() {
             format!("directory '{}' does not exist", dir.display())

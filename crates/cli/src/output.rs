@@ -78,7 +78,9 @@ enum Reserved {
 
 impl Reserved {
     fn new(what: &'static str, path: &Path, debris: &Debris) -> Result<Reserved> {
-        if crate::cleanup::resolve_destination(path).1 {
+        // A directory is refused now (opening it fails); a device or a pipe
+        // waits for the output to start.
+        if crate::cleanup::resolve_destination(path).1 && !path.is_dir() {
             return Ok(Reserved::Later(path.to_path_buf()));
         }
         let (p, f) =

@@ -199,6 +199,15 @@ struct SigSet(libc::sigset_t);
 // SAFETY: a sigset_t is plain data; it is moved to one thread and only read there.
 unsafe impl Send for SigSet {}
 
+/// The directory a file at PATH lives in (`.` for a bare name): where its
+/// pending file is created.
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// A destination (the output or its index) that cannot be created, with
 /// what is wrong with its directory, found before any input is read.
 #[derive(Debug, thiserror::Error)]
@@ -214,10 +223,7 @@ pub struct CreateError {
 impl CreateError {
     /// Explains SOURCE, the error of creating a file beside DEST.
     pub fn new(what: &'static str, dest: &Path, source: io::Error) -> CreateError {
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = directory_of(dest);
         // The nearest ancestor that exists says why: a missing directory, or
         // a regular file where a directory should be.
         let existing = dir
@@ -299,10 +305,7 @@ impl PendingFile {
             };
             return Ok((p, f));
         }
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = directory_of(&dest);
         let name = dest
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -147,12 +147,6 @@ def test_closed_stdout_pipe_in_a_shell_pipeline(sam_input: Path, tmp_path: Path)
 TMPFS_SIZE = "5m"
 
 
-def _mount_tmpfs(mnt: Path) -> bool:
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(mnt)],
-                       capture_output=True)
-    return r.returncode == 0
-
-
 def _in_small_fs(tmp_path: Path, script: str) -> subprocess.CompletedProcess | None:
     """Runs SCRIPT (bash, with $MNT a 5 MiB tmpfs) and returns its result, or
     None when no way to mount is permitted. As root the mount is direct;
@@ -160,11 +154,9 @@ def _in_small_fs(tmp_path: Path, script: str) -> subprocess.CompletedProcess | N
     mnt = tmp_path / "small"
     mnt.mkdir()
     env = dict(os.environ, MNT=str(mnt), ALNSORT=u.alnsort_bin())
-    if _mount_tmpfs(mnt):
-        try:
+    with u.mounted_tmpfs(mnt, f"size={TMPFS_SIZE}") as why_not:
+        if why_not is None:
             return subprocess.run(["bash", "-c", script], capture_output=True, env=env, timeout=120)
-        finally:
-            subprocess.run(["umount", str(mnt)], capture_output=True)
     if shutil.which("unshare") is None:
         return None
     wrapped = f"mount -t tmpfs -o size={TMPFS_SIZE} tmpfs \"$MNT\" || exit 99\n{script}"

@@ -11,6 +11,7 @@ which byte it broke.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import struct
@@ -275,3 +276,19 @@ def env_with_tmpdir(tmpdir: Path) -> dict:
     e = dict(os.environ)
     e["TMPDIR"] = str(tmpdir)
     return e
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(mnt: Path, options: str):
+    """Mounts a tmpfs with OPTIONS (e.g. "size=5m", "ro") on MNT for the
+    body and unmounts it after. Yields None when mounted, or the reason it
+    could not be (mounting needs CAP_SYS_ADMIN, i.e. root): the caller
+    skips with that reason."""
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode != 0:
+        yield f"mount -t tmpfs -o {options} failed: {r.stderr.decode(errors='replace').strip() or r.returncode}"
+        return
+    try:
+        yield None
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

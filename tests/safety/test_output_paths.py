@@ -3,8 +3,9 @@ name and renamed into place, but a destination that is not a regular file
 must be written in place, never replaced: before this was fixed,
 `-o /dev/null` (or a symlink to it) renamed a regular file over the device
 node, which as root destroys /dev/null for the whole machine, and `-o FIFO`
-replaced the pipe its reader was waiting on. After a failure a stale file at
-the output path is removed, but never a device, a pipe or the input itself.
+replaced the pipe its reader was waiting on. A failed run never touches
+what is at the output path: a device, a pipe, the input itself, or an
+earlier output (test_existing_output.py).
 """
 
 from __future__ import annotations
@@ -70,17 +71,6 @@ def test_symlink_to_regular_file_keeps_the_link(tmp_path: Path):
     assert res.returncode == 0, res.stderr.decode()
     assert link.is_symlink(), "the link was replaced by the output"
     assert target.read_bytes().endswith(u.EOF_BLOCK)
-
-
-def test_stale_output_removed_on_failure(tmp_path: Path):
-    """A finished-looking file from an earlier run must not survive a failed
-    run at the same path (it would pass for this run's output)."""
-    out = tmp_path / "out.bam"
-    out.write_bytes(u.bam_file(u.bam_header(), u.records(5)))
-    res = u.run(["-o", str(out), str(bad_bam(tmp_path))])
-    assert res.returncode == 1
-    assert not out.exists()
-    assert u.pending_outputs(tmp_path) == []
 
 
 def test_failed_in_place_sort_keeps_the_input(tmp_path: Path):

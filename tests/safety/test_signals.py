@@ -7,9 +7,14 @@ killed with SIGKILL may leave its directory, and the next run with the same
 `-T` succeeds without touching it.
 
 The phase is observed from outside: run files appearing under `-T` mean the
-sort is spilling (and still reading: no pending output exists yet); the
-pending output `.<name>.alnsort-<pid>-<n>.tmp` growing beside the output
-means the final merge is writing.
+sort is spilling (and still reading: the pending output, created empty
+before any input is read, has no bytes yet); the pending output
+`.<name>.alnsort-<pid>-<n>.tmp` growing beside the output means the final
+merge is writing.
+
+A signal that was ignored when alnsort started (`nohup`, or a shell that
+ignores SIGINT for background jobs) stays ignored: the run finishes with the
+same bytes as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -81,7 +86,9 @@ def test_signal_cleans_up(signame: str, phase: str, big_input: Path, tmp_path: P
         if phase == "spill":
             wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
             state = f"run files {len(run_files(tdir))}, pending output {u.pending_outputs(outdir)}"
-            spilling = not u.pending_outputs(outdir)
+            # The pending output is created (empty) before any input is
+            # read; it grows only once the final merge writes.
+            spilling = all((outdir / p).stat().st_size == 0 for p in u.pending_outputs(outdir))
         else:
             def writing() -> bool:
                 p = u.pending_outputs(outdir)
@@ -155,7 +162,10 @@ def test_sigkill_leftovers_do_not_disturb_next_run(phase: str, small_input: Path
     if phase == "spill":
         wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
     else:
-        wait_for(proc, lambda: bool(u.pending_outputs(outdir)), "pending output")
+        # The pending output exists (empty) from the start; bytes in it
+        # mean the final merge is writing.
+        wait_for(proc, lambda: any((outdir / p).stat().st_size > 0 for p in u.pending_outputs(outdir)),
+                 "pending output being written")
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     time.sleep(0.05)
@@ -174,3 +184,72 @@ def test_sigkill_leftovers_do_not_disturb_next_run(phase: str, small_input: Path
     del after_out["sorted.bam"]
     assert after_out == left_out, "the second run touched the dead run's pending output or left its own"
     assert len(_sorted_records(out)) == sum(1 for line in open(small_input) if not line.startswith("@"))
+
+
+def _ignoring(*sigs: int):
+    def pre():
+        for s in sigs:
+            signal.signal(s, signal.SIG_IGN)
+
+    return pre
+
+
+@pytest.mark.parametrize("signame", ["SIGHUP", "SIGINT"])
+def test_ignored_signal_stays_ignored(signame: str, small_input: Path, tmp_path: Path):
+    """`nohup alnsort sort ...`: SIGHUP was SIG_IGN when alnsort started, so
+    a SIGHUP mid-run must not stop it (same for an ignored SIGINT). The run
+    exits 0 and its output equals that of an undisturbed run."""
+    sig = getattr(signal, signame)
+    tdir = tmp_path / "T"
+    tdir.mkdir()
+    out = tmp_path / "sorted.bam"
+    # The same command line undisturbed (the @PG line holds it).
+    res = u.run(["-m", "1M", "-T", str(tdir), "-o", str(out), str(small_input)])
+    assert res.returncode == 0, res.stderr.decode()
+    ref = tmp_path / "ref.bam"
+    out.rename(ref)
+    log = tmp_path / "stderr"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([u.alnsort_bin(), "sort", "-m", "1M", "-T", str(tdir), "-o", str(out),
+                                 str(small_input)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err, preexec_fn=_ignoring(sig))
+    try:
+        wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
+        proc.send_signal(sig)
+        time.sleep(0.05)
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    ctx = f"{signame} ignored at start, sent mid-run: exit {rc}; stderr:\n{log.read_text(errors='replace')}"
+    assert rc == 0, ctx
+    assert out.read_bytes() == ref.read_bytes(), f"output differs from an undisturbed run\n{ctx}"
+    assert u.entries(tdir) == [], ctx
+
+
+def test_other_signals_still_handled_when_one_is_ignored(big_input: Path, tmp_path: Path):
+    """Ignoring SIGHUP (nohup) must not disable the cleanup on SIGTERM."""
+    tdir, outdir = tmp_path / "T", tmp_path / "out"
+    tdir.mkdir()
+    outdir.mkdir()
+    log = tmp_path / "stderr"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([u.alnsort_bin(), "sort", "-m", "1M", "-T", str(tdir), "-o",
+                                 str(outdir / "sorted.bam"), str(big_input)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_ignoring(signal.SIGHUP))
+    try:
+        wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.05)
+        assert proc.poll() is None, "an ignored SIGHUP stopped the run"
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    ctx = f"exit {rc}; stderr:\n{log.read_text(errors='replace')}"
+    assert rc == 143, ctx
+    assert u.entries(tdir) == [] and u.entries(outdir) == [], ctx

@@ -8,7 +8,14 @@
 //! Signals are handled without async-signal-unsafe work in a handler: they
 //! are blocked in every thread (the mask is inherited by threads created
 //! after `SignalGuard::install`), and one dedicated thread waits for them with
-//! `sigwait`, removes what is registered, and exits the process.
+//! `sigwait`, removes what is registered, and exits the process. A signal
+//! that was ignored when the process started (`nohup` ignores SIGHUP, shells
+//! ignore SIGINT for background jobs) is left ignored: it is neither blocked
+//! nor waited for, so it cannot stop the run.
+//!
+//! A failed run removes only what it created itself (the registered paths);
+//! whatever was at the output or index path before the run is never touched,
+//! since the pending files reach their destination only by the final rename.
 
 use std::ffi::CString;
 use std::io;
@@ -107,19 +114,42 @@ impl Drop for TempDir {
 }
 
 /// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and so in every thread it
-/// creates afterwards) and starts the thread that cleans up on them.
+/// creates afterwards) and starts the thread that cleans up on them; those
+/// of them that were ignored at startup stay ignored.
 pub struct SignalGuard;
 
 const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// True when SIG's disposition, as inherited from the parent, is SIG_IGN.
+fn ignored_at_start(sig: libc::c_int) -> io::Result<bool> {
+    // SAFETY: sigaction with a null new action only reads the current one
+    // into a zeroed, locally owned struct.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(old.sa_sigaction == libc::SIG_IGN)
+    }
+}
+
 impl SignalGuard {
     /// Call before any other thread is created.
     pub fn install(debris: Debris) -> io::Result<SignalGuard> {
+        let mut handled = Vec::with_capacity(HANDLED.len());
+        for s in HANDLED {
+            if !ignored_at_start(s)? {
+                handled.push(s);
+            }
+        }
+        if handled.is_empty() {
+            return Ok(SignalGuard);
+        }
         // SAFETY: plain libc calls on a zeroed, locally owned sigset_t.
         let set = unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            for s in HANDLED {
+            for &s in &handled {
                 libc::sigaddset(&mut set, s);
             }
             if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
@@ -134,7 +164,7 @@ impl SignalGuard {
                 let mut sig: libc::c_int = 0;
                 // SAFETY: `set` is a valid initialised sigset_t owned by this thread.
                 let r = unsafe { libc::sigwait(&set.0, &mut sig) };
-                if r == 0 && HANDLED.contains(&sig) {
+                if r == 0 && handled.contains(&sig) {
                     debris.remove_all();
                     eprintln!("alnsort: interrupted by signal {sig}; temporary files and partial output removed");
                     // SAFETY: terminating the process; _exit runs no destructors
@@ -147,9 +177,90 @@ impl SignalGuard {
     }
 }
 
+/// Ends the process by SIGPIPE, as a Unix filter whose reader went away
+/// does (the shell sees status 141). The Rust runtime ignores SIGPIPE so
+/// that writes return EPIPE; this restores the default action and raises
+/// it. Call after the run's own files are removed.
+pub fn exit_by_sigpipe() -> ! {
+    // SAFETY: plain libc calls; raise with SIG_DFL terminates the process,
+    // and _exit is the fallback if it does not.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(libc::SIGPIPE);
+        libc::_exit(128 + libc::SIGPIPE)
+    }
+}
+
 struct SigSet(libc::sigset_t);
 // SAFETY: a sigset_t is plain data; it is moved to one thread and only read there.
 unsafe impl Send for SigSet {}
+
+/// The directory a file at PATH lives in (`.` for a bare name): where its
+/// pending file is created.
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// A destination (the output or its index) that cannot be created, with
+/// what is wrong with its directory, found before any input is read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot create {what} '{}': {problem}", dest.display())]
+pub struct CreateError {
+    pub what: &'static str,
+    pub dest: PathBuf,
+    problem: String,
+    #[source]
+    source: io::Error,
+}
+
+impl CreateError {
+    /// Explains SOURCE, the error of creating a file beside DEST.
+    pub fn new(what: &'static str, dest: &Path, source: io::Error) -> CreateError {
+        let dir = directory_of(dest);
+        // The nearest ancestor that exists says why: a missing directory, or
+        // a regular file where a directory should be.
+        let existing = dir
+            .ancestors()
+            .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok());
+        let not_dir = existing.filter(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()));
+        let problem = if dest.is_dir() {
+            format!("'{}' is a directory", dest.display())
+        } else if let Some(f) = not_dir {
+            format!("'{}' is not a directory", f.display())
+        } else if !dir.is_dir() {
+            format!("directory '{}' does not exist", dir.display())
+        } else {
+            match source.raw_os_error() {
+                Some(libc::EROFS) => {
+                    format!(
+                        "directory '{}' is on a read-only file system",
+                        dir.display()
+                    )
+                }
+                Some(libc::EACCES) | Some(libc::EPERM) => {
+                    format!(
+                        "no permission to create files in directory '{}'",
+                        dir.display()
+                    )
+                }
+                _ => format!("in directory '{}'", dir.display()),
+            }
+        };
+        CreateError {
+            what,
+            dest: dest.to_path_buf(),
+            problem,
+            source,
+        }
+    }
+}
 
 /// An output file written under a temporary name beside its destination and
 /// renamed into place only by `commit`, after the last byte is flushed.
@@ -194,10 +305,7 @@ impl PendingFile {
             };
             return Ok((p, f));
         }
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = directory_of(&dest);
         let name = dest
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -290,6 +398,41 @@ mod tests {
         debris.remove_all();
         assert!(!pb.exists());
         drop(b);
+    }
+
+    #[test]
+    fn create_error_says_what_is_wrong_with_the_directory() {
+        let base = scratch();
+        let missing = base.join("no-such-dir").join("out.bam");
+        let e = PendingFile::create(&missing, &Debris::default())
+            .err()
+            .unwrap();
+        let msg = CreateError::new("output", &missing, e).to_string();
+        assert_eq!(
+            msg,
+            format!(
+                "cannot create output '{}': directory '{}' does not exist",
+                missing.display(),
+                base.join("no-such-dir").display()
+            )
+        );
+        let file = base.join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let under_file = file.join("sub").join("out.bam");
+        let e = PendingFile::create(&under_file, &Debris::default())
+            .err()
+            .unwrap();
+        let err = CreateError::new("index", &under_file, e);
+        assert!(
+            err.to_string()
+                .ends_with(&format!("'{}' is not a directory", file.display())),
+            "{err}"
+        );
+        let source = std::error::Error::source(&err).unwrap();
+        assert!(
+            source.downcast_ref::<io::Error>().is_some(),
+            "the cause is kept"
+        );
     }
 
     #[test]

@@ -78,36 +78,12 @@ pub fn run_sort(cfg: Config) -> Result<()> {
     let _signals = SignalGuard::install(debris.clone()).context("installing signal handlers")?;
     let result = run_inner(&cfg, &debris);
     if result.is_err() {
+        // Only this run's own files (temp directory, pending output and
+        // index) are removed: whatever was at the output or index path before
+        // the run is never touched, as only the final rename reaches it.
         debris.remove_all();
-        remove_stale_outputs(&cfg);
     }
     result
-}
-
-/// After a failure nothing may exist at the output path or the index path
-/// (unless the output path is the input itself). Only regular files are
-/// removed (a symlink's target, as the rename would have replaced it):
-/// never `/dev/null`, a FIFO or another non-file the user pointed `-o` at.
-fn remove_stale_outputs(cfg: &Config) {
-    let remove_file_at = |p: &std::path::Path| {
-        let (target, direct) = cleanup::resolve_destination(p);
-        if !direct && std::fs::metadata(&target).is_ok_and(|m| m.is_file()) {
-            let _ = std::fs::remove_file(&target);
-        }
-    };
-    if let Some(out) = &cfg.output {
-        let same_as_input = std::fs::canonicalize(out).ok().is_some_and(|o| {
-            std::fs::canonicalize(&cfg.input)
-                .ok()
-                .is_some_and(|i| i == o)
-        });
-        if !same_as_input {
-            remove_file_at(out);
-        }
-    }
-    if let Some(idx) = &cfg.index {
-        remove_file_at(&idx.path);
-    }
 }
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
@@ -141,6 +117,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
             .context("starting the thread pool")?,
     );
     let budget = sorter_budget(cfg, cfg.explicit_total)?;
+    // The output's and the index's files first: a destination that cannot
+    // be created stops the run before any input is read.
+    let dest = output::Destinations::prepare(cfg, debris)?;
     let input = input::open(&cfg.input, Arc::clone(&pool))?;
     let show = cfg
         .progress
@@ -180,7 +159,8 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
     edit_header(&mut header, cfg);
     let header = Arc::new(header);
-    let mut out = output::Output::create(cfg, Arc::clone(&header), Arc::clone(&pool), debris)?;
+    let mut out =
+        output::Output::create(cfg, dest, Arc::clone(&header), Arc::clone(&pool), debris)?;
     let mut written = 0u64;
     while let Some(rec) = merged.next_record().map_err(|e| anyhow!("{e}"))? {
         out.write_record(rec)?;
@@ -274,6 +254,11 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
     };
     match run_sort(cfg) {
         Ok(()) => 0,
+        Err(e) if output::is_closed_stdout(&e) => {
+            // The reader of our standard output went away: end quietly by
+            // SIGPIPE, as Unix filters do (the run's files are already gone).
+            cleanup::exit_by_sigpipe()
+        }
         Err(e) => {
             eprintln!("alnsort sort: {e:#}");
             1

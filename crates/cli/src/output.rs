@@ -2,10 +2,13 @@
 //! (blocked exactly as htslib blocks them, so sizes compare and the index can
 //! be built on the fly), or SAM text formatted as htslib formats it, plain or
 //! in BGZF. A file is written under a temporary name and renamed into place
-//! only after its last byte; every write error surfaces.
+//! only after its last byte; every write error surfaces. The temporary files
+//! of the output and of its index are created by `Destinations::prepare`
+//! before any input is read, so an output that cannot be created stops the
+//! run at once, with its name in the message.
 
 use crate::args::OutFormat;
-use crate::cleanup::{Debris, PendingFile};
+use crate::cleanup::{CreateError, Debris, PendingFile};
 use crate::config::{Config, IndexKind};
 use alnsort_bam::header::Header;
 use alnsort_bam::sam_format::format_sam_record;
@@ -15,9 +18,9 @@ use alnsort_bgzf::writer::ParallelWriter;
 use alnsort_index::{IndexBuilder, IndexRecord};
 use anyhow::{anyhow, Context, Result};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::os::fd::FromRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Bytes of SAM text collected before one write.
@@ -33,12 +36,99 @@ pub struct OutputSummary {
     pub bytes_written: u64,
 }
 
+/// A write to the output failed. The message names the destination; the
+/// cause is kept whole (its kind tells a closed standard-output pipe, see
+/// [`is_closed_stdout`]). It is printed inline rather than as a `source`
+/// because the BGZF layer's I/O error already prints its own cause.
+#[derive(Debug, thiserror::Error)]
+#[error("writing {name}: {cause}")]
+pub struct WriteError {
+    name: String,
+    to_stdout: bool,
+    cause: io::Error,
+}
+
+fn write_error(name: &str, to_stdout: bool, cause: impl Into<io::Error>) -> anyhow::Error {
+    anyhow::Error::new(WriteError {
+        name: name.to_string(),
+        to_stdout,
+        cause: cause.into(),
+    })
+}
+
+/// True when ERR comes from writing to standard output after its reader went
+/// away (EPIPE): the run should end by SIGPIPE, quietly, as Unix filters do.
+/// EPIPE on any other file stays an ordinary error.
+pub fn is_closed_stdout(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<WriteError>()
+            .is_some_and(|w| w.to_stdout && w.cause.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A destination file reserved at the start of the run.
+enum Reserved {
+    /// The temporary file beside the destination, created and open.
+    Ready(PendingFile, File),
+    /// A device or a pipe (`-o /dev/null`, a FIFO): written in place, and
+    /// opened only when the output starts (opening a FIFO waits for its
+    /// reader).
+    Later(PathBuf),
+}
+
+impl Reserved {
+    fn new(what: &'static str, path: &Path, debris: &Debris) -> Result<Reserved> {
+        // A directory is refused now (opening it fails); a device or a pipe
+        // waits for the output to start.
+        if crate::cleanup::resolve_destination(path).1 && !path.is_dir() {
+            return Ok(Reserved::Later(path.to_path_buf()));
+        }
+        let (p, f) =
+            PendingFile::create(path, debris).map_err(|e| CreateError::new(what, path, e))?;
+        Ok(Reserved::Ready(p, f))
+    }
+
+    fn open(self, what: &'static str, debris: &Debris) -> Result<(PendingFile, File)> {
+        match self {
+            Reserved::Ready(p, f) => Ok((p, f)),
+            Reserved::Later(path) => {
+                Ok(PendingFile::create(&path, debris)
+                    .map_err(|e| CreateError::new(what, &path, e))?)
+            }
+        }
+    }
+}
+
+/// The output's and the index's files, created before the input is read.
+pub struct Destinations {
+    output: Option<Reserved>,
+    index: Option<Reserved>,
+}
+
+impl Destinations {
+    /// Creates the temporary files beside the output and the index (both
+    /// registered as debris), or says which of them cannot be created and
+    /// why. Nothing at the destinations themselves is touched.
+    pub fn prepare(cfg: &Config, debris: &Debris) -> Result<Destinations> {
+        let output = match &cfg.output {
+            Some(p) => Some(Reserved::new("output", p, debris)?),
+            None => None,
+        };
+        let index = match &cfg.index {
+            Some(t) => Some(Reserved::new("index", &t.path, debris)?),
+            None => None,
+        };
+        Ok(Destinations { output, index })
+    }
+}
+
 pub struct Output {
     kind: Kind,
     pending: Option<PendingFile>,
     index: Option<(IndexKind, PathBuf, IndexBuilder)>,
-    debris: Debris,
+    index_file: Option<(PendingFile, File)>,
     name: String,
+    to_stdout: bool,
     header: Arc<Header>,
     records: u64,
 }
@@ -72,21 +162,32 @@ fn stdout_file() -> Result<File> {
 }
 
 impl Output {
-    /// Opens the destination (a temporary file beside it, or stdout) and
+    /// Starts the output in the files `dest` reserved (or on stdout) and
     /// writes the header.
     pub fn create(
         cfg: &Config,
+        dest: Destinations,
         header: Arc<Header>,
         pool: Arc<rayon::ThreadPool>,
         debris: &Debris,
     ) -> Result<Output> {
-        let (file, pending, name) = match &cfg.output {
-            Some(p) => {
-                let (pending, f) = PendingFile::create(p, debris)
-                    .with_context(|| format!("cannot create output {}", p.display()))?;
+        let (file, pending, name) = match (&cfg.output, dest.output) {
+            (Some(p), Some(r)) => {
+                let (pending, f) = r.open("output", debris)?;
                 (f, Some(pending), p.display().to_string())
             }
-            None => (stdout_file()?, None, "standard output".to_string()),
+            (None, _) => (stdout_file()?, None, "standard output".to_string()),
+            (Some(p), None) => {
+                return Err(anyhow!(
+                    "internal error: no file was reserved for the output {}",
+                    p.display()
+                ))
+            }
+        };
+        let to_stdout = pending.is_none();
+        let index_file = match dest.index {
+            Some(r) => Some(r.open("index", debris)?),
+            None => None,
         };
         let index = match &cfg.index {
             Some(t) => {
@@ -106,7 +207,7 @@ impl Output {
                 let mut w = std::io::BufWriter::with_capacity(SAM_FLUSH, file);
                 let text = header.to_sam_text();
                 w.write_all(&text)
-                    .map_err(|e| anyhow!("writing {name}: {e}"))?;
+                    .map_err(|e| write_error(&name, to_stdout, e))?;
                 Output {
                     kind: Kind::Sam {
                         out: w,
@@ -115,8 +216,9 @@ impl Output {
                     },
                     pending,
                     index,
-                    debris: debris.clone(),
+                    index_file,
                     name,
+                    to_stdout,
                     header,
                     records: 0,
                 }
@@ -137,8 +239,9 @@ impl Output {
                     },
                     pending,
                     index,
-                    debris: debris.clone(),
+                    index_file,
                     name,
+                    to_stdout,
                     header,
                     records: 0,
                 };
@@ -169,7 +272,7 @@ impl Output {
             buf.extend_from_slice(piece);
             writer
                 .write_block(buf)
-                .map_err(|e| anyhow!("writing {}: {e}", self.name))?;
+                .map_err(|e| write_error(&self.name, self.to_stdout, e))?;
             *block += 1;
         }
         *cur = writer.buffer();
@@ -185,7 +288,7 @@ impl Output {
                 format_sam_record(RecordRef::with_block_size(rec), &self.header, line);
                 *bytes += line.len() as u64;
                 out.write_all(line)
-                    .map_err(|e| anyhow!("writing {}: {e}", self.name))
+                    .map_err(|e| write_error(&self.name, self.to_stdout, e))
             }
             Kind::Bgzf {
                 writer,
@@ -197,7 +300,7 @@ impl Output {
                 line.clear();
                 format_sam_record(RecordRef::with_block_size(rec), &self.header, line);
                 append_bgzf(writer, cur, block, line)
-                    .map_err(|e| anyhow!("writing {}: {e}", self.name))?;
+                    .map_err(|e| write_error(&self.name, self.to_stdout, e))?;
                 Ok(())
             }
             Kind::Bgzf {
@@ -211,11 +314,11 @@ impl Output {
                 // not fit in what is left of the current one.
                 if !cur.is_empty() && cur.len() + rec.len() > MAX_PAYLOAD {
                     flush_block(writer, cur, block)
-                        .map_err(|e| anyhow!("writing {}: {e}", self.name))?;
+                        .map_err(|e| write_error(&self.name, self.to_stdout, e))?;
                 }
                 let vstart = (*block << 16) | cur.len() as u64;
                 append_bgzf(writer, cur, block, rec)
-                    .map_err(|e| anyhow!("writing {}: {e}", self.name))?;
+                    .map_err(|e| write_error(&self.name, self.to_stdout, e))?;
                 if let Some((_, _, idx)) = &mut self.index {
                     let vend = (*block << 16) | cur.len() as u64;
                     let r = RecordRef::with_block_size(rec);
@@ -245,11 +348,13 @@ impl Output {
             kind,
             pending,
             index,
-            debris,
+            index_file,
             name,
+            to_stdout,
             records,
             ..
         } = self;
+        let fail = |e: io::Error| write_error(&name, to_stdout, e);
         let mut summary = OutputSummary {
             records,
             ..Default::default()
@@ -257,12 +362,10 @@ impl Output {
         let mut block_offsets = Vec::new();
         match kind {
             Kind::Sam { mut out, bytes, .. } => {
-                out.flush().map_err(|e| anyhow!("writing {name}: {e}"))?;
-                let f = out
-                    .into_inner()
-                    .map_err(|e| anyhow!("writing {name}: {}", e.error()))?;
+                out.flush().map_err(fail)?;
+                let f = out.into_inner().map_err(|e| fail(e.into_error()))?;
                 if pending.as_ref().is_some_and(|p| !p.is_direct()) {
-                    f.sync_all().map_err(|e| anyhow!("writing {name}: {e}"))?;
+                    f.sync_all().map_err(fail)?;
                 }
                 summary.bytes_uncompressed = bytes;
                 summary.bytes_written = bytes;
@@ -274,18 +377,12 @@ impl Output {
                 ..
             } => {
                 if !cur.is_empty() {
-                    flush_block(&mut writer, &mut cur, &mut block)
-                        .map_err(|e| anyhow!("writing {name}: {e}"))?;
+                    flush_block(&mut writer, &mut cur, &mut block).map_err(|e| fail(e.into()))?;
                 }
-                let s = writer
-                    .finish()
-                    .map_err(|e| anyhow!("writing {name}: {e}"))?;
-                let f = s
-                    .inner
-                    .into_inner()
-                    .map_err(|e| anyhow!("writing {name}: {}", e.error()))?;
+                let s = writer.finish().map_err(|e| fail(e.into()))?;
+                let f = s.inner.into_inner().map_err(|e| fail(e.into_error()))?;
                 if pending.as_ref().is_some_and(|p| !p.is_direct()) {
-                    f.sync_all().map_err(|e| anyhow!("writing {name}: {e}"))?;
+                    f.sync_all().map_err(fail)?;
                 }
                 summary.bytes_uncompressed = s.uncompressed_bytes;
                 summary.bytes_written = s.compressed_bytes;
@@ -314,8 +411,12 @@ impl Output {
             } else {
                 file.into_content()
             };
-            let (p, mut f) = PendingFile::create(&path, &debris)
-                .with_context(|| format!("cannot create index {}", path.display()))?;
+            let Some((p, mut f)) = index_file else {
+                return Err(anyhow!(
+                    "internal error: no file was reserved for the index {}",
+                    path.display()
+                ));
+            };
             let direct = p.is_direct();
             f.write_all(&bytes)
                 .and_then(|_| if direct { Ok(()) } else { f.sync_all() })

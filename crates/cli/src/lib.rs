@@ -76,12 +76,36 @@ pub fn run_sort(cfg: Config) -> Result<()> {
     }
     let debris = Debris::default();
     let _signals = SignalGuard::install(debris.clone()).context("installing signal handlers")?;
-    let result = run_inner(&cfg, &debris);
-    if result.is_err() {
-        debris.remove_all();
-        remove_stale_outputs(&cfg);
+    // Created before any input is read, so an unwritable path costs no sort
+    // and touches nothing else (no output is removed for it).
+    let stats_file = match &cfg.stats_json {
+        Some(p) => Some((
+            p,
+            stats::StatsFile::create(p, &debris).with_context(|| {
+                format!("--stats-json {}: cannot create the stats file", p.display())
+            })?,
+        )),
+        None => None,
+    };
+    let report = match run_inner(&cfg, &debris) {
+        Ok(r) => r,
+        Err(e) => {
+            drop(stats_file);
+            debris.remove_all();
+            remove_stale_outputs(&cfg);
+            return Err(e);
+        }
+    };
+    if let Some((p, f)) = stats_file {
+        // The output is complete and in place by now: keep it.
+        f.write(&report).with_context(|| {
+            format!(
+                "the sort finished and its output is complete, but writing the stats to {} failed",
+                p.display()
+            )
+        })?;
     }
-    result
+    Ok(())
 }
 
 /// After a failure nothing may exist at the output path or the index path
@@ -132,7 +156,7 @@ fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     Ok(budget as usize)
 }
 
-fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
+fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.threads)
@@ -145,6 +169,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     let show = cfg
         .progress
         .unwrap_or_else(|| std::io::stderr().is_terminal());
+    let input_file_bytes = input.size;
     let progress = Progress::new(show, input.size);
     let mut header = input.header.clone();
     let encoder = Arc::new(KeyEncoder::new(
@@ -200,6 +225,8 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     let times = progress.finish();
     drop(tmp);
     let report = stats::Report::new(stats::ReportInput {
+        cfg,
+        input_file_bytes,
         records_in,
         bytes_in: progress.bytes(),
         output: &summary,
@@ -209,11 +236,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     if cfg.verbosity >= 3 {
         eprint!("{}", report.text());
     }
-    if let Some(p) = &cfg.stats_json {
-        std::fs::write(p, report.json())
-            .with_context(|| format!("writing stats to {}", p.display()))?;
-    }
-    Ok(())
+    Ok(report)
 }
 
 /// The header edits samtools sort makes: @HD for the order, then @PG.

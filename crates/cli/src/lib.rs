@@ -166,11 +166,13 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     );
     let budget = sorter_budget(cfg, cfg.explicit_total)?;
     let input = input::open(&cfg.input, Arc::clone(&pool))?;
-    let show = cfg
-        .progress
-        .unwrap_or_else(|| std::io::stderr().is_terminal());
+    let display = progress::Display::choose(
+        cfg.progress,
+        cfg.progress_interval,
+        std::io::stderr().is_terminal(),
+    );
     let input_file_bytes = input.size;
-    let progress = Progress::new(show, input.size);
+    let progress = Progress::new(display, input.size);
     let mut header = input.header.clone();
     let encoder = Arc::new(KeyEncoder::new(
         cfg.order.clone(),
@@ -201,8 +203,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         Arc::clone(&pool),
         &progress,
     )?;
-    progress.enter(Phase::Write);
+    progress.enter(Phase::MergeRuns);
     let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
+    progress.enter(Phase::Write);
     edit_header(&mut header, cfg);
     let header = Arc::new(header);
     let mut out = output::Output::create(cfg, Arc::clone(&header), Arc::clone(&pool), debris)?;
@@ -210,7 +213,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     while let Some(rec) = merged.next_record().map_err(|e| anyhow!("{e}"))? {
         out.write_record(rec)?;
         written += 1;
-        if written.is_multiple_of(65536) {
+        if written.is_multiple_of(4096) {
             progress.set_output_position(written);
         }
     }

@@ -194,3 +194,15 @@ def test_interrupted_run_keeps_the_old_stats_file(alnsort_bin, tmp_path):
     assert proc.returncode == 130, err.decode("utf-8", "replace")
     assert stats_path.read_text() == '{"an": "older run"}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stats.json"]
+
+
+@pytest.mark.parametrize("target", ["out.bam", "out.bam.csi"])
+def test_stats_path_that_is_the_output_is_refused(alnsort_bin, inputs, tmp_path, target):
+    out = tmp_path / "out.bam"
+    out.write_bytes(b"an earlier finished sort")
+    res = run_alnsort(["--write-index", "--stats-json", str(tmp_path / target), "-o", str(out),
+                       inputs.sam("hdr_plain")], cwd=str(tmp_path))
+    err = res.stderr.decode()
+    assert res.returncode == 1 and "names the same file as the output" in err, err
+    assert out.read_bytes() == b"an earlier finished sort"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bam"]

@@ -237,6 +237,25 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
     } else {
         None
     };
+    if let Some(stats) = &a.stats_json {
+        let same = |p: &std::path::Path| {
+            p == stats.as_path()
+                || std::fs::canonicalize(p)
+                    .ok()
+                    .is_some_and(|c| std::fs::canonicalize(stats).ok() == Some(c))
+        };
+        let clash = output
+            .as_deref()
+            .filter(|o| same(o))
+            .or_else(|| index.as_ref().map(|i| i.path.as_path()).filter(|i| same(i)));
+        if let Some(p) = clash {
+            return Err(ConfigError(format!(
+                "--stats-json {} names the same file as the output or its index ({}): the stats would replace it",
+                stats.display(),
+                p.display()
+            )));
+        }
+    }
     if a.progress == Some(false) && a.progress_interval.is_some() {
         return Err(ConfigError(
             "--progress-interval sets how often progress is shown, and --no-progress turns it off: give one of them".into(),

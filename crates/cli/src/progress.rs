@@ -383,10 +383,17 @@ impl Shared {
             Display::Lines(d) => d,
             _ => LIVE_PERIOD,
         };
-        let mut next = Instant::now() + if display == Display::Live { Duration::ZERO } else { period };
+        let mut next = Instant::now()
+            + if display == Display::Live {
+                Duration::ZERO
+            } else {
+                period
+            };
         loop {
             {
-                let Ok(mut stop) = self.stop.lock() else { break };
+                let Ok(mut stop) = self.stop.lock() else {
+                    break;
+                };
                 while !*stop {
                     let now = Instant::now();
                     if now >= next {
@@ -546,7 +553,11 @@ pub fn live_line(s: &Snapshot, width: usize) -> String {
         let mut p = parts.clone();
         // The bytes piece sits before the ETA.
         if let Some(b) = &bytes {
-            let at = if m.eta_s.is_some() { p.len() - 1 } else { p.len() };
+            let at = if m.eta_s.is_some() {
+                p.len() - 1
+            } else {
+                p.len()
+            };
             p.insert(at, b.clone());
         }
         p
@@ -595,11 +606,19 @@ pub fn log_line(s: &Snapshot) -> String {
     let m = measures(s);
     let (mut parts, bytes) = pieces(s, &m);
     if let Some(b) = bytes {
-        let at = if m.eta_s.is_some() { parts.len() - 1 } else { parts.len() };
+        let at = if m.eta_s.is_some() {
+            parts.len() - 1
+        } else {
+            parts.len()
+        };
         parts.insert(at, b);
     }
     if let Some(f) = m.fraction {
-        let what = if s.phase == Phase::ReadSort { "of the input" } else { "written" };
+        let what = if s.phase == Phase::ReadSort {
+            "of the input"
+        } else {
+            "written"
+        };
         parts.insert(1, format!("{:.0}% {what}", f * 100.0));
     }
     format!(
@@ -634,7 +653,7 @@ mod tests {
         assert_eq!(count_text(999_960), "1.0 M");
         assert_eq!(count_text(12_500_000), "12.5 M");
         assert_eq!(count_text(3_000_000_000_000), "3000 G");
-        assert_eq!(rate_text(261_951.6396), "262 k rec/s");
+        assert_eq!(rate_text(261_951.639_6), "262 k rec/s");
         assert_eq!(duration_text(3.4), "3s");
         assert_eq!(duration_text(185.0), "3m05s");
         assert_eq!(duration_text(7380.0), "2h03m");
@@ -659,9 +678,15 @@ mod tests {
             }
         }
         let l = live_line(&snap(Phase::ReadSort, None), 80);
-        assert!(l.contains("1.2 G records") && l.contains("1.36 TiB read (uncompressed)"), "{l}");
+        assert!(
+            l.contains("1.2 G records") && l.contains("1.36 TiB read (uncompressed)"),
+            "{l}"
+        );
         let l = live_line(&snap(Phase::Write, None), 80);
-        assert!(l.contains("612 M/1.2 G records") && l.contains("ETA 5s"), "{l}");
+        assert!(
+            l.contains("612 M/1.2 G records") && l.contains("ETA 5s"),
+            "{l}"
+        );
     }
 
     #[test]

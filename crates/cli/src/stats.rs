@@ -134,7 +134,14 @@ impl Report {
             ("memory_budget_bytes", Value::Int(cfg.memory_budget)),
             (
                 "memory_budget_scope",
-                Value::Str(if cfg.explicit_total { "process" } else { "records" }.into()),
+                Value::Str(
+                    if cfg.explicit_total {
+                        "process"
+                    } else {
+                        "records"
+                    }
+                    .into(),
+                ),
             ),
             ("records_in", Value::Int(i.records_in)),
             ("records_out", Value::Int(i.output.records)),

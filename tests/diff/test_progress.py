@@ -116,7 +116,8 @@ def test_plain_lines_on_a_pipe(alnsort_bin, big_sam, tmp_path):
     # The stamps are whole intervals apart, and the lines arrive that way too.
     stamps = [float(m.group(1)) for m in periodic]
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    assert all(interval - 0.11 <= g <= interval + 0.11 for g in gaps[:-1] or gaps), f"stamps {stamps}"
+    mean = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+    assert interval * 0.8 <= mean <= interval * 1.3 and min(gaps) >= interval * 0.5, f"stamps {stamps}"
     times = [t for t, _ in arrivals[:-1]]
     real = sorted(b - a for a, b in zip(times, times[1:]))
     assert interval * 0.5 <= real[len(real) // 2] <= interval * 2, f"arrival gaps {real}"

@@ -408,7 +408,8 @@ impl Shared {
                     break;
                 }
             }
-            next += period;
+            // A late wake (a loaded machine) does not make a burst of lines.
+            next = (next + period).max(Instant::now() + period / 2);
             let snap = self.snapshot();
             match display {
                 Display::Live => {

@@ -48,6 +48,7 @@ pub struct SortArgs {
     pub write_index: bool,
     pub verbosity: i32,
     pub progress: Option<bool>,
+    pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
     /// `stringify_argv`), for the @PG CL field.
@@ -103,7 +104,10 @@ alnsort additions:
       --max-memory SIZE
              Total memory budget for the whole process (1.5G, 800M, 80%); overrides -m
       --progress / --no-progress
-             Force the progress display on stderr on or off (default: on when stderr is a terminal)
+             Force the progress display on stderr on or off (default: on when stderr is a terminal;
+             when it is not, --progress writes a plain line every 10 s)
+      --progress-interval SECS
+             Seconds between those plain lines (fractions allowed); implies --progress
       --stats-json FILE
              Write records, bytes, runs, per-phase times and peak RSS as JSON
 ";
@@ -114,6 +118,15 @@ fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
             "invalid value '{v}' for {opt}: expected an integer"
         ))
     })
+}
+
+fn parse_seconds(opt: &str, v: &str) -> Result<f64, ArgError> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.01 => Ok(s),
+        _ => Err(ArgError(format!(
+            "invalid value '{v}' for {opt}: expected seconds, at least 0.01 (e.g. 10 or 0.5)"
+        ))),
+    }
 }
 
 /// Parses samtools' `-O FMT[,opt=val...]`.
@@ -188,6 +201,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         write_index: false,
         verbosity: 2,
         progress: None,
+        progress_interval: None,
         stats_json: None,
         command_line: stringify(argv0, &rest),
     };
@@ -248,6 +262,10 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
             Long("max-memory") => a.max_memory = Some(p.value()?.string()?),
             Long("progress") => a.progress = Some(true),
             Long("no-progress") => a.progress = Some(false),
+            Long("progress-interval") => {
+                let v = p.value()?.string()?;
+                a.progress_interval = Some(parse_seconds("--progress-interval", &v)?);
+            }
             Long("stats-json") => a.stats_json = Some(PathBuf::from(p.value()?)),
             Long("reference") | Long("input-fmt-option") => {
                 p.value()?; // CRAM reference / input options: nothing to do for SAM/BAM input

@@ -166,6 +166,7 @@ impl SignalGuard {
                 let r = unsafe { libc::sigwait(&set.0, &mut sig) };
                 if r == 0 && handled.contains(&sig) {
                     debris.remove_all();
+                    crate::progress::clear_for_exit();
                     eprintln!("alnsort: interrupted by signal {sig}; temporary files and partial output removed");
                     // SAFETY: terminating the process; _exit runs no destructors
                     // that could race with the threads still working.

@@ -51,7 +51,11 @@ pub struct Config {
     pub pg: Option<String>,
     pub verbosity: i32,
     pub progress: Option<bool>,
+    /// Seconds between the plain-text progress lines on a non-terminal.
+    pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
+    /// The command line as given (for `--stats-json`; @PG's CL is `pg`).
+    pub command_line: String,
     /// Warnings to print once the run starts (samtools prints these too).
     pub warnings: Vec<String>,
 }
@@ -233,6 +237,30 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
     } else {
         None
     };
+    if let Some(stats) = &a.stats_json {
+        let same = |p: &std::path::Path| {
+            p == stats.as_path()
+                || std::fs::canonicalize(p)
+                    .ok()
+                    .is_some_and(|c| std::fs::canonicalize(stats).ok() == Some(c))
+        };
+        let clash = output
+            .as_deref()
+            .filter(|o| same(o))
+            .or_else(|| index.as_ref().map(|i| i.path.as_path()).filter(|i| same(i)));
+        if let Some(p) = clash {
+            return Err(ConfigError(format!(
+                "--stats-json {} names the same file as the output or its index ({}): the stats would replace it",
+                stats.display(),
+                p.display()
+            )));
+        }
+    }
+    if a.progress == Some(false) && a.progress_interval.is_some() {
+        return Err(ConfigError(
+            "--progress-interval sets how often progress is shown, and --no-progress turns it off: give one of them".into(),
+        ));
+    }
     let temp_parent = match &a.tmp_prefix {
         Some(t) => {
             let p = PathBuf::from(t);
@@ -271,8 +299,10 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
             Some(a.command_line.clone())
         },
         verbosity: a.verbosity,
-        progress: a.progress,
+        progress: a.progress.or(a.progress_interval.map(|_| true)),
+        progress_interval: a.progress_interval,
         stats_json: a.stats_json.clone(),
+        command_line: a.command_line.clone(),
         warnings,
     })
 }

@@ -76,14 +76,39 @@ pub fn run_sort(cfg: Config) -> Result<()> {
     }
     let debris = Debris::default();
     let _signals = SignalGuard::install(debris.clone()).context("installing signal handlers")?;
-    let result = run_inner(&cfg, &debris);
-    if result.is_err() {
-        // Only this run's own files (temp directory, pending output and
-        // index) are removed: whatever was at the output or index path before
-        // the run is never touched, as only the final rename reaches it.
-        debris.remove_all();
+    // Created before any input is read, so an unwritable path costs no sort
+    // and touches nothing else (no output is removed for it).
+    let stats_file = match &cfg.stats_json {
+        Some(p) => Some((
+            p,
+            stats::StatsFile::create(p, &debris).with_context(|| {
+                format!("--stats-json {}: cannot create the stats file", p.display())
+            })?,
+        )),
+        None => None,
+    };
+    let report = match run_inner(&cfg, &debris) {
+        Ok(r) => r,
+        Err(e) => {
+            drop(stats_file);
+            // Only this run's own files (temp directory, pending output,
+            // index and stats) are removed: whatever was at the output or
+            // index path before the run is never touched, as only the final
+            // rename reaches it.
+            debris.remove_all();
+            return Err(e);
+        }
+    };
+    if let Some((p, f)) = stats_file {
+        // The output is complete and in place by now: keep it.
+        f.write(&report).with_context(|| {
+            format!(
+                "the sort finished and its output is complete, but writing the stats to {} failed",
+                p.display()
+            )
+        })?;
     }
-    result
+    Ok(())
 }
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
@@ -108,7 +133,7 @@ fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     Ok(budget as usize)
 }
 
-fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
+fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.threads)
@@ -121,10 +146,13 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     // be created stops the run before any input is read.
     let dest = output::Destinations::prepare(cfg, debris)?;
     let input = input::open(&cfg.input, Arc::clone(&pool))?;
-    let show = cfg
-        .progress
-        .unwrap_or_else(|| std::io::stderr().is_terminal());
-    let progress = Progress::new(show, input.size);
+    let display = progress::Display::choose(
+        cfg.progress,
+        cfg.progress_interval,
+        std::io::stderr().is_terminal(),
+    );
+    let input_file_bytes = input.size;
+    let progress = Progress::new(display, input.size);
     let mut header = input.header.clone();
     let encoder = Arc::new(KeyEncoder::new(
         cfg.order.clone(),
@@ -155,8 +183,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
         Arc::clone(&pool),
         &progress,
     )?;
-    progress.enter(Phase::Write);
+    progress.enter(Phase::MergeRuns);
     let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
+    progress.enter(Phase::Write);
     edit_header(&mut header, cfg);
     let header = Arc::new(header);
     let mut out =
@@ -165,7 +194,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     while let Some(rec) = merged.next_record().map_err(|e| anyhow!("{e}"))? {
         out.write_record(rec)?;
         written += 1;
-        if written.is_multiple_of(65536) {
+        if written.is_multiple_of(4096) {
             progress.set_output_position(written);
         }
     }
@@ -180,6 +209,8 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     let times = progress.finish();
     drop(tmp);
     let report = stats::Report::new(stats::ReportInput {
+        cfg,
+        input_file_bytes,
         records_in,
         bytes_in: progress.bytes(),
         output: &summary,
@@ -189,11 +220,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<()> {
     if cfg.verbosity >= 3 {
         eprint!("{}", report.text());
     }
-    if let Some(p) = &cfg.stats_json {
-        std::fs::write(p, report.json())
-            .with_context(|| format!("writing stats to {}", p.display()))?;
-    }
-    Ok(())
+    Ok(report)
 }
 
 /// The header edits samtools sort makes: @HD for the order, then @PG.

@@ -1,44 +1,166 @@
 //! The end-of-run report: a per-phase timing summary for `--verbosity 3`
-//! and the JSON that `--stats-json` writes for pipelines to keep (records
-//! and bytes in and out, runs written, merge passes, phase times, peak RSS).
-//! JSON is written by hand: the shape is small and fixed.
+//! and the JSON that `--stats-json` writes for pipelines to keep. Every field
+//! is documented in docs/stats-json.md (a test keeps the two in step); a
+//! field's name says its unit (`_bytes`, `_s`) or the doc does. JSON is
+//! written by hand: the shape is small and fixed.
+//!
+//! The stats file is created (under a temporary name beside it) before any
+//! input is read, so an unwritable path fails at once and costs no sort; it
+//! is renamed into place only after the output is.
 
+use crate::args::OutFormat;
+use crate::cleanup::{Debris, PendingFile};
+use crate::config::Config;
 use crate::output::OutputSummary;
 use crate::progress::{peak_rss_bytes, PhaseTime};
 use alnsort_sort::SortStats;
-use std::fmt::Write;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+/// Version of the JSON's shape: raised when a field is removed or changes
+/// meaning (adding a field does not raise it).
+pub const SCHEMA_VERSION: u64 = 1;
 
 pub struct ReportInput<'a> {
+    pub cfg: &'a Config,
+    /// Size of the input file on disk (`None` for stdin or a pipe).
+    pub input_file_bytes: Option<u64>,
     pub records_in: u64,
+    /// Uncompressed BAM record bytes read (with their 4-byte length).
     pub bytes_in: u64,
     pub output: &'a OutputSummary,
     pub sort: &'a SortStats,
     pub times: &'a [PhaseTime],
 }
 
+/// One JSON value of the report.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Int(u64),
+    Str(String),
+    Null,
+    Secs(f64),
+}
+
+impl Value {
+    fn opt_str(s: Option<String>) -> Value {
+        s.map(Value::Str).unwrap_or(Value::Null)
+    }
+
+    fn json(&self, out: &mut String) {
+        match self {
+            Value::Int(n) => {
+                let _ = write!(out, "{n}");
+            }
+            Value::Secs(s) => {
+                let _ = write!(out, "{s:.3}");
+            }
+            Value::Null => out.push_str("null"),
+            Value::Str(s) => json_string(s, out),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Value::Int(n) => n.to_string(),
+            Value::Secs(s) => format!("{s:.3}"),
+            Value::Null => "-".into(),
+            Value::Str(s) => s.clone(),
+        }
+    }
+}
+
+/// The output format as `-O` names it.
+fn format_name(f: OutFormat) -> &'static str {
+    match f {
+        OutFormat::Bam => "bam",
+        OutFormat::Sam => "sam",
+        OutFormat::SamGz => "sam.gz",
+        OutFormat::Cram => "cram",
+    }
+}
+
+/// Appends `s` as a JSON string literal (RFC 8259 escapes).
+fn json_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 pub struct Report {
-    fields: Vec<(&'static str, String)>,
+    fields: Vec<(&'static str, Value)>,
     times: Vec<PhaseTime>,
 }
 
 impl Report {
     pub fn new(i: ReportInput<'_>) -> Report {
         let s = i.sort;
+        let cfg = i.cfg;
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        let wall: f64 = i.times.iter().map(|t| t.wall_s).sum();
+        let cpu: f64 = i.times.iter().map(|t| t.cpu_s).sum();
         let fields = vec![
-            ("records_in", i.records_in.to_string()),
-            ("records_out", i.output.records.to_string()),
-            ("bytes_in", i.bytes_in.to_string()),
+            ("schema_version", Value::Int(SCHEMA_VERSION)),
+            ("tool", Value::Str("alnsort".into())),
+            ("version", Value::Str(env!("CARGO_PKG_VERSION").into())),
+            ("command_line", Value::Str(cfg.command_line.clone())),
+            ("input", Value::Str(cfg.input.clone())),
+            (
+                "input_file_bytes",
+                i.input_file_bytes.map(Value::Int).unwrap_or(Value::Null),
+            ),
+            ("output", Value::opt_str(cfg.output.as_deref().map(path))),
+            ("output_format", Value::Str(format_name(cfg.format).into())),
+            (
+                "index",
+                Value::opt_str(cfg.index.as_ref().map(|x| path(&x.path))),
+            ),
+            ("sort_order", Value::Str(cfg.hd.so.clone())),
+            ("sub_sort", Value::opt_str(cfg.hd.ss.clone())),
+            ("threads", Value::Int(cfg.threads as u64)),
+            ("memory_budget_bytes", Value::Int(cfg.memory_budget)),
+            (
+                "memory_budget_scope",
+                Value::Str(
+                    if cfg.explicit_total {
+                        "process"
+                    } else {
+                        "records"
+                    }
+                    .into(),
+                ),
+            ),
+            ("records_in", Value::Int(i.records_in)),
+            ("records_out", Value::Int(i.output.records)),
+            ("bytes_in_uncompressed", Value::Int(i.bytes_in)),
+            // The name of schema 1's first release, kept for one version.
+            ("bytes_in", Value::Int(i.bytes_in)),
             (
                 "bytes_out_uncompressed",
-                i.output.bytes_uncompressed.to_string(),
+                Value::Int(i.output.bytes_uncompressed),
             ),
-            ("bytes_out", i.output.bytes_written.to_string()),
-            ("runs_written", s.runs_written.to_string()),
-            ("run_bytes_raw", s.run_bytes_raw.to_string()),
-            ("run_bytes_written", s.run_bytes_compressed.to_string()),
-            ("merge_passes", s.merge_passes.to_string()),
-            ("merge_partitions", s.merge_partitions.to_string()),
-            ("peak_rss_bytes", peak_rss_bytes().to_string()),
+            ("bytes_out", Value::Int(i.output.bytes_written)),
+            ("runs_written", Value::Int(s.runs_written)),
+            ("run_bytes_raw", Value::Int(s.run_bytes_raw)),
+            ("run_bytes_written", Value::Int(s.run_bytes_compressed)),
+            ("merge_passes", Value::Int(u64::from(s.merge_passes))),
+            ("merge_partitions", Value::Int(s.merge_partitions)),
+            ("peak_rss_bytes", Value::Int(peak_rss_bytes())),
+            ("wall_s", Value::Secs(wall)),
+            ("cpu_s", Value::Secs(cpu)),
         ];
         Report {
             fields,
@@ -57,7 +179,7 @@ impl Report {
             );
         }
         for (k, v) in &self.fields {
-            let _ = writeln!(t, "[alnsort]   {k}: {v}");
+            let _ = writeln!(t, "[alnsort]   {k}: {}", v.text());
         }
         t
     }
@@ -65,20 +187,77 @@ impl Report {
     pub fn json(&self) -> String {
         let mut j = String::from("{\n");
         for (k, v) in &self.fields {
-            let _ = writeln!(j, "  \"{k}\": {v},");
+            let _ = write!(j, "  \"{k}\": ");
+            v.json(&mut j);
+            j.push_str(",\n");
         }
         j.push_str("  \"phases\": [");
         for (n, p) in self.times.iter().enumerate() {
             if n > 0 {
                 j.push_str(", ");
             }
+            j.push_str("{\"phase\": ");
+            json_string(p.phase, &mut j);
             let _ = write!(
                 j,
-                "{{\"phase\": \"{}\", \"wall_s\": {:.3}, \"cpu_s\": {:.3}}}",
-                p.phase, p.wall_s, p.cpu_s
+                ", \"wall_s\": {:.3}, \"cpu_s\": {:.3}}}",
+                p.wall_s, p.cpu_s
             );
         }
         j.push_str("]\n}\n");
         j
+    }
+}
+
+/// The `--stats-json` destination, created before the run starts and
+/// committed after the output: a temporary file beside the destination
+/// (registered for removal on error and on signals), so a failed run leaves
+/// neither a new file nor a changed old one.
+pub struct StatsFile {
+    pending: PendingFile,
+    file: std::fs::File,
+}
+
+impl StatsFile {
+    pub fn create(dest: &Path, debris: &Debris) -> std::io::Result<StatsFile> {
+        let (pending, file) = PendingFile::create(dest, debris)?;
+        Ok(StatsFile { pending, file })
+    }
+
+    /// Writes the report and renames the file into place.
+    pub fn write(mut self, report: &Report) -> std::io::Result<()> {
+        self.file.write_all(report.json().as_bytes())?;
+        if !self.pending.is_direct() {
+            self.file.sync_all()?;
+        }
+        drop(self.file);
+        self.pending.commit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped() {
+        let mut s = String::new();
+        json_string("a\"b\\c\nd\u{1}é", &mut s);
+        assert_eq!(s, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+    }
+
+    #[test]
+    fn values_render_as_json_types() {
+        let mut s = String::new();
+        for v in [
+            Value::Int(7),
+            Value::Null,
+            Value::Secs(1.23456),
+            Value::Str("x".into()),
+        ] {
+            v.json(&mut s);
+            s.push(' ');
+        }
+        assert_eq!(s, "7 null 1.235 \"x\" ");
     }
 }

@@ -816,6 +816,7 @@ mod tests {
             "INT[K|M|G]" => "2M",
             "PREFIX" => "tmp",
             "SIZE" => "1G",
+            "SECS" => "1",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The one test command of the project (CI runs it through .ci/run):
-#   1. installs the Python test requirements (pysam 0.24.1 = the samtools 1.24
-#      oracle, pytest),
-#   2. builds alnsort (release; a build failure stops here) and runs the Rust
-#      tests of the whole workspace,
-#   3. replays the fuzz corpus and builds the fuzz targets (fuzz/check.sh),
-#   4. runs the differential and safety suites in tests/ against the binary.
+# The one test command of the project (CI runs it through .ci/run). It takes
+# 10 minutes or more on a small machine:
+#   1. makes (once) a Python virtual environment of its own, .venv/ in the
+#      repository root (ALNSORT_TEST_VENV names another), and installs the
+#      test requirements there (pysam 0.24.1 = the samtools 1.24 oracle,
+#      pytest); nothing is installed into the python3 you run it with,
+#   2. checks formatting (cargo fmt --check),
+#   3. builds alnsort (release; a build failure stops here), runs clippy with
+#      warnings as errors and the Rust tests of the whole workspace,
+#   4. replays the fuzz corpus and builds the fuzz targets (fuzz/check.sh),
+#   5. runs the differential and safety suites in tests/ against the binary,
+#      with the virtual environment's python.
 # Exits non-zero if anything fails. A missing tool is always a failure, never
 # a skip (in CI, CI=true, as anywhere else).
 # ALNSORT_BIN may point at another binary (e.g. tests/samtools_as_alnsort.sh
@@ -19,15 +24,34 @@ command -v python3 >/dev/null 2>&1 || die "python3 not found: the differential t
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install a Rust toolchain (https://rustup.rs) first"
 if [[ "${CI:-}" == "true" ]]; then echo "scripts/test.sh: running in CI"; fi
 
-echo "== installing Python test requirements"
-python3 -m pip install -q -r tests/requirements.txt || die "pip install -r tests/requirements.txt failed"
-
-echo "== cargo build --release -p alnsort"
-cargo build --release -p alnsort
+venv="${ALNSORT_TEST_VENV:-$PWD/.venv}"
+py="$venv/bin/python"
+echo "== Python test environment: $venv"
+if [[ -e "$venv" && ! -f "$venv/pyvenv.cfg" ]]; then
+    die "$venv exists and is not a Python virtual environment: move it away or set ALNSORT_TEST_VENV"
+fi
+if ! "$py" -c 'import sys' >/dev/null 2>&1; then
+    # Missing, or made by a python3 that is gone: (re)create it.
+    python3 -m venv --clear "$venv" ||
+        die "python3 -m venv failed: on Debian or Ubuntu install the venv module with" \
+            "'apt-get install python3-venv' (or python3.N-venv for your python3 version)"
+fi
+"$py" -m pip --version >/dev/null 2>&1 ||
+    die "$venv has no pip: remove it and install python3-venv (Debian/Ubuntu) so that python3 -m venv includes pip"
+"$py" -m pip install -q -r tests/requirements.txt || die "pip install -r tests/requirements.txt into $venv failed"
 
 # From here on every step runs even if an earlier one failed, so one run
 # reports all failures; the exit status says whether any step failed.
 failed=()
+
+echo "== cargo fmt --all --check"
+cargo fmt --all --check || failed+=("cargo fmt --check")
+
+echo "== cargo build --release -p alnsort"
+cargo build --release -p alnsort
+
+echo "== cargo clippy --workspace --all-targets --release -- -D warnings"
+cargo clippy --workspace --all-targets --release -- -D warnings || failed+=("cargo clippy")
 
 echo "== cargo test --workspace --release"
 cargo test --workspace --release --no-fail-fast || failed+=("cargo test")
@@ -40,7 +64,7 @@ export ALNSORT_BIN="${ALNSORT_BIN:-$target_dir/release/alnsort}"
 [[ -x "$ALNSORT_BIN" ]] || die "alnsort binary not found at $ALNSORT_BIN after the build"
 
 echo "== differential tests against samtools 1.24 (pysam), ALNSORT_BIN=$ALNSORT_BIN"
-python3 -m pytest -q -p no:cacheprovider tests/ || failed+=("pytest tests/")
+PATH="$venv/bin:$PATH" "$py" -m pytest -q -p no:cacheprovider tests/ || failed+=("pytest tests/")
 
 if ((${#failed[@]})); then
     echo "scripts/test.sh: FAILED: ${failed[*]}" >&2

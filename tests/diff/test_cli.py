@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import subprocess
 
 import harness
 import oracle
@@ -116,6 +117,120 @@ def test_minimiser_refused(alnsort_bin, inputs, tmp_path, args):
 
 def test_unknown_option(alnsort_bin, inputs, tmp_path):
     _refused(run_alnsort(["--no-such-option", inputs.sam("hdr_plain")], cwd=str(tmp_path)), "unknown option")
+
+
+@pytest.mark.alnsort_only
+def test_unknown_option_gives_a_hint_not_the_usage(alnsort_bin, inputs, tmp_path):
+    """The error and one line pointing at --help; exit 1 as samtools sort (see _refused)."""
+    err = _refused(run_alnsort(["--bogus", inputs.sam("hdr_plain")], cwd=str(tmp_path)), "--bogus")
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, f"expected the error and a hint, got {len(lines)} lines:\n{err}"
+    assert lines[0].startswith("alnsort sort:") and "'--bogus'" in lines[0], err
+    assert lines[1] == "Try 'alnsort sort --help' for the options.", err
+
+
+# ---- help, version, top level ----------------------------------------------------------
+
+# samtools 1.24 sort's getopt string and long options (reference section 3):
+# every one of them must be documented by `alnsort sort --help`.
+SAMTOOLS_SORT_SHORT = "lmnNoOT@tMIKuRwH"
+SAMTOOLS_SORT_LONG = [
+    "threads", "no-PG", "template-coordinate", "write-index", "output-fmt",
+    "output-fmt-option", "input-fmt-option", "reference", "verbosity",
+]  # fmt: skip
+
+
+def _run_top(args: list[str]) -> subprocess.CompletedProcess:
+    """`alnsort ARGS` (no `sort` inserted), stdin closed."""
+    return subprocess.run(
+        [harness.alnsort_path(), *args], stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+    )
+
+
+def _help_sections(text: str) -> dict[str, list[str]]:
+    """Option names listed in the left column of `sort --help`, per group title."""
+    sections: dict[str, list[str]] = {}
+    title = ""
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.rstrip().endswith(":"):
+            title = line
+            sections[title] = []
+        elif line.startswith("  -") or line.startswith("      --"):
+            synopsis = line.strip().split("  ")[0]
+            sections.setdefault(title, []).extend(
+                w for w in re.split(r"[ ,]", synopsis) if w.startswith("-")
+            )
+    return sections
+
+
+@pytest.mark.alnsort_only
+def test_sort_help_lists_every_samtools_option_and_fits_80_columns(alnsort_bin):
+    res = _run_top(["sort", "--help"])
+    assert res.returncode == 0 and res.stderr == b"", res.stderr[-500:]
+    text = res.stdout.decode()
+    long_lines = [ln for ln in text.splitlines() if len(ln) > 80]
+    assert not long_lines, f"help lines over 80 columns: {long_lines}"
+    listed = {name for names in _help_sections(text).values() for name in names}
+    missing = [f"-{c}" for c in SAMTOOLS_SORT_SHORT if f"-{c}" not in listed]
+    missing += [f"--{name}" for name in SAMTOOLS_SORT_LONG if f"--{name}" not in listed]
+    assert not missing, f"samtools sort options that alnsort sort --help does not list: {missing}"
+
+
+@pytest.mark.alnsort_only
+def test_options_help_calls_unsupported_are_refused(alnsort_bin, inputs, tmp_path):
+    """Every option in the 'Not supported yet' group is refused by name, exit 1, no output."""
+    text = _run_top(["sort", "--help"]).stdout.decode()
+    groups = [names for title, names in _help_sections(text).items() if title.startswith("Not supported yet")]
+    assert len(groups) == 1 and groups[0], f"no 'Not supported yet' group in the help:\n{text}"
+    values = {"-I": "ref.fa", "-K": "10", "-w": "10", "--reference": "ref.fa", "--input-fmt-option": "filter=mapq>10"}
+    for name in groups[0]:
+        args = [name, values[name]] if name in values else [name]
+        out = tmp_path / "out.bam"
+        err = _refused(run_alnsort([*args, "-o", str(out), inputs.sam("hdr_plain")], cwd=str(tmp_path)), name)
+        assert "not supported" in err and name in err, f"{name}: {err}"
+        assert not out.exists(), f"{name}: no output on a refusal"
+
+
+@pytest.mark.alnsort_only
+def test_top_level_help(alnsort_bin):
+    for arg in ["--help", "-h", "help"]:
+        res = _run_top([arg])
+        assert res.returncode == 0 and res.stderr == b"", f"alnsort {arg}: exit {res.returncode} {res.stderr!r}"
+        text = res.stdout.decode()
+        for needle in ["samtools sort", "Commands:", "Examples:", "alnsort sort --help", "README.md"]:
+            assert needle in text, f"alnsort {arg}: help lacks {needle!r}:\n{text}"
+        assert max(len(ln) for ln in text.splitlines()) <= 80, f"alnsort {arg}: lines over 80 columns"
+    res = _run_top(["help", "sort"])
+    assert res.returncode == 0 and "Not supported yet" in res.stdout.decode(), "alnsort help sort = sort --help"
+
+
+@pytest.mark.alnsort_only
+def test_version(alnsort_bin):
+    outs = set()
+    for arg in ["-V", "--version", "version"]:
+        res = _run_top([arg])
+        assert res.returncode == 0 and res.stderr == b"", f"alnsort {arg}: exit {res.returncode} {res.stderr!r}"
+        assert re.fullmatch(rb"alnsort \d+\.\d+\.\d+\n", res.stdout), f"alnsort {arg}: {res.stdout!r}"
+        outs.add(res.stdout)
+    assert len(outs) == 1, f"the three spellings disagree: {outs}"
+
+
+@pytest.mark.alnsort_only
+def test_bare_alnsort_is_a_usage_error(alnsort_bin):
+    """No command: short usage on stderr, nothing on stdout, exit 2."""
+    res = _run_top([])
+    err = res.stderr.decode()
+    assert res.returncode == 2, f"expected exit 2, got {res.returncode}"
+    assert res.stdout == b"", "usage errors print on stderr"
+    assert err.startswith("Usage: alnsort sort") and "--help" in err and len(err.splitlines()) <= 3, err
+
+
+@pytest.mark.alnsort_only
+def test_unknown_command_is_a_usage_error(alnsort_bin):
+    res = _run_top(["frobnicate", "in.bam"])
+    err = res.stderr.decode()
+    assert res.returncode == 2, f"expected exit 2, got {res.returncode}"
+    assert res.stdout == b"" and "'frobnicate'" in err and "alnsort --help" in err, err
 
 
 # ---- output format options ------------------------------------------------------------

@@ -1,6 +1,14 @@
 //! `alnsort sort`'s command line, read the way samtools 1.24 reads it
 //! (getopt string `l:m:nNo:O:T:@:t:MI:K:uRw:H` plus the global long options),
 //! so a pipeline switches by replacing `samtools sort` with `alnsort sort`.
+//!
+//! One table, [`OPTIONS`], defines every option: the parser accepts exactly
+//! the options in it, and `alnsort sort --help` is rendered from it, so no
+//! option can be accepted without being listed. Options samtools has but
+//! alnsort does not implement yet are in the table too (group
+//! [`Group::Unsupported`]) so that using one is refused with a clear message
+//! rather than read as an unknown option or silently ignored.
+//!
 //! This module only turns argv into `SortArgs`; it opens nothing and reads no
 //! input (the `Config` built from it in `config.rs` does the resolving).
 
@@ -15,7 +23,6 @@ pub enum OrderFlag {
     Coordinate,
     Name,
     TemplateCoordinate,
-    Minimiser,
 }
 
 /// Output format as named by `-O` or the output file's extension.
@@ -48,6 +55,7 @@ pub struct SortArgs {
     pub write_index: bool,
     pub verbosity: i32,
     pub progress: Option<bool>,
+    /// `--progress-interval SECS`: seconds between plain progress lines.
     pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
@@ -59,74 +67,583 @@ pub struct SortArgs {
 #[derive(Debug)]
 pub enum Parsed {
     Run(Box<SortArgs>),
-    /// Print to stdout and exit 0 (`--help`, or no input and stdin a TTY).
+    /// Print [`sort_help`] to stdout and exit 0 (`--help`, or no arguments
+    /// and stdin a TTY, as samtools does).
     Usage,
     Version,
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ArgError(pub String);
+pub enum ArgError {
+    #[error("unknown option '{0}'")]
+    UnknownOption(String),
+    #[error("option '--{given}' is ambiguous: it could be {candidates}")]
+    Ambiguous { given: String, candidates: String },
+    /// An option samtools has and alnsort does not implement yet.
+    #[error("{option} is not supported yet: {why}")]
+    Unsupported { option: String, why: &'static str },
+    /// A value or positional argument that cannot be used.
+    #[error("{0}")]
+    Invalid(String),
+    /// Missing value, value given to a flag, non-UTF-8 text.
+    #[error(transparent)]
+    Syntax(#[from] lexopt::Error),
+}
 
-impl From<lexopt::Error> for ArgError {
-    fn from(e: lexopt::Error) -> Self {
-        ArgError(e.to_string())
+impl ArgError {
+    /// A mistake in how the command line is written (worth pointing at
+    /// `--help`), as opposed to a known option that is refused.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, ArgError::Unsupported { .. })
     }
 }
 
-pub const USAGE: &str = "\
-Usage: alnsort sort [options...] [in.bam|in.sam|-]
-Options (as samtools sort):
-  -l INT     Set compression level, from 0 (uncompressed) to 9 (best)
-  -u         Output uncompressed data (equivalent to -l 0)
-  -m INT     Set maximum memory per thread; suffix K/M/G recognized [768M]
-  -M         Use minimiser for clustering unaligned/unplaced reads (not supported yet)
-  -n         Sort by read name (natural): cannot be used with samtools index
-  -N         Sort by read name (not natural): cannot be used with samtools index
-  -t TAG     Sort by value of TAG. Uses position as secondary index (or read name if -n is set)
-  -o FILE    Write final output to FILE rather than standard output
-  -T PREFIX  Write temporary files to a private directory under PREFIX's directory
-      --no-PG
-             Do not add a PG line
-      --template-coordinate
-             Sort by template-coordinate
-      --write-index
-             Automatically index the output files (CSI; FILE##idx##FILE.bai for BAI)
-  -O, --output-fmt FORMAT[,OPT[=VAL]]...
-             Specify output format (SAM, BAM) and options (level=N)
-      --output-fmt-option OPT[=VAL]
-             Specify a single output file format option (level=N)
-  -@, --threads INT
-             Number of threads for sorting and compression; below 2 is single-threaded [1]
-      --verbosity INT
-             Set level of verbosity
-alnsort additions:
-      --max-memory SIZE
-             Total memory budget for the whole process (1.5G, 800M, 80%); overrides -m
-      --progress / --no-progress
-             Force the progress display on stderr on or off (default: on when stderr is a terminal;
-             when it is not, --progress writes a plain line every 10 s)
-      --progress-interval SECS
-             Seconds between those plain lines (fractions allowed); implies --progress
-      --stats-json FILE
-             Write records, bytes, runs, per-phase times and peak RSS as JSON
-";
+/// What an option does; `parse` applies it to `SortArgs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptId {
+    Name,
+    NameLex,
+    Tag,
+    TemplateCoordinate,
+    Output,
+    OutputFmt,
+    OutputFmtOption,
+    Level,
+    Uncompressed,
+    WriteIndex,
+    NoPg,
+    MemPerThread,
+    Threads,
+    TmpPrefix,
+    MaxMemory,
+    Progress,
+    NoProgress,
+    ProgressInterval,
+    StatsJson,
+    Verbosity,
+    Help,
+    Version,
+    /// Refused when used, with this reason.
+    Unsupported(&'static str),
+}
 
-fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
-    v.trim().parse::<i64>().map_err(|_| {
-        ArgError(format!(
-            "invalid value '{v}' for {opt}: expected an integer"
-        ))
-    })
+/// Where an option is listed in the help, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Order,
+    Output,
+    Resources,
+    Additions,
+    Other,
+    Unsupported,
+}
+
+impl Group {
+    pub const ALL: [Group; 6] = [
+        Group::Order,
+        Group::Output,
+        Group::Resources,
+        Group::Additions,
+        Group::Other,
+        Group::Unsupported,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            Group::Order => {
+                "Sort order (default: coordinate; the last of -n, -N and \
+                 --template-coordinate wins, as in samtools):"
+            }
+            Group::Output => "Output:",
+            Group::Resources => "Memory, threads and temporary files:",
+            Group::Additions => "alnsort additions (not in samtools):",
+            Group::Other => "Other:",
+            Group::Unsupported => {
+                "Not supported yet (samtools options that alnsort refuses \
+                 with a message):"
+            }
+        }
+    }
+}
+
+/// One option: how it is written, what it does, where help lists it.
+#[derive(Debug)]
+pub struct OptSpec {
+    pub id: OptId,
+    pub short: Option<char>,
+    pub long: Option<&'static str>,
+    /// The value's name in the help; `None` for a flag.
+    pub value: Option<&'static str>,
+    pub group: Group,
+    pub help: &'static str,
+}
+
+const MINIMISER: &str = "alnsort has no minimiser order (-M, -I, -K, -w, -R, -H); it sorts \
+                         by coordinate, name (-n/-N), tag (-t) or --template-coordinate";
+
+/// Every option `alnsort sort` accepts; the parser and the help both read it.
+pub const OPTIONS: &[OptSpec] = &[
+    OptSpec {
+        id: OptId::Name,
+        short: Some('n'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Sort by read name in natural order (digit runs compare as \
+               numbers): @HD SO:queryname SS:queryname:natural.",
+    },
+    OptSpec {
+        id: OptId::NameLex,
+        short: Some('N'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Sort by read name in byte order (SS:queryname:lexicographical). \
+               As in samtools, once -N is given a later -n is byte order too.",
+    },
+    OptSpec {
+        id: OptId::Tag,
+        short: Some('t'),
+        long: None,
+        value: Some("TAG"),
+        group: Group::Order,
+        help: "Sort by the value of aux tag TAG (its first two characters), \
+               then by position, or by name with -n/-N: @HD SO:unsorted \
+               SS:unsorted:TAG:coordinate (or :queryname:...).",
+    },
+    OptSpec {
+        id: OptId::TemplateCoordinate,
+        short: None,
+        long: Some("template-coordinate"),
+        value: None,
+        group: Group::Order,
+        help: "Sort by template coordinate (as samtools 1.24: mate-aware, \
+               with CB; what fgbio expects): @HD SO:unsorted GO:query \
+               SS:unsorted:template-coordinate.",
+    },
+    OptSpec {
+        id: OptId::Output,
+        short: Some('o'),
+        long: None,
+        value: Some("FILE"),
+        group: Group::Output,
+        help: "Write to FILE instead of standard output (-). FILE##idx##IDX \
+               names the --write-index file. Unlike samtools, FILE appears \
+               only when the run succeeds (written under a temporary name, \
+               then renamed).",
+    },
+    OptSpec {
+        id: OptId::OutputFmt,
+        short: Some('O'),
+        long: Some("output-fmt"),
+        value: Some("FMT[,OPT=VAL]..."),
+        group: Group::Output,
+        help: "Output format BAM or SAM; it overrides FILE's extension (.sam: \
+               SAM, .sam.gz: BGZF SAM, anything else: BAM). SAM with level=N \
+               is BGZF-compressed SAM. OPT is level=N; nthreads=N and \
+               reference=FILE are accepted and change nothing for BAM/SAM. \
+               CRAM is refused (not supported yet).",
+    },
+    OptSpec {
+        id: OptId::OutputFmtOption,
+        short: None,
+        long: Some("output-fmt-option"),
+        value: Some("OPT=VAL"),
+        group: Group::Output,
+        help: "One output format option, the same as ,OPT=VAL after -O FMT \
+               (level=N).",
+    },
+    OptSpec {
+        id: OptId::Level,
+        short: Some('l'),
+        long: None,
+        value: Some("INT"),
+        group: Group::Output,
+        help: "Compression level 0-9 of BAM output (above 9 is 9, below 0 \
+               the default, 6); plain SAM output ignores it. Levels 5-7 use \
+               a faster libdeflate level than samtools: output about 0.5% \
+               larger, records the same.",
+    },
+    OptSpec {
+        id: OptId::Uncompressed,
+        short: Some('u'),
+        long: None,
+        value: None,
+        group: Group::Output,
+        help: "Uncompressed BAM (the same as -l 0).",
+    },
+    OptSpec {
+        id: OptId::WriteIndex,
+        short: None,
+        long: Some("write-index"),
+        value: None,
+        group: Group::Output,
+        help: "Index the output while writing it: FILE.csi, or the IDX of \
+               -o FILE##idx##IDX (a .bai name gives BAI). Coordinate order \
+               only (other orders: a warning, no index, as in samtools); BAM \
+               output only (samtools also indexes BGZF SAM).",
+    },
+    OptSpec {
+        id: OptId::NoPg,
+        short: None,
+        long: Some("no-PG"),
+        value: None,
+        group: Group::Output,
+        help: "Do not add the @PG line (alnsort's is ID:alnsort PN:alnsort \
+               with the version and command line).",
+    },
+    OptSpec {
+        id: OptId::MemPerThread,
+        short: Some('m'),
+        long: None,
+        value: Some("INT[K|M|G]"),
+        group: Group::Resources,
+        help: "Record memory per thread, read as samtools reads it (0x: hex, \
+               leading 0: octal): the record buffer is -m times -@ [768M]; \
+               I/O buffers come on top. Values below 1M, and values samtools \
+               would misread (1.5G), are refused.",
+    },
+    OptSpec {
+        id: OptId::Threads,
+        short: Some('@'),
+        long: Some("threads"),
+        value: Some("INT"),
+        group: Group::Resources,
+        help: "Worker threads in all: one pool of INT threads reads, sorts, \
+               merges and compresses (below 2: one). samtools' -@ INT starts \
+               INT sort threads and INT more for compression. The output \
+               bytes are the same for every -@ and -m.",
+    },
+    OptSpec {
+        id: OptId::TmpPrefix,
+        short: Some('T'),
+        long: None,
+        value: Some("PREFIX"),
+        group: Group::Resources,
+        help: "Temporary files go in a new private directory made inside \
+               PREFIX if it is a directory, else inside PREFIX's directory \
+               (samtools writes PREFIX.NNNN.bam files). Default: $TMPDIR, \
+               else the output's directory. Removed at exit, also on error \
+               and on SIGINT/SIGTERM/SIGHUP.",
+    },
+    OptSpec {
+        id: OptId::MaxMemory,
+        short: None,
+        long: Some("max-memory"),
+        value: Some("SIZE"),
+        group: Group::Additions,
+        help: "Memory budget of the whole process, I/O buffers included: \
+               1.5G, 800M, or a share of the machine's (or cgroup's) memory \
+               such as 80%. Overrides -m.",
+    },
+    OptSpec {
+        id: OptId::Progress,
+        short: None,
+        long: Some("progress"),
+        value: None,
+        group: Group::Additions,
+        help: "Show progress on stderr: a live display on a terminal \
+               (the default there), otherwise a plain line every 10 s.",
+    },
+    OptSpec {
+        id: OptId::ProgressInterval,
+        short: None,
+        long: Some("progress-interval"),
+        value: Some("SECS"),
+        group: Group::Additions,
+        help: "Seconds between the plain progress lines written when stderr \
+               is not a terminal (fractions allowed, at least 0.01); implies \
+               --progress.",
+    },
+    OptSpec {
+        id: OptId::NoProgress,
+        short: None,
+        long: Some("no-progress"),
+        value: None,
+        group: Group::Additions,
+        help: "Never show the progress display.",
+    },
+    OptSpec {
+        id: OptId::StatsJson,
+        short: None,
+        long: Some("stats-json"),
+        value: Some("FILE"),
+        group: Group::Additions,
+        help: "Write a JSON report to FILE: records and bytes in and out, \
+               runs written, merge passes and partitions, wall and CPU \
+               seconds per phase, peak RSS.",
+    },
+    OptSpec {
+        id: OptId::Verbosity,
+        short: None,
+        long: Some("verbosity"),
+        value: Some("INT"),
+        group: Group::Other,
+        help: "Verbosity [2]; 3 or more also prints a summary of the run on \
+               stderr.",
+    },
+    OptSpec {
+        id: OptId::Help,
+        short: Some('h'),
+        long: Some("help"),
+        value: None,
+        group: Group::Other,
+        help: "Print this help and exit.",
+    },
+    OptSpec {
+        id: OptId::Version,
+        short: None,
+        long: Some("version"),
+        value: None,
+        group: Group::Other,
+        help: "Print the version and exit.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(MINIMISER),
+        short: Some('M'),
+        long: None,
+        value: None,
+        group: Group::Unsupported,
+        help: "Minimiser order for unplaced reads.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(MINIMISER),
+        short: Some('I'),
+        long: None,
+        value: Some("FILE"),
+        group: Group::Unsupported,
+        help: "Minimiser index of a FASTA reference (implies -M).",
+    },
+    OptSpec {
+        id: OptId::Unsupported(MINIMISER),
+        short: Some('K'),
+        long: None,
+        value: Some("INT"),
+        group: Group::Unsupported,
+        help: "Minimiser k-mer size.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(MINIMISER),
+        short: Some('w'),
+        long: None,
+        value: Some("INT"),
+        group: Group::Unsupported,
+        help: "Minimiser index window.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(MINIMISER),
+        short: Some('R'),
+        long: None,
+        value: None,
+        group: Group::Unsupported,
+        help: "Minimiser without the reverse strand.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(MINIMISER),
+        short: Some('H'),
+        long: None,
+        value: None,
+        group: Group::Unsupported,
+        help: "Minimiser with homopolymers squashed.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "alnsort reads and writes SAM and BAM only; CRAM and reference \
+             FASTA files are not implemented",
+        ),
+        short: None,
+        long: Some("reference"),
+        value: Some("FILE"),
+        group: Group::Unsupported,
+        help: "Reference FASTA (for CRAM; CRAM input and output are refused).",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "htslib input options (such as filter=EXPR) are not implemented; \
+             alnsort sorts every record of the input",
+        ),
+        short: None,
+        long: Some("input-fmt-option"),
+        value: Some("OPT=VAL"),
+        group: Group::Unsupported,
+        help: "Input format options, such as filter=EXPR.",
+    },
+];
+
+/// The first line of every usage text.
+pub const SORT_USAGE: &str = "Usage: alnsort sort [options] [in.bam|in.sam|-]";
+
+/// Help is wrapped to this many columns.
+pub const HELP_WIDTH: usize = 80;
+/// Column where option descriptions start.
+const HELP_INDENT: usize = 24;
+
+impl OptSpec {
+    /// The option as help shows it on the left: `-@, --threads INT`.
+    fn synopsis(&self) -> String {
+        let mut s = match (self.short, self.long) {
+            (Some(c), Some(l)) => format!("-{c}, --{l}"),
+            (Some(c), None) => format!("-{c}"),
+            (None, Some(l)) => format!("    --{l}"),
+            (None, None) => unreachable!("an option has a short or a long name"),
+        };
+        if let Some(v) = self.value {
+            s.push(' ');
+            s.push_str(v);
+        }
+        s
+    }
+
+    /// The option as a message names it: `-K` or `--reference`.
+    fn name(&self) -> String {
+        match (self.short, self.long) {
+            (Some(c), _) => format!("-{c}"),
+            (None, Some(l)) => format!("--{l}"),
+            (None, None) => unreachable!("an option has a short or a long name"),
+        }
+    }
+}
+
+/// Greedy word wrap of `text` into lines of at most `width` characters.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `alnsort sort --help`, rendered from [`OPTIONS`].
+pub fn sort_help() -> String {
+    let mut out = String::new();
+    out.push_str(SORT_USAGE);
+    out.push_str("\n\n");
+    for line in wrap(
+        "Sorts SAM or BAM (a file, or - for standard input) as samtools 1.24 \
+         sorts it: the same options, the same records in the same order, the \
+         same header edits. Long options may be abbreviated to a unique \
+         prefix, as in samtools.",
+        HELP_WIDTH,
+    ) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let pad = " ".repeat(HELP_INDENT);
+    for group in Group::ALL {
+        out.push('\n');
+        for line in wrap(group.title(), HELP_WIDTH) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        for spec in OPTIONS.iter().filter(|s| s.group == group) {
+            let left = format!("  {}", spec.synopsis());
+            let text = wrap(spec.help, HELP_WIDTH - HELP_INDENT);
+            let mut rest = text.iter();
+            if left.chars().count() < HELP_INDENT - 1 {
+                let first = rest.next().map(String::as_str).unwrap_or("");
+                out.push_str(&format!("{left:<HELP_INDENT$}{first}\n"));
+            } else {
+                out.push_str(&left);
+                out.push('\n');
+            }
+            for line in rest {
+                out.push_str(&pad);
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// `alnsort --help`: what the tool is, its commands, examples, where the
+/// documentation is.
+pub fn top_help() -> String {
+    format!(
+        "\
+alnsort {version}: sorts SAM and BAM files. A drop-in replacement for
+'samtools sort': the same options, records identical to samtools 1.24's,
+bounded memory, parallel decode and compression, clean failure on bad input.
+
+Usage: alnsort <command> [options]
+       alnsort sort [options] [in.bam|in.sam|-]
+
+Commands:
+  sort      Sort by coordinate, read name, tag or template coordinate
+  help      Print this help ('alnsort help sort': the options of sort);
+            also --help, -h
+  version   Print the version; also --version, -V
+
+Examples:
+  # coordinate order, BAM with a CSI index, 8 threads
+  alnsort sort -@ 8 --write-index -o out.bam in.sam
+  # read-name order (natural, as samtools -n), 4 GiB for the whole process
+  alnsort sort -n --max-memory 4G -o byname.bam in.bam
+  # from a pipe, SAM on standard input
+  bwa mem ref.fa r1.fq r2.fq | alnsort sort -@ 8 -o out.bam -
+
+The options of sort, and how they differ from samtools': alnsort sort --help
+Documentation: README.md (see 'Switching from samtools') and ARCHITECTURE.md
+in the alnsort source tree.
+",
+        version = env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The table entry for `-c`.
+fn find_short(c: char) -> Option<&'static OptSpec> {
+    OPTIONS.iter().find(|s| s.short == Some(c))
+}
+
+/// The table entry for `--name`: an exact name, or a unique prefix of one
+/// (getopt_long's abbreviations, which samtools accepts).
+fn find_long(name: &str) -> Result<&'static OptSpec, ArgError> {
+    if let Some(s) = OPTIONS.iter().find(|s| s.long == Some(name)) {
+        return Ok(s);
+    }
+    let matches: Vec<&'static OptSpec> = OPTIONS
+        .iter()
+        .filter(|s| !name.is_empty() && s.long.is_some_and(|l| l.starts_with(name)))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => Err(ArgError::UnknownOption(format!("--{name}"))),
+        many => Err(ArgError::Ambiguous {
+            given: name.to_string(),
+            candidates: many
+                .iter()
+                .filter_map(|s| s.long.map(|l| format!("--{l}")))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
 }
 
 fn parse_seconds(opt: &str, v: &str) -> Result<f64, ArgError> {
     match v.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && s >= 0.01 => Ok(s),
-        _ => Err(ArgError(format!(
+        _ => Err(ArgError::Invalid(format!(
             "invalid value '{v}' for {opt}: expected seconds, at least 0.01 (e.g. 10 or 0.5)"
         ))),
     }
+}
+
+fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
+    v.trim().parse::<i64>().map_err(|_| {
+        ArgError::Invalid(format!(
+            "invalid value '{v}' for {opt}: expected an integer"
+        ))
+    })
 }
 
 /// Parses samtools' `-O FMT[,opt=val...]`.
@@ -139,7 +656,7 @@ fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
         "sam.gz" => OutFormat::SamGz,
         "cram" => OutFormat::Cram,
         other => {
-            return Err(ArgError(format!(
+            return Err(ArgError::Invalid(format!(
                 "unknown output format '{other}': alnsort writes SAM or BAM"
             )))
         }
@@ -155,15 +672,17 @@ fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), ArgError> {
         Some(("level", n)) => {
             let n = parse_int("level", n)?;
             if !(0..=9).contains(&n) {
-                return Err(ArgError(format!(
+                return Err(ArgError::Invalid(format!(
                     "compression level {n} is out of range 0..9"
                 )));
             }
             args.format_level = Some(n as u32);
             Ok(())
         }
+        // htslib's output thread count (alnsort's -@ covers compression) and
+        // the CRAM reference: neither changes BAM or SAM output.
         Some(("nthreads", _)) | Some(("reference", _)) => Ok(()),
-        _ => Err(ArgError(format!(
+        _ => Err(ArgError::Invalid(format!(
             "unsupported output format option '{opt}' (alnsort knows level=N)"
         ))),
     }
@@ -209,71 +728,69 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
     let mut positional: Vec<String> = Vec::new();
     let mut p = lexopt::Parser::from_args(rest);
     while let Some(arg) = p.next()? {
-        match arg {
-            Short('l') => {
-                let v = p.value()?.string()?;
-                let n = parse_int("-l", &v)?;
+        let spec = match arg {
+            Short(c) => find_short(c).ok_or_else(|| ArgError::UnknownOption(format!("-{c}")))?,
+            Long(name) => find_long(name)?,
+            Value(v) => {
+                positional.push(v.string()?);
+                continue;
+            }
+        };
+        if let OptId::Unsupported(why) = spec.id {
+            return Err(ArgError::Unsupported {
+                option: spec.name(),
+                why,
+            });
+        }
+        let value = match spec.value {
+            Some(_) => Some(p.value()?),
+            None => None,
+        };
+        // Every option with a value name was given its value just above.
+        let text = || -> Result<String, ArgError> {
+            Ok(value.clone().expect("option takes a value").string()?)
+        };
+        match spec.id {
+            OptId::Level => {
+                let n = parse_int("-l", &text()?)?;
                 // samtools appends min(level, 9) to the mode; negative means the default.
                 a.level = if n < 0 { None } else { Some(n.min(9) as u32) };
             }
-            Short('u') => a.uncompressed = true,
-            Short('m') => {
-                let v = p.value()?.string()?;
-                a.mem_per_thread = Some(memsize::parse_per_thread(&v).map_err(|e| ArgError(e.0))?);
+            OptId::Uncompressed => a.uncompressed = true,
+            OptId::MemPerThread => {
+                a.mem_per_thread =
+                    Some(memsize::parse_per_thread(&text()?).map_err(|e| ArgError::Invalid(e.0))?);
             }
-            Short('n') => a.order = OrderFlag::Name,
-            Short('N') => {
+            OptId::Name => a.order = OrderFlag::Name,
+            OptId::NameLex => {
                 a.order = OrderFlag::Name;
                 a.lexicographic = true;
             }
-            Short('o') => a.output = p.value()?.string()?,
-            Short('O') | Long("output-fmt") => {
-                let v = p.value()?.string()?;
-                parse_output_fmt(&v, &mut a)?;
-            }
-            Long("output-fmt-option") => {
-                let v = p.value()?.string()?;
-                parse_fmt_option(&v, &mut a)?;
-            }
-            Short('T') => a.tmp_prefix = Some(p.value()?.string()?),
-            Short('@') | Long("threads") => {
-                let v = p.value()?.string()?;
-                let n = parse_int("-@", &v)?;
+            OptId::Output => a.output = text()?,
+            OptId::OutputFmt => parse_output_fmt(&text()?, &mut a)?,
+            OptId::OutputFmtOption => parse_fmt_option(&text()?, &mut a)?,
+            OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
+            OptId::Threads => {
+                let n = parse_int("-@", &text()?)?;
                 a.threads = n.max(0) as usize;
             }
-            Short('t') => a.tag = Some(p.value()?.string()?),
-            Short('M') => a.order = OrderFlag::Minimiser,
-            Short('I') => {
-                p.value()?;
-                a.order = OrderFlag::Minimiser;
+            OptId::Tag => a.tag = Some(text()?),
+            OptId::TemplateCoordinate => a.order = OrderFlag::TemplateCoordinate,
+            OptId::NoPg => a.no_pg = true,
+            OptId::WriteIndex => a.write_index = true,
+            OptId::Verbosity => a.verbosity = parse_int("--verbosity", &text()?)? as i32,
+            OptId::MaxMemory => a.max_memory = Some(text()?),
+            OptId::Progress => a.progress = Some(true),
+            OptId::NoProgress => a.progress = Some(false),
+            OptId::ProgressInterval => {
+                a.progress_interval = Some(parse_seconds("--progress-interval", &text()?)?)
             }
-            Short('K') | Short('w') => {
-                let v = p.value()?.string()?;
-                parse_int("-K/-w", &v)?;
+            OptId::StatsJson => {
+                a.stats_json = Some(PathBuf::from(value.expect("option takes a value")))
             }
-            Short('R') | Short('H') => {}
-            Long("template-coordinate") => a.order = OrderFlag::TemplateCoordinate,
-            Long("no-PG") => a.no_pg = true,
-            Long("write-index") => a.write_index = true,
-            Long("verbosity") => {
-                let v = p.value()?.string()?;
-                a.verbosity = parse_int("--verbosity", &v)? as i32;
-            }
-            Long("max-memory") => a.max_memory = Some(p.value()?.string()?),
-            Long("progress") => a.progress = Some(true),
-            Long("no-progress") => a.progress = Some(false),
-            Long("progress-interval") => {
-                let v = p.value()?.string()?;
-                a.progress_interval = Some(parse_seconds("--progress-interval", &v)?);
-            }
-            Long("stats-json") => a.stats_json = Some(PathBuf::from(p.value()?)),
-            Long("reference") | Long("input-fmt-option") => {
-                p.value()?; // CRAM reference / input options: nothing to do for SAM/BAM input
-            }
-            Short('h') | Long("help") => return Ok(Parsed::Usage),
-            Long("version") => return Ok(Parsed::Version),
-            Value(v) => positional.push(v.string()?),
-            _ => return Err(arg.unexpected().into()),
+            OptId::Help => return Ok(Parsed::Usage),
+            OptId::Version => return Ok(Parsed::Version),
+            OptId::Unsupported(_) => unreachable!("refused above"),
         }
     }
     if no_args && stdin_is_tty {
@@ -283,13 +800,17 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         0 => {}
         1 => a.input = positional.remove(0),
         2 => {
-            return Err(ArgError(
+            return Err(ArgError::Invalid(
                 "too many arguments: alnsort sort takes one input; the legacy 'sort in.bam out.prefix' form \
                  is not supported, use -o FILE"
                     .into(),
             ))
         }
-        _ => return Err(ArgError("too many arguments: alnsort sort takes one input file".into())),
+        _ => {
+            return Err(ArgError::Invalid(
+                "too many arguments: alnsort sort takes one input file".into(),
+            ))
+        }
     }
     Ok(Parsed::Run(Box::new(a)))
 }
@@ -297,12 +818,195 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    fn parse_args(args: &[&str]) -> Result<Parsed, ArgError> {
+        parse("alnsort", args.iter().map(OsString::from).collect(), false)
+    }
 
     fn run(args: &[&str]) -> Result<SortArgs, ArgError> {
-        match parse("alnsort", args.iter().map(OsString::from).collect(), false)? {
+        match parse_args(args)? {
             Parsed::Run(a) => Ok(*a),
             other => panic!("expected Run, got {other:?}"),
         }
+    }
+
+    /// A value each value name accepts; a new value name must be added here.
+    fn sample(value_name: &str) -> &'static str {
+        match value_name {
+            "TAG" => "RG",
+            "FILE" => "x.out",
+            "FMT[,OPT=VAL]..." => "bam,level=1",
+            "OPT=VAL" => "level=1",
+            "INT" => "1",
+            "INT[K|M|G]" => "2M",
+            "PREFIX" => "tmp",
+            "SIZE" => "1G",
+            "SECS" => "1",
+            other => panic!("no sample value for the value name {other}: add one"),
+        }
+    }
+
+    /// The option names help lists in its left column (`-@`, `--threads`).
+    fn listed_in_help(help: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for line in help
+            .lines()
+            .filter(|l| l.starts_with("  -") || l.starts_with("      --"))
+        {
+            let synopsis = line.trim_start().split("  ").next().unwrap();
+            for word in synopsis.split([',', ' ']) {
+                if word.starts_with('-') {
+                    names.insert(word.to_string());
+                }
+            }
+        }
+        names
+    }
+
+    /// Whether the parser knows `option` (refusing it as unsupported counts:
+    /// it is known, and help must list it).
+    fn accepted(option: &str) -> bool {
+        // A value after the option, in case it takes one; flags then see it
+        // as the input file. Values the option rejects still mean it is known.
+        !matches!(
+            parse_args(&[option, "1"]),
+            Err(ArgError::UnknownOption(_)) | Err(ArgError::Ambiguous { .. })
+        )
+    }
+
+    #[test]
+    fn every_table_entry_parses_as_its_group_says() {
+        for spec in OPTIONS {
+            let mut forms: Vec<Vec<String>> = Vec::new();
+            let value = spec.value.map(sample);
+            if let Some(c) = spec.short {
+                let mut f = vec![format!("-{c}")];
+                f.extend(value.map(String::from));
+                forms.push(f.clone());
+                if let Some(v) = value {
+                    forms.push(vec![format!("-{c}{v}")]); // attached: -m2G
+                }
+            }
+            if let Some(l) = spec.long {
+                let mut f = vec![format!("--{l}")];
+                f.extend(value.map(String::from));
+                forms.push(f);
+                if let Some(v) = value {
+                    forms.push(vec![format!("--{l}={v}")]);
+                }
+            }
+            for form in forms {
+                let args: Vec<&str> = form.iter().map(String::as_str).collect();
+                let got = parse_args(&args);
+                match (spec.id, &got) {
+                    (OptId::Unsupported(_), Err(ArgError::Unsupported { option, .. })) => {
+                        assert_eq!(option, &spec.name(), "{form:?}")
+                    }
+                    (OptId::Help, Ok(Parsed::Usage)) => {}
+                    (OptId::Version, Ok(Parsed::Version)) => {}
+                    (OptId::Unsupported(_) | OptId::Help | OptId::Version, _) => {
+                        panic!("{form:?}: got {got:?}")
+                    }
+                    (_, Ok(Parsed::Run(a))) => assert_eq!(a.input, "-", "{form:?} took no value"),
+                    (_, _) => panic!("{form:?} must be accepted, got {got:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn options_accepted_are_exactly_those_help_lists() {
+        let help = sort_help();
+        let listed = listed_in_help(&help);
+        let mut probed: BTreeSet<String> = BTreeSet::new();
+        for c in (33u8..127).map(char::from).filter(|&c| c != '-') {
+            probed.insert(format!("-{c}"));
+        }
+        for spec in OPTIONS {
+            if let Some(l) = spec.long {
+                probed.insert(format!("--{l}"));
+            }
+        }
+        // Junk, and names that only start like a table name (a unique prefix
+        // of one is an abbreviation, see the test below).
+        for l in ["--bogus", "--sort", "--outputs", "--helper", "--threads2"] {
+            probed.insert(l.to_string());
+        }
+        let accepted: BTreeSet<String> = probed.iter().filter(|o| accepted(o)).cloned().collect();
+        assert_eq!(
+            accepted, listed,
+            "accepted options (left) vs options help lists (right)"
+        );
+        // samtools sort's own getopt letters are all known (used or refused).
+        for c in "lmnNoOT@tMIKuRwH".chars() {
+            assert!(
+                accepted.contains(&format!("-{c}")),
+                "samtools' -{c} unknown to the parser"
+            );
+        }
+        assert!(help.contains("Not supported yet"));
+    }
+
+    #[test]
+    fn help_fits_80_columns() {
+        for (what, text) in [("sort --help", sort_help()), ("--help", top_help())] {
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= HELP_WIDTH,
+                    "{what}: line longer than {HELP_WIDTH} columns: {line:?}"
+                );
+            }
+        }
+        assert!(top_help().contains("alnsort sort --help"));
+    }
+
+    #[test]
+    fn unsupported_options_are_refused_by_name() {
+        for (args, name) in [
+            (&["-M"][..], "-M"),
+            (&["-K", "10"], "-K"),
+            (&["-I", "ref.fa"], "-I"),
+            (&["-R"], "-R"),
+            (&["-H"], "-H"),
+            (&["-w", "100"], "-w"),
+            (&["-t", "XT", "-M"], "-M"),
+            (&["--reference", "ref.fa"], "--reference"),
+            (
+                &["--input-fmt-option", "filter=mapq>1"],
+                "--input-fmt-option",
+            ),
+        ] {
+            match parse_args(args) {
+                Err(e @ ArgError::Unsupported { .. }) => {
+                    let msg = e.to_string();
+                    assert!(
+                        msg.starts_with(name) && msg.contains("not supported yet"),
+                        "{msg}"
+                    );
+                    assert!(!e.is_usage());
+                }
+                other => panic!("{args:?}: expected a refusal, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn long_options_may_be_abbreviated_as_getopt_long_allows() {
+        let a = run(&["--thr", "3", "--no-P", "--templ", "--write-i"]).unwrap();
+        assert_eq!(a.threads, 3);
+        assert!(a.no_pg && a.write_index);
+        assert_eq!(a.order, OrderFlag::TemplateCoordinate);
+        match run(&["--no", "x"]) {
+            Err(e @ ArgError::Ambiguous { .. }) => {
+                assert!(
+                    e.to_string().contains("--no-PG") && e.to_string().contains("--no-progress")
+                )
+            }
+            other => panic!("expected ambiguity, got {other:?}"),
+        }
+        assert!(matches!(run(&["--bogus"]), Err(ArgError::UnknownOption(o)) if o == "--bogus"));
+        assert!(matches!(run(&["-X"]), Err(ArgError::UnknownOption(o)) if o == "-X"));
     }
 
     #[test]
@@ -315,6 +1019,14 @@ mod tests {
         assert_eq!(a.output, "out.bam");
         assert_eq!(a.input, "in.bam");
         assert_eq!(a.command_line, "alnsort sort -@4 -m1G -nu -oout.bam in.bam");
+        let a = run(&["-l1", "--threads=2", "-nuo", "o.bam"]).unwrap();
+        assert_eq!(
+            (a.level, a.threads, a.output.as_str()),
+            (Some(1), 2, "o.bam")
+        );
+        assert!(a.uncompressed);
+        assert!(matches!(run(&["--no-PG=1"]), Err(ArgError::Syntax(_))));
+        assert!(matches!(run(&["-o"]), Err(ArgError::Syntax(_))));
     }
 
     #[test]
@@ -340,7 +1052,10 @@ mod tests {
 
     #[test]
     fn positional_rules() {
-        assert!(run(&["a.bam", "out"]).unwrap_err().0.contains("legacy"));
+        assert!(run(&["a.bam", "out"])
+            .unwrap_err()
+            .to_string()
+            .contains("legacy"));
         assert!(run(&["a", "b", "c"]).is_err());
         assert_eq!(run(&[]).unwrap().input, "-");
         assert!(matches!(
@@ -351,8 +1066,8 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        assert!(run(&["-m", "1.5G"]).is_err());
-        assert!(run(&["-@", "two"]).is_err());
-        assert!(run(&["--bogus"]).is_err());
+        assert!(matches!(run(&["-m", "1.5G"]), Err(ArgError::Invalid(_))));
+        assert!(matches!(run(&["-@", "two"]), Err(ArgError::Invalid(_))));
+        assert!(run(&["-@", "two"]).unwrap_err().is_usage());
     }
 }

@@ -78,13 +78,6 @@ fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
             "queryname:natural"
         }
     };
-    if a.order == OrderFlag::Minimiser && a.tag.is_none() {
-        return Err(ConfigError(
-            "minimiser sort (-M / -I) is not supported yet; alnsort sorts by coordinate, name (-n/-N), tag (-t) \
-             or --template-coordinate"
-                .into(),
-        ));
-    }
     if let Some(tag) = &a.tag {
         // samtools uses only the first two characters of TAG (§1.5); the SS
         // string shows them (a one-character tag shows one).
@@ -116,7 +109,7 @@ fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
         return Ok((order, hd));
     }
     Ok(match a.order {
-        OrderFlag::Coordinate | OrderFlag::Minimiser => (
+        OrderFlag::Coordinate => (
             SortOrder::Coordinate,
             HdValues {
                 so: "coordinate".into(),

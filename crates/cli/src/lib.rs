@@ -231,6 +231,15 @@ pub fn edit_header(header: &mut Header, cfg: &Config) {
     }
 }
 
+/// Exit status of a command line that does not name something to do
+/// (`alnsort` alone, an unknown command): the usual usage-error code.
+const EXIT_USAGE: i32 = 2;
+/// Exit status of every failure of `alnsort sort`, bad options included:
+/// samtools sort exits 1 for those too, and a drop-in replacement must not
+/// change the status a pipeline tests (the differential tests compare it
+/// with samtools').
+const EXIT_FAILURE: i32 = 1;
+
 /// Entry point used by `main`: argv in, exit code out.
 pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
     let argv0 = argv
@@ -238,32 +247,55 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "alnsort".into());
     let mut rest = argv.into_iter().skip(1);
-    match rest.next().as_deref().and_then(|s| s.to_str()) {
+    let command = rest.next();
+    match command.as_ref().map(|c| c.to_string_lossy()).as_deref() {
         Some("sort") => {}
-        Some("--version") | Some("version") => {
+        Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
-        Some("--help") | Some("-h") | Some("help") | None => {
-            println!("Usage: alnsort sort [options] [in.bam|in.sam|-]\n\nRun 'alnsort sort --help' for the options.");
+        Some("--help") | Some("-h") | Some("help") => {
+            match rest.next().as_ref().map(|c| c.to_string_lossy()).as_deref() {
+                None => print!("{}", args::top_help()),
+                Some("sort") => print!("{}", args::sort_help()),
+                Some(other) => {
+                    eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
+                    return EXIT_USAGE;
+                }
+            }
             return 0;
         }
+        None => {
+            eprintln!("{}", args::SORT_USAGE);
+            eprintln!(
+                "Try 'alnsort --help' for the commands, 'alnsort sort --help' for the options."
+            );
+            return EXIT_USAGE;
+        }
         Some(other) => {
-            eprintln!("alnsort: unknown command '{other}'; the command is 'alnsort sort'");
-            return 1;
+            let what = if other.starts_with('-') {
+                "option"
+            } else {
+                "command"
+            };
+            eprintln!("alnsort: unknown {what} '{other}'; the command is 'alnsort sort'");
+            eprintln!("Try 'alnsort --help' for more.");
+            return EXIT_USAGE;
         }
     }
     let parsed = match args::parse(&argv0, rest.collect(), std::io::stdin().is_terminal()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("alnsort sort: {e}");
-            eprint!("{}", args::USAGE);
-            return 1;
+            if e.is_usage() {
+                eprintln!("Try 'alnsort sort --help' for the options.");
+            }
+            return EXIT_FAILURE;
         }
     };
     let a = match parsed {
         args::Parsed::Usage => {
-            print!("{}", args::USAGE);
+            print!("{}", args::sort_help());
             return 0;
         }
         args::Parsed::Version => {
@@ -276,7 +308,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         Ok(c) => c,
         Err(e) => {
             eprintln!("alnsort sort: {e}");
-            return 1;
+            return EXIT_FAILURE;
         }
     };
     match run_sort(cfg) {
@@ -288,7 +320,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
         Err(e) => {
             eprintln!("alnsort sort: {e:#}");
-            1
+            EXIT_FAILURE
         }
     }
 }

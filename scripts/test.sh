@@ -6,8 +6,10 @@
 #      test requirements there (pysam 0.24.1 = the samtools 1.24 oracle,
 #      pytest); nothing is installed into the python3 you run it with,
 #   2. checks formatting (cargo fmt --check),
-#   3. builds alnsort (release; a build failure stops here), runs clippy with
-#      warnings as errors and the Rust tests of the whole workspace,
+#   3. builds alnsort (release; a build failure stops here), builds and
+#      installs the alnsort Python package into the venv (pip install .),
+#      runs clippy with warnings as errors and the Rust tests of the whole
+#      workspace,
 #   4. replays the fuzz corpus and builds the fuzz targets (fuzz/check.sh),
 #   5. runs the differential and safety suites in tests/ against the binary,
 #      with the virtual environment's python.
@@ -49,6 +51,15 @@ cargo fmt --all --check || failed+=("cargo fmt --check")
 
 echo "== cargo build --release -p alnsort"
 cargo build --release -p alnsort
+
+# The Python package (crates/python, built by maturin through pip) goes into
+# the test venv so tests/python can import it; a failed build or install
+# fails the run (and CI=true makes tests/python fail, not skip, without it).
+echo "== pip install . (the alnsort Python package) into $venv"
+"$py" -m pip install -q "maturin>=1.16,<2.0" || die "pip install maturin into $venv failed"
+# maturin's build backend runs the `maturin` program: the venv's, on PATH.
+PATH="$venv/bin:$PATH" "$py" -m pip install -q --no-build-isolation --no-deps --force-reinstall . ||
+    failed+=("pip install . (the alnsort Python package)")
 
 echo "== cargo clippy --workspace --all-targets --release -- -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings || failed+=("cargo clippy")

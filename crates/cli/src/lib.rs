@@ -68,8 +68,9 @@ fn pin_mmap_threshold() {
     }
 }
 
-/// Runs `alnsort sort` with a resolved configuration.
-pub fn run_sort(cfg: Config) -> Result<()> {
+/// Runs `alnsort sort` with a resolved configuration and returns the run's
+/// report (what `--stats-json` writes, `Report::json`).
+pub fn run_sort(cfg: Config) -> Result<stats::Report> {
     pin_mmap_threshold();
     for w in &cfg.warnings {
         eprintln!("[W::alnsort] {w}");
@@ -108,7 +109,7 @@ pub fn run_sort(cfg: Config) -> Result<()> {
             )
         })?;
     }
-    Ok(())
+    Ok(report)
 }
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
@@ -312,7 +313,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     match run_sort(cfg) {
-        Ok(()) => 0,
+        Ok(_) => 0,
         Err(e) if output::is_closed_stdout(&e) => {
             // The reader of our standard output went away: end quietly by
             // SIGPIPE, as Unix filters do (the run's files are already gone).

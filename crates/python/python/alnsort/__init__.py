@@ -1,0 +1,225 @@
+"""alnsort from Python: sort SAM/BAM files as ``samtools sort`` 1.24 does.
+
+    >>> import alnsort
+    >>> stats = alnsort.sort("in.sam", "out.bam", threads=4, index=True)
+    >>> stats["records_in"]
+
+:func:`sort` runs the same code as the ``alnsort sort`` command, in this
+process, without holding the GIL. Its keyword arguments are turned into
+that command's arguments (:func:`sort_argv` shows them) and parsed by the
+command's own parser, so every option means what it means on the command
+line and every error message is the command's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
+
+from . import _alnsort
+
+__all__ = [
+    "AlnsortError",
+    "AlnsortIOError",
+    "ORDERS",
+    "__version__",
+    "sort",
+    "sort_argv",
+    "sort_help",
+]
+
+#: The version of alnsort (the Rust crates and this package are one version).
+__version__: str = _alnsort.__version__
+
+#: A file name: ``str`` or any ``os.PathLike`` (``pathlib.Path``).
+PathArg = Union[str, "os.PathLike[str]"]
+
+#: The values of ``sort(order=...)`` and the ``alnsort sort`` options they stand for.
+ORDERS: Dict[str, List[str]] = {
+    "coordinate": [],
+    "name": ["-n"],
+    "name-lexicographic": ["-N"],
+    "template-coordinate": ["--template-coordinate"],
+}
+
+
+class AlnsortError(RuntimeError):
+    """A sort failed. The message is what ``alnsort sort`` prints after
+    ``"alnsort sort: "`` for the same arguments and input: the file, byte
+    offset (or line) and record of bad input, or the option that is wrong.
+    The run's output, index and temporary files are gone; an output file
+    that existed before the call is left as it was."""
+
+
+class AlnsortIOError(AlnsortError, OSError):
+    """An :class:`AlnsortError` whose cause is an operating-system I/O error
+    (a missing input, a directory that cannot be written, a full disk).
+    It is also an ``OSError``; its ``errno`` is not set."""
+
+
+def sort_help() -> str:
+    """The text of ``alnsort sort --help``: every option of the command."""
+    return _alnsort.sort_help()
+
+
+def _path(value: Any, what: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a str or os.PathLike, not {type(value).__name__}")
+    path = os.fsdecode(os.fspath(value))
+    if path == "-":
+        stream = "standard input" if what == "input" else "standard output"
+        raise ValueError(
+            f"{what} '-' ({stream}) cannot be used from Python: name a file "
+            "(or run the alnsort command in a pipe)"
+        )
+    return path
+
+
+def _check(value: Any, types: Any, what: str) -> None:
+    # bool is an int in Python; a count or a level given as True is a mistake.
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise TypeError(f"{what} must not be a bool")
+    if not isinstance(value, types):
+        names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+        raise TypeError(f"{what} must be {names}, not {type(value).__name__}")
+
+
+def sort_argv(
+    input: PathArg,
+    output: PathArg,
+    *,
+    order: str = "coordinate",
+    threads: int = 1,
+    max_memory: Union[str, int, None] = None,
+    level: Optional[int] = None,
+    output_format: Optional[str] = None,
+    index: Union[bool, PathArg] = False,
+    tag: Optional[str] = None,
+    tmp_dir: Optional[PathArg] = None,
+    no_pg: bool = False,
+    markdup: bool = False,
+) -> List[str]:
+    """The ``alnsort sort`` command line that :func:`sort` runs for these
+    arguments, beginning ``["alnsort", "sort", ...]``; running it in a shell
+    writes the same output bytes. Raises what :func:`sort` raises for
+    arguments that are refused before any run (``TypeError``,
+    ``ValueError``, ``NotImplementedError``)."""
+    if markdup:
+        raise NotImplementedError(
+            "markdup=True: duplicate marking (as Picard MarkDuplicates) is not implemented "
+            "in alnsort yet; sort, then mark duplicates with another tool"
+        )
+    _check(markdup, bool, "markdup")
+    _check(no_pg, bool, "no_pg")
+    inp = _path(input, "input")
+    out = _path(output, "output")
+    if not isinstance(order, str) or order not in ORDERS:
+        raise ValueError(
+            f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}"
+        )
+    argv: List[str] = [_alnsort.ARGV0, "sort"]
+    argv += ORDERS[order]
+    if tag is not None:
+        _check(tag, str, "tag")
+        argv += ["-t", tag]
+    _check(threads, int, "threads")
+    if threads != 1:
+        argv += ["-@", str(threads)]
+    if max_memory is not None:
+        _check(max_memory, (str, int), "max_memory")
+        argv += ["--max-memory", str(max_memory)]
+    if level is not None:
+        _check(level, int, "level")
+        argv += ["-l", str(level)]
+    if output_format is not None:
+        _check(output_format, str, "output_format")
+        argv += ["-O", output_format]
+    if tmp_dir is not None:
+        argv += ["-T", _path(tmp_dir, "tmp_dir")]
+    if no_pg:
+        argv.append("--no-PG")
+    if isinstance(index, bool):
+        if index:
+            argv.append("--write-index")
+    else:
+        # A named index: FILE.bai writes BAI, anything else CSI.
+        out = f"{out}##idx##{_path(index, 'index')}"
+        argv.append("--write-index")
+    argv += ["-o", out]
+    if inp.startswith("-"):
+        argv.append("--")
+    argv.append(inp)
+    return argv
+
+
+def sort(
+    input: PathArg,
+    output: PathArg,
+    *,
+    order: str = "coordinate",
+    threads: int = 1,
+    max_memory: Union[str, int, None] = None,
+    level: Optional[int] = None,
+    output_format: Optional[str] = None,
+    index: Union[bool, PathArg] = False,
+    tag: Optional[str] = None,
+    tmp_dir: Optional[PathArg] = None,
+    no_pg: bool = False,
+    markdup: bool = False,
+) -> Dict[str, Any]:
+    """Sort the SAM or BAM file ``input`` into ``output`` and return the
+    run's statistics.
+
+    The records and header edits are those of ``samtools sort`` 1.24; the
+    output appears (renamed into place) only when the run succeeds.
+
+    Arguments (each maps onto an ``alnsort sort`` option):
+
+    * ``order``: ``"coordinate"`` (default), ``"name"`` (``-n``, natural
+      read-name order), ``"name-lexicographic"`` (``-N``) or
+      ``"template-coordinate"`` (``--template-coordinate``).
+    * ``tag``: sort by the value of this two-letter aux tag first, then by
+      ``order`` (``-t TAG``).
+    * ``threads``: worker threads (``-@``; below 2 is single-threaded).
+    * ``max_memory``: budget for the whole run (``--max-memory``): a size
+      such as ``"1.5G"``, ``"800M"``, ``"80%"``, or an int of bytes.
+    * ``level``: compression level 0-9 (``-l``).
+    * ``output_format``: ``"bam"`` or ``"sam"``, with an optional
+      ``",level=N"`` (``-O``); by default the output name's extension decides.
+    * ``index``: ``True`` writes ``OUTPUT.csi`` (``--write-index``); a path
+      names the index (``.bai`` for BAI). Coordinate order and BAM only.
+    * ``tmp_dir``: directory for the run's private temporary directory (``-T``).
+    * ``no_pg``: add no ``@PG`` line (``--no-PG``).
+    * ``markdup``: duplicate marking is not implemented yet;
+      ``True`` raises ``NotImplementedError``.
+
+    ``input`` and ``output`` are ``str`` or ``os.PathLike``; ``"-"``
+    (standard input or output) is refused with ``ValueError``.
+
+    Returns the report that ``--stats-json`` writes, as a dict:
+    ``records_in``, ``records_out``, ``bytes_out``, ``runs_written``,
+    ``wall_s``, ``phases`` and the other fields of docs/stats-json.md.
+
+    Raises :class:`AlnsortError` (:class:`AlnsortIOError` for I/O causes)
+    with the command's message when an option is refused or the run fails;
+    ``TypeError``/``ValueError`` for a wrong Python argument.
+    The GIL is released while the sort runs, so other Python threads (and
+    other sorts) run meanwhile.
+    """
+    argv = sort_argv(
+        input,
+        output,
+        order=order,
+        threads=threads,
+        max_memory=max_memory,
+        level=level,
+        output_format=output_format,
+        index=index,
+        tag=tag,
+        tmp_dir=tmp_dir,
+        no_pg=no_pg,
+        markdup=markdup,
+    )
+    report: Dict[str, Any] = json.loads(_alnsort.run(argv[2:]))
+    return report

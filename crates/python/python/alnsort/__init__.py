@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _alnsort
 
@@ -66,7 +66,12 @@ def sort_help() -> str:
 def _path(value: Any, what: str) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{what} must be a str or os.PathLike, not {type(value).__name__}")
-    path = os.fsdecode(os.fspath(value))
+    return os.fsdecode(os.fspath(value))
+
+
+def _file(value: Any, what: str) -> str:
+    """The input or output path; "-" (a standard stream) is refused."""
+    path = _path(value, what)
     if path == "-":
         stream = "standard input" if what == "input" else "standard output"
         raise ValueError(
@@ -76,12 +81,10 @@ def _path(value: Any, what: str) -> str:
     return path
 
 
-def _check(value: Any, types: Any, what: str) -> None:
-    # bool is an int in Python; a count or a level given as True is a mistake.
-    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise TypeError(f"{what} must not be a bool")
-    if not isinstance(value, types):
-        names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+def _check(value: Any, types: Tuple[type, ...], what: str) -> None:
+    # bool is an int subclass; a count or a level given as True is a mistake.
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        names = " or ".join(t.__name__ for t in types)
         raise TypeError(f"{what} must be {names}, not {type(value).__name__}")
 
 
@@ -110,10 +113,10 @@ def sort_argv(
             "markdup=True: duplicate marking (as Picard MarkDuplicates) is not implemented "
             "in alnsort yet; sort, then mark duplicates with another tool"
         )
-    _check(markdup, bool, "markdup")
-    _check(no_pg, bool, "no_pg")
-    inp = _path(input, "input")
-    out = _path(output, "output")
+    _check(markdup, (bool,), "markdup")
+    _check(no_pg, (bool,), "no_pg")
+    inp = _file(input, "input")
+    out = _file(output, "output")
     if not isinstance(order, str) or order not in ORDERS:
         raise ValueError(
             f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}"
@@ -121,19 +124,19 @@ def sort_argv(
     argv: List[str] = [_alnsort.ARGV0, "sort"]
     argv += ORDERS[order]
     if tag is not None:
-        _check(tag, str, "tag")
+        _check(tag, (str,), "tag")
         argv += ["-t", tag]
-    _check(threads, int, "threads")
+    _check(threads, (int,), "threads")
     if threads != 1:
         argv += ["-@", str(threads)]
     if max_memory is not None:
         _check(max_memory, (str, int), "max_memory")
         argv += ["--max-memory", str(max_memory)]
     if level is not None:
-        _check(level, int, "level")
+        _check(level, (int,), "level")
         argv += ["-l", str(level)]
     if output_format is not None:
-        _check(output_format, str, "output_format")
+        _check(output_format, (str,), "output_format")
         argv += ["-O", output_format]
     if tmp_dir is not None:
         argv += ["-T", _path(tmp_dir, "tmp_dir")]

@@ -184,6 +184,15 @@ def test_a_refused_option_value_raises_the_cli_message(alnsort_bin, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_an_unwritable_output_directory_is_an_io_error(alnsort_bin, tmp_path):
+    out = tmp_path / "no-such-dir" / "out.bam"
+    with pytest.raises(alnsort.AlnsortIOError) as err:
+        alnsort.sort(EXAMPLE, out)
+    assert str(err.value) == cli_error(alnsort_bin, alnsort.sort_argv(EXAMPLE, out), tmp_path)
+    assert str(out) in str(err.value)
+    assert os.listdir(tmp_path) == []
+
+
 def test_two_calls_in_one_process(inputs, tmp_path):
     inp = inputs.sam("main")
     first = alnsort.sort(inp, tmp_path / "a.bam", no_pg=True)

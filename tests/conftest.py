@@ -33,7 +33,7 @@ def pytest_sessionstart(session):
     try:
         import pysam
     except ImportError:
-        pytest.exit("pysam is not installed: run `python3 -m pip install -r tests/requirements.txt`", returncode=1)
+        pytest.exit("pysam is not installed in this Python: run `bash scripts/test.sh` (it makes .venv/ with the test requirements) or `.venv/bin/python -m pip install -r tests/requirements.txt`", returncode=1)
     if pysam.__version__ != oracle.PYSAM_VERSION:
         pytest.exit(
             f"pysam {pysam.__version__} is installed; the oracle must be pysam {oracle.PYSAM_VERSION} "

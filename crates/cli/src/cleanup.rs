@@ -378,10 +378,34 @@ impl Drop for PendingFile {
 mod tests {
     use super::*;
 
-    fn scratch() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("alnsort-cleanup-test-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A private directory under the system temp dir, removed (with what
+    /// the test left in it) when the returned guard is dropped.
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch() -> Scratch {
+        let d = TempDir::new(
+            &std::env::temp_dir(),
+            "alnsort-cleanup-test",
+            &Debris::default(),
+        )
+        .unwrap();
+        let p = d.path().to_path_buf();
+        // Keep the directory: the guard removes it at the end of the test.
+        std::mem::forget(d);
+        Scratch(p)
     }
 
     #[test]
@@ -473,7 +497,7 @@ mod tests {
         assert!(m.file_type().is_symlink(), "the link was replaced");
         assert!(!std::fs::metadata(&link).unwrap().is_file());
         assert_eq!(
-            std::fs::read_dir(&base)
+            std::fs::read_dir(&*base)
                 .unwrap()
                 .filter(|e| e
                     .as_ref()

@@ -68,7 +68,6 @@ mod merge;
 mod meter;
 mod partition;
 pub mod plan;
-mod pool;
 pub mod radix;
 mod runfile;
 mod runread;

@@ -17,13 +17,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use alnsort_pipeline::{spawn, Slot};
 use rayon::ThreadPool;
 
 use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
-use crate::pool;
 use crate::runfile::{
     frame_crc, max_stored_len, FrameHeader, FrameInfo, TempRun, HEADER_LEN, MAGIC, METHOD_END,
     METHOD_LZ4, METHOD_STORED,
@@ -60,7 +59,7 @@ pub(crate) struct RunReader {
     pos: usize,
     left: u32,
     /// The next frame, being decoded on the pool; `None` after the end.
-    prefetch: Option<Receiver<Result<Frame>>>,
+    prefetch: Option<Slot<Result<Frame>>>,
     /// Buffers of frames already walked, for reuse.
     spare_raw: Vec<Vec<u8>>,
     spare_payload: Vec<Vec<u8>>,
@@ -122,15 +121,13 @@ impl RunReader {
 
     /// Reads the next frame's bytes and starts its decoding on the pool;
     /// `None` at the end marker.
-    fn start_next(&mut self) -> Result<Option<Receiver<Result<Frame>>>> {
+    fn start_next(&mut self) -> Result<Option<Slot<Result<Frame>>>> {
         let Some(stored) = self.read_stored()? else {
             return Ok(None);
         };
         let path = self.path.clone();
         let raw = self.spare_raw.pop().unwrap_or_default();
-        Ok(Some(pool::spawn(&self.pool, move || {
-            decode(stored, raw, &path)
-        })))
+        Ok(Some(spawn(&self.pool, move || decode(stored, raw, &path))))
     }
 
     /// Reads one frame header and payload from the file.
@@ -189,10 +186,10 @@ impl RunReader {
     /// Makes the prefetched frame current and prefetches the one after it.
     /// Returns `false` at the end of the run.
     fn next_frame(&mut self) -> Result<bool> {
-        let Some(rx) = self.prefetch.take() else {
+        let Some(slot) = self.prefetch.take() else {
             return Ok(false);
         };
-        let frame = pool::wait(&self.pool, &rx, "run frame decompression")??;
+        let frame = slot.wait(&self.pool, "run frame decompression")??;
         let old = std::mem::replace(&mut self.frame, frame);
         self.spare_raw.push(old.raw);
         self.spare_payload.push(old.payload);

@@ -2,18 +2,16 @@
 //! order with at most `lookahead` in flight (result slot queued before the
 //! job), their outputs read back as one stream of `(key, record)` slices.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use alnsort_pipeline::OrderedQueue;
 use rayon::ThreadPool;
 
 use super::source::{FrameBuf, PartSource, Spare};
 use super::Shared;
 use crate::error::{Result, SortError};
 use crate::meter::{Charge, Meter};
-use crate::pool;
 
 /// One merged entry of a segment, by reference.
 #[derive(Clone, Copy)]
@@ -67,10 +65,10 @@ impl Segment {
 /// The consumer side: partitions in order, as one stream.
 pub(crate) struct Partitioned {
     shared: Arc<Shared>,
-    pool: Arc<ThreadPool>,
     meter: Arc<Meter>,
     next: usize,
-    inflight: VecDeque<Receiver<Result<Segment>>>,
+    /// Partitions being merged, taken in partition order.
+    inflight: OrderedQueue<Result<Segment>>,
     lookahead: usize,
     current: Segment,
     idx: usize,
@@ -90,11 +88,10 @@ impl Partitioned {
     ) -> Self {
         Partitioned {
             shared: Arc::new(shared),
-            pool,
             current: Segment::new(&meter),
             meter,
             next: 0,
-            inflight: VecDeque::new(),
+            inflight: OrderedQueue::new(pool, "partition merge"),
             lookahead: lookahead.max(1),
             idx: 0,
             key8: [0; 8],
@@ -112,9 +109,8 @@ impl Partitioned {
                 .pop()
                 .unwrap_or_else(|| Segment::new(&self.meter));
             let shared = Arc::clone(&self.shared);
-            self.inflight.push_back(pool::spawn(&self.pool, move || {
-                shared.merge_partition(p, &mut seg).map(|()| seg)
-            }));
+            self.inflight
+                .push(move || shared.merge_partition(p, &mut seg).map(|()| seg));
         }
     }
 
@@ -122,10 +118,10 @@ impl Partitioned {
     pub(crate) fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
         while self.idx == self.current.items.len() {
             self.dispatch();
-            let Some(rx) = self.inflight.pop_front() else {
+            let Some(seg) = self.inflight.pop() else {
                 return Ok(None);
             };
-            let seg = pool::wait(&self.pool, &rx, "partition merge")??;
+            let seg = seg??;
             let mut done = std::mem::replace(&mut self.current, seg);
             done.recycle(&self.shared.spare);
             self.spare.push(done);
@@ -164,10 +160,8 @@ impl Partitioned {
 impl Drop for Partitioned {
     fn drop(&mut self) {
         self.shared.cancel.store(true, Ordering::Relaxed);
-        for rx in self.inflight.drain(..) {
-            // Waiting makes the jobs let go of the runs, so the files are
-            // deleted when this returns; their results no longer matter.
-            let _ = pool::wait(&self.pool, &rx, "partition merge");
-        }
+        // Waiting makes the jobs let go of the runs, so the files are
+        // deleted when this returns; their results no longer matter.
+        self.inflight.drain();
     }
 }

@@ -235,8 +235,8 @@ pub struct Sorter {
 }
 
 impl Sorter {
-    /// A sorter whose jobs run on `pool`. Computes the memory plan (and,
-    /// for `max_open_runs == 0`, raises the soft open-file limit).
+    /// A sorter whose jobs run on `pool`. Computes the memory plan (for
+    /// `max_open_runs == 0`, from the soft open-file limit as it is).
     pub fn new(config: SortConfig, pool: Arc<ThreadPool>) -> Result<Self> {
         let plan = Plan::new(&config, pool.current_num_threads())?;
         let meter = Arc::new(Meter::default());

@@ -246,6 +246,10 @@ pub(crate) struct RunWriter {
     spare: Vec<Encoded>,
     meta: RunMeta,
     charge: Charge,
+    /// Test seam: the compression job of this frame number (1-based) and
+    /// every later one panics.
+    #[cfg(test)]
+    pub(crate) panic_from_frame: Option<u64>,
 }
 
 impl RunWriter {
@@ -280,6 +284,8 @@ impl RunWriter {
             spare: Vec::new(),
             meta: RunMeta::default(),
             charge,
+            #[cfg(test)]
+            panic_from_frame: None,
         })
     }
 
@@ -322,7 +328,11 @@ impl RunWriter {
         self.meta.raw_bytes += raw.len() as u64;
         self.meta.frames += 1;
         let mut out = out;
+        #[cfg(test)]
+        let panics = self.panic_from_frame.is_some_and(|f| self.meta.frames >= f);
         self.pending.push(move || {
+            #[cfg(test)]
+            assert!(!panics, "injected run frame compression panic");
             encode_frame(&raw, entries, &mut out);
             Encoded {
                 raw,

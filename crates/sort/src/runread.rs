@@ -67,6 +67,9 @@ pub(crate) struct RunReader {
     record: Range<usize>,
     exhausted: bool,
     charge: Charge,
+    /// Test seam: decoding jobs started from now on panic.
+    #[cfg(test)]
+    pub(crate) panic_in_decode: bool,
 }
 
 impl RunReader {
@@ -113,6 +116,8 @@ impl RunReader {
             record: 0..0,
             exhausted: false,
             charge: Charge::new(meter),
+            #[cfg(test)]
+            panic_in_decode: false,
         };
         reader.prefetch = reader.start_next()?;
         reader.advance()?;
@@ -127,7 +132,13 @@ impl RunReader {
         };
         let path = self.path.clone();
         let raw = self.spare_raw.pop().unwrap_or_default();
-        Ok(Some(spawn(&self.pool, move || decode(stored, raw, &path))))
+        #[cfg(test)]
+        let panics = self.panic_in_decode;
+        Ok(Some(spawn(&self.pool, move || {
+            #[cfg(test)]
+            assert!(!panics, "injected run frame decompression panic");
+            decode(stored, raw, &path)
+        })))
     }
 
     /// Reads one frame header and payload from the file.
@@ -450,6 +461,68 @@ mod tests {
     }
 
     use crate::runfile::RunMeta;
+
+    #[test]
+    fn a_panicking_compression_job_is_an_error_naming_the_stage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meter = Arc::new(Meter::default());
+        let out = TempRun::create(dir.path(), &mut 0).expect("create");
+        let mut writer = crate::runfile::RunWriter::new(out, pool(), 1024, &meter).expect("writer");
+        writer.panic_from_frame = Some(5);
+        let mut result = Ok(());
+        for (k, r) in &sample(2_000) {
+            result = writer.push(k, r);
+            if result.is_err() {
+                break;
+            }
+        }
+        let err = match result {
+            Err(e) => e,
+            Ok(()) => writer.finish().map(|_| ()).expect_err("frame 5 was lost"),
+        };
+        assert!(
+            matches!(
+                err,
+                SortError::Worker {
+                    what: "run frame compression"
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("run frame compression"), "{err}");
+    }
+
+    #[test]
+    fn a_panicking_decompression_job_is_an_error_naming_the_stage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let entries = sample(2_000);
+        let (run, _) = write_run(dir.path(), &entries, 1024);
+        let meter = Arc::new(Meter::default());
+        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        reader.panic_in_decode = true;
+        let mut read = 0;
+        let err = loop {
+            assert!(
+                reader.key().is_some(),
+                "the run ended without the lost frame"
+            );
+            read += 1;
+            if let Err(e) = reader.advance() {
+                break e;
+            }
+        };
+        // The frames decoded before the seam was set come out first.
+        assert!(read > 0 && read < entries.len(), "{read}");
+        assert!(
+            matches!(
+                err,
+                SortError::Worker {
+                    what: "run frame decompression"
+                }
+            ),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn round_trip_over_many_frames() {

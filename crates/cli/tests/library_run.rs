@@ -46,21 +46,21 @@ fn blocked_signals() -> Vec<libc::c_int> {
     }
 }
 
-fn nofile() -> (u64, u64) {
+fn nofile() -> (libc::rlim_t, libc::rlim_t) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    (lim.rlim_cur as u64, lim.rlim_max as u64)
+    (lim.rlim_cur, lim.rlim_max)
 }
 
-fn set_soft_nofile(soft: u64) {
+fn set_soft_nofile(soft: libc::rlim_t) {
     let (_, hard) = nofile();
     let lim = libc::rlimit {
-        rlim_cur: soft as libc::rlim_t,
-        rlim_max: hard as libc::rlim_t,
+        rlim_cur: soft,
+        rlim_max: hard,
     };
     // SAFETY: `lim` is a valid rlimit; lowering the soft limit is always
     // allowed.

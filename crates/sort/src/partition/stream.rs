@@ -76,6 +76,10 @@ pub(crate) struct Partitioned {
     /// integer.
     key8: [u8; 8],
     spare: Vec<Segment>,
+    /// Test seam: the merge jobs of this partition and every later one
+    /// panic.
+    #[cfg(test)]
+    panic_from_partition: Option<usize>,
 }
 
 impl Partitioned {
@@ -96,6 +100,8 @@ impl Partitioned {
             idx: 0,
             key8: [0; 8],
             spare: Vec::new(),
+            #[cfg(test)]
+            panic_from_partition: None,
         }
     }
 
@@ -109,8 +115,13 @@ impl Partitioned {
                 .pop()
                 .unwrap_or_else(|| Segment::new(&self.meter));
             let shared = Arc::clone(&self.shared);
-            self.inflight
-                .push(move || shared.merge_partition(p, &mut seg).map(|()| seg));
+            #[cfg(test)]
+            let panics = self.panic_from_partition.is_some_and(|f| p >= f);
+            self.inflight.push(move || {
+                #[cfg(test)]
+                assert!(!panics, "injected partition merge panic");
+                shared.merge_partition(p, &mut seg).map(|()| seg)
+            });
         }
     }
 
@@ -163,5 +174,62 @@ impl Drop for Partitioned {
         // Waiting makes the jobs let go of the runs, so the files are
         // deleted when this returns; their results no longer matter.
         self.inflight.drain();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Batch;
+    use crate::KeyKind;
+
+    #[test]
+    fn a_panicking_partition_merge_is_an_error_naming_the_stage() {
+        let meter = Arc::new(Meter::default());
+        let sources = (0..2u64)
+            .map(|b| {
+                let mut batch = Batch::new(KeyKind::Fixed8, 1 << 20);
+                for i in 0..2_000u64 {
+                    let key = (i * 2 + b).to_be_bytes();
+                    assert!(batch.try_push(&key, &[7u8; 40]));
+                }
+                batch.sort();
+                PartSource::Batch(batch)
+            })
+            .collect();
+        let shared = Shared::new(sources, true, 8 << 10, 2, &meter);
+        let partitions = shared.partitions();
+        assert!(partitions > 4, "{partitions} partitions");
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("pool"),
+        );
+        let mut merged = Partitioned::new(shared, pool, meter, 2);
+        merged.panic_from_partition = Some(3);
+        let mut delivered = 0u64;
+        let err = loop {
+            match merged.next_entry() {
+                Ok(Some((key, _))) => {
+                    // Partitions before the lost one come out whole and in
+                    // order.
+                    assert_eq!(key, delivered.to_be_bytes());
+                    delivered += 1;
+                }
+                Ok(None) => panic!("the merge ended without the lost partition"),
+                Err(e) => break e,
+            }
+        };
+        assert!(delivered > 0 && delivered < 4_000, "{delivered}");
+        assert!(
+            matches!(
+                err,
+                SortError::Worker {
+                    what: "partition merge"
+                }
+            ),
+            "{err:?}"
+        );
     }
 }

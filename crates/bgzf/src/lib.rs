@@ -16,7 +16,6 @@ pub mod error;
 pub mod reader;
 #[cfg(test)]
 mod test_util;
-mod wait;
 pub mod writer;
 
 pub use block::{

@@ -1,31 +1,36 @@
 //! Ordered parallel BGZF decompression.
 //!
-//! A dedicated thread reads raw blocks from the input. For each block it
-//! makes a one-shot (bounded(1)) channel, queues the receiver in a bounded
-//! FIFO *first*, and only then spawns the inflate job on the injected pool.
-//! The consumer pops receivers in FIFO order, so blocks come out in file
+//! A dedicated thread reads raw blocks from the input and gathers them into
+//! inflate jobs of [`JOB_BLOCKS`] blocks. Each job goes through the one
+//! ordered-slot primitive ([`alnsort_pipeline::Ordered`]): its result slot
+//! enters a bounded FIFO before the job is dispatched on the injected pool,
+//! and the consumer takes slots in FIFO order, so blocks come out in file
 //! order whatever order the jobs finish in, and the FIFO bound is the
-//! backpressure. Errors travel through the same FIFO, so the blocks before a
-//! corrupt one are still delivered first. Decoded buffers, raw buffers and
-//! decompressors are recycled through channels: no steady-state allocation.
+//! backpressure. A job that panics is an error naming the block it was
+//! about, never an abort or a hang. Errors of the reader thread travel
+//! through the same FIFO, so the blocks before a corrupt one are still
+//! delivered first. Decoded buffers, raw buffers and decompressors are
+//! recycled through channels: no steady-state allocation.
 
 use std::io::{self, BufRead, Cursor, Read};
 use std::sync::Arc;
-use std::thread;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use alnsort_pipeline::{Lost, Ordered};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use libdeflater::Decompressor;
 use rayon::ThreadPool;
 
 use crate::block::{self, FIXED_HEADER_LEN};
 use crate::error::{BgzfError, Result};
-use crate::wait;
 
 /// Blocks queued per pool thread: enough to keep every worker busy while
 /// the consumer stalls briefly, small enough to bound memory at
 /// 4 x threads x ~128 KiB (raw + decoded). noodles uses workers + 2; the
 /// extra slack absorbs the consumer's own bursts.
 const QUEUE_BLOCKS_PER_THREAD: usize = 4;
+
+/// The stage name of the inflate jobs, in errors.
+const INFLATE_STAGE: &str = "BGZF inflate";
 
 /// Where the consumer is in the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,18 +58,27 @@ struct Block {
     csize: usize,
 }
 
-/// One FIFO entry, in file order.
-enum Slot {
-    /// An inflate job's result, still to come.
-    Pending {
-        offset: u64,
-        rx: Receiver<Result<Block>>,
-    },
+/// One work item of the reader thread, in file order.
+enum Item {
+    /// Raw blocks and their compressed offsets, to inflate in one job.
+    Blocks(Vec<(Vec<u8>, u64)>),
     /// The reader thread failed here (I/O, bad header, truncation, no EOF).
     Failed(BgzfError),
     /// Clean end of stream, after a valid EOF block.
     End,
 }
+
+/// What the consumer gets for one [`Item`].
+enum Decoded {
+    /// The job's blocks in order; an inflate error ends the list.
+    Blocks(Vec<Result<Block>>),
+    Failed(BgzfError),
+    End,
+}
+
+/// Inflates one raw block into `out`: [`block::inflate_block`], or in tests
+/// a stand-in that fails in ways the real one cannot.
+type InflateFn = fn(&[u8], u64, &mut Vec<u8>, &mut Decompressor) -> Result<()>;
 
 enum State {
     Running,
@@ -79,8 +93,9 @@ enum State {
 /// Dropping the reader mid-stream stops the reader thread at its next queue
 /// operation (immediately if it is waiting for queue space).
 pub struct ParallelReader {
-    pool: Arc<ThreadPool>,
-    slots: Receiver<Slot>,
+    jobs: Ordered<Decoded>,
+    /// The blocks of the job being consumed that are not yet current.
+    ready: std::vec::IntoIter<Result<Block>>,
     recycle: Sender<Vec<u8>>,
     current: Vec<u8>,
     pos: usize,
@@ -101,33 +116,66 @@ impl ParallelReader {
         pool: Arc<ThreadPool>,
         prefix: Vec<u8>,
     ) -> Result<Self> {
-        // At least two jobs' worth, so the FIFO never fills before a job of
-        // JOB_BLOCKS queued slots has been dispatched.
-        let capacity =
-            (QUEUE_BLOCKS_PER_THREAD * pool.current_num_threads().max(1)).max(2 * JOB_BLOCKS);
-        let (slot_tx, slots) = bounded(capacity);
-        let (recycle, recycled) = unbounded();
+        Self::with_inflate(inner, pool, prefix, block::inflate_block)
+    }
+
+    fn with_inflate<R: Read + Send + 'static>(
+        inner: R,
+        pool: Arc<ThreadPool>,
+        prefix: Vec<u8>,
+        inflate: InflateFn,
+    ) -> Result<Self> {
+        // Jobs in flight: the same number of blocks per thread as one job
+        // per block would queue, and at least two jobs.
+        let depth = (QUEUE_BLOCKS_PER_THREAD * pool.current_num_threads().max(1))
+            .div_ceil(JOB_BLOCKS)
+            .max(2);
+        let (recycle, recycled) = unbounded::<Vec<u8>>();
         let (raw_back, raw_recycled) = unbounded();
-        let (decompressor_back, decompressors) = unbounded();
-        let producer = Producer {
+        let (decompressor_back, decompressors) = unbounded::<Decompressor>();
+        let mut producer = Producer {
             input: Cursor::new(prefix).chain(inner),
-            pool: Arc::clone(&pool),
-            slots: slot_tx,
-            recycled,
-            raw_back,
             raw_recycled,
-            decompressor_back,
-            decompressors,
             offset: 0,
             job: Vec::with_capacity(JOB_BLOCKS),
         };
-        thread::Builder::new()
-            .name("bgzf-reader".into())
-            .spawn(move || producer.run())
-            .map_err(|e| BgzfError::io(0, e))?;
-        Ok(ParallelReader {
+        let work = move |item: Item| match item {
+            Item::Blocks(blocks) => {
+                let mut d = decompressors.try_recv().unwrap_or_default();
+                let mut out = Vec::with_capacity(blocks.len());
+                for (raw, offset) in blocks {
+                    let mut data = recycled.try_recv().unwrap_or_default();
+                    let csize = raw.len();
+                    let result = inflate(&raw, offset, &mut data, &mut d);
+                    // Recycling fails only once the reader thread has gone.
+                    let _ = raw_back.send(raw);
+                    let failed = result.is_err();
+                    out.push(result.map(|()| Block {
+                        data,
+                        offset,
+                        csize,
+                    }));
+                    if failed {
+                        break;
+                    }
+                }
+                let _ = decompressor_back.send(d);
+                Decoded::Blocks(out)
+            }
+            Item::Failed(e) => Decoded::Failed(e),
+            Item::End => Decoded::End,
+        };
+        let jobs = Ordered::spawn(
             pool,
-            slots,
+            INFLATE_STAGE,
+            depth,
+            move |emit| producer.run(emit),
+            work,
+        )
+        .map_err(|e| BgzfError::io(0, e))?;
+        Ok(ParallelReader {
+            jobs,
+            ready: Vec::new().into_iter(),
             recycle,
             current: Vec::new(),
             pos: 0,
@@ -174,32 +222,46 @@ impl ParallelReader {
         Ok(&self.current[self.pos..])
     }
 
+    /// The next block in file order; `None` at the clean end of the stream.
+    fn next_block(&mut self) -> Result<Option<Block>> {
+        loop {
+            if let Some(block) = self.ready.next() {
+                return block.map(Some);
+            }
+            // The next block starts where the current one ends.
+            let offset = self.current_offset + self.current_csize as u64;
+            let lost = |source: Lost| BgzfError::WorkerLost {
+                what: source.stage,
+                offset,
+            };
+            match self.jobs.next_result() {
+                Some(Ok(Decoded::Blocks(blocks))) => self.ready = blocks.into_iter(),
+                Some(Ok(Decoded::Failed(e))) => return Err(e),
+                Some(Ok(Decoded::End)) => return Ok(None),
+                Some(Err(e)) => return Err(lost(e)),
+                // The reader thread ended without saying why: it panicked.
+                None => {
+                    return Err(lost(Lost {
+                        stage: "BGZF reader thread",
+                    }))
+                }
+            }
+        }
+    }
+
     /// Replaces the used-up current block by the next non-empty one (or
     /// marks the end of the stream).
     fn advance(&mut self) -> Result<()> {
         loop {
-            let next_offset = self.current_offset + self.current_csize as u64;
-            let slot = wait::recv(&self.pool, &self.slots).map_err(|_| BgzfError::WorkerLost {
-                what: "reader thread",
-                offset: next_offset,
-            })?;
-            let (offset, rx) = match slot {
-                Slot::Pending { offset, rx } => (offset, rx),
-                Slot::Failed(e) => return Err(e),
-                Slot::End => {
-                    self.state = State::Done;
-                    return Ok(());
-                }
+            let Some(block) = self.next_block()? else {
+                self.state = State::Done;
+                return Ok(());
             };
-            let block = wait::recv(&self.pool, &rx).map_err(|_| BgzfError::WorkerLost {
-                what: "inflate job",
-                offset,
-            })??;
             self.consumed_before_current += self.current.len() as u64;
             let used = std::mem::replace(&mut self.current, block.data);
             if used.capacity() > 0 {
-                // The reader thread may be gone at the end; then the buffer
-                // is simply freed.
+                // The jobs may all be gone at the end; then the buffer is
+                // simply freed.
                 let _ = self.recycle.send(used);
             }
             self.pos = 0;
@@ -235,17 +297,11 @@ impl BufRead for ParallelReader {
 /// The reader thread's state.
 struct Producer<R> {
     input: R,
-    pool: Arc<ThreadPool>,
-    slots: Sender<Slot>,
-    recycled: Receiver<Vec<u8>>,
-    raw_back: Sender<Vec<u8>>,
     raw_recycled: Receiver<Vec<u8>>,
-    decompressor_back: Sender<Decompressor>,
-    decompressors: Receiver<Decompressor>,
     /// Compressed offset of the next block.
     offset: u64,
-    /// Blocks whose slots are queued, waiting to be inflated by one job.
-    job: Vec<(Vec<u8>, u64, Sender<Result<Block>>)>,
+    /// Blocks read, waiting to be inflated by one job.
+    job: Vec<(Vec<u8>, u64)>,
 }
 
 /// Blocks inflated per pool job. One job per 64 KiB block left the workers
@@ -255,82 +311,51 @@ struct Producer<R> {
 const JOB_BLOCKS: usize = 4;
 
 impl<R: Read> Producer<R> {
-    /// Reads and dispatches blocks until the end of the input, an error, or
-    /// the consumer going away (a closed FIFO).
-    fn run(mut self) {
+    /// Reads blocks and emits them as jobs until the end of the input, an
+    /// error, or the consumer going away (`emit` returns false).
+    fn run(&mut self, emit: &mut dyn FnMut(Item) -> bool) {
         let mut last_isize = None;
         loop {
             let raw = match self.read_block() {
                 Ok(Some(raw)) => raw,
                 Ok(None) => break,
                 Err(e) => {
-                    self.spawn_job();
-                    let _ = self.slots.send(Slot::Failed(e));
+                    if self.emit_job(emit) {
+                        emit(Item::Failed(e));
+                    }
                     return;
                 }
             };
             last_isize = Some(block::le_u32(&raw, raw.len() - 4));
-            if !self.dispatch(raw) {
+            let offset = self.offset;
+            self.offset += raw.len() as u64;
+            self.job.push((raw, offset));
+            if self.job.len() >= JOB_BLOCKS && !self.emit_job(emit) {
                 return;
             }
         }
-        self.spawn_job();
-        let end = if last_isize == Some(0) {
-            Slot::End
-        } else {
-            Slot::Failed(BgzfError::MissingEof {
-                offset: self.offset,
-            })
-        };
-        let _ = self.slots.send(end);
-    }
-
-    /// Queues the block's result slot, then adds it to the next inflate job.
-    /// False if the consumer has gone.
-    fn dispatch(&mut self, raw: Vec<u8>) -> bool {
-        let offset = self.offset;
-        let csize = raw.len();
-        self.offset += csize as u64;
-        let (tx, rx) = bounded(1);
-        if self.slots.send(Slot::Pending { offset, rx }).is_err() {
-            return false;
-        }
-        self.job.push((raw, offset, tx));
-        if self.job.len() >= JOB_BLOCKS {
-            self.spawn_job();
-        }
-        true
-    }
-
-    /// Spawns one pool job that inflates every block gathered so far, in
-    /// order, delivering each result to its own slot.
-    fn spawn_job(&mut self) {
-        if self.job.is_empty() {
+        if !self.emit_job(emit) {
             return;
         }
-        let blocks = std::mem::take(&mut self.job);
-        let mut bufs: Vec<Vec<u8>> = blocks
-            .iter()
-            .map(|_| self.recycled.try_recv().unwrap_or_default())
-            .collect();
-        let mut d = self.decompressors.try_recv().unwrap_or_default();
-        let raw_back = self.raw_back.clone();
-        let decompressor_back = self.decompressor_back.clone();
-        self.pool.spawn(move || {
-            for ((raw, offset, tx), mut data) in blocks.into_iter().zip(bufs.drain(..)) {
-                let csize = raw.len();
-                let result =
-                    block::inflate_block(&raw, offset, &mut data, &mut d).map(|()| Block {
-                        data,
-                        offset,
-                        csize,
-                    });
-                // Recycling fails only once the reader thread has gone.
-                let _ = raw_back.send(raw);
-                let _ = tx.send(result);
-            }
-            let _ = decompressor_back.send(d);
+        emit(if last_isize == Some(0) {
+            Item::End
+        } else {
+            Item::Failed(BgzfError::MissingEof {
+                offset: self.offset,
+            })
         });
+    }
+
+    /// Emits the blocks gathered so far as one job; false if the consumer
+    /// has gone.
+    fn emit_job(&mut self, emit: &mut dyn FnMut(Item) -> bool) -> bool {
+        if self.job.is_empty() {
+            return true;
+        }
+        emit(Item::Blocks(std::mem::replace(
+            &mut self.job,
+            Vec::with_capacity(JOB_BLOCKS),
+        )))
     }
 
     /// Reads one raw block (header, then the rest of BSIZE + 1 bytes).

@@ -315,3 +315,59 @@ fn reads_a_file_written_by_htslib() {
     assert!(err.is_none(), "{err:?}");
     assert_eq!(data, expected);
 }
+
+/// Payloads starting with this make [`inflate_then_panic`] panic.
+const PANIC_MARK: &[u8] = b"panic here!";
+
+/// Stands in for the inflate step: inflates the block, then panics if its
+/// data starts with [`PANIC_MARK`].
+fn inflate_then_panic(
+    raw: &[u8],
+    offset: u64,
+    out: &mut Vec<u8>,
+    d: &mut Decompressor,
+) -> Result<()> {
+    block::inflate_block(raw, offset, out, d)?;
+    if out.starts_with(PANIC_MARK) {
+        panic!("injected inflate panic at byte offset {offset}");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_panicking_inflate_job_is_an_error_naming_the_stage_and_block() {
+    // Block 8 starts the third job of `JOB_BLOCKS` blocks: the two jobs
+    // before it are delivered, then the lost job is an error at its first
+    // block, never an abort, a hang or a skipped block.
+    assert_eq!(JOB_BLOCKS, 4);
+    for panic_block in [0usize, 8, 10] {
+        let mut payloads: Vec<Vec<u8>> = (0..40u32).map(|i| noise(5000, u64::from(i))).collect();
+        payloads[panic_block].splice(0..0, PANIC_MARK.iter().copied());
+        let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+        let (file, offsets) = blocks_file(&refs);
+        let job_start = panic_block - panic_block % JOB_BLOCKS;
+        for threads in [1, 3] {
+            let mut reader = ParallelReader::with_inflate(
+                std::io::Cursor::new(file.clone()),
+                pool(threads),
+                Vec::new(),
+                inflate_then_panic,
+            )
+            .expect("reader");
+            let (data, err) = drain(&mut reader);
+            let case = format!("panic in block {panic_block}, threads = {threads}");
+            assert_eq!(data, payloads[..job_start].concat(), "{case}");
+            match &err {
+                Some(BgzfError::WorkerLost { what, offset }) => {
+                    assert_eq!(*what, "BGZF inflate", "{case}");
+                    assert_eq!(*offset, offsets[job_start], "{case}");
+                }
+                other => panic!("{case}: expected a lost inflate job, got {other:?}"),
+            }
+            let shown = err.map(|e| e.to_string()).unwrap_or_default();
+            assert!(shown.contains("BGZF inflate"), "{case}: {shown}");
+            // The error repeats rather than the stream going on.
+            assert!(reader.fill_block().is_err(), "{case}");
+        }
+    }
+}

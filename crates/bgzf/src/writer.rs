@@ -19,7 +19,7 @@ use rayon::ThreadPool;
 
 use crate::block::{encode_block, CompressionLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD};
 use crate::error::{BgzfError, Result};
-use crate::wait;
+use alnsort_pipeline as wait;
 
 /// Blocks in flight per pool thread (see the reader's constant of the same
 /// name): bounds memory at about 4 x threads x 128 KiB.

@@ -5,6 +5,11 @@
 //! 130/143/129). Only SIGKILL can leave a directory, and because each run's
 //! directory has a unique name the next run is not disturbed by it.
 //!
+//! Signals are the program's business, not the library's: only the binary's
+//! entry point (`alnsort::run`) installs the [`SignalGuard`]; a library call
+//! of `run_sort` leaves the caller's signal mask and handlers alone and
+//! removes its files itself when it fails.
+//!
 //! Signals are handled without async-signal-unsafe work in a handler: they
 //! are blocked in every thread (the mask is inherited by threads created
 //! after `SignalGuard::install`), and one dedicated thread waits for them with
@@ -115,7 +120,8 @@ impl Drop for TempDir {
 
 /// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and so in every thread it
 /// creates afterwards) and starts the thread that cleans up on them; those
-/// of them that were ignored at startup stay ignored.
+/// of them that were ignored at startup stay ignored. Process-wide and
+/// never undone: for the program's entry point only.
 pub struct SignalGuard;
 
 const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];

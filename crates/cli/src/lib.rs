@@ -58,7 +58,8 @@ impl RecordSink for Sorter {
 /// SAM sort at `--max-memory 64M` was 84 MiB with the default and 49 MiB with
 /// the threshold pinned at its 128 KiB default (same wall time), so large
 /// blocks go back to the system when freed. Process-wide allocator tuning,
-/// done once before any thread starts (same as MALLOC_MMAP_THRESHOLD_=131072).
+/// so only the binary's entry point does it ([`run`]), before any thread
+/// starts (same as MALLOC_MMAP_THRESHOLD_=131072).
 fn pin_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes malloc parameters; called before any
@@ -68,27 +69,35 @@ fn pin_mmap_threshold() {
     }
 }
 
-/// Runs `alnsort sort` with a resolved configuration and returns the run's
-/// report (what `--stats-json` writes, `Report::json`).
+/// Runs `alnsort sort` with a resolved configuration, as a library call: it
+/// changes no process state (no signal mask or handler thread, no allocator
+/// tuning, no resource limit; the open-file fan-in follows the soft
+/// `RLIMIT_NOFILE` as the caller left it) and removes the run's own files
+/// (temp directory, pending output, index, stats) when it fails. It may be
+/// called any number of times in one process.
+/// Returns the run's report (what `--stats-json` writes, `Report::json`).
 pub fn run_sort(cfg: Config) -> Result<stats::Report> {
-    pin_mmap_threshold();
+    run_sort_with(cfg, &Debris::default())
+}
+
+/// [`run_sort`], registering the run's files in `debris`, which the caller
+/// may share with a signal handler ([`SignalGuard`]).
+fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
     for w in &cfg.warnings {
         eprintln!("[W::alnsort] {w}");
     }
-    let debris = Debris::default();
-    let _signals = SignalGuard::install(debris.clone()).context("installing signal handlers")?;
     // Created before any input is read, so an unwritable path costs no sort
     // and touches nothing else (no output is removed for it).
     let stats_file = match &cfg.stats_json {
         Some(p) => Some((
             p,
-            stats::StatsFile::create(p, &debris).with_context(|| {
+            stats::StatsFile::create(p, debris).with_context(|| {
                 format!("--stats-json {}: cannot create the stats file", p.display())
             })?,
         )),
         None => None,
     };
-    let report = match run_inner(&cfg, &debris) {
+    let report = match run_inner(&cfg, debris) {
         Ok(r) => r,
         Err(e) => {
             drop(stats_file);
@@ -110,6 +119,17 @@ pub fn run_sort(cfg: Config) -> Result<stats::Report> {
         })?;
     }
     Ok(report)
+}
+
+/// The process-wide setup of the `alnsort` program, done by [`run`] before
+/// the run starts any thread and never by [`run_sort`]: allocator tuning,
+/// the soft open-file limit raised to the hard one (so the sorter's
+/// automatic fan-in can merge more runs at once), and the signal thread
+/// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
+fn setup_process(debris: &Debris) -> Result<SignalGuard> {
+    pin_mmap_threshold();
+    alnsort_sort::raise_open_file_limit();
+    SignalGuard::install(debris.clone()).context("installing signal handlers")
 }
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
@@ -241,7 +261,10 @@ const EXIT_USAGE: i32 = 2;
 /// with samtools').
 const EXIT_FAILURE: i32 = 1;
 
-/// Entry point used by `main`: argv in, exit code out.
+/// Entry point used by `main`: argv in, exit code out. This is the
+/// program, not a library call: before a sort it changes process state
+/// (see `setup_process`), and it may end the process on a signal or a
+/// closed standard output. Library callers use [`run_sort`].
 pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
     let argv0 = argv
         .first()
@@ -312,7 +335,9 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    match run_sort(cfg) {
+    let debris = Debris::default();
+    let result = setup_process(&debris).and_then(|_signals| run_sort_with(cfg, &debris));
+    match result {
         Ok(_) => 0,
         Err(e) if output::is_closed_stdout(&e) => {
             // The reader of our standard output went away: end quietly by

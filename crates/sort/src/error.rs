@@ -17,6 +17,15 @@ impl SortError {
     }
 }
 
+/// A pool job that panicked or vanished (the one ordered-slot primitive's
+/// [`Lost`](alnsort_pipeline::Lost)) is a [`SortError::Worker`] naming its
+/// stage.
+impl From<alnsort_pipeline::Lost> for SortError {
+    fn from(lost: alnsort_pipeline::Lost) -> Self {
+        SortError::Worker { what: lost.stage }
+    }
+}
+
 /// Result alias for this crate.
 pub type Result<T, E = SortError> = std::result::Result<T, E>;
 

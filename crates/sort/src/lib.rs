@@ -68,7 +68,6 @@ mod merge;
 mod meter;
 mod partition;
 pub mod plan;
-mod pool;
 pub mod radix;
 mod runfile;
 mod runread;
@@ -81,7 +80,7 @@ use std::path::PathBuf;
 
 pub use error::{Result, SortError};
 pub use merge::Merged;
-pub use plan::Plan;
+pub use plan::{raise_open_file_limit, Plan};
 pub use sorter::Sorter;
 
 /// The shape of the keys, which picks the in-memory sort.
@@ -111,9 +110,10 @@ pub struct SortConfig {
     pub temp_dir: PathBuf,
     /// The key shape.
     pub key_kind: KeyKind,
-    /// Most runs merged at once. 0 = automatic: from `RLIMIT_NOFILE` (the
-    /// soft limit is raised to the hard one, 32 descriptors are kept in
-    /// reserve) and from memory (each open run needs read buffers).
+    /// Most runs merged at once. 0 = automatic: from the current soft
+    /// `RLIMIT_NOFILE` (never changed here; a program may call
+    /// [`raise_open_file_limit`] first; 32 descriptors are kept in reserve)
+    /// and from memory (each open run needs read buffers).
     pub max_open_runs: usize,
     /// Target bytes of one partition of the final merge. 0 = automatic:
     /// with two or more pool threads, about an eighth of the input per

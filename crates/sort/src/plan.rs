@@ -1,6 +1,6 @@
 //! How the memory budget is divided, and the two questions asked of the
-//! operating system: how many files may be open, and how much space the
-//! temp filesystem has left.
+//! operating system: how many files may be open (the soft limit as the
+//! caller left it), and how much space the temp filesystem has left.
 //!
 //! The budget pays for three things that can be alive at once:
 //!
@@ -139,32 +139,45 @@ fn reader_bytes(frame_bytes: usize) -> usize {
     2 * (frame_bytes + HEADER_LEN + max_stored_len(frame_bytes))
 }
 
-/// The soft `RLIMIT_NOFILE`, after raising it to the hard limit (a sort
-/// with many runs is exactly what the hard limit is for). Unknown means a
-/// conservative 1024.
+/// The soft `RLIMIT_NOFILE` as it is now; unknown means a conservative
+/// 1024. The sorter never changes the limit: that is process state, which
+/// only a program's entry point may touch ([`raise_open_file_limit`]).
 fn open_file_limit() -> u64 {
+    match get_nofile() {
+        Some(lim) if lim.rlim_cur == libc::RLIM_INFINITY => u64::MAX,
+        Some(lim) => lim.rlim_cur,
+        None => 1024,
+    }
+}
+
+fn get_nofile() -> Option<libc::rlimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: `raised` is a valid rlimit; failure leaves the limit as is.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim.rlim_cur = lim.rlim_max;
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim)
+}
+
+/// Raises the process's soft `RLIMIT_NOFILE` to its hard limit (a sort with
+/// many runs is exactly what the hard limit is for), so that a sorter
+/// planned afterwards with `max_open_runs == 0` merges more runs at once.
+/// Process-wide: for a program's entry point (the `alnsort` binary), never
+/// for a library caller. Returns the soft limit now in force; a failure
+/// leaves the limit as it was.
+pub fn raise_open_file_limit() -> u64 {
+    if let Some(lim) = get_nofile() {
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            // SAFETY: `raised` is a valid rlimit; failure leaves the limit
+            // as is.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
         }
     }
-    if lim.rlim_cur == libc::RLIM_INFINITY {
-        return u64::MAX;
-    }
-    lim.rlim_cur
+    open_file_limit()
 }
 
 /// Bytes available to an unprivileged writer on the filesystem of `dir`.

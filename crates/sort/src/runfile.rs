@@ -36,18 +36,16 @@
 //! private directory and deleted when their [`TempRun`] is dropped: after
 //! being merged away, on error, or when the sorter is dropped.
 
-use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use alnsort_pipeline::OrderedQueue;
 use rayon::ThreadPool;
 
 use crate::error::{Result, SortError};
 use crate::meter::{Charge, Meter};
-use crate::pool;
 
 /// First bytes of every run file.
 pub(crate) const MAGIC: &[u8; 8] = b"ALNSRUN1";
@@ -236,18 +234,22 @@ pub(crate) struct RunWriter {
     run: TempRun,
     file: File,
     offset: u64,
-    pool: Arc<ThreadPool>,
     frame_target: usize,
     raw: Vec<u8>,
     raw_entries: u32,
     /// Key of the filling frame's first entry.
     first_key: Vec<u8>,
     index: Vec<FrameInfo>,
-    pending: VecDeque<Receiver<Encoded>>,
+    /// Frames being compressed, taken in the order they were filled.
+    pending: OrderedQueue<Encoded>,
     max_pending: usize,
     spare: Vec<Encoded>,
     meta: RunMeta,
     charge: Charge,
+    /// Test seam: the compression job of this frame number (1-based) and
+    /// every later one panics.
+    #[cfg(test)]
+    pub(crate) panic_from_frame: Option<u64>,
 }
 
 impl RunWriter {
@@ -272,17 +274,18 @@ impl RunWriter {
             run,
             file,
             offset: MAGIC.len() as u64,
-            pool,
             frame_target,
             raw: Vec::with_capacity(frame_target),
             raw_entries: 0,
             first_key: Vec::new(),
             index: Vec::new(),
-            pending: VecDeque::new(),
+            pending: OrderedQueue::new(pool, "run frame compression"),
             max_pending,
             spare: Vec::new(),
             meta: RunMeta::default(),
             charge,
+            #[cfg(test)]
+            panic_from_frame: None,
         })
     }
 
@@ -325,7 +328,11 @@ impl RunWriter {
         self.meta.raw_bytes += raw.len() as u64;
         self.meta.frames += 1;
         let mut out = out;
-        self.pending.push_back(pool::spawn(&self.pool, move || {
+        #[cfg(test)]
+        let panics = self.panic_from_frame.is_some_and(|f| self.meta.frames >= f);
+        self.pending.push(move || {
+            #[cfg(test)]
+            assert!(!panics, "injected run frame compression panic");
             encode_frame(&raw, entries, &mut out);
             Encoded {
                 raw,
@@ -333,7 +340,7 @@ impl RunWriter {
                 entries,
                 first_key,
             }
-        }));
+        });
         while self.pending.len() > self.max_pending {
             self.write_oldest()?;
         }
@@ -342,10 +349,10 @@ impl RunWriter {
 
     /// Waits for the oldest frame in flight and writes it.
     fn write_oldest(&mut self) -> Result<()> {
-        let Some(rx) = self.pending.pop_front() else {
+        let Some(encoded) = self.pending.pop() else {
             return Ok(());
         };
-        let mut encoded = pool::wait(&self.pool, &rx, "run frame compression")?;
+        let mut encoded = encoded?;
         self.index.push(FrameInfo {
             offset: self.offset,
             len: encoded.out.len() as u32,

@@ -17,13 +17,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use alnsort_pipeline::{spawn, Slot};
 use rayon::ThreadPool;
 
 use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
-use crate::pool;
 use crate::runfile::{
     frame_crc, max_stored_len, FrameHeader, FrameInfo, TempRun, HEADER_LEN, MAGIC, METHOD_END,
     METHOD_LZ4, METHOD_STORED,
@@ -60,7 +59,7 @@ pub(crate) struct RunReader {
     pos: usize,
     left: u32,
     /// The next frame, being decoded on the pool; `None` after the end.
-    prefetch: Option<Receiver<Result<Frame>>>,
+    prefetch: Option<Slot<Result<Frame>>>,
     /// Buffers of frames already walked, for reuse.
     spare_raw: Vec<Vec<u8>>,
     spare_payload: Vec<Vec<u8>>,
@@ -68,6 +67,9 @@ pub(crate) struct RunReader {
     record: Range<usize>,
     exhausted: bool,
     charge: Charge,
+    /// Test seam: decoding jobs started from now on panic.
+    #[cfg(test)]
+    pub(crate) panic_in_decode: bool,
 }
 
 impl RunReader {
@@ -114,6 +116,8 @@ impl RunReader {
             record: 0..0,
             exhausted: false,
             charge: Charge::new(meter),
+            #[cfg(test)]
+            panic_in_decode: false,
         };
         reader.prefetch = reader.start_next()?;
         reader.advance()?;
@@ -122,13 +126,17 @@ impl RunReader {
 
     /// Reads the next frame's bytes and starts its decoding on the pool;
     /// `None` at the end marker.
-    fn start_next(&mut self) -> Result<Option<Receiver<Result<Frame>>>> {
+    fn start_next(&mut self) -> Result<Option<Slot<Result<Frame>>>> {
         let Some(stored) = self.read_stored()? else {
             return Ok(None);
         };
         let path = self.path.clone();
         let raw = self.spare_raw.pop().unwrap_or_default();
-        Ok(Some(pool::spawn(&self.pool, move || {
+        #[cfg(test)]
+        let panics = self.panic_in_decode;
+        Ok(Some(spawn(&self.pool, move || {
+            #[cfg(test)]
+            assert!(!panics, "injected run frame decompression panic");
             decode(stored, raw, &path)
         })))
     }
@@ -189,10 +197,10 @@ impl RunReader {
     /// Makes the prefetched frame current and prefetches the one after it.
     /// Returns `false` at the end of the run.
     fn next_frame(&mut self) -> Result<bool> {
-        let Some(rx) = self.prefetch.take() else {
+        let Some(slot) = self.prefetch.take() else {
             return Ok(false);
         };
-        let frame = pool::wait(&self.pool, &rx, "run frame decompression")??;
+        let frame = slot.wait(&self.pool, "run frame decompression")??;
         let old = std::mem::replace(&mut self.frame, frame);
         self.spare_raw.push(old.raw);
         self.spare_payload.push(old.payload);
@@ -453,6 +461,68 @@ mod tests {
     }
 
     use crate::runfile::RunMeta;
+
+    #[test]
+    fn a_panicking_compression_job_is_an_error_naming_the_stage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let meter = Arc::new(Meter::default());
+        let out = TempRun::create(dir.path(), &mut 0).expect("create");
+        let mut writer = crate::runfile::RunWriter::new(out, pool(), 1024, &meter).expect("writer");
+        writer.panic_from_frame = Some(5);
+        let mut result = Ok(());
+        for (k, r) in &sample(2_000) {
+            result = writer.push(k, r);
+            if result.is_err() {
+                break;
+            }
+        }
+        let err = match result {
+            Err(e) => e,
+            Ok(()) => writer.finish().map(|_| ()).expect_err("frame 5 was lost"),
+        };
+        assert!(
+            matches!(
+                err,
+                SortError::Worker {
+                    what: "run frame compression"
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("run frame compression"), "{err}");
+    }
+
+    #[test]
+    fn a_panicking_decompression_job_is_an_error_naming_the_stage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let entries = sample(2_000);
+        let (run, _) = write_run(dir.path(), &entries, 1024);
+        let meter = Arc::new(Meter::default());
+        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        reader.panic_in_decode = true;
+        let mut read = 0;
+        let err = loop {
+            assert!(
+                reader.key().is_some(),
+                "the run ended without the lost frame"
+            );
+            read += 1;
+            if let Err(e) = reader.advance() {
+                break e;
+            }
+        };
+        // The frames decoded before the seam was set come out first.
+        assert!(read > 0 && read < entries.len(), "{read}");
+        assert!(
+            matches!(
+                err,
+                SortError::Worker {
+                    what: "run frame decompression"
+                }
+            ),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn round_trip_over_many_frames() {

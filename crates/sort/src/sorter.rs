@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
+#[cfg(test)]
 use crossbeam_channel::Receiver;
 use rayon::ThreadPool;
 
@@ -97,13 +98,13 @@ struct FanInJob {
 /// A closed sub-batch: sorting on the pool (or sorted), and the bytes it
 /// charges against the budget.
 struct Closed {
-    sorted: Receiver<Batch>,
+    sorted: alnsort_pipeline::Slot<Batch>,
     bytes: usize,
 }
 
 /// Consecutive closed sub-batches on their way into one run.
 struct SpillJob {
-    batches: Vec<Receiver<Batch>>,
+    batches: Vec<alnsort_pipeline::Slot<Batch>>,
     dir: PathBuf,
     /// First run-file sequence number to try.
     seq: u64,
@@ -164,8 +165,8 @@ impl MergeContext {
     fn spill(&self, job: SpillJob, cancel: &AtomicBool) -> Result<Spilled> {
         let batches = job
             .batches
-            .iter()
-            .map(|rx| crate::pool::wait(&self.pool, rx, "sub-batch sort"))
+            .into_iter()
+            .map(|slot| Ok(slot.wait(&self.pool, "sub-batch sort")?))
             .collect::<Result<Vec<Batch>>>()?;
         #[cfg(test)]
         if let Some(gate) = &job.gate {
@@ -234,8 +235,8 @@ pub struct Sorter {
 }
 
 impl Sorter {
-    /// A sorter whose jobs run on `pool`. Computes the memory plan (and,
-    /// for `max_open_runs == 0`, raises the soft open-file limit).
+    /// A sorter whose jobs run on `pool`. Computes the memory plan (for
+    /// `max_open_runs == 0`, from the soft open-file limit as it is).
     pub fn new(config: SortConfig, pool: Arc<ThreadPool>) -> Result<Self> {
         let plan = Plan::new(&config, pool.current_num_threads())?;
         let meter = Arc::new(Meter::default());
@@ -509,7 +510,7 @@ impl Sorter {
         let bytes = batch.used_bytes();
         self.closed_bytes += bytes;
         self.chunk_charge.set(self.closed_bytes);
-        let sorted = crate::pool::spawn(&self.ctx.pool, move || {
+        let sorted = alnsort_pipeline::spawn(&self.ctx.pool, move || {
             batch.sort();
             batch
         });
@@ -520,8 +521,8 @@ impl Sorter {
     fn take_sorted(&mut self) -> Result<Vec<Batch>> {
         let pending = std::mem::take(&mut self.closed);
         pending
-            .iter()
-            .map(|c| crate::pool::wait(&self.ctx.pool, &c.sorted, "sub-batch sort"))
+            .into_iter()
+            .map(|c| Ok(c.sorted.wait(&self.ctx.pool, "sub-batch sort")?))
             .collect()
     }
 

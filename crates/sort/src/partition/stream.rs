@@ -2,18 +2,16 @@
 //! order with at most `lookahead` in flight (result slot queued before the
 //! job), their outputs read back as one stream of `(key, record)` slices.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use alnsort_pipeline::OrderedQueue;
 use rayon::ThreadPool;
 
 use super::source::{FrameBuf, PartSource, Spare};
 use super::Shared;
 use crate::error::{Result, SortError};
 use crate::meter::{Charge, Meter};
-use crate::pool;
 
 /// One merged entry of a segment, by reference.
 #[derive(Clone, Copy)]
@@ -67,10 +65,10 @@ impl Segment {
 /// The consumer side: partitions in order, as one stream.
 pub(crate) struct Partitioned {
     shared: Arc<Shared>,
-    pool: Arc<ThreadPool>,
     meter: Arc<Meter>,
     next: usize,
-    inflight: VecDeque<Receiver<Result<Segment>>>,
+    /// Partitions being merged, taken in partition order.
+    inflight: OrderedQueue<Result<Segment>>,
     lookahead: usize,
     current: Segment,
     idx: usize,
@@ -78,6 +76,10 @@ pub(crate) struct Partitioned {
     /// integer.
     key8: [u8; 8],
     spare: Vec<Segment>,
+    /// Test seam: the merge jobs of this partition and every later one
+    /// panic.
+    #[cfg(test)]
+    panic_from_partition: Option<usize>,
 }
 
 impl Partitioned {
@@ -90,15 +92,16 @@ impl Partitioned {
     ) -> Self {
         Partitioned {
             shared: Arc::new(shared),
-            pool,
             current: Segment::new(&meter),
             meter,
             next: 0,
-            inflight: VecDeque::new(),
+            inflight: OrderedQueue::new(pool, "partition merge"),
             lookahead: lookahead.max(1),
             idx: 0,
             key8: [0; 8],
             spare: Vec::new(),
+            #[cfg(test)]
+            panic_from_partition: None,
         }
     }
 
@@ -112,9 +115,13 @@ impl Partitioned {
                 .pop()
                 .unwrap_or_else(|| Segment::new(&self.meter));
             let shared = Arc::clone(&self.shared);
-            self.inflight.push_back(pool::spawn(&self.pool, move || {
+            #[cfg(test)]
+            let panics = self.panic_from_partition.is_some_and(|f| p >= f);
+            self.inflight.push(move || {
+                #[cfg(test)]
+                assert!(!panics, "injected partition merge panic");
                 shared.merge_partition(p, &mut seg).map(|()| seg)
-            }));
+            });
         }
     }
 
@@ -122,10 +129,10 @@ impl Partitioned {
     pub(crate) fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
         while self.idx == self.current.items.len() {
             self.dispatch();
-            let Some(rx) = self.inflight.pop_front() else {
+            let Some(seg) = self.inflight.pop() else {
                 return Ok(None);
             };
-            let seg = pool::wait(&self.pool, &rx, "partition merge")??;
+            let seg = seg??;
             let mut done = std::mem::replace(&mut self.current, seg);
             done.recycle(&self.shared.spare);
             self.spare.push(done);
@@ -164,10 +171,65 @@ impl Partitioned {
 impl Drop for Partitioned {
     fn drop(&mut self) {
         self.shared.cancel.store(true, Ordering::Relaxed);
-        for rx in self.inflight.drain(..) {
-            // Waiting makes the jobs let go of the runs, so the files are
-            // deleted when this returns; their results no longer matter.
-            let _ = pool::wait(&self.pool, &rx, "partition merge");
-        }
+        // Waiting makes the jobs let go of the runs, so the files are
+        // deleted when this returns; their results no longer matter.
+        self.inflight.drain();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Batch;
+    use crate::KeyKind;
+
+    #[test]
+    fn a_panicking_partition_merge_is_an_error_naming_the_stage() {
+        let meter = Arc::new(Meter::default());
+        let sources = (0..2u64)
+            .map(|b| {
+                let mut batch = Batch::new(KeyKind::Fixed8, 1 << 20);
+                for i in 0..2_000u64 {
+                    let key = (i * 2 + b).to_be_bytes();
+                    assert!(batch.try_push(&key, &[7u8; 40]));
+                }
+                batch.sort();
+                PartSource::Batch(batch)
+            })
+            .collect();
+        let shared = Shared::new(sources, true, 8 << 10, 2, &meter);
+        let partitions = shared.partitions();
+        assert!(partitions > 4, "{partitions} partitions");
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("pool"),
+        );
+        let mut merged = Partitioned::new(shared, pool, meter, 2);
+        merged.panic_from_partition = Some(3);
+        let mut delivered = 0u64;
+        let err = loop {
+            match merged.next_entry() {
+                Ok(Some((key, _))) => {
+                    // Partitions before the lost one come out whole and in
+                    // order.
+                    assert_eq!(key, delivered.to_be_bytes());
+                    delivered += 1;
+                }
+                Ok(None) => panic!("the merge ended without the lost partition"),
+                Err(e) => break e,
+            }
+        };
+        assert!(delivered > 0 && delivered < 4_000, "{delivered}");
+        assert!(
+            matches!(
+                err,
+                SortError::Worker {
+                    what: "partition merge"
+                }
+            ),
+            "{err:?}"
+        );
     }
 }

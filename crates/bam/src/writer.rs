@@ -229,18 +229,25 @@ impl<W: Write + Send + 'static> Writer<W> {
         match &mut self.sink {
             Sink::Text { out, bytes } => {
                 self.line.clear();
-                format_sam_record(RecordRef::with_block_size(rec), &self.header, &mut self.line);
-                out.write_all(&self.line)
-                    .map_err(|source| WriteError::Io {
-                        records,
-                        offset: *bytes,
-                        source,
-                    })?;
+                format_sam_record(
+                    RecordRef::with_block_size(rec),
+                    &self.header,
+                    &mut self.line,
+                );
+                out.write_all(&self.line).map_err(|source| WriteError::Io {
+                    records,
+                    offset: *bytes,
+                    source,
+                })?;
                 *bytes += self.line.len() as u64;
             }
             Sink::Bgzf { packer, text: true } => {
                 self.line.clear();
-                format_sam_record(RecordRef::with_block_size(rec), &self.header, &mut self.line);
+                format_sam_record(
+                    RecordRef::with_block_size(rec),
+                    &self.header,
+                    &mut self.line,
+                );
                 packer
                     .write_bytes(&self.line)
                     .map_err(|source| WriteError::Bgzf { records, source })?;
@@ -293,9 +300,10 @@ impl<W: Write + Send + 'static> Writer<W> {
             Sink::Bgzf { packer, .. } => {
                 let bgzf = |source| WriteError::Bgzf { records, source };
                 let s = packer.finish(self.eof).map_err(bgzf)?;
-                let inner = s.inner.into_inner().map_err(|e| {
-                    bgzf(BgzfError::io(s.compressed_bytes, e.into_error()))
-                })?;
+                let inner = s
+                    .inner
+                    .into_inner()
+                    .map_err(|e| bgzf(BgzfError::io(s.compressed_bytes, e.into_error())))?;
                 (
                     inner,
                     s.uncompressed_bytes,

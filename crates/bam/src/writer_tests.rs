@@ -39,11 +39,7 @@ fn records(header: &Header, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn write(
-    header: &Arc<Header>,
-    recs: &[Vec<u8>],
-    options: WriterOptions,
-) -> Finished<Vec<u8>> {
+fn write(header: &Arc<Header>, recs: &[Vec<u8>], options: WriterOptions) -> Finished<Vec<u8>> {
     let mut w = Writer::new(Vec::new(), Arc::clone(header), options, pool()).expect("writer");
     for r in recs {
         w.write_record(r).expect("record");
@@ -71,7 +67,11 @@ fn block_payloads(file: &[u8]) -> Vec<usize> {
 fn bam_blocks_follow_htslib() {
     let h = header();
     let recs = records(&h, 2000);
-    let out = write(&h, &recs, WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST));
+    let out = write(
+        &h,
+        &recs,
+        WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST),
+    );
     let mut want = h.to_bam_bytes();
     let header_blocks = want.len().div_ceil(MAX_PAYLOAD);
     // The blocks htslib's bam_write1 makes: a record that does not fit in
@@ -160,14 +160,22 @@ fn index_offsets_point_at_the_records() {
     let found = content
         .windows(8)
         .any(|w| u64::from_le_bytes(w.try_into().expect("8")) == offsets[0]);
-    assert!(found, "first record's virtual offset {:#x} not in the index", offsets[0]);
+    assert!(
+        found,
+        "first record's virtual offset {:#x} not in the index",
+        offsets[0]
+    );
 }
 
 #[test]
 fn sam_text_plain_and_bgzf_hold_the_same_lines() {
     let h = header();
     let recs = records(&h, 500);
-    let plain = write(&h, &recs, WriterOptions::whole(Format::Sam, CompressionLevel::default()));
+    let plain = write(
+        &h,
+        &recs,
+        WriterOptions::whole(Format::Sam, CompressionLevel::default()),
+    );
     let mut want = h.to_sam_text();
     for r in &recs {
         format_sam_record(RecordRef::with_block_size(r), &h, &mut want);
@@ -219,7 +227,12 @@ fn a_failed_write_keeps_its_io_kind() {
     let recs = records(&h, 100);
     for format in [Format::Bam, Format::Sam] {
         let options = WriterOptions::whole(format, CompressionLevel::default());
-        let w = Writer::new(Refuse(io::ErrorKind::BrokenPipe), Arc::clone(&h), options, pool());
+        let w = Writer::new(
+            Refuse(io::ErrorKind::BrokenPipe),
+            Arc::clone(&h),
+            options,
+            pool(),
+        );
         let result = w.and_then(|mut w| {
             for r in &recs {
                 w.write_record(r)?;
@@ -227,6 +240,10 @@ fn a_failed_write_keeps_its_io_kind() {
             w.finish()
         });
         let err = result.err().expect("the write fails");
-        assert_eq!(err.io_kind(), Some(io::ErrorKind::BrokenPipe), "{format:?}: {err}");
+        assert_eq!(
+            err.io_kind(),
+            Some(io::ErrorKind::BrokenPipe),
+            "{format:?}: {err}"
+        );
     }
 }

@@ -43,7 +43,9 @@ pub struct WriterSummary<W> {
 enum Msg {
     Block(Receiver<Vec<u8>>),
     /// Write the EOF block (when true) and flush.
-    Finish { eof: bool },
+    Finish {
+        eof: bool,
+    },
 }
 
 /// What the writer thread hands back on a successful finish.

@@ -76,9 +76,8 @@ fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> anyhow::
 /// EPIPE on any other file stays an ordinary error.
 pub fn is_closed_stdout(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
-        c.downcast_ref::<WriteError>().is_some_and(|w| {
-            w.to_stdout && w.cause.io_kind() == Some(io::ErrorKind::BrokenPipe)
-        })
+        c.downcast_ref::<WriteError>()
+            .is_some_and(|w| w.to_stdout && w.cause.io_kind() == Some(io::ErrorKind::BrokenPipe))
     })
 }
 
@@ -254,9 +253,9 @@ impl Output {
             .finish()
             .map_err(|e| write_error(&name, to_stdout, e))?;
         if let Some((path, p, mut f)) = index {
-            let built = done
-                .index
-                .ok_or_else(|| anyhow!("internal error: no index was built for {}", path.display()))?;
+            let built = done.index.ok_or_else(|| {
+                anyhow!("internal error: no index was built for {}", path.display())
+            })?;
             built.write_file(&mut f, &path, !p.is_direct())?;
             if let Some(out) = pending {
                 out.commit()
@@ -389,9 +388,7 @@ fn sync_range(file: &File, from: u64, len: u64, wait: bool) -> bool {
         libc::SYNC_FILE_RANGE_WRITE
     };
     // SAFETY: plain syscall on an open descriptor this File owns.
-    let rc = unsafe {
-        libc::sync_file_range(file.as_raw_fd(), from as i64, len as i64, flags)
-    };
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), from as i64, len as i64, flags) };
     if rc == 0 {
         return true;
     }
@@ -405,4 +402,44 @@ fn sync_range(file: &File, from: u64, len: u64, wait: bool) -> bool {
 #[cfg(not(target_os = "linux"))]
 fn sync_range(_file: &File, _from: u64, _len: u64, _wait: bool) -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A durable output starts writeback step by step while it is written
+    /// and waits only for ranges far behind; the bytes are the bytes given.
+    #[test]
+    fn writeback_is_started_while_writing() {
+        let path = std::env::temp_dir().join(format!("alnsort-writeback-{}", std::process::id()));
+        let file = File::create(&path).expect("create");
+        let mut w = Writeback::new(file, true);
+        let chunk = vec![7u8; 1 << 20];
+        let total = WRITEBACK_LAG + 3 * WRITEBACK_STEP;
+        for _ in 0..total / chunk.len() as u64 {
+            w.write_all(&chunk).expect("write");
+        }
+        assert!(w.ranges, "sync_file_range is refused here");
+        assert_eq!(w.written, total);
+        assert_eq!(w.started, total);
+        assert_eq!(w.waited, total - WRITEBACK_LAG);
+        w.finish().expect("finish");
+        let len = std::fs::metadata(&path).expect("stat").len();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(len, total);
+    }
+
+    /// Standard output, a pipe or a device: no writeback calls at all.
+    #[test]
+    fn a_direct_output_is_left_to_the_kernel() {
+        let path = std::env::temp_dir().join(format!("alnsort-direct-{}", std::process::id()));
+        let file = File::create(&path).expect("create");
+        let mut w = Writeback::new(file, false);
+        w.write_all(&vec![1u8; 3 * WRITEBACK_STEP as usize])
+            .expect("write");
+        assert_eq!((w.started, w.waited), (0, 0));
+        w.finish().expect("finish");
+        let _ = std::fs::remove_file(&path);
+    }
 }

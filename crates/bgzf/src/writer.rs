@@ -163,13 +163,9 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         self.finish_with(true)
     }
 
-    /// Waits for every queued block and flushes, writing no EOF block: the
-    /// output is a part of a larger BGZF file. The last entry of
-    /// `block_offsets` is then the offset just past the last block.
-    pub fn finish_without_eof(self) -> Result<WriterSummary<W>> {
-        self.finish_with(false)
-    }
-
+    /// [`ParallelWriter::finish`], or without the EOF block when `eof` is
+    /// false (the output is then a part of a larger BGZF file, and the last
+    /// entry of `block_offsets` is the offset just past the last block).
     fn finish_with(mut self, eof: bool) -> Result<WriterSummary<W>> {
         if let Some(e) = &self.failed {
             return Err(e.clone());

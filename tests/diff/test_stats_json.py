@@ -37,6 +37,7 @@ TYPES = {
     "number": (int, float),
     "string": (str,),
     "array": (list,),
+    "object": (dict,),
 }
 
 
@@ -56,8 +57,13 @@ def doc_fields() -> dict[str, str]:
 
 
 def flatten(stats: dict) -> dict[str, object]:
-    """Top-level fields, and each phase object's fields as phases[].NAME."""
+    """Top-level fields, each object's fields as OBJECT.NAME, and each phase
+    object's fields as phases[].NAME."""
     flat = dict(stats)
+    for k, v in stats.items():
+        if isinstance(v, dict):
+            for sub, value in v.items():
+                flat[f"{k}.{sub}"] = value
     assert stats.get("phases"), stats
     for p in stats["phases"]:
         for k, v in p.items():

@@ -9,5 +9,6 @@ pub mod record;
 pub mod sam_format;
 pub mod sam_parse;
 pub mod validate;
+pub mod writer;
 
 pub use record::RecordRef;

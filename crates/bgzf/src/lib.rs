@@ -7,8 +7,8 @@
 //! * [`ParallelReader`]: ordered parallel inflate, `Read` + `BufRead`, with a
 //!   [`Position`] for error messages.
 //! * [`ParallelWriter`]: ordered parallel deflate of caller-sized blocks,
-//!   recording each block's compressed offset; [`BlockWriter`] adapts it to
-//!   `std::io::Write`.
+//!   recording each block's compressed offset; [`BlockWriter`], the one
+//!   block packer (htslib's blocking), fills its payloads.
 //! * [`BgzfError`]: every error names the byte offset it is about.
 
 pub mod block;

@@ -42,7 +42,10 @@ pub struct WriterSummary<W> {
 /// One FIFO entry, in block order.
 enum Msg {
     Block(Receiver<Vec<u8>>),
-    Finish,
+    /// Write the EOF block (when true) and flush.
+    Finish {
+        eof: bool,
+    },
 }
 
 /// What the writer thread hands back on a successful finish.
@@ -156,11 +159,18 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     }
 
     /// Waits for every queued block, writes the EOF block and flushes.
-    pub fn finish(mut self) -> Result<WriterSummary<W>> {
+    pub fn finish(self) -> Result<WriterSummary<W>> {
+        self.finish_with(true)
+    }
+
+    /// [`ParallelWriter::finish`], or without the EOF block when `eof` is
+    /// false (the output is then a part of a larger BGZF file, and the last
+    /// entry of `block_offsets` is the offset just past the last block).
+    fn finish_with(mut self, eof: bool) -> Result<WriterSummary<W>> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if !self.enqueue(Msg::Finish) {
+        if !self.enqueue(Msg::Finish { eof }) {
             return Err(self.fail_from_thread());
         }
         match self.wait_for_thread() {
@@ -215,8 +225,8 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     }
 }
 
-/// The writer thread: writes blocks in FIFO order, then the EOF block when
-/// told to finish. Returns early on the first error; if the writer is
+/// The writer thread: writes blocks in FIFO order, then (if asked) the EOF
+/// block when told to finish. Returns early on the first error; if the writer is
 /// dropped without `finish`, no EOF block is written, so the output reads
 /// as truncated rather than as complete.
 fn write_blocks<W: Write>(
@@ -226,10 +236,10 @@ fn write_blocks<W: Write>(
 ) -> Result<Written<W>> {
     let mut offset = 0u64;
     let mut block_offsets = Vec::new();
-    loop {
+    let eof = loop {
         let rx = match fifo.recv() {
             Ok(Msg::Block(rx)) => rx,
-            Ok(Msg::Finish) => break,
+            Ok(Msg::Finish { eof }) => break eof,
             Err(_) => {
                 return Err(BgzfError::WriterLost {
                     block_index: block_offsets.len() as u64,
@@ -245,12 +255,14 @@ fn write_blocks<W: Write>(
         block_offsets.push(offset);
         offset += block.len() as u64;
         let _ = recycle.send(block);
-    }
-    inner
-        .write_all(&EOF_BLOCK)
-        .map_err(|e| BgzfError::io(offset, e))?;
+    };
     block_offsets.push(offset);
-    offset += EOF_BLOCK.len() as u64;
+    if eof {
+        inner
+            .write_all(&EOF_BLOCK)
+            .map_err(|e| BgzfError::io(offset, e))?;
+        offset += EOF_BLOCK.len() as u64;
+    }
     inner.flush().map_err(|e| BgzfError::io(offset, e))?;
     Ok(Written {
         inner,
@@ -259,29 +271,63 @@ fn write_blocks<W: Write>(
     })
 }
 
-/// `std::io::Write` over a [`ParallelWriter`]: packs bytes into payloads of
-/// [`MAX_PAYLOAD`] bytes. `flush` (and `finish`) ends the current block
-/// early, so whatever follows starts a new block, as htslib does after the
-/// BAM header. Pending bytes are also sent on drop; if that fails, the
-/// error is kept by the `ParallelWriter` and returned by its next call.
-pub struct BlockWriter<'a, W: Write + Send + 'static> {
-    writer: &'a mut ParallelWriter<W>,
+/// The one BGZF block packer, over a [`ParallelWriter`] it owns. It fills
+/// payloads as htslib's `bgzf_write` does: a block is sent as soon as it
+/// holds [`MAX_PAYLOAD`] bytes, and bytes longer than what is left span
+/// blocks. [`BlockWriter::write_unit`] first starts a new block when the
+/// unit does not fit in what is left of a non-empty one (htslib's
+/// `bgzf_flush_try`, as `bam_write1` uses for each record), and
+/// [`BlockWriter::end_block`] sends a partial block (as after the BAM
+/// header). Bytes are copied once, straight into the payload buffer that
+/// the deflate job takes.
+pub struct BlockWriter<W> {
+    writer: ParallelWriter<W>,
     buf: Vec<u8>,
 }
 
-impl<'a, W: Write + Send + 'static> BlockWriter<'a, W> {
-    /// Writes through `writer`, starting a new block.
-    pub fn new(writer: &'a mut ParallelWriter<W>) -> Self {
+impl<W: Write + Send + 'static> BlockWriter<W> {
+    /// Packs into `writer`, starting a new block.
+    pub fn new(writer: ParallelWriter<W>) -> Self {
         let buf = writer.buffer();
         BlockWriter { writer, buf }
     }
 
-    /// Sends the pending partial block, if any.
-    pub fn finish(mut self) -> Result<()> {
-        self.send()
+    /// Where the next byte goes, as a logical virtual offset
+    /// `block_index << 16 | offset_in_block` (block 0 is the first block
+    /// this writer sent); compressed offsets come from the summary's
+    /// `block_offsets`.
+    pub fn virtual_offset(&self) -> u64 {
+        (self.writer.blocks_written() << 16) | self.buf.len() as u64
     }
 
-    fn send(&mut self) -> Result<()> {
+    /// Appends `data`, spanning blocks when it does not fit.
+    pub fn write_bytes(&mut self, mut data: &[u8]) -> Result<()> {
+        while !data.is_empty() {
+            let n = data.len().min(MAX_PAYLOAD - self.buf.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == MAX_PAYLOAD {
+                self.end_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `unit`, in a new block if it does not fit in what is left of
+    /// the current one (a unit longer than a block still spans blocks).
+    /// Returns the unit's start as a logical virtual offset.
+    pub fn write_unit(&mut self, unit: &[u8]) -> Result<u64> {
+        if !self.buf.is_empty() && self.buf.len() + unit.len() > MAX_PAYLOAD {
+            self.end_block()?;
+        }
+        let start = self.virtual_offset();
+        self.write_bytes(unit)?;
+        Ok(start)
+    }
+
+    /// Sends the current block if it holds anything, so that what follows
+    /// starts a new block.
+    pub fn end_block(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -289,28 +335,24 @@ impl<'a, W: Write + Send + 'static> BlockWriter<'a, W> {
         self.writer.write_block(full)?;
         Ok(())
     }
+
+    /// Sends the last partial block, then finishes the writer, with the EOF
+    /// block when `eof` is true.
+    pub fn finish(mut self, eof: bool) -> Result<WriterSummary<W>> {
+        self.end_block()?;
+        self.writer.finish_with(eof)
+    }
 }
 
-impl<W: Write + Send + 'static> Write for BlockWriter<'_, W> {
+impl<W: Write + Send + 'static> Write for BlockWriter<W> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        if self.buf.len() == MAX_PAYLOAD {
-            self.send()?;
-        }
-        let n = data.len().min(MAX_PAYLOAD - self.buf.len());
-        self.buf.extend_from_slice(&data[..n]);
-        Ok(n)
+        self.write_bytes(data)?;
+        Ok(data.len())
     }
 
+    /// Ends the current block (see [`BlockWriter::end_block`]).
     fn flush(&mut self) -> io::Result<()> {
-        Ok(self.send()?)
-    }
-}
-
-impl<W: Write + Send + 'static> Drop for BlockWriter<'_, W> {
-    fn drop(&mut self) {
-        // A failure is recorded in `self.writer` and reported by its next
-        // `write_block` or `finish`.
-        let _ = self.send();
+        Ok(self.end_block()?)
     }
 }
 

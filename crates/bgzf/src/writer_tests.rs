@@ -234,17 +234,15 @@ fn dropping_without_finish_writes_no_eof_block() {
 #[test]
 fn block_writer_packs_payloads_and_flush_ends_a_block() {
     let header = bam_like(MAX_PAYLOAD + 100);
-    let mut writer = ParallelWriter::new(Vec::new(), pool(2), CompressionLevel::default());
-    {
-        let mut bw = BlockWriter::new(&mut writer);
-        bw.write_all(&header).expect("write");
-        bw.flush().expect("flush");
-        bw.write_all(b"tail").expect("write");
-        bw.finish().expect("finish");
-    }
-    assert_eq!(writer.blocks_written(), 3);
-    writer.write_block(b"next".to_vec()).expect("write");
-    let summary = writer.finish().expect("finish");
+    let writer = ParallelWriter::new(Vec::new(), pool(2), CompressionLevel::default());
+    let mut bw = BlockWriter::new(writer);
+    bw.write_all(&header).expect("write");
+    bw.flush().expect("flush");
+    bw.write_all(b"tail").expect("write");
+    bw.flush().expect("flush");
+    assert_eq!(bw.virtual_offset(), 3 << 16);
+    bw.write_all(b"next").expect("write");
+    let summary = bw.finish(true).expect("finish");
     let offsets = &summary.block_offsets;
     let mut d = libdeflater::Decompressor::new();
     let mut sizes = Vec::new();
@@ -258,6 +256,42 @@ fn block_writer_packs_payloads_and_flush_ends_a_block() {
     let mut expected = header;
     expected.extend_from_slice(b"tailnext");
     assert_eq!(decompress_all(&summary.inner).expect("valid"), expected);
+}
+
+/// htslib's blocking of BAM records: a record that does not fit in what is
+/// left of a block starts the next one; one longer than a block spans
+/// blocks; a block is sent as soon as it is full.
+#[test]
+fn write_unit_starts_a_new_block_when_the_unit_does_not_fit() {
+    let writer = ParallelWriter::new(Vec::new(), pool(2), CompressionLevel::FASTEST);
+    let mut bw = BlockWriter::new(writer);
+    let a = vec![1u8; MAX_PAYLOAD - 10];
+    let b = vec![2u8; 20];
+    let c = vec![3u8; MAX_PAYLOAD - 20];
+    let long = vec![4u8; MAX_PAYLOAD + 5];
+    let mut starts = Vec::new();
+    for unit in [&a, &b, &c, &long] {
+        starts.push(bw.write_unit(unit).expect("write"));
+    }
+    // `c` filled block 1 exactly, so it was sent at once.
+    assert_eq!(starts, [0, 1 << 16, (1 << 16) | 20, 2 << 16]);
+    assert_eq!(bw.virtual_offset(), (3 << 16) | 5);
+    let summary = bw.finish(false).expect("finish");
+    assert!(!summary.inner.ends_with(&EOF_BLOCK));
+    assert_eq!(summary.block_offsets.len(), 5);
+    assert_eq!(
+        *summary.block_offsets.last().expect("end"),
+        summary.compressed_bytes
+    );
+    let mut sizes = Vec::new();
+    let mut d = libdeflater::Decompressor::new();
+    for &offset in &summary.block_offsets[..4] {
+        let mut out = Vec::new();
+        block::inflate_block(&summary.inner[offset as usize..], offset, &mut out, &mut d)
+            .expect("valid");
+        sizes.push(out.len());
+    }
+    assert_eq!(sizes, [MAX_PAYLOAD - 10, MAX_PAYLOAD, MAX_PAYLOAD, 5]);
 }
 
 #[test]

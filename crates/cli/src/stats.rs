@@ -41,6 +41,8 @@ enum Value {
     Str(String),
     Null,
     Secs(f64),
+    /// A JSON object of named values, in this order.
+    Map(Vec<(&'static str, Value)>),
 }
 
 impl Value {
@@ -58,6 +60,18 @@ impl Value {
             }
             Value::Null => out.push_str("null"),
             Value::Str(s) => json_string(s, out),
+            Value::Map(fields) => {
+                out.push('{');
+                for (n, (k, v)) in fields.iter().enumerate() {
+                    if n > 0 {
+                        out.push_str(", ");
+                    }
+                    json_string(k, out);
+                    out.push_str(": ");
+                    v.json(out);
+                }
+                out.push('}');
+            }
         }
     }
 
@@ -67,6 +81,11 @@ impl Value {
             Value::Secs(s) => format!("{s:.3}"),
             Value::Null => "-".into(),
             Value::Str(s) => s.clone(),
+            Value::Map(fields) => fields
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.text()))
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }
@@ -161,6 +180,13 @@ impl Report {
             ("peak_rss_bytes", Value::Int(peak_rss_bytes())),
             ("wall_s", Value::Secs(wall)),
             ("cpu_s", Value::Secs(cpu)),
+            (
+                "serial_seconds",
+                Value::Map(vec![(
+                    "write_consume",
+                    Value::Secs(i.output.write_consume_s),
+                )]),
+            ),
         ];
         Report {
             fields,
@@ -254,10 +280,11 @@ mod tests {
             Value::Null,
             Value::Secs(1.23456),
             Value::Str("x".into()),
+            Value::Map(vec![("a", Value::Secs(0.5)), ("b", Value::Null)]),
         ] {
             v.json(&mut s);
             s.push(' ');
         }
-        assert_eq!(s, "7 null 1.235 \"x\" ");
+        assert_eq!(s, "7 null 1.235 \"x\" {\"a\": 0.500, \"b\": null} ");
     }
 }

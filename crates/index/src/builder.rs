@@ -543,10 +543,7 @@ mod tests {
         want.extend_from_slice(&0i32.to_le_bytes()); // ... and no linear index
         want.extend_from_slice(&0u64.to_le_bytes()); // n_no_coor
         assert_eq!(idx.content(), &want[..]);
-        assert_eq!(
-            idx.file_bytes(|_, _| Err("BAI is not compressed"), &[]),
-            Ok(want)
-        );
+        assert_eq!(idx.file_bytes(), want);
     }
 
     #[test]
@@ -564,16 +561,12 @@ mod tests {
         let idx = b.finish(&[0, 10, 20]).unwrap_or_else(|e| panic!("{e}"));
         assert!(idx.is_bgzf());
         assert_eq!(&idx.content()[..16], b"CSI\x01\x0e\0\0\0\0\0\0\0\0\0\0\0");
-        let framed = idx.file_bytes(
-            |payload, out: &mut Vec<u8>| {
-                out.push(payload.len() as u8);
-                Ok::<(), ()>(())
-            },
-            b"EOF",
-        );
+        let file = idx.file_bytes();
+        let eof = alnsort_bgzf::EOF_BLOCK.len();
+        assert_eq!(&file[file.len() - eof..], &alnsort_bgzf::EOF_BLOCK);
         assert_eq!(
-            framed,
-            Ok(vec![idx.content().len() as u8, b'E', b'O', b'F'])
+            alnsort_bgzf::decompress_all(&file).unwrap_or_else(|e| panic!("{e}")),
+            idx.content()
         );
     }
 }

@@ -32,14 +32,12 @@ mod builder;
 mod error;
 mod finish;
 mod khash;
-mod target;
 mod write;
 
 pub use bins::{bin_level, first_bin, parent_bin, Binning};
 pub use builder::{logical_offset, record_end, IndexBuilder, IndexRecord};
 pub use error::IndexError;
-pub use target::{auto_index_target, IndexTarget, INDEX_DELIMITER};
-pub use write::{IndexFile, BGZF_BLOCK_PAYLOAD};
+pub use write::{IndexFile, IndexWriteError};
 
 /// Which index to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,17 +1,26 @@
 //! The on-disk layouts (SAM spec §5.2 for BAI, the CSI spec for CSI), written
-//! field for field as htslib's `hts_idx_save` does, and the BGZF framing CSI
-//! needs. Compression itself is injected so this crate stays independent of
-//! the BGZF codec.
+//! field for field as htslib's `hts_idx_save` does, and the file itself: BAI
+//! as is, CSI compressed in BGZF blocks split where htslib splits them.
 
 use crate::bins::Binning;
 use crate::builder::{RefIndex, META_VALUE};
 use crate::error::IndexError;
 use crate::finish::Parts;
 use crate::IndexFormat;
+use alnsort_bgzf::CompressionLevel;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-/// Payload bytes per BGZF block htslib fills before flushing
-/// (`BGZF_BLOCK_SIZE` in bgzf.c), which sets how a CSI is split.
-pub const BGZF_BLOCK_PAYLOAD: usize = 0xff00;
+/// Writing the index file failed.
+#[derive(Debug, thiserror::Error)]
+#[error("writing index {}: {source}", path.display())]
+pub struct IndexWriteError {
+    /// The index's destination.
+    pub path: PathBuf,
+    /// What the write or the sync reported.
+    #[source]
+    pub source: std::io::Error,
+}
 
 /// A finished index: its uncompressed content and how to frame it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,38 +40,38 @@ impl IndexFile {
         &self.content
     }
 
-    /// Take the uncompressed content.
-    pub fn into_content(self) -> Vec<u8> {
-        self.content
-    }
-
     /// Whether the file is BGZF-compressed on disk (CSI is, BAI is not).
     pub fn is_bgzf(&self) -> bool {
         matches!(self.format, IndexFormat::Csi { .. })
     }
 
-    /// The payload of each BGZF block, split where htslib splits it.
-    pub fn bgzf_payloads(&self) -> impl Iterator<Item = &[u8]> {
-        self.content.chunks(BGZF_BLOCK_PAYLOAD)
+    /// The file's bytes as htslib writes them: BAI is the content as is;
+    /// CSI is the content in BGZF blocks of at most `0xff00` payload bytes
+    /// (htslib's `BGZF_BLOCK_SIZE`) at the default level, then the EOF
+    /// block.
+    pub fn file_bytes(&self) -> Vec<u8> {
+        if self.is_bgzf() {
+            alnsort_bgzf::compress_all(&self.content, CompressionLevel::default())
+        } else {
+            self.content.clone()
+        }
     }
 
-    /// The file's bytes. BAI: the content as is. CSI: each payload from
-    /// [`IndexFile::bgzf_payloads`] compressed by `deflate_block` (which
-    /// appends one complete BGZF block to its output), then `eof_block`.
-    pub fn file_bytes<E>(
+    /// Writes the file's bytes to `file` (the index's destination is
+    /// `path`, named in errors) and, when `sync` is true, waits until they
+    /// are on disk.
+    pub fn write_file(
         &self,
-        mut deflate_block: impl FnMut(&[u8], &mut Vec<u8>) -> Result<(), E>,
-        eof_block: &[u8],
-    ) -> Result<Vec<u8>, E> {
-        if !self.is_bgzf() {
-            return Ok(self.content.clone());
-        }
-        let mut out = Vec::with_capacity(self.content.len() / 2 + eof_block.len());
-        for payload in self.bgzf_payloads() {
-            deflate_block(payload, &mut out)?;
-        }
-        out.extend_from_slice(eof_block);
-        Ok(out)
+        file: &mut std::fs::File,
+        path: &Path,
+        sync: bool,
+    ) -> Result<(), IndexWriteError> {
+        file.write_all(&self.file_bytes())
+            .and_then(|_| if sync { file.sync_all() } else { Ok(()) })
+            .map_err(|source| IndexWriteError {
+                path: path.to_path_buf(),
+                source,
+            })
     }
 }
 

@@ -1,0 +1,335 @@
+//! Writing records: BAM, or SAM text plain or in BGZF, as htslib writes them.
+//!
+//! BGZF forms go through `alnsort_bgzf::BlockWriter`, the one block packer:
+//! the header fills blocks of its own, and each BAM record is a unit that
+//! starts a new block when it does not fit in what is left of the current one
+//! (htslib's `bam_write1`); a SAM line is appended as a stream (htslib's
+//! `bgzf_write`). A record is copied once, straight into the payload that the
+//! deflate job on the pool takes. The BAM form reports each record's logical
+//! virtual offsets to an optional [`IndexBuilder`], and [`Writer::finish`]
+//! returns the finished index with the output.
+//!
+//! [`WriterOptions`] can leave out the header and the EOF block, so that a
+//! writer produces a part of a larger file (its blocks concatenate with the
+//! other parts' blocks into one valid BGZF stream).
+
+use crate::header::Header;
+use crate::record::{flags, RecordRef};
+use crate::sam_format::format_sam_record;
+use alnsort_bgzf::{BgzfError, BlockWriter, CompressionLevel, ParallelWriter};
+use alnsort_index::{IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord};
+use std::io::{self, BufWriter, Write};
+use std::sync::Arc;
+
+/// Bytes collected before one write of SAM text or of compressed blocks.
+const OUT_BUFFER: usize = 1 << 20;
+
+/// What is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// BAM: binary records in BGZF.
+    Bam,
+    /// SAM text, uncompressed.
+    Sam,
+    /// SAM text in BGZF (`-O sam,level=N`, `.sam.gz`).
+    SamBgzf,
+}
+
+/// How a [`Writer`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterOptions {
+    pub format: Format,
+    /// Compression level of the BGZF forms (unused for plain SAM).
+    pub level: CompressionLevel,
+    /// Write the header first (false for a part that follows another).
+    pub header: bool,
+    /// End with the BGZF EOF block (false for a part that another follows).
+    pub eof: bool,
+    /// Build this index from the records' virtual offsets (BAM only).
+    pub index: Option<IndexFormat>,
+}
+
+impl WriterOptions {
+    /// A whole file: header, records, EOF block; no index.
+    pub fn whole(format: Format, level: CompressionLevel) -> WriterOptions {
+        WriterOptions {
+            format,
+            level,
+            header: true,
+            eof: true,
+            index: None,
+        }
+    }
+}
+
+/// Why writing failed; `records` is how many records had been handed over
+/// when the failure was seen (BGZF blocks are written in the background, so
+/// a failed block may hold an earlier record).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Writing SAM text failed.
+    #[error("after {records} records, at byte {offset}: {source}")]
+    Io {
+        records: u64,
+        offset: u64,
+        #[source]
+        source: io::Error,
+    },
+    /// Compressing or writing a BGZF block failed.
+    #[error("after {records} records: {source}")]
+    Bgzf {
+        records: u64,
+        #[source]
+        source: BgzfError,
+    },
+    /// The records cannot be indexed (htslib's checks: order, positions).
+    #[error("indexing the output: {source}")]
+    Index {
+        #[source]
+        source: IndexError,
+    },
+    /// An option combination the writer cannot honour.
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+impl WriteError {
+    /// The kind of the underlying I/O error, if the failure was one (a
+    /// closed pipe reads as `BrokenPipe`).
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            WriteError::Io { source, .. } => Some(source.kind()),
+            WriteError::Bgzf {
+                source: BgzfError::Io { source, .. },
+                ..
+            } => Some(source.kind()),
+            _ => None,
+        }
+    }
+}
+
+/// What [`Writer::finish`] returns.
+#[derive(Debug)]
+pub struct Finished<W> {
+    /// The output, flushed.
+    pub inner: W,
+    pub records: u64,
+    /// Bytes before compression (header and records, or SAM text).
+    pub bytes_uncompressed: u64,
+    /// Bytes written to `inner`.
+    pub bytes_written: u64,
+    /// The index, when one was asked for.
+    pub index: Option<IndexFile>,
+}
+
+enum Sink<W: Write + Send + 'static> {
+    Bgzf {
+        packer: BlockWriter<BufWriter<W>>,
+        text: bool,
+    },
+    Text {
+        out: BufWriter<W>,
+        bytes: u64,
+    },
+}
+
+/// Writes records in the given order.
+pub struct Writer<W: Write + Send + 'static> {
+    sink: Sink<W>,
+    header: Arc<Header>,
+    index: Option<IndexBuilder>,
+    eof: bool,
+    records: u64,
+    line: Vec<u8>,
+}
+
+impl<W: Write + Send + 'static> Writer<W> {
+    /// Starts writing to `inner` (and writes the header if asked to);
+    /// BGZF blocks are deflated on `pool`.
+    pub fn new(
+        inner: W,
+        header: Arc<Header>,
+        options: WriterOptions,
+        pool: Arc<rayon::ThreadPool>,
+    ) -> Result<Writer<W>, WriteError> {
+        let index = match options.index {
+            Some(_) if options.format != Format::Bam => {
+                return Err(WriteError::Unsupported(
+                    "an index can only be built for BAM output",
+                ))
+            }
+            Some(format) => {
+                let lengths: Vec<u64> = header.refs().iter().map(|r| r.len).collect();
+                Some(
+                    IndexBuilder::new(format, &lengths)
+                        .map_err(|source| WriteError::Index { source })?,
+                )
+            }
+            None => None,
+        };
+        let sink = match options.format {
+            Format::Sam => Sink::Text {
+                out: BufWriter::with_capacity(OUT_BUFFER, inner),
+                bytes: 0,
+            },
+            Format::Bam | Format::SamBgzf => {
+                let out = BufWriter::with_capacity(OUT_BUFFER, inner);
+                Sink::Bgzf {
+                    packer: BlockWriter::new(ParallelWriter::new(out, pool, options.level)),
+                    text: options.format == Format::SamBgzf,
+                }
+            }
+        };
+        let mut w = Writer {
+            sink,
+            header,
+            index,
+            eof: options.eof,
+            records: 0,
+            line: Vec::with_capacity(1024),
+        };
+        if options.header {
+            w.write_header()?;
+        }
+        Ok(w)
+    }
+
+    fn write_header(&mut self) -> Result<(), WriteError> {
+        match &mut self.sink {
+            Sink::Text { out, bytes } => {
+                let text = self.header.to_sam_text();
+                out.write_all(&text).map_err(|source| WriteError::Io {
+                    records: 0,
+                    offset: 0,
+                    source,
+                })?;
+                *bytes += text.len() as u64;
+            }
+            Sink::Bgzf { packer, text } => {
+                let bytes = if *text {
+                    self.header.to_sam_text()
+                } else {
+                    self.header.to_bam_bytes()
+                };
+                // htslib flushes after the header (bam_hdr_write), so the
+                // records start in a block of their own.
+                packer
+                    .write_bytes(&bytes)
+                    .and_then(|_| packer.end_block())
+                    .map_err(|source| WriteError::Bgzf { records: 0, source })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends one record, in its BAM form with the `block_size` prefix.
+    pub fn write_record(&mut self, rec: &[u8]) -> Result<(), WriteError> {
+        let records = self.records;
+        self.records += 1;
+        match &mut self.sink {
+            Sink::Text { out, bytes } => {
+                self.line.clear();
+                format_sam_record(
+                    RecordRef::with_block_size(rec),
+                    &self.header,
+                    &mut self.line,
+                );
+                out.write_all(&self.line).map_err(|source| WriteError::Io {
+                    records,
+                    offset: *bytes,
+                    source,
+                })?;
+                *bytes += self.line.len() as u64;
+            }
+            Sink::Bgzf { packer, text: true } => {
+                self.line.clear();
+                format_sam_record(
+                    RecordRef::with_block_size(rec),
+                    &self.header,
+                    &mut self.line,
+                );
+                packer
+                    .write_bytes(&self.line)
+                    .map_err(|source| WriteError::Bgzf { records, source })?;
+            }
+            Sink::Bgzf {
+                packer,
+                text: false,
+            } => {
+                let vstart = packer
+                    .write_unit(rec)
+                    .map_err(|source| WriteError::Bgzf { records, source })?;
+                if let Some(index) = &mut self.index {
+                    let r = RecordRef::with_block_size(rec);
+                    let beg = r.pos() as i64;
+                    let mapped = r.flag() & flags::UNMAPPED == 0;
+                    index
+                        .push(&IndexRecord {
+                            ref_id: r.ref_id(),
+                            beg,
+                            end: alnsort_index::record_end(beg, r.reference_length(), mapped),
+                            mapped,
+                            vstart,
+                            vend: packer.virtual_offset(),
+                        })
+                        .map_err(|source| WriteError::Index { source })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Sends the last block, waits for every block to be written, writes
+    /// the EOF block if asked to, flushes, and finishes the index.
+    pub fn finish(self) -> Result<Finished<W>, WriteError> {
+        let records = self.records;
+        let (inner, bytes_uncompressed, bytes_written, block_offsets) = match self.sink {
+            Sink::Text { out, bytes } => {
+                let inner = out.into_inner().map_err(|e| WriteError::Io {
+                    records,
+                    offset: bytes,
+                    source: e.into_error(),
+                })?;
+                (inner, bytes, bytes, Vec::new())
+            }
+            Sink::Bgzf { packer, .. } => {
+                let bgzf = |source| WriteError::Bgzf { records, source };
+                let s = packer.finish(self.eof).map_err(bgzf)?;
+                let inner = s
+                    .inner
+                    .into_inner()
+                    .map_err(|e| bgzf(BgzfError::io(s.compressed_bytes, e.into_error())))?;
+                (
+                    inner,
+                    s.uncompressed_bytes,
+                    s.compressed_bytes,
+                    s.block_offsets,
+                )
+            }
+        };
+        let index = match self.index {
+            Some(builder) => Some(
+                builder
+                    .finish(&block_offsets)
+                    .map_err(|source| WriteError::Index { source })?,
+            ),
+            None => None,
+        };
+        Ok(Finished {
+            inner,
+            records,
+            bytes_uncompressed,
+            bytes_written,
+            index,
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

@@ -1,0 +1,245 @@
+//! Writer tests: htslib's BAM blocking, parts without header or EOF block
+//! that concatenate into the whole file, SAM text, and refusals.
+
+use super::*;
+use crate::header::parse_sam_header;
+use crate::sam_parse::parse_sam_record;
+use alnsort_bgzf::{decompress_all, EOF_BLOCK, MAX_PAYLOAD};
+
+fn pool() -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool"),
+    )
+}
+
+fn header() -> Arc<Header> {
+    let text = b"@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:100000\n";
+    Arc::new(parse_sam_header(text.split_inclusive(|&b| b == b'\n')).expect("header"))
+}
+
+/// Records of varied length (sequences of 1..=400 bases), in position order.
+fn records(header: &Header, n: usize) -> Vec<Vec<u8>> {
+    let refs = header.ref_lookup();
+    (0..n)
+        .map(|i| {
+            let len = 1 + (i * 37) % 400;
+            let seq: String = (0..len).map(|j| b"ACGT"[(i + j) % 4] as char).collect();
+            let line = format!(
+                "r{i}\t0\tchr1\t{}\t60\t{len}M\t*\t0\t0\t{seq}\t*\tNM:i:{}",
+                1 + i * 10,
+                i % 7
+            );
+            let mut out = Vec::new();
+            parse_sam_record(line.as_bytes(), header, &refs, &mut out).expect("record");
+            out
+        })
+        .collect()
+}
+
+fn write(header: &Arc<Header>, recs: &[Vec<u8>], options: WriterOptions) -> Finished<Vec<u8>> {
+    let mut w = Writer::new(Vec::new(), Arc::clone(header), options, pool()).expect("writer");
+    for r in recs {
+        w.write_record(r).expect("record");
+    }
+    w.finish().expect("finish")
+}
+
+/// Payload length of each BGZF block of `file`.
+fn block_payloads(file: &[u8]) -> Vec<usize> {
+    let mut d = libdeflater::Decompressor::new();
+    let mut pos = 0;
+    let mut sizes = Vec::new();
+    while pos < file.len() {
+        let h = alnsort_bgzf::block::parse_header(&file[pos..], pos as u64).expect("header");
+        let mut out = Vec::new();
+        alnsort_bgzf::block::inflate_block(&file[pos..], pos as u64, &mut out, &mut d)
+            .expect("block");
+        sizes.push(out.len());
+        pos += h.bsize;
+    }
+    sizes
+}
+
+#[test]
+fn bam_blocks_follow_htslib() {
+    let h = header();
+    let recs = records(&h, 2000);
+    let out = write(
+        &h,
+        &recs,
+        WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST),
+    );
+    let mut want = h.to_bam_bytes();
+    let header_blocks = want.len().div_ceil(MAX_PAYLOAD);
+    // The blocks htslib's bam_write1 makes: a record that does not fit in
+    // what is left of a block starts the next one.
+    let mut sizes = vec![0usize];
+    for r in &recs {
+        let cur = sizes.last_mut().expect("a block");
+        if *cur > 0 && *cur + r.len() > MAX_PAYLOAD {
+            sizes.push(r.len());
+        } else {
+            *cur += r.len();
+        }
+        want.extend_from_slice(r);
+    }
+    let got = block_payloads(&out.inner);
+    assert_eq!(&got[header_blocks..got.len() - 1], &sizes[..]);
+    assert_eq!(*got.last().expect("eof"), 0);
+    assert!(out.inner.ends_with(&EOF_BLOCK));
+    assert_eq!(decompress_all(&out.inner).expect("valid"), want);
+    assert_eq!(out.records, 2000);
+    assert_eq!(out.bytes_uncompressed, want.len() as u64);
+    assert_eq!(out.bytes_written, out.inner.len() as u64);
+}
+
+#[test]
+fn parts_without_header_or_eof_concatenate_into_the_whole_file() {
+    let h = header();
+    let recs = records(&h, 1500);
+    let level = CompressionLevel::default();
+    let whole = write(&h, &recs, WriterOptions::whole(Format::Bam, level));
+    let first = write(
+        &h,
+        &[],
+        WriterOptions {
+            eof: false,
+            ..WriterOptions::whole(Format::Bam, level)
+        },
+    );
+    let middle = write(
+        &h,
+        &recs,
+        WriterOptions {
+            header: false,
+            eof: false,
+            ..WriterOptions::whole(Format::Bam, level)
+        },
+    );
+    let last = write(
+        &h,
+        &[],
+        WriterOptions {
+            header: false,
+            ..WriterOptions::whole(Format::Bam, level)
+        },
+    );
+    assert!(!first.inner.ends_with(&EOF_BLOCK));
+    assert_eq!(last.inner, EOF_BLOCK);
+    let joined = [first.inner, middle.inner, last.inner].concat();
+    assert_eq!(joined, whole.inner);
+}
+
+#[test]
+fn index_offsets_point_at_the_records() {
+    let h = header();
+    let recs = records(&h, 3000);
+    let options = WriterOptions {
+        index: Some(IndexFormat::Bai),
+        ..WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST)
+    };
+    let out = write(&h, &recs, options);
+    let index = out.index.expect("index");
+    assert!(index.content().starts_with(b"BAI\x01"));
+    // The metadata pseudo-bin holds the first record's virtual offset:
+    // the compressed offset of the first block after the header's, 0.
+    let header_blocks = h.to_bam_bytes().len().div_ceil(MAX_PAYLOAD);
+    let mut pos = 0usize;
+    for _ in 0..header_blocks {
+        let block = alnsort_bgzf::block::parse_header(&out.inner[pos..], 0).expect("header");
+        pos += block.bsize;
+    }
+    let first = (pos as u64) << 16;
+    let found = index
+        .content()
+        .windows(8)
+        .any(|w| u64::from_le_bytes(w.try_into().expect("8")) == first);
+    assert!(
+        found,
+        "first record's virtual offset {first:#x} not in the index"
+    );
+}
+
+#[test]
+fn sam_text_plain_and_bgzf_hold_the_same_lines() {
+    let h = header();
+    let recs = records(&h, 500);
+    let plain = write(
+        &h,
+        &recs,
+        WriterOptions::whole(Format::Sam, CompressionLevel::default()),
+    );
+    let mut want = h.to_sam_text();
+    for r in &recs {
+        format_sam_record(RecordRef::with_block_size(r), &h, &mut want);
+    }
+    assert_eq!(plain.inner, want);
+    assert_eq!(plain.bytes_written, want.len() as u64);
+    let gz = write(
+        &h,
+        &recs,
+        WriterOptions::whole(Format::SamBgzf, CompressionLevel::default()),
+    );
+    assert_eq!(decompress_all(&gz.inner).expect("valid"), want);
+    let headerless = write(
+        &h,
+        &recs,
+        WriterOptions {
+            header: false,
+            ..WriterOptions::whole(Format::Sam, CompressionLevel::default())
+        },
+    );
+    assert_eq!(headerless.inner, want[h.to_sam_text().len()..]);
+}
+
+#[test]
+fn an_index_of_sam_text_is_refused() {
+    let options = WriterOptions {
+        index: Some(IndexFormat::DEFAULT_CSI),
+        ..WriterOptions::whole(Format::Sam, CompressionLevel::default())
+    };
+    let err = Writer::new(Vec::new(), header(), options, pool()).err();
+    assert!(matches!(err, Some(WriteError::Unsupported(_))));
+}
+
+/// A sink that refuses every write, as a full disk or a closed pipe does.
+struct Refuse(io::ErrorKind);
+
+impl Write for Refuse {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::Error::from(self.0))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failed_write_keeps_its_io_kind() {
+    let h = header();
+    let recs = records(&h, 100);
+    for format in [Format::Bam, Format::Sam] {
+        let options = WriterOptions::whole(format, CompressionLevel::default());
+        let w = Writer::new(
+            Refuse(io::ErrorKind::BrokenPipe),
+            Arc::clone(&h),
+            options,
+            pool(),
+        );
+        let result = w.and_then(|mut w| {
+            for r in &recs {
+                w.write_record(r)?;
+            }
+            w.finish()
+        });
+        let err = result.err().expect("the write fails");
+        assert_eq!(
+            err.io_kind(),
+            Some(io::ErrorKind::BrokenPipe),
+            "{format:?}: {err}"
+        );
+    }
+}

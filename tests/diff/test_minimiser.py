@@ -306,3 +306,33 @@ def test_gzip_fasta(alnsort_bin, data, tmp_path):
     expected = _expected(data["unaligned"], ["-I", str(gz)])
     assert_same_text(expected, _alnsort_text(tmp_path, ["-I", str(gz)], data["unaligned"]), "-I ref.fa.gz")
     assert expected == _expected(data["unaligned"], ["-I", data["fa"]]), "samtools reads the gzip FASTA alike"
+
+
+SAMTOOLS_DATA = Path(__file__).resolve().parent / "data" / "samtools_minimiser"
+
+
+@pytest.fixture(scope="module")
+def samtools_case_input(tmp_path_factory) -> str:
+    """samtools' test input as its test suite makes it: view to BAM, then
+    `samtools reset --dupflag` (the reads become unaligned)."""
+    root = tmp_path_factory.mktemp("samtools_minimiser")
+    bam = str(root / "auto_indexed.bam")
+    oracle.samtools("view", "--no-PG", "-b", "-o", bam, str(SAMTOOLS_DATA / "mpileup.1.sam.gz"))
+    reset = str(root / "reset.bam")
+    oracle.samtools("reset", "--dupflag", "-o", reset, bam)
+    return reset
+
+
+@pytest.mark.parametrize("threads", [[], ["-@", "2"]], ids=["t1", "t2"])
+@pytest.mark.parametrize(
+    "case",
+    [["-M", "-K10"], ["-M", "-K10", "-I", "REF"], ["-M", "-K10", "-I", "REF", "-H"]],
+    ids=["minimiser-basic", "minimiser-indexed", "minimiser-indexed-poly"],
+)
+def test_samtools_own_cases(alnsort_bin, samtools_case_input, tmp_path, case, threads):
+    """samtools' test/test.pl minimiser cases (`-m 10M`, input from reset)."""
+    args = ["-m", "10M", *[str(SAMTOOLS_DATA / "mpileup.ref.fa") if a == "REF" else a for a in case]]
+    expected = _expected(samtools_case_input, args)
+    assert sum(not line.startswith("@") for line in expected.splitlines()) > 500
+    actual = _alnsort_text(tmp_path, [*args, *threads], samtools_case_input)
+    assert_same_text(expected, actual, " ".join(case))

@@ -1033,13 +1033,21 @@ mod tests {
     fn minimiser_options_follow_samtools() {
         let a = run(&["-n", "-M", "-K", "40", "-R", "-H", "-w", "7"]).unwrap();
         assert_eq!(a.order, OrderFlag::Minimiser);
-        assert_eq!((a.kmer, a.window, a.no_reverse, a.squash), (31, 7, true, true));
+        assert_eq!(
+            (a.kmer, a.window, a.no_reverse, a.squash),
+            (31, 7, true, true)
+        );
         assert_eq!(run(&["-K", "-3"]).unwrap().kmer, 1);
         assert_eq!(run(&["-M", "-n"]).unwrap().order, OrderFlag::Name);
         let a = run(&["-I", "a.fa", "-I", "b.fa"]).unwrap();
         assert_eq!(a.order, OrderFlag::Minimiser);
         assert_eq!(a.minimiser_ref, Some(PathBuf::from("b.fa")));
-        for bad in [&["-K", "abc"][..], &["-K", "10x"], &["-w", "1.5"], &["-w", "3000000000"]] {
+        for bad in [
+            &["-K", "abc"][..],
+            &["-K", "10x"],
+            &["-w", "1.5"],
+            &["-w", "3000000000"],
+        ] {
             assert!(matches!(run(bad), Err(ArgError::Invalid(_))), "{bad:?}");
         }
     }

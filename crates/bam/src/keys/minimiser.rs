@@ -112,12 +112,21 @@ impl Minimiser {
         };
         match &self.index {
             None => {
-                let m = minhash(&seq, self.kmer, seq.len as i64, 0, true, self.reverse, self.squash);
+                let m = minhash(
+                    &seq,
+                    self.kmer,
+                    seq.len as i64,
+                    0,
+                    true,
+                    self.reverse,
+                    self.squash,
+                );
                 let p = 65535 - m.start;
                 (m.hash.wrapping_add(1 << 30), p.max(0), m.rev)
             }
             Some(index) => {
-                let (hash, at, rev) = minhash_indexed(&seq, self.kmer, index, self.reverse, self.squash);
+                let (hash, at, rev) =
+                    minhash_indexed(&seq, self.kmer, index, self.reverse, self.squash);
                 (hash.wrapping_sub(at as u64), 0, rev)
             }
         }
@@ -347,7 +356,11 @@ fn best_indexed<B: Bases + ?Sized>(
         }
         last = b;
         j += 1;
-        h = if reverse { h >> 2 | REV[b] << shift } else { h << 2 | FWD[b] };
+        h = if reverse {
+            h >> 2 | REV[b] << shift
+        } else {
+            h << 2 | FWD[b]
+        };
     }
     let mut found = 0u8;
     while i < len {
@@ -563,8 +576,7 @@ mod tests {
 
     /// The 2-bit value of a k-mer read forward (A0 C1 G2 T3).
     fn kmer_value(s: &str) -> u64 {
-        s.bytes()
-            .fold(0, |h, c| h << 2 | FWD[nt16(c) as usize])
+        s.bytes().fold(0, |h, c| h << 2 | FWD[nt16(c) as usize])
     }
 
     #[test]
@@ -644,7 +656,12 @@ mod tests {
         let letters = b"=ACMGRSVTWYHKDBN";
         let comp = b"NTGKCYSBAWYDMHVN";
         for (i, &c) in comp.iter().enumerate() {
-            assert_eq!(COMPLEMENT[i], nt16(c), "complement of {}", letters[i] as char);
+            assert_eq!(
+                COMPLEMENT[i],
+                nt16(c),
+                "complement of {}",
+                letters[i] as char
+            );
         }
     }
 }

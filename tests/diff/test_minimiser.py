@@ -295,6 +295,14 @@ def test_bad_numbers_fail_like_samtools(alnsort_bin, data, tmp_path, bad):
     assert ref.returncode == 1
     res = run_alnsort(["-M", *bad, "-o", str(tmp_path / "out.bam"), data["mixed"]], cwd=str(tmp_path))
     assert res.returncode == 1, res.stderr
+    err = res.stderr.decode()
+    assert "invalid value" in err and bad[0] in err and bad[1] in err, err
+
+
+@pytest.mark.parametrize("k", ["0", "-4", "32", "1000"])
+def test_out_of_range_k_is_clamped_like_samtools(alnsort_bin, data, tmp_path, k):
+    args = ["-M", "-K", k]
+    assert_same_text(_expected(data["mixed"], args), _alnsort_text(tmp_path, args, data["mixed"]), f"-K {k}")
 
 
 def test_gzip_fasta(alnsort_bin, data, tmp_path):

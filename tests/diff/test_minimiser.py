@@ -13,9 +13,9 @@ k-mers, reverse complements, homopolymer runs, N and IUPAC bases, reads
 shorter than k, SEQ `*`, unmapped reads flagged reverse, stale PNEXT/TLEN),
 the same reads mixed with placed ones, the suite's main input, a FASTA of
 the templates for `-I` (wrapped, lower case, a repeated chunk, a sequence
-shorter than the window), and samtools' own minimiser test input
-(`test/dat/mpileup.1.sam` after `samtools reset --dupflag`, embedded below
-as a generator would be too weak a stand-in: it is real reads).
+shorter than the window), and samtools' own minimiser test input (real
+reads: `test/dat/mpileup.1.sam` after `samtools reset --dupflag`, kept in
+`data/samtools_minimiser/`).
 """
 
 from __future__ import annotations

@@ -107,14 +107,6 @@ def test_cram_refused(alnsort_bin, inputs, tmp_path, args):
     assert harness.leftover_files(tmp_path, set()) == [], "no output file on refusal"
 
 
-@pytest.mark.alnsort_only
-@pytest.mark.parametrize("args", [["-M"], ["-M", "-K", "10"], ["-I", "ref.fa"]], ids=["M", "M-K", "I"])
-def test_minimiser_refused(alnsort_bin, inputs, tmp_path, args):
-    err = _refused(run_alnsort([*args, inputs.sam("hdr_plain")], cwd=str(tmp_path)), " ".join(args))
-    _starts_with_alnsort(err, "-M")
-    assert re.search(r"minimi[sz]er|-M\b|-I\b", err, re.I), f"the refusal should name the minimiser sort:\n{err}"
-
-
 def test_unknown_option(alnsort_bin, inputs, tmp_path):
     _refused(run_alnsort(["--no-such-option", inputs.sam("hdr_plain")], cwd=str(tmp_path)), "unknown option")
 

@@ -17,6 +17,7 @@
 //! | name | name key, `0x00`, flag key (u16) |
 //! | tag | tag class (u8), tag value, then the coordinate or name key |
 //! | template-coordinate | tid1, tid2 (i32), pos1, pos2 (i64), neg1, neg2, library, CB, MI, name, upper-of-pair |
+//! | minimiser | `0x00` + coordinate key, or for `tid == -1`: `0x01`, minimiser (u64), position (descending, u32), strand (u8); see `keys/minimiser.rs` |
 //!
 //! Strings end with `0x00`. That is sound because none of them can contain a
 //! NUL (read names, aux `Z`/`H` values and header values are NUL-free), and it
@@ -32,6 +33,7 @@ use crate::record::{flags, RecordRef};
 
 #[cfg(test)]
 mod differential;
+pub mod minimiser;
 #[cfg(test)]
 mod reference;
 #[cfg(test)]
@@ -49,7 +51,7 @@ pub enum TagSecondary {
     Name { natural: bool },
 }
 
-/// The record orders samtools sort offers (minimiser order excluded).
+/// The record orders samtools sort offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SortOrder {
     /// Default order: (tid, pos, strand), unplaced reads last (§1.1).
@@ -64,6 +66,9 @@ pub enum SortOrder {
     },
     /// `--template-coordinate` (§1.7).
     TemplateCoordinate,
+    /// `-M` (§1.6): unplaced reads by minimiser, the others by coordinate.
+    /// Writing such records changes them: see [`KeyEncoder::finish_record`].
+    Minimiser(minimiser::Minimiser),
 }
 
 /// Why a record has no key. Only template-coordinate order can fail.
@@ -198,8 +203,45 @@ impl KeyEncoder {
                 }
             }
             SortOrder::TemplateCoordinate => self.put_template_coordinate(rec, out)?,
+            SortOrder::Minimiser(m) => {
+                if rec.ref_id() == -1 {
+                    m.put_unplaced_key(rec, out);
+                } else {
+                    out.push(minimiser::CLASS_PLACED);
+                    out.extend_from_slice(&self.coordinate(rec).to_be_bytes());
+                }
+            }
         }
         Ok(())
+    }
+
+    /// True when records must pass through [`KeyEncoder::finish_record`]
+    /// before they are written (minimiser order).
+    pub fn rewrites_records(&self) -> bool {
+        matches!(self.order, SortOrder::Minimiser(_))
+    }
+
+    /// The record as samtools writes it, given the key this encoder made for
+    /// it. Minimiser order rewrites unplaced reads (`pos`, `mpos` -1,
+    /// `isize` 0, reverse-complemented where their minimiser was on the
+    /// reverse strand) into `scratch`; every other record is returned as it
+    /// is. `framed` includes the 4-byte block size.
+    pub fn finish_record<'a>(
+        &self,
+        key: &[u8],
+        framed: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+    ) -> &'a [u8] {
+        match &self.order {
+            SortOrder::Minimiser(_)
+                if key.len() == minimiser::UNPLACED_KEY_LEN
+                    && key[0] == minimiser::CLASS_UNPLACED =>
+            {
+                minimiser::rewrite_unplaced(key, framed, scratch);
+                scratch
+            }
+            _ => framed,
+        }
     }
 
     /// `bam1_cmp_core`'s coordinate branch as one u64 (§1.1). samtools

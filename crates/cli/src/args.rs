@@ -23,6 +23,8 @@ pub enum OrderFlag {
     Coordinate,
     Name,
     TemplateCoordinate,
+    /// `-M` or `-I FILE`.
+    Minimiser,
 }
 
 /// Output format as named by `-O` or the output file's extension.
@@ -51,6 +53,16 @@ pub struct SortArgs {
     /// `-N` given anywhere: name order is lexicographic (it sticks, §1.8).
     pub lexicographic: bool,
     pub tag: Option<String>,
+    /// `-K INT`, clamped to 1..=31 as samtools does.
+    pub kmer: u32,
+    /// `-w INT`: the `-I` index window.
+    pub window: i64,
+    /// `-R`: minimiser without the reverse strand.
+    pub no_reverse: bool,
+    /// `-H`: squash homopolymers.
+    pub squash: bool,
+    /// `-I FILE`: FASTA to index (the last `-I` given).
+    pub minimiser_ref: Option<PathBuf>,
     pub no_pg: bool,
     pub write_index: bool,
     pub verbosity: i32,
@@ -105,6 +117,12 @@ pub enum OptId {
     NameLex,
     Tag,
     TemplateCoordinate,
+    Minimiser,
+    MinimiserIndex,
+    Kmer,
+    Window,
+    NoReverse,
+    Squash,
     Output,
     OutputFmt,
     OutputFmtOption,
@@ -151,8 +169,8 @@ impl Group {
     fn title(self) -> &'static str {
         match self {
             Group::Order => {
-                "Sort order (default: coordinate; the last of -n, -N and \
-                 --template-coordinate wins, as in samtools):"
+                "Sort order (default: coordinate; the last of -n, -N, -M, -I \
+                 and --template-coordinate wins, as in samtools):"
             }
             Group::Output => "Output:",
             Group::Resources => "Memory, threads and temporary files:",
@@ -177,9 +195,6 @@ pub struct OptSpec {
     pub group: Group,
     pub help: &'static str,
 }
-
-const MINIMISER: &str = "alnsort has no minimiser order (-M, -I, -K, -w, -R, -H); it sorts \
-                         by coordinate, name (-n/-N), tag (-t) or --template-coordinate";
 
 /// Every option `alnsort sort` accepts; the parser and the help both read it.
 pub const OPTIONS: &[OptSpec] = &[
@@ -399,52 +414,57 @@ pub const OPTIONS: &[OptSpec] = &[
         help: "Print the version and exit.",
     },
     OptSpec {
-        id: OptId::Unsupported(MINIMISER),
+        id: OptId::Minimiser,
         short: Some('M'),
         long: None,
         value: None,
-        group: Group::Unsupported,
-        help: "Minimiser order for unplaced reads.",
+        group: Group::Order,
+        help: "Minimiser order: placed reads by coordinate, then unplaced \
+               reads clustered by the minimiser of their sequence (reads \
+               whose minimiser is on the reverse strand are written \
+               reverse-complemented): @HD SO:coordinate SS:coordinate:minhash, \
+               or SO:unsorted SS:unsorted:minhash when no read is placed.",
     },
     OptSpec {
-        id: OptId::Unsupported(MINIMISER),
-        short: Some('I'),
-        long: None,
-        value: Some("FILE"),
-        group: Group::Unsupported,
-        help: "Minimiser index of a FASTA reference (implies -M).",
-    },
-    OptSpec {
-        id: OptId::Unsupported(MINIMISER),
+        id: OptId::Kmer,
         short: Some('K'),
         long: None,
         value: Some("INT"),
-        group: Group::Unsupported,
-        help: "Minimiser k-mer size.",
+        group: Group::Order,
+        help: "Minimiser k-mer size, 1 to 31 (others are clamped) [20].",
     },
     OptSpec {
-        id: OptId::Unsupported(MINIMISER),
+        id: OptId::MinimiserIndex,
+        short: Some('I'),
+        long: None,
+        value: Some("FILE"),
+        group: Group::Order,
+        help: "Order minimisers by their position in FILE, a FASTA \
+               reference (plain or gzip); implies -M.",
+    },
+    OptSpec {
+        id: OptId::Window,
         short: Some('w'),
         long: None,
         value: Some("INT"),
-        group: Group::Unsupported,
-        help: "Minimiser index window.",
+        group: Group::Order,
+        help: "Window size for the -I index [100].",
     },
     OptSpec {
-        id: OptId::Unsupported(MINIMISER),
+        id: OptId::NoReverse,
         short: Some('R'),
         long: None,
         value: None,
-        group: Group::Unsupported,
-        help: "Minimiser without the reverse strand.",
+        group: Group::Order,
+        help: "Minimiser of the forward strand only (no effect without -M).",
     },
     OptSpec {
-        id: OptId::Unsupported(MINIMISER),
+        id: OptId::Squash,
         short: Some('H'),
         long: None,
         value: None,
-        group: Group::Unsupported,
-        help: "Minimiser with homopolymers squashed.",
+        group: Group::Order,
+        help: "Squash homopolymers when computing minimisers.",
     },
     OptSpec {
         id: OptId::Unsupported(
@@ -646,6 +666,17 @@ fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
     })
 }
 
+/// An integer that fits a C `int`, as samtools' `parse_int_value` wants.
+fn parse_c_int(opt: &str, v: &str) -> Result<i64, ArgError> {
+    let n = parse_int(opt, v)?;
+    if i32::try_from(n).is_err() {
+        return Err(ArgError::Invalid(format!(
+            "invalid value '{v}' for {opt}: out of range"
+        )));
+    }
+    Ok(n)
+}
+
 /// Parses samtools' `-O FMT[,opt=val...]`.
 fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     let mut parts = v.split(',');
@@ -716,6 +747,11 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         order: OrderFlag::Coordinate,
         lexicographic: false,
         tag: None,
+        kmer: alnsort_bam::keys::minimiser::DEFAULT_KMER,
+        window: alnsort_bam::keys::minimiser::DEFAULT_WINDOW,
+        no_reverse: false,
+        squash: false,
+        minimiser_ref: None,
         no_pg: false,
         write_index: false,
         verbosity: 2,
@@ -776,6 +812,15 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
             }
             OptId::Tag => a.tag = Some(text()?),
             OptId::TemplateCoordinate => a.order = OrderFlag::TemplateCoordinate,
+            OptId::Minimiser => a.order = OrderFlag::Minimiser,
+            OptId::MinimiserIndex => {
+                a.order = OrderFlag::Minimiser;
+                a.minimiser_ref = Some(PathBuf::from(value.expect("option takes a value")));
+            }
+            OptId::Kmer => a.kmer = parse_c_int("-K", &text()?)?.clamp(1, 31) as u32,
+            OptId::Window => a.window = parse_c_int("-w", &text()?)?,
+            OptId::NoReverse => a.no_reverse = true,
+            OptId::Squash => a.squash = true,
             OptId::NoPg => a.no_pg = true,
             OptId::WriteIndex => a.write_index = true,
             OptId::Verbosity => a.verbosity = parse_int("--verbosity", &text()?)? as i32,
@@ -964,14 +1009,7 @@ mod tests {
     #[test]
     fn unsupported_options_are_refused_by_name() {
         for (args, name) in [
-            (&["-M"][..], "-M"),
-            (&["-K", "10"], "-K"),
-            (&["-I", "ref.fa"], "-I"),
-            (&["-R"], "-R"),
-            (&["-H"], "-H"),
-            (&["-w", "100"], "-w"),
-            (&["-t", "XT", "-M"], "-M"),
-            (&["--reference", "ref.fa"], "--reference"),
+            (&["--reference", "ref.fa"][..], "--reference"),
             (
                 &["--input-fmt-option", "filter=mapq>1"],
                 "--input-fmt-option",
@@ -988,6 +1026,29 @@ mod tests {
                 }
                 other => panic!("{args:?}: expected a refusal, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn minimiser_options_follow_samtools() {
+        let a = run(&["-n", "-M", "-K", "40", "-R", "-H", "-w", "7"]).unwrap();
+        assert_eq!(a.order, OrderFlag::Minimiser);
+        assert_eq!(
+            (a.kmer, a.window, a.no_reverse, a.squash),
+            (31, 7, true, true)
+        );
+        assert_eq!(run(&["-K", "-3"]).unwrap().kmer, 1);
+        assert_eq!(run(&["-M", "-n"]).unwrap().order, OrderFlag::Name);
+        let a = run(&["-I", "a.fa", "-I", "b.fa"]).unwrap();
+        assert_eq!(a.order, OrderFlag::Minimiser);
+        assert_eq!(a.minimiser_ref, Some(PathBuf::from("b.fa")));
+        for bad in [
+            &["-K", "abc"][..],
+            &["-K", "10x"],
+            &["-w", "1.5"],
+            &["-w", "3000000000"],
+        ] {
+            assert!(matches!(run(bad), Err(ArgError::Invalid(_))), "{bad:?}");
         }
     }
 

@@ -6,8 +6,11 @@
 
 use crate::args::{OrderFlag, OutFormat, SortArgs};
 use crate::memsize::{self, SystemMemory};
+use alnsort_bam::keys::minimiser::{Minimiser, MinimiserIndex};
 use alnsort_bam::keys::{SortOrder, TagSecondary};
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexKind {
@@ -40,6 +43,9 @@ pub struct Config {
     pub level: u32,
     pub order: SortOrder,
     pub hd: HdValues,
+    /// The @HD values instead of `hd` when no record is placed (`tid >= 0`):
+    /// samtools' minimiser order decides its SO after reading.
+    pub hd_all_unplaced: Option<HdValues>,
     pub threads: usize,
     /// With `explicit_total`, the bytes the whole process may use
     /// (`--max-memory`); otherwise samtools' record buffer, `-m` x threads.
@@ -70,6 +76,31 @@ fn default_level() -> u32 {
     alnsort_bgzf::block::CompressionLevel::default().get()
 }
 
+/// Builds the `-I` index as samtools does before it reads any input.
+fn minimiser_index(path: &Path, a: &SortArgs) -> Result<MinimiserIndex, ConfigError> {
+    let fail = |what: String| ConfigError(format!("-I {}: {what}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
+    let mut reader = BufReader::new(file);
+    let gzip = reader
+        .fill_buf()
+        .map_err(|e| fail(format!("cannot read: {e}")))?
+        .starts_with(&[0x1f, 0x8b]);
+    let input: Box<dyn BufRead> = if gzip {
+        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader)))
+    } else {
+        Box::new(reader)
+    };
+    MinimiserIndex::from_fasta(input, a.kmer, a.window, a.squash).map_err(|e| {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            msg.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        fail(msg)
+    })
+}
+
 fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
     let name_ss = |lex: bool| {
         if lex {
@@ -77,6 +108,12 @@ fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
         } else {
             "queryname:natural"
         }
+    };
+    // samtools builds the index whenever -I is given, even when -t then
+    // makes the order a tag order; a bad file fails either way.
+    let index = match &a.minimiser_ref {
+        Some(p) => Some(Arc::new(minimiser_index(p, a)?)),
+        None => None,
     };
     if let Some(tag) = &a.tag {
         // samtools uses only the first two characters of TAG (§1.5); the SS
@@ -135,6 +172,28 @@ fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
                 ss: Some("unsorted:template-coordinate".into()),
             },
         ),
+        OrderFlag::Minimiser => (
+            SortOrder::Minimiser(Minimiser {
+                kmer: a.kmer.clamp(1, 31),
+                reverse: !a.no_reverse,
+                squash: a.squash,
+                index,
+            }),
+            HdValues {
+                so: "coordinate".into(),
+                go: None,
+                ss: Some("coordinate:minhash".into()),
+            },
+        ),
+    })
+}
+
+/// Minimiser order's @HD when no record is placed (samtools 1.22+).
+fn minimiser_all_unplaced_hd(order: &SortOrder) -> Option<HdValues> {
+    matches!(order, SortOrder::Minimiser(_)).then(|| HdValues {
+        so: "unsorted".into(),
+        go: None,
+        ss: Some("unsorted:minhash".into()),
     })
 }
 
@@ -164,6 +223,7 @@ fn resolve_format(a: &SortArgs) -> OutFormat {
 
 pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
     let (order, hd) = resolve_order(a)?;
+    let hd_all_unplaced = minimiser_all_unplaced_hd(&order);
     let format = resolve_format(a);
     if format == OutFormat::Cram {
         return Err(ConfigError(
@@ -205,7 +265,8 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
                 out.display()
             )));
         }
-        if !matches!(order, SortOrder::Coordinate) {
+        // samtools indexes minimiser order too: placed reads are by coordinate.
+        if !matches!(order, SortOrder::Coordinate | SortOrder::Minimiser(_)) {
             warnings.push(
                 "Ignoring --write-index as it only works for position sorted files".to_string(),
             );
@@ -281,6 +342,7 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
         level,
         order,
         hd,
+        hd_all_unplaced,
         threads,
         memory_budget,
         explicit_total: a.max_memory.is_some(),

@@ -207,13 +207,31 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     progress.enter(Phase::MergeRuns);
     let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
     progress.enter(Phase::Write);
-    edit_header(&mut header, cfg);
+    // Minimiser order's @HD says whether any record is placed; placed
+    // records sort first, so the first record tells.
+    let mut first = None;
+    if cfg.hd_all_unplaced.is_some() {
+        first = merged
+            .next_entry()
+            .map_err(|e| anyhow!("{e}"))?
+            .map(|(k, r)| (k.to_vec(), r.to_vec()));
+    }
+    let all_unplaced = first
+        .as_ref()
+        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
+    edit_header(&mut header, cfg, all_unplaced);
     let header = Arc::new(header);
     let mut out =
         output::Output::create(cfg, dest, Arc::clone(&header), Arc::clone(&pool), debris)?;
     let mut written = 0u64;
-    while let Some(rec) = merged.next_record().map_err(|e| anyhow!("{e}"))? {
-        out.write_record(rec)?;
+    // Records as samtools writes them (minimiser order edits unplaced ones).
+    let mut scratch = Vec::new();
+    if let Some((key, rec)) = &first {
+        out.write_record(encoder.finish_record(key, rec, &mut scratch))?;
+        written += 1;
+    }
+    while let Some((key, rec)) = merged.next_entry().map_err(|e| anyhow!("{e}"))? {
+        out.write_record(encoder.finish_record(key, rec, &mut scratch))?;
         written += 1;
         if written.is_multiple_of(4096) {
             progress.set_output_position(written);
@@ -245,8 +263,14 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
 }
 
 /// The header edits samtools sort makes: @HD for the order, then @PG.
-pub fn edit_header(header: &mut Header, cfg: &Config) {
-    header.set_sort_order(&cfg.hd.so, cfg.hd.go.as_deref(), cfg.hd.ss.as_deref());
+/// `all_unplaced`: no record is placed (`tid >= 0`), which changes
+/// minimiser order's @HD.
+pub fn edit_header(header: &mut Header, cfg: &Config, all_unplaced: bool) {
+    let hd = match &cfg.hd_all_unplaced {
+        Some(hd) if all_unplaced => hd,
+        _ => &cfg.hd,
+    };
+    header.set_sort_order(&hd.so, hd.go.as_deref(), hd.ss.as_deref());
     if let Some(cl) = &cfg.pg {
         header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
     }

@@ -14,6 +14,8 @@ pub(crate) struct RefCtx<'a> {
     pub libraries: &'a [(Vec<u8>, Vec<u8>)],
 }
 
+use super::minimiser::KEY_MASK;
+
 /// Compares two records as samtools 1.24 does (input order excluded).
 /// Template-coordinate records that samtools rejects give their error.
 pub(crate) fn reference_cmp(
@@ -32,6 +34,20 @@ pub(crate) fn reference_cmp(
             let ka = TcKey::build(a, ctx.libraries)?;
             let kb = TcKey::build(b, ctx.libraries)?;
             ka.cmp_with(&kb)
+        }
+        // bam1_cmp_by_minhash on the values samtools stashes in the record.
+        SortOrder::Minimiser(m) => {
+            if a.ref_id() != -1 || b.ref_id() != -1 {
+                cmp_coordinate(a, b)
+            } else {
+                let (ma, pa, ta) = m.stash(a);
+                let (mb, pb, tb) = m.stash(b);
+                let rev = |r: RecordRef<'_>, t: bool| (r.flag() & 0x10 != 0) != t;
+                (ma & KEY_MASK)
+                    .cmp(&(mb & KEY_MASK))
+                    .then(pb.cmp(&pa))
+                    .then(rev(a, ta).cmp(&rev(b, tb)))
+            }
         }
     })
 }

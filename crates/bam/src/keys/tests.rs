@@ -431,4 +431,17 @@ proptest! {
     fn template_keys_match_reference(recs in prop::collection::vec(arb_rec(), 2..12)) {
         check_order(SortOrder::TemplateCoordinate, &recs)?;
     }
+
+    #[test]
+    fn minimiser_keys_match_reference(
+        recs in prop::collection::vec(arb_rec(), 2..12),
+        kmer in 1u32..8,
+        reverse in any::<bool>(),
+        squash in any::<bool>(),
+    ) {
+        // Test records are all-A reads of their CIGAR's query length, so the
+        // keys differ by whether the read has a k-mer, where, and strand.
+        let m = minimiser::Minimiser { kmer, reverse, squash, index: None };
+        check_order(SortOrder::Minimiser(m), &recs)?;
+    }
 }

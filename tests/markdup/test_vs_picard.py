@@ -58,11 +58,11 @@ def half_mapped(name, pos, *, ref=0, rev=False, q=30, cig="50M", rg="rg1"):
     return [a, b]
 
 
-def write_bam(path: Path, recs: list[Rec]) -> None:
+def write_bam(path: Path, recs: list[Rec], rgs=RGS) -> None:
     header = {
         "HD": {"VN": "1.6", "SO": "unsorted", "GO": "query"},
         "SQ": [{"SN": n, "LN": ln} for n, ln in REFS],
-        "RG": [dict({"ID": i, "SM": "s"}, **({"LB": lb} if lb else {})) for i, lb in RGS],
+        "RG": [dict({"ID": i, "SM": "s"}, **({"LB": lb} if lb else {})) for i, lb in rgs],
     }
     with pysam.AlignmentFile(str(path), "wb", header=header) as out:
         for r in recs:
@@ -109,9 +109,9 @@ def parse_metrics(path: Path):
     return metrics, hist
 
 
-def run_both(tmp_path: Path, picard, driver, recs: list[Rec]):
+def run_both(tmp_path: Path, picard, driver, recs: list[Rec], rgs=RGS):
     inp = tmp_path / "in.bam"
-    write_bam(inp, recs)
+    write_bam(inp, recs, rgs)
     out, pm = tmp_path / "picard.bam", tmp_path / "picard.metrics"
     p = subprocess.run(
         picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={pm}", "ASSUME_SORT_ORDER=queryname",
@@ -257,41 +257,43 @@ def t_repeated_index():
             + frag("f", 100) + frag("g", 300))
 
 
-def t_random(seed: int):
+def t_random(seed: int, *, one_rg=False, dense=False):
+    """Random templates over a few shared 5' ends: pairs (some with a
+    supplementary record, mates on another reference, either mate first),
+    fragments and half-mapped templates; names with 5, 6 or 7 fields (or
+    none), coordinates spread over the 16-bit wrap or dense on one tile."""
     rng = random.Random(seed)
     recs = []
-    starts = [1000 + 37 * i for i in range(8)]
+    starts = [1000 + 37 * i for i in range(4 if dense else 8)]
     for t in range(300):
-        x, y = rng.randrange(1, 70_000), rng.randrange(1, 70_000)
-        if rng.random() < 0.5:
-            x, y = 1000 + rng.randrange(300), 1000 + rng.randrange(300)
+        if dense:
+            x, y = 1000 + rng.randrange(400), 1000 + rng.randrange(400)
+        else:
+            x, y = rng.randrange(1, 70_000), rng.randrange(1, 70_000)
         tile = rng.choice([1101, 1102])
         fields = rng.choice([5, 7, 7, 7, 6])
-        name = ":".join(["I"] * (fields - 3) + [str(tile), str(x), str(y)]) + f"{'' if fields != 6 else ''}"
-        name = name if rng.random() < 0.95 else f"r{t}"
-        name = f"{name}" if rng.random() < 0.9 else f"{name}:{t}"[-30:]
-        rg = rng.choice(["rg1", "rg1", "rg1", "rg2"])
-        kind = rng.random()
+        name = ":".join([f"I{t}"] + ["I"] * (fields - 4) + [str(tile), str(x), str(y)])
+        if rng.random() < 0.05:
+            name = f"r{t}"
+        rg = "rg1" if one_rg else rng.choice(["rg1", "rg1", "rg1", "rg2", "rg3"])
         clip = rng.choice(["50M", "5S45M", "45M5S", "2H48M", "10M2D40M", "3S40M7S"])
         a, b = rng.choice(starts), rng.choice(starts) + 300
         q1, q2 = rng.choice([20, 30, 30, 40]), rng.choice([20, 30, 40])
-        unique = f"{name}#{t}" if ":" not in name else name
+        kind = rng.random()
         if kind < 0.6:
-            tpl = pair(unique, a, b, rev1=rng.random() < 0.3, rev2=rng.random() < 0.8, q1=q1, q2=q2,
+            tpl = pair(name, a, b, rev1=rng.random() < 0.3, rev2=rng.random() < 0.8, q1=q1, q2=q2,
                        cig1=clip, cig2=rng.choice(["50M", "45M5S"]), rg=rg, r1_first=rng.random() < 0.7,
                        mref=rng.choice([0, 0, 0, 1]))
             if rng.random() < 0.1:
-                tpl.insert(1, Rec(unique, 0x1 | 0x800 | tpl[0].flag & 0xf0, 2, a, "30M20S", tpl[0].mref, tpl[0].mpos))
+                first = tpl[0]
+                tpl.insert(1, Rec(name, 0x1 | 0x800 | (first.flag & 0xf0), 2, a, "30M20S",
+                                  first.mref, first.mpos, rg=rg))
         elif kind < 0.8:
-            tpl = frag(unique, a, rev=rng.random() < 0.5, q=q1, cig=clip, rg=rg)
+            tpl = frag(name, a, rev=rng.random() < 0.5, q=q1, cig=clip, rg=rg)
         else:
-            tpl = half_mapped(unique, a, rev=rng.random() < 0.5, q=q1, cig=clip, rg=rg)
+            tpl = half_mapped(name, a, rev=rng.random() < 0.5, q=q1, cig=clip, rg=rg)
         recs += tpl
-    # Names must stay unique per template for name grouping.
-    seen, out = {}, []
-    for r in recs:
-        out.append(r)
-    return out
+    return recs
 
 
 TRAPS = {
@@ -324,3 +326,38 @@ def test_trap_matches_picard(trap, tmp_path, picard, driver):
 def test_random_templates_match_picard(seed, tmp_path, picard, driver):
     flags, _ = run_both(tmp_path, picard, driver, t_random(seed))
     assert sum(flags) > 20
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_one_library_roi_histogram_matches_picard(seed, tmp_path, picard, driver):
+    # With one library Picard adds the CoverageMult histogram (estimated
+    # library size); dense names on two tiles give many optical duplicates.
+    recs = t_random(seed, one_rg=True, dense=True)
+    flags, metrics = run_both(tmp_path, picard, driver, recs, rgs=[("rg1", "libA")])
+    assert sum(flags) > 20
+    header, row = metrics
+    assert int(row[header.index("READ_PAIR_OPTICAL_DUPLICATES")]) > 0
+    assert row[header.index("ESTIMATED_LIBRARY_SIZE")] != ""
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8])
+def test_large_optical_sets_match_picard(seed, tmp_path, picard, driver):
+    """Sets of 4 and more go through Picard's clustering (connected
+    components per tile, one kept per cluster, the left-most taking over);
+    x and y near the 16-bit wrap, some reads first-of-pair reverse (FR and
+    RF split), read groups of one library on two header lines."""
+    rng = random.Random(seed)
+    recs = []
+    for t in range(120):
+        end = rng.choice([(40_000, 40_300), (41_000, 41_300)])
+        x = rng.choice([rng.randrange(0, 400), 65_536 + rng.randrange(0, 400), rng.randrange(32_600, 32_900)])
+        y = rng.randrange(0, 400)
+        name = f"E{t}:1:FC:1:{rng.choice([1101, 1102])}:{x}:{y}"
+        flip = rng.random() < 0.3
+        a, b = (end[1], end[0]) if flip else end
+        recs += pair(name, a, b, rev1=flip, rev2=not flip, q1=rng.choice([30, 31]), q2=30,
+                     rg=rng.choice(["rg1", "rg4"]))
+    rgs = [("rg1", "libA"), ("rg4", "libA")]
+    flags, metrics = run_both(tmp_path, picard, driver, recs, rgs=rgs)
+    header, row = metrics
+    assert int(row[header.index("READ_PAIR_OPTICAL_DUPLICATES")]) > 5

@@ -109,12 +109,23 @@ def parse_metrics(path: Path):
     return metrics, hist
 
 
-def run_both(tmp_path: Path, picard, driver, recs: list[Rec], rgs=RGS):
+def run_both(tmp_path: Path, picard, driver, recs: list[Rec], rgs=RGS, coordinate=False):
+    """Runs Picard and the driver on `recs` (name-grouped; with
+    `coordinate`, sorted by samtools first and given to Picard as the
+    header's SO:coordinate) and asserts the same flags and metrics."""
     inp = tmp_path / "in.bam"
     write_bam(inp, recs, rgs)
+    order_args, driver_args = ["ASSUME_SORT_ORDER=queryname"], []
+    if coordinate:
+        sorted_bam = tmp_path / "in.sorted.bam"
+        pysam.sort("-o", str(sorted_bam), str(inp))
+        inp, order_args, driver_args = sorted_bam, [], ["--coordinate"]
+        with pysam.AlignmentFile(str(inp), "rb") as f:
+            assert f.header["HD"]["SO"] == "coordinate"
+            recs = [Rec(r.query_name, r.flag) for r in f]
     out, pm = tmp_path / "picard.bam", tmp_path / "picard.metrics"
     p = subprocess.run(
-        picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={pm}", "ASSUME_SORT_ORDER=queryname",
+        picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={pm}", *order_args,
                   "VALIDATION_STRINGENCY=SILENT", "QUIET=true", "VERBOSITY=ERROR"],
         capture_output=True, text=True,
     )
@@ -122,7 +133,7 @@ def run_both(tmp_path: Path, picard, driver, recs: list[Rec], rgs=RGS):
     with pysam.AlignmentFile(str(out), "rb", check_sq=False) as f:
         picard_flags = [(r.query_name, bool(r.flag & 0x400)) for r in f]
     dm = tmp_path / "driver.metrics"
-    d = subprocess.run([driver, str(inp), str(dm)], capture_output=True, text=True)
+    d = subprocess.run([driver, *driver_args, str(inp), str(dm)], capture_output=True, text=True)
     assert d.returncode == 0, f"driver failed:\n{d.stderr}"
     ours = [line.split("\t") for line in d.stdout.splitlines()]
     assert [int(i) for i, _ in ours] == list(range(len(recs)))
@@ -361,3 +372,14 @@ def test_large_optical_sets_match_picard(seed, tmp_path, picard, driver):
     flags, metrics = run_both(tmp_path, picard, driver, recs, rgs=rgs)
     header, row = metrics
     assert int(row[header.index("READ_PAIR_OPTICAL_DUPLICATES")]) > 5
+
+
+@pytest.mark.parametrize("trap", ["one_mate_unmapped", "secondary_and_supplementary", "optical", "random"])
+def test_coordinate_sorted_input_matches_picard(trap, tmp_path, picard, driver):
+    """Coordinate-sorted input: Picard marks only the primary records that
+    make up a duplicate end (not the unmapped mate, not secondary or
+    supplementary records), indexes count records, and ends stop at the
+    unplaced unmapped reads."""
+    recs = t_random(9) if trap == "random" else TRAPS[trap]()
+    flags, _ = run_both(tmp_path, picard, driver, recs, coordinate=True)
+    assert any(flags)

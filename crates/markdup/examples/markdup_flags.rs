@@ -1,9 +1,10 @@
 //! Runs the duplicate-marking core over a name-grouped BAM file and prints,
 //! for every input record, its index and whether 0x400 would be set
-//! (`INDEX\t0|1`), then writes Picard's metrics file.
+//! (`INDEX\t0|1`), then writes Picard's metrics file. `--coordinate` treats
+//! the input as coordinate-sorted (Picard's `ASSUME_SORT_ORDER=coordinate`).
 //!
 //! ```text
-//! cargo run --release -p alnsort-markdup --example markdup_flags -- in.bam metrics.txt
+//! cargo run --release -p alnsort-markdup --example markdup_flags -- [--coordinate] in.bam metrics.txt
 //! ```
 //!
 //! The differential tests (`tests/markdup/`) compare this against Picard
@@ -14,7 +15,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use alnsort_bam::header::read_bam_header;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::{
-    base_quality_score, five_prime_coordinate, MarkDuplicates, ReadGroups, ReadInfo,
+    base_quality_score, five_prime_coordinate, InputOrder, MarkDuplicates, ReadGroups, ReadInfo,
 };
 
 fn tag<'a>(line: &'a [u8], key: &[u8; 2]) -> Option<&'a [u8]> {
@@ -35,9 +36,15 @@ fn record_rg(rec: &RecordRef) -> Option<Vec<u8>> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let order = if args.get(1).map(String::as_str) == Some("--coordinate") {
+        args.remove(1);
+        InputOrder::Coordinate
+    } else {
+        InputOrder::Queryname
+    };
     if args.len() != 3 {
-        eprintln!("usage: markdup_flags IN.bam METRICS.txt");
+        eprintln!("usage: markdup_flags [--coordinate] IN.bam METRICS.txt");
         std::process::exit(2);
     }
     let file = std::fs::File::open(&args[1])?;
@@ -53,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let lb = tag(l, b"LB").map(|v| String::from_utf8_lossy(v).into_owned());
             Some((id, lb))
         });
-    let mut md = MarkDuplicates::new(ReadGroups::new(rgs));
+    let mut md = MarkDuplicates::with_order(ReadGroups::new(rgs), order);
 
     let mut size = [0u8; 4];
     let mut buf = Vec::new();

@@ -266,8 +266,24 @@ pub struct Outcome {
     pub metrics: MetricsReport,
 }
 
+/// How Picard is told the input is ordered (`ASSUME_SORT_ORDER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum InputOrder {
+    /// Name-grouped (aligner output, `samtools sort -n`): a duplicate
+    /// template has all its records marked.
+    #[default]
+    Queryname,
+    /// Coordinate-sorted: only the primary records that make up a duplicate
+    /// read end are marked; reading stops at the first unplaced unmapped
+    /// record.
+    Coordinate,
+}
+
 /// Collects read ends from records given in file order.
 pub struct MarkDuplicates {
+    order: InputOrder,
+    /// Coordinate order: an unplaced unmapped record was seen, no more ends.
+    ends_done: bool,
     read_groups: ReadGroups,
     pixel_distance: i32,
     records: Vec<RecordSlot>,
@@ -281,8 +297,15 @@ pub struct MarkDuplicates {
 }
 
 impl MarkDuplicates {
+    /// For name-grouped input ([`InputOrder::Queryname`]).
     pub fn new(read_groups: ReadGroups) -> Self {
+        Self::with_order(read_groups, InputOrder::Queryname)
+    }
+
+    pub fn with_order(read_groups: ReadGroups, order: InputOrder) -> Self {
         MarkDuplicates {
+            order,
+            ends_done: false,
             read_groups,
             pixel_distance: optical::DEFAULT_PIXEL_DISTANCE,
             records: Vec::new(),
@@ -317,7 +340,11 @@ impl MarkDuplicates {
         let index = self.records.len() as i64;
         // In queryname mode a template's ends carry the index of its first
         // record; a change of name starts a new template.
-        if self.last_name.as_deref() != Some(r.name.as_slice()) {
+        // In coordinate order every record is its own index.
+        if self.order == InputOrder::Coordinate {
+            self.template_index = index;
+            self.template += 1;
+        } else if self.last_name.as_deref() != Some(r.name.as_slice()) {
             self.last_name = Some(r.name.clone());
             self.template_index = index;
             self.template += 1;
@@ -327,8 +354,18 @@ impl MarkDuplicates {
             flag: r.flag,
             library: r.rg.library,
         });
-        if r.flag & flags::UNMAPPED != 0 || r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0
-        {
+        if self.ends_done {
+            return Ok(());
+        }
+        if r.flag & flags::UNMAPPED != 0 {
+            // Picard stops collecting ends at the unplaced unmapped reads
+            // that end a coordinate-sorted file.
+            if r.ref_id == -1 && self.order == InputOrder::Coordinate {
+                self.ends_done = true;
+            }
+            return Ok(());
+        }
+        if r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0 {
             return Ok(());
         }
         let reverse = r.flag & flags::REVERSE != 0;
@@ -507,11 +544,11 @@ impl MarkDuplicates {
         Ok(())
     }
 
-    /// Picard's output loop in queryname mode: the sorted duplicate indexes
-    /// are walked as the records go by; a record is a duplicate when its
-    /// index is the next one, or when it follows a duplicate record of the
+    /// Picard's output loop: the sorted duplicate indexes are walked as the
+    /// records go by; a record is a duplicate when its index is the next
+    /// one, or (queryname order) when it follows a duplicate record of the
     /// same name. (An index listed twice holds the walk back by one
-    /// template, as in Picard.)
+    /// template, or one record in coordinate order, as in Picard.)
     fn output_pass(&self, dup_indexes: &[i64]) -> Vec<bool> {
         let mut it = dup_indexes.iter().copied();
         let mut next = it.next().unwrap_or(i64::MAX);
@@ -519,6 +556,7 @@ impl MarkDuplicates {
         let mut out = Vec::with_capacity(self.records.len());
         for (i, rec) in self.records.iter().enumerate() {
             let i = i as i64;
+            // Each record is its own template in coordinate order.
             if i > next && dup_template != Some(rec.template) {
                 next = it.next().unwrap_or(i64::MAX);
             }

@@ -234,3 +234,46 @@ fn index_listed_twice_holds_back_the_walk() {
     assert_eq!(o.duplicate, vec![false, true, true, false]);
     let _ = P;
 }
+
+#[test]
+fn coordinate_order_marks_only_the_primary_records_of_an_end() {
+    let mut groups = ReadGroups::new([(b"rg1".to_vec(), Some("lib1".to_string()))]);
+    let rg = groups.resolve(Some(b"rg1"));
+    let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
+    let recs = [
+        ("a", R1 | MREV, 0, 100, 10),
+        ("b", R1 | MREV, 0, 100, 1),
+        ("b", R1 | flags::SUPPLEMENTARY, 0, 150, 1),
+        ("h", R1 | flags::MATE_UNMAPPED, 0, 100, 99),
+        ("h", R2 | flags::UNMAPPED, 0, 100, 99),
+        ("a", R2 | REV, 0, 300, 10),
+        ("b", R2 | REV, 0, 300, 1),
+        ("u", flags::UNMAPPED, -1, 0, 0),
+        // After the first unplaced unmapped record no ends are collected.
+        ("z", 0, 0, 100, 0),
+    ];
+    for (name, flag, ref_id, five, score) in recs {
+        md.push(&ReadInfo {
+            name: name.into(),
+            flag,
+            ref_id,
+            mate_ref_id: 0,
+            five_prime: five,
+            score,
+            rg,
+        })
+        .unwrap();
+    }
+    let o = md.finish().unwrap();
+    // b's two primaries and h's mapped mate (a fragment at a pair's end).
+    assert_eq!(
+        o.duplicate,
+        vec![false, true, false, true, false, false, true, false, false]
+    );
+    let m = &o.metrics.libraries[0];
+    assert_eq!(
+        (m.unpaired_reads_examined, m.unpaired_read_duplicates),
+        (2, 1)
+    );
+    assert_eq!((m.read_pairs_examined, m.read_pair_duplicates), (2, 1));
+}

@@ -383,3 +383,57 @@ def test_coordinate_sorted_input_matches_picard(trap, tmp_path, picard, driver):
     recs = t_random(9) if trap == "random" else TRAPS[trap]()
     flags, _ = run_both(tmp_path, picard, driver, recs, coordinate=True)
     assert any(flags)
+
+
+def t_adversarial(seed: int):
+    """Few 5' ends, every strand combination, clips on either side, QC
+    failures, secondary and supplementary records, two single-end primaries
+    under one name, half-mapped templates in either order, orphans whose
+    mate record is absent, unmapped pairs, x/y around 32767 and the 16-bit
+    wrap, tile 65535 and 65536+1101, names of 5, 6 and 7 fields."""
+    rng = random.Random(seed)
+    recs = []
+    starts = [500, 505, 550]
+    for t_ in range(200):
+        x = rng.choice([rng.randrange(0, 300), 65536 + rng.randrange(0, 300), 32767 - rng.randrange(0,150), 32768 + rng.randrange(0,150)])
+        y = rng.choice([rng.randrange(0, 300), 65535 - rng.randrange(0, 200)])
+        tile = rng.choice([1101, 1101, 65535, 65536 + 1101])
+        name = rng.choice([f"N{t_}:1:FC:1:{tile}:{x}:{y}", f"N{t_}:{tile}:{x}:{y}:z", f"N{t_}:A:{tile}:{x}:{y}", f"t{t_}"])
+        rg = rng.choice(["rg1", "rg2", "rg3"])
+        a, b = rng.choice(starts), rng.choice(starts) + rng.choice([0, 100])
+        cig = rng.choice(["50M", "5S45M", "45M5S", "5H45M", "45M5H", "2S46M2S"])
+        q1, q2 = rng.choice([10, 20, 30]), rng.choice([10, 20, 30])
+        k = rng.random()
+        if k < 0.45:
+            tpl = pair(name, a, b, rev1=rng.random() < 0.5, rev2=rng.random() < 0.5, q1=q1, q2=q2, cig1=cig,
+                       cig2=rng.choice(["50M", "45M5S", "5S45M"]), rg=rg, r1_first=rng.random() < 0.5,
+                       mref=rng.choice([0, 0, 1]))
+            if rng.random() < 0.15:
+                tpl[0].flag |= 0x200
+            if rng.random() < 0.15:
+                tpl.append(Rec(name, 0x1 | 0x100 | (tpl[0].flag & 0xf0), 1, 5, "50M", tpl[0].mref, tpl[0].mpos, rg=rg))
+        elif k < 0.6:
+            tpl = frag(name, a, rev=rng.random() < 0.5, q=q1, cig=cig, rg=rg)
+            if rng.random() < 0.2:
+                tpl = tpl + frag(name, b, rev=rng.random() < 0.5, q=q2, cig=cig, rg=rg)
+        elif k < 0.75:
+            tpl = half_mapped(name, a, rev=rng.random() < 0.5, q=q1, cig=cig, rg=rg)
+            if rng.random() < 0.5:
+                tpl.reverse()
+        elif k < 0.85:
+            # orphan: paired, mate mapped, but the mate record is absent
+            p = pair(name, a, b, rev1=rng.random() < 0.5, q1=q1, cig1=cig, rg=rg)
+            tpl = [p[0]]
+        elif k < 0.92:
+            tpl = [Rec(name, 0x1 | 0x40 | 0x4 | 0x8, -1, -1, "*", -1, -1, rg=rg), Rec(name, 0x1 | 0x80 | 0x4 | 0x8, -1, -1, "*", -1, -1, rg=rg)]
+        else:
+            tpl = frag(name, a, q=q1, cig=cig, rg=rg) + [Rec(name, 0x800, 0, a + 3, "20S30M", -1, -1, rg=rg)]
+        recs += tpl
+    return recs
+
+
+@pytest.mark.parametrize("seed", [100, 101])
+@pytest.mark.parametrize("coordinate", [False, True], ids=["queryname", "coordinate"])
+def test_adversarial_templates_match_picard(seed, coordinate, tmp_path, picard, driver):
+    flags, _ = run_both(tmp_path, picard, driver, t_adversarial(seed), coordinate=coordinate)
+    assert sum(flags) > 20

@@ -78,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let rg = record_rg(&rec);
         let rg = md.read_groups_mut().resolve(rg.as_deref());
         md.push(&ReadInfo {
-            name: rec.read_name().to_vec(),
+            name: rec.read_name(),
             flag: rec.flag(),
             ref_id: rec.ref_id(),
             mate_ref_id: rec.next_ref_id(),

@@ -73,6 +73,8 @@ pub struct RgInfo {
 #[derive(Clone, Debug, Default)]
 pub struct ReadGroups {
     ids: Vec<Vec<u8>>,
+    /// First header position of each ID.
+    by_id: HashMap<Vec<u8>, usize>,
     /// Library of each header read group, as an index into `libraries`.
     rg_library: Vec<u32>,
     libraries: Vec<String>,
@@ -86,6 +88,7 @@ impl ReadGroups {
         for (id, lb) in rgs {
             let name = lb.unwrap_or_else(|| UNKNOWN_LIBRARY.to_string());
             let lib = g.library_index(&name);
+            g.by_id.entry(id.clone()).or_insert(g.ids.len());
             g.ids.push(id);
             g.rg_library.push(lib);
         }
@@ -105,7 +108,7 @@ impl ReadGroups {
 
     /// Resolves a record's `RG` value (`None` when it has none).
     pub fn resolve(&mut self, rg: Option<&[u8]>) -> RgInfo {
-        let pos = rg.map(|id| self.ids.iter().position(|h| h.as_slice() == id));
+        let pos = rg.map(|id| self.by_id.get(id).copied());
         let library = match pos {
             Some(Some(i)) => self.rg_library[i],
             _ => match self.unknown {
@@ -127,9 +130,9 @@ impl ReadGroups {
 }
 
 /// The fields of one input record that duplicate marking needs.
-#[derive(Clone, Debug)]
-pub struct ReadInfo {
-    pub name: Vec<u8>,
+#[derive(Clone, Copy, Debug)]
+pub struct ReadInfo<'a> {
+    pub name: &'a [u8],
     pub flag: u16,
     pub ref_id: i32,
     pub mate_ref_id: i32,
@@ -336,7 +339,7 @@ impl MarkDuplicates {
     }
 
     /// Adds the next input record.
-    pub fn push(&mut self, r: &ReadInfo) -> Result<(), MarkdupError> {
+    pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
         // In queryname mode a template's ends carry the index of its first
         // record; a change of name starts a new template.
@@ -344,8 +347,8 @@ impl MarkDuplicates {
         if self.order == InputOrder::Coordinate {
             self.template_index = index;
             self.template += 1;
-        } else if self.last_name.as_deref() != Some(r.name.as_slice()) {
-            self.last_name = Some(r.name.clone());
+        } else if self.last_name.as_deref() != Some(r.name) {
+            self.last_name = Some(r.name.to_vec());
             self.template_index = index;
             self.template += 1;
         }
@@ -377,7 +380,7 @@ impl MarkDuplicates {
             r1_coord: r.five_prime,
             r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
             r2_coord: -1,
-            loc: optical::location_from_name(&r.name, r.rg.ordinal),
+            loc: optical::location_from_name(r.name, r.rg.ordinal),
             optical_orientation: -1,
             score: r.score,
             r1_index: self.template_index,
@@ -387,7 +390,7 @@ impl MarkDuplicates {
         if !mate_mapped {
             return Ok(());
         }
-        let key = (r.rg.ordinal, r.name.clone());
+        let key = (r.rg.ordinal, r.name.to_vec());
         let Some(mut p) = self.pending.remove(&key) else {
             self.pending.insert(key, frag);
             return Ok(());

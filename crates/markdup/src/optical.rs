@@ -381,6 +381,18 @@ mod tests {
     }
 
     #[test]
+    fn sets_above_the_maximum_get_no_optical_duplicates() {
+        let near = vec![loc(1, 0, 0); MAX_SET_SIZE + 1];
+        assert!(find_optical_duplicates(&near, Some(0), 100)
+            .iter()
+            .all(|&b| !b));
+        assert_eq!(
+            find_optical_duplicates(&near[..2], Some(0), 100),
+            vec![false, true]
+        );
+    }
+
+    #[test]
     fn java_hashmap_order_is_ascending_for_small_sets() {
         assert_eq!(java_int_hashmap_order(5), vec![0, 1, 2, 3, 4]);
         let o = java_int_hashmap_order(70_000);

@@ -23,7 +23,7 @@ impl B {
     fn rec(&mut self, name: &str, flag: u16, ref_id: i32, five: i32, mate_ref: i32, score: i16) {
         self.md
             .push(&ReadInfo {
-                name: name.as_bytes().to_vec(),
+                name: name.as_bytes(),
                 flag,
                 ref_id,
                 mate_ref_id: mate_ref,
@@ -174,7 +174,7 @@ fn libraries_are_separate() {
     for (name, rg) in [("x", ra), ("y", rb)] {
         for (flag, five) in [(R1 | MREV, 100), (R2 | REV, 300)] {
             md.push(&ReadInfo {
-                name: name.into(),
+                name: name.as_bytes(),
                 flag,
                 ref_id: 0,
                 mate_ref_id: 0,
@@ -254,7 +254,7 @@ fn coordinate_order_marks_only_the_primary_records_of_an_end() {
     ];
     for (name, flag, ref_id, five, score) in recs {
         md.push(&ReadInfo {
-            name: name.into(),
+            name: name.as_bytes(),
             flag,
             ref_id,
             mate_ref_id: 0,

@@ -437,3 +437,25 @@ def t_adversarial(seed: int):
 def test_adversarial_templates_match_picard(seed, coordinate, tmp_path, picard, driver):
     flags, _ = run_both(tmp_path, picard, driver, t_adversarial(seed), coordinate=coordinate)
     assert sum(flags) > 20
+
+
+def test_thirty_thousand_templates_match_picard(tmp_path, picard, driver):
+    """A larger input: many sets, optical duplicates on three tiles, two
+    libraries, fragments and half-mapped templates among the pairs."""
+    rng = random.Random(42)
+    recs = []
+    for i in range(30_000):
+        a = rng.randrange(0, 6_000) * 3
+        name = f"I{i}:1:FC:1:{rng.choice([1101, 1102, 1103])}:{rng.randrange(0, 3000)}:{rng.randrange(0, 3000)}"
+        k = rng.random()
+        if k < 0.8:
+            recs += pair(name, a, a + rng.choice([200, 250, 300]), rev1=rng.random() < 0.5,
+                         rev2=rng.random() < 0.5, q1=rng.choice([20, 30, 40]), rg=rng.choice(["rg1", "rg2"]))
+        elif k < 0.9:
+            recs += frag(name, a, rev=rng.random() < 0.5, q=rng.choice([20, 30]))
+        else:
+            recs += half_mapped(name, a)
+    flags, metrics = run_both(tmp_path, picard, driver, recs)
+    assert sum(flags) > 5000
+    header = metrics[0]
+    assert sum(int(r[header.index("READ_PAIR_OPTICAL_DUPLICATES")]) for r in metrics[1:]) > 0

@@ -21,6 +21,13 @@
 //! * a duplicate template has every record marked (secondary,
 //!   supplementary and unmapped ones too);
 //! * optical duplicates come from the read names (see [`optical`]).
+//!
+//! Records whose 0x400 bit the outcome says is clear must have it cleared
+//! (Picard resets it on every record). Not covered: Picard options other
+//! than the defaults (scoring strategy, `READ_NAME_REGEX`, barcodes, `DT`
+//! tags, duplicate-set tags), names of one template that are not adjacent
+//! in queryname order (Picard compares the names themselves), and the
+//! metrics file's header lines (Picard writes its command line and date).
 
 pub mod metrics;
 pub mod optical;
@@ -320,6 +327,11 @@ impl MarkDuplicates {
             template: 0,
             template_index: -1,
         }
+    }
+
+    /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
+    pub fn set_pixel_distance(&mut self, distance: i32) {
+        self.pixel_distance = distance;
     }
 
     pub fn read_groups_mut(&mut self) -> &mut ReadGroups {

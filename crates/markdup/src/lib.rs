@@ -261,12 +261,14 @@ impl End {
     }
 }
 
-/// What the output pass needs of each record.
+/// What the output pass needs of each record (8 bytes).
 #[derive(Clone, Copy, Debug)]
 struct RecordSlot {
-    template: u64,
-    flag: u16,
     library: u32,
+    flag: u16,
+    /// The record starts a template (a new name; every record in
+    /// coordinate order).
+    new_template: bool,
 }
 
 /// The result: Picard's duplicate flag per input record, and its metrics.
@@ -302,7 +304,6 @@ pub struct MarkDuplicates {
     pending: HashMap<(i16, Vec<u8>), End>,
     library_ids: HashMap<u32, i16>,
     last_name: Option<Vec<u8>>,
-    template: u64,
     template_index: i64,
 }
 
@@ -324,7 +325,6 @@ impl MarkDuplicates {
             pending: HashMap::new(),
             library_ids: HashMap::new(),
             last_name: None,
-            template: 0,
             template_index: -1,
         }
     }
@@ -358,14 +358,12 @@ impl MarkDuplicates {
         // In coordinate order every record is its own index.
         if self.order == InputOrder::Coordinate {
             self.template_index = index;
-            self.template += 1;
         } else if self.last_name.as_deref() != Some(r.name) {
             self.last_name = Some(r.name.to_vec());
             self.template_index = index;
-            self.template += 1;
         }
         self.records.push(RecordSlot {
-            template: self.template,
+            new_template: self.template_index == index,
             flag: r.flag,
             library: r.rg.library,
         });
@@ -568,16 +566,18 @@ impl MarkDuplicates {
         let mut it = dup_indexes.iter().copied();
         let mut next = it.next().unwrap_or(i64::MAX);
         let mut dup_template: Option<u64> = None;
+        let mut template = 0u64;
         let mut out = Vec::with_capacity(self.records.len());
         for (i, rec) in self.records.iter().enumerate() {
             let i = i as i64;
+            template += rec.new_template as u64;
             // Each record is its own template in coordinate order.
-            if i > next && dup_template != Some(rec.template) {
+            if i > next && dup_template != Some(template) {
                 next = it.next().unwrap_or(i64::MAX);
             }
-            let is_dup = i == next || (i > next && dup_template == Some(rec.template));
+            let is_dup = i == next || (i > next && dup_template == Some(template));
             if is_dup {
-                dup_template = Some(rec.template);
+                dup_template = Some(template);
             }
             out.push(is_dup);
         }

@@ -191,8 +191,10 @@ def t_orientations_and_mate_order():
 
 
 def t_mates_on_different_references():
+    bad = pair("d4", 100, 500, ref=0, mref=1, q1=45)
+    bad[0].mref = 2  # read1 says its mate is on chr3: Picard never pairs them
     return (pair("d1", 100, 500, ref=0, mref=1) + pair("d2", 500, 100, ref=1, mref=0, rev1=True, rev2=False, q1=40)
-            + pair("d3", 100, 500, ref=0, mref=2))
+            + pair("d3", 100, 500, ref=0, mref=2) + bad)
 
 
 def t_one_mate_unmapped():

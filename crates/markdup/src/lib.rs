@@ -301,7 +301,11 @@ pub struct MarkDuplicates {
     records: Vec<RecordSlot>,
     frags: Vec<End>,
     pairs: Vec<End>,
-    pending: HashMap<(i16, Vec<u8>), End>,
+    /// Mates waiting for their other half, keyed as Picard keys them: the
+    /// reference the first mate says its mate is on, then read group and
+    /// name. The second mate looks under its own reference, so mates whose
+    /// fields disagree never pair up.
+    pending: HashMap<(i32, i16, Vec<u8>), End>,
     library_ids: HashMap<u32, i16>,
     last_name: Option<Vec<u8>>,
     template_index: i64,
@@ -400,9 +404,12 @@ impl MarkDuplicates {
         if !mate_mapped {
             return Ok(());
         }
-        let key = (r.rg.ordinal, r.name.to_vec());
-        let Some(mut p) = self.pending.remove(&key) else {
-            self.pending.insert(key, frag);
+        let Some(mut p) = self
+            .pending
+            .remove(&(r.ref_id, r.rg.ordinal, r.name.to_vec()))
+        else {
+            self.pending
+                .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
             return Ok(());
         };
         let first_was_reverse = p.orientation == R;

@@ -277,3 +277,17 @@ fn coordinate_order_marks_only_the_primary_records_of_an_end() {
     );
     assert_eq!((m.read_pairs_examined, m.read_pair_duplicates), (2, 1));
 }
+
+#[test]
+fn mates_whose_reference_fields_disagree_do_not_pair() {
+    let mut b = B::new();
+    b.pair("a", 100, 300, 10);
+    // Read1 says its mate is on reference 1, but read2 is on reference 0.
+    b.rec("b", R1 | MREV, 0, 100, 1, 50);
+    b.rec("b", R2 | REV, 0, 300, 0, 50);
+    let o = b.run();
+    // No pair for b: a is alone in its pair set; b's ends are paired
+    // fragments, never marked as fragments.
+    assert_eq!(o.duplicate, vec![false; 4]);
+    assert_eq!(o.metrics.set_sizes.all_sets.get(&1), Some(&1));
+}

@@ -148,13 +148,20 @@ pub fn format_double(v: f64) -> String {
     s
 }
 
-/// Java's `Double.toString` for the small whole numbers histograms use as
-/// bins (`1.0`, `42.0`).
+/// Java's `Double.toString` for the whole numbers histograms use as bins:
+/// `1.0`, `42.0`, and from 10^7 on scientific (`1.0E7`, `1.2345678E7`).
 fn java_double_key(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e7 {
+    if v.abs() < 1e7 {
         format!("{:.1}", v)
     } else {
-        format!("{}", v)
+        let e = format!("{:e}", v);
+        let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+        let mantissa = if mantissa.contains('.') {
+            mantissa.to_string()
+        } else {
+            format!("{mantissa}.0")
+        };
+        format!("{mantissa}E{exp}")
     }
 }
 
@@ -273,6 +280,49 @@ mod tests {
         assert_eq!(format_double(3.0 / 128.0), "0.023437");
         assert_eq!(format_double(0.9999999), "1");
         assert_eq!(format_double(12345678.25), "12345678.25");
+    }
+
+    #[test]
+    fn histogram_keys_print_as_java_doubles() {
+        assert_eq!(java_double_key(1.0), "1.0");
+        assert_eq!(java_double_key(9_999_999.0), "9999999.0");
+        assert_eq!(java_double_key(10_000_000.0), "1.0E7");
+        assert_eq!(java_double_key(12_345_678.0), "1.2345678E7");
+    }
+
+    #[test]
+    fn metrics_text_has_picards_layout() {
+        let mut m = DuplicationMetrics::new("lib");
+        m.read_pairs_examined = 3;
+        m.read_pair_duplicates = 1;
+        m.calculate_derived_fields();
+        let mut set_sizes = SetSizeHistograms::default();
+        set_sizes.all_sets.insert(2, 1);
+        set_sizes.non_optical_sets.insert(2, 1);
+        let two_libs = MetricsReport {
+            libraries: vec![m.clone(), DuplicationMetrics::new("other")],
+            set_sizes: set_sizes.clone(),
+        };
+        let text = two_libs.to_text(&["cmd".to_string()]);
+        let expected = "## htsjdk.samtools.metrics.StringHeader\n# cmd\n\n\
+            ## METRICS CLASS\tpicard.sam.DuplicationMetrics\n\
+            LIBRARY\tUNPAIRED_READS_EXAMINED\tREAD_PAIRS_EXAMINED\tSECONDARY_OR_SUPPLEMENTARY_RDS\t\
+            UNMAPPED_READS\tUNPAIRED_READ_DUPLICATES\tREAD_PAIR_DUPLICATES\t\
+            READ_PAIR_OPTICAL_DUPLICATES\tPERCENT_DUPLICATION\tESTIMATED_LIBRARY_SIZE\n\
+            lib\t0\t3\t0\t0\t0\t1\t0\t0.333333\t3\n\
+            other\t0\t0\t0\t0\t0\t0\t0\t0\t\n\n\
+            ## HISTOGRAM\tjava.lang.Double\n\
+            set_size\tall_sets\tnon_optical_sets\n\
+            2.0\t1\t1\n\n";
+        assert_eq!(text, expected);
+        // One library: the CoverageMult histogram comes first, bins 1..100.
+        let one = MetricsReport {
+            libraries: vec![m],
+            set_sizes,
+        };
+        let text = one.to_text(&[]);
+        assert!(text.contains("BIN\tCoverageMult\tall_sets\tnon_optical_sets\n1.0\t"));
+        assert!(text.contains("\n2.0\t") && text.contains("\n100.0\t"));
     }
 
     #[test]

@@ -109,13 +109,21 @@ def parse_metrics(path: Path):
     return metrics, hist
 
 
-def run_both(tmp_path: Path, picard, driver, recs: list[Rec], rgs=RGS, coordinate=False):
+def run_both(tmp_path: Path, picard, driver, recs: list[Rec], rgs=RGS, coordinate=False, name_sort=False):
     """Runs Picard and the driver on `recs` (name-grouped; with
-    `coordinate`, sorted by samtools first and given to Picard as the
-    header's SO:coordinate) and asserts the same flags and metrics."""
+    `name_sort`, queryname-sorted by `samtools sort -n` first; with
+    `coordinate`, coordinate-sorted and given to Picard as the header's
+    SO:coordinate) and asserts the same flags and metrics."""
     inp = tmp_path / "in.bam"
     write_bam(inp, recs, rgs)
     order_args, driver_args = ["ASSUME_SORT_ORDER=queryname"], []
+    if name_sort:
+        sorted_bam = tmp_path / "in.byname.bam"
+        pysam.sort("-n", "-o", str(sorted_bam), str(inp))
+        inp = sorted_bam
+        with pysam.AlignmentFile(str(inp), "rb") as f:
+            assert f.header["HD"]["SO"] == "queryname"
+            recs = [Rec(r.query_name, r.flag) for r in f]
     if coordinate:
         sorted_bam = tmp_path / "in.sorted.bam"
         pysam.sort("-o", str(sorted_bam), str(inp))
@@ -461,3 +469,12 @@ def test_thirty_thousand_templates_match_picard(tmp_path, picard, driver):
     assert sum(flags) > 5000
     header = metrics[0]
     assert sum(int(r[header.index("READ_PAIR_OPTICAL_DUPLICATES")]) for r in metrics[1:]) > 0
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_queryname_sorted_input_matches_picard(seed, tmp_path, picard, driver):
+    """`samtools sort -n` output (the other name-grouped input the issue
+    names): templates in natural name order, records of a template by
+    read1/read2 then flags."""
+    flags, _ = run_both(tmp_path, picard, driver, t_adversarial(seed), name_sort=True)
+    assert sum(flags) > 20

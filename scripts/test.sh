@@ -8,7 +8,8 @@
 #   2. checks formatting (cargo fmt --check),
 #   3. builds alnsort (release; a build failure stops here), builds and
 #      installs the alnsort Python package into the venv (pip install .),
-#      runs clippy with warnings as errors and the Rust tests of the whole
+#      installs Picard 3.4.0 (scripts/picard.sh, the duplicate-marking
+#      oracle, into .tools/picard with Maven), runs clippy with warnings as errors and the Rust tests of the whole
 #      workspace,
 #   4. replays the fuzz corpus and builds the fuzz targets (fuzz/check.sh),
 #   5. runs the differential and safety suites in tests/ against the binary,
@@ -60,6 +61,12 @@ echo "== pip install . (the alnsort Python package) into $venv"
 # maturin's build backend runs the `maturin` program: the venv's, on PATH.
 PATH="$venv/bin:$PATH" "$py" -m pip install -q --no-build-isolation --no-deps --force-reinstall . ||
     failed+=("pip install . (the alnsort Python package)")
+
+# Picard 3.4.0 (the oracle of tests/markdup) from the Maven registry into
+# .tools/picard/lib; without it the markdup differential tests cannot run,
+# which is a failure.
+echo "== Picard 3.4.0 (scripts/picard.sh)"
+bash scripts/picard.sh || failed+=("scripts/picard.sh (Picard install)")
 
 echo "== cargo clippy --workspace --all-targets --release -- -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings || failed+=("cargo clippy")

@@ -101,6 +101,18 @@ impl ParallelReader {
         pool: Arc<ThreadPool>,
         prefix: Vec<u8>,
     ) -> Result<Self> {
+        Self::starting_at(inner, pool, prefix, 0)
+    }
+
+    /// Like [`ParallelReader::new`] for a stream that starts at compressed
+    /// offset `start` of a file (the caller seeked there, to a block's
+    /// first byte): positions and error offsets are the file's.
+    pub fn starting_at<R: Read + Send + 'static>(
+        inner: R,
+        pool: Arc<ThreadPool>,
+        prefix: Vec<u8>,
+        start: u64,
+    ) -> Result<Self> {
         // At least two jobs' worth, so the FIFO never fills before a job of
         // JOB_BLOCKS queued slots has been dispatched.
         let capacity =
@@ -118,20 +130,20 @@ impl ParallelReader {
             raw_recycled,
             decompressor_back,
             decompressors,
-            offset: 0,
+            offset: start,
             job: Vec::with_capacity(JOB_BLOCKS),
         };
         thread::Builder::new()
             .name("bgzf-reader".into())
             .spawn(move || producer.run())
-            .map_err(|e| BgzfError::io(0, e))?;
+            .map_err(|e| BgzfError::io(start, e))?;
         Ok(ParallelReader {
             pool,
             slots,
             recycle,
             current: Vec::new(),
             pos: 0,
-            current_offset: 0,
+            current_offset: start,
             current_csize: 0,
             consumed_before_current: 0,
             state: State::Running,

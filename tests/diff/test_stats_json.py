@@ -37,6 +37,7 @@ TYPES = {
     "number": (int, float),
     "string": (str,),
     "array": (list,),
+    "object": (dict,),
 }
 
 
@@ -56,8 +57,12 @@ def doc_fields() -> dict[str, str]:
 
 
 def flatten(stats: dict) -> dict[str, object]:
-    """Top-level fields, and each phase object's fields as phases[].NAME."""
+    """Top-level fields, each object field's fields as NAME.KEY, and each
+    phase object's fields as phases[].NAME."""
     flat = dict(stats)
+    for name, value in stats.items():
+        if isinstance(value, dict):
+            flat.update({f"{name}.{k}": v for k, v in value.items()})
     assert stats.get("phases"), stats
     for p in stats["phases"]:
         for k, v in p.items():

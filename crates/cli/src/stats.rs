@@ -32,6 +32,8 @@ pub struct ReportInput<'a> {
     pub output: &'a OutputSummary,
     pub sort: &'a SortStats,
     pub times: &'a [PhaseTime],
+    /// CPU seconds of the serial stages' threads, by stage.
+    pub serial: &'a [(&'static str, f64)],
 }
 
 /// One JSON value of the report.
@@ -41,6 +43,8 @@ enum Value {
     Str(String),
     Null,
     Secs(f64),
+    /// A JSON object of named seconds.
+    SecsMap(Vec<(&'static str, f64)>),
 }
 
 impl Value {
@@ -58,6 +62,16 @@ impl Value {
             }
             Value::Null => out.push_str("null"),
             Value::Str(s) => json_string(s, out),
+            Value::SecsMap(m) => {
+                out.push('{');
+                for (n, (k, v)) in m.iter().enumerate() {
+                    if n > 0 {
+                        out.push_str(", ");
+                    }
+                    let _ = write!(out, "\"{k}\": {v:.3}");
+                }
+                out.push('}');
+            }
         }
     }
 
@@ -67,6 +81,11 @@ impl Value {
             Value::Secs(s) => format!("{s:.3}"),
             Value::Null => "-".into(),
             Value::Str(s) => s.clone(),
+            Value::SecsMap(m) => m
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.3} s"))
+                .collect::<Vec<_>>()
+                .join(", "),
         }
     }
 }
@@ -161,6 +180,7 @@ impl Report {
             ("peak_rss_bytes", Value::Int(peak_rss_bytes())),
             ("wall_s", Value::Secs(wall)),
             ("cpu_s", Value::Secs(cpu)),
+            ("serial_seconds", Value::SecsMap(i.serial.to_vec())),
         ];
         Report {
             fields,

@@ -28,10 +28,11 @@ use crate::sam_parse::{self, SamError};
 use crate::validate::{self, RecordError};
 use crate::RecordRef;
 
-/// Bytes of raw records (or SAM text) per batch: about 3,000 BAM records or
-/// 1,700 SAM lines, large enough to amortise a pool hand-off, small enough
-/// to keep every worker busy and the memory in flight small.
-pub const BATCH_BYTES: usize = 512 << 10;
+/// Bytes of raw records (or SAM text) per batch: about 1,500 BAM records or
+/// 800 SAM lines of 300 bytes (half a millisecond of decoding), large
+/// enough to amortise a pool hand-off, small enough to keep every worker
+/// busy and the memory in flight small.
+pub const BATCH_BYTES: usize = 256 << 10;
 
 /// Bytes of a record read (and allocated) at a time when it spans blocks:
 /// a BGZF block's worth several times over, small next to any budget.

@@ -357,7 +357,7 @@ fn prepare(
     kind: KeyKind,
     raw: RawBatch,
 ) -> std::result::Result<Prepared, ReadError> {
-    let mut batch = Batch::for_input(kind, raw.data.len());
+    let mut batch = Batch::for_input(kind, raw.data.len(), raw.voffsets.len());
     let mut bytes = 0u64;
     let mut warnings = Vec::new();
     decoder.decode(

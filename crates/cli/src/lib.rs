@@ -29,8 +29,9 @@ use std::sync::Arc;
 /// each, 64 KiB compressed + 64 KiB payload), read batches in flight
 /// (`alnsort_bam::reader::BATCH_BYTES`, 2 per thread + 4 counting the one
 /// being cut and the one being handed over, each with its raw bytes and its
-/// sort-layout copy with entries: 2.5 batches' worth), and the program's own
-/// baseline (about 6 MiB of code, stacks and allocator state).
+/// sort-layout copy with its entries and keys: 2.5 batches' worth), and the
+/// program's own baseline (about 6 MiB of code, stacks and allocator
+/// state).
 fn reserve_bytes(threads: usize) -> u64 {
     let batch = alnsort_bam::reader::BATCH_BYTES as u64;
     let per_batch = batch * 5 / 2;

@@ -106,10 +106,15 @@ impl Batch {
     /// A batch for gathering input records on any thread before they are
     /// handed to [`Sorter::push_batch`](crate::Sorter::push_batch): no
     /// budget (any number of records, up to the 4 GiB an offset can
-    /// address), with room for `capacity` record bytes reserved at once.
-    pub fn for_input(kind: KeyKind, capacity: usize) -> Self {
+    /// address), with room for `capacity` record bytes and `records`
+    /// entries reserved at once.
+    pub fn for_input(kind: KeyKind, capacity: usize, records: usize) -> Self {
         let mut batch = Batch::new(kind, MAX_OFFSET);
         batch.data.reserve_exact(capacity.min(MAX_OFFSET));
+        match &mut batch.body {
+            Body::Fixed { entries, .. } => entries.reserve_exact(records),
+            Body::Variable { entries, .. } => entries.reserve_exact(records),
+        }
         batch
     }
 
@@ -471,7 +476,7 @@ mod tests {
                     (key, vec![i as u8; (i as usize * 13) % 90])
                 })
                 .collect();
-            let mut input = Batch::for_input(kind, 1 << 10);
+            let mut input = Batch::for_input(kind, 1 << 10, 0);
             for (k, r) in &records {
                 assert!(input.try_push(k, r));
             }

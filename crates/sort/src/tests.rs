@@ -678,7 +678,7 @@ fn push_batch_is_push_record_by_record() {
         let mut size = 1;
         while !rest.is_empty() {
             let (now, later) = rest.split_at(size.min(rest.len()));
-            let mut batch = crate::batch::Batch::for_input(kind, 1 << 10);
+            let mut batch = crate::batch::Batch::for_input(kind, 1 << 10, 16);
             for (k, r) in now {
                 assert!(batch.try_push(k, r));
             }
@@ -710,7 +710,7 @@ fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sorter = Sorter::new(config(dir.path(), KeyKind::Variable, 1_000, 0), pool(1))
         .expect("sorter");
-    let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10);
+    let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
     assert!(batch.try_push(b"a", b"small"));
     assert!(batch.try_push(b"b", &[0; 600]));
     let err = sorter.push_batch(&batch).expect_err("600 > 500");

@@ -299,7 +299,7 @@ impl BamScanner {
             source,
         };
         match self.reader.fill_block() {
-            Ok(b) if b.is_empty() => return Ok(false),
+            Ok([]) => return Ok(false),
             Ok(_) => {}
             Err(e) => return Err(bgzf_err(e, &self.file)),
         }
@@ -318,7 +318,10 @@ impl BamScanner {
         };
         let limit = self.opts.record_limit;
         // The current block is loaded: this only returns its rest.
-        let buf = self.reader.fill_block().map_err(|e| bgzf_err(e, &self.file))?;
+        let buf = self
+            .reader
+            .fill_block()
+            .map_err(|e| bgzf_err(e, &self.file))?;
         if buf.len() >= 4 {
             let len = validate::read_block_size([buf[0], buf[1], buf[2], buf[3]])
                 .map_err(|e| at(e.into()))?;

@@ -191,7 +191,9 @@ fn truncation_names_the_record_and_the_records_before_it_come_first() {
         }
         other => panic!("unexpected error {other:?}"),
     }
-    assert!(err.to_string().starts_with("test.bam: record 40 at uncompressed byte offset"));
+    assert!(err
+        .to_string()
+        .starts_with("test.bam: record 40 at uncompressed byte offset"));
     assert!(s.next_batch().expect("after an error, the end").is_none());
 }
 
@@ -286,4 +288,30 @@ fn sam_batches_are_whole_lines_numbered_from_the_header() {
         joined.extend_from_slice(&b.data);
     }
     assert_eq!(joined, text.as_bytes());
+}
+
+#[test]
+fn unknown_reference_names_warn_like_htslib() {
+    let header = parse_sam_header([&b"@SQ\tSN:chr1\tLN:100"[..]]).unwrap();
+    let lookup = header.ref_lookup();
+    let line = b"r1\t1\tchrX\t5\t0\t*\tchrY\t7\t0\t*\t*";
+    let mut out = Vec::new();
+    sam_parse::parse_sam_record(line, &header, &lookup, &mut out).unwrap();
+    let mut warnings = Vec::new();
+    unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |w| {
+        warnings.push(w)
+    });
+    assert_eq!(
+        warnings,
+        [
+            "unrecognized reference name \"chrX\"; treated as unmapped",
+            "unrecognized mate reference name \"chrY\"; treated as unmapped"
+        ]
+    );
+    let line = b"r1\t1\tchr1\t5\t0\t*\t=\t7\t0\t*\t*";
+    out.clear();
+    sam_parse::parse_sam_record(line, &header, &lookup, &mut out).unwrap();
+    let mut n = 0;
+    unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |_| n += 1);
+    assert_eq!(n, 0, "known names and '=' do not warn");
 }

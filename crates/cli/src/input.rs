@@ -417,33 +417,4 @@ mod tests {
             .to_string();
         assert!(e.contains("uncompressed byte 0"), "{e}");
     }
-
-    #[test]
-    fn unknown_reference_names_warn_like_htslib() {
-        use alnsort_bam::{reader, sam_parse};
-        let header = alnsort_bam::header::parse_sam_header([&b"@SQ\tSN:chr1\tLN:100"[..]]).unwrap();
-        let lookup = header.ref_lookup();
-        let line = b"r1\t1\tchrX\t5\t0\t*\tchrY\t7\t0\t*\t*";
-        let mut out = Vec::new();
-        sam_parse::parse_sam_record(line, &header, &lookup, &mut out).unwrap();
-        let mut warnings = Vec::new();
-        reader::unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |w| {
-            warnings.push(w)
-        });
-        assert_eq!(
-            warnings,
-            [
-                "unrecognized reference name \"chrX\"; treated as unmapped",
-                "unrecognized mate reference name \"chrY\"; treated as unmapped"
-            ]
-        );
-        let line = b"r1\t1\tchr1\t5\t0\t*\t=\t7\t0\t*\t*";
-        out.clear();
-        sam_parse::parse_sam_record(line, &header, &lookup, &mut out).unwrap();
-        let mut n = 0;
-        reader::unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |_| {
-            n += 1
-        });
-        assert_eq!(n, 0, "known names and '=' do not warn");
-    }
 }

@@ -208,7 +208,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         output: &summary,
         sort: &sort_stats,
         times: &times,
-        serial: &[("read_scan", fed.read_scan_s), ("read_push", fed.read_push_s)],
+        serial: &[
+            ("read_scan", fed.read_scan_s),
+            ("read_push", fed.read_push_s),
+        ],
     });
     if cfg.verbosity >= 3 {
         eprint!("{}", report.text());

@@ -268,7 +268,12 @@ impl Batch {
         // `src` because it is in input order.
         let shift = |offset: u32| (offset as usize - src_start + base) as u32;
         match (&mut self.body, &src.body) {
-            (Body::Fixed { entries, .. }, Body::Fixed { entries: theirs, .. }) => {
+            (
+                Body::Fixed { entries, .. },
+                Body::Fixed {
+                    entries: theirs, ..
+                },
+            ) => {
                 entries.extend(theirs[from..to].iter().map(|e| FixedEntry {
                     offset: shift(e.offset),
                     ..*e

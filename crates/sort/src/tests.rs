@@ -689,7 +689,13 @@ fn push_batch_is_push_record_by_record() {
         let (got, stats) = finish_and_collect(sorter);
         assert_eq!(got, want, "{kind:?} budget {budget}");
         assert_eq!(
-            (stats.records, stats.bytes, stats.spills, stats.runs_written, stats.final_sources),
+            (
+                stats.records,
+                stats.bytes,
+                stats.spills,
+                stats.runs_written,
+                stats.final_sources
+            ),
             (
                 want_stats.records,
                 want_stats.bytes,
@@ -708,14 +714,21 @@ fn push_batch_is_push_record_by_record() {
 #[test]
 fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut sorter = Sorter::new(config(dir.path(), KeyKind::Variable, 1_000, 0), pool(1))
-        .expect("sorter");
+    let mut sorter =
+        Sorter::new(config(dir.path(), KeyKind::Variable, 1_000, 0), pool(1)).expect("sorter");
     let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
     assert!(batch.try_push(b"a", b"small"));
     assert!(batch.try_push(b"b", &[0; 600]));
     let err = sorter.push_batch(&batch).expect_err("600 > 500");
     assert!(
-        matches!(err, SortError::RecordTooLarge { record: 1, len: 601, limit: 500 }),
+        matches!(
+            err,
+            SortError::RecordTooLarge {
+                record: 1,
+                len: 601,
+                limit: 500
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(sorter.stats().records, 0);

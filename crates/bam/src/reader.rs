@@ -532,7 +532,7 @@ impl SamScanner {
 }
 
 /// Like `read_exact`, but returns how many bytes were read before EOF.
-fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+pub fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

@@ -45,15 +45,7 @@ const BAM_MAGIC: &[u8; 4] = b"BAM\x01";
 
 fn read_prefix(r: &mut dyn Read, want: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; want];
-    let mut n = 0;
-    while n < want {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let n = alnsort_bam::reader::read_some(r, &mut buf)?;
     buf.truncate(n);
     Ok(buf)
 }

@@ -18,6 +18,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use alnsort_bgzf::{BgzfError, ParallelReader};
@@ -188,6 +189,7 @@ pub struct BamScanner {
     /// An error found after some records of a batch: that batch goes out
     /// first, so errors come in input order.
     pending: Option<ReadError>,
+    buffers: Buffers,
 }
 
 impl BamScanner {
@@ -200,6 +202,7 @@ impl BamScanner {
             opts,
             done: false,
             pending: None,
+            buffers: Buffers::new(),
         }
     }
 
@@ -259,7 +262,7 @@ impl BamScanner {
             return Ok(None);
         }
         let mut batch = RawBatch {
-            data: Vec::with_capacity(self.opts.batch_bytes + (64 << 10)),
+            data: self.buffers.take(self.opts.batch_bytes + (64 << 10)),
             first_record: self.record,
             ..RawBatch::default()
         };
@@ -439,6 +442,7 @@ pub struct SamScanner {
     record: u64,
     carry: Vec<u8>,
     done: bool,
+    buffers: Buffers,
 }
 
 impl SamScanner {
@@ -457,6 +461,7 @@ impl SamScanner {
             opts,
             carry: Vec::new(),
             done: false,
+            buffers: Buffers::new(),
         }
     }
 
@@ -474,7 +479,8 @@ impl SamScanner {
 
     fn cut(&mut self) -> Result<Option<RawBatch>, ReadError> {
         loop {
-            let mut text = std::mem::take(&mut self.carry);
+            let mut text = self.buffers.take(0);
+            text.append(&mut self.carry);
             text.reserve(self.opts.batch_bytes + 4096);
             let start = text.len();
             text.resize(start + self.opts.batch_bytes, 0);
@@ -545,6 +551,48 @@ pub fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// Batch buffers coming back for reuse. A fresh buffer costs a page fault
+/// per 4 KiB on the scanning thread (large blocks are mapped afresh by the
+/// allocator); a recycled one is already resident. The buffers in
+/// existence are never more than the batches in flight at once.
+struct Buffers {
+    back: Sender<Vec<u8>>,
+    returned: Receiver<Vec<u8>>,
+}
+
+impl Buffers {
+    fn new() -> Self {
+        let (back, returned) = channel();
+        Buffers { back, returned }
+    }
+
+    /// An empty buffer of at least `capacity` bytes (a recycled one when
+    /// there is one; one grown past twice that by a long record is dropped).
+    fn take(&self, capacity: usize) -> Vec<u8> {
+        while let Ok(mut v) = self.returned.try_recv() {
+            if capacity == 0 || v.capacity() <= 2 * capacity {
+                v.clear();
+                v.reserve(capacity);
+                return v;
+            }
+        }
+        Vec::with_capacity(capacity)
+    }
+}
+
+/// Where a batch's buffer goes when its records have been decoded (see
+/// [`Scanner::recycler`]).
+#[derive(Clone)]
+pub struct Recycler(Sender<Vec<u8>>);
+
+impl Recycler {
+    /// Hands `batch`'s buffer back to its scanner (dropped if the scanner
+    /// is gone).
+    pub fn give_back(&self, batch: RawBatch) {
+        let _ = self.0.send(batch.data);
+    }
+}
+
 /// Either scanner, for callers that take both formats.
 pub enum Scanner {
     Bam(BamScanner),
@@ -552,6 +600,19 @@ pub enum Scanner {
 }
 
 impl Scanner {
+    /// A handle through which decoded batches' buffers return to this
+    /// scanner for reuse.
+    pub fn recycler(&self) -> Recycler {
+        Recycler(
+            match self {
+                Scanner::Bam(s) => &s.buffers,
+                Scanner::Sam(s) => &s.buffers,
+            }
+            .back
+            .clone(),
+        )
+    }
+
     pub fn next_batch(&mut self) -> Result<Option<RawBatch>, ReadError> {
         match self {
             Scanner::Bam(s) => s.next_batch(),

@@ -289,6 +289,7 @@ impl OpenInput {
             encoder,
             record_limit: limit,
         };
+        let recycler = scanner.recycler();
         let scan_ns = Arc::new(AtomicU64::new(0));
         let scan_ns_w = Arc::clone(&scan_ns);
         let depth = pool.current_num_threads() * 2 + 2;
@@ -315,7 +316,12 @@ impl OpenInput {
                 let secs = thread_cpu_seconds() - start;
                 scan_ns_w.store((secs * 1e9) as u64, Ordering::Relaxed);
             },
-            move |item: std::result::Result<RawBatch, ReadError>| prepare(&decoder, kind, item?),
+            move |item: std::result::Result<RawBatch, ReadError>| {
+                let raw = item?;
+                let prepared = prepare(&decoder, kind, &raw);
+                recycler.give_back(raw);
+                prepared
+            },
         )
         .with_context(|| format!("{name}: starting the input reader thread"))?;
         let mut n = 0u64;
@@ -347,13 +353,13 @@ impl OpenInput {
 fn prepare(
     decoder: &Decoder,
     kind: KeyKind,
-    raw: RawBatch,
+    raw: &RawBatch,
 ) -> std::result::Result<Prepared, ReadError> {
     let mut batch = Batch::for_input(kind, raw.data.len(), raw.voffsets.len());
     let mut bytes = 0u64;
     let mut warnings = Vec::new();
     decoder.decode(
-        &raw,
+        raw,
         |key, rec| {
             if kind == KeyKind::Fixed8 && key.len() != 8 {
                 return Err(format!(

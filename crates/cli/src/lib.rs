@@ -28,13 +28,13 @@ use std::sync::Arc;
 /// in-flight BGZF blocks of the reader and of the writer (4 per pool thread
 /// each, 64 KiB compressed + 64 KiB payload), read batches in flight
 /// (`alnsort_bam::reader::BATCH_BYTES`, 2 per thread + 4 counting the one
-/// being cut and the one being handed over, each with its raw bytes and its
-/// sort-layout copy with its entries and keys: 2.5 batches' worth), and the
-/// program's own baseline (about 6 MiB of code, stacks and allocator
-/// state).
+/// being cut and the one being handed over, each with its raw bytes, a
+/// recycled raw buffer waiting for reuse, and its sort-layout copy with its
+/// entries and keys: 3 batches' worth), and the program's own baseline
+/// (about 6 MiB of code, stacks and allocator state).
 fn reserve_bytes(threads: usize) -> u64 {
     let batch = alnsort_bam::reader::BATCH_BYTES as u64;
-    let per_batch = batch * 5 / 2;
+    let per_batch = batch * 3;
     let per_thread = 2 * 4 * 2 * 65536 + 2 * per_batch;
     (6 << 20) + 4 * per_batch + per_thread * threads as u64
 }

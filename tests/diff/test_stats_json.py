@@ -57,13 +57,12 @@ def doc_fields() -> dict[str, str]:
 
 
 def flatten(stats: dict) -> dict[str, object]:
-    """Top-level fields, each object's fields as OBJECT.NAME, and each phase
-    object's fields as phases[].NAME."""
+    """Top-level fields, each object field's fields as NAME.KEY, and each
+    phase object's fields as phases[].NAME."""
     flat = dict(stats)
-    for k, v in stats.items():
-        if isinstance(v, dict):
-            for sub, value in v.items():
-                flat[f"{k}.{sub}"] = value
+    for name, value in stats.items():
+        if isinstance(value, dict):
+            flat.update({f"{name}.{k}": v for k, v in value.items()})
     assert stats.get("phases"), stats
     for p in stats["phases"]:
         for k, v in p.items():

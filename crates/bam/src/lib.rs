@@ -5,6 +5,7 @@
 
 pub mod header;
 pub mod keys;
+pub mod reader;
 pub mod record;
 pub mod sam_format;
 pub mod sam_parse;

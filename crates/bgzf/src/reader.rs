@@ -116,13 +116,26 @@ impl ParallelReader {
         pool: Arc<ThreadPool>,
         prefix: Vec<u8>,
     ) -> Result<Self> {
-        Self::with_inflate(inner, pool, prefix, block::inflate_block)
+        Self::starting_at(inner, pool, prefix, 0)
+    }
+
+    /// Like [`ParallelReader::new`] for a stream that starts at compressed
+    /// offset `start` of a file (the caller seeked there, to a block's
+    /// first byte): positions and error offsets are the file's.
+    pub fn starting_at<R: Read + Send + 'static>(
+        inner: R,
+        pool: Arc<ThreadPool>,
+        prefix: Vec<u8>,
+        start: u64,
+    ) -> Result<Self> {
+        Self::with_inflate(inner, pool, prefix, start, block::inflate_block)
     }
 
     fn with_inflate<R: Read + Send + 'static>(
         inner: R,
         pool: Arc<ThreadPool>,
         prefix: Vec<u8>,
+        start: u64,
         inflate: InflateFn,
     ) -> Result<Self> {
         // Jobs in flight: the same number of blocks per thread as one job
@@ -136,7 +149,7 @@ impl ParallelReader {
         let mut producer = Producer {
             input: Cursor::new(prefix).chain(inner),
             raw_recycled,
-            offset: 0,
+            offset: start,
             job: Vec::with_capacity(JOB_BLOCKS),
         };
         let work = move |item: Item| match item {
@@ -172,14 +185,14 @@ impl ParallelReader {
             move |emit| producer.run(emit),
             work,
         )
-        .map_err(|e| BgzfError::io(0, e))?;
+        .map_err(|e| BgzfError::io(start, e))?;
         Ok(ParallelReader {
             jobs,
             ready: Vec::new().into_iter(),
             recycle,
             current: Vec::new(),
             pos: 0,
-            current_offset: 0,
+            current_offset: start,
             current_csize: 0,
             consumed_before_current: 0,
             state: State::Running,

@@ -351,6 +351,7 @@ fn a_panicking_inflate_job_is_an_error_naming_the_stage_and_block() {
                 std::io::Cursor::new(file.clone()),
                 pool(threads),
                 Vec::new(),
+                0,
                 inflate_then_panic,
             )
             .expect("reader");

@@ -10,14 +10,12 @@ pub mod cleanup;
 pub mod config;
 pub mod input;
 pub mod memsize;
-pub mod ordered;
 pub mod output;
 pub mod progress;
 pub mod stats;
 
 use crate::cleanup::{Debris, SignalGuard, TempDir};
 use crate::config::Config;
-use crate::input::RecordSink;
 use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
@@ -28,29 +26,22 @@ use std::sync::Arc;
 
 /// Bytes of the total budget kept back for what the sorter does not own:
 /// in-flight BGZF blocks of the reader and of the writer (4 per pool thread
-/// each, 64 KiB compressed + 64 KiB payload), SAM parse batches in flight
-/// (`input::SAM_BATCH_BYTES`, 2 per thread + 2, each with its parsed copy),
-/// and the program's own baseline (about 6 MiB of code, stacks and
-/// allocator state).
+/// each, 64 KiB compressed + 64 KiB payload), read batches in flight
+/// (`alnsort_bam::reader::BATCH_BYTES`, 2 per thread + 4 counting the one
+/// being cut and the one being handed over, each with its raw bytes, a
+/// recycled raw buffer waiting for reuse, and its sort-layout copy with its
+/// entries and keys: 3 batches' worth), and the program's own baseline
+/// (about 6 MiB of code, stacks and allocator state).
 fn reserve_bytes(threads: usize) -> u64 {
-    let batch = input::SAM_BATCH_BYTES as u64;
-    let per_thread = 2 * 4 * 2 * 65536 + 2 * 2 * batch;
-    (6 << 20) + 2 * 2 * batch + per_thread * threads as u64
+    let batch = alnsort_bam::reader::BATCH_BYTES as u64;
+    let per_batch = batch * 3;
+    let per_thread = 2 * 4 * 2 * 65536 + 2 * per_batch;
+    (6 << 20) + 4 * per_batch + per_thread * threads as u64
 }
 
 /// The smallest `--max-memory` accepted: below it the process's own
 /// baseline and I/O buffers leave the sorter no useful room.
 pub const MIN_TOTAL_BUDGET: u64 = 16 << 20;
-
-impl RecordSink for Sorter {
-    fn push(&mut self, key: &[u8], record: &[u8]) -> Result<()> {
-        Sorter::push(self, key, record).map_err(|e| anyhow!("{e}"))
-    }
-
-    fn record_limit(&self) -> usize {
-        self.plan().record_limit
-    }
-}
 
 /// glibc's malloc raises its mmap threshold each time a large block is freed
 /// (up to 32 MiB), after which the 4 MiB SAM batches and the record buffers
@@ -198,12 +189,13 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         merge_partition_bytes: 0,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
-    let records_in = input.feed(
+    let fed = input.feed(
         Arc::clone(&encoder),
         &mut sorter,
         Arc::clone(&pool),
         &progress,
     )?;
+    let records_in = fed.records;
     progress.enter(Phase::MergeRuns);
     let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
     progress.enter(Phase::Write);
@@ -255,6 +247,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         output: &summary,
         sort: &sort_stats,
         times: &times,
+        serial: &[
+            ("read_scan", fed.read_scan_s),
+            ("read_push", fed.read_push_s),
+        ],
     });
     if cfg.verbosity >= 3 {
         eprint!("{}", report.text());

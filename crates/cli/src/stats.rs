@@ -32,6 +32,8 @@ pub struct ReportInput<'a> {
     pub output: &'a OutputSummary,
     pub sort: &'a SortStats,
     pub times: &'a [PhaseTime],
+    /// CPU seconds of the serial stages' threads, by stage.
+    pub serial: &'a [(&'static str, f64)],
 }
 
 /// One JSON value of the report.
@@ -182,10 +184,13 @@ impl Report {
             ("cpu_s", Value::Secs(cpu)),
             (
                 "serial_seconds",
-                Value::Map(vec![(
-                    "write_consume",
-                    Value::Secs(i.output.write_consume_s),
-                )]),
+                Value::Map(
+                    i.serial
+                        .iter()
+                        .map(|&(k, v)| (k, Value::Secs(v)))
+                        .chain([("write_consume", Value::Secs(i.output.write_consume_s))])
+                        .collect(),
+                ),
             ),
         ];
         Report {

@@ -103,6 +103,21 @@ impl Batch {
         }
     }
 
+    /// A batch for gathering input records on any thread before they are
+    /// handed to [`Sorter::push_batch`](crate::Sorter::push_batch): no
+    /// budget (any number of records, up to the 4 GiB an offset can
+    /// address), with room for `capacity` record bytes and `records`
+    /// entries reserved at once.
+    pub fn for_input(kind: KeyKind, capacity: usize, records: usize) -> Self {
+        let mut batch = Batch::new(kind, MAX_OFFSET);
+        batch.data.reserve_exact(capacity.min(MAX_OFFSET));
+        match &mut batch.body {
+            Body::Fixed { entries, .. } => entries.reserve_exact(records),
+            Body::Variable { entries, .. } => entries.reserve_exact(records),
+        }
+        batch
+    }
+
     /// The key kind this batch was made for.
     pub fn kind(&self) -> KeyKind {
         match self.body {
@@ -190,6 +205,108 @@ impl Batch {
         self.data.extend_from_slice(record);
         self.used += cost;
         true
+    }
+
+    /// The key and record lengths of the `i`-th entry.
+    pub(crate) fn lens(&self, i: usize) -> (usize, usize) {
+        match &self.body {
+            Body::Fixed { entries, .. } => (8, entries[i].len as usize),
+            Body::Variable { entries, .. } => {
+                (entries[i].key_len as usize, entries[i].len as usize)
+            }
+        }
+    }
+
+    /// Bytes of records held (without keys and entries).
+    pub fn record_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Appends `src`'s records from `from` on, in order, while they fit
+    /// this batch's budget exactly as [`Batch::try_push`] would take them
+    /// one by one (an empty batch takes at least one), with one copy of
+    /// their bytes and keys. `src` must be in input order (not sorted), as
+    /// [`Batch::for_input`] batches filled by `try_push` are. Returns how
+    /// many records were taken and their key plus record bytes.
+    pub(crate) fn append_from(&mut self, src: &Batch, from: usize) -> (usize, u64) {
+        assert_eq!(self.kind(), src.kind(), "batches of different key kinds");
+        let (mut used, mut data_len) = (self.used, self.data.len());
+        let mut keys_len = match &self.body {
+            Body::Fixed { .. } => 0,
+            Body::Variable { keys, .. } => keys.len(),
+        };
+        let mut bytes = 0u64;
+        let mut to = from;
+        while to < src.len() {
+            let (key_len, len) = src.lens(to);
+            let cost = record_cost(self.kind(), key_len, len);
+            let empty = self.is_empty() && to == from;
+            if (!empty && used + cost > self.limit)
+                || data_len + len > MAX_OFFSET
+                || (self.kind() == KeyKind::Variable && keys_len + key_len > MAX_OFFSET)
+            {
+                break;
+            }
+            used += cost;
+            data_len += len;
+            keys_len += key_len;
+            bytes += (key_len + len) as u64;
+            to += 1;
+        }
+        if to == from {
+            return (0, 0);
+        }
+        let src_start = src.entry_offset(from);
+        let src_end = src.entry_offset(to - 1) + src.lens(to - 1).1;
+        if self.data.capacity() == 0 {
+            self.data
+                .reserve_exact(self.limit.min(MAX_OFFSET).max(src_end - src_start));
+        }
+        let base = self.data.len();
+        self.data.extend_from_slice(&src.data[src_start..src_end]);
+        // Offsets move by `base - src_start`; records are contiguous in
+        // `src` because it is in input order.
+        let shift = |offset: u32| (offset as usize - src_start + base) as u32;
+        match (&mut self.body, &src.body) {
+            (
+                Body::Fixed { entries, .. },
+                Body::Fixed {
+                    entries: theirs, ..
+                },
+            ) => {
+                entries.extend(theirs[from..to].iter().map(|e| FixedEntry {
+                    offset: shift(e.offset),
+                    ..*e
+                }));
+            }
+            (
+                Body::Variable { entries, keys },
+                Body::Variable {
+                    entries: theirs,
+                    keys: their_keys,
+                },
+            ) => {
+                let key_start = theirs[from].key_offset as usize;
+                let key_end = theirs[to - 1].key_offset as usize + theirs[to - 1].key_len as usize;
+                let key_base = keys.len();
+                keys.extend_from_slice(&their_keys[key_start..key_end]);
+                entries.extend(theirs[from..to].iter().map(|e| VarEntry {
+                    offset: shift(e.offset),
+                    key_offset: (e.key_offset as usize - key_start + key_base) as u32,
+                    ..*e
+                }));
+            }
+            _ => unreachable!("kinds checked above"),
+        }
+        self.used = used;
+        (to - from, bytes)
+    }
+
+    fn entry_offset(&self, i: usize) -> usize {
+        match &self.body {
+            Body::Fixed { entries, .. } => entries[i].offset as usize,
+            Body::Variable { entries, .. } => entries[i].offset as usize,
+        }
     }
 
     /// The part of the record buffer that records may still reach: its
@@ -348,6 +465,58 @@ mod tests {
             .map(|(k, r)| (k.to_be_bytes().to_vec(), r.to_vec()))
             .collect();
         assert_eq!(got, want);
+    }
+
+    /// Appending an input batch takes records exactly as pushing them one
+    /// by one would: same records, same entries, same split at the budget.
+    #[test]
+    fn append_from_matches_pushing_one_by_one() {
+        for kind in [KeyKind::Fixed8, KeyKind::Variable] {
+            let records: Vec<(Vec<u8>, Vec<u8>)> = (0..200u64)
+                .map(|i| {
+                    let key = match kind {
+                        KeyKind::Fixed8 => (i * 7919 % 101).to_be_bytes().to_vec(),
+                        KeyKind::Variable => format!("k{}", i * 31 % 17).into_bytes(),
+                    };
+                    (key, vec![i as u8; (i as usize * 13) % 90])
+                })
+                .collect();
+            let mut input = Batch::for_input(kind, 1 << 10, 0);
+            for (k, r) in &records {
+                assert!(input.try_push(k, r));
+            }
+            let limit = 2000;
+            let mut one_by_one = vec![Batch::new(kind, limit)];
+            for (k, r) in &records {
+                if !one_by_one.last_mut().unwrap().try_push(k, r) {
+                    one_by_one.push(Batch::new(kind, limit));
+                    assert!(one_by_one.last_mut().unwrap().try_push(k, r));
+                }
+            }
+            let mut appended = vec![Batch::new(kind, limit)];
+            // Start with one record pushed, so appends land mid-buffer.
+            assert!(appended[0].try_push(&records[0].0, &records[0].1));
+            let mut from = 1;
+            let mut total = 0u64;
+            while from < input.len() {
+                let (n, bytes) = appended.last_mut().unwrap().append_from(&input, from);
+                if n == 0 {
+                    appended.push(Batch::new(kind, limit));
+                    continue;
+                }
+                from += n;
+                total += bytes;
+            }
+            let want_bytes: usize = records[1..].iter().map(|(k, r)| k.len() + r.len()).sum();
+            assert_eq!(total, want_bytes as u64, "{kind:?}");
+            assert_eq!(appended.len(), one_by_one.len(), "{kind:?}");
+            for (a, b) in appended.iter_mut().zip(&mut one_by_one) {
+                assert_eq!(a.used_bytes(), b.used_bytes());
+                a.sort();
+                b.sort();
+                assert_eq!(drain(a), drain(b), "{kind:?}");
+            }
+        }
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //!    budget's chunk is split into [`plan::SUB_BATCHES`]-ish sub-batches;
 //!    each is sorted on the pool as soon as it is full, while `push` fills
 //!    the next (radix sort for [`KeyKind::Fixed8`], stable merge sort for
-//!    [`KeyKind::Variable`]).
+//!    [`KeyKind::Variable`]). `push_batch` takes a whole input batch
+//!    built on another thread (`Batch::for_input`) as if each record were
+//!    pushed in turn, with one bulk copy per sub-batch it lands in.
 //! 2. When the whole chunk is full it is **spilled**: its sorted
 //!    sub-batches are merged into run files of LZ4 frames compressed on the
 //!    pool (`runfile.rs`). Spills run on a background thread while `push`

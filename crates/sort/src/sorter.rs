@@ -313,6 +313,62 @@ impl Sorter {
         Ok(())
     }
 
+    /// Adds the records of `batch`, a [`Batch::for_input`] filled with
+    /// `try_push` in input order (on any thread: the copy into the batch
+    /// and the key encoding before it are the caller's parallel work), as
+    /// if each had been given to [`Sorter::push`] in turn: the same
+    /// sub-batches, so the same runs and output. What is left here is one
+    /// copy of the records' bytes per sub-batch they land in.
+    ///
+    /// A record over the limit is `RecordTooLarge` and nothing of the batch
+    /// is added. `batch` must be of this sorter's key kind (a `Fixed8`
+    /// batch holds 8-byte keys by construction).
+    pub fn push_batch(&mut self, batch: &Batch) -> Result<()> {
+        if self.failed {
+            return Err(SortError::AfterError);
+        }
+        assert_eq!(
+            batch.kind(),
+            self.config.key_kind,
+            "push_batch: the batch's key kind is not the sorter's"
+        );
+        for i in 0..batch.len() {
+            let (key_len, len) = batch.lens(i);
+            if key_len + len > self.plan.record_limit {
+                return Err(SortError::RecordTooLarge {
+                    record: self.stats.records + i as u64,
+                    len: key_len + len,
+                    limit: self.plan.record_limit,
+                });
+            }
+        }
+        let mut from = 0;
+        let mut closed = false;
+        while from < batch.len() {
+            let (taken, bytes) = self.filling.append_from(batch, from);
+            if taken == 0 {
+                if closed {
+                    // An empty batch takes any record within `record_limit`.
+                    let (key_len, len) = batch.lens(from);
+                    return Err(SortError::RecordTooLarge {
+                        record: self.stats.records,
+                        len: key_len + len,
+                        limit: self.plan.record_limit,
+                    });
+                }
+                self.sticky(|s| s.close_filling())?;
+                closed = true;
+                continue;
+            }
+            closed = false;
+            from += taken;
+            self.stats.records += taken as u64;
+            self.stats.bytes += bytes;
+            self.prefault_ahead();
+        }
+        Ok(())
+    }
+
     /// Keeps the pages of the filling sub-batch's record buffer resident a
     /// little ahead of the records being copied in. The first write to a
     /// fresh page costs a page fault and the kernel zeroing it; on the

@@ -652,3 +652,84 @@ fn dropping_a_partitioned_merge_midway_removes_the_runs() {
         "partition jobs let go of the runs"
     );
 }
+
+/// `push_batch` with input batches of any size is `push` record by record:
+/// the same output and the same sub-batches, spills and runs.
+#[test]
+fn push_batch_is_push_record_by_record() {
+    for (kind, budget, threads) in [
+        (KeyKind::Fixed8, 4_096, 1),
+        (KeyKind::Fixed8, 20_000, 3),
+        (KeyKind::Variable, 6_000, 2),
+        (KeyKind::Variable, 1 << 24, 2),
+    ] {
+        let keys: Vec<Vec<u8>> = (0..4_000u64)
+            .map(|i| match kind {
+                KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
+                KeyKind::Variable => format!("k{}", (i * 31) % 1000).into_bytes(),
+            })
+            .collect();
+        let input = make_input(keys, &[0, 13, 70, 5, 300]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (want, want_stats) = run_sort(&input, config(dir.path(), kind, budget, 3), threads);
+        let mut sorter =
+            Sorter::new(config(dir.path(), kind, budget, 3), pool(threads)).expect("sorter");
+        let mut rest = &input[..];
+        let mut size = 1;
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(size.min(rest.len()));
+            let mut batch = crate::batch::Batch::for_input(kind, 1 << 10, 16);
+            for (k, r) in now {
+                assert!(batch.try_push(k, r));
+            }
+            sorter.push_batch(&batch).expect("push_batch");
+            rest = later;
+            size = size * 3 % 1_000 + 1;
+        }
+        let (got, stats) = finish_and_collect(sorter);
+        assert_eq!(got, want, "{kind:?} budget {budget}");
+        assert_eq!(
+            (
+                stats.records,
+                stats.bytes,
+                stats.spills,
+                stats.runs_written,
+                stats.final_sources
+            ),
+            (
+                want_stats.records,
+                want_stats.bytes,
+                want_stats.spills,
+                want_stats.runs_written,
+                want_stats.final_sources
+            ),
+            "{kind:?} budget {budget}"
+        );
+        if budget < 1 << 20 {
+            assert!(stats.spills > 0, "budget {budget} should spill");
+        }
+    }
+}
+
+#[test]
+fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sorter =
+        Sorter::new(config(dir.path(), KeyKind::Variable, 1_000, 0), pool(1)).expect("sorter");
+    let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
+    assert!(batch.try_push(b"a", b"small"));
+    assert!(batch.try_push(b"b", &[0; 600]));
+    let err = sorter.push_batch(&batch).expect_err("600 > 500");
+    assert!(
+        matches!(
+            err,
+            SortError::RecordTooLarge {
+                record: 1,
+                len: 601,
+                limit: 500
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(sorter.stats().records, 0);
+}

@@ -1,0 +1,317 @@
+use super::*;
+use crate::header::{parse_sam_header, read_bam_header};
+use crate::keys::SortOrder;
+use alnsort_bgzf::{compress_all, CompressionLevel};
+use std::io::Write;
+
+fn pool() -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool"),
+    )
+}
+
+fn header() -> Header {
+    parse_sam_header([&b"@SQ\tSN:chr1\tLN:1000000"[..]]).expect("header")
+}
+
+/// Valid framed records of varied lengths, some far longer than a BGZF
+/// block so they span blocks.
+fn records(n: usize) -> Vec<Vec<u8>> {
+    let h = header();
+    let lookup = h.ref_lookup();
+    (0..n)
+        .map(|i| {
+            let len = match i % 50 {
+                7 => 70_000,
+                13 => 20_000,
+                _ => 20 + (i * 37) % 400,
+            };
+            let seq: String = (0..len).map(|j| b"ACGT"[(i + j) % 4] as char).collect();
+            let line = format!(
+                "r{i}\t0\tchr1\t{}\t60\t{len}M\t*\t0\t0\t{seq}\t*\tXI:i:{i}",
+                1 + (i * 7919) % 900_000
+            );
+            let mut out = Vec::new();
+            sam_parse::parse_sam_record(line.as_bytes(), &h, &lookup, &mut out).expect("parse");
+            out
+        })
+        .collect()
+}
+
+/// A BAM file of `records` (header first), written to a temp file.
+fn bam_file(records: &[Vec<u8>]) -> tempfile::NamedTempFile {
+    let mut data = header().to_bam_bytes();
+    for r in records {
+        data.extend_from_slice(r);
+    }
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    f.write_all(&compress_all(&data, CompressionLevel::default()))
+        .expect("write");
+    f
+}
+
+/// A scanner positioned after the header of `path`.
+fn scanner(path: &std::path::Path, opts: ScanOptions) -> BamScanner {
+    let file = File::open(path).expect("open");
+    let mut reader = ParallelReader::new(file, pool(), Vec::new()).expect("reader");
+    read_bam_header(&mut reader).expect("header");
+    BamScanner::new("test.bam".into(), reader, opts)
+}
+
+/// Every record of a scan, with its virtual offset, checking the batches
+/// are cut at record boundaries and numbered consecutively.
+fn drain(mut s: BamScanner) -> Result<Vec<(u64, Vec<u8>)>, ReadError> {
+    let mut out = Vec::new();
+    let mut next_record = None;
+    while let Some(b) = s.next_batch()? {
+        if let Some(n) = next_record {
+            assert_eq!(b.first_record, n, "batches number records consecutively");
+        }
+        let mut at = 0;
+        for &vo in &b.voffsets {
+            let len = 4 + u32::from_le_bytes(b.data[at..at + 4].try_into().unwrap()) as usize;
+            out.push((vo, b.data[at..at + len].to_vec()));
+            at += len;
+        }
+        assert_eq!(at, b.data.len(), "a batch holds whole records only");
+        next_record = Some(b.first_record + b.voffsets.len() as u64);
+    }
+    Ok(out)
+}
+
+fn small_batches() -> ScanOptions {
+    ScanOptions {
+        batch_bytes: 5000,
+        ..ScanOptions::default()
+    }
+}
+
+#[test]
+fn full_read_returns_every_record_in_order() {
+    let recs = records(300);
+    let f = bam_file(&recs);
+    let got = drain(scanner(f.path(), small_batches())).expect("read");
+    let got: Vec<Vec<u8>> = got.into_iter().map(|(_, r)| r).collect();
+    assert_eq!(got, recs);
+}
+
+#[test]
+fn two_halves_split_at_a_virtual_offset_are_the_full_read() {
+    let recs = records(300);
+    let f = bam_file(&recs);
+    let full = drain(scanner(f.path(), small_batches())).expect("full read");
+    // Split points: inside a block, right after a record spanning blocks,
+    // and at the first and last record.
+    for split in [1, 8, 150, 151, 299] {
+        let vo = full[split].0;
+        let first = drain(scanner(
+            f.path(),
+            ScanOptions {
+                end: RangeEnd::VirtualOffset(vo),
+                ..small_batches()
+            },
+        ))
+        .expect("first half");
+        let second = drain(
+            BamScanner::open_at(
+                "test.bam".into(),
+                File::open(f.path()).expect("open"),
+                pool(),
+                vo,
+                ScanOptions {
+                    first_record: split as u64,
+                    ..small_batches()
+                },
+            )
+            .expect("open at"),
+        )
+        .expect("second half");
+        assert_eq!(first.len(), split, "split at record {split}");
+        let joined: Vec<(u64, Vec<u8>)> = first.into_iter().chain(second).collect();
+        assert_eq!(joined, full, "split at record {split} (voffset {vo:#x})");
+    }
+    assert!(
+        full[7].1.len() > alnsort_bgzf::MAX_PAYLOAD,
+        "record 8 spans BGZF blocks, so split 8 starts right after it"
+    );
+}
+
+#[test]
+fn a_record_count_ends_the_range() {
+    let recs = records(120);
+    let f = bam_file(&recs);
+    let got = drain(scanner(
+        f.path(),
+        ScanOptions {
+            end: RangeEnd::Records(77),
+            ..small_batches()
+        },
+    ))
+    .expect("read");
+    assert_eq!(got.len(), 77);
+    assert_eq!(got.last().unwrap().1, recs[76]);
+}
+
+#[test]
+fn truncation_names_the_record_and_the_records_before_it_come_first() {
+    let recs = records(60);
+    let f = bam_file(&recs);
+    // Cut the uncompressed stream inside record 40 and re-compress, so the
+    // BGZF layer is intact and the record itself is short.
+    let mut data = header().to_bam_bytes();
+    let header_len = data.len();
+    for r in &recs[..39] {
+        data.extend_from_slice(r);
+    }
+    let rec40_offset = (data.len() - header_len) as u64;
+    data.extend_from_slice(&recs[39][..recs[39].len() / 2]);
+    std::fs::write(f.path(), compress_all(&data, CompressionLevel::default())).expect("write");
+    let mut s = scanner(f.path(), small_batches());
+    let mut seen = 0;
+    let err = loop {
+        match s.next_batch() {
+            Ok(Some(b)) => seen += b.voffsets.len(),
+            Ok(None) => panic!("no error"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(seen, 39, "the records before the bad one are delivered");
+    match &err {
+        ReadError::Record {
+            record,
+            offset,
+            problem: Problem::Truncated { .. },
+            ..
+        } => {
+            assert_eq!(*record, 40);
+            assert_eq!(*offset, header_len as u64 + rec40_offset);
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert!(err
+        .to_string()
+        .starts_with("test.bam: record 40 at uncompressed byte offset"));
+    assert!(s.next_batch().expect("after an error, the end").is_none());
+}
+
+#[test]
+fn a_block_size_over_the_limit_is_refused_before_reading_it() {
+    let recs = records(10);
+    let f = bam_file(&recs);
+    let err = drain(scanner(
+        f.path(),
+        ScanOptions {
+            record_limit: 10_000,
+            ..small_batches()
+        },
+    ))
+    .expect_err("record 8 is 70,000 bytes");
+    assert!(matches!(
+        err,
+        ReadError::Record {
+            record: 8,
+            problem: Problem::BlockTooLarge { limit: 10_000, .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn decode_reports_the_exact_bad_record_of_a_batch() {
+    let mut recs = records(40);
+    // refID 7 in a header with one reference: record 23 is invalid.
+    recs[22][4..8].copy_from_slice(&7i32.to_le_bytes());
+    let f = bam_file(&recs);
+    let h = Arc::new(header());
+    let decoder = Decoder {
+        file: "test.bam".into(),
+        lookup: Arc::new(h.ref_lookup()),
+        encoder: Arc::new(KeyEncoder::new(SortOrder::Coordinate, h.n_ref(), &[])),
+        header: h,
+        record_limit: usize::MAX,
+    };
+    let mut s = scanner(f.path(), ScanOptions::default());
+    let batch = s.next_batch().expect("scan").expect("a batch");
+    assert_eq!(batch.voffsets.len(), 40, "one batch");
+    let mut keys = Vec::new();
+    let err = decoder
+        .decode(
+            &batch,
+            |k, _| {
+                keys.push(k.to_vec());
+                Ok(())
+            },
+            |_| {},
+        )
+        .expect_err("record 23");
+    assert_eq!(keys.len(), 22);
+    let header_len = header().to_bam_bytes().len();
+    let offset = header_len + recs[..22].iter().map(Vec::len).sum::<usize>();
+    match err {
+        ReadError::Record {
+            record: 23,
+            offset: o,
+            block,
+            problem: Problem::Record(_),
+            ..
+        } => {
+            assert_eq!(o, offset as u64);
+            assert_eq!(block, batch.voffsets[22] >> 16);
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+#[test]
+fn sam_batches_are_whole_lines_numbered_from_the_header() {
+    let text: String = (0..100)
+        .map(|i| format!("r{i}\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n"))
+        .collect();
+    let mut s = SamScanner::new(
+        "t.sam".into(),
+        Box::new(io::Cursor::new(text.clone().into_bytes())),
+        3,
+        ScanOptions {
+            batch_bytes: 300,
+            ..ScanOptions::default()
+        },
+    );
+    let mut joined = Vec::new();
+    let mut next_line = 4;
+    while let Some(b) = s.next_batch().expect("scan") {
+        assert!(b.sam && b.data.ends_with(b"\n"));
+        assert_eq!(b.first_position, next_line);
+        next_line += b.data.iter().filter(|&&c| c == b'\n').count() as u64;
+        joined.extend_from_slice(&b.data);
+    }
+    assert_eq!(joined, text.as_bytes());
+}
+
+#[test]
+fn unknown_reference_names_warn_like_htslib() {
+    let header = parse_sam_header([&b"@SQ\tSN:chr1\tLN:100"[..]]).unwrap();
+    let lookup = header.ref_lookup();
+    let line = b"r1\t1\tchrX\t5\t0\t*\tchrY\t7\t0\t*\t*";
+    let mut out = Vec::new();
+    sam_parse::parse_sam_record(line, &header, &lookup, &mut out).unwrap();
+    let mut warnings = Vec::new();
+    unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |w| {
+        warnings.push(w)
+    });
+    assert_eq!(
+        warnings,
+        [
+            "unrecognized reference name \"chrX\"; treated as unmapped",
+            "unrecognized mate reference name \"chrY\"; treated as unmapped"
+        ]
+    );
+    let line = b"r1\t1\tchr1\t5\t0\t*\t=\t7\t0\t*\t*";
+    out.clear();
+    sam_parse::parse_sam_record(line, &header, &lookup, &mut out).unwrap();
+    let mut n = 0;
+    unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |_| n += 1);
+    assert_eq!(n, 0, "known names and '=' do not warn");
+}

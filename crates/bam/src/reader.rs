@@ -595,7 +595,7 @@ impl Recycler {
 
 /// Either scanner, for callers that take both formats.
 pub enum Scanner {
-    Bam(BamScanner),
+    Bam(Box<BamScanner>),
     Sam(SamScanner),
 }
 

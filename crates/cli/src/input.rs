@@ -268,7 +268,9 @@ impl OpenInput {
             ..ScanOptions::default()
         };
         let mut scanner = match body {
-            Body::Bam(reader) => Scanner::Bam(BamScanner::new(Arc::clone(&file), reader, opts)),
+            Body::Bam(reader) => {
+                Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
+            }
             Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
                 Arc::clone(&file),
                 Box::new(br),

@@ -13,6 +13,7 @@
 //! input (the `Config` built from it in `config.rs` does the resolving).
 
 use crate::memsize;
+use alnsort_bam::reader::UnknownReference;
 use lexopt::prelude::*;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -70,6 +71,10 @@ pub struct SortArgs {
     /// `--progress-interval SECS`: seconds between plain progress lines.
     pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
+    /// `--unknown-reference error|unmapped`: a SAM RNAME/RNEXT missing from
+    /// the header's @SQ lines fails the run (default) or is read as
+    /// unmapped, as samtools does.
+    pub unknown_reference: UnknownReference,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
     /// `stringify_argv`), for the @PG CL field.
     pub command_line: String,
@@ -138,6 +143,7 @@ pub enum OptId {
     NoProgress,
     ProgressInterval,
     StatsJson,
+    UnknownReference,
     Verbosity,
     Help,
     Version,
@@ -387,6 +393,19 @@ pub const OPTIONS: &[OptSpec] = &[
         help: "Write a JSON report to FILE: records and bytes in and out, \
                runs written, merge passes and partitions, wall and CPU \
                seconds per phase, peak RSS.",
+    },
+    OptSpec {
+        id: OptId::UnknownReference,
+        short: None,
+        long: Some("unknown-reference"),
+        value: Some("WHAT"),
+        group: Group::Additions,
+        help: "What a SAM record whose RNAME, or RNEXT other than '=' and \
+               '*', is not in the header's @SQ lines does: 'error' (the \
+               default) fails the run naming the file, line and name; \
+               'unmapped' reads the name as '*' with a warning, as samtools \
+               does (an unknown RNAME makes the read unmapped), and counts \
+               such records in --stats-json (unknown_reference_records).",
     },
     OptSpec {
         id: OptId::Verbosity,
@@ -758,6 +777,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         progress: None,
         progress_interval: None,
         stats_json: None,
+        unknown_reference: UnknownReference::Error,
         command_line: stringify(argv0, &rest),
     };
     let no_args = rest.is_empty();
@@ -832,6 +852,17 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
             }
             OptId::StatsJson => {
                 a.stats_json = Some(PathBuf::from(value.expect("option takes a value")))
+            }
+            OptId::UnknownReference => {
+                a.unknown_reference = match text()?.as_str() {
+                    "error" => UnknownReference::Error,
+                    "unmapped" => UnknownReference::Unmapped,
+                    other => {
+                        return Err(ArgError::Invalid(format!(
+                            "--unknown-reference '{other}': expected 'error' (the default) or 'unmapped'"
+                        )))
+                    }
+                };
             }
             OptId::Help => return Ok(Parsed::Usage),
             OptId::Version => return Ok(Parsed::Version),

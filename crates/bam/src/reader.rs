@@ -601,6 +601,8 @@ impl Recycler {
 }
 
 /// Either scanner, for callers that take both formats.
+// One per read, moved rarely: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Scanner {
     Bam(BamScanner),
     Sam(SamScanner),
@@ -755,9 +757,8 @@ impl Decoder {
                 let (rname, rnext) = unknown_references(line, r, &self.lookup);
                 match self.unknown_reference {
                     UnknownReference::Error => {
-                        if let Some((field, name)) = rname
-                            .map(|n| ("RNAME", n))
-                            .or(rnext.map(|n| ("RNEXT", n)))
+                        if let Some((field, name)) =
+                            rname.map(|n| ("RNAME", n)).or(rnext.map(|n| ("RNEXT", n)))
                         {
                             return Err(err(Problem::UnknownReference {
                                 field,
@@ -819,10 +820,9 @@ pub fn unknown_references<'l>(
     let rname = fields.nth(2).unwrap_or(b"*");
     let rnext = fields.nth(3).unwrap_or(b"*");
     let rname = (r.ref_id() < 0 && rname != b"*" && lookup.get(rname).is_none()).then_some(rname);
-    let rnext = (r.next_ref_id() < 0
-        && !matches!(rnext, b"*" | b"=")
-        && lookup.get(rnext).is_none())
-    .then_some(rnext);
+    let rnext =
+        (r.next_ref_id() < 0 && !matches!(rnext, b"*" | b"=") && lookup.get(rnext).is_none())
+            .then_some(rnext);
     (rname, rnext)
 }
 

@@ -324,7 +324,11 @@ fn unknown_reference_names_warn_like_htslib() {
 fn decode_sam_text(
     text: &str,
     policy: UnknownReference,
-) -> (Vec<(i32, u16, i32)>, Vec<String>, Result<Decoded, ReadError>) {
+) -> (
+    Vec<(i32, u16, i32)>,
+    Vec<String>,
+    Result<Decoded, ReadError>,
+) {
     let h = Arc::new(header());
     let decoder = Decoder {
         file: "in.sam".into(),
@@ -367,11 +371,14 @@ fn an_unknown_rname_is_an_error_naming_line_record_and_name_by_default() {
     assert_eq!(recs.len(), 1, "record 1 only: record 2 stops the batch");
     assert!(warnings.is_empty());
     let err = result.expect_err("chr9 is not in the header");
-    assert!(matches!(
-        &err,
-        ReadError::Line { line: 3, record: 2, problem: Problem::UnknownReference { field: "RNAME", name }, .. }
-            if name == "chr9"
-    ), "{err:?}");
+    assert!(
+        matches!(
+            &err,
+            ReadError::Line { line: 3, record: 2, problem: Problem::UnknownReference { field: "RNAME", name }, .. }
+                if name == "chr9"
+        ),
+        "{err:?}"
+    );
     let text = format!("{}: {}", err, std::error::Error::source(&err).unwrap());
     assert_eq!(
         text,
@@ -382,15 +389,22 @@ fn an_unknown_rname_is_an_error_naming_line_record_and_name_by_default() {
 
 #[test]
 fn an_unknown_rnext_is_an_error_by_default() {
-    let text: String = UNKNOWN_REFS.lines().filter(|l| !l.starts_with('b')).map(|l| format!("{l}\n")).collect();
+    let text: String = UNKNOWN_REFS
+        .lines()
+        .filter(|l| !l.starts_with('b'))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let (recs, _, result) = decode_sam_text(&text, UnknownReference::Error);
     assert_eq!(recs.len(), 1);
     let err = result.expect_err("chrZ is not in the header");
-    assert!(matches!(
-        &err,
-        ReadError::Line { line: 3, record: 2, problem: Problem::UnknownReference { field: "RNEXT", name }, .. }
-            if name == "chrZ"
-    ), "{err:?}");
+    assert!(
+        matches!(
+            &err,
+            ReadError::Line { line: 3, record: 2, problem: Problem::UnknownReference { field: "RNEXT", name }, .. }
+                if name == "chrZ"
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]

@@ -398,7 +398,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::UnknownReference,
         short: None,
         long: Some("unknown-reference"),
-        value: Some("WHAT"),
+        value: Some("error|unmapped"),
         group: Group::Additions,
         help: "What a SAM record whose RNAME, or RNEXT other than '=' and \
                '*', is not in the header's @SQ lines does: 'error' (the \
@@ -919,6 +919,7 @@ mod tests {
             "PREFIX" => "tmp",
             "SIZE" => "1G",
             "SECS" => "1",
+            "error|unmapped" => "unmapped",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }
@@ -1161,5 +1162,33 @@ mod tests {
         assert!(matches!(run(&["-m", "1.5G"]), Err(ArgError::Invalid(_))));
         assert!(matches!(run(&["-@", "two"]), Err(ArgError::Invalid(_))));
         assert!(run(&["-@", "two"]).unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn unknown_reference_defaults_to_error_and_takes_two_values() {
+        assert_eq!(run(&[]).unwrap().unknown_reference, UnknownReference::Error);
+        for (given, want) in [
+            (
+                &["--unknown-reference=unmapped"][..],
+                UnknownReference::Unmapped,
+            ),
+            (
+                &["--unknown-reference", "error"][..],
+                UnknownReference::Error,
+            ),
+            (
+                &["--unknown-reference=unmapped", "--unknown-reference=error"][..],
+                UnknownReference::Error,
+            ),
+        ] {
+            assert_eq!(run(given).unwrap().unknown_reference, want, "{given:?}");
+        }
+        for bad in ["drop", "", "Unmapped"] {
+            let e = run(&[&format!("--unknown-reference={bad}")]).unwrap_err();
+            assert!(
+                matches!(&e, ArgError::Invalid(m) if m.contains("'error'") && m.contains("'unmapped'")),
+                "{bad}: {e}"
+            );
+        }
     }
 }

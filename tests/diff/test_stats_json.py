@@ -116,6 +116,7 @@ def test_fields_match_the_doc_and_the_run(alnsort_bin, inputs, tmp_path):
     assert stats["threads"] == 2
     assert stats["memory_budget_scope"] == "records" and stats["memory_budget_bytes"] == 2 * 768 << 20
     assert stats["records_in"] == stats["records_out"] == n > 30000
+    assert stats["unknown_reference_records"] == 0
     assert stats["bytes_in"] == stats["bytes_in_uncompressed"] > n * 100
     assert stats["bytes_out"] == out.stat().st_size < stats["bytes_out_uncompressed"]
     assert [p["phase"] for p in stats["phases"]] == ["read and sort", "merge runs", "merge and write"]

@@ -311,10 +311,12 @@ def test_header_only_input_gives_header_only_output(fmt: str, tmp_path: Path):
     assert u.entries(tdir) == []
 
 
-def test_unknown_reference_is_a_warning_as_in_samtools(tmp_path: Path):
+def test_unknown_reference_is_a_warning_as_in_samtools_with_the_option(tmp_path: Path):
     """htslib reads an RNAME/RNEXT missing from the header as '*' (unmapped)
-    and warns; samtools sort then succeeds. alnsort warns the same way, naming
-    the file, line and record, and sorts the same records."""
+    and warns; samtools sort then succeeds. With --unknown-reference=unmapped
+    (by default it is an error: tests/diff/test_unknown_reference.py) alnsort
+    warns the same way, naming the file, line and record, and sorts the same
+    records."""
     import oracle
 
     inp = tmp_path / "in.sam"
@@ -322,7 +324,7 @@ def test_unknown_reference_is_a_warning_as_in_samtools(tmp_path: Path):
                         + "u2\t1\tchr1\t100\t60\t10M\tchrZ\t50\t0\tACGTACGTAC\tIIIIIIIIII\n"))
     tdir = tmp_path / "T"
     tdir.mkdir()
-    res = u.run(["-T", str(tdir), "-O", "SAM", str(inp)])
+    res = u.run(["-T", str(tdir), "--unknown-reference=unmapped", "-O", "SAM", str(inp)])
     err = res.stderr.decode()
     assert res.returncode == 0, err
     assert re.search(rf"{re.escape(str(inp))}: line 9 \(record 6\): unrecognized reference name \"chrX\"; "

@@ -126,6 +126,13 @@ pub enum Problem {
     LineTooLong { limit: usize },
     #[error("the sink refused the record: {0}")]
     Refused(String),
+    /// SAM input names a reference the header lacks (with
+    /// [`UnknownReference::Error`]).
+    #[error(
+        "{field} '{name}' is not in the header's @SQ lines; add it to the header, \
+         or use --unknown-reference=unmapped to keep samtools' behaviour"
+    )]
+    UnknownReference { field: &'static str, name: String },
 }
 
 /// A failure to read the input, with the file and the place.
@@ -594,6 +601,8 @@ impl Recycler {
 }
 
 /// Either scanner, for callers that take both formats.
+// One per read, moved rarely: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Scanner {
     Bam(Box<BamScanner>),
     Sam(SamScanner),
@@ -621,6 +630,27 @@ impl Scanner {
     }
 }
 
+/// What to do with a SAM record whose RNAME, or RNEXT other than `=` and
+/// `*`, is not among the header's `@SQ` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownReference {
+    /// Fail with [`Problem::UnknownReference`] naming the line and the name:
+    /// no record's position is lost without the run failing.
+    #[default]
+    Error,
+    /// As htslib 1.24 (`sam_parse1`): the name is read as `*` (an unknown
+    /// RNAME also sets the unmapped flag), with a warning per name.
+    Unmapped,
+}
+
+/// What decoding a batch found besides its records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Decoded {
+    /// SAM records with an unknown RNAME or RNEXT read as unmapped
+    /// ([`UnknownReference::Unmapped`]); each counts once.
+    pub unknown_reference_records: u64,
+}
+
 /// The per-record work on a batch: BAM records are validated and
 /// normalised as htslib would on reading (recomputed bin, CG CIGAR moved
 /// into place, so output records equal samtools' byte for byte), SAM lines
@@ -632,19 +662,22 @@ pub struct Decoder {
     pub encoder: Arc<KeyEncoder>,
     /// Largest key + record accepted.
     pub record_limit: usize,
+    /// SAM records naming a reference the header lacks.
+    pub unknown_reference: UnknownReference,
 }
 
 impl Decoder {
     /// Calls `sink(key, record)` for each record of `batch`, in order (the
     /// record with its `block_size`); `warn` gets the warnings of SAM input
-    /// (unknown reference names). The first bad record stops the batch; a
-    /// sink's `Err(text)` is reported as the record's problem.
+    /// (unknown reference names, with [`UnknownReference::Unmapped`]). The
+    /// first bad record stops the batch; a sink's `Err(text)` is reported as
+    /// the record's problem.
     pub fn decode(
         &self,
         batch: &RawBatch,
         mut sink: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
         mut warn: impl FnMut(String),
-    ) -> Result<(), ReadError> {
+    ) -> Result<Decoded, ReadError> {
         let mut key = Vec::with_capacity(64);
         if batch.sam {
             return self.decode_sam(batch, &mut key, &mut sink, &mut warn);
@@ -675,7 +708,7 @@ impl Decoder {
             self.check_and_sink(&key, rec, &mut sink).map_err(err)?;
             at += len;
         }
-        Ok(())
+        Ok(Decoded::default())
     }
 
     fn check_and_sink(
@@ -699,7 +732,8 @@ impl Decoder {
         key: &mut Vec<u8>,
         sink: &mut impl FnMut(&[u8], &[u8]) -> Result<(), String>,
         warn: &mut impl FnMut(String),
-    ) -> Result<(), ReadError> {
+    ) -> Result<Decoded, ReadError> {
+        let mut decoded = Decoded::default();
         let mut rec = Vec::with_capacity(1024);
         let mut line_no = batch.first_position;
         let mut record_no = batch.first_record + 1;
@@ -720,16 +754,34 @@ impl Decoder {
                 .map_err(|e| err(e.into()))?;
             let r = RecordRef::with_block_size(&rec);
             if r.ref_id() < 0 || r.next_ref_id() < 0 {
-                unknown_reference_warnings(line, r, &self.lookup, |w| {
-                    warn(format!("line {line_no} (record {record_no}): {w}"))
-                });
+                let (rname, rnext) = unknown_references(line, r, &self.lookup);
+                match self.unknown_reference {
+                    UnknownReference::Error => {
+                        if let Some((field, name)) =
+                            rname.map(|n| ("RNAME", n)).or(rnext.map(|n| ("RNEXT", n)))
+                        {
+                            return Err(err(Problem::UnknownReference {
+                                field,
+                                name: String::from_utf8_lossy(name).into_owned(),
+                            }));
+                        }
+                    }
+                    UnknownReference::Unmapped => {
+                        if rname.is_some() || rnext.is_some() {
+                            decoded.unknown_reference_records += 1;
+                        }
+                        unknown_reference_warnings(line, r, &self.lookup, |w| {
+                            warn(format!("line {line_no} (record {record_no}): {w}"))
+                        });
+                    }
+                }
             }
             self.encoder.encode(r, key).map_err(|e| err(e.into()))?;
             self.check_and_sink(key, &rec, sink).map_err(err)?;
             line_no += 1;
             record_no += 1;
         }
-        Ok(())
+        Ok(decoded)
     }
 }
 
@@ -742,21 +794,36 @@ pub fn unknown_reference_warnings(
     lookup: &RefLookup,
     mut warn: impl FnMut(String),
 ) {
-    let mut fields = line.split(|&c| c == b'\t');
-    let rname = fields.nth(2).unwrap_or(b"*");
-    let rnext = fields.nth(3).unwrap_or(b"*");
-    if r.ref_id() < 0 && rname != b"*" && lookup.get(rname).is_none() {
+    let (rname, rnext) = unknown_references(line, r, lookup);
+    if let Some(rname) = rname {
         warn(format!(
             "unrecognized reference name \"{}\"; treated as unmapped",
             String::from_utf8_lossy(rname)
         ));
     }
-    if r.next_ref_id() < 0 && !matches!(rnext, b"*" | b"=") && lookup.get(rnext).is_none() {
+    if let Some(rnext) = rnext {
         warn(format!(
             "unrecognized mate reference name \"{}\"; treated as unmapped",
             String::from_utf8_lossy(rnext)
         ));
     }
+}
+
+/// The RNAME and the RNEXT of SAM `line` (parsed into `r`) that the header
+/// does not know, if any (`*` and an RNEXT of `=` are not names).
+pub fn unknown_references<'l>(
+    line: &'l [u8],
+    r: RecordRef<'_>,
+    lookup: &RefLookup,
+) -> (Option<&'l [u8]>, Option<&'l [u8]>) {
+    let mut fields = line.split(|&c| c == b'\t');
+    let rname = fields.nth(2).unwrap_or(b"*");
+    let rnext = fields.nth(3).unwrap_or(b"*");
+    let rname = (r.ref_id() < 0 && rname != b"*" && lookup.get(rname).is_none()).then_some(rname);
+    let rnext =
+        (r.next_ref_id() < 0 && !matches!(rnext, b"*" | b"=") && lookup.get(rnext).is_none())
+            .then_some(rnext);
+    (rname, rnext)
 }
 
 #[cfg(test)]

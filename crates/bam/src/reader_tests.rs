@@ -1,6 +1,7 @@
 use super::*;
 use crate::header::{parse_sam_header, read_bam_header};
 use crate::keys::SortOrder;
+use crate::record::flags;
 use alnsort_bgzf::{compress_all, CompressionLevel};
 use std::io::Write;
 
@@ -232,6 +233,7 @@ fn decode_reports_the_exact_bad_record_of_a_batch() {
         encoder: Arc::new(KeyEncoder::new(SortOrder::Coordinate, h.n_ref(), &[])),
         header: h,
         record_limit: usize::MAX,
+        unknown_reference: UnknownReference::Error,
     };
     let mut s = scanner(f.path(), ScanOptions::default());
     let batch = s.next_batch().expect("scan").expect("a batch");
@@ -314,4 +316,115 @@ fn unknown_reference_names_warn_like_htslib() {
     let mut n = 0;
     unknown_reference_warnings(line, RecordRef::with_block_size(&out), &lookup, |_| n += 1);
     assert_eq!(n, 0, "known names and '=' do not warn");
+}
+
+/// Decodes `text` (SAM lines after a one-line header naming chr1) under
+/// `policy`: the records' (tid, flag, next tid), the warnings, and the result.
+#[allow(clippy::type_complexity)]
+fn decode_sam_text(
+    text: &str,
+    policy: UnknownReference,
+) -> (
+    Vec<(i32, u16, i32)>,
+    Vec<String>,
+    Result<Decoded, ReadError>,
+) {
+    let h = Arc::new(header());
+    let decoder = Decoder {
+        file: "in.sam".into(),
+        lookup: Arc::new(h.ref_lookup()),
+        encoder: Arc::new(KeyEncoder::new(SortOrder::Coordinate, h.n_ref(), &[])),
+        header: h,
+        record_limit: usize::MAX,
+        unknown_reference: policy,
+    };
+    let mut s = SamScanner::new(
+        "in.sam".into(),
+        Box::new(io::Cursor::new(text.as_bytes().to_vec())),
+        1,
+        ScanOptions::default(),
+    );
+    let batch = s.next_batch().expect("scan").expect("a batch");
+    let mut recs = Vec::new();
+    let mut warnings = Vec::new();
+    let result = decoder.decode(
+        &batch,
+        |_, rec| {
+            let r = RecordRef::with_block_size(rec);
+            recs.push((r.ref_id(), r.flag(), r.next_ref_id()));
+            Ok(())
+        },
+        |w| warnings.push(w),
+    );
+    (recs, warnings, result)
+}
+
+const UNKNOWN_REFS: &str = "a\t0\tchr1\t5\t0\t4M\t=\t9\t0\tACGT\tIIII\n\
+                            b\t0\tchr9\t5\t0\t4M\t=\t9\t0\tACGT\tIIII\n\
+                            c\t1\tchr1\t5\t0\t4M\tchrZ\t9\t0\tACGT\tIIII\n\
+                            d\t1\tchrX\t5\t0\t4M\tchrY\t9\t0\tACGT\tIIII\n\
+                            e\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n";
+
+#[test]
+fn an_unknown_rname_is_an_error_naming_line_record_and_name_by_default() {
+    let (recs, warnings, result) = decode_sam_text(UNKNOWN_REFS, UnknownReference::default());
+    assert_eq!(recs.len(), 1, "record 1 only: record 2 stops the batch");
+    assert!(warnings.is_empty());
+    let err = result.expect_err("chr9 is not in the header");
+    assert!(
+        matches!(
+            &err,
+            ReadError::Line { line: 3, record: 2, problem: Problem::UnknownReference { field: "RNAME", name }, .. }
+                if name == "chr9"
+        ),
+        "{err:?}"
+    );
+    let text = format!("{}: {}", err, std::error::Error::source(&err).unwrap());
+    assert_eq!(
+        text,
+        "in.sam: line 3 (record 2): RNAME 'chr9' is not in the header's @SQ lines; add it to the header, \
+         or use --unknown-reference=unmapped to keep samtools' behaviour"
+    );
+}
+
+#[test]
+fn an_unknown_rnext_is_an_error_by_default() {
+    let text: String = UNKNOWN_REFS
+        .lines()
+        .filter(|l| !l.starts_with('b'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (recs, _, result) = decode_sam_text(&text, UnknownReference::Error);
+    assert_eq!(recs.len(), 1);
+    let err = result.expect_err("chrZ is not in the header");
+    assert!(
+        matches!(
+            &err,
+            ReadError::Line { line: 3, record: 2, problem: Problem::UnknownReference { field: "RNEXT", name }, .. }
+                if name == "chrZ"
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn unmapped_policy_reads_unknown_names_as_htslib_and_counts_the_records() {
+    let (recs, warnings, result) = decode_sam_text(UNKNOWN_REFS, UnknownReference::Unmapped);
+    let decoded = result.expect("no error under the unmapped policy");
+    assert_eq!(decoded.unknown_reference_records, 3, "b, c and d; d once");
+    assert_eq!(
+        recs,
+        [
+            (0, 0, 0),
+            (-1, flags::UNMAPPED, -1),
+            (0, 1, -1),
+            (-1, 1 | flags::UNMAPPED, -1),
+            (-1, 4, -1)
+        ]
+    );
+    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    assert_eq!(
+        warnings[0],
+        "line 3 (record 2): unrecognized reference name \"chr9\"; treated as unmapped"
+    );
 }

@@ -13,6 +13,7 @@
 //! input (the `Config` built from it in `config.rs` does the resolving).
 
 use crate::memsize;
+use alnsort_bam::reader::UnknownReference;
 use lexopt::prelude::*;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -70,6 +71,10 @@ pub struct SortArgs {
     /// `--progress-interval SECS`: seconds between plain progress lines.
     pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
+    /// `--unknown-reference error|unmapped`: a SAM RNAME/RNEXT missing from
+    /// the header's @SQ lines fails the run (default) or is read as
+    /// unmapped, as samtools does.
+    pub unknown_reference: UnknownReference,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
     /// `stringify_argv`), for the @PG CL field.
     pub command_line: String,
@@ -138,6 +143,7 @@ pub enum OptId {
     NoProgress,
     ProgressInterval,
     StatsJson,
+    UnknownReference,
     Verbosity,
     Help,
     Version,
@@ -387,6 +393,19 @@ pub const OPTIONS: &[OptSpec] = &[
         help: "Write a JSON report to FILE: records and bytes in and out, \
                runs written, merge passes and partitions, wall and CPU \
                seconds per phase, peak RSS.",
+    },
+    OptSpec {
+        id: OptId::UnknownReference,
+        short: None,
+        long: Some("unknown-reference"),
+        value: Some("error|unmapped"),
+        group: Group::Additions,
+        help: "What a SAM record whose RNAME, or RNEXT other than '=' and \
+               '*', is not in the header's @SQ lines does: 'error' (the \
+               default) fails the run naming the file, line and name; \
+               'unmapped' reads the name as '*' with a warning, as samtools \
+               does (an unknown RNAME makes the read unmapped), and counts \
+               such records in --stats-json (unknown_reference_records).",
     },
     OptSpec {
         id: OptId::Verbosity,
@@ -758,6 +777,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         progress: None,
         progress_interval: None,
         stats_json: None,
+        unknown_reference: UnknownReference::Error,
         command_line: stringify(argv0, &rest),
     };
     let no_args = rest.is_empty();
@@ -833,6 +853,17 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
             OptId::StatsJson => {
                 a.stats_json = Some(PathBuf::from(value.expect("option takes a value")))
             }
+            OptId::UnknownReference => {
+                a.unknown_reference = match text()?.as_str() {
+                    "error" => UnknownReference::Error,
+                    "unmapped" => UnknownReference::Unmapped,
+                    other => {
+                        return Err(ArgError::Invalid(format!(
+                            "--unknown-reference '{other}': expected 'error' (the default) or 'unmapped'"
+                        )))
+                    }
+                };
+            }
             OptId::Help => return Ok(Parsed::Usage),
             OptId::Version => return Ok(Parsed::Version),
             OptId::Unsupported(_) => unreachable!("refused above"),
@@ -888,6 +919,7 @@ mod tests {
             "PREFIX" => "tmp",
             "SIZE" => "1G",
             "SECS" => "1",
+            "error|unmapped" => "unmapped",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }
@@ -1130,5 +1162,33 @@ mod tests {
         assert!(matches!(run(&["-m", "1.5G"]), Err(ArgError::Invalid(_))));
         assert!(matches!(run(&["-@", "two"]), Err(ArgError::Invalid(_))));
         assert!(run(&["-@", "two"]).unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn unknown_reference_defaults_to_error_and_takes_two_values() {
+        assert_eq!(run(&[]).unwrap().unknown_reference, UnknownReference::Error);
+        for (given, want) in [
+            (
+                &["--unknown-reference=unmapped"][..],
+                UnknownReference::Unmapped,
+            ),
+            (
+                &["--unknown-reference", "error"][..],
+                UnknownReference::Error,
+            ),
+            (
+                &["--unknown-reference=unmapped", "--unknown-reference=error"][..],
+                UnknownReference::Error,
+            ),
+        ] {
+            assert_eq!(run(given).unwrap().unknown_reference, want, "{given:?}");
+        }
+        for bad in ["drop", "", "Unmapped"] {
+            let e = run(&[&format!("--unknown-reference={bad}")]).unwrap_err();
+            assert!(
+                matches!(&e, ArgError::Invalid(m) if m.contains("'error'") && m.contains("'unmapped'")),
+                "{bad}: {e}"
+            );
+        }
     }
 }

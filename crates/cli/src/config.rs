@@ -8,6 +8,7 @@ use crate::args::{OrderFlag, OutFormat, SortArgs};
 use crate::memsize::{self, SystemMemory};
 use alnsort_bam::keys::minimiser::{Minimiser, MinimiserIndex};
 use alnsort_bam::keys::{SortOrder, TagSecondary};
+use alnsort_bam::reader::UnknownReference;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,6 +65,9 @@ pub struct Config {
     pub command_line: String,
     /// Warnings to print once the run starts (samtools prints these too).
     pub warnings: Vec<String>,
+    /// What a SAM record naming a reference the header lacks does
+    /// (`--unknown-reference`).
+    pub unknown_reference: UnknownReference,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -359,5 +363,6 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
         stats_json: a.stats_json.clone(),
         command_line: a.command_line.clone(),
         warnings,
+        unknown_reference: a.unknown_reference,
     })
 }

@@ -7,7 +7,7 @@ use crate::progress::Progress;
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
 use alnsort_bam::reader::{
-    BamScanner, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner,
+    BamScanner, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner, UnknownReference,
 };
 use alnsort_bgzf::reader::ParallelReader;
 use alnsort_pipeline::Ordered;
@@ -224,6 +224,9 @@ pub struct Fed {
     pub read_scan_s: f64,
     /// CPU seconds of the thread handing finished batches to the sorter.
     pub read_push_s: f64,
+    /// SAM records whose unknown RNAME or RNEXT was read as unmapped
+    /// (`--unknown-reference=unmapped`).
+    pub unknown_reference_records: u64,
 }
 
 /// A batch read, validated, keyed and copied into the sort's layout by a
@@ -234,6 +237,8 @@ struct Prepared {
     bytes: u64,
     /// Warnings to print in input order (unknown reference names).
     warnings: Vec<String>,
+    /// Records read as unmapped for an unknown reference name.
+    unknown_reference_records: u64,
     last_block: u64,
 }
 
@@ -243,9 +248,11 @@ impl OpenInput {
     /// validated, normalised, keyed and copied into a sort batch by a pool
     /// job, results taken in input order (`alnsort_pipeline::Ordered`), and
     /// handed to the sorter whole (`Sorter::push_batch`), which sorts full
-    /// sub-batches on the pool while reading goes on.
+    /// sub-batches on the pool while reading goes on. `unknown_reference`
+    /// says what a SAM record naming a reference the header lacks does.
     pub fn feed(
         self,
+        unknown_reference: UnknownReference,
         encoder: Arc<KeyEncoder>,
         sorter: &mut Sorter,
         pool: Arc<rayon::ThreadPool>,
@@ -290,6 +297,7 @@ impl OpenInput {
             header,
             encoder,
             record_limit: limit,
+            unknown_reference,
         };
         let recycler = scanner.recycler();
         let scan_ns = Arc::new(AtomicU64::new(0));
@@ -327,6 +335,7 @@ impl OpenInput {
         )
         .with_context(|| format!("{name}: starting the input reader thread"))?;
         let mut n = 0u64;
+        let mut unknown_reference_records = 0u64;
         while let Some(r) = batches.next_result() {
             let p = r
                 .map_err(anyhow::Error::from)
@@ -334,6 +343,7 @@ impl OpenInput {
             for w in &p.warnings {
                 eprintln!("[W::alnsort] {name}: {w}");
             }
+            unknown_reference_records += p.unknown_reference_records;
             sorter
                 .push_batch(&p.batch)
                 .map_err(anyhow::Error::from)
@@ -346,6 +356,7 @@ impl OpenInput {
             records: n,
             read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
             read_push_s: thread_cpu_seconds() - push_start,
+            unknown_reference_records,
         })
     }
 }
@@ -360,7 +371,7 @@ fn prepare(
     let mut batch = Batch::for_input(kind, raw.data.len(), raw.voffsets.len());
     let mut bytes = 0u64;
     let mut warnings = Vec::new();
-    decoder.decode(
+    let decoded = decoder.decode(
         raw,
         |key, rec| {
             if kind == KeyKind::Fixed8 && key.len() != 8 {
@@ -381,6 +392,7 @@ fn prepare(
         batch,
         bytes,
         warnings,
+        unknown_reference_records: decoded.unknown_reference_records,
         last_block: raw.last_block_offset(),
     })
 }

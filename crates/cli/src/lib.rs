@@ -190,6 +190,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
     let fed = input.feed(
+        cfg.unknown_reference,
         Arc::clone(&encoder),
         &mut sorter,
         Arc::clone(&pool),
@@ -243,6 +244,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         cfg,
         input_file_bytes,
         records_in,
+        unknown_reference_records: fed.unknown_reference_records,
         bytes_in: progress.bytes(),
         output: &summary,
         sort: &sort_stats,

@@ -27,6 +27,8 @@ pub struct ReportInput<'a> {
     /// Size of the input file on disk (`None` for stdin or a pipe).
     pub input_file_bytes: Option<u64>,
     pub records_in: u64,
+    /// SAM records read as unmapped for an unknown RNAME or RNEXT.
+    pub unknown_reference_records: u64,
     /// Uncompressed BAM record bytes read (with their 4-byte length).
     pub bytes_in: u64,
     pub output: &'a OutputSummary,
@@ -166,6 +168,10 @@ impl Report {
             ),
             ("records_in", Value::Int(i.records_in)),
             ("records_out", Value::Int(i.output.records)),
+            (
+                "unknown_reference_records",
+                Value::Int(i.unknown_reference_records),
+            ),
             ("bytes_in_uncompressed", Value::Int(i.bytes_in)),
             // The name of schema 1's first release, kept for one version.
             ("bytes_in", Value::Int(i.bytes_in)),

@@ -601,8 +601,6 @@ impl Recycler {
 }
 
 /// Either scanner, for callers that take both formats.
-// One per read, moved rarely: its size does not matter.
-#[allow(clippy::large_enum_variant)]
 pub enum Scanner {
     Bam(Box<BamScanner>),
     Sam(SamScanner),

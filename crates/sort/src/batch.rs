@@ -118,6 +118,20 @@ impl Batch {
         batch
     }
 
+    /// Empties a [`Batch::for_input`] batch for the next input batch,
+    /// keeping its buffers (so a reader that recycles batches does not pay
+    /// fresh pages for every one), with room for at least `capacity` record
+    /// bytes and `records` entries.
+    pub fn reuse_for_input(&mut self, capacity: usize, records: usize) {
+        debug_assert_eq!(self.limit, MAX_OFFSET, "not a for_input batch");
+        self.clear();
+        self.data.reserve(capacity.min(MAX_OFFSET));
+        match &mut self.body {
+            Body::Fixed { entries, .. } => entries.reserve(records),
+            Body::Variable { entries, .. } => entries.reserve(records),
+        }
+    }
+
     /// The key kind this batch was made for.
     pub fn kind(&self) -> KeyKind {
         match self.body {

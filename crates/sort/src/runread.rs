@@ -11,7 +11,7 @@
 //! offset. A file that ends before its end marker is corrupt (truncated).
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -66,6 +66,8 @@ pub(crate) struct RunReader {
     key: Range<usize>,
     record: Range<usize>,
     exhausted: bool,
+    /// The reader ends before the first entry whose key is `>=` this.
+    end: Option<Box<[u8]>>,
     charge: Charge,
     /// Test seam: decoding jobs started from now on panic.
     #[cfg(test)]
@@ -76,6 +78,29 @@ impl RunReader {
     /// Opens a finished run and positions it on its first entry. The reader
     /// owns the run and deletes it once it has read it to the end.
     pub(crate) fn open(run: TempRun, pool: Arc<ThreadPool>, meter: &Arc<Meter>) -> Result<Self> {
+        Self::open_range(run, pool, meter, None, None)
+    }
+
+    /// Opens a finished run on its first entry whose key is `>= start`,
+    /// ending before the first whose key is `>= end` (`None`: the run's
+    /// start or end). Reading starts at the frame the run's index says may
+    /// hold the first such key, so the entries before it are not read.
+    pub(crate) fn open_range(
+        run: TempRun,
+        pool: Arc<ThreadPool>,
+        meter: &Arc<Meter>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<Self> {
+        let first_frame = start.map_or(0, |lo| {
+            run.index()
+                .partition_point(|f| &*f.first_key < lo)
+                .saturating_sub(1)
+        });
+        let offset = run
+            .index()
+            .get(first_frame)
+            .map_or(MAGIC.len() as u64, |f| f.offset);
         let path = run.path().to_path_buf();
         let mut file = File::open(&path).map_err(|source| SortError::Read {
             path: path.clone(),
@@ -95,11 +120,19 @@ impl RunReader {
                 reason: "not a run file (bad magic)".into(),
             });
         }
+        if offset != MAGIC.len() as u64 {
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|source| SortError::Read {
+                    path: path.clone(),
+                    offset,
+                    source,
+                })?;
+        }
         let mut reader = RunReader {
             run: Some(run),
             path,
             file,
-            next_offset: MAGIC.len() as u64,
+            next_offset: offset,
             pool,
             frame: Frame {
                 offset: 0,
@@ -115,12 +148,22 @@ impl RunReader {
             key: 0..0,
             record: 0..0,
             exhausted: false,
+            end: None,
             charge: Charge::new(meter),
             #[cfg(test)]
             panic_in_decode: false,
         };
         reader.prefetch = reader.start_next()?;
         reader.advance()?;
+        if let Some(lo) = start {
+            while reader.key().is_some_and(|k| k < lo) {
+                reader.advance()?;
+            }
+        }
+        // Set after the skip, so a range whose end is before its start is
+        // empty rather than read from the run's start.
+        reader.end = end.map(Box::from);
+        reader.check_end();
         Ok(reader)
     }
 
@@ -254,7 +297,20 @@ impl MergeSource for RunReader {
         self.key = key;
         self.record = record;
         self.left -= 1;
+        self.check_end();
         Ok(())
+    }
+}
+
+impl RunReader {
+    /// Ends the reader at an entry past its range's end.
+    fn check_end(&mut self) {
+        if let Some(end) = &self.end {
+            if !self.exhausted && self.frame.raw[self.key.clone()] >= **end {
+                self.exhausted = true;
+                self.charge.set(0);
+            }
+        }
     }
 }
 

@@ -289,7 +289,12 @@ fn check(dir: &Path, sam: &Path, order: &[&str], other_order: &[&str], big: bool
     assert_eq!(records, n as u64, "{tag}");
     assert!(whole == want, "{tag}: the API's BAM differs from the CLI's");
 
-    // Reduce in two key ranges, written as parts and concatenated.
+    // Reduce in two key ranges, written as parts and concatenated, by
+    // tasks that have only the runs' paths (as in another process).
+    let runs: Vec<SortedRun> = runs
+        .iter()
+        .map(|r| SortedRun::open(r.path()).expect("reopen a run by its path"))
+        .collect();
     let splitters = sample_splitters(&runs, 2);
     if big {
         assert_eq!(splitters.len(), 1, "{tag}: one splitter for two ranges");

@@ -54,10 +54,10 @@ use crate::{KeyKind, SortStats};
 ///
 /// The file belongs to the caller: it is **not** deleted when this handle
 /// is dropped (a reduce task, perhaps in another process, reads it later).
-/// [`SortedRun::remove`] deletes it. The frame index lives in this handle
-/// only; a run can be read only through the handle `finish_runs` returned
-/// (or a clone of it).
-#[derive(Clone, Debug)]
+/// [`SortedRun::remove`] deletes it. The frame index lives in this handle;
+/// a task in another process that has only the path rebuilds the handle
+/// with [`SortedRun::open`].
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SortedRun {
     path: PathBuf,
     index: Vec<FrameInfo>,
@@ -76,6 +76,30 @@ impl SortedRun {
             raw_bytes,
             file_bytes,
         }
+    }
+
+    /// The handle of the run file at `path` (written by
+    /// [`Sorter::finish_runs`](crate::Sorter::finish_runs), perhaps in
+    /// another process), rebuilt from the file alone: one pass reads,
+    /// CRC-checks and decompresses every frame on the calling thread for
+    /// its first key, so this costs a read of the run; a driver that can
+    /// pass the handle itself saves it. A damaged or truncated file is
+    /// `SortError::CorruptRun`.
+    pub fn open(path: impl Into<PathBuf>) -> Result<SortedRun> {
+        let path = path.into();
+        let file = std::fs::File::open(&path).map_err(|source| SortError::Read {
+            path: path.clone(),
+            offset: 0,
+            source,
+        })?;
+        let (index, meta) = crate::runread::scan_index(&file, &path)?;
+        Ok(SortedRun {
+            path,
+            index,
+            records: meta.records,
+            raw_bytes: meta.raw_bytes,
+            file_bytes: meta.file_bytes,
+        })
     }
 
     /// The run file (inside the sorter's `SortConfig::temp_dir`).

@@ -47,8 +47,8 @@ use crate::runfile::{FrameInfo, TempRun};
 use crate::runread::RunReader;
 use crate::{KeyKind, SortStats};
 
-/// A sorted run file kept on disk by [`Sorter::finish_runs`]
-/// (crate::Sorter::finish_runs): its records in key order, ties in input
+/// A sorted run file kept on disk by
+/// [`Sorter::finish_runs`](crate::Sorter::finish_runs): its records in key order, ties in input
 /// order, with the sparse index of its frames (each frame's offset, size
 /// and first key) that ranged merges and [`sample_splitters`] use.
 ///

@@ -790,9 +790,18 @@ proptest! {
         budget in 256usize..12_000,
         cuts in prop::collection::vec(0usize..400, 0..3),
         parts in 1usize..6,
+        bounds in (prop::option::of(0usize..400), prop::option::of(0usize..400), any::<u64>()),
     ) {
         let (kind, keys) = if fixed { (KeyKind::Fixed8, fixed_k) } else { (KeyKind::Variable, var_k) };
         let input = make_input(keys, &lens);
+        // Range bounds: keys of the input, or (when it has none) any key.
+        let bound = |i: Option<usize>| {
+            i.map(|i| match input.get(i) {
+                Some((k, _)) => k.clone(),
+                None => bounds.2.to_be_bytes().to_vec(),
+            })
+        };
+        let (lo, hi) = (bound(bounds.0), bound(bounds.1));
         let dir = tempfile::tempdir().expect("tempdir");
         let config = config(dir.path(), kind, budget, 0);
         let runs = map_tasks(&input, &cuts, &config);
@@ -809,7 +818,21 @@ proptest! {
         for i in 0..=splitters.len() {
             joined.extend(reduce(&runs, &crate::KeyRange::nth(&splitters, i), kind));
         }
-        prop_assert_eq!(joined, want);
+        prop_assert_eq!(joined, want.clone());
+        // Any range, bounds present in the input or not, empty or
+        // reversed: the stable sort's records with keys in it.
+        for (lo, hi) in [(&lo, &hi), (&hi, &lo)] {
+            let range = crate::KeyRange { start: lo.clone(), end: hi.clone() };
+            let inside = |k: &[u8]| {
+                lo.as_deref().is_none_or(|l| k >= l) && hi.as_deref().is_none_or(|h| k < h)
+            };
+            let want_in: Vec<Vec<u8>> = want
+                .iter()
+                .filter(|r| inside(&input[index_of(r)].0))
+                .cloned()
+                .collect();
+            prop_assert_eq!(reduce(&runs, &range, kind), want_in);
+        }
         prop_assert_eq!(temp_files(dir.path()), runs.len(), "merges keep the runs");
         for run in runs {
             run.remove().expect("remove");

@@ -30,6 +30,11 @@
 //!    jobs merge at once, concatenated in order (`partition.rs`): the same
 //!    stream, byte for byte, with every core merging.
 //!
+//! For a distributed sort, [`Sorter::finish_runs`] ends a map task with
+//! its sorted runs kept on disk, [`sample_splitters`] picks key ranges and
+//! [`merge_runs`] merges runs of several map tasks, one key range at a
+//! time (`runs.rs`).
+//!
 //! Temp files live in `SortConfig::temp_dir`, are created with O_EXCL and
 //! are deleted once merged away (a fan-in's inputs when it ends, the final
 //! merge's runs when [`Merged`] is dropped), and on drop or error.
@@ -73,6 +78,7 @@ pub mod plan;
 pub mod radix;
 mod runfile;
 mod runread;
+mod runs;
 mod sorter;
 
 #[cfg(test)]
@@ -83,6 +89,7 @@ use std::path::PathBuf;
 pub use error::{Result, SortError};
 pub use merge::Merged;
 pub use plan::{raise_open_file_limit, Plan};
+pub use runs::{merge_runs, sample_splitters, KeyRange, SortedRun, SortedRuns};
 pub use sorter::Sorter;
 
 /// The shape of the keys, which picks the in-memory sort.

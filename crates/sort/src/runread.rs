@@ -11,7 +11,7 @@
 //! offset. A file that ends before its end marker is corrupt (truncated).
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -24,8 +24,8 @@ use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
-    frame_crc, max_stored_len, FrameHeader, FrameInfo, TempRun, HEADER_LEN, MAGIC, METHOD_END,
-    METHOD_LZ4, METHOD_STORED,
+    frame_crc, max_stored_len, FrameHeader, FrameInfo, RunMeta, TempRun, HEADER_LEN, MAGIC,
+    METHOD_END, METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.
@@ -66,6 +66,8 @@ pub(crate) struct RunReader {
     key: Range<usize>,
     record: Range<usize>,
     exhausted: bool,
+    /// The reader ends before the first entry whose key is `>=` this.
+    end: Option<Box<[u8]>>,
     charge: Charge,
     /// Test seam: decoding jobs started from now on panic.
     #[cfg(test)]
@@ -76,6 +78,29 @@ impl RunReader {
     /// Opens a finished run and positions it on its first entry. The reader
     /// owns the run and deletes it once it has read it to the end.
     pub(crate) fn open(run: TempRun, pool: Arc<ThreadPool>, meter: &Arc<Meter>) -> Result<Self> {
+        Self::open_range(run, pool, meter, None, None)
+    }
+
+    /// Opens a finished run on its first entry whose key is `>= start`,
+    /// ending before the first whose key is `>= end` (`None`: the run's
+    /// start or end). Reading starts at the frame the run's index says may
+    /// hold the first such key, so the entries before it are not read.
+    pub(crate) fn open_range(
+        run: TempRun,
+        pool: Arc<ThreadPool>,
+        meter: &Arc<Meter>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<Self> {
+        let first_frame = start.map_or(0, |lo| {
+            run.index()
+                .partition_point(|f| &*f.first_key < lo)
+                .saturating_sub(1)
+        });
+        let offset = run
+            .index()
+            .get(first_frame)
+            .map_or(MAGIC.len() as u64, |f| f.offset);
         let path = run.path().to_path_buf();
         let mut file = File::open(&path).map_err(|source| SortError::Read {
             path: path.clone(),
@@ -95,11 +120,19 @@ impl RunReader {
                 reason: "not a run file (bad magic)".into(),
             });
         }
+        if offset != MAGIC.len() as u64 {
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|source| SortError::Read {
+                    path: path.clone(),
+                    offset,
+                    source,
+                })?;
+        }
         let mut reader = RunReader {
             run: Some(run),
             path,
             file,
-            next_offset: MAGIC.len() as u64,
+            next_offset: offset,
             pool,
             frame: Frame {
                 offset: 0,
@@ -115,12 +148,22 @@ impl RunReader {
             key: 0..0,
             record: 0..0,
             exhausted: false,
+            end: None,
             charge: Charge::new(meter),
             #[cfg(test)]
             panic_in_decode: false,
         };
         reader.prefetch = reader.start_next()?;
         reader.advance()?;
+        if let Some(lo) = start {
+            while reader.key().is_some_and(|k| k < lo) {
+                reader.advance()?;
+            }
+        }
+        // Set after the skip, so a range whose end is before its start is
+        // empty rather than read from the run's start.
+        reader.end = end.map(Box::from);
+        reader.check_end();
         Ok(reader)
     }
 
@@ -254,7 +297,20 @@ impl MergeSource for RunReader {
         self.key = key;
         self.record = record;
         self.left -= 1;
+        self.check_end();
         Ok(())
+    }
+}
+
+impl RunReader {
+    /// Ends the reader at an entry past its range's end.
+    fn check_end(&mut self) {
+        if let Some(end) = &self.end {
+            if !self.exhausted && self.frame.raw[self.key.clone()] >= **end {
+                self.exhausted = true;
+                self.charge.set(0);
+            }
+        }
     }
 }
 
@@ -379,6 +435,96 @@ pub(crate) fn read_frame_at(
     Ok((frame.raw, frame.payload))
 }
 
+/// Rebuilds a finished run's frame index and counts from its file alone:
+/// every frame is read, CRC-checked and decompressed once (on the calling
+/// thread) for its first key. The file must end right after its end
+/// marker.
+pub(crate) fn scan_index(file: &File, path: &Path) -> Result<(Vec<FrameInfo>, RunMeta)> {
+    let corrupt = |offset: u64, reason: &str| SortError::CorruptRun {
+        path: path.to_path_buf(),
+        offset,
+        reason: reason.to_string(),
+    };
+    let read_at = |buf: &mut [u8], at: u64| {
+        file.read_exact_at(buf, at)
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::UnexpectedEof => {
+                    corrupt(at, "file ends without the end-of-run marker (truncated)")
+                }
+                _ => SortError::Read {
+                    path: path.to_path_buf(),
+                    offset: at,
+                    source,
+                },
+            })
+    };
+    let mut magic = [0u8; 8];
+    read_at(&mut magic, 0)?;
+    if &magic != MAGIC {
+        return Err(corrupt(0, "not a run file (bad magic)"));
+    }
+    let mut offset = MAGIC.len() as u64;
+    let mut index = Vec::new();
+    let mut meta = RunMeta::default();
+    let (mut raw, mut stored) = (Vec::new(), Vec::new());
+    loop {
+        let mut header_bytes = [0u8; HEADER_LEN];
+        read_at(&mut header_bytes, offset)?;
+        let header = FrameHeader::decode(&header_bytes);
+        if header.method == METHOD_END {
+            if header.raw_len != 0
+                || header.stored_len != 0
+                || header.crc != frame_crc(&header_bytes, &[])
+            {
+                return Err(corrupt(offset, "damaged end-of-run marker"));
+            }
+            meta.file_bytes = offset + HEADER_LEN as u64;
+            break;
+        }
+        if header.stored_len as usize > max_stored_len(header.raw_len as usize) {
+            return Err(corrupt(
+                offset,
+                "stored length exceeds what its raw length allows",
+            ));
+        }
+        if header.entries == 0 {
+            return Err(corrupt(offset, "frame without entries"));
+        }
+        let len = u32::try_from(HEADER_LEN as u64 + u64::from(header.stored_len))
+            .map_err(|_| corrupt(offset, "frame longer than 4 GiB"))?;
+        let mut info = FrameInfo {
+            offset,
+            len,
+            raw_len: header.raw_len,
+            entries: header.entries,
+            first_key: Box::default(),
+        };
+        (raw, stored) = read_frame_at(file, path, &info, raw, stored)?;
+        let (key, _) = entry_at(&raw, 0).map_err(|reason| corrupt(offset, reason))?;
+        info.first_key = raw[key].into();
+        meta.records += u64::from(header.entries);
+        meta.raw_bytes += u64::from(header.raw_len);
+        meta.frames += 1;
+        offset += u64::from(len);
+        index.push(info);
+    }
+    let size = file
+        .metadata()
+        .map_err(|source| SortError::Read {
+            path: path.to_path_buf(),
+            offset: 0,
+            source,
+        })?
+        .len();
+    if size != meta.file_bytes {
+        return Err(corrupt(
+            meta.file_bytes,
+            "bytes after the end-of-run marker",
+        ));
+    }
+    Ok((index, meta))
+}
+
 /// Reads an unsigned LEB128 varint; `(value, bytes used)`.
 fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = 0u64;
@@ -459,8 +605,6 @@ mod tests {
             })
             .collect()
     }
-
-    use crate::runfile::RunMeta;
 
     #[test]
     fn a_panicking_compression_job_is_an_error_naming_the_stage() {

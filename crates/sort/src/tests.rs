@@ -733,3 +733,178 @@ fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     );
     assert_eq!(sorter.stats().records, 0);
 }
+
+/// Map tasks over consecutive slices of `input` (cut at `cuts`), each a
+/// sorter ending with `finish_runs`; their runs in split order.
+fn map_tasks(input: &Input, cuts: &[usize], config: &SortConfig) -> Vec<crate::SortedRun> {
+    let mut bounds = vec![0];
+    bounds.extend(cuts.iter().map(|&c| c.min(input.len())));
+    bounds.push(input.len());
+    bounds.sort_unstable();
+    let mut runs = Vec::new();
+    for w in bounds.windows(2) {
+        let mut sorter = Sorter::new(config.clone(), pool(2)).expect("sorter");
+        for (k, r) in &input[w[0]..w[1]] {
+            sorter.push(k, r).expect("push");
+        }
+        let out = sorter.finish_runs().expect("finish_runs");
+        assert_eq!(out.stats.records, (w[1] - w[0]) as u64);
+        assert_eq!(
+            out.runs.iter().map(|r| r.records()).sum::<u64>(),
+            (w[1] - w[0]) as u64,
+            "every record of the split is in its runs"
+        );
+        runs.extend(out.runs);
+    }
+    runs
+}
+
+/// Records of a reduce over `runs` restricted to `range`.
+fn reduce(runs: &[crate::SortedRun], range: &crate::KeyRange, kind: KeyKind) -> Vec<Vec<u8>> {
+    let mut merged = crate::merge_runs(runs, range, kind, pool(2)).expect("merge_runs");
+    let mut out = Vec::new();
+    while let Some((key, record)) = merged.next_entry().expect("next") {
+        if let Some(start) = &range.start {
+            assert!(key >= start.as_slice(), "key below the range");
+        }
+        if let Some(end) = &range.end {
+            assert!(key < end.as_slice(), "key past the range");
+        }
+        out.push(record.to_vec());
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Map tasks over splits, then reduces over key ranges from sampled
+    /// splitters, concatenated: the stable sort of the whole input, and the
+    /// run files stay until removed.
+    #[test]
+    fn map_runs_then_ranged_reduces_are_the_stable_sort(
+        fixed in any::<bool>(),
+        fixed_k in fixed_keys(),
+        var_k in variable_keys(),
+        lens in prop::collection::vec(0usize..120, 1..8),
+        budget in 256usize..12_000,
+        cuts in prop::collection::vec(0usize..400, 0..3),
+        parts in 1usize..6,
+        bounds in (prop::option::of(0usize..400), prop::option::of(0usize..400), any::<u64>()),
+    ) {
+        let (kind, keys) = if fixed { (KeyKind::Fixed8, fixed_k) } else { (KeyKind::Variable, var_k) };
+        let input = make_input(keys, &lens);
+        // Range bounds: keys of the input, or (when it has none) any key.
+        let bound = |i: Option<usize>| {
+            i.map(|i| match input.get(i) {
+                Some((k, _)) => k.clone(),
+                None => bounds.2.to_be_bytes().to_vec(),
+            })
+        };
+        let (lo, hi) = (bound(bounds.0), bound(bounds.1));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config(dir.path(), kind, budget, 0);
+        let runs = map_tasks(&input, &cuts, &config);
+        for run in &runs {
+            // A task with only the path rebuilds the same handle.
+            prop_assert_eq!(&crate::SortedRun::open(run.path()).expect("reopen"), run);
+        }
+        let want = expected(&input);
+        prop_assert_eq!(reduce(&runs, &crate::KeyRange::all(), kind), want.clone());
+        let splitters = crate::sample_splitters(&runs, parts);
+        prop_assert!(splitters.len() < parts.max(1));
+        prop_assert!(splitters.windows(2).all(|w| w[0] < w[1]), "sorted, distinct");
+        let mut joined = Vec::new();
+        for i in 0..=splitters.len() {
+            joined.extend(reduce(&runs, &crate::KeyRange::nth(&splitters, i), kind));
+        }
+        prop_assert_eq!(joined, want.clone());
+        // Any range, bounds present in the input or not, empty or
+        // reversed: the stable sort's records with keys in it.
+        for (lo, hi) in [(&lo, &hi), (&hi, &lo)] {
+            let range = crate::KeyRange { start: lo.clone(), end: hi.clone() };
+            let inside = |k: &[u8]| {
+                lo.as_deref().is_none_or(|l| k >= l) && hi.as_deref().is_none_or(|h| k < h)
+            };
+            let want_in: Vec<Vec<u8>> = want
+                .iter()
+                .filter(|r| inside(&input[index_of(r)].0))
+                .cloned()
+                .collect();
+            prop_assert_eq!(reduce(&runs, &range, kind), want_in);
+        }
+        prop_assert_eq!(temp_files(dir.path()), runs.len(), "merges keep the runs");
+        for run in runs {
+            run.remove().expect("remove");
+        }
+        prop_assert_eq!(temp_files(dir.path()), 0);
+    }
+}
+
+#[test]
+fn sampled_splitters_cut_a_spread_input_into_balanced_ranges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keys: Vec<Vec<u8>> = (0..40_000u64)
+        .map(|i| ((i * 7919) % 40_000).to_be_bytes().to_vec())
+        .collect();
+    let input = make_input(keys, &[60]);
+    let config = config(dir.path(), KeyKind::Fixed8, 64 << 10, 0);
+    let runs = map_tasks(&input, &[13_000, 25_000], &config);
+    assert!(runs.len() > 6, "several runs per map task: {}", runs.len());
+    let splitters = crate::sample_splitters(&runs, 4);
+    assert_eq!(splitters.len(), 3, "{splitters:?}");
+    let sizes: Vec<usize> = (0..4)
+        .map(|i| reduce(&runs, &crate::KeyRange::nth(&splitters, i), KeyKind::Fixed8).len())
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 40_000);
+    for s in &sizes {
+        assert!(
+            (8_000..=12_000).contains(s),
+            "ranges near a quarter: {sizes:?}"
+        );
+    }
+    // A range starting past the first frame does not need the runs' heads:
+    // a damaged first frame of every run is never read.
+    let start = splitters[1].clone();
+    let last = reduce(
+        &runs,
+        &crate::KeyRange {
+            start: Some(start.clone()),
+            end: None,
+        },
+        KeyKind::Fixed8,
+    );
+    for run in &runs {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(run.path())
+            .expect("open");
+        use std::io::{Seek, Write};
+        f.seek(std::io::SeekFrom::Start(8 + 20)).expect("seek");
+        f.write_all(&[0xde, 0xad, 0xbe, 0xef]).expect("damage");
+    }
+    let again = reduce(
+        &runs,
+        &crate::KeyRange {
+            start: Some(start),
+            end: None,
+        },
+        KeyKind::Fixed8,
+    );
+    assert_eq!(again, last);
+    let reopened = crate::SortedRun::open(runs[0].path()).expect_err("a damaged frame");
+    assert!(
+        matches!(reopened, SortError::CorruptRun { offset: 8, .. }),
+        "{reopened:?}"
+    );
+    let err = crate::merge_runs(&runs, &crate::KeyRange::all(), KeyKind::Fixed8, pool(2))
+        .and_then(|mut m| {
+            while m.next_record()?.is_some() {}
+            Ok(())
+        })
+        .expect_err("the damaged first frames are read from the start");
+    assert!(
+        matches!(err.root(), SortError::CorruptRun { .. }),
+        "{err:?}"
+    );
+}

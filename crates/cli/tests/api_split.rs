@@ -144,6 +144,7 @@ fn map_task(
         lookup: Arc::new(header.ref_lookup()),
         encoder: Arc::clone(encoder),
         record_limit: sorter.plan().record_limit,
+        unknown_reference: Default::default(),
     };
     let mut records = 0u64;
     while let Some(raw) = scanner.next_batch().expect("read the split") {

@@ -94,8 +94,9 @@ def same_as_cli(alnsort_bin, tmp_path, monkeypatch, inp: str, **kw) -> dict:
         {"order": "name-lexicographic", "threads": 2, "level": 1},
         {"order": "template-coordinate", "no_pg": True},
         {"tag": "RG", "max_memory": "32M"},
+        {"order": "minimiser", "threads": 2},
     ],
-    ids=["coordinate", "name", "index", "N-threads-level", "template-coordinate", "tag-maxmem"],
+    ids=["coordinate", "name", "index", "N-threads-level", "template-coordinate", "tag-maxmem", "minimiser"],
 )
 @pytest.mark.parametrize("source", ["example", "main-sam", "main-bam"])
 def test_sort_is_byte_identical_to_the_binary(alnsort_bin, inputs, tmp_path, monkeypatch, source, kw):
@@ -259,6 +260,28 @@ def test_refused_arguments(tmp_path):
     with pytest.raises(TypeError):
         alnsort.sort(EXAMPLE, 42)
     assert os.listdir(tmp_path) == []
+
+
+def test_unknown_reference_names_are_an_error_unless_mapped_to_unmapped(alnsort_bin, tmp_path, monkeypatch):
+    """The default stops at a SAM record whose RNAME is not in the header,
+    with the binary's message; unknown_reference="unmapped" sorts it as
+    samtools does (same bytes as the binary) and counts it."""
+    sam = tmp_path / "unknown.sam"
+    sam.write_text(
+        "@HD\tVN:1.6\n@SQ\tSN:chr1\tLN:1000\n"
+        "r1\t0\tchr1\t100\t60\t4M\t*\t0\t0\tACGT\tIIII\n"
+        "r2\t0\tchr9\t50\t60\t4M\t*\t0\t0\tACGT\tIIII\n"
+    )
+    out = tmp_path / "x.bam"
+    with pytest.raises(alnsort.AlnsortError) as err:
+        alnsort.sort(sam, out)
+    assert "line 4 (record 2)" in str(err.value) and "'chr9'" in str(err.value), str(err.value)
+    assert str(err.value) == cli_error(alnsort_bin, alnsort.sort_argv(str(sam), str(out)), tmp_path)
+    assert not out.exists()
+    stats = same_as_cli(alnsort_bin, tmp_path, monkeypatch, str(sam), unknown_reference="unmapped")
+    assert stats["unknown_reference_records"] == 1
+    with pytest.raises(ValueError, match="unknown_reference must be one of"):
+        alnsort.sort(sam, out, unknown_reference="drop")
 
 
 def test_the_argument_mapping():

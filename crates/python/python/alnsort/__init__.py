@@ -23,6 +23,7 @@ __all__ = [
     "AlnsortError",
     "AlnsortIOError",
     "ORDERS",
+    "UNKNOWN_REFERENCE",
     "__version__",
     "sort",
     "sort_argv",
@@ -41,7 +42,11 @@ ORDERS: Dict[str, List[str]] = {
     "name": ["-n"],
     "name-lexicographic": ["-N"],
     "template-coordinate": ["--template-coordinate"],
+    "minimiser": ["-M"],
 }
+
+#: The values of ``sort(unknown_reference=...)`` (``--unknown-reference``).
+UNKNOWN_REFERENCE = ("error", "unmapped")
 
 
 class AlnsortError(RuntimeError):
@@ -102,6 +107,7 @@ def sort_argv(
     tmp_dir: Optional[PathArg] = None,
     no_pg: bool = False,
     markdup: bool = False,
+    unknown_reference: str = "error",
 ) -> List[str]:
     """The ``alnsort sort`` command line that :func:`sort` runs for these
     arguments, beginning ``["alnsort", "sort", ...]``; running it in a shell
@@ -121,8 +127,15 @@ def sort_argv(
         raise ValueError(
             f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}"
         )
+    if not isinstance(unknown_reference, str) or unknown_reference not in UNKNOWN_REFERENCE:
+        raise ValueError(
+            "unknown_reference must be one of "
+            f"{', '.join(repr(v) for v in UNKNOWN_REFERENCE)}, not {unknown_reference!r}"
+        )
     argv: List[str] = [_alnsort.ARGV0, "sort"]
     argv += ORDERS[order]
+    if unknown_reference != "error":
+        argv.append(f"--unknown-reference={unknown_reference}")
     if tag is not None:
         _check(tag, (str,), "tag")
         argv += ["-t", tag]
@@ -170,6 +183,7 @@ def sort(
     tmp_dir: Optional[PathArg] = None,
     no_pg: bool = False,
     markdup: bool = False,
+    unknown_reference: str = "error",
 ) -> Dict[str, Any]:
     """Sort the SAM or BAM file ``input`` into ``output`` and return the
     run's statistics.
@@ -181,7 +195,8 @@ def sort(
 
     * ``order``: ``"coordinate"`` (default), ``"name"`` (``-n``, natural
       read-name order), ``"name-lexicographic"`` (``-N``) or
-      ``"template-coordinate"`` (``--template-coordinate``).
+      ``"template-coordinate"`` (``--template-coordinate``) or
+      ``"minimiser"`` (``-M``, samtools' minimiser order for unplaced reads).
     * ``tag``: sort by the value of this two-letter aux tag first, then by
       ``order`` (``-t TAG``).
     * ``threads``: worker threads (``-@``; below 2 is single-threaded).
@@ -194,6 +209,10 @@ def sort(
       names the index (``.bai`` for BAI). Coordinate order and BAM only.
     * ``tmp_dir``: directory for the run's private temporary directory (``-T``).
     * ``no_pg``: add no ``@PG`` line (``--no-PG``).
+    * ``unknown_reference``: ``"error"`` (default: a SAM record whose RNAME
+      or RNEXT is not in the header stops the run, naming its line) or
+      ``"unmapped"`` (samtools' behaviour: such records become unmapped and
+      are counted in the report's ``unknown_reference_records``).
     * ``markdup``: duplicate marking is not implemented yet;
       ``True`` raises ``NotImplementedError``.
 
@@ -223,6 +242,7 @@ def sort(
         tmp_dir=tmp_dir,
         no_pg=no_pg,
         markdup=markdup,
+        unknown_reference=unknown_reference,
     )
     report: Dict[str, Any] = json.loads(_alnsort.run(argv[2:]))
     return report

@@ -3,7 +3,7 @@
 //! `alnsort_bam::reader` (a serial boundary scan, then per-batch decoding on
 //! the pool) and handed to the sorter in batches. This file is the wiring.
 
-use crate::progress::Progress;
+use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
 use alnsort_bam::reader::{
@@ -411,20 +411,6 @@ fn prepare(
         unknown_reference_records: decoded.unknown_reference_records,
         last_block: raw.last_block_offset(),
     })
-}
-
-/// CPU seconds the calling thread has used (Linux `CLOCK_THREAD_CPUTIME_ID`):
-/// time spent working, not time blocked.
-fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes a caller-owned timespec.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 #[cfg(test)]

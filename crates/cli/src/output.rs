@@ -11,6 +11,7 @@
 use crate::args::OutFormat;
 use crate::cleanup::{CreateError, Debris, PendingFile};
 use crate::config::{Config, IndexKind};
+use crate::progress::thread_cpu_seconds;
 use alnsort_bam::header::Header;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bgzf::CompressionLevel;
@@ -274,20 +275,6 @@ impl Output {
             write_consume_s,
         })
     }
-}
-
-/// CPU seconds the calling thread has used.
-fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills a caller-owned timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Bytes written between two starts of writeback.

@@ -68,6 +68,21 @@ pub fn cpu_seconds() -> f64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
+/// CPU seconds the calling thread has used (Linux `CLOCK_THREAD_CPUTIME_ID`):
+/// time spent working, not time blocked. The serial stages' figures in
+/// `--stats-json` (`serial_seconds`) are differences of this.
+pub fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes a caller-owned timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// Peak resident set size of this process in bytes: `VmHWM` of
 /// /proc/self/status where there is one. `ru_maxrss` is the fallback only,
 /// because Linux carries the pre-exec address space's peak into it, and a

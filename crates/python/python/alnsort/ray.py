@@ -1,0 +1,540 @@
+"""Sort one or more BAM files on a Ray cluster, into the file that
+``alnsort sort`` writes on one machine.
+
+    $ python -m alnsort.ray sort --partitions 8 -o out.bam lane1.bam lane2.bam
+    >>> import alnsort.ray
+    >>> stats = alnsort.ray.sort(["lane1.bam", "lane2.bam"], "out.bam", partitions=8)
+
+The work is a sample sort over the stage functions of :mod:`alnsort.stages`,
+run as Ray Core tasks:
+
+1. **split** (driver): exact or guessed-and-verifiable record boundaries,
+   ``splits`` of them over all inputs;
+2. **sample** (one task per split): sort keys drawn from each split; the
+   driver turns them into ``partitions - 1`` splitters;
+3. **map** (one task per split, ``num_returns = partitions + 1``): decode,
+   key, sort and cut the split's records into one framed block per key range.
+   The blocks stay in Ray's object store (spilled to each node's spilling
+   directory when the store is full); only a small summary (record count,
+   the split's proven end) comes back to the driver;
+4. **check** (driver): each map proves where its split really ends; when that
+   is not where the next split of the same input begins (a guessed boundary
+   that was wrong), the next map is run again from the proven start, so a
+   wrong guess costs time, never records;
+5. **reduce** (one task per key range): merges the range's block from every
+   map, in split order, into a headerless BGZF part (plus its part index) on
+   the shared filesystem, written under a temporary name and renamed, so a
+   retried reduce is harmless;
+6. **assemble** (driver): header + parts in range order + one EOF block, the
+   index merged by shifting virtual offsets (or, ``sharded=True``, a
+   directory of complete, individually indexed BAMs).
+
+Fault tolerance is Ray's: a task on a node that dies is run again
+(``max_retries``) and map blocks lost with a node are rebuilt from the input
+by lineage reconstruction. Every stage is deterministic, so the output bytes
+depend only on the inputs, the options, ``splits`` and ``partitions``: not on
+the number of nodes, on ``threads``, or on which tasks failed. The driver owns
+the objects; if it dies, the run is lost (nothing is written to ``output``)
+and is run again from the start (docs/cluster.md).
+
+All inputs, the output and ``work_dir`` must be on a filesystem that every
+node and the driver see at the same path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from . import ORDERS, AlnsortError
+
+__all__ = ["sort", "main", "default_splits"]
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+#: Compressed input bytes per split when ``splits`` is not given (the
+#: default depends on the inputs only, so the output bytes do not depend on
+#: the cluster the run happens to get).
+SPLIT_BYTES = 64 << 20
+
+#: Sort keys sampled per partition (spread over the splits); skewed inputs
+#: (a pileup, the unmapped reads) need many more than Spark's 20.
+SAMPLES_PER_PARTITION = 128
+
+#: The module with the stage functions. Tests may name a stand-in with the
+#: same functions (``sort(stages_module=...)``).
+STAGES = "alnsort.stages"
+
+TaskHook = Callable[[str, int], None]
+
+
+def default_splits(inputs: Sequence[str]) -> int:
+    """The number of splits (and of partitions) used when none is given:
+    one per :data:`SPLIT_BYTES` of compressed input, at least one per input."""
+    total = sum(os.path.getsize(p) for p in inputs)
+    return max(len(inputs), math.ceil(total / SPLIT_BYTES))
+
+
+def _stages(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+def _timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "tuple[Any, float]":
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+# ---- the tasks (plain functions; made remote once Ray is imported) ----------
+
+
+def _sample_task(
+    stages: str, inputs: List[str], split: Dict[str, Any], count: int, order: Dict[str, Any]
+) -> Dict[str, Any]:
+    keys, secs = _timed(_stages(stages).sample, inputs, split, count, **order)
+    return {"keys": keys, "seconds": secs}
+
+
+def _map_task(
+    stages: str,
+    inputs: List[str],
+    split: Dict[str, Any],
+    splitters: List[bytes],
+    threads: int,
+    max_memory: Optional[Union[str, int]],
+    order: Dict[str, Any],
+    hook: Optional[TaskHook],
+    index: int,
+) -> tuple:
+    if hook is not None:
+        hook("map", index)
+    kwargs: Dict[str, Any] = dict(order, threads=threads)
+    if max_memory is not None:
+        kwargs["max_memory"] = max_memory
+    out, secs = _timed(_stages(stages).map, inputs, split, splitters, **kwargs)
+    blocks = out["blocks"]
+    if len(blocks) != len(splitters) + 1:
+        raise AlnsortError(
+            f"map of split {split.get('ordinal')} returned {len(blocks)} blocks "
+            f"for {len(splitters) + 1} partitions"
+        )
+    meta = {
+        "records": out["records"],
+        "end": out["end"],
+        "bytes": sum(len(b) for b in blocks),
+        "seconds": secs,
+    }
+    return (meta, *blocks)
+
+
+def _reduce_task(
+    stages: str,
+    inputs: List[str],
+    part_path: str,
+    range_index: int,
+    partitions: int,
+    options: Dict[str, Any],
+    order: Dict[str, Any],
+    hook: Optional[TaskHook],
+    *blocks: bytes,
+) -> Dict[str, Any]:
+    if hook is not None:
+        hook("reduce", range_index)
+    # Each attempt writes its own temporary part, renamed into place when
+    # complete: a retried or duplicated reduce writes the same bytes again.
+    tmp = f"{part_path}.tmp-{uuid.uuid4().hex}"
+    try:
+        out, secs = _timed(
+            _stages(stages).reduce,
+            inputs,
+            list(blocks),
+            tmp,
+            range_index,
+            partitions,
+            **options,
+            **order,
+        )
+        if os.path.exists(tmp + ".idx"):
+            os.replace(tmp + ".idx", part_path + ".idx")
+        os.replace(tmp, part_path)
+    finally:
+        for leftover in (tmp, tmp + ".idx"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
+    return dict(out, seconds=secs)
+
+
+# ---- the driver --------------------------------------------------------------
+
+
+def _order_options(order: str, tag: Optional[str], unknown_reference: Optional[str]) -> Dict[str, Any]:
+    if not isinstance(order, str) or order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}")
+    out: Dict[str, Any] = {"order": order}
+    if tag is not None:
+        out["tag"] = tag
+    if unknown_reference is not None and unknown_reference != "error":
+        out["unknown_reference"] = unknown_reference
+    return out
+
+
+def _index_kind(index: Union[bool, str, None]) -> Optional[str]:
+    if index is None or index is False:
+        return None
+    if index is True:
+        return "csi"  # --write-index writes FILE.csi, as alnsort sort does
+    if index in ("bai", "csi"):
+        return index
+    raise ValueError(f"index must be True, False, 'bai' or 'csi', not {index!r}")
+
+
+def _output_format(output: str, output_format: Optional[str]) -> str:
+    if output_format is None:
+        return "sam" if output.endswith(".sam") else "bam"
+    fmt = output_format.lower()
+    if fmt not in ("bam", "sam"):
+        raise ValueError(f"output_format must be 'bam' or 'sam', not {output_format!r}")
+    return fmt
+
+
+def _cluster_cpus(ray: Any) -> int:
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def sort(
+    inputs: Union[PathArg, Sequence[PathArg]],
+    output: PathArg,
+    *,
+    order: str = "coordinate",
+    tag: Optional[str] = None,
+    unknown_reference: Optional[str] = None,
+    threads: int = 1,
+    max_memory: Union[str, int, None] = None,
+    level: Optional[int] = None,
+    output_format: Optional[str] = None,
+    index: Union[bool, str, None] = False,
+    no_pg: bool = False,
+    partitions: Optional[int] = None,
+    splits: Optional[int] = None,
+    sharded: bool = False,
+    address: Optional[str] = None,
+    work_dir: Optional[PathArg] = None,
+    max_retries: int = 3,
+    task_hook: Optional[TaskHook] = None,
+    argv: Optional[List[str]] = None,
+    stages_module: str = STAGES,
+) -> Dict[str, Any]:
+    """Sort ``inputs`` (one BAM path or several, sorted together into one
+    output with merged headers) into ``output`` on Ray and return the run's
+    statistics.
+
+    Order and output options mean what they mean for :func:`alnsort.sort`
+    (``threads`` and ``max_memory`` are per task; each task reserves
+    ``threads`` CPUs). ``index`` is ``True`` (CSI, as ``--write-index``),
+    ``"bai"`` or ``"csi"``. ``partitions`` (R, reduce tasks and output parts)
+    and ``splits`` (map tasks) default to :func:`default_splits`; the output
+    bytes depend on both, and on nothing about the cluster. ``sharded=True``
+    writes ``output`` as a directory of complete, individually indexed BAMs,
+    one per partition.
+
+    Ray: when Ray is not initialised in this process, connects to
+    ``address`` (a cluster, ``"auto"``, or ``None`` for a local instance)
+    and disconnects at the end. ``max_retries`` is each task's retry budget
+    for lost workers and nodes. ``task_hook(stage, index)``, if given, is
+    called inside every map and reduce task before it works (fault-injection
+    tests; ``stages_module`` names a stand-in for :mod:`alnsort.stages`
+    in the driver's own tests). ``work_dir`` (on the shared filesystem; default: a new directory
+    beside ``output``) holds the parts until they are assembled; it is
+    removed afterwards, also on failure.
+
+    The statistics: ``records``, ``splits``, ``partitions``, ``repairs``
+    (maps run again after a wrong split guess), ``shuffle_bytes`` (block
+    bytes put into the object store), ``wall_seconds``, ``stage_seconds``
+    (time inside the stage functions, summed over tasks and the driver), and
+    per phase (``phases``) the wall time and the time inside stages.
+    """
+    import ray  # only this module needs Ray
+
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    ins = [os.fsdecode(os.fspath(p)) for p in inputs]
+    if not ins:
+        raise ValueError("no input: name one or more BAM files")
+    out = os.fsdecode(os.fspath(output))
+    for p in ins:
+        if not os.path.isfile(p):
+            raise AlnsortError(f"cannot open input '{p}': no such file")
+    order_opts = _order_options(order, tag, unknown_reference)
+    fmt = _output_format(out, output_format)
+    idx = _index_kind(index)
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    n_splits = splits if splits is not None else default_splits(ins)
+    n_parts = partitions if partitions is not None else n_splits
+    if n_splits < 1 or n_parts < 1:
+        raise ValueError("splits and partitions must be at least 1")
+    stages = stages_module  # a module name: it travels to the tasks
+    stage_mod = importlib.import_module(stages)
+
+    started_ray = False
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+        started_ray = True
+    out_dir = os.path.dirname(os.path.abspath(out))
+    work = (
+        tempfile.mkdtemp(prefix=".alnsort-ray-", dir=os.fsdecode(os.fspath(work_dir)))
+        if work_dir is not None
+        else tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.alnsort-ray-", dir=out_dir)
+    )
+    t_start = time.perf_counter()
+    phases: Dict[str, Dict[str, float]] = {}
+    try:
+        common = dict(max_retries=max_retries, retry_exceptions=False)
+        sample_r = ray.remote(num_cpus=1, **common)(_sample_task)
+        map_r = ray.remote(num_cpus=threads, **common)(_map_task)
+        reduce_r = ray.remote(num_cpus=threads, **common)(_reduce_task)
+
+        # 1. split (driver)
+        t0 = time.perf_counter()
+        split_list, secs = _timed(stage_mod.split, ins, n_splits)
+        phases["split"] = {"wall": time.perf_counter() - t0, "stage": secs}
+
+        # 2. sample -> splitters
+        t0 = time.perf_counter()
+        per_split = max(1, math.ceil(n_parts * SAMPLES_PER_PARTITION / len(split_list)))
+        samples = ray.get(
+            [sample_r.remote(stages, ins, s, per_split, order_opts) for s in split_list]
+        )
+        keys = [k for s in samples for k in s["keys"]]
+        splitters, sp_secs = _timed(stage_mod.splitters, keys, n_parts)
+        splitters = list(splitters)
+        phases["sample"] = {
+            "wall": time.perf_counter() - t0,
+            "stage": sum(s["seconds"] for s in samples) + sp_secs,
+        }
+        if len(splitters) != n_parts - 1:
+            raise AlnsortError(f"splitters: {len(splitters)} for {n_parts} partitions")
+
+        # 3. map
+        t0 = time.perf_counter()
+        splitters_ref = ray.put(splitters)
+
+        def submit_map(i: int, split: Dict[str, Any]) -> list:
+            return map_r.options(num_returns=n_parts + 1).remote(
+                stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i
+            )
+
+        refs = [submit_map(i, s) for i, s in enumerate(split_list)]
+        metas = ray.get([r[0] for r in refs])
+
+        # 4. check the chain of proven ends; repair wrong guesses
+        repairs = 0
+        kept: List[int] = []
+        for i, split in enumerate(split_list):
+            if i > 0 and split_list[i - 1]["input"] == split["input"]:
+                proven = metas[i - 1]["end"]  # first record at/after split i's start
+                if proven is None:
+                    # The previous split read to the end of its input: this
+                    # split holds no record of its own.
+                    metas[i] = dict(metas[i], end=None, records=0, bytes=0)
+                    continue
+                if proven != split["start"]:
+                    repairs += 1
+                    split = dict(split, start=proven)
+                    split_list[i] = split
+                    refs[i] = submit_map(i, split)
+                    metas[i] = ray.get(refs[i][0])
+            kept.append(i)
+        records = sum(metas[i]["records"] for i in kept)
+        phases["map"] = {
+            "wall": time.perf_counter() - t0,
+            "stage": sum(m["seconds"] for m in metas),
+        }
+
+        # 5. reduce
+        t0 = time.perf_counter()
+        parts = [os.path.join(work, f"part-{r:06d}.bgzf") for r in range(n_parts)]
+        options: Dict[str, Any] = {"output_format": fmt, "index": idx}
+        if level is not None:
+            options["level"] = level
+        reduced = ray.get(
+            [
+                reduce_r.remote(
+                    stages,
+                    ins,
+                    parts[r],
+                    r,
+                    n_parts,
+                    options,
+                    order_opts,
+                    task_hook,
+                    *[refs[m][1 + r] for m in kept],
+                )
+                for r in range(n_parts)
+            ]
+        )
+        del refs  # the blocks are no longer needed: let Ray free them
+        phases["reduce"] = {
+            "wall": time.perf_counter() - t0,
+            "stage": sum(x["seconds"] for x in reduced),
+        }
+        out_records = sum(x["records"] for x in reduced)
+        if out_records != records:
+            raise AlnsortError(f"reduce wrote {out_records} records; the maps read {records}")
+
+        # 6. assemble (driver)
+        t0 = time.perf_counter()
+        asm_kwargs: Dict[str, Any] = {
+            "output_format": fmt,
+            "index": idx,
+            "no_pg": no_pg,
+            "argv": argv if argv is not None else _argv(ins, out, order_opts, level, fmt, idx, n_parts, n_splits, sharded),
+        }
+        if sharded:
+            asm_kwargs["sharded"] = True
+        assembled, secs = _timed(stage_mod.assemble, ins, parts, out, **asm_kwargs)
+        phases["assemble"] = {"wall": time.perf_counter() - t0, "stage": secs}
+        wall = time.perf_counter() - t_start
+        stage_secs = sum(p["stage"] for p in phases.values())
+        return {
+            "records": records,
+            "splits": len(split_list),
+            "partitions": n_parts,
+            "repairs": repairs,
+            "shuffle_bytes": sum(metas[i]["bytes"] for i in kept),
+            "output_bytes": sum(x["bytes"] for x in reduced),
+            "wall_seconds": wall,
+            "stage_seconds": stage_secs,
+            "cluster_cpus": _cluster_cpus(ray),
+            "phases": phases,
+            "assemble": assembled,
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if started_ray:
+            ray.shutdown()
+
+
+def _argv(
+    ins: List[str],
+    out: str,
+    order: Dict[str, Any],
+    level: Optional[int],
+    fmt: str,
+    idx: Optional[str],
+    parts: int,
+    splits: int,
+    sharded: bool,
+) -> List[str]:
+    """The command line for the @PG line of a run started from Python."""
+    argv = ["python", "-m", "alnsort.ray", "sort"] + ORDERS[order["order"]]
+    if "tag" in order:
+        argv += ["-t", order["tag"]]
+    if level is not None:
+        argv += ["-l", str(level)]
+    argv += ["-O", fmt]
+    if idx is not None:
+        argv.append("--write-index")
+    argv += ["--partitions", str(parts), "--splits", str(splits)]
+    if sharded:
+        argv.append("--sharded")
+    return argv + ["-o", out] + ins
+
+
+# ---- python -m alnsort.ray ----------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m alnsort.ray sort",
+        description="Sort BAM files on a Ray cluster into the file `alnsort sort` writes "
+        "(several inputs are sorted together, headers merged).",
+    )
+    o = p.add_argument_group("sort order (the last one given wins, as in alnsort sort)")
+    o.add_argument("-n", dest="order", action="store_const", const="name", help="read name, natural order")
+    o.add_argument("-N", dest="order", action="store_const", const="name-lexicographic", help="read name, byte order")
+    o.add_argument("-M", dest="order", action="store_const", const="minimiser", help="minimiser order")
+    o.add_argument(
+        "--template-coordinate", dest="order", action="store_const", const="template-coordinate",
+        help="template-coordinate order",
+    )
+    o.add_argument("-t", dest="tag", metavar="TAG", help="sort by this aux tag first")
+    o.add_argument("--unknown-reference", choices=("error", "unmapped"), default=None)
+    w = p.add_argument_group("output")
+    w.add_argument("-o", dest="output", required=True, metavar="FILE", help="output file (directory with --sharded)")
+    w.add_argument("-O", "--output-fmt", dest="fmt", metavar="FMT[,level=N]", help="BAM or SAM")
+    w.add_argument("-l", dest="level", type=int, metavar="INT", help="compression level 0-9")
+    w.add_argument("-u", dest="level", action="store_const", const=0, help="uncompressed BAM (-l 0)")
+    w.add_argument("--write-index", action="store_true", help="write FILE.csi (FILE.bai with --index-format bai)")
+    w.add_argument("--index-format", choices=("bai", "csi"), default="csi")
+    w.add_argument("--no-PG", dest="no_pg", action="store_true", help="do not add the @PG line")
+    w.add_argument("--sharded", action="store_true", help="write a directory of indexed BAMs, one per partition")
+    t = p.add_argument_group("tasks and cluster")
+    t.add_argument("-@", "--threads", dest="threads", type=int, default=1, metavar="INT", help="threads (CPUs) per task")
+    t.add_argument("-m", dest="max_memory", metavar="INT[K|M|G]", help="record memory per thread, per map task")
+    t.add_argument("--partitions", type=int, metavar="R", help="reduce tasks = output parts [input size / 64 MiB]")
+    t.add_argument("--splits", type=int, metavar="S", help="map tasks [input size / 64 MiB]")
+    t.add_argument("--address", metavar="ADDR", help="Ray cluster address ('auto': the local cluster); default: start Ray here")
+    t.add_argument("--work-dir", metavar="DIR", help="shared directory for the parts [beside the output]")
+    t.add_argument("--max-retries", type=int, default=3, metavar="N", help="retries per task after a lost worker or node")
+    t.add_argument("--stats", action="store_true", help="print the run's statistics as JSON on stdout")
+    p.add_argument("inputs", nargs="+", metavar="IN.bam")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import json
+
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if not args_in or args_in[0] != "sort":
+        print("usage: python -m alnsort.ray sort [options] -o OUT IN.bam...", file=sys.stderr)
+        return 2
+    a = _parser().parse_args(args_in[1:])
+    fmt, level = a.fmt, a.level
+    if fmt is not None and "," in fmt:
+        fmt, *opts = fmt.split(",")
+        for opt in opts:
+            key, _, val = opt.partition("=")
+            if key != "level":
+                print(f"alnsort.ray sort: output format option '{opt}' is not supported", file=sys.stderr)
+                return 2
+            level = int(val)
+    try:
+        stats = sort(
+            a.inputs,
+            a.output,
+            order=a.order or "coordinate",
+            tag=a.tag,
+            unknown_reference=a.unknown_reference,
+            threads=a.threads,
+            max_memory=a.max_memory,
+            level=level,
+            output_format=fmt,
+            index=a.index_format if a.write_index else False,
+            no_pg=a.no_pg,
+            partitions=a.partitions,
+            splits=a.splits,
+            sharded=a.sharded,
+            address=a.address,
+            work_dir=a.work_dir,
+            max_retries=a.max_retries,
+            argv=["python", "-m", "alnsort.ray"] + args_in,
+        )
+    except (AlnsortError, OSError, ValueError) as e:
+        print(f"alnsort.ray sort: {e}", file=sys.stderr)
+        return 1
+    if a.stats:
+        print(json.dumps(stats, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""The Ray driver (alnsort.ray) on a simulated cluster: a head with 0 CPUs
+(the driver only) and 3 one-CPU worker nodes with the smallest object stores
+Ray allows and a spilling threshold low enough that map blocks spill.
+
+The proof: a generated BAM is sorted undisturbed, then again while a worker
+node is killed once in the middle of a map task and once in the middle of a
+reduce task (the task waits on a file barrier until the test has removed its
+node; Ray runs it again elsewhere and rebuilds the lost blocks by lineage).
+Every disturbed output must be byte-identical to the undisturbed one (BAM and
+merged index), record-identical to `alnsort sort` on one machine, and its
+merged index must answer region queries exactly as the index `samtools index`
+(pysam) builds for the same file. The same for the sharded output.
+
+Ray, the alnsort package and pysam must be installed (scripts/test.sh does
+it); nothing here skips. A failure to start Ray is a failure.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import gen
+import harness
+import oracle
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent
+
+import ray  # noqa: E402  (a missing Ray is an error, not a skip)
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import alnsort  # noqa: E402
+import alnsort.ray as aray  # noqa: E402
+
+from faults import Barrier  # noqa: E402
+
+STORE = 80 << 20  # just above Ray's minimum object store (75 MiB)
+SPLITS = 6
+PARTITIONS = 5
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # Workers must import the test helpers (faults.py, fake_stages.py).
+    path = os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    old_env = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_memory_usage_threshold")}
+    os.environ["PYTHONPATH"] = path
+    # Ray's out-of-memory killer would kill tasks on a small shared machine.
+    os.environ["RAY_memory_usage_threshold"] = "1.0"
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "object_store_memory": STORE,
+            "_system_config": {
+                # A dead node is noticed in about a second.
+                "health_check_initial_delay_ms": 0,
+                "health_check_period_ms": 500,
+                "health_check_failure_threshold": 2,
+                # Spill early and in small batches: blocks do not stay in memory.
+                "object_spilling_threshold": 0.05,
+                "min_spilling_size": 1 << 20,
+            },
+        },
+    )
+    for _ in range(3):
+        c.add_node(num_cpus=1, object_store_memory=STORE)
+    ray.init(address=c.address, log_to_driver=False)
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def bam(tmp_path_factory) -> str:
+    """~60k records over three references, with long reads, unmapped reads
+    and a hot tie window; BGZF as samtools writes it."""
+    d = tmp_path_factory.mktemp("ray-input")
+    sam = d / "in.sam"
+    sam.write_text(
+        gen.generate(
+            gen.Params(seed=31, n_templates=30_000, n_long_reads=3, n_huge_aux=1, header="v15")
+        )
+    )
+    out = str(d / "in.bam")
+    oracle.to_bam(str(sam), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def single(bam, tmp_path_factory, alnsort_bin) -> str:
+    """`alnsort sort --write-index` on one machine."""
+    out = str(tmp_path_factory.mktemp("ray-single") / "single.bam")
+    harness.check_ok(harness.run_alnsort(["sort", "--write-index", "-o", out, bam]))
+    return out
+
+
+# ---- helpers ------------------------------------------------------------------
+
+
+def records(path: str) -> bytes:
+    """The decompressed record section of a BAM (everything after the header)."""
+    data = gzip.decompress(Path(path).read_bytes())
+    assert data[:4] == b"BAM\1", f"{path}: not a BAM"
+    (l_text,) = struct.unpack_from("<i", data, 4)
+    pos = 8 + l_text
+    (n_ref,) = struct.unpack_from("<i", data, pos)
+    pos += 4
+    for _ in range(n_ref):
+        (l_name,) = struct.unpack_from("<i", data, pos)
+        pos += 4 + l_name + 4
+    return data[pos:]
+
+
+def regions(path: str) -> list[str]:
+    import pysam
+
+    with pysam.AlignmentFile(path, "rb", check_sq=False) as f:
+        refs = list(zip(f.references, f.lengths))
+    out = ["*"]
+    for name, length in refs:
+        out += [name, f"{name}:1-300", f"{name}:150-151", f"{name}:{length - 1000}-{length}"]
+        step = max(1, length // 5)
+        out += [f"{name}:{s + 1}-{s + step // 2}" for s in range(0, length, step)]
+    return out
+
+
+def assert_index_answers_as_samtools(bam_path: str, index_path: str, tmp: Path) -> None:
+    """Region queries through the merged index return exactly what they return
+    through an index samtools (pysam) builds for the same bytes."""
+    assert os.path.getsize(index_path) > 0, f"{index_path}: empty index"
+    copy = tmp / ("ref-" + os.path.basename(bam_path))
+    shutil.copyfile(bam_path, copy)
+    kind = "csi" if index_path.endswith(".csi") else "bai"
+    ref_index = oracle.index(str(copy), kind)
+    for region in regions(bam_path):
+        got = oracle.view_records(bam_path, region, index=index_path)
+        want = oracle.view_records(str(copy), region, index=ref_index)
+        assert got == want, f"{bam_path}: region {region}: the merged index returns other records"
+    assert oracle.samtools("idxstats", "-X", bam_path, index_path).stdout == oracle.idxstats(str(copy))
+
+
+def run_killing(cluster: Cluster, barrier: Barrier, **kwargs) -> dict:
+    """Run aray.sort in a thread; when the barrier's task has started, remove
+    its node and add a fresh one; return the run's statistics."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["stats"] = aray.sort(task_hook=barrier, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            result["error"] = e
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(barrier.marker):
+        assert th.is_alive() or "error" in result or os.path.exists(barrier.marker), (
+            f"the run ended before {barrier.stage} task {barrier.index} started: {result}"
+        )
+        if "error" in result:
+            raise result["error"]
+        assert time.monotonic() < deadline, f"{barrier.stage} task {barrier.index} never started"
+        time.sleep(0.1)
+    node_id = Path(barrier.marker).read_text()
+    victims = [n for n in cluster.worker_nodes if n.node_id == node_id]
+    assert len(victims) == 1, f"node {node_id} of {barrier.stage} task {barrier.index} not found"
+    cluster.remove_node(victims[0], allow_graceful=False)
+    cluster.add_node(num_cpus=1, object_store_memory=STORE)
+    th.join(timeout=240)
+    assert not th.is_alive(), "the run did not finish after the node was killed"
+    if "error" in result:
+        raise result["error"]
+    attempts = [a for a in barrier.attempts() if a[:2] == (barrier.stage, str(barrier.index))]
+    assert len(attempts) == 2 and attempts[0][2] != attempts[1][2], (
+        f"{barrier.stage} task {barrier.index} should have run twice on two nodes: {attempts}"
+    )
+    return result["stats"]
+
+
+def spilled_bytes() -> int:
+    from ray._private.internal_api import memory_summary
+
+    text = memory_summary(stats_only=True)
+    for line in text.splitlines():
+        if line.startswith("Spilled "):
+            return int(float(line.split()[1]) * (1 << 20))
+    return 0
+
+
+# ---- the driver's own control flow (a stand-in for the stages) ----------------
+
+
+def test_wrong_split_guesses_are_repaired(cluster, tmp_path):
+    """Splits whose start is a wrong guess (inside a record) are detected by
+    the previous map's proven end and mapped again from there: the output is
+    exactly the stable sort, whatever the splits and partitions."""
+    import random
+
+    rng = random.Random(5)
+    inputs = []
+    for n in range(2):
+        p = tmp_path / f"in{n}.txt"
+        p.write_text("".join(f"{rng.randrange(-50, 5000)}\n" for _ in range(20_000)))
+        inputs.append(str(p))
+    lines = [line for p in inputs for line in Path(p).read_text().splitlines(keepends=True)]
+    want = "".join(sorted(lines, key=int))
+    out = tmp_path / "out.txt"
+    stats = aray.sort(inputs, str(out), splits=6, partitions=4, stages_module="fake_stages")
+    assert out.read_text() == want
+    assert stats["records"] == len(lines)
+    assert stats["repairs"] == 4, stats  # every split but the first of each input
+    assert not [p for p in os.listdir(tmp_path) if "alnsort-ray" in p], "work directory left behind"
+
+
+# ---- the proof with the real stages -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def undisturbed(cluster, bam, tmp_path_factory) -> dict:
+    d = tmp_path_factory.mktemp("ray-undisturbed")
+    out = str(d / "out.bam")
+    stats = aray.sort(bam, out, index=True, splits=SPLITS, partitions=PARTITIONS)
+    return {"out": out, "stats": stats, "dir": d}
+
+
+def test_undisturbed_matches_single_node(undisturbed, single, bam):
+    out = undisturbed["out"]
+    assert records(out) == records(single), "records differ from alnsort sort"
+    assert oracle.strip_pg(oracle.view(out)) == oracle.strip_pg(oracle.view(single))
+    stats = undisturbed["stats"]
+    assert stats["records"] > 50_000 and stats["partitions"] == PARTITIONS, stats
+    assert spilled_bytes() > 0, "no object was spilled: the test does not exercise spilling"
+    assert_index_answers_as_samtools(out, out + ".csi", undisturbed["dir"])
+
+
+@pytest.mark.parametrize("stage,index", [("map", SPLITS - 2), ("reduce", 1)])
+def test_node_killed(cluster, undisturbed, single, bam, tmp_path, stage, index):
+    out = str(tmp_path / "out.bam")
+    barrier = Barrier(str(tmp_path), stage, index)
+    run_killing(cluster, barrier, inputs=bam, output=out, index=True, splits=SPLITS, partitions=PARTITIONS)
+    ref = undisturbed["out"]
+    assert Path(out).read_bytes() == Path(ref).read_bytes(), "output differs from the undisturbed run"
+    assert Path(out + ".csi").read_bytes() == Path(ref + ".csi").read_bytes(), "index differs"
+    assert records(out) == records(single)
+    assert_index_answers_as_samtools(out, out + ".csi", tmp_path)
+    assert not [p for p in os.listdir(tmp_path) if "alnsort-ray" in p], "work directory left behind"
+
+
+def shard_files(directory: str) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def test_sharded_with_node_killed(cluster, single, bam, tmp_path):
+    a = str(tmp_path / "a.sharded")
+    aray.sort(bam, a, index=True, splits=SPLITS, partitions=PARTITIONS, sharded=True)
+    b = str(tmp_path / "b.sharded")
+    barrier = Barrier(str(tmp_path), "reduce", 2)
+    run_killing(cluster, barrier, inputs=bam, output=b, index=True, splits=SPLITS, partitions=PARTITIONS, sharded=True)
+    files = shard_files(a)
+    assert files == shard_files(b)
+    for name in files:
+        assert Path(a, name).read_bytes() == Path(b, name).read_bytes(), f"{name} differs"
+    bams = [os.path.join(b, n) for n in files if n.endswith(".bam")]
+    assert len(bams) == PARTITIONS, files
+    assert b"".join(records(p) for p in bams) == records(single), "shards' records differ from alnsort sort"
+    for p in bams:
+        idx = [os.path.join(b, n) for n in files if n.startswith(os.path.basename(p) + ".")]
+        assert len(idx) == 1, f"{p}: index files {idx}"
+        assert_index_answers_as_samtools(p, idx[0], tmp_path)
+
+
+def test_command_line(cluster, single, bam, tmp_path):
+    """python -m alnsort.ray sort, joining the running cluster by --address,
+    with a name order and two inputs (lanes) sorted together."""
+    out = str(tmp_path / "n.bam")
+    env = dict(os.environ)
+    res = subprocess.run(
+        [sys.executable, "-m", "alnsort.ray", "sort", "-n", "--splits", "3", "--partitions", "2",
+         "--address", cluster.address, "--stats", "-o", out, bam, bam],
+        capture_output=True, text=True, env=env, timeout=240,
+    )
+    assert res.returncode == 0, res.stderr
+    want = str(tmp_path / "want.bam")
+    merged = str(tmp_path / "merged.bam")
+    oracle.samtools("cat", "-o", merged, bam, bam)
+    harness.check_ok(harness.run_alnsort(["sort", "-n", "-o", want, merged]))
+    assert records(out) == records(want)

@@ -205,6 +205,19 @@ def _output_format(output: str, output_format: Optional[str]) -> str:
     return fmt
 
 
+def _get(ray: Any, refs: Any) -> Any:
+    """``ray.get``, raising a failed stage's own exception (an
+    :class:`AlnsortError` with the CLI's message), not Ray's wrapper with the
+    remote traceback."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise
+
+
 def _cluster_cpus(ray: Any) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
@@ -275,7 +288,7 @@ def sort(
     order_opts = _order_options(order, tag, unknown_reference)
     fmt = _output_format(out, output_format)
     idx = _index_kind(index)
-    if threads < 1:
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
     n_splits = splits if splits is not None else default_splits(ins)
     n_parts = partitions if partitions is not None else n_splits
@@ -310,7 +323,8 @@ def sort(
         # 2. sample -> splitters
         t0 = time.perf_counter()
         per_split = max(1, math.ceil(n_parts * SAMPLES_PER_PARTITION / len(split_list)))
-        samples = ray.get(
+        samples = _get(
+            ray,
             [sample_r.remote(stages, ins, s, per_split, order_opts) for s in split_list]
         )
         keys = [k for s in samples for k in s["keys"]]
@@ -333,7 +347,7 @@ def sort(
             )
 
         refs = [submit_map(i, s) for i, s in enumerate(split_list)]
-        metas = ray.get([r[0] for r in refs])
+        metas = _get(ray, [r[0] for r in refs])
 
         # 4. check the chain of proven ends; repair wrong guesses
         repairs = 0
@@ -351,7 +365,7 @@ def sort(
                     split = dict(split, start=proven)
                     split_list[i] = split
                     refs[i] = submit_map(i, split)
-                    metas[i] = ray.get(refs[i][0])
+                    metas[i] = _get(ray, refs[i][0])
             kept.append(i)
         records = sum(metas[i]["records"] for i in kept)
         phases["map"] = {
@@ -365,7 +379,8 @@ def sort(
         options: Dict[str, Any] = {"output_format": fmt, "index": idx}
         if level is not None:
             options["level"] = level
-        reduced = ray.get(
+        reduced = _get(
+            ray,
             [
                 reduce_r.remote(
                     stages,

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Scaling of the Ray driver (python -m alnsort.ray) on a simulated cluster.
+
+For each node count N (default 1, 2, 3) it starts a `ray.cluster_utils.Cluster`
+with a head of 0 CPUs (the driver) and N one-CPU worker nodes, sorts the
+input with the same --splits and --partitions, and reports:
+
+* wall time of the sort (cluster start-up excluded, reported apart),
+* the time inside the Rust stage functions (summed over tasks) and the time
+  outside them: wall - (driver stages + task stages / N), i.e. the driver's
+  Python, Ray's scheduling and object transfers, and waiting,
+* the data moved through the object store per record (map block bytes /
+  records),
+* a checksum of the output file: it must be the same for every N,
+
+and, on the same input, `alnsort sort -@ 1` (one core, as one one-CPU node)
+with the checksum of its decoded records, which must equal the Ray runs'.
+
+    .venv/bin/python bench/ray_scaling.py [--input X.bam | --records 1000000]
+        [--nodes 1,2,3] [--splits 6] [--partitions 6] [--out bench/results/DATE-ray-scaling.md]
+
+Needs the alnsort package with alnsort.stages and ray==2.60.0 installed
+(pip install '.[ray]'), pysam (to generate and to check records), and the
+release binary target/release/alnsort.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import os
+import platform
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+def generate(records: int, path: str) -> None:
+    import gen
+    import oracle
+
+    sam = path + ".sam"
+    p = gen.Params(
+        seed=77,
+        n_templates=records * 100 // 185,  # ~1.85 records per template
+        read_len=100,
+        header="v15",
+        refs=[("chr1", 50_000_000), ("chr2", 40_000_000), ("chrM", 400_000)],
+        tie_fraction=0.05,
+    )
+    with open(sam, "w") as f:
+        f.write(gen.generate(p))
+    oracle.to_bam(sam, path)
+    os.unlink(sam)
+
+
+def record_digest(path: str) -> str:
+    """sha256 of the decompressed record section (after the header)."""
+    data = gzip.decompress(open(path, "rb").read())
+    (l_text,) = struct.unpack_from("<i", data, 4)
+    pos = 8 + l_text
+    (n_ref,) = struct.unpack_from("<i", data, pos)
+    pos += 4
+    for _ in range(n_ref):
+        (l_name,) = struct.unpack_from("<i", data, pos)
+        pos += 8 + l_name
+    return hashlib.sha256(memoryview(data)[pos:]).hexdigest()[:16]
+
+
+def file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def run_ray(n: int, inp: str, out: str, args: argparse.Namespace) -> dict:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import alnsort.ray as aray
+
+    os.environ["RAY_memory_usage_threshold"] = "1.0"
+    t0 = time.perf_counter()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(n):
+        c.add_node(num_cpus=1, object_store_memory=args.store_mib << 20)
+    ray.init(address=c.address, log_to_driver=False)
+    c.wait_for_nodes()
+    startup = time.perf_counter() - t0
+    try:
+        stats = aray.sort(
+            inp, out, splits=args.splits, partitions=args.partitions, threads=1, max_memory=args.memory
+        )
+    finally:
+        ray.shutdown()
+        c.shutdown()
+    stats["startup_seconds"] = startup
+    return stats
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--input", help="a BAM file (default: generate one of --records records)")
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--nodes", default="1,2,3")
+    ap.add_argument("--splits", type=int, default=6)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--memory", default="768M", help="-m per map task")
+    ap.add_argument("--store-mib", type=int, default=1024, help="object store per node (MiB)")
+    ap.add_argument("--out", help="write the Markdown report here (default: stdout only)")
+    ap.add_argument("--work", help="directory for inputs and outputs (default: a temporary one)")
+    args = ap.parse_args()
+    binary = os.path.join(ROOT, "target", "release", "alnsort")
+
+    work = args.work or tempfile.mkdtemp(prefix="ray-scaling-")
+    os.makedirs(work, exist_ok=True)
+    inp = args.input
+    if inp is None:
+        inp = os.path.join(work, f"gen-{args.records}.bam")
+        if not os.path.exists(inp):
+            print(f"generating {inp} ...", file=sys.stderr)
+            generate(args.records, inp)
+
+    rows = []
+    single = os.path.join(work, "single.bam")
+    t0 = time.perf_counter()
+    subprocess.run([binary, "sort", "-@", "1", "-m", args.memory, "-o", single, inp], check=True)
+    single_wall = time.perf_counter() - t0
+    single_digest = record_digest(single)
+    print(f"alnsort sort -@ 1: {single_wall:.2f} s", file=sys.stderr)
+
+    for n in [int(x) for x in args.nodes.split(",")]:
+        out = os.path.join(work, f"ray-{n}.bam")
+        s = run_ray(n, inp, out, args)
+        task_stage = sum(s["phases"][p]["stage"] for p in ("sample", "map", "reduce"))
+        driver_stage = sum(s["phases"][p]["stage"] for p in ("split", "assemble"))
+        outside = s["wall_seconds"] - (driver_stage + task_stage / n)
+        row = {
+            "nodes": n,
+            "wall": s["wall_seconds"],
+            "startup": s["startup_seconds"],
+            "stage": s["stage_seconds"],
+            "outside": outside,
+            "moved_per_record": s["shuffle_bytes"] / max(1, s["records"]),
+            "records": s["records"],
+            "phases": {k: round(v["wall"], 2) for k, v in s["phases"].items()},
+            "file": file_digest(out),
+            "records_digest": record_digest(out),
+        }
+        rows.append(row)
+        print(row, file=sys.stderr)
+        os.unlink(out)
+
+    lines = [
+        f"# Ray scaling, {datetime.date.today().isoformat()}",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores (shared with other work), "
+        f"Python {platform.python_version()}; simulated cluster (ray.cluster_utils.Cluster): "
+        "head with 0 CPUs + N one-CPU worker nodes, object store "
+        f"{args.store_mib} MiB per node; `--splits {args.splits} --partitions {args.partitions}`, "
+        f"`-m {args.memory}` per map task, `-@ 1` per task.",
+        "",
+        f"Input: `{inp if args.input else f'tests/gen.py, {args.records} records requested'}` "
+        f"({os.path.getsize(inp) / 1e6:.1f} MB), {rows[0]['records'] if rows else '?'} records.",
+        "Command: `.venv/bin/python bench/ray_scaling.py "
+        + " ".join(sys.argv[1:])
+        + "`",
+        "",
+        f"Baseline `alnsort sort -@ 1 -m {args.memory}`: **{single_wall:.2f} s**, records digest {single_digest}.",
+        "",
+        "| nodes | wall s | vs `alnsort sort -@ 1` | start-up s | in stages s (sum) | outside stages s | object-store bytes/record | phases (wall s) | output sha256 | records digest |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ph = ", ".join(f"{k} {v}" for k, v in r["phases"].items())
+        lines.append(
+            f"| {r['nodes']} | {r['wall']:.2f} | {r['wall'] / single_wall:.2f}x | {r['startup']:.1f} | "
+            f"{r['stage']:.2f} | {r['outside']:.2f} | {r['moved_per_record']:.0f} | {ph} | {r['file']} | "
+            f"{r['records_digest']}{'' if r['records_digest'] == single_digest else ' (DIFFERS)'} |"
+        )
+    lines += [
+        "",
+        "outside stages = wall - (split + assemble on the driver) - (sample + map + reduce task time) / N.",
+        "With 2 cores, 3 one-CPU nodes (plus the driver and Ray's own processes) oversubscribe the machine.",
+    ]
+    same = len({r["file"] for r in rows}) <= 1 and all(r["records_digest"] == single_digest for r in rows)
+    lines.append(
+        "Output bytes identical for every node count and records identical to `alnsort sort`: "
+        + ("yes" if same else "**NO**")
+    )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

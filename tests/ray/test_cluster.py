@@ -118,7 +118,7 @@ def bam(tmp_path_factory) -> str:
 def single(bam, tmp_path_factory, alnsort_bin) -> str:
     """`alnsort sort --write-index` on one machine."""
     out = str(tmp_path_factory.mktemp("ray-single") / "single.bam")
-    harness.check_ok(harness.run_alnsort(["sort", "--write-index", "-o", out, bam]))
+    harness.check_ok(harness.run_alnsort(["--write-index", "-o", out, bam]))
     return out
 
 
@@ -335,5 +335,36 @@ def test_command_line(cluster, single, bam, tmp_path):
     want = str(tmp_path / "want.bam")
     merged = str(tmp_path / "merged.bam")
     oracle.samtools("cat", "-o", merged, bam, bam)
-    harness.check_ok(harness.run_alnsort(["sort", "-n", "-o", want, merged]))
+    harness.check_ok(harness.run_alnsort(["-n", "-o", want, merged]))
     assert records(out) == records(want)
+
+
+def test_bad_input_fails_cleanly(cluster, bam, tmp_path):
+    """A corrupt record in the middle of the input fails the run with the
+    stage's AlnsortError naming the file (not Ray's wrapper, not retried
+    forever), and leaves neither output nor work directory behind."""
+    import pysam
+
+    # Inflate the whole file, break one record's reference id mid-file, write it back as BGZF.
+    bad = tmp_path / "bad.bam"
+    raw = bytearray(gzip.decompress(Path(bam).read_bytes()))
+    (l_text,) = struct.unpack_from("<i", raw, 4)
+    pos = 8 + l_text
+    (n_ref,) = struct.unpack_from("<i", raw, pos)
+    pos += 4
+    for _ in range(n_ref):
+        (l_name,) = struct.unpack_from("<i", raw, pos)
+        pos += 8 + l_name
+    half = len(raw) // 2
+    while pos < half:  # walk to the first record past the middle
+        (size,) = struct.unpack_from("<i", raw, pos)
+        pos += 4 + size
+    struct.pack_into("<i", raw, pos + 4, 1 << 20)  # refID far past n_ref
+    with pysam.BGZFile(str(bad), "wb") as f:
+        f.write(bytes(raw))
+    out = tmp_path / "out.bam"
+    with pytest.raises(alnsort.AlnsortError) as err:
+        aray.sort(str(bad), str(out), splits=SPLITS, partitions=PARTITIONS, max_retries=1)
+    assert not isinstance(err.value, ray.exceptions.RayTaskError), repr(err.value)
+    assert "bad.bam" in str(err.value), str(err.value)
+    assert sorted(os.listdir(tmp_path)) == ["bad.bam"], os.listdir(tmp_path)

@@ -12,6 +12,7 @@ pub mod input;
 pub mod memsize;
 pub mod output;
 pub mod progress;
+pub mod stages;
 pub mod stats;
 
 use crate::cleanup::{Debris, SignalGuard, TempDir};

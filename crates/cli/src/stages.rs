@@ -32,7 +32,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ use alnsort_bam::reader::{BamScanner, Decoder, RangeEnd, ScanOptions};
 use alnsort_bam::split as bsplit;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
-use alnsort_bgzf::{CompressionLevel, EOF_BLOCK};
+use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
@@ -433,6 +433,21 @@ fn index_format(kind: IndexKind) -> IndexFormat {
     }
 }
 
+/// A scanner over the records of the headerless, EOF-less BAM part at
+/// `path` (read as if its EOF block followed it).
+fn part_scanner(
+    path: &Path,
+    opts: ScanOptions,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<BamScanner> {
+    let name: Arc<str> = path.display().to_string().into();
+    let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let stream = file.chain(std::io::Cursor::new(EOF_BLOCK));
+    let reader = ParallelReader::new(stream, Arc::clone(pool), Vec::new())
+        .with_context(|| format!("{name}: starting the reader"))?;
+    Ok(BamScanner::new(name, reader, opts))
+}
+
 /// The part index of the headerless BAM part at `path`: each record's
 /// index fields, offsets as a reader of the part sees them.
 fn part_index(path: &Path, n_ref: usize, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<u8>> {
@@ -442,14 +457,7 @@ fn part_index(path: &Path, n_ref: usize, pool: &Arc<rayon::ThreadPool>) -> Resul
         .len();
     let mut idx = PartIndexWriter::new();
     if size > 0 {
-        let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
-        let mut scanner = BamScanner::open_at(
-            Arc::clone(&name),
-            file,
-            Arc::clone(pool),
-            0,
-            ScanOptions::default(),
-        )?;
+        let mut scanner = part_scanner(path, ScanOptions::default(), pool)?;
         let mut pending: Option<(i32, i64, i64, bool, u64)> = None;
         let mut flush = |p: (i32, i64, i64, bool, u64), vend: u64| {
             idx.push(&IndexRecord {
@@ -585,18 +593,14 @@ fn first_record_unplaced(
         }
         return Ok(match format {
             Format::Bam => {
-                let name: Arc<str> = part.display().to_string().into();
-                let file = File::open(part).with_context(|| format!("{name}: cannot open"))?;
-                let mut s = BamScanner::open_at(
-                    name,
-                    file,
-                    Arc::clone(pool),
-                    0,
+                let mut s = part_scanner(
+                    part,
                     ScanOptions {
                         batch_bytes: 1,
                         end: RangeEnd::Records(1),
                         ..ScanOptions::default()
                     },
+                    pool,
                 )?;
                 match s.next_batch()? {
                     Some(b) => RecordRef::with_block_size(&b.data).ref_id() < 0,

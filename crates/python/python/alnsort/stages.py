@@ -185,11 +185,19 @@ def repair(splits: List[Split], ends: Sequence[Optional[int]]) -> List[int]:
     """Checks each map's proven end (``ends[i]``, from ``map`` of
     ``splits[i]``) against the next split's start; where they differ,
     sets that next split's ``"start"`` to the proven end (in place) and
-    returns its index: the map tasks to run again."""
-    redo = []
+    returns its index: the map tasks to run again (their earlier output,
+    or failure, is dropped). The end of a split repaired in this call is
+    not checked (it is not known yet): call again after the reruns, until
+    nothing is returned.
+
+    A map (or sample) of a split whose start was guessed wrong usually
+    fails on its first record; a driver holds such a failure until the
+    previous map's proven end is known: if ``repair`` returns that split,
+    the failure was the wrong guess, otherwise it is real."""
+    redo: List[int] = []
     for i in range(len(splits) - 1):
         nxt = splits[i + 1]
-        if nxt["input"] != splits[i]["input"]:
+        if nxt["input"] != splits[i]["input"] or i in redo:
             continue
         if ends[i] != nxt["start"]:
             if ends[i] is None:
@@ -197,6 +205,7 @@ def repair(splits: List[Split], ends: Sequence[Optional[int]]) -> List[int]:
                     f"split {i} read to the end of its input, past split {i + 1}'s start"
                 )
             nxt["start"] = ends[i]
+            splits[i]["end"] = ends[i]
             redo.append(i + 1)
     return redo
 

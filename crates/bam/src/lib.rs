@@ -9,6 +9,7 @@ pub mod reader;
 pub mod record;
 pub mod sam_format;
 pub mod sam_parse;
+pub mod split;
 pub mod validate;
 pub mod writer;
 

@@ -544,7 +544,7 @@ impl OptSpec {
 }
 
 /// Greedy word wrap of `text` into lines of at most `width` characters.
-fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
@@ -619,6 +619,9 @@ Usage: alnsort <command> [options]
 
 Commands:
   sort      Sort by coordinate, read name, tag or template coordinate
+  split, sample, splitters, map, reduce, assemble
+            The distributed sort's stages, for a workflow manager
+            ('alnsort help map': the options of one)
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h
   version   Print the version; also --version, -V

@@ -12,6 +12,7 @@ pub mod input;
 pub mod memsize;
 pub mod output;
 pub mod progress;
+pub mod stages;
 pub mod stats;
 
 use crate::cleanup::{Debris, SignalGuard, TempDir};
@@ -296,6 +297,9 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
     let command = rest.next();
     match command.as_ref().map(|c| c.to_string_lossy()).as_deref() {
         Some("sort") => {}
+        Some(stage) if stages::is_stage_command(stage) => {
+            return stages::main(stage, rest.collect());
+        }
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
@@ -304,6 +308,9 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             match rest.next().as_ref().map(|c| c.to_string_lossy()).as_deref() {
                 None => print!("{}", args::top_help()),
                 Some("sort") => print!("{}", args::sort_help()),
+                Some(stage) if stages::is_stage_command(stage) => {
+                    print!("{}", stages::stage_help(stage))
+                }
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
                     return EXIT_USAGE;

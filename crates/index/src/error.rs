@@ -129,4 +129,14 @@ pub enum IndexError {
         /// Its value.
         count: usize,
     },
+    /// A part index (`merge.rs`) does not decode, or does not fit its part.
+    #[error("part index {part}: {reason} (at byte {offset})")]
+    BadPartIndex {
+        /// The part's number (0-based, in assembly order).
+        part: usize,
+        /// Byte offset in the part index where the problem is.
+        offset: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
 }

@@ -11,6 +11,8 @@ use alnsort::config;
 use pyo3::prelude::*;
 use std::ffi::OsString;
 
+mod stages;
+
 /// The program name the runs are given: it begins the @PG CL field and the
 /// report's `command_line`, as `alnsort` typed in a shell does.
 pub const ARGV0: &str = "alnsort";
@@ -108,6 +110,12 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARGV0", ARGV0)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sort_help, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_split, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_splitters, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_map, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_assemble, m)?)?;
     Ok(())
 }
 

@@ -121,4 +121,8 @@ pub enum SortError {
     /// A background merge stopped because its sorter was dropped.
     #[error("sort was cancelled")]
     Cancelled,
+
+    /// The splitters handed to a map task are not strictly increasing.
+    #[error("splitter {index} is not past splitter {}: splitters must be strictly increasing", index - 1)]
+    SplittersUnordered { index: usize },
 }

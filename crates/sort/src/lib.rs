@@ -80,6 +80,7 @@ mod runfile;
 mod runread;
 mod runs;
 mod sorter;
+pub mod stages;
 
 #[cfg(test)]
 mod tests;

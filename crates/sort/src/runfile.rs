@@ -118,7 +118,7 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Encodes one frame: `out` becomes header + payload.
-fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
+pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
     out.clear();
     out.resize(HEADER_LEN + max_stored_len(raw.len()), 0);
     let (method, stored_len) = match lz4_flex::block::compress_into(raw, &mut out[HEADER_LEN..]) {

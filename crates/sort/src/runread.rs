@@ -29,20 +29,20 @@ use crate::runfile::{
 };
 
 /// A frame as read from disk, before checking.
-struct StoredFrame {
-    offset: u64,
-    header: FrameHeader,
-    header_bytes: [u8; HEADER_LEN],
-    payload: Vec<u8>,
+pub(crate) struct StoredFrame {
+    pub(crate) offset: u64,
+    pub(crate) header: FrameHeader,
+    pub(crate) header_bytes: [u8; HEADER_LEN],
+    pub(crate) payload: Vec<u8>,
 }
 
 /// A checked, decompressed frame.
-struct Frame {
-    offset: u64,
-    entries: u32,
-    raw: Vec<u8>,
+pub(crate) struct Frame {
+    pub(crate) offset: u64,
+    pub(crate) entries: u32,
+    pub(crate) raw: Vec<u8>,
     /// The payload buffer, returned for reuse.
-    payload: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
 }
 
 /// A sorted run being read back.
@@ -315,7 +315,7 @@ impl RunReader {
 }
 
 /// Checks and decompresses a frame (runs on the pool).
-fn decode(stored: StoredFrame, mut raw: Vec<u8>, path: &std::path::Path) -> Result<Frame> {
+pub(crate) fn decode(stored: StoredFrame, mut raw: Vec<u8>, path: &std::path::Path) -> Result<Frame> {
     let StoredFrame {
         offset,
         header,

@@ -1,0 +1,1287 @@
+//! The distributed sort's stages (issue 11) as library calls, for the
+//! Python module `alnsort.stages`, the `alnsort split|sample|map|reduce|
+//! assemble` subcommands and any workflow manager:
+//!
+//! 1. [`split`]: cut the inputs into splits (record-start virtual offsets:
+//!    the header's end, proven; the others guessed, `alnsort_bam::split`).
+//! 2. [`sample`]: sort keys with their tie-break (split, record ordinal),
+//!    drawn evenly from one split.
+//! 3. [`splitters`]: R - 1 skew-safe range splitters from all samples.
+//! 4. [`map`]: one split read, keyed, sorted, cut into R framed blocks;
+//!    reports the proven end of the split (the offset of the first record
+//!    at or past its end), which the driver checks against the next
+//!    split's start (repair: run the next map again from the proven end).
+//! 5. [`reduce`]: one range's blocks (in split order) merged into a
+//!    headerless, EOF-less part, and its part index when asked.
+//! 6. [`assemble`]: header + parts in range order + one EOF block, the
+//!    index merged from the part indexes; or a directory of complete,
+//!    individually indexed files (sharded).
+//!
+//! Options are those of `alnsort sort` (the order, `-l`, `-O`,
+//! `--write-index`, `--no-PG`, `-@`, `--max-memory`, `-T`), given as the
+//! argument vector that command would take, without `-o` and the input:
+//! one parser, one meaning, the same messages. assemble(reduce(map(...)))
+//! over any splits and partitions holds the records of `alnsort sort`,
+//! in its order, with its header.
+//!
+//! Several inputs are sorted together (as if concatenated in order; the
+//! tie-break is input order) when their @SQ lines are identical; the
+//! output header is the first input's. Other combinations are refused
+//! until header merging (`alnsort merge`'s) is wired in. Only BAM inputs
+//! can be split (a SAM input is refused).
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use alnsort_bam::header::Header;
+use alnsort_bam::keys::KeyEncoder;
+use alnsort_bam::reader::{BamScanner, Decoder, RangeEnd, ScanOptions};
+use alnsort_bam::split as bsplit;
+use alnsort_bam::writer::{Format, Writer, WriterOptions};
+use alnsort_bam::RecordRef;
+use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
+use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
+use alnsort_sort::batch::Batch;
+use alnsort_sort::stages::{
+    merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter,
+};
+use alnsort_sort::{KeyKind, SortConfig, Sorter};
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::args::{self, OutFormat, Parsed};
+use crate::cleanup::{Debris, PendingFile, TempDir};
+use crate::config::{self, Config, IndexKind};
+
+/// The program name the stages parse their options under.
+const ARGV0: &str = "alnsort";
+
+/// One split: the records of input `input` from virtual offset `start`
+/// (a record start) to `end` (the next split's start; `None`: to the end
+/// of the input). `ordinal` is its place in input order over all inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitSpec {
+    pub input: usize,
+    pub start: u64,
+    pub end: Option<u64>,
+    pub ordinal: u32,
+}
+
+/// What [`map`] returns.
+#[derive(Debug)]
+pub struct MapOutput {
+    /// One framed block per range, in range order.
+    pub blocks: Vec<Vec<u8>>,
+    pub records: u64,
+    /// The proven end: the virtual offset of the first record at or past
+    /// the split's end (`None` when the split runs to the end of input).
+    pub end: Option<u64>,
+}
+
+/// What [`reduce`] returns.
+#[derive(Debug, Clone, Copy)]
+pub struct ReduceOutput {
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// What [`assemble`] returns.
+#[derive(Debug, Clone)]
+pub struct AssembleOutput {
+    pub bytes: u64,
+    /// The index written, if any (sharded: one per file, beside it).
+    pub index: Option<PathBuf>,
+    /// Sharded: the files written, in range order.
+    pub files: Vec<PathBuf>,
+}
+
+/// The resolved `alnsort sort` options of a stage. `output` names the
+/// output (assemble) or a stand-in with the right extension; `index` adds
+/// `--write-index` for that kind (BAI named `OUTPUT.bai`, CSI `OUTPUT.csi`).
+pub fn stage_config(
+    options: &[OsString],
+    output: &Path,
+    index: Option<IndexKind>,
+) -> Result<Config> {
+    let mut argv = options.to_vec();
+    let mut out = output.as_os_str().to_owned();
+    if let Some(kind) = index {
+        argv.push("--write-index".into());
+        if kind == IndexKind::Bai {
+            out.push("##idx##");
+            out.push(output.as_os_str());
+            out.push(".bai");
+        }
+    }
+    argv.extend([OsString::from("-o"), out, "stage-input.bam".into()]);
+    let parsed = args::parse(ARGV0, argv, false)?;
+    let Parsed::Run(a) = parsed else {
+        bail!("the options ask for the help or the version, not for a sort");
+    };
+    let cfg = config::resolve(&a)?;
+    if cfg.format == OutFormat::Cram {
+        bail!("CRAM output is not supported by the distributed stages yet");
+    }
+    Ok(cfg)
+}
+
+fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    Ok(Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("alnsort-stage-{i}"))
+            .build()
+            .context("starting the thread pool")?,
+    ))
+}
+
+/// Headers (and first-record offsets and sizes) of `inputs`; refuses
+/// inputs whose @SQ lines differ from the first's.
+fn headers(
+    inputs: &[PathBuf],
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<Vec<(Header, u64, u64)>> {
+    if inputs.is_empty() {
+        bail!("no input files");
+    }
+    let mut out: Vec<(Header, u64, u64)> = Vec::new();
+    for path in inputs {
+        let h = bsplit::read_header(path, Arc::clone(pool))?;
+        if let Some((first, _, _)) = out.first() {
+            if first.refs() != h.0.refs() {
+                bail!(
+                    "{}: its @SQ lines differ from those of {}; several inputs must have identical \
+                     @SQ lines (merging other headers is not supported by the stages yet)",
+                    path.display(),
+                    inputs[0].display()
+                );
+            }
+        }
+        out.push(h);
+    }
+    Ok(out)
+}
+
+fn key_kind(encoder: &KeyEncoder) -> KeyKind {
+    if encoder.is_fixed8() {
+        KeyKind::Fixed8
+    } else {
+        KeyKind::Variable
+    }
+}
+
+/// The key encoder of `cfg`'s order for `header`.
+fn encoder(cfg: &Config, header: &Header) -> Arc<KeyEncoder> {
+    Arc::new(KeyEncoder::new(
+        cfg.order.clone(),
+        header.n_ref(),
+        &header.library_map(),
+    ))
+}
+
+/// Cuts `inputs` into about `parts` splits in all (at least one per
+/// input, the rest by compressed size), in input order.
+pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<SplitSpec>> {
+    let pool = pool(threads)?;
+    let heads = headers(inputs, &pool)?;
+    let total: u64 = heads.iter().map(|h| h.2).sum::<u64>().max(1);
+    let mut out = Vec::new();
+    for (i, (path, (header, first, size))) in inputs.iter().zip(&heads).enumerate() {
+        let share = ((parts as u64 * size).div_ceil(total)).max(1) as usize;
+        let starts = bsplit::guess_starts(path, header.n_ref(), *first, *size, share, &pool)?;
+        for (j, &start) in starts.iter().enumerate() {
+            out.push(SplitSpec {
+                input: i,
+                start,
+                end: starts.get(j + 1).copied(),
+                ordinal: u32::try_from(out.len()).context("too many splits")?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Reads split `split` of `inputs`, calling `each(key, record, ordinal)`
+/// for every record in input order; returns the start of the last record.
+fn read_split(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    cfg: &Config,
+    header: &Arc<Header>,
+    encoder: &Arc<KeyEncoder>,
+    record_limit: usize,
+    pool: &Arc<rayon::ThreadPool>,
+    mut each: impl FnMut(&[u8], &[u8], u64) -> Result<()>,
+) -> Result<Option<u64>> {
+    let path = inputs
+        .get(split.input)
+        .ok_or_else(|| anyhow!("split {} names input {}, but there are {} inputs", split.ordinal, split.input, inputs.len()))?;
+    let name: Arc<str> = path.display().to_string().into();
+    let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let mut scanner = BamScanner::open_at(
+        Arc::clone(&name),
+        file,
+        Arc::clone(pool),
+        split.start,
+        ScanOptions {
+            record_limit,
+            end: split.end.map_or(RangeEnd::Eof, RangeEnd::VirtualOffset),
+            ..ScanOptions::default()
+        },
+    )?;
+    let decoder = Decoder {
+        file: Arc::clone(&name),
+        header: Arc::clone(header),
+        lookup: Arc::new(header.ref_lookup()),
+        encoder: Arc::clone(encoder),
+        record_limit,
+        unknown_reference: cfg.unknown_reference,
+    };
+    let mut ordinal = 0u64;
+    let mut last = None;
+    while let Some(raw) = scanner.next_batch()? {
+        let mut failed = None;
+        decoder.decode(
+            &raw,
+            |key, rec| {
+                if failed.is_none() {
+                    if let Err(e) = each(key, rec, ordinal) {
+                        failed = Some(e);
+                    }
+                }
+                ordinal += 1;
+                Ok(())
+            },
+            |w| eprintln!("[W::alnsort] {name}: {w}"),
+        )?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        last = raw.voffsets.last().copied().or(last);
+    }
+    Ok(last)
+}
+
+/// Up to `count` sort keys with their tie-break (encoded [`Splitter`]s),
+/// drawn evenly from split `split`.
+pub fn sample(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    count: usize,
+    options: &[OsString],
+) -> Result<Vec<Vec<u8>>> {
+    let cfg = stage_config(options, Path::new("stage.bam"), None)?;
+    let pool = pool(cfg.threads)?;
+    let heads = headers(inputs, &pool)?;
+    let header = Arc::new(heads[split.input].0.clone());
+    let enc = encoder(&cfg, &header);
+    // Every `stride`-th record is kept; when twice `count` are kept, every
+    // other one is dropped and the stride doubles.
+    let count = count.max(1);
+    let mut stride = 1u64;
+    let mut kept: Vec<Splitter> = Vec::new();
+    read_split(inputs, split, &cfg, &header, &enc, usize::MAX, &pool, |key, _, i| {
+        if i % stride == 0 {
+            kept.push(Splitter {
+                key: key.to_vec(),
+                split: split.ordinal,
+                ordinal: i,
+            });
+            if kept.len() >= 2 * count {
+                kept = std::mem::take(&mut kept).into_iter().step_by(2).collect();
+                stride *= 2;
+            }
+        }
+        Ok(())
+    })?;
+    let n = kept.len();
+    let picked: Vec<Vec<u8>> = if n <= count {
+        kept.iter().map(Splitter::encode).collect()
+    } else {
+        (0..count).map(|j| kept[j * n / count].encode()).collect()
+    };
+    Ok(picked)
+}
+
+/// R - 1 skew-safe splitters (encoded) from every split's samples.
+pub fn splitters(samples: &[Vec<u8>], partitions: usize) -> Result<Vec<Vec<u8>>> {
+    let decoded = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Splitter::decode(s).ok_or_else(|| {
+                anyhow!("sample {i} is {} bytes, shorter than its tie-break fields", s.len())
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(splitters_from_samples(decoded, partitions)
+        .iter()
+        .map(Splitter::encode)
+        .collect())
+}
+
+fn decode_splitters(splitters: &[Vec<u8>]) -> Result<Vec<Splitter>> {
+    splitters
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Splitter::decode(s)
+                .ok_or_else(|| anyhow!("splitter {i} is {} bytes, too short", s.len()))
+        })
+        .collect()
+}
+
+/// The map task of split `split`: its records sorted and cut into
+/// `splitters.len() + 1` framed blocks.
+pub fn map(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    splitters: &[Vec<u8>],
+    options: &[OsString],
+) -> Result<MapOutput> {
+    let cfg = stage_config(options, Path::new("stage.bam"), None)?;
+    let pool = pool(cfg.threads)?;
+    let heads = headers(inputs, &pool)?;
+    let header = Arc::new(heads[split.input].0.clone());
+    let enc = encoder(&cfg, &header);
+    let kind = key_kind(&enc);
+    let mut partitioner = Partitioner::new(decode_splitters(splitters)?, split.ordinal)?;
+    let debris = Debris::default();
+    let tmp = TempDir::new(&cfg.temp_parent, "alnsort-map", &debris).with_context(|| {
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
+    let result = (|| {
+        let sort_cfg = SortConfig {
+            memory_budget: cfg.memory_budget as usize,
+            temp_dir: tmp.path().to_path_buf(),
+            key_kind: kind,
+            max_open_runs: 0,
+            merge_partition_bytes: 0,
+        };
+        let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+        let limit = sorter.plan().record_limit;
+        let observe = partitioner.needs_observe();
+        let mut batch = Batch::for_input(kind, 1 << 20, 4096);
+        let mut records = 0u64;
+        let last = read_split(inputs, split, &cfg, &header, &enc, limit, &pool, |key, rec, i| {
+            if observe {
+                partitioner.observe(key, i);
+            }
+            if !batch.try_push(key, rec) {
+                sorter.push_batch(&batch)?;
+                batch = Batch::for_input(kind, (1 << 20).max(key.len() + rec.len() + 64), 4096);
+                if !batch.try_push(key, rec) {
+                    bail!("internal error: a record does not fit an empty batch");
+                }
+            }
+            records += 1;
+            Ok(())
+        })?;
+        if !batch.is_empty() {
+            sorter.push_batch(&batch)?;
+        }
+        let mut merged = sorter.finish()?;
+        let mut writers: Vec<BlockWriter> =
+            (0..partitioner.ranges()).map(|_| BlockWriter::new()).collect();
+        let mut assigner = partitioner.clone().into_assigner();
+        let mut out = 0u64;
+        while let Some((key, rec)) = merged.next_entry()? {
+            let r = assigner.range_of(key);
+            writers[r].push(key, rec);
+            out += 1;
+        }
+        if out != records {
+            bail!("internal error: read {records} records but the sort gave {out}");
+        }
+        let end = match split.end {
+            Some(end) => bsplit::proven_end(
+                &inputs[split.input],
+                split.start,
+                last,
+                end,
+                Arc::clone(&pool),
+            )?,
+            None => None,
+        };
+        Ok(MapOutput {
+            blocks: writers.into_iter().map(BlockWriter::finish).collect(),
+            records,
+            end,
+        })
+    })();
+    drop(tmp);
+    result
+}
+
+fn writer_format(cfg: &Config) -> Format {
+    match cfg.format {
+        OutFormat::Sam => Format::Sam,
+        OutFormat::SamGz => Format::SamBgzf,
+        OutFormat::Bam | OutFormat::Cram => Format::Bam,
+    }
+}
+
+fn index_format(kind: IndexKind) -> IndexFormat {
+    match kind {
+        IndexKind::Csi => IndexFormat::DEFAULT_CSI,
+        IndexKind::Bai => IndexFormat::Bai,
+    }
+}
+
+/// A scanner over the records of the headerless, EOF-less BAM part at
+/// `path` (read as if its EOF block followed it).
+fn part_scanner(
+    path: &Path,
+    opts: ScanOptions,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<BamScanner> {
+    let name: Arc<str> = path.display().to_string().into();
+    let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
+    let stream = file.chain(std::io::Cursor::new(EOF_BLOCK));
+    let reader = ParallelReader::new(stream, Arc::clone(pool), Vec::new())
+        .with_context(|| format!("{name}: starting the reader"))?;
+    Ok(BamScanner::new(name, reader, opts))
+}
+
+/// The part index of the headerless BAM part at `path`: each record's
+/// index fields, offsets as a reader of the part sees them.
+fn part_index(path: &Path, n_ref: usize, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<u8>> {
+    let name: Arc<str> = path.display().to_string().into();
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("{name}: cannot read"))?
+        .len();
+    let mut idx = PartIndexWriter::new();
+    if size > 0 {
+        let mut scanner = part_scanner(path, ScanOptions::default(), pool)?;
+        let mut pending: Option<(i32, i64, i64, bool, u64)> = None;
+        let mut flush = |p: (i32, i64, i64, bool, u64), vend: u64| {
+            idx.push(&IndexRecord {
+                ref_id: p.0,
+                beg: p.1,
+                end: p.2,
+                mapped: p.3,
+                vstart: p.4,
+                vend,
+            })
+        };
+        while let Some(raw) = scanner.next_batch()? {
+            let mut at = 0usize;
+            for &vo in &raw.voffsets {
+                let len = 4 + u32::from_le_bytes(raw.data[at..at + 4].try_into()?) as usize;
+                let r = RecordRef::with_block_size(&raw.data[at..at + len]);
+                if let Some(p) = pending.take() {
+                    flush(p, vo)?;
+                }
+                let beg = i64::from(r.pos());
+                let mapped = r.flag() & alnsort_bam::record::flags::UNMAPPED == 0;
+                let end = alnsort_index::record_end(beg, r.reference_length(), mapped);
+                if r.ref_id() >= n_ref as i32 {
+                    bail!("{name}: a record names reference {} of {n_ref}", r.ref_id());
+                }
+                pending = Some((r.ref_id(), beg, end, mapped, vo));
+                at += len;
+            }
+        }
+        if let Some(p) = pending.take() {
+            flush(p, size << 16)?;
+        }
+    }
+    Ok(idx.finish(size))
+}
+
+/// Path of the part index of the part at `part`.
+pub fn part_index_path(part: &Path) -> PathBuf {
+    let mut p = part.as_os_str().to_owned();
+    p.push(".idx");
+    PathBuf::from(p)
+}
+
+/// Writes `bytes` to `dest` atomically (a temp file renamed into place).
+fn write_atomic(dest: &Path, bytes: &[u8], debris: &Debris) -> Result<()> {
+    let (pending, mut f) = PendingFile::create(dest, debris)
+        .with_context(|| format!("{}: cannot create", dest.display()))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .with_context(|| format!("{}: cannot write", dest.display()))?;
+    pending
+        .commit()
+        .with_context(|| format!("{}: cannot rename into place", dest.display()))
+}
+
+/// The reduce task of range `range_index` (of `partitions`): `blocks`
+/// (that range's block of every split, in split order) merged into the
+/// headerless, EOF-less part `part`, and its part index `part.idx` when
+/// `index` is set. Both appear only when complete.
+pub fn reduce(
+    inputs: &[PathBuf],
+    blocks: Vec<Vec<u8>>,
+    part: &Path,
+    range_index: usize,
+    partitions: usize,
+    options: &[OsString],
+    index: bool,
+) -> Result<ReduceOutput> {
+    if range_index >= partitions.max(1) {
+        bail!("range {range_index} is not one of the {partitions} ranges");
+    }
+    let cfg = stage_config(options, Path::new("stage.bam"), None)?;
+    let pool = pool(cfg.threads)?;
+    let heads = headers(inputs, &pool)?;
+    let header = Arc::new(heads[0].0.clone());
+    let enc = encoder(&cfg, &header);
+    let names = (0..blocks.len())
+        .map(|s| format!("block of range {range_index} from split {s}"))
+        .collect();
+    let mut merged = merge_blocks(blocks, names, key_kind(&enc))?;
+    let format = writer_format(&cfg);
+    let debris = Debris::default();
+    let (pending, file) = PendingFile::create(part, &debris)
+        .with_context(|| format!("{}: cannot create the part", part.display()))?;
+    let options = WriterOptions {
+        format,
+        level: CompressionLevel::new(cfg.level).context("compression level")?,
+        header: false,
+        eof: false,
+        index: None,
+    };
+    let mut writer = Writer::new(file, Arc::clone(&header), options, Arc::clone(&pool))?;
+    let mut scratch = Vec::new();
+    while let Some((key, rec)) = merged.next_entry()? {
+        writer.write_record(enc.finish_record(key, rec, &mut scratch))?;
+    }
+    let done = writer.finish()?;
+    done.inner
+        .sync_all()
+        .with_context(|| format!("{}: cannot write the part", part.display()))?;
+    drop(done.inner);
+    let index = match index {
+        true if format != Format::Bam => bail!("an index can only be built for BAM output"),
+        true => Some(part_index(&pending.tmp, header.n_ref(), &pool)?),
+        false => None,
+    };
+    if let Some(idx) = index {
+        write_atomic(&part_index_path(part), &idx, &debris)?;
+    }
+    pending
+        .commit()
+        .with_context(|| format!("{}: cannot rename the part into place", part.display()))?;
+    Ok(ReduceOutput {
+        records: done.records,
+        bytes: done.bytes_written,
+    })
+}
+
+/// Whether the first record of the first non-empty part is unplaced
+/// (samtools' minimiser order then writes other @HD values); true when
+/// every part is empty.
+fn first_record_unplaced(
+    parts: &[PathBuf],
+    format: Format,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<bool> {
+    for part in parts {
+        let size = std::fs::metadata(part)
+            .with_context(|| format!("{}: cannot read the part", part.display()))?
+            .len();
+        if size == 0 {
+            continue;
+        }
+        return Ok(match format {
+            Format::Bam => {
+                let mut s = part_scanner(
+                    part,
+                    ScanOptions {
+                        batch_bytes: 1,
+                        end: RangeEnd::Records(1),
+                        ..ScanOptions::default()
+                    },
+                    pool,
+                )?;
+                match s.next_batch()? {
+                    Some(b) => RecordRef::with_block_size(&b.data).ref_id() < 0,
+                    None => continue,
+                }
+            }
+            Format::Sam | Format::SamBgzf => {
+                let bytes = std::fs::read(part)?;
+                let text = if format == Format::SamBgzf {
+                    alnsort_bgzf::decompress_all(&bytes)?
+                } else {
+                    bytes
+                };
+                let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+                line.split(|&b| b == b'\t').nth(2) == Some(b"*")
+            }
+        });
+    }
+    Ok(true)
+}
+
+/// The header bytes of the output (BGZF blocks for BAM and SAM.gz).
+fn header_bytes(header: &Arc<Header>, cfg: &Config, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<u8>> {
+    let options = WriterOptions {
+        format: writer_format(cfg),
+        level: CompressionLevel::new(cfg.level).context("compression level")?,
+        header: true,
+        eof: false,
+        index: None,
+    };
+    let w = Writer::new(Vec::new(), Arc::clone(header), options, Arc::clone(pool))?;
+    Ok(w.finish()?.inner)
+}
+
+/// Copies `header`, then `parts` in order, then the EOF block (BGZF forms)
+/// into `dest` atomically; returns each part's start offset and the EOF
+/// block's offset.
+fn concatenate(
+    dest: &Path,
+    header: &[u8],
+    parts: &[PathBuf],
+    bgzf: bool,
+    debris: &Debris,
+) -> Result<(Vec<u64>, u64, PendingFile)> {
+    let (pending, file) = PendingFile::create(dest, debris)
+        .with_context(|| format!("{}: cannot create", dest.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let wctx = || format!("{}: cannot write", dest.display());
+    out.write_all(header).with_context(wctx)?;
+    let mut at = header.len() as u64;
+    let mut starts = Vec::with_capacity(parts.len());
+    for part in parts {
+        starts.push(at);
+        let mut f = File::open(part).with_context(|| format!("{}: cannot open the part", part.display()))?;
+        at += std::io::copy(&mut f, &mut out).with_context(wctx)?;
+    }
+    let eof = at;
+    if bgzf {
+        out.write_all(&EOF_BLOCK).with_context(wctx)?;
+    }
+    let file = out.into_inner().map_err(|e| e.into_error()).with_context(wctx)?;
+    file.sync_all().with_context(wctx)?;
+    Ok((starts, eof, pending))
+}
+
+/// Assembles the output from `parts` (in range order): header (the first
+/// input's, edited as `alnsort sort` edits it) + parts + one EOF block;
+/// the index merged from the parts' indexes. With `sharded`, `output` is a
+/// directory of complete files instead, `part-NNNNN.<ext>`, each with its
+/// own index when one is asked for. `pg_argv` is the command line the @PG
+/// line records (unless the options say `--no-PG`).
+pub fn assemble(
+    inputs: &[PathBuf],
+    parts: &[PathBuf],
+    output: &Path,
+    options: &[OsString],
+    index: Option<IndexKind>,
+    sharded: bool,
+    pg_argv: Option<&[String]>,
+) -> Result<AssembleOutput> {
+    let stand_in;
+    let cfg_out = if sharded {
+        stand_in = output.join("part.bam");
+        &stand_in
+    } else {
+        output
+    };
+    let mut cfg = stage_config(options, cfg_out, index)?;
+    if cfg.pg.is_some() {
+        // The @PG command line: the one given, or `alnsort sort` with these
+        // options over the inputs.
+        let line = match pg_argv {
+            Some(argv) => argv.join(" "),
+            None => {
+                let mut words: Vec<String> = vec![ARGV0.into(), "sort".into()];
+                words.extend(options.iter().map(|o| o.to_string_lossy().into_owned()));
+                words.extend(["-o".into(), output.display().to_string()]);
+                words.extend(inputs.iter().map(|p| p.display().to_string()));
+                words.join(" ")
+            }
+        };
+        cfg.pg = Some(line.replace('\t', " "));
+    }
+    let pool = pool(cfg.threads)?;
+    let heads = headers(inputs, &pool)?;
+    let format = writer_format(&cfg);
+    let mut header = heads[0].0.clone();
+    let all_unplaced = if cfg.hd_all_unplaced.is_some() {
+        first_record_unplaced(parts, format, &pool)?
+    } else {
+        false
+    };
+    crate::edit_header(&mut header, &cfg, all_unplaced);
+    let header = Arc::new(header);
+    let head = header_bytes(&header, &cfg, &pool)?;
+    let bgzf = format != Format::Sam;
+    let ref_lengths: Vec<u64> = header.refs().iter().map(|r| r.len).collect();
+    let read_idx = |part: &Path| -> Result<Vec<u8>> {
+        let p = part_index_path(part);
+        std::fs::read(&p).with_context(|| {
+            format!("{}: cannot read the part index (reduce with the index option)", p.display())
+        })
+    };
+    let debris = Debris::default();
+    if !sharded {
+        let (starts, eof, pending) = concatenate(output, &head, parts, bgzf, &debris)?;
+        let mut index_path = None;
+        if let Some(target) = &cfg.index {
+            if format != Format::Bam {
+                bail!("an index can only be built for BAM output");
+            }
+            let idx: Vec<Vec<u8>> = parts.iter().map(|p| read_idx(p)).collect::<Result<_>>()?;
+            let list: Vec<(&[u8], u64)> = idx.iter().map(|d| d.as_slice()).zip(starts).collect();
+            let file = alnsort_index::merge_part_indexes(index_format(target.kind), &ref_lengths, &list, eof)
+                .context("merging the parts' indexes")?;
+            write_atomic(&target.path, &file.file_bytes(), &debris)?;
+            index_path = Some(target.path.clone());
+        }
+        pending
+            .commit()
+            .with_context(|| format!("{}: cannot rename into place", output.display()))?;
+        let bytes = std::fs::metadata(output)?.len();
+        return Ok(AssembleOutput {
+            bytes,
+            index: index_path,
+            files: Vec::new(),
+        });
+    }
+    // Sharded: a directory made beside the destination, renamed into place.
+    if output.exists() {
+        bail!(
+            "{}: already exists; the sharded output must be a new directory",
+            output.display()
+        );
+    }
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let stem = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let work = parent.join(format!(".{stem}.alnsort-{}.tmp", std::process::id()));
+    debris.add(work.clone());
+    let result = (|| {
+        std::fs::create_dir(&work)
+            .with_context(|| format!("{}: cannot create the directory", work.display()))?;
+        let ext = match cfg.format {
+            OutFormat::Sam => "sam",
+            OutFormat::SamGz => "sam.gz",
+            _ => "bam",
+        };
+        let mut files = Vec::new();
+        let mut bytes = 0u64;
+        for (i, part) in parts.iter().enumerate() {
+            let name = format!("part-{i:05}.{ext}");
+            let (starts, eof, pending) = concatenate(
+                &work.join(&name),
+                &head,
+                std::slice::from_ref(part),
+                bgzf,
+                &debris,
+            )?;
+            if let Some(target) = &cfg.index {
+                if format != Format::Bam {
+                    bail!("an index can only be built for BAM output");
+                }
+                let idx = read_idx(part)?;
+                let file = alnsort_index::merge_part_indexes(
+                    index_format(target.kind),
+                    &ref_lengths,
+                    &[(idx.as_slice(), starts[0])],
+                    eof,
+                )
+                .context("indexing a shard")?;
+                let suffix = match target.kind {
+                    IndexKind::Csi => "csi",
+                    IndexKind::Bai => "bai",
+                };
+                write_atomic(
+                    &work.join(format!("{name}.{suffix}")),
+                    &file.file_bytes(),
+                    &debris,
+                )?;
+            }
+            pending.commit()?;
+            bytes += eof + if bgzf { EOF_BLOCK.len() as u64 } else { 0 };
+            files.push(output.join(name));
+        }
+        std::fs::rename(&work, output).with_context(|| {
+            format!(
+                "{}: cannot rename the shard directory into place",
+                output.display()
+            )
+        })?;
+        debris.forget(&work);
+        Ok(AssembleOutput {
+            bytes,
+            index: None,
+            files,
+        })
+    })();
+    if result.is_err() {
+        debris.remove_all();
+    }
+    result
+}
+
+// ---- the subcommands: `alnsort split|sample|splitters|map|reduce|assemble` ----
+
+/// One option of a stage subcommand; help is rendered from [`STAGE_OPTIONS`].
+#[derive(Debug)]
+pub struct StageOpt {
+    /// The long name (`--parts`).
+    pub long: &'static str,
+    /// The value's name in the help; `None` for a flag.
+    pub value: Option<&'static str>,
+    /// The subcommands that take it.
+    pub commands: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// The stage subcommands, with what each does.
+pub const STAGE_COMMANDS: [(&str, &str, &str); 6] = [
+    ("split", "IN.bam...", "Cut BAM inputs into splits (record-start virtual offsets); prints them as JSON."),
+    ("sample", "IN.bam...", "Sort keys with their tie-break, drawn evenly from one split; prints them (hex) as JSON."),
+    ("splitters", "SAMPLES.json...", "Range splitters (hex, JSON) from the output of 'alnsort sample' for every split."),
+    ("map", "IN.bam...", "Sort one split and cut it into one framed block file per range; prints the files, the record count and the proven end."),
+    ("reduce", "IN.bam...", "Merge one range's block files (in split order) into a headerless, EOF-less part (and its part index)."),
+    ("assemble", "IN.bam...", "Write the output: header, parts in range order, EOF block, merged index; or a directory of shards."),
+];
+
+/// Every option of the stage subcommands.
+pub const STAGE_OPTIONS: &[StageOpt] = &[
+    StageOpt { long: "parts", value: Some("N"), commands: &["split"], help: "About this many splits in all (default 1)." },
+    StageOpt { long: "threads", value: Some("N"), commands: &["split"], help: "Threads (default 1; the other stages take -@ among the sort options)." },
+    StageOpt { long: "split", value: Some("I:START:END:ORD"), commands: &["sample", "map"], help: "The split: input index, start and end virtual offsets (END '-' for the end of the input) and ordinal, as the 'arg' field 'alnsort split' prints." },
+    StageOpt { long: "count", value: Some("N"), commands: &["sample"], help: "Most keys to draw (default 100)." },
+    StageOpt { long: "samples", value: Some("FILE"), commands: &["splitters"], help: "A file holding the JSON 'alnsort sample' printed; repeat for every split (or give them as arguments)." },
+    StageOpt { long: "partitions", value: Some("R"), commands: &["splitters", "reduce"], help: "Ranges (the splitters cut R ranges; reduce: how many there are)." },
+    StageOpt { long: "splitters", value: Some("FILE"), commands: &["map"], help: "The JSON 'alnsort splitters' printed (default: none, one range)." },
+    StageOpt { long: "out-dir", value: Some("DIR"), commands: &["map"], help: "Directory for the block files (split-ORD.range-R.alnblk)." },
+    StageOpt { long: "range", value: Some("I"), commands: &["reduce"], help: "The range this reduce merges (0-based)." },
+    StageOpt { long: "block", value: Some("FILE"), commands: &["reduce"], help: "A block file of this range; repeat in split order." },
+    StageOpt { long: "part", value: Some("FILE"), commands: &["reduce", "assemble"], help: "reduce: the part to write; assemble: a part, repeated in range order." },
+    StageOpt { long: "index", value: None, commands: &["reduce"], help: "Also write the part index FILE.idx (for an indexed output)." },
+    StageOpt { long: "output", value: Some("FILE"), commands: &["assemble"], help: "The output (a new directory with --sharded)." },
+    StageOpt { long: "write-index", value: Some("bai|csi"), commands: &["assemble"], help: "Merge the parts' indexes into FILE.bai or FILE.csi." },
+    StageOpt { long: "sharded", value: None, commands: &["assemble"], help: "Write a directory of complete, individually indexed files, one per part." },
+];
+
+/// `alnsort help <stage>` and `alnsort <stage> --help`.
+pub fn stage_help(command: &str) -> String {
+    let (_, args_text, what) = STAGE_COMMANDS
+        .iter()
+        .find(|c| c.0 == command)
+        .copied()
+        .unwrap_or(("", "", ""));
+    let mut out = format!("Usage: alnsort {command} [options] {args_text} [-- SORT OPTIONS]\n\n");
+    let about = format!(
+        "{what} SORT OPTIONS are those of 'alnsort sort' (order, -l, -O, -@, --max-memory, \
+         -T, --no-PG, ...); give every stage of one sort the same ones. Prints JSON on \
+         standard output."
+    );
+    for line in args::wrap(&about, args::HELP_WIDTH) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str("\nOptions:\n");
+    const INDENT: usize = 26;
+    for o in STAGE_OPTIONS.iter().filter(|o| o.commands.contains(&command)) {
+        let left = match o.value {
+            Some(v) => format!("  --{} {v}", o.long),
+            None => format!("  --{}", o.long),
+        };
+        let text = args::wrap(o.help, args::HELP_WIDTH - INDENT);
+        let mut rest = text.iter();
+        if left.chars().count() < INDENT - 1 {
+            let first = rest.next().map(String::as_str).unwrap_or("");
+            out.push_str(&format!("{left:<INDENT$}{first}\n"));
+        } else {
+            out.push_str(&left);
+            out.push('\n');
+        }
+        for line in rest {
+            out.push_str(&format!("{:INDENT$}{line}\n", ""));
+        }
+    }
+    out
+}
+
+/// JSON string literal of `s`.
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_opt(v: Option<u64>) -> String {
+    v.map_or("null".into(), |v| v.to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        bail!("'{s}' is not hex");
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| anyhow!("'{s}' is not hex")))
+        .collect()
+}
+
+/// The hex strings of the JSON array under `"field"` in `text` (the
+/// output of `alnsort sample` or `alnsort splitters`).
+fn hex_list(text: &str, field: &str, file: &Path) -> Result<Vec<Vec<u8>>> {
+    let key = format!("\"{field}\"");
+    let bad = || anyhow!("{}: no \"{field}\" list (the JSON 'alnsort {field}' prints)", file.display());
+    let at = text.find(&key).ok_or_else(bad)? + key.len();
+    let open = at + text[at..].find('[').ok_or_else(bad)?;
+    let close = open + text[open..].find(']').ok_or_else(bad)?;
+    text[open + 1..close]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| unhex(s.trim_matches('"')).with_context(|| file.display().to_string()))
+        .collect()
+}
+
+fn split_arg(s: &SplitSpec) -> String {
+    format!(
+        "{}:{}:{}:{}",
+        s.input,
+        s.start,
+        s.end.map_or("-".into(), |e| e.to_string()),
+        s.ordinal
+    )
+}
+
+fn parse_split(text: &str) -> Result<SplitSpec> {
+    let f: Vec<&str> = text.split(':').collect();
+    let bad = || anyhow!("--split {text}: expected INPUT:START:END:ORDINAL (END '-' for none)");
+    if f.len() != 4 {
+        return Err(bad());
+    }
+    Ok(SplitSpec {
+        input: f[0].parse().map_err(|_| bad())?,
+        start: f[1].parse().map_err(|_| bad())?,
+        end: if f[2] == "-" {
+            None
+        } else {
+            Some(f[2].parse().map_err(|_| bad())?)
+        },
+        ordinal: f[3].parse().map_err(|_| bad())?,
+    })
+}
+
+/// What a stage command line holds.
+#[derive(Default)]
+struct StageArgs {
+    values: Vec<(&'static str, String)>,
+    flags: Vec<&'static str>,
+    positional: Vec<PathBuf>,
+    sort_options: Vec<OsString>,
+    help: bool,
+}
+
+impl StageArgs {
+    fn one(&self, name: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn all(&self, name: &str) -> Vec<PathBuf> {
+        self.values
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, v)| PathBuf::from(v))
+            .collect()
+    }
+
+    fn need(&self, command: &str, name: &str) -> Result<&str> {
+        self.one(name)
+            .ok_or_else(|| anyhow!("alnsort {command} needs --{name}"))
+    }
+
+    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
+        match self.one(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| anyhow!("--{name} {v}: not a number")),
+        }
+    }
+}
+
+fn parse_stage_args(command: &str, argv: Vec<OsString>) -> Result<StageArgs> {
+    let mut out = StageArgs::default();
+    let mut it = argv.into_iter();
+    while let Some(arg) = it.next() {
+        let text = arg.to_string_lossy().into_owned();
+        if text == "--" {
+            out.sort_options = it.by_ref().collect();
+            break;
+        }
+        if text == "--help" || text == "-h" {
+            out.help = true;
+            continue;
+        }
+        if let Some(long) = text.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None => (long, None),
+            };
+            let spec = STAGE_OPTIONS
+                .iter()
+                .find(|o| o.long == name && o.commands.contains(&command))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "unknown option '--{name}' for alnsort {command} (sort options go after --)"
+                    )
+                })?;
+            match spec.value {
+                Some(_) => {
+                    let v = match inline {
+                        Some(v) => v,
+                        None => it
+                            .next()
+                            .ok_or_else(|| anyhow!("--{name} needs a value"))?
+                            .to_string_lossy()
+                            .into_owned(),
+                    };
+                    out.values.push((spec.long, v));
+                }
+                None if inline.is_some() => bail!("--{name} takes no value"),
+                None => out.flags.push(spec.long),
+            }
+        } else if text.starts_with('-') && text != "-" {
+            bail!("unknown option '{text}' for alnsort {command} (sort options go after --)");
+        } else {
+            out.positional.push(PathBuf::from(arg));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs one stage subcommand; prints its JSON result. Errors carry the
+/// context the library gives them.
+fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
+    let opts = &a.sort_options;
+    match command {
+        "split" => {
+            let splits = split(&a.positional, a.number("parts", 1)?, a.number("threads", 1)?)?;
+            let rows: Vec<String> = splits
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{{\"input\": {}, \"start\": {}, \"end\": {}, \"ordinal\": {}, \"arg\": {}}}",
+                        s.input,
+                        s.start,
+                        json_opt(s.end),
+                        s.ordinal,
+                        json_str(&split_arg(s))
+                    )
+                })
+                .collect();
+            Ok(format!("[{}]", rows.join(", ")))
+        }
+        "sample" => {
+            let s = parse_split(a.need(command, "split")?)?;
+            let got = sample(&a.positional, &s, a.number("count", 100)?, opts)?;
+            let list: Vec<String> = got.iter().map(|k| json_str(&hex(k))).collect();
+            Ok(format!("{{\"samples\": [{}]}}", list.join(", ")))
+        }
+        "splitters" => {
+            let mut files = a.all("samples");
+            files.extend(a.positional.iter().cloned());
+            let mut samples = Vec::new();
+            for f in &files {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("{}: cannot read", f.display()))?;
+                samples.extend(hex_list(&text, "samples", f)?);
+            }
+            let cuts = splitters(&samples, a.number("partitions", 1)?)?;
+            let list: Vec<String> = cuts.iter().map(|k| json_str(&hex(k))).collect();
+            Ok(format!("{{\"splitters\": [{}]}}", list.join(", ")))
+        }
+        "map" => {
+            let s = parse_split(a.need(command, "split")?)?;
+            let cuts = match a.one("splitters") {
+                Some(f) => {
+                    let f = Path::new(f);
+                    let text = std::fs::read_to_string(f)
+                        .with_context(|| format!("{}: cannot read", f.display()))?;
+                    hex_list(&text, "splitters", f)?
+                }
+                None => Vec::new(),
+            };
+            let dir = PathBuf::from(a.need(command, "out-dir")?);
+            let out = map(&a.positional, &s, &cuts, opts)?;
+            let debris = Debris::default();
+            let mut files = Vec::new();
+            for (r, block) in out.blocks.iter().enumerate() {
+                let path = dir.join(format!("split-{}.range-{r}.alnblk", s.ordinal));
+                write_atomic(&path, block, &debris)?;
+                files.push(json_str(&path.display().to_string()));
+            }
+            Ok(format!(
+                "{{\"blocks\": [{}], \"records\": {}, \"end\": {}}}",
+                files.join(", "),
+                out.records,
+                json_opt(out.end)
+            ))
+        }
+        "reduce" => {
+            let blocks = a
+                .all("block")
+                .iter()
+                .map(|f| std::fs::read(f).with_context(|| format!("{}: cannot read", f.display())))
+                .collect::<Result<Vec<_>>>()?;
+            let part = PathBuf::from(a.need(command, "part")?);
+            let range: usize = a
+                .need(command, "range")?
+                .parse()
+                .map_err(|_| anyhow!("--range: not a number"))?;
+            let r = reduce(
+                &a.positional,
+                blocks,
+                &part,
+                range,
+                a.number("partitions", 1)?,
+                opts,
+                a.flags.contains(&"index"),
+            )?;
+            Ok(format!("{{\"records\": {}, \"bytes\": {}}}", r.records, r.bytes))
+        }
+        "assemble" => {
+            let output = PathBuf::from(a.need(command, "output")?);
+            let index = match a.one("write-index") {
+                None => None,
+                Some("bai") => Some(IndexKind::Bai),
+                Some("csi") => Some(IndexKind::Csi),
+                Some(other) => bail!("--write-index {other}: expected bai or csi"),
+            };
+            let done = assemble(
+                &a.positional,
+                &a.all("part"),
+                &output,
+                opts,
+                index,
+                a.flags.contains(&"sharded"),
+                None,
+            )?;
+            let files: Vec<String> = done
+                .files
+                .iter()
+                .map(|f| json_str(&f.display().to_string()))
+                .collect();
+            Ok(format!(
+                "{{\"bytes\": {}, \"index\": {}, \"files\": [{}]}}",
+                done.bytes,
+                done.index
+                    .map_or("null".into(), |p| json_str(&p.display().to_string())),
+                files.join(", ")
+            ))
+        }
+        other => bail!("unknown stage '{other}'"),
+    }
+}
+
+/// Whether `command` is a stage subcommand.
+pub fn is_stage_command(command: &str) -> bool {
+    STAGE_COMMANDS.iter().any(|c| c.0 == command)
+}
+
+/// `alnsort <stage> ARGS`: the exit code (0, 1 on failure with the
+/// message on stderr, 2 for a usage mistake).
+pub fn main(command: &str, argv: Vec<OsString>) -> i32 {
+    let a = match parse_stage_args(command, argv) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("alnsort {command}: {e:#}");
+            eprintln!("Try 'alnsort {command} --help' for the options.");
+            return 2;
+        }
+    };
+    if a.help {
+        print!("{}", stage_help(command));
+        return 0;
+    }
+    match run_stage_command(command, &a) {
+        Ok(json) => {
+            println!("{json}");
+            0
+        }
+        Err(e) => {
+            eprintln!("alnsort {command}: {e:#}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_help_lists_each_option_within_80_columns() {
+        for (command, _, _) in STAGE_COMMANDS {
+            let text = stage_help(command);
+            for line in text.lines() {
+                assert!(line.chars().count() <= args::HELP_WIDTH, "{command}: {line:?}");
+            }
+            for o in STAGE_OPTIONS.iter().filter(|o| o.commands.contains(&command)) {
+                assert!(text.contains(&format!("--{}", o.long)), "{command}: --{}", o.long);
+            }
+        }
+    }
+
+    #[test]
+    fn split_args_and_hex_round_trip() {
+        let s = SplitSpec {
+            input: 1,
+            start: 123 << 16,
+            end: None,
+            ordinal: 4,
+        };
+        assert_eq!(parse_split(&split_arg(&s)).unwrap(), s);
+        assert!(parse_split("1:2:3").is_err());
+        let k = vec![0u8, 255, 17];
+        assert_eq!(unhex(&hex(&k)).unwrap(), k);
+        let text = format!("{{\"samples\": [\"{}\", \"ab\"]}}", hex(&k));
+        let got = hex_list(&text, "samples", Path::new("x")).unwrap();
+        assert_eq!(got, vec![k, vec![0xab]]);
+        assert!(hex_list(&text, "splitters", Path::new("x")).is_err());
+    }
+
+    #[test]
+    fn unknown_options_are_refused_and_sort_options_pass_after_the_separator() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(parse_stage_args("map", os(&["--parts", "3"])).is_err());
+        assert!(parse_stage_args("map", os(&["-n"])).is_err());
+        let a = parse_stage_args("map", os(&["--split=0:1:-:0", "in.bam", "--", "-n", "-l", "1"]))
+            .unwrap();
+        assert_eq!(a.one("split"), Some("0:1:-:0"));
+        assert_eq!(a.positional, vec![PathBuf::from("in.bam")]);
+        assert_eq!(a.sort_options, os(&["-n", "-l", "1"]));
+    }
+}

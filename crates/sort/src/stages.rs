@@ -1,0 +1,660 @@
+//! The sort engine's side of the distributed stages (issue 11): skew-safe
+//! range splitters, the partitioning of a map task's sorted stream into
+//! framed blocks, and the reduce's merge of those blocks.
+//!
+//! **Total order.** The single-node sort orders records by key, ties by
+//! input order. Over several splits of the input (split `s` holds the
+//! records before split `s + 1`'s), input order is (split ordinal, record
+//! ordinal within the split). A [`Splitter`] is such a triple
+//! `(key, split, ordinal)`, so a range boundary can fall *inside* the
+//! records of one key — all unmapped reads of a coordinate sort, a pileup
+//! — and every range still holds exactly a contiguous stretch of the
+//! single-node order.
+//!
+//! **Map.** A map task sorts its split alone (ties in input order), then
+//! [`Assigner`] walks the sorted stream and sends each record to its range.
+//! In the sorted stream the records of one key from this split come in
+//! input order, so "ordinal < I" is "among the first `c` records of key K",
+//! where `c` was counted while the split was read ([`Partitioner::observe`],
+//! only for the splitters that name this split and only when there are
+//! any). Each range's records go to one [`BlockWriter`]: the run files'
+//! frame format (`runfile.rs`) in memory, self-describing (magic, CRC-
+//! checked LZ4 frames, end marker).
+//!
+//! **Reduce.** [`merge_blocks`] merges one range's blocks, given in split
+//! order, with the loser tree every merge uses (lower source wins ties):
+//! equal keys come out in split order, and within a split in input order,
+//! which is the single-node order.
+
+use std::cmp::Ordering;
+use std::path::PathBuf;
+
+use crate::error::{Result, SortError};
+use crate::loser::{LoserTree, MergeSource};
+use crate::runfile::{
+    encode_frame, frame_crc, put_varint, FrameHeader, HEADER_LEN, MAGIC, METHOD_END,
+};
+use crate::runread::{decode, entry_at, StoredFrame};
+use crate::KeyKind;
+
+/// Bytes of the tie-break fields at the end of an encoded splitter or
+/// sample: the split ordinal (`u32`, big-endian) and the record ordinal
+/// within the split (`u64`, big-endian).
+pub const TIE_BREAK_LEN: usize = 12;
+
+/// Raw bytes of a block's frame before it is compressed.
+const FRAME_TARGET: usize = 256 << 10;
+
+/// A point in the single-node order: a key and, among the records with
+/// that key, the position `(split, ordinal)` in input order. Records
+/// compare to it by `(key, split, ordinal)`; a splitter with `split` and
+/// `ordinal` 0 cuts before every record of its key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Splitter {
+    /// The sort key (as `KeyEncoder` makes it).
+    pub key: Vec<u8>,
+    /// Ordinal of the split the record is in (its place in input order).
+    pub split: u32,
+    /// Ordinal of the record within its split (0 = the split's first).
+    pub ordinal: u64,
+}
+
+impl Splitter {
+    /// `key ++ split (u32 BE) ++ ordinal (u64 BE)`: the form samples and
+    /// splitters take between processes (the Python `bytes`).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.key.len() + TIE_BREAK_LEN);
+        out.extend_from_slice(&self.key);
+        out.extend_from_slice(&self.split.to_be_bytes());
+        out.extend_from_slice(&self.ordinal.to_be_bytes());
+        out
+    }
+
+    /// The inverse of [`Splitter::encode`]; `None` when `bytes` is shorter
+    /// than the tie-break fields.
+    pub fn decode(bytes: &[u8]) -> Option<Splitter> {
+        let cut = bytes.len().checked_sub(TIE_BREAK_LEN)?;
+        let (key, tie) = bytes.split_at(cut);
+        let split = u32::from_be_bytes(tie[..4].try_into().ok()?);
+        let ordinal = u64::from_be_bytes(tie[4..].try_into().ok()?);
+        Some(Splitter {
+            key: key.to_vec(),
+            split,
+            ordinal,
+        })
+    }
+}
+
+/// Up to `partitions - 1` splitters, strictly increasing, cutting the
+/// sampled points into `partitions` ranges of about equal counts. A cut at
+/// the first sample of its key becomes a cut before the whole key
+/// (`split`, `ordinal` 0), so most ranges are cut by key alone and map
+/// tasks need no counting; a key sampled more often than a range's share
+/// is cut inside (skew-safe). Fewer come back when there are fewer
+/// distinct samples than cuts.
+pub fn splitters_from_samples(mut samples: Vec<Splitter>, partitions: usize) -> Vec<Splitter> {
+    samples.sort_unstable();
+    let n = samples.len();
+    let mut out: Vec<Splitter> = Vec::new();
+    if partitions < 2 || n == 0 {
+        return out;
+    }
+    for j in 1..partitions {
+        let i = j * n / partitions;
+        if i == 0 {
+            continue;
+        }
+        let mut cut = samples[i].clone();
+        if samples[i - 1].key != cut.key {
+            cut.split = 0;
+            cut.ordinal = 0;
+        }
+        if out.last().is_none_or(|last| *last < cut) {
+            out.push(cut);
+        }
+    }
+    out
+}
+
+/// Counts, while a map task reads its split in input order, what the
+/// splitters that fall inside this split's records need (see the module
+/// documentation), then hands an [`Assigner`] for the sorted stream.
+#[derive(Debug, Clone)]
+pub struct Partitioner {
+    splitters: Vec<Splitter>,
+    split: u32,
+    /// Per splitter: records of this split with its key and an ordinal
+    /// below its ordinal.
+    counts: Vec<u64>,
+    /// The splitters that name this split with an ordinal past 0.
+    watched: Vec<usize>,
+}
+
+impl Partitioner {
+    /// For the map task of split `split`; `splitters` must be strictly
+    /// increasing (as [`splitters_from_samples`] makes them).
+    pub fn new(splitters: Vec<Splitter>, split: u32) -> Result<Partitioner> {
+        if let Some(i) = splitters.windows(2).position(|w| w[0] >= w[1]) {
+            return Err(SortError::SplittersUnordered { index: i + 1 });
+        }
+        let watched = splitters
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.split == split && s.ordinal > 0)
+            .map(|(i, _)| i)
+            .collect();
+        Ok(Partitioner {
+            counts: vec![0; splitters.len()],
+            splitters,
+            split,
+            watched,
+        })
+    }
+
+    /// Ranges the records go to: splitters + 1.
+    pub fn ranges(&self) -> usize {
+        self.splitters.len() + 1
+    }
+
+    /// Whether [`Partitioner::observe`] must see every record.
+    pub fn needs_observe(&self) -> bool {
+        !self.watched.is_empty()
+    }
+
+    /// Notes the record with `key` at `ordinal` (in input order).
+    pub fn observe(&mut self, key: &[u8], ordinal: u64) {
+        for &i in &self.watched {
+            let s = &self.splitters[i];
+            if ordinal < s.ordinal && s.key == key {
+                self.counts[i] += 1;
+            }
+        }
+    }
+
+    /// The assigner for the split's sorted stream.
+    pub fn into_assigner(self) -> Assigner {
+        Assigner {
+            p: self,
+            current: 0,
+            run_key: Vec::new(),
+            rank: 0,
+            started: false,
+        }
+    }
+}
+
+/// Assigns each record of a sorted stream (one split's, ties in input
+/// order) to its range, in order.
+#[derive(Debug, Clone)]
+pub struct Assigner {
+    p: Partitioner,
+    current: usize,
+    run_key: Vec<u8>,
+    /// Records of `run_key` before this one in the stream.
+    rank: u64,
+    started: bool,
+}
+
+impl Assigner {
+    /// The range of the next record of the stream, whose key is `key`.
+    pub fn range_of(&mut self, key: &[u8]) -> usize {
+        if self.started && self.run_key == key {
+            self.rank += 1;
+        } else {
+            self.run_key.clear();
+            self.run_key.extend_from_slice(key);
+            self.rank = 0;
+            self.started = true;
+        }
+        while self.current < self.p.splitters.len() && !self.before(self.current, key) {
+            self.current += 1;
+        }
+        self.current
+    }
+
+    /// Whether the current record sorts before splitter `i`.
+    fn before(&self, i: usize, key: &[u8]) -> bool {
+        let s = &self.p.splitters[i];
+        match key.cmp(&s.key) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => match self.p.split.cmp(&s.split) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => self.rank < self.p.counts[i],
+            },
+        }
+    }
+}
+
+/// Writes one framed block in memory: the run-file format (`runfile.rs`),
+/// frames compressed with LZ4 and CRC-checked, ended by the end marker.
+#[derive(Debug)]
+pub struct BlockWriter {
+    out: Vec<u8>,
+    raw: Vec<u8>,
+    frame: Vec<u8>,
+    entries: u32,
+    records: u64,
+}
+
+impl Default for BlockWriter {
+    fn default() -> Self {
+        BlockWriter::new()
+    }
+}
+
+impl BlockWriter {
+    /// An empty block.
+    pub fn new() -> BlockWriter {
+        BlockWriter {
+            out: MAGIC.to_vec(),
+            raw: Vec::new(),
+            frame: Vec::new(),
+            entries: 0,
+            records: 0,
+        }
+    }
+
+    /// Appends one entry; entries must come in key order.
+    pub fn push(&mut self, key: &[u8], record: &[u8]) {
+        put_varint(&mut self.raw, key.len() as u64);
+        self.raw.extend_from_slice(key);
+        put_varint(&mut self.raw, record.len() as u64);
+        self.raw.extend_from_slice(record);
+        self.entries += 1;
+        self.records += 1;
+        if self.raw.len() >= FRAME_TARGET {
+            self.flush();
+        }
+    }
+
+    /// Entries pushed.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    fn flush(&mut self) {
+        if self.entries == 0 {
+            return;
+        }
+        encode_frame(&self.raw, self.entries, &mut self.frame);
+        self.out.extend_from_slice(&self.frame);
+        self.raw.clear();
+        self.entries = 0;
+    }
+
+    /// The block's bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.flush();
+        let mut end = FrameHeader {
+            raw_len: 0,
+            stored_len: 0,
+            entries: 0,
+            method: METHOD_END,
+            crc: 0,
+        };
+        end.crc = frame_crc(&end.encode(), &[]);
+        self.out.extend_from_slice(&end.encode());
+        self.out
+    }
+}
+
+/// Reads one block front to back (a merge source).
+struct BlockReader {
+    name: PathBuf,
+    data: Vec<u8>,
+    /// Offset of the next frame header.
+    next: usize,
+    raw: Vec<u8>,
+    /// Entries of the current frame not yet read, the current one included.
+    left: u32,
+    /// Offset of the current entry in `raw`, and its key and record.
+    key: std::ops::Range<usize>,
+    rec: std::ops::Range<usize>,
+    pos: usize,
+    done: bool,
+}
+
+impl BlockReader {
+    fn open(name: PathBuf, data: Vec<u8>) -> Result<BlockReader> {
+        if data.get(..MAGIC.len()) != Some(&MAGIC[..]) {
+            return Err(SortError::CorruptRun {
+                path: name,
+                offset: 0,
+                reason: "not a framed block (bad magic)".into(),
+            });
+        }
+        let mut r = BlockReader {
+            name,
+            data,
+            next: MAGIC.len(),
+            raw: Vec::new(),
+            left: 0,
+            key: 0..0,
+            rec: 0..0,
+            pos: 0,
+            done: false,
+        };
+        r.load()?;
+        Ok(r)
+    }
+
+    fn corrupt(&self, offset: usize, reason: &str) -> SortError {
+        SortError::CorruptRun {
+            path: self.name.clone(),
+            offset: offset as u64,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Loads the entry at `pos`, reading the next frame when this one is
+    /// used up.
+    fn load(&mut self) -> Result<()> {
+        while self.left == 0 {
+            let at = self.next;
+            let header_bytes: [u8; HEADER_LEN] = self
+                .data
+                .get(at..at + HEADER_LEN)
+                .and_then(|h| h.try_into().ok())
+                .ok_or_else(|| self.corrupt(at, "block ends inside a frame header (truncated)"))?;
+            let header = FrameHeader::decode(&header_bytes);
+            if header.method == METHOD_END {
+                if frame_crc(&header_bytes, &[]) != header.crc
+                    || header.raw_len != 0
+                    || header.entries != 0
+                {
+                    return Err(self.corrupt(at, "bad end marker"));
+                }
+                if at + HEADER_LEN != self.data.len() {
+                    return Err(self.corrupt(at, "bytes after the end marker"));
+                }
+                self.done = true;
+                return Ok(());
+            }
+            let start = at + HEADER_LEN;
+            let end = start + header.stored_len as usize;
+            let payload = self
+                .data
+                .get(start..end)
+                .ok_or_else(|| self.corrupt(at, "block ends inside a frame (truncated)"))?
+                .to_vec();
+            let frame = decode(
+                StoredFrame {
+                    offset: at as u64,
+                    header,
+                    header_bytes,
+                    payload,
+                },
+                std::mem::take(&mut self.raw),
+                &self.name,
+            )?;
+            if frame.entries == 0 {
+                return Err(self.corrupt(at, "frame without entries"));
+            }
+            self.raw = frame.raw;
+            self.left = frame.entries;
+            self.pos = 0;
+            self.next = end;
+        }
+        let (key, rec) = entry_at(&self.raw, self.pos).map_err(|r| {
+            let offset = self.next;
+            self.corrupt(offset, r)
+        })?;
+        self.pos = rec.end;
+        self.key = key;
+        self.rec = rec;
+        Ok(())
+    }
+}
+
+impl MergeSource for BlockReader {
+    fn key(&self) -> Option<&[u8]> {
+        (!self.done).then(|| &self.raw[self.key.clone()])
+    }
+
+    fn record(&self) -> &[u8] {
+        &self.raw[self.rec.clone()]
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.left -= 1;
+        if self.left == 0 && self.pos != self.raw.len() {
+            return Err(self.corrupt(self.next, "frame holds bytes past its entries"));
+        }
+        self.load()
+    }
+}
+
+/// The merge of one range's blocks ([`merge_blocks`]).
+pub struct BlockMerge {
+    tree: LoserTree<BlockReader>,
+    started: bool,
+    records: u64,
+}
+
+impl BlockMerge {
+    /// The next `(key, record)` in order, `None` at the end.
+    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        if self.started {
+            self.tree.pop()?;
+        }
+        self.started = true;
+        let entry = self.tree.peek();
+        if entry.is_some() {
+            self.records += 1;
+        }
+        Ok(entry)
+    }
+
+    /// Records handed out so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+}
+
+/// Merges the blocks of one range, given in split order (ties keep that
+/// order). `names` name the blocks in errors (e.g. "range 2, split 5").
+pub fn merge_blocks(
+    blocks: Vec<Vec<u8>>,
+    names: Vec<String>,
+    key_kind: KeyKind,
+) -> Result<BlockMerge> {
+    let mut sources = Vec::with_capacity(blocks.len());
+    for (i, block) in blocks.into_iter().enumerate() {
+        let name = names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("block {i}"));
+        sources.push(BlockReader::open(PathBuf::from(name), block)?);
+    }
+    Ok(BlockMerge {
+        tree: LoserTree::new(sources, key_kind == KeyKind::Fixed8),
+        started: false,
+        records: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u64) -> Vec<u8> {
+        n.to_be_bytes().to_vec()
+    }
+
+    /// Sorts `(key, input position)` pairs of several splits on one node,
+    /// and the distributed way (each split sorted alone, assigned to
+    /// ranges, blocks merged per range): the records must come out the
+    /// same, and the ranges must be balanced.
+    fn distributed_equals_single(splits: &[Vec<u64>], partitions: usize, samples_per_split: usize) {
+        // Single node: stable sort of everything in input order.
+        let mut all: Vec<(u64, u32, u64)> = Vec::new();
+        for (s, keys) in splits.iter().enumerate() {
+            for (i, &k) in keys.iter().enumerate() {
+                all.push((k, s as u32, i as u64));
+            }
+        }
+        let mut want = all.clone();
+        want.sort_by_key(|e| e.0);
+
+        // Samples: evenly spaced records of each split.
+        let mut samples = Vec::new();
+        for (s, keys) in splits.iter().enumerate() {
+            let step = (keys.len() / samples_per_split).max(1);
+            for i in (0..keys.len()).step_by(step) {
+                samples.push(Splitter {
+                    key: key(keys[i]),
+                    split: s as u32,
+                    ordinal: i as u64,
+                });
+            }
+        }
+        let encoded: Vec<Vec<u8>> = samples.iter().map(Splitter::encode).collect();
+        let decoded: Vec<Splitter> = encoded
+            .iter()
+            .map(|b| Splitter::decode(b).expect("decodes"))
+            .collect();
+        assert_eq!(decoded, samples);
+        let splitters = splitters_from_samples(decoded, partitions);
+        assert_eq!(splitters.len(), partitions - 1, "{splitters:?}");
+
+        let mut blocks: Vec<Vec<Vec<u8>>> = vec![Vec::new(); partitions];
+        for (s, keys) in splits.iter().enumerate() {
+            let mut p = Partitioner::new(splitters.clone(), s as u32).expect("partitioner");
+            for (i, &k) in keys.iter().enumerate() {
+                p.observe(&key(k), i as u64);
+            }
+            let mut sorted: Vec<(u64, u64)> =
+                keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+            sorted.sort_by_key(|e| e.0);
+            let mut writers: Vec<BlockWriter> = (0..partitions).map(|_| BlockWriter::new()).collect();
+            let mut assigner = p.into_assigner();
+            let mut last = 0;
+            for (k, i) in sorted {
+                let r = assigner.range_of(&key(k));
+                assert!(r >= last, "ranges never go back");
+                last = r;
+                let mut rec = (s as u32).to_le_bytes().to_vec();
+                rec.extend_from_slice(&i.to_le_bytes());
+                writers[r].push(&key(k), &rec);
+            }
+            for (r, w) in writers.into_iter().enumerate() {
+                blocks[r].push(w.finish());
+            }
+        }
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        for range in blocks {
+            let n = range.len();
+            let mut m = merge_blocks(range, vec![String::new(); n], KeyKind::Fixed8)
+                .expect("merge");
+            let before = got.len();
+            while let Some((k, rec)) = m.next_entry().expect("entry") {
+                let k = u64::from_be_bytes(k.try_into().expect("8 bytes"));
+                let s = u32::from_le_bytes(rec[..4].try_into().expect("4"));
+                let i = u64::from_le_bytes(rec[4..].try_into().expect("8"));
+                got.push((k, s, i));
+            }
+            sizes.push(got.len() - before);
+        }
+        assert_eq!(got, want);
+        let share = want.len() / partitions;
+        for &size in &sizes {
+            assert!(
+                size >= share / 2 && size <= share * 2,
+                "unbalanced ranges {sizes:?} (share {share})"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_of_one_key_is_cut_into_even_ranges_in_input_order() {
+        let splits = vec![vec![7u64; 1000], vec![7; 800], vec![7; 1200]];
+        distributed_equals_single(&splits, 4, 50);
+    }
+
+    #[test]
+    fn a_hot_key_among_others_keeps_the_single_node_order() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let splits: Vec<Vec<u64>> = (0..3)
+            .map(|_| {
+                (0..900)
+                    .map(|_| {
+                        let r = next();
+                        // Two thirds of the records share the largest key
+                        // (like unmapped reads in coordinate order).
+                        if r % 3 != 0 {
+                            u64::MAX
+                        } else {
+                            r % 500
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        distributed_equals_single(&splits, 5, 60);
+    }
+
+    #[test]
+    fn key_only_cuts_need_no_counting() {
+        let samples: Vec<Splitter> = (0..100u64)
+            .map(|i| Splitter {
+                key: key(i),
+                split: (i % 3) as u32,
+                ordinal: i,
+            })
+            .collect();
+        let splitters = splitters_from_samples(samples, 4);
+        assert_eq!(splitters.len(), 3);
+        assert!(splitters.iter().all(|s| s.split == 0 && s.ordinal == 0));
+        let p = Partitioner::new(splitters, 1).expect("partitioner");
+        assert!(!p.needs_observe());
+    }
+
+    #[test]
+    fn unordered_splitters_are_refused() {
+        let s = |k| Splitter {
+            key: key(k),
+            split: 0,
+            ordinal: 0,
+        };
+        assert!(Partitioner::new(vec![s(5), s(5)], 0).is_err());
+        assert!(Partitioner::new(vec![s(5), s(4)], 0).is_err());
+    }
+
+    #[test]
+    fn a_damaged_block_is_an_error_naming_it() {
+        let mut w = BlockWriter::new();
+        for i in 0..1000u64 {
+            w.push(&key(i), &[7u8; 40]);
+        }
+        let mut block = w.finish();
+        let mid = block.len() / 2;
+        block[mid] ^= 0x40;
+        let e = match merge_blocks(vec![block], vec!["range 1, split 2".into()], KeyKind::Fixed8) {
+            Ok(mut m) => loop {
+                match m.next_entry() {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => panic!("a damaged block merged"),
+                    Err(e) => break e,
+                }
+            },
+            Err(e) => e,
+        };
+        assert!(e.to_string().contains("range 1, split 2"), "{e}");
+        let e = merge_blocks(vec![b"junk".to_vec()], vec!["b".into()], KeyKind::Fixed8)
+            .err()
+            .expect("bad magic");
+        assert!(e.to_string().contains("magic"), "{e}");
+    }
+}

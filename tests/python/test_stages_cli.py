@@ -1,0 +1,121 @@
+"""The distributed sort's stages as `alnsort` subcommands (split, sample,
+splitters, map, reduce, assemble), driven as a workflow manager would:
+JSON on standard output, blocks and parts as files. The assembled output
+holds `alnsort sort`'s records (equal uncompressed streams) with a merged
+index equal to `samtools index`'s content, and bad arguments fail with a
+message and no output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pysam
+
+import harness
+
+
+def stage(alnsort_bin: str, *argv: str) -> dict | list:
+    res = subprocess.run([alnsort_bin, *argv], capture_output=True, text=True, timeout=600)
+    harness.check_ok(res)
+    return json.loads(res.stdout)
+
+
+def inflated(path) -> bytes:
+    with gzip.open(path, "rb") as f:
+        return f.read()
+
+
+def test_subcommands_sort_like_alnsort_sort(alnsort_bin, inputs, tmp_path):
+    inp = inputs.bam("main")
+    order = ["--template-coordinate"]
+    want = tmp_path / "want.bam"
+    harness.check_ok(subprocess.run(
+        [alnsort_bin, "sort", "--no-PG", *order, "-o", str(want), inp],
+        capture_output=True, text=True, timeout=600))
+    sort_opts = ["--", "--no-PG", *order]
+    splits = stage(alnsort_bin, "split", "--parts", "3", inp)
+    assert [s["ordinal"] for s in splits] == [0, 1, 2]
+    sample_files = []
+    for s in splits:
+        got = stage(alnsort_bin, "sample", "--split", s["arg"], "--count", "50", inp, *sort_opts)
+        assert 0 < len(got["samples"]) <= 50
+        f = tmp_path / f"samples-{s['ordinal']}.json"
+        f.write_text(json.dumps(got))
+        sample_files.append(str(f))
+    cuts = stage(alnsort_bin, "splitters", "--partitions", "3", *sample_files)
+    assert len(cuts["splitters"]) == 2
+    cuts_file = tmp_path / "splitters.json"
+    cuts_file.write_text(json.dumps(cuts))
+    blocks = tmp_path / "blocks"
+    blocks.mkdir()
+    maps = [
+        stage(alnsort_bin, "map", "--split", s["arg"], "--splitters", str(cuts_file),
+              "--out-dir", str(blocks), inp, *sort_opts)
+        for s in splits
+    ]
+    for i in range(len(splits) - 1):
+        assert maps[i]["end"] == splits[i + 1]["start"], "a proven end meets the next start"
+    assert maps[-1]["end"] is None
+    parts = []
+    for r in range(3):
+        part = tmp_path / f"part-{r}"
+        args = ["reduce", "--range", str(r), "--partitions", "3", "--part", str(part)]
+        for m in maps:
+            args += ["--block", m["blocks"][r]]
+        got = stage(alnsort_bin, *args, inp, *sort_opts)
+        assert got["bytes"] == part.stat().st_size
+        parts.append(str(part))
+    out = tmp_path / "out.bam"
+    args = ["assemble", "--output", str(out)]
+    for p in parts:
+        args += ["--part", p]
+    done = stage(alnsort_bin, *args, inp, *sort_opts)
+    assert done["bytes"] == out.stat().st_size
+    assert inflated(out) == inflated(want)
+
+
+def test_indexed_assembly_and_errors(alnsort_bin, inputs, tmp_path):
+    inp = inputs.bam("main")
+    splits = stage(alnsort_bin, "split", "--parts", "2", inp)
+    blocks = tmp_path / "blocks"
+    blocks.mkdir()
+    maps = [stage(alnsort_bin, "map", "--split", s["arg"], "--out-dir", str(blocks), inp)
+            for s in splits]
+    part = tmp_path / "part-0"
+    stage(alnsort_bin, "reduce", "--range", "0", "--part", str(part), "--index",
+          *[a for m in maps for a in ("--block", m["blocks"][0])], inp)
+    assert Path(f"{part}.idx").exists()
+    out = tmp_path / "out.bam"
+    done = stage(alnsort_bin, "assemble", "--output", str(out), "--part", str(part),
+                 "--write-index", "bai", inp, "--", "--no-PG")
+    assert done["index"] == f"{out}.bai"
+    theirs = tmp_path / "theirs.bai"
+    pysam.index("-b", str(out), str(theirs))
+    with pysam.AlignmentFile(str(out), index_filename=done["index"]) as a, \
+            pysam.AlignmentFile(str(out), index_filename=str(theirs)) as b:
+        for ref, length in zip(a.references, a.lengths):
+            for beg in range(0, length, length // 25):
+                assert [r.to_string() for r in a.fetch(ref, beg, beg + 5000)] == \
+                    [r.to_string() for r in b.fetch(ref, beg, beg + 5000)]
+
+    # Errors: a message naming the problem, exit 1 or 2, nothing written.
+    res = subprocess.run([alnsort_bin, "map", "-n", inp], capture_output=True, text=True)
+    assert res.returncode == 2 and "sort options go after --" in res.stderr
+    bad = tmp_path / "bad.bam"
+    bad.write_bytes(b"not a bam file at all, not even gzip")
+    res = subprocess.run([alnsort_bin, "split", "--parts", "2", str(bad)],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "not a BAM file" in res.stderr and res.stdout == ""
+    corrupt = tmp_path / "corrupt.alnblk"
+    data = bytearray(Path(maps[0]["blocks"][0]).read_bytes())
+    data[len(data) // 2] ^= 0x55
+    corrupt.write_bytes(bytes(data))
+    part2 = tmp_path / "part-x"
+    res = subprocess.run([alnsort_bin, "reduce", "--range", "0", "--part", str(part2),
+                          "--block", str(corrupt), inp], capture_output=True, text=True)
+    assert res.returncode == 1 and "corrupt" in res.stderr, res.stderr
+    assert not part2.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

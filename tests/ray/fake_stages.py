@@ -63,6 +63,15 @@ def splitters(samples, partitions):
     return [s[len(s) * k // partitions] for k in range(1, partitions)]
 
 
+def repair(splits, ends):
+    redo = []
+    for i in range(len(splits) - 1):
+        if splits[i + 1]["input"] == splits[i]["input"] and ends[i] != splits[i + 1]["start"]:
+            splits[i + 1]["start"] = ends[i]
+            redo.append(i + 1)
+    return redo
+
+
 def map(inputs, sp, splitters, threads=1, max_memory=None, **order):
     import bisect
 
@@ -74,7 +83,7 @@ def map(inputs, sp, splitters, threads=1, max_memory=None, **order):
     return {"blocks": [pickle.dumps(b) for b in blocks], "records": len(lines), "end": end}
 
 
-def reduce(inputs, blocks, part_path, range_index, partitions, level=None, output_format="bam", index=None, **order):
+def reduce(inputs, blocks, part_path, range_index, partitions, *, index=None, **order):
     merged = heapq.merge(*[pickle.loads(b) for b in blocks])
     data = b"".join(x for _, x in merged)
     with open(part_path, "wb") as f:
@@ -82,7 +91,7 @@ def reduce(inputs, blocks, part_path, range_index, partitions, level=None, outpu
     return {"records": data.count(b"\n"), "bytes": len(data)}
 
 
-def assemble(inputs, parts, output, output_format="bam", index=None, no_pg=False, argv=None, sharded=False):
+def assemble(inputs, parts, output, *, index=None, sharded=False, argv=None, **order):
     if sharded:
         os.mkdir(output)
         for r, p in enumerate(parts):

@@ -48,6 +48,9 @@ from faults import Barrier  # noqa: E402
 STORE = 80 << 20  # just above Ray's minimum object store (75 MiB)
 SPLITS = 6
 PARTITIONS = 5
+# The @PG line records the command line, output path included: runs that
+# are compared byte for byte record the same one.
+ARGV = ["python", "-m", "alnsort.ray", "sort", "--write-index", "-o", "out.bam", "in.bam"]
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +167,14 @@ def assert_index_answers_as_samtools(bam_path: str, index_path: str, tmp: Path) 
         got = oracle.view_records(bam_path, region, index=index_path)
         want = oracle.view_records(str(copy), region, index=ref_index)
         assert got == want, f"{bam_path}: region {region}: the merged index returns other records"
-    assert oracle.samtools("idxstats", "-X", bam_path, index_path).stdout == oracle.idxstats(str(copy))
+    import pysam
+
+    def stats(path, idx):
+        with pysam.AlignmentFile(path, "rb", index_filename=idx) as f:
+            return [tuple(s) for s in f.get_index_statistics()], f.nocoordinate
+
+    got, want = stats(bam_path, index_path), stats(str(copy), ref_index)
+    assert got == want and sum(s[3] for s in got[0]) > 0, (got, want)
 
 
 def run_killing(cluster: Cluster, barrier: Barrier, **kwargs) -> dict:
@@ -271,7 +281,7 @@ def undisturbed(cluster, bam, spill_dir, tmp_path_factory) -> dict:
     d = tmp_path_factory.mktemp("ray-undisturbed")
     out = str(d / "out.bam")
     with SpillWatch(spill_dir) as spill:
-        stats = aray.sort(bam, out, index=True, splits=SPLITS, partitions=PARTITIONS)
+        stats = aray.sort(bam, out, index=True, splits=SPLITS, partitions=PARTITIONS, argv=ARGV)
     return {"out": out, "stats": stats, "dir": d, "spilled": spill.peak}
 
 
@@ -280,7 +290,7 @@ def test_undisturbed_matches_single_node(undisturbed, single, bam):
     assert records(out) == records(single), "records differ from alnsort sort"
     assert oracle.strip_pg(oracle.view(out)) == oracle.strip_pg(oracle.view(single))
     stats = undisturbed["stats"]
-    assert stats["records"] > 50_000 and stats["partitions"] == PARTITIONS, stats
+    assert stats["records"] > 40_000 and stats["partitions"] == PARTITIONS, stats
     assert undisturbed["spilled"] > 0, "no object was spilled: the test does not exercise spilling"
     assert_index_answers_as_samtools(out, out + ".csi", undisturbed["dir"])
 
@@ -289,7 +299,9 @@ def test_undisturbed_matches_single_node(undisturbed, single, bam):
 def test_node_killed(cluster, undisturbed, single, bam, tmp_path, stage, index):
     out = str(tmp_path / "out.bam")
     barrier = Barrier(str(tmp_path), stage, index)
-    run_killing(cluster, barrier, inputs=bam, output=out, index=True, splits=SPLITS, partitions=PARTITIONS)
+    run_killing(
+        cluster, barrier, inputs=bam, output=out, index=True, splits=SPLITS, partitions=PARTITIONS, argv=ARGV
+    )
     ref = undisturbed["out"]
     assert Path(out).read_bytes() == Path(ref).read_bytes(), "output differs from the undisturbed run"
     assert Path(out + ".csi").read_bytes() == Path(ref + ".csi").read_bytes(), "index differs"
@@ -304,10 +316,12 @@ def shard_files(directory: str) -> list[str]:
 
 def test_sharded_with_node_killed(cluster, single, bam, tmp_path):
     a = str(tmp_path / "a.sharded")
-    aray.sort(bam, a, index=True, splits=SPLITS, partitions=PARTITIONS, sharded=True)
+    aray.sort(bam, a, index=True, splits=SPLITS, partitions=PARTITIONS, sharded=True, argv=ARGV)
     b = str(tmp_path / "b.sharded")
     barrier = Barrier(str(tmp_path), "reduce", 2)
-    run_killing(cluster, barrier, inputs=bam, output=b, index=True, splits=SPLITS, partitions=PARTITIONS, sharded=True)
+    run_killing(
+        cluster, barrier, inputs=bam, output=b, index=True, splits=SPLITS, partitions=PARTITIONS, sharded=True, argv=ARGV
+    )
     files = shard_files(a)
     assert files == shard_files(b)
     for name in files:

@@ -99,7 +99,12 @@ def _timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "tuple[Any, flo
 def _sample_task(
     stages: str, inputs: List[str], split: Dict[str, Any], count: int, order: Dict[str, Any]
 ) -> Dict[str, Any]:
-    keys, secs = _timed(_stages(stages).sample, inputs, split, count, **order)
+    try:
+        keys, secs = _timed(_stages(stages).sample, inputs, split, count, **order)
+    except AlnsortError as e:
+        # A split whose start is a wrong guess may fail here; samples only
+        # balance the ranges, and a real error fails the split's map too.
+        return {"keys": [], "seconds": 0.0, "error": str(e)}
     return {"keys": keys, "seconds": secs}
 
 
@@ -291,7 +296,7 @@ def sort(
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
     n_splits = splits if splits is not None else default_splits(ins)
-    n_parts = partitions if partitions is not None else n_splits
+    n_parts = wanted_parts = partitions if partitions is not None else n_splits
     if n_splits < 1 or n_parts < 1:
         raise ValueError("splits and partitions must be at least 1")
     stages = stages_module  # a module name: it travels to the tasks
@@ -328,14 +333,16 @@ def sort(
             [sample_r.remote(stages, ins, s, per_split, order_opts) for s in split_list]
         )
         keys = [k for s in samples for k in s["keys"]]
+        if not keys and any("error" in x for x in samples):
+            raise AlnsortError(next(x["error"] for x in samples if "error" in x))
         splitters, sp_secs = _timed(stage_mod.splitters, keys, n_parts)
         splitters = list(splitters)
+        # Fewer splitters when the samples have too few distinct points.
+        n_parts = len(splitters) + 1
         phases["sample"] = {
             "wall": time.perf_counter() - t0,
-            "stage": sum(s["seconds"] for s in samples) + sp_secs,
+            "stage": sum(x["seconds"] for x in samples) + sp_secs,
         }
-        if len(splitters) != n_parts - 1:
-            raise AlnsortError(f"splitters: {len(splitters)} for {n_parts} partitions")
 
         # 3. map
         t0 = time.perf_counter()
@@ -347,27 +354,30 @@ def sort(
             )
 
         refs = [submit_map(i, s) for i, s in enumerate(split_list)]
-        metas = _get(ray, [r[0] for r in refs])
 
-        # 4. check the chain of proven ends; repair wrong guesses
+        def outcome(i: int) -> Any:
+            try:
+                return _get(ray, refs[i][0])
+            except AlnsortError as e:
+                return e
+
+        # 4. check each map's proven end against the next split's start; a
+        # map of a wrongly guessed split may have failed: its failure is held
+        # until the previous map's end shows whether the guess was wrong.
         repairs = 0
-        kept: List[int] = []
-        for i, split in enumerate(split_list):
-            if i > 0 and split_list[i - 1]["input"] == split["input"]:
-                proven = metas[i - 1]["end"]  # first record at/after split i's start
-                if proven is None:
-                    # The previous split read to the end of its input: this
-                    # split holds no record of its own.
-                    metas[i] = dict(metas[i], end=None, records=0, bytes=0)
-                    continue
-                if proven != split["start"]:
+        metas: List[Dict[str, Any]] = []
+        for i in range(len(split_list)):
+            got = outcome(i)
+            if i > 0 and split_list[i - 1]["input"] == split_list[i]["input"]:
+                pair = split_list[i - 1 : i + 1]  # the same dicts: repair edits them
+                if stage_mod.repair(pair, [metas[i - 1]["end"], None]):
                     repairs += 1
-                    split = dict(split, start=proven)
-                    split_list[i] = split
-                    refs[i] = submit_map(i, split)
-                    metas[i] = _get(ray, refs[i][0])
-            kept.append(i)
-        records = sum(metas[i]["records"] for i in kept)
+                    refs[i] = submit_map(i, split_list[i])
+                    got = outcome(i)
+            if isinstance(got, Exception):
+                raise got
+            metas.append(got)
+        records = sum(m["records"] for m in metas)
         phases["map"] = {
             "wall": time.perf_counter() - t0,
             "stage": sum(m["seconds"] for m in metas),
@@ -391,7 +401,7 @@ def sort(
                     options,
                     order_opts,
                     task_hook,
-                    *[refs[m][1 + r] for m in kept],
+                    *[ref[1 + r] for ref in refs],
                 )
                 for r in range(n_parts)
             ]
@@ -408,10 +418,12 @@ def sort(
         # 6. assemble (driver)
         t0 = time.perf_counter()
         asm_kwargs: Dict[str, Any] = {
+            **order_opts,
+            **({"level": level} if level is not None else {}),
             "output_format": fmt,
             "index": idx,
             "no_pg": no_pg,
-            "argv": argv if argv is not None else _argv(ins, out, order_opts, level, fmt, idx, n_parts, n_splits, sharded),
+            "argv": argv if argv is not None else _argv(ins, out, order_opts, level, fmt, idx, wanted_parts, n_splits, sharded),
         }
         if sharded:
             asm_kwargs["sharded"] = True
@@ -424,7 +436,7 @@ def sort(
             "splits": len(split_list),
             "partitions": n_parts,
             "repairs": repairs,
-            "shuffle_bytes": sum(metas[i]["bytes"] for i in kept),
+            "shuffle_bytes": sum(m["bytes"] for m in metas),
             "output_bytes": sum(x["bytes"] for x in reduced),
             "wall_seconds": wall,
             "stage_seconds": stage_secs,

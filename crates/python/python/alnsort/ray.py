@@ -251,7 +251,9 @@ def sort(
     stages_module: str = STAGES,
 ) -> Dict[str, Any]:
     """Sort ``inputs`` (one BAM path or several, sorted together into one
-    output with merged headers) into ``output`` on Ray and return the run's
+    output, as if concatenated: :mod:`alnsort.stages` takes inputs whose
+    ``@SQ`` lines are identical, and writes the first input's header) into
+    ``output`` on Ray and return the run's
     statistics.
 
     Order and output options mean what they mean for :func:`alnsort.sort`
@@ -483,7 +485,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m alnsort.ray sort",
         description="Sort BAM files on a Ray cluster into the file `alnsort sort` writes "
-        "(several inputs are sorted together, headers merged).",
+        "(several inputs with identical @SQ lines are sorted together, as if concatenated).",
     )
     o = p.add_argument_group("sort order (the last one given wins, as in alnsort sort)")
     o.add_argument("-n", dest="order", action="store_const", const="name", help="read name, natural order")

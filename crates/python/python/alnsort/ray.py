@@ -265,9 +265,11 @@ def sort(
     writes ``output`` as a directory of complete, individually indexed BAMs,
     one per partition.
 
-    Ray: when Ray is not initialised in this process, connects to
-    ``address`` (a cluster, ``"auto"``, or ``None`` for a local instance)
-    and disconnects at the end. ``max_retries`` is each task's retry budget
+    Ray: when Ray is not initialised in this process, ``ray.init(address)``
+    connects to ``address`` (``"host:port"`` of a cluster's head, or
+    ``"auto"``); with ``None``, to the cluster named by ``RAY_ADDRESS`` or
+    started on this machine by ``ray start``, else to a new local instance;
+    it disconnects at the end. ``max_retries`` is each task's retry budget
     for lost workers and nodes. ``task_hook(stage, index)``, if given, is
     called inside every map and reduce task before it works (fault-injection
     tests; ``stages_module`` names a stand-in for :mod:`alnsort.stages`
@@ -511,7 +513,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("-m", dest="max_memory", metavar="INT[K|M|G]", help="record memory per thread, per map task")
     t.add_argument("--partitions", type=int, metavar="R", help="reduce tasks = output parts [input size / 64 MiB]")
     t.add_argument("--splits", type=int, metavar="S", help="map tasks [input size / 64 MiB]")
-    t.add_argument("--address", metavar="ADDR", help="Ray cluster address ('auto': the local cluster); default: start Ray here")
+    t.add_argument("--address", metavar="ADDR", help="Ray cluster address (HOST:PORT of the head, or 'auto'); default: RAY_ADDRESS, "
+        "a cluster started here by `ray start`, else a new local Ray")
     t.add_argument("--work-dir", metavar="DIR", help="shared directory for the parts [beside the output]")
     t.add_argument("--max-retries", type=int, default=3, metavar="N", help="retries per task after a lost worker or node")
     t.add_argument("--stats", action="store_true", help="print the run's statistics as JSON on stdout")

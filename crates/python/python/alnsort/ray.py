@@ -390,7 +390,7 @@ def sort(
         # 5. reduce
         t0 = time.perf_counter()
         parts = [os.path.join(work, f"part-{r:06d}.bgzf") for r in range(n_parts)]
-        options: Dict[str, Any] = {"output_format": fmt, "index": idx}
+        options: Dict[str, Any] = {"output_format": fmt, "index": idx, "threads": threads}
         if level is not None:
             options["level"] = level
         reduced = _get(

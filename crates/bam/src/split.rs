@@ -99,12 +99,11 @@ pub fn read_header(
         return Err(SplitError::NotBam { file: name });
     }
     file.seek(SeekFrom::Start(0)).map_err(|e| io_err(0, e))?;
-    let mut reader = ParallelReader::new(file, pool, Vec::new()).map_err(|source| {
-        SplitError::Bgzf {
+    let mut reader =
+        ParallelReader::new(file, pool, Vec::new()).map_err(|source| SplitError::Bgzf {
             file: Arc::clone(&name),
             source,
-        }
-    })?;
+        })?;
     let header = read_bam_header(&mut reader).map_err(|source| SplitError::Header {
         file: Arc::clone(&name),
         source,
@@ -351,11 +350,21 @@ mod tests {
         );
         let file = File::create(&path).expect("create");
         let level = CompressionLevel::new(1).expect("level");
-        let mut w =
-            Writer::new(file, header, WriterOptions::whole(Format::Bam, level), pool()).expect("w");
+        let mut w = Writer::new(
+            file,
+            header,
+            WriterOptions::whole(Format::Bam, level),
+            pool(),
+        )
+        .expect("w");
         for i in 0..20_000 {
-            w.write_record(&record(0, i * 7, &format!("read{i}"), 40 + (i as usize % 90)))
-                .expect("write");
+            w.write_record(&record(
+                0,
+                i * 7,
+                &format!("read{i}"),
+                40 + (i as usize % 90),
+            ))
+            .expect("write");
         }
         w.finish().expect("finish");
 
@@ -390,8 +399,14 @@ mod tests {
         assert_ne!(end, Some(wrong));
         // The last split has no end.
         assert_eq!(
-            proven_end(&path, all[all.len() - 1], Some(all[all.len() - 1]), u64::MAX, pool())
-                .expect("end"),
+            proven_end(
+                &path,
+                all[all.len() - 1],
+                Some(all[all.len() - 1]),
+                u64::MAX,
+                pool()
+            )
+            .expect("end"),
             None
         );
     }

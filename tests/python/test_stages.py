@@ -196,6 +196,8 @@ def test_assembled_output_is_the_single_node_sort(alnsort_bin, inputs, tmp_path,
         assert sum(seen["counts"]) == n
         assert sum(m["records"] for m in seen["maps"]) == n
         assert inflated(out) == inflated(want), f"{name} {n_splits}x{partitions}: other records"
+        if (n_splits, partitions) != (4, 3):
+            continue
         again = tmp_path / f"again-{n_splits}-{partitions}.bam"
         distributed([inp], again, n_splits, partitions, no_pg=True, **order)
         assert again.read_bytes() == out.read_bytes(), "not byte-identical between runs"

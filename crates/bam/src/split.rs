@@ -2,7 +2,9 @@
 //!
 //! A split is the records between two record-start virtual offsets. The
 //! first split starts where the header ends (proven by parsing the
-//! header). The others start at **guessed** boundaries: from a byte
+//! header). The others start, when a BAI or CSI lies beside the file, at
+//! record starts the index names ([`index_starts`]); otherwise at
+//! **guessed** boundaries: from a byte
 //! position, the first BGZF block start (a block header whose BSIZE leads
 //! to another block header or to the end of the file), then the first
 //! uncompressed offset where [`GUESS_RECORDS`] records in a row pass
@@ -99,12 +101,11 @@ pub fn read_header(
         return Err(SplitError::NotBam { file: name });
     }
     file.seek(SeekFrom::Start(0)).map_err(|e| io_err(0, e))?;
-    let mut reader = ParallelReader::new(file, pool, Vec::new()).map_err(|source| {
-        SplitError::Bgzf {
+    let mut reader =
+        ParallelReader::new(file, pool, Vec::new()).map_err(|source| SplitError::Bgzf {
             file: Arc::clone(&name),
             source,
-        }
-    })?;
+        })?;
     let header = read_bam_header(&mut reader).map_err(|source| SplitError::Header {
         file: Arc::clone(&name),
         source,
@@ -125,19 +126,117 @@ pub fn guess_starts(
     parts: usize,
     pool: &Arc<rayon::ThreadPool>,
 ) -> Result<Vec<u64>, SplitError> {
+    let indexed = index_starts(path);
     let mut starts = vec![first];
     for i in 1..parts.max(1) {
         let at = size * i as u64 / parts as u64;
         if at <= first >> 16 {
             continue;
         }
-        if let Some(v) = guess_record_start(path, n_ref, at, pool)? {
+        let from_index = indexed.as_ref().and_then(|v| {
+            let k = v.partition_point(|&o| o >> 16 < at);
+            v.get(k).copied()
+        });
+        let start = match from_index {
+            Some(v) => Some(v),
+            None => guess_record_start(path, n_ref, at, pool)?,
+        };
+        if let Some(v) = start {
             if v > *starts.last().unwrap_or(&0) {
                 starts.push(v);
             }
         }
     }
     Ok(starts)
+}
+
+/// Record starts named by the BAI or CSI index beside `path`
+/// (`PATH.bai`, `PATH.csi`, or the `.bam` name with `.bai`), sorted and
+/// distinct: every chunk of every bin begins at a record start, and so do
+/// the linear index's entries (BAI) and the bins' first offsets (CSI). `None`
+/// when there is no index or it does not parse. An index that does not
+/// belong to the file gives wrong starts, which the maps' proven ends
+/// find out as they find out wrong guesses.
+pub fn index_starts(path: &Path) -> Option<Vec<u64>> {
+    let name = path.as_os_str().to_string_lossy().into_owned();
+    let mut candidates = vec![format!("{name}.bai"), format!("{name}.csi")];
+    if let Some(stem) = name.strip_suffix(".bam") {
+        candidates.push(format!("{stem}.bai"));
+    }
+    candidates
+        .iter()
+        .find_map(|c| std::fs::read(c).ok().and_then(|b| parse_index_starts(&b)))
+}
+
+/// The record starts a BAI names (chunk starts and linear-index entries),
+/// or a CSI (chunk starts and bins' `loff`).
+fn parse_index_starts(bytes: &[u8]) -> Option<Vec<u64>> {
+    let data;
+    let b: &[u8] = if bytes.starts_with(b"BAI\x01") {
+        bytes
+    } else {
+        data = alnsort_bgzf::decompress_all(bytes).ok()?;
+        &data
+    };
+    let mut at = 4usize;
+    let i32_at = |at: &mut usize| -> Option<i32> {
+        let v = i32::from_le_bytes(b.get(*at..*at + 4)?.try_into().ok()?);
+        *at += 4;
+        Some(v)
+    };
+    let u64_at = |at: &mut usize| -> Option<u64> {
+        let v = u64::from_le_bytes(b.get(*at..*at + 8)?.try_into().ok()?);
+        *at += 8;
+        Some(v)
+    };
+    let (csi, meta_bin) = match b.get(..4)? {
+        b"BAI\x01" => (false, 37450u32),
+        b"CSI\x01" => {
+            let _min_shift = i32_at(&mut at)?;
+            let depth = i32_at(&mut at)?;
+            let l_aux = usize::try_from(i32_at(&mut at)?).ok()?;
+            at += l_aux;
+            let depth = u32::try_from(depth).ok().filter(|&d| d < 10)?;
+            (true, (((1u32 << (3 * (depth + 1))) - 1) / 7) + 1)
+        }
+        _ => return None,
+    };
+    let n_ref = usize::try_from(i32_at(&mut at)?).ok()?;
+    let mut starts = Vec::new();
+    for _ in 0..n_ref {
+        let n_bin = usize::try_from(i32_at(&mut at)?).ok()?;
+        for _ in 0..n_bin {
+            let bin = i32_at(&mut at)? as u32;
+            if csi {
+                // A bin's first record's offset (0: none).
+                let loff = u64_at(&mut at)?;
+                if loff != 0 && bin != meta_bin {
+                    starts.push(loff);
+                }
+            }
+            let n_chunk = usize::try_from(i32_at(&mut at)?).ok()?;
+            for _ in 0..n_chunk {
+                let beg = u64_at(&mut at)?;
+                u64_at(&mut at)?;
+                if bin != meta_bin {
+                    starts.push(beg);
+                }
+            }
+        }
+        if !csi {
+            // The linear index: each window's first record (0: none).
+            let n_intv = usize::try_from(i32_at(&mut at)?).ok()?;
+            for _ in 0..n_intv {
+                let v = u64_at(&mut at)?;
+                if v != 0 {
+                    starts.push(v);
+                }
+            }
+        }
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    Some(starts)
 }
 
 /// The guessed virtual offset of the first record starting in or after
@@ -351,14 +450,57 @@ mod tests {
         );
         let file = File::create(&path).expect("create");
         let level = CompressionLevel::new(1).expect("level");
-        let mut w =
-            Writer::new(file, header, WriterOptions::whole(Format::Bam, level), pool()).expect("w");
+        let mut w = Writer::new(
+            file,
+            header,
+            WriterOptions::whole(Format::Bam, level),
+            pool(),
+        )
+        .expect("w");
         for i in 0..20_000 {
-            w.write_record(&record(0, i * 7, &format!("read{i}"), 40 + (i as usize % 90)))
-                .expect("write");
+            w.write_record(&record(
+                0,
+                i * 7,
+                &format!("read{i}"),
+                40 + (i as usize % 90),
+            ))
+            .expect("write");
         }
         w.finish().expect("finish");
+        check_splits(&path, None);
 
+        // With a BAI beside the file, the starts are the index's chunk starts.
+        let indexed = dir.path().join("indexed.bam");
+        let header = Arc::new(
+            crate::header::parse_sam_header([&b"@SQ\tSN:c1\tLN:10000000"[..]]).expect("header"),
+        );
+        let options = WriterOptions {
+            index: Some(alnsort_index::IndexFormat::Bai),
+            ..WriterOptions::whole(Format::Bam, level)
+        };
+        let file = File::create(&indexed).expect("create");
+        let mut w = Writer::new(file, header, options, pool()).expect("w");
+        for i in 0..20_000 {
+            w.write_record(&record(
+                0,
+                i * 400,
+                &format!("read{i}"),
+                40 + (i as usize % 90),
+            ))
+            .expect("write");
+        }
+        let done = w.finish().expect("finish");
+        let bai = done.index.expect("index").file_bytes();
+        std::fs::write(dir.path().join("indexed.bam.bai"), &bai).expect("write the BAI");
+        let from_index = index_starts(&indexed).expect("the BAI parses");
+        assert!(from_index.len() > 10, "{}", from_index.len());
+        check_splits(&indexed, Some(&from_index));
+    }
+
+    /// Guessed (or indexed) starts are record starts, and each split's
+    /// proven end meets the next split's start.
+    fn check_splits(path: &Path, indexed: Option<&[u64]>) {
+        let path = path.to_path_buf();
         let (header, first, size) = read_header(&path, pool()).expect("header");
         // Every record start, by a sequential scan.
         let file = File::open(&path).expect("open");
@@ -373,6 +515,16 @@ mod tests {
         assert_eq!(starts.len(), 5, "{starts:?}");
         for s in &starts {
             assert!(all.binary_search(s).is_ok(), "{s:#x} is not a record start");
+        }
+        if let Some(indexed) = indexed {
+            for s in &starts[1..] {
+                assert!(
+                    indexed.binary_search(s).is_ok(),
+                    "{s:#x} is not the index's"
+                );
+            }
+        } else {
+            assert_eq!(index_starts(&path), None);
         }
         // The proven end of each split is the next split's start.
         for w in starts.windows(2) {
@@ -390,8 +542,14 @@ mod tests {
         assert_ne!(end, Some(wrong));
         // The last split has no end.
         assert_eq!(
-            proven_end(&path, all[all.len() - 1], Some(all[all.len() - 1]), u64::MAX, pool())
-                .expect("end"),
+            proven_end(
+                &path,
+                all[all.len() - 1],
+                Some(all[all.len() - 1]),
+                u64::MAX,
+                pool()
+            )
+            .expect("end"),
             None
         );
     }

@@ -139,10 +139,7 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
 
 /// Headers (and first-record offsets and sizes) of `inputs`; refuses
 /// inputs whose @SQ lines differ from the first's.
-fn headers(
-    inputs: &[PathBuf],
-    pool: &Arc<rayon::ThreadPool>,
-) -> Result<Vec<(Header, u64, u64)>> {
+fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<Vec<(Header, u64, u64)>> {
     if inputs.is_empty() {
         bail!("no input files");
     }
@@ -203,21 +200,38 @@ pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<Spl
     Ok(out)
 }
 
+/// What reading a split needs besides the split.
+struct SplitReading<'a> {
+    cfg: &'a Config,
+    header: &'a Arc<Header>,
+    encoder: &'a Arc<KeyEncoder>,
+    record_limit: usize,
+    pool: &'a Arc<rayon::ThreadPool>,
+}
+
 /// Reads split `split` of `inputs`, calling `each(key, record, ordinal)`
 /// for every record in input order; returns the start of the last record.
 fn read_split(
     inputs: &[PathBuf],
     split: &SplitSpec,
-    cfg: &Config,
-    header: &Arc<Header>,
-    encoder: &Arc<KeyEncoder>,
-    record_limit: usize,
-    pool: &Arc<rayon::ThreadPool>,
+    r: &SplitReading<'_>,
     mut each: impl FnMut(&[u8], &[u8], u64) -> Result<()>,
 ) -> Result<Option<u64>> {
-    let path = inputs
-        .get(split.input)
-        .ok_or_else(|| anyhow!("split {} names input {}, but there are {} inputs", split.ordinal, split.input, inputs.len()))?;
+    let SplitReading {
+        cfg,
+        header,
+        encoder,
+        record_limit,
+        pool,
+    } = *r;
+    let path = inputs.get(split.input).ok_or_else(|| {
+        anyhow!(
+            "split {} names input {}, but there are {} inputs",
+            split.ordinal,
+            split.input,
+            inputs.len()
+        )
+    })?;
     let name: Arc<str> = path.display().to_string().into();
     let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
     let mut scanner = BamScanner::open_at(
@@ -282,7 +296,14 @@ pub fn sample(
     let count = count.max(1);
     let mut stride = 1u64;
     let mut kept: Vec<Splitter> = Vec::new();
-    read_split(inputs, split, &cfg, &header, &enc, usize::MAX, &pool, |key, _, i| {
+    let reading = SplitReading {
+        cfg: &cfg,
+        header: &header,
+        encoder: &enc,
+        record_limit: usize::MAX,
+        pool: &pool,
+    };
+    read_split(inputs, split, &reading, |key, _, i| {
         if i % stride == 0 {
             kept.push(Splitter {
                 key: key.to_vec(),
@@ -312,7 +333,10 @@ pub fn splitters(samples: &[Vec<u8>], partitions: usize) -> Result<Vec<Vec<u8>>>
         .enumerate()
         .map(|(i, s)| {
             Splitter::decode(s).ok_or_else(|| {
-                anyhow!("sample {i} is {} bytes, shorter than its tie-break fields", s.len())
+                anyhow!(
+                    "sample {i} is {} bytes, shorter than its tie-break fields",
+                    s.len()
+                )
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -368,7 +392,14 @@ pub fn map(
         let observe = partitioner.needs_observe();
         let mut batch = Batch::for_input(kind, 1 << 20, 4096);
         let mut records = 0u64;
-        let last = read_split(inputs, split, &cfg, &header, &enc, limit, &pool, |key, rec, i| {
+        let reading = SplitReading {
+            cfg: &cfg,
+            header: &header,
+            encoder: &enc,
+            record_limit: limit,
+            pool: &pool,
+        };
+        let last = read_split(inputs, split, &reading, |key, rec, i| {
             if observe {
                 partitioner.observe(key, i);
             }
@@ -386,8 +417,9 @@ pub fn map(
             sorter.push_batch(&batch)?;
         }
         let mut merged = sorter.finish()?;
-        let mut writers: Vec<BlockWriter> =
-            (0..partitioner.ranges()).map(|_| BlockWriter::new()).collect();
+        let mut writers: Vec<BlockWriter> = (0..partitioner.ranges())
+            .map(|_| BlockWriter::new())
+            .collect();
         let mut assigner = partitioner.clone().into_assigner();
         let mut out = 0u64;
         while let Some((key, rec)) = merged.next_entry()? {
@@ -623,7 +655,11 @@ fn first_record_unplaced(
 }
 
 /// The header bytes of the output (BGZF blocks for BAM and SAM.gz).
-fn header_bytes(header: &Arc<Header>, cfg: &Config, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<u8>> {
+fn header_bytes(
+    header: &Arc<Header>,
+    cfg: &Config,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<Vec<u8>> {
     let options = WriterOptions {
         format: writer_format(cfg),
         level: CompressionLevel::new(cfg.level).context("compression level")?,
@@ -654,14 +690,18 @@ fn concatenate(
     let mut starts = Vec::with_capacity(parts.len());
     for part in parts {
         starts.push(at);
-        let mut f = File::open(part).with_context(|| format!("{}: cannot open the part", part.display()))?;
+        let mut f = File::open(part)
+            .with_context(|| format!("{}: cannot open the part", part.display()))?;
         at += std::io::copy(&mut f, &mut out).with_context(wctx)?;
     }
     let eof = at;
     if bgzf {
         out.write_all(&EOF_BLOCK).with_context(wctx)?;
     }
-    let file = out.into_inner().map_err(|e| e.into_error()).with_context(wctx)?;
+    let file = out
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(wctx)?;
     file.sync_all().with_context(wctx)?;
     Ok((starts, eof, pending))
 }
@@ -721,7 +761,10 @@ pub fn assemble(
     let read_idx = |part: &Path| -> Result<Vec<u8>> {
         let p = part_index_path(part);
         std::fs::read(&p).with_context(|| {
-            format!("{}: cannot read the part index (reduce with the index option)", p.display())
+            format!(
+                "{}: cannot read the part index (reduce with the index option)",
+                p.display()
+            )
         })
     };
     let debris = Debris::default();
@@ -734,8 +777,13 @@ pub fn assemble(
             }
             let idx: Vec<Vec<u8>> = parts.iter().map(|p| read_idx(p)).collect::<Result<_>>()?;
             let list: Vec<(&[u8], u64)> = idx.iter().map(|d| d.as_slice()).zip(starts).collect();
-            let file = alnsort_index::merge_part_indexes(index_format(target.kind), &ref_lengths, &list, eof)
-                .context("merging the parts' indexes")?;
+            let file = alnsort_index::merge_part_indexes(
+                index_format(target.kind),
+                &ref_lengths,
+                &list,
+                eof,
+            )
+            .context("merging the parts' indexes")?;
             write_atomic(&target.path, &file.file_bytes(), &debris)?;
             index_path = Some(target.path.clone());
         }
@@ -892,7 +940,10 @@ pub fn stage_help(command: &str) -> String {
     }
     out.push_str("\nOptions:\n");
     const INDENT: usize = 26;
-    for o in STAGE_OPTIONS.iter().filter(|o| o.commands.contains(&command)) {
+    for o in STAGE_OPTIONS
+        .iter()
+        .filter(|o| o.commands.contains(&command))
+    {
         let left = match o.value {
             Some(v) => format!("  --{} {v}", o.long),
             None => format!("  --{}", o.long),
@@ -937,7 +988,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         bail!("'{s}' is not hex");
     }
     (0..s.len())
@@ -950,7 +1001,12 @@ fn unhex(s: &str) -> Result<Vec<u8>> {
 /// output of `alnsort sample` or `alnsort splitters`).
 fn hex_list(text: &str, field: &str, file: &Path) -> Result<Vec<Vec<u8>>> {
     let key = format!("\"{field}\"");
-    let bad = || anyhow!("{}: no \"{field}\" list (the JSON 'alnsort {field}' prints)", file.display());
+    let bad = || {
+        anyhow!(
+            "{}: no \"{field}\" list (the JSON 'alnsort {field}' prints)",
+            file.display()
+        )
+    };
     let at = text.find(&key).ok_or_else(bad)? + key.len();
     let open = at + text[at..].find('[').ok_or_else(bad)?;
     let close = open + text[open..].find(']').ok_or_else(bad)?;
@@ -1025,9 +1081,7 @@ impl StageArgs {
     fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T> {
         match self.one(name) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| anyhow!("--{name} {v}: not a number")),
+            Some(v) => v.parse().map_err(|_| anyhow!("--{name} {v}: not a number")),
         }
     }
 }
@@ -1088,7 +1142,11 @@ fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
     let opts = &a.sort_options;
     match command {
         "split" => {
-            let splits = split(&a.positional, a.number("parts", 1)?, a.number("threads", 1)?)?;
+            let splits = split(
+                &a.positional,
+                a.number("parts", 1)?,
+                a.number("threads", 1)?,
+            )?;
             let rows: Vec<String> = splits
                 .iter()
                 .map(|s| {
@@ -1170,7 +1228,10 @@ fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 opts,
                 a.flags.contains(&"index"),
             )?;
-            Ok(format!("{{\"records\": {}, \"bytes\": {}}}", r.records, r.bytes))
+            Ok(format!(
+                "{{\"records\": {}, \"bytes\": {}}}",
+                r.records, r.bytes
+            ))
         }
         "assemble" => {
             let output = PathBuf::from(a.need(command, "output")?);
@@ -1247,10 +1308,20 @@ mod tests {
         for (command, _, _) in STAGE_COMMANDS {
             let text = stage_help(command);
             for line in text.lines() {
-                assert!(line.chars().count() <= args::HELP_WIDTH, "{command}: {line:?}");
+                assert!(
+                    line.chars().count() <= args::HELP_WIDTH,
+                    "{command}: {line:?}"
+                );
             }
-            for o in STAGE_OPTIONS.iter().filter(|o| o.commands.contains(&command)) {
-                assert!(text.contains(&format!("--{}", o.long)), "{command}: --{}", o.long);
+            for o in STAGE_OPTIONS
+                .iter()
+                .filter(|o| o.commands.contains(&command))
+            {
+                assert!(
+                    text.contains(&format!("--{}", o.long)),
+                    "{command}: --{}",
+                    o.long
+                );
             }
         }
     }
@@ -1278,8 +1349,11 @@ mod tests {
         let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
         assert!(parse_stage_args("map", os(&["--parts", "3"])).is_err());
         assert!(parse_stage_args("map", os(&["-n"])).is_err());
-        let a = parse_stage_args("map", os(&["--split=0:1:-:0", "in.bam", "--", "-n", "-l", "1"]))
-            .unwrap();
+        let a = parse_stage_args(
+            "map",
+            os(&["--split=0:1:-:0", "in.bam", "--", "-n", "-l", "1"]),
+        )
+        .unwrap();
         assert_eq!(a.one("split"), Some("0:1:-:0"));
         assert_eq!(a.positional, vec![PathBuf::from("in.bam")]);
         assert_eq!(a.sort_options, os(&["-n", "-l", "1"]));

@@ -255,7 +255,9 @@ mod tests {
         let mut pos = 0i64;
         let mut tid = 0;
         for i in 0..n {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let size = 200 + (state >> 50) as u16 % 300;
             if u32::from(off) + u32::from(size) > 0xff00 {
                 block += 1;
@@ -270,7 +272,12 @@ mod tests {
             let r = if unplaced {
                 (-1, -1, 1, false)
             } else {
-                (tid, pos, 100 + (state >> 30) as i64 % 5000, state % 7 != 0)
+                (
+                    tid,
+                    pos,
+                    100 + (state >> 30) as i64 % 5000,
+                    !state.is_multiple_of(7),
+                )
             };
             recs.push((r.0, r.1, r.2, r.3, block, off, size));
             off += size;
@@ -281,7 +288,11 @@ mod tests {
         }
     }
 
-    fn index_record(r: &(i32, i64, i64, bool, u64, u16, u16), vstart: u64, vend: u64) -> IndexRecord {
+    fn index_record(
+        r: &(i32, i64, i64, bool, u64, u16, u16),
+        vstart: u64,
+        vend: u64,
+    ) -> IndexRecord {
         IndexRecord {
             ref_id: r.0,
             beg: r.1,
@@ -342,7 +353,8 @@ mod tests {
                         Some(n) if n.4 == r.4 => rel(r.4, r.5 + r.6),
                         _ => (addr[r.4 as usize + 1] - start) << 16,
                     };
-                    p.push(&index_record(r, rel(r.4, r.5), vend)).expect("part push");
+                    p.push(&index_record(r, rel(r.4, r.5), vend))
+                        .expect("part push");
                 }
                 parts.push((p.finish(end - start), start));
             }

@@ -45,7 +45,9 @@ fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
 }
 
 fn bytes_list(py: Python<'_>, v: Vec<Vec<u8>>) -> Vec<Py<PyBytes>> {
-    v.into_iter().map(|b| PyBytes::new(py, &b).unbind()).collect()
+    v.into_iter()
+        .map(|b| PyBytes::new(py, &b).unbind())
+        .collect()
 }
 
 fn index_kind(index: Option<&str>) -> PyResult<Option<IndexKind>> {

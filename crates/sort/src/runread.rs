@@ -315,7 +315,11 @@ impl RunReader {
 }
 
 /// Checks and decompresses a frame (runs on the pool).
-pub(crate) fn decode(stored: StoredFrame, mut raw: Vec<u8>, path: &std::path::Path) -> Result<Frame> {
+pub(crate) fn decode(
+    stored: StoredFrame,
+    mut raw: Vec<u8>,
+    path: &std::path::Path,
+) -> Result<Frame> {
     let StoredFrame {
         offset,
         header,

@@ -528,10 +528,14 @@ mod tests {
             for (i, &k) in keys.iter().enumerate() {
                 p.observe(&key(k), i as u64);
             }
-            let mut sorted: Vec<(u64, u64)> =
-                keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+            let mut sorted: Vec<(u64, u64)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| (k, i as u64))
+                .collect();
             sorted.sort_by_key(|e| e.0);
-            let mut writers: Vec<BlockWriter> = (0..partitions).map(|_| BlockWriter::new()).collect();
+            let mut writers: Vec<BlockWriter> =
+                (0..partitions).map(|_| BlockWriter::new()).collect();
             let mut assigner = p.into_assigner();
             let mut last = 0;
             for (k, i) in sorted {
@@ -550,8 +554,8 @@ mod tests {
         let mut sizes = Vec::new();
         for range in blocks {
             let n = range.len();
-            let mut m = merge_blocks(range, vec![String::new(); n], KeyKind::Fixed8)
-                .expect("merge");
+            let mut m =
+                merge_blocks(range, vec![String::new(); n], KeyKind::Fixed8).expect("merge");
             let before = got.len();
             while let Some((k, rec)) = m.next_entry().expect("entry") {
                 let k = u64::from_be_bytes(k.try_into().expect("8 bytes"));
@@ -641,7 +645,11 @@ mod tests {
         let mut block = w.finish();
         let mid = block.len() / 2;
         block[mid] ^= 0x40;
-        let e = match merge_blocks(vec![block], vec!["range 1, split 2".into()], KeyKind::Fixed8) {
+        let e = match merge_blocks(
+            vec![block],
+            vec!["range 1, split 2".into()],
+            KeyKind::Fixed8,
+        ) {
             Ok(mut m) => loop {
                 match m.next_entry() {
                     Ok(Some(_)) => continue,

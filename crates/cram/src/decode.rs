@@ -3,7 +3,9 @@
 //! job ([`PendingContainer::decode`]).
 
 use crate::error::{take_reference_error, CramError};
+use crate::{mates, md_nm};
 use crate::reference::RefSource;
+use alnsort_bam::RecordRef;
 use noodles_bam as bam;
 use noodles_cram as cram;
 use noodles_fasta as fasta;
@@ -170,6 +172,7 @@ impl PendingContainer {
         let compression_header = self.container.compression_header().map_err(fail)?;
         let mut writer = bam::io::Writer::from(std::mem::take(out));
         let mut n = 0u64;
+        let mut cached: Option<(i32, std::sync::Arc<fasta::record::Sequence>)> = None;
         let result = (|| -> io::Result<()> {
             for slice in self.container.slices() {
                 let slice = slice?;
@@ -181,10 +184,52 @@ impl PendingContainer {
                     &core,
                     &external,
                 )?;
+                let slice_start = writer.get_ref().len();
+                let mut starts = Vec::with_capacity(records.len());
                 for r in &records {
+                    let start = writer.get_ref().len();
+                    starts.push(start - slice_start);
                     writer.write_alignment_record(&ctx.header, r)?;
                     n += 1;
+                    let buf = writer.get_mut();
+                    let rec = RecordRef::with_block_size(&buf[start..]);
+                    let ref_id = rec.ref_id();
+                    if rec.flag() & 0x4 != 0 {
+                        // CRAM stores no MAPQ for an unmapped record: htslib
+                        // gives it 0, noodles 255 (missing).
+                        buf[start + 4 + 9] = 0;
+                        continue;
+                    }
+                    if !md_nm::may_need(&rec) {
+                        continue;
+                    }
+                    if cached.as_ref().is_none_or(|(id, _)| *id != ref_id) {
+                        let name = ctx
+                            .header
+                            .reference_sequences()
+                            .get_index(ref_id as usize)
+                            .map(|(name, _)| name.to_vec())
+                            .ok_or_else(|| {
+                                io::Error::new(
+                                    io::ErrorKind::InvalidData,
+                                    format!("reference id {ref_id} is not in the header"),
+                                )
+                            })?;
+                        let seq = ctx.repository.get(&name).transpose()?.ok_or_else(|| {
+                            io::Error::other(format!(
+                                "reference {} is not available",
+                                String::from_utf8_lossy(&name)
+                            ))
+                        })?;
+                        cached = Some((ref_id, seq));
+                    }
+                    let reference = cached.as_ref().map(|(_, s)| s.as_ref().as_ref());
+                    if let Some(fixed) = md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[])) {
+                        buf.truncate(start);
+                        buf.extend_from_slice(&fixed);
+                    }
                 }
+                mates::fix_attached_tlen(&mut writer.get_mut()[slice_start..], &starts);
             }
             Ok(())
         })();

@@ -21,6 +21,8 @@
 mod decode;
 mod encode;
 mod error;
+mod mates;
+mod md_nm;
 mod options;
 mod reference;
 

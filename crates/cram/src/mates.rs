@@ -1,0 +1,169 @@
+//! TLEN of mates attached within a slice, as htslib's decoder sets it.
+//!
+//! A CRAM writer may store a pair whose two records sit in one slice as
+//! "attached": the second record's RNEXT, PNEXT and TLEN are not stored but
+//! rebuilt on decoding. noodles-cram gives the first record of the pair in
+//! the slice `+T` and the other `-T` (T the template's span); htslib gives
+//! `+T` to the leftmost record (on a tie of starts, to the one with flag
+//! 0x40, READ1), `-T` to the other, and 0 to both when the mates are on
+//! different references or either is unmapped. htslib's encoder stores a
+//! pair as attached only when its own rule gives back the record's TLEN,
+//! so htslib's rule is the one that reproduces the original file.
+//!
+//! noodles does not say which records it attached, so a pair is taken as
+//! attached when its two TLENs are exactly what noodles computes for an
+//! attached pair (first `+T`, second `-T`, T its span). A pair stored
+//! detached with exactly those values, and whose values htslib's rule would
+//! not give, would be changed wrongly; htslib's encoder attaches every pair
+//! whose TLENs follow the SAM spec's sign rule, so only a file whose TLEN
+//! signs break that rule (rightmost mate positive) can show it.
+
+use alnsort_bam::RecordRef;
+use std::collections::HashMap;
+
+const TLEN_AT: usize = 4 + 28;
+
+/// noodles' end of a record: start plus its reference span (its read
+/// length when unmapped), minus one; positions 1-based.
+fn noodles_end(r: &RecordRef) -> i64 {
+    let start = r.pos() as i64 + 1;
+    let span = if r.flag() & 0x4 != 0 {
+        r.l_seq() as i64
+    } else {
+        r.reference_length()
+    };
+    start + span - 1
+}
+
+fn set_tlen(buf: &mut [u8], at: usize, v: i32) {
+    buf[at + TLEN_AT..at + TLEN_AT + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Rewrites the TLEN of attached pairs among the records of one slice
+/// (`starts`: each record's offset in `buf`, framed) by htslib's rule.
+pub(crate) fn fix_attached_tlen(buf: &mut [u8], starts: &[usize]) {
+    let mut by_name: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    for (i, &at) in starts.iter().enumerate() {
+        let r = RecordRef::with_block_size(&buf[at..]);
+        if r.flag() & 0x1 != 0 {
+            by_name.entry(r.read_name()).or_default().push(i);
+        }
+    }
+    let mut changes: Vec<(usize, i32)> = Vec::new();
+    for idx in by_name.values() {
+        let [a, b] = idx[..] else { continue };
+        let ra = RecordRef::with_block_size(&buf[starts[a]..]);
+        let rb = RecordRef::with_block_size(&buf[starts[b]..]);
+        if ra.pos() < 0 || rb.pos() < 0 {
+            continue;
+        }
+        let start = (ra.pos().min(rb.pos()) as i64) + 1;
+        let end = noodles_end(&ra).max(noodles_end(&rb));
+        let t = end - start + 1;
+        if t <= 0 || t > i32::MAX as i64 {
+            continue;
+        }
+        let t = t as i32;
+        if ra.tlen() != t || rb.tlen() != -t {
+            continue;
+        }
+        let unmapped = (ra.flag() | rb.flag()) & 0x4 != 0;
+        if unmapped || ra.ref_id() != rb.ref_id() {
+            changes.push((starts[a], 0));
+            changes.push((starts[b], 0));
+            continue;
+        }
+        // htslib's span: leftmost start to rightmost mapped end.
+        let hend = (ra.pos() as i64 + ra.reference_length()).max(rb.pos() as i64 + rb.reference_length());
+        let ht = (hend - ra.pos().min(rb.pos()) as i64) as i32;
+        let left = ra.pos().min(rb.pos());
+        let left_cnt = [&ra, &rb].iter().filter(|r| r.pos() == left).count();
+        for (r, at) in [(&ra, starts[a]), (&rb, starts[b])] {
+            let plus = r.pos() == left && (left_cnt == 1 || r.flag() & 0x40 != 0);
+            changes.push((at, if plus { ht } else { -ht }));
+        }
+    }
+    for (at, v) in changes {
+        set_tlen(buf, at, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A framed paired record with a 10M CIGAR.
+    fn rec(name: &[u8], flag: u16, ref_id: i32, pos: i32, tlen: i32) -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(&ref_id.to_le_bytes());
+        d.extend_from_slice(&pos.to_le_bytes());
+        d.push(name.len() as u8 + 1);
+        d.push(60);
+        d.extend_from_slice(&0u16.to_le_bytes());
+        d.extend_from_slice(&1u16.to_le_bytes());
+        d.extend_from_slice(&flag.to_le_bytes());
+        d.extend_from_slice(&10u32.to_le_bytes());
+        d.extend_from_slice(&ref_id.to_le_bytes());
+        d.extend_from_slice(&0i32.to_le_bytes());
+        d.extend_from_slice(&tlen.to_le_bytes());
+        d.extend_from_slice(name);
+        d.push(0);
+        d.extend_from_slice(&(10u32 << 4).to_le_bytes());
+        d.extend_from_slice(&[0x11; 5]);
+        d.extend_from_slice(&[30; 10]);
+        let mut f = (d.len() as u32).to_le_bytes().to_vec();
+        f.extend_from_slice(&d);
+        f
+    }
+
+    fn tlens(buf: &[u8], starts: &[usize]) -> Vec<i32> {
+        starts
+            .iter()
+            .map(|&s| RecordRef::with_block_size(&buf[s..]).tlen())
+            .collect()
+    }
+
+    fn slice(recs: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
+        let mut buf = Vec::new();
+        let mut starts = Vec::new();
+        for r in recs {
+            starts.push(buf.len());
+            buf.extend_from_slice(r);
+        }
+        (buf, starts)
+    }
+
+    #[test]
+    fn leftmost_mate_gets_the_positive_tlen() {
+        // The rightmost mate comes first in the slice; noodles gave it +T.
+        let (mut buf, starts) = slice(&[
+            rec(b"p", 0x1 | 0x80 | 0x10, 0, 400, 410),
+            rec(b"p", 0x1 | 0x40 | 0x20, 0, 0, -410),
+        ]);
+        fix_attached_tlen(&mut buf, &starts);
+        assert_eq!(tlens(&buf, &starts), vec![-410, 410]);
+    }
+
+    #[test]
+    fn equal_starts_go_by_read1_and_other_references_give_zero() {
+        let (mut buf, starts) = slice(&[
+            rec(b"q", 0x1 | 0x80, 0, 5, 10),
+            rec(b"q", 0x1 | 0x40, 0, 5, -10),
+            rec(b"r", 0x1 | 0x40, 0, 5, 20),
+            rec(b"r", 0x1 | 0x80, 1, 15, -20),
+        ]);
+        fix_attached_tlen(&mut buf, &starts);
+        assert_eq!(tlens(&buf, &starts), vec![-10, 10, 0, 0]);
+    }
+
+    #[test]
+    fn pairs_not_in_noodles_attached_form_are_left_alone() {
+        let (mut buf, starts) = slice(&[
+            rec(b"s", 0x1 | 0x80, 0, 400, -123),
+            rec(b"s", 0x1 | 0x40, 0, 0, 123),
+        ]);
+        let before = buf.clone();
+        fix_attached_tlen(&mut buf, &starts);
+        assert_eq!(buf, before);
+    }
+}

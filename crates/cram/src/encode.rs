@@ -137,6 +137,19 @@ impl<W: Write> CramWriter<W> {
                 source,
             },
         };
+        if alnsort_bam::RecordRef::with_block_size(framed)
+            .aux_get(*b"RG")
+            .is_some()
+        {
+            return Err(CramError::Unsupported {
+                file: file.clone(),
+                record,
+                what: "an RG tag: the CRAM encoder (noodles-cram 0.102) stores RG both as a tag \
+                       and as the read-group series, so samtools would read it twice; write BAM, \
+                       or convert the BAM with samtools view -C"
+                    .into(),
+            });
+        }
         let mut reader = bam::io::Reader::from(framed);
         reader.read_record(&mut self.record).map_err(fail)?;
         self.writer

@@ -79,6 +79,12 @@ pub enum CramError {
         #[source]
         source: ReferenceError,
     },
+    #[error("{file}: CRAM record {record} cannot be written as samtools would read it back: it has {what}")]
+    Unsupported {
+        file: String,
+        record: u64,
+        what: String,
+    },
     #[error("{file}: writing CRAM: {source}")]
     Write {
         file: String,

@@ -3,8 +3,8 @@
 //! job ([`PendingContainer::decode`]).
 
 use crate::error::{take_reference_error, CramError};
-use crate::{mates, md_nm};
 use crate::reference::RefSource;
+use crate::{mates, md_nm};
 use alnsort_bam::RecordRef;
 use noodles_bam as bam;
 use noodles_cram as cram;
@@ -224,7 +224,8 @@ impl PendingContainer {
                         cached = Some((ref_id, seq));
                     }
                     let reference = cached.as_ref().map(|(_, s)| s.as_ref().as_ref());
-                    if let Some(fixed) = md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[])) {
+                    if let Some(fixed) = md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[]))
+                    {
                         buf.truncate(start);
                         buf.extend_from_slice(&fixed);
                     }

@@ -26,9 +26,7 @@ fn encoder_map(opts: &CramOptions) -> BlockContentEncoderMap {
     });
     let data = match opts.version {
         CramVersion::V3_0 => gzip.clone(),
-        CramVersion::V3_1 => {
-            Encoder::RansNx16(noodles_cram::codecs::rans_nx16::Flags::ORDER)
-        }
+        CramVersion::V3_1 => Encoder::RansNx16(noodles_cram::codecs::rans_nx16::Flags::empty()),
     };
     let mut b = BlockContentEncoderMap::builder()
         .set_core_data_encoder(Some(gzip))
@@ -98,8 +96,9 @@ impl<W: Write> CramWriter<W> {
             .set_reference_sequence_repository(repository)
             .set_block_content_encoder_map(encoder_map(opts))
             .build_from_writer(inner);
-        writer.write_header(&header).map_err(|source| {
-            match take_reference_error(source) {
+        writer
+            .write_header(&header)
+            .map_err(|source| match take_reference_error(source) {
                 Ok(r) => CramError::EncodeReference {
                     file: file.to_string(),
                     record: 0,
@@ -109,8 +108,7 @@ impl<W: Write> CramWriter<W> {
                     file: file.to_string(),
                     source,
                 },
-            }
-        })?;
+            })?;
         Ok(CramWriter {
             file: file.to_string(),
             writer,
@@ -137,10 +135,19 @@ impl<W: Write> CramWriter<W> {
                 source,
             },
         };
-        if alnsort_bam::RecordRef::with_block_size(framed)
-            .aux_get(*b"RG")
-            .is_some()
-        {
+        let view = alnsort_bam::RecordRef::with_block_size(framed);
+        if view.flag() & 0x4 == 0 && view.n_cigar_op() > 0 && view.l_seq() == 0 {
+            return Err(CramError::Unsupported {
+                file: file.clone(),
+                record,
+                what:
+                    "no sequence (SEQ *) but an alignment: the CRAM encoder (noodles-cram 0.102) \
+                       cannot encode it (it fails on the missing bases); write BAM, or convert the \
+                       BAM with samtools view -C"
+                        .into(),
+            });
+        }
+        if view.aux_get(*b"RG").is_some() {
             return Err(CramError::Unsupported {
                 file: file.clone(),
                 record,
@@ -162,16 +169,16 @@ impl<W: Write> CramWriter<W> {
     pub fn finish(mut self) -> Result<W, CramError> {
         let file = self.file.clone();
         let records = self.records;
-        self.writer
-            .try_finish(&self.header)
-            .map_err(|source| match take_reference_error(source) {
+        self.writer.try_finish(&self.header).map_err(|source| {
+            match take_reference_error(source) {
                 Ok(r) => CramError::EncodeReference {
                     file: file.clone(),
                     record: records,
                     source: r,
                 },
                 Err(source) => CramError::Write { file, source },
-            })?;
+            }
+        })?;
         Ok(self.writer.into_inner())
     }
 }

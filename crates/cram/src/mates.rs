@@ -3,9 +3,11 @@
 //! A CRAM writer may store a pair whose two records sit in one slice as
 //! "attached": the second record's RNEXT, PNEXT and TLEN are not stored but
 //! rebuilt on decoding. noodles-cram gives the first record of the pair in
-//! the slice `+T` and the other `-T` (T the template's span); htslib gives
-//! `+T` to the leftmost record (on a tie of starts, to the one with flag
-//! 0x40, READ1), `-T` to the other, and 0 to both when the mates are on
+//! the slice `+T` and the other `-T` (T the template's span); htslib 1.24
+//! gives `+T` to the leftmost record by start, then by end (found by
+//! decoding samtools' own CRAMs: of two mates starting together, the one
+//! ending first is positive), on a tie of both to the one with flag 0x40
+//! (READ1), `-T` to the other, and 0 to both when the mates are on
 //! different references or either is unmapped. htslib's encoder stores a
 //! pair as attached only when its own rule gives back the record's TLEN,
 //! so htslib's rule is the one that reproduces the original file.
@@ -74,14 +76,17 @@ pub(crate) fn fix_attached_tlen(buf: &mut [u8], starts: &[usize]) {
             continue;
         }
         // htslib's span: leftmost start to rightmost mapped end.
-        let hend = (ra.pos() as i64 + ra.reference_length()).max(rb.pos() as i64 + rb.reference_length());
+        let hend =
+            (ra.pos() as i64 + ra.reference_length()).max(rb.pos() as i64 + rb.reference_length());
         let ht = (hend - ra.pos().min(rb.pos()) as i64) as i32;
-        let left = ra.pos().min(rb.pos());
-        let left_cnt = [&ra, &rb].iter().filter(|r| r.pos() == left).count();
-        for (r, at) in [(&ra, starts[a]), (&rb, starts[b])] {
-            let plus = r.pos() == left && (left_cnt == 1 || r.flag() & 0x40 != 0);
-            changes.push((at, if plus { ht } else { -ht }));
-        }
+        // The leftmost record by (start, end) is positive; on a tie of
+        // both, the one with READ1.
+        let key = |r: &RecordRef| (r.pos() as i64, r.pos() as i64 + r.reference_length());
+        let (ka, kb) = (key(&ra), key(&rb));
+        let a_plus = ka < kb || (ka == kb && ra.flag() & 0x40 != 0);
+        let b_plus = kb < ka || (ka == kb && rb.flag() & 0x40 != 0);
+        changes.push((starts[a], if a_plus { ht } else { -ht }));
+        changes.push((starts[b], if b_plus { ht } else { -ht }));
     }
     for (at, v) in changes {
         set_tlen(buf, at, v);
@@ -142,6 +147,26 @@ mod tests {
         ]);
         fix_attached_tlen(&mut buf, &starts);
         assert_eq!(tlens(&buf, &starts), vec![-410, 410]);
+    }
+
+    /// A framed paired record with an `n`M CIGAR.
+    fn rec_len(name: &[u8], flag: u16, pos: i32, tlen: i32, n: u32) -> Vec<u8> {
+        let mut r = rec(name, flag, 0, pos, tlen);
+        let cigar_at = 4 + 32 + name.len() + 1;
+        r[cigar_at..cigar_at + 4].copy_from_slice(&(n << 4).to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn equal_starts_go_by_end_first() {
+        // READ1 is longer: its mate, ending first, is positive (samtools
+        // 1.24 decodes its own CRAM of such a pair this way).
+        let (mut buf, starts) = slice(&[
+            rec_len(b"b", 0x1 | 0x40 | 0x10, 300, 80, 80),
+            rec_len(b"b", 0x1 | 0x80 | 0x20, 300, -80, 10),
+        ]);
+        fix_attached_tlen(&mut buf, &starts);
+        assert_eq!(tlens(&buf, &starts), vec![-80, 80]);
     }
 
     #[test]

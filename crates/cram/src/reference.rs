@@ -182,10 +182,11 @@ fn clean(mut seq: Vec<u8>) -> Vec<u8> {
 impl Resolver {
     fn find(&self, name: &[u8]) -> Result<Vec<u8>, ReferenceError> {
         let sn = String::from_utf8_lossy(name).into_owned();
-        let info = self.sq.get(name).cloned().unwrap_or(SqInfo {
-            m5: None,
-            ur: None,
-        });
+        let info = self
+            .sq
+            .get(name)
+            .cloned()
+            .unwrap_or(SqInfo { m5: None, ur: None });
         let m5_shown = info.m5.clone().unwrap_or_else(|| "absent".into());
         let mut looked: Vec<String> = Vec::new();
         let check = |seq: Vec<u8>, place: String| -> Result<Vec<u8>, ReferenceError> {
@@ -348,7 +349,11 @@ impl FastaFile {
                 f.get(k).and_then(|v| v.parse().ok()).ok_or_else(|| {
                     io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("{}: line {} is not a .fai line", Path::new(&fai_path).display(), i + 1),
+                        format!(
+                            "{}: line {} is not a .fai line",
+                            Path::new(&fai_path).display(),
+                            i + 1
+                        ),
                     )
                 })
             };
@@ -461,7 +466,10 @@ mod tests {
         let fa = dir.path().join("r.fa");
         std::fs::write(&fa, ">chrA desc\nacgt\nAC\n>chrB\nTTTT\n").expect("write");
         let m5 = md5_hex(b"ACGTAC");
-        let h = header(&format!("@SQ\tSN:chrA\tLN:6\tM5:{m5}\n@SQ\tSN:chrB\tLN:4\tM5:{}", "0".repeat(32)));
+        let h = header(&format!(
+            "@SQ\tSN:chrA\tLN:6\tM5:{m5}\n@SQ\tSN:chrB\tLN:4\tM5:{}",
+            "0".repeat(32)
+        ));
         let repo = RefSource {
             fasta: Some(fa.clone()),
             ..Default::default()
@@ -470,9 +478,15 @@ mod tests {
         let a = repo.get(b"chrA").expect("some").expect("found");
         assert_eq!(AsRef::<[u8]>::as_ref(&*a), b"ACGTAC");
         let e = repo.get(b"chrB").expect("some").unwrap_err().to_string();
-        assert!(e.contains("chrB") && e.contains(&"0".repeat(32)) && e.contains("r.fa"), "{e}");
+        assert!(
+            e.contains("chrB") && e.contains(&"0".repeat(32)) && e.contains("r.fa"),
+            "{e}"
+        );
         let e = repo.get(b"chrC").expect("some").unwrap_err().to_string();
-        assert!(e.contains("not found") && e.contains("no sequence named chrC"), "{e}");
+        assert!(
+            e.contains("not found") && e.contains("no sequence named chrC"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -493,8 +507,16 @@ mod tests {
         assert_eq!(AsRef::<[u8]>::as_ref(&*c1), b"GATTACA");
         // Missing: the message names each place looked at.
         let h = header(&format!("@SQ\tSN:c2\tLN:7\tM5:{}", "ab".repeat(16)));
-        let e = src.repository(&h).get(b"c2").expect("some").unwrap_err().to_string();
-        assert!(e.contains("/nonexistent/abab") && e.contains("REF_CACHE not set"), "{e}");
+        let e = src
+            .repository(&h)
+            .get(b"c2")
+            .expect("some")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/nonexistent/abab") && e.contains("REF_CACHE not set"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -502,7 +524,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let fa = dir.path().join("r.fa");
         std::fs::write(&fa, ">x\nACG\nTA\n>y\nGG\n").expect("write");
-        std::fs::write(dir.path().join("r.fa.fai"), "x\t5\t3\t3\t4\ny\t2\t13\t2\t3\n").expect("fai");
+        std::fs::write(
+            dir.path().join("r.fa.fai"),
+            "x\t5\t3\t3\t4\ny\t2\t13\t2\t3\n",
+        )
+        .expect("fai");
         let mut f = FastaFile::new(fa);
         assert_eq!(f.get(b"x").expect("ok").expect("x"), b"ACGTA");
         assert_eq!(f.get(b"y").expect("ok").expect("y"), b"GG");

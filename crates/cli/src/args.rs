@@ -1080,6 +1080,23 @@ mod tests {
     }
 
     #[test]
+    fn reference_and_cram_options_are_taken() {
+        let a = run(&["--reference", "r.fa", "x.bam"]).unwrap();
+        assert_eq!(a.reference, Some(PathBuf::from("r.fa")));
+        let a = run(&["-O", "cram,version=3.1,reference=s.fa,no_ref=0", "x.bam"]).unwrap();
+        assert_eq!(a.format, Some(OutFormat::Cram));
+        assert_eq!(a.reference, Some(PathBuf::from("s.fa")));
+        assert_eq!(
+            a.cram_options,
+            vec![
+                ("version".to_string(), "3.1".to_string()),
+                ("no_ref".to_string(), "0".to_string())
+            ]
+        );
+        assert!(run(&["-O", "cram,seqs_per_slice=5"]).is_err());
+    }
+
+    #[test]
     fn minimiser_options_follow_samtools() {
         let a = run(&["-n", "-M", "-K", "40", "-R", "-H", "-w", "7"]).unwrap();
         assert_eq!(a.order, OrderFlag::Minimiser);

@@ -145,7 +145,7 @@ impl Destinations {
 
 /// BAM/SAM through `alnsort_bam::writer`, or CRAM through `alnsort_cram`.
 enum Sink {
-    Hts(Writer<Writeback>),
+    Hts(Box<Writer<Writeback>>),
     Cram {
         writer: Box<alnsort_cram::CramWriter<Writeback>>,
         records: u64,
@@ -245,10 +245,10 @@ impl Output {
                 bytes: 0,
             }
         } else {
-            Sink::Hts(
+            Sink::Hts(Box::new(
                 Writer::new(Writeback::new(file, durable), header, options, pool)
                     .map_err(|e| write_error(&name, to_stdout, e))?,
-            )
+            ))
         };
         Ok(Output {
             writer,
@@ -295,7 +295,7 @@ impl Output {
         } = self;
         let (built, records, bytes_uncompressed, bytes_written) = match writer {
             Sink::Hts(writer) => {
-                let done = writer
+                let done = (*writer)
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
                 done.inner

@@ -159,7 +159,7 @@ impl PendingContainer {
                 index: self.index,
                 first: self.first_record + 1,
                 end: self.first_record + self.records,
-                source: r,
+                source: Box::new(r),
             },
             Err(source) => CramError::Decode {
                 file: ctx.file.to_string(),

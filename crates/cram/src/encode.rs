@@ -102,7 +102,7 @@ impl<W: Write> CramWriter<W> {
                 Ok(r) => CramError::EncodeReference {
                     file: file.to_string(),
                     record: 0,
-                    source: r,
+                    source: Box::new(r),
                 },
                 Err(source) => CramError::Write {
                     file: file.to_string(),
@@ -127,7 +127,7 @@ impl<W: Write> CramWriter<W> {
             Ok(r) => CramError::EncodeReference {
                 file: file.clone(),
                 record,
-                source: r,
+                source: Box::new(r),
             },
             Err(source) => CramError::Encode {
                 file: file.clone(),
@@ -174,7 +174,7 @@ impl<W: Write> CramWriter<W> {
                 Ok(r) => CramError::EncodeReference {
                     file: file.clone(),
                     record: records,
-                    source: r,
+                    source: Box::new(r),
                 },
                 Err(source) => CramError::Write { file, source },
             }

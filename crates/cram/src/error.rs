@@ -63,7 +63,7 @@ pub enum CramError {
         first: u64,
         end: u64,
         #[source]
-        source: ReferenceError,
+        source: Box<ReferenceError>,
     },
     #[error("{file}: writing CRAM record {record}: {source}")]
     Encode {
@@ -77,7 +77,7 @@ pub enum CramError {
         file: String,
         record: u64,
         #[source]
-        source: ReferenceError,
+        source: Box<ReferenceError>,
     },
     #[error("{file}: CRAM record {record} cannot be written as samtools would read it back: it has {what}")]
     Unsupported {

@@ -33,8 +33,9 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8]) -> Option<Vec<u8>> {
     let has_md = r.aux_get(*b"MD").is_some();
     let has_nm = r.aux_get(*b"NM").is_some();
     let seq = r.seq_bytes();
-    let base =
-        |i: usize| SEQ_CODES[((seq[i / 2] >> (if i % 2 == 0 { 4 } else { 0 })) & 0xf) as usize];
+    let base = |i: usize| {
+        SEQ_CODES[((seq[i / 2] >> (if i.is_multiple_of(2) { 4 } else { 0 })) & 0xf) as usize]
+    };
     let ref_base = |i: usize| reference.get(i).map_or(b'N', |b| b.to_ascii_uppercase());
     let mut md = Vec::new();
     let mut nm: u32 = 0;

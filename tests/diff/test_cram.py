@@ -410,3 +410,28 @@ def test_cram_output_without_a_reference_is_an_error(alnsort_bin, data, tmp_path
     # The SAM has no M5: alnsort says so, and that no --reference was given.
     assert "no --reference given" in err and "has no M5" in err, err
     assert not out.exists()
+
+
+def test_cram_output_refuses_mate_fields_a_reader_would_rebuild(alnsort_bin, data, tmp_path):
+    """noodles-cram stores mates of one slice attached, and readers rebuild
+    TLEN from the pair: a TLEN by another convention would come back
+    changed, so it is refused naming the read instead."""
+    lines = data["sam_plain"].read_text().splitlines(keepends=True)
+    name = next(ln.split("\t")[0] for ln in lines if not ln.startswith("@") and ln.split("\t")[8] not in ("0",))
+    out_lines = []
+    for ln in lines:
+        f = ln.split("\t")
+        if not ln.startswith("@") and f[0] == name:
+            t = int(f[8])
+            f[8] = str(t + 1 if t > 0 else t - 1)
+            ln = "\t".join(f)
+        out_lines.append(ln)
+    src = tmp_path.parent / f"{tmp_path.name}-tlen.sam"
+    src.write_text("".join(out_lines))
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    assert f"read {name}" in err and "TLEN" in err and "rebuilds" in err, err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, set()) == []

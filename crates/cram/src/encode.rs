@@ -17,7 +17,15 @@ pub struct CramWriter<W: Write> {
     header: sam::Header,
     record: bam::Record,
     records: u64,
+    /// The records of the slice being filled, checked as a whole before
+    /// noodles gets them (`mates::check_slice`).
+    slice: Vec<u8>,
+    slice_starts: Vec<usize>,
 }
+
+/// Records per slice (and per container) in noodles-cram 0.102's writer:
+/// mates within one slice are stored attached.
+const RECORDS_PER_SLICE: usize = 10_240;
 
 fn encoder_map(opts: &CramOptions) -> BlockContentEncoderMap {
     let gzip = Encoder::Gzip(match opts.level {
@@ -115,11 +123,44 @@ impl<W: Write> CramWriter<W> {
             header,
             record: bam::Record::default(),
             records: 0,
+            slice: Vec::new(),
+            slice_starts: Vec::new(),
         })
     }
 
-    /// Appends one BAM record (with its `block_size` prefix).
+    /// Appends one BAM record (with its `block_size` prefix). Records are
+    /// held until their slice is full, then checked and encoded.
     pub fn write_record(&mut self, framed: &[u8]) -> Result<(), CramError> {
+        self.slice_starts.push(self.slice.len());
+        self.slice.extend_from_slice(framed);
+        if self.slice_starts.len() == RECORDS_PER_SLICE {
+            self.flush_slice()?;
+        }
+        Ok(())
+    }
+
+    fn flush_slice(&mut self) -> Result<(), CramError> {
+        let slice = std::mem::take(&mut self.slice);
+        let starts = std::mem::take(&mut self.slice_starts);
+        if let Err((i, what)) = crate::mates::check_slice(&slice, &starts) {
+            return Err(CramError::Unsupported {
+                file: self.file.clone(),
+                record: self.records + i as u64 + 1,
+                what,
+            });
+        }
+        for (k, &at) in starts.iter().enumerate() {
+            let end = starts.get(k + 1).copied().unwrap_or(slice.len());
+            self.encode_one(&slice[at..end])?;
+        }
+        self.slice = slice;
+        self.slice.clear();
+        self.slice_starts = starts;
+        self.slice_starts.clear();
+        Ok(())
+    }
+
+    fn encode_one(&mut self, framed: &[u8]) -> Result<(), CramError> {
         self.records += 1;
         let record = self.records;
         let file = &self.file;
@@ -167,6 +208,9 @@ impl<W: Write> CramWriter<W> {
     /// Writes the last container and the EOF container; returns the
     /// underlying writer.
     pub fn finish(mut self) -> Result<W, CramError> {
+        if !self.slice_starts.is_empty() {
+            self.flush_slice()?;
+        }
         let file = self.file.clone();
         let records = self.records;
         self.writer.try_finish(&self.header).map_err(|source| {

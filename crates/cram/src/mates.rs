@@ -93,6 +93,86 @@ pub(crate) fn fix_attached_tlen(buf: &mut [u8], starts: &[usize]) {
     }
 }
 
+/// Checks that a CRAM reader gives back every record's mate fields when
+/// noodles-cram stores the records of one slice (`starts`: each record's
+/// offset in `buf`): noodles attaches each segmented, non-secondary record
+/// to the next one of the same name in the slice without checking, and a
+/// reader then rebuilds RNEXT, PNEXT, the mate flags and TLEN from the mate
+/// (htslib's rule, as in [`fix_attached_tlen`]). `Err((index, what))` names
+/// the first record whose stored values would not come back.
+pub(crate) fn check_slice(buf: &[u8], starts: &[usize]) -> Result<(), (usize, String)> {
+    let rec = |i: usize| RecordRef::with_block_size(&buf[starts[i]..]);
+    let mut chains: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    for i in (0..starts.len()).rev() {
+        let r = rec(i);
+        if r.flag() & 0x1 != 0 && r.flag() & 0x100 == 0 {
+            chains.entry(r.read_name()).or_default().push(i);
+        }
+    }
+    for members in chains.values() {
+        if members.len() < 2 {
+            continue;
+        }
+        let mut m = members.clone();
+        m.sort_unstable();
+        let name = String::from_utf8_lossy(rec(m[0]).read_name()).into_owned();
+        if m.len() > 2 {
+            return Err((
+                m[0],
+                format!(
+                    "{} records named {name} in one CRAM slice (noodles-cram 0.102 would chain \
+                     them as mates and readers would rebuild their mate fields)",
+                    m.len()
+                ),
+            ));
+        }
+        let (a, b) = (rec(m[0]), rec(m[1]));
+        let bad = |x: &RecordRef, y: &RecordRef, want_tlen: i32| -> Option<String> {
+            let mate_unmapped = y.flag() & 0x4 != 0;
+            let mate_rev = y.flag() & 0x10 != 0;
+            if x.next_ref_id() != y.ref_id() || x.next_pos() != y.pos() {
+                return Some("RNEXT/PNEXT other than its mate's position".into());
+            }
+            if (x.flag() & 0x8 != 0) != mate_unmapped || (x.flag() & 0x20 != 0) != mate_rev {
+                return Some("mate flags (0x8, 0x20) other than its mate's".into());
+            }
+            if x.tlen() != want_tlen {
+                return Some(format!(
+                    "TLEN {} where a CRAM reader rebuilds {want_tlen} from its mate",
+                    x.tlen()
+                ));
+            }
+            None
+        };
+        let (ta, tb) = htslib_pair_tlen(&a, &b);
+        for (i, x, y, t) in [(m[0], &a, &b, ta), (m[1], &b, &a, tb)] {
+            if let Some(why) = bad(x, y, t) {
+                return Err((
+                    i,
+                    format!(
+                        "{why} (read {name}; noodles-cram 0.102 stores mates in one slice \
+                         attached, and readers rebuild these fields)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The TLENs htslib gives two attached mates.
+fn htslib_pair_tlen(a: &RecordRef, b: &RecordRef) -> (i32, i32) {
+    if (a.flag() | b.flag()) & 0x4 != 0 || a.ref_id() != b.ref_id() {
+        return (0, 0);
+    }
+    let key = |r: &RecordRef| (r.pos() as i64, r.pos() as i64 + r.reference_length());
+    let (ka, kb) = (key(a), key(b));
+    let t = (ka.1.max(kb.1) - ka.0.min(kb.0)) as i32;
+    let a_plus = ka < kb || (ka == kb && a.flag() & 0x40 != 0);
+    let b_plus = kb < ka || (ka == kb && b.flag() & 0x40 != 0);
+    (if a_plus { t } else { -t }, if b_plus { t } else { -t })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +270,39 @@ mod tests {
         let before = buf.clone();
         fix_attached_tlen(&mut buf, &starts);
         assert_eq!(buf, before);
+    }
+
+    /// A paired record with RNEXT/PNEXT set.
+    fn mate_rec(name: &[u8], flag: u16, pos: i32, next_pos: i32, tlen: i32) -> Vec<u8> {
+        let mut r = rec(name, flag, 0, pos, tlen);
+        r[4 + 24..4 + 28].copy_from_slice(&next_pos.to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn consistent_mates_pass_and_others_are_named() {
+        let (buf, starts) = slice(&[
+            mate_rec(b"m", 0x1 | 0x40 | 0x20, 100, 300, 210),
+            mate_rec(b"m", 0x1 | 0x80 | 0x10, 300, 100, -210),
+        ]);
+        assert_eq!(check_slice(&buf, &starts), Ok(()));
+        // TLEN by another convention (5' ends): a reader would change it.
+        let (buf, starts) = slice(&[
+            mate_rec(b"m", 0x1 | 0x40 | 0x20, 100, 300, 200),
+            mate_rec(b"m", 0x1 | 0x80 | 0x10, 300, 100, -200),
+        ]);
+        let (i, why) = check_slice(&buf, &starts).unwrap_err();
+        assert_eq!(i, 0);
+        assert!(why.contains("TLEN 200") && why.contains("read m"), "{why}");
+        // Three segments of one name.
+        let (buf, starts) = slice(&[
+            mate_rec(b"t", 0x1 | 0x40, 100, 300, 0),
+            mate_rec(b"t", 0x1 | 0x800 | 0x40, 200, 300, 0),
+            mate_rec(b"t", 0x1 | 0x80, 300, 100, 0),
+        ]);
+        assert!(check_slice(&buf, &starts)
+            .unwrap_err()
+            .1
+            .contains("3 records named t"));
     }
 }

@@ -75,6 +75,12 @@ pub struct SortArgs {
     /// the header's @SQ lines fails the run (default) or is read as
     /// unmapped, as samtools does.
     pub unknown_reference: UnknownReference,
+    /// `--reference FILE` (or `-O cram,reference=FILE`): the FASTA that CRAM
+    /// input is decoded and CRAM output encoded against.
+    pub reference: Option<PathBuf>,
+    /// CRAM-only output options (`version`, `embed_ref`, `no_ref`) as given,
+    /// checked by the config against the output format.
+    pub cram_options: Vec<(String, String)>,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
     /// `stringify_argv`), for the @PG CL field.
     pub command_line: String,
@@ -144,6 +150,7 @@ pub enum OptId {
     ProgressInterval,
     StatsJson,
     UnknownReference,
+    Reference,
     Verbosity,
     Help,
     Version,
@@ -259,11 +266,12 @@ pub const OPTIONS: &[OptSpec] = &[
         long: Some("output-fmt"),
         value: Some("FMT[,OPT=VAL]..."),
         group: Group::Output,
-        help: "Output format BAM or SAM; it overrides FILE's extension (.sam: \
-               SAM, .sam.gz: BGZF SAM, anything else: BAM). SAM with level=N \
-               is BGZF-compressed SAM. OPT is level=N; nthreads=N and \
-               reference=FILE are accepted and change nothing for BAM/SAM. \
-               CRAM is refused (not supported yet).",
+        help: "Output format BAM, SAM or CRAM; it overrides FILE's extension \
+               (.sam: SAM, .sam.gz: BGZF SAM, .cram: CRAM, anything else: BAM). \
+               SAM with level=N is BGZF-compressed SAM. OPT is level=N, \
+               reference=FILE (as --reference), nthreads=N (accepted, -@ \
+               counts), and for CRAM version=3.0|3.1, embed_ref=0, no_ref=0 \
+               (embed_ref=1 and no_ref=1 are refused).",
     },
     OptSpec {
         id: OptId::OutputFmtOption,
@@ -486,15 +494,15 @@ pub const OPTIONS: &[OptSpec] = &[
         help: "Squash homopolymers when computing minimisers.",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "alnsort reads and writes SAM and BAM only; CRAM and reference \
-             FASTA files are not implemented",
-        ),
+        id: OptId::Reference,
         short: None,
         long: Some("reference"),
         value: Some("FILE"),
-        group: Group::Unsupported,
-        help: "Reference FASTA (for CRAM; CRAM input and output are refused).",
+        group: Group::Output,
+        help: "Reference FASTA for CRAM input and output (with its .fai when \
+               there is one); without it, REF_CACHE and REF_PATH are searched \
+               by each @SQ's M5, as htslib does. Each reference must match its \
+               @SQ M5.",
     },
     OptSpec {
         id: OptId::Unsupported(
@@ -710,7 +718,7 @@ fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
         "cram" => OutFormat::Cram,
         other => {
             return Err(ArgError::Invalid(format!(
-                "unknown output format '{other}': alnsort writes SAM or BAM"
+                "unknown output format '{other}': alnsort writes SAM, BAM or CRAM"
             )))
         }
     });
@@ -732,11 +740,21 @@ fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), ArgError> {
             args.format_level = Some(n as u32);
             Ok(())
         }
-        // htslib's output thread count (alnsort's -@ covers compression) and
-        // the CRAM reference: neither changes BAM or SAM output.
-        Some(("nthreads", _)) | Some(("reference", _)) => Ok(()),
+        // htslib's output thread count: alnsort's -@ covers compression.
+        Some(("nthreads", _)) => Ok(()),
+        Some(("reference", f)) => {
+            args.reference = Some(PathBuf::from(f));
+            Ok(())
+        }
+        // CRAM's own options: checked against the output format (and their
+        // values) by the config.
+        Some((k @ ("version" | "embed_ref" | "no_ref"), v)) => {
+            args.cram_options.push((k.to_string(), v.to_string()));
+            Ok(())
+        }
         _ => Err(ArgError::Invalid(format!(
-            "unsupported output format option '{opt}' (alnsort knows level=N)"
+            "unsupported output format option '{opt}' (alnsort knows level=N, reference=FILE, \
+             nthreads=N, and for CRAM version, embed_ref, no_ref)"
         ))),
     }
 }
@@ -781,6 +799,8 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         progress_interval: None,
         stats_json: None,
         unknown_reference: UnknownReference::Error,
+        reference: None,
+        cram_options: Vec::new(),
         command_line: stringify(argv0, &rest),
     };
     let no_args = rest.is_empty();
@@ -829,6 +849,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
             OptId::OutputFmt => parse_output_fmt(&text()?, &mut a)?,
             OptId::OutputFmtOption => parse_fmt_option(&text()?, &mut a)?,
             OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
+            OptId::Reference => a.reference = Some(PathBuf::from(text()?)),
             OptId::Threads => {
                 let n = parse_int("-@", &text()?)?;
                 a.threads = n.max(0) as usize;
@@ -1043,13 +1064,10 @@ mod tests {
 
     #[test]
     fn unsupported_options_are_refused_by_name() {
-        for (args, name) in [
-            (&["--reference", "ref.fa"][..], "--reference"),
-            (
-                &["--input-fmt-option", "filter=mapq>1"],
-                "--input-fmt-option",
-            ),
-        ] {
+        for (args, name) in [(
+            &["--input-fmt-option", "filter=mapq>1"][..],
+            "--input-fmt-option",
+        )] {
             match parse_args(args) {
                 Err(e @ ArgError::Unsupported { .. }) => {
                     let msg = e.to_string();
@@ -1062,6 +1080,23 @@ mod tests {
                 other => panic!("{args:?}: expected a refusal, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn reference_and_cram_options_are_taken() {
+        let a = run(&["--reference", "r.fa", "x.bam"]).unwrap();
+        assert_eq!(a.reference, Some(PathBuf::from("r.fa")));
+        let a = run(&["-O", "cram,version=3.1,reference=s.fa,no_ref=0", "x.bam"]).unwrap();
+        assert_eq!(a.format, Some(OutFormat::Cram));
+        assert_eq!(a.reference, Some(PathBuf::from("s.fa")));
+        assert_eq!(
+            a.cram_options,
+            vec![
+                ("version".to_string(), "3.1".to_string()),
+                ("no_ref".to_string(), "0".to_string())
+            ]
+        );
+        assert!(run(&["-O", "cram,seqs_per_slice=5"]).is_err());
     }
 
     #[test]

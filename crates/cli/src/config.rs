@@ -68,6 +68,11 @@ pub struct Config {
     /// What a SAM record naming a reference the header lacks does
     /// (`--unknown-reference`).
     pub unknown_reference: UnknownReference,
+    /// Where CRAM references are found (`--reference`, `REF_PATH`,
+    /// `REF_CACHE`), for CRAM input and output.
+    pub refs: alnsort_cram::RefSource,
+    /// CRAM output options (`-O cram,version=…`).
+    pub cram: alnsort_cram::CramOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -229,10 +234,22 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
     let (order, hd) = resolve_order(a)?;
     let hd_all_unplaced = minimiser_all_unplaced_hd(&order);
     let format = resolve_format(a);
+    let mut cram = alnsort_cram::CramOptions::default();
+    for (k, v) in &a.cram_options {
+        if format != OutFormat::Cram {
+            return Err(ConfigError(format!(
+                "output format option {k}={v} applies to CRAM output only"
+            )));
+        }
+        cram.set(k, v).map_err(|e| ConfigError(e.to_string()))?;
+    }
     if format == OutFormat::Cram {
-        return Err(ConfigError(
-            "CRAM output is not supported yet; write BAM (-O BAM) or SAM (-O SAM)".into(),
-        ));
+        if a.uncompressed {
+            return Err(ConfigError(
+                "-u (uncompressed output) cannot be honoured for CRAM output".into(),
+            ));
+        }
+        cram.level = a.format_level.or(a.level);
     }
     let level = if a.uncompressed {
         0
@@ -364,5 +381,7 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
         command_line: a.command_line.clone(),
         warnings,
         unknown_reference: a.unknown_reference,
+        refs: alnsort_cram::RefSource::from_env(a.reference.clone()),
+        cram,
     })
 }

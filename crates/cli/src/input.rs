@@ -10,6 +10,7 @@ use alnsort_bam::reader::{
     BamScanner, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner, UnknownReference,
 };
 use alnsort_bgzf::reader::ParallelReader;
+use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
 use alnsort_pipeline::Ordered;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{KeyKind, Sorter};
@@ -31,6 +32,7 @@ pub struct OpenInput {
 
 enum Body {
     Bam(ParallelReader),
+    Cram(Box<CramReader<Box<dyn Read + Send>>>),
     Sam(BufReader<Box<dyn Read + Send>>, u64),
 }
 
@@ -50,8 +52,19 @@ fn read_prefix(r: &mut dyn Read, want: usize) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Opens `path` ("-" is stdin), detects SAM/BAM by content and reads the header.
+/// Opens `path` ("-" is stdin), detects SAM/BAM/CRAM by content and reads
+/// the header. CRAM references are looked for through `REF_PATH` and
+/// `REF_CACHE` only; [`open_with_refs`] takes `--reference`.
 pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
+    open_with_refs(path, pool, &RefSource::from_env(None))
+}
+
+/// [`open`], with CRAM references found through `refs`.
+pub fn open_with_refs(
+    path: &str,
+    pool: Arc<rayon::ThreadPool>,
+    refs: &RefSource,
+) -> Result<OpenInput> {
     let name = if path == "-" {
         "<stdin>".to_string()
     } else {
@@ -123,8 +136,22 @@ pub fn open(path: &str, pool: Arc<rayon::ThreadPool>) -> Result<OpenInput> {
         let boxed: Box<dyn Read + Send> = Box::new(reader);
         return open_sam(name, boxed, size);
     }
-    if prefix.starts_with(b"CRAM") {
-        bail!("{name}: CRAM input is not supported yet; convert it with samtools view -b first");
+    if prefix.starts_with(alnsort_cram::MAGIC) {
+        let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
+        let reader = CramReader::open(&name, chained, refs)?;
+        let text = reader.header_text();
+        let header = alnsort_bam::header::parse_sam_header(
+            text.split(|&b| b == b'\n')
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .filter(|l| !l.is_empty()),
+        )
+        .map_err(|e| anyhow!("{name}: CRAM header: {e}"))?;
+        return Ok(OpenInput {
+            name,
+            header,
+            size,
+            body: Body::Cram(Box::new(reader)),
+        });
     }
     if prefix.starts_with(BAM_MAGIC) {
         bail!("{name}: uncompressed raw BAM (without BGZF) is not a valid BAM file");
@@ -275,6 +302,19 @@ impl OpenInput {
             ..ScanOptions::default()
         };
         let mut scanner = match body {
+            Body::Cram(reader) => {
+                return feed_cram(
+                    name,
+                    header,
+                    *reader,
+                    unknown_reference,
+                    encoder,
+                    sorter,
+                    pool,
+                    progress,
+                    push_start,
+                )
+            }
             Body::Bam(reader) => {
                 Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
             }
@@ -368,6 +408,100 @@ impl OpenInput {
             unknown_reference_records,
         })
     }
+}
+
+/// CRAM input: the reading thread only cuts the file into containers
+/// (`CramReader::next_container`); each container is decoded to BAM records,
+/// then validated, keyed and copied into a sort batch, by one pool job, the
+/// results taken in file order (`alnsort_pipeline::Ordered`).
+#[allow(clippy::too_many_arguments)]
+fn feed_cram(
+    name: String,
+    header: Header,
+    mut reader: CramReader<Box<dyn Read + Send>>,
+    unknown_reference: UnknownReference,
+    encoder: Arc<KeyEncoder>,
+    sorter: &mut Sorter,
+    pool: Arc<rayon::ThreadPool>,
+    progress: &Progress,
+    push_start: f64,
+) -> Result<Fed> {
+    let file: Arc<str> = name.as_str().into();
+    let kind = if encoder.is_fixed8() {
+        KeyKind::Fixed8
+    } else {
+        KeyKind::Variable
+    };
+    let header = Arc::new(header);
+    let decoder = Decoder {
+        file,
+        lookup: Arc::new(header.ref_lookup()),
+        header,
+        encoder,
+        record_limit: sorter.plan().record_limit,
+        unknown_reference,
+    };
+    let ctx = reader.context();
+    let scan_ns = Arc::new(AtomicU64::new(0));
+    let scan_ns_w = Arc::clone(&scan_ns);
+    let depth = pool.current_num_threads() * 2 + 2;
+    let mut batches = Ordered::spawn(
+        Arc::clone(&pool),
+        "cram decode",
+        depth,
+        move |emit| {
+            let start = thread_cpu_seconds();
+            loop {
+                match reader.next_container() {
+                    Ok(Some(c)) => {
+                        if !emit(Ok(c)) {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        emit(Err(e));
+                        break;
+                    }
+                }
+            }
+            let secs = thread_cpu_seconds() - start;
+            scan_ns_w.store((secs * 1e9) as u64, Ordering::Relaxed);
+        },
+        move |item: std::result::Result<PendingContainer, CramError>| -> Result<Prepared> {
+            let c = item?;
+            let mut data = Vec::new();
+            let n = c.decode(&ctx, &mut data)?;
+            let raw = RawBatch {
+                data,
+                first_record: c.first_record,
+                voffsets: vec![0; n as usize],
+                first_position: 0,
+                sam: false,
+            };
+            Ok(prepare(&decoder, kind, &raw, None)?)
+        },
+    )
+    .with_context(|| format!("{name}: starting the CRAM reader thread"))?;
+    let mut n = 0u64;
+    while let Some(r) = batches.next_result() {
+        let p = r
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
+        sorter
+            .push_batch(&p.batch)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("{name}: sorting records from record {}", n + 1))?;
+        let len = p.batch.len() as u64;
+        n += len;
+        progress.add_records(len, p.bytes, p.last_block);
+    }
+    Ok(Fed {
+        records: n,
+        read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
+        read_push_s: thread_cpu_seconds() - push_start,
+        unknown_reference_records: 0,
+    })
 }
 
 /// The pool job of one batch: validation, normalisation (or SAM parsing),

@@ -158,7 +158,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // The output's and the index's files first: a destination that cannot
     // be created stops the run before any input is read.
     let dest = output::Destinations::prepare(cfg, debris)?;
-    let input = input::open(&cfg.input, Arc::clone(&pool))?;
+    let input = input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,

@@ -53,6 +53,8 @@ enum Cause {
     Writer(#[from] alnsort_bam::writer::WriteError),
     #[error(transparent)]
     Io(#[from] io::Error),
+    #[error(transparent)]
+    Cram(#[from] alnsort_cram::CramError),
 }
 
 impl Cause {
@@ -60,6 +62,9 @@ impl Cause {
         match self {
             Cause::Writer(e) => e.io_kind(),
             Cause::Io(e) => Some(e.kind()),
+            Cause::Cram(e) => std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<io::Error>())
+                .map(|e| e.kind()),
         }
     }
 }
@@ -138,8 +143,18 @@ impl Destinations {
     }
 }
 
+/// BAM/SAM through `alnsort_bam::writer`, or CRAM through `alnsort_cram`.
+enum Sink {
+    Hts(Box<Writer<Writeback>>),
+    Cram {
+        writer: Box<alnsort_cram::CramWriter<Writeback>>,
+        records: u64,
+        bytes: u64,
+    },
+}
+
 pub struct Output {
-    writer: Writer<Writeback>,
+    writer: Sink,
     pending: Option<PendingFile>,
     index: Option<(PathBuf, PendingFile, File)>,
     name: String,
@@ -215,8 +230,26 @@ impl Output {
                 IndexKind::Bai => IndexFormat::Bai,
             }),
         };
-        let writer = Writer::new(Writeback::new(file, durable), header, options, pool)
+        let writer = if cfg.format == OutFormat::Cram {
+            let w = alnsort_cram::CramWriter::new(
+                &name,
+                Writeback::new(file, durable),
+                &header.to_sam_text(),
+                &cfg.refs,
+                &cfg.cram,
+            )
             .map_err(|e| write_error(&name, to_stdout, e))?;
+            Sink::Cram {
+                writer: Box::new(w),
+                records: 0,
+                bytes: 0,
+            }
+        } else {
+            Sink::Hts(Box::new(
+                Writer::new(Writeback::new(file, durable), header, options, pool)
+                    .map_err(|e| write_error(&name, to_stdout, e))?,
+            ))
+        };
         Ok(Output {
             writer,
             pending,
@@ -229,9 +262,22 @@ impl Output {
 
     /// Appends one record (with its block_size prefix).
     pub fn write_record(&mut self, rec: &[u8]) -> Result<()> {
-        self.writer
-            .write_record(rec)
-            .map_err(|e| write_error(&self.name, self.to_stdout, e))
+        match &mut self.writer {
+            Sink::Hts(w) => w
+                .write_record(rec)
+                .map_err(|e| write_error(&self.name, self.to_stdout, e)),
+            Sink::Cram {
+                writer,
+                records,
+                bytes,
+            } => {
+                *records += 1;
+                *bytes += rec.len() as u64;
+                writer
+                    .write_record(rec)
+                    .map_err(|e| write_error(&self.name, self.to_stdout, e))
+            }
+        }
     }
 
     /// Flushes everything, writes the EOF block and the index, waits until
@@ -247,14 +293,38 @@ impl Output {
             to_stdout,
             ..
         } = self;
-        let done = writer
-            .finish()
-            .map_err(|e| write_error(&name, to_stdout, e))?;
-        done.inner
-            .finish()
-            .map_err(|e| write_error(&name, to_stdout, e))?;
+        let (built, records, bytes_uncompressed, bytes_written) = match writer {
+            Sink::Hts(writer) => {
+                let done = (*writer)
+                    .finish()
+                    .map_err(|e| write_error(&name, to_stdout, e))?;
+                done.inner
+                    .finish()
+                    .map_err(|e| write_error(&name, to_stdout, e))?;
+                (
+                    done.index,
+                    done.records,
+                    done.bytes_uncompressed,
+                    done.bytes_written,
+                )
+            }
+            Sink::Cram {
+                writer,
+                records,
+                bytes,
+            } => {
+                let inner = writer
+                    .finish()
+                    .map_err(|e| write_error(&name, to_stdout, e))?;
+                let written = inner.written;
+                inner
+                    .finish()
+                    .map_err(|e| write_error(&name, to_stdout, e))?;
+                (None, records, bytes, written)
+            }
+        };
         if let Some((path, p, mut f)) = index {
-            let built = done.index.ok_or_else(|| {
+            let built = built.ok_or_else(|| {
                 anyhow!("internal error: no index was built for {}", path.display())
             })?;
             built.write_file(&mut f, &path, !p.is_direct())?;
@@ -269,9 +339,9 @@ impl Output {
                 .with_context(|| format!("renaming output into place as {name}"))?;
         }
         Ok(OutputSummary {
-            records: done.records,
-            bytes_uncompressed: done.bytes_uncompressed,
-            bytes_written: done.bytes_written,
+            records,
+            bytes_uncompressed,
+            bytes_written,
             write_consume_s,
         })
     }

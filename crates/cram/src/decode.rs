@@ -1,0 +1,250 @@
+//! CRAM input: the header on the opening thread, containers cut on the
+//! reading thread, each container decoded to framed BAM records by a pool
+//! job ([`PendingContainer::decode`]).
+
+use crate::error::{take_reference_error, CramError};
+use crate::reference::RefSource;
+use crate::{mates, md_nm};
+use alnsort_bam::RecordRef;
+use noodles_bam as bam;
+use noodles_cram as cram;
+use noodles_fasta as fasta;
+use noodles_sam::{self as sam, alignment::io::Write as _};
+use std::io::{self, Read};
+use std::sync::Arc;
+
+/// What every container's decode needs: the file's name, its parsed
+/// header, the reference repository (shared; it loads each reference once).
+#[derive(Clone)]
+pub struct DecodeContext {
+    file: Arc<str>,
+    header: Arc<sam::Header>,
+    repository: fasta::Repository,
+}
+
+/// An opened CRAM input whose header has been read.
+pub struct CramReader<R: Read> {
+    reader: cram::io::Reader<R>,
+    ctx: DecodeContext,
+    text: Vec<u8>,
+    version: (u8, u8),
+    containers: u64,
+    records: u64,
+}
+
+/// One container's bytes, read and not yet decoded.
+pub struct PendingContainer {
+    container: cram::io::reader::Container,
+    /// Containers of data before this one (0-based).
+    pub index: u64,
+    /// Records of the input before this container's first.
+    pub first_record: u64,
+    /// Records in this container.
+    pub records: u64,
+}
+
+impl<R: Read> CramReader<R> {
+    /// Reads the file definition and the SAM header from `inner`, which is
+    /// at the start of the file (its magic included).
+    pub fn open(file: &str, inner: R, refs: &RefSource) -> Result<CramReader<R>, CramError> {
+        let header_err = |source| CramError::Header {
+            file: file.to_string(),
+            source,
+        };
+        let mut reader = cram::io::Reader::new(inner);
+        let (version, text) = {
+            let mut hr = reader.header_reader();
+            hr.read_magic_number().map_err(header_err)?;
+            let v = hr.read_format_version().map_err(header_err)?;
+            hr.read_file_id().map_err(header_err)?;
+            let mut cr = hr.container_reader().map_err(header_err)?;
+            let mut text = Vec::new();
+            cr.raw_sam_header_reader()
+                .and_then(|mut r| r.read_to_end(&mut text))
+                .map_err(header_err)?;
+            cr.discard_to_end().map_err(header_err)?;
+            ((v.major(), v.minor()), text)
+        };
+        if version.0 != 3 {
+            return Err(CramError::HeaderText {
+                file: file.to_string(),
+                what: format!(
+                    "CRAM version {}.{} is not supported (alnsort reads CRAM 3.0 and 3.1)",
+                    version.0, version.1
+                ),
+            });
+        }
+        // The text block may be padded with NULs after the header.
+        let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+        let text = text[..end].to_vec();
+        let parsed: sam::Header = std::str::from_utf8(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.parse::<sam::Header>().map_err(|e| e.to_string()))
+            .map_err(|what| CramError::HeaderText {
+                file: file.to_string(),
+                what,
+            })?;
+        let repository = refs.repository(&parsed);
+        Ok(CramReader {
+            reader,
+            ctx: DecodeContext {
+                file: file.into(),
+                header: Arc::new(parsed),
+                repository,
+            },
+            text,
+            version,
+            containers: 0,
+            records: 0,
+        })
+    }
+
+    /// The SAM header text as the file holds it.
+    pub fn header_text(&self) -> &[u8] {
+        &self.text
+    }
+
+    /// The file's CRAM version (major, minor).
+    pub fn version(&self) -> (u8, u8) {
+        self.version
+    }
+
+    /// What each container's decode needs (cheap to clone).
+    pub fn context(&self) -> DecodeContext {
+        self.ctx.clone()
+    }
+
+    /// Reads the next container holding records; `None` at the end (the
+    /// EOF container, or the end of the stream).
+    pub fn next_container(&mut self) -> Result<Option<PendingContainer>, CramError> {
+        loop {
+            let mut container = cram::io::reader::Container::default();
+            let n = self
+                .reader
+                .read_container(&mut container)
+                .map_err(|source| CramError::ReadContainer {
+                    file: self.ctx.file.to_string(),
+                    records_before: self.records,
+                    source,
+                })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let records = container.header().record_count() as u64;
+            if records == 0 {
+                // An empty container (no slices) carries nothing.
+                continue;
+            }
+            let p = PendingContainer {
+                container,
+                index: self.containers,
+                first_record: self.records,
+                records,
+            };
+            self.containers += 1;
+            self.records += records;
+            return Ok(Some(p));
+        }
+    }
+}
+
+impl PendingContainer {
+    /// Decodes every slice of the container and appends its records to
+    /// `out` as BAM records (each with its `block_size`), in file order.
+    /// Returns the number of records.
+    pub fn decode(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
+        let fail = |source: io::Error| match take_reference_error(source) {
+            Ok(r) => CramError::DecodeReference {
+                file: ctx.file.to_string(),
+                index: self.index,
+                first: self.first_record + 1,
+                end: self.first_record + self.records,
+                source: Box::new(r),
+            },
+            Err(source) => CramError::Decode {
+                file: ctx.file.to_string(),
+                index: self.index,
+                first: self.first_record + 1,
+                end: self.first_record + self.records,
+                source,
+            },
+        };
+        let compression_header = self.container.compression_header().map_err(fail)?;
+        let mut writer = bam::io::Writer::from(std::mem::take(out));
+        let mut n = 0u64;
+        let mut cached: Option<(i32, std::sync::Arc<fasta::record::Sequence>)> = None;
+        let result = (|| -> io::Result<()> {
+            for slice in self.container.slices() {
+                let slice = slice?;
+                let (core, external) = slice.decode_blocks()?;
+                let records = slice.records(
+                    ctx.repository.clone(),
+                    &ctx.header,
+                    &compression_header,
+                    &core,
+                    &external,
+                )?;
+                let slice_start = writer.get_ref().len();
+                let mut starts = Vec::with_capacity(records.len());
+                for r in &records {
+                    let start = writer.get_ref().len();
+                    starts.push(start - slice_start);
+                    writer.write_alignment_record(&ctx.header, r)?;
+                    n += 1;
+                    let buf = writer.get_mut();
+                    let rec = RecordRef::with_block_size(&buf[start..]);
+                    let ref_id = rec.ref_id();
+                    if rec.flag() & 0x4 != 0 {
+                        // CRAM stores no MAPQ for an unmapped record: htslib
+                        // gives it 0, noodles 255 (missing).
+                        buf[start + 4 + 9] = 0;
+                        continue;
+                    }
+                    if !md_nm::may_need(&rec) {
+                        continue;
+                    }
+                    if cached.as_ref().is_none_or(|(id, _)| *id != ref_id) {
+                        let name = ctx
+                            .header
+                            .reference_sequences()
+                            .get_index(ref_id as usize)
+                            .map(|(name, _)| name.to_vec())
+                            .ok_or_else(|| {
+                                io::Error::new(
+                                    io::ErrorKind::InvalidData,
+                                    format!("reference id {ref_id} is not in the header"),
+                                )
+                            })?;
+                        let seq = ctx.repository.get(&name).transpose()?.ok_or_else(|| {
+                            io::Error::other(format!(
+                                "reference {} is not available",
+                                String::from_utf8_lossy(&name)
+                            ))
+                        })?;
+                        cached = Some((ref_id, seq));
+                    }
+                    let reference = cached.as_ref().map(|(_, s)| s.as_ref().as_ref());
+                    if let Some(fixed) = md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[]))
+                    {
+                        buf.truncate(start);
+                        buf.extend_from_slice(&fixed);
+                    }
+                }
+                mates::fix_attached_tlen(&mut writer.get_mut()[slice_start..], &starts);
+            }
+            Ok(())
+        })();
+        *out = writer.into_inner();
+        result.map_err(fail)?;
+        if n != self.records {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the container header counts {} records, its slices hold {n}",
+                    self.records
+                ),
+            )));
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,113 @@
+//! The crate's errors: each names the file, and where known the container's
+//! byte offset and the records it holds, or the reference (SN, M5) and the
+//! places looked at.
+
+use std::io;
+
+/// A reference sequence that cannot be used: not found anywhere, or with
+/// an MD5 other than the header's M5.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("reference {sn} (M5 {m5}) not found; looked in: {looked}")]
+    NotFound {
+        sn: String,
+        m5: String,
+        looked: String,
+    },
+    #[error("reference {sn}: its MD5 is {found} in {place}, but the header's @SQ M5 is {m5}")]
+    Mismatch {
+        sn: String,
+        m5: String,
+        found: String,
+        place: String,
+    },
+    #[error("reference {sn}: cannot read {place}: {source}")]
+    Read {
+        sn: String,
+        place: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CramError {
+    #[error("{file}: CRAM file definition or header: {source}")]
+    Header {
+        file: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{file}: CRAM header text: {what}")]
+    HeaderText { file: String, what: String },
+    #[error("{file}: reading the CRAM container after record {records_before}: {source}")]
+    ReadContainer {
+        file: String,
+        records_before: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{file}: decoding CRAM container {index} (records {first}..{end}): {source}")]
+    Decode {
+        file: String,
+        index: u64,
+        first: u64,
+        end: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{file}: decoding CRAM container {index} (records {first}..{end}): {source}")]
+    DecodeReference {
+        file: String,
+        index: u64,
+        first: u64,
+        end: u64,
+        #[source]
+        source: Box<ReferenceError>,
+    },
+    #[error("{file}: writing CRAM record {record}: {source}")]
+    Encode {
+        file: String,
+        record: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{file}: writing CRAM record {record}: {source}")]
+    EncodeReference {
+        file: String,
+        record: u64,
+        #[source]
+        source: Box<ReferenceError>,
+    },
+    #[error("{file}: CRAM record {record} cannot be written as samtools would read it back: it has {what}")]
+    Unsupported {
+        file: String,
+        record: u64,
+        what: String,
+    },
+    #[error("{file}: writing CRAM: {source}")]
+    Write {
+        file: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("CRAM output option {0}")]
+    Option(String),
+}
+
+/// The [`ReferenceError`] an I/O error from noodles carries, if it came
+/// from this crate's reference lookup.
+pub(crate) fn take_reference_error(e: io::Error) -> Result<ReferenceError, io::Error> {
+    let is_ref = e
+        .get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<ReferenceError>().is_some());
+    if !is_ref {
+        return Err(e);
+    }
+    match e.into_inner().map(|b| b.downcast::<ReferenceError>()) {
+        Some(Ok(r)) => Ok(*r),
+        // Checked above; keep something readable if it ever is not.
+        Some(Err(other)) => Err(io::Error::other(other)),
+        None => Err(io::Error::other("reference lookup failed")),
+    }
+}

@@ -1,0 +1,36 @@
+//! CRAM 3.0/3.1 input and output for alnsort, through noodles-cram.
+//!
+//! The rest of alnsort sees only raw BAM records (each with its 4-byte
+//! `block_size`, as `alnsort_bam` lays them out). This crate converts:
+//!
+//! * **decode** — [`CramReader`] reads the file definition and the SAM header
+//!   text, then hands out whole containers ([`PendingContainer`]) one by one
+//!   on the reading thread (a container is a length-prefixed run of bytes, so
+//!   this is a copy); [`PendingContainer::decode`] turns one container into
+//!   framed BAM records and is meant to run on the pool, containers being
+//!   independent of each other.
+//! * **encode** — [`CramWriter`] takes framed BAM records in output order and
+//!   writes CRAM containers.
+//! * **references** — [`RefSource`] finds each @SQ's sequence as htslib does
+//!   (`--reference FILE`, then `REF_CACHE` and `REF_PATH` with their
+//!   `%2s/%2s/%s` patterns over the @SQ's M5, then a local @SQ UR) and checks
+//!   its MD5 against the header's M5. A reference that cannot be found, or
+//!   whose MD5 differs, is a [`ReferenceError`] naming SN, M5 and every place
+//!   looked at.
+
+mod decode;
+mod encode;
+mod error;
+mod mates;
+mod md_nm;
+mod options;
+mod reference;
+
+pub use decode::{CramReader, DecodeContext, PendingContainer};
+pub use encode::CramWriter;
+pub use error::{CramError, ReferenceError};
+pub use options::{CramOptions, CramVersion};
+pub use reference::RefSource;
+
+/// The magic number every CRAM file starts with (CRAM spec §6).
+pub const MAGIC: &[u8; 4] = b"CRAM";

@@ -1,0 +1,85 @@
+//! `-O cram,OPT=VAL` options as samtools takes them, limited to what this
+//! encoder can honour; anything else is refused by name.
+
+use crate::error::CramError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CramVersion {
+    /// CRAM 3.0 (gzip blocks), samtools' default.
+    #[default]
+    V3_0,
+    /// CRAM 3.1 (rANS Nx16 blocks).
+    V3_1,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CramOptions {
+    pub version: CramVersion,
+    /// Deflate level of gzip blocks (0..9); `None` is the default (6).
+    pub level: Option<u32>,
+}
+
+impl CramOptions {
+    /// Applies one `KEY=VALUE` CRAM output option. `version`, `embed_ref`,
+    /// `no_ref` are handled here (`level` and `reference` by the caller,
+    /// which shares them with the other formats).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), CramError> {
+        match (key, value) {
+            ("version", "3.0" | "3") => self.version = CramVersion::V3_0,
+            ("version", "3.1") => self.version = CramVersion::V3_1,
+            ("version", v) => {
+                return Err(CramError::Option(format!(
+                    "version={v}: alnsort writes CRAM 3.0 or 3.1"
+                )))
+            }
+            ("embed_ref", "0") | ("no_ref", "0") => {}
+            ("embed_ref", "1" | "2") => {
+                return Err(CramError::Option(format!(
+                    "embed_ref={value} cannot be honoured: the CRAM encoder (noodles-cram) \
+                     does not embed reference sequences; use embed_ref=0 with --reference"
+                )))
+            }
+            ("no_ref", "1") => {
+                return Err(CramError::Option(
+                    "no_ref=1 cannot be honoured: the CRAM encoder (noodles-cram) always \
+                     encodes against the reference; use no_ref=0 with --reference"
+                        .into(),
+                ))
+            }
+            (k @ ("embed_ref" | "no_ref"), v) => {
+                return Err(CramError::Option(format!("{k}={v}: expected 0 or 1")))
+            }
+            (k, _) => {
+                return Err(CramError::Option(format!(
+                    "{k}={value} is not supported (alnsort knows version, embed_ref=0, no_ref=0, level, reference)"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_options_are_taken_and_the_rest_refused_by_name() {
+        let mut o = CramOptions::default();
+        o.set("version", "3.1").expect("3.1");
+        assert_eq!(o.version, CramVersion::V3_1);
+        o.set("version", "3.0").expect("3.0");
+        assert_eq!(o.version, CramVersion::V3_0);
+        o.set("embed_ref", "0").expect("embed_ref=0");
+        o.set("no_ref", "0").expect("no_ref=0");
+        for (k, v, want) in [
+            ("embed_ref", "1", "embed_ref=1"),
+            ("no_ref", "1", "no_ref=1"),
+            ("version", "2.1", "version=2.1"),
+            ("seqs_per_slice", "100", "seqs_per_slice=100"),
+        ] {
+            let e = o.set(k, v).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+}

@@ -1,0 +1,437 @@
+"""CRAM input and output against samtools 1.24 (pysam 0.24.1).
+
+Contracts under test:
+* CRAM input: `alnsort sort` of a CRAM (3.0 or 3.1, made by samtools from a
+  generated SAM) prints, record for record and header line for header line
+  (@PG aside), what `samtools sort` of the same CRAM prints; references come
+  from --reference or from REF_PATH (htslib's %2s/%2s/%s layout by M5).
+* CRAM output: a CRAM that alnsort writes is read by samtools into exactly
+  the records of alnsort's BAM output for the same sort.
+* A missing or mismatching reference is an error naming the reference (SN,
+  M5) and where alnsort looked, leaving no output behind; -O cram options
+  that cannot be honoured are refused by name.
+
+The generated inputs have several references (one with lowercase bases),
+pairs on one and on two references, reads with mismatches, insertions,
+deletions and soft clips, records with no sequence (SEQ *), long reads
+(20-30 kb), unplaced and placed unmapped reads, and tags of each type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import harness
+import oracle
+import pytest
+from harness import assert_same_text, check_ok, run_alnsort
+
+ORDERS = {"coord": [], "name": ["-n"], "template": ["--template-coordinate"]}
+BASES = "ACGT"
+
+
+def _ref_seqs(rng: random.Random) -> dict[str, str]:
+    seqs = {}
+    for name, n in (("chrA", 60_000), ("chrB", 35_000), ("chrC", 20_000)):
+        seqs[name] = "".join(rng.choice(BASES) for _ in range(n))
+    # A soft-masked stretch: htslib's M5 is of the upper-cased sequence.
+    b = seqs["chrB"]
+    seqs["chrB"] = b[:1000] + b[1000:3000].lower() + b[3000:]
+    return seqs
+
+
+def _write_fasta(path: Path, seqs: dict[str, str], width: int = 60) -> None:
+    with open(path, "w") as fh:
+        for name, s in seqs.items():
+            fh.write(f">{name} generated\n")
+            for i in range(0, len(s), width):
+                fh.write(s[i : i + width] + "\n")
+
+
+def _md5(seq: str) -> str:
+    return hashlib.md5(seq.upper().encode()).hexdigest()
+
+
+def _mutate(rng: random.Random, ref: str, pos: int, length: int) -> tuple[str, str, int]:
+    """A read starting at 0-based `pos`: (seq, cigar, reference span)."""
+    seq, ops = [], []
+    clip = rng.choice([0, 0, 0, 5])
+    if clip:
+        seq.append("".join(rng.choice(BASES) for _ in range(clip)))
+        ops.append(f"{clip}S")
+    r = pos
+    left = length - clip
+    m = 0
+    while left > 0:
+        event = rng.random()
+        if event < 0.01 and m > 5 and left > 3:
+            if m:
+                ops.append(f"{m}M")
+                m = 0
+            k = rng.randint(1, 3)
+            seq.append("".join(rng.choice(BASES) for _ in range(k)))
+            ops.append(f"{k}I")
+            left -= k
+            continue
+        if event < 0.02 and m > 5:
+            ops.append(f"{m}M")
+            m = 0
+            k = rng.randint(1, 4)
+            ops.append(f"{k}D")
+            r += k
+            continue
+        b = ref[r].upper()
+        if rng.random() < 0.02:
+            b = rng.choice([x for x in BASES + "N" if x != b])
+        seq.append(b)
+        m += 1
+        r += 1
+        left -= 1
+    if m:
+        ops.append(f"{m}M")
+    return "".join(seq), "".join(ops), r - pos
+
+
+def _qual(rng: random.Random, n: int) -> str:
+    return "".join(chr(33 + rng.randint(2, 40)) for _ in range(n))
+
+
+def _tags(rng: random.Random, i: int) -> list[str]:
+    t = [f"XI:i:{i}"]
+    if i % 3 == 0:
+        t.append(f"XF:f:{rng.random():.3f}")
+    if i % 4 == 0:
+        t.append("XB:B:s," + ",".join(str(rng.randint(-300, 300)) for _ in range(3)))
+    if i % 5 == 0:
+        t.append("XC:A:" + rng.choice("xyz"))
+    if i % 2 == 0:
+        t.append("XZ:Z:" + "".join(rng.choice("abc") for _ in range(rng.randint(1, 8))))
+    return t
+
+
+def generate(seed: int, seqs: dict[str, str], with_rg: bool, with_noseq: bool = True) -> str:
+    """Unsorted SAM text aligned to `seqs`."""
+    rng = random.Random(seed)
+    names = list(seqs)
+    lines = ["@HD\tVN:1.6\tSO:unsorted"]
+    lines += [f"@SQ\tSN:{n}\tLN:{len(s)}" for n, s in seqs.items()]
+    if with_rg:
+        lines += ["@RG\tID:g1\tSM:s1\tLB:l1", "@RG\tID:g2\tSM:s1\tLB:l2"]
+    recs = []
+    i = 0
+
+    def tags() -> str:
+        nonlocal i
+        i += 1
+        t = _tags(rng, i)
+        if with_rg:
+            t.append("RG:Z:" + rng.choice(["g1", "g2"]))
+        return "\t".join(t)
+
+    for p in range(700):
+        name = f"p{p:05d}"
+        r1 = rng.choice(names)
+        other_ref = rng.random() < 0.08
+        r2 = rng.choice([n for n in names if n != r1]) if other_ref else r1
+        l1, l2 = rng.randint(80, 151), rng.randint(80, 151)
+        pos1 = rng.randint(0, len(seqs[r1]) - 400)
+        pos2 = rng.randint(0, len(seqs[r2]) - 400) if other_ref else min(len(seqs[r1]) - 300, pos1 + rng.randint(-50, 400))
+        pos2 = max(0, pos2)
+        s1, c1, span1 = _mutate(rng, seqs[r1], pos1, l1)
+        s2, c2, span2 = _mutate(rng, seqs[r2], pos2, l2)
+        unmapped2 = rng.random() < 0.05
+        rev1 = rng.random() < 0.5
+        f1 = 0x1 | 0x40 | (0x10 if rev1 else 0)
+        f2 = 0x1 | 0x80 | (0x20 if rev1 else 0)
+        if not unmapped2:
+            f1 |= 0x2 if not other_ref else 0
+            f2 |= 0x2 if not other_ref else 0
+            f1 |= 0x20 if not rev1 else 0
+            f2 |= 0x10 if not rev1 else 0
+        if unmapped2:
+            f1 |= 0x8
+            f2 |= 0x4
+            rec1 = [name, f1, r1, pos1 + 1, 60, c1, "=", pos1 + 1, 0, s1, _qual(rng, len(s1))]
+            rec2 = [name, f2, r1, pos1 + 1, 0, "*", "=", pos1 + 1, 0, s2, _qual(rng, len(s2))]
+        else:
+            if other_ref:
+                t1 = t2 = 0
+            else:
+                start = min(pos1, pos2)
+                end = max(pos1 + span1, pos2 + span2)
+                tl = end - start
+                if pos1 < pos2 or (pos1 == pos2):
+                    t1, t2 = tl, -tl
+                else:
+                    t1, t2 = -tl, tl
+            rn2 = "=" if r2 == r1 else r2
+            rn1 = "=" if r2 == r1 else r1
+            rec1 = [name, f1, r1, pos1 + 1, rng.randint(0, 60), c1, rn2, pos2 + 1, t1, s1, _qual(rng, len(s1))]
+            rec2 = [name, f2, r2, pos2 + 1, rng.randint(0, 60), c2, rn1, pos1 + 1, t2, s2, _qual(rng, len(s2))]
+        # MC (the mate's CIGAR), which template-coordinate order needs.
+        recs.append(rec1 + [tags() + f"\tMC:Z:{rec2[5]}"])
+        recs.append(rec2 + [tags() + f"\tMC:Z:{rec1[5]}"])
+    # Single reads with no sequence (SEQ *), mapped.
+    for k in range(40 if with_noseq else 0):
+        r = rng.choice(names)
+        pos = rng.randint(0, len(seqs[r]) - 200)
+        _, c, _ = _mutate(rng, seqs[r], pos, 100)
+        recs.append([f"noseq{k:03d}", rng.choice([0, 16]), r, pos + 1, 30, c, "*", 0, 0, "*", "*", tags()])
+    # Long reads.
+    for k in range(4):
+        r = "chrA"
+        n = rng.randint(20_000, 30_000)
+        pos = rng.randint(0, len(seqs[r]) - n - 2000)
+        s, c, _ = _mutate(rng, seqs[r], pos, n)
+        recs.append([f"long{k}", 0, r, pos + 1, 60, c, "*", 0, 0, s, _qual(rng, len(s)), tags()])
+    # Unplaced unmapped reads, single and paired.
+    for k in range(60):
+        s = "".join(rng.choice(BASES) for _ in range(rng.randint(50, 150)))
+        recs.append([f"un{k:03d}", 4, "*", 0, 0, "*", "*", 0, 0, s, _qual(rng, len(s)), tags()])
+    for k in range(20):
+        for f in (0x1 | 0x4 | 0x8 | 0x40, 0x1 | 0x4 | 0x8 | 0x80):
+            s = "".join(rng.choice(BASES) for _ in range(100))
+            recs.append([f"upair{k:03d}", f, "*", 0, 0, "*", "*", 0, 0, s, _qual(rng, 100), tags()])
+    rng.shuffle(recs)
+    lines += ["\t".join(str(x) for x in rec) for rec in recs]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cram")
+    rng = random.Random(7)
+    seqs = _ref_seqs(rng)
+    ref = d / "ref.fa"
+    _write_fasta(ref, seqs)
+    oracle.samtools("faidx", str(ref))
+    # The CRAMs are made against a copy that is then removed, so that their
+    # @SQ UR names no file and only --reference or REF_PATH can serve.
+    gone = d / "gone"
+    gone.mkdir()
+    _write_fasta(gone / "ref.fa", seqs)
+    oracle.samtools("faidx", str(gone / "ref.fa"))
+    # REF_PATH layout: DIR/ab/cd/<rest of the M5>, sequences upper-cased.
+    cache = d / "refcache"
+    for s in seqs.values():
+        m5 = _md5(s)
+        p = cache / m5[:2] / m5[2:4]
+        p.mkdir(parents=True, exist_ok=True)
+        (p / m5[4:]).write_text(s.upper())
+    # The same contigs, one base of chrC changed: a mismatching reference.
+    bad = dict(seqs)
+    c = list(bad["chrC"])
+    c[500] = "A" if c[500] != "A" else "C"
+    bad["chrC"] = "".join(c)
+    bad_ref = d / "bad.fa"
+    _write_fasta(bad_ref, bad)
+    out = {"dir": d, "ref": ref, "cache": cache, "bad_ref": bad_ref}
+    out["md5_chrC"] = Path(_md5(seqs["chrC"]))
+    # CRAM output refuses RG tags and SEQ * with an alignment (noodles-cram
+    # limits, see docs/cram.md): "plain" has neither.
+    plain = d / "in_plain.sam"
+    plain.write_text(generate(33, seqs, False, with_noseq=False))
+    out["sam_plain"] = plain
+    rg_plain = d / "in_rg_plain.sam"
+    rg_plain.write_text(generate(34, seqs, True, with_noseq=False))
+    out["sam_rg_plain"] = rg_plain
+    for tag, rg in (("rg", True), ("norg", False)):
+        sam = d / f"in_{tag}.sam"
+        sam.write_text(generate(31 if rg else 32, seqs, rg))
+        out[f"sam_{tag}"] = sam
+        for version in ("3.0", "3.1"):
+            cram = d / f"in_{tag}_{version}.cram"
+            oracle.samtools(
+                "view", "--no-PG", "-O", f"cram,version={version}", "-T", str(gone / "ref.fa"), "-o", str(cram), str(sam)
+            )
+            out[f"cram_{tag}_{version}"] = cram
+    for f in gone.iterdir():
+        f.unlink()
+    gone.rmdir()
+    return out
+
+
+def _view(path: Path | str, ref: Path) -> str:
+    return oracle.samtools("view", "-h", "--no-PG", "-T", str(ref), str(path)).stdout.decode()
+
+
+def _samtools_sorted(args: list[str], src: Path, ref: Path | None, tmp: Path) -> str:
+    out = tmp / "expected.bam"
+    extra = ["--reference", str(ref)] if ref else []
+    oracle.samtools("sort", *args, *extra, "-o", str(out), str(src))
+    return oracle.strip_pg(oracle.view(str(out)))
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize("config", [[], ["-@", "3", "-m", "1M"]], ids=["default", "t3_m1M"])
+def test_cram_input_matches_samtools(alnsort_bin, data, tmp_path, order, version, config):
+    """CRAM in (with RG, MD/NM regenerated, attached mates): records and
+    header as samtools sort gives them."""
+    src = data[f"cram_rg_{version}"]
+    out = tmp_path / "out.bam"
+    res = run_alnsort([*ORDERS[order], *config, "--reference", str(data["ref"]), "-o", str(out), str(src)])
+    check_ok(res)
+    expected = _samtools_sorted(ORDERS[order], src, data["ref"], tmp_path)
+    assert_same_text(expected, oracle.strip_pg(oracle.view(str(out))), f"CRAM {version} in, order={order}")
+
+
+def test_cram_input_through_ref_path(alnsort_bin, data, tmp_path, monkeypatch):
+    """No --reference: the references are found by M5 under REF_PATH."""
+    monkeypatch.setenv("REF_PATH", f"{tmp_path / 'nothing-here'}:{data['cache']}/%2s/%2s/%s")
+    monkeypatch.delenv("REF_CACHE", raising=False)
+    src = data["cram_norg_3.0"]
+    out = tmp_path / "out.bam"
+    res = run_alnsort(["-o", str(out), str(src)])
+    check_ok(res)
+    expected = _samtools_sorted([], src, None, tmp_path)
+    assert_same_text(expected, oracle.strip_pg(oracle.view(str(out))), "CRAM in via REF_PATH")
+
+
+def test_missing_reference_is_an_error_naming_it(alnsort_bin, data, tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("REF_PATH", f"{empty}/%2s/%2s/%s")
+    monkeypatch.delenv("REF_CACHE", raising=False)
+    out = tmp_path / "out.bam"
+    res = run_alnsort(["-o", str(out), str(data["cram_norg_3.0"])], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    assert "not found" in err and "REF_PATH file " + str(empty) in err, err
+    # The reference is named with its M5.
+    assert "(M5 " in err and any(f"reference {n} (M5" in err for n in ("chrA", "chrB", "chrC")), err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, {"empty"}) == []
+
+
+def test_mismatching_reference_is_an_error_naming_it(alnsort_bin, data, tmp_path):
+    out = tmp_path / "out.bam"
+    res = run_alnsort(["--reference", str(data["bad_ref"]), "-o", str(out), str(data["cram_norg_3.0"])], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    m5 = str(data["md5_chrC"])
+    assert f"reference chrC: its MD5 is" in err and f"the header's @SQ M5 is {m5}" in err, err
+    assert str(data["bad_ref"]) in err, err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, set()) == []
+
+
+@pytest.mark.parametrize(
+    "fmt, version",
+    [("cram", b"\x03\x00"), ("cram,version=3.1", b"\x03\x01"), ("cram,version=3.0,level=1,embed_ref=0,no_ref=0", b"\x03\x00")],
+)
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_cram_output_reads_back_as_samtools_own_cram(alnsort_bin, data, tmp_path, order, fmt, version):
+    """samtools reads alnsort's CRAM into the records it reads from a CRAM
+    it makes itself of alnsort's BAM output for the same sort (reading a
+    CRAM, samtools adds MD/NM and puts RG last, so the BAM itself is not the
+    yardstick); header lines equal but for the @SQ M5/UR a CRAM carries."""
+    src = data["sam_plain"]
+    cram = tmp_path / "out.cram"
+    bam = tmp_path / "out.bam"
+    check_ok(run_alnsort([*ORDERS[order], "-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort([*ORDERS[order], "-o", str(bam), str(src)]))
+    assert cram.read_bytes()[:6] == b"CRAM" + version
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(data["ref"]), "-o", str(theirs), str(bam))
+    got = _view(cram, data["ref"])
+    want = _view(theirs, data["ref"])
+    rec = lambda t: [ln for ln in t.splitlines() if not ln.startswith("@")]  # noqa: E731
+    assert len(rec(want)) == 2 * 700 + 4 + 60 + 40
+    assert_same_text("\n".join(rec(want)), "\n".join(rec(got)), f"CRAM out ({fmt}) read back, order={order}")
+
+    def hd(t: str) -> list[str]:
+        out = []
+        for ln in oracle.header_lines(t):
+            if not ln.startswith("@PG"):
+                out.append("\t".join(f for f in ln.split("\t") if not f.startswith(("M5:", "UR:"))))
+        return out
+
+    assert hd(got) == hd(want)
+
+
+def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path):
+    """CRAM written by alnsort and read back by alnsort gives what samtools
+    reads from it."""
+    src = data["sam_plain"]
+    cram = tmp_path / "out.cram"
+    check_ok(run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    back = tmp_path / "back.bam"
+    check_ok(run_alnsort(["--reference", str(data["ref"]), "-o", str(back), str(cram)]))
+    # Decoding adds MD/NM as samtools does: compare with samtools' reading.
+    want = "".join(ln + "\n" for ln in _view(cram, data["ref"]).splitlines() if not ln.startswith("@"))
+    assert_same_text(want, oracle.view_records(str(back)), "CRAM written and read by alnsort vs samtools reading it")
+
+
+@pytest.mark.parametrize("src, what", [("sam_rg_plain", "an RG tag"), ("sam_norg", "no sequence (SEQ *) but an alignment")])
+def test_cram_output_refuses_what_it_cannot_write(alnsort_bin, data, tmp_path, src, what):
+    """noodles-cram would write RG twice (tag and read-group series) and
+    fails on an aligned record without bases: both are refused, naming the
+    record, and nothing is left behind."""
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(data[src])], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    assert f"it has {what}" in err and "CRAM record " in err, err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, set()) == []
+
+
+@pytest.mark.parametrize(
+    "fmt, message",
+    [
+        ("cram,embed_ref=1", "embed_ref=1 cannot be honoured"),
+        ("cram,no_ref=1", "no_ref=1 cannot be honoured"),
+        ("cram,version=2.1", "version=2.1"),
+        ("bam,version=3.1", "version=3.1 applies to CRAM output only"),
+        ("cram,seqs_per_slice=100", "unsupported output format option 'seqs_per_slice=100'"),
+    ],
+)
+def test_cram_options_that_cannot_be_honoured_are_refused(alnsort_bin, data, tmp_path, fmt, message):
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(out), str(data["sam_norg"])], cwd=str(tmp_path))
+    assert res.returncode != 0
+    assert message in res.stderr.decode(), res.stderr.decode()
+    assert not out.exists()
+
+
+def test_cram_output_without_a_reference_is_an_error(alnsort_bin, data, tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("REF_PATH", f"{empty}/%s")
+    monkeypatch.delenv("REF_CACHE", raising=False)
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "-o", str(out), str(data["sam_norg"])], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    # The SAM has no M5: alnsort says so, and that no --reference was given.
+    assert "no --reference given" in err and "has no M5" in err, err
+    assert not out.exists()
+
+
+def test_cram_output_refuses_mate_fields_a_reader_would_rebuild(alnsort_bin, data, tmp_path):
+    """noodles-cram stores mates of one slice attached, and readers rebuild
+    TLEN from the pair: a TLEN by another convention would come back
+    changed, so it is refused naming the read instead."""
+    lines = data["sam_plain"].read_text().splitlines(keepends=True)
+    name = next(ln.split("\t")[0] for ln in lines if not ln.startswith("@") and ln.split("\t")[8] not in ("0",))
+    out_lines = []
+    for ln in lines:
+        f = ln.split("\t")
+        if not ln.startswith("@") and f[0] == name:
+            t = int(f[8])
+            f[8] = str(t + 1 if t > 0 else t - 1)
+            ln = "\t".join(f)
+        out_lines.append(ln)
+    src = tmp_path.parent / f"{tmp_path.name}-tlen.sam"
+    src.write_text("".join(out_lines))
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    assert f"read {name}" in err and "TLEN" in err and "rebuilds" in err, err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, set()) == []

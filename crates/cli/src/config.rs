@@ -68,6 +68,8 @@ pub struct Config {
     /// What a SAM record naming a reference the header lacks does
     /// (`--unknown-reference`).
     pub unknown_reference: UnknownReference,
+    /// `--markdup` and its options; `None` without it.
+    pub markdup: Option<crate::markdup::MarkdupConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -364,5 +366,6 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
         command_line: a.command_line.clone(),
         warnings,
         unknown_reference: a.unknown_reference,
+        markdup: crate::markdup::resolve(&a.markdup)?,
     })
 }

@@ -29,6 +29,7 @@
 //! in queryname order (Picard compares the names themselves), and the
 //! metrics file's header lines (Picard writes its command line and date).
 
+pub mod grouping;
 pub mod metrics;
 pub mod optical;
 
@@ -44,6 +45,7 @@ pub mod flags {
     pub const MATE_UNMAPPED: u16 = 0x8;
     pub const REVERSE: u16 = 0x10;
     pub const READ1: u16 = 0x40;
+    pub const READ2: u16 = 0x80;
     pub const SECONDARY: u16 = 0x100;
     pub const QC_FAIL: u16 = 0x200;
     pub const DUPLICATE: u16 = 0x400;
@@ -307,6 +309,8 @@ pub struct MarkDuplicates {
     /// fields disagree never pair up.
     pending: HashMap<(i32, i16, Vec<u8>), End>,
     library_ids: HashMap<u32, i16>,
+    /// Bytes of the names of `pending`'s keys.
+    pending_name_bytes: usize,
     last_name: Option<Vec<u8>>,
     template_index: i64,
 }
@@ -328,6 +332,7 @@ impl MarkDuplicates {
             pairs: Vec::new(),
             pending: HashMap::new(),
             library_ids: HashMap::new(),
+            pending_name_bytes: 0,
             last_name: None,
             template_index: -1,
         }
@@ -336,6 +341,19 @@ impl MarkDuplicates {
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
     pub fn set_pixel_distance(&mut self, distance: i32) {
         self.pixel_distance = distance;
+    }
+
+    /// Bytes held for the records pushed so far (their slots, read ends
+    /// and mates waiting for their other half), for a caller that keeps
+    /// them within a memory budget.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let pending_entry = size_of::<((i32, i16, Vec<u8>), End)>() + 8;
+        let pending_names = self.pending_name_bytes;
+        self.records.capacity() * size_of::<RecordSlot>()
+            + (self.frags.capacity() + self.pairs.capacity()) * size_of::<End>()
+            + self.pending.capacity() * pending_entry
+            + pending_names
     }
 
     pub fn read_groups_mut(&mut self) -> &mut ReadGroups {
@@ -408,10 +426,12 @@ impl MarkDuplicates {
             .pending
             .remove(&(r.ref_id, r.rg.ordinal, r.name.to_vec()))
         else {
+            self.pending_name_bytes += r.name.len();
             self.pending
                 .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
             return Ok(());
         };
+        self.pending_name_bytes -= r.name.len();
         let first_was_reverse = p.orientation == R;
         p.optical_orientation = if r.flag & flags::READ1 != 0 {
             orientation_byte(reverse, first_was_reverse)

@@ -1000,6 +1000,9 @@ mod tests {
             "SIZE" => "1G",
             "SECS" => "1",
             "error|unmapped" => "unmapped",
+            "N" => "2500",
+            "STRATEGY" => "sum-of-base-qualities",
+            "POLICY" => "none",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

@@ -608,13 +608,14 @@ mod tests {
         framed
     }
 
-    /// Two fragments at the same 5' end, the second with an old 0x400: the
-    /// better-scored first is kept, the second marked, and an old 0x400 on
-    /// a kept record is cleared.
+    /// Two fragments at the same 5' end with equal scores, both with a
+    /// stale 0x400, written in reverse input order (as a sort may): the
+    /// ordinal finds each one's decision; the first in input order is kept
+    /// (its stale 0x400 cleared), the second marked.
     #[test]
     fn ordinals_travel_with_records_and_flags_are_rewritten() {
         let header =
-            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()].into_iter())
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()])
                 .unwrap();
         let cfg = resolve(&MarkdupArgs {
             enabled: true,

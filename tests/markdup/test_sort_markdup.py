@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import json
 import random
+import re
 import subprocess
 from pathlib import Path
 
@@ -221,6 +222,9 @@ def test_threads_and_spills_give_the_same_bytes_and_picards_flags(tmp_path, pica
                 "read_pair_optical_duplicates"]:
         assert md[key] == total(key.upper()), key
     assert md["libraries"] == len(rows)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "stats-json.md").read_text()
+    documented = set(re.findall(r"^\| `markdup\.([a-z_]+)` \| integer \|", doc, re.M))
+    assert documented == set(md), "docs/stats-json.md and the markdup object differ"
     assert md["records_marked"] == sum(d for _, d in picard_recs) > 5000
     sam = sort(alnsort, ["-@2", "--markdup", "-O", "sam", str(inp)]).stdout
     body = [ln.split("\t") for ln in sam.splitlines() if not ln.startswith("@")]

@@ -304,6 +304,9 @@ def test_refused_options(tmp_path, alnsort):
         (["--markdup", "--duplicate-scoring", "random"], "not supported yet"),
         (["--markdup", "--tagging-policy", "all"], "not supported yet"),
         (["--markdup", "--optical-distance", "-3"], "must be 0 or more"),
+        (["--markdup", "--barcode-tag", "RX"], "--barcode-tag is not supported yet"),
+        (["--markdup", "--read-name-regex", "(.*)"], "--read-name-regex is not supported yet"),
+        (["--markdup", "--remove-sequencing-duplicates"], "--remove-sequencing-duplicates is not supported yet"),
     ]:
         p = sort(alnsort, [*args, "-o", str(tmp_path / "o.bam"), str(inp)], check=False)
         assert p.returncode == 1 and words in p.stderr, (args, p.stderr)

@@ -480,6 +480,41 @@ pub const OPTIONS: &[OptSpec] = &[
                optical and all are refused (not implemented yet).",
     },
     OptSpec {
+        id: OptId::Unsupported(
+            "optical duplicates are found with Picard's default read-name parsing only \
+             (5 or 7 ':'-separated fields, the last three tile, x and y)",
+        ),
+        short: None,
+        long: Some("read-name-regex"),
+        value: Some("REGEX"),
+        group: Group::Markdup,
+        help: "Picard's READ_NAME_REGEX: not implemented yet (refused); the \
+               default parsing is used.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "duplicates cannot be told apart as sequencing (optical) duplicates for removal yet; \
+             --remove-duplicates removes all of them",
+        ),
+        short: None,
+        long: Some("remove-sequencing-duplicates"),
+        value: None,
+        group: Group::Markdup,
+        help: "Picard's REMOVE_SEQUENCING_DUPLICATES: not implemented yet \
+               (refused).",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "UMI-aware duplicate sets (Picard's BARCODE_TAG) are not implemented",
+        ),
+        short: None,
+        long: Some("barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's BARCODE_TAG (UMI-aware duplicate sets): not \
+               implemented yet (refused).",
+    },
+    OptSpec {
         id: OptId::Verbosity,
         short: None,
         long: Some("verbosity"),
@@ -1003,6 +1038,7 @@ mod tests {
             "N" => "2500",
             "STRATEGY" => "sum-of-base-qualities",
             "POLICY" => "none",
+            "REGEX" => "x",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

@@ -216,10 +216,32 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         &progress,
         marker.as_mut(),
     )?;
-    let decisions = marker.map(markdup::Marker::finish).transpose()?;
     let records_in = fed.records;
     progress.enter(Phase::MergeRuns);
-    let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
+    // Duplicate marking decides on a thread of its own while the sorter
+    // finishes its runs (a serial step over every read end; the pool may
+    // be busy with the sorter's jobs, so it does not run there).
+    let (decisions, merged) = std::thread::scope(|s| {
+        let decide = marker.map(|m| {
+            std::thread::Builder::new()
+                .name("alnsort-markdup".into())
+                .spawn_scoped(s, move || m.finish())
+        });
+        let merged = sorter.finish().map_err(|e| anyhow!("{e}"));
+        let decisions = match decide {
+            None => Ok(None),
+            Some(Err(e)) => {
+                Err(anyhow::Error::new(e).context("starting the duplicate-marking thread"))
+            }
+            Some(Ok(h)) => h
+                .join()
+                .map_err(|_| anyhow!("internal error: the duplicate-marking thread panicked"))
+                .and_then(|r| r.map(Some)),
+        };
+        (decisions, merged)
+    });
+    let decisions = decisions?;
+    let mut merged = merged?;
     progress.enter(Phase::Write);
     // Minimiser order's @HD says whether any record is placed; placed
     // records sort first, so the first record tells.

@@ -615,8 +615,7 @@ mod tests {
     #[test]
     fn ordinals_travel_with_records_and_flags_are_rewritten() {
         let header =
-            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()])
-                .unwrap();
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
         let cfg = resolve(&MarkdupArgs {
             enabled: true,
             ..Default::default()

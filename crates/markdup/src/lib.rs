@@ -381,7 +381,10 @@ impl MarkDuplicates {
         if self.order == InputOrder::Coordinate {
             self.template_index = index;
         } else if self.last_name.as_deref() != Some(r.name) {
-            self.last_name = Some(r.name.to_vec());
+            // The buffer is reused: one allocation, not one per template.
+            let last = self.last_name.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(r.name);
             self.template_index = index;
         }
         self.records.push(RecordSlot {
@@ -467,7 +470,9 @@ impl MarkDuplicates {
         let mut set_sizes = SetSizeHistograms::default();
         let mut optical_by_library: HashMap<i16, u64> = HashMap::new();
 
-        self.pairs.sort_by(End::cmp);
+        // The comparison ends with the record indexes: ends that compare
+        // equal are the same end, so an unstable sort gives the same order.
+        self.pairs.sort_unstable_by(End::cmp);
         let mut start = 0;
         while start < self.pairs.len() {
             let mut end = start + 1;
@@ -489,7 +494,7 @@ impl MarkDuplicates {
             start = end;
         }
 
-        self.frags.sort_by(End::cmp);
+        self.frags.sort_unstable_by(End::cmp);
         let mut start = 0;
         while start < self.frags.len() {
             let mut end = start + 1;

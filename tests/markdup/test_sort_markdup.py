@@ -311,3 +311,18 @@ def test_refused_options(tmp_path, alnsort):
         p = sort(alnsort, [*args, "-o", str(tmp_path / "o.bam"), str(inp)], check=False)
         assert p.returncode == 1 and words in p.stderr, (args, p.stderr)
         assert not (tmp_path / "o.bam").exists()
+
+
+def test_sam_input_and_output(tmp_path, picard, alnsort):
+    """SAM text in (name-grouped), SAM out: Picard's flags."""
+    bam = tmp_path / "in.bam"
+    g.write_bam(bam, stale_dups(g.t_random(2), 5))
+    picard_recs, _ = run_picard(picard, bam, tmp_path, coordinate=False)
+    sam = tmp_path / "in.sam"
+    pysam.view("-h", "-o", str(sam), str(bam), catch_stdout=False)
+    out = tmp_path / "out.sam"
+    sort(alnsort, ["-n", "--markdup", "-O", "sam", "-o", str(out), str(sam)])
+    with pysam.AlignmentFile(str(out), "r", check_sq=False) as f:
+        ours = [(identity(r), bool(r.flag & 0x400)) for r in f.fetch(until_eof=True)]
+    assert flags_by_identity(ours) == flags_by_identity(picard_recs)
+    assert sum(d for _, d in ours) > 20

@@ -24,9 +24,11 @@
 //!
 //! Records whose 0x400 bit the outcome says is clear must have it cleared
 //! (Picard resets it on every record). Not covered: Picard options other
-//! than the defaults (scoring strategy, `READ_NAME_REGEX`, barcodes, `DT`
-//! tags, duplicate-set tags), names of one template that are not adjacent
-//! in queryname order (Picard compares the names themselves), and the
+//! than the defaults and `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (scoring
+//! strategy, `READ_NAME_REGEX`, barcodes, `DT` tags, duplicate-set tags;
+//! `alnsort sort --markdup` refuses them), names of one template that are
+//! not adjacent in queryname order (Picard compares the names themselves;
+//! [`grouping::GroupCheck`] lets a caller refuse such input), and the
 //! metrics file's header lines (Picard writes its command line and date).
 
 pub mod grouping;

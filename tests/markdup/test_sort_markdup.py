@@ -304,6 +304,7 @@ def test_refused_options(tmp_path, alnsort):
         (["--markdup", "--duplicate-scoring", "random"], "not supported yet"),
         (["--markdup", "--tagging-policy", "all"], "not supported yet"),
         (["--markdup", "--optical-distance", "-3"], "must be 0 or more"),
+        (["--markdup", "--metrics", str(tmp_path / "o.bam")], "names the same file as the output"),
         (["--markdup", "--barcode-tag", "RX"], "--barcode-tag is not supported yet"),
         (["--markdup", "--read-name-regex", "(.*)"], "--read-name-regex is not supported yet"),
         (["--markdup", "--remove-sequencing-duplicates"], "--remove-sequencing-duplicates is not supported yet"),

@@ -316,6 +316,14 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
             )));
         }
     }
+    crate::markdup::check_metrics_path(
+        &a.markdup,
+        &[
+            output.as_deref(),
+            index.as_ref().map(|i| i.path.as_path()),
+            a.stats_json.as_deref(),
+        ],
+    )?;
     if a.progress == Some(false) && a.progress_interval.is_some() {
         return Err(ConfigError(
             "--progress-interval sets how often progress is shown, and --no-progress turns it off: give one of them".into(),

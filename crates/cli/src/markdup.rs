@@ -163,6 +163,29 @@ pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
     }))
 }
 
+/// Refuses a `--metrics` path that names one of the run's other files
+/// (the output, its index, the stats file): the metrics would replace it.
+pub fn check_metrics_path(
+    a: &MarkdupArgs,
+    others: &[Option<&std::path::Path>],
+) -> Result<(), ConfigError> {
+    let Some(m) = &a.metrics else { return Ok(()) };
+    let same = |p: &std::path::Path| {
+        p == m.as_path()
+            || std::fs::canonicalize(p)
+                .ok()
+                .is_some_and(|c| std::fs::canonicalize(m).ok() == Some(c))
+    };
+    match others.iter().flatten().find(|p| same(p)) {
+        Some(p) => Err(ConfigError(format!(
+            "--metrics {} names the same file as the output, its index or the stats ({}): the metrics would replace it",
+            m.display(),
+            p.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The read-end fields of one record, taken out by a read job.
 #[derive(Debug, Clone, Copy)]
 struct Extracted {

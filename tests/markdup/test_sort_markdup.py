@@ -301,7 +301,7 @@ def test_refused_options(tmp_path, alnsort):
     g.write_bam(inp, g.t_qc_fail())
     for args, words in [
         (["--metrics", "m.txt"], "needs --markdup"),
-        (["--markdup", "--duplicate-scoring", "random"], "not supported yet"),
+        (["--markdup", "--duplicate-scoring", "random"], "random is not supported"),
         (["--markdup", "--tagging-policy", "all"], "not supported yet"),
         (["--markdup", "--optical-distance", "-3"], "must be 0 or more"),
         (["--markdup", "--metrics", str(tmp_path / "o.bam")], "names the same file as the output"),
@@ -327,3 +327,36 @@ def test_sam_input_and_output(tmp_path, picard, alnsort):
         ours = [(identity(r), bool(r.flag & 0x400)) for r in f.fetch(until_eof=True)]
     assert flags_by_identity(ours) == flags_by_identity(picard_recs)
     assert sum(d for _, d in ours) > 20
+
+
+def test_total_mapped_reference_length_scoring(tmp_path, picard, alnsort):
+    """--duplicate-scoring total-mapped-reference-length keeps the duplicate
+    Picard keeps with DUPLICATE_SCORING_STRATEGY=TOTAL_MAPPED_REFERENCE_LENGTH
+    (clips and deletions change the reference length; QC-failed reads)."""
+    rng = random.Random(21)
+    recs = []
+    for t in range(400):
+        a, b = rng.choice([1000, 1040]), rng.choice([1300, 1340])
+        tpl = g.pair(f"L{t}", a, b, cig1=rng.choice(["50M", "10M5D40M", "5S45M", "40M10S", "20M3I27M"]),
+                     cig2=rng.choice(["50M", "25M8D25M", "45M5S"]), q1=rng.choice([20, 30, 40]),
+                     rev1=rng.random() < 0.3, rev2=rng.random() < 0.8)
+        if rng.random() < 0.1:
+            tpl[0].flag |= 0x200
+        recs += tpl
+        if rng.random() < 0.2:
+            recs += g.frag(f"F{t}", a, cig=rng.choice(["50M", "10M5D40M"]), q=rng.choice([20, 40]))
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, recs)
+    out, m = tmp_path / "p.bam", tmp_path / "p.metrics"
+    p = subprocess.run(picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={m}", "ASSUME_SORT_ORDER=queryname",
+                                 "DUPLICATE_SCORING_STRATEGY=TOTAL_MAPPED_REFERENCE_LENGTH",
+                                 "ADD_PG_TAG_TO_READS=false", "VALIDATION_STRINGENCY=SILENT", "QUIET=true",
+                                 "VERBOSITY=ERROR"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    want = flags_by_identity(read_all(out))
+    ours, default = tmp_path / "o.bam", tmp_path / "d.bam"
+    sort(alnsort, ["--markdup", "--duplicate-scoring", "total-mapped-reference-length", "-o", str(ours), str(inp)])
+    sort(alnsort, ["--markdup", "-o", str(default), str(inp)])
+    assert flags_by_identity(read_all(ours)) == want
+    # The strategy matters on this input: the default keeps other reads.
+    assert flags_by_identity(read_all(default)) != want

@@ -466,9 +466,10 @@ pub const OPTIONS: &[OptSpec] = &[
         value: Some("STRATEGY"),
         group: Group::Markdup,
         help: "Which duplicate of a set is kept: sum-of-base-qualities (the \
-               default, Picard's SUM_OF_BASE_QUALITIES). \
-               total-mapped-reference-length and random are refused (not \
-               implemented yet).",
+               default, Picard's SUM_OF_BASE_QUALITIES) or \
+               total-mapped-reference-length (TOTAL_MAPPED_REFERENCE_LENGTH). \
+               random is refused (Picard's random scores cannot be \
+               reproduced).",
     },
     OptSpec {
         id: OptId::Markdup(crate::markdup::MdOpt::TaggingPolicy),

@@ -264,7 +264,7 @@ impl OpenInput {
         progress: &Progress,
         mut markdup: Option<&mut crate::markdup::Marker>,
     ) -> Result<Fed> {
-        let with_ends = markdup.is_some();
+        let with_ends = markdup.as_ref().map(|m| m.scoring());
         let push_start = thread_cpu_seconds();
         let OpenInput {
             name, header, body, ..
@@ -387,9 +387,9 @@ fn prepare(
     kind: KeyKind,
     raw: &RawBatch,
     spare: Option<Batch>,
-    with_ends: bool,
+    with_ends: Option<crate::markdup::Scoring>,
 ) -> std::result::Result<Prepared, ReadError> {
-    let mut ends = with_ends.then(crate::markdup::BatchEnds::default);
+    let mut ends = with_ends.map(crate::markdup::BatchEnds::new);
     let mut framed = Vec::new();
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {

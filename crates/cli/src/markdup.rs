@@ -32,8 +32,8 @@ use alnsort_bam::header::Header;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::grouping::GroupCheck;
 use alnsort_markdup::{
-    base_quality_score, five_prime_coordinate, InputOrder, MarkDuplicates, MetricsReport,
-    ReadGroups, ReadInfo, RgInfo,
+    base_quality_score, five_prime_coordinate, reference_length_score, InputOrder, MarkDuplicates,
+    MetricsReport, ReadGroups, ReadInfo, RgInfo,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::PathBuf;
@@ -52,10 +52,21 @@ pub enum MdOpt {
     TaggingPolicy,
 }
 
+/// How the kept duplicate is chosen (`--duplicate-scoring`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scoring {
+    /// Picard's SUM_OF_BASE_QUALITIES (the default).
+    #[default]
+    SumOfBaseQualities,
+    /// Picard's TOTAL_MAPPED_REFERENCE_LENGTH.
+    TotalMappedReferenceLength,
+}
+
 /// The options as given.
 #[derive(Debug, Clone, Default)]
 pub struct MarkdupArgs {
     pub enabled: bool,
+    pub scoring: Scoring,
     pub metrics: Option<PathBuf>,
     pub remove_duplicates: bool,
     pub optical_distance: Option<i32>,
@@ -98,12 +109,15 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
         MdOpt::DuplicateScoring => {
             let v = val();
             match v.as_str() {
-                "sum-of-base-qualities" => {}
-                "total-mapped-reference-length" | "random" => {
-                    return Err(ArgError::Invalid(format!(
-                        "--duplicate-scoring {v} is not supported yet: only sum-of-base-qualities \
-                         (Picard's default, SUM_OF_BASE_QUALITIES) is implemented"
-                    )))
+                "sum-of-base-qualities" => a.scoring = Scoring::SumOfBaseQualities,
+                "total-mapped-reference-length" => a.scoring = Scoring::TotalMappedReferenceLength,
+                "random" => {
+                    return Err(ArgError::Invalid(
+                        "--duplicate-scoring random is not supported: Picard's RANDOM scores come from \
+                         Java's random number generator seeded per run, which alnsort does not reproduce; \
+                         use sum-of-base-qualities or total-mapped-reference-length"
+                            .into(),
+                    ))
                 }
                 other => {
                     return Err(ArgError::Invalid(format!(
@@ -140,6 +154,7 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
 #[derive(Debug, Clone)]
 pub struct MarkdupConfig {
     pub metrics: Option<PathBuf>,
+    pub scoring: Scoring,
     pub remove_duplicates: bool,
     pub optical_distance: i32,
 }
@@ -156,6 +171,7 @@ pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
     }
     Ok(Some(MarkdupConfig {
         metrics: a.metrics.clone(),
+        scoring: a.scoring,
         remove_duplicates: a.remove_duplicates,
         optical_distance: a
             .optical_distance
@@ -207,6 +223,7 @@ pub struct BatchEnds {
     recs: Vec<Extracted>,
     bytes: Vec<u8>,
     cigar: Vec<(u8, u32)>,
+    scoring: Scoring,
 }
 
 /// The `RG:Z` value of a record (without its NUL).
@@ -220,6 +237,13 @@ fn record_rg<'a>(rec: &RecordRef<'a>) -> Option<&'a [u8]> {
 }
 
 impl BatchEnds {
+    pub fn new(scoring: Scoring) -> Self {
+        BatchEnds {
+            scoring,
+            ..Default::default()
+        }
+    }
+
     /// Takes the fields of `framed` (a BAM record with its block_size) and
     /// appends it with its `ordinal` to `out`, which is what enters the
     /// sorter.
@@ -240,7 +264,12 @@ impl BatchEnds {
         });
         self.recs.push(Extracted {
             flag,
-            score: base_quality_score(rec.qual(), flag),
+            score: match self.scoring {
+                Scoring::SumOfBaseQualities => base_quality_score(rec.qual(), flag),
+                Scoring::TotalMappedReferenceLength => {
+                    reference_length_score(rec.reference_length(), flag)
+                }
+            },
             ref_id: rec.ref_id(),
             pos: rec.pos(),
             mate_ref_id: rec.next_ref_id(),
@@ -313,6 +342,7 @@ pub struct Marker {
     last_rg: Option<(Vec<u8>, RgInfo)>,
     no_rg: Option<RgInfo>,
     remove: bool,
+    scoring: Scoring,
 }
 
 impl Marker {
@@ -341,7 +371,13 @@ impl Marker {
             last_rg: None,
             no_rg: None,
             remove: cfg.remove_duplicates,
+            scoring: cfg.scoring,
         }
+    }
+
+    /// How the read jobs score records.
+    pub fn scoring(&self) -> Scoring {
+        self.scoring
     }
 
     /// Which of Picard's semantics the input gets.
@@ -681,7 +717,7 @@ mod tests {
         let e = apply_arg(&mut a, MdOpt::DuplicateScoring, Some("random".into()))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not supported yet"), "{e}");
+        assert!(e.contains("random is not supported"), "{e}");
         let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("all".into()))
             .unwrap_err()
             .to_string();

@@ -182,6 +182,21 @@ pub fn five_prime_coordinate(pos0: i32, ref_len: i64, cigar: &[(u8, u32)], rever
     }
 }
 
+/// Picard's TOTAL_MAPPED_REFERENCE_LENGTH score: the CIGAR's reference
+/// length of a mapped record (capped at 16383; 0 when unmapped), less 16384
+/// for a QC-failed record.
+pub fn reference_length_score(ref_len: i64, flag: u16) -> i16 {
+    let mut score = if flag & flags::UNMAPPED != 0 {
+        0
+    } else {
+        ref_len.clamp(0, i16::MAX as i64 / 2) as i16
+    };
+    if flag & flags::QC_FAIL != 0 {
+        score = score.wrapping_add(i16::MIN / 2);
+    }
+    score
+}
+
 /// Picard's SUM_OF_BASE_QUALITIES score: the sum of qualities of at least 15
 /// (qualities are Java bytes, so above 127 count as negative and are left
 /// out), capped at 16383, less 16384 for a QC-failed record. A quality

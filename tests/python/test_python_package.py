@@ -247,8 +247,8 @@ def test_two_threads_sort_at_once_and_the_gil_is_released(inputs, tmp_path):
 
 def test_refused_arguments(tmp_path):
     out = tmp_path / "x.bam"
-    with pytest.raises(NotImplementedError, match="duplicate marking"):
-        alnsort.sort(EXAMPLE, out, markdup=True)
+    with pytest.raises(ValueError, match="needs markdup=True"):
+        alnsort.sort(EXAMPLE, out, metrics=tmp_path / "m.txt")
     with pytest.raises(ValueError, match="order must be one of"):
         alnsort.sort(EXAMPLE, out, order="queryname")
     with pytest.raises(ValueError, match="standard input"):
@@ -260,6 +260,30 @@ def test_refused_arguments(tmp_path):
     with pytest.raises(TypeError):
         alnsort.sort(EXAMPLE, 42)
     assert os.listdir(tmp_path) == []
+
+
+def test_markdup_is_byte_identical_to_the_binary(alnsort_bin, tmp_path, monkeypatch):
+    """markdup=True and metrics= run `alnsort sort --markdup --metrics`: the
+    same output and metrics bytes as the binary, and the report's counts."""
+    src = tmp_path / "grouped.bam"
+    header = {"HD": {"VN": "1.6", "SO": "unsorted"}, "SQ": [{"SN": "c", "LN": 10000}]}
+    with pysam.AlignmentFile(str(src), "wb", header=header) as f:
+        for i, q in enumerate([30, 40, 20]):  # three pairs at the same ends
+            for flag, pos, mpos in [(0x63, 100, 300), (0x93, 300, 100)]:
+                a = pysam.AlignedSegment(f.header)
+                a.query_name, a.flag, a.reference_id, a.reference_start = f"p{i}", flag, 0, pos
+                a.next_reference_id, a.next_reference_start = 0, mpos
+                a.cigarstring, a.mapping_quality = "50M", 60
+                a.query_sequence = "A" * 50
+                a.query_qualities = pysam.qualitystring_to_array(chr(33 + q) * 50)
+                f.write(a)
+    stats = same_as_cli(alnsort_bin, tmp_path, monkeypatch, str(src), markdup=True, metrics="m.txt")
+    assert (tmp_path / "py" / "m.txt").read_bytes() == (tmp_path / "cli" / "m.txt").read_bytes()
+    assert stats["markdup"]["read_pair_duplicates"] == 2
+    assert stats["markdup"]["records_marked"] == 4
+    with pysam.AlignmentFile(str(tmp_path / "py" / "out.bam")) as f:
+        dups = sorted({r.query_name for r in f if r.flag & 0x400})
+    assert dups == ["p0", "p2"]
 
 
 def test_unknown_reference_names_are_an_error_unless_mapped_to_unmapped(alnsort_bin, tmp_path, monkeypatch):

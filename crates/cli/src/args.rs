@@ -81,6 +81,8 @@ pub struct SortArgs {
     /// CRAM-only output options (`version`, `embed_ref`, `no_ref`) as given,
     /// checked by the config against the output format.
     pub cram_options: Vec<(String, String)>,
+    /// `--markdup` and its options (group "Duplicate marking").
+    pub markdup: crate::markdup::MarkdupArgs,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
     /// `stringify_argv`), for the @PG CL field.
     pub command_line: String,
@@ -154,6 +156,8 @@ pub enum OptId {
     Verbosity,
     Help,
     Version,
+    /// An option of duplicate marking (`crate::markdup`).
+    Markdup(crate::markdup::MdOpt),
     /// Refused when used, with this reason.
     Unsupported(&'static str),
 }
@@ -165,16 +169,18 @@ pub enum Group {
     Output,
     Resources,
     Additions,
+    Markdup,
     Other,
     Unsupported,
 }
 
 impl Group {
-    pub const ALL: [Group; 6] = [
+    pub const ALL: [Group; 7] = [
         Group::Order,
         Group::Output,
         Group::Resources,
         Group::Additions,
+        Group::Markdup,
         Group::Other,
         Group::Unsupported,
     ];
@@ -188,6 +194,10 @@ impl Group {
             Group::Output => "Output:",
             Group::Resources => "Memory, threads and temporary files:",
             Group::Additions => "alnsort additions (not in samtools):",
+            Group::Markdup => {
+                "Duplicate marking (alnsort addition; flags and metrics as Picard \
+                 MarkDuplicates 3.4.0 gives them):"
+            }
             Group::Other => "Other:",
             Group::Unsupported => {
                 "Not supported yet (samtools options that alnsort refuses \
@@ -414,6 +424,104 @@ pub const OPTIONS: &[OptSpec] = &[
                'unmapped' reads the name as '*' with a warning, as samtools \
                does (an unknown RNAME makes the read unmapped), and counts \
                such records in --stats-json (unknown_reference_records).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::Markdup),
+        short: None,
+        long: Some("markdup"),
+        value: None,
+        group: Group::Markdup,
+        help: "Mark duplicates while sorting, as Picard MarkDuplicates 3.4.0 \
+               does: input grouped by read name (aligner output, -n output) \
+               gets Picard's ASSUME_SORT_ORDER=queryname answer (every record \
+               of a duplicate template marked); input whose @HD says \
+               SO:coordinate gets Picard's coordinate-input answer (primary \
+               records only). Existing 0x400 flags are cleared first. Input \
+               whose templates are scattered is refused.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::Metrics),
+        short: None,
+        long: Some("metrics"),
+        value: Some("FILE"),
+        group: Group::Markdup,
+        help: "Write Picard's DuplicationMetrics text (one row per library \
+               and the histogram) to FILE.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::RemoveDuplicates),
+        short: None,
+        long: Some("remove-duplicates"),
+        value: None,
+        group: Group::Markdup,
+        help: "Leave duplicates out of the output instead of marking them \
+               (Picard's REMOVE_DUPLICATES=true).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::OpticalDistance),
+        short: None,
+        long: Some("optical-distance"),
+        value: Some("N"),
+        group: Group::Markdup,
+        help: "Pixel distance within which duplicates on one tile are \
+               optical (Picard's OPTICAL_DUPLICATE_PIXEL_DISTANCE) [100]; \
+               2500 suits patterned flow cells.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::DuplicateScoring),
+        short: None,
+        long: Some("duplicate-scoring"),
+        value: Some("STRATEGY"),
+        group: Group::Markdup,
+        help: "Which duplicate of a set is kept: sum-of-base-qualities (the \
+               default, Picard's SUM_OF_BASE_QUALITIES) or \
+               total-mapped-reference-length (TOTAL_MAPPED_REFERENCE_LENGTH). \
+               random is refused (Picard's random scores cannot be \
+               reproduced).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::TaggingPolicy),
+        short: None,
+        long: Some("tagging-policy"),
+        value: Some("POLICY"),
+        group: Group::Markdup,
+        help: "DT tags on duplicates: none (the default, Picard's DontTag). \
+               optical and all are refused (not implemented yet).",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "optical duplicates are found with Picard's default read-name parsing only \
+             (5 or 7 ':'-separated fields, the last three tile, x and y)",
+        ),
+        short: None,
+        long: Some("read-name-regex"),
+        value: Some("REGEX"),
+        group: Group::Markdup,
+        help: "Picard's READ_NAME_REGEX: not implemented yet (refused); the \
+               default parsing is used.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "duplicates cannot be told apart as sequencing (optical) duplicates for removal yet; \
+             --remove-duplicates removes all of them",
+        ),
+        short: None,
+        long: Some("remove-sequencing-duplicates"),
+        value: None,
+        group: Group::Markdup,
+        help: "Picard's REMOVE_SEQUENCING_DUPLICATES: not implemented yet \
+               (refused).",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "UMI-aware duplicate sets (Picard's BARCODE_TAG) are not implemented",
+        ),
+        short: None,
+        long: Some("barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's BARCODE_TAG (UMI-aware duplicate sets): not \
+               implemented yet (refused).",
     },
     OptSpec {
         id: OptId::Verbosity,
@@ -801,6 +909,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         unknown_reference: UnknownReference::Error,
         reference: None,
         cram_options: Vec::new(),
+        markdup: Default::default(),
         command_line: stringify(argv0, &rest),
     };
     let no_args = rest.is_empty();
@@ -888,6 +997,13 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
                     }
                 };
             }
+            OptId::Markdup(opt) => {
+                let v = match value {
+                    Some(_) => Some(text()?),
+                    None => None,
+                };
+                crate::markdup::apply_arg(&mut a.markdup, opt, v)?
+            }
             OptId::Help => return Ok(Parsed::Usage),
             OptId::Version => return Ok(Parsed::Version),
             OptId::Unsupported(_) => unreachable!("refused above"),
@@ -944,6 +1060,10 @@ mod tests {
             "SIZE" => "1G",
             "SECS" => "1",
             "error|unmapped" => "unmapped",
+            "N" => "2500",
+            "STRATEGY" => "sum-of-base-qualities",
+            "POLICY" => "none",
+            "REGEX" => "x",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

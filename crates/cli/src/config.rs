@@ -73,6 +73,8 @@ pub struct Config {
     pub refs: alnsort_cram::RefSource,
     /// CRAM output options (`-O cram,version=…`).
     pub cram: alnsort_cram::CramOptions,
+    /// `--markdup` and its options; `None` without it.
+    pub markdup: Option<crate::markdup::MarkdupConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -331,6 +333,14 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
             )));
         }
     }
+    crate::markdup::check_metrics_path(
+        &a.markdup,
+        &[
+            output.as_deref(),
+            index.as_ref().map(|i| i.path.as_path()),
+            a.stats_json.as_deref(),
+        ],
+    )?;
     if a.progress == Some(false) && a.progress_interval.is_some() {
         return Err(ConfigError(
             "--progress-interval sets how often progress is shown, and --no-progress turns it off: give one of them".into(),
@@ -383,5 +393,6 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
         unknown_reference: a.unknown_reference,
         refs: alnsort_cram::RefSource::from_env(a.reference.clone()),
         cram,
+        markdup: crate::markdup::resolve(&a.markdup)?,
     })
 }

@@ -267,6 +267,8 @@ struct Prepared {
     /// Records read as unmapped for an unknown reference name.
     unknown_reference_records: u64,
     last_block: u64,
+    /// The records' read ends, with `--markdup`.
+    ends: Option<crate::markdup::BatchEnds>,
 }
 
 impl OpenInput {
@@ -277,6 +279,9 @@ impl OpenInput {
     /// handed to the sorter whole (`Sorter::push_batch`), which sorts full
     /// sub-batches on the pool while reading goes on. `unknown_reference`
     /// says what a SAM record naming a reference the header lacks does.
+    /// With `markdup`, each record enters the sorter with its input ordinal
+    /// appended and its read ends go to the marker (`crate::markdup`).
+    #[allow(clippy::too_many_arguments)]
     pub fn feed(
         self,
         unknown_reference: UnknownReference,
@@ -284,7 +289,9 @@ impl OpenInput {
         sorter: &mut Sorter,
         pool: Arc<rayon::ThreadPool>,
         progress: &Progress,
+        mut markdup: Option<&mut crate::markdup::Marker>,
     ) -> Result<Fed> {
+        let with_ends = markdup.as_ref().map(|m| m.scoring());
         let push_start = thread_cpu_seconds();
         let OpenInput {
             name, header, body, ..
@@ -313,6 +320,8 @@ impl OpenInput {
                     pool,
                     progress,
                     push_start,
+                    markdup,
+                    with_ends,
                 )
             }
             Body::Bam(reader) => {
@@ -375,7 +384,7 @@ impl OpenInput {
             },
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
-                let prepared = prepare(&decoder, kind, &raw, spare_rx.try_recv().ok());
+                let prepared = prepare(&decoder, kind, &raw, spare_rx.try_recv().ok(), with_ends);
                 recycler.give_back(raw);
                 prepared
             },
@@ -391,6 +400,9 @@ impl OpenInput {
                 eprintln!("[W::alnsort] {name}: {w}");
             }
             unknown_reference_records += p.unknown_reference_records;
+            if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
+                m.push(ends)?;
+            }
             sorter
                 .push_batch(&p.batch)
                 .map_err(anyhow::Error::from)
@@ -425,6 +437,8 @@ fn feed_cram(
     pool: Arc<rayon::ThreadPool>,
     progress: &Progress,
     push_start: f64,
+    mut markdup: Option<&mut crate::markdup::Marker>,
+    with_ends: Option<crate::markdup::Scoring>,
 ) -> Result<Fed> {
     let file: Arc<str> = name.as_str().into();
     let kind = if encoder.is_fixed8() {
@@ -479,7 +493,7 @@ fn feed_cram(
                 first_position: 0,
                 sam: false,
             };
-            Ok(prepare(&decoder, kind, &raw, None)?)
+            Ok(prepare(&decoder, kind, &raw, None, with_ends)?)
         },
     )
     .with_context(|| format!("{name}: starting the CRAM reader thread"))?;
@@ -488,6 +502,9 @@ fn feed_cram(
         let p = r
             .map_err(anyhow::Error::from)
             .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
+        if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
+            m.push(ends)?;
+        }
         sorter
             .push_batch(&p.batch)
             .map_err(anyhow::Error::from)
@@ -511,7 +528,10 @@ fn prepare(
     kind: KeyKind,
     raw: &RawBatch,
     spare: Option<Batch>,
+    with_ends: Option<crate::markdup::Scoring>,
 ) -> std::result::Result<Prepared, ReadError> {
+    let mut ends = with_ends.map(crate::markdup::BatchEnds::new);
+    let mut framed = Vec::new();
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {
             b.reuse_for_input(raw.data.len(), raw.voffsets.len());
@@ -530,10 +550,23 @@ fn prepare(
                     key.len()
                 ));
             }
+            let rec = match &mut ends {
+                Some(e) => {
+                    let ordinal = raw.first_record + e.len() as u64;
+                    e.add(rec, ordinal, &mut framed);
+                    &framed[..]
+                }
+                None => rec,
+            };
             if !batch.try_push(key, rec) {
                 return Err("more record bytes than one batch can address (4 GiB)".into());
             }
-            bytes += rec.len() as u64;
+            bytes += (rec.len()
+                - if ends.is_some() {
+                    crate::markdup::ORDINAL_BYTES
+                } else {
+                    0
+                }) as u64;
             Ok(())
         },
         |w| warnings.push(w),
@@ -544,6 +577,7 @@ fn prepare(
         warnings,
         unknown_reference_records: decoded.unknown_reference_records,
         last_block: raw.last_block_offset(),
+        ends,
     })
 }
 

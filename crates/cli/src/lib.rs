@@ -9,6 +9,7 @@ pub mod args;
 pub mod cleanup;
 pub mod config;
 pub mod input;
+pub mod markdup;
 pub mod memsize;
 pub mod output;
 pub mod progress;
@@ -154,7 +155,21 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             .build()
             .context("starting the thread pool")?,
     );
-    let budget = sorter_budget(cfg, cfg.explicit_total)?;
+    let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
+    // --markdup: its state gets a quarter of the sorter's share of
+    // --max-memory (see crate::markdup).
+    let markdup_budget = match &cfg.markdup {
+        Some(_) if cfg.explicit_total => {
+            let share = budget / 4;
+            budget -= share;
+            Some((share, cfg.memory_budget))
+        }
+        _ => None,
+    };
+    let metrics_file = match cfg.markdup.as_ref().and_then(|m| m.metrics.as_ref()) {
+        Some(p) => Some(markdup::MetricsFile::create(p, debris)?),
+        None => None,
+    };
     // The output's and the index's files first: a destination that cannot
     // be created stops the run before any input is read.
     let dest = output::Destinations::prepare(cfg, debris)?;
@@ -190,16 +205,44 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         merge_partition_bytes: 0,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
+    let mut marker = cfg
+        .markdup
+        .as_ref()
+        .map(|m| markdup::Marker::new(&header, m, &input.name, markdup_budget));
     let fed = input.feed(
         cfg.unknown_reference,
         Arc::clone(&encoder),
         &mut sorter,
         Arc::clone(&pool),
         &progress,
+        marker.as_mut(),
     )?;
     let records_in = fed.records;
     progress.enter(Phase::MergeRuns);
-    let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
+    // Duplicate marking decides on a thread of its own while the sorter
+    // finishes its runs (a serial step over every read end; the pool may
+    // be busy with the sorter's jobs, so it does not run there).
+    let (decisions, merged) = std::thread::scope(|s| {
+        let decide = marker.map(|m| {
+            std::thread::Builder::new()
+                .name("alnsort-markdup".into())
+                .spawn_scoped(s, move || m.finish())
+        });
+        let merged = sorter.finish().map_err(|e| anyhow!("{e}"));
+        let decisions = match decide {
+            None => Ok(None),
+            Some(Err(e)) => {
+                Err(anyhow::Error::new(e).context("starting the duplicate-marking thread"))
+            }
+            Some(Ok(h)) => h
+                .join()
+                .map_err(|_| anyhow!("internal error: the duplicate-marking thread panicked"))
+                .and_then(|r| r.map(Some)),
+        };
+        (decisions, merged)
+    });
+    let decisions = decisions?;
+    let mut merged = merged?;
     progress.enter(Phase::Write);
     // Minimiser order's @HD says whether any record is placed; placed
     // records sort first, so the first record tells.
@@ -220,18 +263,35 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let mut written = 0u64;
     // Records as samtools writes them (minimiser order edits unplaced ones).
     let mut scratch = Vec::new();
+    // --markdup: the record with its ordinal cut off and 0x400 decided.
+    let mut marked = Vec::new();
+    let mut removed = 0u64;
     if let Some((key, rec)) = &first {
-        out.write_record(encoder.finish_record(key, rec, &mut scratch))?;
+        let rec = match &decisions {
+            Some(d) => d.apply(rec, &mut marked)?,
+            None => Some(&rec[..]),
+        };
+        match rec {
+            Some(rec) => out.write_record(encoder.finish_record(key, rec, &mut scratch))?,
+            None => removed += 1,
+        }
         written += 1;
     }
     while let Some((key, rec)) = merged.next_entry().map_err(|e| anyhow!("{e}"))? {
-        out.write_record(encoder.finish_record(key, rec, &mut scratch))?;
+        let rec = match &decisions {
+            Some(d) => d.apply(rec, &mut marked)?,
+            None => Some(rec),
+        };
+        match rec {
+            Some(rec) => out.write_record(encoder.finish_record(key, rec, &mut scratch))?,
+            None => removed += 1,
+        }
         written += 1;
         if written.is_multiple_of(4096) {
             progress.set_output_position(written);
         }
     }
-    if written != records_in {
+    if written != records_in || decisions.as_ref().is_some_and(|d| removed > d.marked) {
         return Err(anyhow!(
             "internal error: read {records_in} records but the merge produced {written}"
         ));
@@ -239,6 +299,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let sort_stats = merged.stats();
     drop(merged);
     let summary = out.finish()?;
+    if let (Some(f), Some(d)) = (metrics_file, &decisions) {
+        f.write(&d.metrics, &cfg.command_line)?;
+    }
     let times = progress.finish();
     drop(tmp);
     let report = stats::Report::new(stats::ReportInput {
@@ -255,6 +318,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             ("read_push", fed.read_push_s),
         ],
     });
+    let mut report = report;
+    if let Some(d) = &decisions {
+        report.add_object("markdup", d.stats_counts());
+    }
     if cfg.verbosity >= 3 {
         eprint!("{}", report.text());
     }

@@ -205,6 +205,19 @@ impl Report {
         }
     }
 
+    /// Adds an object of counts after the other fields (`--markdup`'s).
+    pub fn add_object(&mut self, name: &'static str, counts: Vec<(&'static str, u64)>) {
+        self.fields.push((
+            name,
+            Value::Map(
+                counts
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::Int(v)))
+                    .collect(),
+            ),
+        ));
+    }
+
     /// Human summary for stderr.
     pub fn text(&self) -> String {
         let mut t = String::from("[alnsort] phase times:\n");

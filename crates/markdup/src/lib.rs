@@ -24,11 +24,14 @@
 //!
 //! Records whose 0x400 bit the outcome says is clear must have it cleared
 //! (Picard resets it on every record). Not covered: Picard options other
-//! than the defaults (scoring strategy, `READ_NAME_REGEX`, barcodes, `DT`
-//! tags, duplicate-set tags), names of one template that are not adjacent
-//! in queryname order (Picard compares the names themselves), and the
+//! than the defaults and `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (scoring
+//! strategy, `READ_NAME_REGEX`, barcodes, `DT` tags, duplicate-set tags;
+//! `alnsort sort --markdup` refuses them), names of one template that are
+//! not adjacent in queryname order (Picard compares the names themselves;
+//! [`grouping::GroupCheck`] lets a caller refuse such input), and the
 //! metrics file's header lines (Picard writes its command line and date).
 
+pub mod grouping;
 pub mod metrics;
 pub mod optical;
 
@@ -44,6 +47,7 @@ pub mod flags {
     pub const MATE_UNMAPPED: u16 = 0x8;
     pub const REVERSE: u16 = 0x10;
     pub const READ1: u16 = 0x40;
+    pub const READ2: u16 = 0x80;
     pub const SECONDARY: u16 = 0x100;
     pub const QC_FAIL: u16 = 0x200;
     pub const DUPLICATE: u16 = 0x400;
@@ -178,6 +182,21 @@ pub fn five_prime_coordinate(pos0: i32, ref_len: i64, cigar: &[(u8, u32)], rever
     }
 }
 
+/// Picard's TOTAL_MAPPED_REFERENCE_LENGTH score: the CIGAR's reference
+/// length of a mapped record (capped at 16383; 0 when unmapped), less 16384
+/// for a QC-failed record.
+pub fn reference_length_score(ref_len: i64, flag: u16) -> i16 {
+    let mut score = if flag & flags::UNMAPPED != 0 {
+        0
+    } else {
+        ref_len.clamp(0, i16::MAX as i64 / 2) as i16
+    };
+    if flag & flags::QC_FAIL != 0 {
+        score = score.wrapping_add(i16::MIN / 2);
+    }
+    score
+}
+
 /// Picard's SUM_OF_BASE_QUALITIES score: the sum of qualities of at least 15
 /// (qualities are Java bytes, so above 127 count as negative and are left
 /// out), capped at 16383, less 16384 for a QC-failed record. A quality
@@ -307,6 +326,8 @@ pub struct MarkDuplicates {
     /// fields disagree never pair up.
     pending: HashMap<(i32, i16, Vec<u8>), End>,
     library_ids: HashMap<u32, i16>,
+    /// Bytes of the names of `pending`'s keys.
+    pending_name_bytes: usize,
     last_name: Option<Vec<u8>>,
     template_index: i64,
 }
@@ -328,6 +349,7 @@ impl MarkDuplicates {
             pairs: Vec::new(),
             pending: HashMap::new(),
             library_ids: HashMap::new(),
+            pending_name_bytes: 0,
             last_name: None,
             template_index: -1,
         }
@@ -336,6 +358,19 @@ impl MarkDuplicates {
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
     pub fn set_pixel_distance(&mut self, distance: i32) {
         self.pixel_distance = distance;
+    }
+
+    /// Bytes held for the records pushed so far (their slots, read ends
+    /// and mates waiting for their other half), for a caller that keeps
+    /// them within a memory budget.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let pending_entry = size_of::<((i32, i16, Vec<u8>), End)>() + 8;
+        let pending_names = self.pending_name_bytes;
+        self.records.capacity() * size_of::<RecordSlot>()
+            + (self.frags.capacity() + self.pairs.capacity()) * size_of::<End>()
+            + self.pending.capacity() * pending_entry
+            + pending_names
     }
 
     pub fn read_groups_mut(&mut self) -> &mut ReadGroups {
@@ -363,7 +398,10 @@ impl MarkDuplicates {
         if self.order == InputOrder::Coordinate {
             self.template_index = index;
         } else if self.last_name.as_deref() != Some(r.name) {
-            self.last_name = Some(r.name.to_vec());
+            // The buffer is reused: one allocation, not one per template.
+            let last = self.last_name.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(r.name);
             self.template_index = index;
         }
         self.records.push(RecordSlot {
@@ -408,10 +446,12 @@ impl MarkDuplicates {
             .pending
             .remove(&(r.ref_id, r.rg.ordinal, r.name.to_vec()))
         else {
+            self.pending_name_bytes += r.name.len();
             self.pending
                 .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
             return Ok(());
         };
+        self.pending_name_bytes -= r.name.len();
         let first_was_reverse = p.orientation == R;
         p.optical_orientation = if r.flag & flags::READ1 != 0 {
             orientation_byte(reverse, first_was_reverse)
@@ -447,7 +487,9 @@ impl MarkDuplicates {
         let mut set_sizes = SetSizeHistograms::default();
         let mut optical_by_library: HashMap<i16, u64> = HashMap::new();
 
-        self.pairs.sort_by(End::cmp);
+        // The comparison ends with the record indexes: ends that compare
+        // equal are the same end, so an unstable sort gives the same order.
+        self.pairs.sort_unstable_by(End::cmp);
         let mut start = 0;
         while start < self.pairs.len() {
             let mut end = start + 1;
@@ -469,7 +511,7 @@ impl MarkDuplicates {
             start = end;
         }
 
-        self.frags.sort_by(End::cmp);
+        self.frags.sort_unstable_by(End::cmp);
         let mut start = 0;
         while start < self.frags.len() {
             let mut end = start + 1;

@@ -291,3 +291,11 @@ fn mates_whose_reference_fields_disagree_do_not_pair() {
     assert_eq!(o.duplicate, vec![false; 4]);
     assert_eq!(o.metrics.set_sizes.all_sets.get(&1), Some(&1));
 }
+
+#[test]
+fn reference_length_score_caps_and_penalises_qc_failures() {
+    assert_eq!(reference_length_score(55, 0), 55);
+    assert_eq!(reference_length_score(1 << 20, 0), 16383);
+    assert_eq!(reference_length_score(55, flags::UNMAPPED), 0);
+    assert_eq!(reference_length_score(55, flags::QC_FAIL), 55 - 16384);
+}

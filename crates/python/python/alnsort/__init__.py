@@ -107,6 +107,7 @@ def sort_argv(
     tmp_dir: Optional[PathArg] = None,
     no_pg: bool = False,
     markdup: bool = False,
+    metrics: Optional[PathArg] = None,
     unknown_reference: str = "error",
 ) -> List[str]:
     """The ``alnsort sort`` command line that :func:`sort` runs for these
@@ -114,12 +115,9 @@ def sort_argv(
     writes the same output bytes. Raises what :func:`sort` raises for
     arguments that are refused before any run (``TypeError``,
     ``ValueError``, ``NotImplementedError``)."""
-    if markdup:
-        raise NotImplementedError(
-            "markdup=True: duplicate marking (as Picard MarkDuplicates) is not implemented "
-            "in alnsort yet; sort, then mark duplicates with another tool"
-        )
     _check(markdup, (bool,), "markdup")
+    if metrics is not None and not markdup:
+        raise ValueError("metrics= is the duplicate-marking metrics file: it needs markdup=True")
     _check(no_pg, (bool,), "no_pg")
     inp = _file(input, "input")
     out = _file(output, "output")
@@ -155,6 +153,10 @@ def sort_argv(
         argv += ["-T", _path(tmp_dir, "tmp_dir")]
     if no_pg:
         argv.append("--no-PG")
+    if markdup:
+        argv.append("--markdup")
+    if metrics is not None:
+        argv += ["--metrics", _path(metrics, "metrics")]
     if isinstance(index, bool):
         if index:
             argv.append("--write-index")
@@ -183,6 +185,7 @@ def sort(
     tmp_dir: Optional[PathArg] = None,
     no_pg: bool = False,
     markdup: bool = False,
+    metrics: Optional[PathArg] = None,
     unknown_reference: str = "error",
 ) -> Dict[str, Any]:
     """Sort the SAM or BAM file ``input`` into ``output`` and return the
@@ -213,8 +216,11 @@ def sort(
       or RNEXT is not in the header stops the run, naming its line) or
       ``"unmapped"`` (samtools' behaviour: such records become unmapped and
       are counted in the report's ``unknown_reference_records``).
-    * ``markdup``: duplicate marking is not implemented yet;
-      ``True`` raises ``NotImplementedError``.
+    * ``markdup``: mark duplicates as Picard MarkDuplicates 3.4.0 does, in
+      the same pass (``--markdup``); the report then has a ``markdup``
+      object of counts.
+    * ``metrics``: with ``markdup=True``, write Picard's DuplicationMetrics
+      text to this path (``--metrics``).
 
     ``input`` and ``output`` are ``str`` or ``os.PathLike``; ``"-"``
     (standard input or output) is refused with ``ValueError``.
@@ -242,6 +248,7 @@ def sort(
         tmp_dir=tmp_dir,
         no_pg=no_pg,
         markdup=markdup,
+        metrics=metrics,
         unknown_reference=unknown_reference,
     )
     report: Dict[str, Any] = json.loads(_alnsort.run(argv[2:]))

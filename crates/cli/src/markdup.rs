@@ -1,0 +1,730 @@
+//! `alnsort sort --markdup`: duplicate marking in the same pass as the sort,
+//! with Picard MarkDuplicates 3.4.0's answer (`alnsort_markdup` decides).
+//!
+//! How it rides along the sort without the sort engine knowing:
+//! * read stage (pool jobs, [`BatchEnds::add`]): each record's read-end
+//!   fields are taken out, and the record enters the sorter with its input
+//!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`]) after its
+//!   BAM bytes (the sorter sees opaque slices; `block_size` is untouched);
+//! * after each batch, in input order ([`Marker::push`]), the ends go to
+//!   the core, and the input's grouping is checked (name-grouped input: no
+//!   scattered template; coordinate-sorted input: records in order);
+//! * once the input is read, the core decides ([`Marker::finish`]): a
+//!   bitset over input ordinals, and the metrics;
+//! * write stage ([`Decisions::apply`]): the ordinal is cut off and 0x400
+//!   set or cleared (every existing 0x400 is cleared, as Picard does), or
+//!   the record is dropped (`--remove-duplicates`).
+//!
+//! Which Picard semantics: input whose `@HD` says `SO:coordinate` gets
+//! Picard's coordinate-input answer (`ASSUME_SORT_ORDER=coordinate`: only
+//! primary records marked), anything else is taken as name-grouped
+//! (`ASSUME_SORT_ORDER=queryname`: every record of a duplicate template).
+//!
+//! Memory: with `--max-memory` the core's state (read ends, record slots,
+//! waiting mates, the grouping check) gets a quarter of the sorter's share
+//! and the run stops with a message naming the budget when it needs more;
+//! the appended ordinals are record bytes the sorter counts itself. The
+//! state is not spilled to disk.
+
+use crate::args::ArgError;
+use crate::config::ConfigError;
+use alnsort_bam::header::Header;
+use alnsort_bam::RecordRef;
+use alnsort_markdup::grouping::GroupCheck;
+use alnsort_markdup::{
+    base_quality_score, five_prime_coordinate, reference_length_score, InputOrder, MarkDuplicates,
+    MetricsReport, ReadGroups, ReadInfo, RgInfo,
+};
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::PathBuf;
+
+/// Bytes appended to each record while it is in the sorter.
+pub const ORDINAL_BYTES: usize = 8;
+
+/// The duplicate-marking options of `alnsort sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MdOpt {
+    Markdup,
+    Metrics,
+    RemoveDuplicates,
+    OpticalDistance,
+    DuplicateScoring,
+    TaggingPolicy,
+}
+
+/// How the kept duplicate is chosen (`--duplicate-scoring`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scoring {
+    /// Picard's SUM_OF_BASE_QUALITIES (the default).
+    #[default]
+    SumOfBaseQualities,
+    /// Picard's TOTAL_MAPPED_REFERENCE_LENGTH.
+    TotalMappedReferenceLength,
+}
+
+/// The options as given.
+#[derive(Debug, Clone, Default)]
+pub struct MarkdupArgs {
+    pub enabled: bool,
+    pub scoring: Scoring,
+    pub metrics: Option<PathBuf>,
+    pub remove_duplicates: bool,
+    pub optical_distance: Option<i32>,
+    /// Any option of the group other than `--markdup` itself, for the
+    /// message when `--markdup` is missing.
+    pub other_given: Option<&'static str>,
+}
+
+/// Applies one option of the group.
+pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Result<(), ArgError> {
+    let val = || value.clone().unwrap_or_default();
+    match opt {
+        MdOpt::Markdup => {
+            a.enabled = true;
+            return Ok(());
+        }
+        MdOpt::Metrics => {
+            a.metrics = Some(PathBuf::from(val()));
+            a.other_given = Some("--metrics");
+        }
+        MdOpt::RemoveDuplicates => {
+            a.remove_duplicates = true;
+            a.other_given = Some("--remove-duplicates");
+        }
+        MdOpt::OpticalDistance => {
+            let v = val();
+            let n: i32 = v.trim().parse().map_err(|_| {
+                ArgError::Invalid(format!(
+                    "--optical-distance '{v}': expected a whole number of pixels (Picard's OPTICAL_DUPLICATE_PIXEL_DISTANCE, default 100)"
+                ))
+            })?;
+            if n < 0 {
+                return Err(ArgError::Invalid(format!(
+                    "--optical-distance {n}: must be 0 or more"
+                )));
+            }
+            a.optical_distance = Some(n);
+            a.other_given = Some("--optical-distance");
+        }
+        MdOpt::DuplicateScoring => {
+            let v = val();
+            match v.as_str() {
+                "sum-of-base-qualities" => a.scoring = Scoring::SumOfBaseQualities,
+                "total-mapped-reference-length" => a.scoring = Scoring::TotalMappedReferenceLength,
+                "random" => {
+                    return Err(ArgError::Invalid(
+                        "--duplicate-scoring random is not supported: Picard's RANDOM scores come from \
+                         Java's random number generator seeded per run, which alnsort does not reproduce; \
+                         use sum-of-base-qualities or total-mapped-reference-length"
+                            .into(),
+                    ))
+                }
+                other => {
+                    return Err(ArgError::Invalid(format!(
+                        "--duplicate-scoring '{other}': expected sum-of-base-qualities, \
+                         total-mapped-reference-length or random"
+                    )))
+                }
+            }
+            a.other_given = Some("--duplicate-scoring");
+        }
+        MdOpt::TaggingPolicy => {
+            let v = val();
+            match v.as_str() {
+                "none" => {}
+                "optical" | "all" => {
+                    return Err(ArgError::Invalid(format!(
+                        "--tagging-policy {v} is not supported yet: no DT tags are written; \
+                         only 'none' (Picard's default, DontTag) is implemented"
+                    )))
+                }
+                other => {
+                    return Err(ArgError::Invalid(format!(
+                        "--tagging-policy '{other}': expected none, optical or all"
+                    )))
+                }
+            }
+            a.other_given = Some("--tagging-policy");
+        }
+    }
+    Ok(())
+}
+
+/// What the run does about duplicates.
+#[derive(Debug, Clone)]
+pub struct MarkdupConfig {
+    pub metrics: Option<PathBuf>,
+    pub scoring: Scoring,
+    pub remove_duplicates: bool,
+    pub optical_distance: i32,
+}
+
+/// Resolves the group's options; `None` without `--markdup`.
+pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
+    if !a.enabled {
+        if let Some(opt) = a.other_given {
+            return Err(ConfigError(format!(
+                "{opt} needs --markdup (it is an option of duplicate marking)"
+            )));
+        }
+        return Ok(None);
+    }
+    Ok(Some(MarkdupConfig {
+        metrics: a.metrics.clone(),
+        scoring: a.scoring,
+        remove_duplicates: a.remove_duplicates,
+        optical_distance: a
+            .optical_distance
+            .unwrap_or(alnsort_markdup::optical::DEFAULT_PIXEL_DISTANCE),
+    }))
+}
+
+/// Refuses a `--metrics` path that names one of the run's other files
+/// (the output, its index, the stats file): the metrics would replace it.
+pub fn check_metrics_path(
+    a: &MarkdupArgs,
+    others: &[Option<&std::path::Path>],
+) -> Result<(), ConfigError> {
+    let Some(m) = &a.metrics else { return Ok(()) };
+    let same = |p: &std::path::Path| {
+        p == m.as_path()
+            || std::fs::canonicalize(p)
+                .ok()
+                .is_some_and(|c| std::fs::canonicalize(m).ok() == Some(c))
+    };
+    match others.iter().flatten().find(|p| same(p)) {
+        Some(p) => Err(ConfigError(format!(
+            "--metrics {} names the same file as the output, its index or the stats ({}): the metrics would replace it",
+            m.display(),
+            p.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The read-end fields of one record, taken out by a read job.
+#[derive(Debug, Clone, Copy)]
+struct Extracted {
+    flag: u16,
+    score: i16,
+    ref_id: i32,
+    pos: i32,
+    mate_ref_id: i32,
+    five_prime: i32,
+    /// Range of the name in `BatchEnds::bytes`.
+    name: (u32, u32),
+    /// Range of the `RG:Z` value, if any.
+    rg: Option<(u32, u32)>,
+}
+
+/// The read-end fields of one batch of records, in input order.
+#[derive(Debug, Default)]
+pub struct BatchEnds {
+    recs: Vec<Extracted>,
+    bytes: Vec<u8>,
+    cigar: Vec<(u8, u32)>,
+    scoring: Scoring,
+}
+
+/// The `RG:Z` value of a record (without its NUL).
+fn record_rg<'a>(rec: &RecordRef<'a>) -> Option<&'a [u8]> {
+    let (ty, val) = rec.aux_get(*b"RG")?;
+    if ty != b'Z' {
+        return None;
+    }
+    let end = val.iter().position(|&b| b == 0)?;
+    Some(&val[..end])
+}
+
+impl BatchEnds {
+    pub fn new(scoring: Scoring) -> Self {
+        BatchEnds {
+            scoring,
+            ..Default::default()
+        }
+    }
+
+    /// Takes the fields of `framed` (a BAM record with its block_size) and
+    /// appends it with its `ordinal` to `out`, which is what enters the
+    /// sorter.
+    pub fn add(&mut self, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
+        let rec = RecordRef::with_block_size(framed);
+        let flag = rec.flag();
+        let reverse = flag & alnsort_markdup::flags::REVERSE != 0;
+        self.cigar.clear();
+        self.cigar.extend(rec.cigar());
+        let at = |b: &Vec<u8>| b.len() as u32;
+        let n0 = at(&self.bytes);
+        self.bytes.extend_from_slice(rec.read_name());
+        let name = (n0, at(&self.bytes));
+        let rg = record_rg(&rec).map(|v| {
+            let r0 = at(&self.bytes);
+            self.bytes.extend_from_slice(v);
+            (r0, at(&self.bytes))
+        });
+        self.recs.push(Extracted {
+            flag,
+            score: match self.scoring {
+                Scoring::SumOfBaseQualities => base_quality_score(rec.qual(), flag),
+                Scoring::TotalMappedReferenceLength => {
+                    reference_length_score(rec.reference_length(), flag)
+                }
+            },
+            ref_id: rec.ref_id(),
+            pos: rec.pos(),
+            mate_ref_id: rec.next_ref_id(),
+            five_prime: five_prime_coordinate(
+                rec.pos(),
+                rec.reference_length(),
+                &self.cigar,
+                reverse,
+            ),
+            name,
+            rg,
+        });
+        out.clear();
+        out.extend_from_slice(framed);
+        out.extend_from_slice(&ordinal.to_le_bytes());
+    }
+
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.recs.is_empty()
+    }
+}
+
+/// The `SO:` value of the header's `@HD` line.
+fn header_sort_order(header: &Header) -> Option<&[u8]> {
+    let hd = header.lines().iter().find(|l| l.starts_with(b"@HD"))?;
+    hd.split(|&b| b == b'\t')
+        .skip(1)
+        .find(|f| f.starts_with(b"SO:"))
+        .map(|f| &f[3..])
+}
+
+/// The header's `@RG` lines as `(ID, LB)`.
+fn header_read_groups(header: &Header) -> ReadGroups {
+    let tag = |line: &[u8], key: &[u8; 2]| -> Option<Vec<u8>> {
+        line.split(|&b| b == b'\t')
+            .skip(1)
+            .find(|f| f.len() >= 3 && &f[..2] == key && f[2] == b':')
+            .map(|f| f[3..].to_vec())
+    };
+    ReadGroups::new(
+        header
+            .lines()
+            .iter()
+            .filter(|l| l.starts_with(b"@RG\t"))
+            .filter_map(|l| {
+                let id = tag(l, b"ID")?;
+                let lb = tag(l, b"LB").map(|v| String::from_utf8_lossy(&v).into_owned());
+                Some((id, lb))
+            }),
+    )
+}
+
+/// Follows the input in order and collects the read ends.
+pub struct Marker {
+    md: MarkDuplicates,
+    order: InputOrder,
+    group: Option<GroupCheck>,
+    /// Coordinate input: the last record's (reference as unsigned, so
+    /// unplaced sorts last; position; ordinal).
+    last: Option<(u32, i32)>,
+    records: u64,
+    file: String,
+    /// Bytes the state may hold (`--max-memory`), and the total named in
+    /// the message.
+    budget: Option<(usize, u64)>,
+    last_rg: Option<(Vec<u8>, RgInfo)>,
+    no_rg: Option<RgInfo>,
+    remove: bool,
+    scoring: Scoring,
+}
+
+impl Marker {
+    /// `budget`: bytes the state may use, and the `--max-memory` total.
+    pub fn new(
+        header: &Header,
+        cfg: &MarkdupConfig,
+        file: &str,
+        budget: Option<(usize, u64)>,
+    ) -> Marker {
+        let order = if header_sort_order(header) == Some(b"coordinate") {
+            InputOrder::Coordinate
+        } else {
+            InputOrder::Queryname
+        };
+        let mut md = MarkDuplicates::with_order(header_read_groups(header), order);
+        md.set_pixel_distance(cfg.optical_distance);
+        Marker {
+            md,
+            order,
+            group: (order == InputOrder::Queryname).then(GroupCheck::new),
+            last: None,
+            records: 0,
+            file: file.to_string(),
+            budget,
+            last_rg: None,
+            no_rg: None,
+            remove: cfg.remove_duplicates,
+            scoring: cfg.scoring,
+        }
+    }
+
+    /// How the read jobs score records.
+    pub fn scoring(&self) -> Scoring {
+        self.scoring
+    }
+
+    /// Which of Picard's semantics the input gets.
+    pub fn input_order(&self) -> InputOrder {
+        self.order
+    }
+
+    fn resolve_rg(&mut self, rg: Option<&[u8]>) -> RgInfo {
+        match rg {
+            None => *self
+                .no_rg
+                .get_or_insert_with(|| self.md.read_groups_mut().resolve(None)),
+            Some(id) => {
+                if let Some((last, info)) = &self.last_rg {
+                    if last.as_slice() == id {
+                        return *info;
+                    }
+                }
+                let info = self.md.read_groups_mut().resolve(Some(id));
+                self.last_rg = Some((id.to_vec(), info));
+                info
+            }
+        }
+    }
+
+    /// The next batch's ends, in input order.
+    pub fn push(&mut self, ends: &BatchEnds) -> Result<()> {
+        for e in &ends.recs {
+            let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
+            let record = self.records;
+            self.records += 1;
+            if let Some(g) = &mut self.group {
+                if let Err(s) = g.push(name, e.flag) {
+                    bail!(
+                        "{}: --markdup needs the records of each template together (grouped by name, as aligners \
+                         write them) or a coordinate-sorted input whose @HD says SO:coordinate, but record {} \
+                         (read {}) belongs to a template seen earlier in the file; group the input first with \
+                         'samtools collate' or 'alnsort sort -n', or, if it is coordinate-sorted, give it an \
+                         @HD line with SO:coordinate",
+                        self.file,
+                        s.record + 1,
+                        String::from_utf8_lossy(&s.name)
+                    );
+                }
+            } else {
+                let at = (e.ref_id as u32, e.pos);
+                if let Some(last) = self.last {
+                    if at < last {
+                        bail!(
+                            "{}: the header says SO:coordinate, but record {} (read {}, reference {} position {}) \
+                             comes after a record at reference {} position {}; --markdup reads such input with \
+                             Picard's coordinate-sorted semantics and needs it in order: sort it first \
+                             (alnsort sort), or group it by name ('samtools collate', 'alnsort sort -n') and \
+                             give it an @HD line without SO:coordinate",
+                            self.file,
+                            record + 1,
+                            String::from_utf8_lossy(name),
+                            e.ref_id,
+                            e.pos + 1,
+                            last.0 as i32,
+                            last.1 + 1
+                        );
+                    }
+                }
+                self.last = Some(at);
+            }
+            let rg =
+                e.rg.map(|(a, b)| ends.bytes[a as usize..b as usize].to_vec());
+            let rg = self.resolve_rg(rg.as_deref());
+            self.md
+                .push(&ReadInfo {
+                    name,
+                    flag: e.flag,
+                    ref_id: e.ref_id,
+                    mate_ref_id: e.mate_ref_id,
+                    five_prime: e.five_prime,
+                    score: e.score,
+                    rg,
+                })
+                .map_err(anyhow::Error::new)
+                .with_context(|| {
+                    format!(
+                        "{}: duplicate marking at record {} (read {})",
+                        self.file,
+                        record + 1,
+                        String::from_utf8_lossy(name)
+                    )
+                })?;
+        }
+        if let Some((limit, total)) = self.budget {
+            let used = self.memory_bytes();
+            if used > limit {
+                bail!(
+                    "{}: duplicate marking needs more memory than --max-memory {} leaves it: after {} records its \
+                     read ends take {} of the {} it may use (a quarter of what the sorter gets); it does not \
+                     spill to disk: raise --max-memory (about {} bytes per record is typical)",
+                    self.file,
+                    crate::memsize::human(total),
+                    self.records,
+                    crate::memsize::human(used as u64),
+                    crate::memsize::human(limit as u64),
+                    used as u64 / self.records.max(1)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes held by the state.
+    pub fn memory_bytes(&self) -> usize {
+        self.md.memory_bytes() + self.group.as_ref().map_or(0, |g| g.memory_bytes())
+    }
+
+    /// Decides, once every record has been pushed.
+    pub fn finish(self) -> Result<Decisions> {
+        let file = self.file;
+        let outcome = self
+            .md
+            .finish()
+            .map_err(anyhow::Error::new)
+            .with_context(|| format!("{file}: duplicate marking"))?;
+        let mut bits = vec![0u64; outcome.duplicate.len().div_ceil(64)];
+        let mut marked = 0u64;
+        for (i, &d) in outcome.duplicate.iter().enumerate() {
+            if d {
+                bits[i / 64] |= 1 << (i % 64);
+                marked += 1;
+            }
+        }
+        Ok(Decisions {
+            bits,
+            records: outcome.duplicate.len() as u64,
+            marked,
+            remove: self.remove,
+            metrics: outcome.metrics,
+        })
+    }
+}
+
+/// The decision for every input record, applied as the records are written.
+pub struct Decisions {
+    bits: Vec<u64>,
+    records: u64,
+    /// Records whose 0x400 is set.
+    pub marked: u64,
+    remove: bool,
+    pub metrics: MetricsReport,
+}
+
+/// Offset of the flag field in a record with its block_size.
+const FLAG_AT: usize = 4 + 14;
+
+impl Decisions {
+    /// The record to write for `rec` as it comes out of the sorter (with
+    /// its ordinal): the ordinal cut off and 0x400 set or cleared, built in
+    /// `buf`; `None` when the record is removed.
+    pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
+        let Some(body_len) = rec.len().checked_sub(ORDINAL_BYTES) else {
+            return Err(anyhow!(
+                "internal error: a record came back without its ordinal"
+            ));
+        };
+        let mut ord = [0u8; 8];
+        ord.copy_from_slice(&rec[body_len..]);
+        let ordinal = u64::from_le_bytes(ord);
+        if ordinal >= self.records || body_len < FLAG_AT + 2 {
+            return Err(anyhow!(
+                "internal error: record ordinal {ordinal} out of range ({} records)",
+                self.records
+            ));
+        }
+        let dup = self.bits[(ordinal / 64) as usize] >> (ordinal % 64) & 1 == 1;
+        if dup && self.remove {
+            return Ok(None);
+        }
+        buf.clear();
+        buf.extend_from_slice(&rec[..body_len]);
+        let mut flag = u16::from_le_bytes([buf[FLAG_AT], buf[FLAG_AT + 1]]);
+        flag &= !alnsort_markdup::flags::DUPLICATE;
+        if dup {
+            flag |= alnsort_markdup::flags::DUPLICATE;
+        }
+        buf[FLAG_AT..FLAG_AT + 2].copy_from_slice(&flag.to_le_bytes());
+        Ok(Some(buf))
+    }
+
+    /// The `--stats-json` object: the metrics' counts summed over libraries.
+    pub fn stats_counts(&self) -> Vec<(&'static str, u64)> {
+        let libs = &self.metrics.libraries;
+        let sum = |f: fn(&alnsort_markdup::DuplicationMetrics) -> u64| libs.iter().map(f).sum();
+        vec![
+            ("libraries", libs.len() as u64),
+            (
+                "unpaired_reads_examined",
+                sum(|m| m.unpaired_reads_examined),
+            ),
+            ("read_pairs_examined", sum(|m| m.read_pairs_examined)),
+            (
+                "secondary_or_supplementary_rds",
+                sum(|m| m.secondary_or_supplementary_rds),
+            ),
+            ("unmapped_reads", sum(|m| m.unmapped_reads)),
+            (
+                "unpaired_read_duplicates",
+                sum(|m| m.unpaired_read_duplicates),
+            ),
+            ("read_pair_duplicates", sum(|m| m.read_pair_duplicates)),
+            (
+                "read_pair_optical_duplicates",
+                sum(|m| m.read_pair_optical_duplicates),
+            ),
+            ("records_marked", self.marked),
+            ("records_removed", if self.remove { self.marked } else { 0 }),
+        ]
+    }
+}
+
+/// The `--metrics` file: created before the input is read (a bad path costs
+/// no sort), written and renamed into place after the output.
+pub struct MetricsFile {
+    pending: crate::cleanup::PendingFile,
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl MetricsFile {
+    pub fn create(path: &std::path::Path, debris: &crate::cleanup::Debris) -> Result<MetricsFile> {
+        let (pending, file) =
+            crate::cleanup::PendingFile::create(path, debris).with_context(|| {
+                format!(
+                    "--metrics {}: cannot create the metrics file",
+                    path.display()
+                )
+            })?;
+        Ok(MetricsFile {
+            pending,
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes Picard's DuplicationMetrics text (its comment lines name
+    /// alnsort's command line) and renames the file into place.
+    pub fn write(mut self, metrics: &MetricsReport, command_line: &str) -> Result<()> {
+        use std::io::Write as _;
+        let text = metrics.to_text(&[format!("alnsort {command_line}")]);
+        let fail = |e| {
+            anyhow::Error::new(e).context(format!(
+                "the sort finished and its output is complete, but writing the metrics to {} failed",
+                self.path.display()
+            ))
+        };
+        self.file.write_all(text.as_bytes()).map_err(fail)?;
+        if !self.pending.is_direct() {
+            self.file.sync_all().map_err(fail)?;
+        }
+        drop(self.file);
+        self.pending.commit().map_err(fail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &[u8], flag: u16) -> Vec<u8> {
+        // refID 0, pos 99, one 10M CIGAR op, 10 bases of quality 30.
+        let mut r = Vec::new();
+        r.extend_from_slice(&0i32.to_le_bytes());
+        r.extend_from_slice(&99i32.to_le_bytes());
+        r.push(name.len() as u8 + 1);
+        r.push(60);
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&1u16.to_le_bytes());
+        r.extend_from_slice(&flag.to_le_bytes());
+        r.extend_from_slice(&10u32.to_le_bytes());
+        r.extend_from_slice(&(-1i32).to_le_bytes());
+        r.extend_from_slice(&(-1i32).to_le_bytes());
+        r.extend_from_slice(&0i32.to_le_bytes());
+        r.extend_from_slice(name);
+        r.push(0);
+        r.extend_from_slice(&(10u32 << 4).to_le_bytes());
+        r.extend_from_slice(&[0x11; 5]);
+        r.extend_from_slice(&[30; 10]);
+        let mut framed = (r.len() as u32).to_le_bytes().to_vec();
+        framed.extend_from_slice(&r);
+        framed
+    }
+
+    /// Two fragments at the same 5' end with equal scores, both with a
+    /// stale 0x400, written in reverse input order (as a sort may): the
+    /// ordinal finds each one's decision; the first in input order is kept
+    /// (its stale 0x400 cleared), the second marked.
+    #[test]
+    fn ordinals_travel_with_records_and_flags_are_rewritten() {
+        let header =
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
+        let cfg = resolve(&MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        })
+        .unwrap()
+        .unwrap();
+        let mut m = Marker::new(&header, &cfg, "in.bam", None);
+        let recs = [record(b"a", 0x400), record(b"b", 0x400)];
+        let mut ends = BatchEnds::default();
+        let mut sorted = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut out = Vec::new();
+            ends.add(r, i as u64, &mut out);
+            assert_eq!(out.len(), r.len() + ORDINAL_BYTES);
+            sorted.push(out);
+        }
+        m.push(&ends).unwrap();
+        let d = m.finish().unwrap();
+        let mut buf = Vec::new();
+        let flags: Vec<u16> = sorted
+            .iter()
+            .rev()
+            .map(|r| {
+                let w = d.apply(r, &mut buf).unwrap().unwrap();
+                assert_eq!(w.len(), r.len() - ORDINAL_BYTES);
+                RecordRef::with_block_size(w).flag()
+            })
+            .collect();
+        // Equal scores: the first in file order is kept.
+        assert_eq!(flags, [0x400, 0]);
+        assert_eq!(d.marked, 1);
+    }
+
+    #[test]
+    fn options_need_markdup_and_unsupported_values_are_refused() {
+        let mut a = MarkdupArgs::default();
+        apply_arg(&mut a, MdOpt::Metrics, Some("m.txt".into())).unwrap();
+        let e = resolve(&a).unwrap_err().to_string();
+        assert!(e.contains("--metrics needs --markdup"), "{e}");
+        let e = apply_arg(&mut a, MdOpt::DuplicateScoring, Some("random".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("random is not supported"), "{e}");
+        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("all".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not supported yet"), "{e}");
+        let e = apply_arg(&mut a, MdOpt::OpticalDistance, Some("x".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--optical-distance 'x'"), "{e}");
+    }
+}

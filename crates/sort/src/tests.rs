@@ -682,7 +682,7 @@ fn push_batch_is_push_record_by_record() {
             for (k, r) in now {
                 assert!(batch.try_push(k, r));
             }
-            sorter.push_batch(&batch).expect("push_batch");
+            sorter.push_batch(batch).expect("push_batch");
             rest = later;
             size = size * 3 % 1_000 + 1;
         }
@@ -711,6 +711,49 @@ fn push_batch_is_push_record_by_record() {
     }
 }
 
+/// `push_batch_then` copies the records on the pool, not on the calling
+/// thread: with the pool's only worker held, the call still returns, the
+/// batch is not handed back until the worker is free, and then it is handed
+/// back from the worker, the records sorted as given.
+#[test]
+fn push_batch_copies_records_on_the_pool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pool = pool(1);
+    let mut sorter = Sorter::new(
+        config(dir.path(), KeyKind::Variable, 1 << 20, 0),
+        Arc::clone(&pool),
+    )
+    .expect("sorter");
+    let (hold_tx, hold_rx) = crossbeam_channel::bounded::<()>(0);
+    pool.spawn(move || {
+        let _ = hold_rx.recv();
+    });
+    let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
+    assert!(batch.try_push(b"b", b"second"));
+    assert!(batch.try_push(b"a", b"first"));
+    let (back_tx, back_rx) = crossbeam_channel::bounded(1);
+    sorter
+        .push_batch_then(batch, move |b| {
+            back_tx
+                .send((b.len(), rayon::current_thread_index()))
+                .expect("send");
+        })
+        .expect("push_batch_then");
+    assert!(
+        back_rx.try_recv().is_err(),
+        "the batch is held until its copy job has run"
+    );
+    hold_tx.send(()).expect("release the worker");
+    let (len, thread) = back_rx.recv().expect("handed back");
+    assert_eq!(
+        (len, thread),
+        (2, Some(0)),
+        "handed back by the pool worker"
+    );
+    let (got, _) = finish_and_collect(sorter);
+    assert_eq!(got, vec![b"first".to_vec(), b"second".to_vec()]);
+}
+
 #[test]
 fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -719,7 +762,7 @@ fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
     assert!(batch.try_push(b"a", b"small"));
     assert!(batch.try_push(b"b", &[0; 600]));
-    let err = sorter.push_batch(&batch).expect_err("600 > 500");
+    let err = sorter.push_batch(batch).expect_err("600 > 500");
     assert!(
         matches!(
             err,

@@ -415,7 +415,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
     pub fn write_units(
         &mut self,
         units: Arc<dyn Units>,
-        mut at: impl FnMut(usize, u64, u64) -> Result<()>,
+        mut at: impl FnMut(usize, u64, u64),
     ) -> Result<()> {
         let n = units.count();
         let mut i = 0;
@@ -453,7 +453,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                     } else {
                         self.virtual_offset()
                     };
-                    at(from + k, start, end)?;
+                    at(from + k, start, end);
                 }
                 if full {
                     self.end_block()?;
@@ -483,7 +483,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                     self.end_block()?;
                 }
             }
-            at(i, start, self.virtual_offset())?;
+            at(i, start, self.virtual_offset());
             i += 1;
         }
         Ok(())

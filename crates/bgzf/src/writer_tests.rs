@@ -346,11 +346,8 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
                     let base = at.len();
                     at.resize(base + part.len(), (0, 0));
                     let shared: Arc<dyn Units> = Arc::new(VecUnits(part.to_vec()));
-                    bw.write_units(shared, |i, s, e| {
-                        at[base + i] = (s, e);
-                        Ok(())
-                    })
-                    .expect("units");
+                    bw.write_units(shared, |i, s, e| at[base + i] = (s, e))
+                        .expect("units");
                 } else {
                     one(bw, part, at);
                 }
@@ -399,7 +396,7 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
         pool(2),
         CompressionLevel::FASTEST,
     ));
-    bw.write_units(Arc::new(Broken), |_, _, _| Ok(()))
+    bw.write_units(Arc::new(Broken), |_, _, _| {})
         .expect("blocking needs only lengths");
     let err = bw.finish(true).expect_err("the lost block is an error");
     assert!(matches!(err, BgzfError::WriterLost { .. }), "{err:?}");

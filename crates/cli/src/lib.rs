@@ -18,7 +18,7 @@ use crate::cleanup::{Debris, SignalGuard, TempDir};
 use crate::config::Config;
 use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
-use alnsort_bam::keys::KeyEncoder;
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 use anyhow::{anyhow, Context, Result};
 use std::io::IsTerminal;
@@ -222,6 +222,14 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     if let Some((key, rec)) = &first {
         out.write_record(encoder.finish_record(key, rec, &mut scratch))?;
         written += 1;
+    }
+    if merged.has_chunks() && !matches!(cfg.order, SortOrder::Minimiser(_)) {
+        // Whole merged partitions: the packing copies run on the pool.
+        while let Some(chunk) = merged.next_chunk().map_err(|e| anyhow!("{e}"))? {
+            written += chunk.len() as u64;
+            out.write_chunk(chunk)?;
+            progress.set_output_position(written);
+        }
     }
     while let Some((key, rec)) = merged.next_entry().map_err(|e| anyhow!("{e}"))? {
         out.write_record(encoder.finish_record(key, rec, &mut scratch))?;

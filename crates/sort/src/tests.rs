@@ -951,3 +951,70 @@ fn sampled_splitters_cut_a_spread_input_into_balanced_ranges() {
         "{err:?}"
     );
 }
+
+/// `next_chunk` hands out the partitioned merge's stream as owned chunks
+/// that can be read after the merge has moved on (and on another thread),
+/// and mixes with `next_entry`: together they give exactly the stream
+/// `next_entry` alone gives, from runs and in-memory batches alike.
+#[test]
+fn chunks_give_the_same_stream_as_entries() {
+    for (kind, budget) in [(KeyKind::Fixed8, 40_000), (KeyKind::Variable, 1 << 24)] {
+        let keys: Vec<Vec<u8>> = (0..5_000u64)
+            .map(|i| match kind {
+                KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
+                KeyKind::Variable => format!("k{}", (i * 31) % 1000).into_bytes(),
+            })
+            .collect();
+        let input = make_input(keys, &[0, 13, 70, 5, 300]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = config(dir.path(), kind, budget, 0);
+        cfg.merge_partition_bytes = 8 << 10;
+        let (want, _) = run_sort(&input, cfg.clone(), 3);
+        let mut sorter = Sorter::new(cfg, pool(3)).expect("sorter");
+        for (k, r) in &input {
+            sorter.push(k, r).expect("push");
+        }
+        let mut merged = sorter.finish().expect("finish");
+        assert!(merged.has_chunks(), "{kind:?}: partitioned");
+        let mut chunks = Vec::new();
+        let mut got = Vec::new();
+        let mut turn = 0;
+        loop {
+            turn += 1;
+            if turn % 3 == 0 {
+                match merged.next_entry().expect("entry") {
+                    Some((_, r)) => got.push(Some(r.to_vec())),
+                    None => break,
+                }
+            } else {
+                match merged.next_chunk().expect("chunk") {
+                    Some(c) => {
+                        assert!(!c.is_empty());
+                        got.push(None);
+                        chunks.push(c);
+                    }
+                    None => break,
+                }
+            }
+        }
+        assert!(chunks.len() > 10, "{kind:?}: {} chunks", chunks.len());
+        // Read the chunks only now, on another thread.
+        let from_chunks: Vec<Vec<Vec<u8>>> = std::thread::spawn(move || {
+            chunks
+                .iter()
+                .map(|c| (0..c.len()).map(|i| c.record(i).to_vec()).collect())
+                .collect()
+        })
+        .join()
+        .expect("reader thread");
+        let mut chunk_iter = from_chunks.into_iter();
+        let mut stream = Vec::new();
+        for item in got {
+            match item {
+                Some(r) => stream.push(r),
+                None => stream.extend(chunk_iter.next().expect("chunk")),
+            }
+        }
+        assert_eq!(stream, want, "{kind:?}");
+    }
+}

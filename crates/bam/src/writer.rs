@@ -124,7 +124,7 @@ pub struct Finished<W> {
 
 enum Sink<W: Write + Send + 'static> {
     Bgzf {
-        packer: BlockWriter<BufWriter<W>>,
+        packer: Box<BlockWriter<BufWriter<W>>>,
         text: bool,
     },
     Text {
@@ -175,7 +175,11 @@ impl<W: Write + Send + 'static> Writer<W> {
             Format::Bam | Format::SamBgzf => {
                 let out = BufWriter::with_capacity(OUT_BUFFER, inner);
                 Sink::Bgzf {
-                    packer: BlockWriter::new(ParallelWriter::new(out, pool, options.level)),
+                    packer: Box::new(BlockWriter::new(ParallelWriter::new(
+                        out,
+                        pool,
+                        options.level,
+                    ))),
                     text: options.format == Format::SamBgzf,
                 }
             }

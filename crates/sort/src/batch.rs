@@ -78,8 +78,11 @@ enum Body {
 pub(crate) struct Lent {
     batch: Option<Batch>,
     /// Taken once, on drop; the mutex only makes `Lent` shareable.
-    then: std::sync::Mutex<Option<Box<dyn FnOnce(Batch) + Send>>>,
+    then: std::sync::Mutex<Option<Recycle>>,
 }
+
+/// What a [`Lent`] batch is handed to once its copies are done.
+type Recycle = Box<dyn FnOnce(Batch) + Send>;
 
 impl Lent {
     pub(crate) fn new(batch: Batch, then: impl FnOnce(Batch) + Send + 'static) -> Arc<Self> {

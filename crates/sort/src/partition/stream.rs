@@ -256,6 +256,16 @@ impl Chunk {
     }
 }
 
+impl Drop for Chunk {
+    /// The last holder of a finished partition gives its frame buffers
+    /// back for reuse (a fresh frame buffer costs page faults).
+    fn drop(&mut self) {
+        if let Some(segment) = Arc::get_mut(&mut self.segment) {
+            segment.recycle(&self.shared.spare);
+        }
+    }
+}
+
 impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Chunk").field("len", &self.len()).finish()

@@ -16,7 +16,7 @@
 use crate::header::Header;
 use crate::record::{flags, RecordRef};
 use crate::sam_format::format_sam_record;
-use alnsort_bgzf::{BgzfError, BlockWriter, CompressionLevel, ParallelWriter};
+use alnsort_bgzf::{BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Units};
 use alnsort_index::{IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord};
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
@@ -124,7 +124,7 @@ pub struct Finished<W> {
 
 enum Sink<W: Write + Send + 'static> {
     Bgzf {
-        packer: BlockWriter<BufWriter<W>>,
+        packer: Box<BlockWriter<BufWriter<W>>>,
         text: bool,
     },
     Text {
@@ -175,7 +175,11 @@ impl<W: Write + Send + 'static> Writer<W> {
             Format::Bam | Format::SamBgzf => {
                 let out = BufWriter::with_capacity(OUT_BUFFER, inner);
                 Sink::Bgzf {
-                    packer: BlockWriter::new(ParallelWriter::new(out, pool, options.level)),
+                    packer: Box::new(BlockWriter::new(ParallelWriter::new(
+                        out,
+                        pool,
+                        options.level,
+                    ))),
                     text: options.format == Format::SamBgzf,
                 }
             }
@@ -261,22 +265,55 @@ impl<W: Write + Send + 'static> Writer<W> {
                     .map_err(|source| WriteError::Bgzf { records, source })?;
                 if let Some(index) = &mut self.index {
                     let r = RecordRef::with_block_size(rec);
-                    let beg = r.pos() as i64;
-                    let mapped = r.flag() & flags::UNMAPPED == 0;
                     index
-                        .push(&IndexRecord {
-                            ref_id: r.ref_id(),
-                            beg,
-                            end: alnsort_index::record_end(beg, r.reference_length(), mapped),
-                            mapped,
-                            vstart,
-                            vend: packer.virtual_offset(),
-                        })
+                        .push(&index_record(r, vstart, packer.virtual_offset()))
                         .map_err(|source| WriteError::Index { source })?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Appends every record of `records` in turn, as
+    /// [`Writer::write_record`] would, each in its BAM form with the
+    /// `block_size` prefix. For BAM the records are not copied here: the
+    /// blocks are cut from their lengths (the index reads each record's
+    /// position fields) and each block's compression job copies its own
+    /// payload from `records`. SAM text is formatted here, record by record.
+    pub fn write_records(&mut self, records: Arc<dyn Units>) -> Result<(), WriteError> {
+        let Sink::Bgzf {
+            packer,
+            text: false,
+        } = &mut self.sink
+        else {
+            for i in 0..records.count() {
+                self.write_record(records.unit(i))?;
+            }
+            return Ok(());
+        };
+        let first = self.records;
+        let n = records.count() as u64;
+        let mut index_error = None;
+        let index = &mut self.index;
+        let units = Arc::clone(&records);
+        packer
+            .write_units(records, |i, vstart, vend| {
+                if let (Some(index), None) = (index.as_mut(), &index_error) {
+                    let r = RecordRef::with_block_size(units.unit(i));
+                    if let Err(e) = index.push(&index_record(r, vstart, vend)) {
+                        index_error = Some(e);
+                    }
+                }
+            })
+            .map_err(|source| WriteError::Bgzf {
+                records: first,
+                source,
+            })?;
+        self.records += n;
+        match index_error {
+            Some(source) => Err(WriteError::Index { source }),
+            None => Ok(()),
+        }
     }
 
     /// Records written so far.
@@ -327,6 +364,21 @@ impl<W: Write + Send + 'static> Writer<W> {
             bytes_written,
             index,
         })
+    }
+}
+
+/// What the index needs of a record written between two logical virtual
+/// offsets.
+fn index_record(r: RecordRef<'_>, vstart: u64, vend: u64) -> IndexRecord {
+    let beg = r.pos() as i64;
+    let mapped = r.flag() & flags::UNMAPPED == 0;
+    IndexRecord {
+        ref_id: r.ref_id(),
+        beg,
+        end: alnsort_index::record_end(beg, r.reference_length(), mapped),
+        mapped,
+        vstart,
+        vend,
     }
 }
 

@@ -243,3 +243,66 @@ fn a_failed_write_keeps_its_io_kind() {
         );
     }
 }
+
+struct Recs(Vec<Vec<u8>>);
+
+impl Units for Recs {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn unit(&self, i: usize) -> &[u8] {
+        &self.0[i]
+    }
+}
+
+/// `write_records` (the compression jobs copy the records) writes the same
+/// file and index as `write_record` one record at a time, for BAM with each
+/// index format and for the SAM forms, mixed with single records.
+#[test]
+fn write_records_is_write_record_one_by_one() {
+    let h = header();
+    let mut recs = records(&h, 3000);
+    // Records longer than a block span blocks.
+    for r in recs.iter_mut().skip(500).step_by(700) {
+        let mut long = r.clone();
+        let extra = 70_000;
+        long.extend(std::iter::repeat_n(b'X', extra));
+        let block_size = u32::from_le_bytes(long[..4].try_into().expect("4")) + extra as u32;
+        long[..4].copy_from_slice(&block_size.to_le_bytes());
+        // Make it a valid record: a tag of `extra - 4` bytes of text.
+        let tag_start = r.len();
+        long[tag_start..tag_start + 3].copy_from_slice(b"XZZ");
+        long[tag_start + 2] = b'Z';
+        *long.last_mut().expect("last") = 0;
+        *r = long;
+    }
+    for (format, index) in [
+        (Format::Bam, None),
+        (Format::Bam, Some(IndexFormat::Bai)),
+        (Format::Bam, Some(IndexFormat::DEFAULT_CSI)),
+        (Format::SamBgzf, None),
+        (Format::Sam, None),
+    ] {
+        let options = WriterOptions {
+            index,
+            ..WriterOptions::whole(format, CompressionLevel::FASTEST)
+        };
+        let want = write(&h, &recs, options);
+        let mut w = Writer::new(Vec::new(), Arc::clone(&h), options, pool()).expect("writer");
+        w.write_record(&recs[0]).expect("record");
+        for part in [&recs[1..900], &recs[900..2999]] {
+            w.write_records(Arc::new(Recs(part.to_vec())))
+                .expect("records");
+        }
+        w.write_record(&recs[2999]).expect("record");
+        assert_eq!(w.records(), recs.len() as u64);
+        let got = w.finish().expect("finish");
+        assert!(got.inner == want.inner, "{format:?} {index:?}: bytes");
+        assert_eq!(
+            got.index.map(|i| i.file_bytes()),
+            want.index.map(|i| i.file_bytes()),
+            "{format:?} {index:?}: index"
+        );
+        assert_eq!(got.bytes_uncompressed, want.bytes_uncompressed);
+    }
+}

@@ -24,4 +24,4 @@ pub use block::{
 };
 pub use error::{BgzfError, BgzfError as Error, Result};
 pub use reader::{ParallelReader, Position};
-pub use writer::{BlockWriter, ParallelWriter, WriterSummary};
+pub use writer::{BlockWriter, ParallelWriter, Units, WriterSummary};

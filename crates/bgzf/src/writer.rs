@@ -10,6 +10,7 @@
 //! from `finish`, and every later call returns it again.
 
 use std::io::{self, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 
@@ -20,6 +21,42 @@ use rayon::ThreadPool;
 use crate::block::{encode_block, CompressionLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD};
 use crate::error::{BgzfError, Result};
 use alnsort_pipeline as wait;
+
+/// What a block's deflate job runs first to append the rest of its payload.
+type Fill = Box<dyn FnOnce(&mut Vec<u8>) + Send>;
+
+/// Records (or any byte strings) whose bytes a deflate job may copy on the
+/// pool: [`BlockWriter::write_units`] cuts blocks from their lengths alone
+/// and leaves the copying of each block's payload to that block's job.
+pub trait Units: Send + Sync {
+    /// How many units there are.
+    fn count(&self) -> usize;
+    /// Unit `i` (`i < count()`).
+    fn unit(&self, i: usize) -> &[u8];
+}
+
+/// A stretch of one [`Units`]' bytes in a pending block: units `from..to`
+/// whole, or part of one unit (a unit longer than what a block has left).
+struct Piece {
+    units: Arc<dyn Units>,
+    from: usize,
+    to: usize,
+    /// For a part: the byte range within unit `from` (then `to == from + 1`).
+    part: Option<std::ops::Range<usize>>,
+}
+
+impl Piece {
+    fn append_to(&self, out: &mut Vec<u8>) {
+        match &self.part {
+            Some(bytes) => out.extend_from_slice(&self.units.unit(self.from)[bytes.clone()]),
+            None => {
+                for i in self.from..self.to {
+                    out.extend_from_slice(self.units.unit(i));
+                }
+            }
+        }
+    }
+}
 
 /// Blocks in flight per pool thread (see the reader's constant of the same
 /// name): bounds memory at about 4 x threads x 128 KiB.
@@ -110,14 +147,23 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     /// Queues `payload` (1..=[`MAX_PAYLOAD`] bytes) as the next block and
     /// returns its block index (0-based). Blocks while the queue is full.
     pub fn write_block(&mut self, payload: Vec<u8>) -> Result<u64> {
+        self.queue_block(payload, None)
+    }
+
+    /// Queues the next block: `payload`'s bytes followed by what `fill`
+    /// appends to them, `len` bytes in all, assembled by the block's deflate
+    /// job on the pool. `fill` must append exactly `len - payload.len()`
+    /// bytes (checked: a short or long fill loses the block, an error).
+    fn queue_block(&mut self, payload: Vec<u8>, fill: Option<(usize, Fill)>) -> Result<u64> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
         let index = self.blocks;
-        if payload.is_empty() || payload.len() > MAX_PAYLOAD {
+        let len = fill.as_ref().map_or(payload.len(), |(len, _)| *len);
+        if len == 0 || len > MAX_PAYLOAD {
             let err = BgzfError::PayloadSize {
                 block_index: index,
-                len: payload.len(),
+                len,
                 max: MAX_PAYLOAD,
             };
             return Err(self.fail(err));
@@ -126,7 +172,6 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         if !self.enqueue(Msg::Block(rx)) {
             return Err(self.fail_from_thread());
         }
-        let len = payload.len() as u64;
         let mut out = match self.block_bufs.1.try_recv() {
             Ok(buf) => buf,
             Err(_) => Vec::with_capacity(MAX_BLOCK_SIZE),
@@ -143,18 +188,28 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         let payload_back = self.payloads.0.clone();
         let compressor_back = self.compressors.0.clone();
         self.pool.spawn(move || {
-            let mut payload = payload;
-            encode_block(&payload, compressor.as_mut(), &mut out);
-            payload.clear();
-            // Recycling fails only once the writer itself has been dropped.
-            let _ = payload_back.send(payload);
-            if let Some(c) = compressor {
-                let _ = compressor_back.send(c);
-            }
-            let _ = tx.send(out);
+            // A panic (in a fill) or a fill that broke its promise leaves
+            // the slot empty: the writer thread reports the block as lost.
+            let _ = catch_unwind(AssertUnwindSafe(move || {
+                let mut payload = payload;
+                if let Some((len, fill)) = fill {
+                    fill(&mut payload);
+                    if payload.len() != len {
+                        return;
+                    }
+                }
+                encode_block(&payload, compressor.as_mut(), &mut out);
+                payload.clear();
+                // Recycling fails only once the writer itself has been dropped.
+                let _ = payload_back.send(payload);
+                if let Some(c) = compressor {
+                    let _ = compressor_back.send(c);
+                }
+                let _ = tx.send(out);
+            }));
         });
         self.blocks += 1;
-        self.uncompressed += len;
+        self.uncompressed += len as u64;
         Ok(index)
     }
 
@@ -278,18 +333,30 @@ fn write_blocks<W: Write>(
 /// unit does not fit in what is left of a non-empty one (htslib's
 /// `bgzf_flush_try`, as `bam_write1` uses for each record), and
 /// [`BlockWriter::end_block`] sends a partial block (as after the BAM
-/// header). Bytes are copied once, straight into the payload buffer that
-/// the deflate job takes.
+/// header). Bytes are copied once: by `write_bytes` and `write_unit`
+/// straight into the payload buffer that the deflate job takes, and for
+/// [`BlockWriter::write_units`] by the deflate job itself, so that the
+/// caller's thread only does the blocking arithmetic.
+///
+/// The pending block is `buf`'s bytes followed by `pieces` (units not yet
+/// copied); `len` is its whole length.
 pub struct BlockWriter<W> {
     writer: ParallelWriter<W>,
     buf: Vec<u8>,
+    pieces: Vec<Piece>,
+    len: usize,
 }
 
 impl<W: Write + Send + 'static> BlockWriter<W> {
     /// Packs into `writer`, starting a new block.
     pub fn new(writer: ParallelWriter<W>) -> Self {
         let buf = writer.buffer();
-        BlockWriter { writer, buf }
+        BlockWriter {
+            writer,
+            buf,
+            pieces: Vec::new(),
+            len: 0,
+        }
     }
 
     /// Where the next byte goes, as a logical virtual offset
@@ -297,14 +364,28 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
     /// this writer sent); compressed offsets come from the summary's
     /// `block_offsets`.
     pub fn virtual_offset(&self) -> u64 {
-        (self.writer.blocks_written() << 16) | self.buf.len() as u64
+        (self.writer.blocks_written() << 16) | self.len as u64
+    }
+
+    /// Copies the pending block's pieces into `buf`, so that bytes can be
+    /// appended after them here (a caller that mixes the two kinds of
+    /// writes pays one copy on its thread at each switch).
+    fn materialise(&mut self) {
+        for piece in self.pieces.drain(..) {
+            piece.append_to(&mut self.buf);
+        }
+        debug_assert_eq!(self.buf.len(), self.len);
     }
 
     /// Appends `data`, spanning blocks when it does not fit.
     pub fn write_bytes(&mut self, mut data: &[u8]) -> Result<()> {
+        if !self.pieces.is_empty() {
+            self.materialise();
+        }
         while !data.is_empty() {
             let n = data.len().min(MAX_PAYLOAD - self.buf.len());
             self.buf.extend_from_slice(&data[..n]);
+            self.len = self.buf.len();
             data = &data[n..];
             if self.buf.len() == MAX_PAYLOAD {
                 self.end_block()?;
@@ -317,7 +398,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
     /// the current one (a unit longer than a block still spans blocks).
     /// Returns the unit's start as a logical virtual offset.
     pub fn write_unit(&mut self, unit: &[u8]) -> Result<u64> {
-        if !self.buf.is_empty() && self.buf.len() + unit.len() > MAX_PAYLOAD {
+        if self.len != 0 && self.len + unit.len() > MAX_PAYLOAD {
             self.end_block()?;
         }
         let start = self.virtual_offset();
@@ -325,14 +406,108 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
         Ok(start)
     }
 
+    /// [`BlockWriter::write_unit`] for every unit of `units` in turn, with
+    /// the same blocks and offsets, but without copying: each block's
+    /// deflate job copies its own payload from `units`, which it holds
+    /// until then. `at(i, start, end)` gets unit `i`'s start and end as
+    /// logical virtual offsets (as `write_unit` and `virtual_offset` after
+    /// it give them).
+    pub fn write_units(
+        &mut self,
+        units: Arc<dyn Units>,
+        mut at: impl FnMut(usize, u64, u64),
+    ) -> Result<()> {
+        let n = units.count();
+        let mut i = 0;
+        while i < n {
+            // Whole units while they fit: one piece per block.
+            let from = i;
+            let mut starts = Vec::new();
+            while i < n {
+                let len = units.unit(i).len();
+                if self.len + len > MAX_PAYLOAD {
+                    break;
+                }
+                starts.push((self.writer.blocks_written() << 16) | self.len as u64);
+                self.len += len;
+                i += 1;
+                if self.len == MAX_PAYLOAD {
+                    break;
+                }
+            }
+            if i > from {
+                self.pieces.push(Piece {
+                    units: Arc::clone(&units),
+                    from,
+                    to: i,
+                    part: None,
+                });
+                let full = self.len == MAX_PAYLOAD;
+                let last = starts.len() - 1;
+                for (k, start) in starts.into_iter().enumerate() {
+                    // Units of one piece share a block, so offsets add.
+                    let end = if k < last {
+                        start + units.unit(from + k).len() as u64
+                    } else if full {
+                        (self.writer.blocks_written() + 1) << 16
+                    } else {
+                        self.virtual_offset()
+                    };
+                    at(from + k, start, end);
+                }
+                if full {
+                    self.end_block()?;
+                }
+                continue;
+            }
+            // Unit `i` does not fit in what is left.
+            if self.len != 0 {
+                self.end_block()?;
+                continue;
+            }
+            // An empty block and a unit longer than a block: it spans.
+            let len = units.unit(i).len();
+            let start = self.virtual_offset();
+            let mut done = 0;
+            while done < len {
+                let take = (len - done).min(MAX_PAYLOAD - self.len);
+                self.pieces.push(Piece {
+                    units: Arc::clone(&units),
+                    from: i,
+                    to: i + 1,
+                    part: Some(done..done + take),
+                });
+                self.len += take;
+                done += take;
+                if self.len == MAX_PAYLOAD {
+                    self.end_block()?;
+                }
+            }
+            at(i, start, self.virtual_offset());
+            i += 1;
+        }
+        Ok(())
+    }
+
     /// Sends the current block if it holds anything, so that what follows
     /// starts a new block.
     pub fn end_block(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
+        if self.len == 0 {
             return Ok(());
         }
-        let full = std::mem::replace(&mut self.buf, self.writer.buffer());
-        self.writer.write_block(full)?;
+        let head = std::mem::replace(&mut self.buf, self.writer.buffer());
+        let len = std::mem::take(&mut self.len);
+        if self.pieces.is_empty() {
+            self.writer.write_block(head)?;
+        } else {
+            let pieces = std::mem::take(&mut self.pieces);
+            let fill: Fill = Box::new(move |payload: &mut Vec<u8>| {
+                for piece in &pieces {
+                    piece.append_to(payload);
+                }
+            });
+            self.writer.queue_block(head, Some((len, fill)))?;
+        }
         Ok(())
     }
 

@@ -294,6 +294,114 @@ fn write_unit_starts_a_new_block_when_the_unit_does_not_fit() {
     assert_eq!(sizes, [MAX_PAYLOAD - 10, MAX_PAYLOAD, MAX_PAYLOAD, 5]);
 }
 
+struct VecUnits(Vec<Vec<u8>>);
+
+impl Units for VecUnits {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn unit(&self, i: usize) -> &[u8] {
+        &self.0[i]
+    }
+}
+
+/// `write_units` is `write_unit` for each unit in turn: the same blocks
+/// (so the same file) and the same start and end offsets, around units
+/// that fill a block exactly, overflow it, span blocks, and between plain
+/// `write_bytes` and `end_block` calls; the payloads are copied by the
+/// deflate jobs, which a broken `Units` (a panic) turns into an error.
+#[test]
+fn write_units_packs_exactly_as_write_unit_one_by_one() {
+    let mut lens = vec![
+        MAX_PAYLOAD - 10,
+        20,
+        MAX_PAYLOAD - 20,
+        MAX_PAYLOAD + 5,
+        3 * MAX_PAYLOAD + 1,
+        7,
+        MAX_PAYLOAD,
+        1,
+    ];
+    lens.extend((0..3000).map(|i| 40 + (i * 7919) % 900));
+    let units: Vec<Vec<u8>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (0..len).map(|j| (i * 31 + j) as u8).collect())
+        .collect();
+    for threads in [1, 3] {
+        let one = |bw: &mut BlockWriter<Vec<u8>>, us: &[Vec<u8>], at: &mut Vec<(u64, u64)>| {
+            for u in us {
+                let start = bw.write_unit(u).expect("unit");
+                at.push((start, bw.virtual_offset()));
+            }
+        };
+        let script = |bw: &mut BlockWriter<Vec<u8>>, at: &mut Vec<(u64, u64)>, batched: bool| {
+            bw.write_bytes(b"header").expect("bytes");
+            bw.end_block().expect("end");
+            for (k, part) in [&units[..5], &units[5..1000], &units[1000..]]
+                .iter()
+                .enumerate()
+            {
+                if batched {
+                    let base = at.len();
+                    at.resize(base + part.len(), (0, 0));
+                    let shared: Arc<dyn Units> = Arc::new(VecUnits(part.to_vec()));
+                    bw.write_units(shared, |i, s, e| at[base + i] = (s, e))
+                        .expect("units");
+                } else {
+                    one(bw, part, at);
+                }
+                if k == 1 {
+                    bw.write_bytes(&[9u8; 300]).expect("bytes between");
+                }
+            }
+        };
+        let mut want_at = Vec::new();
+        let mut bw = BlockWriter::new(ParallelWriter::new(
+            Vec::new(),
+            pool(threads),
+            CompressionLevel::FASTEST,
+        ));
+        script(&mut bw, &mut want_at, false);
+        let want = bw.finish(true).expect("finish");
+        let mut got_at = Vec::new();
+        let mut bw = BlockWriter::new(ParallelWriter::new(
+            Vec::new(),
+            pool(threads),
+            CompressionLevel::FASTEST,
+        ));
+        script(&mut bw, &mut got_at, true);
+        let got = bw.finish(true).expect("finish");
+        assert_eq!(got_at, want_at, "offsets, {threads} threads");
+        assert_eq!(got.block_offsets, want.block_offsets);
+        assert!(got.inner == want.inner, "bytes, {threads} threads");
+    }
+
+    struct Broken;
+    impl Units for Broken {
+        fn count(&self) -> usize {
+            2
+        }
+        fn unit(&self, i: usize) -> &[u8] {
+            // Lengths are read on the caller's thread; on the pool it is
+            // the deflate job's copy.
+            if rayon::current_thread_index().is_some() {
+                panic!("unit {i} is gone");
+            }
+            b"abc"
+        }
+    }
+    let mut bw = BlockWriter::new(ParallelWriter::new(
+        Vec::new(),
+        pool(2),
+        CompressionLevel::FASTEST,
+    ));
+    bw.write_units(Arc::new(Broken), |_, _, _| {})
+        .expect("blocking needs only lengths");
+    let err = bw.finish(true).expect_err("the lost block is an error");
+    assert!(matches!(err, BgzfError::WriterLost { .. }), "{err:?}");
+}
+
 #[test]
 fn htslib_and_python_gzip_read_our_output() {
     let data = bam_like(400_000);

@@ -403,14 +403,18 @@ impl OpenInput {
             if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
                 m.push(ends)?;
             }
+            let len = p.batch.len() as u64;
+            // Once the sorter's copy jobs are done with it, the batch goes
+            // back to the decode jobs; full (enough spares) or no job left
+            // to take it: dropped.
+            let spare = spare_tx.clone();
             sorter
-                .push_batch(&p.batch)
+                .push_batch_then(p.batch, move |b| {
+                    let _ = spare.try_send(b);
+                })
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("{name}: sorting records from record {}", n + 1))?;
-            let len = p.batch.len() as u64;
             n += len;
-            // Full (enough spares) or no job left to take it: drop it.
-            let _ = spare_tx.try_send(p.batch);
             progress.add_records(len, p.bytes, p.last_block);
         }
         Ok(Fed {
@@ -505,11 +509,11 @@ fn feed_cram(
         if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
             m.push(ends)?;
         }
+        let len = p.batch.len() as u64;
         sorter
-            .push_batch(&p.batch)
+            .push_batch(p.batch)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("{name}: sorting records from record {}", n + 1))?;
-        let len = p.batch.len() as u64;
         n += len;
         progress.add_records(len, p.bytes, p.last_block);
     }

@@ -20,7 +20,7 @@ use crate::cleanup::{Debris, SignalGuard, TempDir};
 use crate::config::Config;
 use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
-use alnsort_bam::keys::KeyEncoder;
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 use anyhow::{anyhow, Context, Result};
 use std::io::IsTerminal;
@@ -204,7 +204,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         max_open_runs: 0,
         merge_partition_bytes: 0,
     };
-    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
+    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
     let mut marker = cfg
         .markdup
         .as_ref()
@@ -228,7 +228,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
                 .name("alnsort-markdup".into())
                 .spawn_scoped(s, move || m.finish())
         });
-        let merged = sorter.finish().map_err(|e| anyhow!("{e}"));
+        let merged = sorter.finish().map_err(anyhow::Error::from);
         let decisions = match decide {
             None => Ok(None),
             Some(Err(e)) => {
@@ -248,10 +248,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // records sort first, so the first record tells.
     let mut first = None;
     if cfg.hd_all_unplaced.is_some() {
-        first = merged
-            .next_entry()
-            .map_err(|e| anyhow!("{e}"))?
-            .map(|(k, r)| (k.to_vec(), r.to_vec()));
+        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
     }
     let all_unplaced = first
         .as_ref()
@@ -277,7 +274,15 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         }
         written += 1;
     }
-    while let Some((key, rec)) = merged.next_entry().map_err(|e| anyhow!("{e}"))? {
+    if merged.has_chunks() && decisions.is_none() && !matches!(cfg.order, SortOrder::Minimiser(_)) {
+        // Whole merged partitions: the packing copies run on the pool.
+        while let Some(chunk) = merged.next_chunk()? {
+            written += chunk.len() as u64;
+            out.write_chunk(chunk)?;
+            progress.set_output_position(written);
+        }
+    }
+    while let Some((key, rec)) = merged.next_entry()? {
         let rec = match &decisions {
             Some(d) => d.apply(rec, &mut marked)?,
             None => Some(rec),
@@ -340,6 +345,27 @@ pub fn edit_header(header: &mut Header, cfg: &Config, all_unplaced: bool) {
     if let Some(cl) = &cfg.pg {
         header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
     }
+}
+
+/// The text of a failed sort, as `alnsort sort: TEXT` prints it and the
+/// Python package raises it: the error and each of its causes, joined by
+/// ": ", except a cause whose text the message before already ends with (a
+/// library error that spells out its source, such as the sort crate's
+/// "cannot write run file F at byte offset N: No space left on device",
+/// keeps that source in its chain for callers that inspect it, and it is
+/// printed once).
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.is_empty() {
+            text = part;
+        } else if !part.is_empty() && !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 /// Exit status of a command line that does not name something to do
@@ -441,8 +467,44 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             cleanup::exit_by_sigpipe()
         }
         Err(e) => {
-            eprintln!("alnsort sort: {e:#}");
+            eprintln!("alnsort sort: {}", error_text(&e));
             EXIT_FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    use super::*;
+
+    /// A sort error keeps its I/O source in the chain (so a caller can tell
+    /// an I/O failure, as the Python package does) and its text names the
+    /// source once; other chains read as anyhow's "{:#}".
+    #[test]
+    fn sources_stay_in_the_chain_and_are_printed_once() {
+        let run = || -> Result<()> {
+            let e = alnsort_sort::SortError::Write {
+                path: "/tmp/run-1".into(),
+                offset: 7,
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            };
+            Err(e)?
+        };
+        let e = run().context("in.bam: sorting records").unwrap_err();
+        assert!(
+            e.chain()
+                .any(|c| c.downcast_ref::<std::io::Error>().is_some()),
+            "the io::Error is in the chain"
+        );
+        let text = error_text(&e);
+        assert_eq!(
+            text,
+            format!(
+                "in.bam: sorting records: cannot write run file /tmp/run-1 at byte offset 7: {}",
+                std::io::Error::from_raw_os_error(libc::ENOSPC)
+            )
+        );
+        let plain = anyhow!("inner").context("middle").context("outer");
+        assert_eq!(error_text(&plain), format!("{plain:#}"));
     }
 }

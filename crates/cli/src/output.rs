@@ -153,6 +153,19 @@ enum Sink {
     },
 }
 
+/// A chunk of the sorted stream as the block packer's units.
+struct ChunkRecords(alnsort_sort::Chunk);
+
+impl alnsort_bgzf::Units for ChunkRecords {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn unit(&self, i: usize) -> &[u8] {
+        self.0.record(i)
+    }
+}
+
 pub struct Output {
     writer: Sink,
     pending: Option<PendingFile>,
@@ -276,6 +289,23 @@ impl Output {
                 writer
                     .write_record(rec)
                     .map_err(|e| write_error(&self.name, self.to_stdout, e))
+            }
+        }
+    }
+
+    /// Appends the records of a chunk of the sorted stream, in order. For
+    /// BAM output the compression jobs copy them from the chunk (see
+    /// `Writer::write_records`), so this thread does not touch their bytes.
+    pub fn write_chunk(&mut self, chunk: alnsort_sort::Chunk) -> Result<()> {
+        match &mut self.writer {
+            Sink::Hts(w) => w
+                .write_records(Arc::new(ChunkRecords(chunk)))
+                .map_err(|e| write_error(&self.name, self.to_stdout, e)),
+            Sink::Cram { .. } => {
+                for i in 0..chunk.len() {
+                    self.write_record(chunk.record(i))?;
+                }
+                Ok(())
             }
         }
     }

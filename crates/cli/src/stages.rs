@@ -404,8 +404,11 @@ pub fn map(
                 partitioner.observe(key, i);
             }
             if !batch.try_push(key, rec) {
-                sorter.push_batch(&batch)?;
-                batch = Batch::for_input(kind, (1 << 20).max(key.len() + rec.len() + 64), 4096);
+                let full = std::mem::replace(
+                    &mut batch,
+                    Batch::for_input(kind, (1 << 20).max(key.len() + rec.len() + 64), 4096),
+                );
+                sorter.push_batch(full)?;
                 if !batch.try_push(key, rec) {
                     bail!("internal error: a record does not fit an empty batch");
                 }
@@ -414,7 +417,7 @@ pub fn map(
             Ok(())
         })?;
         if !batch.is_empty() {
-            sorter.push_batch(&batch)?;
+            sorter.push_batch(batch)?;
         }
         let mut merged = sorter.finish()?;
         let mut writers: Vec<BlockWriter> = (0..partitioner.ranges())

@@ -160,7 +160,7 @@ fn map_task(
             )
             .expect("decode");
         records += batch.len() as u64;
-        sorter.push_batch(&batch).expect("push_batch");
+        sorter.push_batch(batch).expect("push_batch");
     }
     let out = sorter.finish_runs().expect("finish_runs");
     assert_eq!(out.stats.records, records);

@@ -69,7 +69,7 @@ pub fn sort_argv(rest: Vec<OsString>) -> Result<String, Failure> {
         ));
     }
     let report = alnsort::run_sort(cfg).map_err(|e| Failure {
-        message: format!("{e:#}"),
+        message: alnsort::error_text(&e),
         io: is_io(&e),
     })?;
     Ok(report.json())

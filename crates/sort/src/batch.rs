@@ -10,6 +10,10 @@
 //! order.
 
 use std::mem::size_of;
+use std::sync::Arc;
+
+use alnsort_pipeline::{Lost, Slot};
+use rayon::ThreadPool;
 
 use crate::radix::{radix_sort, FixedEntry};
 use crate::KeyKind;
@@ -68,6 +72,67 @@ enum Body {
     },
 }
 
+/// An input batch lent to the copy jobs that take its records into
+/// sub-batches ([`Batch::append_from`]): shared by them, and handed to its
+/// `then` (the reader's recycling) when the last of them lets go.
+pub(crate) struct Lent {
+    batch: Option<Batch>,
+    /// Taken once, on drop; the mutex only makes `Lent` shareable.
+    then: std::sync::Mutex<Option<Recycle>>,
+}
+
+/// What a [`Lent`] batch is handed to once its copies are done.
+type Recycle = Box<dyn FnOnce(Batch) + Send>;
+
+impl Lent {
+    pub(crate) fn new(batch: Batch, then: impl FnOnce(Batch) + Send + 'static) -> Arc<Self> {
+        Arc::new(Lent {
+            batch: Some(batch),
+            then: std::sync::Mutex::new(Some(Box::new(then))),
+        })
+    }
+
+    pub(crate) fn batch(&self) -> &Batch {
+        self.batch
+            .as_ref()
+            .expect("a lent batch is held until dropped")
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let then = self.then.get_mut().ok().and_then(Option::take);
+        if let (Some(batch), Some(then)) = (self.batch.take(), then) {
+            then(batch);
+        }
+    }
+}
+
+/// Record and key bytes that pool jobs are still copying into a batch's
+/// reserved capacity: the logical lengths the buffers will have once they
+/// are done, and the jobs. The buffers are not reallocated, read or
+/// dropped until the jobs have finished ([`Batch::settle`], or `Drop`).
+struct Unsettled {
+    data_len: usize,
+    keys_len: usize,
+    copies: Vec<Slot<()>>,
+    pool: Arc<ThreadPool>,
+}
+
+/// A destination in a batch's reserved capacity, handed to a copy job.
+struct Dest(*mut u8);
+
+// SAFETY: the pointer is only written by the one job it is given to, into
+// a region no one else reads or writes until that job has finished (see
+// `Unsettled`).
+unsafe impl Send for Dest {}
+
+impl Dest {
+    fn ptr(&self) -> *mut u8 {
+        self.0
+    }
+}
+
 /// A sub-batch of records with a soft byte budget. Public so the benchmark
 /// example can time the in-memory sorts alone; the [`Sorter`](crate::Sorter)
 /// is the real interface.
@@ -76,6 +141,18 @@ pub struct Batch {
     body: Body,
     limit: usize,
     used: usize,
+    unsettled: Option<Unsettled>,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // Copy jobs may still be writing into the buffers.
+        if let Some(u) = self.unsettled.take() {
+            for copy in u.copies {
+                let _ = copy.wait(&u.pool, "record copy");
+            }
+        }
+    }
 }
 
 impl Batch {
@@ -100,6 +177,7 @@ impl Batch {
             body,
             limit,
             used: 0,
+            unsettled: None,
         }
     }
 
@@ -168,9 +246,9 @@ impl Batch {
     pub(crate) fn raw_bytes(&self) -> u64 {
         let keys = match &self.body {
             Body::Fixed { entries, .. } => 8 * entries.len(),
-            Body::Variable { keys, .. } => keys.len(),
+            Body::Variable { .. } => self.keys_len(),
         };
-        (self.data.len() + keys + 10 * self.len()) as u64
+        (self.data_len() + keys + 10 * self.len()) as u64
     }
 
     /// Appends a record unless it would push the batch over its budget (or
@@ -179,6 +257,10 @@ impl Batch {
     /// batch of its own. The caller checks the key length for `Fixed8` (a
     /// shorter key is zero-padded, a longer one truncated, here).
     pub fn try_push(&mut self, key: &[u8], record: &[u8]) -> bool {
+        assert!(
+            self.unsettled.is_none(),
+            "try_push on a batch with copies in flight: settle it first"
+        );
         let cost = record_cost(self.kind(), key.len(), record.len());
         let empty = self.is_empty();
         if !empty && self.used + cost > self.limit {
@@ -231,24 +313,87 @@ impl Batch {
         }
     }
 
-    /// Bytes of records held (without keys and entries).
+    /// Bytes of records held (without keys and entries), counting those
+    /// still being copied in.
     pub fn record_bytes(&self) -> usize {
-        self.data.len()
+        self.data_len()
+    }
+
+    /// Length of the record buffer once pending copies are done.
+    fn data_len(&self) -> usize {
+        self.unsettled
+            .as_ref()
+            .map_or(self.data.len(), |u| u.data_len)
+    }
+
+    /// Length of the key buffer (`Variable`) once pending copies are done.
+    fn keys_len(&self) -> usize {
+        match &self.body {
+            Body::Fixed { .. } => 0,
+            Body::Variable { keys, .. } => {
+                self.unsettled.as_ref().map_or(keys.len(), |u| u.keys_len)
+            }
+        }
+    }
+
+    /// Whether copy jobs started by [`Batch::append_from`] may still be
+    /// writing into this batch.
+    pub(crate) fn is_unsettled(&self) -> bool {
+        self.unsettled.is_some()
+    }
+
+    /// Waits for the copy jobs started by [`Batch::append_from`]; then the
+    /// batch's bytes may be read. A lost job (it panicked) leaves the batch
+    /// without the records it was to copy: the error is final for it.
+    pub(crate) fn settle(&mut self) -> Result<(), Lost> {
+        let Some(u) = self.unsettled.take() else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        for copy in u.copies {
+            // Wait for every job, even after a lost one: each writes into
+            // this batch's buffers.
+            if let Err(lost) = copy.wait(&u.pool, "record copy") {
+                result = Err(lost);
+            }
+        }
+        result?;
+        debug_assert!(u.data_len <= self.data.capacity());
+        // SAFETY: every byte up to `data_len` has been written: below the
+        // old length by earlier appends, above it by the finished copy
+        // jobs, which filled exactly the ranges reserved for them, back to
+        // back from the old length.
+        unsafe { self.data.set_len(u.data_len) };
+        if let Body::Variable { keys, .. } = &mut self.body {
+            debug_assert!(u.keys_len <= keys.capacity());
+            // SAFETY: as for the record bytes.
+            unsafe { keys.set_len(u.keys_len) };
+        }
+        Ok(())
     }
 
     /// Appends `src`'s records from `from` on, in order, while they fit
     /// this batch's budget exactly as [`Batch::try_push`] would take them
-    /// one by one (an empty batch takes at least one), with one copy of
-    /// their bytes and keys. `src` must be in input order (not sorted), as
-    /// [`Batch::for_input`] batches filled by `try_push` are. Returns how
-    /// many records were taken and their key plus record bytes.
-    pub(crate) fn append_from(&mut self, src: &Batch, from: usize) -> (usize, u64) {
+    /// one by one (an empty batch takes at least one). The entries are
+    /// added here; the records' bytes and keys are copied by one job on
+    /// `pool`, into capacity reserved for them, so the caller's thread does
+    /// no per-byte work: the batch is [unsettled](Batch::settle) until that
+    /// job is done, and `src` is held until then. `src` must be in input
+    /// order (not sorted), as [`Batch::for_input`] batches filled by
+    /// `try_push` are. Returns how many records were taken and their key
+    /// plus record bytes; a lost copy job is only reported here if this
+    /// batch had to be settled to grow its buffers.
+    pub(crate) fn append_from(
+        &mut self,
+        src: &Arc<Lent>,
+        from: usize,
+        pool: &Arc<ThreadPool>,
+    ) -> Result<(usize, u64), Lost> {
+        let lent = src;
+        let src = lent.batch();
         assert_eq!(self.kind(), src.kind(), "batches of different key kinds");
-        let (mut used, mut data_len) = (self.used, self.data.len());
-        let mut keys_len = match &self.body {
-            Body::Fixed { .. } => 0,
-            Body::Variable { keys, .. } => keys.len(),
-        };
+        let (mut used, base, key_base) = (self.used, self.data_len(), self.keys_len());
+        let (mut data_len, mut keys_len) = (base, key_base);
         let mut bytes = 0u64;
         let mut to = from;
         while to < src.len() {
@@ -268,19 +413,31 @@ impl Batch {
             to += 1;
         }
         if to == from {
-            return (0, 0);
+            return Ok((0, 0));
+        }
+        // Room for the copies, reserved before any job writes into it: a
+        // buffer is only reallocated once its jobs are done.
+        if self.data.capacity() < data_len {
+            self.settle()?;
+            let want = self.limit.min(MAX_OFFSET).max(data_len);
+            self.data.reserve_exact(want - self.data.len());
+        }
+        if let Body::Variable { keys, .. } = &self.body {
+            if keys.capacity() < keys_len {
+                self.settle()?;
+                if let Body::Variable { keys, .. } = &mut self.body {
+                    let want = (self.limit.min(MAX_OFFSET) / 2).max(keys_len);
+                    keys.reserve_exact(want - keys.len());
+                }
+            }
         }
         let src_start = src.entry_offset(from);
         let src_end = src.entry_offset(to - 1) + src.lens(to - 1).1;
-        if self.data.capacity() == 0 {
-            self.data
-                .reserve_exact(self.limit.min(MAX_OFFSET).max(src_end - src_start));
-        }
-        let base = self.data.len();
-        self.data.extend_from_slice(&src.data[src_start..src_end]);
+        debug_assert_eq!(src_end - src_start, data_len - base);
         // Offsets move by `base - src_start`; records are contiguous in
         // `src` because it is in input order.
         let shift = |offset: u32| (offset as usize - src_start + base) as u32;
+        let mut key_copy = None;
         match (&mut self.body, &src.body) {
             (
                 Body::Fixed { entries, .. },
@@ -296,14 +453,16 @@ impl Batch {
             (
                 Body::Variable { entries, keys },
                 Body::Variable {
-                    entries: theirs,
-                    keys: their_keys,
+                    entries: theirs, ..
                 },
             ) => {
                 let key_start = theirs[from].key_offset as usize;
                 let key_end = theirs[to - 1].key_offset as usize + theirs[to - 1].key_len as usize;
-                let key_base = keys.len();
-                keys.extend_from_slice(&their_keys[key_start..key_end]);
+                debug_assert_eq!(key_end - key_start, keys_len - key_base);
+                // SAFETY: `key_base + (key_end - key_start)` is within the
+                // capacity reserved above.
+                let dest = Dest(unsafe { keys.as_mut_ptr().add(key_base) });
+                key_copy = Some((key_start..key_end, dest));
                 entries.extend(theirs[from..to].iter().map(|e| VarEntry {
                     offset: shift(e.offset),
                     key_offset: (e.key_offset as usize - key_start + key_base) as u32,
@@ -312,8 +471,41 @@ impl Batch {
             }
             _ => unreachable!("kinds checked above"),
         }
+        // SAFETY: `base + (src_end - src_start)` is within the capacity
+        // reserved above.
+        let dest = Dest(unsafe { self.data.as_mut_ptr().add(base) });
+        let job_src = Arc::clone(lent);
+        let copy = alnsort_pipeline::spawn(pool, move || {
+            let src = job_src.batch();
+            let records = &src.data[src_start..src_end];
+            // SAFETY: the destination is this job's own reserved range of
+            // the batch's buffer (see `Unsettled`), which does not overlap
+            // the source, another batch's buffer.
+            unsafe { std::ptr::copy_nonoverlapping(records.as_ptr(), dest.ptr(), records.len()) };
+            if let (Body::Variable { keys, .. }, Some((range, dest))) = (&src.body, key_copy) {
+                let keys = &keys[range];
+                // SAFETY: as for the records.
+                unsafe { std::ptr::copy_nonoverlapping(keys.as_ptr(), dest.ptr(), keys.len()) };
+            }
+        });
+        let (data_now, keys_now) = (
+            self.data.len(),
+            match &self.body {
+                Body::Fixed { .. } => 0,
+                Body::Variable { keys, .. } => keys.len(),
+            },
+        );
+        let unsettled = self.unsettled.get_or_insert_with(|| Unsettled {
+            data_len: data_now,
+            keys_len: keys_now,
+            copies: Vec::new(),
+            pool: Arc::clone(pool),
+        });
+        unsettled.data_len = data_len;
+        unsettled.keys_len = keys_len;
+        unsettled.copies.push(copy);
         self.used = used;
-        (to - from, bytes)
+        Ok((to - from, bytes))
     }
 
     fn entry_offset(&self, i: usize) -> usize {
@@ -328,7 +520,7 @@ impl Batch {
     /// when the budget left cannot fill it), and the bytes used so far (for
     /// the sorter's page prefaulting).
     pub(crate) fn data_span(&self) -> (usize, usize, usize) {
-        let len = self.data.len();
+        let len = self.data_len();
         let reachable = len.saturating_add(self.limit.saturating_sub(self.used));
         (
             self.data.as_ptr() as usize,
@@ -340,6 +532,10 @@ impl Batch {
     /// Sorts the entries by key, stably: radix for `Fixed8`, the standard
     /// library's stable merge sort for `Variable`.
     pub fn sort(&mut self) {
+        assert!(
+            self.unsettled.is_none(),
+            "sorting a batch with copies in flight: settle it first"
+        );
         match &mut self.body {
             Body::Fixed { entries, scratch } => radix_sort(entries, scratch),
             Body::Variable { entries, keys } => {
@@ -399,6 +595,12 @@ impl Batch {
     /// Empties the batch for reuse, keeping its buffers, except that a
     /// buffer a lone oversized record blew past the budget is shrunk back.
     pub(crate) fn clear(&mut self) {
+        if let Some(u) = self.unsettled.take() {
+            // The records are dropped anyway; only the writes must end.
+            for copy in u.copies {
+                let _ = copy.wait(&u.pool, "record copy");
+            }
+        }
         self.data.clear();
         self.data.shrink_to(self.limit.min(MAX_OFFSET));
         match &mut self.body {
@@ -510,10 +712,22 @@ mod tests {
             let mut appended = vec![Batch::new(kind, limit)];
             // Start with one record pushed, so appends land mid-buffer.
             assert!(appended[0].try_push(&records[0].0, &records[0].1));
+            let pool = Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(2)
+                    .build()
+                    .unwrap(),
+            );
+            let (back_tx, back_rx) = std::sync::mpsc::channel();
+            let input = Lent::new(input, move |b| back_tx.send(b.len()).unwrap());
             let mut from = 1;
             let mut total = 0u64;
-            while from < input.len() {
-                let (n, bytes) = appended.last_mut().unwrap().append_from(&input, from);
+            while from < input.batch().len() {
+                let (n, bytes) = appended
+                    .last_mut()
+                    .unwrap()
+                    .append_from(&input, from, &pool)
+                    .expect("copy");
                 if n == 0 {
                     appended.push(Batch::new(kind, limit));
                     continue;
@@ -524,12 +738,19 @@ mod tests {
             let want_bytes: usize = records[1..].iter().map(|(k, r)| k.len() + r.len()).sum();
             assert_eq!(total, want_bytes as u64, "{kind:?}");
             assert_eq!(appended.len(), one_by_one.len(), "{kind:?}");
+            drop(input);
             for (a, b) in appended.iter_mut().zip(&mut one_by_one) {
                 assert_eq!(a.used_bytes(), b.used_bytes());
+                a.settle().expect("copies");
                 a.sort();
                 b.sort();
                 assert_eq!(drain(a), drain(b), "{kind:?}");
             }
+            assert_eq!(
+                back_rx.recv().expect("the input batch is handed back"),
+                records.len(),
+                "once every copy is done"
+            );
         }
     }
 

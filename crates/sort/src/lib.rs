@@ -89,6 +89,7 @@ use std::path::PathBuf;
 
 pub use error::{Result, SortError};
 pub use merge::Merged;
+pub use partition::Chunk;
 pub use plan::{raise_open_file_limit, Plan};
 pub use runs::{merge_runs, sample_splitters, KeyRange, SortedRun, SortedRuns};
 pub use sorter::Sorter;

@@ -211,6 +211,32 @@ impl Merged {
         }
     }
 
+    /// Whether [`Merged::next_chunk`] hands out records: the final merge
+    /// is cut into key ranges merged on the pool. Otherwise records come
+    /// one at a time from the caller's thread.
+    pub fn has_chunks(&self) -> bool {
+        matches!(self.merge, FinalMerge::Partitioned(_))
+    }
+
+    /// The next records in sorted order, as many as the current merged
+    /// partition has left, as a [`Chunk`](crate::Chunk) that may be read
+    /// on any thread (a writer's compression jobs copy them from there);
+    /// `None` at the end. Mixed freely with [`Merged::next_entry`]. Only
+    /// when [`Merged::has_chunks`]; otherwise an error.
+    pub fn next_chunk(&mut self) -> Result<Option<crate::Chunk>> {
+        if self.failed {
+            return Err(SortError::AfterError);
+        }
+        let FinalMerge::Partitioned(p) = &mut self.merge else {
+            return Err(SortError::Worker {
+                what: "chunks of a merge that is not partitioned",
+            });
+        };
+        let chunk = p.next_chunk();
+        self.failed |= chunk.is_err();
+        chunk
+    }
+
     /// The next record in sorted order, or `None` at the end.
     pub fn next_record(&mut self) -> Result<Option<&[u8]>> {
         Ok(self.next_entry()?.map(|(_, record)| record))

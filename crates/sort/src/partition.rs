@@ -57,6 +57,7 @@ use crate::runread::entry_at;
 
 use source::{cursor, Cursor, FrameBuf, Spare};
 pub(crate) use source::{PartSource, RunSource};
+pub use stream::Chunk;
 use stream::Item;
 pub(crate) use stream::{Partitioned, Segment};
 

@@ -42,7 +42,7 @@ use std::time::Instant;
 use crossbeam_channel::Receiver;
 use rayon::ThreadPool;
 
-use crate::batch::Batch;
+use crate::batch::{Batch, Lent};
 use crate::error::{Result, SortError};
 use crate::loser::LoserTree;
 use crate::merge::{merge_into_run, BatchCursor, FinalMerge, Merged, Source};
@@ -95,16 +95,20 @@ struct FanInJob {
     out: (TempRun, File),
 }
 
+/// A sub-batch sort job: its record copies finished, then sorted. A lost
+/// copy job is the sort's error.
+type Sorting = alnsort_pipeline::Slot<std::result::Result<Batch, alnsort_pipeline::Lost>>;
+
 /// A closed sub-batch: sorting on the pool (or sorted), and the bytes it
 /// charges against the budget.
 struct Closed {
-    sorted: alnsort_pipeline::Slot<Batch>,
+    sorted: Sorting,
     bytes: usize,
 }
 
 /// Consecutive closed sub-batches on their way into one run.
 struct SpillJob {
-    batches: Vec<alnsort_pipeline::Slot<Batch>>,
+    batches: Vec<Sorting>,
     dir: PathBuf,
     /// First run-file sequence number to try.
     seq: u64,
@@ -166,7 +170,7 @@ impl MergeContext {
         let batches = job
             .batches
             .into_iter()
-            .map(|slot| Ok(slot.wait(&self.pool, "sub-batch sort")?))
+            .map(|slot| Ok(slot.wait(&self.pool, "sub-batch sort")??))
             .collect::<Result<Vec<Batch>>>()?;
         #[cfg(test)]
         if let Some(gate) = &job.gate {
@@ -296,6 +300,9 @@ impl Sorter {
                 limit: self.plan.record_limit,
             });
         }
+        if self.filling.is_unsettled() {
+            self.sticky(|s| Ok(s.filling.settle()?))?;
+        }
         if !self.filling.try_push(key, record) {
             self.sticky(|s| s.close_filling())?;
             if !self.filling.try_push(key, record) {
@@ -317,13 +324,25 @@ impl Sorter {
     /// `try_push` in input order (on any thread: the copy into the batch
     /// and the key encoding before it are the caller's parallel work), as
     /// if each had been given to [`Sorter::push`] in turn: the same
-    /// sub-batches, so the same runs and output. What is left here is one
-    /// copy of the records' bytes per sub-batch they land in.
+    /// sub-batches, so the same runs and output. Only the records' entries
+    /// are added on this thread; their bytes and keys are copied into the
+    /// sub-batches by pool jobs, which hold `batch` until they are done.
     ///
     /// A record over the limit is `RecordTooLarge` and nothing of the batch
     /// is added. `batch` must be of this sorter's key kind (a `Fixed8`
     /// batch holds 8-byte keys by construction).
-    pub fn push_batch(&mut self, batch: &Batch) -> Result<()> {
+    pub fn push_batch(&mut self, batch: Batch) -> Result<()> {
+        self.push_batch_then(batch, drop)
+    }
+
+    /// [`Sorter::push_batch`], handing `batch` to `then` once its records
+    /// have been copied (on a pool thread; or at once if nothing of it is
+    /// added), so the caller can reuse its buffers.
+    pub fn push_batch_then(
+        &mut self,
+        batch: Batch,
+        then: impl FnOnce(Batch) + Send + 'static,
+    ) -> Result<()> {
         if self.failed {
             return Err(SortError::AfterError);
         }
@@ -342,14 +361,17 @@ impl Sorter {
                 });
             }
         }
+        let batch = Lent::new(batch, then);
         let mut from = 0;
         let mut closed = false;
-        while from < batch.len() {
-            let (taken, bytes) = self.filling.append_from(batch, from);
+        while from < batch.batch().len() {
+            let pool = Arc::clone(&self.ctx.pool);
+            let (taken, bytes) =
+                self.sticky(|s| Ok(s.filling.append_from(&batch, from, &pool)?))?;
             if taken == 0 {
                 if closed {
                     // An empty batch takes any record within `record_limit`.
-                    let (key_len, len) = batch.lens(from);
+                    let (key_len, len) = batch.batch().lens(from);
                     return Err(SortError::RecordTooLarge {
                         record: self.stats.records,
                         len: key_len + len,
@@ -598,8 +620,9 @@ impl Sorter {
         self.closed_bytes += bytes;
         self.chunk_charge.set(self.closed_bytes);
         let sorted = alnsort_pipeline::spawn(&self.ctx.pool, move || {
+            batch.settle()?;
             batch.sort();
-            batch
+            Ok(batch)
         });
         self.closed.push(Closed { sorted, bytes });
     }
@@ -609,7 +632,7 @@ impl Sorter {
         let pending = std::mem::take(&mut self.closed);
         pending
             .into_iter()
-            .map(|c| Ok(c.sorted.wait(&self.ctx.pool, "sub-batch sort")?))
+            .map(|c| Ok(c.sorted.wait(&self.ctx.pool, "sub-batch sort")??))
             .collect()
     }
 

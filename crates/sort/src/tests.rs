@@ -682,7 +682,7 @@ fn push_batch_is_push_record_by_record() {
             for (k, r) in now {
                 assert!(batch.try_push(k, r));
             }
-            sorter.push_batch(&batch).expect("push_batch");
+            sorter.push_batch(batch).expect("push_batch");
             rest = later;
             size = size * 3 % 1_000 + 1;
         }
@@ -711,6 +711,49 @@ fn push_batch_is_push_record_by_record() {
     }
 }
 
+/// `push_batch_then` copies the records on the pool, not on the calling
+/// thread: with the pool's only worker held, the call still returns, the
+/// batch is not handed back until the worker is free, and then it is handed
+/// back from the worker, the records sorted as given.
+#[test]
+fn push_batch_copies_records_on_the_pool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pool = pool(1);
+    let mut sorter = Sorter::new(
+        config(dir.path(), KeyKind::Variable, 1 << 20, 0),
+        Arc::clone(&pool),
+    )
+    .expect("sorter");
+    let (hold_tx, hold_rx) = crossbeam_channel::bounded::<()>(0);
+    pool.spawn(move || {
+        let _ = hold_rx.recv();
+    });
+    let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
+    assert!(batch.try_push(b"b", b"second"));
+    assert!(batch.try_push(b"a", b"first"));
+    let (back_tx, back_rx) = crossbeam_channel::bounded(1);
+    sorter
+        .push_batch_then(batch, move |b| {
+            back_tx
+                .send((b.len(), rayon::current_thread_index()))
+                .expect("send");
+        })
+        .expect("push_batch_then");
+    assert!(
+        back_rx.try_recv().is_err(),
+        "the batch is held until its copy job has run"
+    );
+    hold_tx.send(()).expect("release the worker");
+    let (len, thread) = back_rx.recv().expect("handed back");
+    assert_eq!(
+        (len, thread),
+        (2, Some(0)),
+        "handed back by the pool worker"
+    );
+    let (got, _) = finish_and_collect(sorter);
+    assert_eq!(got, vec![b"first".to_vec(), b"second".to_vec()]);
+}
+
 #[test]
 fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -719,7 +762,7 @@ fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
     let mut batch = crate::batch::Batch::for_input(KeyKind::Variable, 1 << 10, 2);
     assert!(batch.try_push(b"a", b"small"));
     assert!(batch.try_push(b"b", &[0; 600]));
-    let err = sorter.push_batch(&batch).expect_err("600 > 500");
+    let err = sorter.push_batch(batch).expect_err("600 > 500");
     assert!(
         matches!(
             err,
@@ -907,4 +950,71 @@ fn sampled_splitters_cut_a_spread_input_into_balanced_ranges() {
         matches!(err.root(), SortError::CorruptRun { .. }),
         "{err:?}"
     );
+}
+
+/// `next_chunk` hands out the partitioned merge's stream as owned chunks
+/// that can be read after the merge has moved on (and on another thread),
+/// and mixes with `next_entry`: together they give exactly the stream
+/// `next_entry` alone gives, from runs and in-memory batches alike.
+#[test]
+fn chunks_give_the_same_stream_as_entries() {
+    for (kind, budget) in [(KeyKind::Fixed8, 40_000), (KeyKind::Variable, 1 << 24)] {
+        let keys: Vec<Vec<u8>> = (0..5_000u64)
+            .map(|i| match kind {
+                KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
+                KeyKind::Variable => format!("k{}", (i * 31) % 1000).into_bytes(),
+            })
+            .collect();
+        let input = make_input(keys, &[0, 13, 70, 5, 300]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = config(dir.path(), kind, budget, 0);
+        cfg.merge_partition_bytes = 8 << 10;
+        let (want, _) = run_sort(&input, cfg.clone(), 3);
+        let mut sorter = Sorter::new(cfg, pool(3)).expect("sorter");
+        for (k, r) in &input {
+            sorter.push(k, r).expect("push");
+        }
+        let mut merged = sorter.finish().expect("finish");
+        assert!(merged.has_chunks(), "{kind:?}: partitioned");
+        let mut chunks = Vec::new();
+        let mut got = Vec::new();
+        let mut turn = 0;
+        loop {
+            turn += 1;
+            if turn % 3 == 0 {
+                match merged.next_entry().expect("entry") {
+                    Some((_, r)) => got.push(Some(r.to_vec())),
+                    None => break,
+                }
+            } else {
+                match merged.next_chunk().expect("chunk") {
+                    Some(c) => {
+                        assert!(!c.is_empty());
+                        got.push(None);
+                        chunks.push(c);
+                    }
+                    None => break,
+                }
+            }
+        }
+        assert!(chunks.len() > 10, "{kind:?}: {} chunks", chunks.len());
+        // Read the chunks only now, on another thread.
+        let from_chunks: Vec<Vec<Vec<u8>>> = std::thread::spawn(move || {
+            chunks
+                .iter()
+                .map(|c| (0..c.len()).map(|i| c.record(i).to_vec()).collect())
+                .collect()
+        })
+        .join()
+        .expect("reader thread");
+        let mut chunk_iter = from_chunks.into_iter();
+        let mut stream = Vec::new();
+        for item in got {
+            match item {
+                Some(r) => stream.push(r),
+                None => stream.extend(chunk_iter.next().expect("chunk")),
+            }
+        }
+        assert_eq!(stream, want, "{kind:?}");
+    }
 }

@@ -70,7 +70,8 @@ pub(crate) struct Partitioned {
     /// Partitions being merged, taken in partition order.
     inflight: OrderedQueue<Result<Segment>>,
     lookahead: usize,
-    current: Segment,
+    /// The partition being read; shared with the [`Chunk`]s handed out.
+    current: Arc<Segment>,
     idx: usize,
     /// The current key of a `Fixed8` batch entry, whose key is stored as an
     /// integer.
@@ -92,7 +93,7 @@ impl Partitioned {
     ) -> Self {
         Partitioned {
             shared: Arc::new(shared),
-            current: Segment::new(&meter),
+            current: Arc::new(Segment::new(&meter)),
             meter,
             next: 0,
             inflight: OrderedQueue::new(pool, "partition merge"),
@@ -125,46 +126,149 @@ impl Partitioned {
         }
     }
 
-    /// The next `(key, record)`, or `None` after the last partition.
-    pub(crate) fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+    /// The entries of the current partition not handed out yet (loading
+    /// the next partition first if it has none left), as one owned chunk;
+    /// `None` after the last partition.
+    pub(crate) fn next_chunk(&mut self) -> Result<Option<Chunk>> {
+        self.fill()?;
+        if self.idx == self.current.items.len() {
+            return Ok(None);
+        }
+        let chunk = Chunk {
+            segment: Arc::clone(&self.current),
+            shared: Arc::clone(&self.shared),
+            start: self.idx,
+            end: self.current.items.len(),
+        };
+        self.idx = chunk.end;
+        Ok(Some(chunk))
+    }
+
+    /// Moves to the next partition with entries if the current one has
+    /// none left; at the end the current one stays empty.
+    fn fill(&mut self) -> Result<()> {
         while self.idx == self.current.items.len() {
             self.dispatch();
             let Some(seg) = self.inflight.pop() else {
-                return Ok(None);
+                return Ok(());
             };
             let seg = seg??;
-            let mut done = std::mem::replace(&mut self.current, seg);
-            done.recycle(&self.shared.spare);
-            self.spare.push(done);
+            let done = std::mem::replace(&mut self.current, Arc::new(seg));
+            // A segment still held by a chunk is dropped by its last holder.
+            if let Ok(mut done) = Arc::try_unwrap(done) {
+                done.recycle(&self.shared.spare);
+                self.spare.push(done);
+            }
             self.idx = 0;
+        }
+        Ok(())
+    }
+
+    /// The next `(key, record)`, or `None` after the last partition.
+    pub(crate) fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        self.fill()?;
+        if self.idx == self.current.items.len() {
+            return Ok(None);
         }
         let item = self.current.items[self.idx];
         self.idx += 1;
+        entry(&self.shared, &self.current, item, &mut self.key8).map(Some)
+    }
+}
+
+/// The `(key, record)` of a segment's item; a `Fixed8` batch key is
+/// written to `key8` and returned from there.
+fn entry<'a>(
+    shared: &'a Shared,
+    segment: &'a Segment,
+    item: Item,
+    key8: &'a mut [u8; 8],
+) -> Result<(&'a [u8], &'a [u8])> {
+    match item {
+        Item::Batch { source, index } => {
+            let PartSource::Batch(batch) = &shared.sources[source as usize] else {
+                return Err(SortError::Worker {
+                    what: "partition entry of the wrong kind",
+                });
+            };
+            Ok(batch.key_and_record(index as usize, key8))
+        }
+        Item::Run {
+            slot,
+            key,
+            key_len,
+            record,
+            record_len,
+        } => {
+            let raw = &segment.frames[slot as usize].raw;
+            let key = key as usize;
+            let record = record as usize;
+            Ok((
+                &raw[key..key + key_len as usize],
+                &raw[record..record + record_len as usize],
+            ))
+        }
+    }
+}
+
+/// Consecutive records of the sorted stream that can be read on any thread
+/// (see [`Merged::next_chunk`](crate::Merged::next_chunk)): it holds the
+/// merged partition they belong to, and the in-memory batches and decoded
+/// run frames their bytes are in, until it is dropped.
+#[derive(Clone)]
+pub struct Chunk {
+    segment: Arc<Segment>,
+    shared: Arc<Shared>,
+    start: usize,
+    end: usize,
+}
+
+impl Chunk {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether the chunk holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Record `i` (`i < len()`), as the stream gives it.
+    pub fn record(&self, i: usize) -> &[u8] {
+        let item = self.segment.items[self.start + i];
         match item {
-            Item::Batch { source, index } => {
-                let PartSource::Batch(batch) = &self.shared.sources[source as usize] else {
-                    return Err(SortError::Worker {
-                        what: "partition entry of the wrong kind",
-                    });
-                };
-                Ok(Some(batch.key_and_record(index as usize, &mut self.key8)))
-            }
+            Item::Batch { source, index } => match &self.shared.sources[source as usize] {
+                PartSource::Batch(batch) => batch.entry(index as usize).2,
+                // `Partitioned` only makes batch items of batch sources.
+                PartSource::Run(_) => unreachable!("a batch item of a run source"),
+            },
             Item::Run {
                 slot,
-                key,
-                key_len,
                 record,
                 record_len,
+                ..
             } => {
-                let raw = &self.current.frames[slot as usize].raw;
-                let key = key as usize;
-                let record = record as usize;
-                Ok(Some((
-                    &raw[key..key + key_len as usize],
-                    &raw[record..record + record_len as usize],
-                )))
+                let raw = &self.segment.frames[slot as usize].raw;
+                &raw[record as usize..][..record_len as usize]
             }
         }
+    }
+}
+
+impl Drop for Chunk {
+    /// The last holder of a finished partition gives its frame buffers
+    /// back for reuse (a fresh frame buffer costs page faults).
+    fn drop(&mut self) {
+        if let Some(segment) = Arc::get_mut(&mut self.segment) {
+            segment.recycle(&self.shared.spare);
+        }
+    }
+}
+
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk").field("len", &self.len()).finish()
     }
 }
 

@@ -73,9 +73,9 @@ pub struct Translation {
     /// Merged reference id of each of the input's references.
     tid: Vec<i32>,
     identity_tids: bool,
-    /// `RG` ID -> merged ID; `None` once a tag with an unknown ID was seen.
-    rg: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    pg: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// `RG` ID -> merged ID.
+    rg: HashMap<Vec<u8>, Vec<u8>>,
+    pg: HashMap<Vec<u8>, Vec<u8>>,
     /// The input's references map out of order (coordinate order is lost).
     pub lost_coord_sort: bool,
 }
@@ -184,8 +184,8 @@ impl HeaderMerger {
         Ok(Translation {
             tid,
             identity_tids,
-            rg: rg.into_iter().map(|(k, v)| (k, Some(v))).collect(),
-            pg: pg.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            rg,
+            pg,
             lost_coord_sort,
         })
     }
@@ -306,9 +306,15 @@ impl Translation {
 
     /// Translates `rec` (BAM form with its `block_size`) into `out` as
     /// samtools merge's `bam_translate` does; returns false (and leaves
-    /// `out` alone) when the record stays as it is. `warn` receives the
-    /// warnings about tags with IDs the input's header lacks.
-    pub fn apply(&mut self, rec: &[u8], out: &mut Vec<u8>, warn: &mut dyn FnMut(String)) -> bool {
+    /// `out` alone) when the record stays as it is. A tag whose ID the
+    /// input's header lacks is dropped and reported to `unknown` as
+    /// `(tag, ID, read name)` (samtools warns once per input and ID).
+    pub fn apply(
+        &self,
+        rec: &[u8],
+        out: &mut Vec<u8>,
+        unknown: &mut dyn FnMut([u8; 2], &[u8], &[u8]),
+    ) -> bool {
         let r = RecordRef::with_block_size(rec);
         let tid = r.ref_id();
         let mtid = r.next_ref_id();
@@ -329,8 +335,7 @@ impl Translation {
         };
         out[4..8].copy_from_slice(&map(tid).to_le_bytes());
         out[24..28].copy_from_slice(&map(mtid).to_le_bytes());
-        let name = String::from_utf8_lossy(r.read_name()).into_owned();
-        for (tag, which) in [(*b"RG", 0), (*b"PG", 1)] {
+        for tag in [*b"RG", *b"PG"] {
             let aux_at = out.len() - RecordRef::with_block_size(out).aux().len();
             let Some((start, end)) = find_tag(&out[aux_at..], tag) else {
                 continue;
@@ -339,23 +344,12 @@ impl Translation {
             if out[start + 2] != b'Z' {
                 continue;
             }
-            let value = out[start + 3..end - 1].to_vec();
-            let map = if which == 0 {
-                &mut self.rg
-            } else {
-                &mut self.pg
-            };
-            let new = match map.get(&value) {
-                Some(v) => v.clone(),
+            let value = &out[start + 3..end - 1];
+            let map = if tag == *b"RG" { &self.rg } else { &self.pg };
+            let new = match map.get(value) {
+                Some(v) => Some(v.clone()),
                 None => {
-                    warn(format!(
-                        "[bam_translate] {} tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, tag lost. \
-                         Unknown tags are only reported once per input file for each tag ID.",
-                        String::from_utf8_lossy(&tag),
-                        String::from_utf8_lossy(&value),
-                        name
-                    ));
-                    map.insert(value, None);
+                    unknown(tag, value, r.read_name());
                     None
                 }
             };
@@ -398,7 +392,10 @@ mod tests {
     fn lrand48_matches_glibc() {
         // glibc: srand48(1); lrand48() x3 = 89400484, 976015093, 1792756325
         let mut r = Rand48::new(1);
-        assert_eq!([r.next(), r.next(), r.next()], [89400484, 976015093, 1792756325]);
+        assert_eq!(
+            [r.next(), r.next(), r.next()],
+            [89400484, 976015093, 1792756325]
+        );
     }
 
     #[test]

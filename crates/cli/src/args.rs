@@ -677,7 +677,7 @@ fn parse_seconds(opt: &str, v: &str) -> Result<f64, ArgError> {
     }
 }
 
-fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
+pub(crate) fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
     v.trim().parse::<i64>().map_err(|_| {
         ArgError::Invalid(format!(
             "invalid value '{v}' for {opt}: expected an integer"
@@ -697,7 +697,7 @@ fn parse_c_int(opt: &str, v: &str) -> Result<i64, ArgError> {
 }
 
 /// Parses samtools' `-O FMT[,opt=val...]`.
-fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
+pub(crate) fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     let mut parts = v.split(',');
     let fmt = parts.next().unwrap_or("").to_ascii_lowercase();
     args.format = Some(match fmt.as_str() {
@@ -717,7 +717,7 @@ fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     Ok(())
 }
 
-fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), ArgError> {
+pub(crate) fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     match opt.split_once('=') {
         Some(("level", n)) => {
             let n = parse_int("level", n)?;

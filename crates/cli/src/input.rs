@@ -243,6 +243,27 @@ struct Prepared {
 }
 
 impl OpenInput {
+    /// The input's name, header and record scanner (for readers other than
+    /// [`OpenInput::feed`], such as `alnsort merge`'s).
+    pub fn into_scanner(self, opts: ScanOptions) -> (Arc<str>, Header, Scanner) {
+        let OpenInput {
+            name, header, body, ..
+        } = self;
+        let file: Arc<str> = name.as_str().into();
+        let scanner = match body {
+            Body::Bam(reader) => {
+                Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
+            }
+            Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
+                Arc::clone(&file),
+                Box::new(br),
+                header_lines,
+                opts,
+            )),
+        };
+        (file, header, scanner)
+    }
+
     /// Reads every record into `sorter`. One thread only finds record
     /// boundaries (`alnsort_bam::reader`); each batch of raw records is
     /// validated, normalised, keyed and copied into a sort batch by a pool
@@ -259,10 +280,6 @@ impl OpenInput {
         progress: &Progress,
     ) -> Result<Fed> {
         let push_start = thread_cpu_seconds();
-        let OpenInput {
-            name, header, body, ..
-        } = self;
-        let file: Arc<str> = name.as_str().into();
         let limit = sorter.plan().record_limit;
         let opts = ScanOptions {
             // A SAM line is held whole and then parsed into a record beside
@@ -274,17 +291,8 @@ impl OpenInput {
             record_limit: limit,
             ..ScanOptions::default()
         };
-        let mut scanner = match body {
-            Body::Bam(reader) => {
-                Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
-            }
-            Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
-                Arc::clone(&file),
-                Box::new(br),
-                header_lines,
-                opts,
-            )),
-        };
+        let (file, header, mut scanner) = self.into_scanner(opts);
+        let name = file.to_string();
         let kind = if encoder.is_fixed8() {
             KeyKind::Fixed8
         } else {

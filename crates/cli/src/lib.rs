@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod config;
 pub mod input;
 pub mod memsize;
+pub mod merge;
 pub mod output;
 pub mod progress;
 pub mod stats;
@@ -117,7 +118,7 @@ fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
 /// the soft open-file limit raised to the hard one (so the sorter's
 /// automatic fan-in can merge more runs at once), and the signal thread
 /// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
-fn setup_process(debris: &Debris) -> Result<SignalGuard> {
+pub(crate) fn setup_process(debris: &Debris) -> Result<SignalGuard> {
     pin_mmap_threshold();
     alnsort_sort::raise_open_file_limit();
     SignalGuard::install(debris.clone()).context("installing signal handlers")
@@ -296,6 +297,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
     let command = rest.next();
     match command.as_ref().map(|c| c.to_string_lossy()).as_deref() {
         Some("sort") => {}
+        Some("merge") => return merge::main(&argv0, rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
@@ -304,6 +306,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             match rest.next().as_ref().map(|c| c.to_string_lossy()).as_deref() {
                 None => print!("{}", args::top_help()),
                 Some("sort") => print!("{}", args::sort_help()),
+                Some("merge") => print!("{}", merge::merge_help()),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
                     return EXIT_USAGE;

@@ -1,0 +1,948 @@
+//! `alnsort merge`: samtools merge's interface and output for inputs that
+//! are already sorted. Headers are merged by `alnsort_bam::header_merge`
+//! (samtools' rules); each input is read by `alnsort_bam::reader` (scan on
+//! its own thread, decode and key on the pool, results in order), its
+//! records translated into the merged header's terms, and the inputs are
+//! merged with the sort crate's loser tree (ties: the earlier input first,
+//! as samtools' heap) into the same `Output` as `alnsort sort`.
+//!
+//! [`merged_inputs`] is the stream alone, which `alnsort sort` with several
+//! inputs feeds to its sorter.
+
+use crate::args::{self, ArgError, OrderFlag, OutFormat, SortArgs};
+use crate::cleanup::Debris;
+use crate::config::{self, Config};
+use crate::input;
+use crate::output;
+use alnsort_bam::header::Header;
+use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
+use alnsort_bam::reader::{RawBatch, ReadError, ScanOptions, UnknownReference};
+use alnsort_bam::RecordRef;
+use alnsort_pipeline::Ordered;
+use alnsort_sort::loser::{LoserTree, MergeSource};
+use anyhow::{anyhow, bail, Context, Result};
+use lexopt::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// What an option of `alnsort merge` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeOptId {
+    Name,
+    NameLex,
+    Tag,
+    TemplateCoordinate,
+    Output,
+    Force,
+    FileList,
+    CombineRg,
+    CombinePg,
+    Seed,
+    Level1,
+    Level,
+    Uncompressed,
+    OutputFmt,
+    OutputFmtOption,
+    Threads,
+    WriteIndex,
+    NoPg,
+    Verbosity,
+    Help,
+    Unsupported(&'static str),
+}
+
+/// One option of `alnsort merge`: how it is written and what help says.
+#[derive(Debug)]
+pub struct MergeSpec {
+    pub id: MergeOptId,
+    pub short: Option<char>,
+    pub long: Option<&'static str>,
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+const fn spec(
+    id: MergeOptId,
+    short: Option<char>,
+    long: Option<&'static str>,
+    value: Option<&'static str>,
+    help: &'static str,
+) -> MergeSpec {
+    MergeSpec {
+        id,
+        short,
+        long,
+        value,
+        help,
+    }
+}
+
+/// Every option `alnsort merge` knows; the parser and the help read it.
+pub const MERGE_OPTIONS: &[MergeSpec] = &[
+    spec(
+        MergeOptId::Name,
+        Some('n'),
+        None,
+        None,
+        "Inputs are sorted by read name (natural order).",
+    ),
+    spec(
+        MergeOptId::NameLex,
+        Some('N'),
+        None,
+        None,
+        "Inputs are sorted by read name (byte order).",
+    ),
+    spec(
+        MergeOptId::Tag,
+        Some('t'),
+        None,
+        Some("TAG"),
+        "Inputs are sorted by the value of TAG (then position, or name with -n/-N).",
+    ),
+    spec(
+        MergeOptId::TemplateCoordinate,
+        None,
+        Some("template-coordinate"),
+        None,
+        "Inputs are sorted by template coordinate.",
+    ),
+    spec(
+        MergeOptId::Output,
+        Some('o'),
+        None,
+        Some("FILE"),
+        "Output file ('-': standard output); without -o the first argument is the output.",
+    ),
+    spec(
+        MergeOptId::Force,
+        Some('f'),
+        None,
+        None,
+        "Overwrite the output if it exists (samtools refuses otherwise).",
+    ),
+    spec(
+        MergeOptId::FileList,
+        Some('b'),
+        None,
+        Some("FILE"),
+        "Read input file names from FILE, one per line (before the arguments' inputs).",
+    ),
+    spec(
+        MergeOptId::CombineRg,
+        Some('c'),
+        None,
+        None,
+        "Combine @RG lines with the same ID (default: rename later ones ID-XXXXXXXX).",
+    ),
+    spec(
+        MergeOptId::CombinePg,
+        Some('p'),
+        None,
+        None,
+        "Combine @PG lines with the same ID (default: rename later ones).",
+    ),
+    spec(
+        MergeOptId::Seed,
+        Some('s'),
+        None,
+        Some("VALUE"),
+        "Seed of the random suffixes of renamed IDs (default: the time).",
+    ),
+    spec(
+        MergeOptId::Level1,
+        Some('1'),
+        None,
+        None,
+        "Compression level 1.",
+    ),
+    spec(
+        MergeOptId::Level,
+        Some('l'),
+        None,
+        Some("INT"),
+        "Compression level, 0 to 9.",
+    ),
+    spec(
+        MergeOptId::Uncompressed,
+        Some('u'),
+        None,
+        None,
+        "Uncompressed BAM output (level 0).",
+    ),
+    spec(
+        MergeOptId::OutputFmt,
+        Some('O'),
+        Some("output-fmt"),
+        Some("FMT[,OPT=VAL]..."),
+        "Output format: SAM, BAM (default: from the output's name).",
+    ),
+    spec(
+        MergeOptId::OutputFmtOption,
+        None,
+        Some("output-fmt-option"),
+        Some("OPT=VAL"),
+        "Output format option (level=N).",
+    ),
+    spec(
+        MergeOptId::Threads,
+        Some('@'),
+        Some("threads"),
+        Some("INT"),
+        "Threads for decoding and compression.",
+    ),
+    spec(
+        MergeOptId::WriteIndex,
+        None,
+        Some("write-index"),
+        None,
+        "Write a CSI index beside the output (coordinate order, BAM).",
+    ),
+    spec(
+        MergeOptId::NoPg,
+        None,
+        Some("no-PG"),
+        None,
+        "Do not add a @PG line.",
+    ),
+    spec(
+        MergeOptId::Verbosity,
+        None,
+        Some("verbosity"),
+        Some("INT"),
+        "Verbosity (3: print a summary).",
+    ),
+    spec(
+        MergeOptId::Help,
+        None,
+        Some("help"),
+        None,
+        "Print this help.",
+    ),
+    spec(
+        MergeOptId::Unsupported(
+            "region merging needs index iterators, which alnsort does not have yet",
+        ),
+        Some('R'),
+        None,
+        Some("STR"),
+        "Merge only region STR (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("BED region lists are not supported yet"),
+        Some('L'),
+        None,
+        Some("FILE"),
+        "Merge only the regions of a BED file (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("a header from another file is not supported yet"),
+        Some('h'),
+        None,
+        Some("FILE"),
+        "Take the header from FILE (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("RG tags from file names are not supported yet"),
+        Some('r'),
+        None,
+        None,
+        "Attach RG tags from file names (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("custom index files are not supported yet"),
+        Some('X'),
+        None,
+        None,
+        "Inputs' index files given (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("CRAM is not supported yet"),
+        None,
+        Some("reference"),
+        Some("FILE"),
+        "Reference for CRAM (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("input format options are not supported yet"),
+        None,
+        Some("input-fmt-option"),
+        Some("OPT=VAL"),
+        "Input format option (not supported yet).",
+    ),
+];
+
+/// `alnsort merge --help`.
+pub fn merge_help() -> String {
+    let mut out = String::from(
+        "Usage: alnsort merge [options] -o <out.bam> <in1.bam> ... <inN.bam>\n   \
+         or: alnsort merge [options] <out.bam> <in1.bam> ... <inN.bam>\n\n\
+         Merges inputs that are already sorted (an input out of order is an error),\n\
+         as samtools merge does: same options, header merging and records.\n\nOptions:\n",
+    );
+    for s in MERGE_OPTIONS {
+        let mut names = Vec::new();
+        if let Some(c) = s.short {
+            names.push(format!("-{c}"));
+        }
+        if let Some(l) = s.long {
+            names.push(format!("--{l}"));
+        }
+        let mut left = names.join(", ");
+        if let Some(v) = s.value {
+            left.push(' ');
+            left.push_str(v);
+        }
+        out.push_str(&format!("  {left:<28} {}\n", s.help));
+    }
+    out
+}
+
+/// Parsed `alnsort merge` arguments.
+#[derive(Debug)]
+pub struct MergeArgs {
+    /// The output, format, order and thread options in `alnsort sort`'s
+    /// terms (`config::resolve` makes the output configuration from them).
+    pub sort: SortArgs,
+    pub inputs: Vec<String>,
+    pub force: bool,
+    pub merge: MergeOptions,
+}
+
+/// What parsing produced.
+#[derive(Debug)]
+pub enum ParsedMerge {
+    Run(Box<MergeArgs>),
+    Usage,
+}
+
+fn find(arg: &lexopt::Arg<'_>) -> Result<&'static MergeSpec, ArgError> {
+    match arg {
+        Short(c) => MERGE_OPTIONS
+            .iter()
+            .find(|s| s.short == Some(*c))
+            .ok_or_else(|| ArgError::UnknownOption(format!("-{c}"))),
+        Long(name) => {
+            if let Some(s) = MERGE_OPTIONS.iter().find(|s| s.long == Some(*name)) {
+                return Ok(s);
+            }
+            let m: Vec<_> = MERGE_OPTIONS
+                .iter()
+                .filter(|s| !name.is_empty() && s.long.is_some_and(|l| l.starts_with(*name)))
+                .collect();
+            match m.as_slice() {
+                [one] => Ok(one),
+                [] => Err(ArgError::UnknownOption(format!("--{name}"))),
+                many => Err(ArgError::Ambiguous {
+                    given: name.to_string(),
+                    candidates: many
+                        .iter()
+                        .filter_map(|s| s.long.map(|l| format!("--{l}")))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }),
+            }
+        }
+        Value(_) => unreachable!("values are handled by the caller"),
+    }
+}
+
+/// Parses the arguments after `alnsort merge`.
+pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> {
+    if rest.is_empty() {
+        return Ok(ParsedMerge::Usage);
+    }
+    let mut command_line = format!("{argv0} merge");
+    for a in &rest {
+        command_line.push(' ');
+        command_line.push_str(&a.to_string_lossy());
+    }
+    let command_line = command_line.replace('\t', " ");
+    let mut sort = match args::parse(argv0, Vec::new(), false)? {
+        args::Parsed::Run(a) => *a,
+        _ => unreachable!("no arguments and no terminal give a run"),
+    };
+    sort.command_line = command_line;
+    sort.output = String::new();
+    let mut inputs = Vec::new();
+    let mut positional = Vec::new();
+    let mut force = false;
+    let mut merge = MergeOptions {
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+        ..Default::default()
+    };
+    let mut output: Option<String> = None;
+    let mut p = lexopt::Parser::from_args(rest);
+    while let Some(arg) = p.next()? {
+        if let Value(v) = arg {
+            positional.push(v.string()?);
+            continue;
+        }
+        let s = find(&arg)?;
+        if let MergeOptId::Unsupported(why) = s.id {
+            let option = s
+                .short
+                .map(|c| format!("-{c}"))
+                .or(s.long.map(|l| format!("--{l}")))
+                .unwrap_or_default();
+            return Err(ArgError::Unsupported { option, why });
+        }
+        let value = match s.value {
+            Some(_) => Some(p.value()?.string()?),
+            None => None,
+        };
+        let text = || value.clone().expect("option takes a value");
+        match s.id {
+            MergeOptId::Name => sort.order = OrderFlag::Name,
+            MergeOptId::NameLex => {
+                sort.order = OrderFlag::Name;
+                sort.lexicographic = true;
+            }
+            MergeOptId::Tag => sort.tag = Some(text()),
+            MergeOptId::TemplateCoordinate => sort.order = OrderFlag::TemplateCoordinate,
+            MergeOptId::Output => output = Some(text()),
+            MergeOptId::Force => force = true,
+            MergeOptId::FileList => {
+                let list = text();
+                let body = std::fs::read_to_string(&list).map_err(|e| {
+                    ArgError::Invalid(format!("-b {list}: cannot read the file list: {e}"))
+                })?;
+                // hts_readlines: one name per line, empty lines skipped.
+                inputs.extend(
+                    body.lines()
+                        .map(|l| l.trim_end_matches('\r'))
+                        .filter(|l| !l.is_empty())
+                        .map(String::from),
+                );
+            }
+            MergeOptId::CombineRg => merge.combine_rg = true,
+            MergeOptId::CombinePg => merge.combine_pg = true,
+            MergeOptId::Seed => {
+                let v = text();
+                merge.seed = v
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| ArgError::Invalid(format!("Invalid random seed '{v}'")))?;
+            }
+            MergeOptId::Level1 => sort.level = Some(1),
+            MergeOptId::Level => {
+                let n = args::parse_int("-l", &text())?;
+                sort.level = if n < 0 { None } else { Some(n.min(9) as u32) };
+            }
+            MergeOptId::Uncompressed => sort.uncompressed = true,
+            MergeOptId::OutputFmt => args::parse_output_fmt(&text(), &mut sort)?,
+            MergeOptId::OutputFmtOption => args::parse_fmt_option(&text(), &mut sort)?,
+            MergeOptId::Threads => sort.threads = args::parse_int("-@", &text())?.max(0) as usize,
+            MergeOptId::WriteIndex => sort.write_index = true,
+            MergeOptId::NoPg => sort.no_pg = true,
+            MergeOptId::Verbosity => {
+                sort.verbosity = args::parse_int("--verbosity", &text())? as i32
+            }
+            MergeOptId::Help => return Ok(ParsedMerge::Usage),
+            MergeOptId::Unsupported(_) => unreachable!("refused above"),
+        }
+    }
+    let output = match output {
+        Some(o) => o,
+        None if !positional.is_empty() => positional.remove(0),
+        None => {
+            return Err(ArgError::Invalid(
+                "You must at least specify the output file".into(),
+            ))
+        }
+    };
+    inputs.extend(positional);
+    if inputs.is_empty() {
+        return Err(ArgError::Invalid(
+            "You must specify at least one (and usually two or more) input files".into(),
+        ));
+    }
+    sort.output = output;
+    sort.input = inputs[0].clone();
+    Ok(ParsedMerge::Run(Box::new(MergeArgs {
+        sort,
+        inputs,
+        force,
+        merge,
+    })))
+}
+
+/// The inputs opened, their headers merged.
+pub struct MergedInputs {
+    pub header: Header,
+    sources: Vec<Source>,
+    failure: Rc<RefCell<Option<anyhow::Error>>>,
+}
+
+/// Opens `paths`, merges their headers with `opts`, and starts reading each
+/// (decoding on `pool`) with keys of `order` in the merged header's terms.
+/// `check_sorted`: an input out of order is an error naming file and record.
+pub fn merged_inputs(
+    paths: &[String],
+    opts: MergeOptions,
+    order: &SortOrder,
+    unknown_reference: UnknownReference,
+    check_sorted: bool,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(MergedInputs, Arc<KeyEncoder>)> {
+    let mut opened = Vec::with_capacity(paths.len());
+    let mut merger = HeaderMerger::new(opts);
+    let mut translations = Vec::new();
+    let mut reset_order = false;
+    for path in paths {
+        let inp = input::open(path, Arc::clone(pool))?;
+        let t = merger
+            .add(&inp.header)
+            .with_context(|| format!("{}: merging its header", inp.name))?;
+        if t.lost_coord_sort && matches!(order, SortOrder::Coordinate | SortOrder::Minimiser(_)) {
+            eprintln!(
+                "[bam_merge_core] Order of targets in file {path} caused coordinate sort to be lost"
+            );
+            reset_order = true;
+        }
+        translations.push(t);
+        opened.push(inp);
+    }
+    if !opened
+        .iter()
+        .any(|i| i.header.lines().iter().any(|l| l.starts_with(b"@HD")))
+    {
+        eprintln!("[W::bam_merge_core2] No @HD tag found.");
+    }
+    for w in &merger.warnings {
+        eprintln!("{w}");
+    }
+    let header = merger.finish(reset_order).context("merging the headers")?;
+    let encoder = Arc::new(KeyEncoder::new(
+        order.clone(),
+        header.n_ref(),
+        &header.library_map(),
+    ));
+    let failure = Rc::new(RefCell::new(None));
+    let mut sources = Vec::with_capacity(opened.len());
+    let libraries = header.library_map();
+    for (inp, t) in opened.into_iter().zip(translations) {
+        sources.push(Source::start(
+            inp,
+            t,
+            Arc::clone(&encoder),
+            header.n_ref(),
+            &libraries,
+            unknown_reference,
+            check_sorted,
+            pool,
+            Rc::clone(&failure),
+        )?);
+    }
+    Ok((
+        MergedInputs {
+            header,
+            sources,
+            failure,
+        },
+        encoder,
+    ))
+}
+
+impl MergedInputs {
+    /// Calls `sink(key, record)` for each record in merged order.
+    pub fn for_each(self, mut sink: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<u64> {
+        let MergedInputs {
+            sources, failure, ..
+        } = self;
+        let mut tree = LoserTree::new(sources, false);
+        let mut n = 0u64;
+        loop {
+            if let Some(e) = failure.borrow_mut().take() {
+                return Err(e);
+            }
+            let Some((key, rec)) = tree.peek() else { break };
+            sink(key, rec)?;
+            n += 1;
+            tree.pop().map_err(|e| anyhow!(e))?;
+        }
+        if let Some(e) = failure.borrow_mut().take() {
+            return Err(e);
+        }
+        Ok(n)
+    }
+}
+
+/// Records of one decoded batch, keys beside them.
+#[derive(Default)]
+struct Chunk {
+    data: Vec<u8>,
+    keys: Vec<u8>,
+    /// (key start, key end, record start, record end)
+    entries: Vec<(u32, u32, u32, u32)>,
+    /// Tags dropped for unknown IDs: (tag, ID, read name), in order.
+    unknown_tags: Vec<(Vec<u8>, Vec<u8>, String)>,
+    /// Keys in the input's own terms (before translation) of the first and
+    /// last record, for the order check across chunks.
+    first_own: Vec<u8>,
+    last_own: Vec<u8>,
+    /// The first record (index in the chunk, read name) whose own key is
+    /// below its predecessor's.
+    unsorted: Option<(usize, String)>,
+}
+
+type ChunkResult = std::result::Result<Chunk, ReadError>;
+
+struct Source {
+    name: Arc<str>,
+    batches: Ordered<ChunkResult>,
+    chunk: Chunk,
+    at: usize,
+    /// Records of this input before the current chunk.
+    before: u64,
+    done: bool,
+    check: bool,
+    last_own: Vec<u8>,
+    failure: Rc<RefCell<Option<anyhow::Error>>>,
+    warned: HashSet<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Source {
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        inp: input::OpenInput,
+        translation: Translation,
+        encoder: Arc<KeyEncoder>,
+        n_merged_refs: usize,
+        merged_libraries: &[(Vec<u8>, Vec<u8>)],
+        unknown_reference: UnknownReference,
+        check: bool,
+        pool: &Arc<rayon::ThreadPool>,
+        failure: Rc<RefCell<Option<anyhow::Error>>>,
+    ) -> Result<Source> {
+        let (file, header, mut scanner) = inp.into_scanner(ScanOptions::default());
+        let header = Arc::new(header);
+        // Keys in the input's own terms (the order check), and whether
+        // they are the merged header's keys too.
+        let own = KeyEncoder::new(
+            encoder.order().clone(),
+            header.n_ref(),
+            &header.library_map(),
+        );
+        let same_keys = translation.is_identity()
+            && header.n_ref() == n_merged_refs
+            && (*encoder.order() != SortOrder::TemplateCoordinate
+                || header.library_map() == merged_libraries);
+        let decoder = alnsort_bam::reader::Decoder {
+            file: Arc::clone(&file),
+            lookup: Arc::new(header.ref_lookup()),
+            header,
+            encoder: Arc::new(own),
+            record_limit: usize::MAX,
+            unknown_reference,
+        };
+        let recycler = scanner.recycler();
+        let translation = Arc::new(translation);
+        let depth = pool.current_num_threads() + 2;
+        let batches = Ordered::spawn(
+            Arc::clone(pool),
+            "merge-read",
+            depth,
+            move |emit| loop {
+                match scanner.next_batch() {
+                    Ok(Some(b)) => {
+                        if !emit(Ok(b)) {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        emit(Err(e));
+                        break;
+                    }
+                }
+            },
+            move |item: std::result::Result<RawBatch, ReadError>| {
+                let raw = item?;
+                let chunk = decode_chunk(&decoder, &translation, &encoder, same_keys, check, &raw);
+                recycler.give_back(raw);
+                chunk
+            },
+        )
+        .with_context(|| format!("{file}: starting the input reader thread"))?;
+        let mut s = Source {
+            name: file,
+            batches,
+            chunk: Chunk::default(),
+            at: 0,
+            before: 0,
+            done: false,
+            check,
+            last_own: Vec::new(),
+            failure,
+            warned: HashSet::new(),
+        };
+        s.next_chunk();
+        Ok(s)
+    }
+
+    fn fail(&mut self, e: anyhow::Error) {
+        self.done = true;
+        let mut f = self.failure.borrow_mut();
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+
+    /// Moves to the next non-empty chunk, or marks the source done.
+    fn next_chunk(&mut self) {
+        loop {
+            self.before += self.chunk.entries.len() as u64;
+            match self.batches.next_result() {
+                None => {
+                    self.done = true;
+                    return;
+                }
+                Some(r) => {
+                    let r = r
+                        .map_err(anyhow::Error::from)
+                        .and_then(|c| c.map_err(anyhow::Error::from));
+                    match r {
+                        Ok(c) => {
+                            for (tag, id, read) in &c.unknown_tags {
+                                if self.warned.insert((tag.clone(), id.clone())) {
+                                    eprintln!(
+                                        "[bam_translate] {} tag \"{}\" on read \"{read}\" encountered with no corresponding \
+                                         entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
+                                        String::from_utf8_lossy(tag),
+                                        String::from_utf8_lossy(id)
+                                    );
+                                }
+                            }
+                            if self.check && !c.entries.is_empty() {
+                                let bad = if c.first_own < self.last_own {
+                                    let rec =
+                                        &c.data[c.entries[0].2 as usize..c.entries[0].3 as usize];
+                                    let name = RecordRef::with_block_size(rec).read_name();
+                                    Some((0, String::from_utf8_lossy(name).into_owned()))
+                                } else {
+                                    c.unsorted.clone()
+                                };
+                                if let Some((i, name)) = bad {
+                                    let number = self.before + i as u64 + 1;
+                                    let e = anyhow!(
+                                        "{}: record {number} (read {name:?}) is out of order: the input is not sorted in the \
+                                         order merged; sort it first (alnsort sort), or merge and sort with 'alnsort sort IN1 IN2 ...'",
+                                        self.name
+                                    );
+                                    self.fail(e);
+                                    return;
+                                }
+                                self.last_own = c.last_own.clone();
+                            }
+                            self.chunk = c;
+                            self.at = 0;
+                            if !self.chunk.entries.is_empty() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let e = e.context(format!(
+                                "{}: reading record {} or later",
+                                self.name,
+                                self.before + 1
+                            ));
+                            self.fail(e);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn entry(&self) -> (u32, u32, u32, u32) {
+        self.chunk.entries[self.at]
+    }
+}
+
+impl MergeSource for Source {
+    fn key(&self) -> Option<&[u8]> {
+        if self.done {
+            return None;
+        }
+        let (ks, ke, _, _) = self.entry();
+        Some(&self.chunk.keys[ks as usize..ke as usize])
+    }
+
+    fn record(&self) -> &[u8] {
+        let (_, _, rs, re) = self.entry();
+        &self.chunk.data[rs as usize..re as usize]
+    }
+
+    fn advance(&mut self) -> alnsort_sort::Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.at += 1;
+        if self.at >= self.chunk.entries.len() {
+            self.next_chunk();
+        }
+        Ok(())
+    }
+}
+
+/// The pool job of one raw batch: decode, translate, key.
+fn decode_chunk(
+    decoder: &alnsort_bam::reader::Decoder,
+    translation: &Translation,
+    encoder: &KeyEncoder,
+    same_keys: bool,
+    check: bool,
+    raw: &RawBatch,
+) -> ChunkResult {
+    let mut c = Chunk {
+        data: Vec::with_capacity(raw.data.len() + raw.data.len() / 8),
+        keys: Vec::with_capacity(raw.voffsets.len().max(64) * 8),
+        entries: Vec::with_capacity(raw.voffsets.len()),
+        ..Chunk::default()
+    };
+    let mut scratch = Vec::new();
+    let mut merged_key = Vec::new();
+    let mut index = 0usize;
+    decoder.decode(
+        raw,
+        |own_key, rec| {
+            if check {
+                if index == 0 {
+                    c.first_own.extend_from_slice(own_key);
+                } else if c.unsorted.is_none() && own_key < &c.last_own[..] {
+                    let name = RecordRef::with_block_size(rec).read_name();
+                    c.unsorted = Some((index, String::from_utf8_lossy(name).into_owned()));
+                }
+                c.last_own.clear();
+                c.last_own.extend_from_slice(own_key);
+            }
+            index += 1;
+            let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
+                c.unknown_tags.push((
+                    tag.to_vec(),
+                    id.to_vec(),
+                    String::from_utf8_lossy(read).into_owned(),
+                ))
+            };
+            let translated = translation.apply(rec, &mut scratch, &mut unknown);
+            let rec = if translated { &scratch[..] } else { rec };
+            let key = if same_keys && !translated {
+                own_key
+            } else {
+                encoder
+                    .encode(RecordRef::with_block_size(rec), &mut merged_key)
+                    .map_err(|e| e.to_string())?;
+                &merged_key[..]
+            };
+            if c.data.len() + rec.len() > u32::MAX as usize
+                || c.keys.len() + key.len() > u32::MAX as usize
+            {
+                return Err("more record bytes than one batch can address (4 GiB)".into());
+            }
+            let ks = c.keys.len() as u32;
+            c.keys.extend_from_slice(key);
+            let rs = c.data.len() as u32;
+            c.data.extend_from_slice(rec);
+            c.entries
+                .push((ks, c.keys.len() as u32, rs, c.data.len() as u32));
+            Ok(())
+        },
+        |w| eprintln!("[W::alnsort] {w}"),
+    )?;
+    Ok(c)
+}
+
+/// Runs `alnsort merge` with parsed arguments.
+pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
+    let cfg: Config = config::resolve(&m.sort).map_err(|e| anyhow!("{e}"))?;
+    if cfg.format == OutFormat::Cram {
+        bail!("CRAM output is not supported yet");
+    }
+    for w in &cfg.warnings {
+        eprintln!("[W::alnsort] {w}");
+    }
+    if !m.force {
+        if let Some(out) = &cfg.output {
+            if std::fs::metadata(out).is_ok_and(|md| md.is_file()) {
+                bail!(
+                    "[bam_merge] File '{}' exists. Please apply '-f' to overwrite. Abort.",
+                    out.display()
+                );
+            }
+        }
+    }
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cfg.threads)
+            .thread_name(|i| format!("alnsort-worker-{i}"))
+            .build()
+            .context("starting the thread pool")?,
+    );
+    let dest = output::Destinations::prepare(&cfg, debris)?;
+    let (inputs, encoder) = merged_inputs(
+        &m.inputs,
+        m.merge,
+        &cfg.order,
+        cfg.unknown_reference,
+        true,
+        &pool,
+    )?;
+    let mut header = inputs.header.clone();
+    if let Some(cl) = &cfg.pg {
+        header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
+    }
+    let mut out = output::Output::create(&cfg, dest, Arc::new(header), Arc::clone(&pool), debris)?;
+    let mut scratch = Vec::new();
+    let n = inputs
+        .for_each(|key, rec| out.write_record(encoder.finish_record(key, rec, &mut scratch)))?;
+    out.finish()?;
+    if cfg.verbosity >= 3 {
+        eprintln!("[alnsort merge] {n} records from {} inputs", m.inputs.len());
+    }
+    Ok(())
+}
+
+/// `alnsort merge ARGS`: the exit status.
+pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
+    let parsed = match parse(argv0, rest) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("alnsort merge: {e}");
+            if e.is_usage() {
+                eprintln!("Try 'alnsort merge --help' for the options.");
+            }
+            return 1;
+        }
+    };
+    let m = match parsed {
+        ParsedMerge::Usage => {
+            print!("{}", merge_help());
+            return 0;
+        }
+        ParsedMerge::Run(m) => m,
+    };
+    let debris = Debris::default();
+    let result = crate::setup_process(&debris).and_then(|_signals| {
+        let r = run_merge(&m, &debris);
+        if r.is_err() {
+            debris.remove_all();
+        }
+        r
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) if output::is_closed_stdout(&e) => crate::cleanup::exit_by_sigpipe(),
+        Err(e) => {
+            eprintln!("alnsort merge: {e:#}");
+            1
+        }
+    }
+}

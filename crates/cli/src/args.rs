@@ -41,6 +41,9 @@ pub enum OutFormat {
 #[derive(Debug, Clone)]
 pub struct SortArgs {
     pub input: String,
+    /// Every input named (more than one: sorted as one, with the header
+    /// samtools merge would make); empty when none was (standard input).
+    pub inputs: Vec<String>,
     pub output: String,
     pub format: Option<OutFormat>,
     pub format_level: Option<u32>,
@@ -510,7 +513,7 @@ pub const OPTIONS: &[OptSpec] = &[
 ];
 
 /// The first line of every usage text.
-pub const SORT_USAGE: &str = "Usage: alnsort sort [options] [in.bam|in.sam|-]";
+pub const SORT_USAGE: &str = "Usage: alnsort sort [options] [in.bam|in.sam|-] [in2.bam ...]";
 
 /// Help is wrapped to this many columns.
 pub const HELP_WIDTH: usize = 80;
@@ -570,7 +573,10 @@ pub fn sort_help() -> String {
     for line in wrap(
         "Sorts SAM or BAM (a file, or - for standard input) as samtools 1.24 \
          sorts it: the same options, the same records in the same order, the \
-         same header edits. Long options may be abbreviated to a unique \
+         same header edits. Several inputs are sorted as one, with the header \
+         and records samtools merge of them followed by samtools sort gives \
+         (clashing @RG/@PG IDs renamed with the suffixes of samtools merge \
+         -s 0). Long options may be abbreviated to a unique \
          prefix, as in samtools.",
         HELP_WIDTH,
     ) {
@@ -619,6 +625,7 @@ Usage: alnsort <command> [options]
 
 Commands:
   sort      Sort by coordinate, read name, tag or template coordinate
+  merge     Merge sorted inputs as samtools merge does
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h
   version   Print the version; also --version, -V
@@ -754,6 +761,7 @@ fn stringify(argv0: &str, rest: &[OsString]) -> String {
 pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Parsed, ArgError> {
     let mut a = SortArgs {
         input: "-".into(),
+        inputs: Vec::new(),
         output: "-".into(),
         format: None,
         format_level: None,
@@ -872,22 +880,16 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
     if no_args && stdin_is_tty {
         return Ok(Parsed::Usage);
     }
-    match positional.len() {
-        0 => {}
-        1 => a.input = positional.remove(0),
-        2 => {
-            return Err(ArgError::Invalid(
-                "too many arguments: alnsort sort takes one input; the legacy 'sort in.bam out.prefix' form \
-                 is not supported, use -o FILE"
-                    .into(),
-            ))
-        }
-        _ => {
-            return Err(ArgError::Invalid(
-                "too many arguments: alnsort sort takes one input file".into(),
-            ))
-        }
+    if let Some(first) = positional.first() {
+        a.input = first.clone();
     }
+    if positional.len() > 1 && positional.iter().any(|p| p == "-") {
+        return Err(ArgError::Invalid(
+            "standard input ('-') can only be the one input of alnsort sort, not one of several"
+                .into(),
+        ));
+    }
+    a.inputs = positional;
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -1145,11 +1147,8 @@ mod tests {
 
     #[test]
     fn positional_rules() {
-        assert!(run(&["a.bam", "out"])
-            .unwrap_err()
-            .to_string()
-            .contains("legacy"));
-        assert!(run(&["a", "b", "c"]).is_err());
+        assert_eq!(run(&["a", "b", "c"]).unwrap().inputs, ["a", "b", "c"]);
+        assert!(run(&["a", "-"]).is_err());
         assert_eq!(run(&[]).unwrap().input, "-");
         assert!(matches!(
             parse("alnsort", vec![], true).unwrap(),

@@ -158,20 +158,43 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // The output's and the index's files first: a destination that cannot
     // be created stops the run before any input is read.
     let dest = output::Destinations::prepare(cfg, debris)?;
-    let input = input::open(&cfg.input, Arc::clone(&pool))?;
+    // Several inputs: merged as samtools merge would (header, record
+    // order), then sorted as one.
+    let (input, mut header, encoder) = if cfg.inputs.len() > 1 {
+        let opts = alnsort_bam::header_merge::MergeOptions {
+            seed: 0,
+            ..Default::default()
+        };
+        // `samtools merge` (coordinate order) interleaves them; the sort
+        // then orders that stream.
+        let (m, encoder) = merge::merged_inputs(
+            &cfg.inputs,
+            opts,
+            &alnsort_bam::keys::SortOrder::Coordinate,
+            Some(&cfg.order),
+            cfg.unknown_reference,
+            false,
+            &pool,
+        )?;
+        let header = m.header.clone();
+        (InputFeed::Many(m), header, encoder)
+    } else {
+        let input = input::open(&cfg.input, Arc::clone(&pool))?;
+        let header = input.header.clone();
+        let encoder = Arc::new(KeyEncoder::new(
+            cfg.order.clone(),
+            header.n_ref(),
+            &header.library_map(),
+        ));
+        (InputFeed::One(input), header, encoder)
+    };
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,
         std::io::stderr().is_terminal(),
     );
-    let input_file_bytes = input.size;
-    let progress = Progress::new(display, input.size);
-    let mut header = input.header.clone();
-    let encoder = Arc::new(KeyEncoder::new(
-        cfg.order.clone(),
-        header.n_ref(),
-        &header.library_map(),
-    ));
+    let input_file_bytes = input.size();
+    let progress = Progress::new(display, input_file_bytes);
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
         format!(
             "cannot create a temporary directory in {}",
@@ -190,13 +213,23 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         merge_partition_bytes: 0,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool)).map_err(|e| anyhow!("{e}"))?;
-    let fed = input.feed(
-        cfg.unknown_reference,
-        Arc::clone(&encoder),
-        &mut sorter,
-        Arc::clone(&pool),
-        &progress,
-    )?;
+    let fed = match input {
+        InputFeed::One(input) => input.feed(
+            cfg.unknown_reference,
+            Arc::clone(&encoder),
+            &mut sorter,
+            Arc::clone(&pool),
+            &progress,
+        )?,
+        InputFeed::Many(m) => {
+            let kind = if encoder.is_fixed8() {
+                KeyKind::Fixed8
+            } else {
+                KeyKind::Variable
+            };
+            merge::feed_sorter(m, kind, &mut sorter, &progress)?
+        }
+    };
     let records_in = fed.records;
     progress.enter(Phase::MergeRuns);
     let mut merged = sorter.finish().map_err(|e| anyhow!("{e}"))?;
@@ -259,6 +292,22 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         eprint!("{}", report.text());
     }
     Ok(report)
+}
+
+/// The input of a sort: one file, or several merged.
+enum InputFeed {
+    One(input::OpenInput),
+    Many(merge::MergedInputs),
+}
+
+impl InputFeed {
+    /// Bytes of the input files, when every one is a regular file.
+    fn size(&self) -> Option<u64> {
+        match self {
+            InputFeed::One(i) => i.size,
+            InputFeed::Many(m) => m.size,
+        }
+    }
 }
 
 /// The header edits samtools sort makes: @HD for the order, then @PG.

@@ -12,15 +12,18 @@
 use crate::args::{self, ArgError, OrderFlag, OutFormat, SortArgs};
 use crate::cleanup::Debris;
 use crate::config::{self, Config};
-use crate::input;
+use crate::input::{self, Fed};
 use crate::output;
+use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{RawBatch, ReadError, ScanOptions, UnknownReference};
 use alnsort_bam::RecordRef;
 use alnsort_pipeline::Ordered;
+use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
+use alnsort_sort::{KeyKind, Sorter};
 use anyhow::{anyhow, bail, Context, Result};
 use lexopt::prelude::*;
 use std::cell::RefCell;
@@ -476,17 +479,24 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
 /// The inputs opened, their headers merged.
 pub struct MergedInputs {
     pub header: Header,
+    /// Bytes of the input files, when every one is a regular file.
+    pub size: Option<u64>,
     sources: Vec<Source>,
     failure: Rc<RefCell<Option<anyhow::Error>>>,
+    /// Records carry a second key (of the sort order) for the sink.
+    two_keys: bool,
 }
 
 /// Opens `paths`, merges their headers with `opts`, and starts reading each
-/// (decoding on `pool`) with keys of `order` in the merged header's terms.
-/// `check_sorted`: an input out of order is an error naming file and record.
+/// (decoding on `pool`), interleaved by keys of `order` in the merged
+/// header's terms. `sort_order`: the records are handed on with keys of
+/// this order instead (the encoder returned is for it). `check_sorted`: an
+/// input out of order is an error naming file and record.
 pub fn merged_inputs(
     paths: &[String],
     opts: MergeOptions,
     order: &SortOrder,
+    sort_order: Option<&SortOrder>,
     unknown_reference: UnknownReference,
     check_sorted: bool,
     pool: &Arc<rayon::ThreadPool>,
@@ -495,23 +505,28 @@ pub fn merged_inputs(
     let mut merger = HeaderMerger::new(opts);
     let mut translations = Vec::new();
     let mut reset_order = false;
+    let mut size = Some(0u64);
     for path in paths {
         let inp = input::open(path, Arc::clone(pool))?;
+        size = size.zip(inp.size).map(|(a, b)| a + b);
         let t = merger
             .add(&inp.header)
             .with_context(|| format!("{}: merging its header", inp.name))?;
         if t.lost_coord_sort && matches!(order, SortOrder::Coordinate | SortOrder::Minimiser(_)) {
-            eprintln!(
-                "[bam_merge_core] Order of targets in file {path} caused coordinate sort to be lost"
-            );
+            if check_sorted {
+                eprintln!(
+                    "[bam_merge_core] Order of targets in file {path} caused coordinate sort to be lost"
+                );
+            }
             reset_order = true;
         }
         translations.push(t);
         opened.push(inp);
     }
-    if !opened
-        .iter()
-        .any(|i| i.header.lines().iter().any(|l| l.starts_with(b"@HD")))
+    if check_sorted
+        && !opened
+            .iter()
+            .any(|i| i.header.lines().iter().any(|l| l.starts_with(b"@HD")))
     {
         eprintln!("[W::bam_merge_core2] No @HD tag found.");
     }
@@ -524,6 +539,13 @@ pub fn merged_inputs(
         header.n_ref(),
         &header.library_map(),
     ));
+    let sort_encoder = sort_order.filter(|o| *o != order).map(|o| {
+        Arc::new(KeyEncoder::new(
+            o.clone(),
+            header.n_ref(),
+            &header.library_map(),
+        ))
+    });
     let failure = Rc::new(RefCell::new(None));
     let mut sources = Vec::with_capacity(opened.len());
     let libraries = header.library_map();
@@ -532,6 +554,7 @@ pub fn merged_inputs(
             inp,
             t,
             Arc::clone(&encoder),
+            sort_encoder.clone(),
             header.n_ref(),
             &libraries,
             unknown_reference,
@@ -543,10 +566,12 @@ pub fn merged_inputs(
     Ok((
         MergedInputs {
             header,
+            size,
             sources,
             failure,
+            two_keys: sort_encoder.is_some(),
         },
-        encoder,
+        sort_encoder.unwrap_or(encoder),
     ))
 }
 
@@ -554,7 +579,10 @@ impl MergedInputs {
     /// Calls `sink(key, record)` for each record in merged order.
     pub fn for_each(self, mut sink: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<u64> {
         let MergedInputs {
-            sources, failure, ..
+            sources,
+            failure,
+            two_keys,
+            ..
         } = self;
         let mut tree = LoserTree::new(sources, false);
         let mut n = 0u64;
@@ -562,8 +590,13 @@ impl MergedInputs {
             if let Some(e) = failure.borrow_mut().take() {
                 return Err(e);
             }
-            let Some((key, rec)) = tree.peek() else { break };
-            sink(key, rec)?;
+            if two_keys {
+                let Some(src) = tree.winner_mut() else { break };
+                sink(src.sort_key(), src.record())?;
+            } else {
+                let Some((key, rec)) = tree.peek() else { break };
+                sink(key, rec)?;
+            }
             n += 1;
             tree.pop().map_err(|e| anyhow!(e))?;
         }
@@ -572,6 +605,56 @@ impl MergedInputs {
         }
         Ok(n)
     }
+}
+
+/// Feeds the merged stream of `m` to `sorter`, in batches of about
+/// `alnsort_bam::reader::BATCH_BYTES` record bytes.
+pub fn feed_sorter(
+    m: MergedInputs,
+    kind: KeyKind,
+    sorter: &mut Sorter,
+    progress: &Progress,
+) -> Result<Fed> {
+    let start = thread_cpu_seconds();
+    let target = alnsort_bam::reader::BATCH_BYTES;
+    let mut batch = Batch::for_input(kind, target + (target >> 2), target / 64);
+    let mut bytes = 0u64;
+    let mut flush = |batch: &mut Batch, bytes: &mut u64| -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        sorter
+            .push_batch(batch)
+            .map_err(anyhow::Error::from)
+            .context("sorting the merged inputs")?;
+        progress.add_records(batch.len() as u64, *bytes, 0);
+        *bytes = 0;
+        batch.reuse_for_input(target + (target >> 2), target / 64);
+        Ok(())
+    };
+    let records = m.for_each(|key, rec| {
+        if kind == KeyKind::Fixed8 && key.len() != 8 {
+            bail!(
+                "internal error: the key is {} bytes, but this sort needs 8-byte keys",
+                key.len()
+            );
+        }
+        if !batch.try_push(key, rec) {
+            bail!("a record too large for a batch (4 GiB)");
+        }
+        bytes += rec.len() as u64;
+        if batch.record_bytes() >= target {
+            flush(&mut batch, &mut bytes)?;
+        }
+        Ok(())
+    })?;
+    flush(&mut batch, &mut bytes)?;
+    Ok(Fed {
+        records,
+        read_scan_s: 0.0,
+        read_push_s: thread_cpu_seconds() - start,
+        unknown_reference_records: 0,
+    })
 }
 
 /// Records of one decoded batch, keys beside them.
@@ -590,6 +673,9 @@ struct Chunk {
     /// The first record (index in the chunk, read name) whose own key is
     /// below its predecessor's.
     unsorted: Option<(usize, String)>,
+    /// Keys of the sort order, when it is not the merge's: (start, end).
+    sort_keys: Vec<u8>,
+    sort_entries: Vec<(u32, u32)>,
 }
 
 type ChunkResult = std::result::Result<Chunk, ReadError>;
@@ -614,6 +700,7 @@ impl Source {
         inp: input::OpenInput,
         translation: Translation,
         encoder: Arc<KeyEncoder>,
+        sort_encoder: Option<Arc<KeyEncoder>>,
         n_merged_refs: usize,
         merged_libraries: &[(Vec<u8>, Vec<u8>)],
         unknown_reference: UnknownReference,
@@ -665,7 +752,15 @@ impl Source {
             },
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
-                let chunk = decode_chunk(&decoder, &translation, &encoder, same_keys, check, &raw);
+                let chunk = decode_chunk(
+                    &decoder,
+                    &translation,
+                    &encoder,
+                    sort_encoder.as_deref(),
+                    same_keys,
+                    check,
+                    &raw,
+                );
                 recycler.give_back(raw);
                 chunk
             },
@@ -765,6 +860,12 @@ impl Source {
     fn entry(&self) -> (u32, u32, u32, u32) {
         self.chunk.entries[self.at]
     }
+
+    /// The current record's key of the sort order (see `merged_inputs`).
+    fn sort_key(&self) -> &[u8] {
+        let (s, e) = self.chunk.sort_entries[self.at];
+        &self.chunk.sort_keys[s as usize..e as usize]
+    }
 }
 
 impl MergeSource for Source {
@@ -798,6 +899,7 @@ fn decode_chunk(
     decoder: &alnsort_bam::reader::Decoder,
     translation: &Translation,
     encoder: &KeyEncoder,
+    sort_encoder: Option<&KeyEncoder>,
     same_keys: bool,
     check: bool,
     raw: &RawBatch,
@@ -853,6 +955,13 @@ fn decode_chunk(
             c.data.extend_from_slice(rec);
             c.entries
                 .push((ks, c.keys.len() as u32, rs, c.data.len() as u32));
+            if let Some(se) = sort_encoder {
+                se.encode(RecordRef::with_block_size(rec), &mut merged_key)
+                    .map_err(|e| e.to_string())?;
+                let start = c.sort_keys.len() as u32;
+                c.sort_keys.extend_from_slice(&merged_key);
+                c.sort_entries.push((start, c.sort_keys.len() as u32));
+            }
             Ok(())
         },
         |w| eprintln!("[W::alnsort] {w}"),
@@ -891,6 +1000,7 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
         &m.inputs,
         m.merge,
         &cfg.order,
+        None,
         cfg.unknown_reference,
         true,
         &pool,

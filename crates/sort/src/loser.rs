@@ -75,7 +75,7 @@ impl<S: MergeSource> LoserTree<S> {
 
     /// The source holding the smallest head, or `None` when all are
     /// exhausted (the same entry `peek` returns).
-    pub(crate) fn winner_mut(&mut self) -> Option<&mut S> {
+    pub fn winner_mut(&mut self) -> Option<&mut S> {
         let winner = *self.nodes.first()?;
         if *self.live.get(winner)? {
             self.sources.get_mut(winner)

@@ -326,6 +326,11 @@ impl Translation {
         }
         out.clear();
         out.extend_from_slice(rec);
+        // A field of 64-bit positions stays the last one.
+        let wide = crate::sam_parse::wide_positions(&rec[4..]).map(|_| {
+            let at = out.len() - crate::sam_parse::WIDE_FIELD_LEN;
+            out.split_off(at)
+        });
         let map = |t: i32| {
             if t >= 0 {
                 self.tid.get(t as usize).copied().unwrap_or(t)
@@ -360,6 +365,9 @@ impl Translation {
                 out.extend_from_slice(&v);
                 out.push(0);
             }
+        }
+        if let Some(w) = wide {
+            out.extend_from_slice(&w);
         }
         let block = (out.len() - 4) as u32;
         out[..4].copy_from_slice(&block.to_le_bytes());

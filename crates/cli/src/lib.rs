@@ -181,13 +181,15 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     } else {
         let input = input::open(&cfg.input, Arc::clone(&pool))?;
         let header = input.header.clone();
-        let encoder = Arc::new(KeyEncoder::new(
-            cfg.order.clone(),
-            header.n_ref(),
-            &header.library_map(),
-        ));
+        let encoder = Arc::new(
+            KeyEncoder::new(cfg.order.clone(), header.n_ref(), &header.library_map())
+                .with_wide_positions(has_long_reference(&header)),
+        );
         (InputFeed::One(input), header, encoder)
     };
+    if encoder.wide_positions() {
+        check_wide_output(cfg)?;
+    }
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,
@@ -293,6 +295,38 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     }
     Ok(report)
 }
+
+/// Whether a reference is longer than BAM's positions reach (`i32::MAX`):
+/// samtools then sorts with 64-bit positions, and only SAM output can hold
+/// them.
+pub fn has_long_reference(header: &Header) -> bool {
+    header.refs().iter().any(|r| r.len > i32::MAX as u64)
+}
+
+/// What wide positions (see [`has_long_reference`]) allow: SAM output (as
+/// samtools: BAM is refused with its message before any record is read),
+/// and the orders whose keys carry 64-bit positions.
+pub fn check_wide_output(cfg: &Config) -> Result<()> {
+    if !matches!(cfg.format, config_format::Sam | config_format::SamGz) {
+        return Err(anyhow!(
+            "output format is not compatible with very large references: a reference is longer than \
+             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)"
+        ));
+    }
+    if matches!(
+        cfg.order,
+        alnsort_bam::keys::SortOrder::TemplateCoordinate
+            | alnsort_bam::keys::SortOrder::Minimiser(_)
+    ) {
+        return Err(anyhow!(
+            "this sort order is not supported yet for references longer than 2147483647 bases \
+             (coordinate, name and tag orders are)"
+        ));
+    }
+    Ok(())
+}
+
+use crate::args::OutFormat as config_format;
 
 /// The input of a sort: one file, or several merged.
 enum InputFeed {

@@ -534,17 +534,16 @@ pub fn merged_inputs(
         eprintln!("{w}");
     }
     let header = merger.finish(reset_order).context("merging the headers")?;
-    let encoder = Arc::new(KeyEncoder::new(
-        order.clone(),
-        header.n_ref(),
-        &header.library_map(),
-    ));
+    let wide = crate::has_long_reference(&header);
+    let encoder = Arc::new(
+        KeyEncoder::new(order.clone(), header.n_ref(), &header.library_map())
+            .with_wide_positions(wide),
+    );
     let sort_encoder = sort_order.filter(|o| *o != order).map(|o| {
-        Arc::new(KeyEncoder::new(
-            o.clone(),
-            header.n_ref(),
-            &header.library_map(),
-        ))
+        Arc::new(
+            KeyEncoder::new(o.clone(), header.n_ref(), &header.library_map())
+                .with_wide_positions(wide),
+        )
     });
     let failure = Rc::new(RefCell::new(None));
     let mut sources = Vec::with_capacity(opened.len());
@@ -716,7 +715,8 @@ impl Source {
             encoder.order().clone(),
             header.n_ref(),
             &header.library_map(),
-        );
+        )
+        .with_wide_positions(encoder.wide_positions());
         let same_keys = translation.is_identity()
             && header.n_ref() == n_merged_refs
             && (*encoder.order() != SortOrder::TemplateCoordinate
@@ -1005,6 +1005,9 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
         true,
         &pool,
     )?;
+    if encoder.wide_positions() {
+        crate::check_wide_output(&cfg)?;
+    }
     let mut header = inputs.header.clone();
     if let Some(cl) = &cfg.pg {
         header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);

@@ -321,7 +321,7 @@ impl Translation {
         let aux_at = rec.len() - r.aux().len();
         let rg = find_tag(&rec[aux_at..], *b"RG");
         let pg = find_tag(&rec[aux_at..], *b"PG");
-        if self.identity_tids && rg.is_none() && pg.is_none() {
+        if self.identity_tids && self.unchanged_tags(rec, aux_at, rg, pg) {
             return false;
         }
         out.clear();
@@ -372,6 +372,37 @@ impl Translation {
         let block = (out.len() - 4) as u32;
         out[..4].copy_from_slice(&block.to_le_bytes());
         true
+    }
+}
+
+impl Translation {
+    /// Whether deleting and re-appending the record's `RG` and `PG` tags
+    /// (at `rg`, `pg` in its aux area at `aux_at`) would give the same
+    /// bytes: each maps to itself and they already end the record, `RG`
+    /// before `PG` (the common case of one input's own read group).
+    fn unchanged_tags(
+        &self,
+        rec: &[u8],
+        aux_at: usize,
+        rg: Option<(usize, usize)>,
+        pg: Option<(usize, usize)>,
+    ) -> bool {
+        let aux = &rec[aux_at..];
+        let same = |span: (usize, usize), map: &HashMap<Vec<u8>, Vec<u8>>| {
+            let (start, end) = span;
+            aux[start + 2] == b'Z'
+                && map
+                    .get(&aux[start + 3..end - 1])
+                    .is_some_and(|v| v[..] == aux[start + 3..end - 1])
+        };
+        match (rg, pg) {
+            (None, None) => true,
+            (Some(r), None) => r.1 == aux.len() && same(r, &self.rg),
+            (None, Some(p)) => p.1 == aux.len() && same(p, &self.pg),
+            (Some(r), Some(p)) => {
+                r.1 == p.0 && p.1 == aux.len() && same(r, &self.rg) && same(p, &self.pg)
+            }
+        }
     }
 }
 

@@ -67,6 +67,9 @@ impl Rand48 {
     }
 }
 
+/// Receives `(tag, ID, read name)` of a tag dropped by [`Translation::apply`].
+pub type UnknownTag<'a> = dyn FnMut([u8; 2], &[u8], &[u8]) + 'a;
+
 /// How one input's records map into the merged header.
 #[derive(Debug, Clone)]
 pub struct Translation {
@@ -309,12 +312,7 @@ impl Translation {
     /// `out` alone) when the record stays as it is. A tag whose ID the
     /// input's header lacks is dropped and reported to `unknown` as
     /// `(tag, ID, read name)` (samtools warns once per input and ID).
-    pub fn apply(
-        &self,
-        rec: &[u8],
-        out: &mut Vec<u8>,
-        unknown: &mut dyn FnMut([u8; 2], &[u8], &[u8]),
-    ) -> bool {
+    pub fn apply(&self, rec: &[u8], out: &mut Vec<u8>, unknown: &mut UnknownTag<'_>) -> bool {
         let r = RecordRef::with_block_size(rec);
         let tid = r.ref_id();
         let mtid = r.next_ref_id();

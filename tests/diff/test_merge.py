@@ -129,6 +129,9 @@ def test_merge_many_inputs_bam_output_and_threads(tmp_path, base_text):
     oracle.samtools("merge", "--no-PG", "-s", SEED, "-o", str(exp_bam), *parts)
     check_ok(_alnsort_merge(["--no-PG", "-s", SEED, "-@", "3", "-o", str(got_bam), *parts]))
     assert_same_text(oracle.view(str(exp_bam)), oracle.view(str(got_bam)), "BAM output, -@3")
+    one = tmp_path / "one.bam"
+    check_ok(_alnsort_merge(["--no-PG", "-s", SEED, "-@", "1", "-o", str(one), *parts]))
+    assert one.read_bytes() == got_bam.read_bytes(), "output bytes differ between -@1 and -@3"
 
 
 def test_merge_file_list(tmp_path, base_text):

@@ -146,7 +146,16 @@ pub fn wide_positions(data: &[u8]) -> Option<[i64; 3]> {
         let at = 8 + 8 * i;
         i64::from_le_bytes(f[at..at + 8].try_into().expect("8 bytes"))
     };
-    Some([v(0), v(1), v(2)])
+    let w = [v(0), v(1), v(2)];
+    // Only the parser's own field: the 32-bit fields hold the clamped
+    // values and one value needs more than 32 bits (a BAM input cannot
+    // pass for it by accident).
+    let fixed = |at: usize| i32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"));
+    let clamp = |x: i64| x.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+    let consistent =
+        fixed(4) == clamp(w[0]) && fixed(24) == clamp(w[1]) && fixed(28) == clamp(w[2]);
+    let needed = w.iter().any(|&x| x != clamp(x) as i64);
+    (consistent && needed).then_some(w)
 }
 
 /// [`parse_sam_record`]; with `wide`, a POS, PNEXT or TLEN beyond 32 bits

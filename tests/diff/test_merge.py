@@ -174,7 +174,7 @@ def test_unsorted_input_is_an_error_naming_file_and_record(tmp_path, base_text):
 
 
 @pytest.mark.alnsort_only
-def test_existing_output_needs_force_and_region_is_refused(tmp_path, base_text):
+def test_existing_output_needs_force_and_bed_is_refused(tmp_path, base_text):
     parts = _make_parts(tmp_path, base_text, 2, [], "force")
     out = tmp_path / "out.bam"
     out.write_bytes(b"keep")
@@ -182,5 +182,28 @@ def test_existing_output_needs_force_and_region_is_refused(tmp_path, base_text):
     assert res.returncode == 1 and b"-f" in res.stderr
     assert out.read_bytes() == b"keep"
     check_ok(_alnsort_merge(["-f", "-o", str(out), *parts]))
-    res = _alnsort_merge(["-R", "chr1", "-f", "-o", str(out), *parts])
+    res = _alnsort_merge(["-L", "x.bed", "-f", "-o", str(out), *parts])
     assert res.returncode == 1 and b"not supported" in res.stderr
+
+
+def test_region(tmp_path, base_text):
+    """-R: the records overlapping the region, as samtools' index iterators
+    give them (each input indexed; the region in the merged header's terms,
+    here also naming a reference only one input has)."""
+    parts = _make_parts(tmp_path, base_text, 3, [], "reg")
+    for p in parts:
+        oracle.index(p)
+    for region in ["chr1", "chr1:100-250", "chr2:1,000-", "chrM:-150", "chr1:260", "chrExtra", "chr2:5-5"]:
+        _compare(tmp_path, ["-R", region], parts, f"-R {region}")
+
+
+@pytest.mark.alnsort_only
+def test_region_needs_indexes_and_a_known_reference(tmp_path, base_text):
+    parts = _make_parts(tmp_path, base_text, 2, [], "regerr")
+    res = _alnsort_merge(["-R", "chr1", "-o", str(tmp_path / "o.bam"), *parts])
+    assert res.returncode == 1 and b"index" in res.stderr and parts[0].encode() in res.stderr, res.stderr
+    for p in parts:
+        oracle.index(p)
+    res = _alnsort_merge(["-R", "nosuch:1-5", "-o", str(tmp_path / "o.bam"), *parts])
+    assert res.returncode == 1 and b"nosuch" in res.stderr, res.stderr
+    assert not (tmp_path / "o.bam").exists()

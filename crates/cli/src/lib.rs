@@ -172,6 +172,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             opts,
             &alnsort_bam::keys::SortOrder::Coordinate,
             Some(&cfg.order),
+            None,
             cfg.unknown_reference,
             false,
             &pool,

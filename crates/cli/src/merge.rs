@@ -55,6 +55,7 @@ pub enum MergeOptId {
     NoPg,
     Verbosity,
     Help,
+    Region,
     Unsupported(&'static str),
 }
 
@@ -227,13 +228,12 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         "Print this help.",
     ),
     spec(
-        MergeOptId::Unsupported(
-            "region merging needs index iterators, which alnsort does not have yet",
-        ),
+        MergeOptId::Region,
         Some('R'),
         None,
         Some("STR"),
-        "Merge only region STR (not supported yet).",
+        "Merge only the records overlapping region STR (chr, chr:beg, chr:beg-end); \
+         each input needs an index (IN.bai or IN.csi), as in samtools, but is read whole.",
     ),
     spec(
         MergeOptId::Unsupported("BED region lists are not supported yet"),
@@ -314,6 +314,8 @@ pub struct MergeArgs {
     pub inputs: Vec<String>,
     pub force: bool,
     pub merge: MergeOptions,
+    /// `-R STR`.
+    pub region: Option<String>,
 }
 
 /// What parsing produced.
@@ -381,6 +383,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
         ..Default::default()
     };
     let mut output: Option<String> = None;
+    let mut region = None;
     let mut p = lexopt::Parser::from_args(rest);
     while let Some(arg) = p.next()? {
         if let Value(v) = arg {
@@ -448,6 +451,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
                 sort.verbosity = args::parse_int("--verbosity", &text())? as i32
             }
             MergeOptId::Help => return Ok(ParsedMerge::Usage),
+            MergeOptId::Region => region = Some(text()),
             MergeOptId::Unsupported(_) => unreachable!("refused above"),
         }
     }
@@ -473,6 +477,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
         inputs,
         force,
         merge,
+        region,
     })))
 }
 
@@ -497,6 +502,7 @@ pub fn merged_inputs(
     opts: MergeOptions,
     order: &SortOrder,
     sort_order: Option<&SortOrder>,
+    region: Option<&str>,
     unknown_reference: UnknownReference,
     check_sorted: bool,
     pool: &Arc<rayon::ThreadPool>,
@@ -534,6 +540,23 @@ pub fn merged_inputs(
         eprintln!("{w}");
     }
     let header = merger.finish(reset_order).context("merging the headers")?;
+    let region = match region {
+        Some(r) => {
+            let parsed = parse_region(&header, r).ok_or_else(|| {
+                anyhow!("-R: badly formatted region or unknown reference name: \"{r}\"")
+            })?;
+            for path in paths {
+                if !has_index(path) {
+                    bail!(
+                        "-R: failed to load index for {path}; merging a region needs indexed inputs \
+                         ({path}.bai or {path}.csi), as in samtools"
+                    );
+                }
+            }
+            Some(parsed)
+        }
+        None => None,
+    };
     let wide = crate::has_long_reference(&header);
     let encoder = Arc::new(
         KeyEncoder::new(order.clone(), header.n_ref(), &header.library_map())
@@ -558,6 +581,7 @@ pub fn merged_inputs(
             &libraries,
             unknown_reference,
             check_sorted,
+            region,
             pool,
             Rc::clone(&failure),
         )?);
@@ -656,6 +680,81 @@ pub fn feed_sorter(
     })
 }
 
+/// A `-R` region in the merged header's terms: reference, 0-based start,
+/// end (exclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub tid: i32,
+    pub beg: i64,
+    pub end: i64,
+}
+
+impl Region {
+    /// htslib's iterator test: same reference, `pos < end` and
+    /// `bam_endpos > beg` (the end of an unmapped or zero-length record is
+    /// `pos + 1`).
+    fn overlaps(&self, rec: RecordRef<'_>) -> bool {
+        if rec.ref_id() != self.tid {
+            return false;
+        }
+        let pos =
+            alnsort_bam::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0]);
+        let rlen = if rec.flag() & 4 != 0 {
+            0
+        } else {
+            rec.reference_length()
+        };
+        pos < self.end && pos + rlen.max(1) > self.beg
+    }
+}
+
+/// `sam_parse_region` for `-R`: a whole reference name, or `NAME:BEG`,
+/// `NAME:BEG-END`, `NAME:-END` (1-based, inclusive; commas allowed).
+pub fn parse_region(header: &Header, text: &str) -> Option<Region> {
+    let lookup = header.ref_lookup();
+    if let Some(tid) = lookup.get(text.as_bytes()) {
+        return Some(Region {
+            tid,
+            beg: 0,
+            end: i64::MAX,
+        });
+    }
+    let (name, range) = text.rsplit_once(':')?;
+    let tid = lookup.get(name.as_bytes())?;
+    let num = |s: &str| -> Option<i64> {
+        let digits: String = s.chars().filter(|&c| c != ',').collect();
+        digits.trim().parse::<i64>().ok()
+    };
+    let (beg, end) = match range.split_once('-') {
+        None => (num(range)?, i64::MAX),
+        Some((b, e)) => (
+            if b.is_empty() { 1 } else { num(b)? },
+            if e.is_empty() { i64::MAX } else { num(e)? },
+        ),
+    };
+    let beg = (beg - 1).max(0);
+    if end < beg {
+        return None;
+    }
+    Some(Region { tid, beg, end })
+}
+
+/// Whether `path` has an index samtools would find beside it.
+fn has_index(path: &str) -> bool {
+    let stem = path
+        .strip_suffix(".bam")
+        .or_else(|| path.strip_suffix(".cram"))
+        .unwrap_or(path);
+    [
+        format!("{path}.bai"),
+        format!("{path}.csi"),
+        format!("{stem}.bai"),
+        format!("{stem}.csi"),
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).is_file())
+}
+
 /// Records of one decoded batch, keys beside them.
 #[derive(Default)]
 struct Chunk {
@@ -675,6 +774,10 @@ struct Chunk {
     /// Keys of the sort order, when it is not the merge's: (start, end).
     sort_keys: Vec<u8>,
     sort_entries: Vec<(u32, u32)>,
+    /// Records decoded (with `-R`, more than kept), and the read name of
+    /// the first one.
+    records: usize,
+    first_name: String,
 }
 
 type ChunkResult = std::result::Result<Chunk, ReadError>;
@@ -704,6 +807,7 @@ impl Source {
         merged_libraries: &[(Vec<u8>, Vec<u8>)],
         unknown_reference: UnknownReference,
         check: bool,
+        region: Option<Region>,
         pool: &Arc<rayon::ThreadPool>,
         failure: Rc<RefCell<Option<anyhow::Error>>>,
     ) -> Result<Source> {
@@ -759,6 +863,7 @@ impl Source {
                     sort_encoder.as_deref(),
                     same_keys,
                     check,
+                    region,
                     &raw,
                 );
                 recycler.give_back(raw);
@@ -793,7 +898,7 @@ impl Source {
     /// Moves to the next non-empty chunk, or marks the source done.
     fn next_chunk(&mut self) {
         loop {
-            self.before += self.chunk.entries.len() as u64;
+            self.before += self.chunk.records as u64;
             match self.batches.next_result() {
                 None => {
                     self.done = true;
@@ -815,12 +920,9 @@ impl Source {
                                     );
                                 }
                             }
-                            if self.check && !c.entries.is_empty() {
+                            if self.check && c.records > 0 {
                                 let bad = if c.first_own < self.last_own {
-                                    let rec =
-                                        &c.data[c.entries[0].2 as usize..c.entries[0].3 as usize];
-                                    let name = RecordRef::with_block_size(rec).read_name();
-                                    Some((0, String::from_utf8_lossy(name).into_owned()))
+                                    Some((0, c.first_name.clone()))
                                 } else {
                                     c.unsorted.clone()
                                 };
@@ -902,6 +1004,7 @@ fn decode_chunk(
     sort_encoder: Option<&KeyEncoder>,
     same_keys: bool,
     check: bool,
+    region: Option<Region>,
     raw: &RawBatch,
 ) -> ChunkResult {
     let mut c = Chunk {
@@ -919,6 +1022,8 @@ fn decode_chunk(
             if check {
                 if index == 0 {
                     c.first_own.extend_from_slice(own_key);
+                    let name = RecordRef::with_block_size(rec).read_name();
+                    c.first_name = String::from_utf8_lossy(name).into_owned();
                 } else if c.unsorted.is_none() && own_key < &c.last_own[..] {
                     let name = RecordRef::with_block_size(rec).read_name();
                     c.unsorted = Some((index, String::from_utf8_lossy(name).into_owned()));
@@ -927,6 +1032,7 @@ fn decode_chunk(
                 c.last_own.extend_from_slice(own_key);
             }
             index += 1;
+            c.records = index;
             let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
                 c.unknown_tags.push((
                     tag.to_vec(),
@@ -936,6 +1042,11 @@ fn decode_chunk(
             };
             let translated = translation.apply(rec, &mut scratch, &mut unknown);
             let rec = if translated { &scratch[..] } else { rec };
+            if let Some(r) = region {
+                if !r.overlaps(RecordRef::with_block_size(rec)) {
+                    return Ok(());
+                }
+            }
             let key = if same_keys && !translated {
                 own_key
             } else {
@@ -1001,6 +1112,7 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
         m.merge,
         &cfg.order,
         None,
+        m.region.as_deref(),
         cfg.unknown_reference,
         true,
         &pool,

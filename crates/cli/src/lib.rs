@@ -167,16 +167,16 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         };
         // `samtools merge` (coordinate order) interleaves them; the sort
         // then orders that stream.
-        let (m, encoder) = merge::merged_inputs(
-            &cfg.inputs,
+        let plan = merge::MergePlan {
+            paths: &cfg.inputs,
             opts,
-            &alnsort_bam::keys::SortOrder::Coordinate,
-            Some(&cfg.order),
-            None,
-            cfg.unknown_reference,
-            false,
-            &pool,
-        )?;
+            order: &alnsort_bam::keys::SortOrder::Coordinate,
+            sort_order: Some(&cfg.order),
+            region: None,
+            unknown_reference: cfg.unknown_reference,
+            check_sorted: false,
+        };
+        let (m, encoder) = merge::merged_inputs(&plan, &pool)?;
         let header = m.header.clone();
         (InputFeed::Many(m), header, encoder)
     } else {

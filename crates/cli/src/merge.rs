@@ -492,21 +492,39 @@ pub struct MergedInputs {
     two_keys: bool,
 }
 
-/// Opens `paths`, merges their headers with `opts`, and starts reading each
-/// (decoding on `pool`), interleaved by keys of `order` in the merged
-/// header's terms. `sort_order`: the records are handed on with keys of
-/// this order instead (the encoder returned is for it). `check_sorted`: an
-/// input out of order is an error naming file and record.
+/// What [`merged_inputs`] merges and how.
+pub struct MergePlan<'a> {
+    pub paths: &'a [String],
+    /// Header merging (`-c`, `-p`, `-s`).
+    pub opts: MergeOptions,
+    /// The order the inputs are interleaved by.
+    pub order: &'a SortOrder,
+    /// The records are handed on with keys of this order instead (the
+    /// encoder returned is for it).
+    pub sort_order: Option<&'a SortOrder>,
+    /// `-R`: only the records overlapping it.
+    pub region: Option<&'a str>,
+    pub unknown_reference: UnknownReference,
+    /// An input out of order is an error naming file and record.
+    pub check_sorted: bool,
+}
+
+/// Opens the plan's inputs, merges their headers, and starts reading each
+/// (decoding on `pool`), interleaved by keys of its order in the merged
+/// header's terms.
 pub fn merged_inputs(
-    paths: &[String],
-    opts: MergeOptions,
-    order: &SortOrder,
-    sort_order: Option<&SortOrder>,
-    region: Option<&str>,
-    unknown_reference: UnknownReference,
-    check_sorted: bool,
+    plan: &MergePlan<'_>,
     pool: &Arc<rayon::ThreadPool>,
 ) -> Result<(MergedInputs, Arc<KeyEncoder>)> {
+    let MergePlan {
+        paths,
+        opts,
+        order,
+        sort_order,
+        region,
+        unknown_reference,
+        check_sorted,
+    } = *plan;
     let mut opened = Vec::with_capacity(paths.len());
     let mut merger = HeaderMerger::new(opts);
     let mut translations = Vec::new();
@@ -569,22 +587,18 @@ pub fn merged_inputs(
         )
     });
     let failure = Rc::new(RefCell::new(None));
+    let shared = Shared {
+        encoder: Arc::clone(&encoder),
+        sort_encoder: sort_encoder.clone(),
+        n_ref: header.n_ref(),
+        libraries: header.library_map(),
+        unknown_reference,
+        check: check_sorted,
+        region,
+    };
     let mut sources = Vec::with_capacity(opened.len());
-    let libraries = header.library_map();
     for (inp, t) in opened.into_iter().zip(translations) {
-        sources.push(Source::start(
-            inp,
-            t,
-            Arc::clone(&encoder),
-            sort_encoder.clone(),
-            header.n_ref(),
-            &libraries,
-            unknown_reference,
-            check_sorted,
-            region,
-            pool,
-            Rc::clone(&failure),
-        )?);
+        sources.push(Source::start(inp, t, &shared, pool, Rc::clone(&failure))?);
     }
     Ok((
         MergedInputs {
@@ -796,21 +810,42 @@ struct Source {
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
 }
 
+/// What every input of one merge shares.
+struct Shared {
+    /// Keys of the merge order in the merged header's terms.
+    encoder: Arc<KeyEncoder>,
+    /// Keys handed on instead (see [`MergePlan::sort_order`]).
+    sort_encoder: Option<Arc<KeyEncoder>>,
+    /// The merged header's reference count and libraries.
+    n_ref: usize,
+    libraries: Vec<(Vec<u8>, Vec<u8>)>,
+    unknown_reference: UnknownReference,
+    check: bool,
+    region: Option<Region>,
+}
+
+/// The per-batch work of one input, run on the pool.
+struct ChunkDecoder {
+    decoder: alnsort_bam::reader::Decoder,
+    translation: Translation,
+    encoder: Arc<KeyEncoder>,
+    sort_encoder: Option<Arc<KeyEncoder>>,
+    /// The decoder's keys (the input's own terms) are the merged keys.
+    same_keys: bool,
+    check: bool,
+    region: Option<Region>,
+}
+
 impl Source {
-    #[allow(clippy::too_many_arguments)]
     fn start(
         inp: input::OpenInput,
         translation: Translation,
-        encoder: Arc<KeyEncoder>,
-        sort_encoder: Option<Arc<KeyEncoder>>,
-        n_merged_refs: usize,
-        merged_libraries: &[(Vec<u8>, Vec<u8>)],
-        unknown_reference: UnknownReference,
-        check: bool,
-        region: Option<Region>,
+        shared: &Shared,
         pool: &Arc<rayon::ThreadPool>,
         failure: Rc<RefCell<Option<anyhow::Error>>>,
     ) -> Result<Source> {
+        let encoder = &shared.encoder;
+        let check = shared.check;
         let (file, header, mut scanner) = inp.into_scanner(ScanOptions::default());
         let header = Arc::new(header);
         // Keys in the input's own terms (the order check), and whether
@@ -822,19 +857,27 @@ impl Source {
         )
         .with_wide_positions(encoder.wide_positions());
         let same_keys = translation.is_identity()
-            && header.n_ref() == n_merged_refs
+            && header.n_ref() == shared.n_ref
             && (*encoder.order() != SortOrder::TemplateCoordinate
-                || header.library_map() == merged_libraries);
+                || header.library_map() == shared.libraries);
         let decoder = alnsort_bam::reader::Decoder {
             file: Arc::clone(&file),
             lookup: Arc::new(header.ref_lookup()),
             header,
             encoder: Arc::new(own),
             record_limit: usize::MAX,
-            unknown_reference,
+            unknown_reference: shared.unknown_reference,
+        };
+        let job = ChunkDecoder {
+            decoder,
+            translation,
+            encoder: Arc::clone(encoder),
+            sort_encoder: shared.sort_encoder.clone(),
+            same_keys,
+            check,
+            region: shared.region,
         };
         let recycler = scanner.recycler();
-        let translation = Arc::new(translation);
         let depth = pool.current_num_threads() + 2;
         let batches = Ordered::spawn(
             Arc::clone(pool),
@@ -856,16 +899,7 @@ impl Source {
             },
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
-                let chunk = decode_chunk(
-                    &decoder,
-                    &translation,
-                    &encoder,
-                    sort_encoder.as_deref(),
-                    same_keys,
-                    check,
-                    region,
-                    &raw,
-                );
+                let chunk = job.decode(&raw);
                 recycler.give_back(raw);
                 chunk
             },
@@ -996,88 +1030,91 @@ impl MergeSource for Source {
     }
 }
 
-/// The pool job of one raw batch: decode, translate, key.
-fn decode_chunk(
-    decoder: &alnsort_bam::reader::Decoder,
-    translation: &Translation,
-    encoder: &KeyEncoder,
-    sort_encoder: Option<&KeyEncoder>,
-    same_keys: bool,
-    check: bool,
-    region: Option<Region>,
-    raw: &RawBatch,
-) -> ChunkResult {
-    let mut c = Chunk {
-        data: Vec::with_capacity(raw.data.len() + raw.data.len() / 8),
-        keys: Vec::with_capacity(raw.voffsets.len().max(64) * 8),
-        entries: Vec::with_capacity(raw.voffsets.len()),
-        ..Chunk::default()
-    };
-    let mut scratch = Vec::new();
-    let mut merged_key = Vec::new();
-    let mut index = 0usize;
-    decoder.decode(
-        raw,
-        |own_key, rec| {
-            if check {
-                if index == 0 {
-                    c.first_own.extend_from_slice(own_key);
-                    let name = RecordRef::with_block_size(rec).read_name();
-                    c.first_name = String::from_utf8_lossy(name).into_owned();
-                } else if c.unsorted.is_none() && own_key < &c.last_own[..] {
-                    let name = RecordRef::with_block_size(rec).read_name();
-                    c.unsorted = Some((index, String::from_utf8_lossy(name).into_owned()));
+impl ChunkDecoder {
+    /// The pool job of one raw batch: decode, translate, key.
+    fn decode(&self, raw: &RawBatch) -> ChunkResult {
+        let ChunkDecoder {
+            decoder,
+            translation,
+            encoder,
+            sort_encoder,
+            same_keys,
+            check,
+            region,
+        } = self;
+        let (same_keys, check, region) = (*same_keys, *check, *region);
+        let mut c = Chunk {
+            data: Vec::with_capacity(raw.data.len() + raw.data.len() / 8),
+            keys: Vec::with_capacity(raw.voffsets.len().max(64) * 8),
+            entries: Vec::with_capacity(raw.voffsets.len()),
+            ..Chunk::default()
+        };
+        let mut scratch = Vec::new();
+        let mut merged_key = Vec::new();
+        let mut index = 0usize;
+        decoder.decode(
+            raw,
+            |own_key, rec| {
+                if check {
+                    if index == 0 {
+                        c.first_own.extend_from_slice(own_key);
+                        let name = RecordRef::with_block_size(rec).read_name();
+                        c.first_name = String::from_utf8_lossy(name).into_owned();
+                    } else if c.unsorted.is_none() && own_key < &c.last_own[..] {
+                        let name = RecordRef::with_block_size(rec).read_name();
+                        c.unsorted = Some((index, String::from_utf8_lossy(name).into_owned()));
+                    }
+                    c.last_own.clear();
+                    c.last_own.extend_from_slice(own_key);
                 }
-                c.last_own.clear();
-                c.last_own.extend_from_slice(own_key);
-            }
-            index += 1;
-            c.records = index;
-            let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
-                c.unknown_tags.push((
-                    tag.to_vec(),
-                    id.to_vec(),
-                    String::from_utf8_lossy(read).into_owned(),
-                ))
-            };
-            let translated = translation.apply(rec, &mut scratch, &mut unknown);
-            let rec = if translated { &scratch[..] } else { rec };
-            if let Some(r) = region {
-                if !r.overlaps(RecordRef::with_block_size(rec)) {
-                    return Ok(());
+                index += 1;
+                c.records = index;
+                let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
+                    c.unknown_tags.push((
+                        tag.to_vec(),
+                        id.to_vec(),
+                        String::from_utf8_lossy(read).into_owned(),
+                    ))
+                };
+                let translated = translation.apply(rec, &mut scratch, &mut unknown);
+                let rec = if translated { &scratch[..] } else { rec };
+                if let Some(r) = region {
+                    if !r.overlaps(RecordRef::with_block_size(rec)) {
+                        return Ok(());
+                    }
                 }
-            }
-            let key = if same_keys && !translated {
-                own_key
-            } else {
-                encoder
-                    .encode(RecordRef::with_block_size(rec), &mut merged_key)
-                    .map_err(|e| e.to_string())?;
-                &merged_key[..]
-            };
-            if c.data.len() + rec.len() > u32::MAX as usize
-                || c.keys.len() + key.len() > u32::MAX as usize
-            {
-                return Err("more record bytes than one batch can address (4 GiB)".into());
-            }
-            let ks = c.keys.len() as u32;
-            c.keys.extend_from_slice(key);
-            let rs = c.data.len() as u32;
-            c.data.extend_from_slice(rec);
-            c.entries
-                .push((ks, c.keys.len() as u32, rs, c.data.len() as u32));
-            if let Some(se) = sort_encoder {
-                se.encode(RecordRef::with_block_size(rec), &mut merged_key)
-                    .map_err(|e| e.to_string())?;
-                let start = c.sort_keys.len() as u32;
-                c.sort_keys.extend_from_slice(&merged_key);
-                c.sort_entries.push((start, c.sort_keys.len() as u32));
-            }
-            Ok(())
-        },
-        |w| eprintln!("[W::alnsort] {w}"),
-    )?;
-    Ok(c)
+                let key = if same_keys && !translated {
+                    own_key
+                } else {
+                    encoder
+                        .encode(RecordRef::with_block_size(rec), &mut merged_key)
+                        .map_err(|e| e.to_string())?;
+                    &merged_key[..]
+                };
+                if c.data.len() + rec.len() > u32::MAX as usize
+                    || c.keys.len() + key.len() > u32::MAX as usize
+                {
+                    return Err("more record bytes than one batch can address (4 GiB)".into());
+                }
+                let ks = c.keys.len() as u32;
+                c.keys.extend_from_slice(key);
+                let rs = c.data.len() as u32;
+                c.data.extend_from_slice(rec);
+                c.entries
+                    .push((ks, c.keys.len() as u32, rs, c.data.len() as u32));
+                if let Some(se) = sort_encoder.as_deref() {
+                    se.encode(RecordRef::with_block_size(rec), &mut merged_key)
+                        .map_err(|e| e.to_string())?;
+                    let start = c.sort_keys.len() as u32;
+                    c.sort_keys.extend_from_slice(&merged_key);
+                    c.sort_entries.push((start, c.sort_keys.len() as u32));
+                }
+                Ok(())
+            },
+            |w| eprintln!("[W::alnsort] {w}"),
+        )?;
+        Ok(c)
+    }
 }
 
 /// Runs `alnsort merge` with parsed arguments.
@@ -1107,16 +1144,16 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
             .context("starting the thread pool")?,
     );
     let dest = output::Destinations::prepare(&cfg, debris)?;
-    let (inputs, encoder) = merged_inputs(
-        &m.inputs,
-        m.merge,
-        &cfg.order,
-        None,
-        m.region.as_deref(),
-        cfg.unknown_reference,
-        true,
-        &pool,
-    )?;
+    let plan = MergePlan {
+        paths: &m.inputs,
+        opts: m.merge,
+        order: &cfg.order,
+        sort_order: None,
+        region: m.region.as_deref(),
+        unknown_reference: cfg.unknown_reference,
+        check_sorted: true,
+    };
+    let (inputs, encoder) = merged_inputs(&plan, &pool)?;
     if encoder.wide_positions() {
         crate::check_wide_output(&cfg)?;
     }

@@ -1208,3 +1208,50 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        alnsort_bam::header::parse_sam_header(
+            ["@SQ\tSN:chr1\tLN:1000", "@SQ\tSN:chr1:5\tLN:10"].map(str::as_bytes),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn regions_parse_as_htslib() {
+        let h = header();
+        let r = |t: &str| parse_region(&h, t).map(|r| (r.tid, r.beg, r.end));
+        assert_eq!(r("chr1"), Some((0, 0, i64::MAX)));
+        assert_eq!(r("chr1:6"), Some((0, 5, i64::MAX)));
+        assert_eq!(r("chr1:1,000-2,000"), Some((0, 999, 2000)));
+        assert_eq!(r("chr1:-20"), Some((0, 0, 20)));
+        assert_eq!(r("chr1:30-20"), None);
+        assert_eq!(r("chr9:1-2"), None);
+    }
+
+    #[test]
+    fn output_is_the_first_argument_without_o() {
+        let args = |v: &[&str]| parse("alnsort", v.iter().map(OsString::from).collect());
+        let Ok(ParsedMerge::Run(m)) = args(&["out.bam", "a.bam", "b.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.output, "out.bam");
+        assert_eq!(m.inputs, ["a.bam", "b.bam"]);
+        let Ok(ParsedMerge::Run(m)) = args(&["-o", "x.sam", "-s", "3", "-c", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(
+            (m.sort.output.as_str(), m.merge.seed, m.merge.combine_rg),
+            ("x.sam", 3, true)
+        );
+        assert!(matches!(args(&["-o", "x.bam"]), Err(ArgError::Invalid(_))));
+        assert!(matches!(
+            args(&["-L", "b.bed", "-o", "x", "a"]),
+            Err(ArgError::Unsupported { .. })
+        ));
+        assert!(matches!(args(&[]), Ok(ParsedMerge::Usage)));
+    }
+}

@@ -26,7 +26,7 @@ use alnsort_sort::loser::{LoserTree, MergeSource};
 use alnsort_sort::{KeyKind, Sorter};
 use anyhow::{anyhow, bail, Context, Result};
 use lexopt::prelude::*;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::rc::Rc;
@@ -488,6 +488,8 @@ pub struct MergedInputs {
     pub size: Option<u64>,
     sources: Vec<Source>,
     failure: Rc<RefCell<Option<anyhow::Error>>>,
+    /// SAM records read as unmapped for an unknown reference name so far.
+    unknown_refs: Rc<Cell<u64>>,
     /// Records carry a second key (of the sort order) for the sink.
     two_keys: bool,
 }
@@ -587,6 +589,7 @@ pub fn merged_inputs(
         )
     });
     let failure = Rc::new(RefCell::new(None));
+    let unknown_refs = Rc::new(Cell::new(0));
     let shared = Shared {
         encoder: Arc::clone(&encoder),
         sort_encoder: sort_encoder.clone(),
@@ -598,7 +601,14 @@ pub fn merged_inputs(
     };
     let mut sources = Vec::with_capacity(opened.len());
     for (inp, t) in opened.into_iter().zip(translations) {
-        sources.push(Source::start(inp, t, &shared, pool, Rc::clone(&failure))?);
+        sources.push(Source::start(
+            inp,
+            t,
+            &shared,
+            pool,
+            Rc::clone(&failure),
+            Rc::clone(&unknown_refs),
+        )?);
     }
     Ok((
         MergedInputs {
@@ -606,6 +616,7 @@ pub fn merged_inputs(
             size,
             sources,
             failure,
+            unknown_refs,
             two_keys: sort_encoder.is_some(),
         },
         sort_encoder.unwrap_or(encoder),
@@ -669,6 +680,7 @@ pub fn feed_sorter(
         batch.reuse_for_input(target + (target >> 2), target / 64);
         Ok(())
     };
+    let unknown_refs = Rc::clone(&m.unknown_refs);
     let records = m.for_each(|key, rec| {
         if kind == KeyKind::Fixed8 && key.len() != 8 {
             bail!(
@@ -690,7 +702,7 @@ pub fn feed_sorter(
         records,
         read_scan_s: 0.0,
         read_push_s: thread_cpu_seconds() - start,
-        unknown_reference_records: 0,
+        unknown_reference_records: unknown_refs.get(),
     })
 }
 
@@ -792,6 +804,8 @@ struct Chunk {
     /// the first one.
     records: usize,
     first_name: String,
+    /// SAM records read as unmapped for an unknown reference name.
+    unknown_reference_records: u64,
 }
 
 type ChunkResult = std::result::Result<Chunk, ReadError>;
@@ -808,6 +822,8 @@ struct Source {
     last_own: Vec<u8>,
     failure: Rc<RefCell<Option<anyhow::Error>>>,
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
+    /// Counts records read as unmapped for an unknown reference name.
+    unknown_refs: Rc<Cell<u64>>,
 }
 
 /// What every input of one merge shares.
@@ -843,6 +859,7 @@ impl Source {
         shared: &Shared,
         pool: &Arc<rayon::ThreadPool>,
         failure: Rc<RefCell<Option<anyhow::Error>>>,
+        unknown_refs: Rc<Cell<u64>>,
     ) -> Result<Source> {
         let encoder = &shared.encoder;
         let check = shared.check;
@@ -916,6 +933,7 @@ impl Source {
             last_own: Vec::new(),
             failure,
             warned: HashSet::new(),
+            unknown_refs,
         };
         s.next_chunk();
         Ok(s)
@@ -954,6 +972,8 @@ impl Source {
                                     );
                                 }
                             }
+                            self.unknown_refs
+                                .set(self.unknown_refs.get() + c.unknown_reference_records);
                             if self.check && c.records > 0 {
                                 let bad = if c.first_own < self.last_own {
                                     Some((0, c.first_name.clone()))
@@ -1052,7 +1072,7 @@ impl ChunkDecoder {
         let mut scratch = Vec::new();
         let mut merged_key = Vec::new();
         let mut index = 0usize;
-        decoder.decode(
+        let decoded = decoder.decode(
             raw,
             |own_key, rec| {
                 if check {
@@ -1111,8 +1131,9 @@ impl ChunkDecoder {
                 }
                 Ok(())
             },
-            |w| eprintln!("[W::alnsort] {w}"),
+            |w| eprintln!("[W::alnsort] {}: {w}", decoder.file),
         )?;
+        c.unknown_reference_records = decoded.unknown_reference_records;
         Ok(c)
     }
 }

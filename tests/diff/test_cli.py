@@ -89,9 +89,12 @@ def test_long_threads_option(alnsort_bin, inputs, tmp_path):
 # ---- refusals ------------------------------------------------------------------------
 
 
-def test_two_positional_arguments(alnsort_bin, inputs, tmp_path):
+@pytest.mark.alnsort_only
+def test_stdin_among_several_inputs(alnsort_bin, inputs, tmp_path):
+    # Several inputs are sorted as one (tests/diff/test_multi_input.py);
+    # standard input can only be the one input.
     src = inputs.sam("hdr_plain")
-    _refused(run_alnsort([src, src], cwd=str(tmp_path)), "two inputs")
+    _refused(run_alnsort([src, "-"], cwd=str(tmp_path)), "a file and standard input")
 
 
 @pytest.mark.parametrize(

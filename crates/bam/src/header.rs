@@ -610,7 +610,7 @@ fn strtoll(s: &[u8]) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
-fn line_type(line: &[u8]) -> [u8; 2] {
+pub(crate) fn line_type(line: &[u8]) -> [u8; 2] {
     match line {
         [b'@', a, b, ..] => [*a, *b],
         _ => [0, 0],
@@ -625,7 +625,7 @@ fn tags(line: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|t| !t.is_empty())
 }
 
-fn first_tag<'a>(line: &'a [u8], key: &[u8; 2]) -> Option<&'a [u8]> {
+pub(crate) fn first_tag<'a>(line: &'a [u8], key: &[u8; 2]) -> Option<&'a [u8]> {
     tags(line)
         .find(|t| t.len() >= 3 && t[..2] == key[..])
         .map(|t| &t[3..])
@@ -656,7 +656,7 @@ fn tag_span(line: &[u8], key: &[u8; 2]) -> Option<(usize, usize)> {
 }
 
 /// Replaces the value of the first `key` tag, or appends the tag.
-fn set_tag(line: &mut Vec<u8>, key: &[u8; 2], value: &[u8]) {
+pub(crate) fn set_tag(line: &mut Vec<u8>, key: &[u8; 2], value: &[u8]) {
     match tag_span(line, key) {
         Some((start, end)) => {
             line.splice(start + 4..end, value.iter().copied());
@@ -666,7 +666,7 @@ fn set_tag(line: &mut Vec<u8>, key: &[u8; 2], value: &[u8]) {
 }
 
 /// Removes the first `key` tag (with its leading tab), if any.
-fn remove_tag(line: &mut Vec<u8>, key: &[u8; 2]) {
+pub(crate) fn remove_tag(line: &mut Vec<u8>, key: &[u8; 2]) {
     if let Some((start, end)) = tag_span(line, key) {
         line.drain(start..end);
     }

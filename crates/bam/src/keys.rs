@@ -146,6 +146,8 @@ pub struct KeyEncoder {
     unplaced_tid: u64,
     /// `@RG ID` -> `LB`, first line wins (samtools `lookup_libraries`).
     libraries: HashMap<Vec<u8>, Vec<u8>>,
+    /// Positions may exceed 32 bits (see [`KeyEncoder::with_wide_positions`]).
+    wide: bool,
 }
 
 impl KeyEncoder {
@@ -173,7 +175,23 @@ impl KeyEncoder {
             tag,
             unplaced_tid,
             libraries: map,
+            wide: false,
         }
+    }
+
+    /// Positions may exceed 32 bits: SAM records carry them in a
+    /// `sam_parse::WIDE_TAG` field, and coordinates take 12 key bytes
+    /// (tid, then 63 bits of position and strand) instead of 8, so the
+    /// keys are no longer fixed-width. samtools sorts such input (a header
+    /// with a reference longer than `i32::MAX`) SAM in, SAM out.
+    pub fn with_wide_positions(mut self, wide: bool) -> Self {
+        self.wide = wide;
+        self
+    }
+
+    /// Whether positions may exceed 32 bits.
+    pub fn wide_positions(&self) -> bool {
+        self.wide
     }
 
     /// The order this encoder writes keys for.
@@ -184,21 +202,19 @@ impl KeyEncoder {
     /// True when every key is exactly 8 bytes (a big-endian u64), so the
     /// sort crate may radix-sort it.
     pub fn is_fixed8(&self) -> bool {
-        self.order == SortOrder::Coordinate
+        self.order == SortOrder::Coordinate && !self.wide
     }
 
     /// Clears `out` and writes the key of `rec` into it.
     pub fn encode(&self, rec: RecordRef<'_>, out: &mut Vec<u8>) -> Result<(), KeyError> {
         out.clear();
         match &self.order {
-            SortOrder::Coordinate => out.extend_from_slice(&self.coordinate(rec).to_be_bytes()),
+            SortOrder::Coordinate => self.put_coordinate(rec, out),
             SortOrder::Name { natural } => put_name_key(rec, *natural, out),
             SortOrder::Tag { secondary, .. } => {
                 put_tag_value(rec, self.tag, out)?;
                 match secondary {
-                    TagSecondary::Coordinate => {
-                        out.extend_from_slice(&self.coordinate(rec).to_be_bytes())
-                    }
+                    TagSecondary::Coordinate => self.put_coordinate(rec, out),
                     TagSecondary::Name { natural } => put_name_key(rec, *natural, out),
                 }
             }
@@ -208,7 +224,7 @@ impl KeyEncoder {
                     m.put_unplaced_key(rec, out);
                 } else {
                     out.push(minimiser::CLASS_PLACED);
-                    out.extend_from_slice(&self.coordinate(rec).to_be_bytes());
+                    self.put_coordinate(rec, out);
                 }
             }
         }
@@ -242,6 +258,24 @@ impl KeyEncoder {
             }
             _ => framed,
         }
+    }
+
+    /// The coordinate key: 8 bytes, or 12 with wide positions.
+    #[inline]
+    fn put_coordinate(&self, rec: RecordRef<'_>, out: &mut Vec<u8>) {
+        if !self.wide {
+            out.extend_from_slice(&self.coordinate(rec).to_be_bytes());
+            return;
+        }
+        let tid = match rec.ref_id() {
+            t if t < 0 => self.unplaced_tid,
+            t => t as u64,
+        };
+        let pos = crate::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0]);
+        let pos1 = (pos + 1) as u64 & (u64::MAX >> 2);
+        let rev = u64::from(rec.flag() & flags::REVERSE != 0);
+        out.extend_from_slice(&(tid as u32).to_be_bytes());
+        out.extend_from_slice(&(pos1 << 1 | rev).to_be_bytes());
     }
 
     /// `bam1_cmp_core`'s coordinate branch as one u64 (§1.1). samtools

@@ -4,6 +4,7 @@
 //! keys and byte slices.
 
 pub mod header;
+pub mod header_merge;
 pub mod keys;
 pub mod reader;
 pub mod record;

@@ -748,8 +748,14 @@ impl Decoder {
                 problem,
             };
             rec.clear();
-            sam_parse::parse_sam_record(line, &self.header, &self.lookup, &mut rec)
-                .map_err(|e| err(e.into()))?;
+            sam_parse::parse_sam_record_with(
+                line,
+                &self.header,
+                &self.lookup,
+                self.encoder.wide_positions(),
+                &mut rec,
+            )
+            .map_err(|e| err(e.into()))?;
             let r = RecordRef::with_block_size(&rec);
             if r.ref_id() < 0 || r.next_ref_id() < 0 {
                 let (rname, rnext) = unknown_references(line, r, &self.lookup);

@@ -25,7 +25,11 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
     out.push(b'\t');
     push_ref(out, header, rec.ref_id());
     out.push(b'\t');
-    push_int(out, rec.pos() as i64 + 1);
+    // 64-bit positions of a record parsed with wide positions.
+    let wide = crate::sam_parse::wide_positions(rec.bytes());
+    let [pos, next_pos, tlen] =
+        wide.unwrap_or([rec.pos() as i64, rec.next_pos() as i64, rec.tlen() as i64]);
+    push_int(out, pos + 1);
     out.push(b'\t');
     push_int(out, rec.mapq() as i64);
     out.push(b'\t');
@@ -50,9 +54,9 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
         push_ref(out, header, rec.next_ref_id());
     }
     out.push(b'\t');
-    push_int(out, rec.next_pos() as i64 + 1);
+    push_int(out, next_pos + 1);
     out.push(b'\t');
-    push_int(out, rec.tlen() as i64);
+    push_int(out, tlen);
     out.push(b'\t');
     let l_seq = rec.l_seq();
     if l_seq == 0 {
@@ -70,12 +74,17 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
             out.extend(qual.iter().map(|q| q.wrapping_add(33)));
         }
     }
+    let aux = rec.aux();
+    let aux = match wide {
+        Some(_) => &aux[..aux.len() - crate::sam_parse::WIDE_FIELD_LEN],
+        None => aux,
+    };
     match cg {
         Some((at, n)) => {
-            format_aux(&rec.aux()[..at], out);
-            format_aux(&rec.aux()[at + 8 + 4 * n..], out);
+            format_aux(&aux[..at], out);
+            format_aux(&aux[at + 8 + 4 * n..], out);
         }
-        None => format_aux(rec.aux(), out),
+        None => format_aux(aux, out),
     }
     out.push(b'\n');
 }

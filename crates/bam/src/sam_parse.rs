@@ -117,8 +117,58 @@ pub fn parse_sam_record(
     refs: &RefLookup,
     out: &mut Vec<u8>,
 ) -> Result<(), SamError> {
+    parse_sam_record_with(line, header, refs, false, out)
+}
+
+/// The private aux field that carries a record's 64-bit POS, PNEXT and
+/// TLEN when one of them does not fit BAM's 32 bits (`wide` parsing, for
+/// inputs whose header has a reference longer than `i32::MAX`, as samtools
+/// sorts them: SAM in, SAM out). Its tag cannot come from SAM text (tags
+/// there are alphanumeric); it is always the record's last aux field,
+/// `B:i` with 6 elements (each value as low, high 32 bits), and the SAM
+/// formatter prints the values in place of the 32-bit fields and drops it.
+pub const WIDE_TAG: [u8; 2] = [0xff, b'P'];
+/// Bytes of the field: tag, `B`, `i`, count, 6 x i32.
+pub const WIDE_FIELD_LEN: usize = 8 + 24;
+
+/// The 64-bit `[pos, next_pos, tlen]` of a record (without its
+/// `block_size`) that carries them (see [`WIDE_TAG`]).
+#[inline]
+pub fn wide_positions(data: &[u8]) -> Option<[i64; 3]> {
+    if data.len() < FIXED_LEN + WIDE_FIELD_LEN {
+        return None;
+    }
+    let f = &data[data.len() - WIDE_FIELD_LEN..];
+    if f[..8] != [WIDE_TAG[0], WIDE_TAG[1], b'B', b'i', 6, 0, 0, 0] {
+        return None;
+    }
+    let v = |i: usize| {
+        let at = 8 + 8 * i;
+        i64::from_le_bytes(f[at..at + 8].try_into().expect("8 bytes"))
+    };
+    let w = [v(0), v(1), v(2)];
+    // Only the parser's own field: the 32-bit fields hold the clamped
+    // values and one value needs more than 32 bits (a BAM input cannot
+    // pass for it by accident).
+    let fixed = |at: usize| i32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"));
+    let clamp = |x: i64| x.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+    let consistent =
+        fixed(4) == clamp(w[0]) && fixed(24) == clamp(w[1]) && fixed(28) == clamp(w[2]);
+    let needed = w.iter().any(|&x| x != clamp(x) as i64);
+    (consistent && needed).then_some(w)
+}
+
+/// [`parse_sam_record`]; with `wide`, a POS, PNEXT or TLEN beyond 32 bits
+/// is kept in a [`WIDE_TAG`] field instead of refused.
+pub fn parse_sam_record_with(
+    line: &[u8],
+    header: &Header,
+    refs: &RefLookup,
+    wide: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), SamError> {
     let start = out.len();
-    let result = parse_into(line, header, refs, out);
+    let result = parse_into(line, header, refs, wide, out);
     if result.is_err() {
         out.truncate(start);
     }
@@ -129,6 +179,7 @@ fn parse_into(
     line: &[u8],
     header: &Header,
     refs: &RefLookup,
+    wide: bool,
     out: &mut Vec<u8>,
 ) -> Result<(), SamError> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -271,11 +322,11 @@ fn parse_into(
             };
         bin = reg2bin(pos, end);
     }
-    if pos > i32::MAX as i64
+    let too_wide = pos > i32::MAX as i64
         || mpos > i32::MAX as i64
         || tlen < i32::MIN as i64
-        || tlen > i32::MAX as i64
-    {
+        || tlen > i32::MAX as i64;
+    if too_wide && !wide {
         return Err(SamError::PositionTooLarge);
     }
     let mut n_cigar = cigar.len();
@@ -299,9 +350,16 @@ fn parse_into(
         n_cigar = 2;
     }
 
+    if too_wide {
+        out.extend_from_slice(&[WIDE_TAG[0], WIDE_TAG[1], b'B', b'i', 6, 0, 0, 0]);
+        for v in [pos, mpos, tlen] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    let clamp = |v: i64| v.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
     let fixed = &mut out[body..body + FIXED_LEN];
     fixed[0..4].copy_from_slice(&tid.to_le_bytes());
-    fixed[4..8].copy_from_slice(&(pos as i32).to_le_bytes());
+    fixed[4..8].copy_from_slice(&clamp(pos).to_le_bytes());
     fixed[8] = (qname.len() + 1) as u8;
     fixed[9] = mapq as u8;
     fixed[10..12].copy_from_slice(&bin.to_le_bytes());
@@ -309,8 +367,8 @@ fn parse_into(
     fixed[14..16].copy_from_slice(&(flag as u16).to_le_bytes());
     fixed[16..20].copy_from_slice(&l_seq.to_le_bytes());
     fixed[20..24].copy_from_slice(&mtid.to_le_bytes());
-    fixed[24..28].copy_from_slice(&(mpos as i32).to_le_bytes());
-    fixed[28..32].copy_from_slice(&(tlen as i32).to_le_bytes());
+    fixed[24..28].copy_from_slice(&clamp(mpos).to_le_bytes());
+    fixed[28..32].copy_from_slice(&clamp(tlen).to_le_bytes());
     let block_size = (out.len() - body) as u32;
     out[body - 4..body].copy_from_slice(&block_size.to_le_bytes());
     Ok(())
@@ -635,3 +693,44 @@ fn parse_b_array(
 #[cfg(test)]
 #[path = "sam_parse_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod wide_tests {
+    use super::*;
+    use crate::header::parse_sam_header;
+    use crate::keys::{KeyEncoder, SortOrder};
+    use crate::sam_format::format_sam_record;
+    use crate::RecordRef;
+
+    #[test]
+    fn wide_positions_round_trip_and_order() {
+        let h = parse_sam_header([&b"@SQ\tSN:c\tLN:20000000000"[..]]).unwrap();
+        let refs = h.ref_lookup();
+        let line = b"r\t1\tc\t10000000002\t1\t5M\t=\t3000000000\t-7000000002\tACGTA\tIIIII\tNM:i:0";
+        let mut rec = Vec::new();
+        assert_eq!(
+            parse_sam_record(line, &h, &refs, &mut rec),
+            Err(SamError::PositionTooLarge)
+        );
+        parse_sam_record_with(line, &h, &refs, true, &mut rec).unwrap();
+        assert_eq!(
+            wide_positions(&rec[4..]),
+            Some([10000000001, 2999999999, -7000000002])
+        );
+        let mut out = Vec::new();
+        format_sam_record(RecordRef::with_block_size(&rec), &h, &mut out);
+        assert_eq!(out, [&line[..], b"\n"].concat());
+        // The key orders by the 64-bit position, beyond 2^32.
+        let enc = KeyEncoder::new(SortOrder::Coordinate, 1, &[]).with_wide_positions(true);
+        assert!(!enc.is_fixed8());
+        let mut small = Vec::new();
+        let line2 = b"s\t0\tc\t4294967297\t1\t5M\t*\t0\t0\tACGTA\tIIIII";
+        parse_sam_record_with(line2, &h, &refs, true, &mut small).unwrap();
+        let (mut ka, mut kb) = (Vec::new(), Vec::new());
+        enc.encode(RecordRef::with_block_size(&small), &mut ka)
+            .unwrap();
+        enc.encode(RecordRef::with_block_size(&rec), &mut kb)
+            .unwrap();
+        assert!(ka < kb);
+    }
+}

@@ -41,6 +41,9 @@ pub enum OutFormat {
 #[derive(Debug, Clone)]
 pub struct SortArgs {
     pub input: String,
+    /// Every input named (more than one: sorted as one, with the header
+    /// samtools merge would make); empty when none was (standard input).
+    pub inputs: Vec<String>,
     pub output: String,
     pub format: Option<OutFormat>,
     pub format_level: Option<u32>,
@@ -626,7 +629,7 @@ pub const OPTIONS: &[OptSpec] = &[
 ];
 
 /// The first line of every usage text.
-pub const SORT_USAGE: &str = "Usage: alnsort sort [options] [in.bam|in.sam|-]";
+pub const SORT_USAGE: &str = "Usage: alnsort sort [options] [in.bam|in.sam|-] [in2.bam ...]";
 
 /// Help is wrapped to this many columns.
 pub const HELP_WIDTH: usize = 80;
@@ -686,7 +689,10 @@ pub fn sort_help() -> String {
     for line in wrap(
         "Sorts SAM or BAM (a file, or - for standard input) as samtools 1.24 \
          sorts it: the same options, the same records in the same order, the \
-         same header edits. Long options may be abbreviated to a unique \
+         same header edits. Several inputs are sorted as one, with the header \
+         and records samtools merge of them followed by samtools sort gives \
+         (clashing @RG/@PG IDs renamed with the suffixes of samtools merge \
+         -s 0). Long options may be abbreviated to a unique \
          prefix, as in samtools.",
         HELP_WIDTH,
     ) {
@@ -738,6 +744,7 @@ Commands:
   split, sample, splitters, map, reduce, assemble
             The distributed sort's stages, for a workflow manager
             ('alnsort help map': the options of one)
+  merge     Merge sorted inputs as samtools merge does
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h
   version   Print the version; also --version, -V
@@ -796,7 +803,7 @@ fn parse_seconds(opt: &str, v: &str) -> Result<f64, ArgError> {
     }
 }
 
-fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
+pub(crate) fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
     v.trim().parse::<i64>().map_err(|_| {
         ArgError::Invalid(format!(
             "invalid value '{v}' for {opt}: expected an integer"
@@ -816,7 +823,7 @@ fn parse_c_int(opt: &str, v: &str) -> Result<i64, ArgError> {
 }
 
 /// Parses samtools' `-O FMT[,opt=val...]`.
-fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
+pub(crate) fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     let mut parts = v.split(',');
     let fmt = parts.next().unwrap_or("").to_ascii_lowercase();
     args.format = Some(match fmt.as_str() {
@@ -836,7 +843,7 @@ fn parse_output_fmt(v: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     Ok(())
 }
 
-fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), ArgError> {
+pub(crate) fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), ArgError> {
     match opt.split_once('=') {
         Some(("level", n)) => {
             let n = parse_int("level", n)?;
@@ -883,6 +890,7 @@ fn stringify(argv0: &str, rest: &[OsString]) -> String {
 pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Parsed, ArgError> {
     let mut a = SortArgs {
         input: "-".into(),
+        inputs: Vec::new(),
         output: "-".into(),
         format: None,
         format_level: None,
@@ -1012,22 +1020,16 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
     if no_args && stdin_is_tty {
         return Ok(Parsed::Usage);
     }
-    match positional.len() {
-        0 => {}
-        1 => a.input = positional.remove(0),
-        2 => {
-            return Err(ArgError::Invalid(
-                "too many arguments: alnsort sort takes one input; the legacy 'sort in.bam out.prefix' form \
-                 is not supported, use -o FILE"
-                    .into(),
-            ))
-        }
-        _ => {
-            return Err(ArgError::Invalid(
-                "too many arguments: alnsort sort takes one input file".into(),
-            ))
-        }
+    if let Some(first) = positional.first() {
+        a.input = first.clone();
     }
+    if positional.len() > 1 && positional.iter().any(|p| p == "-") {
+        return Err(ArgError::Invalid(
+            "standard input ('-') can only be the one input of alnsort sort, not one of several"
+                .into(),
+        ));
+    }
+    a.inputs = positional;
     Ok(Parsed::Run(Box::new(a)))
 }
 
@@ -1303,11 +1305,8 @@ mod tests {
 
     #[test]
     fn positional_rules() {
-        assert!(run(&["a.bam", "out"])
-            .unwrap_err()
-            .to_string()
-            .contains("legacy"));
-        assert!(run(&["a", "b", "c"]).is_err());
+        assert_eq!(run(&["a", "b", "c"]).unwrap().inputs, ["a", "b", "c"]);
+        assert!(run(&["a", "-"]).is_err());
         assert_eq!(run(&[]).unwrap().input, "-");
         assert!(matches!(
             parse("alnsort", vec![], true).unwrap(),

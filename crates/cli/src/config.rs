@@ -37,6 +37,9 @@ pub struct HdValues {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub input: String,
+    /// Several inputs (more than one) are merged as samtools merge would
+    /// (headers and record order) and sorted as one; otherwise `input`.
+    pub inputs: Vec<String>,
     /// `None` is stdout.
     pub output: Option<PathBuf>,
     pub format: OutFormat,
@@ -368,6 +371,7 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
     };
     Ok(Config {
         input: a.input.clone(),
+        inputs: a.inputs.clone(),
         output,
         format,
         level,

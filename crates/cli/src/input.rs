@@ -272,6 +272,31 @@ struct Prepared {
 }
 
 impl OpenInput {
+    /// The input's name, header and record scanner (for readers other than
+    /// [`OpenInput::feed`], such as `alnsort merge`'s).
+    pub fn into_scanner(self, opts: ScanOptions) -> Result<(Arc<str>, Header, Scanner)> {
+        let OpenInput {
+            name, header, body, ..
+        } = self;
+        let file: Arc<str> = name.as_str().into();
+        let scanner = match body {
+            Body::Cram(_) => bail!(
+                "{name}: CRAM input is read by 'alnsort sort' with one input only; \
+                 convert it to BAM first (alnsort sort -O bam) to merge it with others"
+            ),
+            Body::Bam(reader) => {
+                Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
+            }
+            Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
+                Arc::clone(&file),
+                Box::new(br),
+                header_lines,
+                opts,
+            )),
+        };
+        Ok((file, header, scanner))
+    }
+
     /// Reads every record into `sorter`. One thread only finds record
     /// boundaries (`alnsort_bam::reader`); each batch of raw records is
     /// validated, normalised, keyed and copied into a sort batch by a pool
@@ -293,10 +318,6 @@ impl OpenInput {
     ) -> Result<Fed> {
         let with_ends = markdup.as_ref().map(|m| m.scoring());
         let push_start = thread_cpu_seconds();
-        let OpenInput {
-            name, header, body, ..
-        } = self;
-        let file: Arc<str> = name.as_str().into();
         let limit = sorter.plan().record_limit;
         let opts = ScanOptions {
             // A SAM line is held whole and then parsed into a record beside
@@ -308,32 +329,29 @@ impl OpenInput {
             record_limit: limit,
             ..ScanOptions::default()
         };
-        let mut scanner = match body {
-            Body::Cram(reader) => {
-                return feed_cram(
-                    name,
-                    header,
-                    *reader,
-                    unknown_reference,
-                    encoder,
-                    sorter,
-                    pool,
-                    progress,
-                    push_start,
-                    markdup,
-                    with_ends,
-                )
-            }
-            Body::Bam(reader) => {
-                Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
-            }
-            Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
-                Arc::clone(&file),
-                Box::new(br),
-                header_lines,
-                opts,
-            )),
-        };
+        if matches!(self.body, Body::Cram(_)) {
+            let OpenInput {
+                name, header, body, ..
+            } = self;
+            let Body::Cram(reader) = body else {
+                unreachable!("checked above")
+            };
+            return feed_cram(
+                name,
+                header,
+                *reader,
+                unknown_reference,
+                encoder,
+                sorter,
+                pool,
+                progress,
+                push_start,
+                markdup,
+                with_ends,
+            );
+        }
+        let (file, header, mut scanner) = self.into_scanner(opts)?;
+        let name = file.to_string();
         let kind = if encoder.is_fixed8() {
             KeyKind::Fixed8
         } else {

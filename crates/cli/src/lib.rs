@@ -11,6 +11,7 @@ pub mod config;
 pub mod input;
 pub mod markdup;
 pub mod memsize;
+pub mod merge;
 pub mod output;
 pub mod progress;
 pub mod stages;
@@ -22,7 +23,7 @@ use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use std::io::IsTerminal;
 use std::sync::Arc;
 
@@ -119,7 +120,7 @@ fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
 /// the soft open-file limit raised to the hard one (so the sorter's
 /// automatic fan-in can merge more runs at once), and the signal thread
 /// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
-fn setup_process(debris: &Debris) -> Result<SignalGuard> {
+pub(crate) fn setup_process(debris: &Debris) -> Result<SignalGuard> {
     pin_mmap_threshold();
     alnsort_sort::raise_open_file_limit();
     SignalGuard::install(debris.clone()).context("installing signal handlers")
@@ -173,20 +174,46 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // The output's and the index's files first: a destination that cannot
     // be created stops the run before any input is read.
     let dest = output::Destinations::prepare(cfg, debris)?;
-    let input = input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
+    // Several inputs: merged as samtools merge would (header, record
+    // order), then sorted as one.
+    let (input, mut header, encoder) = if cfg.inputs.len() > 1 {
+        let opts = alnsort_bam::header_merge::MergeOptions {
+            seed: 0,
+            ..Default::default()
+        };
+        // `samtools merge` (coordinate order) interleaves them; the sort
+        // then orders that stream.
+        let plan = merge::MergePlan {
+            paths: &cfg.inputs,
+            opts,
+            order: &alnsort_bam::keys::SortOrder::Coordinate,
+            sort_order: Some(&cfg.order),
+            region: None,
+            unknown_reference: cfg.unknown_reference,
+            check_sorted: false,
+        };
+        let (m, encoder) = merge::merged_inputs(&plan, &pool)?;
+        let header = m.header.clone();
+        (InputFeed::Many(m), header, encoder)
+    } else {
+        let input = input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
+        let header = input.header.clone();
+        let encoder = Arc::new(
+            KeyEncoder::new(cfg.order.clone(), header.n_ref(), &header.library_map())
+                .with_wide_positions(has_long_reference(&header)),
+        );
+        (InputFeed::One(input), header, encoder)
+    };
+    if encoder.wide_positions() {
+        check_wide_output(cfg)?;
+    }
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,
         std::io::stderr().is_terminal(),
     );
-    let input_file_bytes = input.size;
-    let progress = Progress::new(display, input.size);
-    let mut header = input.header.clone();
-    let encoder = Arc::new(KeyEncoder::new(
-        cfg.order.clone(),
-        header.n_ref(),
-        &header.library_map(),
-    ));
+    let input_file_bytes = input.size();
+    let progress = Progress::new(display, input_file_bytes);
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
         format!(
             "cannot create a temporary directory in {}",
@@ -205,18 +232,40 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         merge_partition_bytes: 0,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let input_name = match &input {
+        InputFeed::One(input) => input.name.clone(),
+        InputFeed::Many(_) => {
+            if cfg.markdup.is_some() {
+                bail!(
+                    "--markdup takes one input; merge the inputs first \
+                     (alnsort merge -n, or alnsort sort -n IN1 IN2 ...) and mark the result"
+                );
+            }
+            cfg.inputs.join(", ")
+        }
+    };
     let mut marker = cfg
         .markdup
         .as_ref()
-        .map(|m| markdup::Marker::new(&header, m, &input.name, markdup_budget));
-    let fed = input.feed(
-        cfg.unknown_reference,
-        Arc::clone(&encoder),
-        &mut sorter,
-        Arc::clone(&pool),
-        &progress,
-        marker.as_mut(),
-    )?;
+        .map(|m| markdup::Marker::new(&header, m, &input_name, markdup_budget));
+    let fed = match input {
+        InputFeed::One(input) => input.feed(
+            cfg.unknown_reference,
+            Arc::clone(&encoder),
+            &mut sorter,
+            Arc::clone(&pool),
+            &progress,
+            marker.as_mut(),
+        )?,
+        InputFeed::Many(m) => {
+            let kind = if encoder.is_fixed8() {
+                KeyKind::Fixed8
+            } else {
+                KeyKind::Variable
+            };
+            merge::feed_sorter(m, kind, &mut sorter, &progress)?
+        }
+    };
     let records_in = fed.records;
     progress.enter(Phase::MergeRuns);
     // Duplicate marking decides on a thread of its own while the sorter
@@ -333,6 +382,54 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     Ok(report)
 }
 
+/// Whether a reference is longer than BAM's positions reach (`i32::MAX`):
+/// samtools then sorts with 64-bit positions, and only SAM output can hold
+/// them.
+pub fn has_long_reference(header: &Header) -> bool {
+    header.refs().iter().any(|r| r.len > i32::MAX as u64)
+}
+
+/// What wide positions (see [`has_long_reference`]) allow: SAM output (as
+/// samtools: BAM is refused with its message before any record is read),
+/// and the orders whose keys carry 64-bit positions.
+pub fn check_wide_output(cfg: &Config) -> Result<()> {
+    if !matches!(cfg.format, config_format::Sam | config_format::SamGz) {
+        return Err(anyhow!(
+            "output format is not compatible with very large references: a reference is longer than \
+             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)"
+        ));
+    }
+    if matches!(
+        cfg.order,
+        alnsort_bam::keys::SortOrder::TemplateCoordinate
+            | alnsort_bam::keys::SortOrder::Minimiser(_)
+    ) {
+        return Err(anyhow!(
+            "this sort order is not supported yet for references longer than 2147483647 bases \
+             (coordinate, name and tag orders are)"
+        ));
+    }
+    Ok(())
+}
+
+use crate::args::OutFormat as config_format;
+
+/// The input of a sort: one file, or several merged.
+enum InputFeed {
+    One(input::OpenInput),
+    Many(merge::MergedInputs),
+}
+
+impl InputFeed {
+    /// Bytes of the input files, when every one is a regular file.
+    fn size(&self) -> Option<u64> {
+        match self {
+            InputFeed::One(i) => i.size,
+            InputFeed::Many(m) => m.size,
+        }
+    }
+}
+
 /// The header edits samtools sort makes: @HD for the order, then @PG.
 /// `all_unplaced`: no record is placed (`tid >= 0`), which changes
 /// minimiser order's @HD.
@@ -393,6 +490,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         Some(stage) if stages::is_stage_command(stage) => {
             return stages::main(stage, rest.collect());
         }
+        Some("merge") => return merge::main(&argv0, rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
@@ -404,6 +502,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                 Some(stage) if stages::is_stage_command(stage) => {
                     print!("{}", stages::stage_help(stage))
                 }
+                Some("merge") => print!("{}", merge::merge_help()),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
                     return EXIT_USAGE;

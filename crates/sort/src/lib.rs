@@ -70,7 +70,7 @@
 
 pub mod batch;
 mod error;
-mod loser;
+pub mod loser;
 mod merge;
 mod meter;
 mod partition;

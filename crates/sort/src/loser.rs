@@ -18,7 +18,7 @@ use crate::error::Result;
 
 /// A sorted stream the loser tree can merge. A source is positioned on its
 /// first entry when handed to the tree.
-pub(crate) trait MergeSource {
+pub trait MergeSource {
     /// The current key, or `None` once the source is exhausted.
     fn key(&self) -> Option<&[u8]>;
     /// The current record; only called while `key()` is `Some`.
@@ -28,7 +28,7 @@ pub(crate) trait MergeSource {
 }
 
 /// The merge state over `k` sources.
-pub(crate) struct LoserTree<S> {
+pub struct LoserTree<S> {
     sources: Vec<S>,
     /// Cached `key_prefix` of each source's head; `live[i]` is false once
     /// source `i` is exhausted (it then loses every match).
@@ -43,7 +43,7 @@ pub(crate) struct LoserTree<S> {
 
 impl<S: MergeSource> LoserTree<S> {
     /// Builds the tree over sources in input order.
-    pub(crate) fn new(sources: Vec<S>, prefix_is_key: bool) -> Self {
+    pub fn new(sources: Vec<S>, prefix_is_key: bool) -> Self {
         let k = sources.len();
         let mut tree = LoserTree {
             prefixes: vec![0; k],
@@ -67,7 +67,7 @@ impl<S: MergeSource> LoserTree<S> {
     }
 
     /// The smallest head: `(key, record)`, or `None` when all are exhausted.
-    pub(crate) fn peek(&self) -> Option<(&[u8], &[u8])> {
+    pub fn peek(&self) -> Option<(&[u8], &[u8])> {
         let winner = *self.nodes.first()?;
         let source = self.sources.get(winner)?;
         source.key().map(|key| (key, source.record()))
@@ -75,7 +75,7 @@ impl<S: MergeSource> LoserTree<S> {
 
     /// The source holding the smallest head, or `None` when all are
     /// exhausted (the same entry `peek` returns).
-    pub(crate) fn winner_mut(&mut self) -> Option<&mut S> {
+    pub fn winner_mut(&mut self) -> Option<&mut S> {
         let winner = *self.nodes.first()?;
         if *self.live.get(winner)? {
             self.sources.get_mut(winner)
@@ -86,7 +86,7 @@ impl<S: MergeSource> LoserTree<S> {
 
     /// Advances the source that produced the current winner and replays
     /// its path to the root.
-    pub(crate) fn pop(&mut self) -> Result<()> {
+    pub fn pop(&mut self) -> Result<()> {
         let Some(&winner) = self.nodes.first() else {
             return Ok(());
         };

@@ -1,0 +1,1282 @@
+//! `alnsort merge`: samtools merge's interface and output for inputs that
+//! are already sorted. Headers are merged by `alnsort_bam::header_merge`
+//! (samtools' rules); each input is read by `alnsort_bam::reader` (scan on
+//! its own thread, decode and key on the pool, results in order), its
+//! records translated into the merged header's terms, and the inputs are
+//! merged with the sort crate's loser tree (ties: the earlier input first,
+//! as samtools' heap) into the same `Output` as `alnsort sort`.
+//!
+//! [`merged_inputs`] is the stream alone, which `alnsort sort` with several
+//! inputs feeds to its sorter.
+
+use crate::args::{self, ArgError, OrderFlag, OutFormat, SortArgs};
+use crate::cleanup::Debris;
+use crate::config::{self, Config};
+use crate::input::{self, Fed};
+use crate::output;
+use crate::progress::{thread_cpu_seconds, Progress};
+use alnsort_bam::header::Header;
+use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
+use alnsort_bam::reader::{RawBatch, ReadError, ScanOptions, UnknownReference};
+use alnsort_bam::RecordRef;
+use alnsort_pipeline::Ordered;
+use alnsort_sort::batch::Batch;
+use alnsort_sort::loser::{LoserTree, MergeSource};
+use alnsort_sort::{KeyKind, Sorter};
+use anyhow::{anyhow, bail, Context, Result};
+use lexopt::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// What an option of `alnsort merge` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeOptId {
+    Name,
+    NameLex,
+    Tag,
+    TemplateCoordinate,
+    Output,
+    Force,
+    FileList,
+    CombineRg,
+    CombinePg,
+    Seed,
+    Level1,
+    Level,
+    Uncompressed,
+    OutputFmt,
+    OutputFmtOption,
+    Threads,
+    WriteIndex,
+    NoPg,
+    Verbosity,
+    Help,
+    Region,
+    Unsupported(&'static str),
+}
+
+/// One option of `alnsort merge`: how it is written and what help says.
+#[derive(Debug)]
+pub struct MergeSpec {
+    pub id: MergeOptId,
+    pub short: Option<char>,
+    pub long: Option<&'static str>,
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+const fn spec(
+    id: MergeOptId,
+    short: Option<char>,
+    long: Option<&'static str>,
+    value: Option<&'static str>,
+    help: &'static str,
+) -> MergeSpec {
+    MergeSpec {
+        id,
+        short,
+        long,
+        value,
+        help,
+    }
+}
+
+/// Every option `alnsort merge` knows; the parser and the help read it.
+pub const MERGE_OPTIONS: &[MergeSpec] = &[
+    spec(
+        MergeOptId::Name,
+        Some('n'),
+        None,
+        None,
+        "Inputs are sorted by read name (natural order).",
+    ),
+    spec(
+        MergeOptId::NameLex,
+        Some('N'),
+        None,
+        None,
+        "Inputs are sorted by read name (byte order).",
+    ),
+    spec(
+        MergeOptId::Tag,
+        Some('t'),
+        None,
+        Some("TAG"),
+        "Inputs are sorted by the value of TAG (then position, or name with -n/-N).",
+    ),
+    spec(
+        MergeOptId::TemplateCoordinate,
+        None,
+        Some("template-coordinate"),
+        None,
+        "Inputs are sorted by template coordinate.",
+    ),
+    spec(
+        MergeOptId::Output,
+        Some('o'),
+        None,
+        Some("FILE"),
+        "Output file ('-': standard output); without -o the first argument is the output.",
+    ),
+    spec(
+        MergeOptId::Force,
+        Some('f'),
+        None,
+        None,
+        "Overwrite the output if it exists (samtools refuses otherwise).",
+    ),
+    spec(
+        MergeOptId::FileList,
+        Some('b'),
+        None,
+        Some("FILE"),
+        "Read input file names from FILE, one per line (before the arguments' inputs).",
+    ),
+    spec(
+        MergeOptId::CombineRg,
+        Some('c'),
+        None,
+        None,
+        "Combine @RG lines with the same ID (default: rename later ones ID-XXXXXXXX).",
+    ),
+    spec(
+        MergeOptId::CombinePg,
+        Some('p'),
+        None,
+        None,
+        "Combine @PG lines with the same ID (default: rename later ones).",
+    ),
+    spec(
+        MergeOptId::Seed,
+        Some('s'),
+        None,
+        Some("VALUE"),
+        "Seed of the random suffixes of renamed IDs (default: the time).",
+    ),
+    spec(
+        MergeOptId::Level1,
+        Some('1'),
+        None,
+        None,
+        "Compression level 1.",
+    ),
+    spec(
+        MergeOptId::Level,
+        Some('l'),
+        None,
+        Some("INT"),
+        "Compression level, 0 to 9.",
+    ),
+    spec(
+        MergeOptId::Uncompressed,
+        Some('u'),
+        None,
+        None,
+        "Uncompressed BAM output (level 0).",
+    ),
+    spec(
+        MergeOptId::OutputFmt,
+        Some('O'),
+        Some("output-fmt"),
+        Some("FMT[,OPT=VAL]..."),
+        "Output format: SAM, BAM (default: from the output's name).",
+    ),
+    spec(
+        MergeOptId::OutputFmtOption,
+        None,
+        Some("output-fmt-option"),
+        Some("OPT=VAL"),
+        "Output format option (level=N).",
+    ),
+    spec(
+        MergeOptId::Threads,
+        Some('@'),
+        Some("threads"),
+        Some("INT"),
+        "Threads for decoding and compression.",
+    ),
+    spec(
+        MergeOptId::WriteIndex,
+        None,
+        Some("write-index"),
+        None,
+        "Write a CSI index beside the output (coordinate order, BAM).",
+    ),
+    spec(
+        MergeOptId::NoPg,
+        None,
+        Some("no-PG"),
+        None,
+        "Do not add a @PG line.",
+    ),
+    spec(
+        MergeOptId::Verbosity,
+        None,
+        Some("verbosity"),
+        Some("INT"),
+        "Verbosity (3: print a summary).",
+    ),
+    spec(
+        MergeOptId::Help,
+        None,
+        Some("help"),
+        None,
+        "Print this help.",
+    ),
+    spec(
+        MergeOptId::Region,
+        Some('R'),
+        None,
+        Some("STR"),
+        "Merge only the records overlapping region STR (chr, chr:beg, chr:beg-end); \
+         each input needs an index (IN.bai or IN.csi), as in samtools, but is read whole.",
+    ),
+    spec(
+        MergeOptId::Unsupported("BED region lists are not supported yet"),
+        Some('L'),
+        None,
+        Some("FILE"),
+        "Merge only the regions of a BED file (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("a header from another file is not supported yet"),
+        Some('h'),
+        None,
+        Some("FILE"),
+        "Take the header from FILE (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("RG tags from file names are not supported yet"),
+        Some('r'),
+        None,
+        None,
+        "Attach RG tags from file names (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("custom index files are not supported yet"),
+        Some('X'),
+        None,
+        None,
+        "Inputs' index files given (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("CRAM is not supported yet"),
+        None,
+        Some("reference"),
+        Some("FILE"),
+        "Reference for CRAM (not supported yet).",
+    ),
+    spec(
+        MergeOptId::Unsupported("input format options are not supported yet"),
+        None,
+        Some("input-fmt-option"),
+        Some("OPT=VAL"),
+        "Input format option (not supported yet).",
+    ),
+];
+
+/// `alnsort merge --help`.
+pub fn merge_help() -> String {
+    let mut out = String::from(
+        "Usage: alnsort merge [options] -o <out.bam> <in1.bam> ... <inN.bam>\n   \
+         or: alnsort merge [options] <out.bam> <in1.bam> ... <inN.bam>\n\n\
+         Merges inputs that are already sorted (an input out of order is an error),\n\
+         as samtools merge does: same options, header merging and records.\n\nOptions:\n",
+    );
+    for s in MERGE_OPTIONS {
+        let mut names = Vec::new();
+        if let Some(c) = s.short {
+            names.push(format!("-{c}"));
+        }
+        if let Some(l) = s.long {
+            names.push(format!("--{l}"));
+        }
+        let mut left = names.join(", ");
+        if let Some(v) = s.value {
+            left.push(' ');
+            left.push_str(v);
+        }
+        out.push_str(&format!("  {left:<28} {}\n", s.help));
+    }
+    out
+}
+
+/// Parsed `alnsort merge` arguments.
+#[derive(Debug)]
+pub struct MergeArgs {
+    /// The output, format, order and thread options in `alnsort sort`'s
+    /// terms (`config::resolve` makes the output configuration from them).
+    pub sort: SortArgs,
+    pub inputs: Vec<String>,
+    pub force: bool,
+    pub merge: MergeOptions,
+    /// `-R STR`.
+    pub region: Option<String>,
+}
+
+/// What parsing produced.
+#[derive(Debug)]
+pub enum ParsedMerge {
+    Run(Box<MergeArgs>),
+    Usage,
+}
+
+fn find(arg: &lexopt::Arg<'_>) -> Result<&'static MergeSpec, ArgError> {
+    match arg {
+        Short(c) => MERGE_OPTIONS
+            .iter()
+            .find(|s| s.short == Some(*c))
+            .ok_or_else(|| ArgError::UnknownOption(format!("-{c}"))),
+        Long(name) => {
+            if let Some(s) = MERGE_OPTIONS.iter().find(|s| s.long == Some(*name)) {
+                return Ok(s);
+            }
+            let m: Vec<_> = MERGE_OPTIONS
+                .iter()
+                .filter(|s| !name.is_empty() && s.long.is_some_and(|l| l.starts_with(*name)))
+                .collect();
+            match m.as_slice() {
+                [one] => Ok(one),
+                [] => Err(ArgError::UnknownOption(format!("--{name}"))),
+                many => Err(ArgError::Ambiguous {
+                    given: name.to_string(),
+                    candidates: many
+                        .iter()
+                        .filter_map(|s| s.long.map(|l| format!("--{l}")))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }),
+            }
+        }
+        Value(_) => unreachable!("values are handled by the caller"),
+    }
+}
+
+/// Parses the arguments after `alnsort merge`.
+pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> {
+    if rest.is_empty() {
+        return Ok(ParsedMerge::Usage);
+    }
+    let mut command_line = format!("{argv0} merge");
+    for a in &rest {
+        command_line.push(' ');
+        command_line.push_str(&a.to_string_lossy());
+    }
+    let command_line = command_line.replace('\t', " ");
+    let mut sort = match args::parse(argv0, Vec::new(), false)? {
+        args::Parsed::Run(a) => *a,
+        _ => unreachable!("no arguments and no terminal give a run"),
+    };
+    sort.command_line = command_line;
+    sort.output = String::new();
+    let mut inputs = Vec::new();
+    let mut positional = Vec::new();
+    let mut force = false;
+    let mut merge = MergeOptions {
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+        ..Default::default()
+    };
+    let mut output: Option<String> = None;
+    let mut region = None;
+    let mut p = lexopt::Parser::from_args(rest);
+    while let Some(arg) = p.next()? {
+        if let Value(v) = arg {
+            positional.push(v.string()?);
+            continue;
+        }
+        let s = find(&arg)?;
+        if let MergeOptId::Unsupported(why) = s.id {
+            let option = s
+                .short
+                .map(|c| format!("-{c}"))
+                .or(s.long.map(|l| format!("--{l}")))
+                .unwrap_or_default();
+            return Err(ArgError::Unsupported { option, why });
+        }
+        let value = match s.value {
+            Some(_) => Some(p.value()?.string()?),
+            None => None,
+        };
+        let text = || value.clone().expect("option takes a value");
+        match s.id {
+            MergeOptId::Name => sort.order = OrderFlag::Name,
+            MergeOptId::NameLex => {
+                sort.order = OrderFlag::Name;
+                sort.lexicographic = true;
+            }
+            MergeOptId::Tag => sort.tag = Some(text()),
+            MergeOptId::TemplateCoordinate => sort.order = OrderFlag::TemplateCoordinate,
+            MergeOptId::Output => output = Some(text()),
+            MergeOptId::Force => force = true,
+            MergeOptId::FileList => {
+                let list = text();
+                let body = std::fs::read_to_string(&list).map_err(|e| {
+                    ArgError::Invalid(format!("-b {list}: cannot read the file list: {e}"))
+                })?;
+                // hts_readlines: one name per line, empty lines skipped.
+                inputs.extend(
+                    body.lines()
+                        .map(|l| l.trim_end_matches('\r'))
+                        .filter(|l| !l.is_empty())
+                        .map(String::from),
+                );
+            }
+            MergeOptId::CombineRg => merge.combine_rg = true,
+            MergeOptId::CombinePg => merge.combine_pg = true,
+            MergeOptId::Seed => {
+                let v = text();
+                merge.seed = v
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| ArgError::Invalid(format!("Invalid random seed '{v}'")))?;
+            }
+            MergeOptId::Level1 => sort.level = Some(1),
+            MergeOptId::Level => {
+                let n = args::parse_int("-l", &text())?;
+                sort.level = if n < 0 { None } else { Some(n.min(9) as u32) };
+            }
+            MergeOptId::Uncompressed => sort.uncompressed = true,
+            MergeOptId::OutputFmt => args::parse_output_fmt(&text(), &mut sort)?,
+            MergeOptId::OutputFmtOption => args::parse_fmt_option(&text(), &mut sort)?,
+            MergeOptId::Threads => sort.threads = args::parse_int("-@", &text())?.max(0) as usize,
+            MergeOptId::WriteIndex => sort.write_index = true,
+            MergeOptId::NoPg => sort.no_pg = true,
+            MergeOptId::Verbosity => {
+                sort.verbosity = args::parse_int("--verbosity", &text())? as i32
+            }
+            MergeOptId::Help => return Ok(ParsedMerge::Usage),
+            MergeOptId::Region => region = Some(text()),
+            MergeOptId::Unsupported(_) => unreachable!("refused above"),
+        }
+    }
+    let output = match output {
+        Some(o) => o,
+        None if !positional.is_empty() => positional.remove(0),
+        None => {
+            return Err(ArgError::Invalid(
+                "You must at least specify the output file".into(),
+            ))
+        }
+    };
+    inputs.extend(positional);
+    if inputs.is_empty() {
+        return Err(ArgError::Invalid(
+            "You must specify at least one (and usually two or more) input files".into(),
+        ));
+    }
+    sort.output = output;
+    sort.input = inputs[0].clone();
+    Ok(ParsedMerge::Run(Box::new(MergeArgs {
+        sort,
+        inputs,
+        force,
+        merge,
+        region,
+    })))
+}
+
+/// The inputs opened, their headers merged.
+pub struct MergedInputs {
+    pub header: Header,
+    /// Bytes of the input files, when every one is a regular file.
+    pub size: Option<u64>,
+    sources: Vec<Source>,
+    failure: Rc<RefCell<Option<anyhow::Error>>>,
+    /// SAM records read as unmapped for an unknown reference name so far.
+    unknown_refs: Rc<Cell<u64>>,
+    /// Records carry a second key (of the sort order) for the sink.
+    two_keys: bool,
+}
+
+/// What [`merged_inputs`] merges and how.
+pub struct MergePlan<'a> {
+    pub paths: &'a [String],
+    /// Header merging (`-c`, `-p`, `-s`).
+    pub opts: MergeOptions,
+    /// The order the inputs are interleaved by.
+    pub order: &'a SortOrder,
+    /// The records are handed on with keys of this order instead (the
+    /// encoder returned is for it).
+    pub sort_order: Option<&'a SortOrder>,
+    /// `-R`: only the records overlapping it.
+    pub region: Option<&'a str>,
+    pub unknown_reference: UnknownReference,
+    /// An input out of order is an error naming file and record.
+    pub check_sorted: bool,
+}
+
+/// Opens the plan's inputs, merges their headers, and starts reading each
+/// (decoding on `pool`), interleaved by keys of its order in the merged
+/// header's terms.
+pub fn merged_inputs(
+    plan: &MergePlan<'_>,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(MergedInputs, Arc<KeyEncoder>)> {
+    let MergePlan {
+        paths,
+        opts,
+        order,
+        sort_order,
+        region,
+        unknown_reference,
+        check_sorted,
+    } = *plan;
+    let mut opened = Vec::with_capacity(paths.len());
+    let mut merger = HeaderMerger::new(opts);
+    let mut translations = Vec::new();
+    let mut reset_order = false;
+    let mut size = Some(0u64);
+    for path in paths {
+        let inp = input::open(path, Arc::clone(pool))?;
+        size = size.zip(inp.size).map(|(a, b)| a + b);
+        let t = merger
+            .add(&inp.header)
+            .with_context(|| format!("{}: merging its header", inp.name))?;
+        if t.lost_coord_sort && matches!(order, SortOrder::Coordinate | SortOrder::Minimiser(_)) {
+            if check_sorted {
+                eprintln!(
+                    "[bam_merge_core] Order of targets in file {path} caused coordinate sort to be lost"
+                );
+            }
+            reset_order = true;
+        }
+        translations.push(t);
+        opened.push(inp);
+    }
+    if check_sorted
+        && !opened
+            .iter()
+            .any(|i| i.header.lines().iter().any(|l| l.starts_with(b"@HD")))
+    {
+        eprintln!("[W::bam_merge_core2] No @HD tag found.");
+    }
+    for w in &merger.warnings {
+        eprintln!("{w}");
+    }
+    let header = merger.finish(reset_order).context("merging the headers")?;
+    let region = match region {
+        Some(r) => {
+            let parsed = parse_region(&header, r).ok_or_else(|| {
+                anyhow!("-R: badly formatted region or unknown reference name: \"{r}\"")
+            })?;
+            for path in paths {
+                if !has_index(path) {
+                    bail!(
+                        "-R: failed to load index for {path}; merging a region needs indexed inputs \
+                         ({path}.bai or {path}.csi), as in samtools"
+                    );
+                }
+            }
+            Some(parsed)
+        }
+        None => None,
+    };
+    let wide = crate::has_long_reference(&header);
+    let encoder = Arc::new(
+        KeyEncoder::new(order.clone(), header.n_ref(), &header.library_map())
+            .with_wide_positions(wide),
+    );
+    let sort_encoder = sort_order.filter(|o| *o != order).map(|o| {
+        Arc::new(
+            KeyEncoder::new(o.clone(), header.n_ref(), &header.library_map())
+                .with_wide_positions(wide),
+        )
+    });
+    let failure = Rc::new(RefCell::new(None));
+    let unknown_refs = Rc::new(Cell::new(0));
+    let shared = Shared {
+        encoder: Arc::clone(&encoder),
+        sort_encoder: sort_encoder.clone(),
+        n_ref: header.n_ref(),
+        libraries: header.library_map(),
+        unknown_reference,
+        check: check_sorted,
+        region,
+    };
+    let mut sources = Vec::with_capacity(opened.len());
+    for (inp, t) in opened.into_iter().zip(translations) {
+        sources.push(Source::start(
+            inp,
+            t,
+            &shared,
+            pool,
+            Rc::clone(&failure),
+            Rc::clone(&unknown_refs),
+        )?);
+    }
+    Ok((
+        MergedInputs {
+            header,
+            size,
+            sources,
+            failure,
+            unknown_refs,
+            two_keys: sort_encoder.is_some(),
+        },
+        sort_encoder.unwrap_or(encoder),
+    ))
+}
+
+impl MergedInputs {
+    /// Calls `sink(key, record)` for each record in merged order.
+    pub fn for_each(self, mut sink: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<u64> {
+        let MergedInputs {
+            sources,
+            failure,
+            two_keys,
+            ..
+        } = self;
+        let mut tree = LoserTree::new(sources, false);
+        let mut n = 0u64;
+        loop {
+            if let Some(e) = failure.borrow_mut().take() {
+                return Err(e);
+            }
+            if two_keys {
+                let Some(src) = tree.winner_mut() else { break };
+                sink(src.sort_key(), src.record())?;
+            } else {
+                let Some((key, rec)) = tree.peek() else { break };
+                sink(key, rec)?;
+            }
+            n += 1;
+            tree.pop().map_err(|e| anyhow!(e))?;
+        }
+        if let Some(e) = failure.borrow_mut().take() {
+            return Err(e);
+        }
+        Ok(n)
+    }
+}
+
+/// Feeds the merged stream of `m` to `sorter`, in batches of about
+/// `alnsort_bam::reader::BATCH_BYTES` record bytes.
+pub fn feed_sorter(
+    m: MergedInputs,
+    kind: KeyKind,
+    sorter: &mut Sorter,
+    progress: &Progress,
+) -> Result<Fed> {
+    let start = thread_cpu_seconds();
+    let target = alnsort_bam::reader::BATCH_BYTES;
+    let mut batch = Batch::for_input(kind, target + (target >> 2), target / 64);
+    let mut bytes = 0u64;
+    let mut flush = |batch: &mut Batch, bytes: &mut u64| -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let len = batch.len() as u64;
+        let full = std::mem::replace(
+            batch,
+            Batch::for_input(kind, target + (target >> 2), target / 64),
+        );
+        sorter
+            .push_batch(full)
+            .map_err(anyhow::Error::from)
+            .context("sorting the merged inputs")?;
+        progress.add_records(len, *bytes, 0);
+        *bytes = 0;
+        Ok(())
+    };
+    let unknown_refs = Rc::clone(&m.unknown_refs);
+    let records = m.for_each(|key, rec| {
+        if kind == KeyKind::Fixed8 && key.len() != 8 {
+            bail!(
+                "internal error: the key is {} bytes, but this sort needs 8-byte keys",
+                key.len()
+            );
+        }
+        if !batch.try_push(key, rec) {
+            bail!("a record too large for a batch (4 GiB)");
+        }
+        bytes += rec.len() as u64;
+        if batch.record_bytes() >= target {
+            flush(&mut batch, &mut bytes)?;
+        }
+        Ok(())
+    })?;
+    flush(&mut batch, &mut bytes)?;
+    Ok(Fed {
+        records,
+        read_scan_s: 0.0,
+        read_push_s: thread_cpu_seconds() - start,
+        unknown_reference_records: unknown_refs.get(),
+    })
+}
+
+/// A `-R` region in the merged header's terms: reference, 0-based start,
+/// end (exclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub tid: i32,
+    pub beg: i64,
+    pub end: i64,
+}
+
+impl Region {
+    /// htslib's iterator test: same reference, `pos < end` and
+    /// `bam_endpos > beg` (the end of an unmapped or zero-length record is
+    /// `pos + 1`).
+    fn overlaps(&self, rec: RecordRef<'_>) -> bool {
+        if rec.ref_id() != self.tid {
+            return false;
+        }
+        let pos =
+            alnsort_bam::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0]);
+        let rlen = if rec.flag() & 4 != 0 {
+            0
+        } else {
+            rec.reference_length()
+        };
+        pos < self.end && pos + rlen.max(1) > self.beg
+    }
+}
+
+/// `sam_parse_region` for `-R`: a whole reference name, or `NAME:BEG`,
+/// `NAME:BEG-END`, `NAME:-END` (1-based, inclusive; commas allowed).
+pub fn parse_region(header: &Header, text: &str) -> Option<Region> {
+    let lookup = header.ref_lookup();
+    if let Some(tid) = lookup.get(text.as_bytes()) {
+        return Some(Region {
+            tid,
+            beg: 0,
+            end: i64::MAX,
+        });
+    }
+    let (name, range) = text.rsplit_once(':')?;
+    let tid = lookup.get(name.as_bytes())?;
+    let num = |s: &str| -> Option<i64> {
+        let digits: String = s.chars().filter(|&c| c != ',').collect();
+        digits.trim().parse::<i64>().ok()
+    };
+    let (beg, end) = match range.split_once('-') {
+        None => (num(range)?, i64::MAX),
+        Some((b, e)) => (
+            if b.is_empty() { 1 } else { num(b)? },
+            if e.is_empty() { i64::MAX } else { num(e)? },
+        ),
+    };
+    let beg = (beg - 1).max(0);
+    if end < beg {
+        return None;
+    }
+    Some(Region { tid, beg, end })
+}
+
+/// Whether `path` has an index samtools would find beside it.
+fn has_index(path: &str) -> bool {
+    let stem = path
+        .strip_suffix(".bam")
+        .or_else(|| path.strip_suffix(".cram"))
+        .unwrap_or(path);
+    [
+        format!("{path}.bai"),
+        format!("{path}.csi"),
+        format!("{stem}.bai"),
+        format!("{stem}.csi"),
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).is_file())
+}
+
+/// Records of one decoded batch, keys beside them.
+#[derive(Default)]
+struct Chunk {
+    data: Vec<u8>,
+    keys: Vec<u8>,
+    /// (key start, key end, record start, record end)
+    entries: Vec<(u32, u32, u32, u32)>,
+    /// Tags dropped for unknown IDs: (tag, ID, read name), in order.
+    unknown_tags: Vec<(Vec<u8>, Vec<u8>, String)>,
+    /// Keys in the input's own terms (before translation) of the first and
+    /// last record, for the order check across chunks.
+    first_own: Vec<u8>,
+    last_own: Vec<u8>,
+    /// The first record (index in the chunk, read name) whose own key is
+    /// below its predecessor's.
+    unsorted: Option<(usize, String)>,
+    /// Keys of the sort order, when it is not the merge's: (start, end).
+    sort_keys: Vec<u8>,
+    sort_entries: Vec<(u32, u32)>,
+    /// Records decoded (with `-R`, more than kept), and the read name of
+    /// the first one.
+    records: usize,
+    first_name: String,
+    /// SAM records read as unmapped for an unknown reference name.
+    unknown_reference_records: u64,
+}
+
+type ChunkResult = std::result::Result<Chunk, ReadError>;
+
+struct Source {
+    name: Arc<str>,
+    batches: Ordered<ChunkResult>,
+    chunk: Chunk,
+    at: usize,
+    /// Records of this input before the current chunk.
+    before: u64,
+    done: bool,
+    check: bool,
+    last_own: Vec<u8>,
+    failure: Rc<RefCell<Option<anyhow::Error>>>,
+    warned: HashSet<(Vec<u8>, Vec<u8>)>,
+    /// Counts records read as unmapped for an unknown reference name.
+    unknown_refs: Rc<Cell<u64>>,
+}
+
+/// What every input of one merge shares.
+struct Shared {
+    /// Keys of the merge order in the merged header's terms.
+    encoder: Arc<KeyEncoder>,
+    /// Keys handed on instead (see [`MergePlan::sort_order`]).
+    sort_encoder: Option<Arc<KeyEncoder>>,
+    /// The merged header's reference count and libraries.
+    n_ref: usize,
+    libraries: Vec<(Vec<u8>, Vec<u8>)>,
+    unknown_reference: UnknownReference,
+    check: bool,
+    region: Option<Region>,
+}
+
+/// The per-batch work of one input, run on the pool.
+struct ChunkDecoder {
+    decoder: alnsort_bam::reader::Decoder,
+    translation: Translation,
+    encoder: Arc<KeyEncoder>,
+    sort_encoder: Option<Arc<KeyEncoder>>,
+    /// The decoder's keys (the input's own terms) are the merged keys.
+    same_keys: bool,
+    check: bool,
+    region: Option<Region>,
+}
+
+impl Source {
+    fn start(
+        inp: input::OpenInput,
+        translation: Translation,
+        shared: &Shared,
+        pool: &Arc<rayon::ThreadPool>,
+        failure: Rc<RefCell<Option<anyhow::Error>>>,
+        unknown_refs: Rc<Cell<u64>>,
+    ) -> Result<Source> {
+        let encoder = &shared.encoder;
+        let check = shared.check;
+        let (file, header, mut scanner) = inp.into_scanner(ScanOptions::default())?;
+        let header = Arc::new(header);
+        // Keys in the input's own terms (the order check), and whether
+        // they are the merged header's keys too.
+        let own = KeyEncoder::new(
+            encoder.order().clone(),
+            header.n_ref(),
+            &header.library_map(),
+        )
+        .with_wide_positions(encoder.wide_positions());
+        let same_keys = translation.is_identity()
+            && header.n_ref() == shared.n_ref
+            && (*encoder.order() != SortOrder::TemplateCoordinate
+                || header.library_map() == shared.libraries);
+        let decoder = alnsort_bam::reader::Decoder {
+            file: Arc::clone(&file),
+            lookup: Arc::new(header.ref_lookup()),
+            header,
+            encoder: Arc::new(own),
+            record_limit: usize::MAX,
+            unknown_reference: shared.unknown_reference,
+        };
+        let job = ChunkDecoder {
+            decoder,
+            translation,
+            encoder: Arc::clone(encoder),
+            sort_encoder: shared.sort_encoder.clone(),
+            same_keys,
+            check,
+            region: shared.region,
+        };
+        let recycler = scanner.recycler();
+        let depth = pool.current_num_threads() + 2;
+        let batches = Ordered::spawn(
+            Arc::clone(pool),
+            "merge-read",
+            depth,
+            move |emit| loop {
+                match scanner.next_batch() {
+                    Ok(Some(b)) => {
+                        if !emit(Ok(b)) {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        emit(Err(e));
+                        break;
+                    }
+                }
+            },
+            move |item: std::result::Result<RawBatch, ReadError>| {
+                let raw = item?;
+                let chunk = job.decode(&raw);
+                recycler.give_back(raw);
+                chunk
+            },
+        )
+        .with_context(|| format!("{file}: starting the input reader thread"))?;
+        let mut s = Source {
+            name: file,
+            batches,
+            chunk: Chunk::default(),
+            at: 0,
+            before: 0,
+            done: false,
+            check,
+            last_own: Vec::new(),
+            failure,
+            warned: HashSet::new(),
+            unknown_refs,
+        };
+        s.next_chunk();
+        Ok(s)
+    }
+
+    fn fail(&mut self, e: anyhow::Error) {
+        self.done = true;
+        let mut f = self.failure.borrow_mut();
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+
+    /// Moves to the next non-empty chunk, or marks the source done.
+    fn next_chunk(&mut self) {
+        loop {
+            self.before += self.chunk.records as u64;
+            match self.batches.next_result() {
+                None => {
+                    self.done = true;
+                    return;
+                }
+                Some(r) => {
+                    let r = r
+                        .map_err(anyhow::Error::from)
+                        .and_then(|c| c.map_err(anyhow::Error::from));
+                    match r {
+                        Ok(c) => {
+                            for (tag, id, read) in &c.unknown_tags {
+                                if self.warned.insert((tag.clone(), id.clone())) {
+                                    eprintln!(
+                                        "[bam_translate] {} tag \"{}\" on read \"{read}\" encountered with no corresponding \
+                                         entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
+                                        String::from_utf8_lossy(tag),
+                                        String::from_utf8_lossy(id)
+                                    );
+                                }
+                            }
+                            self.unknown_refs
+                                .set(self.unknown_refs.get() + c.unknown_reference_records);
+                            if self.check && c.records > 0 {
+                                let bad = if c.first_own < self.last_own {
+                                    Some((0, c.first_name.clone()))
+                                } else {
+                                    c.unsorted.clone()
+                                };
+                                if let Some((i, name)) = bad {
+                                    let number = self.before + i as u64 + 1;
+                                    let e = anyhow!(
+                                        "{}: record {number} (read {name:?}) is out of order: the input is not sorted in the \
+                                         order merged; sort it first (alnsort sort), or merge and sort with 'alnsort sort IN1 IN2 ...'",
+                                        self.name
+                                    );
+                                    self.fail(e);
+                                    return;
+                                }
+                                self.last_own = c.last_own.clone();
+                            }
+                            self.chunk = c;
+                            self.at = 0;
+                            if !self.chunk.entries.is_empty() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let e = e.context(format!(
+                                "{}: reading record {} or later",
+                                self.name,
+                                self.before + 1
+                            ));
+                            self.fail(e);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn entry(&self) -> (u32, u32, u32, u32) {
+        self.chunk.entries[self.at]
+    }
+
+    /// The current record's key of the sort order (see `merged_inputs`).
+    fn sort_key(&self) -> &[u8] {
+        let (s, e) = self.chunk.sort_entries[self.at];
+        &self.chunk.sort_keys[s as usize..e as usize]
+    }
+}
+
+impl MergeSource for Source {
+    fn key(&self) -> Option<&[u8]> {
+        if self.done {
+            return None;
+        }
+        let (ks, ke, _, _) = self.entry();
+        Some(&self.chunk.keys[ks as usize..ke as usize])
+    }
+
+    fn record(&self) -> &[u8] {
+        let (_, _, rs, re) = self.entry();
+        &self.chunk.data[rs as usize..re as usize]
+    }
+
+    fn advance(&mut self) -> alnsort_sort::Result<()> {
+        if self.done {
+            return Ok(());
+        }
+        self.at += 1;
+        if self.at >= self.chunk.entries.len() {
+            self.next_chunk();
+        }
+        Ok(())
+    }
+}
+
+impl ChunkDecoder {
+    /// The pool job of one raw batch: decode, translate, key.
+    fn decode(&self, raw: &RawBatch) -> ChunkResult {
+        let ChunkDecoder {
+            decoder,
+            translation,
+            encoder,
+            sort_encoder,
+            same_keys,
+            check,
+            region,
+        } = self;
+        let (same_keys, check, region) = (*same_keys, *check, *region);
+        let mut c = Chunk {
+            data: Vec::with_capacity(raw.data.len() + raw.data.len() / 8),
+            keys: Vec::with_capacity(raw.voffsets.len().max(64) * 8),
+            entries: Vec::with_capacity(raw.voffsets.len()),
+            ..Chunk::default()
+        };
+        let mut scratch = Vec::new();
+        let mut merged_key = Vec::new();
+        let mut index = 0usize;
+        let decoded = decoder.decode(
+            raw,
+            |own_key, rec| {
+                if check {
+                    if index == 0 {
+                        c.first_own.extend_from_slice(own_key);
+                        let name = RecordRef::with_block_size(rec).read_name();
+                        c.first_name = String::from_utf8_lossy(name).into_owned();
+                    } else if c.unsorted.is_none() && own_key < &c.last_own[..] {
+                        let name = RecordRef::with_block_size(rec).read_name();
+                        c.unsorted = Some((index, String::from_utf8_lossy(name).into_owned()));
+                    }
+                    c.last_own.clear();
+                    c.last_own.extend_from_slice(own_key);
+                }
+                index += 1;
+                c.records = index;
+                let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
+                    c.unknown_tags.push((
+                        tag.to_vec(),
+                        id.to_vec(),
+                        String::from_utf8_lossy(read).into_owned(),
+                    ))
+                };
+                let translated = translation.apply(rec, &mut scratch, &mut unknown);
+                let rec = if translated { &scratch[..] } else { rec };
+                if let Some(r) = region {
+                    if !r.overlaps(RecordRef::with_block_size(rec)) {
+                        return Ok(());
+                    }
+                }
+                let key = if same_keys && !translated {
+                    own_key
+                } else {
+                    encoder
+                        .encode(RecordRef::with_block_size(rec), &mut merged_key)
+                        .map_err(|e| e.to_string())?;
+                    &merged_key[..]
+                };
+                if c.data.len() + rec.len() > u32::MAX as usize
+                    || c.keys.len() + key.len() > u32::MAX as usize
+                {
+                    return Err("more record bytes than one batch can address (4 GiB)".into());
+                }
+                let ks = c.keys.len() as u32;
+                c.keys.extend_from_slice(key);
+                let rs = c.data.len() as u32;
+                c.data.extend_from_slice(rec);
+                c.entries
+                    .push((ks, c.keys.len() as u32, rs, c.data.len() as u32));
+                if let Some(se) = sort_encoder.as_deref() {
+                    se.encode(RecordRef::with_block_size(rec), &mut merged_key)
+                        .map_err(|e| e.to_string())?;
+                    let start = c.sort_keys.len() as u32;
+                    c.sort_keys.extend_from_slice(&merged_key);
+                    c.sort_entries.push((start, c.sort_keys.len() as u32));
+                }
+                Ok(())
+            },
+            |w| eprintln!("[W::alnsort] {}: {w}", decoder.file),
+        )?;
+        c.unknown_reference_records = decoded.unknown_reference_records;
+        Ok(c)
+    }
+}
+
+/// Runs `alnsort merge` with parsed arguments.
+pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
+    let cfg: Config = config::resolve(&m.sort)?;
+    if cfg.format == OutFormat::Cram {
+        bail!("CRAM output is not supported yet");
+    }
+    for w in &cfg.warnings {
+        eprintln!("[W::alnsort] {w}");
+    }
+    if !m.force {
+        if let Some(out) = &cfg.output {
+            if std::fs::metadata(out).is_ok_and(|md| md.is_file()) {
+                bail!(
+                    "[bam_merge] File '{}' exists. Please apply '-f' to overwrite. Abort.",
+                    out.display()
+                );
+            }
+        }
+    }
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cfg.threads)
+            .thread_name(|i| format!("alnsort-worker-{i}"))
+            .build()
+            .context("starting the thread pool")?,
+    );
+    let dest = output::Destinations::prepare(&cfg, debris)?;
+    let plan = MergePlan {
+        paths: &m.inputs,
+        opts: m.merge,
+        order: &cfg.order,
+        sort_order: None,
+        region: m.region.as_deref(),
+        unknown_reference: cfg.unknown_reference,
+        check_sorted: true,
+    };
+    let (inputs, encoder) = merged_inputs(&plan, &pool)?;
+    if encoder.wide_positions() {
+        crate::check_wide_output(&cfg)?;
+    }
+    let mut header = inputs.header.clone();
+    if let Some(cl) = &cfg.pg {
+        header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
+    }
+    let mut out = output::Output::create(&cfg, dest, Arc::new(header), Arc::clone(&pool), debris)?;
+    let mut scratch = Vec::new();
+    let n = inputs
+        .for_each(|key, rec| out.write_record(encoder.finish_record(key, rec, &mut scratch)))?;
+    out.finish()?;
+    if cfg.verbosity >= 3 {
+        eprintln!("[alnsort merge] {n} records from {} inputs", m.inputs.len());
+    }
+    Ok(())
+}
+
+/// `alnsort merge ARGS`: the exit status.
+pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
+    let parsed = match parse(argv0, rest) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("alnsort merge: {e}");
+            if e.is_usage() {
+                eprintln!("Try 'alnsort merge --help' for the options.");
+            }
+            return 1;
+        }
+    };
+    let m = match parsed {
+        ParsedMerge::Usage => {
+            print!("{}", merge_help());
+            return 0;
+        }
+        ParsedMerge::Run(m) => m,
+    };
+    let debris = Debris::default();
+    let result = crate::setup_process(&debris).and_then(|_signals| {
+        let r = run_merge(&m, &debris);
+        if r.is_err() {
+            debris.remove_all();
+        }
+        r
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) if output::is_closed_stdout(&e) => crate::cleanup::exit_by_sigpipe(),
+        Err(e) => {
+            eprintln!("alnsort merge: {e:#}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        alnsort_bam::header::parse_sam_header(
+            ["@SQ\tSN:chr1\tLN:1000", "@SQ\tSN:chr1:5\tLN:10"].map(str::as_bytes),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn regions_parse_as_htslib() {
+        let h = header();
+        let r = |t: &str| parse_region(&h, t).map(|r| (r.tid, r.beg, r.end));
+        assert_eq!(r("chr1"), Some((0, 0, i64::MAX)));
+        assert_eq!(r("chr1:6"), Some((0, 5, i64::MAX)));
+        assert_eq!(r("chr1:1,000-2,000"), Some((0, 999, 2000)));
+        assert_eq!(r("chr1:-20"), Some((0, 0, 20)));
+        assert_eq!(r("chr1:30-20"), None);
+        assert_eq!(r("chr9:1-2"), None);
+    }
+
+    #[test]
+    fn output_is_the_first_argument_without_o() {
+        let args = |v: &[&str]| parse("alnsort", v.iter().map(OsString::from).collect());
+        let Ok(ParsedMerge::Run(m)) = args(&["out.bam", "a.bam", "b.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.output, "out.bam");
+        assert_eq!(m.inputs, ["a.bam", "b.bam"]);
+        let Ok(ParsedMerge::Run(m)) = args(&["-o", "x.sam", "-s", "3", "-c", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(
+            (m.sort.output.as_str(), m.merge.seed, m.merge.combine_rg),
+            ("x.sam", 3, true)
+        );
+        assert!(matches!(args(&["-o", "x.bam"]), Err(ArgError::Invalid(_))));
+        assert!(matches!(
+            args(&["-L", "b.bed", "-o", "x", "a"]),
+            Err(ArgError::Unsupported { .. })
+        ));
+        assert!(matches!(args(&[]), Ok(ParsedMerge::Usage)));
+    }
+}

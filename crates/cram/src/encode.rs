@@ -3,12 +3,12 @@
 use crate::error::{take_reference_error, CramError};
 use crate::options::{CramOptions, CramVersion};
 use crate::reference::RefSource;
+use alnsort_pipeline::OrderedQueue;
 use noodles_bam as bam;
 use noodles_cram as cram;
 use noodles_cram::codecs::Encoder;
 use noodles_cram::container::BlockContentEncoderMap;
 use noodles_sam::{self as sam, alignment::io::Write as _};
-use alnsort_pipeline::OrderedQueue;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -219,16 +219,16 @@ impl<W: Write> CramWriter<W> {
         }
         let file = self.shared.file.clone();
         let records = self.records;
-        self.writer.try_finish(&self.shared.header).map_err(|source| {
-            match take_reference_error(source) {
+        self.writer.try_finish(&self.shared.header).map_err(
+            |source| match take_reference_error(source) {
                 Ok(r) => CramError::EncodeReference {
                     file: file.clone(),
                     record: records,
                     source: Box::new(r),
                 },
                 Err(source) => CramError::Write { file, source },
-            }
-        })?;
+            },
+        )?;
         Ok(self.writer.into_inner())
     }
 }

@@ -1,5 +1,6 @@
 //! Containers cut out of a CRAM stream that noodles-cram wrote for one
-//! container's records, renumbered for their place in the output file.
+//! container's records, renumbered for their place in the output file and
+//! put in a canonical byte order.
 //!
 //! noodles-cram 0.102's container writer is crate-private, so each encoding
 //! job writes its records through a fresh public `Writer` into memory. Such a
@@ -14,7 +15,12 @@
 //! Landmarks stay valid: the first is the compression header's length, and
 //! the slice header is the last thing before the data that follows it.
 //! Nothing else depends on absolute offsets (a `.crai` would, but alnsort
-//! writes none for CRAM).
+//! writes none for CRAM; `samtools index` makes one from the file).
+//!
+//! noodles also writes the compression header's tag encoding map and the
+//! slice's external blocks in `HashMap` order, which differs from run to
+//! run; they are sorted by content id here, so that output bytes depend on
+//! the records only (the `-@`/`-m` contract).
 
 /// Length of the ITF8 value starting with `b0`.
 fn itf8_len(b0: u8) -> usize {
@@ -107,9 +113,124 @@ fn skip_itf8(buf: &[u8], at: &mut usize, n: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// One block of a container body (CRAM 3 §8.1): method, content type,
+/// content id, sizes, data, CRC32.
+struct Block<'a> {
+    bytes: &'a [u8],
+    method: u8,
+    content_type: u8,
+    content_id: u32,
+    data: &'a [u8],
+}
+
+fn read_block<'a>(body: &'a [u8], at: &mut usize) -> Result<Block<'a>, String> {
+    let start = *at;
+    let method = *body.get(*at).ok_or("truncated block")?;
+    let content_type = *body.get(*at + 1).ok_or("truncated block")?;
+    *at += 2;
+    let content_id = read_itf8(body, at)?;
+    let size = read_itf8(body, at)? as usize;
+    read_itf8(body, at)?;
+    let data = body.get(*at..*at + size).ok_or("truncated block")?;
+    *at += size + 4;
+    let bytes = body.get(start..*at).ok_or("truncated block")?;
+    Ok(Block {
+        bytes,
+        method,
+        content_type,
+        content_id,
+        data,
+    })
+}
+
+/// A raw block with `data` (sizes and CRC32 made for it).
+fn raw_block(content_type: u8, content_id: u32, data: &[u8]) -> Vec<u8> {
+    let mut block = vec![0, content_type];
+    write_itf8(&mut block, content_id);
+    write_itf8(&mut block, data.len() as u32);
+    write_itf8(&mut block, data.len() as u32);
+    block.extend_from_slice(data);
+    let c = crc32(&block);
+    block.extend_from_slice(&c.to_le_bytes());
+    block
+}
+
+const COMPRESSION_HEADER: u8 = 1;
+const SLICE_HEADER: u8 = 2;
+const EXTERNAL_DATA: u8 = 4;
+const CORE_DATA: u8 = 5;
+
+/// The compression header with its tag encoding map (§8.4) in content-id
+/// order: noodles-cram 0.102 writes it from a `HashMap`, in an order that
+/// changes from run to run.
+fn sorted_tag_encodings(data: &[u8]) -> Result<Vec<u8>, String> {
+    let mut at = 0;
+    for _ in 0..2 {
+        // Preservation map, data series encoding map: size, then content.
+        let n = read_itf8(data, &mut at)? as usize;
+        at += n;
+    }
+    let map_start = at;
+    let size = read_itf8(data, &mut at)? as usize;
+    let entries_end = at + size;
+    let count = read_itf8(data, &mut at)?;
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let from = at;
+        let key = read_itf8(data, &mut at)?;
+        read_itf8(data, &mut at)?; // codec
+        let params = read_itf8(data, &mut at)? as usize;
+        at += params;
+        entries.push((key, data.get(from..at).ok_or("truncated tag encoding map")?));
+    }
+    if at != entries_end || entries_end != data.len() {
+        return Err(format!(
+            "tag encoding map ends at {at}, expected {entries_end} (compression header of {} bytes)",
+            data.len()
+        ));
+    }
+    entries.sort_by_key(|&(key, _)| key);
+    let mut out = data[..map_start].to_vec();
+    write_itf8(&mut out, size as u32);
+    write_itf8(&mut out, count);
+    for (_, e) in entries {
+        out.extend_from_slice(e);
+    }
+    Ok(out)
+}
+
+/// The slice header with its record counter set to `counter` and its block
+/// content ids (§8.5) in ascending order, as the blocks are written.
+fn renumbered_slice_header(data: &[u8], counter: u64) -> Result<Vec<u8>, String> {
+    let mut at = 0;
+    skip_itf8(data, &mut at, 4)?;
+    let mut out = data[..at].to_vec();
+    write_ltf8(&mut out, counter);
+    at += ltf8_len(*data.get(at).ok_or("truncated slice header")?);
+    let blocks_from = at;
+    skip_itf8(data, &mut at, 1)?;
+    out.extend_from_slice(&data[blocks_from..at]);
+    let n = read_itf8(data, &mut at)?;
+    let mut ids = (0..n)
+        .map(|_| read_itf8(data, &mut at))
+        .collect::<Result<Vec<_>, _>>()?;
+    ids.sort_unstable();
+    write_itf8(&mut out, n);
+    for id in ids {
+        write_itf8(&mut out, id);
+    }
+    out.extend_from_slice(data.get(at..).ok_or("truncated slice header")?);
+    Ok(out)
+}
+
 /// The first container of `stream` (a CRAM 3 stream with no file
-/// definition or header container), its record counter set to `counter`.
-/// The rest of `stream` must be the EOF container.
+/// definition or header container, one slice per container), its record
+/// counter set to `counter`; the rest of `stream` must be the EOF
+/// container. The parts noodles-cram orders by `HashMap` iteration (the
+/// compression header's tag encoding map, the external blocks and the
+/// slice header's list of them) are put in content-id order, so that the
+/// same records always give the same bytes; readers find blocks and tag
+/// encodings by content id, not by position.
 pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8>, String> {
     let len = i32::from_le_bytes(
         stream
@@ -128,64 +249,64 @@ pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8
     at += ltf8_len(*stream.get(at).ok_or("truncated container header")?);
     let after_counter = at;
     at += ltf8_len(*stream.get(at).ok_or("truncated container header")?);
-    skip_itf8(stream, &mut at, 1)?;
+    let block_count = read_itf8(stream, &mut at)? as usize;
     let landmarks = read_itf8(stream, &mut at)? as usize;
-    let mut first_landmark = None;
-    for _ in 0..landmarks {
-        let l = read_itf8(stream, &mut at)? as usize;
-        first_landmark.get_or_insert(l);
-    }
+    skip_itf8(stream, &mut at, landmarks)?;
     if landmarks != 1 {
-        return Err(format!("expected one slice per container, found {landmarks}"));
+        return Err(format!(
+            "expected one slice per container, found {landmarks}"
+        ));
     }
     let header_end = at;
     let body_start = header_end + 4;
     let body = stream
         .get(body_start..body_start + body_len)
         .ok_or("truncated container body")?;
-    let eof = &stream[body_start + body_len..];
-    if eof.is_empty() {
+    if stream.len() == body_start + body_len {
         return Err("no EOF container after the data container".into());
     }
-    // Slice header block (raw): method, content type, content id, sizes.
-    let slice_at = first_landmark.unwrap_or(0);
-    let mut b = slice_at;
-    let method = *body.get(b).ok_or("truncated slice header block")?;
-    let content_type = *body.get(b + 1).ok_or("truncated slice header block")?;
-    if method != 0 || content_type != 2 {
+    let mut b = 0;
+    let blocks = (0..block_count)
+        .map(|_| read_block(body, &mut b))
+        .collect::<Result<Vec<_>, _>>()?;
+    if b != body.len() {
         return Err(format!(
-            "slice header block has method {method}, content type {content_type} (raw slice header expected)"
+            "blocks end at {b} of a {}-byte container",
+            body.len()
         ));
     }
-    b += 2;
-    let content_id = read_itf8(body, &mut b)?;
-    let size = read_itf8(body, &mut b)? as usize;
-    let raw = read_itf8(body, &mut b)? as usize;
-    if raw != size {
-        return Err("slice header block sizes differ".into());
+    let kinds: Vec<u8> = blocks.iter().map(|k| k.content_type).collect();
+    if blocks.len() < 3
+        || kinds[..3] != [COMPRESSION_HEADER, SLICE_HEADER, CORE_DATA]
+        || kinds[3..].iter().any(|&k| k != EXTERNAL_DATA)
+        || blocks[0].method != 0
+        || blocks[1].method != 0
+    {
+        return Err(format!("unexpected block layout (content types {kinds:?})"));
     }
-    let data = body.get(b..b + size).ok_or("truncated slice header")?;
-    let block_end = b + size + 4;
-    // Slice header: reference id, start, span, record count (ITF8), record
-    // counter (LTF8), the rest.
-    let mut s = 0;
-    skip_itf8(data, &mut s, 4)?;
-    let s_counter_end = s + ltf8_len(*data.get(s).ok_or("truncated slice header")?);
-    let mut new_data = data[..s].to_vec();
-    write_ltf8(&mut new_data, counter);
-    new_data.extend_from_slice(&data[s_counter_end..]);
-    let mut block = vec![method, content_type];
-    write_itf8(&mut block, content_id);
-    write_itf8(&mut block, new_data.len() as u32);
-    write_itf8(&mut block, new_data.len() as u32);
-    block.extend_from_slice(&new_data);
-    let c = crc32(&block);
-    block.extend_from_slice(&c.to_le_bytes());
+    let mut new_body = raw_block(
+        COMPRESSION_HEADER,
+        blocks[0].content_id,
+        &sorted_tag_encodings(blocks[0].data)?,
+    );
+    if new_body.len() != blocks[0].bytes.len() {
+        return Err("compression header changed size".into());
+    }
+    new_body.extend_from_slice(&raw_block(
+        SLICE_HEADER,
+        blocks[1].content_id,
+        &renumbered_slice_header(blocks[1].data, counter)?,
+    ));
+    new_body.extend_from_slice(blocks[2].bytes);
+    let mut external: Vec<&Block> = blocks[3..].iter().collect();
+    external.sort_by_key(|k| k.content_id);
+    for k in external {
+        new_body.extend_from_slice(k.bytes);
+    }
 
-    let new_body_len = body_len - (block_end - slice_at) + block.len();
-    let mut out = Vec::with_capacity(new_body_len + 64);
+    let mut out = Vec::with_capacity(new_body.len() + 64);
     out.extend_from_slice(
-        &i32::try_from(new_body_len)
+        &i32::try_from(new_body.len())
             .map_err(|_| "container too large")?
             .to_le_bytes(),
     );
@@ -194,9 +315,7 @@ pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8
     out.extend_from_slice(&stream[after_counter..header_end]);
     let c = crc32(&out);
     out.extend_from_slice(&c.to_le_bytes());
-    out.extend_from_slice(&body[..slice_at]);
-    out.extend_from_slice(&block);
-    out.extend_from_slice(&body[block_end..]);
+    out.extend_from_slice(&new_body);
     Ok(out)
 }
 
@@ -220,7 +339,19 @@ mod tests {
 
     #[test]
     fn itf8_round_trips_at_every_width() {
-        for v in [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 0x1f_ffff, 0x20_0000, 0x0fff_ffff, 0x1000_0000, u32::MAX] {
+        for v in [
+            0,
+            1,
+            0x7f,
+            0x80,
+            0x3fff,
+            0x4000,
+            0x1f_ffff,
+            0x20_0000,
+            0x0fff_ffff,
+            0x1000_0000,
+            u32::MAX,
+        ] {
             let mut b = Vec::new();
             write_itf8(&mut b, v);
             assert_eq!(b.len(), itf8_len(b[0]), "{v:#x}");

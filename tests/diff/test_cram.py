@@ -238,6 +238,16 @@ def data(tmp_path_factory) -> dict[str, Path]:
     rg_plain = d / "in_rg_plain.sam"
     rg_plain.write_text(generate(34, seqs, True, with_noseq=False))
     out["sam_rg_plain"] = rg_plain
+    # QUAL * on records with bases: noodles-cram writes a slice that
+    # samtools cannot decode, so CRAM output refuses them.
+    noqual = d / "in_noqual.sam"
+    noqual.write_text(
+        "".join(
+            ln if ln.startswith("@") or ln.split("\t")[9] == "*" else "\t".join([*ln.split("\t")[:10], "*", *ln.split("\t")[11:]])
+            for ln in plain.read_text().splitlines(keepends=True)
+        )
+    )
+    out["sam_noqual"] = noqual
     for tag, rg in (("rg", True), ("norg", False)):
         sam = d / f"in_{tag}.sam"
         sam.write_text(generate(31 if rg else 32, seqs, rg))
@@ -366,10 +376,18 @@ def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path):
     assert_same_text(want, oracle.view_records(str(back)), "CRAM written and read by alnsort vs samtools reading it")
 
 
-@pytest.mark.parametrize("src, what", [("sam_rg_plain", "an RG tag"), ("sam_norg", "no sequence (SEQ *) but an alignment")])
+@pytest.mark.parametrize(
+    "src, what",
+    [
+        ("sam_rg_plain", "an RG tag"),
+        ("sam_norg", "no sequence (SEQ *) but an alignment"),
+        ("sam_noqual", "bases but no qualities (QUAL *)"),
+    ],
+)
 def test_cram_output_refuses_what_it_cannot_write(alnsort_bin, data, tmp_path, src, what):
-    """noodles-cram would write RG twice (tag and read-group series) and
-    fails on an aligned record without bases: both are refused, naming the
+    """noodles-cram would write RG twice (tag and read-group series), fails
+    on an aligned record without bases, and writes records with bases but
+    QUAL * into a slice samtools cannot decode: all are refused, naming the
     record, and nothing is left behind."""
     out = tmp_path / "out.cram"
     res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(data[src])], cwd=str(tmp_path))

@@ -312,6 +312,13 @@ fn refusal(framed: &[u8]) -> Option<&'static str> {
              BAM with samtools view -C",
         );
     }
+    if view.l_seq() > 0 && view.qual().first() == Some(&0xff) {
+        return Some(
+            "bases but no qualities (QUAL *): the CRAM encoder (noodles-cram 0.102) writes \
+             such records into a slice that samtools cannot decode (\"Failure to decode \
+             slice\"); write BAM, or convert the BAM with samtools view -C",
+        );
+    }
     if view.aux_get(*b"RG").is_some() {
         return Some(
             "an RG tag: the CRAM encoder (noodles-cram 0.102) stores RG both as a tag \

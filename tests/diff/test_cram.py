@@ -238,6 +238,16 @@ def data(tmp_path_factory) -> dict[str, Path]:
     rg_plain = d / "in_rg_plain.sam"
     rg_plain.write_text(generate(34, seqs, True, with_noseq=False))
     out["sam_rg_plain"] = rg_plain
+    # QUAL * on records with bases: noodles-cram writes a slice that
+    # samtools cannot decode, so CRAM output refuses them.
+    noqual = d / "in_noqual.sam"
+    noqual.write_text(
+        "".join(
+            ln if ln.startswith("@") or ln.split("\t")[9] == "*" else "\t".join([*ln.split("\t")[:10], "*", *ln.split("\t")[11:]])
+            for ln in plain.read_text().splitlines(keepends=True)
+        )
+    )
+    out["sam_noqual"] = noqual
     for tag, rg in (("rg", True), ("norg", False)):
         sam = d / f"in_{tag}.sam"
         sam.write_text(generate(31 if rg else 32, seqs, rg))
@@ -366,10 +376,18 @@ def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path):
     assert_same_text(want, oracle.view_records(str(back)), "CRAM written and read by alnsort vs samtools reading it")
 
 
-@pytest.mark.parametrize("src, what", [("sam_rg_plain", "an RG tag"), ("sam_norg", "no sequence (SEQ *) but an alignment")])
+@pytest.mark.parametrize(
+    "src, what",
+    [
+        ("sam_rg_plain", "an RG tag"),
+        ("sam_norg", "no sequence (SEQ *) but an alignment"),
+        ("sam_noqual", "bases but no qualities (QUAL *)"),
+    ],
+)
 def test_cram_output_refuses_what_it_cannot_write(alnsort_bin, data, tmp_path, src, what):
-    """noodles-cram would write RG twice (tag and read-group series) and
-    fails on an aligned record without bases: both are refused, naming the
+    """noodles-cram would write RG twice (tag and read-group series), fails
+    on an aligned record without bases, and writes records with bases but
+    QUAL * into a slice samtools cannot decode: all are refused, naming the
     record, and nothing is left behind."""
     out = tmp_path / "out.cram"
     res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(data[src])], cwd=str(tmp_path))
@@ -435,3 +453,97 @@ def test_cram_output_refuses_mate_fields_a_reader_would_rebuild(alnsort_bin, dat
     assert f"read {name}" in err and "TLEN" in err and "rebuilds" in err, err
     assert not out.exists()
     assert harness.leftover_files(tmp_path, set()) == []
+
+
+def _itf8(buf: bytes, at: int) -> tuple[int, int]:
+    b0 = buf[at]
+    n = 0
+    while n < 4 and b0 & (0x80 >> n):
+        n += 1
+    if n == 4:
+        b = buf[at : at + 5]
+        return ((b[0] & 0x0F) << 28) | (b[1] << 20) | (b[2] << 12) | (b[3] << 4) | (b[4] & 0x0F), at + 5
+    v = b0 & (0xFF >> (n + 1))
+    for b in buf[at + 1 : at + 1 + n]:
+        v = (v << 8) | b
+    return v, at + 1 + n
+
+
+def _ltf8(buf: bytes, at: int) -> tuple[int, int]:
+    b0 = buf[at]
+    n = 0
+    while n < 8 and b0 & (0x80 >> n):
+        n += 1
+    v = b0 & (0xFF >> (n + 1)) if n < 7 else 0
+    for b in buf[at + 1 : at + 1 + n]:
+        v = (v << 8) | b
+    return v, at + 1 + n
+
+
+def _containers(path: Path) -> list[tuple[int, int]]:
+    """(record count, record counter) of each container after the header
+    container, from the container headers (CRAM 3 §7)."""
+    buf = path.read_bytes()
+    at = 26  # file definition
+    out = []
+    while at < len(buf):
+        length = int.from_bytes(buf[at : at + 4], "little", signed=True)
+        p = at + 4
+        for _ in range(3):  # reference id, start, span
+            _, p = _itf8(buf, p)
+        n, p = _itf8(buf, p)
+        counter, p = _ltf8(buf, p)
+        _, p = _ltf8(buf, p)  # bases
+        _, p = _itf8(buf, p)  # blocks
+        k, p = _itf8(buf, p)
+        for _ in range(k):
+            _, p = _itf8(buf, p)
+        out.append((n, counter))
+        at = p + 4 + length
+    return out[1:]
+
+
+def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alnsort_bin, data, tmp_path):
+    """25,000 records make three containers, encoded on the pool and written
+    in order: the file is byte-identical for -@1 and -@3, each container
+    carries its records' place in the file (record counters 0, 10240,
+    20480; the EOF container last), and samtools reads it into the records
+    of the CRAM it makes itself of alnsort's BAM output."""
+    rng = random.Random(99)
+    seqs = {}
+    for ln in Path(data["ref"]).read_text().splitlines():
+        if ln.startswith(">"):
+            name = ln[1:].split()[0]
+            seqs[name] = []
+        else:
+            seqs[name].append(ln.upper())
+    seqs = {k: "".join(v) for k, v in seqs.items()}
+    lines = ["@HD\tVN:1.6\tSO:unsorted"] + [f"@SQ\tSN:{n}\tLN:{len(s)}" for n, s in seqs.items()]
+    names = list(seqs)
+    for i in range(25_000):
+        ref = rng.choice(names)
+        pos = rng.randrange(0, len(seqs[ref]) - 100)
+        seq = list(seqs[ref][pos : pos + 100])
+        for _ in range(rng.randint(0, 2)):
+            j = rng.randrange(100)
+            seq[j] = rng.choice([b for b in BASES if b != seq[j]])
+        qual = "".join(chr(33 + rng.randint(2, 40)) for _ in range(100))
+        flag = rng.choice([0, 16])
+        lines.append(f"r{i}\t{flag}\t{ref}\t{pos + 1}\t{rng.randint(0, 60)}\t100M\t*\t0\t0\t{''.join(seq)}\t{qual}\tXA:i:{i}")
+    src = tmp_path / "many.sam"
+    src.write_text("\n".join(lines) + "\n")
+    outs = []
+    for threads in ("1", "3"):
+        cram = tmp_path / f"out{threads}.cram"
+        check_ok(run_alnsort(["--no-PG", "-@", threads, "-O", "cram", "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+        outs.append(cram)
+    assert outs[0].read_bytes() == outs[1].read_bytes(), "CRAM output differs between -@1 and -@3"
+    assert _containers(outs[1]) == [(10_240, 0), (10_240, 10_240), (4_520, 20_480), (0, 0)]
+    bam = tmp_path / "out.bam"
+    check_ok(run_alnsort(["-o", str(bam), str(src)]))
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(data["ref"]), "-o", str(theirs), str(bam))
+    rec = lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith("@"))  # noqa: E731
+    got, want = rec(_view(outs[1], data["ref"])), rec(_view(theirs, data["ref"]))
+    assert want.count("\n") + 1 == 25_000
+    assert_same_text(want, got, "CRAM out of three containers read back")

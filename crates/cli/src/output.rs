@@ -250,6 +250,7 @@ impl Output {
                 &header.to_sam_text(),
                 &cfg.refs,
                 &cfg.cram,
+                pool,
             )
             .map_err(|e| write_error(&name, to_stdout, e))?;
             Sink::Cram {

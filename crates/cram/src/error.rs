@@ -91,6 +91,12 @@ pub enum CramError {
         #[source]
         source: io::Error,
     },
+    #[error("{file}: encoding CRAM: {source}")]
+    Lost {
+        file: String,
+        #[source]
+        source: alnsort_pipeline::Lost,
+    },
     #[error("CRAM output option {0}")]
     Option(String),
 }

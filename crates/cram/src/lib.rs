@@ -25,6 +25,7 @@ mod mates;
 mod md_nm;
 mod options;
 mod reference;
+mod splice;
 
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;

@@ -46,11 +46,11 @@ use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
+use alnsort_pipeline::Ordered;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
     merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally,
 };
-use alnsort_pipeline::Ordered;
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 use anyhow::{anyhow, bail, Context, Result};
 

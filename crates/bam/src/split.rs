@@ -133,21 +133,33 @@ pub fn guess_starts(
         if at <= first >> 16 {
             continue;
         }
-        let from_index = indexed.as_ref().and_then(|v| {
-            let k = v.partition_point(|&o| o >> 16 < at);
-            v.get(k).copied()
-        });
-        let start = match from_index {
-            Some(v) => Some(v),
-            None => guess_record_start(path, n_ref, at, pool)?,
-        };
-        if let Some(v) = start {
+        if let Some(v) = start_near(path, n_ref, at, indexed.as_deref(), pool)? {
             if v > *starts.last().unwrap_or(&0) {
                 starts.push(v);
             }
         }
     }
     Ok(starts)
+}
+
+/// A record start in or after the first BGZF block at or past compressed
+/// byte `at`: the first one `indexed` (from [`index_starts`]) names there,
+/// else a guess ([`guess_record_start`]); `None` when neither finds one.
+pub fn start_near(
+    path: &Path,
+    n_ref: usize,
+    at: u64,
+    indexed: Option<&[u64]>,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<Option<u64>, SplitError> {
+    let from_index = indexed.and_then(|v| {
+        let k = v.partition_point(|&o| o >> 16 < at);
+        v.get(k).copied()
+    });
+    match from_index {
+        Some(v) => Ok(Some(v)),
+        None => guess_record_start(path, n_ref, at, pool),
+    }
 }
 
 /// Record starts named by the BAI or CSI index beside `path`

@@ -204,7 +204,7 @@ pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<Spl
 }
 
 /// Places in a split that [`sample`] draws keys from: its start and
-/// guessed record starts evenly spaced in its compressed bytes.
+/// record starts evenly spaced in its compressed bytes.
 const SAMPLE_STRETCHES: u64 = 8;
 
 /// Uncompressed bytes per batch while sampling (a stretch is short).
@@ -264,8 +264,9 @@ fn decoder(
 
 /// Up to `count` sort keys with their tie-break (encoded [`Splitter`]s:
 /// the split's ordinal and the record's virtual offset), drawn from
-/// [`SAMPLE_STRETCHES`] stretches of split `split`: its start and guessed
-/// record starts evenly spaced in its compressed bytes, about
+/// [`SAMPLE_STRETCHES`] stretches of split `split`: its start and record
+/// starts evenly spaced in its compressed bytes (named by an index beside
+/// the input, else guessed, as `split` finds them), about
 /// `count / stretches` records each. Only those stretches are read, not
 /// the split. A guessed start that does not decode is passed over (a
 /// wrong guess only makes the ranges less even; any splitter keeps the
@@ -285,13 +286,15 @@ pub fn sample(
     let count = count.max(1);
     let c0 = split.start >> 16;
     let c1 = split.end.map_or(heads[split.input].2, |e| e >> 16).max(c0);
+    let indexed = bsplit::index_starts(path);
     let mut starts = vec![split.start];
     for j in 1..SAMPLE_STRETCHES {
         let at = c0 + (c1 - c0) * j / SAMPLE_STRETCHES;
         if at <= c0 {
             continue;
         }
-        if let Ok(Some(v)) = bsplit::guess_record_start(path, header.n_ref(), at, &pool) {
+        let near = bsplit::start_near(path, header.n_ref(), at, indexed.as_deref(), &pool);
+        if let Ok(Some(v)) = near {
             let last = *starts.last().unwrap_or(&0);
             if v > last && split.end.is_none_or(|e| v < e) {
                 starts.push(v);

@@ -42,6 +42,9 @@ pub const GUESS_RECORDS: usize = 10;
 /// for a record start and checking the records after it.
 const GUESS_WINDOW: usize = 4 << 20;
 
+/// Uncompressed bytes inflated between searches of a growing window.
+const GUESS_STEP: usize = 64 << 10;
+
 /// Compressed bytes searched for a block start after a byte position.
 const BLOCK_SEARCH: usize = 2 * alnsort_bgzf::MAX_BLOCK_SIZE + 64;
 
@@ -289,15 +292,21 @@ pub fn guess_record_start(
         file: Arc::clone(&name),
         source,
     })?;
-    // Inflate a window, noting where each block's data starts.
+    // Inflate a window, noting where each block's data starts. The search
+    // runs as the window grows and stops at the first offset that checks
+    // out: the answer is the one the whole window would give, since a
+    // candidate is passed over only when it fails on bytes the whole
+    // window holds too.
     let mut data = Vec::new();
     let mut blocks: Vec<(usize, u64)> = Vec::new();
     let mut at_end = false;
-    while data.len() < GUESS_WINDOW {
+    let mut from = 0;
+    let mut tried = 0;
+    let found = loop {
         let n = match reader.fill_block() {
             Ok([]) => {
                 at_end = true;
-                break;
+                0
             }
             Ok(chunk) => {
                 data.extend_from_slice(chunk);
@@ -310,11 +319,24 @@ pub fn guess_record_start(
                 })
             }
         };
-        // The whole block's data was taken, so the reader is at its start.
-        blocks.push((data.len() - n, reader.position().block_offset));
-        reader.consume(n);
-    }
-    let Some(u) = find_record_start(&data, n_ref, at_end) else {
+        if n > 0 {
+            // The whole block's data was taken, so the reader is at its start.
+            blocks.push((data.len() - n, reader.position().block_offset));
+            reader.consume(n);
+        }
+        let full = at_end || data.len() >= GUESS_WINDOW;
+        if !full && data.len() - tried < GUESS_STEP {
+            continue;
+        }
+        tried = data.len();
+        match search_record_start(&data, n_ref, at_end, full, from) {
+            Search::At(u) => break Some(u),
+            Search::NeedMore(u) => from = u,
+            Search::None if full => break None,
+            Search::None => from = data.len(),
+        }
+    };
+    let Some(u) = found else {
         return Ok(None);
     };
     let i = blocks.partition_point(|b| b.0 <= u) - 1;
@@ -345,30 +367,67 @@ fn find_block_start(window: &[u8], at: u64, size: u64) -> Option<u64> {
     })
 }
 
-/// The first offset of `data` where [`GUESS_RECORDS`] records in a row
-/// check out (or a chain of them reaches the end of the data, when
-/// `at_end`).
-fn find_record_start(data: &[u8], n_ref: usize, at_end: bool) -> Option<usize> {
-    (0..data.len()).find(|&u| {
+/// What [`search_record_start`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Search {
+    /// The first offset (from `from`) where the records check out.
+    At(usize),
+    /// Every offset before this one fails; this one needs more data.
+    NeedMore(usize),
+    /// Every offset from `from` fails.
+    None,
+}
+
+/// The first offset of `data` (from `from`) where [`GUESS_RECORDS`]
+/// records in a row check out (or a chain of them reaches the end of the
+/// data, when `at_end`), in a window that may grow (`full`: it will not):
+/// an offset whose records run past a window that is not full is not
+/// judged ([`Search::NeedMore`]). A record
+/// longer than any window can hold fails at once, as it would in the
+/// whole window.
+fn search_record_start(
+    data: &[u8],
+    n_ref: usize,
+    at_end: bool,
+    full: bool,
+    from: usize,
+) -> Search {
+    // The whole window ends within one block past GUESS_WINDOW.
+    let most = GUESS_WINDOW + alnsort_bgzf::MAX_BLOCK_SIZE;
+    for u in from..data.len() {
         let mut at = u;
+        let mut verdict = Some(true);
         for _ in 0..GUESS_RECORDS {
             if at == data.len() {
-                return at_end && at > u;
+                verdict = if full { Some(at_end && at > u) } else { None };
+                break;
             }
             let Some(size) = data.get(at..at + 4) else {
-                return false;
+                verdict = if full { Some(false) } else { None };
+                break;
             };
             let len = u32::from_le_bytes([size[0], size[1], size[2], size[3]]) as usize;
             let Some(rec) = data.get(at + 4..at + 4 + len) else {
-                return false;
+                verdict = if full || at + 4 + len > most {
+                    Some(false)
+                } else {
+                    None
+                };
+                break;
             };
             if validate_record(rec, n_ref).is_err() {
-                return false;
+                verdict = Some(false);
+                break;
             }
             at += 4 + len;
         }
-        true
-    })
+        match verdict {
+            Some(true) => return Search::At(u),
+            Some(false) => {}
+            None => return Search::NeedMore(u),
+        }
+    }
+    Search::None
 }
 
 /// The virtual offset of the first record at or past `end` when reading

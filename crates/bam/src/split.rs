@@ -385,13 +385,7 @@ enum Search {
 /// judged ([`Search::NeedMore`]). A record
 /// longer than any window can hold fails at once, as it would in the
 /// whole window.
-fn search_record_start(
-    data: &[u8],
-    n_ref: usize,
-    at_end: bool,
-    full: bool,
-    from: usize,
-) -> Search {
+fn search_record_start(data: &[u8], n_ref: usize, at_end: bool, full: bool, from: usize) -> Search {
     // The whole window ends within one block past GUESS_WINDOW.
     let most = GUESS_WINDOW + alnsort_bgzf::MAX_BLOCK_SIZE;
     for u in from..data.len() {
@@ -510,6 +504,61 @@ mod tests {
         let mut framed = (r.len() as u32).to_le_bytes().to_vec();
         framed.extend(r);
         framed
+    }
+
+    /// The search over a growing window, as `guess_record_start` runs it.
+    fn grown(data: &[u8], n_ref: usize, step: usize) -> Option<usize> {
+        let (mut from, mut len) = (0, 0);
+        loop {
+            len = (len + step).min(data.len());
+            let full = len == data.len();
+            match search_record_start(&data[..len], n_ref, full, full, from) {
+                Search::At(u) => return Some(u),
+                Search::NeedMore(u) => from = u,
+                Search::None if full => return None,
+                Search::None => from = len,
+            }
+        }
+    }
+
+    #[test]
+    fn a_growing_window_finds_what_the_whole_window_finds() {
+        // Junk (the tail of a record, and a length that claims 16 MiB),
+        // then records; and records of every size around the steps.
+        let mut data = vec![7u8; 37];
+        data.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        data.extend_from_slice(&[0u8; 100]);
+        let junk = data.len();
+        for i in 0..200 {
+            data.extend(record(
+                0,
+                i * 11,
+                &format!("r{i}"),
+                50 + (i as usize * 13) % 700,
+            ));
+        }
+        let whole = search_record_start(&data, 1, true, true, 0);
+        assert!(matches!(whole, Search::At(u) if u <= junk), "{whole:?}");
+        let Search::At(want) = whole else {
+            unreachable!()
+        };
+        for step in [1, 7, 64, 333, 4096, data.len()] {
+            assert_eq!(grown(&data, 1, step), Some(want), "step {step}");
+        }
+        // A window that is not full never judges an offset on bytes it
+        // lacks: cut inside the tenth record after the start.
+        let cut = want + 200;
+        assert_eq!(
+            search_record_start(&data[..cut], 1, false, false, want),
+            Search::NeedMore(want)
+        );
+        // No record start at all: nothing, at any step.
+        let junk_only = vec![0xffu8; 5000];
+        assert_eq!(
+            search_record_start(&junk_only, 1, true, true, 0),
+            Search::None
+        );
+        assert_eq!(grown(&junk_only, 1, 100), None);
     }
 
     #[test]

@@ -982,7 +982,7 @@ pub struct StageOpt {
 /// The stage subcommands, with what each does.
 pub const STAGE_COMMANDS: [(&str, &str, &str); 6] = [
     ("split", "IN.bam...", "Cut BAM inputs into splits (record-start virtual offsets); prints them as JSON."),
-    ("sample", "IN.bam...", "Sort keys with their tie-break, drawn evenly from one split; prints them (hex) as JSON."),
+    ("sample", "IN.bam...", "Sort keys with their tie-break, from a few stretches spread over one split; prints them (hex) as JSON."),
     ("splitters", "SAMPLES.json...", "Range splitters (hex, JSON) from the output of 'alnsort sample' for every split."),
     ("map", "IN.bam...", "Sort one split and cut it into one framed block file per range; prints the files, the record count and the proven end."),
     ("reduce", "IN.bam...", "Merge one range's block files (in split order) into a headerless, EOF-less part (and its part index)."),

@@ -217,6 +217,48 @@ def test_unmapped_heavy_input_still_gets_even_ranges(alnsort_bin, inputs, tmp_pa
     assert inflated(out) == inflated(want)
 
 
+def test_map_threads_do_not_change_the_bytes(alnsort_bin, inputs, tmp_path):
+    """Maps decode on the pool with threads > 1 (counting the records
+    before in-split cuts in parallel): the same splits and partitions give
+    the same bytes as one thread, on an input whose hot key is cut inside."""
+    inp = inputs.bam("unplaced")
+    one = tmp_path / "one" / "out.bam"
+    three = tmp_path / "three" / "out.bam"
+    one.parent.mkdir()
+    three.parent.mkdir()
+    a = distributed([inp], one, 3, 4, no_pg=True)
+    b = distributed([inp], three, 3, 4, no_pg=True, threads=3)
+    assert a["cuts"] == b["cuts"]
+    assert any(int.from_bytes(c[-8:], "big") > 0 for c in a["cuts"]), "no cut inside a key"
+    assert one.read_bytes() == three.read_bytes()
+
+
+def test_samples_carry_virtual_offsets_from_across_the_split(inputs):
+    """A sample's tie-break is (split ordinal, the record's virtual offset),
+    not an ordinal counted from the split's start, so sample draws keys
+    from stretches spread over the split without reading all of it."""
+    inp = inputs.bam("unplaced")
+    with pysam.AlignmentFile(inp, "rb", check_sq=False) as f:
+        starts = []
+        while True:
+            at = f.tell()
+            try:
+                next(f)
+            except StopIteration:
+                break
+            starts.append(at)
+    split = stages.split([inp], 1)[0]
+    got = stages.sample([inp], split, 32)
+    assert 0 < len(got) <= 32
+    split_no = [int.from_bytes(s[-12:-8], "big") for s in got]
+    voffsets = [int.from_bytes(s[-8:], "big") for s in got]
+    assert set(split_no) == {split["ordinal"]}
+    assert set(voffsets) <= set(starts), "a sample's position is not a record start"
+    assert voffsets == sorted(set(voffsets)), "positions must grow with input order"
+    # Drawn from across the split, not only from its start.
+    assert max(voffsets) >= starts[len(starts) // 2], (max(voffsets), starts[-1])
+
+
 @pytest.mark.parametrize("kind", ["bai", "csi"])
 def test_merged_index_is_samtools_index(alnsort_bin, inputs, tmp_path, kind):
     inp = inputs.bam("main")

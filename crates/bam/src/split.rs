@@ -42,6 +42,9 @@ pub const GUESS_RECORDS: usize = 10;
 /// for a record start and checking the records after it.
 const GUESS_WINDOW: usize = 4 << 20;
 
+/// Uncompressed bytes inflated between searches of a growing window.
+const GUESS_STEP: usize = 64 << 10;
+
 /// Compressed bytes searched for a block start after a byte position.
 const BLOCK_SEARCH: usize = 2 * alnsort_bgzf::MAX_BLOCK_SIZE + 64;
 
@@ -133,21 +136,33 @@ pub fn guess_starts(
         if at <= first >> 16 {
             continue;
         }
-        let from_index = indexed.as_ref().and_then(|v| {
-            let k = v.partition_point(|&o| o >> 16 < at);
-            v.get(k).copied()
-        });
-        let start = match from_index {
-            Some(v) => Some(v),
-            None => guess_record_start(path, n_ref, at, pool)?,
-        };
-        if let Some(v) = start {
+        if let Some(v) = start_near(path, n_ref, at, indexed.as_deref(), pool)? {
             if v > *starts.last().unwrap_or(&0) {
                 starts.push(v);
             }
         }
     }
     Ok(starts)
+}
+
+/// A record start in or after the first BGZF block at or past compressed
+/// byte `at`: the first one `indexed` (from [`index_starts`]) names there,
+/// else a guess ([`guess_record_start`]); `None` when neither finds one.
+pub fn start_near(
+    path: &Path,
+    n_ref: usize,
+    at: u64,
+    indexed: Option<&[u64]>,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<Option<u64>, SplitError> {
+    let from_index = indexed.and_then(|v| {
+        let k = v.partition_point(|&o| o >> 16 < at);
+        v.get(k).copied()
+    });
+    match from_index {
+        Some(v) => Ok(Some(v)),
+        None => guess_record_start(path, n_ref, at, pool),
+    }
 }
 
 /// Record starts named by the BAI or CSI index beside `path`
@@ -277,15 +292,21 @@ pub fn guess_record_start(
         file: Arc::clone(&name),
         source,
     })?;
-    // Inflate a window, noting where each block's data starts.
+    // Inflate a window, noting where each block's data starts. The search
+    // runs as the window grows and stops at the first offset that checks
+    // out: the answer is the one the whole window would give, since a
+    // candidate is passed over only when it fails on bytes the whole
+    // window holds too.
     let mut data = Vec::new();
     let mut blocks: Vec<(usize, u64)> = Vec::new();
     let mut at_end = false;
-    while data.len() < GUESS_WINDOW {
+    let mut from = 0;
+    let mut tried = 0;
+    let found = loop {
         let n = match reader.fill_block() {
             Ok([]) => {
                 at_end = true;
-                break;
+                0
             }
             Ok(chunk) => {
                 data.extend_from_slice(chunk);
@@ -298,11 +319,24 @@ pub fn guess_record_start(
                 })
             }
         };
-        // The whole block's data was taken, so the reader is at its start.
-        blocks.push((data.len() - n, reader.position().block_offset));
-        reader.consume(n);
-    }
-    let Some(u) = find_record_start(&data, n_ref, at_end) else {
+        if n > 0 {
+            // The whole block's data was taken, so the reader is at its start.
+            blocks.push((data.len() - n, reader.position().block_offset));
+            reader.consume(n);
+        }
+        let full = at_end || data.len() >= GUESS_WINDOW;
+        if !full && data.len() - tried < GUESS_STEP {
+            continue;
+        }
+        tried = data.len();
+        match search_record_start(&data, n_ref, at_end, full, from) {
+            Search::At(u) => break Some(u),
+            Search::NeedMore(u) => from = u,
+            Search::None if full => break None,
+            Search::None => from = data.len(),
+        }
+    };
+    let Some(u) = found else {
         return Ok(None);
     };
     let i = blocks.partition_point(|b| b.0 <= u) - 1;
@@ -333,30 +367,61 @@ fn find_block_start(window: &[u8], at: u64, size: u64) -> Option<u64> {
     })
 }
 
-/// The first offset of `data` where [`GUESS_RECORDS`] records in a row
-/// check out (or a chain of them reaches the end of the data, when
-/// `at_end`).
-fn find_record_start(data: &[u8], n_ref: usize, at_end: bool) -> Option<usize> {
-    (0..data.len()).find(|&u| {
+/// What [`search_record_start`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Search {
+    /// The first offset (from `from`) where the records check out.
+    At(usize),
+    /// Every offset before this one fails; this one needs more data.
+    NeedMore(usize),
+    /// Every offset from `from` fails.
+    None,
+}
+
+/// The first offset of `data` (from `from`) where [`GUESS_RECORDS`]
+/// records in a row check out (or a chain of them reaches the end of the
+/// data, when `at_end`), in a window that may grow (`full`: it will not):
+/// an offset whose records run past a window that is not full is not
+/// judged ([`Search::NeedMore`]). A record
+/// longer than any window can hold fails at once, as it would in the
+/// whole window.
+fn search_record_start(data: &[u8], n_ref: usize, at_end: bool, full: bool, from: usize) -> Search {
+    // The whole window ends within one block past GUESS_WINDOW.
+    let most = GUESS_WINDOW + alnsort_bgzf::MAX_BLOCK_SIZE;
+    for u in from..data.len() {
         let mut at = u;
+        let mut verdict = Some(true);
         for _ in 0..GUESS_RECORDS {
             if at == data.len() {
-                return at_end && at > u;
+                verdict = if full { Some(at_end && at > u) } else { None };
+                break;
             }
             let Some(size) = data.get(at..at + 4) else {
-                return false;
+                verdict = if full { Some(false) } else { None };
+                break;
             };
             let len = u32::from_le_bytes([size[0], size[1], size[2], size[3]]) as usize;
             let Some(rec) = data.get(at + 4..at + 4 + len) else {
-                return false;
+                verdict = if full || at + 4 + len > most {
+                    Some(false)
+                } else {
+                    None
+                };
+                break;
             };
             if validate_record(rec, n_ref).is_err() {
-                return false;
+                verdict = Some(false);
+                break;
             }
             at += 4 + len;
         }
-        true
-    })
+        match verdict {
+            Some(true) => return Search::At(u),
+            Some(false) => {}
+            None => return Search::NeedMore(u),
+        }
+    }
+    Search::None
 }
 
 /// The virtual offset of the first record at or past `end` when reading
@@ -439,6 +504,61 @@ mod tests {
         let mut framed = (r.len() as u32).to_le_bytes().to_vec();
         framed.extend(r);
         framed
+    }
+
+    /// The search over a growing window, as `guess_record_start` runs it.
+    fn grown(data: &[u8], n_ref: usize, step: usize) -> Option<usize> {
+        let (mut from, mut len) = (0, 0);
+        loop {
+            len = (len + step).min(data.len());
+            let full = len == data.len();
+            match search_record_start(&data[..len], n_ref, full, full, from) {
+                Search::At(u) => return Some(u),
+                Search::NeedMore(u) => from = u,
+                Search::None if full => return None,
+                Search::None => from = len,
+            }
+        }
+    }
+
+    #[test]
+    fn a_growing_window_finds_what_the_whole_window_finds() {
+        // Junk (the tail of a record, and a length that claims 16 MiB),
+        // then records; and records of every size around the steps.
+        let mut data = vec![7u8; 37];
+        data.extend_from_slice(&(16u32 << 20).to_le_bytes());
+        data.extend_from_slice(&[0u8; 100]);
+        let junk = data.len();
+        for i in 0..200 {
+            data.extend(record(
+                0,
+                i * 11,
+                &format!("r{i}"),
+                50 + (i as usize * 13) % 700,
+            ));
+        }
+        let whole = search_record_start(&data, 1, true, true, 0);
+        assert!(matches!(whole, Search::At(u) if u <= junk), "{whole:?}");
+        let Search::At(want) = whole else {
+            unreachable!()
+        };
+        for step in [1, 7, 64, 333, 4096, data.len()] {
+            assert_eq!(grown(&data, 1, step), Some(want), "step {step}");
+        }
+        // A window that is not full never judges an offset on bytes it
+        // lacks: cut inside the tenth record after the start.
+        let cut = want + 200;
+        assert_eq!(
+            search_record_start(&data[..cut], 1, false, false, want),
+            Search::NeedMore(want)
+        );
+        // No record start at all: nothing, at any step.
+        let junk_only = vec![0xffu8; 5000];
+        assert_eq!(
+            search_record_start(&junk_only, 1, true, true, 0),
+            Search::None
+        );
+        assert_eq!(grown(&junk_only, 1, 100), None);
     }
 
     #[test]

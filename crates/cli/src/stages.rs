@@ -4,8 +4,8 @@
 //!
 //! 1. [`split`]: cut the inputs into splits (record-start virtual offsets:
 //!    the header's end, proven; the others guessed, `alnsort_bam::split`).
-//! 2. [`sample`]: sort keys with their tie-break (split, record ordinal),
-//!    drawn evenly from one split.
+//! 2. [`sample`]: sort keys with their tie-break (split, record virtual
+//!    offset), drawn from a few evenly spaced stretches of one split.
 //! 3. [`splitters`]: R - 1 skew-safe range splitters from all samples.
 //! 4. [`map`]: one split read, keyed, sorted, cut into R framed blocks;
 //!    reports the proven end of the split (the offset of the first record
@@ -38,15 +38,18 @@ use std::sync::Arc;
 
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
-use alnsort_bam::reader::{BamScanner, Decoder, RangeEnd, ScanOptions};
+use alnsort_bam::reader::{
+    BamScanner, Decoder, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner,
+};
 use alnsort_bam::split as bsplit;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
+use alnsort_pipeline::Ordered;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
-    merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter,
+    merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally,
 };
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 use anyhow::{anyhow, bail, Context, Result};
@@ -200,86 +203,74 @@ pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<Spl
     Ok(out)
 }
 
-/// What reading a split needs besides the split.
-struct SplitReading<'a> {
-    cfg: &'a Config,
-    header: &'a Arc<Header>,
-    encoder: &'a Arc<KeyEncoder>,
-    record_limit: usize,
-    pool: &'a Arc<rayon::ThreadPool>,
-}
+/// Places in a split that [`sample`] draws keys from: its start and
+/// record starts evenly spaced in its compressed bytes.
+const SAMPLE_STRETCHES: u64 = 8;
 
-/// Reads split `split` of `inputs`, calling `each(key, record, ordinal)`
-/// for every record in input order; returns the start of the last record.
-fn read_split(
-    inputs: &[PathBuf],
-    split: &SplitSpec,
-    r: &SplitReading<'_>,
-    mut each: impl FnMut(&[u8], &[u8], u64) -> Result<()>,
-) -> Result<Option<u64>> {
-    let SplitReading {
-        cfg,
-        header,
-        encoder,
-        record_limit,
-        pool,
-    } = *r;
-    let path = inputs.get(split.input).ok_or_else(|| {
+/// Uncompressed bytes per batch while sampling (a stretch is short).
+const SAMPLE_BATCH: usize = 64 << 10;
+
+/// The path of split `split`'s input.
+fn split_input<'a>(inputs: &'a [PathBuf], split: &SplitSpec) -> Result<&'a PathBuf> {
+    inputs.get(split.input).ok_or_else(|| {
         anyhow!(
             "split {} names input {}, but there are {} inputs",
             split.ordinal,
             split.input,
             inputs.len()
         )
-    })?;
+    })
+}
+
+/// A scanner of `path`'s records from the record start `from` to `end`.
+fn open_scanner(
+    path: &Path,
+    from: u64,
+    end: Option<u64>,
+    opts: ScanOptions,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(Arc<str>, BamScanner)> {
     let name: Arc<str> = path.display().to_string().into();
     let file = File::open(path).with_context(|| format!("{name}: cannot open"))?;
-    let mut scanner = BamScanner::open_at(
+    let scanner = BamScanner::open_at(
         Arc::clone(&name),
         file,
         Arc::clone(pool),
-        split.start,
+        from,
         ScanOptions {
-            record_limit,
-            end: split.end.map_or(RangeEnd::Eof, RangeEnd::VirtualOffset),
-            ..ScanOptions::default()
+            end: end.map_or(RangeEnd::Eof, RangeEnd::VirtualOffset),
+            ..opts
         },
     )?;
-    let decoder = Decoder {
-        file: Arc::clone(&name),
+    Ok((name, scanner))
+}
+
+fn decoder(
+    name: &Arc<str>,
+    cfg: &Config,
+    header: &Arc<Header>,
+    encoder: &Arc<KeyEncoder>,
+    record_limit: usize,
+) -> Decoder {
+    Decoder {
+        file: Arc::clone(name),
         header: Arc::clone(header),
         lookup: Arc::new(header.ref_lookup()),
         encoder: Arc::clone(encoder),
         record_limit,
         unknown_reference: cfg.unknown_reference,
-    };
-    let mut ordinal = 0u64;
-    let mut last = None;
-    while let Some(raw) = scanner.next_batch()? {
-        let mut failed = None;
-        decoder.decode(
-            &raw,
-            |key, rec| {
-                if failed.is_none() {
-                    if let Err(e) = each(key, rec, ordinal) {
-                        failed = Some(e);
-                    }
-                }
-                ordinal += 1;
-                Ok(())
-            },
-            |w| eprintln!("[W::alnsort] {name}: {w}"),
-        )?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        last = raw.voffsets.last().copied().or(last);
     }
-    Ok(last)
 }
 
-/// Up to `count` sort keys with their tie-break (encoded [`Splitter`]s),
-/// drawn evenly from split `split`.
+/// Up to `count` sort keys with their tie-break (encoded [`Splitter`]s:
+/// the split's ordinal and the record's virtual offset), drawn from
+/// [`SAMPLE_STRETCHES`] stretches of split `split`: its start and record
+/// starts evenly spaced in its compressed bytes (named by an index beside
+/// the input, else guessed, as `split` finds them), about
+/// `count / stretches` records each. Only those stretches are read, not
+/// the split. A guessed start that does not decode is passed over (a
+/// wrong guess only makes the ranges less even; any splitter keeps the
+/// order exact); the same split always gives the same samples.
 pub fn sample(
     inputs: &[PathBuf],
     split: &SplitSpec,
@@ -289,34 +280,69 @@ pub fn sample(
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
     let heads = headers(inputs, &pool)?;
+    let path = split_input(inputs, split)?;
     let header = Arc::new(heads[split.input].0.clone());
     let enc = encoder(&cfg, &header);
-    // Every `stride`-th record is kept; when twice `count` are kept, every
-    // other one is dropped and the stride doubles.
     let count = count.max(1);
-    let mut stride = 1u64;
-    let mut kept: Vec<Splitter> = Vec::new();
-    let reading = SplitReading {
-        cfg: &cfg,
-        header: &header,
-        encoder: &enc,
-        record_limit: usize::MAX,
-        pool: &pool,
-    };
-    read_split(inputs, split, &reading, |key, _, i| {
-        if i % stride == 0 {
-            kept.push(Splitter {
-                key: key.to_vec(),
-                split: split.ordinal,
-                ordinal: i,
-            });
-            if kept.len() >= 2 * count {
-                kept = std::mem::take(&mut kept).into_iter().step_by(2).collect();
-                stride *= 2;
+    let c0 = split.start >> 16;
+    let c1 = split.end.map_or(heads[split.input].2, |e| e >> 16).max(c0);
+    let indexed = bsplit::index_starts(path);
+    let mut starts = vec![split.start];
+    for j in 1..SAMPLE_STRETCHES {
+        let at = c0 + (c1 - c0) * j / SAMPLE_STRETCHES;
+        if at <= c0 {
+            continue;
+        }
+        let near = bsplit::start_near(path, header.n_ref(), at, indexed.as_deref(), &pool);
+        if let Ok(Some(v)) = near {
+            let last = *starts.last().unwrap_or(&0);
+            if v > last && split.end.is_none_or(|e| v < e) {
+                starts.push(v);
             }
         }
-        Ok(())
-    })?;
+    }
+    let per = count.div_ceil(starts.len());
+    let mut kept: Vec<Splitter> = Vec::new();
+    for (j, &from) in starts.iter().enumerate() {
+        let end = starts.get(j + 1).copied().or(split.end);
+        let got = (|| -> Result<Vec<Splitter>> {
+            let opts = ScanOptions {
+                batch_bytes: SAMPLE_BATCH,
+                ..ScanOptions::default()
+            };
+            let (name, mut scanner) = open_scanner(path, from, end, opts, &pool)?;
+            let dec = decoder(&name, &cfg, &header, &enc, usize::MAX);
+            let mut out = Vec::new();
+            while out.len() < per {
+                let Some(raw) = scanner.next_batch()? else {
+                    break;
+                };
+                let mut i = 0;
+                dec.decode(
+                    &raw,
+                    |key, _| {
+                        if out.len() < per {
+                            out.push(Splitter {
+                                key: key.to_vec(),
+                                split: split.ordinal,
+                                position: raw.voffsets[i],
+                            });
+                        }
+                        i += 1;
+                        Ok(())
+                    },
+                    |_| {},
+                )?;
+            }
+            Ok(out)
+        })();
+        match got {
+            Ok(v) => kept.extend(v),
+            // The split's own start: its error is the split's.
+            Err(e) if j == 0 => return Err(e),
+            Err(_) => {}
+        }
+    }
     let n = kept.len();
     let picked: Vec<Vec<u8>> = if n <= count {
         kept.iter().map(Splitter::encode).collect()
@@ -357,6 +383,15 @@ fn decode_splitters(splitters: &[Vec<u8>]) -> Result<Vec<Splitter>> {
         .collect()
 }
 
+/// One batch of a map task, decoded on the pool.
+struct Decoded {
+    batch: Batch,
+    tally: Tally,
+    warnings: Vec<String>,
+    /// The virtual offset of the batch's last record.
+    last: Option<u64>,
+}
+
 /// The map task of split `split`: its records sorted and cut into
 /// `splitters.len() + 1` framed blocks.
 pub fn map(
@@ -389,35 +424,84 @@ pub fn map(
         };
         let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
         let limit = sorter.plan().record_limit;
-        let observe = partitioner.needs_observe();
-        let mut batch = Batch::for_input(kind, 1 << 20, 4096);
-        let mut records = 0u64;
-        let reading = SplitReading {
-            cfg: &cfg,
-            header: &header,
-            encoder: &enc,
+        let path = split_input(inputs, split)?;
+        let opts = ScanOptions {
             record_limit: limit,
-            pool: &pool,
+            ..ScanOptions::default()
         };
-        let last = read_split(inputs, split, &reading, |key, rec, i| {
-            if observe {
-                partitioner.observe(key, i);
-            }
-            if !batch.try_push(key, rec) {
-                let full = std::mem::replace(
-                    &mut batch,
-                    Batch::for_input(kind, (1 << 20).max(key.len() + rec.len() + 64), 4096),
-                );
-                sorter.push_batch(full)?;
-                if !batch.try_push(key, rec) {
-                    bail!("internal error: a record does not fit an empty batch");
+        let (name, scanner) = open_scanner(path, split.start, split.end, opts, &pool)?;
+        let mut scanner = Scanner::Bam(Box::new(scanner));
+        let dec = decoder(&name, &cfg, &header, &enc, limit);
+        let recycler = scanner.recycler();
+        let empty = partitioner.tally();
+        // Batches are decoded, keyed and copied into sort batches on the
+        // pool (as `alnsort sort` reads), in input order.
+        let depth = pool.current_num_threads() * 2 + 2;
+        let mut batches = Ordered::spawn(
+            Arc::clone(&pool),
+            "map read",
+            depth,
+            move |emit| loop {
+                match scanner.next_batch() {
+                    Ok(Some(b)) => {
+                        if !emit(Ok(b)) {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        emit(Err(e));
+                        break;
+                    }
                 }
+            },
+            move |item: std::result::Result<RawBatch, ReadError>| -> Result<Decoded> {
+                let raw = item?;
+                let mut tally = empty.clone();
+                let observe = tally.is_needed();
+                let mut batch = Batch::for_input(kind, raw.data.len(), raw.voffsets.len());
+                let mut warnings = Vec::new();
+                let mut i = 0;
+                dec.decode(
+                    &raw,
+                    |key, rec| {
+                        if observe {
+                            tally.observe(key, raw.voffsets[i]);
+                        }
+                        i += 1;
+                        if !batch.try_push(key, rec) {
+                            return Err(
+                                "more record bytes than one batch can address (4 GiB)".into()
+                            );
+                        }
+                        Ok(())
+                    },
+                    |w| warnings.push(w),
+                )?;
+                let last = raw.voffsets.last().copied();
+                recycler.give_back(raw);
+                Ok(Decoded {
+                    batch,
+                    tally,
+                    warnings,
+                    last,
+                })
+            },
+        )
+        .with_context(|| format!("{name}: starting the input reader thread"))?;
+        let mut records = 0u64;
+        let mut last = None;
+        while let Some(r) = batches.next_result() {
+            let d = r
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("{name}: reading record {} or later", records + 1))??;
+            for w in &d.warnings {
+                eprintln!("[W::alnsort] {name}: {w}");
             }
-            records += 1;
-            Ok(())
-        })?;
-        if !batch.is_empty() {
-            sorter.push_batch(batch)?;
+            partitioner.add(&d.tally);
+            records += d.batch.len() as u64;
+            sorter.push_batch(d.batch)?;
+            last = d.last.or(last);
         }
         let mut merged = sorter.finish()?;
         let mut writers: Vec<BlockWriter> = (0..partitioner.ranges())
@@ -898,7 +982,7 @@ pub struct StageOpt {
 /// The stage subcommands, with what each does.
 pub const STAGE_COMMANDS: [(&str, &str, &str); 6] = [
     ("split", "IN.bam...", "Cut BAM inputs into splits (record-start virtual offsets); prints them as JSON."),
-    ("sample", "IN.bam...", "Sort keys with their tie-break, drawn evenly from one split; prints them (hex) as JSON."),
+    ("sample", "IN.bam...", "Sort keys with their tie-break, from a few stretches spread over one split; prints them (hex) as JSON."),
     ("splitters", "SAMPLES.json...", "Range splitters (hex, JSON) from the output of 'alnsort sample' for every split."),
     ("map", "IN.bam...", "Sort one split and cut it into one framed block file per range; prints the files, the record count and the proven end."),
     ("reduce", "IN.bam...", "Merge one range's block files (in split order) into a headerless, EOF-less part (and its part index)."),

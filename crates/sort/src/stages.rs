@@ -5,8 +5,10 @@
 //! **Total order.** The single-node sort orders records by key, ties by
 //! input order. Over several splits of the input (split `s` holds the
 //! records before split `s + 1`'s), input order is (split ordinal, record
-//! ordinal within the split). A [`Splitter`] is such a triple
-//! `(key, split, ordinal)`, so a range boundary can fall *inside* the
+//! position within the split), where a position is any number that grows
+//! with input order within one split: the record's virtual offset (BAM),
+//! which a sampler knows without counting records from the split's start.
+//! A [`Splitter`] is such a triple `(key, split, position)`, so a range boundary can fall *inside* the
 //! records of one key — all unmapped reads of a coordinate sort, a pileup
 //! — and every range still holds exactly a contiguous stretch of the
 //! single-node order.
@@ -14,10 +16,11 @@
 //! **Map.** A map task sorts its split alone (ties in input order), then
 //! [`Assigner`] walks the sorted stream and sends each record to its range.
 //! In the sorted stream the records of one key from this split come in
-//! input order, so "ordinal < I" is "among the first `c` records of key K",
-//! where `c` was counted while the split was read ([`Partitioner::observe`],
-//! only for the splitters that name this split and only when there are
-//! any). Each range's records go to one [`BlockWriter`]: the run files'
+//! input order, so "position < P" is "among the first `c` records of key
+//! K", where `c` was counted while the split was read
+//! ([`Partitioner::observe`], or [`Tally`]s filled by decode jobs in
+//! parallel and added up; only for the splitters that name this split and
+//! only when there are any). Each range's records go to one [`BlockWriter`]: the run files'
 //! frame format (`runfile.rs`) in memory, self-describing (magic, CRC-
 //! checked LZ4 frames, end marker).
 //!
@@ -38,35 +41,38 @@ use crate::runread::{decode, entry_at, StoredFrame};
 use crate::KeyKind;
 
 /// Bytes of the tie-break fields at the end of an encoded splitter or
-/// sample: the split ordinal (`u32`, big-endian) and the record ordinal
-/// within the split (`u64`, big-endian).
+/// sample: the split ordinal (`u32`, big-endian) and the record's position
+/// within the split (`u64`, big-endian; its virtual offset).
 pub const TIE_BREAK_LEN: usize = 12;
 
 /// Raw bytes of a block's frame before it is compressed.
 const FRAME_TARGET: usize = 256 << 10;
 
 /// A point in the single-node order: a key and, among the records with
-/// that key, the position `(split, ordinal)` in input order. Records
-/// compare to it by `(key, split, ordinal)`; a splitter with `split` and
-/// `ordinal` 0 cuts before every record of its key.
+/// that key, the place `(split, position)` in input order. Records
+/// compare to it by `(key, split, position)`; a splitter with `split` and
+/// `position` 0 cuts before every record of its key (a BAM record's
+/// virtual offset is never 0: the header comes first).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Splitter {
     /// The sort key (as `KeyEncoder` makes it).
     pub key: Vec<u8>,
     /// Ordinal of the split the record is in (its place in input order).
     pub split: u32,
-    /// Ordinal of the record within its split (0 = the split's first).
-    pub ordinal: u64,
+    /// The record's position within its split: any number that increases
+    /// with input order inside the split (the stages use its virtual
+    /// offset); 0 is before every record.
+    pub position: u64,
 }
 
 impl Splitter {
-    /// `key ++ split (u32 BE) ++ ordinal (u64 BE)`: the form samples and
+    /// `key ++ split (u32 BE) ++ position (u64 BE)`: the form samples and
     /// splitters take between processes (the Python `bytes`).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.key.len() + TIE_BREAK_LEN);
         out.extend_from_slice(&self.key);
         out.extend_from_slice(&self.split.to_be_bytes());
-        out.extend_from_slice(&self.ordinal.to_be_bytes());
+        out.extend_from_slice(&self.position.to_be_bytes());
         out
     }
 
@@ -76,11 +82,11 @@ impl Splitter {
         let cut = bytes.len().checked_sub(TIE_BREAK_LEN)?;
         let (key, tie) = bytes.split_at(cut);
         let split = u32::from_be_bytes(tie[..4].try_into().ok()?);
-        let ordinal = u64::from_be_bytes(tie[4..].try_into().ok()?);
+        let position = u64::from_be_bytes(tie[4..].try_into().ok()?);
         Some(Splitter {
             key: key.to_vec(),
             split,
-            ordinal,
+            position,
         })
     }
 }
@@ -88,7 +94,7 @@ impl Splitter {
 /// Up to `partitions - 1` splitters, strictly increasing, cutting the
 /// sampled points into `partitions` ranges of about equal counts. A cut at
 /// the first sample of its key becomes a cut before the whole key
-/// (`split`, `ordinal` 0), so most ranges are cut by key alone and map
+/// (`split`, `position` 0), so most ranges are cut by key alone and map
 /// tasks need no counting; a key sampled more often than a range's share
 /// is cut inside (skew-safe). Fewer come back when there are fewer
 /// distinct samples than cuts.
@@ -107,7 +113,7 @@ pub fn splitters_from_samples(mut samples: Vec<Splitter>, partitions: usize) -> 
         let mut cut = samples[i].clone();
         if samples[i - 1].key != cut.key {
             cut.split = 0;
-            cut.ordinal = 0;
+            cut.position = 0;
         }
         if out.last().is_none_or(|last| *last < cut) {
             out.push(cut);
@@ -123,10 +129,10 @@ pub fn splitters_from_samples(mut samples: Vec<Splitter>, partitions: usize) -> 
 pub struct Partitioner {
     splitters: Vec<Splitter>,
     split: u32,
-    /// Per splitter: records of this split with its key and an ordinal
-    /// below its ordinal.
+    /// Per splitter: records of this split with its key and a position
+    /// below its position.
     counts: Vec<u64>,
-    /// The splitters that name this split with an ordinal past 0.
+    /// The splitters that name this split with a position past 0.
     watched: Vec<usize>,
 }
 
@@ -140,7 +146,7 @@ impl Partitioner {
         let watched = splitters
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.split == split && s.ordinal > 0)
+            .filter(|(_, s)| s.split == split && s.position > 0)
             .map(|(i, _)| i)
             .collect();
         Ok(Partitioner {
@@ -161,13 +167,35 @@ impl Partitioner {
         !self.watched.is_empty()
     }
 
-    /// Notes the record with `key` at `ordinal` (in input order).
-    pub fn observe(&mut self, key: &[u8], ordinal: u64) {
+    /// Notes the record with `key` at `position` (records may come in any
+    /// order).
+    pub fn observe(&mut self, key: &[u8], position: u64) {
         for &i in &self.watched {
             let s = &self.splitters[i];
-            if ordinal < s.ordinal && s.key == key {
+            if position < s.position && s.key == key {
                 self.counts[i] += 1;
             }
+        }
+    }
+
+    /// An empty tally of the watched splitters, for a decode job to fill
+    /// off this thread; [`Partitioner::add`] takes it back.
+    pub fn tally(&self) -> Tally {
+        Tally {
+            watched: self
+                .watched
+                .iter()
+                .map(|&i| (self.splitters[i].key.clone(), self.splitters[i].position))
+                .collect(),
+            counts: vec![0; self.watched.len()],
+        }
+    }
+
+    /// Adds a tally's counts (from [`Partitioner::tally`] of this
+    /// partitioner).
+    pub fn add(&mut self, tally: &Tally) {
+        for (&i, &c) in self.watched.iter().zip(&tally.counts) {
+            self.counts[i] += c;
         }
     }
 
@@ -179,6 +207,30 @@ impl Partitioner {
             run_key: Vec::new(),
             rank: 0,
             started: false,
+        }
+    }
+}
+
+/// [`Partitioner::observe`]'s counts for some of a split's records, kept
+/// apart so that decode jobs can count in parallel.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    watched: Vec<(Vec<u8>, u64)>,
+    counts: Vec<u64>,
+}
+
+impl Tally {
+    /// Whether any record must be noted.
+    pub fn is_needed(&self) -> bool {
+        !self.watched.is_empty()
+    }
+
+    /// Notes the record with `key` at `position`.
+    pub fn observe(&mut self, key: &[u8], position: u64) {
+        for (w, c) in self.watched.iter().zip(&mut self.counts) {
+            if position < w.1 && w.0 == key {
+                *c += 1;
+            }
         }
     }
 }
@@ -486,6 +538,12 @@ mod tests {
         n.to_be_bytes().to_vec()
     }
 
+    /// A record's position in its split: increasing with input order but
+    /// not an ordinal (like a virtual offset: gaps, never 0).
+    fn pos(i: usize) -> u64 {
+        ((i as u64 + 1) << 16) | (i as u64 * 37 % 500)
+    }
+
     /// Sorts `(key, input position)` pairs of several splits on one node,
     /// and the distributed way (each split sorted alone, assigned to
     /// ranges, blocks merged per range): the records must come out the
@@ -509,7 +567,7 @@ mod tests {
                 samples.push(Splitter {
                     key: key(keys[i]),
                     split: s as u32,
-                    ordinal: i as u64,
+                    position: pos(i),
                 });
             }
         }
@@ -525,9 +583,18 @@ mod tests {
         let mut blocks: Vec<Vec<Vec<u8>>> = vec![Vec::new(); partitions];
         for (s, keys) in splits.iter().enumerate() {
             let mut p = Partitioner::new(splitters.clone(), s as u32).expect("partitioner");
-            for (i, &k) in keys.iter().enumerate() {
-                p.observe(&key(k), i as u64);
+            // Half the records noted directly, the rest through two
+            // tallies (as parallel decode jobs do), out of order.
+            let (mut t1, mut t2) = (p.tally(), p.tally());
+            for (i, &k) in keys.iter().enumerate().rev() {
+                match i % 4 {
+                    0 | 1 => p.observe(&key(k), pos(i)),
+                    2 => t1.observe(&key(k), pos(i)),
+                    _ => t2.observe(&key(k), pos(i)),
+                }
             }
+            p.add(&t1);
+            p.add(&t2);
             let mut sorted: Vec<(u64, u64)> = keys
                 .iter()
                 .enumerate()
@@ -615,12 +682,12 @@ mod tests {
             .map(|i| Splitter {
                 key: key(i),
                 split: (i % 3) as u32,
-                ordinal: i,
+                position: i,
             })
             .collect();
         let splitters = splitters_from_samples(samples, 4);
         assert_eq!(splitters.len(), 3);
-        assert!(splitters.iter().all(|s| s.split == 0 && s.ordinal == 0));
+        assert!(splitters.iter().all(|s| s.split == 0 && s.position == 0));
         let p = Partitioner::new(splitters, 1).expect("partitioner");
         assert!(!p.needs_observe());
     }
@@ -630,7 +697,7 @@ mod tests {
         let s = |k| Splitter {
             key: key(k),
             split: 0,
-            ordinal: 0,
+            position: 0,
         };
         assert!(Partitioner::new(vec![s(5), s(5)], 0).is_err());
         assert!(Partitioner::new(vec![s(5), s(4)], 0).is_err());

@@ -149,9 +149,10 @@ def split(inputs: Sequence[PathArg], parts: int, *, threads: int = 1) -> List[Sp
 
 
 def sample(inputs: Sequence[PathArg], split: Split, count: int, **order: Any) -> List[bytes]:
-    """Up to ``count`` sort keys of ``split``'s records, drawn evenly, each
-    with its tie-break (the split's ordinal and the record's ordinal within
-    it) as one ``bytes``."""
+    """Up to ``count`` sort keys of ``split``'s records, drawn from a few
+    evenly spaced stretches of it (only those are read), each with its
+    tie-break (the split's ordinal and the record's virtual offset) as one
+    ``bytes``."""
     _check(count, (int,), "count")
     return _alnsort.stage_sample(_inputs(inputs), _split_tuple(split), count, options(**order))
 

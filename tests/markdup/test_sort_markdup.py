@@ -302,12 +302,11 @@ def test_refused_options(tmp_path, alnsort):
     for args, words in [
         (["--metrics", "m.txt"], "needs --markdup"),
         (["--markdup", "--duplicate-scoring", "random"], "random is not supported"),
-        (["--markdup", "--tagging-policy", "all"], "not supported yet"),
+        (["--markdup", "--tagging-policy", "every"], "expected none, optical or all"),
         (["--markdup", "--optical-distance", "-3"], "must be 0 or more"),
         (["--markdup", "--metrics", str(tmp_path / "o.bam")], "names the same file as the output"),
         (["--markdup", "--barcode-tag", "RX"], "--barcode-tag is not supported yet"),
         (["--markdup", "--read-name-regex", "(.*)"], "--read-name-regex is not supported yet"),
-        (["--markdup", "--remove-sequencing-duplicates"], "--remove-sequencing-duplicates is not supported yet"),
     ]:
         p = sort(alnsort, [*args, "-o", str(tmp_path / "o.bam"), str(inp)], check=False)
         assert p.returncode == 1 and words in p.stderr, (args, p.stderr)
@@ -360,3 +359,90 @@ def test_total_mapped_reference_length_scoring(tmp_path, picard, alnsort):
     assert flags_by_identity(read_all(ours)) == want
     # The strategy matters on this input: the default keeps other reads.
     assert flags_by_identity(read_all(default)) != want
+
+
+def read_tagged(path: Path):
+    """(fields but 0x400 and DT, in their aux order; 0x400; DT value) of
+    every record, in file order."""
+    out = []
+    with pysam.AlignmentFile(str(path), "rb", check_sq=False) as f:
+        for r in f.fetch(until_eof=True):
+            tags = r.get_tags()
+            dt = [v for t, v in tags if t == "DT"]
+            key = (r.query_name, r.flag & ~0x400, r.reference_id, r.reference_start, r.cigarstring,
+                   r.next_reference_id, r.next_reference_start, r.query_sequence,
+                   tuple(r.query_qualities or ()))
+            out.append((key, tuple((t, v) for t, v in tags if t != "DT"), bool(r.flag & 0x400),
+                        dt[0] if dt else None, [t for t, _ in tags]))
+    return out
+
+
+def by_key(recs):
+    d = collections.defaultdict(list)
+    for key, tags, dup, dt, order in recs:
+        d[(key, tags)].append((dup, dt, tuple(order)))
+    return {k: sorted(v, key=repr) for k, v in d.items()}
+
+
+def stale_dt(recs, seed):
+    """A DT tag (Picard drops every DT of its input: CLEAR_DT) between two
+    other tags on about a quarter of the records."""
+    rng = random.Random(seed)
+    for r in recs:
+        r.tags = [("XA", "x"), *r.tags]
+        if rng.random() < 0.25:
+            r.tags = [("XA", "x"), ("DT", rng.choice(["SQ", "LB"])), *r.tags[1:]]
+    return recs
+
+
+# Picard's options and ours, one Picard run each.
+POLICIES = {
+    "none": ([], []),
+    "all": (["TAGGING_POLICY=All"], ["--tagging-policy", "all"]),
+    "optical-remove-sequencing": (["TAGGING_POLICY=OpticalOnly", "REMOVE_SEQUENCING_DUPLICATES=true"],
+                                  ["--tagging-policy", "optical", "--remove-sequencing-duplicates"]),
+}
+
+
+@pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
+def test_tagging_policy_and_sequencing_duplicates(coordinate, tmp_path, picard, alnsort, long_refs):
+    """--tagging-policy none/all/optical and --remove-sequencing-duplicates
+    against Picard's TAGGING_POLICY and REMOVE_SEQUENCING_DUPLICATES: every
+    record's 0x400 and DT:Z value, where DT sits among the aux fields, which
+    records are left out, the metrics; input DT tags are dropped."""
+    recs = []
+    for n, name in enumerate(["optical", "secondary_and_supplementary", "one_mate_unmapped", "large_sets"]):
+        recs += moved(g.TRAPS[name](), n)
+    recs += moved(g.t_random(5, one_rg=True, dense=True), 4) + moved(g.t_random(6, dense=True), 5)
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, with_mate_cigars(stale_dt(stale_dups(recs, 7), 8)))
+    if coordinate:
+        pysam.sort("-o", str(tmp_path / "in.sorted.bam"), str(inp))
+        inp = tmp_path / "in.sorted.bam"
+    seen = {}
+    for policy, (popts, ours) in POLICIES.items():
+        out, m = tmp_path / f"p.{policy}.bam", tmp_path / f"p.{policy}.metrics"
+        p = subprocess.run(picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={m}", *popts,
+                                     *([] if coordinate else ["ASSUME_SORT_ORDER=queryname"]),
+                                     "ADD_PG_TAG_TO_READS=false", "VALIDATION_STRINGENCY=SILENT", "QUIET=true",
+                                     "VERBOSITY=ERROR"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        want = read_tagged(out)
+        seen[policy] = collections.Counter(dt for *_, dt, _ in want)
+        for order in ["coordinate", "name"]:
+            o, om = tmp_path / f"o.{policy}.{order}.bam", tmp_path / f"o.{policy}.{order}.metrics"
+            sort(alnsort, [*ORDERS[order], "--markdup", *ours, "--metrics", str(om), "-o", str(o), str(inp)])
+            got = read_tagged(o)
+            assert len(got) == len(want), f"{policy} {order}: {len(got)} records, Picard wrote {len(want)}"
+            w, h = by_key(want), by_key(got)
+            assert w.keys() == h.keys(), f"{policy} {order}: the records differ from Picard's"
+            diffs = [(k[0][:4], w[k], h[k]) for k in w if w[k] != h[k]]
+            assert not diffs, f"{policy} {order}: 0x400/DT/aux order differ on {len(diffs)} records " \
+                              f"(picard, ours):\n" + "\n".join(map(str, diffs[:20]))
+            assert g.parse_metrics(om) == g.parse_metrics(m), f"{policy} {order}: metrics differ"
+    # The cases prove something: stale DT tags dropped, both tags written,
+    # optical duplicates found and left out.
+    assert set(seen["none"]) == {None}
+    assert seen["all"]["SQ"] > 10 and seen["all"]["LB"] > 50
+    assert seen["optical-remove-sequencing"]["SQ"] == 0 and set(seen["optical-remove-sequencing"]) == {None}
+    assert sum(seen["optical-remove-sequencing"].values()) == sum(seen["all"].values()) - seen["all"]["SQ"]

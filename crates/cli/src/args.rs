@@ -485,8 +485,11 @@ pub const OPTIONS: &[OptSpec] = &[
         long: Some("tagging-policy"),
         value: Some("POLICY"),
         group: Group::Markdup,
-        help: "DT tags on duplicates: none (the default, Picard's DontTag). \
-               optical and all are refused (not implemented yet).",
+        help: "DT tags on duplicates (Picard's TAGGING_POLICY): none (the \
+               default, DontTag), optical (DT:Z:SQ on sequencing/optical \
+               duplicates, OpticalOnly) or all (also DT:Z:LB on the other \
+               duplicates). Any DT tag of the input is dropped, as Picard's \
+               CLEAR_DT does.",
     },
     OptSpec {
         id: OptId::Unsupported(
@@ -501,16 +504,13 @@ pub const OPTIONS: &[OptSpec] = &[
                default parsing is used.",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "duplicates cannot be told apart as sequencing (optical) duplicates for removal yet; \
-             --remove-duplicates removes all of them",
-        ),
+        id: OptId::Markdup(crate::markdup::MdOpt::RemoveSequencingDuplicates),
         short: None,
         long: Some("remove-sequencing-duplicates"),
         value: None,
         group: Group::Markdup,
-        help: "Picard's REMOVE_SEQUENCING_DUPLICATES: not implemented yet \
-               (refused).",
+        help: "Leave sequencing (optical) duplicates out of the output and \
+               mark the others (Picard's REMOVE_SEQUENCING_DUPLICATES=true).",
     },
     OptSpec {
         id: OptId::Unsupported(

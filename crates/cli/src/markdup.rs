@@ -50,6 +50,20 @@ pub enum MdOpt {
     OpticalDistance,
     DuplicateScoring,
     TaggingPolicy,
+    RemoveSequencingDuplicates,
+}
+
+/// Which duplicates get a `DT` tag (`--tagging-policy`, Picard's
+/// TAGGING_POLICY).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaggingPolicy {
+    /// DontTag (the default): no DT tag is written.
+    #[default]
+    None,
+    /// OpticalOnly: `DT:Z:SQ` on sequencing (optical) duplicates.
+    Optical,
+    /// All: `DT:Z:SQ` on optical duplicates, `DT:Z:LB` on the others.
+    All,
 }
 
 /// How the kept duplicate is chosen (`--duplicate-scoring`).
@@ -69,6 +83,8 @@ pub struct MarkdupArgs {
     pub scoring: Scoring,
     pub metrics: Option<PathBuf>,
     pub remove_duplicates: bool,
+    pub remove_sequencing_duplicates: bool,
+    pub tagging: TaggingPolicy,
     pub optical_distance: Option<i32>,
     /// Any option of the group other than `--markdup` itself, for the
     /// message when `--markdup` is missing.
@@ -131,13 +147,9 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
         MdOpt::TaggingPolicy => {
             let v = val();
             match v.as_str() {
-                "none" => {}
-                "optical" | "all" => {
-                    return Err(ArgError::Invalid(format!(
-                        "--tagging-policy {v} is not supported yet: no DT tags are written; \
-                         only 'none' (Picard's default, DontTag) is implemented"
-                    )))
-                }
+                "none" => a.tagging = TaggingPolicy::None,
+                "optical" => a.tagging = TaggingPolicy::Optical,
+                "all" => a.tagging = TaggingPolicy::All,
                 other => {
                     return Err(ArgError::Invalid(format!(
                         "--tagging-policy '{other}': expected none, optical or all"
@@ -145,6 +157,10 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
                 }
             }
             a.other_given = Some("--tagging-policy");
+        }
+        MdOpt::RemoveSequencingDuplicates => {
+            a.remove_sequencing_duplicates = true;
+            a.other_given = Some("--remove-sequencing-duplicates");
         }
     }
     Ok(())
@@ -156,6 +172,8 @@ pub struct MarkdupConfig {
     pub metrics: Option<PathBuf>,
     pub scoring: Scoring,
     pub remove_duplicates: bool,
+    pub remove_sequencing_duplicates: bool,
+    pub tagging: TaggingPolicy,
     pub optical_distance: i32,
 }
 
@@ -173,6 +191,8 @@ pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
         metrics: a.metrics.clone(),
         scoring: a.scoring,
         remove_duplicates: a.remove_duplicates,
+        remove_sequencing_duplicates: a.remove_sequencing_duplicates,
+        tagging: a.tagging,
         optical_distance: a
             .optical_distance
             .unwrap_or(alnsort_markdup::optical::DEFAULT_PIXEL_DISTANCE),
@@ -342,6 +362,8 @@ pub struct Marker {
     last_rg: Option<(Vec<u8>, RgInfo)>,
     no_rg: Option<RgInfo>,
     remove: bool,
+    remove_sequencing: bool,
+    tagging: TaggingPolicy,
     scoring: Scoring,
 }
 
@@ -360,6 +382,9 @@ impl Marker {
         };
         let mut md = MarkDuplicates::with_order(header_read_groups(header), order);
         md.set_pixel_distance(cfg.optical_distance);
+        md.set_track_optical(
+            cfg.remove_sequencing_duplicates || cfg.tagging != TaggingPolicy::None,
+        );
         Marker {
             md,
             order,
@@ -371,6 +396,8 @@ impl Marker {
             last_rg: None,
             no_rg: None,
             remove: cfg.remove_duplicates,
+            remove_sequencing: cfg.remove_sequencing_duplicates,
+            tagging: cfg.tagging,
             scoring: cfg.scoring,
         }
     }
@@ -499,19 +526,32 @@ impl Marker {
             .finish()
             .map_err(anyhow::Error::new)
             .with_context(|| format!("{file}: duplicate marking"))?;
-        let mut bits = vec![0u64; outcome.duplicate.len().div_ceil(64)];
-        let mut marked = 0u64;
+        let words = outcome.duplicate.len().div_ceil(64);
+        let mut bits = vec![0u64; words];
+        let mut optical_bits = vec![0u64; if outcome.optical.is_some() { words } else { 0 }];
+        let (mut marked, mut removed) = (0u64, 0u64);
         for (i, &d) in outcome.duplicate.iter().enumerate() {
+            let opt = outcome.optical.as_ref().is_some_and(|o| o[i]);
             if d {
                 bits[i / 64] |= 1 << (i % 64);
                 marked += 1;
             }
+            if opt {
+                optical_bits[i / 64] |= 1 << (i % 64);
+            }
+            if (d && self.remove) || (opt && self.remove_sequencing) {
+                removed += 1;
+            }
         }
         Ok(Decisions {
             bits,
+            optical_bits,
             records: outcome.duplicate.len() as u64,
             marked,
+            removed,
             remove: self.remove,
+            remove_sequencing: self.remove_sequencing,
+            tagging: self.tagging,
             metrics: outcome.metrics,
         })
     }
@@ -520,11 +560,35 @@ impl Marker {
 /// The decision for every input record, applied as the records are written.
 pub struct Decisions {
     bits: Vec<u64>,
+    /// Optical duplicates (empty unless tagged or removed).
+    optical_bits: Vec<u64>,
     records: u64,
     /// Records whose 0x400 is set.
     pub marked: u64,
+    /// Records left out of the output.
+    pub removed: u64,
     remove: bool,
+    remove_sequencing: bool,
+    tagging: TaggingPolicy,
     pub metrics: MetricsReport,
+}
+
+/// Picard's duplicate-type tag.
+const DT: [u8; 2] = *b"DT";
+
+/// The byte range of the first `DT` field in a record's aux area (`aux_at`
+/// its offset in `rec`), tag and type included.
+fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
+    let aux = &rec[aux_at..];
+    let mut i = 0;
+    while i + 3 <= aux.len() {
+        let len = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..])?;
+        if aux[i..i + 2] == DT {
+            return Some((aux_at + i, aux_at + i + 3 + len));
+        }
+        i += 3 + len;
+    }
+    None
 }
 
 /// Offset of the flag field in a record with its block_size.
@@ -549,12 +613,42 @@ impl Decisions {
                 self.records
             ));
         }
-        let dup = self.bits[(ordinal / 64) as usize] >> (ordinal % 64) & 1 == 1;
-        if dup && self.remove {
+        let bit = |bits: &[u64]| {
+            bits.get((ordinal / 64) as usize)
+                .is_some_and(|w| w >> (ordinal % 64) & 1 == 1)
+        };
+        let dup = bit(&self.bits);
+        let optical = bit(&self.optical_bits);
+        if (dup && self.remove) || (optical && self.remove_sequencing) {
             return Ok(None);
         }
         buf.clear();
-        buf.extend_from_slice(&rec[..body_len]);
+        // Picard (CLEAR_DT=true) drops every DT tag of the input, then tags
+        // duplicates at the end of the aux fields.
+        let aux_at = body_len - RecordRef::with_block_size(&rec[..body_len]).aux().len();
+        match dt_field(&rec[..body_len], aux_at) {
+            Some((a, b)) => {
+                buf.extend_from_slice(&rec[..a]);
+                buf.extend_from_slice(&rec[b..body_len]);
+            }
+            None => buf.extend_from_slice(&rec[..body_len]),
+        }
+        let tag: Option<&[u8]> = match (dup, optical, self.tagging) {
+            (false, _, _) | (_, _, TaggingPolicy::None) => None,
+            (true, true, _) => Some(b"SQ"),
+            (true, false, TaggingPolicy::All) => Some(b"LB"),
+            (true, false, TaggingPolicy::Optical) => None,
+        };
+        if let Some(v) = tag {
+            buf.extend_from_slice(&DT);
+            buf.push(b'Z');
+            buf.extend_from_slice(v);
+            buf.push(0);
+        }
+        if buf.len() != body_len {
+            let block_size = (buf.len() - 4) as u32;
+            buf[..4].copy_from_slice(&block_size.to_le_bytes());
+        }
         let mut flag = u16::from_le_bytes([buf[FLAG_AT], buf[FLAG_AT + 1]]);
         flag &= !alnsort_markdup::flags::DUPLICATE;
         if dup {
@@ -590,7 +684,7 @@ impl Decisions {
                 sum(|m| m.read_pair_optical_duplicates),
             ),
             ("records_marked", self.marked),
-            ("records_removed", if self.remove { self.marked } else { 0 }),
+            ("records_removed", self.removed),
         ]
     }
 }
@@ -708,6 +802,53 @@ mod tests {
         assert_eq!(d.marked, 1);
     }
 
+    /// A record with aux fields: an input DT between two others is dropped
+    /// and the duplicate's DT:Z appended last, block_size following.
+    #[test]
+    fn dt_tags_are_cleared_and_appended_last() {
+        let with_aux = |name: &[u8], aux: &[u8]| {
+            let mut r = record(name, 0);
+            r.extend_from_slice(aux);
+            let n = (r.len() - 4) as u32;
+            r[..4].copy_from_slice(&n.to_le_bytes());
+            r
+        };
+        let header =
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
+        let mut args = MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        };
+        apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
+        let cfg = resolve(&args).unwrap().unwrap();
+        let mut m = Marker::new(&header, &cfg, "in.bam", None);
+        let recs = [
+            with_aux(b"a", b"XAZx\0DTZSQ\0NMC\x01"),
+            with_aux(b"b", b"XAZx\0DTZLB\0NMC\x01"),
+        ];
+        let mut ends = BatchEnds::default();
+        let mut sorted = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut out = Vec::new();
+            ends.add(r, i as u64, &mut out);
+            sorted.push(out);
+        }
+        m.push(&ends).unwrap();
+        let d = m.finish().unwrap();
+        let mut buf = Vec::new();
+        let kept = d.apply(&sorted[0], &mut buf).unwrap().unwrap().to_vec();
+        assert_eq!(RecordRef::with_block_size(&kept).aux(), b"XAZx\0NMC\x01");
+        assert_eq!(kept.len(), recs[0].len() - 6);
+        let dup = d.apply(&sorted[1], &mut buf).unwrap().unwrap().to_vec();
+        let r = RecordRef::with_block_size(&dup);
+        assert_eq!(r.flag(), 0x400);
+        assert_eq!(r.aux(), b"XAZx\0NMC\x01DTZLB\0");
+        assert_eq!(
+            u32::from_le_bytes(dup[..4].try_into().unwrap()) as usize,
+            dup.len() - 4
+        );
+    }
+
     #[test]
     fn options_need_markdup_and_unsupported_values_are_refused() {
         let mut a = MarkdupArgs::default();
@@ -718,10 +859,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("random is not supported"), "{e}");
-        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("all".into()))
+        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("every".into()))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not supported yet"), "{e}");
+        assert!(e.contains("expected none, optical or all"), "{e}");
+        apply_arg(&mut a, MdOpt::TaggingPolicy, Some("optical".into())).unwrap();
+        assert_eq!(a.tagging, TaggingPolicy::Optical);
         let e = apply_arg(&mut a, MdOpt::OpticalDistance, Some("x".into()))
             .unwrap_err()
             .to_string();

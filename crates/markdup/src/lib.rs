@@ -294,6 +294,12 @@ struct RecordSlot {
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub duplicate: Vec<bool>,
+    /// Picard's sequencing (optical) duplicate verdict per input record,
+    /// when asked for ([`MarkDuplicates::set_track_optical`]): what its
+    /// `DT:Z:SQ` tag and `REMOVE_SEQUENCING_DUPLICATES` act on. Every
+    /// record of an optical duplicate template in name-grouped input; the
+    /// primary records of the optical duplicate pair in coordinate order.
+    pub optical: Option<Vec<bool>>,
     pub metrics: MetricsReport,
 }
 
@@ -317,6 +323,7 @@ pub struct MarkDuplicates {
     ends_done: bool,
     read_groups: ReadGroups,
     pixel_distance: i32,
+    track_optical: bool,
     records: Vec<RecordSlot>,
     frags: Vec<End>,
     pairs: Vec<End>,
@@ -344,6 +351,7 @@ impl MarkDuplicates {
             ends_done: false,
             read_groups,
             pixel_distance: optical::DEFAULT_PIXEL_DISTANCE,
+            track_optical: false,
             records: Vec::new(),
             frags: Vec::new(),
             pairs: Vec::new(),
@@ -358,6 +366,12 @@ impl MarkDuplicates {
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
     pub fn set_pixel_distance(&mut self, distance: i32) {
         self.pixel_distance = distance;
+    }
+
+    /// Whether [`Outcome::optical`] is computed (Picard keeps its optical
+    /// duplicate indexes when it tags them or removes them).
+    pub fn set_track_optical(&mut self, track: bool) {
+        self.track_optical = track;
     }
 
     /// Bytes held for the records pushed so far (their slots, read ends
@@ -484,6 +498,7 @@ impl MarkDuplicates {
     /// Finds the duplicates and computes the metrics.
     pub fn finish(mut self) -> Result<Outcome, MarkdupError> {
         let mut dup_indexes: Vec<i64> = Vec::new();
+        let mut optical_indexes: Vec<i64> = Vec::new();
         let mut set_sizes = SetSizeHistograms::default();
         let mut optical_by_library: HashMap<i16, u64> = HashMap::new();
 
@@ -501,6 +516,7 @@ impl MarkDuplicates {
                 self.mark_pairs(
                     set,
                     &mut dup_indexes,
+                    &mut optical_indexes,
                     &mut set_sizes,
                     &mut optical_by_library,
                 )?;
@@ -531,24 +547,34 @@ impl MarkDuplicates {
         dup_indexes.sort_unstable();
 
         let duplicate = self.output_pass(&dup_indexes);
+        let optical = self.track_optical.then(|| {
+            optical_indexes.sort_unstable();
+            self.output_pass(&optical_indexes)
+        });
         let metrics = self.metrics(&duplicate, &optical_by_library, set_sizes);
-        Ok(Outcome { duplicate, metrics })
+        Ok(Outcome {
+            duplicate,
+            optical,
+            metrics,
+        })
     }
 
     fn mark_pairs(
         &self,
         set: &[End],
         dup_indexes: &mut Vec<i64>,
+        optical_indexes: &mut Vec<i64>,
         set_sizes: &mut SetSizeHistograms,
         optical_by_library: &mut HashMap<i16, u64>,
     ) -> Result<(), MarkdupError> {
         let best = best_index(set);
+        // Which ends of the set are optical duplicates.
+        let mut is_optical = vec![false; set.len()];
         // Optical duplicates, split by first-of-pair orientation when a set
         // holds both FR and RF.
         let has_fr = set.iter().any(|e| e.optical_orientation == FR as i8);
         let has_rf = set.iter().any(|e| e.optical_orientation == RF as i8);
-        let mut n_optical = 0u64;
-        let count = |members: Vec<usize>| {
+        let mut count = |members: Vec<usize>| {
             let locs: Vec<Location> = members.iter().map(|&i| set[i].loc).collect();
             // Picard passes the keeper whether or not it is in the sub-list,
             // so the clustering starts at 4 ends.
@@ -559,7 +585,9 @@ impl MarkDuplicates {
                 4,
                 self.pixel_distance,
             );
-            flags.iter().filter(|&&b| b).count() as u64
+            for (&i, &f) in members.iter().zip(&flags) {
+                is_optical[i] |= f;
+            }
         };
         if has_fr && has_rf {
             let mut f = Vec::new();
@@ -576,11 +604,12 @@ impl MarkDuplicates {
                     });
                 }
             }
-            n_optical += count(f);
-            n_optical += count(r);
+            count(f);
+            count(r);
         } else {
-            n_optical += count((0..set.len()).collect());
+            count((0..set.len()).collect());
         }
+        let n_optical = is_optical.iter().filter(|&&b| b).count() as u64;
         if n_optical > 0 {
             *optical_by_library.entry(set[0].library).or_default() += n_optical;
         }
@@ -600,6 +629,14 @@ impl MarkDuplicates {
                 dup_indexes.push(e.r1_index);
                 if e.r2_index != e.r1_index {
                     dup_indexes.push(e.r2_index);
+                }
+                // Picard lists an optical duplicate's records once more,
+                // for its DT:Z:SQ tag and REMOVE_SEQUENCING_DUPLICATES.
+                if is_optical[i] && self.track_optical {
+                    optical_indexes.push(e.r1_index);
+                    if e.r2_index != e.r1_index {
+                        optical_indexes.push(e.r2_index);
+                    }
                 }
             }
         }

@@ -306,7 +306,6 @@ def test_refused_options(tmp_path, alnsort):
         (["--markdup", "--optical-distance", "-3"], "must be 0 or more"),
         (["--markdup", "--metrics", str(tmp_path / "o.bam")], "names the same file as the output"),
         (["--markdup", "--barcode-tag", "RX"], "--barcode-tag is not supported yet"),
-        (["--markdup", "--read-name-regex", "(.*)"], "--read-name-regex is not supported yet"),
     ]:
         p = sort(alnsort, [*args, "-o", str(tmp_path / "o.bam"), str(inp)], check=False)
         assert p.returncode == 1 and words in p.stderr, (args, p.stderr)
@@ -446,3 +445,70 @@ def test_tagging_policy_and_sequencing_duplicates(coordinate, tmp_path, picard, 
     assert seen["all"]["SQ"] > 10 and seen["all"]["LB"] > 50
     assert seen["optical-remove-sequencing"]["SQ"] == 0 and set(seen["optical-remove-sequencing"]) == {None}
     assert sum(seen["optical-remove-sequencing"].values()) == sum(seen["all"].values()) - seen["all"]["SQ"]
+
+
+REGEXES = {
+    "classic": r"[a-zA-Z0-9]+:[0-9]:([0-9]+):([0-9]+):([0-9]+).*",
+    "null": "null",
+    "last-three": r"(?:.*:)?([0-9]+):([-0-9]+):(\d+)",
+}
+
+
+@pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
+def test_read_name_regex(coordinate, tmp_path, picard, alnsort, long_refs):
+    """--read-name-regex against Picard's READ_NAME_REGEX (a classic
+    Illumina regex, `null`, a regex taking the last three fields of any
+    name): flags, DT tags (TAGGING_POLICY=All), metrics and histograms."""
+    recs = []
+    for n, name in enumerate(["optical", "names_that_do_not_parse", "large_sets"]):
+        recs += moved(g.TRAPS[name](), n)
+    recs += moved(g.t_random(5, one_rg=True, dense=True), 3)
+    # Names the default parsing refuses (8 fields, a negative x) that the
+    # regexes read, and names with classic Illumina fields.
+    for t in range(60):
+        name = f"E{t}:9:FC:1:2:{1101 + t % 2}:{1000 + 7 * t % 300}:{1000 + 13 * t % 300}"
+        recs += g.pair(name, 1_000_000 + 40 * (t % 3), 1_000_300, q1=20 + t % 3, rg="rg1")
+        recs += g.pair(f"H{t}:{t % 8}:{1101 + t % 2}:{-5 * t}:{100 + t}", 1_100_000, 1_100_300, q1=30, rg="rg1")
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, with_mate_cigars(recs), rgs=[("rg1", "libA"), ("rg2", "libB"), ("rg3", None)])
+    if coordinate:
+        pysam.sort("-o", str(tmp_path / "in.sorted.bam"), str(inp))
+        inp = tmp_path / "in.sorted.bam"
+    optical = {}
+    for label, regex in REGEXES.items():
+        out, m = tmp_path / f"p.{label}.bam", tmp_path / f"p.{label}.metrics"
+        p = subprocess.run(picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={m}", f"READ_NAME_REGEX={regex}",
+                                     "TAGGING_POLICY=All", *([] if coordinate else ["ASSUME_SORT_ORDER=queryname"]),
+                                     "ADD_PG_TAG_TO_READS=false", "VALIDATION_STRINGENCY=SILENT", "QUIET=true",
+                                     "VERBOSITY=ERROR"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        o, om = tmp_path / f"o.{label}.bam", tmp_path / f"o.{label}.metrics"
+        sort(alnsort, ["--markdup", "--read-name-regex", regex, "--tagging-policy", "all", "--metrics", str(om),
+                       "-o", str(o), str(inp)])
+        w, h = by_key(read_tagged(out)), by_key(read_tagged(o))
+        assert w.keys() == h.keys(), f"{label}: the records differ from Picard's"
+        diffs = [(k[0][:4], w[k], h[k]) for k in w if w[k] != h[k]]
+        assert not diffs, f"{label}: 0x400/DT differ on {len(diffs)} records (picard, ours):\n" + \
+                          "\n".join(map(str, diffs[:20]))
+        assert g.parse_metrics(om) == g.parse_metrics(m), f"{label}: metrics differ"
+        optical[label] = sum(dt == "SQ" for *_, dt, _ in read_tagged(out))
+    # The regexes matter: null finds none, the others differ from each other.
+    assert optical["null"] == 0 and optical["classic"] > 5 and optical["last-three"] > optical["classic"]
+
+
+def test_java_only_read_name_regex_is_refused(tmp_path, alnsort):
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, g.t_qc_fail())
+    for regex, words in [
+        (r"(?<=x)([0-9]+):([0-9]+):([0-9]+)", "a lookbehind '(?<='"),
+        (r"([0-9]++):([0-9]+):([0-9]+)", "a possessive quantifier '++'"),
+        (r"(\d+):(\d+):\1", "a backreference"),
+        (r"\p{javaDigit}+:(\d+):(\d+):(\d+)", "a character property"),
+        (r"(?U)(\d+):(\d+):(\d+)", "an inline flag"),
+        (r"(\d+):(\d+)", "has 2 capturing group(s)"),
+        (r"(\d+:(\d+):(\d+)", "does not compile"),
+    ]:
+        p = sort(alnsort, ["--markdup", "--read-name-regex", regex, "-o", str(tmp_path / "o.bam"), str(inp)],
+                 check=False)
+        assert p.returncode == 1 and "--read-name-regex" in p.stderr and words in p.stderr, (regex, p.stderr)
+        assert not (tmp_path / "o.bam").exists()

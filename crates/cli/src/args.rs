@@ -492,16 +492,17 @@ pub const OPTIONS: &[OptSpec] = &[
                CLEAR_DT does.",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "optical duplicates are found with Picard's default read-name parsing only \
-             (5 or 7 ':'-separated fields, the last three tile, x and y)",
-        ),
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadNameRegex),
         short: None,
         long: Some("read-name-regex"),
         value: Some("REGEX"),
         group: Group::Markdup,
-        help: "Picard's READ_NAME_REGEX: not implemented yet (refused); the \
-               default parsing is used.",
+        help: "Picard's READ_NAME_REGEX: a regex matching the whole read \
+               name whose groups 1, 2 and 3 are tile, x and y (Java syntax \
+               it shares with Rust's regex crate; lookaround, possessive \
+               quantifiers and other Java-only syntax are refused), or null \
+               to look for no optical duplicates. Default: the last three \
+               ':'-separated fields of names with 5 or 7 fields.",
     },
     OptSpec {
         id: OptId::Markdup(crate::markdup::MdOpt::RemoveSequencingDuplicates),

@@ -51,6 +51,7 @@ pub enum MdOpt {
     DuplicateScoring,
     TaggingPolicy,
     RemoveSequencingDuplicates,
+    ReadNameRegex,
 }
 
 /// Which duplicates get a `DT` tag (`--tagging-policy`, Picard's
@@ -86,6 +87,7 @@ pub struct MarkdupArgs {
     pub remove_sequencing_duplicates: bool,
     pub tagging: TaggingPolicy,
     pub optical_distance: Option<i32>,
+    pub name_parser: alnsort_markdup::optical::NameParser,
     /// Any option of the group other than `--markdup` itself, for the
     /// message when `--markdup` is missing.
     pub other_given: Option<&'static str>,
@@ -162,6 +164,11 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
             a.remove_sequencing_duplicates = true;
             a.other_given = Some("--remove-sequencing-duplicates");
         }
+        MdOpt::ReadNameRegex => {
+            a.name_parser = alnsort_markdup::optical::NameParser::from_picard_arg(&val())
+                .map_err(|e| ArgError::Invalid(format!("--read-name-regex: {e}")))?;
+            a.other_given = Some("--read-name-regex");
+        }
     }
     Ok(())
 }
@@ -175,6 +182,7 @@ pub struct MarkdupConfig {
     pub remove_sequencing_duplicates: bool,
     pub tagging: TaggingPolicy,
     pub optical_distance: i32,
+    pub name_parser: alnsort_markdup::optical::NameParser,
 }
 
 /// Resolves the group's options; `None` without `--markdup`.
@@ -193,6 +201,7 @@ pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
         remove_duplicates: a.remove_duplicates,
         remove_sequencing_duplicates: a.remove_sequencing_duplicates,
         tagging: a.tagging,
+        name_parser: a.name_parser.clone(),
         optical_distance: a
             .optical_distance
             .unwrap_or(alnsort_markdup::optical::DEFAULT_PIXEL_DISTANCE),
@@ -382,6 +391,7 @@ impl Marker {
         };
         let mut md = MarkDuplicates::with_order(header_read_groups(header), order);
         md.set_pixel_distance(cfg.optical_distance);
+        md.set_name_parser(cfg.name_parser.clone());
         md.set_track_optical(
             cfg.remove_sequencing_duplicates || cfg.tagging != TaggingPolicy::None,
         );

@@ -323,6 +323,7 @@ pub struct MarkDuplicates {
     ends_done: bool,
     read_groups: ReadGroups,
     pixel_distance: i32,
+    name_parser: optical::NameParser,
     track_optical: bool,
     records: Vec<RecordSlot>,
     frags: Vec<End>,
@@ -351,6 +352,7 @@ impl MarkDuplicates {
             ends_done: false,
             read_groups,
             pixel_distance: optical::DEFAULT_PIXEL_DISTANCE,
+            name_parser: optical::NameParser::Default,
             track_optical: false,
             records: Vec::new(),
             frags: Vec::new(),
@@ -366,6 +368,11 @@ impl MarkDuplicates {
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
     pub fn set_pixel_distance(&mut self, distance: i32) {
         self.pixel_distance = distance;
+    }
+
+    /// How read names give flow-cell locations (Picard's `READ_NAME_REGEX`).
+    pub fn set_name_parser(&mut self, parser: optical::NameParser) {
+        self.name_parser = parser;
     }
 
     /// Whether [`Outcome::optical`] is computed (Picard keeps its optical
@@ -446,7 +453,7 @@ impl MarkDuplicates {
             r1_coord: r.five_prime,
             r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
             r2_coord: -1,
-            loc: optical::location_from_name(r.name, r.rg.ordinal),
+            loc: self.name_parser.location(r.name, r.rg.ordinal),
             optical_orientation: -1,
             score: r.score,
             r1_index: self.template_index,
@@ -570,6 +577,12 @@ impl MarkDuplicates {
         let best = best_index(set);
         // Which ends of the set are optical duplicates.
         let mut is_optical = vec![false; set.len()];
+        // READ_NAME_REGEX=null: Picard skips the optical search and the
+        // set-size histograms along with it.
+        if !self.name_parser.detects_optical() {
+            push_duplicates(set, best, dup_indexes);
+            return Ok(());
+        }
         // Optical duplicates, split by first-of-pair orientation when a set
         // holds both FR and RF.
         let has_fr = set.iter().any(|e| e.optical_orientation == FR as i8);
@@ -624,15 +637,12 @@ impl MarkDuplicates {
         if n_optical > 0 {
             *set_sizes.optical_sets.entry(n_optical + 1).or_default() += 1;
         }
-        for (i, e) in set.iter().enumerate() {
-            if i != best {
-                dup_indexes.push(e.r1_index);
-                if e.r2_index != e.r1_index {
-                    dup_indexes.push(e.r2_index);
-                }
-                // Picard lists an optical duplicate's records once more,
-                // for its DT:Z:SQ tag and REMOVE_SEQUENCING_DUPLICATES.
-                if is_optical[i] && self.track_optical {
+        push_duplicates(set, best, dup_indexes);
+        // Picard lists an optical duplicate's records once more, for its
+        // DT:Z:SQ tag and REMOVE_SEQUENCING_DUPLICATES.
+        if self.track_optical {
+            for (i, e) in set.iter().enumerate() {
+                if i != best && is_optical[i] {
                     optical_indexes.push(e.r1_index);
                     if e.r2_index != e.r1_index {
                         optical_indexes.push(e.r2_index);
@@ -739,6 +749,18 @@ fn best_index(set: &[End]) -> usize {
         }
     }
     best
+}
+
+/// The record indexes of every end of a pair set but the kept one.
+fn push_duplicates(set: &[End], best: usize, dup_indexes: &mut Vec<i64>) {
+    for (i, e) in set.iter().enumerate() {
+        if i != best {
+            dup_indexes.push(e.r1_index);
+            if e.r2_index != e.r1_index {
+                dup_indexes.push(e.r2_index);
+            }
+        }
+    }
 }
 
 fn mark_fragments(set: &[End], contains_pairs: bool, dup_indexes: &mut Vec<i64>) {

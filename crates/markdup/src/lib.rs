@@ -24,8 +24,10 @@
 //!
 //! Records whose 0x400 bit the outcome says is clear must have it cleared
 //! (Picard resets it on every record). Not covered: Picard options other
-//! than the defaults and `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (scoring
-//! strategy, `READ_NAME_REGEX`, barcodes, `DT` tags, duplicate-set tags;
+//! than `OPTICAL_DUPLICATE_PIXEL_DISTANCE`, `READ_NAME_REGEX`
+//! ([`optical::NameParser`]) and the optical verdict behind `DT` tags and
+//! `REMOVE_SEQUENCING_DUPLICATES` ([`Outcome::optical`]): barcodes
+//! (`BARCODE_TAG`), random scoring and duplicate-set tags;
 //! `alnsort sort --markdup` refuses them), names of one template that are
 //! not adjacent in queryname order (Picard compares the names themselves;
 //! [`grouping::GroupCheck`] lets a caller refuse such input), and the

@@ -3,7 +3,8 @@
 //!
 //! Behaviour follows Picard 3.4.0 with its default `READ_NAME_REGEX` (the
 //! fast path: the last three `:`-separated fields are tile, x and y, and the
-//! name must have 5 or 7 fields) and `OPTICAL_DUPLICATE_PIXEL_DISTANCE=100`.
+//! name must have 5 or 7 fields), or a user's ([`NameParser`]), and
+//! `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (100 by default).
 //! Picard keeps tile, x and y in 16 bits, so values above 32767 wrap.
 
 /// Picard's default pixel distance.

@@ -514,15 +514,31 @@ pub const OPTIONS: &[OptSpec] = &[
                mark the others (Picard's REMOVE_SEQUENCING_DUPLICATES=true).",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "UMI-aware duplicate sets (Picard's BARCODE_TAG) are not implemented",
-        ),
+        id: OptId::Markdup(crate::markdup::MdOpt::BarcodeTag),
         short: None,
         long: Some("barcode-tag"),
         value: Some("TAG"),
         group: Group::Markdup,
-        help: "Picard's BARCODE_TAG (UMI-aware duplicate sets): not \
-               implemented yet (refused).",
+        help: "Picard's BARCODE_TAG: duplicates must also share this tag's \
+               UMI (a string of ATCGN-).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadOneBarcodeTag),
+        short: None,
+        long: Some("read-one-barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's READ_ONE_BARCODE_TAG: duplicates must also share \
+               the first read's value of this tag.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadTwoBarcodeTag),
+        short: None,
+        long: Some("read-two-barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's READ_TWO_BARCODE_TAG: duplicates must also share \
+               the second read's value of this tag.",
     },
     OptSpec {
         id: OptId::Verbosity,

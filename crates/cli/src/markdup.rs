@@ -52,6 +52,40 @@ pub enum MdOpt {
     TaggingPolicy,
     RemoveSequencingDuplicates,
     ReadNameRegex,
+    BarcodeTag,
+    ReadOneBarcodeTag,
+    ReadTwoBarcodeTag,
+}
+
+/// What the read jobs take out of each record: the score, and the barcode
+/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndsSpec {
+    pub scoring: Scoring,
+    pub barcode_tags: BarcodeTags,
+}
+
+/// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BarcodeTags {
+    pub umi: Option<[u8; 2]>,
+    pub read_one: Option<[u8; 2]>,
+    pub read_two: Option<[u8; 2]>,
+}
+
+impl BarcodeTags {
+    fn any(&self) -> bool {
+        self.umi.is_some() || self.read_one.is_some() || self.read_two.is_some()
+    }
+}
+
+fn parse_tag(opt: &str, v: &str) -> Result<[u8; 2], ArgError> {
+    match v.as_bytes() {
+        &[a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphanumeric() => Ok([a, b]),
+        _ => Err(ArgError::Invalid(format!(
+            "{opt} '{v}': expected a two-character SAM tag such as RX"
+        ))),
+    }
 }
 
 /// Which duplicates get a `DT` tag (`--tagging-policy`, Picard's
@@ -88,6 +122,7 @@ pub struct MarkdupArgs {
     pub tagging: TaggingPolicy,
     pub optical_distance: Option<i32>,
     pub name_parser: alnsort_markdup::optical::NameParser,
+    pub barcode_tags: BarcodeTags,
     /// Any option of the group other than `--markdup` itself, for the
     /// message when `--markdup` is missing.
     pub other_given: Option<&'static str>,
@@ -164,6 +199,18 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
             a.remove_sequencing_duplicates = true;
             a.other_given = Some("--remove-sequencing-duplicates");
         }
+        MdOpt::BarcodeTag => {
+            a.barcode_tags.umi = Some(parse_tag("--barcode-tag", &val())?);
+            a.other_given = Some("--barcode-tag");
+        }
+        MdOpt::ReadOneBarcodeTag => {
+            a.barcode_tags.read_one = Some(parse_tag("--read-one-barcode-tag", &val())?);
+            a.other_given = Some("--read-one-barcode-tag");
+        }
+        MdOpt::ReadTwoBarcodeTag => {
+            a.barcode_tags.read_two = Some(parse_tag("--read-two-barcode-tag", &val())?);
+            a.other_given = Some("--read-two-barcode-tag");
+        }
         MdOpt::ReadNameRegex => {
             a.name_parser = alnsort_markdup::optical::NameParser::from_picard_arg(&val())
                 .map_err(|e| ArgError::Invalid(format!("--read-name-regex: {e}")))?;
@@ -183,6 +230,7 @@ pub struct MarkdupConfig {
     pub tagging: TaggingPolicy,
     pub optical_distance: i32,
     pub name_parser: alnsort_markdup::optical::NameParser,
+    pub barcode_tags: BarcodeTags,
 }
 
 /// Resolves the group's options; `None` without `--markdup`.
@@ -202,6 +250,7 @@ pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
         remove_sequencing_duplicates: a.remove_sequencing_duplicates,
         tagging: a.tagging,
         name_parser: a.name_parser.clone(),
+        barcode_tags: a.barcode_tags,
         optical_distance: a
             .optical_distance
             .unwrap_or(alnsort_markdup::optical::DEFAULT_PIXEL_DISTANCE),
@@ -244,6 +293,18 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    barcodes: alnsort_markdup::Barcodes,
+    /// A barcode tag Picard cannot read (it stops there).
+    bad_barcode: Option<BadBarcode>,
+}
+
+/// Why a record's barcode tag stops Picard.
+#[derive(Debug, Clone, Copy)]
+enum BadBarcode {
+    /// Not a `Z` string (htsjdk's getStringAttribute fails).
+    NotString([u8; 2], u8),
+    /// A UMI with characters other than `ATCGNatcgn-`.
+    UmiCharacters([u8; 2]),
 }
 
 /// The read-end fields of one batch of records, in input order.
@@ -252,7 +313,7 @@ pub struct BatchEnds {
     recs: Vec<Extracted>,
     bytes: Vec<u8>,
     cigar: Vec<(u8, u32)>,
-    scoring: Scoring,
+    spec: EndsSpec,
 }
 
 /// The `RG:Z` value of a record (without its NUL).
@@ -266,11 +327,41 @@ fn record_rg<'a>(rec: &RecordRef<'a>) -> Option<&'a [u8]> {
 }
 
 impl BatchEnds {
-    pub fn new(scoring: Scoring) -> Self {
+    pub fn new(spec: EndsSpec) -> Self {
         BatchEnds {
-            scoring,
+            spec,
             ..Default::default()
         }
+    }
+
+    /// The record's barcode values, as Picard reads its tags.
+    fn barcodes(&self, rec: &RecordRef<'_>) -> Result<alnsort_markdup::Barcodes, BadBarcode> {
+        use alnsort_markdup::Barcodes;
+        let tags = &self.spec.barcode_tags;
+        if !tags.any() {
+            return Ok(Barcodes::default());
+        }
+        let string = |tag: Option<[u8; 2]>| -> Result<Option<&[u8]>, BadBarcode> {
+            let Some(tag) = tag else { return Ok(None) };
+            match rec.aux_get(tag) {
+                None => Ok(None),
+                Some((b'Z', v)) => Ok(Some(
+                    &v[..v.iter().position(|&b| b == 0).unwrap_or(v.len())],
+                )),
+                Some((ty, _)) => Err(BadBarcode::NotString(tag, ty)),
+            }
+        };
+        let umi = string(tags.umi)?;
+        if let (Some(u), Some(tag)) = (umi, tags.umi) {
+            if !u.iter().all(|c| b"ATCGNatcgn-".contains(c)) {
+                return Err(BadBarcode::UmiCharacters(tag));
+            }
+        }
+        Ok(Barcodes {
+            umi: Barcodes::umi_value(umi),
+            read_one: Barcodes::read_value(string(tags.read_one)?),
+            read_two: Barcodes::read_value(string(tags.read_two)?),
+        })
     }
 
     /// Takes the fields of `framed` (a BAM record with its block_size) and
@@ -291,9 +382,15 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        let (barcodes, bad_barcode) = match self.barcodes(&rec) {
+            Ok(b) => (b, None),
+            Err(e) => (Default::default(), Some(e)),
+        };
         self.recs.push(Extracted {
             flag,
-            score: match self.scoring {
+            barcodes,
+            bad_barcode,
+            score: match self.spec.scoring {
                 Scoring::SumOfBaseQualities => base_quality_score(rec.qual(), flag),
                 Scoring::TotalMappedReferenceLength => {
                     reference_length_score(rec.reference_length(), flag)
@@ -373,7 +470,7 @@ pub struct Marker {
     remove: bool,
     remove_sequencing: bool,
     tagging: TaggingPolicy,
-    scoring: Scoring,
+    spec: EndsSpec,
 }
 
 impl Marker {
@@ -408,13 +505,17 @@ impl Marker {
             remove: cfg.remove_duplicates,
             remove_sequencing: cfg.remove_sequencing_duplicates,
             tagging: cfg.tagging,
-            scoring: cfg.scoring,
+            spec: EndsSpec {
+                scoring: cfg.scoring,
+                barcode_tags: cfg.barcode_tags,
+            },
         }
     }
 
-    /// How the read jobs score records.
-    pub fn scoring(&self) -> Scoring {
-        self.scoring
+    /// What the read jobs take out of each record: how they score it and
+    /// which barcode tags they read.
+    pub fn scoring(&self) -> EndsSpec {
+        self.spec
     }
 
     /// Which of Picard's semantics the input gets.
@@ -481,6 +582,24 @@ impl Marker {
                 }
                 self.last = Some(at);
             }
+            if let Some(bad) = e.bad_barcode {
+                let what = match bad {
+                    BadBarcode::NotString(t, ty) => format!(
+                        "its {}{} tag has type '{}', not a string (Z): Picard reads barcode tags as strings",
+                        t[0] as char, t[1] as char, ty as char
+                    ),
+                    BadBarcode::UmiCharacters(t) => format!(
+                        "its UMI ({}{} tag) has characters other than ATCGNatcgn- (Picard refuses it)",
+                        t[0] as char, t[1] as char
+                    ),
+                };
+                bail!(
+                    "{}: duplicate marking at record {} (read {}): {what}",
+                    self.file,
+                    record + 1,
+                    String::from_utf8_lossy(name)
+                );
+            }
             let rg =
                 e.rg.map(|(a, b)| ends.bytes[a as usize..b as usize].to_vec());
             let rg = self.resolve_rg(rg.as_deref());
@@ -493,6 +612,7 @@ impl Marker {
                     five_prime: e.five_prime,
                     score: e.score,
                     rg,
+                    barcodes: e.barcodes,
                 })
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
@@ -586,6 +706,31 @@ pub struct Decisions {
 /// Picard's duplicate-type tag.
 const DT: [u8; 2] = *b"DT";
 
+/// htsjdk's order key of a tag (Picard's records keep their tags in an
+/// htsjdk list ordered by it as far as the input order allows).
+fn htsjdk_tag_key(tag: [u8; 2]) -> u16 {
+    (tag[1] as u16) << 8 | tag[0] as u16
+}
+
+/// Where Picard's `setAttribute("DT", ..)` puts the tag: before the first
+/// field whose htsjdk key is larger. Exact for tags already in htsjdk's
+/// order; Picard reorders other inputs' tags, alnsort does not.
+fn dt_insert_at(rec: &[u8], aux_at: usize) -> usize {
+    let key = htsjdk_tag_key(DT);
+    let mut i = aux_at;
+    while i + 3 <= rec.len() {
+        // (No ties: the input's DT was dropped.)
+        if key < htsjdk_tag_key([rec[i], rec[i + 1]]) {
+            return i;
+        }
+        let Some(len) = alnsort_bam::record::aux_value_len(rec[i + 2], &rec[i + 3..]) else {
+            return rec.len();
+        };
+        i += 3 + len;
+    }
+    rec.len()
+}
+
 /// The byte range of the first `DT` field in a record's aux area (`aux_at`
 /// its offset in `rec`), tag and type included.
 fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
@@ -650,10 +795,9 @@ impl Decisions {
             (true, false, TaggingPolicy::Optical) => None,
         };
         if let Some(v) = tag {
-            buf.extend_from_slice(&DT);
-            buf.push(b'Z');
-            buf.extend_from_slice(v);
-            buf.push(0);
+            let at = dt_insert_at(buf, aux_at);
+            let field = [&DT[..], b"Z", v, b"\0"].concat();
+            buf.splice(at..at, field);
         }
         if buf.len() != body_len {
             let block_size = (buf.len() - 4) as u32;

@@ -142,6 +142,40 @@ impl ReadGroups {
     }
 }
 
+/// A record's barcode values as Picard compares them (its `BARCODE_TAG`,
+/// `READ_ONE_BARCODE_TAG` and `READ_TWO_BARCODE_TAG`): Java string hashes,
+/// so barcodes whose hashes collide fall in one set, as in Picard. All 0
+/// when no barcode tag is used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Barcodes {
+    /// `Objects.hash(umi)`: 31 + the UMI's hash, 31 without a UMI.
+    pub umi: i32,
+    /// Hash of the `READ_ONE_BARCODE_TAG` value, 0 when absent.
+    pub read_one: i32,
+    /// Hash of the `READ_TWO_BARCODE_TAG` value, 0 when absent.
+    pub read_two: i32,
+}
+
+/// Java's `String.hashCode` of UTF-8 text (over its UTF-16 code units).
+pub fn java_string_hash(s: &[u8]) -> i32 {
+    let text = String::from_utf8_lossy(s);
+    text.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+impl Barcodes {
+    /// Picard's UMI value: `Objects.hash` of the tag's string (or of null).
+    pub fn umi_value(umi: Option<&[u8]>) -> i32 {
+        31i32.wrapping_add(umi.map_or(0, java_string_hash))
+    }
+
+    /// Picard's read-one/read-two barcode value: the string's hash, 0 when
+    /// the record has no such tag.
+    pub fn read_value(tag: Option<&[u8]>) -> i32 {
+        tag.map_or(0, java_string_hash)
+    }
+}
+
 /// The fields of one input record that duplicate marking needs.
 #[derive(Clone, Copy, Debug)]
 pub struct ReadInfo<'a> {
@@ -155,6 +189,7 @@ pub struct ReadInfo<'a> {
     /// [`base_quality_score`] of the record.
     pub score: i16,
     pub rg: RgInfo,
+    pub barcodes: Barcodes,
 }
 
 /// The 1-based unclipped 5' coordinate Picard uses: the unclipped start
@@ -240,6 +275,9 @@ fn orientation_byte(first_neg: bool, second_neg: bool) -> u8 {
 #[derive(Clone, Copy, Debug)]
 struct End {
     library: i16,
+    barcode: i32,
+    r1_barcode: i32,
+    r2_barcode: i32,
     orientation: u8,
     r1_ref: i32,
     r1_coord: i32,
@@ -257,10 +295,13 @@ impl End {
         self.r2_ref != -1
     }
 
-    /// Picard's `ReadEndsMDComparator` (without barcodes).
+    /// Picard's `ReadEndsMDComparator` (barcodes are all 0 without them).
     fn cmp(&self, o: &End) -> std::cmp::Ordering {
         (self.library)
             .cmp(&o.library)
+            .then(self.barcode.cmp(&o.barcode))
+            .then(self.r1_barcode.cmp(&o.r1_barcode))
+            .then(self.r2_barcode.cmp(&o.r2_barcode))
             .then(self.r1_ref.cmp(&o.r1_ref))
             .then(self.r1_coord.cmp(&o.r1_coord))
             .then(self.orientation.cmp(&o.orientation))
@@ -275,6 +316,9 @@ impl End {
 
     fn same_set(&self, o: &End, compare_read2: bool) -> bool {
         self.library == o.library
+            && self.barcode == o.barcode
+            && self.r1_barcode == o.r1_barcode
+            && self.r2_barcode == o.r2_barcode
             && self.r1_ref == o.r1_ref
             && self.r1_coord == o.r1_coord
             && self.orientation == o.orientation
@@ -448,8 +492,12 @@ impl MarkDuplicates {
         }
         let reverse = r.flag & flags::REVERSE != 0;
         let mate_mapped = r.flag & flags::PAIRED != 0 && r.flag & flags::MATE_UNMAPPED == 0;
+        let read_one = r.flag & flags::PAIRED == 0 || r.flag & flags::READ1 != 0;
         let frag = End {
             library: self.library_id(r.rg.library)?,
+            barcode: r.barcodes.umi,
+            r1_barcode: if read_one { r.barcodes.read_one } else { 0 },
+            r2_barcode: if read_one { 0 } else { r.barcodes.read_two },
             orientation: if reverse { R } else { F },
             r1_ref: r.ref_id,
             r1_coord: r.five_prime,
@@ -477,8 +525,10 @@ impl MarkDuplicates {
         self.pending_name_bytes -= r.name.len();
         let first_was_reverse = p.orientation == R;
         p.optical_orientation = if r.flag & flags::READ1 != 0 {
+            p.r1_barcode = r.barcodes.read_one;
             orientation_byte(reverse, first_was_reverse)
         } else {
+            p.r2_barcode = r.barcodes.read_two;
             orientation_byte(first_was_reverse, reverse)
         } as i8;
         let (mate_ref, mate_coord) = (frag.r1_ref, frag.r1_coord);

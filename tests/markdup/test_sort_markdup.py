@@ -302,12 +302,9 @@ def test_refused_options(tmp_path, alnsort):
     for args, words in [
         (["--metrics", "m.txt"], "needs --markdup"),
         (["--markdup", "--duplicate-scoring", "random"], "random is not supported"),
-        (["--markdup", "--tagging-policy", "all"], "not supported yet"),
+        (["--markdup", "--tagging-policy", "every"], "expected none, optical or all"),
         (["--markdup", "--optical-distance", "-3"], "must be 0 or more"),
         (["--markdup", "--metrics", str(tmp_path / "o.bam")], "names the same file as the output"),
-        (["--markdup", "--barcode-tag", "RX"], "--barcode-tag is not supported yet"),
-        (["--markdup", "--read-name-regex", "(.*)"], "--read-name-regex is not supported yet"),
-        (["--markdup", "--remove-sequencing-duplicates"], "--remove-sequencing-duplicates is not supported yet"),
     ]:
         p = sort(alnsort, [*args, "-o", str(tmp_path / "o.bam"), str(inp)], check=False)
         assert p.returncode == 1 and words in p.stderr, (args, p.stderr)
@@ -360,3 +357,242 @@ def test_total_mapped_reference_length_scoring(tmp_path, picard, alnsort):
     assert flags_by_identity(read_all(ours)) == want
     # The strategy matters on this input: the default keeps other reads.
     assert flags_by_identity(read_all(default)) != want
+
+
+def read_tagged(path: Path):
+    """(fields but 0x400 and DT, in their aux order; 0x400; DT value) of
+    every record, in file order."""
+    out = []
+    with pysam.AlignmentFile(str(path), "rb", check_sq=False) as f:
+        for r in f.fetch(until_eof=True):
+            tags = r.get_tags()
+            dt = [v for t, v in tags if t == "DT"]
+            key = (r.query_name, r.flag & ~0x400, r.reference_id, r.reference_start, r.cigarstring,
+                   r.next_reference_id, r.next_reference_start, r.query_sequence,
+                   tuple(r.query_qualities or ()))
+            out.append((key, tuple((t, v) for t, v in tags if t != "DT"), bool(r.flag & 0x400),
+                        dt[0] if dt else None, [t for t, _ in tags]))
+    return out
+
+
+def by_key(recs, ordered=True):
+    """Records matched by their fields and tags; with `ordered`, the aux
+    order (DT's place included) is compared too."""
+    d = collections.defaultdict(list)
+    for key, tags, dup, dt, order in recs:
+        if ordered:
+            d[(key, tags)].append((dup, dt, tuple(order)))
+        else:
+            d[(key, tuple(sorted(tags)))].append((dup, dt))
+    return {k: sorted(v, key=repr) for k, v in d.items()}
+
+
+def stale_dt(recs, seed):
+    """A DT tag (Picard drops every DT of its input: CLEAR_DT) between two
+    other tags on about a quarter of the records."""
+    rng = random.Random(seed)
+    for r in recs:
+        r.tags = [("XA", "x"), *r.tags]
+        if rng.random() < 0.25:
+            r.tags = [("XA", "x"), ("DT", rng.choice(["SQ", "LB"])), *r.tags[1:]]
+    return recs
+
+
+# Picard's options and ours, one Picard run each.
+POLICIES = {
+    "none": ([], []),
+    "all": (["TAGGING_POLICY=All"], ["--tagging-policy", "all"]),
+    "optical-remove-sequencing": (["TAGGING_POLICY=OpticalOnly", "REMOVE_SEQUENCING_DUPLICATES=true"],
+                                  ["--tagging-policy", "optical", "--remove-sequencing-duplicates"]),
+}
+
+
+@pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
+def test_tagging_policy_and_sequencing_duplicates(coordinate, tmp_path, picard, alnsort, long_refs):
+    """--tagging-policy none/all/optical and --remove-sequencing-duplicates
+    against Picard's TAGGING_POLICY and REMOVE_SEQUENCING_DUPLICATES: every
+    record's 0x400 and DT:Z value, where DT sits among the aux fields, which
+    records are left out, the metrics; input DT tags are dropped."""
+    recs = []
+    for n, name in enumerate(["optical", "secondary_and_supplementary", "one_mate_unmapped", "large_sets"]):
+        recs += moved(g.TRAPS[name](), n)
+    recs += moved(g.t_random(5, one_rg=True, dense=True), 4) + moved(g.t_random(6, dense=True), 5)
+    inp = tmp_path / "in.bam"
+    recs = with_mate_cigars(stale_dt(stale_dups(recs, 7), 8))
+    for r in recs:  # RG, then ZX (whose htsjdk key is above DT's) last
+        r.tags, r.rg = list(r.tags) + ([("RG", r.rg)] if r.rg else []) + [("ZX", "z")], None
+    g.write_bam(inp, recs)
+    if coordinate:
+        pysam.sort("-o", str(tmp_path / "in.sorted.bam"), str(inp))
+        inp = tmp_path / "in.sorted.bam"
+    seen = {}
+    for policy, (popts, ours) in POLICIES.items():
+        out, m = tmp_path / f"p.{policy}.bam", tmp_path / f"p.{policy}.metrics"
+        p = subprocess.run(picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={m}", *popts,
+                                     *([] if coordinate else ["ASSUME_SORT_ORDER=queryname"]),
+                                     "ADD_PG_TAG_TO_READS=false", "VALIDATION_STRINGENCY=SILENT", "QUIET=true",
+                                     "VERBOSITY=ERROR"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        want = read_tagged(out)
+        seen[policy] = collections.Counter(dt for *_, dt, _ in want)
+        for order in ["coordinate", "name"]:
+            o, om = tmp_path / f"o.{policy}.{order}.bam", tmp_path / f"o.{policy}.{order}.metrics"
+            sort(alnsort, [*ORDERS[order], "--markdup", *ours, "--metrics", str(om), "-o", str(o), str(inp)])
+            got = read_tagged(o)
+            assert len(got) == len(want), f"{policy} {order}: {len(got)} records, Picard wrote {len(want)}"
+            w, h = by_key(want), by_key(got)
+            assert w.keys() == h.keys(), f"{policy} {order}: the records differ from Picard's"
+            diffs = [(k[0][:4], w[k], h[k]) for k in w if w[k] != h[k]]
+            assert not diffs, f"{policy} {order}: 0x400/DT/aux order differ on {len(diffs)} records " \
+                              f"(picard, ours):\n" + "\n".join(map(str, diffs[:20]))
+            assert g.parse_metrics(om) == g.parse_metrics(m), f"{policy} {order}: metrics differ"
+    # The cases prove something: stale DT tags dropped, both tags written,
+    # optical duplicates found and left out.
+    assert set(seen["none"]) == {None}
+    assert seen["all"]["SQ"] > 10 and seen["all"]["LB"] > 50
+    assert seen["optical-remove-sequencing"]["SQ"] == 0 and set(seen["optical-remove-sequencing"]) == {None}
+    assert sum(seen["optical-remove-sequencing"].values()) == sum(seen["all"].values()) - seen["all"]["SQ"]
+
+
+REGEXES = {
+    "classic": r"[a-zA-Z0-9]+:[0-9]:([0-9]+):([0-9]+):([0-9]+).*",
+    "null": "null",
+    "last-three": r"(?:.*:)?([0-9]+):([-0-9]+):(\d+)",
+}
+
+
+@pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
+def test_read_name_regex(coordinate, tmp_path, picard, alnsort, long_refs):
+    """--read-name-regex against Picard's READ_NAME_REGEX (a classic
+    Illumina regex, `null`, a regex taking the last three fields of any
+    name): flags, DT tags (TAGGING_POLICY=All), metrics and histograms."""
+    recs = []
+    for n, name in enumerate(["optical", "names_that_do_not_parse", "large_sets"]):
+        recs += moved(g.TRAPS[name](), n)
+    recs += moved(g.t_random(5, one_rg=True, dense=True), 3)
+    # Names the default parsing refuses (8 fields, a negative x) that the
+    # regexes read, and names with classic Illumina fields.
+    for t in range(60):
+        name = f"E{t}:9:FC:1:2:{1101 + t % 2}:{1000 + 7 * t % 300}:{1000 + 13 * t % 300}"
+        recs += g.pair(name, 1_000_000 + 40 * (t % 3), 1_000_300, q1=20 + t % 3, rg="rg1")
+        recs += g.pair(f"H{t}:{t % 8}:{1101 + t % 2}:{-5 * t}:{100 + t}", 1_100_000, 1_100_300, q1=30, rg="rg1")
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, with_mate_cigars(recs), rgs=[("rg1", "libA"), ("rg2", "libB"), ("rg3", None)])
+    if coordinate:
+        pysam.sort("-o", str(tmp_path / "in.sorted.bam"), str(inp))
+        inp = tmp_path / "in.sorted.bam"
+    optical = {}
+    for label, regex in REGEXES.items():
+        out, m = tmp_path / f"p.{label}.bam", tmp_path / f"p.{label}.metrics"
+        p = subprocess.run(picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={m}", f"READ_NAME_REGEX={regex}",
+                                     "TAGGING_POLICY=All", *([] if coordinate else ["ASSUME_SORT_ORDER=queryname"]),
+                                     "ADD_PG_TAG_TO_READS=false", "VALIDATION_STRINGENCY=SILENT", "QUIET=true",
+                                     "VERBOSITY=ERROR"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        o, om = tmp_path / f"o.{label}.bam", tmp_path / f"o.{label}.metrics"
+        sort(alnsort, ["--markdup", "--read-name-regex", regex, "--tagging-policy", "all", "--metrics", str(om),
+                       "-o", str(o), str(inp)])
+        w, h = by_key(read_tagged(out)), by_key(read_tagged(o))
+        assert w.keys() == h.keys(), f"{label}: the records differ from Picard's"
+        diffs = [(k[0][:4], w[k], h[k]) for k in w if w[k] != h[k]]
+        assert not diffs, f"{label}: 0x400/DT differ on {len(diffs)} records (picard, ours):\n" + \
+                          "\n".join(map(str, diffs[:20]))
+        assert g.parse_metrics(om) == g.parse_metrics(m), f"{label}: metrics differ"
+        optical[label] = sum(dt == "SQ" for *_, dt, _ in read_tagged(out))
+    # The regexes matter: null finds none, the others differ from each other.
+    assert optical["null"] == 0 and optical["classic"] > 5 and optical["last-three"] > optical["classic"]
+
+
+def test_java_only_read_name_regex_is_refused(tmp_path, alnsort):
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, g.t_qc_fail())
+    for regex, words in [
+        (r"(?<=x)([0-9]+):([0-9]+):([0-9]+)", "a lookbehind '(?<='"),
+        (r"([0-9]++):([0-9]+):([0-9]+)", "a possessive quantifier '++'"),
+        (r"(\d+):(\d+):\1", "a backreference"),
+        (r"\p{javaDigit}+:(\d+):(\d+):(\d+)", "a character property"),
+        (r"(?U)(\d+):(\d+):(\d+)", "an inline flag"),
+        (r"(\d+):(\d+)", "has 2 capturing group(s)"),
+        (r"(\d+:(\d+):(\d+)", "does not compile"),
+    ]:
+        p = sort(alnsort, ["--markdup", "--read-name-regex", regex, "-o", str(tmp_path / "o.bam"), str(inp)],
+                 check=False)
+        assert p.returncode == 1 and "--read-name-regex" in p.stderr and words in p.stderr, (regex, p.stderr)
+        assert not (tmp_path / "o.bam").exists()
+
+
+def with_barcodes(recs, seed):
+    """ZU UMIs (mostly one per template, sometimes per record, sometimes
+    none) and B1/B2 read barcodes on a few values, so that duplicate sets
+    split by them."""
+    rng = random.Random(seed)
+    per_name = {}
+    for r in recs:
+        umi = per_name.setdefault(r.name, rng.choice(["AACG", "AACG", "GGTN", "ac-gt", None]))
+        if rng.random() < 0.1:
+            umi = rng.choice(["AACG", "TTTT"])
+        tags = []
+        if umi is not None:
+            tags.append(("ZU", umi))
+        if rng.random() < 0.8:
+            tags.append(("B1" if r.flag & 0x80 == 0 else "B2", rng.choice(["CCA", "CCA", "GTA"])))
+        r.tags = tags + list(r.tags)
+    return recs
+
+
+BARCODE_RUNS = {
+    "umi": (["BARCODE_TAG=ZU"], ["--barcode-tag", "ZU"]),
+    "umi-and-reads": (["BARCODE_TAG=ZU", "READ_ONE_BARCODE_TAG=B1", "READ_TWO_BARCODE_TAG=B2"],
+                      ["--barcode-tag", "ZU", "--read-one-barcode-tag", "B1", "--read-two-barcode-tag", "B2"]),
+    "reads": (["READ_ONE_BARCODE_TAG=B1", "READ_TWO_BARCODE_TAG=B2"],
+              ["--read-one-barcode-tag", "B1", "--read-two-barcode-tag", "B2"]),
+}
+
+
+@pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
+def test_barcode_tags(coordinate, tmp_path, picard, alnsort, long_refs):
+    """--barcode-tag and --read-one/--read-two-barcode-tag against Picard's
+    BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG: flags, DT
+    tags (TAGGING_POLICY=All) and metrics."""
+    recs = moved(g.t_random(7, one_rg=True, dense=True), 0) + moved(g.t_random(8, dense=True), 1) \
+        + moved(g.TRAPS["secondary_and_supplementary"](), 2) + moved(g.TRAPS["large_sets"](), 3)
+    inp = tmp_path / "in.bam"
+    g.write_bam(inp, with_mate_cigars(with_barcodes(recs, 9)))
+    if coordinate:
+        pysam.sort("-o", str(tmp_path / "in.sorted.bam"), str(inp))
+        inp = tmp_path / "in.sorted.bam"
+    marked = {}
+    for label, (popts, ours) in {"none": ([], []), **BARCODE_RUNS}.items():
+        out, m = tmp_path / f"p.{label}.bam", tmp_path / f"p.{label}.metrics"
+        p = subprocess.run(picard + ["MarkDuplicates", f"I={inp}", f"O={out}", f"M={m}", *popts, "TAGGING_POLICY=All",
+                                     *([] if coordinate else ["ASSUME_SORT_ORDER=queryname"]),
+                                     "ADD_PG_TAG_TO_READS=false", "VALIDATION_STRINGENCY=SILENT", "QUIET=true",
+                                     "VERBOSITY=ERROR"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        o, om = tmp_path / f"o.{label}.bam", tmp_path / f"o.{label}.metrics"
+        sort(alnsort, ["--markdup", *ours, "--tagging-policy", "all", "--metrics", str(om), "-o", str(o), str(inp)])
+        # Aux order not compared: Picard (htsjdk) reorders the tags of
+        # every record it decodes, which alnsort does not reproduce.
+        w, h = by_key(read_tagged(out), ordered=False), by_key(read_tagged(o), ordered=False)
+        assert w.keys() == h.keys(), f"{label}: the records differ from Picard's"
+        diffs = [(k[0][:4], w[k], h[k]) for k in w if w[k] != h[k]]
+        assert not diffs, f"{label}: 0x400/DT differ on {len(diffs)} records (picard, ours):\n" + \
+                          "\n".join(map(str, diffs[:20]))
+        assert g.parse_metrics(om) == g.parse_metrics(m), f"{label}: metrics differ"
+        marked[label] = sum(dup for _, _, dup, _, _ in read_tagged(out))
+    # Barcodes split sets: fewer duplicates with each, fewest with all.
+    assert marked["none"] > marked["umi"] > marked["umi-and-reads"] > 20
+    assert marked["none"] > marked["reads"] > marked["umi-and-reads"]
+
+
+def test_bad_barcodes_are_refused(tmp_path, alnsort):
+    for tags, words in [([("RX", "ACGX")], "has characters other than ATCGNatcgn-"),
+                        ([("RX", 7)], "RX tag has type")]:
+        recs = g.pair("a", 100, 300) + g.pair("b", 100, 300)
+        recs[2].tags = tags
+        inp = tmp_path / "in.bam"
+        g.write_bam(inp, recs)
+        out = tmp_path / "o.bam"
+        p = sort(alnsort, ["--markdup", "--barcode-tag", "RX", "-o", str(out), str(inp)], check=False)
+        assert p.returncode == 1 and words in p.stderr and "record 3 (read b)" in p.stderr, p.stderr
+        assert not out.exists()

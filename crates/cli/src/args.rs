@@ -488,43 +488,60 @@ pub const OPTIONS: &[OptSpec] = &[
         long: Some("tagging-policy"),
         value: Some("POLICY"),
         group: Group::Markdup,
-        help: "DT tags on duplicates: none (the default, Picard's DontTag). \
-               optical and all are refused (not implemented yet).",
+        help: "DT tags on duplicates (Picard's TAGGING_POLICY): none (the \
+               default, DontTag), optical (DT:Z:SQ on sequencing/optical \
+               duplicates, OpticalOnly) or all (also DT:Z:LB on the other \
+               duplicates). Any DT tag of the input is dropped, as Picard's \
+               CLEAR_DT does.",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "optical duplicates are found with Picard's default read-name parsing only \
-             (5 or 7 ':'-separated fields, the last three tile, x and y)",
-        ),
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadNameRegex),
         short: None,
         long: Some("read-name-regex"),
         value: Some("REGEX"),
         group: Group::Markdup,
-        help: "Picard's READ_NAME_REGEX: not implemented yet (refused); the \
-               default parsing is used.",
+        help: "Picard's READ_NAME_REGEX: a regex matching the whole read \
+               name whose groups 1, 2 and 3 are tile, x and y (Java syntax \
+               it shares with Rust's regex crate; lookaround, possessive \
+               quantifiers and other Java-only syntax are refused), or null \
+               to look for no optical duplicates. Default: the last three \
+               ':'-separated fields of names with 5 or 7 fields.",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "duplicates cannot be told apart as sequencing (optical) duplicates for removal yet; \
-             --remove-duplicates removes all of them",
-        ),
+        id: OptId::Markdup(crate::markdup::MdOpt::RemoveSequencingDuplicates),
         short: None,
         long: Some("remove-sequencing-duplicates"),
         value: None,
         group: Group::Markdup,
-        help: "Picard's REMOVE_SEQUENCING_DUPLICATES: not implemented yet \
-               (refused).",
+        help: "Leave sequencing (optical) duplicates out of the output and \
+               mark the others (Picard's REMOVE_SEQUENCING_DUPLICATES=true).",
     },
     OptSpec {
-        id: OptId::Unsupported(
-            "UMI-aware duplicate sets (Picard's BARCODE_TAG) are not implemented",
-        ),
+        id: OptId::Markdup(crate::markdup::MdOpt::BarcodeTag),
         short: None,
         long: Some("barcode-tag"),
         value: Some("TAG"),
         group: Group::Markdup,
-        help: "Picard's BARCODE_TAG (UMI-aware duplicate sets): not \
-               implemented yet (refused).",
+        help: "Picard's BARCODE_TAG: duplicates must also share this tag's \
+               UMI (a string of ATCGN-).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadOneBarcodeTag),
+        short: None,
+        long: Some("read-one-barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's READ_ONE_BARCODE_TAG: duplicates must also share \
+               the first read's value of this tag.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadTwoBarcodeTag),
+        short: None,
+        long: Some("read-two-barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's READ_TWO_BARCODE_TAG: duplicates must also share \
+               the second read's value of this tag.",
     },
     OptSpec {
         id: OptId::Verbosity,

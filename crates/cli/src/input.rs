@@ -460,7 +460,7 @@ fn feed_cram(
     progress: &Progress,
     push_start: f64,
     mut markdup: Option<&mut crate::markdup::Marker>,
-    with_ends: Option<crate::markdup::Scoring>,
+    with_ends: Option<crate::markdup::EndsSpec>,
 ) -> Result<Fed> {
     let file: Arc<str> = name.as_str().into();
     let kind = if encoder.is_fixed8() {
@@ -550,7 +550,7 @@ fn prepare(
     kind: KeyKind,
     raw: &RawBatch,
     spare: Option<Batch>,
-    with_ends: Option<crate::markdup::Scoring>,
+    with_ends: Option<crate::markdup::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
     let mut ends = with_ends.map(crate::markdup::BatchEnds::new);
     let mut framed = Vec::new();

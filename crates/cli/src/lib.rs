@@ -345,7 +345,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             progress.set_output_position(written);
         }
     }
-    if written != records_in || decisions.as_ref().is_some_and(|d| removed > d.marked) {
+    if written != records_in || decisions.as_ref().is_some_and(|d| removed != d.removed) {
         return Err(anyhow!(
             "internal error: read {records_in} records but the merge produced {written}"
         ));

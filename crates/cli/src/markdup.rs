@@ -50,6 +50,55 @@ pub enum MdOpt {
     OpticalDistance,
     DuplicateScoring,
     TaggingPolicy,
+    RemoveSequencingDuplicates,
+    ReadNameRegex,
+    BarcodeTag,
+    ReadOneBarcodeTag,
+    ReadTwoBarcodeTag,
+}
+
+/// What the read jobs take out of each record: the score, and the barcode
+/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndsSpec {
+    pub scoring: Scoring,
+    pub barcode_tags: BarcodeTags,
+}
+
+/// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BarcodeTags {
+    pub umi: Option<[u8; 2]>,
+    pub read_one: Option<[u8; 2]>,
+    pub read_two: Option<[u8; 2]>,
+}
+
+impl BarcodeTags {
+    fn any(&self) -> bool {
+        self.umi.is_some() || self.read_one.is_some() || self.read_two.is_some()
+    }
+}
+
+fn parse_tag(opt: &str, v: &str) -> Result<[u8; 2], ArgError> {
+    match v.as_bytes() {
+        &[a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphanumeric() => Ok([a, b]),
+        _ => Err(ArgError::Invalid(format!(
+            "{opt} '{v}': expected a two-character SAM tag such as RX"
+        ))),
+    }
+}
+
+/// Which duplicates get a `DT` tag (`--tagging-policy`, Picard's
+/// TAGGING_POLICY).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaggingPolicy {
+    /// DontTag (the default): no DT tag is written.
+    #[default]
+    None,
+    /// OpticalOnly: `DT:Z:SQ` on sequencing (optical) duplicates.
+    Optical,
+    /// All: `DT:Z:SQ` on optical duplicates, `DT:Z:LB` on the others.
+    All,
 }
 
 /// How the kept duplicate is chosen (`--duplicate-scoring`).
@@ -69,7 +118,11 @@ pub struct MarkdupArgs {
     pub scoring: Scoring,
     pub metrics: Option<PathBuf>,
     pub remove_duplicates: bool,
+    pub remove_sequencing_duplicates: bool,
+    pub tagging: TaggingPolicy,
     pub optical_distance: Option<i32>,
+    pub name_parser: alnsort_markdup::optical::NameParser,
+    pub barcode_tags: BarcodeTags,
     /// Any option of the group other than `--markdup` itself, for the
     /// message when `--markdup` is missing.
     pub other_given: Option<&'static str>,
@@ -131,13 +184,9 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
         MdOpt::TaggingPolicy => {
             let v = val();
             match v.as_str() {
-                "none" => {}
-                "optical" | "all" => {
-                    return Err(ArgError::Invalid(format!(
-                        "--tagging-policy {v} is not supported yet: no DT tags are written; \
-                         only 'none' (Picard's default, DontTag) is implemented"
-                    )))
-                }
+                "none" => a.tagging = TaggingPolicy::None,
+                "optical" => a.tagging = TaggingPolicy::Optical,
+                "all" => a.tagging = TaggingPolicy::All,
                 other => {
                     return Err(ArgError::Invalid(format!(
                         "--tagging-policy '{other}': expected none, optical or all"
@@ -145,6 +194,27 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
                 }
             }
             a.other_given = Some("--tagging-policy");
+        }
+        MdOpt::RemoveSequencingDuplicates => {
+            a.remove_sequencing_duplicates = true;
+            a.other_given = Some("--remove-sequencing-duplicates");
+        }
+        MdOpt::BarcodeTag => {
+            a.barcode_tags.umi = Some(parse_tag("--barcode-tag", &val())?);
+            a.other_given = Some("--barcode-tag");
+        }
+        MdOpt::ReadOneBarcodeTag => {
+            a.barcode_tags.read_one = Some(parse_tag("--read-one-barcode-tag", &val())?);
+            a.other_given = Some("--read-one-barcode-tag");
+        }
+        MdOpt::ReadTwoBarcodeTag => {
+            a.barcode_tags.read_two = Some(parse_tag("--read-two-barcode-tag", &val())?);
+            a.other_given = Some("--read-two-barcode-tag");
+        }
+        MdOpt::ReadNameRegex => {
+            a.name_parser = alnsort_markdup::optical::NameParser::from_picard_arg(&val())
+                .map_err(|e| ArgError::Invalid(format!("--read-name-regex: {e}")))?;
+            a.other_given = Some("--read-name-regex");
         }
     }
     Ok(())
@@ -156,7 +226,11 @@ pub struct MarkdupConfig {
     pub metrics: Option<PathBuf>,
     pub scoring: Scoring,
     pub remove_duplicates: bool,
+    pub remove_sequencing_duplicates: bool,
+    pub tagging: TaggingPolicy,
     pub optical_distance: i32,
+    pub name_parser: alnsort_markdup::optical::NameParser,
+    pub barcode_tags: BarcodeTags,
 }
 
 /// Resolves the group's options; `None` without `--markdup`.
@@ -173,6 +247,10 @@ pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
         metrics: a.metrics.clone(),
         scoring: a.scoring,
         remove_duplicates: a.remove_duplicates,
+        remove_sequencing_duplicates: a.remove_sequencing_duplicates,
+        tagging: a.tagging,
+        name_parser: a.name_parser.clone(),
+        barcode_tags: a.barcode_tags,
         optical_distance: a
             .optical_distance
             .unwrap_or(alnsort_markdup::optical::DEFAULT_PIXEL_DISTANCE),
@@ -215,6 +293,18 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    barcodes: alnsort_markdup::Barcodes,
+    /// A barcode tag Picard cannot read (it stops there).
+    bad_barcode: Option<BadBarcode>,
+}
+
+/// Why a record's barcode tag stops Picard.
+#[derive(Debug, Clone, Copy)]
+enum BadBarcode {
+    /// Not a `Z` string (htsjdk's getStringAttribute fails).
+    NotString([u8; 2], u8),
+    /// A UMI with characters other than `ATCGNatcgn-`.
+    UmiCharacters([u8; 2]),
 }
 
 /// The read-end fields of one batch of records, in input order.
@@ -223,7 +313,7 @@ pub struct BatchEnds {
     recs: Vec<Extracted>,
     bytes: Vec<u8>,
     cigar: Vec<(u8, u32)>,
-    scoring: Scoring,
+    spec: EndsSpec,
 }
 
 /// The `RG:Z` value of a record (without its NUL).
@@ -237,11 +327,41 @@ fn record_rg<'a>(rec: &RecordRef<'a>) -> Option<&'a [u8]> {
 }
 
 impl BatchEnds {
-    pub fn new(scoring: Scoring) -> Self {
+    pub fn new(spec: EndsSpec) -> Self {
         BatchEnds {
-            scoring,
+            spec,
             ..Default::default()
         }
+    }
+
+    /// The record's barcode values, as Picard reads its tags.
+    fn barcodes(&self, rec: &RecordRef<'_>) -> Result<alnsort_markdup::Barcodes, BadBarcode> {
+        use alnsort_markdup::Barcodes;
+        let tags = &self.spec.barcode_tags;
+        if !tags.any() {
+            return Ok(Barcodes::default());
+        }
+        let string = |tag: Option<[u8; 2]>| -> Result<Option<&[u8]>, BadBarcode> {
+            let Some(tag) = tag else { return Ok(None) };
+            match rec.aux_get(tag) {
+                None => Ok(None),
+                Some((b'Z', v)) => Ok(Some(
+                    &v[..v.iter().position(|&b| b == 0).unwrap_or(v.len())],
+                )),
+                Some((ty, _)) => Err(BadBarcode::NotString(tag, ty)),
+            }
+        };
+        let umi = string(tags.umi)?;
+        if let (Some(u), Some(tag)) = (umi, tags.umi) {
+            if !u.iter().all(|c| b"ATCGNatcgn-".contains(c)) {
+                return Err(BadBarcode::UmiCharacters(tag));
+            }
+        }
+        Ok(Barcodes {
+            umi: Barcodes::umi_value(umi),
+            read_one: Barcodes::read_value(string(tags.read_one)?),
+            read_two: Barcodes::read_value(string(tags.read_two)?),
+        })
     }
 
     /// Takes the fields of `framed` (a BAM record with its block_size) and
@@ -262,9 +382,15 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        let (barcodes, bad_barcode) = match self.barcodes(&rec) {
+            Ok(b) => (b, None),
+            Err(e) => (Default::default(), Some(e)),
+        };
         self.recs.push(Extracted {
             flag,
-            score: match self.scoring {
+            barcodes,
+            bad_barcode,
+            score: match self.spec.scoring {
                 Scoring::SumOfBaseQualities => base_quality_score(rec.qual(), flag),
                 Scoring::TotalMappedReferenceLength => {
                     reference_length_score(rec.reference_length(), flag)
@@ -342,7 +468,9 @@ pub struct Marker {
     last_rg: Option<(Vec<u8>, RgInfo)>,
     no_rg: Option<RgInfo>,
     remove: bool,
-    scoring: Scoring,
+    remove_sequencing: bool,
+    tagging: TaggingPolicy,
+    spec: EndsSpec,
 }
 
 impl Marker {
@@ -360,6 +488,10 @@ impl Marker {
         };
         let mut md = MarkDuplicates::with_order(header_read_groups(header), order);
         md.set_pixel_distance(cfg.optical_distance);
+        md.set_name_parser(cfg.name_parser.clone());
+        md.set_track_optical(
+            cfg.remove_sequencing_duplicates || cfg.tagging != TaggingPolicy::None,
+        );
         Marker {
             md,
             order,
@@ -371,13 +503,19 @@ impl Marker {
             last_rg: None,
             no_rg: None,
             remove: cfg.remove_duplicates,
-            scoring: cfg.scoring,
+            remove_sequencing: cfg.remove_sequencing_duplicates,
+            tagging: cfg.tagging,
+            spec: EndsSpec {
+                scoring: cfg.scoring,
+                barcode_tags: cfg.barcode_tags,
+            },
         }
     }
 
-    /// How the read jobs score records.
-    pub fn scoring(&self) -> Scoring {
-        self.scoring
+    /// What the read jobs take out of each record: how they score it and
+    /// which barcode tags they read.
+    pub fn scoring(&self) -> EndsSpec {
+        self.spec
     }
 
     /// Which of Picard's semantics the input gets.
@@ -444,6 +582,24 @@ impl Marker {
                 }
                 self.last = Some(at);
             }
+            if let Some(bad) = e.bad_barcode {
+                let what = match bad {
+                    BadBarcode::NotString(t, ty) => format!(
+                        "its {}{} tag has type '{}', not a string (Z): Picard reads barcode tags as strings",
+                        t[0] as char, t[1] as char, ty as char
+                    ),
+                    BadBarcode::UmiCharacters(t) => format!(
+                        "its UMI ({}{} tag) has characters other than ATCGNatcgn- (Picard refuses it)",
+                        t[0] as char, t[1] as char
+                    ),
+                };
+                bail!(
+                    "{}: duplicate marking at record {} (read {}): {what}",
+                    self.file,
+                    record + 1,
+                    String::from_utf8_lossy(name)
+                );
+            }
             let rg =
                 e.rg.map(|(a, b)| ends.bytes[a as usize..b as usize].to_vec());
             let rg = self.resolve_rg(rg.as_deref());
@@ -456,6 +612,7 @@ impl Marker {
                     five_prime: e.five_prime,
                     score: e.score,
                     rg,
+                    barcodes: e.barcodes,
                 })
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
@@ -499,19 +656,32 @@ impl Marker {
             .finish()
             .map_err(anyhow::Error::new)
             .with_context(|| format!("{file}: duplicate marking"))?;
-        let mut bits = vec![0u64; outcome.duplicate.len().div_ceil(64)];
-        let mut marked = 0u64;
+        let words = outcome.duplicate.len().div_ceil(64);
+        let mut bits = vec![0u64; words];
+        let mut optical_bits = vec![0u64; if outcome.optical.is_some() { words } else { 0 }];
+        let (mut marked, mut removed) = (0u64, 0u64);
         for (i, &d) in outcome.duplicate.iter().enumerate() {
+            let opt = outcome.optical.as_ref().is_some_and(|o| o[i]);
             if d {
                 bits[i / 64] |= 1 << (i % 64);
                 marked += 1;
             }
+            if opt {
+                optical_bits[i / 64] |= 1 << (i % 64);
+            }
+            if (d && self.remove) || (opt && self.remove_sequencing) {
+                removed += 1;
+            }
         }
         Ok(Decisions {
             bits,
+            optical_bits,
             records: outcome.duplicate.len() as u64,
             marked,
+            removed,
             remove: self.remove,
+            remove_sequencing: self.remove_sequencing,
+            tagging: self.tagging,
             metrics: outcome.metrics,
         })
     }
@@ -520,11 +690,60 @@ impl Marker {
 /// The decision for every input record, applied as the records are written.
 pub struct Decisions {
     bits: Vec<u64>,
+    /// Optical duplicates (empty unless tagged or removed).
+    optical_bits: Vec<u64>,
     records: u64,
     /// Records whose 0x400 is set.
     pub marked: u64,
+    /// Records left out of the output.
+    pub removed: u64,
     remove: bool,
+    remove_sequencing: bool,
+    tagging: TaggingPolicy,
     pub metrics: MetricsReport,
+}
+
+/// Picard's duplicate-type tag.
+const DT: [u8; 2] = *b"DT";
+
+/// htsjdk's order key of a tag (Picard's records keep their tags in an
+/// htsjdk list ordered by it as far as the input order allows).
+fn htsjdk_tag_key(tag: [u8; 2]) -> u16 {
+    (tag[1] as u16) << 8 | tag[0] as u16
+}
+
+/// Where Picard's `setAttribute("DT", ..)` puts the tag: before the first
+/// field whose htsjdk key is larger. Exact for tags already in htsjdk's
+/// order; Picard reorders other inputs' tags, alnsort does not.
+fn dt_insert_at(rec: &[u8], aux_at: usize) -> usize {
+    let key = htsjdk_tag_key(DT);
+    let mut i = aux_at;
+    while i + 3 <= rec.len() {
+        // (No ties: the input's DT was dropped.)
+        if key < htsjdk_tag_key([rec[i], rec[i + 1]]) {
+            return i;
+        }
+        let Some(len) = alnsort_bam::record::aux_value_len(rec[i + 2], &rec[i + 3..]) else {
+            return rec.len();
+        };
+        i += 3 + len;
+    }
+    rec.len()
+}
+
+/// The byte range of the first `DT` field in a record's aux area (`aux_at`
+/// its offset in `rec`), tag and type included.
+fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
+    let aux = &rec[aux_at..];
+    let mut i = 0;
+    while i + 3 <= aux.len() {
+        let len = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..])?;
+        if aux[i..i + 2] == DT {
+            return Some((aux_at + i, aux_at + i + 3 + len));
+        }
+        i += 3 + len;
+    }
+    None
 }
 
 /// Offset of the flag field in a record with its block_size.
@@ -549,12 +768,41 @@ impl Decisions {
                 self.records
             ));
         }
-        let dup = self.bits[(ordinal / 64) as usize] >> (ordinal % 64) & 1 == 1;
-        if dup && self.remove {
+        let bit = |bits: &[u64]| {
+            bits.get((ordinal / 64) as usize)
+                .is_some_and(|w| w >> (ordinal % 64) & 1 == 1)
+        };
+        let dup = bit(&self.bits);
+        let optical = bit(&self.optical_bits);
+        if (dup && self.remove) || (optical && self.remove_sequencing) {
             return Ok(None);
         }
         buf.clear();
-        buf.extend_from_slice(&rec[..body_len]);
+        // Picard (CLEAR_DT=true) drops every DT tag of the input, then tags
+        // duplicates at the end of the aux fields.
+        let aux_at = body_len - RecordRef::with_block_size(&rec[..body_len]).aux().len();
+        match dt_field(&rec[..body_len], aux_at) {
+            Some((a, b)) => {
+                buf.extend_from_slice(&rec[..a]);
+                buf.extend_from_slice(&rec[b..body_len]);
+            }
+            None => buf.extend_from_slice(&rec[..body_len]),
+        }
+        let tag: Option<&[u8]> = match (dup, optical, self.tagging) {
+            (false, _, _) | (_, _, TaggingPolicy::None) => None,
+            (true, true, _) => Some(b"SQ"),
+            (true, false, TaggingPolicy::All) => Some(b"LB"),
+            (true, false, TaggingPolicy::Optical) => None,
+        };
+        if let Some(v) = tag {
+            let at = dt_insert_at(buf, aux_at);
+            let field = [&DT[..], b"Z", v, b"\0"].concat();
+            buf.splice(at..at, field);
+        }
+        if buf.len() != body_len {
+            let block_size = (buf.len() - 4) as u32;
+            buf[..4].copy_from_slice(&block_size.to_le_bytes());
+        }
         let mut flag = u16::from_le_bytes([buf[FLAG_AT], buf[FLAG_AT + 1]]);
         flag &= !alnsort_markdup::flags::DUPLICATE;
         if dup {
@@ -590,7 +838,7 @@ impl Decisions {
                 sum(|m| m.read_pair_optical_duplicates),
             ),
             ("records_marked", self.marked),
-            ("records_removed", if self.remove { self.marked } else { 0 }),
+            ("records_removed", self.removed),
         ]
     }
 }
@@ -708,6 +956,53 @@ mod tests {
         assert_eq!(d.marked, 1);
     }
 
+    /// A record with aux fields: an input DT between two others is dropped
+    /// and the duplicate's DT:Z appended last, block_size following.
+    #[test]
+    fn dt_tags_are_cleared_and_appended_last() {
+        let with_aux = |name: &[u8], aux: &[u8]| {
+            let mut r = record(name, 0);
+            r.extend_from_slice(aux);
+            let n = (r.len() - 4) as u32;
+            r[..4].copy_from_slice(&n.to_le_bytes());
+            r
+        };
+        let header =
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
+        let mut args = MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        };
+        apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
+        let cfg = resolve(&args).unwrap().unwrap();
+        let mut m = Marker::new(&header, &cfg, "in.bam", None);
+        let recs = [
+            with_aux(b"a", b"XAZx\0DTZSQ\0NMC\x01"),
+            with_aux(b"b", b"XAZx\0DTZLB\0NMC\x01"),
+        ];
+        let mut ends = BatchEnds::default();
+        let mut sorted = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut out = Vec::new();
+            ends.add(r, i as u64, &mut out);
+            sorted.push(out);
+        }
+        m.push(&ends).unwrap();
+        let d = m.finish().unwrap();
+        let mut buf = Vec::new();
+        let kept = d.apply(&sorted[0], &mut buf).unwrap().unwrap().to_vec();
+        assert_eq!(RecordRef::with_block_size(&kept).aux(), b"XAZx\0NMC\x01");
+        assert_eq!(kept.len(), recs[0].len() - 6);
+        let dup = d.apply(&sorted[1], &mut buf).unwrap().unwrap().to_vec();
+        let r = RecordRef::with_block_size(&dup);
+        assert_eq!(r.flag(), 0x400);
+        assert_eq!(r.aux(), b"XAZx\0NMC\x01DTZLB\0");
+        assert_eq!(
+            u32::from_le_bytes(dup[..4].try_into().unwrap()) as usize,
+            dup.len() - 4
+        );
+    }
+
     #[test]
     fn options_need_markdup_and_unsupported_values_are_refused() {
         let mut a = MarkdupArgs::default();
@@ -718,10 +1013,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("random is not supported"), "{e}");
-        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("all".into()))
+        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("every".into()))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not supported yet"), "{e}");
+        assert!(e.contains("expected none, optical or all"), "{e}");
+        apply_arg(&mut a, MdOpt::TaggingPolicy, Some("optical".into())).unwrap();
+        assert_eq!(a.tagging, TaggingPolicy::Optical);
         let e = apply_arg(&mut a, MdOpt::OpticalDistance, Some("x".into()))
             .unwrap_err()
             .to_string();

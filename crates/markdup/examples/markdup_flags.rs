@@ -85,6 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             five_prime: five_prime_coordinate(rec.pos(), rec.reference_length(), &cigar, reverse),
             score: base_quality_score(rec.qual(), rec.flag()),
             rg,
+            barcodes: Default::default(),
         })?;
     }
     let outcome = md.finish()?;

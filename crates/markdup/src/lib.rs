@@ -24,8 +24,10 @@
 //!
 //! Records whose 0x400 bit the outcome says is clear must have it cleared
 //! (Picard resets it on every record). Not covered: Picard options other
-//! than the defaults and `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (scoring
-//! strategy, `READ_NAME_REGEX`, barcodes, `DT` tags, duplicate-set tags;
+//! than `OPTICAL_DUPLICATE_PIXEL_DISTANCE`, `READ_NAME_REGEX`
+//! ([`optical::NameParser`]) and the optical verdict behind `DT` tags and
+//! `REMOVE_SEQUENCING_DUPLICATES` ([`Outcome::optical`]): barcodes
+//! (`BARCODE_TAG`), random scoring and duplicate-set tags;
 //! `alnsort sort --markdup` refuses them), names of one template that are
 //! not adjacent in queryname order (Picard compares the names themselves;
 //! [`grouping::GroupCheck`] lets a caller refuse such input), and the
@@ -140,6 +142,40 @@ impl ReadGroups {
     }
 }
 
+/// A record's barcode values as Picard compares them (its `BARCODE_TAG`,
+/// `READ_ONE_BARCODE_TAG` and `READ_TWO_BARCODE_TAG`): Java string hashes,
+/// so barcodes whose hashes collide fall in one set, as in Picard. All 0
+/// when no barcode tag is used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Barcodes {
+    /// `Objects.hash(umi)`: 31 + the UMI's hash, 31 without a UMI.
+    pub umi: i32,
+    /// Hash of the `READ_ONE_BARCODE_TAG` value, 0 when absent.
+    pub read_one: i32,
+    /// Hash of the `READ_TWO_BARCODE_TAG` value, 0 when absent.
+    pub read_two: i32,
+}
+
+/// Java's `String.hashCode` of UTF-8 text (over its UTF-16 code units).
+pub fn java_string_hash(s: &[u8]) -> i32 {
+    let text = String::from_utf8_lossy(s);
+    text.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+impl Barcodes {
+    /// Picard's UMI value: `Objects.hash` of the tag's string (or of null).
+    pub fn umi_value(umi: Option<&[u8]>) -> i32 {
+        31i32.wrapping_add(umi.map_or(0, java_string_hash))
+    }
+
+    /// Picard's read-one/read-two barcode value: the string's hash, 0 when
+    /// the record has no such tag.
+    pub fn read_value(tag: Option<&[u8]>) -> i32 {
+        tag.map_or(0, java_string_hash)
+    }
+}
+
 /// The fields of one input record that duplicate marking needs.
 #[derive(Clone, Copy, Debug)]
 pub struct ReadInfo<'a> {
@@ -153,6 +189,7 @@ pub struct ReadInfo<'a> {
     /// [`base_quality_score`] of the record.
     pub score: i16,
     pub rg: RgInfo,
+    pub barcodes: Barcodes,
 }
 
 /// The 1-based unclipped 5' coordinate Picard uses: the unclipped start
@@ -238,6 +275,9 @@ fn orientation_byte(first_neg: bool, second_neg: bool) -> u8 {
 #[derive(Clone, Copy, Debug)]
 struct End {
     library: i16,
+    barcode: i32,
+    r1_barcode: i32,
+    r2_barcode: i32,
     orientation: u8,
     r1_ref: i32,
     r1_coord: i32,
@@ -255,10 +295,13 @@ impl End {
         self.r2_ref != -1
     }
 
-    /// Picard's `ReadEndsMDComparator` (without barcodes).
+    /// Picard's `ReadEndsMDComparator` (barcodes are all 0 without them).
     fn cmp(&self, o: &End) -> std::cmp::Ordering {
         (self.library)
             .cmp(&o.library)
+            .then(self.barcode.cmp(&o.barcode))
+            .then(self.r1_barcode.cmp(&o.r1_barcode))
+            .then(self.r2_barcode.cmp(&o.r2_barcode))
             .then(self.r1_ref.cmp(&o.r1_ref))
             .then(self.r1_coord.cmp(&o.r1_coord))
             .then(self.orientation.cmp(&o.orientation))
@@ -273,6 +316,9 @@ impl End {
 
     fn same_set(&self, o: &End, compare_read2: bool) -> bool {
         self.library == o.library
+            && self.barcode == o.barcode
+            && self.r1_barcode == o.r1_barcode
+            && self.r2_barcode == o.r2_barcode
             && self.r1_ref == o.r1_ref
             && self.r1_coord == o.r1_coord
             && self.orientation == o.orientation
@@ -294,6 +340,12 @@ struct RecordSlot {
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub duplicate: Vec<bool>,
+    /// Picard's sequencing (optical) duplicate verdict per input record,
+    /// when asked for ([`MarkDuplicates::set_track_optical`]): what its
+    /// `DT:Z:SQ` tag and `REMOVE_SEQUENCING_DUPLICATES` act on. Every
+    /// record of an optical duplicate template in name-grouped input; the
+    /// primary records of the optical duplicate pair in coordinate order.
+    pub optical: Option<Vec<bool>>,
     pub metrics: MetricsReport,
 }
 
@@ -317,6 +369,8 @@ pub struct MarkDuplicates {
     ends_done: bool,
     read_groups: ReadGroups,
     pixel_distance: i32,
+    name_parser: optical::NameParser,
+    track_optical: bool,
     records: Vec<RecordSlot>,
     frags: Vec<End>,
     pairs: Vec<End>,
@@ -344,6 +398,8 @@ impl MarkDuplicates {
             ends_done: false,
             read_groups,
             pixel_distance: optical::DEFAULT_PIXEL_DISTANCE,
+            name_parser: optical::NameParser::Default,
+            track_optical: false,
             records: Vec::new(),
             frags: Vec::new(),
             pairs: Vec::new(),
@@ -358,6 +414,17 @@ impl MarkDuplicates {
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
     pub fn set_pixel_distance(&mut self, distance: i32) {
         self.pixel_distance = distance;
+    }
+
+    /// How read names give flow-cell locations (Picard's `READ_NAME_REGEX`).
+    pub fn set_name_parser(&mut self, parser: optical::NameParser) {
+        self.name_parser = parser;
+    }
+
+    /// Whether [`Outcome::optical`] is computed (Picard keeps its optical
+    /// duplicate indexes when it tags them or removes them).
+    pub fn set_track_optical(&mut self, track: bool) {
+        self.track_optical = track;
     }
 
     /// Bytes held for the records pushed so far (their slots, read ends
@@ -425,14 +492,18 @@ impl MarkDuplicates {
         }
         let reverse = r.flag & flags::REVERSE != 0;
         let mate_mapped = r.flag & flags::PAIRED != 0 && r.flag & flags::MATE_UNMAPPED == 0;
+        let read_one = r.flag & flags::PAIRED == 0 || r.flag & flags::READ1 != 0;
         let frag = End {
             library: self.library_id(r.rg.library)?,
+            barcode: r.barcodes.umi,
+            r1_barcode: if read_one { r.barcodes.read_one } else { 0 },
+            r2_barcode: if read_one { 0 } else { r.barcodes.read_two },
             orientation: if reverse { R } else { F },
             r1_ref: r.ref_id,
             r1_coord: r.five_prime,
             r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
             r2_coord: -1,
-            loc: optical::location_from_name(r.name, r.rg.ordinal),
+            loc: self.name_parser.location(r.name, r.rg.ordinal),
             optical_orientation: -1,
             score: r.score,
             r1_index: self.template_index,
@@ -454,8 +525,10 @@ impl MarkDuplicates {
         self.pending_name_bytes -= r.name.len();
         let first_was_reverse = p.orientation == R;
         p.optical_orientation = if r.flag & flags::READ1 != 0 {
+            p.r1_barcode = r.barcodes.read_one;
             orientation_byte(reverse, first_was_reverse)
         } else {
+            p.r2_barcode = r.barcodes.read_two;
             orientation_byte(first_was_reverse, reverse)
         } as i8;
         let (mate_ref, mate_coord) = (frag.r1_ref, frag.r1_coord);
@@ -484,6 +557,7 @@ impl MarkDuplicates {
     /// Finds the duplicates and computes the metrics.
     pub fn finish(mut self) -> Result<Outcome, MarkdupError> {
         let mut dup_indexes: Vec<i64> = Vec::new();
+        let mut optical_indexes: Vec<i64> = Vec::new();
         let mut set_sizes = SetSizeHistograms::default();
         let mut optical_by_library: HashMap<i16, u64> = HashMap::new();
 
@@ -501,6 +575,7 @@ impl MarkDuplicates {
                 self.mark_pairs(
                     set,
                     &mut dup_indexes,
+                    &mut optical_indexes,
                     &mut set_sizes,
                     &mut optical_by_library,
                 )?;
@@ -531,24 +606,40 @@ impl MarkDuplicates {
         dup_indexes.sort_unstable();
 
         let duplicate = self.output_pass(&dup_indexes);
+        let optical = self.track_optical.then(|| {
+            optical_indexes.sort_unstable();
+            self.output_pass(&optical_indexes)
+        });
         let metrics = self.metrics(&duplicate, &optical_by_library, set_sizes);
-        Ok(Outcome { duplicate, metrics })
+        Ok(Outcome {
+            duplicate,
+            optical,
+            metrics,
+        })
     }
 
     fn mark_pairs(
         &self,
         set: &[End],
         dup_indexes: &mut Vec<i64>,
+        optical_indexes: &mut Vec<i64>,
         set_sizes: &mut SetSizeHistograms,
         optical_by_library: &mut HashMap<i16, u64>,
     ) -> Result<(), MarkdupError> {
         let best = best_index(set);
+        // Which ends of the set are optical duplicates.
+        let mut is_optical = vec![false; set.len()];
+        // READ_NAME_REGEX=null: Picard skips the optical search and the
+        // set-size histograms along with it.
+        if !self.name_parser.detects_optical() {
+            push_duplicates(set, best, dup_indexes);
+            return Ok(());
+        }
         // Optical duplicates, split by first-of-pair orientation when a set
         // holds both FR and RF.
         let has_fr = set.iter().any(|e| e.optical_orientation == FR as i8);
         let has_rf = set.iter().any(|e| e.optical_orientation == RF as i8);
-        let mut n_optical = 0u64;
-        let count = |members: Vec<usize>| {
+        let mut count = |members: Vec<usize>| {
             let locs: Vec<Location> = members.iter().map(|&i| set[i].loc).collect();
             // Picard passes the keeper whether or not it is in the sub-list,
             // so the clustering starts at 4 ends.
@@ -559,7 +650,9 @@ impl MarkDuplicates {
                 4,
                 self.pixel_distance,
             );
-            flags.iter().filter(|&&b| b).count() as u64
+            for (&i, &f) in members.iter().zip(&flags) {
+                is_optical[i] |= f;
+            }
         };
         if has_fr && has_rf {
             let mut f = Vec::new();
@@ -576,11 +669,12 @@ impl MarkDuplicates {
                     });
                 }
             }
-            n_optical += count(f);
-            n_optical += count(r);
+            count(f);
+            count(r);
         } else {
-            n_optical += count((0..set.len()).collect());
+            count((0..set.len()).collect());
         }
+        let n_optical = is_optical.iter().filter(|&&b| b).count() as u64;
         if n_optical > 0 {
             *optical_by_library.entry(set[0].library).or_default() += n_optical;
         }
@@ -595,11 +689,16 @@ impl MarkDuplicates {
         if n_optical > 0 {
             *set_sizes.optical_sets.entry(n_optical + 1).or_default() += 1;
         }
-        for (i, e) in set.iter().enumerate() {
-            if i != best {
-                dup_indexes.push(e.r1_index);
-                if e.r2_index != e.r1_index {
-                    dup_indexes.push(e.r2_index);
+        push_duplicates(set, best, dup_indexes);
+        // Picard lists an optical duplicate's records once more, for its
+        // DT:Z:SQ tag and REMOVE_SEQUENCING_DUPLICATES.
+        if self.track_optical {
+            for (i, e) in set.iter().enumerate() {
+                if i != best && is_optical[i] {
+                    optical_indexes.push(e.r1_index);
+                    if e.r2_index != e.r1_index {
+                        optical_indexes.push(e.r2_index);
+                    }
                 }
             }
         }
@@ -702,6 +801,18 @@ fn best_index(set: &[End]) -> usize {
         }
     }
     best
+}
+
+/// The record indexes of every end of a pair set but the kept one.
+fn push_duplicates(set: &[End], best: usize, dup_indexes: &mut Vec<i64>) {
+    for (i, e) in set.iter().enumerate() {
+        if i != best {
+            dup_indexes.push(e.r1_index);
+            if e.r2_index != e.r1_index {
+                dup_indexes.push(e.r2_index);
+            }
+        }
+    }
 }
 
 fn mark_fragments(set: &[End], contains_pairs: bool, dup_indexes: &mut Vec<i64>) {

@@ -3,7 +3,8 @@
 //!
 //! Behaviour follows Picard 3.4.0 with its default `READ_NAME_REGEX` (the
 //! fast path: the last three `:`-separated fields are tile, x and y, and the
-//! name must have 5 or 7 fields) and `OPTICAL_DUPLICATE_PIXEL_DISTANCE=100`.
+//! name must have 5 or 7 fields), or a user's ([`NameParser`]), and
+//! `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (100 by default).
 //! Picard keeps tile, x and y in 16 bits, so values above 32767 wrap.
 
 /// Picard's default pixel distance.
@@ -120,6 +121,188 @@ pub fn location_from_name(name: &[u8], read_group_ordinal: i16) -> Location {
         },
         None => Location::NONE,
     }
+}
+
+/// Picard's value of `READ_NAME_REGEX` that selects the fast default
+/// parsing ([`parse_tile_xy`]).
+pub const DEFAULT_READ_NAME_REGEX: &str =
+    "<optimized capture of last three ':' separated fields as numeric values>";
+
+/// How read names give flow-cell locations (Picard's `READ_NAME_REGEX`).
+#[derive(Clone, Debug, Default)]
+pub enum NameParser {
+    /// The default: the last three `:`-separated fields ([`parse_tile_xy`]).
+    #[default]
+    Default,
+    /// A user regex that must match the whole name; groups 1, 2 and 3 are
+    /// tile, x and y (Java's `Matcher.matches` and `Integer.parseInt`).
+    Regex(regex::bytes::Regex),
+    /// `null`: no locations, no optical duplicate detection.
+    Disabled,
+}
+
+/// A `READ_NAME_REGEX` alnsort cannot honour with Picard's meaning.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReadNameRegexError {
+    #[error(
+        "read-name regex '{pattern}' uses {what}, Java regex syntax alnsort does not implement"
+    )]
+    JavaOnly { pattern: String, what: &'static str },
+    #[error("read-name regex '{pattern}' has {groups} capturing group(s): Picard reads tile, x and y from groups 1, 2 and 3")]
+    TooFewGroups { pattern: String, groups: usize },
+    #[error("read-name regex '{pattern}' does not compile: {message}")]
+    Invalid { pattern: String, message: String },
+}
+
+/// Java regex constructs whose meaning the `regex` crate does not share
+/// (it rejects most of them; some it would read differently).
+fn java_only_construct(p: &str) -> Option<&'static str> {
+    const CONSTRUCTS: &[(&str, &str)] = &[
+        ("(?=", "a lookahead '(?='"),
+        ("(?!", "a negative lookahead '(?!'"),
+        ("(?<=", "a lookbehind '(?<='"),
+        ("(?<!", "a negative lookbehind '(?<!'"),
+        ("(?>", "an atomic group '(?>'"),
+        ("*+", "a possessive quantifier '*+'"),
+        ("++", "a possessive quantifier '++'"),
+        ("?+", "a possessive quantifier '?+'"),
+        ("}+", "a possessive quantifier '}+'"),
+        ("\\Q", "quoting '\\Q...\\E'"),
+        ("\\k<", "a named backreference '\\k<'"),
+        ("\\p", "a character property '\\p'"),
+        ("\\P", "a character property '\\P'"),
+        ("\\G", "'\\G'"),
+        ("\\Z", "'\\Z'"),
+        ("\\R", "'\\R'"),
+        ("\\X", "'\\X'"),
+        ("\\h", "'\\h'"),
+        ("\\H", "'\\H'"),
+        ("\\v", "'\\v'"),
+        ("\\V", "'\\V'"),
+        (
+            "[:",
+            "'[:' (a POSIX class in the regex crate, literal characters in Java)",
+        ),
+    ];
+    let b = p.as_bytes();
+    // Backslashes escape the next character: look at unescaped positions.
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            if let Some(&c) = b.get(i + 1) {
+                if c.is_ascii_digit() && c != b'0' {
+                    return Some("a backreference ('\\1' to '\\9')");
+                }
+                if let Some((_, what)) = CONSTRUCTS
+                    .iter()
+                    .find(|(c, _)| c.starts_with('\\') && b[i..].starts_with(c.as_bytes()))
+                {
+                    return Some(what);
+                }
+            }
+            i += 2;
+            continue;
+        }
+        if let Some((_, what)) = CONSTRUCTS
+            .iter()
+            .find(|(c, _)| !c.starts_with('\\') && b[i..].starts_with(c.as_bytes()))
+        {
+            return Some(what);
+        }
+        // Inline flags: Java's u, d and U mean other things here.
+        if b[i..].starts_with(b"(?") {
+            let flags = b[i + 2..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphabetic() || **c == b'-');
+            if flags
+                .clone()
+                .any(|c| !matches!(c, b'i' | b'm' | b's' | b'x' | b'-'))
+            {
+                return Some("an inline flag other than i, m, s and x");
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+impl NameParser {
+    /// From the text given as `READ_NAME_REGEX`: Picard's default string,
+    /// `null`, or a regex in the common subset of Java's and the `regex`
+    /// crate's syntax (ASCII classes, as Java's `\d`, `\w` and `\s`).
+    pub fn from_picard_arg(pattern: &str) -> Result<NameParser, ReadNameRegexError> {
+        if pattern == DEFAULT_READ_NAME_REGEX {
+            return Ok(NameParser::Default);
+        }
+        if pattern == "null" {
+            return Ok(NameParser::Disabled);
+        }
+        if let Some(what) = java_only_construct(pattern) {
+            return Err(ReadNameRegexError::JavaOnly {
+                pattern: pattern.to_string(),
+                what,
+            });
+        }
+        let re = regex::bytes::RegexBuilder::new(&format!("\\A(?:{pattern})\\z"))
+            .unicode(false)
+            .build()
+            .map_err(|e| ReadNameRegexError::Invalid {
+                pattern: pattern.to_string(),
+                message: e.to_string(),
+            })?;
+        let groups = re.captures_len() - 1;
+        if groups < 3 {
+            return Err(ReadNameRegexError::TooFewGroups {
+                pattern: pattern.to_string(),
+                groups,
+            });
+        }
+        Ok(NameParser::Regex(re))
+    }
+
+    /// Whether optical duplicates are looked for at all.
+    pub fn detects_optical(&self) -> bool {
+        !matches!(self, NameParser::Disabled)
+    }
+
+    /// The location Picard records for a read end with this parser.
+    pub fn location(&self, name: &[u8], read_group_ordinal: i16) -> Location {
+        match self {
+            NameParser::Default => location_from_name(name, read_group_ordinal),
+            NameParser::Disabled => Location::NONE,
+            NameParser::Regex(re) => {
+                let Some(c) = re.captures(name) else {
+                    return Location::NONE;
+                };
+                // Picard sets tile, then x, then y, and stops at the first
+                // group that is not an integer (what it set stays set; the
+                // read group is only recorded on success).
+                let mut loc = Location::NONE;
+                let group = |i: usize| c.get(i).and_then(|m| java_parse_int(m.as_bytes()));
+                let Some(tile) = group(1) else { return loc };
+                loc.tile = tile as i16;
+                let Some(x) = group(2) else { return loc };
+                loc.x = x as i16;
+                let Some(y) = group(3) else { return loc };
+                loc.y = y as i16;
+                loc.read_group = read_group_ordinal;
+                loc
+            }
+        }
+    }
+}
+
+/// Java's `Integer.parseInt` for ASCII: an optional sign, then one or more
+/// digits, within 32 bits.
+fn java_parse_int(s: &[u8]) -> Option<i32> {
+    let digits = match s.first() {
+        Some(b'-') | Some(b'+') => &s[1..],
+        _ => s,
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
 }
 
 fn close_enough(a: &Location, b: &Location, distance: i32) -> bool {
@@ -289,6 +472,49 @@ fn with_graph(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A user regex: whole-name match, groups parsed as Java's parseInt
+    /// (sign allowed, overflow fails), a failing group leaving what was
+    /// set before it; `null` and the default string; Java-only syntax and
+    /// fewer than 3 groups refused.
+    #[test]
+    fn read_name_regex_as_picard_reads_it() {
+        let p = NameParser::from_picard_arg(r"[a-zA-Z0-9]+:[0-9]:([0-9]+):([0-9]+):([-+0-9]+).*")
+            .unwrap();
+        let l = p.location(b"M1:7:1101:70000:-20/1", 3);
+        assert_eq!(
+            (l.read_group, l.tile, l.x, l.y),
+            (3, 1101, 70000u32 as i16, -20)
+        );
+        // Not a whole-name match ('_' in the first field).
+        assert_eq!(p.location(b"M_1:7:1101:10:20", 3), Location::NONE);
+        // y overflows 32 bits: tile and x stay set, no read group.
+        let l = p.location(b"M1:7:1101:10:99999999999", 3);
+        assert_eq!((l.read_group, l.tile, l.x, l.y), (-1, 1101, 10, -1));
+        assert!(matches!(
+            NameParser::from_picard_arg("null"),
+            Ok(NameParser::Disabled)
+        ));
+        assert!(!NameParser::from_picard_arg("null")
+            .unwrap()
+            .detects_optical());
+        assert!(matches!(
+            NameParser::from_picard_arg(DEFAULT_READ_NAME_REGEX),
+            Ok(NameParser::Default)
+        ));
+        let e = NameParser::from_picard_arg(r"(\d+)(?=:)(\d+):(\d+)").unwrap_err();
+        assert!(matches!(e, ReadNameRegexError::JavaOnly { .. }), "{e}");
+        // Escaped, the same characters are fine.
+        assert!(NameParser::from_picard_arg(r"\(\?=(\d+):(\d+):(\d+)").is_ok());
+        let e = NameParser::from_picard_arg(r"(\d+):(\d+)").unwrap_err();
+        assert_eq!(
+            e,
+            ReadNameRegexError::TooFewGroups {
+                pattern: r"(\d+):(\d+)".into(),
+                groups: 2
+            }
+        );
+    }
 
     fn loc(tile: i16, x: i16, y: i16) -> Location {
         Location {

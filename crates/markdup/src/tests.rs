@@ -30,6 +30,7 @@ impl B {
                 five_prime: five,
                 score,
                 rg: self.rg,
+                barcodes: Default::default(),
             })
             .unwrap();
     }
@@ -181,6 +182,7 @@ fn libraries_are_separate() {
                 five_prime: five,
                 score: 1,
                 rg,
+                barcodes: Default::default(),
             })
             .unwrap();
         }
@@ -261,6 +263,7 @@ fn coordinate_order_marks_only_the_primary_records_of_an_end() {
             five_prime: five,
             score,
             rg,
+            barcodes: Default::default(),
         })
         .unwrap();
     }

@@ -1082,7 +1082,7 @@ mod tests {
             "N" => "2500",
             "STRATEGY" => "sum-of-base-qualities",
             "POLICY" => "none",
-            "REGEX" => "x",
+            "REGEX" => "([0-9]+):([0-9]+):([0-9]+)",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

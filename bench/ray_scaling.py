@@ -15,9 +15,13 @@ input with the same --splits and --partitions, and reports:
 
 and, on the same input, `alnsort sort -@ 1` (one core, as one one-CPU node)
 with the checksum of its decoded records, which must equal the Ray runs'.
+With `--repeat K` the comparison (the baseline, then each node count) runs
+K times in a row, each round with the machine's load average (`uptime`)
+before it, and per phase the tasks' CPU seconds beside the wall time.
 
     .venv/bin/python bench/ray_scaling.py [--input X.bam | --records 1000000]
-        [--nodes 1,2,3] [--splits 6] [--partitions 6] [--out bench/results/DATE-ray-scaling.md]
+        [--nodes 1,2,3] [--splits 6] [--partitions 6] [--repeat 2]
+        [--out bench/results/DATE-ray-scaling.md]
 
 Needs the alnsort package with alnsort.stages and ray==2.60.0 installed
 (pip install '.[ray]'), pysam (to generate and to check records), and the
@@ -31,6 +35,7 @@ import datetime
 import hashlib
 import os
 import platform
+import resource
 import struct
 import subprocess
 import sys
@@ -95,6 +100,17 @@ def file_digest(path: str) -> str:
     return h.hexdigest()[:16]
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as `uptime` prints them."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def children_cpu() -> float:
+    """CPU seconds of the finished child processes (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_ray(n: int, inp: str, out: str, args: argparse.Namespace) -> dict:
     import ray
     from ray.cluster_utils import Cluster
@@ -134,6 +150,7 @@ def main() -> int:
     ap.add_argument("--store-mib", type=int, default=1024, help="object store per node (MiB)")
     ap.add_argument("--out", help="write the Markdown report here (default: stdout only)")
     ap.add_argument("--work", help="directory for inputs and outputs (default: a temporary one)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole comparison")
     args = ap.parse_args()
     binary = os.path.join(ROOT, "target", "release", "alnsort")
 
@@ -147,34 +164,49 @@ def main() -> int:
             generate(args.records, inp)
 
     rows = []
+    singles = []
     single = os.path.join(work, "single.bam")
-    t0 = time.perf_counter()
-    subprocess.run([binary, "sort", "-@", "1", "-m", args.memory, "-o", single, inp], check=True)
-    single_wall = time.perf_counter() - t0
-    single_digest = record_digest(single)
-    print(f"alnsort sort -@ 1: {single_wall:.2f} s", file=sys.stderr)
+    for rnd in range(1, args.repeat + 1):
+        load = load_average()
+        c0 = children_cpu()
+        t0 = time.perf_counter()
+        subprocess.run([binary, "sort", "-@", "1", "-m", args.memory, "-o", single, inp], check=True)
+        single_wall = time.perf_counter() - t0
+        single_cpu = children_cpu() - c0
+        single_digest = record_digest(single)
+        singles.append(
+            {"round": rnd, "wall": single_wall, "cpu": single_cpu, "load": load,
+             "file": file_digest(single), "records_digest": single_digest}
+        )
+        print(f"round {rnd}: alnsort sort -@ 1: {single_wall:.2f} s (load {load})", file=sys.stderr)
 
-    for n in [int(x) for x in args.nodes.split(",")]:
-        out = os.path.join(work, f"ray-{n}.bam")
-        s = run_ray(n, inp, out, args)
-        task_stage = sum(s["phases"][p]["stage"] for p in ("sample", "map", "reduce"))
-        driver_stage = sum(s["phases"][p]["stage"] for p in ("split", "assemble"))
-        outside = s["wall_seconds"] - (driver_stage + task_stage / n)
-        row = {
-            "nodes": n,
-            "wall": s["wall_seconds"],
-            "startup": s["startup_seconds"],
-            "stage": s["stage_seconds"],
-            "outside": outside,
-            "moved_per_record": s["shuffle_bytes"] / max(1, s["records"]),
-            "records": s["records"],
-            "phases": {k: round(v["wall"], 2) for k, v in s["phases"].items()},
-            "file": file_digest(out),
-            "records_digest": record_digest(out),
-        }
-        rows.append(row)
-        print(row, file=sys.stderr)
-        os.unlink(out)
+        for n in [int(x) for x in args.nodes.split(",")]:
+            out = os.path.join(work, f"ray-{n}.bam")
+            load = load_average()
+            s = run_ray(n, inp, out, args)
+            task_stage = sum(s["phases"][p]["stage"] for p in ("sample", "map", "reduce"))
+            driver_stage = sum(s["phases"][p]["stage"] for p in ("split", "assemble"))
+            outside = s["wall_seconds"] - (driver_stage + task_stage / n)
+            row = {
+                "round": rnd,
+                "load": load,
+                "single": single_wall,
+                "nodes": n,
+                "wall": s["wall_seconds"],
+                "startup": s["startup_seconds"],
+                "stage": s["stage_seconds"],
+                "outside": outside,
+                "moved_per_record": s["shuffle_bytes"] / max(1, s["records"]),
+                "records": s["records"],
+                "phases": {k: round(v["wall"], 2) for k, v in s["phases"].items()},
+                "cpu": {k: round(v["cpu"], 2) for k, v in s["phases"].items() if "cpu" in v},
+                "file": file_digest(out),
+                "records_digest": record_digest(out),
+            }
+            rows.append(row)
+            print(row, file=sys.stderr)
+            os.unlink(out)
+    single_digest = singles[0]["records_digest"]
 
     lines = [
         f"# Ray scaling, {datetime.date.today().isoformat()}",
@@ -191,16 +223,28 @@ def main() -> int:
         + " ".join(sys.argv[1:])
         + "`",
         "",
-        f"Baseline `alnsort sort -@ 1 -m {args.memory}`: **{single_wall:.2f} s**, records digest {single_digest}.",
+        f"Baseline `alnsort sort -@ 1 -m {args.memory}`, one line per round:",
         "",
-        "| nodes | wall s | vs `alnsort sort -@ 1` | start-up s | in stages s (sum) | outside stages s | object-store bytes/record | phases (wall s) | output sha256 | records digest |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| round | load before (1, 5, 15 min) | wall s | CPU s | output sha256 | records digest |",
+        "|---|---|---|---|---|---|",
+    ]
+    for b in singles:
+        lines.append(
+            f"| {b['round']} | {b['load']} | **{b['wall']:.2f}** | {b['cpu']:.2f} | {b['file']} | "
+            f"{b['records_digest']} |"
+        )
+    lines += [
+        "",
+        "| round | load before | nodes | wall s | vs `alnsort sort -@ 1` (same round) | start-up s | in stages s (sum) | outside stages s | object-store bytes/record | phases (wall s) | task CPU s | output sha256 | records digest |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ph = ", ".join(f"{k} {v}" for k, v in r["phases"].items())
+        cpu = ", ".join(f"{k} {v}" for k, v in r["cpu"].items())
         lines.append(
-            f"| {r['nodes']} | {r['wall']:.2f} | {r['wall'] / single_wall:.2f}x | {r['startup']:.1f} | "
-            f"{r['stage']:.2f} | {r['outside']:.2f} | {r['moved_per_record']:.0f} | {ph} | {r['file']} | "
+            f"| {r['round']} | {r['load']} | {r['nodes']} | {r['wall']:.2f} | {r['wall'] / r['single']:.2f}x | "
+            f"{r['startup']:.1f} | {r['stage']:.2f} | {r['outside']:.2f} | {r['moved_per_record']:.0f} | {ph} | "
+            f"{cpu} | {r['file']} | "
             f"{r['records_digest']}{'' if r['records_digest'] == single_digest else ' (DIFFERS)'} |"
         )
     lines += [
@@ -208,7 +252,9 @@ def main() -> int:
         "outside stages = wall - (split + assemble on the driver) - (sample + map + reduce task time) / N.",
         "With 2 cores, 3 one-CPU nodes (plus the driver and Ray's own processes) oversubscribe the machine.",
     ]
-    same = len({r["file"] for r in rows}) <= 1 and all(r["records_digest"] == single_digest for r in rows)
+    same = len({r["file"] for r in rows}) <= 1 and all(
+        r["records_digest"] == single_digest for r in rows + singles
+    )
     lines.append(
         "Output bytes identical for every node count and records identical to `alnsort sort`: "
         + ("yes" if same else "**NO**")

@@ -635,10 +635,11 @@ fn write_atomic(dest: &Path, bytes: &[u8], debris: &Debris) -> Result<()> {
 /// The reduce task of range `range_index` (of `partitions`): `blocks`
 /// (that range's block of every split, in split order) merged into the
 /// headerless, EOF-less part `part`, and its part index `part.idx` when
-/// `index` is set. Both appear only when complete.
+/// `index` is set. Both appear only when complete. The blocks are read in
+/// place (a driver can hand over its buffers without a copy).
 pub fn reduce(
     inputs: &[PathBuf],
-    blocks: Vec<Vec<u8>>,
+    blocks: &[&[u8]],
     part: &Path,
     range_index: usize,
     partitions: usize,
@@ -1306,9 +1307,10 @@ fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 .need(command, "range")?
                 .parse()
                 .map_err(|_| anyhow!("--range: not a number"))?;
+            let blocks: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
             let r = reduce(
                 &a.positional,
-                blocks,
+                &blocks,
                 &part,
                 range,
                 a.number("partitions", 1)?,

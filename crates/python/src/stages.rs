@@ -119,23 +119,26 @@ pub fn stage_map(
     }
 }
 
-/// One reduce task: (records, bytes).
+/// One reduce task: (records, bytes). The blocks (`bytes`) are read in
+/// place while the GIL is released: `bytes` objects are immutable, and the
+/// list holds them until the reduce returns.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_reduce(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
-    blocks: Vec<Vec<u8>>,
+    blocks: Vec<Bound<'_, PyBytes>>,
     part_path: PathBuf,
     range_index: usize,
     partitions: usize,
     options: Vec<OsString>,
     index: bool,
 ) -> PyResult<(u64, u64)> {
+    let slices: Vec<&[u8]> = blocks.iter().map(|b| b.as_bytes()).collect();
     let got = py.detach(move || {
         stages::reduce(
             &inputs,
-            blocks,
+            &slices,
             &part_path,
             range_index,
             partitions,

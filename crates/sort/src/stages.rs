@@ -22,7 +22,7 @@
 //! parallel and added up; only for the splitters that name this split and
 //! only when there are any). Each range's records go to one [`BlockWriter`]: the run files'
 //! frame format (`runfile.rs`) in memory, self-describing (magic, CRC-
-//! checked LZ4 frames, end marker).
+//! checked stored frames, end marker), which the reduce reads in place.
 //!
 //! **Reduce.** [`merge_blocks`] merges one range's blocks, given in split
 //! order, with the loser tree every merge uses (lower source wins ties):
@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use crate::error::{Result, SortError};
 use crate::loser::{LoserTree, MergeSource};
 use crate::runfile::{
-    encode_frame, frame_crc, put_varint, FrameHeader, HEADER_LEN, MAGIC, METHOD_END,
+    frame_crc, put_varint, FrameHeader, HEADER_LEN, MAGIC, METHOD_END, METHOD_STORED,
 };
 use crate::runread::{decode, entry_at, StoredFrame};
 use crate::KeyKind;
@@ -280,12 +280,17 @@ impl Assigner {
 }
 
 /// Writes one framed block in memory: the run-file format (`runfile.rs`),
-/// frames compressed with LZ4 and CRC-checked, ended by the end marker.
+/// ended by the end marker. Its frames are stored, not compressed: a block
+/// lives in memory (Ray's object store) or crosses a network, where LZ4's
+/// 0.4-0.6 GB/s per core costs more than the 35-40% of bytes it saves
+/// (`bench/results/2026-11-23-ray-perf.md`), and a stored frame is read in
+/// place by the reduce. Each entry is written once, straight into the
+/// block; a frame's header is filled in when the frame is closed.
 #[derive(Debug)]
 pub struct BlockWriter {
     out: Vec<u8>,
-    raw: Vec<u8>,
-    frame: Vec<u8>,
+    /// Offset in `out` of the open frame's header (placeholder).
+    frame: usize,
     entries: u32,
     records: u64,
 }
@@ -301,8 +306,7 @@ impl BlockWriter {
     pub fn new() -> BlockWriter {
         BlockWriter {
             out: MAGIC.to_vec(),
-            raw: Vec::new(),
-            frame: Vec::new(),
+            frame: MAGIC.len(),
             entries: 0,
             records: 0,
         }
@@ -310,13 +314,17 @@ impl BlockWriter {
 
     /// Appends one entry; entries must come in key order.
     pub fn push(&mut self, key: &[u8], record: &[u8]) {
-        put_varint(&mut self.raw, key.len() as u64);
-        self.raw.extend_from_slice(key);
-        put_varint(&mut self.raw, record.len() as u64);
-        self.raw.extend_from_slice(record);
+        if self.entries == 0 {
+            self.frame = self.out.len();
+            self.out.extend_from_slice(&[0u8; HEADER_LEN]);
+        }
+        put_varint(&mut self.out, key.len() as u64);
+        self.out.extend_from_slice(key);
+        put_varint(&mut self.out, record.len() as u64);
+        self.out.extend_from_slice(record);
         self.entries += 1;
         self.records += 1;
-        if self.raw.len() >= FRAME_TARGET {
+        if self.out.len() - self.frame - HEADER_LEN >= FRAME_TARGET {
             self.flush();
         }
     }
@@ -326,13 +334,21 @@ impl BlockWriter {
         self.records
     }
 
+    /// Closes the open frame: its header, with the CRC of the payload.
     fn flush(&mut self) {
         if self.entries == 0 {
             return;
         }
-        encode_frame(&self.raw, self.entries, &mut self.frame);
-        self.out.extend_from_slice(&self.frame);
-        self.raw.clear();
+        let payload = self.out.len() - self.frame - HEADER_LEN;
+        let mut header = FrameHeader {
+            raw_len: payload as u32,
+            stored_len: payload as u32,
+            entries: self.entries,
+            method: METHOD_STORED,
+            crc: 0,
+        };
+        header.crc = frame_crc(&header.encode(), &self.out[self.frame + HEADER_LEN..]);
+        self.out[self.frame..self.frame + HEADER_LEN].copy_from_slice(&header.encode());
         self.entries = 0;
     }
 
@@ -352,24 +368,33 @@ impl BlockWriter {
     }
 }
 
-/// Reads one block front to back (a merge source).
-struct BlockReader {
+/// The raw bytes of a block's current frame: a stored frame is read in
+/// place, an LZ4 frame (as run files and older blocks have) is
+/// decompressed into a buffer.
+#[derive(Debug)]
+enum FrameBytes {
+    Stored(std::ops::Range<usize>),
+    Decoded(Vec<u8>),
+}
+
+/// Reads one block front to back (a merge source), borrowing its bytes.
+struct BlockReader<'a> {
     name: PathBuf,
-    data: Vec<u8>,
+    data: &'a [u8],
     /// Offset of the next frame header.
     next: usize,
-    raw: Vec<u8>,
+    frame: FrameBytes,
     /// Entries of the current frame not yet read, the current one included.
     left: u32,
-    /// Offset of the current entry in `raw`, and its key and record.
+    /// Offset of the current entry in the frame, and its key and record.
     key: std::ops::Range<usize>,
     rec: std::ops::Range<usize>,
     pos: usize,
     done: bool,
 }
 
-impl BlockReader {
-    fn open(name: PathBuf, data: Vec<u8>) -> Result<BlockReader> {
+impl<'a> BlockReader<'a> {
+    fn open(name: PathBuf, data: &'a [u8]) -> Result<BlockReader<'a>> {
         if data.get(..MAGIC.len()) != Some(&MAGIC[..]) {
             return Err(SortError::CorruptRun {
                 path: name,
@@ -381,7 +406,7 @@ impl BlockReader {
             name,
             data,
             next: MAGIC.len(),
-            raw: Vec::new(),
+            frame: FrameBytes::Decoded(Vec::new()),
             left: 0,
             key: 0..0,
             rec: 0..0,
@@ -397,6 +422,14 @@ impl BlockReader {
             path: self.name.clone(),
             offset: offset as u64,
             reason: reason.to_string(),
+        }
+    }
+
+    /// The current frame's raw bytes.
+    fn raw(&self) -> &[u8] {
+        match &self.frame {
+            FrameBytes::Stored(range) => &self.data[range.clone()],
+            FrameBytes::Decoded(raw) => raw,
         }
     }
 
@@ -429,27 +462,47 @@ impl BlockReader {
             let payload = self
                 .data
                 .get(start..end)
-                .ok_or_else(|| self.corrupt(at, "block ends inside a frame (truncated)"))?
-                .to_vec();
-            let frame = decode(
-                StoredFrame {
-                    offset: at as u64,
-                    header,
-                    header_bytes,
-                    payload,
-                },
-                std::mem::take(&mut self.raw),
-                &self.name,
-            )?;
-            if frame.entries == 0 {
+                .ok_or_else(|| self.corrupt(at, "block ends inside a frame (truncated)"))?;
+            self.frame = if header.method == METHOD_STORED {
+                let crc = frame_crc(&header_bytes, payload);
+                if crc != header.crc {
+                    return Err(self.corrupt(
+                        at,
+                        &format!(
+                            "checksum mismatch (header says {:#010x}, data gives {crc:#010x})",
+                            header.crc
+                        ),
+                    ));
+                }
+                if header.raw_len != header.stored_len {
+                    return Err(self.corrupt(at, "stored frame length mismatch"));
+                }
+                FrameBytes::Stored(start..end)
+            } else {
+                let buffer = match std::mem::replace(&mut self.frame, FrameBytes::Stored(0..0)) {
+                    FrameBytes::Decoded(raw) => raw,
+                    FrameBytes::Stored(_) => Vec::new(),
+                };
+                let frame = decode(
+                    StoredFrame {
+                        offset: at as u64,
+                        header,
+                        header_bytes,
+                        payload: payload.to_vec(),
+                    },
+                    buffer,
+                    &self.name,
+                )?;
+                FrameBytes::Decoded(frame.raw)
+            };
+            if header.entries == 0 {
                 return Err(self.corrupt(at, "frame without entries"));
             }
-            self.raw = frame.raw;
-            self.left = frame.entries;
+            self.left = header.entries;
             self.pos = 0;
             self.next = end;
         }
-        let (key, rec) = entry_at(&self.raw, self.pos).map_err(|r| {
+        let (key, rec) = entry_at(self.raw(), self.pos).map_err(|r| {
             let offset = self.next;
             self.corrupt(offset, r)
         })?;
@@ -460,13 +513,13 @@ impl BlockReader {
     }
 }
 
-impl MergeSource for BlockReader {
+impl MergeSource for BlockReader<'_> {
     fn key(&self) -> Option<&[u8]> {
-        (!self.done).then(|| &self.raw[self.key.clone()])
+        (!self.done).then(|| &self.raw()[self.key.clone()])
     }
 
     fn record(&self) -> &[u8] {
-        &self.raw[self.rec.clone()]
+        &self.raw()[self.rec.clone()]
     }
 
     fn advance(&mut self) -> Result<()> {
@@ -474,7 +527,7 @@ impl MergeSource for BlockReader {
             return Ok(());
         }
         self.left -= 1;
-        if self.left == 0 && self.pos != self.raw.len() {
+        if self.left == 0 && self.pos != self.raw().len() {
             return Err(self.corrupt(self.next, "frame holds bytes past its entries"));
         }
         self.load()
@@ -482,13 +535,13 @@ impl MergeSource for BlockReader {
 }
 
 /// The merge of one range's blocks ([`merge_blocks`]).
-pub struct BlockMerge {
-    tree: LoserTree<BlockReader>,
+pub struct BlockMerge<'a> {
+    tree: LoserTree<BlockReader<'a>>,
     started: bool,
     records: u64,
 }
 
-impl BlockMerge {
+impl BlockMerge<'_> {
     /// The next `(key, record)` in order, `None` at the end.
     pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
         if self.started {
@@ -509,14 +562,15 @@ impl BlockMerge {
 }
 
 /// Merges the blocks of one range, given in split order (ties keep that
-/// order). `names` name the blocks in errors (e.g. "range 2, split 5").
-pub fn merge_blocks(
-    blocks: Vec<Vec<u8>>,
+/// order), reading them in place. `names` name the blocks in errors (e.g.
+/// "range 2, split 5").
+pub fn merge_blocks<'a>(
+    blocks: &[&'a [u8]],
     names: Vec<String>,
     key_kind: KeyKind,
-) -> Result<BlockMerge> {
+) -> Result<BlockMerge<'a>> {
     let mut sources = Vec::with_capacity(blocks.len());
-    for (i, block) in blocks.into_iter().enumerate() {
+    for (i, &block) in blocks.iter().enumerate() {
         let name = names
             .get(i)
             .cloned()
@@ -621,8 +675,9 @@ mod tests {
         let mut sizes = Vec::new();
         for range in blocks {
             let n = range.len();
+            let refs: Vec<&[u8]> = range.iter().map(Vec::as_slice).collect();
             let mut m =
-                merge_blocks(range, vec![String::new(); n], KeyKind::Fixed8).expect("merge");
+                merge_blocks(&refs, vec![String::new(); n], KeyKind::Fixed8).expect("merge");
             let before = got.len();
             while let Some((k, rec)) = m.next_entry().expect("entry") {
                 let k = u64::from_be_bytes(k.try_into().expect("8 bytes"));
@@ -712,11 +767,7 @@ mod tests {
         let mut block = w.finish();
         let mid = block.len() / 2;
         block[mid] ^= 0x40;
-        let e = match merge_blocks(
-            vec![block],
-            vec!["range 1, split 2".into()],
-            KeyKind::Fixed8,
-        ) {
+        let e = match merge_blocks(&[&block], vec!["range 1, split 2".into()], KeyKind::Fixed8) {
             Ok(mut m) => loop {
                 match m.next_entry() {
                     Ok(Some(_)) => continue,
@@ -727,9 +778,82 @@ mod tests {
             Err(e) => e,
         };
         assert!(e.to_string().contains("range 1, split 2"), "{e}");
-        let e = merge_blocks(vec![b"junk".to_vec()], vec!["b".into()], KeyKind::Fixed8)
+        let e = merge_blocks(&[b"junk"], vec!["b".into()], KeyKind::Fixed8)
             .err()
             .expect("bad magic");
         assert!(e.to_string().contains("magic"), "{e}");
+    }
+
+    /// The methods of a block's frames, in order (the end marker last).
+    fn frame_methods(block: &[u8]) -> Vec<u8> {
+        let mut at = MAGIC.len();
+        let mut out = Vec::new();
+        while at < block.len() {
+            let h: [u8; HEADER_LEN] = block[at..at + HEADER_LEN].try_into().expect("header");
+            let h = FrameHeader::decode(&h);
+            out.push(h.method);
+            at += HEADER_LEN + h.stored_len as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn blocks_hold_stored_frames_and_lz4_frames_still_merge() {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..6000u64)
+            .map(|i| (key(i * 2), vec![(i % 251) as u8; 60 + (i % 7) as usize]))
+            .collect();
+        let mut w = BlockWriter::new();
+        for (k, r) in &entries {
+            w.push(k, r);
+        }
+        let block = w.finish();
+        let methods = frame_methods(&block);
+        assert!(methods.len() > 2, "several frames: {methods:?}");
+        assert_eq!(methods.last(), Some(&METHOD_END));
+        assert!(
+            methods[..methods.len() - 1]
+                .iter()
+                .all(|&m| m == METHOD_STORED),
+            "{methods:?}"
+        );
+        // The same entries as LZ4 frames (the run files' encoding), and a
+        // second block interleaved with the first: the merge reads both.
+        let mut lz4 = MAGIC.to_vec();
+        let mut frame = Vec::new();
+        for part in entries.chunks(1000) {
+            let mut raw = Vec::new();
+            for (k, r) in part {
+                put_varint(&mut raw, k.len() as u64);
+                raw.extend_from_slice(&key(u64::from_be_bytes(k[..].try_into().unwrap()) + 1));
+                put_varint(&mut raw, r.len() as u64);
+                raw.extend_from_slice(r);
+            }
+            crate::runfile::encode_frame(&raw, part.len() as u32, &mut frame);
+            lz4.extend_from_slice(&frame);
+        }
+        let mut end = FrameHeader {
+            raw_len: 0,
+            stored_len: 0,
+            entries: 0,
+            method: METHOD_END,
+            crc: 0,
+        };
+        end.crc = frame_crc(&end.encode(), &[]);
+        lz4.extend_from_slice(&end.encode());
+        assert!(frame_methods(&lz4).contains(&crate::runfile::METHOD_LZ4));
+        let mut m = merge_blocks(&[&block, &lz4], vec![], KeyKind::Fixed8).expect("merge");
+        let mut got = Vec::new();
+        while let Some((k, r)) = m.next_entry().expect("entry") {
+            got.push((u64::from_be_bytes(k.try_into().expect("8")), r.to_vec()));
+        }
+        let mut want: Vec<(u64, Vec<u8>)> = entries
+            .iter()
+            .flat_map(|(k, r)| {
+                let k = u64::from_be_bytes(k[..].try_into().unwrap());
+                [(k, r.clone()), (k + 1, r.clone())]
+            })
+            .collect();
+        want.sort_by_key(|e| e.0);
+        assert_eq!(got, want);
     }
 }

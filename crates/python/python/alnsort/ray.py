@@ -104,16 +104,30 @@ def _cpu() -> float:
 
 
 def _sample_task(
-    stages: str, inputs: List[str], split: Dict[str, Any], count: int, order: Dict[str, Any]
-) -> Dict[str, Any]:
-    c0 = _cpu()
-    try:
-        keys, secs = _timed(_stages(stages).sample, inputs, split, count, **order)
-    except AlnsortError as e:
-        # A split whose start is a wrong guess may fail here; samples only
-        # balance the ranges, and a real error fails the split's map too.
-        return {"keys": [], "seconds": 0.0, "cpu": _cpu() - c0, "error": str(e)}
-    return {"keys": keys, "seconds": secs, "cpu": _cpu() - c0}
+    stages: str, inputs: List[str], splits: List[Dict[str, Any]], count: int, order: Dict[str, Any]
+) -> List[Dict[str, Any]]:
+    """The samples of several splits (one task per group of splits: a
+    sample reads little, so a task per split would cost more in Ray's
+    scheduling than in the stage)."""
+    out: List[Dict[str, Any]] = []
+    for split in splits:
+        c0 = _cpu()
+        try:
+            keys, secs = _timed(_stages(stages).sample, inputs, split, count, **order)
+        except AlnsortError as e:
+            # A split whose start is a wrong guess may fail here; samples only
+            # balance the ranges, and a real error fails the split's map too.
+            out.append({"keys": [], "seconds": 0.0, "cpu": _cpu() - c0, "error": str(e)})
+            continue
+        out.append({"keys": keys, "seconds": secs, "cpu": _cpu() - c0})
+    return out
+
+
+def _groups(items: List[Any], n: int) -> List[List[Any]]:
+    """``items`` cut into at most ``n`` contiguous groups of about equal
+    size, in order."""
+    n = max(1, min(n, len(items)))
+    return [items[len(items) * g // n : len(items) * (g + 1) // n] for g in range(n)]
 
 
 def _map_task(
@@ -348,10 +362,14 @@ def sort(
         # 2. sample -> splitters
         t0 = time.perf_counter()
         per_split = max(1, math.ceil(n_parts * SAMPLES_PER_PARTITION / len(split_list)))
-        samples = _get(
-            ray,
-            [sample_r.remote(stages, ins, s, per_split, order_opts) for s in split_list]
-        )
+        # One sample task per CPU of the cluster (the samples do not depend
+        # on how the splits are grouped).
+        groups = _groups(split_list, _cluster_cpus(ray))
+        samples = [
+            x
+            for got in _get(ray, [sample_r.remote(stages, ins, g, per_split, order_opts) for g in groups])
+            for x in got
+        ]
         keys = [k for s in samples for k in s["keys"]]
         if not keys and any("error" in x for x in samples):
             raise AlnsortError(next(x["error"] for x in samples if "error" in x))

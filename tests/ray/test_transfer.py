@@ -1,0 +1,97 @@
+"""How the Ray driver (alnsort.ray) moves map blocks to the reduces: each
+block leaves a map task as an out-of-band pickle buffer (Ray copies it once,
+straight into the object store; a reduce reads it there as a buffer), not as
+`bytes` pickled into the task's result stream, and the reduce task takes such
+read-only buffers and writes the part `alnsort.stages.reduce` writes from
+`bytes`. The task functions are called here directly (they are plain
+functions that Ray makes remote); no cluster is started.
+
+Also: sample tasks take groups of splits (one task per CPU of the cluster),
+and the groups cover the splits in order.
+
+Needs the alnsort package and pysam (tests/requirements.txt); nothing here
+skips.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+import gen
+import oracle
+
+import alnsort.ray as aray  # noqa: E402  (a missing package is an error, not a skip)
+from alnsort import stages  # noqa: E402
+
+ORDER = {"order": "coordinate"}
+
+
+@pytest.fixture(scope="module")
+def bam(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("transfer-input")
+    sam = d / "in.sam"
+    sam.write_text(gen.generate(gen.Params(seed=5, n_templates=4_000, header="v15")))
+    out = str(d / "in.bam")
+    oracle.to_bam(str(sam), out)
+    return out
+
+
+def test_blocks_leave_a_map_out_of_band_and_reduce_from_read_only_buffers(bam, tmp_path):
+    inputs = [bam]
+    splits = stages.split(inputs, 2)
+    assert len(splits) == 2
+    samples = [k for s in splits for k in stages.sample(inputs, s, 64)]
+    cuts = stages.splitters(samples, 3)
+    ranges = len(cuts) + 1
+    results = [
+        aray._map_task("alnsort.stages", inputs, s, cuts, 1, None, ORDER, None, i)
+        for i, s in enumerate(splits)
+    ]
+    for meta, *blocks in results:
+        assert len(blocks) == ranges
+        assert all(isinstance(b, pickle.PickleBuffer) for b in blocks), [type(b) for b in blocks]
+        # Pickled as Ray pickles a task's result (protocol 5 with a buffer
+        # callback): every block goes out of band, the stream holds only
+        # the small summary.
+        buffers: list = []
+        stream = pickle.dumps((meta, *blocks), protocol=5, buffer_callback=buffers.append)
+        assert len(buffers) == ranges
+        assert sum(len(b.raw()) for b in buffers) == meta["bytes"] > 10_000
+        assert len(stream) < 1_000, len(stream)
+
+    total = 0
+    for r in range(ranges):
+        # What a reduce receives from the object store: read-only buffers.
+        views = [memoryview(res[1 + r]).toreadonly() for res in results]
+        part = tmp_path / f"part-{r}"
+        got = aray._reduce_task(
+            "alnsort.stages", inputs, str(part), r, ranges, {"output_format": "bam", "index": None},
+            ORDER, None, *views,
+        )
+        want_part = tmp_path / f"want-{r}"
+        want = stages.reduce(inputs, [bytes(v) for v in views], want_part, r, ranges)
+        assert (got["records"], got["bytes"]) == (want["records"], want["bytes"])
+        assert part.read_bytes() == want_part.read_bytes()
+        total += got["records"]
+    assert total == sum(meta["records"] for meta, *_ in results) > 7_000
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 7, 64])
+def test_sample_groups_cover_the_splits_in_order(n):
+    splits = [{"ordinal": i} for i in range(6)]
+    groups = aray._groups(splits, n)
+    assert len(groups) == min(n, 6)
+    assert [s for g in groups for s in g] == splits
+    sizes = [len(g) for g in groups]
+    assert max(sizes) - min(sizes) <= 1, sizes
+
+
+def test_a_sample_task_samples_each_split_of_its_group(bam):
+    inputs = [bam]
+    splits = stages.split(inputs, 3)
+    got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER)
+    assert [g["keys"] for g in got] == [stages.sample(inputs, s, 20) for s in splits]
+    assert all(len(g["keys"]) == 20 and g["cpu"] >= 0 for g in got)

@@ -10,13 +10,15 @@ run as Ray Core tasks:
 
 1. **split** (driver): exact or guessed-and-verifiable record boundaries,
    ``splits`` of them over all inputs;
-2. **sample** (one task per split): sort keys drawn from each split; the
-   driver turns them into ``partitions - 1`` splitters;
+2. **sample** (one task per CPU of the cluster, each over a group of
+   splits): sort keys drawn from each split; the driver turns them into
+   ``partitions - 1`` splitters;
 3. **map** (one task per split, ``num_returns = partitions + 1``): decode,
    key, sort and cut the split's records into one framed block per key range.
    The blocks stay in Ray's object store (spilled to each node's spilling
-   directory when the store is full); only a small summary (record count,
-   the split's proven end) comes back to the driver;
+   directory when the store is full), put there out of band (one copy, no
+   pickling) and read there by the reduces; only a small summary (record
+   count, the split's proven end) comes back to the driver;
 4. **check** (driver): each map proves where its split really ends; when that
    is not where the next split of the same input begins (a guessed boundary
    that was wrong), the next map is run again from the proven start, so a

@@ -238,6 +238,39 @@ def data(tmp_path_factory) -> dict[str, Path]:
     rg_plain = d / "in_rg_plain.sam"
     rg_plain.write_text(generate(34, seqs, True, with_noseq=False))
     out["sam_rg_plain"] = rg_plain
+    # Read groups every way samtools meets them: none, a name in the header
+    # (RG first, in the middle, or before MC), a name not in the header
+    # (samtools keeps it as a tag, in place, with a warning), RG of type i,
+    # and a record using the tag name `rg` beside its RG.
+    mixed = []
+    i = 0
+    for ln in rg_plain.read_text().splitlines():
+        if ln.startswith("@"):
+            mixed.append(ln)
+            continue
+        f = ln.split("\t")
+        rg = next(t for t in f[11:] if t.startswith("RG:"))
+        rest = [t for t in f[11:] if t != rg]
+        k = i % 7
+        i += 1
+        if k == 0:
+            tags = rest
+        elif k == 1:
+            tags = [*rest[:-1], "RG:Z:gX", rest[-1]]
+        elif k == 2:
+            tags = [rg, *rest]
+        elif k == 3:
+            tags = [*rest[:-1], "RG:i:7", rest[-1]]
+        elif k == 4:
+            tags = [*rest[:1], "rg:Z:lower", *rest[1:-1], rg, rest[-1]]
+        elif k == 5:
+            tags = [*rest, "RG:Z:unknown2"]
+        else:
+            tags = f[11:]
+        mixed.append("\t".join([*f[:11], *tags]))
+    rg_mixed = d / "in_rg_mixed.sam"
+    rg_mixed.write_text("\n".join(mixed) + "\n")
+    out["sam_rg_mixed"] = rg_mixed
     # QUAL * on records with bases: noodles-cram writes a slice that
     # samtools cannot decode, so CRAM output refuses them.
     noqual = d / "in_noqual.sam"
@@ -379,21 +412,88 @@ def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path):
 @pytest.mark.parametrize(
     "src, what",
     [
-        ("sam_rg_plain", "an RG tag"),
         ("sam_norg", "no sequence (SEQ *) but an alignment"),
         ("sam_noqual", "bases but no qualities (QUAL *)"),
     ],
 )
 def test_cram_output_refuses_what_it_cannot_write(alnsort_bin, data, tmp_path, src, what):
-    """noodles-cram would write RG twice (tag and read-group series), fails
-    on an aligned record without bases, and writes records with bases but
-    QUAL * into a slice samtools cannot decode: all are refused, naming the
-    record, and nothing is left behind."""
+    """noodles-cram fails on an aligned record without bases, and writes
+    records with bases but QUAL * into a slice samtools cannot decode: both
+    are refused, naming the record, and nothing is left behind."""
     out = tmp_path / "out.cram"
     res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(data[src])], cwd=str(tmp_path))
     assert res.returncode != 0
     err = res.stderr.decode()
     assert f"it has {what}" in err and "CRAM record " in err, err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, set()) == []
+
+
+def _records(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if not ln.startswith("@")]
+
+
+def _header_without_cram_fields(text: str) -> list[str]:
+    """Header lines but @PG, without the @SQ M5/UR fields a CRAM adds."""
+    return [
+        "\t".join(f for f in ln.split("\t") if not f.startswith(("M5:", "UR:")))
+        for ln in oracle.header_lines(text)
+        if not ln.startswith("@PG")
+    ]
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+@pytest.mark.parametrize("src", ["sam_rg_plain", "sam_rg_mixed"])
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_cram_output_with_read_groups_reads_back_as_samtools_sorted_cram(
+    alnsort_bin, data, tmp_path, order, src, version
+):
+    """Records with RG tags (two read groups; in the mixed input also RG
+    first, RG not in the header, RG of type i, a tag named rg, and records
+    without RG): samtools reads alnsort's CRAM into exactly the records, tag
+    order included, it reads from `samtools sort -O cram` of the same input
+    (RG given once: a header read group last, from the read-group series;
+    any other RG kept as a tag in its place)."""
+    cram = tmp_path / "out.cram"
+    res = run_alnsort(
+        [*ORDERS[order], "-O", f"cram,version={version}", "--reference", str(data["ref"]), "-o", str(cram), str(data[src])]
+    )
+    check_ok(res)
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools(
+        "sort", *ORDERS[order], "--no-PG", "-O", f"cram,version={version}", "--reference", str(data["ref"]),
+        "-o", str(theirs), str(data[src]),
+    )
+    got, want = _view(cram, data["ref"]), _view(theirs, data["ref"])
+    assert len(_records(want)) == 2 * 700 + 4 + 60 + 40
+    # The inputs exercise what they claim: RG once per record in the
+    # header's groups, and in the mixed input the other kinds of RG.
+    with_rg = [r for r in _records(want) if "\tRG:" in r]
+    assert all(r.count("\tRG:") == 1 for r in with_rg)
+    if src == "sam_rg_mixed":
+        assert any("\tRG:Z:gX\t" in r for r in with_rg) and any("\tRG:i:7\t" in r for r in with_rg)
+        assert any(r.endswith("\tRG:Z:unknown2") for r in with_rg)
+        assert any("\trg:Z:lower\t" in r for r in with_rg)
+        assert len(with_rg) < len(_records(want))
+    else:
+        assert len(with_rg) == len(_records(want))
+    assert_same_text("\n".join(_records(want)), "\n".join(_records(got)), f"CRAM with RG read back, {src} {order} {version}")
+    assert _header_without_cram_fields(got) == _header_without_cram_fields(want)
+
+
+def test_cram_output_refuses_a_record_with_two_rg_tags(alnsort_bin, data, tmp_path):
+    """Two RG tags on one record: samtools would keep one (which depends on
+    the header), alnsort refuses naming the record, leaving nothing."""
+    lines = data["sam_rg_plain"].read_text().splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if not ln.startswith("@"))
+    lines[k] = lines[k].rstrip("\n") + "\tRG:Z:g2\n"
+    src = tmp_path.parent / f"{tmp_path.name}-2rg.sam"
+    src.write_text("".join(lines))
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    assert "more than one RG tag" in err and "CRAM record " in err, err
     assert not out.exists()
     assert harness.leftover_files(tmp_path, set()) == []
 
@@ -504,8 +604,8 @@ def _containers(path: Path) -> list[tuple[int, int]]:
 
 
 def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alnsort_bin, data, tmp_path):
-    """25,000 records make three containers, encoded on the pool and written
-    in order: the file is byte-identical for -@1 and -@3, each container
+    """25,000 records (with and without RG) make three containers, encoded
+    on the pool and written in order: the file is byte-identical for -@1 and -@3, each container
     carries its records' place in the file (record counters 0, 10240,
     20480; the EOF container last), and samtools reads it into the records
     of the CRAM it makes itself of alnsort's BAM output."""
@@ -519,7 +619,11 @@ def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alns
             seqs[name].append(ln.upper())
     seqs = {k: "".join(v) for k, v in seqs.items()}
     lines = ["@HD\tVN:1.6\tSO:unsorted"] + [f"@SQ\tSN:{n}\tLN:{len(s)}" for n, s in seqs.items()]
+    lines += ["@RG\tID:a\tSM:x", "@RG\tID:b\tSM:x"]
     names = list(seqs)
+    # Read groups in every container: none, a or b (the read-group series),
+    # zz (not in the header: kept as a tag).
+    rgs = ["", "\tRG:Z:a", "\tRG:Z:b", "\tRG:Z:zz"]
     for i in range(25_000):
         ref = rng.choice(names)
         pos = rng.randrange(0, len(seqs[ref]) - 100)
@@ -529,7 +633,7 @@ def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alns
             seq[j] = rng.choice([b for b in BASES if b != seq[j]])
         qual = "".join(chr(33 + rng.randint(2, 40)) for _ in range(100))
         flag = rng.choice([0, 16])
-        lines.append(f"r{i}\t{flag}\t{ref}\t{pos + 1}\t{rng.randint(0, 60)}\t100M\t*\t0\t0\t{''.join(seq)}\t{qual}\tXA:i:{i}")
+        lines.append(f"r{i}\t{flag}\t{ref}\t{pos + 1}\t{rng.randint(0, 60)}\t100M\t*\t0\t0\t{''.join(seq)}\t{qual}\tXA:i:{i}{rgs[i % 4]}")
     src = tmp_path / "many.sam"
     src.write_text("\n".join(lines) + "\n")
     outs = []

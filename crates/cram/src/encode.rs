@@ -261,14 +261,14 @@ fn encode_container(
             source,
         },
     };
-    let mut writer = cram::io::writer::Builder::default()
-        .set_reference_sequence_repository(shared.repository.clone())
-        .set_block_content_encoder_map(shared.encoders.clone())
-        .build_from_writer(Vec::new());
-    let mut bam_record = bam::Record::default();
-    for (k, &at) in starts.iter().enumerate() {
+    let records = |k: usize| {
         let end = starts.get(k + 1).copied().unwrap_or(slice.len());
-        let framed = &slice[at..end];
+        &slice[starts[k]..end]
+    };
+    // Where each record's RG tag is to stay a tag (see `read_group`).
+    let mut kept_rg = Vec::new();
+    for k in 0..starts.len() {
+        let framed = records(k);
         let record = first + k as u64 + 1;
         if let Some(what) = refusal(framed) {
             return Err(CramError::Unsupported {
@@ -276,6 +276,50 @@ fn encode_container(
                 record,
                 what: what.into(),
             });
+        }
+        match read_group(framed, &shared.header) {
+            Ok(ReadGroup::None | ReadGroup::Series) => {}
+            Ok(ReadGroup::Tag(at)) => kept_rg.push((k, at)),
+            Err(what) => {
+                return Err(CramError::Unsupported {
+                    file: file.clone(),
+                    record,
+                    what,
+                })
+            }
+        }
+    }
+    let placeholder = if kept_rg.is_empty() {
+        None
+    } else {
+        Some(placeholder_tag(slice, starts).ok_or_else(|| {
+            CramError::Unsupported {
+                file: file.clone(),
+                record: first + kept_rg[0].0 as u64 + 1,
+                what: "an RG tag to store as a tag, in a slice that uses every two-letter \
+                       lower-case tag name (none is left to carry it past noodles-cram)"
+                    .into(),
+            }
+        })?)
+    };
+    let mut kept_rg = kept_rg.into_iter().peekable();
+    let mut renamed = Vec::new();
+    let mut writer = cram::io::writer::Builder::default()
+        .set_reference_sequence_repository(shared.repository.clone())
+        .set_block_content_encoder_map(shared.encoders.clone())
+        .build_from_writer(Vec::new());
+    let mut bam_record = bam::Record::default();
+    for k in 0..starts.len() {
+        let mut framed = records(k);
+        let record = first + k as u64 + 1;
+        if let (Some(&(j, at)), Some(p)) = (kept_rg.peek(), placeholder) {
+            if j == k {
+                kept_rg.next();
+                renamed.clear();
+                renamed.extend_from_slice(framed);
+                renamed[at..at + 2].copy_from_slice(&p);
+                framed = &renamed;
+            }
         }
         let mut reader = bam::io::Reader::from(framed);
         reader
@@ -289,7 +333,7 @@ fn encode_container(
     writer
         .try_finish(&shared.header)
         .map_err(|e| fail(last, e))?;
-    crate::splice::renumbered_container(&writer.into_inner(), first).map_err(|what| {
+    crate::splice::renumbered_container(&writer.into_inner(), first, placeholder).map_err(|what| {
         CramError::Encode {
             file: file.clone(),
             record: first + 1,
@@ -299,6 +343,81 @@ fn encode_container(
             )),
         }
     })
+}
+
+/// How a record's read group is stored, as htslib 1.24 stores it
+/// (`cram_encode_aux`).
+#[derive(Debug, PartialEq)]
+enum ReadGroup {
+    /// No RG tag.
+    None,
+    /// An `RG:Z` naming an @RG of the header: the read-group data series
+    /// (noodles sets it; `splice` removes the tag noodles also keeps), which
+    /// readers give back as the last tag.
+    Series,
+    /// Any other RG tag (a name not in the header, which htslib stores
+    /// verbatim with a warning, or a type other than Z), kept as a tag in
+    /// its place; the value is the offset of its tag name in the framed
+    /// record. noodles-cram 0.102 refuses such a tag, so the encoder hands
+    /// it over under a placeholder name that `splice` renames RG.
+    Tag(usize),
+}
+
+fn read_group(framed: &[u8], header: &sam::Header) -> Result<ReadGroup, String> {
+    let view = alnsort_bam::RecordRef::with_block_size(framed);
+    let aux = view.aux();
+    let aux_at = framed.len() - aux.len();
+    let mut found = ReadGroup::None;
+    let mut i = 0;
+    while i + 3 <= aux.len() {
+        let (ty, val) = (aux[i + 2], &aux[i + 3..]);
+        // Validation has checked the aux area; stop at anything it let by.
+        let Some(len) = alnsort_bam::record::aux_value_len(ty, val) else {
+            break;
+        };
+        if aux[i..i + 2] == *b"RG" {
+            if found != ReadGroup::None {
+                return Err("more than one RG tag (samtools would keep one of them, \
+                            alnsort does not choose)"
+                    .into());
+            }
+            let in_header = ty == b'Z' && header.read_groups().contains_key(&val[..len - 1]);
+            found = if in_header {
+                ReadGroup::Series
+            } else {
+                ReadGroup::Tag(aux_at + i)
+            };
+        }
+        i += 3 + len;
+    }
+    Ok(found)
+}
+
+/// A tag name no record of the slice uses (two lower-case letters, `rg`
+/// first), to carry RG tags past noodles-cram; `None` if all are used.
+fn placeholder_tag(slice: &[u8], starts: &[usize]) -> Option<[u8; 2]> {
+    // Bit (a - b'a') * 26 + (b - b'a') set when [a, b] is in use.
+    let mut used = vec![false; 26 * 26];
+    for (k, &at) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).copied().unwrap_or(slice.len());
+        let aux = alnsort_bam::RecordRef::with_block_size(&slice[at..end]).aux();
+        let mut i = 0;
+        while i + 3 <= aux.len() {
+            let (a, b) = (aux[i], aux[i + 1]);
+            if a.is_ascii_lowercase() && b.is_ascii_lowercase() {
+                used[(a - b'a') as usize * 26 + (b - b'a') as usize] = true;
+            }
+            let Some(len) = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..]) else {
+                break;
+            };
+            i += 3 + len;
+        }
+    }
+    let first = (b'r' - b'a') as usize * 26 + (b'g' - b'a') as usize;
+    (0..used.len())
+        .map(|n| (first + n) % used.len())
+        .find(|&n| !used[n])
+        .map(|n| [b'a' + (n / 26) as u8, b'a' + (n % 26) as u8])
 }
 
 /// Why noodles-cram 0.102 cannot write this record as samtools would read it
@@ -319,12 +438,43 @@ fn refusal(framed: &[u8]) -> Option<&'static str> {
              slice\"); write BAM, or convert the BAM with samtools view -C",
         );
     }
-    if view.aux_get(*b"RG").is_some() {
-        return Some(
-            "an RG tag: the CRAM encoder (noodles-cram 0.102) stores RG both as a tag \
-             and as the read-group series, so samtools would read it twice; write BAM, \
-             or convert the BAM with samtools view -C",
-        );
-    }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::md_nm::tests::record;
+
+    fn header() -> sam::Header {
+        "@HD\tVN:1.6\n@RG\tID:g1\n@RG\tID:g2\n".parse().unwrap()
+    }
+
+    #[test]
+    fn read_groups_are_stored_as_htslib_stores_them() {
+        let h = header();
+        let rg = |aux: &[u8]| read_group(&record(4, -1, &[], b"AC", aux), &h);
+        assert_eq!(rg(b"XIC\x01"), Ok(ReadGroup::None));
+        assert_eq!(rg(b"XIC\x01RGZg2\0"), Ok(ReadGroup::Series));
+        // Not in the header, or not of type Z: kept as a tag, found where
+        // its name starts (the framed record's aux area starts at 4 + 32 +
+        // name 2 + bases 1 + qualities 2 = 41).
+        assert_eq!(rg(b"XIC\x01RGZg3\0"), Ok(ReadGroup::Tag(45)));
+        assert_eq!(rg(b"RGC\x07XIC\x01"), Ok(ReadGroup::Tag(41)));
+        assert!(rg(b"RGZg1\0RGZg2\0")
+            .unwrap_err()
+            .contains("more than one RG tag"));
+    }
+
+    #[test]
+    fn the_placeholder_is_a_tag_name_no_record_of_the_slice_uses() {
+        let mut slice = Vec::new();
+        let mut starts = Vec::new();
+        for aux in [&b"rgZa\0"[..], b"XIC\x01rhC\x02", b""] {
+            starts.push(slice.len());
+            slice.extend_from_slice(&record(4, -1, &[], b"AC", aux));
+        }
+        assert_eq!(placeholder_tag(&slice, &starts), Some(*b"ri"));
+        assert_eq!(placeholder_tag(&slice[..0], &[]), Some(*b"rg"));
+    }
 }

@@ -128,12 +128,18 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8]) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A framed BAM record at `pos` with `cigar` ((op, len) pairs), bases
     /// `seq` and raw aux bytes.
-    fn record(flag: u16, pos: i32, cigar: &[(u8, u32)], seq: &[u8], aux: &[u8]) -> Vec<u8> {
+    pub(crate) fn record(
+        flag: u16,
+        pos: i32,
+        cigar: &[(u8, u32)],
+        seq: &[u8],
+        aux: &[u8],
+    ) -> Vec<u8> {
         let name = b"r\0";
         let mut d = Vec::new();
         d.extend_from_slice(&0i32.to_le_bytes());

@@ -19,6 +19,7 @@ deletions and soft clips, records with no sequence (SEQ *), long reads
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import random
@@ -603,12 +604,9 @@ def _containers(path: Path) -> list[tuple[int, int]]:
     return out[1:]
 
 
-def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alnsort_bin, data, tmp_path):
-    """25,000 records (with and without RG) make three containers, encoded
-    on the pool and written in order: the file is byte-identical for -@1 and -@3, each container
-    carries its records' place in the file (record counters 0, 10240,
-    20480; the EOF container last), and samtools reads it into the records
-    of the CRAM it makes itself of alnsort's BAM output."""
+def _many_records_sam(data, path: Path) -> Path:
+    """25,000 unpaired 100-base reads on every reference (with and without
+    RG), unsorted, written to `path`."""
     rng = random.Random(99)
     seqs = {}
     for ln in Path(data["ref"]).read_text().splitlines():
@@ -634,8 +632,17 @@ def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alns
         qual = "".join(chr(33 + rng.randint(2, 40)) for _ in range(100))
         flag = rng.choice([0, 16])
         lines.append(f"r{i}\t{flag}\t{ref}\t{pos + 1}\t{rng.randint(0, 60)}\t100M\t*\t0\t0\t{''.join(seq)}\t{qual}\tXA:i:{i}{rgs[i % 4]}")
-    src = tmp_path / "many.sam"
-    src.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alnsort_bin, data, tmp_path):
+    """25,000 records (with and without RG) make three containers, encoded
+    on the pool and written in order: the file is byte-identical for -@1 and -@3, each container
+    carries its records' place in the file (record counters 0, 10240,
+    20480; the EOF container last), and samtools reads it into the records
+    of the CRAM it makes itself of alnsort's BAM output."""
+    src = _many_records_sam(data, tmp_path / "many.sam")
     outs = []
     for threads in ("1", "3"):
         cram = tmp_path / f"out{threads}.cram"
@@ -651,3 +658,48 @@ def test_cram_output_of_several_containers_is_the_same_for_any_thread_count(alns
     got, want = rec(_view(outs[1], data["ref"])), rec(_view(theirs, data["ref"]))
     assert want.count("\n") + 1 == 25_000
     assert_same_text(want, got, "CRAM out of three containers read back")
+
+
+def _crai_lines(path: Path) -> list[str]:
+    return gzip.decompress(path.read_bytes()).decode().splitlines()
+
+
+@pytest.mark.parametrize("src", ["sam_rg_mixed", "many"])
+def test_cram_write_index_gives_the_crai_samtools_index_makes(alnsort_bin, data, tmp_path, src):
+    """--write-index with CRAM output writes out.cram.crai: the same lines
+    as `samtools index` of the same file (one slice of several references
+    and unmapped reads, one line per reference; or three containers), the
+    same bytes for -@1 and -@3, and region queries through it return every
+    record overlapping the region."""
+    path = _many_records_sam(data, tmp_path / "many.sam") if src == "many" else data[src]
+    outs = []
+    for threads in ("1", "3"):
+        cram = tmp_path / f"out{threads}.cram"
+        check_ok(run_alnsort(["--no-PG", "-@", threads, "--write-index", "-O", "cram", "--reference", str(data["ref"]), "-o", str(cram), str(path)]))
+        outs.append(cram)
+    crai = Path(f"{outs[1]}.crai")
+    assert crai.read_bytes() == Path(f"{outs[0]}.crai").read_bytes()
+    copy = tmp_path / "copy.cram"
+    copy.write_bytes(outs[1].read_bytes())
+    oracle.samtools("index", str(copy))
+    want = _crai_lines(Path(f"{copy}.crai"))
+    assert len(want) >= (4 if src != "many" else 3)
+    assert _crai_lines(crai) == want
+    # Region queries through alnsort's index against a scan of the file.
+    import pysam
+
+    with pysam.AlignmentFile(str(outs[1]), "rc", reference_filename=str(data["ref"])) as f:
+        everything = [(r.query_name, r.flag, r.reference_name, r.reference_start, r.reference_end or r.reference_start + 1) for r in f.fetch(until_eof=True)]
+        for ref, beg, end in (("chrA", 1000, 5000), ("chrB", 0, 800), ("chrC", 2500, 2600), ("chrA", 40_000, 41_000)):
+            got = [(r.query_name, r.flag) for r in f.fetch(ref, beg, end)]
+            want_region = [(n, fl) for n, fl, rn, s, e in everything if rn == ref and s < end and e > beg]
+            assert want_region, (ref, beg, end)
+            assert got == want_region, (ref, beg, end)
+
+
+def test_cram_write_index_in_minimiser_order_is_refused(alnsort_bin, data, tmp_path):
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-M", "--write-index", "-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(data["sam_plain"])], cwd=str(tmp_path))
+    assert res.returncode != 0
+    assert "--write-index with CRAM output is supported for coordinate order only" in res.stderr.decode()
+    assert not out.exists()

@@ -20,14 +20,17 @@ pub struct CramWriter<W: Write> {
     shared: Arc<Shared>,
     /// Writes the file definition and header container, the encoded
     /// containers (through `get_mut`) and the EOF container.
-    writer: cram::io::Writer<W>,
+    writer: cram::io::Writer<Counted<W>>,
+    /// The `.crai` lines of the containers written so far, when an index
+    /// is wanted ([`CramWriter::with_index`]).
+    crai: Option<Vec<u8>>,
     /// Records handed to encoding jobs so far.
     records: u64,
     /// The records of the slice being filled, checked as a whole before
     /// noodles gets them (`mates::check_slice`).
     slice: Vec<u8>,
     slice_starts: Vec<usize>,
-    queue: OrderedQueue<Result<Vec<u8>, CramError>>,
+    queue: OrderedQueue<Result<Encoded, CramError>>,
     /// Containers in flight before the writer waits for the oldest.
     depth: usize,
 }
@@ -38,6 +41,45 @@ struct Shared {
     header: sam::Header,
     repository: noodles_fasta::Repository,
     encoders: BlockContentEncoderMap,
+    /// Whether jobs work out their slice's `.crai` lines.
+    index: bool,
+}
+
+/// One encoded container and, when an index is wanted, its slice's
+/// `.crai` lines without the container's offset in the file.
+struct Encoded {
+    bytes: Vec<u8>,
+    crai: Vec<CraiLine>,
+}
+
+/// A `.crai` line (htslib `cram_index_slice`): reference id, alignment
+/// start, span, then the container's offset (known when it is written),
+/// the slice's landmark and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CraiLine {
+    reference: i32,
+    start: i64,
+    span: i64,
+    landmark: u32,
+    size: u32,
+}
+
+/// Counts the bytes written through it (the containers' offsets).
+struct Counted<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Records per slice (and per container) in noodles-cram 0.102's writer:
@@ -122,7 +164,7 @@ impl<W: Write> CramWriter<W> {
         let mut writer = cram::io::writer::Builder::default()
             .set_reference_sequence_repository(repository.clone())
             .set_block_content_encoder_map(encoders.clone())
-            .build_from_writer(inner);
+            .build_from_writer(Counted { inner, written: 0 });
         writer
             .write_header(&header)
             .map_err(|source| match take_reference_error(source) {
@@ -143,14 +185,26 @@ impl<W: Write> CramWriter<W> {
                 header,
                 repository,
                 encoders,
+                index: false,
             }),
             writer,
+            crai: None,
             records: 0,
             slice: Vec::new(),
             slice_starts: Vec::new(),
             queue: OrderedQueue::new(pool, "CRAM encoding"),
             depth,
         })
+    }
+
+    /// Also builds the file's `.crai` (returned by
+    /// [`CramWriter::finish_indexed`]); call before any record.
+    pub fn with_index(mut self) -> CramWriter<W> {
+        Arc::get_mut(&mut self.shared)
+            .expect("with_index is called before any record is written")
+            .index = true;
+        self.crai = Some(Vec::new());
+        self
     }
 
     /// Appends one BAM record (with its `block_size` prefix). Records are
@@ -192,13 +246,25 @@ impl<W: Write> CramWriter<W> {
 
     fn write_done(
         &mut self,
-        done: Result<Result<Vec<u8>, CramError>, alnsort_pipeline::Lost>,
+        done: Result<Result<Encoded, CramError>, alnsort_pipeline::Lost>,
     ) -> Result<(), CramError> {
         let file = &self.shared.file;
-        let bytes = done.map_err(|source| CramError::Lost {
+        let Encoded { bytes, crai } = done.map_err(|source| CramError::Lost {
             file: file.clone(),
             source,
         })??;
+        if let Some(out) = &mut self.crai {
+            let offset = self.writer.get_ref().written;
+            for l in crai {
+                // htslib's format: "%d\t%ld\t%ld\t%ld\t%d\t%d\n".
+                writeln!(
+                    out,
+                    "{}\t{}\t{}\t{offset}\t{}\t{}",
+                    l.reference, l.start, l.span, l.landmark, l.size
+                )
+                .expect("writing to memory");
+            }
+        }
         self.writer
             .get_mut()
             .write_all(&bytes)
@@ -210,7 +276,14 @@ impl<W: Write> CramWriter<W> {
 
     /// Writes the last container and the EOF container; returns the
     /// underlying writer.
-    pub fn finish(mut self) -> Result<W, CramError> {
+    pub fn finish(self) -> Result<W, CramError> {
+        Ok(self.finish_indexed()?.0)
+    }
+
+    /// As [`CramWriter::finish`], also returning the `.crai` (gzip of
+    /// htslib's text lines, one per slice and reference) when the writer
+    /// was made [`CramWriter::with_index`].
+    pub fn finish_indexed(mut self) -> Result<(W, Option<Vec<u8>>), CramError> {
         if !self.slice_starts.is_empty() {
             self.flush_slice()?;
         }
@@ -229,7 +302,13 @@ impl<W: Write> CramWriter<W> {
                 Err(source) => CramError::Write { file, source },
             },
         )?;
-        Ok(self.writer.into_inner())
+        let crai = self.crai.take().map(|text| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(&text)
+                .and_then(|_| gz.finish())
+                .expect("compressing in memory")
+        });
+        Ok((self.writer.into_inner().inner, crai))
     }
 }
 
@@ -240,7 +319,7 @@ fn encode_container(
     slice: &[u8],
     starts: &[usize],
     first: u64,
-) -> Result<Vec<u8>, CramError> {
+) -> Result<Encoded, CramError> {
     let file = &shared.file;
     if let Err((i, what)) = crate::mates::check_slice(slice, starts) {
         return Err(CramError::Unsupported {
@@ -333,16 +412,70 @@ fn encode_container(
     writer
         .try_finish(&shared.header)
         .map_err(|e| fail(last, e))?;
-    crate::splice::renumbered_container(&writer.into_inner(), first, placeholder).map_err(|what| {
-        CramError::Encode {
-            file: file.clone(),
-            record: first + 1,
-            source: std::io::Error::other(format!(
-                "the container noodles-cram wrote for records {}..{last} cannot be placed: {what}",
-                first + 1
-            )),
+    let (bytes, slice_info) =
+        crate::splice::renumbered_container(&writer.into_inner(), first, placeholder).map_err(
+            |what| CramError::Encode {
+                file: file.clone(),
+                record: first + 1,
+                source: std::io::Error::other(format!(
+            "the container noodles-cram wrote for records {}..{last} cannot be placed: {what}",
+            first + 1
+        )),
+            },
+        )?;
+    let crai = if shared.index {
+        crai_lines(slice_info, (0..starts.len()).map(records))
+    } else {
+        Vec::new()
+    };
+    Ok(Encoded { bytes, crai })
+}
+
+/// The `.crai` lines of a slice, as htslib's `cram_index_slice` makes them:
+/// one line from the slice header, or, for a slice of several references
+/// (id -2), one line per run of records on one reference, from the first
+/// record's start to the furthest end (`cram_index_build_multiref`; a
+/// record's end as htslib's decoder sets it: the last reference base its
+/// CIGAR covers, never before its start, and its start when unmapped).
+fn crai_lines<'a>(
+    slice: crate::splice::SliceInfo,
+    records: impl Iterator<Item = &'a [u8]>,
+) -> Vec<CraiLine> {
+    let line = |reference, start, span| CraiLine {
+        reference,
+        start,
+        span,
+        landmark: slice.landmark,
+        size: slice.size,
+    };
+    if slice.reference != -2 {
+        return vec![line(slice.reference, slice.start as i64, slice.span as i64)];
+    }
+    let mut lines = Vec::new();
+    let mut run: Option<(i32, i64, i64)> = None;
+    for framed in records {
+        let view = alnsort_bam::RecordRef::with_block_size(framed);
+        let reference = view.ref_id();
+        let start = view.pos() as i64 + 1;
+        let end = if view.flag() & 0x4 != 0 {
+            start
+        } else {
+            (start - 1 + view.reference_length()).max(start)
+        };
+        match &mut run {
+            Some((r, _, e)) if *r == reference => *e = (*e).max(end),
+            _ => {
+                if let Some((r, s, e)) = run {
+                    lines.push(line(r, s, e - s + 1));
+                }
+                run = Some((reference, start, end));
+            }
         }
-    })
+    }
+    if let Some((r, s, e)) = run {
+        lines.push(line(r, s, e - s + 1));
+    }
+    lines
 }
 
 /// How a record's read group is stored, as htslib 1.24 stores it
@@ -464,6 +597,50 @@ mod tests {
         assert!(rg(b"RGZg1\0RGZg2\0")
             .unwrap_err()
             .contains("more than one RG tag"));
+    }
+
+    /// `record` on reference `tid` (md_nm's helper puts every record on 0).
+    fn on(tid: i32, framed: Vec<u8>) -> Vec<u8> {
+        let mut f = framed;
+        f[4..8].copy_from_slice(&tid.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn crai_lines_of_a_slice_of_several_references_go_by_reference() {
+        let info = |reference| crate::splice::SliceInfo {
+            reference,
+            start: 7,
+            span: 90,
+            landmark: 300,
+            size: 5000,
+        };
+        let line = |reference, start, span| CraiLine {
+            reference,
+            start,
+            span,
+            landmark: 300,
+            size: 5000,
+        };
+        let recs = [
+            // 0-based 99, 10M2D5M: 1-based 100..116.
+            on(
+                0,
+                record(0, 99, &[(0, 10), (2, 2), (0, 5)], &[b'A'; 15], b""),
+            ),
+            // 1-based 101..104, inside the first.
+            on(0, record(0, 100, &[(0, 4)], b"ACGT", b"")),
+            // Soft clips only: its end is its start (200).
+            on(1, record(0, 199, &[(4, 4)], b"ACGT", b"")),
+            // Placed unmapped: end at its start (300).
+            on(1, record(4, 299, &[], b"AC", b"")),
+            on(-1, record(4, -1, &[], b"AC", b"")),
+        ];
+        let got = crai_lines(info(-2), recs.iter().map(|r| &r[..]));
+        assert_eq!(got, [line(0, 100, 17), line(1, 200, 101), line(-1, 0, 1)]);
+        // One reference: the slice header's values.
+        let got = crai_lines(info(1), recs.iter().map(|r| &r[..]));
+        assert_eq!(got, [line(1, 7, 90)]);
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! their CRC32s, the slice header block's sizes and the container's length.
 //! The first landmark is the compression header's length, made for the
 //! rewritten header; the slice header is the last thing before the data
-//! that follows it. Nothing else depends on absolute offsets.
+//! that follows it. Nothing else depends on absolute offsets (the `.crai`
+//! lines do; the writer adds the container's offset to what
+//! [`SliceInfo`] says when it writes the container).
 //!
 //! The read group is also settled here. For an RG tag that names an @RG of
 //! the header, noodles-cram 0.102 sets the read-group data series *and*
@@ -385,7 +387,7 @@ pub(crate) fn renumbered_container(
     stream: &[u8],
     counter: u64,
     placeholder: Option<[u8; 2]>,
-) -> Result<Vec<u8>, String> {
+) -> Result<(Vec<u8>, SliceInfo), String> {
     let len = i32::from_le_bytes(
         stream
             .get(..4)
@@ -475,8 +477,33 @@ pub(crate) fn renumbered_container(
     write_itf8(&mut out, landmark);
     let c = crc32(&out);
     out.extend_from_slice(&c.to_le_bytes());
+    let size = new_body.len() as u32 - landmark;
     out.extend_from_slice(&new_body);
-    Ok(out)
+    let mut at = 0;
+    let mut field = || read_itf8(blocks[1].data, &mut at);
+    let info = SliceInfo {
+        reference: field()? as i32,
+        start: field()? as i32,
+        span: field()? as i32,
+        landmark,
+        size,
+    };
+    Ok((out, info))
+}
+
+/// What a `.crai` line says of a slice (CRAM 3 §8.5 slice header fields;
+/// offsets within the container as written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SliceInfo {
+    /// Reference sequence id: -1 unmapped, -2 several references.
+    pub reference: i32,
+    /// 1-based alignment start and span (0 for unmapped or several).
+    pub start: i32,
+    pub span: i32,
+    /// Offset of the slice from the end of the container header.
+    pub landmark: u32,
+    /// Bytes of the slice: its header block and its data blocks.
+    pub size: u32,
 }
 
 #[cfg(test)]

@@ -323,6 +323,23 @@ def test_cram_input_matches_samtools(alnsort_bin, data, tmp_path, order, version
     assert_same_text(expected, oracle.strip_pg(oracle.view(str(out))), f"CRAM {version} in, order={order}")
 
 
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+def test_cram_input_with_read_groups_of_every_kind_matches_samtools(alnsort_bin, data, tmp_path, version):
+    """CRAM in made by samtools from the mixed read-group input: an RG not in
+    the header (or not of type Z) is a stored tag, so the MD/NM a reader
+    adds go after it; a header read group's RG (from the series) stays last,
+    after MD/NM."""
+    src = tmp_path / "in.cram"
+    oracle.samtools(
+        "view", "--no-PG", "-O", f"cram,version={version}", "-T", str(data["ref"]), "-o", str(src), str(data["sam_rg_mixed"])
+    )
+    out = tmp_path / "out.bam"
+    check_ok(run_alnsort(["--reference", str(data["ref"]), "-o", str(out), str(src)]))
+    expected = _samtools_sorted([], src, data["ref"], tmp_path)
+    assert "\tRG:Z:gX\tMC:Z:" in expected and "\tRG:Z:unknown2\tMD:Z:" in expected
+    assert_same_text(expected, oracle.strip_pg(oracle.view(str(out))), f"CRAM {version} in, mixed read groups")
+
+
 def test_cram_input_through_ref_path(alnsort_bin, data, tmp_path, monkeypatch):
     """No --reference: the references are found by M5 under REF_PATH."""
     monkeypatch.setenv("REF_PATH", f"{tmp_path / 'nothing-here'}:{data['cache']}/%2s/%2s/%s")
@@ -397,10 +414,11 @@ def test_cram_output_reads_back_as_samtools_own_cram(alnsort_bin, data, tmp_path
     assert hd(got) == hd(want)
 
 
-def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path):
+@pytest.mark.parametrize("src", ["sam_plain", "sam_rg_mixed"])
+def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path, src):
     """CRAM written by alnsort and read back by alnsort gives what samtools
-    reads from it."""
-    src = data["sam_plain"]
+    reads from it (with read groups of every kind in `sam_rg_mixed`)."""
+    src = data[src]
     cram = tmp_path / "out.cram"
     check_ok(run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
     back = tmp_path / "back.bam"
@@ -421,13 +439,8 @@ def test_cram_output_refuses_what_it_cannot_write(alnsort_bin, data, tmp_path, s
     """noodles-cram fails on an aligned record without bases, and writes
     records with bases but QUAL * into a slice samtools cannot decode: both
     are refused, naming the record, and nothing is left behind."""
-    out = tmp_path / "out.cram"
-    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(data[src])], cwd=str(tmp_path))
-    assert res.returncode != 0
-    err = res.stderr.decode()
+    err = _cram_output_refused(data, tmp_path, data[src])
     assert f"it has {what}" in err and "CRAM record " in err, err
-    assert not out.exists()
-    assert harness.leftover_files(tmp_path, set()) == []
 
 
 def _records(text: str) -> list[str]:
@@ -482,6 +495,17 @@ def test_cram_output_with_read_groups_reads_back_as_samtools_sorted_cram(
     assert _header_without_cram_fields(got) == _header_without_cram_fields(want)
 
 
+def _cram_output_refused(data, tmp_path: Path, src: Path) -> str:
+    """Runs a CRAM output of `src` (in `tmp_path`) that must fail, leaving
+    no output and no other file; returns its stderr."""
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
+    assert res.returncode != 0
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, set()) == []
+    return res.stderr.decode()
+
+
 def test_cram_output_refuses_a_record_with_two_rg_tags(alnsort_bin, data, tmp_path):
     """Two RG tags on one record: samtools would keep one (which depends on
     the header), alnsort refuses naming the record, leaving nothing."""
@@ -490,13 +514,8 @@ def test_cram_output_refuses_a_record_with_two_rg_tags(alnsort_bin, data, tmp_pa
     lines[k] = lines[k].rstrip("\n") + "\tRG:Z:g2\n"
     src = tmp_path.parent / f"{tmp_path.name}-2rg.sam"
     src.write_text("".join(lines))
-    out = tmp_path / "out.cram"
-    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
-    assert res.returncode != 0
-    err = res.stderr.decode()
+    err = _cram_output_refused(data, tmp_path, src)
     assert "more than one RG tag" in err and "CRAM record " in err, err
-    assert not out.exists()
-    assert harness.leftover_files(tmp_path, set()) == []
 
 
 @pytest.mark.parametrize(
@@ -547,13 +566,8 @@ def test_cram_output_refuses_mate_fields_a_reader_would_rebuild(alnsort_bin, dat
         out_lines.append(ln)
     src = tmp_path.parent / f"{tmp_path.name}-tlen.sam"
     src.write_text("".join(out_lines))
-    out = tmp_path / "out.cram"
-    res = run_alnsort(["-O", "cram", "--reference", str(data["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
-    assert res.returncode != 0
-    err = res.stderr.decode()
+    err = _cram_output_refused(data, tmp_path, src)
     assert f"read {name}" in err and "TLEN" in err and "rebuilds" in err, err
-    assert not out.exists()
-    assert harness.leftover_files(tmp_path, set()) == []
 
 
 def _itf8(buf: bytes, at: int) -> tuple[int, int]:

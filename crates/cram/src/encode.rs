@@ -412,17 +412,16 @@ fn encode_container(
     writer
         .try_finish(&shared.header)
         .map_err(|e| fail(last, e))?;
-    let (bytes, slice_info) =
-        crate::splice::renumbered_container(&writer.into_inner(), first, placeholder).map_err(
-            |what| CramError::Encode {
-                file: file.clone(),
-                record: first + 1,
-                source: std::io::Error::other(format!(
-            "the container noodles-cram wrote for records {}..{last} cannot be placed: {what}",
-            first + 1
-        )),
-            },
-        )?;
+    let stream = writer.into_inner();
+    let (bytes, slice_info) = crate::splice::renumbered_container(&stream, first, placeholder)
+        .map_err(|what| CramError::Encode {
+            file: file.clone(),
+            record: first + 1,
+            source: std::io::Error::other(format!(
+                "the container noodles-cram wrote for records {}..{last} cannot be placed: {what}",
+                first + 1
+            )),
+        })?;
     let crai = if shared.index {
         crai_lines(slice_info, (0..starts.len()).map(records))
     } else {
@@ -529,7 +528,7 @@ fn read_group(framed: &[u8], header: &sam::Header) -> Result<ReadGroup, String> 
 /// A tag name no record of the slice uses (two lower-case letters, `rg`
 /// first), to carry RG tags past noodles-cram; `None` if all are used.
 fn placeholder_tag(slice: &[u8], starts: &[usize]) -> Option<[u8; 2]> {
-    // Bit (a - b'a') * 26 + (b - b'a') set when [a, b] is in use.
+    // Entry (a - b'a') * 26 + (b - b'a') is set when [a, b] is in use.
     let mut used = vec![false; 26 * 26];
     for (k, &at) in starts.iter().enumerate() {
         let end = starts.get(k + 1).copied().unwrap_or(slice.len());

@@ -323,7 +323,8 @@ pub const OPTIONS: &[OptSpec] = &[
         help: "Index the output while writing it: FILE.csi, or the IDX of \
                -o FILE##idx##IDX (a .bai name gives BAI). Coordinate order \
                only (other orders: a warning, no index, as in samtools); BAM \
-               output only (samtools also indexes BGZF SAM).",
+               output, or CRAM output with FILE.crai (or IDX) as samtools \
+               writes it (samtools also indexes BGZF SAM).",
     },
     OptSpec {
         id: OptId::NoPg,

@@ -297,14 +297,25 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
                 "Ignoring --write-index as it only works for position sorted files".to_string(),
             );
             None
-        } else if !matches!(format, OutFormat::Bam) {
+        } else if !matches!(format, OutFormat::Bam | OutFormat::Cram) {
             return Err(ConfigError(
-                "--write-index is supported for BAM output only".into(),
+                "--write-index is supported for BAM and CRAM output only".into(),
+            ));
+        } else if format == OutFormat::Cram && order != SortOrder::Coordinate {
+            return Err(ConfigError(
+                "--write-index with CRAM output is supported for coordinate order only".into(),
             ));
         } else {
+            // CRAM output gets a .crai (kind then names no format: see
+            // `output.rs`), as samtools writes one.
+            let suffix = if format == OutFormat::Cram {
+                ".crai"
+            } else {
+                ".csi"
+            };
             let path = idx_path.map(PathBuf::from).unwrap_or_else(|| {
                 let mut p = out.clone().into_os_string();
-                p.push(".csi");
+                p.push(suffix);
                 PathBuf::from(p)
             });
             let kind = if path.extension().is_some_and(|e| e == "bai") {

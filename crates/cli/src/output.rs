@@ -253,6 +253,8 @@ impl Output {
                 pool,
             )
             .map_err(|e| write_error(&name, to_stdout, e))?;
+            // CRAM output is indexed by a .crai, whatever the index's name.
+            let w = if index.is_some() { w.with_index() } else { w };
             Sink::Cram {
                 writer: Box::new(w),
                 records: 0,
@@ -324,6 +326,7 @@ impl Output {
             to_stdout,
             ..
         } = self;
+        let mut crai = None;
         let (built, records, bytes_uncompressed, bytes_written) = match writer {
             Sink::Hts(writer) => {
                 let done = (*writer)
@@ -344,9 +347,10 @@ impl Output {
                 records,
                 bytes,
             } => {
-                let inner = writer
-                    .finish()
+                let (inner, index) = writer
+                    .finish_indexed()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                crai = index;
                 let written = inner.written;
                 inner
                     .finish()
@@ -355,10 +359,17 @@ impl Output {
             }
         };
         if let Some((path, p, mut f)) = index {
-            let built = built.ok_or_else(|| {
-                anyhow!("internal error: no index was built for {}", path.display())
-            })?;
-            built.write_file(&mut f, &path, !p.is_direct())?;
+            if let Some(crai) = crai {
+                let sync = !p.is_direct();
+                f.write_all(&crai)
+                    .and_then(|_| if sync { f.sync_all() } else { Ok(()) })
+                    .with_context(|| format!("writing the index {}", path.display()))?;
+            } else {
+                let built = built.ok_or_else(|| {
+                    anyhow!("internal error: no index was built for {}", path.display())
+                })?;
+                built.write_file(&mut f, &path, !p.is_direct())?;
+            }
             if let Some(out) = pending {
                 out.commit()
                     .with_context(|| format!("renaming output into place as {name}"))?;

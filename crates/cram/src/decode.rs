@@ -224,7 +224,14 @@ impl PendingContainer {
                         cached = Some((ref_id, seq));
                     }
                     let reference = cached.as_ref().map(|(_, s)| s.as_ref().as_ref());
-                    if let Some(fixed) = md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[]))
+                    // noodles gives the read-group series' RG (last) for
+                    // `get`, and nothing when the series is empty, even
+                    // with an RG stored as a tag.
+                    let rg_from_series = sam::alignment::Record::data(r)
+                        .get(&sam::alignment::record::data::field::Tag::READ_GROUP)
+                        .is_some();
+                    if let Some(fixed) =
+                        md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[]), rg_from_series)
                     {
                         buf.truncate(start);
                         buf.extend_from_slice(&fixed);

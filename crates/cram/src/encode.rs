@@ -20,14 +20,17 @@ pub struct CramWriter<W: Write> {
     shared: Arc<Shared>,
     /// Writes the file definition and header container, the encoded
     /// containers (through `get_mut`) and the EOF container.
-    writer: cram::io::Writer<W>,
+    writer: cram::io::Writer<Counted<W>>,
+    /// The `.crai` lines of the containers written so far, when an index
+    /// is wanted ([`CramWriter::with_index`]).
+    crai: Option<Vec<u8>>,
     /// Records handed to encoding jobs so far.
     records: u64,
     /// The records of the slice being filled, checked as a whole before
     /// noodles gets them (`mates::check_slice`).
     slice: Vec<u8>,
     slice_starts: Vec<usize>,
-    queue: OrderedQueue<Result<Vec<u8>, CramError>>,
+    queue: OrderedQueue<Result<Encoded, CramError>>,
     /// Containers in flight before the writer waits for the oldest.
     depth: usize,
 }
@@ -38,6 +41,45 @@ struct Shared {
     header: sam::Header,
     repository: noodles_fasta::Repository,
     encoders: BlockContentEncoderMap,
+    /// Whether jobs work out their slice's `.crai` lines.
+    index: bool,
+}
+
+/// One encoded container and, when an index is wanted, its slice's
+/// `.crai` lines without the container's offset in the file.
+struct Encoded {
+    bytes: Vec<u8>,
+    crai: Vec<CraiLine>,
+}
+
+/// A `.crai` line (htslib `cram_index_slice`): reference id, alignment
+/// start, span, then the container's offset (known when it is written),
+/// the slice's landmark and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CraiLine {
+    reference: i32,
+    start: i64,
+    span: i64,
+    landmark: u32,
+    size: u32,
+}
+
+/// Counts the bytes written through it (the containers' offsets).
+struct Counted<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Records per slice (and per container) in noodles-cram 0.102's writer:
@@ -122,7 +164,7 @@ impl<W: Write> CramWriter<W> {
         let mut writer = cram::io::writer::Builder::default()
             .set_reference_sequence_repository(repository.clone())
             .set_block_content_encoder_map(encoders.clone())
-            .build_from_writer(inner);
+            .build_from_writer(Counted { inner, written: 0 });
         writer
             .write_header(&header)
             .map_err(|source| match take_reference_error(source) {
@@ -143,14 +185,26 @@ impl<W: Write> CramWriter<W> {
                 header,
                 repository,
                 encoders,
+                index: false,
             }),
             writer,
+            crai: None,
             records: 0,
             slice: Vec::new(),
             slice_starts: Vec::new(),
             queue: OrderedQueue::new(pool, "CRAM encoding"),
             depth,
         })
+    }
+
+    /// Also builds the file's `.crai` (returned by
+    /// [`CramWriter::finish_indexed`]); call before any record.
+    pub fn with_index(mut self) -> CramWriter<W> {
+        Arc::get_mut(&mut self.shared)
+            .expect("with_index is called before any record is written")
+            .index = true;
+        self.crai = Some(Vec::new());
+        self
     }
 
     /// Appends one BAM record (with its `block_size` prefix). Records are
@@ -192,13 +246,25 @@ impl<W: Write> CramWriter<W> {
 
     fn write_done(
         &mut self,
-        done: Result<Result<Vec<u8>, CramError>, alnsort_pipeline::Lost>,
+        done: Result<Result<Encoded, CramError>, alnsort_pipeline::Lost>,
     ) -> Result<(), CramError> {
         let file = &self.shared.file;
-        let bytes = done.map_err(|source| CramError::Lost {
+        let Encoded { bytes, crai } = done.map_err(|source| CramError::Lost {
             file: file.clone(),
             source,
         })??;
+        if let Some(out) = &mut self.crai {
+            let offset = self.writer.get_ref().written;
+            for l in crai {
+                // htslib's format: "%d\t%ld\t%ld\t%ld\t%d\t%d\n".
+                writeln!(
+                    out,
+                    "{}\t{}\t{}\t{offset}\t{}\t{}",
+                    l.reference, l.start, l.span, l.landmark, l.size
+                )
+                .expect("writing to memory");
+            }
+        }
         self.writer
             .get_mut()
             .write_all(&bytes)
@@ -210,7 +276,14 @@ impl<W: Write> CramWriter<W> {
 
     /// Writes the last container and the EOF container; returns the
     /// underlying writer.
-    pub fn finish(mut self) -> Result<W, CramError> {
+    pub fn finish(self) -> Result<W, CramError> {
+        Ok(self.finish_indexed()?.0)
+    }
+
+    /// As [`CramWriter::finish`], also returning the `.crai` (gzip of
+    /// htslib's text lines, one per slice and reference) when the writer
+    /// was made [`CramWriter::with_index`].
+    pub fn finish_indexed(mut self) -> Result<(W, Option<Vec<u8>>), CramError> {
         if !self.slice_starts.is_empty() {
             self.flush_slice()?;
         }
@@ -229,7 +302,13 @@ impl<W: Write> CramWriter<W> {
                 Err(source) => CramError::Write { file, source },
             },
         )?;
-        Ok(self.writer.into_inner())
+        let crai = self.crai.take().map(|text| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(&text)
+                .and_then(|_| gz.finish())
+                .expect("compressing in memory")
+        });
+        Ok((self.writer.into_inner().inner, crai))
     }
 }
 
@@ -240,7 +319,7 @@ fn encode_container(
     slice: &[u8],
     starts: &[usize],
     first: u64,
-) -> Result<Vec<u8>, CramError> {
+) -> Result<Encoded, CramError> {
     let file = &shared.file;
     if let Err((i, what)) = crate::mates::check_slice(slice, starts) {
         return Err(CramError::Unsupported {
@@ -261,14 +340,14 @@ fn encode_container(
             source,
         },
     };
-    let mut writer = cram::io::writer::Builder::default()
-        .set_reference_sequence_repository(shared.repository.clone())
-        .set_block_content_encoder_map(shared.encoders.clone())
-        .build_from_writer(Vec::new());
-    let mut bam_record = bam::Record::default();
-    for (k, &at) in starts.iter().enumerate() {
+    let records = |k: usize| {
         let end = starts.get(k + 1).copied().unwrap_or(slice.len());
-        let framed = &slice[at..end];
+        &slice[starts[k]..end]
+    };
+    // Where each record's RG tag is to stay a tag (see `read_group`).
+    let mut kept_rg = Vec::new();
+    for k in 0..starts.len() {
+        let framed = records(k);
         let record = first + k as u64 + 1;
         if let Some(what) = refusal(framed) {
             return Err(CramError::Unsupported {
@@ -276,6 +355,50 @@ fn encode_container(
                 record,
                 what: what.into(),
             });
+        }
+        match read_group(framed, &shared.header) {
+            Ok(ReadGroup::None | ReadGroup::Series) => {}
+            Ok(ReadGroup::Tag(at)) => kept_rg.push((k, at)),
+            Err(what) => {
+                return Err(CramError::Unsupported {
+                    file: file.clone(),
+                    record,
+                    what,
+                })
+            }
+        }
+    }
+    let placeholder = if kept_rg.is_empty() {
+        None
+    } else {
+        Some(placeholder_tag(slice, starts).ok_or_else(|| {
+            CramError::Unsupported {
+                file: file.clone(),
+                record: first + kept_rg[0].0 as u64 + 1,
+                what: "an RG tag to store as a tag, in a slice that uses every two-letter \
+                       lower-case tag name (none is left to carry it past noodles-cram)"
+                    .into(),
+            }
+        })?)
+    };
+    let mut kept_rg = kept_rg.into_iter().peekable();
+    let mut renamed = Vec::new();
+    let mut writer = cram::io::writer::Builder::default()
+        .set_reference_sequence_repository(shared.repository.clone())
+        .set_block_content_encoder_map(shared.encoders.clone())
+        .build_from_writer(Vec::new());
+    let mut bam_record = bam::Record::default();
+    for k in 0..starts.len() {
+        let mut framed = records(k);
+        let record = first + k as u64 + 1;
+        if let (Some(&(j, at)), Some(p)) = (kept_rg.peek(), placeholder) {
+            if j == k {
+                kept_rg.next();
+                renamed.clear();
+                renamed.extend_from_slice(framed);
+                renamed[at..at + 2].copy_from_slice(&p);
+                framed = &renamed;
+            }
         }
         let mut reader = bam::io::Reader::from(framed);
         reader
@@ -289,16 +412,144 @@ fn encode_container(
     writer
         .try_finish(&shared.header)
         .map_err(|e| fail(last, e))?;
-    crate::splice::renumbered_container(&writer.into_inner(), first).map_err(|what| {
-        CramError::Encode {
+    let stream = writer.into_inner();
+    let (bytes, slice_info) = crate::splice::renumbered_container(&stream, first, placeholder)
+        .map_err(|what| CramError::Encode {
             file: file.clone(),
             record: first + 1,
             source: std::io::Error::other(format!(
                 "the container noodles-cram wrote for records {}..{last} cannot be placed: {what}",
                 first + 1
             )),
+        })?;
+    let crai = if shared.index {
+        crai_lines(slice_info, (0..starts.len()).map(records))
+    } else {
+        Vec::new()
+    };
+    Ok(Encoded { bytes, crai })
+}
+
+/// The `.crai` lines of a slice, as htslib's `cram_index_slice` makes them:
+/// one line from the slice header, or, for a slice of several references
+/// (id -2), one line per run of records on one reference, from the first
+/// record's start to the furthest end (`cram_index_build_multiref`; a
+/// record's end as htslib's decoder sets it: the last reference base its
+/// CIGAR covers, never before its start, and its start when unmapped).
+fn crai_lines<'a>(
+    slice: crate::splice::SliceInfo,
+    records: impl Iterator<Item = &'a [u8]>,
+) -> Vec<CraiLine> {
+    let line = |reference, start, span| CraiLine {
+        reference,
+        start,
+        span,
+        landmark: slice.landmark,
+        size: slice.size,
+    };
+    if slice.reference != -2 {
+        return vec![line(slice.reference, slice.start as i64, slice.span as i64)];
+    }
+    let mut lines = Vec::new();
+    let mut run: Option<(i32, i64, i64)> = None;
+    for framed in records {
+        let view = alnsort_bam::RecordRef::with_block_size(framed);
+        let reference = view.ref_id();
+        let start = view.pos() as i64 + 1;
+        let end = if view.flag() & 0x4 != 0 {
+            start
+        } else {
+            (start - 1 + view.reference_length()).max(start)
+        };
+        match &mut run {
+            Some((r, _, e)) if *r == reference => *e = (*e).max(end),
+            _ => {
+                if let Some((r, s, e)) = run {
+                    lines.push(line(r, s, e - s + 1));
+                }
+                run = Some((reference, start, end));
+            }
         }
-    })
+    }
+    if let Some((r, s, e)) = run {
+        lines.push(line(r, s, e - s + 1));
+    }
+    lines
+}
+
+/// How a record's read group is stored, as htslib 1.24 stores it
+/// (`cram_encode_aux`).
+#[derive(Debug, PartialEq)]
+enum ReadGroup {
+    /// No RG tag.
+    None,
+    /// An `RG:Z` naming an @RG of the header: the read-group data series
+    /// (noodles sets it; `splice` removes the tag noodles also keeps), which
+    /// readers give back as the last tag.
+    Series,
+    /// Any other RG tag (a name not in the header, which htslib stores
+    /// verbatim with a warning, or a type other than Z), kept as a tag in
+    /// its place; the value is the offset of its tag name in the framed
+    /// record. noodles-cram 0.102 refuses such a tag, so the encoder hands
+    /// it over under a placeholder name that `splice` renames RG.
+    Tag(usize),
+}
+
+fn read_group(framed: &[u8], header: &sam::Header) -> Result<ReadGroup, String> {
+    let view = alnsort_bam::RecordRef::with_block_size(framed);
+    let aux = view.aux();
+    let aux_at = framed.len() - aux.len();
+    let mut found = ReadGroup::None;
+    let mut i = 0;
+    while i + 3 <= aux.len() {
+        let (ty, val) = (aux[i + 2], &aux[i + 3..]);
+        // Validation has checked the aux area; stop at anything it let by.
+        let Some(len) = alnsort_bam::record::aux_value_len(ty, val) else {
+            break;
+        };
+        if aux[i..i + 2] == *b"RG" {
+            if found != ReadGroup::None {
+                return Err("more than one RG tag (samtools would keep one of them, \
+                            alnsort does not choose)"
+                    .into());
+            }
+            let in_header = ty == b'Z' && header.read_groups().contains_key(&val[..len - 1]);
+            found = if in_header {
+                ReadGroup::Series
+            } else {
+                ReadGroup::Tag(aux_at + i)
+            };
+        }
+        i += 3 + len;
+    }
+    Ok(found)
+}
+
+/// A tag name no record of the slice uses (two lower-case letters, `rg`
+/// first), to carry RG tags past noodles-cram; `None` if all are used.
+fn placeholder_tag(slice: &[u8], starts: &[usize]) -> Option<[u8; 2]> {
+    // Entry (a - b'a') * 26 + (b - b'a') is set when [a, b] is in use.
+    let mut used = vec![false; 26 * 26];
+    for (k, &at) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).copied().unwrap_or(slice.len());
+        let aux = alnsort_bam::RecordRef::with_block_size(&slice[at..end]).aux();
+        let mut i = 0;
+        while i + 3 <= aux.len() {
+            let (a, b) = (aux[i], aux[i + 1]);
+            if a.is_ascii_lowercase() && b.is_ascii_lowercase() {
+                used[(a - b'a') as usize * 26 + (b - b'a') as usize] = true;
+            }
+            let Some(len) = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..]) else {
+                break;
+            };
+            i += 3 + len;
+        }
+    }
+    let first = (b'r' - b'a') as usize * 26 + (b'g' - b'a') as usize;
+    (0..used.len())
+        .map(|n| (first + n) % used.len())
+        .find(|&n| !used[n])
+        .map(|n| [b'a' + (n / 26) as u8, b'a' + (n % 26) as u8])
 }
 
 /// Why noodles-cram 0.102 cannot write this record as samtools would read it
@@ -319,12 +570,87 @@ fn refusal(framed: &[u8]) -> Option<&'static str> {
              slice\"); write BAM, or convert the BAM with samtools view -C",
         );
     }
-    if view.aux_get(*b"RG").is_some() {
-        return Some(
-            "an RG tag: the CRAM encoder (noodles-cram 0.102) stores RG both as a tag \
-             and as the read-group series, so samtools would read it twice; write BAM, \
-             or convert the BAM with samtools view -C",
-        );
-    }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::md_nm::tests::record;
+
+    fn header() -> sam::Header {
+        "@HD\tVN:1.6\n@RG\tID:g1\n@RG\tID:g2\n".parse().unwrap()
+    }
+
+    #[test]
+    fn read_groups_are_stored_as_htslib_stores_them() {
+        let h = header();
+        let rg = |aux: &[u8]| read_group(&record(4, -1, &[], b"AC", aux), &h);
+        assert_eq!(rg(b"XIC\x01"), Ok(ReadGroup::None));
+        assert_eq!(rg(b"XIC\x01RGZg2\0"), Ok(ReadGroup::Series));
+        // Not in the header, or not of type Z: kept as a tag, found where
+        // its name starts (the framed record's aux area starts at 4 + 32 +
+        // name 2 + bases 1 + qualities 2 = 41).
+        assert_eq!(rg(b"XIC\x01RGZg3\0"), Ok(ReadGroup::Tag(45)));
+        assert_eq!(rg(b"RGC\x07XIC\x01"), Ok(ReadGroup::Tag(41)));
+        assert!(rg(b"RGZg1\0RGZg2\0")
+            .unwrap_err()
+            .contains("more than one RG tag"));
+    }
+
+    /// `record` on reference `tid` (md_nm's helper puts every record on 0).
+    fn on(tid: i32, framed: Vec<u8>) -> Vec<u8> {
+        let mut f = framed;
+        f[4..8].copy_from_slice(&tid.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn crai_lines_of_a_slice_of_several_references_go_by_reference() {
+        let info = |reference| crate::splice::SliceInfo {
+            reference,
+            start: 7,
+            span: 90,
+            landmark: 300,
+            size: 5000,
+        };
+        let line = |reference, start, span| CraiLine {
+            reference,
+            start,
+            span,
+            landmark: 300,
+            size: 5000,
+        };
+        let recs = [
+            // 0-based 99, 10M2D5M: 1-based 100..116.
+            on(
+                0,
+                record(0, 99, &[(0, 10), (2, 2), (0, 5)], &[b'A'; 15], b""),
+            ),
+            // 1-based 101..104, inside the first.
+            on(0, record(0, 100, &[(0, 4)], b"ACGT", b"")),
+            // Soft clips only: its end is its start (200).
+            on(1, record(0, 199, &[(4, 4)], b"ACGT", b"")),
+            // Placed unmapped: end at its start (300).
+            on(1, record(4, 299, &[], b"AC", b"")),
+            on(-1, record(4, -1, &[], b"AC", b"")),
+        ];
+        let got = crai_lines(info(-2), recs.iter().map(|r| &r[..]));
+        assert_eq!(got, [line(0, 100, 17), line(1, 200, 101), line(-1, 0, 1)]);
+        // One reference: the slice header's values.
+        let got = crai_lines(info(1), recs.iter().map(|r| &r[..]));
+        assert_eq!(got, [line(1, 7, 90)]);
+    }
+
+    #[test]
+    fn the_placeholder_is_a_tag_name_no_record_of_the_slice_uses() {
+        let mut slice = Vec::new();
+        let mut starts = Vec::new();
+        for aux in [&b"rgZa\0"[..], b"XIC\x01rhC\x02", b""] {
+            starts.push(slice.len());
+            slice.extend_from_slice(&record(4, -1, &[], b"AC", aux));
+        }
+        assert_eq!(placeholder_tag(&slice, &starts), Some(*b"ri"));
+        assert_eq!(placeholder_tag(&slice[..0], &[]), Some(*b"rg"));
+    }
 }

@@ -4,7 +4,9 @@
 //! the reference gives, and on decoding adds them to every placed record
 //! (flag 0x4 clear, a reference id, a sequence) that lacks them, computed
 //! from the read against the reference: after the tags the record carries,
-//! before RG (which a CRAM decoder puts last). samtools shows them, so
+//! before an RG that comes from the read-group data series (which a CRAM
+//! decoder puts last); an RG stored as a tag (a name not in the header) is
+//! one of the tags the record carries, so MD/NM go after it. samtools shows them, so
 //! records decoded here get them the same way; noodles-cram does not do it.
 
 use alnsort_bam::record::aux_value_len;
@@ -24,8 +26,9 @@ const SEQ_CODES: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
 
 /// When `framed` (a BAM record with its `block_size`) is placed and lacks
 /// MD or NM, returns the record with them added (against `reference`, the
-/// whole sequence of its reference), else `None`.
-pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8]) -> Option<Vec<u8>> {
+/// whole sequence of its reference), else `None`. `rg_from_series`: its
+/// last tag is an RG the decoder added from the read-group series.
+pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8], rg_from_series: bool) -> Option<Vec<u8>> {
     let r = RecordRef::with_block_size(framed);
     if !may_need(&r) {
         return None;
@@ -90,10 +93,10 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8]) -> Option<Vec<u8>> {
     md.extend_from_slice(run.to_string().as_bytes());
 
     let aux = r.aux();
-    // Where RG starts when it is the last tag.
+    // Where RG starts when it is the last tag and came from the series.
     let mut at = 0;
     let mut last_rg = None;
-    while at + 3 <= aux.len() {
+    while rg_from_series && at + 3 <= aux.len() {
         let len = aux_value_len(aux[at + 2], &aux[at + 3..])?;
         if aux[at..at + 2] == *b"RG" && at + 3 + len == aux.len() {
             last_rg = Some(at);
@@ -128,12 +131,18 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8]) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A framed BAM record at `pos` with `cigar` ((op, len) pairs), bases
     /// `seq` and raw aux bytes.
-    fn record(flag: u16, pos: i32, cigar: &[(u8, u32)], seq: &[u8], aux: &[u8]) -> Vec<u8> {
+    pub(crate) fn record(
+        flag: u16,
+        pos: i32,
+        cigar: &[(u8, u32)],
+        seq: &[u8],
+        aux: &[u8],
+    ) -> Vec<u8> {
         let name = b"r\0";
         let mut d = Vec::new();
         d.extend_from_slice(&0i32.to_le_bytes());
@@ -180,9 +189,12 @@ mod tests {
             b"TTCGAGACAC",
             b"RGZg1\0",
         );
-        let out = with_md_nm(&rec, reference).expect("added");
+        let out = with_md_nm(&rec, reference, true).expect("added");
         // CGT vs CGA: mismatch at the third base; AC = AC; ^GT; AC = AC.
         assert_eq!(tags(&out), b"MDZ2T2^GT2\0NMC\x04RGZg1\0".to_vec());
+        // An RG stored as a tag (not from the series) stays before them.
+        let out = with_md_nm(&rec, reference, false).expect("added");
+        assert_eq!(tags(&out), b"RGZg1\0MDZ2T2^GT2\0NMC\x04".to_vec());
         assert_eq!(
             u32::from_le_bytes(out[..4].try_into().unwrap()) as usize,
             out.len() - 4
@@ -192,15 +204,15 @@ mod tests {
     #[test]
     fn present_tags_are_kept_and_only_the_missing_one_added() {
         let rec = record(0, 0, &[(0, 4)], b"ACGA", b"NMc\x07XYZv\0");
-        let out = with_md_nm(&rec, b"ACGT").expect("MD added");
+        let out = with_md_nm(&rec, b"ACGT", false).expect("MD added");
         assert_eq!(tags(&out), b"NMc\x07XYZv\0MDZ3T0\0".to_vec());
         let both = record(0, 0, &[(0, 4)], b"ACGA", b"MDZ3T0\0NMC\x01");
-        assert!(with_md_nm(&both, b"ACGT").is_none());
+        assert!(with_md_nm(&both, b"ACGT", false).is_none());
     }
 
     #[test]
     fn unmapped_and_sequence_less_records_are_left_alone() {
-        assert!(with_md_nm(&record(4, 0, &[(0, 4)], b"ACGT", b""), b"ACGT").is_none());
-        assert!(with_md_nm(&record(0, 0, &[(0, 4)], b"", b""), b"ACGT").is_none());
+        assert!(with_md_nm(&record(4, 0, &[(0, 4)], b"ACGT", b""), b"ACGT", false).is_none());
+        assert!(with_md_nm(&record(0, 0, &[(0, 4)], b"", b""), b"ACGT", false).is_none());
     }
 }

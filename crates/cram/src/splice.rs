@@ -12,10 +12,21 @@
 //! of the first record in the file), which the job's writer starts at 0. It
 //! is rewritten here in the container header and in the slice header, with
 //! their CRC32s, the slice header block's sizes and the container's length.
-//! Landmarks stay valid: the first is the compression header's length, and
-//! the slice header is the last thing before the data that follows it.
-//! Nothing else depends on absolute offsets (a `.crai` would, but alnsort
-//! writes none for CRAM; `samtools index` makes one from the file).
+//! The first landmark is the compression header's length, made for the
+//! rewritten header; the slice header is the last thing before the data
+//! that follows it. Nothing else depends on absolute offsets (the `.crai`
+//! lines do; the writer adds the container's offset to what
+//! [`SliceInfo`] says when it writes the container).
+//!
+//! The read group is also settled here. For an RG tag that names an @RG of
+//! the header, noodles-cram 0.102 sets the read-group data series *and*
+//! keeps the tag (tag dictionary key `RGZ`), so readers would give RG
+//! twice; the `RGZ` key is taken out of the tag dictionary and the tag
+//! encoding map, and its block dropped, leaving the series, from which
+//! readers add RG last (where htslib puts it for its own CRAMs). An RG tag
+//! that is to stay a tag (a name not in the header, or a type other than
+//! Z, which htslib stores verbatim and noodles refuses) reaches noodles
+//! under a placeholder tag (`encode.rs`) and is renamed RG here.
 //!
 //! noodles also writes the compression header's tag encoding map and the
 //! slice's external blocks in `HashMap` order, which differs from run to
@@ -160,28 +171,149 @@ const SLICE_HEADER: u8 = 2;
 const EXTERNAL_DATA: u8 = 4;
 const CORE_DATA: u8 = 5;
 
-/// The compression header with its tag encoding map (§8.4) in content-id
-/// order: noodles-cram 0.102 writes it from a `HashMap`, in an order that
-/// changes from run to run.
-fn sorted_tag_encodings(data: &[u8]) -> Result<Vec<u8>, String> {
+/// The content id (and tag encoding map key) of the tag set key
+/// `tag` + `ty` (CRAM 3 §8.4: the tag's two characters and its BAM type
+/// letter, big-endian in 24 bits).
+fn tag_key_id(tag: [u8; 2], ty: u8) -> u32 {
+    (tag[0] as u32) << 16 | (tag[1] as u32) << 8 | ty as u32
+}
+
+/// The key noodles-cram writes for an RG tag taken as the read group.
+const RG_Z: u32 = (b'R' as u32) << 16 | (b'G' as u32) << 8 | b'Z' as u32;
+
+/// The tag dictionary (preservation map key TD, §8.4.1: lines of 3-byte
+/// tag keys, each line ended by a NUL) with every `RGZ` entry removed and
+/// every `placeholder` tag renamed RG (its type kept). Line numbers are
+/// unchanged (records name their line through the TL series), so a line
+/// may become empty or equal to another.
+fn rewritten_tag_sets(td: &[u8], placeholder: Option<[u8; 2]>) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(td.len());
     let mut at = 0;
-    for _ in 0..2 {
-        // Preservation map, data series encoding map: size, then content.
-        let n = read_itf8(data, &mut at)? as usize;
-        at += n;
+    while at < td.len() {
+        if td[at] == 0 {
+            out.push(0);
+            at += 1;
+            continue;
+        }
+        let key = td.get(at..at + 3).ok_or("tag dictionary: truncated key")?;
+        at += 3;
+        if key == b"RGZ" {
+            continue;
+        }
+        if Some([key[0], key[1]]) == placeholder {
+            out.extend_from_slice(&[b'R', b'G', key[2]]);
+        } else {
+            out.extend_from_slice(key);
+        }
     }
-    let map_start = at;
+    if td.last().is_some_and(|&b| b != 0) {
+        return Err("tag dictionary: last line not ended".into());
+    }
+    Ok(out)
+}
+
+/// The preservation map (its content, after the size) with its tag
+/// dictionary rewritten by [`rewritten_tag_sets`]; the other entries (the
+/// ones noodles-cram 0.102 writes: RN, AP, RR, SM) are copied.
+fn rewritten_preservation_map(
+    data: &[u8],
+    placeholder: Option<[u8; 2]>,
+) -> Result<Vec<u8>, String> {
+    let mut at = 0;
+    let count = read_itf8(data, &mut at)?;
+    let mut out = Vec::with_capacity(data.len());
+    write_itf8(&mut out, count);
+    for _ in 0..count {
+        let key = data
+            .get(at..at + 2)
+            .ok_or("preservation map: truncated key")?;
+        at += 2;
+        out.extend_from_slice(key);
+        let fixed = match key {
+            b"RN" | b"AP" | b"RR" => 1,
+            b"SM" => 5,
+            b"TD" => {
+                let n = read_itf8(data, &mut at)? as usize;
+                let td = data
+                    .get(at..at + n)
+                    .ok_or("preservation map: truncated tag dictionary")?;
+                at += n;
+                let td = rewritten_tag_sets(td, placeholder)?;
+                write_itf8(&mut out, td.len() as u32);
+                out.extend_from_slice(&td);
+                continue;
+            }
+            _ => {
+                return Err(format!(
+                    "preservation map: unexpected key {:?}",
+                    String::from_utf8_lossy(key)
+                ))
+            }
+        };
+        out.extend_from_slice(
+            data.get(at..at + fixed)
+                .ok_or("preservation map: truncated value")?,
+        );
+        at += fixed;
+    }
+    if at != data.len() {
+        return Err(format!(
+            "preservation map ends at {at} of {} bytes",
+            data.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// The compression header (§8.4) as readers should see it:
+///
+/// * its tag dictionary and tag encoding map without the `RGZ` tag that
+///   noodles-cram 0.102 keeps for a record whose RG it also stores as the
+///   read-group series (which readers add back, last), so RG is read once;
+///   its block of RG strings is then unused and left out ([`RG_Z`] names it);
+/// * the `placeholder` tag, under which the encoder hands noodles an RG
+///   that is to stay a tag (a name not in the header, or not of type Z, as
+///   htslib stores it), renamed RG in both; its encoding still names the
+///   placeholder's block;
+/// * its tag encoding map in content-id order: noodles writes it from a
+///   `HashMap`, in an order that changes from run to run.
+fn rewritten_compression_header(
+    data: &[u8],
+    placeholder: Option<[u8; 2]>,
+) -> Result<Vec<u8>, String> {
+    let mut at = 0;
+    let n = read_itf8(data, &mut at)? as usize;
+    let map = data.get(at..at + n).ok_or("truncated preservation map")?;
+    at += n;
+    let map = rewritten_preservation_map(map, placeholder)?;
+    let mut out = Vec::with_capacity(data.len());
+    write_itf8(&mut out, map.len() as u32);
+    out.extend_from_slice(&map);
+    // Data series encoding map: size, then content, copied.
+    let series_from = at;
+    let n = read_itf8(data, &mut at)? as usize;
+    at += n;
+    out.extend_from_slice(
+        data.get(series_from..at)
+            .ok_or("truncated data series encoding map")?,
+    );
     let size = read_itf8(data, &mut at)? as usize;
     let entries_end = at + size;
     let count = read_itf8(data, &mut at)?;
     let mut entries = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        let from = at;
         let key = read_itf8(data, &mut at)?;
+        let from = at;
         read_itf8(data, &mut at)?; // codec
         let params = read_itf8(data, &mut at)? as usize;
         at += params;
-        entries.push((key, data.get(from..at).ok_or("truncated tag encoding map")?));
+        let encoding = data.get(from..at).ok_or("truncated tag encoding map")?;
+        let key = match placeholder {
+            Some(p) if key >> 8 == tag_key_id(p, 0) >> 8 => tag_key_id(*b"RG", key as u8),
+            _ if key == RG_Z => continue,
+            _ => key,
+        };
+        entries.push((key, encoding));
     }
     if at != entries_end || entries_end != data.len() {
         return Err(format!(
@@ -190,32 +322,47 @@ fn sorted_tag_encodings(data: &[u8]) -> Result<Vec<u8>, String> {
         ));
     }
     entries.sort_by_key(|&(key, _)| key);
-    let mut out = data[..map_start].to_vec();
-    write_itf8(&mut out, size as u32);
-    write_itf8(&mut out, count);
-    for (_, e) in entries {
-        out.extend_from_slice(e);
+    let mut map = Vec::with_capacity(size);
+    write_itf8(&mut map, entries.len() as u32);
+    for (key, encoding) in entries {
+        write_itf8(&mut map, key);
+        map.extend_from_slice(encoding);
     }
+    write_itf8(&mut out, map.len() as u32);
+    out.extend_from_slice(&map);
     Ok(out)
 }
 
-/// The slice header with its record counter set to `counter` and its block
-/// content ids (§8.5) in ascending order, as the blocks are written.
-fn renumbered_slice_header(data: &[u8], counter: u64) -> Result<Vec<u8>, String> {
+/// The slice header with its record counter set to `counter`, the
+/// external block `dropped` (if any) left out of its block count and list
+/// of content ids, and that list (§8.5) in ascending order, as the blocks
+/// are written.
+fn renumbered_slice_header(
+    data: &[u8],
+    counter: u64,
+    dropped: Option<u32>,
+) -> Result<Vec<u8>, String> {
     let mut at = 0;
     skip_itf8(data, &mut at, 4)?;
     let mut out = data[..at].to_vec();
     write_ltf8(&mut out, counter);
     at += ltf8_len(*data.get(at).ok_or("truncated slice header")?);
-    let blocks_from = at;
-    skip_itf8(data, &mut at, 1)?;
-    out.extend_from_slice(&data[blocks_from..at]);
+    let blocks = read_itf8(data, &mut at)?;
     let n = read_itf8(data, &mut at)?;
     let mut ids = (0..n)
         .map(|_| read_itf8(data, &mut at))
         .collect::<Result<Vec<_>, _>>()?;
+    let before = ids.len();
+    ids.retain(|&id| Some(id) != dropped);
+    let removed = (before - ids.len()) as u32;
     ids.sort_unstable();
-    write_itf8(&mut out, n);
+    write_itf8(
+        &mut out,
+        blocks
+            .checked_sub(removed)
+            .ok_or("slice header: block count below its content ids")?,
+    );
+    write_itf8(&mut out, ids.len() as u32);
     for id in ids {
         write_itf8(&mut out, id);
     }
@@ -226,12 +373,21 @@ fn renumbered_slice_header(data: &[u8], counter: u64) -> Result<Vec<u8>, String>
 /// The first container of `stream` (a CRAM 3 stream with no file
 /// definition or header container, one slice per container), its record
 /// counter set to `counter`; the rest of `stream` must be the EOF
-/// container. The parts noodles-cram orders by `HashMap` iteration (the
+/// container. Its compression header is rewritten by
+/// [`rewritten_compression_header`] (RG read once; `placeholder` tags
+/// renamed RG), and the block of RG strings no tag encoding names any more
+/// is left out. The parts noodles-cram orders by `HashMap` iteration (the
 /// compression header's tag encoding map, the external blocks and the
 /// slice header's list of them) are put in content-id order, so that the
 /// same records always give the same bytes; readers find blocks and tag
-/// encodings by content id, not by position.
-pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8>, String> {
+/// encodings by content id, not by position. The container header's
+/// length, block count and landmark, and every rewritten block's sizes and
+/// CRC32, are made for the new bytes.
+pub(crate) fn renumbered_container(
+    stream: &[u8],
+    counter: u64,
+    placeholder: Option<[u8; 2]>,
+) -> Result<(Vec<u8>, SliceInfo), String> {
     let len = i32::from_le_bytes(
         stream
             .get(..4)
@@ -247,8 +403,9 @@ pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8
     skip_itf8(stream, &mut at, 4)?;
     let counter_at = at;
     at += ltf8_len(*stream.get(at).ok_or("truncated container header")?);
-    let after_counter = at;
+    let bases_at = at;
     at += ltf8_len(*stream.get(at).ok_or("truncated container header")?);
+    let bases_end = at;
     let block_count = read_itf8(stream, &mut at)? as usize;
     let landmarks = read_itf8(stream, &mut at)? as usize;
     skip_itf8(stream, &mut at, landmarks)?;
@@ -284,23 +441,25 @@ pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8
     {
         return Err(format!("unexpected block layout (content types {kinds:?})"));
     }
+    let mut external: Vec<&Block> = blocks[3..]
+        .iter()
+        .filter(|k| k.content_id != RG_Z)
+        .collect();
+    let dropped = (external.len() + 3 < blocks.len()).then_some(RG_Z);
+    external.sort_by_key(|k| k.content_id);
     let mut new_body = raw_block(
         COMPRESSION_HEADER,
         blocks[0].content_id,
-        &sorted_tag_encodings(blocks[0].data)?,
+        &rewritten_compression_header(blocks[0].data, placeholder)?,
     );
-    if new_body.len() != blocks[0].bytes.len() {
-        return Err("compression header changed size".into());
-    }
+    let landmark = new_body.len() as u32;
     new_body.extend_from_slice(&raw_block(
         SLICE_HEADER,
         blocks[1].content_id,
-        &renumbered_slice_header(blocks[1].data, counter)?,
+        &renumbered_slice_header(blocks[1].data, counter, dropped)?,
     ));
     new_body.extend_from_slice(blocks[2].bytes);
-    let mut external: Vec<&Block> = blocks[3..].iter().collect();
-    external.sort_by_key(|k| k.content_id);
-    for k in external {
+    for k in &external {
         new_body.extend_from_slice(k.bytes);
     }
 
@@ -312,11 +471,39 @@ pub(crate) fn renumbered_container(stream: &[u8], counter: u64) -> Result<Vec<u8
     );
     out.extend_from_slice(&stream[4..counter_at]);
     write_ltf8(&mut out, counter);
-    out.extend_from_slice(&stream[after_counter..header_end]);
+    out.extend_from_slice(&stream[bases_at..bases_end]);
+    write_itf8(&mut out, (3 + external.len()) as u32);
+    write_itf8(&mut out, 1);
+    write_itf8(&mut out, landmark);
     let c = crc32(&out);
     out.extend_from_slice(&c.to_le_bytes());
+    let size = new_body.len() as u32 - landmark;
     out.extend_from_slice(&new_body);
-    Ok(out)
+    let mut at = 0;
+    let mut field = || read_itf8(blocks[1].data, &mut at);
+    let info = SliceInfo {
+        reference: field()? as i32,
+        start: field()? as i32,
+        span: field()? as i32,
+        landmark,
+        size,
+    };
+    Ok((out, info))
+}
+
+/// What a `.crai` line says of a slice (CRAM 3 §8.5 slice header fields;
+/// offsets within the container as written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SliceInfo {
+    /// Reference sequence id: -1 unmapped, -2 several references.
+    pub reference: i32,
+    /// 1-based alignment start and span (0 for unmapped or several).
+    pub start: i32,
+    pub span: i32,
+    /// Offset of the slice from the end of the container header.
+    pub landmark: u32,
+    /// Bytes of the slice: its header block and its data blocks.
+    pub size: u32,
 }
 
 #[cfg(test)]
@@ -335,6 +522,75 @@ mod tests {
             v = (v << 8) | *b as u64;
         }
         v
+    }
+
+    #[test]
+    fn tag_dictionary_loses_header_rg_and_renames_the_placeholder() {
+        let td = b"XIiRGZMCZ\0RGZ\0rgZXIi\0rgC\0";
+        assert_eq!(
+            rewritten_tag_sets(td, Some(*b"rg")).unwrap(),
+            b"XIiMCZ\0\0RGZXIi\0RGC\0"
+        );
+        assert_eq!(
+            rewritten_tag_sets(td, None).unwrap(),
+            b"XIiMCZ\0\0rgZXIi\0rgC\0"
+        );
+        assert!(rewritten_tag_sets(b"XIiRG", None).is_err());
+        assert!(rewritten_tag_sets(b"XIi", None).is_err());
+    }
+
+    /// A compression header as noodles-cram writes one: preservation map
+    /// (RN, AP, RR, SM, TD), a data series map, and a tag encoding map in
+    /// `order`, each entry `key, codec 1, 1 parameter byte (the key's low
+    /// byte)`.
+    fn compression_header(td: &[u8], order: &[u32]) -> Vec<u8> {
+        let mut pm = vec![5];
+        pm.extend_from_slice(b"RN\x01AP\x00RR\x01SM\x1b\x1b\x1b\x1b\x1bTD");
+        write_itf8(&mut pm, td.len() as u32);
+        pm.extend_from_slice(td);
+        let mut out = Vec::new();
+        write_itf8(&mut out, pm.len() as u32);
+        out.extend_from_slice(&pm);
+        out.extend_from_slice(&[3, 1, 0, 0]); // data series map: made up
+        let mut map = Vec::new();
+        write_itf8(&mut map, order.len() as u32);
+        for &key in order {
+            write_itf8(&mut map, key);
+            map.extend_from_slice(&[1, 1, key as u8]);
+        }
+        write_itf8(&mut out, map.len() as u32);
+        out.extend_from_slice(&map);
+        out
+    }
+
+    #[test]
+    fn compression_header_reads_rg_once() {
+        let xi = tag_key_id(*b"XI", b'i');
+        let rg_placeholder = tag_key_id(*b"rg", b'Z');
+        let got = rewritten_compression_header(
+            &compression_header(b"XIiRGZ\0rgZ\0", &[RG_Z, rg_placeholder, xi]),
+            Some(*b"rg"),
+        )
+        .unwrap();
+        // RGZ (from the series) is gone, the placeholder is RG with its own
+        // encoding (parameter byte 'Z' of its key), entries in key order.
+        let mut want_map = Vec::new();
+        write_itf8(&mut want_map, 2);
+        for (key, param) in [(RG_Z, b'Z'), (xi, b'i')] {
+            write_itf8(&mut want_map, key);
+            want_map.extend_from_slice(&[1, 1, param]);
+        }
+        let want = compression_header(b"XIi\0RGZ\0", &[]);
+        let want_prefix = &want[..want.len() - 2];
+        assert_eq!(&got[..want_prefix.len()], want_prefix);
+        let mut tail = Vec::new();
+        write_itf8(&mut tail, want_map.len() as u32);
+        tail.extend_from_slice(&want_map);
+        assert_eq!(&got[want_prefix.len()..], &tail[..]);
+        // Without a placeholder, only the header RG goes.
+        let got = rewritten_compression_header(&compression_header(b"RGZXIi\0", &[xi, RG_Z]), None)
+            .unwrap();
+        assert_eq!(got, compression_header(b"XIi\0", &[xi]));
     }
 
     #[test]

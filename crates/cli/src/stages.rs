@@ -212,6 +212,7 @@ impl MergedInputs {
     /// (into `scratch` when it changes) and its key of `encoder`'s order
     /// with the tie-break `running` appended, into `key`. Tags dropped for
     /// an ID the input's header lacks are reported to `unknown`.
+    #[allow(clippy::too_many_arguments)]
     fn rekey<'a>(
         &self,
         input: usize,
@@ -260,6 +261,11 @@ fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<InputSet
     for path in inputs {
         heads.push(bsplit::read_header(path, Arc::clone(pool))?);
     }
+    merge_heads(inputs, heads)
+}
+
+/// [`headers`] once the headers are read (`heads`, one per input).
+fn merge_heads(inputs: &[PathBuf], heads: Vec<(Header, u64, u64)>) -> Result<InputSet> {
     if heads.len() == 1 {
         return Ok(InputSet {
             header: Arc::new(heads[0].0.clone()),
@@ -1654,6 +1660,148 @@ pub fn main(command: &str, argv: Vec<OsString>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alnsort_sort::loser::{LoserTree, MergeSource};
+
+    /// One input's records (BAM, framed) for the loser tree, keyed by
+    /// the coordinate merge key `alnsort sort IN1 IN2 ...` merges by: the
+    /// record translated into the merged header, then keyed.
+    struct Source {
+        records: Vec<Vec<u8>>,
+        input: usize,
+        at: usize,
+        key: Vec<u8>,
+        rec: [u8; 16],
+        translation: Translation,
+        encoder: KeyEncoder,
+    }
+
+    impl Source {
+        fn load(&mut self) {
+            if let Some(r) = self.records.get(self.at) {
+                let mut out = Vec::new();
+                let r = if self.translation.apply(r, &mut out, &mut |_, _, _| {}) {
+                    &out[..]
+                } else {
+                    r
+                };
+                self.encoder
+                    .encode(RecordRef::with_block_size(r), &mut self.key)
+                    .unwrap();
+                self.rec[..8].copy_from_slice(&(self.input as u64).to_be_bytes());
+                self.rec[8..].copy_from_slice(&(self.at as u64).to_be_bytes());
+            }
+        }
+    }
+
+    impl MergeSource for Source {
+        fn key(&self) -> Option<&[u8]> {
+            (self.at < self.records.len()).then_some(&self.key[..])
+        }
+        fn record(&self) -> &[u8] {
+            &self.rec
+        }
+        fn advance(&mut self) -> alnsort_sort::Result<()> {
+            self.at += 1;
+            self.load();
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_tie_suffix_orders_equal_keys_as_the_merge_of_the_inputs_does() {
+        // `alnsort sort IN1 IN2 ...` merges unsorted inputs with a loser
+        // tree on coordinate keys in the merged header's terms, then sorts
+        // stably: records of equal sort keys keep the merge's order. The
+        // maps' tie suffix (`MergedInputs::running_max`) with (input,
+        // position) must give that order, with headers whose @SQ lines
+        // differ in order and in number.
+        let texts = [
+            "@SQ\tSN:a\tLN:100\n@SQ\tSN:b\tLN:100",
+            "@SQ\tSN:b\tLN:100\n@SQ\tSN:c\tLN:100\n@SQ\tSN:a\tLN:100",
+            "@SQ\tSN:c\tLN:100",
+        ];
+        let headers: Vec<Header> = texts
+            .iter()
+            .map(|t| alnsort_bam::header::parse_sam_header(t.lines().map(str::as_bytes)).unwrap())
+            .collect();
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|i| PathBuf::from(format!("in{i}.bam")))
+            .collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for round in 0..150 {
+            let n = 2 + round % 2;
+            let heads: Vec<(Header, u64, u64)> =
+                headers[..n].iter().map(|h| (h.clone(), 0, 0)).collect();
+            let set = merge_heads(&paths[..n], heads).unwrap();
+            let m = set.merged.as_ref().unwrap();
+            let mut sources = Vec::new();
+            let mut want = Vec::new();
+            for (input, (h, _, _)) in set.heads.iter().enumerate() {
+                let lookup = h.ref_lookup();
+                let mut raw = RawBatch::default();
+                for _ in 0..next(30) {
+                    let t = next(h.n_ref() as u64 + 1);
+                    let (rname, flag) = match t as usize {
+                        t if t == h.n_ref() => ("*".to_string(), 4 | (next(2) as u16 * 16)),
+                        t => (
+                            String::from_utf8_lossy(&h.refs()[t].name).into_owned(),
+                            next(2) as u16 * 16,
+                        ),
+                    };
+                    let pos = if rname == "*" { 0 } else { 1 + next(4) };
+                    let line = format!("r\t{flag}\t{rname}\t{pos}\t0\t*\t*\t0\t0\t*\t*");
+                    alnsort_bam::sam_parse::parse_sam_record(
+                        line.as_bytes(),
+                        h,
+                        &lookup,
+                        &mut raw.data,
+                    )
+                    .unwrap();
+                    raw.voffsets.push(raw.voffsets.len() as u64);
+                }
+                let mut running = None;
+                let ties = m.running_max(input, &raw, &mut running);
+                for (at, tie) in ties.iter().enumerate() {
+                    want.push((*tie, input, at));
+                }
+                let mut records = Vec::new();
+                let mut at = 0;
+                while at < raw.data.len() {
+                    let len = 4 + u32::from_le_bytes(raw.data[at..at + 4].try_into().unwrap());
+                    records.push(raw.data[at..at + len as usize].to_vec());
+                    at += len as usize;
+                }
+                let mut s = Source {
+                    records,
+                    input,
+                    at: 0,
+                    key: Vec::new(),
+                    rec: [0; 16],
+                    translation: m.translations[input].clone(),
+                    encoder: KeyEncoder::new(SortOrder::Coordinate, set.header.n_ref(), &[]),
+                };
+                s.load();
+                sources.push(s);
+            }
+            let mut tree = LoserTree::new(sources, false);
+            let mut merged = Vec::new();
+            while let Some((_, rec)) = tree.peek() {
+                let input = u64::from_be_bytes(rec[..8].try_into().unwrap()) as usize;
+                let at = u64::from_be_bytes(rec[8..].try_into().unwrap()) as usize;
+                merged.push((input, at));
+                tree.pop().unwrap();
+            }
+            want.sort();
+            let want: Vec<(usize, usize)> = want.into_iter().map(|(_, i, a)| (i, a)).collect();
+            assert_eq!(merged, want, "round {round}");
+        }
+    }
 
     #[test]
     fn stage_help_lists_each_option_within_80_columns() {

@@ -115,6 +115,9 @@ pub fn stage_reach(
         .map_err(|e| raise(py, e))
 }
 
+/// What a map task gives Python: (blocks, records, proven end, reach).
+type MapResult = (Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>);
+
 /// One map task: (blocks, records, proven end, reach).
 #[pyfunction]
 #[pyo3(signature = (inputs, split, splitters, options, prior=None))]
@@ -125,7 +128,7 @@ pub fn stage_map(
     splitters: Vec<Vec<u8>>,
     options: Vec<OsString>,
     prior: Option<u64>,
-) -> PyResult<(Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>)> {
+) -> PyResult<MapResult> {
     let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
     match got {
         Ok(m) => Ok((bytes_list(py, m.blocks), m.records, m.end, m.reach)),

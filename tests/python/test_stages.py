@@ -456,3 +456,32 @@ def test_stages_release_the_gil(inputs, tmp_path):
     inside = [x for x in ticks if t0 < x < t1]
     assert len(inside) >= 5, f"{len(inside)} ticks in {t1 - t0:.3f} s of the map"
     assert result["map"]["records"] == len(records(inp))
+
+
+def test_several_inputs_wrong_guess_and_sharded(alnsort_bin, lanes, tmp_path):
+    """Three lanes, the first coordinate-sorted (so its splits' reaches
+    grow): a wrong guessed start in it is repaired and the maps whose prior
+    it changed run again (the output is still `alnsort sort IN1 IN2 IN3`'s);
+    the sharded output's files each carry the merged header."""
+    first = tmp_path / "lane0-sorted.bam"
+    pysam.sort("-o", str(first), lanes[0], catch_stdout=False)
+    lanes = [str(first), *lanes[1:]]
+    want = tmp_path / "want.bam"
+    cli_sort_many(alnsort_bin, [], lanes, want)
+    out = tmp_path / "out.bam"
+    seen = distributed(lanes, out, 10, 3, wrong_guess=True, no_pg=True)
+    assert seen["redo"][0] == 1 and len(seen["redo"]) > 1, seen["redo"]
+    assert inflated(out) == inflated(want)
+    shards = tmp_path / "shards"
+    seen = distributed(lanes, shards, 7, 3, sharded=True, no_pg=True)
+    files = seen["done"]["files"]
+    assert len(files) == 3, files
+    with pysam.AlignmentFile(str(want), "rb") as f:
+        header = str(f.header)
+    got = []
+    for name in files:
+        with pysam.AlignmentFile(name, "rb") as f:
+            assert str(f.header) == header, name
+        got += records(name)
+    assert got == records(want)
+

@@ -372,3 +372,24 @@ def test_bad_input_fails_cleanly(cluster, bam, tmp_path):
     assert not isinstance(err.value, ray.exceptions.RayTaskError), repr(err.value)
     assert "bad.bam" in str(err.value), str(err.value)
     assert sorted(os.listdir(tmp_path)) == ["bad.bam"], os.listdir(tmp_path)
+
+
+def test_lanes_with_a_wrong_split_guess(cluster, lanes, tmp_path):
+    """Several inputs, the first coordinate-sorted (its splits' reaches
+    grow), and a wrong guessed split start in it (tests/ray/
+    wrong_guess_stages.py): the split is repaired, the maps whose prior
+    depended on it run again with the maps' own reaches, and the output is
+    still the file of `alnsort sort -n IN1 IN2 IN3`."""
+    import pysam
+
+    first = tmp_path / "lane0-sorted.bam"
+    pysam.sort("-o", str(first), lanes[0], catch_stdout=False)
+    lanes = [str(first), *lanes[1:]]
+    want = tmp_path / "want.bam"
+    harness.check_ok(harness.run_alnsort(["--no-PG", "-n", "-o", str(want), *lanes]))
+    out = tmp_path / "out.bam"
+    stats = aray.sort(lanes, str(out), order="name", no_pg=True, splits=10, partitions=3,
+                      stages_module="wrong_guess_stages")
+    assert stats["repairs"] == 1 and stats["prior_reruns"] >= 1, stats
+    assert inflate_bgzf(out.read_bytes()) == inflate_bgzf(want.read_bytes())
+

@@ -349,10 +349,18 @@ def sort(
         # 2. sample -> splitters
         t0 = time.perf_counter()
         per_split = max(1, math.ceil(n_parts * SAMPLES_PER_PARTITION / len(split_list)))
-        several = len(ins) > 1
+        # Several inputs: the reach of every split but the last of its input
+        # (no map's prior needs that one).
+        def needs_reach(i: int) -> bool:
+            nxt = split_list[i + 1] if i + 1 < len(split_list) else None
+            return len(ins) > 1 and nxt is not None and nxt["input"] == split_list[i]["input"]
+
         samples = _get(
             ray,
-            [sample_r.remote(stages, ins, s, per_split, order_opts, several) for s in split_list]
+            [
+                sample_r.remote(stages, ins, s, per_split, order_opts, needs_reach(i))
+                for i, s in enumerate(split_list)
+            ]
         )
         priors = stage_mod.priors(split_list, [x["reach"] for x in samples])
         keys = [k for s in samples for k in s["keys"]]

@@ -391,6 +391,8 @@ MULTI_ORDERS = {
     "name": (["-n"], {"order": "name"}),
     "tag": (["-t", "RG"], {"tag": "RG"}),
     "template-coordinate": (["--template-coordinate"], {"order": "template-coordinate"}),
+    "minimiser": (["-M"], {"order": "minimiser"}),
+    "name-lexicographic": (["-N"], {"order": "name-lexicographic"}),
 }
 
 

@@ -59,22 +59,30 @@ def test_subcommands_sort_like_alnsort_sort(alnsort_bin, inputs, tmp_path):
     for i in range(len(splits) - 1):
         assert maps[i]["end"] == splits[i + 1]["start"], "a proven end meets the next start"
     assert maps[-1]["end"] is None
+    out = reduce_and_assemble(alnsort_bin, maps, 3, [inp], sort_opts, tmp_path)
+    assert inflated(out) == inflated(want)
+
+
+def reduce_and_assemble(alnsort_bin: str, maps: list, ranges: int, paths: list[str],
+                        sort_opts: list[str], tmp_path: Path) -> Path:
+    """`alnsort reduce` of every range (the maps' blocks in split order),
+    then `alnsort assemble` of the parts into tmp_path/out.bam."""
     parts = []
-    for r in range(3):
+    for r in range(ranges):
         part = tmp_path / f"part-{r}"
-        args = ["reduce", "--range", str(r), "--partitions", "3", "--part", str(part)]
+        args = ["reduce", "--range", str(r), "--partitions", str(ranges), "--part", str(part)]
         for m in maps:
             args += ["--block", m["blocks"][r]]
-        got = stage(alnsort_bin, *args, inp, *sort_opts)
+        got = stage(alnsort_bin, *args, *paths, *sort_opts)
         assert got["bytes"] == part.stat().st_size
         parts.append(str(part))
     out = tmp_path / "out.bam"
     args = ["assemble", "--output", str(out)]
     for p in parts:
         args += ["--part", p]
-    done = stage(alnsort_bin, *args, inp, *sort_opts)
+    done = stage(alnsort_bin, *args, *paths, *sort_opts)
     assert done["bytes"] == out.stat().st_size
-    assert inflated(out) == inflated(want)
+    return out
 
 
 def test_indexed_assembly_and_errors(alnsort_bin, inputs, tmp_path):
@@ -157,17 +165,5 @@ def test_subcommands_sort_lanes_with_other_headers(alnsort_bin, tmp_path):
                   "--out-dir", str(blocks), *paths, *sort_opts)
         assert m["reach"] == reaches[i], "a map's reach is the split's"
         maps.append(m)
-    parts = []
-    for r in range(2):
-        part = tmp_path / f"part-{r}"
-        args = ["reduce", "--range", str(r), "--partitions", "2", "--part", str(part)]
-        for m in maps:
-            args += ["--block", m["blocks"][r]]
-        stage(alnsort_bin, *args, *paths, *sort_opts)
-        parts.append(str(part))
-    out = tmp_path / "out.bam"
-    args = ["assemble", "--output", str(out)]
-    for p in parts:
-        args += ["--part", p]
-    stage(alnsort_bin, *args, *paths, *sort_opts)
+    out = reduce_and_assemble(alnsort_bin, maps, 2, paths, sort_opts, tmp_path)
     assert inflated(out) == inflated(want)

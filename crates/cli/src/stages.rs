@@ -240,17 +240,6 @@ impl MergedInputs {
 /// [`MergedInputs`]).
 const TIE_LEN: usize = 8;
 
-/// The message `alnsort sort` prints for a tag dropped in translation.
-fn unknown_tag_warning(tag: [u8; 2], id: &[u8], read: &[u8]) -> String {
-    format!(
-        "[bam_translate] {} tag \"{}\" on read \"{}\" encountered with no corresponding entry in \
-         header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
-        String::from_utf8_lossy(&tag),
-        String::from_utf8_lossy(id),
-        String::from_utf8_lossy(read)
-    )
-}
-
 /// Headers (and first-record offsets and sizes) of `inputs`, merged when
 /// there are several.
 fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<InputSet> {
@@ -694,7 +683,10 @@ pub fn map(
                                 let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
                                     let mut what = tag.to_vec();
                                     what.extend_from_slice(id);
-                                    unknown_tags.push((what, unknown_tag_warning(tag, id, read)))
+                                    unknown_tags.push((
+                                        what,
+                                        crate::merge::unknown_tag_warning(&tag, id, read),
+                                    ))
                                 };
                                 let rec = m.rekey(
                                     input,

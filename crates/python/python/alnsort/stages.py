@@ -55,7 +55,7 @@ causes) on bad input, naming the file, offset and record.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence
 
 from . import _alnsort, _check, _path, sort_options, PathArg
 

@@ -36,15 +36,16 @@ import hashlib
 import os
 import platform
 import resource
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ray"))
+
+from simcluster import records, simulated_cluster  # noqa: E402  (the tests' cluster set-up)
 
 
 def generate(records: int, path: str) -> None:
@@ -66,30 +67,9 @@ def generate(records: int, path: str) -> None:
     os.unlink(sam)
 
 
-def inflate_bgzf(raw: bytes) -> bytes:
-    """All BGZF blocks of ``raw`` inflated (block by block: gzip.decompress
-    re-slices the rest of the input at each of the thousands of members)."""
-    out = []
-    pos = 0
-    view = memoryview(raw)
-    while pos < len(raw):
-        (bsize,) = struct.unpack_from("<H", raw, pos + 16)
-        out.append(zlib.decompress(view[pos + 18 : pos + bsize + 1 - 8], -15))
-        pos += bsize + 1
-    return b"".join(out)
-
-
 def record_digest(path: str) -> str:
     """sha256 of the decompressed record section (after the header)."""
-    data = inflate_bgzf(open(path, "rb").read())
-    (l_text,) = struct.unpack_from("<i", data, 4)
-    pos = 8 + l_text
-    (n_ref,) = struct.unpack_from("<i", data, pos)
-    pos += 4
-    for _ in range(n_ref):
-        (l_name,) = struct.unpack_from("<i", data, pos)
-        pos += 8 + l_name
-    return hashlib.sha256(memoryview(data)[pos:]).hexdigest()[:16]
+    return hashlib.sha256(records(path)).hexdigest()[:16]
 
 
 def file_digest(path: str) -> str:
@@ -143,20 +123,11 @@ def tree_cpu() -> float:
 
 
 def run_ray(n: int, inp: str, out: str, args: argparse.Namespace) -> dict:
-    import ray
-    from ray.cluster_utils import Cluster
-
     import alnsort.ray as aray
 
-    os.environ["RAY_memory_usage_threshold"] = "1.0"
     t0 = time.perf_counter()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    for _ in range(n):
-        c.add_node(num_cpus=1, object_store_memory=args.store_mib << 20)
-    ray.init(address=c.address, log_to_driver=False)
-    c.wait_for_nodes()
-    startup = time.perf_counter() - t0
-    try:
+    with simulated_cluster(n, args.store_mib << 20):
+        startup = time.perf_counter() - t0
         # One @PG command line for every run (it names the output file),
         # so that the output bytes can be compared across node counts.
         argv = ["python", "-m", "alnsort.ray", "sort", "-o", "out.bam", "in.bam"]
@@ -165,9 +136,6 @@ def run_ray(n: int, inp: str, out: str, args: argparse.Namespace) -> dict:
             inp, out, splits=args.splits, partitions=args.partitions, threads=1, max_memory=args.memory, argv=argv
         )
         stats["tree_cpu_seconds"] = tree_cpu() - c0
-    finally:
-        ray.shutdown()
-        c.shutdown()
     stats["startup_seconds"] = startup
     return stats
 

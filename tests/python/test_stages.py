@@ -13,6 +13,10 @@ process as a driver would run them as tasks.
   and repaired, with nothing lost or read twice.
 * The sharded mode writes complete, indexed files whose records are, in
   order, the sorted records.
+* Several inputs (lanes) with other @SQ orders, a reference only one of
+  them has and clashing @RG/@PG IDs give the file `alnsort sort IN1 IN2
+  ...` writes (merged header, translated records, its tie order), in
+  every order, and an index that answers as samtools index's.
 
 Needs the `alnsort` package (as tests/python/test_python_package.py).
 """
@@ -92,23 +96,29 @@ def distributed(inputs, out: Path, n_splits: int, partitions: int, index=None, s
     # A split whose start was guessed wrong usually fails on its first
     # record: such a failure waits for the previous map's proven end.
     samples = []
+    reaches = []
     for s in splits:
         try:
             samples += stages.sample(inputs, s, 64, **order)
+            reaches.append(stages.reach(inputs, s))
         except alnsort.AlnsortError:
             if not wrong_guess:
                 raise
+            reaches.append(None)
+    if len(inputs) == 1:
+        assert reaches == [None] * len(splits), "one input: no reach"
     cuts = stages.splitters(samples, partitions)
+    priors = stages.priors(splits, reaches)
     maps = []
     failed = {}
     for i, s in enumerate(splits):
         try:
-            maps.append(stages.map(inputs, s, cuts, **order))
+            maps.append(stages.map(inputs, s, cuts, prior=priors[i], **order))
         except alnsort.AlnsortError as e:
             if not wrong_guess:
                 raise
             failed[i] = e
-            maps.append({"end": None, "blocks": None, "records": 0})
+            maps.append({"end": None, "blocks": None, "records": 0, "reach": None})
     redone = []
     while True:
         redo = stages.repair(splits, [m["end"] for m in maps])
@@ -116,9 +126,16 @@ def distributed(inputs, out: Path, n_splits: int, partitions: int, index=None, s
             break
         for i in redo:
             failed.pop(i, None)
-            maps[i] = stages.map(inputs, splits[i], cuts, **order)
+            maps[i] = stages.map(inputs, splits[i], cuts, prior=priors[i], **order)
         redone += redo
     assert not failed, failed
+    # The maps' own reaches are exact (a repaired split's reach from
+    # before the repair is not): a map that ran with another prior runs again.
+    exact = stages.priors(splits, [m["reach"] for m in maps])
+    for i, p in enumerate(exact):
+        if p != priors[i]:
+            maps[i] = stages.map(inputs, splits[i], cuts, prior=p, **order)
+            redone.append(i)
     ranges = len(cuts) + 1
     parts = []
     counts = []
@@ -331,27 +348,88 @@ def test_pg_line_and_refusals(alnsort_bin, inputs, tmp_path):
     with pytest.raises(ValueError, match="order must be one of"):
         stages.sample([inp], {"input": 0, "start": 0, "end": None, "ordinal": 0}, 4,
                       order="random")
-    # Several inputs need identical @SQ lines.
-    other = inputs.bam("manyrefs")
-    with pytest.raises(alnsort.AlnsortError, match="@SQ lines differ"):
-        stages.split([inp, other], 2)
     assert not (tmp_path / "x.bam").exists()
 
 
-def test_two_inputs_sort_as_their_concatenation(alnsort_bin, inputs, tmp_path):
-    """Two lanes with the same @SQ lines: the records of sorting their
-    concatenation (samtools cat, then alnsort sort)."""
+def cli_sort_many(alnsort_bin: str, args: list[str], paths: list[str], out: Path) -> None:
+    """`alnsort sort ARGS -o OUT IN1 IN2 ...` on one machine."""
+    res = subprocess.run(
+        [alnsort_bin, "sort", "--no-PG", "-O", "bam", *args, "-o", str(out), *paths],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    harness.check_ok(res)
+
+
+def test_two_inputs_sort_as_alnsort_sort_of_both(alnsort_bin, inputs, tmp_path):
+    """Two lanes with the same @SQ lines, the second a subsample of the
+    first (every record of it ties with one of the first): the file of
+    `alnsort sort -n IN1 IN2`."""
     inp = inputs.bam("main")
     second = tmp_path / "lane2.bam"
     pysam.view("-b", "--no-PG", "-s", "0.5", "-o", str(second), inp, catch_stdout=False)
-    cat = tmp_path / "cat.bam"
-    pysam.cat("--no-PG", "-o", str(cat), inp, str(second), catch_stdout=False)
     want = tmp_path / "want.bam"
-    cli_sort(alnsort_bin, ["-n"], str(cat), want)
+    cli_sort_many(alnsort_bin, ["-n"], [inp, str(second)], want)
     out = tmp_path / "out.bam"
     seen = distributed([inp, str(second)], out, 5, 3, no_pg=True, order="name")
     assert {s["input"] for s in seen["splits"]} == {0, 1}
     assert inflated(out) == inflated(want)
+
+
+@pytest.fixture(scope="module")
+def lanes(tmp_path_factory) -> list[str]:
+    """Three unsorted BAM lanes whose headers must be merged (tests/lanes.py)."""
+    import lanes as lanes_mod
+
+    return lanes_mod.make_lanes(tmp_path_factory.mktemp("lanes"), seed=23, n_templates=2500,
+                                n_long_reads=2)
+
+
+MULTI_ORDERS = {
+    "coordinate": ([], {}),
+    "name": (["-n"], {"order": "name"}),
+    "tag": (["-t", "RG"], {"tag": "RG"}),
+    "template-coordinate": (["--template-coordinate"], {"order": "template-coordinate"}),
+    "minimiser": (["-M"], {"order": "minimiser"}),
+    "name-lexicographic": (["-N"], {"order": "name-lexicographic"}),
+}
+
+
+@pytest.mark.parametrize("n_inputs", [2, 3])
+@pytest.mark.parametrize("name", list(MULTI_ORDERS))
+def test_several_inputs_with_other_headers_as_alnsort_sort(alnsort_bin, lanes, tmp_path, name,
+                                                            n_inputs):
+    """Lanes whose headers differ: the header and the records (uncompressed
+    streams equal) of `alnsort sort IN1 IN2 [IN3]`, the merged header's
+    reference only one lane has included, over several splits per lane."""
+    args, order = MULTI_ORDERS[name]
+    paths = lanes[-n_inputs:] if n_inputs == 2 else lanes
+    want = tmp_path / "want.bam"
+    cli_sort_many(alnsort_bin, args, paths, want)
+    out = tmp_path / "out.bam"
+    seen = distributed(paths, out, 3 * n_inputs, 4, no_pg=True, **order)
+    assert len({s["input"] for s in seen["splits"]}) == n_inputs
+    assert sum(seen["counts"]) == len(records(want))
+    with pysam.AlignmentFile(str(out), "rb") as f:
+        assert "chrZ" in f.references
+        rg = [r["ID"] for r in f.header.to_dict()["RG"]]
+        assert len(rg) == len(set(rg)) and any("-" in x for x in rg), rg
+    assert inflated(out) == inflated(want), f"{name}, {n_inputs} inputs: other header or records"
+
+
+def test_several_inputs_index_answers_as_samtools_index(alnsort_bin, lanes, tmp_path):
+    """Three lanes, coordinate order, BAI: the merged index is the index
+    samtools index builds on the output, and the output is the file of
+    `alnsort sort IN1 IN2 IN3 --write-index`."""
+    want = tmp_path / "want.bam"
+    cli_sort_many(alnsort_bin, [], lanes, want)
+    out = tmp_path / "out.bam"
+    distributed(lanes, out, 7, 5, index="bai", no_pg=True)
+    assert inflated(out) == inflated(want)
+    theirs = tmp_path / "samtools.bai"
+    pysam.index("-b", str(out), str(theirs))
+    assert index_content(Path(f"{out}.bai"), "bai") == index_content(theirs, "bai")
 
 
 def test_stages_release_the_gil(inputs, tmp_path):
@@ -380,3 +458,32 @@ def test_stages_release_the_gil(inputs, tmp_path):
     inside = [x for x in ticks if t0 < x < t1]
     assert len(inside) >= 5, f"{len(inside)} ticks in {t1 - t0:.3f} s of the map"
     assert result["map"]["records"] == len(records(inp))
+
+
+def test_several_inputs_wrong_guess_and_sharded(alnsort_bin, lanes, tmp_path):
+    """Three lanes, the first coordinate-sorted (so its splits' reaches
+    grow): a wrong guessed start in it is repaired and the maps whose prior
+    it changed run again (the output is still `alnsort sort IN1 IN2 IN3`'s);
+    the sharded output's files each carry the merged header."""
+    first = tmp_path / "lane0-sorted.bam"
+    pysam.sort("-o", str(first), lanes[0], catch_stdout=False)
+    lanes = [str(first), *lanes[1:]]
+    want = tmp_path / "want.bam"
+    cli_sort_many(alnsort_bin, [], lanes, want)
+    out = tmp_path / "out.bam"
+    seen = distributed(lanes, out, 10, 3, wrong_guess=True, no_pg=True)
+    assert seen["redo"][0] == 1 and len(seen["redo"]) > 1, seen["redo"]
+    assert inflated(out) == inflated(want)
+    shards = tmp_path / "shards"
+    seen = distributed(lanes, shards, 7, 3, sharded=True, no_pg=True)
+    files = seen["done"]["files"]
+    assert len(files) == 3, files
+    with pysam.AlignmentFile(str(want), "rb") as f:
+        header = str(f.header)
+    got = []
+    for name in files:
+        with pysam.AlignmentFile(name, "rb") as f:
+            assert str(f.header) == header, name
+        got += records(name)
+    assert got == records(want)
+

@@ -59,22 +59,30 @@ def test_subcommands_sort_like_alnsort_sort(alnsort_bin, inputs, tmp_path):
     for i in range(len(splits) - 1):
         assert maps[i]["end"] == splits[i + 1]["start"], "a proven end meets the next start"
     assert maps[-1]["end"] is None
+    out = reduce_and_assemble(alnsort_bin, maps, 3, [inp], sort_opts, tmp_path)
+    assert inflated(out) == inflated(want)
+
+
+def reduce_and_assemble(alnsort_bin: str, maps: list, ranges: int, paths: list[str],
+                        sort_opts: list[str], tmp_path: Path) -> Path:
+    """`alnsort reduce` of every range (the maps' blocks in split order),
+    then `alnsort assemble` of the parts into tmp_path/out.bam."""
     parts = []
-    for r in range(3):
+    for r in range(ranges):
         part = tmp_path / f"part-{r}"
-        args = ["reduce", "--range", str(r), "--partitions", "3", "--part", str(part)]
+        args = ["reduce", "--range", str(r), "--partitions", str(ranges), "--part", str(part)]
         for m in maps:
             args += ["--block", m["blocks"][r]]
-        got = stage(alnsort_bin, *args, inp, *sort_opts)
+        got = stage(alnsort_bin, *args, *paths, *sort_opts)
         assert got["bytes"] == part.stat().st_size
         parts.append(str(part))
     out = tmp_path / "out.bam"
     args = ["assemble", "--output", str(out)]
     for p in parts:
         args += ["--part", p]
-    done = stage(alnsort_bin, *args, inp, *sort_opts)
+    done = stage(alnsort_bin, *args, *paths, *sort_opts)
     assert done["bytes"] == out.stat().st_size
-    assert inflated(out) == inflated(want)
+    return out
 
 
 def test_indexed_assembly_and_errors(alnsort_bin, inputs, tmp_path):
@@ -119,3 +127,43 @@ def test_indexed_assembly_and_errors(alnsort_bin, inputs, tmp_path):
     assert res.returncode == 1 and "corrupt" in res.stderr, res.stderr
     assert not part2.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_subcommands_sort_lanes_with_other_headers(alnsort_bin, tmp_path):
+    """Two lanes whose headers must be merged (other @SQ order, a reference
+    only one has, clashing @RG/@PG IDs), -n: `alnsort reach` of every split
+    and `map --prior` (the largest reach of the earlier splits of the same
+    input) give the file `alnsort sort -n IN1 IN2` writes."""
+    import lanes
+
+    paths = lanes.make_lanes(tmp_path, seed=5, n_templates=1500)[1:]
+    want = tmp_path / "want.bam"
+    harness.check_ok(subprocess.run(
+        [alnsort_bin, "sort", "--no-PG", "-n", "-o", str(want), *paths],
+        capture_output=True, text=True, timeout=600))
+    sort_opts = ["--", "--no-PG", "-n"]
+    splits = stage(alnsort_bin, "split", "--parts", "4", *paths)
+    assert {s["input"] for s in splits} == {0, 1} and len(splits) >= 4
+    sample_files = []
+    reaches = []
+    for s in splits:
+        got = stage(alnsort_bin, "sample", "--split", s["arg"], "--count", "50", *paths, *sort_opts)
+        f = tmp_path / f"samples-{s['ordinal']}.json"
+        f.write_text(json.dumps(got))
+        sample_files.append(str(f))
+        reaches.append(stage(alnsort_bin, "reach", "--split", s["arg"], *paths)["reach"])
+    assert all(isinstance(r, int) for r in reaches), reaches
+    cuts_file = tmp_path / "splitters.json"
+    cuts_file.write_text(json.dumps(stage(alnsort_bin, "splitters", "--partitions", "2", *sample_files)))
+    blocks = tmp_path / "blocks"
+    blocks.mkdir()
+    maps = []
+    for i, s in enumerate(splits):
+        earlier = [reaches[j] for j in range(i) if splits[j]["input"] == s["input"]]
+        prior = ["--prior", str(max(earlier))] if earlier else []
+        m = stage(alnsort_bin, "map", "--split", s["arg"], "--splitters", str(cuts_file), *prior,
+                  "--out-dir", str(blocks), *paths, *sort_opts)
+        assert m["reach"] == reaches[i], "a map's reach is the split's"
+        maps.append(m)
+    out = reduce_and_assemble(alnsort_bin, maps, 2, paths, sort_opts, tmp_path)
+    assert inflated(out) == inflated(want)

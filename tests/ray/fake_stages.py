@@ -72,15 +72,26 @@ def repair(splits, ends):
     return redo
 
 
-def map(inputs, sp, splitters, threads=1, max_memory=None, **order):
+def reach(inputs, sp):
+    """No merge tie-break here: ties keep input order."""
+    return None
+
+
+def priors(splits, reaches):
+    return [None] * len(splits)
+
+
+def map(inputs, sp, splitters, threads=1, max_memory=None, prior=None, **order):
     import bisect
 
+    assert prior is None, prior
     lines, end = _records(inputs, sp)
     keyed = sorted((_key(x, sp["ordinal"], n), x) for n, x in enumerate(lines))
     blocks = [[] for _ in range(len(splitters) + 1)]
     for k, x in keyed:
         blocks[bisect.bisect_right(splitters, k)].append((k, x))
-    return {"blocks": [pickle.dumps(b) for b in blocks], "records": len(lines), "end": end}
+    return {"blocks": [pickle.dumps(b) for b in blocks], "records": len(lines), "end": end,
+            "reach": None}
 
 
 def reduce(inputs, blocks, part_path, range_index, partitions, *, index=None, **order):

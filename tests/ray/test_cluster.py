@@ -25,7 +25,6 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -44,6 +43,7 @@ import alnsort  # noqa: E402
 import alnsort.ray as aray  # noqa: E402
 
 from faults import Barrier  # noqa: E402
+from simcluster import add_worker, header_end, inflate_bgzf, records, simulated_cluster  # noqa: E402
 
 STORE = 80 << 20  # just above Ray's minimum object store (75 MiB)
 SPLITS = 6
@@ -60,45 +60,23 @@ def spill_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(spill_dir):
+    system = {
+        # A dead node is noticed in about a second.
+        "health_check_initial_delay_ms": 0,
+        "health_check_period_ms": 500,
+        "health_check_failure_threshold": 2,
+        # Spill early and in small batches: blocks do not stay in memory.
+        "object_spilling_threshold": 0.05,
+        "min_spilling_size": 1 << 20,
+        "object_spilling_config": json.dumps(
+            {"type": "filesystem", "params": {"directory_path": str(spill_dir)}}
+        ),
+    }
     # Workers must import the test helpers (faults.py, fake_stages.py).
-    path = os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")])
-    old_env = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_memory_usage_threshold")}
-    os.environ["PYTHONPATH"] = path
-    # Ray's out-of-memory killer would kill tasks on a small shared machine.
-    os.environ["RAY_memory_usage_threshold"] = "1.0"
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "object_store_memory": STORE,
-            "_system_config": {
-                # A dead node is noticed in about a second.
-                "health_check_initial_delay_ms": 0,
-                "health_check_period_ms": 500,
-                "health_check_failure_threshold": 2,
-                # Spill early and in small batches: blocks do not stay in memory.
-                "object_spilling_threshold": 0.05,
-                "min_spilling_size": 1 << 20,
-                "object_spilling_config": json.dumps(
-                    {"type": "filesystem", "params": {"directory_path": str(spill_dir)}}
-                ),
-            },
-        },
-    )
-    for _ in range(3):
-        c.add_node(num_cpus=1, object_store_memory=STORE)
-    ray.init(address=c.address, log_to_driver=False)
-    c.wait_for_nodes()
-    try:
+    with simulated_cluster(
+        3, STORE, head_store_bytes=STORE, system_config=system, python_path=[str(HERE), str(TESTS)]
+    ) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        for k, v in old_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
@@ -126,33 +104,6 @@ def single(bam, tmp_path_factory, alnsort_bin) -> str:
 
 
 # ---- helpers ------------------------------------------------------------------
-
-
-def inflate_bgzf(raw: bytes) -> bytes:
-    """All BGZF blocks of ``raw`` inflated (block by block: gzip.decompress
-    re-slices the rest of the input at each of the thousands of members)."""
-    out = []
-    pos = 0
-    view = memoryview(raw)
-    while pos < len(raw):
-        (bsize,) = struct.unpack_from("<H", raw, pos + 16)
-        out.append(zlib.decompress(view[pos + 18 : pos + bsize + 1 - 8], -15))
-        pos += bsize + 1
-    return b"".join(out)
-
-
-def records(path: str) -> bytes:
-    """The decompressed record section of a BAM (everything after the header)."""
-    data = inflate_bgzf(Path(path).read_bytes())
-    assert data[:4] == b"BAM\1", f"{path}: not a BAM"
-    (l_text,) = struct.unpack_from("<i", data, 4)
-    pos = 8 + l_text
-    (n_ref,) = struct.unpack_from("<i", data, pos)
-    pos += 4
-    for _ in range(n_ref):
-        (l_name,) = struct.unpack_from("<i", data, pos)
-        pos += 4 + l_name + 4
-    return data[pos:]
 
 
 def regions(path: str) -> list[str]:
@@ -216,7 +167,7 @@ def run_killing(cluster: Cluster, barrier: Barrier, **kwargs) -> dict:
     victims = [n for n in cluster.worker_nodes if n.node_id == node_id]
     assert len(victims) == 1, f"node {node_id} of {barrier.stage} task {barrier.index} not found"
     cluster.remove_node(victims[0], allow_graceful=False)
-    cluster.add_node(num_cpus=1, object_store_memory=STORE)
+    add_worker(cluster, STORE)
     th.join(timeout=240)
     assert not th.is_alive(), "the run did not finish after the node was killed"
     if "error" in result:
@@ -350,7 +301,9 @@ def test_sharded_with_node_killed(cluster, single, bam, tmp_path):
 
 def test_command_line(cluster, single, bam, tmp_path):
     """python -m alnsort.ray sort, joining the running cluster by --address,
-    with a name order and two inputs (lanes) sorted together."""
+    with a name order and two inputs (lanes) sorted together: the same file
+    twice, so every record ties with its copy; the records of `alnsort sort
+    -n IN IN`."""
     out = str(tmp_path / "n.bam")
     env = dict(os.environ)
     res = subprocess.run(
@@ -360,10 +313,40 @@ def test_command_line(cluster, single, bam, tmp_path):
     )
     assert res.returncode == 0, res.stderr
     want = str(tmp_path / "want.bam")
-    merged = str(tmp_path / "merged.bam")
-    oracle.samtools("cat", "-o", merged, bam, bam)
-    harness.check_ok(harness.run_alnsort(["-n", "-o", want, merged]))
+    harness.check_ok(harness.run_alnsort(["-n", "-o", want, bam, bam]))
     assert records(out) == records(want)
+
+
+@pytest.fixture(scope="module")
+def lanes(tmp_path_factory) -> list[str]:
+    """Three unsorted lanes whose headers must be merged (tests/lanes.py)."""
+    import lanes as lanes_mod
+
+    return lanes_mod.make_lanes(tmp_path_factory.mktemp("ray-lanes"), seed=41, n_templates=6000)
+
+
+@pytest.mark.parametrize(
+    "order,args",
+    [("coordinate", []), ("template-coordinate", ["--template-coordinate"])],
+)
+def test_lanes_with_other_headers(cluster, lanes, tmp_path, order, args):
+    """Three lanes with other @SQ orders, a reference one lane alone has and
+    clashing @RG/@PG IDs: the file `alnsort sort IN1 IN2 IN3` writes (header
+    and records; the uncompressed streams are equal), several splits per
+    lane; in coordinate order with an index that answers as samtools'."""
+    want = tmp_path / "want.bam"
+    index = order == "coordinate"
+    harness.check_ok(
+        harness.run_alnsort(["--no-PG", *args, *(["--write-index"] if index else []), "-o", str(want), *lanes])
+    )
+    out = tmp_path / "out.bam"
+    stats = aray.sort(lanes, str(out), order=order, index=index, no_pg=True, splits=7, partitions=4)
+    assert stats["splits"] >= 6, stats
+    assert inflate_bgzf(out.read_bytes()) == inflate_bgzf(want.read_bytes()), (
+        "header or records differ from alnsort sort IN1 IN2 IN3"
+    )
+    if index:
+        assert_index_answers_as_samtools(str(out), str(out) + ".csi", tmp_path)
 
 
 def test_bad_input_fails_cleanly(cluster, bam, tmp_path):
@@ -375,13 +358,7 @@ def test_bad_input_fails_cleanly(cluster, bam, tmp_path):
     # Inflate the whole file, break one record's reference id mid-file, write it back as BGZF.
     bad = tmp_path / "bad.bam"
     raw = bytearray(inflate_bgzf(Path(bam).read_bytes()))
-    (l_text,) = struct.unpack_from("<i", raw, 4)
-    pos = 8 + l_text
-    (n_ref,) = struct.unpack_from("<i", raw, pos)
-    pos += 4
-    for _ in range(n_ref):
-        (l_name,) = struct.unpack_from("<i", raw, pos)
-        pos += 8 + l_name
+    pos = header_end(raw)
     half = len(raw) // 2
     while pos < half:  # walk to the first record past the middle
         (size,) = struct.unpack_from("<i", raw, pos)
@@ -395,3 +372,24 @@ def test_bad_input_fails_cleanly(cluster, bam, tmp_path):
     assert not isinstance(err.value, ray.exceptions.RayTaskError), repr(err.value)
     assert "bad.bam" in str(err.value), str(err.value)
     assert sorted(os.listdir(tmp_path)) == ["bad.bam"], os.listdir(tmp_path)
+
+
+def test_lanes_with_a_wrong_split_guess(cluster, lanes, tmp_path):
+    """Several inputs, the first coordinate-sorted (its splits' reaches
+    grow), and a wrong guessed split start in it (tests/ray/
+    wrong_guess_stages.py): the split is repaired, the maps whose prior
+    depended on it run again with the maps' own reaches, and the output is
+    still the file of `alnsort sort -n IN1 IN2 IN3`."""
+    import pysam
+
+    first = tmp_path / "lane0-sorted.bam"
+    pysam.sort("-o", str(first), lanes[0], catch_stdout=False)
+    lanes = [str(first), *lanes[1:]]
+    want = tmp_path / "want.bam"
+    harness.check_ok(harness.run_alnsort(["--no-PG", "-n", "-o", str(want), *lanes]))
+    out = tmp_path / "out.bam"
+    stats = aray.sort(lanes, str(out), order="name", no_pg=True, splits=10, partitions=3,
+                      stages_module="wrong_guess_stages")
+    assert stats["repairs"] == 1 and stats["prior_reruns"] >= 1, stats
+    assert inflate_bgzf(out.read_bytes()) == inflate_bgzf(want.read_bytes())
+

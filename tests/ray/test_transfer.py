@@ -92,6 +92,11 @@ def test_sample_groups_cover_the_splits_in_order(n):
 def test_a_sample_task_samples_each_split_of_its_group(bam):
     inputs = [bam]
     splits = stages.split(inputs, 3)
-    got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER)
+    got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER, [False] * len(splits))
     assert [g["keys"] for g in got] == [stages.sample(inputs, s, 20) for s in splits]
     assert all(len(g["keys"]) == 20 and g["cpu"] >= 0 for g in got)
+    assert all(g["reach"] is None for g in got)
+    # Where asked, each split's reach comes with its samples.
+    want = [i % 2 == 0 for i in range(len(splits))]
+    got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER, want)
+    assert [g["reach"] for g in got] == [stages.reach(inputs, s) if w else None for s, w in zip(splits, want)]

@@ -307,6 +307,16 @@ impl Translation {
         self.identity_tids && self.rg.is_empty() && self.pg.is_empty()
     }
 
+    /// The merged header's reference id of the input's reference `tid`
+    /// (negative ids, and ids the input's header lacks, stay as they are).
+    pub fn ref_id(&self, tid: i32) -> i32 {
+        if tid >= 0 {
+            self.tid.get(tid as usize).copied().unwrap_or(tid)
+        } else {
+            tid
+        }
+    }
+
     /// Translates `rec` (BAM form with its `block_size`) into `out` as
     /// samtools merge's `bam_translate` does; returns false (and leaves
     /// `out` alone) when the record stays as it is. A tag whose ID the
@@ -329,15 +339,8 @@ impl Translation {
             let at = out.len() - crate::sam_parse::WIDE_FIELD_LEN;
             out.split_off(at)
         });
-        let map = |t: i32| {
-            if t >= 0 {
-                self.tid.get(t as usize).copied().unwrap_or(t)
-            } else {
-                t
-            }
-        };
-        out[4..8].copy_from_slice(&map(tid).to_le_bytes());
-        out[24..28].copy_from_slice(&map(mtid).to_le_bytes());
+        out[4..8].copy_from_slice(&self.ref_id(tid).to_le_bytes());
+        out[24..28].copy_from_slice(&self.ref_id(mtid).to_le_bytes());
         for tag in [*b"RG", *b"PG"] {
             let aux_at = out.len() - RecordRef::with_block_size(out).aux().len();
             let Some((start, end)) = find_tag(&out[aux_at..], tag) else {

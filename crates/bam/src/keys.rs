@@ -284,12 +284,20 @@ impl KeyEncoder {
     /// same order as the u64 cast for every i32 `pos`.
     #[inline]
     fn coordinate(&self, rec: RecordRef<'_>) -> u64 {
-        let tid = match rec.ref_id() {
+        self.coordinate_of(rec.ref_id(), rec.pos(), rec.flag())
+    }
+
+    /// The 8-byte coordinate key (as a u64) of a record with these fields,
+    /// for a caller that has them apart from the record (a reference id
+    /// already translated into a merged header's terms).
+    #[inline]
+    pub fn coordinate_of(&self, ref_id: i32, pos: i32, flag: u16) -> u64 {
+        let tid = match ref_id {
             t if t < 0 => self.unplaced_tid,
             t => t as u64,
         };
-        let pos1 = (rec.pos() as i64 + 1) as u32 as u64;
-        let rev = u64::from(rec.flag() & flags::REVERSE != 0);
+        let pos1 = (pos as i64 + 1) as u32 as u64;
+        let rev = u64::from(flag & flags::REVERSE != 0);
         tid << 33 | pos1 << 1 | rev
     }
 

@@ -785,6 +785,18 @@ fn has_index(path: &str) -> bool {
     .any(|p| std::path::Path::new(p).is_file())
 }
 
+/// What samtools merge (and `alnsort sort IN1 IN2 ...`) prints for a
+/// record's `tag` whose ID is not in its input's header (the tag is lost).
+pub(crate) fn unknown_tag_warning(tag: &[u8], id: &[u8], read: &[u8]) -> String {
+    format!(
+        "[bam_translate] {} tag \"{}\" on read \"{}\" encountered with no corresponding entry in header, \
+         tag lost. Unknown tags are only reported once per input file for each tag ID.",
+        String::from_utf8_lossy(tag),
+        String::from_utf8_lossy(id),
+        String::from_utf8_lossy(read)
+    )
+}
+
 /// Records of one decoded batch, keys beside them.
 #[derive(Default)]
 struct Chunk {
@@ -968,12 +980,7 @@ impl Source {
                         Ok(c) => {
                             for (tag, id, read) in &c.unknown_tags {
                                 if self.warned.insert((tag.clone(), id.clone())) {
-                                    eprintln!(
-                                        "[bam_translate] {} tag \"{}\" on read \"{read}\" encountered with no corresponding \
-                                         entry in header, tag lost. Unknown tags are only reported once per input file for each tag ID.",
-                                        String::from_utf8_lossy(tag),
-                                        String::from_utf8_lossy(id)
-                                    );
+                                    eprintln!("{}", unknown_tag_warning(tag, id, read.as_bytes()));
                                 }
                             }
                             self.unknown_refs

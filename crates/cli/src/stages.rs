@@ -24,11 +24,18 @@
 //! over any splits and partitions holds the records of `alnsort sort`,
 //! in its order, with its header.
 //!
-//! Several inputs are sorted together (as if concatenated in order; the
-//! tie-break is input order) when their @SQ lines are identical; the
-//! output header is the first input's. Other combinations are refused
-//! until header merging (`alnsort merge`'s) is wired in. Only BAM inputs
-//! can be split (a SAM input is refused).
+//! Several inputs (lanes) are sorted together as `alnsort sort IN1 IN2
+//! ...` sorts them: their headers merged as `samtools merge` merges them
+//! (`alnsort_bam::header_merge`, the merged header is the output's), each
+//! record translated into the merged header's terms (reference ids, `RG`
+//! and `PG` tags) before it is keyed, and records of equal sort keys in
+//! the order of the coordinate merge of the inputs that `alnsort sort`
+//! sorts stably. That order is (coordinate merge key's running maximum in
+//! the record's input, input, position in the input), see [`MergedInputs`]:
+//! the maps append that running maximum to every key, [`reach`] gives the
+//! maximum of a split, and a map is told the largest reach of the earlier
+//! splits of its input (`prior`). Only BAM inputs can be split (a SAM input
+//! is refused).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -37,7 +44,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use alnsort_bam::header::Header;
-use alnsort_bam::keys::KeyEncoder;
+use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{
     BamScanner, Decoder, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner,
 };
@@ -81,6 +89,9 @@ pub struct MapOutput {
     /// The proven end: the virtual offset of the first record at or past
     /// the split's end (`None` when the split runs to the end of input).
     pub end: Option<u64>,
+    /// Several inputs: the split's reach (as [`reach`] gives it), `None`
+    /// for one input or an empty split.
+    pub reach: Option<u64>,
 }
 
 /// What [`reduce`] returns.
@@ -140,28 +151,142 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
     ))
 }
 
-/// Headers (and first-record offsets and sizes) of `inputs`; refuses
-/// inputs whose @SQ lines differ from the first's.
-fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<Vec<(Header, u64, u64)>> {
+/// The inputs of one sort: each input's header, first-record offset and
+/// size (`heads`), the output's header, and with several inputs how each
+/// input's records translate into it.
+struct InputSet {
+    heads: Vec<(Header, u64, u64)>,
+    /// The only input's header, or the merged one (`alnsort sort IN1 IN2
+    /// ...`'s: `samtools merge`'s rules, clash suffixes seeded with 0).
+    header: Arc<Header>,
+    merged: Option<Arc<MergedInputs>>,
+}
+
+/// Several inputs in the merged header's terms. `alnsort sort IN1 IN2 ...`
+/// interleaves the inputs by coordinate (a loser tree over their heads,
+/// the lower input first on equal keys) and sorts that stream stably. A
+/// merge of heads hands on each input in stretches that start at a new
+/// running maximum of its keys, so the stream is ordered by (running
+/// maximum of the coordinate key within the record's input, input,
+/// position): the tie-break of equal sort keys. The maps append that
+/// running maximum (8 bytes, big-endian) to each sort key; the splits
+/// and the reduce's merge (blocks in split order) add (input, position).
+/// Sort keys are prefix-free (`alnsort_bam::keys`), so the longer keys
+/// keep their order.
+struct MergedInputs {
+    translations: Vec<Translation>,
+    /// Coordinate keys in the merged header's terms (the merge's order).
+    coordinate: KeyEncoder,
+    warnings: Vec<String>,
+}
+
+impl MergedInputs {
+    /// The coordinate merge key of `rec`, a record of input `input`.
+    fn merge_key(&self, input: usize, rec: RecordRef<'_>) -> u64 {
+        let tid = self.translations[input].ref_id(rec.ref_id());
+        self.coordinate.coordinate_of(tid, rec.pos(), rec.flag())
+    }
+
+    /// The running maximum of the merge key over the records of `raw` (a
+    /// batch of input `input`), each record's value in order, starting
+    /// from `running` (which ends at the batch's maximum). A record too
+    /// short to hold the fields counts as nothing; its decoding fails.
+    fn running_max(&self, input: usize, raw: &RawBatch, running: &mut Option<u64>) -> Vec<u64> {
+        let mut out = Vec::with_capacity(raw.voffsets.len());
+        let mut at = 0usize;
+        for _ in 0..raw.voffsets.len() {
+            let len = raw.data.get(at..at + 4).map_or(0, |b| {
+                4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+            });
+            if let Some(rec) = raw.data.get(at..at + len).filter(|r| r.len() >= 36) {
+                let k = self.merge_key(input, RecordRef::with_block_size(rec));
+                *running = Some(running.map_or(k, |r| r.max(k)));
+            }
+            out.push(running.unwrap_or(0));
+            at += len;
+        }
+        out
+    }
+
+    /// `rec` (of input `input`) translated as `alnsort sort` translates it
+    /// (into `scratch` when it changes) and its key of `encoder`'s order
+    /// with the tie-break `running` appended, into `key`. Tags dropped for
+    /// an ID the input's header lacks are reported to `unknown`.
+    #[allow(clippy::too_many_arguments)]
+    fn rekey<'a>(
+        &self,
+        input: usize,
+        rec: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+        encoder: &KeyEncoder,
+        running: u64,
+        key: &mut Vec<u8>,
+        unknown: &mut alnsort_bam::header_merge::UnknownTag<'_>,
+    ) -> std::result::Result<&'a [u8], String> {
+        let rec = if self.translations[input].apply(rec, scratch, unknown) {
+            &scratch[..]
+        } else {
+            rec
+        };
+        encoder
+            .encode(RecordRef::with_block_size(rec), key)
+            .map_err(|e| e.to_string())?;
+        key.extend_from_slice(&running.to_be_bytes());
+        Ok(rec)
+    }
+}
+
+/// Bytes appended to each sort key with several inputs (see
+/// [`MergedInputs`]).
+const TIE_LEN: usize = 8;
+
+/// Headers (and first-record offsets and sizes) of `inputs`, merged when
+/// there are several.
+fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<InputSet> {
     if inputs.is_empty() {
         bail!("no input files");
     }
-    let mut out: Vec<(Header, u64, u64)> = Vec::new();
+    let mut heads: Vec<(Header, u64, u64)> = Vec::new();
     for path in inputs {
-        let h = bsplit::read_header(path, Arc::clone(pool))?;
-        if let Some((first, _, _)) = out.first() {
-            if first.refs() != h.0.refs() {
-                bail!(
-                    "{}: its @SQ lines differ from those of {}; several inputs must have identical \
-                     @SQ lines (merging other headers is not supported by the stages yet)",
-                    path.display(),
-                    inputs[0].display()
-                );
-            }
-        }
-        out.push(h);
+        heads.push(bsplit::read_header(path, Arc::clone(pool))?);
     }
-    Ok(out)
+    merge_heads(inputs, heads)
+}
+
+/// [`headers`] once the headers are read (`heads`, one per input).
+fn merge_heads(inputs: &[PathBuf], heads: Vec<(Header, u64, u64)>) -> Result<InputSet> {
+    if heads.len() == 1 {
+        return Ok(InputSet {
+            header: Arc::new(heads[0].0.clone()),
+            heads,
+            merged: None,
+        });
+    }
+    let mut merger = HeaderMerger::new(MergeOptions {
+        seed: 0,
+        ..Default::default()
+    });
+    let mut translations = Vec::with_capacity(heads.len());
+    let mut reset_order = false;
+    for (path, h) in inputs.iter().zip(&heads) {
+        let t = merger
+            .add(&h.0)
+            .with_context(|| format!("{}: merging its header", path.display()))?;
+        reset_order |= t.lost_coord_sort;
+        translations.push(t);
+    }
+    let warnings = std::mem::take(&mut merger.warnings);
+    let header = merger.finish(reset_order).context("merging the headers")?;
+    let coordinate = KeyEncoder::new(SortOrder::Coordinate, header.n_ref(), &[]);
+    Ok(InputSet {
+        header: Arc::new(header),
+        heads,
+        merged: Some(Arc::new(MergedInputs {
+            translations,
+            coordinate,
+            warnings,
+        })),
+    })
 }
 
 fn key_kind(encoder: &KeyEncoder) -> KeyKind {
@@ -185,10 +310,14 @@ fn encoder(cfg: &Config, header: &Header) -> Arc<KeyEncoder> {
 /// input, the rest by compressed size), in input order.
 pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<SplitSpec>> {
     let pool = pool(threads)?;
-    let heads = headers(inputs, &pool)?;
+    let set = headers(inputs, &pool)?;
+    for w in set.merged.iter().flat_map(|m| &m.warnings) {
+        eprintln!("{w}");
+    }
+    let heads = &set.heads;
     let total: u64 = heads.iter().map(|h| h.2).sum::<u64>().max(1);
     let mut out = Vec::new();
-    for (i, (path, (header, first, size))) in inputs.iter().zip(&heads).enumerate() {
+    for (i, (path, (header, first, size))) in inputs.iter().zip(heads).enumerate() {
         let share = ((parts as u64 * size).div_ceil(total)).max(1) as usize;
         let starts = bsplit::guess_starts(path, header.n_ref(), *first, *size, share, &pool)?;
         for (j, &start) in starts.iter().enumerate() {
@@ -279,10 +408,15 @@ pub fn sample(
 ) -> Result<Vec<Vec<u8>>> {
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
-    let heads = headers(inputs, &pool)?;
+    let set = headers(inputs, &pool)?;
+    let heads = &set.heads;
     let path = split_input(inputs, split)?;
     let header = Arc::new(heads[split.input].0.clone());
     let enc = encoder(&cfg, &header);
+    // Several inputs: keys of the merged header's records (a sample's tie
+    // suffix is the running maximum from its stretch's start: samples
+    // only balance the ranges).
+    let merged_enc = set.merged.as_ref().map(|_| encoder(&cfg, &set.header));
     let count = count.max(1);
     let c0 = split.start >> 16;
     let c1 = split.end.map_or(heads[split.input].2, |e| e >> 16).max(c0);
@@ -313,15 +447,36 @@ pub fn sample(
             let (name, mut scanner) = open_scanner(path, from, end, opts, &pool)?;
             let dec = decoder(&name, &cfg, &header, &enc, usize::MAX);
             let mut out = Vec::new();
+            let mut running = None;
+            let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
             while out.len() < per {
                 let Some(raw) = scanner.next_batch()? else {
                     break;
                 };
+                let ties = match &set.merged {
+                    Some(m) => m.running_max(split.input, &raw, &mut running),
+                    None => Vec::new(),
+                };
                 let mut i = 0;
                 dec.decode(
                     &raw,
-                    |key, _| {
+                    |key, rec| {
                         if out.len() < per {
+                            let key = match (&set.merged, &merged_enc) {
+                                (Some(m), Some(menc)) => {
+                                    m.rekey(
+                                        split.input,
+                                        rec,
+                                        &mut scratch,
+                                        menc,
+                                        ties[i],
+                                        &mut merged_key,
+                                        &mut |_, _, _| {},
+                                    )?;
+                                    &merged_key[..]
+                                }
+                                _ => key,
+                            };
                             out.push(Splitter {
                                 key: key.to_vec(),
                                 split: split.ordinal,
@@ -388,24 +543,60 @@ struct Decoded {
     batch: Batch,
     tally: Tally,
     warnings: Vec<String>,
+    /// Several inputs: tags dropped in translation ((tag and ID, message)).
+    unknown_tags: Vec<(Vec<u8>, String)>,
     /// The virtual offset of the batch's last record.
     last: Option<u64>,
 }
 
+/// The reach of split `split` of several inputs: the largest coordinate
+/// merge key (a `u64`, in the merged header's terms) of its records, or
+/// `None` when it has none. A map needs the largest reach of the earlier
+/// splits of its input (its `prior`): the tie-break of `alnsort sort`
+/// with several inputs depends on it (see [`MergedInputs`]). Reads the
+/// whole split (inflating it and walking its records, no more); with one
+/// input it reads nothing and answers `None`.
+pub fn reach(inputs: &[PathBuf], split: &SplitSpec, threads: usize) -> Result<Option<u64>> {
+    let pool = pool(threads)?;
+    let set = headers(inputs, &pool)?;
+    let path = split_input(inputs, split)?;
+    let Some(m) = &set.merged else {
+        return Ok(None);
+    };
+    let (_, mut scanner) =
+        open_scanner(path, split.start, split.end, ScanOptions::default(), &pool)?;
+    let mut running = None;
+    while let Some(raw) = scanner.next_batch()? {
+        m.running_max(split.input, &raw, &mut running);
+    }
+    Ok(running)
+}
+
 /// The map task of split `split`: its records sorted and cut into
-/// `splitters.len() + 1` framed blocks.
+/// `splitters.len() + 1` framed blocks. With several inputs, `prior` is
+/// the largest [`reach`] of the earlier splits of the split's input
+/// (`None` for its first split).
 pub fn map(
     inputs: &[PathBuf],
     split: &SplitSpec,
     splitters: &[Vec<u8>],
     options: &[OsString],
+    prior: Option<u64>,
 ) -> Result<MapOutput> {
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
-    let heads = headers(inputs, &pool)?;
-    let header = Arc::new(heads[split.input].0.clone());
+    let set = headers(inputs, &pool)?;
+    split_input(inputs, split)?;
+    let header = Arc::new(set.heads[split.input].0.clone());
     let enc = encoder(&cfg, &header);
-    let kind = key_kind(&enc);
+    // Several inputs: records are translated and keyed in the merged
+    // header's terms, with the tie-break suffix.
+    let merged = set.merged.clone();
+    let merged_enc = encoder(&cfg, &set.header);
+    let kind = match merged {
+        Some(_) => KeyKind::Variable,
+        None => key_kind(&enc),
+    };
     let mut partitioner = Partitioner::new(decode_splitters(splitters)?, split.ordinal)?;
     let debris = Debris::default();
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort-map", &debris).with_context(|| {
@@ -434,6 +625,12 @@ pub fn map(
         let dec = decoder(&name, &cfg, &header, &enc, limit);
         let recycler = scanner.recycler();
         let empty = partitioner.tally();
+        // The split's own reach (the reading thread keeps the running
+        // maximum: each record's tie-break needs every record before it).
+        let own_reach = Arc::new(std::sync::Mutex::new(None));
+        let producer_merged = merged.clone();
+        let producer_reach = Arc::clone(&own_reach);
+        let input = split.input;
         // Batches are decoded, keyed and copied into sort batches on the
         // pool (as `alnsort sort` reads), in input order.
         let depth = pool.current_num_threads() * 2 + 2;
@@ -441,30 +638,69 @@ pub fn map(
             Arc::clone(&pool),
             "map read",
             depth,
-            move |emit| loop {
-                match scanner.next_batch() {
-                    Ok(Some(b)) => {
-                        if !emit(Ok(b)) {
+            move |emit| {
+                let mut own = None;
+                loop {
+                    match scanner.next_batch() {
+                        Ok(Some(b)) => {
+                            let ties = match &producer_merged {
+                                Some(m) => {
+                                    let mut v = m.running_max(input, &b, &mut own);
+                                    if let Some(p) = prior {
+                                        v.iter_mut().for_each(|t| *t = (*t).max(p));
+                                    }
+                                    v
+                                }
+                                None => Vec::new(),
+                            };
+                            if !emit(Ok((b, ties))) {
+                                break;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            emit(Err(e));
                             break;
                         }
                     }
-                    Ok(None) => break,
-                    Err(e) => {
-                        emit(Err(e));
-                        break;
-                    }
                 }
+                *producer_reach.lock().unwrap_or_else(|e| e.into_inner()) = own;
             },
-            move |item: std::result::Result<RawBatch, ReadError>| -> Result<Decoded> {
-                let raw = item?;
+            move |item: std::result::Result<(RawBatch, Vec<u64>), ReadError>| -> Result<Decoded> {
+                let (raw, ties) = item?;
                 let mut tally = empty.clone();
                 let observe = tally.is_needed();
                 let mut batch = Batch::for_input(kind, raw.data.len(), raw.voffsets.len());
                 let mut warnings = Vec::new();
+                let mut unknown_tags = Vec::new();
+                let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
                 let mut i = 0;
                 dec.decode(
                     &raw,
                     |key, rec| {
+                        let (key, rec) = match &merged {
+                            Some(m) => {
+                                let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
+                                    let mut what = tag.to_vec();
+                                    what.extend_from_slice(id);
+                                    unknown_tags.push((
+                                        what,
+                                        crate::merge::unknown_tag_warning(&tag, id, read),
+                                    ))
+                                };
+                                let rec = m.rekey(
+                                    input,
+                                    rec,
+                                    &mut scratch,
+                                    &merged_enc,
+                                    ties[i],
+                                    &mut merged_key,
+                                    &mut unknown,
+                                )?;
+                                (&merged_key[..], rec)
+                            }
+                            None => (key, rec),
+                        };
                         if observe {
                             tally.observe(key, raw.voffsets[i]);
                         }
@@ -484,6 +720,7 @@ pub fn map(
                     batch,
                     tally,
                     warnings,
+                    unknown_tags,
                     last,
                 })
             },
@@ -491,12 +728,18 @@ pub fn map(
         .with_context(|| format!("{name}: starting the input reader thread"))?;
         let mut records = 0u64;
         let mut last = None;
+        let mut reported = std::collections::HashSet::new();
         while let Some(r) = batches.next_result() {
             let d = r
                 .map_err(anyhow::Error::from)
                 .with_context(|| format!("{name}: reading record {} or later", records + 1))??;
             for w in &d.warnings {
                 eprintln!("[W::alnsort] {name}: {w}");
+            }
+            for (what, w) in d.unknown_tags {
+                if reported.insert(what) {
+                    eprintln!("{w}");
+                }
             }
             partitioner.add(&d.tally);
             records += d.batch.len() as u64;
@@ -527,10 +770,12 @@ pub fn map(
             )?,
             None => None,
         };
+        let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
         Ok(MapOutput {
             blocks: writers.into_iter().map(BlockWriter::finish).collect(),
             records,
             end,
+            reach,
         })
     })();
     drop(tmp);
@@ -651,13 +896,18 @@ pub fn reduce(
     }
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
-    let heads = headers(inputs, &pool)?;
-    let header = Arc::new(heads[0].0.clone());
+    let set = headers(inputs, &pool)?;
+    let header = Arc::clone(&set.header);
     let enc = encoder(&cfg, &header);
+    // Several inputs: keys end with the tie-break suffix.
+    let (kind, tie) = match set.merged {
+        Some(_) => (KeyKind::Variable, TIE_LEN),
+        None => (key_kind(&enc), 0),
+    };
     let names = (0..blocks.len())
         .map(|s| format!("block of range {range_index} from split {s}"))
         .collect();
-    let mut merged = merge_blocks(blocks, names, key_kind(&enc))?;
+    let mut merged = merge_blocks(blocks, names, kind)?;
     let format = writer_format(&cfg);
     let debris = Debris::default();
     let (pending, file) = PendingFile::create(part, &debris)
@@ -672,6 +922,7 @@ pub fn reduce(
     let mut writer = Writer::new(file, Arc::clone(&header), options, Arc::clone(&pool))?;
     let mut scratch = Vec::new();
     while let Some((key, rec)) = merged.next_entry()? {
+        let key = &key[..key.len().saturating_sub(tie)];
         writer.write_record(enc.finish_record(key, rec, &mut scratch))?;
     }
     let done = writer.finish()?;
@@ -794,8 +1045,8 @@ fn concatenate(
     Ok((starts, eof, pending))
 }
 
-/// Assembles the output from `parts` (in range order): header (the first
-/// input's, edited as `alnsort sort` edits it) + parts + one EOF block;
+/// Assembles the output from `parts` (in range order): header (the only
+/// input's or the merged one, edited as `alnsort sort` edits it) + parts + one EOF block;
 /// the index merged from the parts' indexes. With `sharded`, `output` is a
 /// directory of complete files instead, `part-NNNNN.<ext>`, each with its
 /// own index when one is asked for. `pg_argv` is the command line the @PG
@@ -833,9 +1084,9 @@ pub fn assemble(
         cfg.pg = Some(line.replace('\t', " "));
     }
     let pool = pool(cfg.threads)?;
-    let heads = headers(inputs, &pool)?;
+    let set = headers(inputs, &pool)?;
     let format = writer_format(&cfg);
-    let mut header = heads[0].0.clone();
+    let mut header = (*set.header).clone();
     let all_unplaced = if cfg.hd_all_unplaced.is_some() {
         first_record_unplaced(parts, format, &pool)?
     } else {
@@ -981,9 +1232,10 @@ pub struct StageOpt {
 }
 
 /// The stage subcommands, with what each does.
-pub const STAGE_COMMANDS: [(&str, &str, &str); 6] = [
+pub const STAGE_COMMANDS: [(&str, &str, &str); 7] = [
     ("split", "IN.bam...", "Cut BAM inputs into splits (record-start virtual offsets); prints them as JSON."),
     ("sample", "IN.bam...", "Sort keys with their tie-break, from a few stretches spread over one split; prints them (hex) as JSON."),
+    ("reach", "IN.bam...", "Several inputs: the largest coordinate merge key of one split's records (null for one input or an empty split); map takes the largest of the earlier splits of the same input as --prior."),
     ("splitters", "SAMPLES.json...", "Range splitters (hex, JSON) from the output of 'alnsort sample' for every split."),
     ("map", "IN.bam...", "Sort one split and cut it into one framed block file per range; prints the files, the record count and the proven end."),
     ("reduce", "IN.bam...", "Merge one range's block files (in split order) into a headerless, EOF-less part (and its part index)."),
@@ -993,12 +1245,13 @@ pub const STAGE_COMMANDS: [(&str, &str, &str); 6] = [
 /// Every option of the stage subcommands.
 pub const STAGE_OPTIONS: &[StageOpt] = &[
     StageOpt { long: "parts", value: Some("N"), commands: &["split"], help: "About this many splits in all (default 1)." },
-    StageOpt { long: "threads", value: Some("N"), commands: &["split"], help: "Threads (default 1; the other stages take -@ among the sort options)." },
-    StageOpt { long: "split", value: Some("I:START:END:ORD"), commands: &["sample", "map"], help: "The split: input index, start and end virtual offsets (END '-' for the end of the input) and ordinal, as the 'arg' field 'alnsort split' prints." },
+    StageOpt { long: "threads", value: Some("N"), commands: &["split", "reach"], help: "Threads (default 1; the other stages take -@ among the sort options)." },
+    StageOpt { long: "split", value: Some("I:START:END:ORD"), commands: &["sample", "reach", "map"], help: "The split: input index, start and end virtual offsets (END '-' for the end of the input) and ordinal, as the 'arg' field 'alnsort split' prints." },
     StageOpt { long: "count", value: Some("N"), commands: &["sample"], help: "Most keys to draw (default 100)." },
     StageOpt { long: "samples", value: Some("FILE"), commands: &["splitters"], help: "A file holding the JSON 'alnsort sample' printed; repeat for every split (or give them as arguments)." },
     StageOpt { long: "partitions", value: Some("R"), commands: &["splitters", "reduce"], help: "Ranges (the splitters cut R ranges; reduce: how many there are)." },
     StageOpt { long: "splitters", value: Some("FILE"), commands: &["map"], help: "The JSON 'alnsort splitters' printed (default: none, one range)." },
+    StageOpt { long: "prior", value: Some("N"), commands: &["map"], help: "Several inputs: the largest 'reach' of the earlier splits of this split's input (default: none, for its first split)." },
     StageOpt { long: "out-dir", value: Some("DIR"), commands: &["map"], help: "Directory for the block files (split-ORD.range-R.alnblk)." },
     StageOpt { long: "range", value: Some("I"), commands: &["reduce"], help: "The range this reduce merges (0-based)." },
     StageOpt { long: "block", value: Some("FILE"), commands: &["reduce"], help: "A block file of this range; repeat in split order." },
@@ -1256,6 +1509,11 @@ fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
             let list: Vec<String> = got.iter().map(|k| json_str(&hex(k))).collect();
             Ok(format!("{{\"samples\": [{}]}}", list.join(", ")))
         }
+        "reach" => {
+            let s = parse_split(a.need(command, "split")?)?;
+            let got = reach(&a.positional, &s, a.number("threads", 1)?)?;
+            Ok(format!("{{\"reach\": {}}}", json_opt(got)))
+        }
         "splitters" => {
             let mut files = a.all("samples");
             files.extend(a.positional.iter().cloned());
@@ -1281,7 +1539,11 @@ fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 None => Vec::new(),
             };
             let dir = PathBuf::from(a.need(command, "out-dir")?);
-            let out = map(&a.positional, &s, &cuts, opts)?;
+            let prior = match a.one("prior") {
+                None | Some("-") => None,
+                Some(_) => Some(a.number("prior", 0u64)?),
+            };
+            let out = map(&a.positional, &s, &cuts, opts, prior)?;
             let debris = Debris::default();
             let mut files = Vec::new();
             for (r, block) in out.blocks.iter().enumerate() {
@@ -1290,10 +1552,11 @@ fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 files.push(json_str(&path.display().to_string()));
             }
             Ok(format!(
-                "{{\"blocks\": [{}], \"records\": {}, \"end\": {}}}",
+                "{{\"blocks\": [{}], \"records\": {}, \"end\": {}, \"reach\": {}}}",
                 files.join(", "),
                 out.records,
-                json_opt(out.end)
+                json_opt(out.end),
+                json_opt(out.reach)
             ))
         }
         "reduce" => {
@@ -1391,6 +1654,148 @@ pub fn main(command: &str, argv: Vec<OsString>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alnsort_sort::loser::{LoserTree, MergeSource};
+
+    /// One input's records (BAM, framed) for the loser tree, keyed by
+    /// the coordinate merge key `alnsort sort IN1 IN2 ...` merges by: the
+    /// record translated into the merged header, then keyed.
+    struct Source {
+        records: Vec<Vec<u8>>,
+        input: usize,
+        at: usize,
+        key: Vec<u8>,
+        rec: [u8; 16],
+        translation: Translation,
+        encoder: KeyEncoder,
+    }
+
+    impl Source {
+        fn load(&mut self) {
+            if let Some(r) = self.records.get(self.at) {
+                let mut out = Vec::new();
+                let r = if self.translation.apply(r, &mut out, &mut |_, _, _| {}) {
+                    &out[..]
+                } else {
+                    r
+                };
+                self.encoder
+                    .encode(RecordRef::with_block_size(r), &mut self.key)
+                    .unwrap();
+                self.rec[..8].copy_from_slice(&(self.input as u64).to_be_bytes());
+                self.rec[8..].copy_from_slice(&(self.at as u64).to_be_bytes());
+            }
+        }
+    }
+
+    impl MergeSource for Source {
+        fn key(&self) -> Option<&[u8]> {
+            (self.at < self.records.len()).then_some(&self.key[..])
+        }
+        fn record(&self) -> &[u8] {
+            &self.rec
+        }
+        fn advance(&mut self) -> alnsort_sort::Result<()> {
+            self.at += 1;
+            self.load();
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_tie_suffix_orders_equal_keys_as_the_merge_of_the_inputs_does() {
+        // `alnsort sort IN1 IN2 ...` merges unsorted inputs with a loser
+        // tree on coordinate keys in the merged header's terms, then sorts
+        // stably: records of equal sort keys keep the merge's order. The
+        // maps' tie suffix (`MergedInputs::running_max`) with (input,
+        // position) must give that order, with headers whose @SQ lines
+        // differ in order and in number.
+        let texts = [
+            "@SQ\tSN:a\tLN:100\n@SQ\tSN:b\tLN:100",
+            "@SQ\tSN:b\tLN:100\n@SQ\tSN:c\tLN:100\n@SQ\tSN:a\tLN:100",
+            "@SQ\tSN:c\tLN:100",
+        ];
+        let headers: Vec<Header> = texts
+            .iter()
+            .map(|t| alnsort_bam::header::parse_sam_header(t.lines().map(str::as_bytes)).unwrap())
+            .collect();
+        let paths: Vec<PathBuf> = (0..3)
+            .map(|i| PathBuf::from(format!("in{i}.bam")))
+            .collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for round in 0..150 {
+            let n = 2 + round % 2;
+            let heads: Vec<(Header, u64, u64)> =
+                headers[..n].iter().map(|h| (h.clone(), 0, 0)).collect();
+            let set = merge_heads(&paths[..n], heads).unwrap();
+            let m = set.merged.as_ref().unwrap();
+            let mut sources = Vec::new();
+            let mut want = Vec::new();
+            for (input, (h, _, _)) in set.heads.iter().enumerate() {
+                let lookup = h.ref_lookup();
+                let mut raw = RawBatch::default();
+                for _ in 0..next(30) {
+                    let t = next(h.n_ref() as u64 + 1);
+                    let (rname, flag) = match t as usize {
+                        t if t == h.n_ref() => ("*".to_string(), 4 | (next(2) as u16 * 16)),
+                        t => (
+                            String::from_utf8_lossy(&h.refs()[t].name).into_owned(),
+                            next(2) as u16 * 16,
+                        ),
+                    };
+                    let pos = if rname == "*" { 0 } else { 1 + next(4) };
+                    let line = format!("r\t{flag}\t{rname}\t{pos}\t0\t*\t*\t0\t0\t*\t*");
+                    alnsort_bam::sam_parse::parse_sam_record(
+                        line.as_bytes(),
+                        h,
+                        &lookup,
+                        &mut raw.data,
+                    )
+                    .unwrap();
+                    raw.voffsets.push(raw.voffsets.len() as u64);
+                }
+                let mut running = None;
+                let ties = m.running_max(input, &raw, &mut running);
+                for (at, tie) in ties.iter().enumerate() {
+                    want.push((*tie, input, at));
+                }
+                let mut records = Vec::new();
+                let mut at = 0;
+                while at < raw.data.len() {
+                    let len = 4 + u32::from_le_bytes(raw.data[at..at + 4].try_into().unwrap());
+                    records.push(raw.data[at..at + len as usize].to_vec());
+                    at += len as usize;
+                }
+                let mut s = Source {
+                    records,
+                    input,
+                    at: 0,
+                    key: Vec::new(),
+                    rec: [0; 16],
+                    translation: m.translations[input].clone(),
+                    encoder: KeyEncoder::new(SortOrder::Coordinate, set.header.n_ref(), &[]),
+                };
+                s.load();
+                sources.push(s);
+            }
+            let mut tree = LoserTree::new(sources, false);
+            let mut merged = Vec::new();
+            while let Some((_, rec)) = tree.peek() {
+                let input = u64::from_be_bytes(rec[..8].try_into().unwrap()) as usize;
+                let at = u64::from_be_bytes(rec[8..].try_into().unwrap()) as usize;
+                merged.push((input, at));
+                tree.pop().unwrap();
+            }
+            want.sort();
+            let want: Vec<(usize, usize)> = want.into_iter().map(|(_, i, a)| (i, a)).collect();
+            assert_eq!(merged, want, "round {round}");
+        }
+    }
 
     #[test]
     fn stage_help_lists_each_option_within_80_columns() {

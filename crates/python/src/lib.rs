@@ -114,6 +114,7 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_splitters, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_map, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::stage_reach, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_assemble, m)?)?;
     Ok(())

@@ -103,18 +103,35 @@ pub fn stage_splitters(
     got.map(|v| bytes_list(py, v)).map_err(|e| raise(py, e))
 }
 
-/// One map task: (blocks, records, proven end).
+/// The reach of one split of several inputs (None for one input).
 #[pyfunction]
+pub fn stage_reach(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    split: SplitTuple,
+    threads: usize,
+) -> PyResult<Option<u64>> {
+    py.detach(move || stages::reach(&inputs, &spec(split), threads))
+        .map_err(|e| raise(py, e))
+}
+
+/// What a map task gives Python: (blocks, records, proven end, reach).
+type MapResult = (Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>);
+
+/// One map task: (blocks, records, proven end, reach).
+#[pyfunction]
+#[pyo3(signature = (inputs, split, splitters, options, prior=None))]
 pub fn stage_map(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     split: SplitTuple,
     splitters: Vec<Vec<u8>>,
     options: Vec<OsString>,
-) -> PyResult<(Vec<Py<PyBytes>>, u64, Option<u64>)> {
-    let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options));
+    prior: Option<u64>,
+) -> PyResult<MapResult> {
+    let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
     match got {
-        Ok(m) => Ok((bytes_list(py, m.blocks), m.records, m.end)),
+        Ok(m) => Ok((bytes_list(py, m.blocks), m.records, m.end, m.reach)),
         Err(e) => Err(raise(py, e)),
     }
 }

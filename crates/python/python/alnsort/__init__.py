@@ -27,6 +27,7 @@ __all__ = [
     "__version__",
     "sort",
     "sort_argv",
+    "sort_options",
     "sort_help",
 ]
 
@@ -121,6 +122,53 @@ def sort_argv(
     _check(no_pg, (bool,), "no_pg")
     inp = _file(input, "input")
     out = _file(output, "output")
+    argv: List[str] = [_alnsort.ARGV0, "sort"]
+    argv += sort_options(
+        order=order,
+        threads=threads,
+        max_memory=max_memory,
+        level=level,
+        output_format=output_format,
+        tag=tag,
+        tmp_dir=tmp_dir,
+        no_pg=no_pg,
+        unknown_reference=unknown_reference,
+    )
+    if markdup:
+        argv.append("--markdup")
+    if metrics is not None:
+        argv += ["--metrics", _path(metrics, "metrics")]
+    if isinstance(index, bool):
+        if index:
+            argv.append("--write-index")
+    else:
+        # A named index: FILE.bai writes BAI, anything else CSI.
+        out = f"{out}##idx##{_path(index, 'index')}"
+        argv.append("--write-index")
+    argv += ["-o", out]
+    if inp.startswith("-"):
+        argv.append("--")
+    argv.append(inp)
+    return argv
+
+
+def sort_options(
+    *,
+    order: str = "coordinate",
+    threads: int = 1,
+    max_memory: Union[str, int, None] = None,
+    level: Optional[int] = None,
+    output_format: Optional[str] = None,
+    tag: Optional[str] = None,
+    tmp_dir: Optional[PathArg] = None,
+    no_pg: bool = False,
+    unknown_reference: str = "error",
+) -> List[str]:
+    """The ``alnsort sort`` options (no output, input, index or duplicate
+    marking) for these keyword arguments of :func:`sort`, in the order
+    :func:`sort_argv` writes them; :mod:`alnsort.stages` runs every stage
+    with them. Raises ``TypeError``/``ValueError`` for a wrong argument."""
+    _check(no_pg, (bool,), "no_pg")
     if not isinstance(order, str) or order not in ORDERS:
         raise ValueError(
             f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}"
@@ -130,8 +178,7 @@ def sort_argv(
             "unknown_reference must be one of "
             f"{', '.join(repr(v) for v in UNKNOWN_REFERENCE)}, not {unknown_reference!r}"
         )
-    argv: List[str] = [_alnsort.ARGV0, "sort"]
-    argv += ORDERS[order]
+    argv: List[str] = list(ORDERS[order])
     if unknown_reference != "error":
         argv.append(f"--unknown-reference={unknown_reference}")
     if tag is not None:
@@ -153,21 +200,6 @@ def sort_argv(
         argv += ["-T", _path(tmp_dir, "tmp_dir")]
     if no_pg:
         argv.append("--no-PG")
-    if markdup:
-        argv.append("--markdup")
-    if metrics is not None:
-        argv += ["--metrics", _path(metrics, "metrics")]
-    if isinstance(index, bool):
-        if index:
-            argv.append("--write-index")
-    else:
-        # A named index: FILE.bai writes BAI, anything else CSI.
-        out = f"{out}##idx##{_path(index, 'index')}"
-        argv.append("--write-index")
-    argv += ["-o", out]
-    if inp.startswith("-"):
-        argv.append("--")
-    argv.append(inp)
     return argv
 
 

@@ -12,7 +12,9 @@ run as Ray Core tasks:
    ``splits`` of them over all inputs;
 2. **sample** (one task per CPU of the cluster, each over a group of
    splits): sort keys drawn from each split; the driver turns them into
-   ``partitions - 1`` splitters;
+   ``partitions - 1`` splitters. With several inputs the task also takes
+   the split's reach (its largest coordinate merge key), from which each
+   map gets its prior (see :mod:`alnsort.stages`);
 3. **map** (one task per split, ``num_returns = partitions + 1``): decode,
    key, sort and cut the split's records into one framed block per key range.
    The blocks stay in Ray's object store (spilled to each node's spilling
@@ -22,7 +24,9 @@ run as Ray Core tasks:
 4. **check** (driver): each map proves where its split really ends; when that
    is not where the next split of the same input begins (a guessed boundary
    that was wrong), the next map is run again from the proven start, so a
-   wrong guess costs time, never records;
+   wrong guess costs time, never records. With several inputs, a map whose
+   prior differs from the one its predecessors' own reaches give (after a
+   repair) is run again with that one;
 5. **reduce** (one task per key range): merges the range's block from every
    map, in split order, into a headerless BGZF part (plus its part index) on
    the shared filesystem, written under a temporary name and renamed, so a
@@ -106,22 +110,35 @@ def _cpu() -> float:
 
 
 def _sample_task(
-    stages: str, inputs: List[str], splits: List[Dict[str, Any]], count: int, order: Dict[str, Any]
+    stages: str,
+    inputs: List[str],
+    splits: List[Dict[str, Any]],
+    count: int,
+    order: Dict[str, Any],
+    with_reach: List[bool],
 ) -> List[Dict[str, Any]]:
-    """The samples of several splits (one task per group of splits: a
-    sample reads little, so a task per split would cost more in Ray's
-    scheduling than in the stage)."""
+    """The samples (and, where asked, the reaches) of several splits (one
+    task per group of splits: a sample reads little, so a task per split
+    would cost more in Ray's scheduling than in the stage)."""
+    mod = _stages(stages)
     out: List[Dict[str, Any]] = []
-    for split in splits:
+    for split, reach_too in zip(splits, with_reach):
         c0 = _cpu()
         try:
-            keys, secs = _timed(_stages(stages).sample, inputs, split, count, **order)
+            keys, secs = _timed(mod.sample, inputs, split, count, **order)
+            reach = None
+            if reach_too:
+                reach, more = _timed(mod.reach, inputs, split)
+                secs += more
         except AlnsortError as e:
             # A split whose start is a wrong guess may fail here; samples only
-            # balance the ranges, and a real error fails the split's map too.
-            out.append({"keys": [], "seconds": 0.0, "cpu": _cpu() - c0, "error": str(e)})
+            # balance the ranges, a missing reach is made good after the maps,
+            # and a real error fails the split's map too.
+            out.append(
+                {"keys": [], "reach": None, "seconds": 0.0, "cpu": _cpu() - c0, "error": str(e)}
+            )
             continue
-        out.append({"keys": keys, "seconds": secs, "cpu": _cpu() - c0})
+        out.append({"keys": keys, "reach": reach, "seconds": secs, "cpu": _cpu() - c0})
     return out
 
 
@@ -142,6 +159,7 @@ def _map_task(
     order: Dict[str, Any],
     hook: Optional[TaskHook],
     index: int,
+    prior: Optional[int],
 ) -> tuple:
     if hook is not None:
         hook("map", index)
@@ -149,7 +167,7 @@ def _map_task(
     if max_memory is not None:
         kwargs["max_memory"] = max_memory
     c0 = _cpu()
-    out, secs = _timed(_stages(stages).map, inputs, split, splitters, **kwargs)
+    out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
     blocks = out["blocks"]
     if len(blocks) != len(splitters) + 1:
         raise AlnsortError(
@@ -159,6 +177,7 @@ def _map_task(
     meta = {
         "records": out["records"],
         "end": out["end"],
+        "reach": out["reach"],
         "bytes": sum(len(b) for b in blocks),
         "seconds": secs,
         "cpu": _cpu() - c0,
@@ -281,10 +300,8 @@ def sort(
     stages_module: str = STAGES,
 ) -> Dict[str, Any]:
     """Sort ``inputs`` (one BAM path or several, sorted together into one
-    output, as if concatenated: :mod:`alnsort.stages` takes inputs whose
-    ``@SQ`` lines are identical, and writes the first input's header) into
-    ``output`` on Ray and return the run's
-    statistics.
+    output with their headers merged: the file ``alnsort sort IN1 IN2 ...``
+    writes) into ``output`` on Ray and return the run's statistics.
 
     Order and output options mean what they mean for :func:`alnsort.sort`
     (``threads`` and ``max_memory`` are per task; each task reserves
@@ -308,7 +325,8 @@ def sort(
     removed afterwards, also on failure.
 
     The statistics: ``records``, ``splits``, ``partitions``, ``repairs``
-    (maps run again after a wrong split guess), ``shuffle_bytes`` (block
+    (maps run again after a wrong split guess), ``prior_reruns`` (several
+    inputs: maps run again with a corrected prior), ``shuffle_bytes`` (block
     bytes put into the object store), ``wall_seconds``, ``stage_seconds``
     (time inside the stage functions, summed over tasks and the driver), and
     per phase (``phases``) the wall time, the time inside stages and, for the
@@ -364,14 +382,34 @@ def sort(
         # 2. sample -> splitters
         t0 = time.perf_counter()
         per_split = max(1, math.ceil(n_parts * SAMPLES_PER_PARTITION / len(split_list)))
+        # Several inputs: the reach of every split but the last of its input
+        # (no map's prior needs that one).
+        def needs_reach(i: int) -> bool:
+            nxt = split_list[i + 1] if i + 1 < len(split_list) else None
+            return len(ins) > 1 and nxt is not None and nxt["input"] == split_list[i]["input"]
+
         # One sample task per CPU of the cluster (the samples do not depend
         # on how the splits are grouped).
-        groups = _groups(split_list, _cluster_cpus(ray))
+        groups = _groups(list(range(len(split_list))), _cluster_cpus(ray))
         samples = [
             x
-            for got in _get(ray, [sample_r.remote(stages, ins, g, per_split, order_opts) for g in groups])
+            for got in _get(
+                ray,
+                [
+                    sample_r.remote(
+                        stages,
+                        ins,
+                        [split_list[i] for i in g],
+                        per_split,
+                        order_opts,
+                        [needs_reach(i) for i in g],
+                    )
+                    for g in groups
+                ],
+            )
             for x in got
         ]
+        priors = stage_mod.priors(split_list, [x["reach"] for x in samples])
         keys = [k for s in samples for k in s["keys"]]
         if not keys and any("error" in x for x in samples):
             raise AlnsortError(next(x["error"] for x in samples if "error" in x))
@@ -391,7 +429,8 @@ def sort(
 
         def submit_map(i: int, split: Dict[str, Any]) -> list:
             return map_r.options(num_returns=n_parts + 1).remote(
-                stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i
+                stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i,
+                priors[i],
             )
 
         refs = [submit_map(i, s) for i, s in enumerate(split_list)]
@@ -418,6 +457,19 @@ def sort(
             if isinstance(got, Exception):
                 raise got
             metas.append(got)
+        # Several inputs: the maps' own reaches are exact (a split repaired
+        # above had its reach taken from the wrong start); a map that ran
+        # with another prior runs again with the right one.
+        exact = stage_mod.priors(split_list, [m["reach"] for m in metas])
+        rerun = [i for i, p in enumerate(exact) if p != priors[i]]
+        for i in rerun:
+            priors[i] = exact[i]
+            refs[i] = submit_map(i, split_list[i])
+        for i in rerun:
+            got = outcome(i)
+            if isinstance(got, Exception):
+                raise got
+            metas[i] = got
         records = sum(m["records"] for m in metas)
         phases["map"] = {
             "wall": time.perf_counter() - t0,
@@ -479,6 +531,7 @@ def sort(
             "splits": len(split_list),
             "partitions": n_parts,
             "repairs": repairs,
+            "prior_reruns": len(rerun),
             "shuffle_bytes": sum(m["bytes"] for m in metas),
             "output_bytes": sum(x["bytes"] for x in reduced),
             "wall_seconds": wall,
@@ -526,7 +579,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m alnsort.ray sort",
         description="Sort BAM files on a Ray cluster into the file `alnsort sort` writes "
-        "(several inputs with identical @SQ lines are sorted together, as if concatenated).",
+        "(several inputs are sorted together, their headers merged, as by alnsort sort IN1 IN2 ...).",
     )
     o = p.add_argument_group("sort order (the last one given wins, as in alnsort sort)")
     o.add_argument("-n", dest="order", action="store_const", const="name", help="read name, natural order")

@@ -34,10 +34,18 @@ stage of one sort must get the same ones. They become ``alnsort sort``
 options parsed by the command's own parser, so a refused option raises
 :class:`alnsort.AlnsortError` with the command's message.
 
-**Several inputs** (lanes) are sorted together, as if concatenated in
-order, when their ``@SQ`` lines are identical; the output header is the
-first input's. Other inputs are refused (header merging is not wired
-into the stages yet). Only BAM inputs can be split.
+**Several inputs** (lanes) are sorted together into the file ``alnsort
+sort IN1 IN2 ...`` writes: one header merged as ``samtools merge`` merges
+them (``@SQ`` lines in any order or present in one input only; clashing
+``@RG``/``@PG`` IDs renamed), every record translated into it, and
+records of equal sort keys in the order that command gives them (the
+order of the inputs' coordinate merge, not only input order). For that a
+map needs the ``prior`` of its split: the largest :func:`reach` of the
+earlier splits of the same input (``None`` for an input's first split).
+``map`` returns its split's own ``"reach"``: a driver that took the
+priors from :func:`reach` before a split was repaired checks them
+against the maps' and runs a map again where they differ (:func:`priors`).
+Only BAM inputs can be split.
 
 Every function releases the GIL while it works and raises
 :class:`alnsort.AlnsortError` (:class:`alnsort.AlnsortIOError` for I/O
@@ -47,9 +55,9 @@ causes) on bad input, naming the file, offset and record.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence
 
-from . import _alnsort, _check, _path, ORDERS, UNKNOWN_REFERENCE, PathArg
+from . import _alnsort, _check, _path, sort_options, PathArg
 
 __all__ = [
     "Split",
@@ -57,6 +65,8 @@ __all__ = [
     "sample",
     "splitters",
     "map",
+    "reach",
+    "priors",
     "repair",
     "reduce",
     "assemble",
@@ -70,53 +80,11 @@ Split = Dict[str, Any]
 INDEX_KINDS = (None, "bai", "csi")
 
 
-def options(
-    *,
-    order: str = "coordinate",
-    tag: Optional[str] = None,
-    threads: int = 1,
-    max_memory: Union[str, int, None] = None,
-    level: Optional[int] = None,
-    output_format: Optional[str] = None,
-    tmp_dir: Optional[PathArg] = None,
-    no_pg: bool = False,
-    unknown_reference: str = "error",
-) -> List[str]:
+def options(**order: Any) -> List[str]:
     """The ``alnsort sort`` options the stages run with, for these keyword
-    arguments (those of :func:`alnsort.sort`)."""
-    if not isinstance(order, str) or order not in ORDERS:
-        raise ValueError(
-            f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}"
-        )
-    if not isinstance(unknown_reference, str) or unknown_reference not in UNKNOWN_REFERENCE:
-        raise ValueError(
-            "unknown_reference must be one of "
-            f"{', '.join(repr(v) for v in UNKNOWN_REFERENCE)}, not {unknown_reference!r}"
-        )
-    argv: List[str] = list(ORDERS[order])
-    if unknown_reference != "error":
-        argv.append(f"--unknown-reference={unknown_reference}")
-    if tag is not None:
-        _check(tag, (str,), "tag")
-        argv += ["-t", tag]
-    _check(threads, (int,), "threads")
-    if threads != 1:
-        argv += ["-@", str(threads)]
-    if max_memory is not None:
-        _check(max_memory, (str, int), "max_memory")
-        argv += ["--max-memory", str(max_memory)]
-    if level is not None:
-        _check(level, (int,), "level")
-        argv += ["-l", str(level)]
-    if output_format is not None:
-        _check(output_format, (str,), "output_format")
-        argv += ["-O", output_format]
-    if tmp_dir is not None:
-        argv += ["-T", _path(tmp_dir, "tmp_dir")]
-    _check(no_pg, (bool,), "no_pg")
-    if no_pg:
-        argv.append("--no-PG")
-    return argv
+    arguments (those of :func:`alnsort.sort` that a stage takes:
+    :func:`alnsort.sort_options`)."""
+    return sort_options(**order)
 
 
 def _inputs(inputs: Sequence[PathArg]) -> List[str]:
@@ -168,18 +136,57 @@ def splitters(samples: Sequence[bytes], partitions: int) -> List[bytes]:
     return _alnsort.stage_splitters([bytes(s) for s in samples], partitions)
 
 
+def reach(inputs: Sequence[PathArg], split: Split, *, threads: int = 1) -> Optional[int]:
+    """Several inputs: the largest coordinate merge key (in the merged
+    header's terms) of ``split``'s records, ``None`` when it has none (or
+    for one input, where nothing is read). Reads the whole split (inflates
+    it and walks its records). See :func:`priors`."""
+    _check(threads, (int,), "threads")
+    return _alnsort.stage_reach(_inputs(inputs), _split_tuple(split), threads)
+
+
+def priors(splits: Sequence[Split], reaches: Sequence[Optional[int]]) -> List[Optional[int]]:
+    """The ``prior`` of each split for :func:`map`: the largest of
+    ``reaches`` (one per split, from :func:`reach` or from a map's
+    ``"reach"``) of the earlier splits of the same input; ``None`` for an
+    input's first split."""
+    out: List[Optional[int]] = []
+    best: Optional[int] = None
+    for i, s in enumerate(splits):
+        if i == 0 or s["input"] != splits[i - 1]["input"]:
+            best = None
+        out.append(best)
+        r = reaches[i]
+        if r is not None:
+            best = r if best is None else max(best, r)
+    return out
+
+
 def map(  # noqa: A001 - the stage's name in the interface
-    inputs: Sequence[PathArg], split: Split, splitters: Sequence[bytes], **order: Any
+    inputs: Sequence[PathArg],
+    split: Split,
+    splitters: Sequence[bytes],
+    *,
+    prior: Optional[int] = None,
+    **order: Any,
 ) -> Dict[str, Any]:
     """The map task of ``split``: its records read, keyed, sorted and cut
     into ``len(splitters) + 1`` framed blocks. Returns ``{"blocks":
     list[bytes] (one per range, in range order), "records": int, "end":
-    int | None}``; ``"end"`` is the proven end (see the module
-    documentation): compare it with the next split's ``"start"``."""
-    blocks, records, end = _alnsort.stage_map(
-        _inputs(inputs), _split_tuple(split), [bytes(s) for s in splitters], options(**order)
+    int | None, "reach": int | None}``; ``"end"`` is the proven end (see
+    the module documentation): compare it with the next split's
+    ``"start"``. With several inputs, ``prior`` is the split's prior (see
+    :func:`priors`) and ``"reach"`` the split's reach."""
+    if prior is not None:
+        _check(prior, (int,), "prior")
+    blocks, records, end, got_reach = _alnsort.stage_map(
+        _inputs(inputs),
+        _split_tuple(split),
+        [bytes(s) for s in splitters],
+        options(**order),
+        prior,
     )
-    return {"blocks": blocks, "records": records, "end": end}
+    return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
 
 
 def repair(splits: List[Split], ends: Sequence[Optional[int]]) -> List[int]:

@@ -20,7 +20,7 @@ use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{RawBatch, ReadError, ScanOptions, UnknownReference};
 use alnsort_bam::RecordRef;
-use alnsort_pipeline::Ordered;
+use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
 use alnsort_sort::{KeyKind, Sorter};
@@ -904,20 +904,7 @@ impl Source {
             Arc::clone(pool),
             "merge-read",
             depth,
-            move |emit| loop {
-                match scanner.next_batch() {
-                    Ok(Some(b)) => {
-                        if !emit(Ok(b)) {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        emit(Err(e));
-                        break;
-                    }
-                }
-            },
+            move |emit| pump(|| scanner.next_batch(), emit),
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
                 let chunk = job.decode(&raw);

@@ -46,7 +46,7 @@ use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
-use alnsort_pipeline::Ordered;
+use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
     merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally,
@@ -441,20 +441,7 @@ pub fn map(
             Arc::clone(&pool),
             "map read",
             depth,
-            move |emit| loop {
-                match scanner.next_batch() {
-                    Ok(Some(b)) => {
-                        if !emit(Ok(b)) {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        emit(Err(e));
-                        break;
-                    }
-                }
-            },
+            move |emit| pump(|| scanner.next_batch(), emit),
             move |item: std::result::Result<RawBatch, ReadError>| -> Result<Decoded> {
                 let raw = item?;
                 let mut tally = empty.clone();

@@ -9,7 +9,7 @@
 //! [`merged_inputs`] is the stream alone, which `alnsort sort` with several
 //! inputs feeds to its sorter.
 
-use crate::args::{self, ArgError, OrderFlag, OutFormat, SortArgs};
+use crate::args::{self, ArgError, OptionName, OrderFlag, OutFormat, SortArgs};
 use crate::cleanup::Debris;
 use crate::config::{self, Config};
 use crate::input::{self, Fed};
@@ -279,7 +279,20 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
     ),
 ];
 
-/// `alnsort merge --help`.
+impl args::OptionName for MergeSpec {
+    fn short(&self) -> Option<char> {
+        self.short
+    }
+    fn long(&self) -> Option<&'static str> {
+        self.long
+    }
+    fn value(&self) -> Option<&'static str> {
+        self.value
+    }
+}
+
+/// `alnsort merge --help`, rendered from [`MERGE_OPTIONS`] as `alnsort sort
+/// --help` is from its table.
 pub fn merge_help() -> String {
     let mut out = String::from(
         "Usage: alnsort merge [options] -o <out.bam> <in1.bam> ... <inN.bam>\n   \
@@ -288,19 +301,7 @@ pub fn merge_help() -> String {
          as samtools merge does: same options, header merging and records.\n\nOptions:\n",
     );
     for s in MERGE_OPTIONS {
-        let mut names = Vec::new();
-        if let Some(c) = s.short {
-            names.push(format!("-{c}"));
-        }
-        if let Some(l) = s.long {
-            names.push(format!("--{l}"));
-        }
-        let mut left = names.join(", ");
-        if let Some(v) = s.value {
-            left.push(' ');
-            left.push_str(v);
-        }
-        out.push_str(&format!("  {left:<28} {}\n", s.help));
+        args::push_help_entry(&mut out, s, s.help);
     }
     out
 }
@@ -325,48 +326,12 @@ pub enum ParsedMerge {
     Usage,
 }
 
-fn find(arg: &lexopt::Arg<'_>) -> Result<&'static MergeSpec, ArgError> {
-    match arg {
-        Short(c) => MERGE_OPTIONS
-            .iter()
-            .find(|s| s.short == Some(*c))
-            .ok_or_else(|| ArgError::UnknownOption(format!("-{c}"))),
-        Long(name) => {
-            if let Some(s) = MERGE_OPTIONS.iter().find(|s| s.long == Some(*name)) {
-                return Ok(s);
-            }
-            let m: Vec<_> = MERGE_OPTIONS
-                .iter()
-                .filter(|s| !name.is_empty() && s.long.is_some_and(|l| l.starts_with(*name)))
-                .collect();
-            match m.as_slice() {
-                [one] => Ok(one),
-                [] => Err(ArgError::UnknownOption(format!("--{name}"))),
-                many => Err(ArgError::Ambiguous {
-                    given: name.to_string(),
-                    candidates: many
-                        .iter()
-                        .filter_map(|s| s.long.map(|l| format!("--{l}")))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }),
-            }
-        }
-        Value(_) => unreachable!("values are handled by the caller"),
-    }
-}
-
 /// Parses the arguments after `alnsort merge`.
 pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> {
     if rest.is_empty() {
         return Ok(ParsedMerge::Usage);
     }
-    let mut command_line = format!("{argv0} merge");
-    for a in &rest {
-        command_line.push(' ');
-        command_line.push_str(&a.to_string_lossy());
-    }
-    let command_line = command_line.replace('\t', " ");
+    let command_line = args::stringify(argv0, "merge", &rest);
     let mut sort = match args::parse(argv0, Vec::new(), false)? {
         args::Parsed::Run(a) => *a,
         _ => unreachable!("no arguments and no terminal give a run"),
@@ -390,14 +355,12 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
             positional.push(v.string()?);
             continue;
         }
-        let s = find(&arg)?;
+        let s = args::find_option(MERGE_OPTIONS, &arg)?;
         if let MergeOptId::Unsupported(why) = s.id {
-            let option = s
-                .short
-                .map(|c| format!("-{c}"))
-                .or(s.long.map(|l| format!("--{l}")))
-                .unwrap_or_default();
-            return Err(ArgError::Unsupported { option, why });
+            return Err(ArgError::Unsupported {
+                option: s.name(),
+                why,
+            });
         }
         let value = match s.value {
             Some(_) => Some(p.value()?.string()?),
@@ -437,10 +400,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
                     .map_err(|_| ArgError::Invalid(format!("Invalid random seed '{v}'")))?;
             }
             MergeOptId::Level1 => sort.level = Some(1),
-            MergeOptId::Level => {
-                let n = args::parse_int("-l", &text())?;
-                sort.level = if n < 0 { None } else { Some(n.min(9) as u32) };
-            }
+            MergeOptId::Level => sort.level = args::parse_level(&text())?,
             MergeOptId::Uncompressed => sort.uncompressed = true,
             MergeOptId::OutputFmt => args::parse_output_fmt(&text(), &mut sort)?,
             MergeOptId::OutputFmtOption => args::parse_fmt_option(&text(), &mut sort)?,
@@ -655,8 +615,15 @@ impl MergedInputs {
     }
 }
 
+/// Sort batches kept for reuse by [`feed_sorter`]: the batch being filled
+/// and the ones the sorter's copy jobs still hold cycle through these.
+const FEED_SPARES: usize = 2;
+
 /// Feeds the merged stream of `m` to `sorter`, in batches of about
-/// `alnsort_bam::reader::BATCH_BYTES` record bytes.
+/// `alnsort_bam::reader::BATCH_BYTES` record bytes. A batch the sorter has
+/// copied comes back for the next one (`Sorter::push_batch_then`), as with
+/// one input (`input::OpenInput::feed`): a fresh batch costs a page fault
+/// per 4 KiB written.
 pub fn feed_sorter(
     m: MergedInputs,
     kind: KeyKind,
@@ -665,19 +632,28 @@ pub fn feed_sorter(
 ) -> Result<Fed> {
     let start = thread_cpu_seconds();
     let target = alnsort_bam::reader::BATCH_BYTES;
-    let mut batch = Batch::for_input(kind, target + (target >> 2), target / 64);
+    let (capacity, records) = (target + (target >> 2), target / 64);
+    let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(FEED_SPARES);
+    let next_batch = move || match spare_rx.try_recv() {
+        Ok(mut b) => {
+            b.reuse_for_input(capacity, records);
+            b
+        }
+        Err(_) => Batch::for_input(kind, capacity, records),
+    };
+    let mut batch = next_batch();
     let mut bytes = 0u64;
     let mut flush = |batch: &mut Batch, bytes: &mut u64| -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
         let len = batch.len() as u64;
-        let full = std::mem::replace(
-            batch,
-            Batch::for_input(kind, target + (target >> 2), target / 64),
-        );
+        let full = std::mem::replace(batch, next_batch());
+        let spare = spare_tx.clone();
         sorter
-            .push_batch(full)
+            .push_batch_then(full, move |b| {
+                let _ = spare.try_send(b);
+            })
             .map_err(anyhow::Error::from)
             .context("sorting the merged inputs")?;
         progress.add_records(len, *bytes, 0);
@@ -1242,6 +1218,43 @@ mod tests {
         assert_eq!(r("chr1:-20"), Some((0, 0, 20)));
         assert_eq!(r("chr1:30-20"), None);
         assert_eq!(r("chr9:1-2"), None);
+    }
+
+    /// Help is rendered as `alnsort sort --help` is: every option listed,
+    /// wrapped to 80 columns.
+    #[test]
+    fn help_lists_every_option_within_80_columns() {
+        let help = merge_help();
+        for line in help.lines() {
+            assert!(line.chars().count() <= args::HELP_WIDTH, "{line:?}");
+        }
+        for s in MERGE_OPTIONS {
+            assert!(help.contains(&format!("  {}", s.synopsis())), "{s:?}");
+        }
+    }
+
+    /// Options are looked up as `alnsort sort`'s: unique prefixes of long
+    /// names, ambiguity named, refused options named as written.
+    #[test]
+    fn long_options_abbreviate_and_refusals_name_the_option() {
+        let args = |v: &[&str]| parse("alnsort", v.iter().map(OsString::from).collect());
+        let Ok(ParsedMerge::Run(m)) = args(&["--write", "--templ", "-o", "x.bam", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert!(m.sort.write_index);
+        assert_eq!(m.sort.order, OrderFlag::TemplateCoordinate);
+        assert_eq!(m.sort.command_line, "alnsort merge --write --templ -o x.bam a.bam");
+        let e = args(&["--output-fmt", "sam", "--output", "x", "a"]).unwrap_err();
+        assert!(matches!(e, ArgError::Ambiguous { .. }), "{e}");
+        let e = args(&["--input-fmt-option", "x=1", "-o", "x", "a"]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("--input-fmt-option is not supported yet"),
+            "{e}"
+        );
+        let Ok(ParsedMerge::Run(m)) = args(&["-l", "12", "-o", "x.bam", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.level, Some(9));
     }
 
     #[test]

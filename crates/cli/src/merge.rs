@@ -18,7 +18,10 @@ use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
-use alnsort_bam::reader::{RawBatch, ReadError, ScanOptions, UnknownReference};
+use alnsort_bam::reader::{
+    BamScanner, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner, UnknownReference,
+};
+use alnsort_index::IndexReader;
 use alnsort_bam::RecordRef;
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
@@ -29,6 +32,8 @@ use lexopt::prelude::*;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::fs::File;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -233,7 +238,8 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("STR"),
         "Merge only the records overlapping region STR (chr, chr:beg, chr:beg-end); \
-         each input needs an index (IN.bai or IN.csi), as in samtools, but is read whole.",
+         each input needs an index (IN.bai or IN.csi), as in samtools, and only the \
+         part of a BAM input the index names for the region is read.",
     ),
     spec(
         MergeOptId::Unsupported("BED region lists are not supported yet"),
@@ -520,18 +526,22 @@ pub fn merged_inputs(
         eprintln!("{w}");
     }
     let header = merger.finish(reset_order).context("merging the headers")?;
+    let mut indexes = Vec::new();
     let region = match region {
         Some(r) => {
             let parsed = parse_region(&header, r).ok_or_else(|| {
                 anyhow!("-R: badly formatted region or unknown reference name: \"{r}\"")
             })?;
             for path in paths {
-                if !has_index(path) {
+                let found = IndexReader::find_beside(Path::new(path))
+                    .with_context(|| format!("-R: failed to load index for {path}"))?;
+                let Some((_, index)) = found else {
                     bail!(
                         "-R: failed to load index for {path}; merging a region needs indexed inputs \
                          ({path}.bai or {path}.csi), as in samtools"
                     );
-                }
+                };
+                indexes.push(index);
             }
             Some(parsed)
         }
@@ -558,11 +568,18 @@ pub fn merged_inputs(
         unknown_reference,
         check: check_sorted,
         region,
+        region_name: region.map(|r| header.refs()[r.tid as usize].name.clone()),
+        // Past the region's end nothing more can overlap it, in coordinate
+        // order (an index implies it).
+        stop_past_region: *order == SortOrder::Coordinate,
     };
+    let mut indexes = indexes.into_iter();
     let mut sources = Vec::with_capacity(opened.len());
-    for (inp, t) in opened.into_iter().zip(translations) {
+    for ((inp, t), path) in opened.into_iter().zip(translations).zip(paths) {
         sources.push(Source::start(
             inp,
+            path,
+            indexes.next().as_ref(),
             t,
             &shared,
             pool,
@@ -703,8 +720,7 @@ impl Region {
         if rec.ref_id() != self.tid {
             return false;
         }
-        let pos =
-            alnsort_bam::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0]);
+        let pos = record_pos(rec);
         let rlen = if rec.flag() & 4 != 0 {
             0
         } else {
@@ -712,6 +728,20 @@ impl Region {
         };
         pos < self.end && pos + rlen.max(1) > self.beg
     }
+}
+
+impl Region {
+    /// Whether `rec`, read in coordinate order from the region's first
+    /// chunk on, is past the region: on another reference (a later one) or
+    /// starting at or after its end, as htslib's iterator stops.
+    fn is_past(&self, rec: RecordRef<'_>) -> bool {
+        rec.ref_id() != self.tid || record_pos(rec) >= self.end
+    }
+}
+
+/// A record's 0-based position (64-bit when the SAM input had one).
+fn record_pos(rec: RecordRef<'_>) -> i64 {
+    alnsort_bam::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0])
 }
 
 /// `sam_parse_region` for `-R`: a whole reference name, or `NAME:BEG`,
@@ -745,22 +775,6 @@ pub fn parse_region(header: &Header, text: &str) -> Option<Region> {
     Some(Region { tid, beg, end })
 }
 
-/// Whether `path` has an index samtools would find beside it.
-fn has_index(path: &str) -> bool {
-    let stem = path
-        .strip_suffix(".bam")
-        .or_else(|| path.strip_suffix(".cram"))
-        .unwrap_or(path);
-    [
-        format!("{path}.bai"),
-        format!("{path}.csi"),
-        format!("{stem}.bai"),
-        format!("{stem}.csi"),
-    ]
-    .iter()
-    .any(|p| std::path::Path::new(p).is_file())
-}
-
 /// Records of one decoded batch, keys beside them.
 #[derive(Default)]
 struct Chunk {
@@ -786,6 +800,9 @@ struct Chunk {
     first_name: String,
     /// SAM records read as unmapped for an unknown reference name.
     unknown_reference_records: u64,
+    /// A record past the `-R` region's end was met: nothing after this
+    /// chunk can overlap the region.
+    past_region: bool,
 }
 
 type ChunkResult = std::result::Result<Chunk, ReadError>;
@@ -804,6 +821,8 @@ struct Source {
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
     /// Counts records read as unmapped for an unknown reference name.
     unknown_refs: Rc<Cell<u64>>,
+    /// The current chunk is the last one to take (see `Chunk::past_region`).
+    last_chunk: bool,
 }
 
 /// What every input of one merge shares.
@@ -818,6 +837,11 @@ struct Shared {
     unknown_reference: UnknownReference,
     check: bool,
     region: Option<Region>,
+    /// The region's reference name (each input's index is asked by it).
+    region_name: Option<Vec<u8>>,
+    /// Stop reading an input seeked to the region at its first record past
+    /// the region's end.
+    stop_past_region: bool,
 }
 
 /// The per-batch work of one input, run on the pool.
@@ -830,11 +854,17 @@ struct ChunkDecoder {
     same_keys: bool,
     check: bool,
     region: Option<Region>,
+    /// The input was entered at the region's first chunk: a record past the
+    /// region's end ends it (`Chunk::past_region`).
+    stop_past_region: bool,
 }
 
 impl Source {
+    #[allow(clippy::too_many_arguments)]
     fn start(
         inp: input::OpenInput,
+        path: &str,
+        index: Option<&IndexReader>,
         translation: Translation,
         shared: &Shared,
         pool: &Arc<rayon::ThreadPool>,
@@ -844,6 +874,27 @@ impl Source {
         let encoder = &shared.encoder;
         let check = shared.check;
         let (file, header, mut scanner) = inp.into_scanner(ScanOptions::default())?;
+        // -R on BAM: read only the stretch of the file the index names for
+        // the region (None: nothing of it in this input).
+        let mut span = None;
+        if let (Some(r), Some(name), Some(index), Scanner::Bam(_)) =
+            (shared.region, &shared.region_name, index, &scanner)
+        {
+            let own_tid = header.refs().iter().position(|x| x.name == *name);
+            span = Some(own_tid.and_then(|t| index.region_span(t, r.beg, r.end)));
+        }
+        if let Some(Some((start, end))) = span {
+            let f = File::open(path).with_context(|| format!("cannot open input {path}"))?;
+            let opts = ScanOptions {
+                end: RangeEnd::VirtualOffset(end),
+                ..ScanOptions::default()
+            };
+            scanner = Scanner::Bam(Box::new(
+                BamScanner::open_at(Arc::clone(&file), f, Arc::clone(pool), start, opts)
+                    .with_context(|| format!("-R: {path}: starting at the region's first chunk"))?,
+            ));
+        }
+        let nothing_to_read = span == Some(None);
         let header = Arc::new(header);
         // Keys in the input's own terms (the order check), and whether
         // they are the merged header's keys too.
@@ -873,6 +924,7 @@ impl Source {
             same_keys,
             check,
             region: shared.region,
+            stop_past_region: shared.stop_past_region && span.is_some(),
         };
         let recycler = scanner.recycler();
         let depth = pool.current_num_threads() + 2;
@@ -880,7 +932,11 @@ impl Source {
             Arc::clone(pool),
             "merge-read",
             depth,
-            move |emit| pump(|| scanner.next_batch(), emit),
+            move |emit| {
+                if !nothing_to_read {
+                    pump(|| scanner.next_batch(), emit)
+                }
+            },
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
                 let chunk = job.decode(&raw);
@@ -901,6 +957,7 @@ impl Source {
             failure,
             warned: HashSet::new(),
             unknown_refs,
+            last_chunk: false,
         };
         s.next_chunk();
         Ok(s)
@@ -918,6 +975,10 @@ impl Source {
     fn next_chunk(&mut self) {
         loop {
             self.before += self.chunk.records as u64;
+            if self.last_chunk {
+                self.done = true;
+                return;
+            }
             match self.batches.next_result() {
                 None => {
                     self.done = true;
@@ -959,6 +1020,7 @@ impl Source {
                                 }
                                 self.last_own = c.last_own.clone();
                             }
+                            self.last_chunk = c.past_region;
                             self.chunk = c;
                             self.at = 0;
                             if !self.chunk.entries.is_empty() {
@@ -1028,6 +1090,7 @@ impl ChunkDecoder {
             same_keys,
             check,
             region,
+            stop_past_region,
         } = self;
         let (same_keys, check, region) = (*same_keys, *check, *region);
         let mut c = Chunk {
@@ -1066,7 +1129,12 @@ impl ChunkDecoder {
                 let translated = translation.apply(rec, &mut scratch, &mut unknown);
                 let rec = if translated { &scratch[..] } else { rec };
                 if let Some(r) = region {
-                    if !r.overlaps(RecordRef::with_block_size(rec)) {
+                    let view = RecordRef::with_block_size(rec);
+                    if c.past_region || (*stop_past_region && r.is_past(view)) {
+                        c.past_region = true;
+                        return Ok(());
+                    }
+                    if !r.overlaps(view) {
                         return Ok(());
                     }
                 }

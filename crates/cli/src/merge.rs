@@ -21,8 +21,8 @@ use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{
     BamScanner, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner, UnknownReference,
 };
-use alnsort_index::IndexReader;
 use alnsort_bam::RecordRef;
+use alnsort_index::IndexReader;
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
@@ -1311,12 +1311,16 @@ mod tests {
         };
         assert!(m.sort.write_index);
         assert_eq!(m.sort.order, OrderFlag::TemplateCoordinate);
-        assert_eq!(m.sort.command_line, "alnsort merge --write --templ -o x.bam a.bam");
+        assert_eq!(
+            m.sort.command_line,
+            "alnsort merge --write --templ -o x.bam a.bam"
+        );
         let e = args(&["--output-fmt", "sam", "--output", "x", "a"]).unwrap_err();
         assert!(matches!(e, ArgError::Ambiguous { .. }), "{e}");
         let e = args(&["--input-fmt-option", "x=1", "-o", "x", "a"]).unwrap_err();
         assert!(
-            e.to_string().starts_with("--input-fmt-option is not supported yet"),
+            e.to_string()
+                .starts_with("--input-fmt-option is not supported yet"),
             "{e}"
         );
         let Ok(ParsedMerge::Run(m)) = args(&["-l", "12", "-o", "x.bam", "a.bam"]) else {

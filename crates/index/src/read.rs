@@ -334,12 +334,12 @@ mod tests {
 
     fn records() -> Vec<(i32, i64, i64)> {
         vec![
-            (0, 100, 200),           // 0
-            (0, 20_000, 20_100),     // 1
-            (0, 40_000, 40_100),     // 2
-            (0, 99_000, 140_000),    // 3: spans many 16 kbp windows
-            (0, 200_000, 200_100),   // 4
-            (1, 5, 10),              // 5
+            (0, 100, 200),             // 0
+            (0, 20_000, 20_100),       // 1
+            (0, 40_000, 40_100),       // 2
+            (0, 99_000, 140_000),      // 3: spans many 16 kbp windows
+            (0, 200_000, 200_100),     // 4
+            (1, 5, 10),                // 5
             (1, 1_000_000, 1_000_001), // 6
         ]
     }
@@ -352,7 +352,10 @@ mod tests {
             let span = |tid, beg, end| idx.region_span(tid, beg, end);
             // Only record 2 overlaps: start at it, not at the file's start.
             let (s, e) = span(0, 40_050, 40_060).unwrap();
-            assert!(s <= vo(2) && s > vo(0) && e > vo(2), "{format:?} {s:#x} {e:#x}");
+            assert!(
+                s <= vo(2) && s > vo(0) && e > vo(2),
+                "{format:?} {s:#x} {e:#x}"
+            );
             // Record 3 starts far left of 120_000 but overlaps it.
             let (s, e) = span(0, 120_000, 120_001).unwrap();
             assert!(s <= vo(3) && e > vo(3), "{format:?}");

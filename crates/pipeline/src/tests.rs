@@ -206,7 +206,12 @@ fn pump_emits_items_then_the_error_and_reads_no_further() {
         .collect();
     assert_eq!(
         got,
-        vec![Ok(10), Ok(20), Ok(30), Err("bad record at read 4".to_string())]
+        vec![
+            Ok(10),
+            Ok(20),
+            Ok(30),
+            Err("bad record at read 4".to_string())
+        ]
     );
 }
 

@@ -805,6 +805,45 @@ struct Chunk {
     past_region: bool,
 }
 
+impl Chunk {
+    /// Empties the chunk for the next batch, keeping its buffers.
+    fn clear(&mut self) {
+        let Chunk {
+            data,
+            keys,
+            entries,
+            unknown_tags,
+            first_own,
+            last_own,
+            unsorted,
+            sort_keys,
+            sort_entries,
+            records,
+            first_name,
+            unknown_reference_records,
+            past_region,
+        } = self;
+        data.clear();
+        keys.clear();
+        entries.clear();
+        unknown_tags.clear();
+        first_own.clear();
+        last_own.clear();
+        *unsorted = None;
+        sort_keys.clear();
+        sort_entries.clear();
+        *records = 0;
+        first_name.clear();
+        *unknown_reference_records = 0;
+        *past_region = false;
+    }
+}
+
+/// Chunks kept per input for reuse by its decode jobs: a fresh chunk's
+/// buffers are mapped anew by malloc and cost a page fault per 4 KiB
+/// written.
+const CHUNK_SPARES: usize = 2;
+
 type ChunkResult = std::result::Result<Chunk, ReadError>;
 
 struct Source {
@@ -823,6 +862,8 @@ struct Source {
     unknown_refs: Rc<Cell<u64>>,
     /// The current chunk is the last one to take (see `Chunk::past_region`).
     last_chunk: bool,
+    /// Chunks taken go back to the decode jobs.
+    spares: crossbeam_channel::Sender<Chunk>,
 }
 
 /// What every input of one merge shares.
@@ -857,6 +898,8 @@ struct ChunkDecoder {
     /// The input was entered at the region's first chunk: a record past the
     /// region's end ends it (`Chunk::past_region`).
     stop_past_region: bool,
+    /// Chunks the merge is done with.
+    spares: crossbeam_channel::Receiver<Chunk>,
 }
 
 impl Source {
@@ -916,6 +959,7 @@ impl Source {
             record_limit: usize::MAX,
             unknown_reference: shared.unknown_reference,
         };
+        let (spare_tx, spare_rx) = crossbeam_channel::bounded(CHUNK_SPARES);
         let job = ChunkDecoder {
             decoder,
             translation,
@@ -925,6 +969,7 @@ impl Source {
             check,
             region: shared.region,
             stop_past_region: shared.stop_past_region && span.is_some(),
+            spares: spare_rx,
         };
         let recycler = scanner.recycler();
         let depth = pool.current_num_threads() + 2;
@@ -958,6 +1003,7 @@ impl Source {
             warned: HashSet::new(),
             unknown_refs,
             last_chunk: false,
+            spares: spare_tx,
         };
         s.next_chunk();
         Ok(s)
@@ -1021,7 +1067,8 @@ impl Source {
                                 self.last_own = c.last_own.clone();
                             }
                             self.last_chunk = c.past_region;
-                            self.chunk = c;
+                            let old = std::mem::replace(&mut self.chunk, c);
+                            let _ = self.spares.try_send(old);
                             self.at = 0;
                             if !self.chunk.entries.is_empty() {
                                 return;
@@ -1091,14 +1138,14 @@ impl ChunkDecoder {
             check,
             region,
             stop_past_region,
+            spares,
         } = self;
         let (same_keys, check, region) = (*same_keys, *check, *region);
-        let mut c = Chunk {
-            data: Vec::with_capacity(raw.data.len() + raw.data.len() / 8),
-            keys: Vec::with_capacity(raw.voffsets.len().max(64) * 8),
-            entries: Vec::with_capacity(raw.voffsets.len()),
-            ..Chunk::default()
-        };
+        let mut c = spares.try_recv().unwrap_or_default();
+        c.clear();
+        c.data.reserve(raw.data.len() + raw.data.len() / 8);
+        c.keys.reserve(raw.voffsets.len().max(64) * 8);
+        c.entries.reserve(raw.voffsets.len());
         let mut scratch = Vec::new();
         let mut merged_key = Vec::new();
         let mut index = 0usize;

@@ -58,6 +58,8 @@ pub struct IndexReader {
     binning: Binning,
     /// Per reference: bins by number (pseudo-bins left out).
     refs: Vec<std::collections::HashMap<u32, Bin>>,
+    /// Per reference: the BAI linear index (empty for CSI).
+    linear: Vec<Vec<u64>>,
 }
 
 /// Parses little-endian fields, naming where a field is missing.
@@ -200,6 +202,7 @@ impl IndexReader {
         let n_bins = binning.n_bins();
         let n_ref = f.count("n_ref", 4)?;
         let mut refs = Vec::with_capacity(n_ref);
+        let mut linears = Vec::with_capacity(if csi { 0 } else { n_ref });
         for _ in 0..n_ref {
             let n_bin = f.count("n_bin", 8)?;
             let mut bins = std::collections::HashMap::with_capacity(n_bin);
@@ -228,10 +231,35 @@ impl IndexReader {
                     let w = binning.bin_bottom(bin) as usize;
                     b.loff = linear.get(w).copied().unwrap_or(0);
                 }
+                linears.push(linear);
             }
             refs.push(bins);
         }
-        Ok(IndexReader { binning, refs })
+        Ok(IndexReader {
+            binning,
+            refs,
+            linear: linears,
+        })
+    }
+
+    /// Every record start the index names, sorted and distinct: each
+    /// chunk's start, each CSI bin's `loff` and each BAI linear-index entry
+    /// (0, "none", left out). For cutting a file at record boundaries.
+    pub fn record_starts(&self) -> Vec<u64> {
+        let mut starts = Vec::new();
+        let csi = self.linear.is_empty();
+        for bins in &self.refs {
+            for bin in bins.values() {
+                if csi && bin.loff != 0 {
+                    starts.push(bin.loff);
+                }
+                starts.extend(bin.chunks.iter().map(|&(u, _)| u));
+            }
+        }
+        starts.extend(self.linear.iter().flatten().copied().filter(|&v| v != 0));
+        starts.sort_unstable();
+        starts.dedup();
+        starts
     }
 
     /// References the index covers.
@@ -367,6 +395,24 @@ mod tests {
             // No reference, empty region, nothing indexed.
             assert_eq!(span(2, 0, 10), None);
             assert_eq!(span(0, 50, 50), None);
+        }
+    }
+
+    #[test]
+    fn record_starts_are_record_starts() {
+        for format in [IndexFormat::Bai, IndexFormat::DEFAULT_CSI] {
+            let idx = index_of(format, &[1 << 20, 1 << 21], &records());
+            let starts = idx.record_starts();
+            let all: Vec<u64> = (0..records().len() as u64).map(vo).collect();
+            assert!(
+                starts.iter().all(|s| all.contains(s)),
+                "{format:?} {starts:x?}"
+            );
+            assert!(
+                starts.contains(&vo(0)) && starts.contains(&vo(5)),
+                "{format:?}"
+            );
+            assert!(starts.windows(2).all(|w| w[0] < w[1]), "{format:?}");
         }
     }
 

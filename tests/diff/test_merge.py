@@ -207,3 +207,90 @@ def test_region_needs_indexes_and_a_known_reference(tmp_path, base_text):
     res = _alnsort_merge(["-R", "nosuch:1-5", "-o", str(tmp_path / "o.bam"), *parts])
     assert res.returncode == 1 and b"nosuch" in res.stderr, res.stderr
     assert not (tmp_path / "o.bam").exists()
+
+
+@pytest.fixture(scope="module")
+def spread_text() -> str:
+    """Reads spread over every reference (few ties), long reads that cross
+    16 kbp windows and land in large bins, placed unmapped mates: enough
+    BGZF blocks that an index names chunks well inside each input."""
+    return gen.generate(
+        gen.Params(seed=43, n_templates=9000, tie_fraction=0.05, n_long_reads=6, header="plain")
+    )
+
+
+def test_region_reads_the_indexed_chunks_as_samtools(tmp_path, spread_text):
+    """-R through each input's index (one BAI, two CSI): the records
+    overlapping the region, with reads crossing its edges, placed unmapped
+    mates, regions at a reference's start and end and on every reference,
+    as samtools merge -R gives them."""
+    parts = _make_parts(tmp_path, spread_text, 3, [], "spread")
+    oracle.index(parts[0], "bai")
+    for p in parts[1:]:
+        oracle.index(p, "csi")
+    regions = [
+        "chr1:500000-520000",
+        "chr1:1-20000",
+        "chr1:1990000-",
+        "chr2:700000-700100",
+        "chr2:1000000",
+        "chrM:150000-150001",
+        "chrM",
+        "chr1:1234567-1234567",
+    ]
+    for region in regions:
+        _compare(tmp_path, ["-R", region], parts, f"-R {region}")
+    _compare(tmp_path, ["-R", "chr2:300000-400000", "-@", "3"], parts, "-R with threads")
+
+
+def _corrupt_block_before(path: str, ref: str) -> None:
+    """Damages the deflate data of a BGZF block that holds records before
+    the first record on `ref` (and no header, and none of `ref`'s)."""
+    import pysam
+
+    with pysam.AlignmentFile(path, "rb") as f:
+        first_block = f.tell() >> 16
+        blocks = []
+        for rec in f:
+            if rec.reference_name == ref:
+                break
+            blocks.append(f.tell() >> 16)
+        ref_block = f.tell() >> 16
+    candidates = sorted({b for b in blocks if first_block < b < ref_block})
+    assert len(candidates) >= 3, "the input needs blocks before the region"
+    victim = candidates[len(candidates) // 2]
+    data = bytearray(Path(path).read_bytes())
+    for i in range(victim + 30, victim + 60):
+        data[i] ^= 0x5A
+    Path(path).write_bytes(bytes(data))
+
+
+def test_region_does_not_read_outside_the_indexed_chunks(tmp_path, spread_text):
+    """An input damaged before the region (a bad BGZF block among chr1's
+    records): samtools merge -R chr2 never reads it and succeeds, and so
+    must alnsort (reading the input whole, it stopped at the damage). The
+    damage is real: merging the whole input fails."""
+    parts = _make_parts(tmp_path, spread_text, 2, [], "damaged")
+    for p in parts:
+        oracle.index(p, "csi")
+    _corrupt_block_before(parts[0], "chr2")
+    for region in ["chr2:100000-300000", "chrM"]:
+        _compare(tmp_path, ["-R", region], parts, f"-R {region} past damage")
+    res = _alnsort_merge(["-O", "SAM", "-o", "-", *parts])
+    assert res.returncode == 1 and parts[0].encode() in res.stderr, res.stderr
+
+
+@pytest.mark.alnsort_only
+def test_region_with_a_damaged_index_names_it(tmp_path, base_text):
+    """An index that does not parse stops -R with its name (samtools fails
+    to load it too), and leaves no output."""
+    parts = _make_parts(tmp_path, base_text, 2, [], "badidx")
+    for p in parts:
+        oracle.index(p, "bai")
+    bad = Path(parts[1] + ".bai")
+    bad.write_bytes(bad.read_bytes()[:40])
+    out = tmp_path / "o.bam"
+    res = _alnsort_merge(["-R", "chr1:1-500", "-o", str(out), *parts])
+    assert res.returncode == 1, res.stderr
+    assert str(bad).encode() in res.stderr and b"damaged index" in res.stderr, res.stderr
+    assert not out.exists()

@@ -184,74 +184,11 @@ pub fn index_starts(path: &Path) -> Option<Vec<u64>> {
 }
 
 /// The record starts a BAI names (chunk starts and linear-index entries),
-/// or a CSI (chunk starts and bins' `loff`).
+/// or a CSI (chunk starts and bins' `loff`): `alnsort_index::IndexReader`,
+/// the one index parser.
 fn parse_index_starts(bytes: &[u8]) -> Option<Vec<u64>> {
-    let data;
-    let b: &[u8] = if bytes.starts_with(b"BAI\x01") {
-        bytes
-    } else {
-        data = alnsort_bgzf::decompress_all(bytes).ok()?;
-        &data
-    };
-    let mut at = 4usize;
-    let i32_at = |at: &mut usize| -> Option<i32> {
-        let v = i32::from_le_bytes(b.get(*at..*at + 4)?.try_into().ok()?);
-        *at += 4;
-        Some(v)
-    };
-    let u64_at = |at: &mut usize| -> Option<u64> {
-        let v = u64::from_le_bytes(b.get(*at..*at + 8)?.try_into().ok()?);
-        *at += 8;
-        Some(v)
-    };
-    let (csi, meta_bin) = match b.get(..4)? {
-        b"BAI\x01" => (false, 37450u32),
-        b"CSI\x01" => {
-            let _min_shift = i32_at(&mut at)?;
-            let depth = i32_at(&mut at)?;
-            let l_aux = usize::try_from(i32_at(&mut at)?).ok()?;
-            at += l_aux;
-            let depth = u32::try_from(depth).ok().filter(|&d| d < 10)?;
-            (true, (((1u32 << (3 * (depth + 1))) - 1) / 7) + 1)
-        }
-        _ => return None,
-    };
-    let n_ref = usize::try_from(i32_at(&mut at)?).ok()?;
-    let mut starts = Vec::new();
-    for _ in 0..n_ref {
-        let n_bin = usize::try_from(i32_at(&mut at)?).ok()?;
-        for _ in 0..n_bin {
-            let bin = i32_at(&mut at)? as u32;
-            if csi {
-                // A bin's first record's offset (0: none).
-                let loff = u64_at(&mut at)?;
-                if loff != 0 && bin != meta_bin {
-                    starts.push(loff);
-                }
-            }
-            let n_chunk = usize::try_from(i32_at(&mut at)?).ok()?;
-            for _ in 0..n_chunk {
-                let beg = u64_at(&mut at)?;
-                u64_at(&mut at)?;
-                if bin != meta_bin {
-                    starts.push(beg);
-                }
-            }
-        }
-        if !csi {
-            // The linear index: each window's first record (0: none).
-            let n_intv = usize::try_from(i32_at(&mut at)?).ok()?;
-            for _ in 0..n_intv {
-                let v = u64_at(&mut at)?;
-                if v != 0 {
-                    starts.push(v);
-                }
-            }
-        }
-    }
-    starts.sort_unstable();
-    starts.dedup();
-    Some(starts)
+    let index = alnsort_index::IndexReader::parse(Path::new("index"), bytes).ok()?;
+    Some(index.record_starts())
 }
 
 /// The guessed virtual offset of the first record starting in or after

@@ -222,6 +222,52 @@ pub struct OptSpec {
     pub help: &'static str,
 }
 
+/// How an option of a command's table is written; the lookup
+/// ([`find_option`]) and messages ([`OptionName::name`]) of `alnsort sort`
+/// and `alnsort merge` read their tables through it.
+pub(crate) trait OptionName {
+    fn short(&self) -> Option<char>;
+    fn long(&self) -> Option<&'static str>;
+    /// The value's name in the help; `None` for a flag.
+    fn value(&self) -> Option<&'static str>;
+
+    /// The option as help shows it on the left: `-@, --threads INT`.
+    fn synopsis(&self) -> String {
+        let mut s = match (self.short(), self.long()) {
+            (Some(c), Some(l)) => format!("-{c}, --{l}"),
+            (Some(c), None) => format!("-{c}"),
+            (None, Some(l)) => format!("    --{l}"),
+            (None, None) => unreachable!("an option has a short or a long name"),
+        };
+        if let Some(v) = self.value() {
+            s.push(' ');
+            s.push_str(v);
+        }
+        s
+    }
+
+    /// The option as a message names it: `-K` or `--reference`.
+    fn name(&self) -> String {
+        match (self.short(), self.long()) {
+            (Some(c), _) => format!("-{c}"),
+            (None, Some(l)) => format!("--{l}"),
+            (None, None) => unreachable!("an option has a short or a long name"),
+        }
+    }
+}
+
+impl OptionName for OptSpec {
+    fn short(&self) -> Option<char> {
+        self.short
+    }
+    fn long(&self) -> Option<&'static str> {
+        self.long
+    }
+    fn value(&self) -> Option<&'static str> {
+        self.value
+    }
+}
+
 /// Every option `alnsort sort` accepts; the parser and the help both read it.
 pub const OPTIONS: &[OptSpec] = &[
     OptSpec {
@@ -654,32 +700,6 @@ pub const HELP_WIDTH: usize = 80;
 /// Column where option descriptions start.
 const HELP_INDENT: usize = 24;
 
-impl OptSpec {
-    /// The option as help shows it on the left: `-@, --threads INT`.
-    fn synopsis(&self) -> String {
-        let mut s = match (self.short, self.long) {
-            (Some(c), Some(l)) => format!("-{c}, --{l}"),
-            (Some(c), None) => format!("-{c}"),
-            (None, Some(l)) => format!("    --{l}"),
-            (None, None) => unreachable!("an option has a short or a long name"),
-        };
-        if let Some(v) = self.value {
-            s.push(' ');
-            s.push_str(v);
-        }
-        s
-    }
-
-    /// The option as a message names it: `-K` or `--reference`.
-    fn name(&self) -> String {
-        match (self.short, self.long) {
-            (Some(c), _) => format!("-{c}"),
-            (None, Some(l)) => format!("--{l}"),
-            (None, None) => unreachable!("an option has a short or a long name"),
-        }
-    }
-}
-
 /// Greedy word wrap of `text` into lines of at most `width` characters.
 pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
@@ -717,7 +737,6 @@ pub fn sort_help() -> String {
         out.push_str(&line);
         out.push('\n');
     }
-    let pad = " ".repeat(HELP_INDENT);
     for group in Group::ALL {
         out.push('\n');
         for line in wrap(group.title(), HELP_WIDTH) {
@@ -725,24 +744,31 @@ pub fn sort_help() -> String {
             out.push('\n');
         }
         for spec in OPTIONS.iter().filter(|s| s.group == group) {
-            let left = format!("  {}", spec.synopsis());
-            let text = wrap(spec.help, HELP_WIDTH - HELP_INDENT);
-            let mut rest = text.iter();
-            if left.chars().count() < HELP_INDENT - 1 {
-                let first = rest.next().map(String::as_str).unwrap_or("");
-                out.push_str(&format!("{left:<HELP_INDENT$}{first}\n"));
-            } else {
-                out.push_str(&left);
-                out.push('\n');
-            }
-            for line in rest {
-                out.push_str(&pad);
-                out.push_str(line);
-                out.push('\n');
-            }
+            push_help_entry(&mut out, spec, spec.help);
         }
     }
     out
+}
+
+/// One option's lines in a command's help: its synopsis, then `help`
+/// wrapped to [`HELP_WIDTH`] from column [`HELP_INDENT`].
+pub(crate) fn push_help_entry(out: &mut String, spec: &impl OptionName, help: &str) {
+    let left = format!("  {}", spec.synopsis());
+    let text = wrap(help, HELP_WIDTH - HELP_INDENT);
+    let mut rest = text.iter();
+    if left.chars().count() < HELP_INDENT - 1 {
+        let first = rest.next().map(String::as_str).unwrap_or("");
+        out.push_str(&format!("{left:<HELP_INDENT$}{first}\n"));
+    } else {
+        out.push_str(&left);
+        out.push('\n');
+    }
+    let pad = " ".repeat(HELP_INDENT);
+    for line in rest {
+        out.push_str(&pad);
+        out.push_str(line);
+        out.push('\n');
+    }
 }
 
 /// `alnsort --help`: what the tool is, its commands, examples, where the
@@ -783,20 +809,29 @@ in the alnsort source tree.
     )
 }
 
-/// The table entry for `-c`.
-fn find_short(c: char) -> Option<&'static OptSpec> {
-    OPTIONS.iter().find(|s| s.short == Some(c))
-}
-
-/// The table entry for `--name`: an exact name, or a unique prefix of one
-/// (getopt_long's abbreviations, which samtools accepts).
-fn find_long(name: &str) -> Result<&'static OptSpec, ArgError> {
-    if let Some(s) = OPTIONS.iter().find(|s| s.long == Some(name)) {
+/// The entry of `table` for an option as lexopt read it: `-c`, or
+/// `--name`, an exact name or a unique prefix of one (getopt_long's
+/// abbreviations, which samtools accepts).
+pub(crate) fn find_option<S: OptionName>(
+    table: &'static [S],
+    arg: &lexopt::Arg<'_>,
+) -> Result<&'static S, ArgError> {
+    let name = match arg {
+        Short(c) => {
+            return table
+                .iter()
+                .find(|s| s.short() == Some(*c))
+                .ok_or_else(|| ArgError::UnknownOption(format!("-{c}")))
+        }
+        Long(name) => *name,
+        Value(_) => unreachable!("positional arguments are not looked up"),
+    };
+    if let Some(s) = table.iter().find(|s| s.long() == Some(name)) {
         return Ok(s);
     }
-    let matches: Vec<&'static OptSpec> = OPTIONS
+    let matches: Vec<&'static S> = table
         .iter()
-        .filter(|s| !name.is_empty() && s.long.is_some_and(|l| l.starts_with(name)))
+        .filter(|s| !name.is_empty() && s.long().is_some_and(|l| l.starts_with(name)))
         .collect();
     match matches.as_slice() {
         [one] => Ok(one),
@@ -805,7 +840,7 @@ fn find_long(name: &str) -> Result<&'static OptSpec, ArgError> {
             given: name.to_string(),
             candidates: many
                 .iter()
-                .filter_map(|s| s.long.map(|l| format!("--{l}")))
+                .filter_map(|s| s.long().map(|l| format!("--{l}")))
                 .collect::<Vec<_>>()
                 .join(", "),
         }),
@@ -827,6 +862,13 @@ pub(crate) fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
             "invalid value '{v}' for {opt}: expected an integer"
         ))
     })
+}
+
+/// `-l INT`: samtools appends min(level, 9) to the mode; negative means
+/// the default.
+pub(crate) fn parse_level(v: &str) -> Result<Option<u32>, ArgError> {
+    let n = parse_int("-l", v)?;
+    Ok(if n < 0 { None } else { Some(n.min(9) as u32) })
 }
 
 /// An integer that fits a C `int`, as samtools' `parse_int_value` wants.
@@ -892,10 +934,12 @@ pub(crate) fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), Arg
     }
 }
 
-/// htslib's `stringify_argv`: arguments joined by spaces, tabs replaced.
-fn stringify(argv0: &str, rest: &[OsString]) -> String {
+/// htslib's `stringify_argv` for `argv0 command rest...`: arguments joined
+/// by spaces, tabs replaced (the @PG CL).
+pub(crate) fn stringify(argv0: &str, command: &str, rest: &[OsString]) -> String {
     let mut s = argv0.to_string();
-    s.push_str(" sort");
+    s.push(' ');
+    s.push_str(command);
     for a in rest {
         s.push(' ');
         s.push_str(&a.to_string_lossy());
@@ -936,20 +980,17 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
         reference: None,
         cram_options: Vec::new(),
         markdup: Default::default(),
-        command_line: stringify(argv0, &rest),
+        command_line: stringify(argv0, "sort", &rest),
     };
     let no_args = rest.is_empty();
     let mut positional: Vec<String> = Vec::new();
     let mut p = lexopt::Parser::from_args(rest);
     while let Some(arg) = p.next()? {
-        let spec = match arg {
-            Short(c) => find_short(c).ok_or_else(|| ArgError::UnknownOption(format!("-{c}")))?,
-            Long(name) => find_long(name)?,
-            Value(v) => {
-                positional.push(v.string()?);
-                continue;
-            }
-        };
+        if let Value(v) = arg {
+            positional.push(v.string()?);
+            continue;
+        }
+        let spec = find_option(OPTIONS, &arg)?;
         if let OptId::Unsupported(why) = spec.id {
             return Err(ArgError::Unsupported {
                 option: spec.name(),
@@ -965,11 +1006,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
             Ok(value.clone().expect("option takes a value").string()?)
         };
         match spec.id {
-            OptId::Level => {
-                let n = parse_int("-l", &text()?)?;
-                // samtools appends min(level, 9) to the mode; negative means the default.
-                a.level = if n < 0 { None } else { Some(n.min(9) as u32) };
-            }
+            OptId::Level => a.level = parse_level(&text()?)?,
             OptId::Uncompressed => a.uncompressed = true,
             OptId::MemPerThread => {
                 a.mem_per_thread =

@@ -11,7 +11,7 @@ use alnsort_bam::reader::{
 };
 use alnsort_bgzf::reader::ParallelReader;
 use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
-use alnsort_pipeline::Ordered;
+use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{KeyKind, Sorter};
 use anyhow::{anyhow, bail, Context, Result};
@@ -383,20 +383,7 @@ impl OpenInput {
             depth,
             move |emit| {
                 let start = thread_cpu_seconds();
-                loop {
-                    match scanner.next_batch() {
-                        Ok(Some(b)) => {
-                            if !emit(Ok(b)) {
-                                break;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            emit(Err(e));
-                            break;
-                        }
-                    }
-                }
+                pump(|| scanner.next_batch(), emit);
                 let secs = thread_cpu_seconds() - start;
                 scan_ns_w.store((secs * 1e9) as u64, Ordering::Relaxed);
             },
@@ -487,20 +474,7 @@ fn feed_cram(
         depth,
         move |emit| {
             let start = thread_cpu_seconds();
-            loop {
-                match reader.next_container() {
-                    Ok(Some(c)) => {
-                        if !emit(Ok(c)) {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        emit(Err(e));
-                        break;
-                    }
-                }
-            }
+            pump(|| reader.next_container(), emit);
             let secs = thread_cpu_seconds() - start;
             scan_ns_w.store((secs * 1e9) as u64, Ordering::Relaxed);
         },

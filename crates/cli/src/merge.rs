@@ -9,7 +9,7 @@
 //! [`merged_inputs`] is the stream alone, which `alnsort sort` with several
 //! inputs feeds to its sorter.
 
-use crate::args::{self, ArgError, OrderFlag, OutFormat, SortArgs};
+use crate::args::{self, ArgError, OptionName, OrderFlag, OutFormat, SortArgs};
 use crate::cleanup::Debris;
 use crate::config::{self, Config};
 use crate::input::{self, Fed};
@@ -18,9 +18,12 @@ use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
-use alnsort_bam::reader::{RawBatch, ReadError, ScanOptions, UnknownReference};
+use alnsort_bam::reader::{
+    BamScanner, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner, UnknownReference,
+};
 use alnsort_bam::RecordRef;
-use alnsort_pipeline::Ordered;
+use alnsort_index::IndexReader;
+use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
 use alnsort_sort::{KeyKind, Sorter};
@@ -29,6 +32,8 @@ use lexopt::prelude::*;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::fs::File;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -233,7 +238,8 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("STR"),
         "Merge only the records overlapping region STR (chr, chr:beg, chr:beg-end); \
-         each input needs an index (IN.bai or IN.csi), as in samtools, but is read whole.",
+         each input needs an index (IN.bai or IN.csi), as in samtools, and only the \
+         part of a BAM input the index names for the region is read.",
     ),
     spec(
         MergeOptId::Unsupported("BED region lists are not supported yet"),
@@ -279,7 +285,20 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
     ),
 ];
 
-/// `alnsort merge --help`.
+impl args::OptionName for MergeSpec {
+    fn short(&self) -> Option<char> {
+        self.short
+    }
+    fn long(&self) -> Option<&'static str> {
+        self.long
+    }
+    fn value(&self) -> Option<&'static str> {
+        self.value
+    }
+}
+
+/// `alnsort merge --help`, rendered from [`MERGE_OPTIONS`] as `alnsort sort
+/// --help` is from its table.
 pub fn merge_help() -> String {
     let mut out = String::from(
         "Usage: alnsort merge [options] -o <out.bam> <in1.bam> ... <inN.bam>\n   \
@@ -288,19 +307,7 @@ pub fn merge_help() -> String {
          as samtools merge does: same options, header merging and records.\n\nOptions:\n",
     );
     for s in MERGE_OPTIONS {
-        let mut names = Vec::new();
-        if let Some(c) = s.short {
-            names.push(format!("-{c}"));
-        }
-        if let Some(l) = s.long {
-            names.push(format!("--{l}"));
-        }
-        let mut left = names.join(", ");
-        if let Some(v) = s.value {
-            left.push(' ');
-            left.push_str(v);
-        }
-        out.push_str(&format!("  {left:<28} {}\n", s.help));
+        args::push_help_entry(&mut out, s, s.help);
     }
     out
 }
@@ -325,48 +332,12 @@ pub enum ParsedMerge {
     Usage,
 }
 
-fn find(arg: &lexopt::Arg<'_>) -> Result<&'static MergeSpec, ArgError> {
-    match arg {
-        Short(c) => MERGE_OPTIONS
-            .iter()
-            .find(|s| s.short == Some(*c))
-            .ok_or_else(|| ArgError::UnknownOption(format!("-{c}"))),
-        Long(name) => {
-            if let Some(s) = MERGE_OPTIONS.iter().find(|s| s.long == Some(*name)) {
-                return Ok(s);
-            }
-            let m: Vec<_> = MERGE_OPTIONS
-                .iter()
-                .filter(|s| !name.is_empty() && s.long.is_some_and(|l| l.starts_with(*name)))
-                .collect();
-            match m.as_slice() {
-                [one] => Ok(one),
-                [] => Err(ArgError::UnknownOption(format!("--{name}"))),
-                many => Err(ArgError::Ambiguous {
-                    given: name.to_string(),
-                    candidates: many
-                        .iter()
-                        .filter_map(|s| s.long.map(|l| format!("--{l}")))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }),
-            }
-        }
-        Value(_) => unreachable!("values are handled by the caller"),
-    }
-}
-
 /// Parses the arguments after `alnsort merge`.
 pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> {
     if rest.is_empty() {
         return Ok(ParsedMerge::Usage);
     }
-    let mut command_line = format!("{argv0} merge");
-    for a in &rest {
-        command_line.push(' ');
-        command_line.push_str(&a.to_string_lossy());
-    }
-    let command_line = command_line.replace('\t', " ");
+    let command_line = args::stringify(argv0, "merge", &rest);
     let mut sort = match args::parse(argv0, Vec::new(), false)? {
         args::Parsed::Run(a) => *a,
         _ => unreachable!("no arguments and no terminal give a run"),
@@ -390,14 +361,12 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
             positional.push(v.string()?);
             continue;
         }
-        let s = find(&arg)?;
+        let s = args::find_option(MERGE_OPTIONS, &arg)?;
         if let MergeOptId::Unsupported(why) = s.id {
-            let option = s
-                .short
-                .map(|c| format!("-{c}"))
-                .or(s.long.map(|l| format!("--{l}")))
-                .unwrap_or_default();
-            return Err(ArgError::Unsupported { option, why });
+            return Err(ArgError::Unsupported {
+                option: s.name(),
+                why,
+            });
         }
         let value = match s.value {
             Some(_) => Some(p.value()?.string()?),
@@ -437,10 +406,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
                     .map_err(|_| ArgError::Invalid(format!("Invalid random seed '{v}'")))?;
             }
             MergeOptId::Level1 => sort.level = Some(1),
-            MergeOptId::Level => {
-                let n = args::parse_int("-l", &text())?;
-                sort.level = if n < 0 { None } else { Some(n.min(9) as u32) };
-            }
+            MergeOptId::Level => sort.level = args::parse_level(&text())?,
             MergeOptId::Uncompressed => sort.uncompressed = true,
             MergeOptId::OutputFmt => args::parse_output_fmt(&text(), &mut sort)?,
             MergeOptId::OutputFmtOption => args::parse_fmt_option(&text(), &mut sort)?,
@@ -560,18 +526,22 @@ pub fn merged_inputs(
         eprintln!("{w}");
     }
     let header = merger.finish(reset_order).context("merging the headers")?;
+    let mut indexes = Vec::new();
     let region = match region {
         Some(r) => {
             let parsed = parse_region(&header, r).ok_or_else(|| {
                 anyhow!("-R: badly formatted region or unknown reference name: \"{r}\"")
             })?;
             for path in paths {
-                if !has_index(path) {
+                let found = IndexReader::find_beside(Path::new(path))
+                    .with_context(|| format!("-R: failed to load index for {path}"))?;
+                let Some((_, index)) = found else {
                     bail!(
                         "-R: failed to load index for {path}; merging a region needs indexed inputs \
                          ({path}.bai or {path}.csi), as in samtools"
                     );
-                }
+                };
+                indexes.push(index);
             }
             Some(parsed)
         }
@@ -598,11 +568,18 @@ pub fn merged_inputs(
         unknown_reference,
         check: check_sorted,
         region,
+        region_name: region.map(|r| header.refs()[r.tid as usize].name.clone()),
+        // Past the region's end nothing more can overlap it, in coordinate
+        // order (an index implies it).
+        stop_past_region: *order == SortOrder::Coordinate,
     };
+    let mut indexes = indexes.into_iter();
     let mut sources = Vec::with_capacity(opened.len());
-    for (inp, t) in opened.into_iter().zip(translations) {
+    for ((inp, t), path) in opened.into_iter().zip(translations).zip(paths) {
         sources.push(Source::start(
             inp,
+            path,
+            indexes.next().as_ref(),
             t,
             &shared,
             pool,
@@ -655,8 +632,15 @@ impl MergedInputs {
     }
 }
 
+/// Sort batches kept for reuse by [`feed_sorter`]: the batch being filled
+/// and the ones the sorter's copy jobs still hold cycle through these.
+const FEED_SPARES: usize = 2;
+
 /// Feeds the merged stream of `m` to `sorter`, in batches of about
-/// `alnsort_bam::reader::BATCH_BYTES` record bytes.
+/// `alnsort_bam::reader::BATCH_BYTES` record bytes. A batch the sorter has
+/// copied comes back for the next one (`Sorter::push_batch_then`), as with
+/// one input (`input::OpenInput::feed`): a fresh batch costs a page fault
+/// per 4 KiB written.
 pub fn feed_sorter(
     m: MergedInputs,
     kind: KeyKind,
@@ -665,19 +649,28 @@ pub fn feed_sorter(
 ) -> Result<Fed> {
     let start = thread_cpu_seconds();
     let target = alnsort_bam::reader::BATCH_BYTES;
-    let mut batch = Batch::for_input(kind, target + (target >> 2), target / 64);
+    let (capacity, records) = (target + (target >> 2), target / 64);
+    let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(FEED_SPARES);
+    let next_batch = move || match spare_rx.try_recv() {
+        Ok(mut b) => {
+            b.reuse_for_input(capacity, records);
+            b
+        }
+        Err(_) => Batch::for_input(kind, capacity, records),
+    };
+    let mut batch = next_batch();
     let mut bytes = 0u64;
     let mut flush = |batch: &mut Batch, bytes: &mut u64| -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
         let len = batch.len() as u64;
-        let full = std::mem::replace(
-            batch,
-            Batch::for_input(kind, target + (target >> 2), target / 64),
-        );
+        let full = std::mem::replace(batch, next_batch());
+        let spare = spare_tx.clone();
         sorter
-            .push_batch(full)
+            .push_batch_then(full, move |b| {
+                let _ = spare.try_send(b);
+            })
             .map_err(anyhow::Error::from)
             .context("sorting the merged inputs")?;
         progress.add_records(len, *bytes, 0);
@@ -727,8 +720,7 @@ impl Region {
         if rec.ref_id() != self.tid {
             return false;
         }
-        let pos =
-            alnsort_bam::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0]);
+        let pos = record_pos(rec);
         let rlen = if rec.flag() & 4 != 0 {
             0
         } else {
@@ -736,6 +728,20 @@ impl Region {
         };
         pos < self.end && pos + rlen.max(1) > self.beg
     }
+}
+
+impl Region {
+    /// Whether `rec`, read in coordinate order from the region's first
+    /// chunk on, is past the region: on another reference (a later one) or
+    /// starting at or after its end, as htslib's iterator stops.
+    fn is_past(&self, rec: RecordRef<'_>) -> bool {
+        rec.ref_id() != self.tid || record_pos(rec) >= self.end
+    }
+}
+
+/// A record's 0-based position (64-bit when the SAM input had one).
+fn record_pos(rec: RecordRef<'_>) -> i64 {
+    alnsort_bam::sam_parse::wide_positions(rec.bytes()).map_or(rec.pos() as i64, |w| w[0])
 }
 
 /// `sam_parse_region` for `-R`: a whole reference name, or `NAME:BEG`,
@@ -767,22 +773,6 @@ pub fn parse_region(header: &Header, text: &str) -> Option<Region> {
         return None;
     }
     Some(Region { tid, beg, end })
-}
-
-/// Whether `path` has an index samtools would find beside it.
-fn has_index(path: &str) -> bool {
-    let stem = path
-        .strip_suffix(".bam")
-        .or_else(|| path.strip_suffix(".cram"))
-        .unwrap_or(path);
-    [
-        format!("{path}.bai"),
-        format!("{path}.csi"),
-        format!("{stem}.bai"),
-        format!("{stem}.csi"),
-    ]
-    .iter()
-    .any(|p| std::path::Path::new(p).is_file())
 }
 
 /// What samtools merge (and `alnsort sort IN1 IN2 ...`) prints for a
@@ -822,7 +812,49 @@ struct Chunk {
     first_name: String,
     /// SAM records read as unmapped for an unknown reference name.
     unknown_reference_records: u64,
+    /// A record past the `-R` region's end was met: nothing after this
+    /// chunk can overlap the region.
+    past_region: bool,
 }
+
+impl Chunk {
+    /// Empties the chunk for the next batch, keeping its buffers.
+    fn clear(&mut self) {
+        let Chunk {
+            data,
+            keys,
+            entries,
+            unknown_tags,
+            first_own,
+            last_own,
+            unsorted,
+            sort_keys,
+            sort_entries,
+            records,
+            first_name,
+            unknown_reference_records,
+            past_region,
+        } = self;
+        data.clear();
+        keys.clear();
+        entries.clear();
+        unknown_tags.clear();
+        first_own.clear();
+        last_own.clear();
+        *unsorted = None;
+        sort_keys.clear();
+        sort_entries.clear();
+        *records = 0;
+        first_name.clear();
+        *unknown_reference_records = 0;
+        *past_region = false;
+    }
+}
+
+/// Chunks kept per input for reuse by its decode jobs: a fresh chunk's
+/// buffers are mapped anew by malloc and cost a page fault per 4 KiB
+/// written.
+const CHUNK_SPARES: usize = 2;
 
 type ChunkResult = std::result::Result<Chunk, ReadError>;
 
@@ -840,6 +872,10 @@ struct Source {
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
     /// Counts records read as unmapped for an unknown reference name.
     unknown_refs: Rc<Cell<u64>>,
+    /// The current chunk is the last one to take (see `Chunk::past_region`).
+    last_chunk: bool,
+    /// Chunks taken go back to the decode jobs.
+    spares: crossbeam_channel::Sender<Chunk>,
 }
 
 /// What every input of one merge shares.
@@ -854,6 +890,11 @@ struct Shared {
     unknown_reference: UnknownReference,
     check: bool,
     region: Option<Region>,
+    /// The region's reference name (each input's index is asked by it).
+    region_name: Option<Vec<u8>>,
+    /// Stop reading an input seeked to the region at its first record past
+    /// the region's end.
+    stop_past_region: bool,
 }
 
 /// The per-batch work of one input, run on the pool.
@@ -866,11 +907,19 @@ struct ChunkDecoder {
     same_keys: bool,
     check: bool,
     region: Option<Region>,
+    /// The input was entered at the region's first chunk: a record past the
+    /// region's end ends it (`Chunk::past_region`).
+    stop_past_region: bool,
+    /// Chunks the merge is done with.
+    spares: crossbeam_channel::Receiver<Chunk>,
 }
 
 impl Source {
+    #[allow(clippy::too_many_arguments)]
     fn start(
         inp: input::OpenInput,
+        path: &str,
+        index: Option<&IndexReader>,
         translation: Translation,
         shared: &Shared,
         pool: &Arc<rayon::ThreadPool>,
@@ -880,6 +929,27 @@ impl Source {
         let encoder = &shared.encoder;
         let check = shared.check;
         let (file, header, mut scanner) = inp.into_scanner(ScanOptions::default())?;
+        // -R on BAM: read only the stretch of the file the index names for
+        // the region (None: nothing of it in this input).
+        let mut span = None;
+        if let (Some(r), Some(name), Some(index), Scanner::Bam(_)) =
+            (shared.region, &shared.region_name, index, &scanner)
+        {
+            let own_tid = header.refs().iter().position(|x| x.name == *name);
+            span = Some(own_tid.and_then(|t| index.region_span(t, r.beg, r.end)));
+        }
+        if let Some(Some((start, end))) = span {
+            let f = File::open(path).with_context(|| format!("cannot open input {path}"))?;
+            let opts = ScanOptions {
+                end: RangeEnd::VirtualOffset(end),
+                ..ScanOptions::default()
+            };
+            scanner = Scanner::Bam(Box::new(
+                BamScanner::open_at(Arc::clone(&file), f, Arc::clone(pool), start, opts)
+                    .with_context(|| format!("-R: {path}: starting at the region's first chunk"))?,
+            ));
+        }
+        let nothing_to_read = span == Some(None);
         let header = Arc::new(header);
         // Keys in the input's own terms (the order check), and whether
         // they are the merged header's keys too.
@@ -901,6 +971,7 @@ impl Source {
             record_limit: usize::MAX,
             unknown_reference: shared.unknown_reference,
         };
+        let (spare_tx, spare_rx) = crossbeam_channel::bounded(CHUNK_SPARES);
         let job = ChunkDecoder {
             decoder,
             translation,
@@ -909,6 +980,8 @@ impl Source {
             same_keys,
             check,
             region: shared.region,
+            stop_past_region: shared.stop_past_region && span.is_some(),
+            spares: spare_rx,
         };
         let recycler = scanner.recycler();
         let depth = pool.current_num_threads() + 2;
@@ -916,18 +989,9 @@ impl Source {
             Arc::clone(pool),
             "merge-read",
             depth,
-            move |emit| loop {
-                match scanner.next_batch() {
-                    Ok(Some(b)) => {
-                        if !emit(Ok(b)) {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        emit(Err(e));
-                        break;
-                    }
+            move |emit| {
+                if !nothing_to_read {
+                    pump(|| scanner.next_batch(), emit)
                 }
             },
             move |item: std::result::Result<RawBatch, ReadError>| {
@@ -950,6 +1014,8 @@ impl Source {
             failure,
             warned: HashSet::new(),
             unknown_refs,
+            last_chunk: false,
+            spares: spare_tx,
         };
         s.next_chunk();
         Ok(s)
@@ -967,6 +1033,10 @@ impl Source {
     fn next_chunk(&mut self) {
         loop {
             self.before += self.chunk.records as u64;
+            if self.last_chunk {
+                self.done = true;
+                return;
+            }
             match self.batches.next_result() {
                 None => {
                     self.done = true;
@@ -1003,7 +1073,9 @@ impl Source {
                                 }
                                 self.last_own = c.last_own.clone();
                             }
-                            self.chunk = c;
+                            self.last_chunk = c.past_region;
+                            let old = std::mem::replace(&mut self.chunk, c);
+                            let _ = self.spares.try_send(old);
                             self.at = 0;
                             if !self.chunk.entries.is_empty() {
                                 return;
@@ -1072,14 +1144,15 @@ impl ChunkDecoder {
             same_keys,
             check,
             region,
+            stop_past_region,
+            spares,
         } = self;
         let (same_keys, check, region) = (*same_keys, *check, *region);
-        let mut c = Chunk {
-            data: Vec::with_capacity(raw.data.len() + raw.data.len() / 8),
-            keys: Vec::with_capacity(raw.voffsets.len().max(64) * 8),
-            entries: Vec::with_capacity(raw.voffsets.len()),
-            ..Chunk::default()
-        };
+        let mut c = spares.try_recv().unwrap_or_default();
+        c.clear();
+        c.data.reserve(raw.data.len() + raw.data.len() / 8);
+        c.keys.reserve(raw.voffsets.len().max(64) * 8);
+        c.entries.reserve(raw.voffsets.len());
         let mut scratch = Vec::new();
         let mut merged_key = Vec::new();
         let mut index = 0usize;
@@ -1110,7 +1183,12 @@ impl ChunkDecoder {
                 let translated = translation.apply(rec, &mut scratch, &mut unknown);
                 let rec = if translated { &scratch[..] } else { rec };
                 if let Some(r) = region {
-                    if !r.overlaps(RecordRef::with_block_size(rec)) {
+                    let view = RecordRef::with_block_size(rec);
+                    if c.past_region || (*stop_past_region && r.is_past(view)) {
+                        c.past_region = true;
+                        return Ok(());
+                    }
+                    if !r.overlaps(view) {
                         return Ok(());
                     }
                 }
@@ -1262,6 +1340,47 @@ mod tests {
         assert_eq!(r("chr1:-20"), Some((0, 0, 20)));
         assert_eq!(r("chr1:30-20"), None);
         assert_eq!(r("chr9:1-2"), None);
+    }
+
+    /// Help is rendered as `alnsort sort --help` is: every option listed,
+    /// wrapped to 80 columns.
+    #[test]
+    fn help_lists_every_option_within_80_columns() {
+        let help = merge_help();
+        for line in help.lines() {
+            assert!(line.chars().count() <= args::HELP_WIDTH, "{line:?}");
+        }
+        for s in MERGE_OPTIONS {
+            assert!(help.contains(&format!("  {}", s.synopsis())), "{s:?}");
+        }
+    }
+
+    /// Options are looked up as `alnsort sort`'s: unique prefixes of long
+    /// names, ambiguity named, refused options named as written.
+    #[test]
+    fn long_options_abbreviate_and_refusals_name_the_option() {
+        let args = |v: &[&str]| parse("alnsort", v.iter().map(OsString::from).collect());
+        let Ok(ParsedMerge::Run(m)) = args(&["--write", "--templ", "-o", "x.bam", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert!(m.sort.write_index);
+        assert_eq!(m.sort.order, OrderFlag::TemplateCoordinate);
+        assert_eq!(
+            m.sort.command_line,
+            "alnsort merge --write --templ -o x.bam a.bam"
+        );
+        let e = args(&["--output-fmt", "sam", "--output", "x", "a"]).unwrap_err();
+        assert!(matches!(e, ArgError::Ambiguous { .. }), "{e}");
+        let e = args(&["--input-fmt-option", "x=1", "-o", "x", "a"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--input-fmt-option is not supported yet"),
+            "{e}"
+        );
+        let Ok(ParsedMerge::Run(m)) = args(&["-l", "12", "-o", "x.bam", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.level, Some(9));
     }
 
     #[test]

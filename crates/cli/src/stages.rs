@@ -54,7 +54,7 @@ use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
-use alnsort_pipeline::Ordered;
+use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
     merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally,
@@ -640,30 +640,26 @@ pub fn map(
             depth,
             move |emit| {
                 let mut own = None;
-                loop {
-                    match scanner.next_batch() {
-                        Ok(Some(b)) => {
-                            let ties = match &producer_merged {
-                                Some(m) => {
-                                    let mut v = m.running_max(input, &b, &mut own);
-                                    if let Some(p) = prior {
-                                        v.iter_mut().for_each(|t| *t = (*t).max(p));
+                pump(
+                    || {
+                        scanner.next_batch().map(|got| {
+                            got.map(|b| {
+                                let ties = match &producer_merged {
+                                    Some(m) => {
+                                        let mut v = m.running_max(input, &b, &mut own);
+                                        if let Some(p) = prior {
+                                            v.iter_mut().for_each(|t| *t = (*t).max(p));
+                                        }
+                                        v
                                     }
-                                    v
-                                }
-                                None => Vec::new(),
-                            };
-                            if !emit(Ok((b, ties))) {
-                                break;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            emit(Err(e));
-                            break;
-                        }
-                    }
-                }
+                                    None => Vec::new(),
+                                };
+                                (b, ties)
+                            })
+                        })
+                    },
+                    emit,
+                );
                 *producer_reach.lock().unwrap_or_else(|e| e.into_inner()) = own;
             },
             move |item: std::result::Result<(RawBatch, Vec<u64>), ReadError>| -> Result<Decoded> {

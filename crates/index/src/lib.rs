@@ -33,12 +33,14 @@ mod error;
 mod finish;
 mod khash;
 mod merge;
+mod read;
 mod write;
 
 pub use bins::{bin_level, first_bin, parent_bin, Binning};
 pub use builder::{logical_offset, record_end, IndexBuilder, IndexRecord};
 pub use error::IndexError;
 pub use merge::{merge_part_indexes, PartIndexWriter};
+pub use read::{IndexReadError, IndexReader};
 pub use write::{IndexFile, IndexWriteError};
 
 /// Which index to build.

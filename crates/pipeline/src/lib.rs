@@ -18,7 +18,9 @@
 //! * [`OrderedQueue`]: the caller pushes jobs and pops results in push order
 //!   (bounded by the caller, who pops before pushing more).
 //! * [`Ordered`]: a producer thread cuts work items and a consumer takes the
-//!   results in production order (bounded FIFO between them).
+//!   results in production order (bounded FIFO between them). A producer
+//!   that reads items from a source (a record scanner, a CRAM container
+//!   reader) runs [`pump`], the one reader-thread loop.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -206,6 +208,36 @@ impl<T> Drop for Ordered<T> {
         let (_tx, empty) = bounded(0);
         drop(std::mem::replace(&mut self.slots, empty));
         drop(self.producer.take());
+    }
+}
+
+/// The reader-thread loop of an [`Ordered`] producer: emits each item
+/// `next` reads, in order, until `next` says the input is done (`Ok(None)`),
+/// the consumer is gone (`emit` returns false), or `next` fails. An error is
+/// emitted as the last item, so the consumer meets it in input order, after
+/// every item read before it, and reports it with its place (file, offset,
+/// record: the error's own context); nothing is read after it.
+///
+/// ```text
+/// Ordered::spawn(pool, "read", depth, move |emit| pump(|| scanner.next_batch(), emit), decode)
+/// ```
+pub fn pump<I, E>(
+    mut next: impl FnMut() -> Result<Option<I>, E>,
+    emit: &mut dyn FnMut(Result<I, E>) -> bool,
+) {
+    loop {
+        match next() {
+            Ok(Some(item)) => {
+                if !emit(Ok(item)) {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                emit(Err(e));
+                return;
+            }
+        }
     }
 }
 

@@ -174,3 +174,71 @@ fn dropping_an_ordered_map_early_stops_the_producer() {
         .expect("the producer stopped after the consumer went away");
     assert!(produced.load(Ordering::SeqCst) >= 1);
 }
+
+/// The reader loop: items in order, then an error as the last item with
+/// nothing read after it.
+#[test]
+fn pump_emits_items_then_the_error_and_reads_no_further() {
+    let p = pool(2);
+    let mut reads = 0u32;
+    let mut o = Ordered::spawn(
+        Arc::clone(&p),
+        "read",
+        2,
+        move |emit| {
+            pump(
+                || {
+                    reads += 1;
+                    match reads {
+                        1..=3 => Ok(Some(reads)),
+                        4 => Err(format!("bad record at read {reads}")),
+                        _ => panic!("read past the error"),
+                    }
+                },
+                emit,
+            )
+        },
+        |item: Result<u32, String>| item.map(|i| i * 10),
+    )
+    .unwrap();
+    let got: Vec<_> = std::iter::from_fn(|| o.next_result())
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            Ok(10),
+            Ok(20),
+            Ok(30),
+            Err("bad record at read 4".to_string())
+        ]
+    );
+}
+
+/// The reader loop ends at `Ok(None)` without reading again, and stops
+/// reading when the consumer is gone.
+#[test]
+fn pump_stops_at_the_end_and_when_the_consumer_is_gone() {
+    let mut calls = 0;
+    let mut seen = Vec::new();
+    pump(
+        || {
+            calls += 1;
+            Ok::<_, ()>(if calls <= 2 { Some(calls) } else { None })
+        },
+        &mut |item| {
+            seen.push(item.unwrap());
+            true
+        },
+    );
+    assert_eq!((calls, seen), (3, vec![1, 2]));
+    let mut calls = 0;
+    pump(
+        || {
+            calls += 1;
+            Ok::<_, ()>(Some(calls))
+        },
+        &mut |_| false,
+    );
+    assert_eq!(calls, 1, "no read after the consumer went away");
+}

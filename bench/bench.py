@@ -120,6 +120,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--alnsort", default=os.path.join(ROOT, "target", "release", "alnsort"))
+    ap.add_argument(
+        "--baseline",
+        metavar="BIN",
+        default=None,
+        help="also run this alnsort build (an earlier commit), in the same run, as the tool 'baseline'",
+    )
     ap.add_argument("--tmp", default=None, help="scratch directory (default: beside the input)")
     ap.add_argument("--out", default=None, help="write the markdown table here too")
     ap.add_argument(
@@ -140,6 +146,7 @@ def main():
         f"- samtools: {st_version}; alnsort: {subprocess.run([a.alnsort, '--version'], capture_output=True, text=True).stdout.strip()}",
         f"- alnsort commit: {subprocess.run(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}"
         f"{' (with uncommitted changes)' if subprocess.run(['git', '-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], capture_output=True, text=True).stdout.strip() else ''}",
+        *([f"- baseline: {a.baseline} (the tool 'baseline', run in turn with the others)"] if a.baseline else []),
         f"- input: {os.path.basename(a.input)} ({os.path.getsize(a.input) / 1e6:.0f} MB), "
         f"-@{a.threads}, median of {a.runs} runs; checksum = md5 of decoded records (samtools view)",
         "",
@@ -162,30 +169,39 @@ def main():
             if kind:
                 lines.append(f"| {name} | load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} | | | | | | | | |")
             results = {}
-            for tool in ("samtools", "alnsort"):
+            bins = {"alnsort": a.alnsort, "baseline": a.baseline}
+            tools = ("samtools", "alnsort", "baseline") if a.baseline else ("samtools", "alnsort")
+            cmds = {}
+            for tool in tools:
                 out = os.path.join(tmp, f"{tool}.{name}.{ext}")
-                exe = ["samtools", "sort"] if tool == "samtools" else [a.alnsort, "sort", "--no-progress"]
+                exe = ["samtools", "sort"] if tool == "samtools" else [bins[tool], "sort", "--no-progress"]
                 cmd = exe + opts + ref_opts + ["-@", str(a.threads), "-T", os.path.join(tmp, f"{tool}-tmp"), "-o", out, inp]
-                if tool == "alnsort":
+                if tool != "samtools":
                     cmd = exe + opts + ref_opts + ["-@", str(a.threads), "-T", tmp, "-o", out, inp]
                 if name == "merge4":
                     parts = merge_parts(a.input, tmp, a.alnsort, a.threads)
-                    exe = ["samtools", "merge"] if tool == "samtools" else [a.alnsort, "merge"]
+                    exe = ["samtools", "merge"] if tool == "samtools" else [bins[tool], "merge"]
                     cmd = exe + opts + ["-f", "-@", str(a.threads), "-o", out, *parts]
-                runs = []
-                for _ in range(a.runs):
-                    runs.append(run_timed(cmd))
-                    print(f"{name} {tool}: {runs[-1][0]:.2f} s", file=sys.stderr)
-                med = sorted(runs)[len(runs) // 2]
+                cmds[tool] = (cmd, out)
+            runs = {tool: [] for tool in tools}
+            # Tools take turns run by run, so a change in the machine's
+            # load falls on all of them alike.
+            for _ in range(a.runs):
+                for tool in tools:
+                    runs[tool].append(run_timed(cmds[tool][0]))
+                    print(f"{name} {tool}: {runs[tool][-1][0]:.2f} s (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
+            for tool in tools:
+                out = cmds[tool][1]
+                med = sorted(runs[tool])[len(runs[tool]) // 2]
                 results[tool] = (med, os.path.getsize(out), records_checksum(out, a.threads, a.cram if kind else None))
                 os.remove(out)
-            ratio = results["samtools"][0][0] / results["alnsort"][0][0]
-            for tool in ("samtools", "alnsort"):
+            for tool in tools:
                 (wall, cpu, rss), size, ck = results[tool]
+                ratio = results["samtools"][0][0] / wall
                 lines.append(
                     f"| {name} | `{' '.join(opts + ref_opts)}` | {tool} | {wall:.2f} | {cpu:.2f} | {rss / 1e6:.0f} | "
-                    f"{size / 1e6:.1f} | {ck} | {f'{ratio:.2f}' if tool == 'alnsort' else ''} | "
-                    f"{f'>= {target}' if tool == 'alnsort' else ''} |"
+                    f"{size / 1e6:.1f} | {ck} | {f'{ratio:.2f}' if tool != 'samtools' else ''} | "
+                    f"{f'>= {target}' if tool != 'samtools' else ''} |"
                 )
             if results["samtools"][2] != results["alnsort"][2] and ext == "cram":
                 lines.append(
@@ -198,7 +214,7 @@ def main():
                 else:
                     ock = oracle_checksum(inp, opts + ref_opts, tmp)
                 lines.append(f"| {name} | | samtools 1.24 (pysam, checksum only) | | | | | {ock} | | |")
-            print("\n".join(lines[-3:]), file=sys.stderr)
+            print("\n".join(lines[-len(tools) - 1:]), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     text = "\n".join(lines) + "\n"

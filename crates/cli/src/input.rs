@@ -373,10 +373,12 @@ impl OpenInput {
         // Sort batches the sorter has copied go back to the decode jobs:
         // a fresh batch of this size is mapped anew by malloc and costs a
         // page fault per 4 KiB written (measured +0.6 s of system time on
-        // the 4.3 M-record benchmark at -@2 without this). At most one
-        // spare per pool thread is kept, within the reserve for batches in
-        // flight (`reserve_bytes`).
-        let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(pool.current_num_threads());
+        // the 4.3 M-record benchmark at -@2 without this). As many spares
+        // are kept as batches can be in flight (`depth`), within the
+        // reserve for them (`reserve_bytes`): with one per pool thread, a
+        // quarter of the batches still found the channel full after a
+        // burst of copies and were freed, and as many allocated anew.
+        let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(depth);
         let mut batches = Ordered::spawn(
             Arc::clone(&pool),
             "read",

@@ -164,6 +164,10 @@ impl alnsort_bgzf::Units for ChunkRecords {
     fn unit(&self, i: usize) -> &[u8] {
         self.0.record(i)
     }
+
+    fn prefetch(&self, i: usize) {
+        self.0.prefetch(i);
+    }
 }
 
 pub struct Output {

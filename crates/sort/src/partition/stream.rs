@@ -256,6 +256,14 @@ impl Chunk {
     }
 }
 
+impl Chunk {
+    /// A hint that record `i` (`i < len()`) is read soon: starts loading
+    /// its first bytes into the cache (see `batch::prefetch`).
+    pub fn prefetch(&self, i: usize) {
+        crate::batch::prefetch(self.record(i));
+    }
+}
+
 impl Drop for Chunk {
     /// The last holder of a finished partition gives its frame buffers
     /// back for reuse (a fresh frame buffer costs page faults).

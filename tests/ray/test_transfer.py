@@ -47,7 +47,7 @@ def test_blocks_leave_a_map_out_of_band_and_reduce_from_read_only_buffers(bam, t
     cuts = stages.splitters(samples, 3)
     ranges = len(cuts) + 1
     results = [
-        aray._map_task("alnsort.stages", inputs, s, cuts, 1, None, ORDER, None, i)
+        aray._map_task("alnsort.stages", inputs, s, cuts, 1, None, ORDER, None, i, None)
         for i, s in enumerate(splits)
     ]
     for meta, *blocks in results:

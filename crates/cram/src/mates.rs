@@ -44,16 +44,24 @@ fn set_tlen(buf: &mut [u8], at: usize, v: i32) {
 /// Rewrites the TLEN of attached pairs among the records of one slice
 /// (`starts`: each record's offset in `buf`, framed) by htslib's rule.
 pub(crate) fn fix_attached_tlen(buf: &mut [u8], starts: &[usize]) {
-    let mut by_name: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    // Per name: its first two records and how many it has (exactly two
+    // make a pair).
+    let mut by_name: HashMap<&[u8], (usize, usize, u32)> = HashMap::with_capacity(starts.len());
     for (i, &at) in starts.iter().enumerate() {
         let r = RecordRef::with_block_size(&buf[at..]);
         if r.flag() & 0x1 != 0 {
-            by_name.entry(r.read_name()).or_default().push(i);
+            let e = by_name.entry(r.read_name()).or_insert((i, i, 0));
+            if e.2 == 1 {
+                e.1 = i;
+            }
+            e.2 += 1;
         }
     }
     let mut changes: Vec<(usize, i32)> = Vec::new();
-    for idx in by_name.values() {
-        let [a, b] = idx[..] else { continue };
+    for &(a, b, count) in by_name.values() {
+        if count != 2 {
+            continue;
+        }
         let ra = RecordRef::with_block_size(&buf[starts[a]..]);
         let rb = RecordRef::with_block_size(&buf[starts[b]..]);
         if ra.pos() < 0 || rb.pos() < 0 {
@@ -266,6 +274,20 @@ mod tests {
         let (mut buf, starts) = slice(&[
             rec(b"s", 0x1 | 0x80, 0, 400, -123),
             rec(b"s", 0x1 | 0x40, 0, 0, 123),
+        ]);
+        let before = buf.clone();
+        fix_attached_tlen(&mut buf, &starts);
+        assert_eq!(buf, before);
+    }
+
+    #[test]
+    fn a_name_of_three_records_is_not_a_pair() {
+        // The first two would be an attached pair in noodles' form; the
+        // third record of the name makes them no pair.
+        let (mut buf, starts) = slice(&[
+            rec(b"t", 0x1 | 0x80 | 0x10, 0, 400, 410),
+            rec(b"t", 0x1 | 0x40 | 0x20, 0, 0, -410),
+            rec(b"t", 0x1 | 0x800, 0, 900, 0),
         ]);
         let before = buf.clone();
         fix_attached_tlen(&mut buf, &starts);

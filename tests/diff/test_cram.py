@@ -414,6 +414,34 @@ def test_cram_output_reads_back_as_samtools_own_cram(alnsort_bin, data, tmp_path
     assert hd(got) == hd(want)
 
 
+def _cram_size(path: Path) -> str:
+    """`samtools cram-size -v` (pysam's samtools 1.24, in process: its
+    output does not come through the oracle's subprocess)."""
+    import pysam
+
+    return pysam.samtools.cram_size("-v", str(path))
+
+
+@pytest.mark.parametrize("fmt, method", [("cram", "r4x8-o1"), ("cram,version=3.1", "r4x16-o0")])
+def test_cram_output_stores_qualities_with_samtools_codec(alnsort_bin, data, tmp_path, fmt, method):
+    """CRAM 3.0 output stores the quality scores (QS) with rANS 4x8 order 1,
+    the codec samtools picks for them on the benchmark (gzip, noodles'
+    default, took most of the output's CPU and more space; samtools tries
+    codecs on each input, so its choice on this small one is not checked);
+    samtools reads the records back as it reads its own CRAM of them."""
+    src = data["sam_plain"]
+    cram = tmp_path / "out.cram"
+    check_ok(run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    sizes = _cram_size(cram)
+    qs = [ln.split() for ln in sizes.splitlines() if ln.startswith("BLOCK") and ln.split()[-1] == "QS"]
+    assert qs, sizes
+    assert {f[5] for f in qs} == {method}, sizes
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(data["ref"]), "-o", str(theirs), str(src))
+    rec = lambda t: sorted(ln for ln in t.splitlines() if not ln.startswith("@"))  # noqa: E731
+    assert_same_text("\n".join(rec(_view(theirs, data["ref"]))), "\n".join(rec(_view(cram, data["ref"]))), f"QS codec, {fmt}")
+
+
 @pytest.mark.parametrize("src", ["sam_plain", "sam_rg_mixed"])
 def test_cram_round_trip_through_alnsort(alnsort_bin, data, tmp_path, src):
     """CRAM written by alnsort and read back by alnsort gives what samtools

@@ -3,13 +3,12 @@
 //! job ([`PendingContainer::decode`]).
 
 use crate::error::{take_reference_error, CramError};
+use crate::mates;
 use crate::reference::RefSource;
-use crate::{mates, md_nm};
-use alnsort_bam::RecordRef;
-use noodles_bam as bam;
+use crate::to_bam::ToBam;
 use noodles_cram as cram;
 use noodles_fasta as fasta;
-use noodles_sam::{self as sam, alignment::io::Write as _};
+use noodles_sam as sam;
 use std::io::{self, Read};
 use std::sync::Arc;
 
@@ -170,9 +169,10 @@ impl PendingContainer {
             },
         };
         let compression_header = self.container.compression_header().map_err(fail)?;
-        let mut writer = bam::io::Writer::from(std::mem::take(out));
         let mut n = 0u64;
-        let mut cached: Option<(i32, std::sync::Arc<fasta::record::Sequence>)> = None;
+        let mut cached: Option<(usize, std::sync::Arc<fasta::record::Sequence>)> = None;
+        let mut to_bam = ToBam::default();
+        let mut starts = Vec::new();
         let result = (|| -> io::Result<()> {
             for slice in self.container.slices() {
                 let slice = slice?;
@@ -184,30 +184,21 @@ impl PendingContainer {
                     &core,
                     &external,
                 )?;
-                let slice_start = writer.get_ref().len();
-                let mut starts = Vec::with_capacity(records.len());
+                let slice_start = out.len();
+                starts.clear();
+                out.reserve(records.len() * 400);
                 for r in &records {
-                    let start = writer.get_ref().len();
-                    starts.push(start - slice_start);
-                    writer.write_alignment_record(&ctx.header, r)?;
-                    n += 1;
-                    let buf = writer.get_mut();
-                    let rec = RecordRef::with_block_size(&buf[start..]);
-                    let ref_id = rec.ref_id();
-                    if rec.flag() & 0x4 != 0 {
-                        // CRAM stores no MAPQ for an unmapped record: htslib
-                        // gives it 0, noodles 255 (missing).
-                        buf[start + 4 + 9] = 0;
-                        continue;
-                    }
-                    if !md_nm::may_need(&rec) {
-                        continue;
-                    }
-                    if cached.as_ref().is_none_or(|(id, _)| *id != ref_id) {
+                    starts.push(out.len() - slice_start);
+                    let reference = |ref_id: usize| -> io::Result<_> {
+                        if let Some((id, seq)) = &cached {
+                            if *id == ref_id {
+                                return Ok(std::sync::Arc::clone(seq));
+                            }
+                        }
                         let name = ctx
                             .header
                             .reference_sequences()
-                            .get_index(ref_id as usize)
+                            .get_index(ref_id)
                             .map(|(name, _)| name.to_vec())
                             .ok_or_else(|| {
                                 io::Error::new(
@@ -221,27 +212,16 @@ impl PendingContainer {
                                 String::from_utf8_lossy(&name)
                             ))
                         })?;
-                        cached = Some((ref_id, seq));
-                    }
-                    let reference = cached.as_ref().map(|(_, s)| s.as_ref().as_ref());
-                    // noodles gives the read-group series' RG (last) for
-                    // `get`, and nothing when the series is empty, even
-                    // with an RG stored as a tag.
-                    let rg_from_series = sam::alignment::Record::data(r)
-                        .get(&sam::alignment::record::data::field::Tag::READ_GROUP)
-                        .is_some();
-                    if let Some(fixed) =
-                        md_nm::with_md_nm(&buf[start..], reference.unwrap_or(&[]), rg_from_series)
-                    {
-                        buf.truncate(start);
-                        buf.extend_from_slice(&fixed);
-                    }
+                        cached = Some((ref_id, std::sync::Arc::clone(&seq)));
+                        Ok(seq)
+                    };
+                    to_bam.append(&ctx.header, r, reference, out)?;
+                    n += 1;
                 }
-                mates::fix_attached_tlen(&mut writer.get_mut()[slice_start..], &starts);
+                mates::fix_attached_tlen(&mut out[slice_start..], &starts);
             }
             Ok(())
         })();
-        *out = writer.into_inner();
         result.map_err(fail)?;
         if n != self.records {
             return Err(fail(io::Error::new(

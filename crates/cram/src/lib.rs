@@ -26,6 +26,7 @@ mod md_nm;
 mod options;
 mod reference;
 mod splice;
+mod to_bam;
 
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;

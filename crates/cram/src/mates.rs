@@ -44,16 +44,24 @@ fn set_tlen(buf: &mut [u8], at: usize, v: i32) {
 /// Rewrites the TLEN of attached pairs among the records of one slice
 /// (`starts`: each record's offset in `buf`, framed) by htslib's rule.
 pub(crate) fn fix_attached_tlen(buf: &mut [u8], starts: &[usize]) {
-    let mut by_name: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    // Per name: its first two records and how many it has (exactly two
+    // make a pair).
+    let mut by_name: HashMap<&[u8], (usize, usize, u32)> = HashMap::with_capacity(starts.len());
     for (i, &at) in starts.iter().enumerate() {
         let r = RecordRef::with_block_size(&buf[at..]);
         if r.flag() & 0x1 != 0 {
-            by_name.entry(r.read_name()).or_default().push(i);
+            let e = by_name.entry(r.read_name()).or_insert((i, i, 0));
+            if e.2 == 1 {
+                e.1 = i;
+            }
+            e.2 += 1;
         }
     }
     let mut changes: Vec<(usize, i32)> = Vec::new();
-    for idx in by_name.values() {
-        let [a, b] = idx[..] else { continue };
+    for &(a, b, count) in by_name.values() {
+        if count != 2 {
+            continue;
+        }
         let ra = RecordRef::with_block_size(&buf[starts[a]..]);
         let rb = RecordRef::with_block_size(&buf[starts[b]..]);
         if ra.pos() < 0 || rb.pos() < 0 {
@@ -102,27 +110,41 @@ pub(crate) fn fix_attached_tlen(buf: &mut [u8], starts: &[usize]) {
 /// the first record whose stored values would not come back.
 pub(crate) fn check_slice(buf: &[u8], starts: &[usize]) -> Result<(), (usize, String)> {
     let rec = |i: usize| RecordRef::with_block_size(&buf[starts[i]..]);
-    let mut chains: HashMap<&[u8], Vec<usize>> = HashMap::new();
-    for i in (0..starts.len()).rev() {
+    // Records of each name in slice order: first, second, how many. The
+    // names are checked in the order of their first record, so the error
+    // names the same record on every run.
+    let mut group_of: HashMap<&[u8], usize> = HashMap::with_capacity(starts.len());
+    let mut groups: Vec<[usize; 3]> = Vec::with_capacity(starts.len());
+    for i in 0..starts.len() {
         let r = rec(i);
         if r.flag() & 0x1 != 0 && r.flag() & 0x100 == 0 {
-            chains.entry(r.read_name()).or_default().push(i);
+            match group_of.entry(r.read_name()) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let g = &mut groups[*e.get()];
+                    if g[2] == 1 {
+                        g[1] = i;
+                    }
+                    g[2] += 1;
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(groups.len());
+                    groups.push([i, i, 1]);
+                }
+            }
         }
     }
-    for members in chains.values() {
-        if members.len() < 2 {
+    for &[first, second, count] in &groups {
+        if count < 2 {
             continue;
         }
-        let mut m = members.clone();
-        m.sort_unstable();
-        let name = String::from_utf8_lossy(rec(m[0]).read_name()).into_owned();
-        if m.len() > 2 {
+        let m = [first, second];
+        let name = String::from_utf8_lossy(rec(first).read_name()).into_owned();
+        if count > 2 {
             return Err((
-                m[0],
+                first,
                 format!(
-                    "{} records named {name} in one CRAM slice (noodles-cram 0.102 would chain \
-                     them as mates and readers would rebuild their mate fields)",
-                    m.len()
+                    "{count} records named {name} in one CRAM slice (noodles-cram 0.102 would chain \
+                     them as mates and readers would rebuild their mate fields)"
                 ),
             ));
         }
@@ -272,6 +294,20 @@ mod tests {
         assert_eq!(buf, before);
     }
 
+    #[test]
+    fn a_name_of_three_records_is_not_a_pair() {
+        // The first two would be an attached pair in noodles' form; the
+        // third record of the name makes them no pair.
+        let (mut buf, starts) = slice(&[
+            rec(b"t", 0x1 | 0x80 | 0x10, 0, 400, 410),
+            rec(b"t", 0x1 | 0x40 | 0x20, 0, 0, -410),
+            rec(b"t", 0x1 | 0x800, 0, 900, 0),
+        ]);
+        let before = buf.clone();
+        fix_attached_tlen(&mut buf, &starts);
+        assert_eq!(buf, before);
+    }
+
     /// A paired record with RNEXT/PNEXT set.
     fn mate_rec(name: &[u8], flag: u16, pos: i32, next_pos: i32, tlen: i32) -> Vec<u8> {
         let mut r = rec(name, flag, 0, pos, tlen);
@@ -304,5 +340,23 @@ mod tests {
             .unwrap_err()
             .1
             .contains("3 records named t"));
+    }
+
+    #[test]
+    fn the_first_bad_pair_in_slice_order_is_named() {
+        // Eight pairs of which every one has a bad TLEN: the error names
+        // the first record of the slice, whatever the hashing order.
+        let names: Vec<Vec<u8>> = (0..8).map(|k| format!("p{k}").into_bytes()).collect();
+        let mut recs = Vec::new();
+        for name in &names {
+            recs.push(mate_rec(name, 0x1 | 0x40 | 0x20, 100, 300, 200));
+            recs.push(mate_rec(name, 0x1 | 0x80 | 0x10, 300, 100, -200));
+        }
+        let (buf, starts) = slice(&recs);
+        for _ in 0..4 {
+            let (i, why) = check_slice(&buf, &starts).unwrap_err();
+            assert_eq!(i, 0);
+            assert!(why.contains("read p0"), "{why}");
+        }
     }
 }

@@ -9,59 +9,80 @@
 //! one of the tags the record carries, so MD/NM go after it. samtools shows them, so
 //! records decoded here get them the same way; noodles-cram does not do it.
 
-use alnsort_bam::record::aux_value_len;
-use alnsort_bam::RecordRef;
-
-/// Whether the record is one htslib adds MD or NM to: placed, mapped,
-/// with a sequence, lacking one of them.
-pub(crate) fn may_need(r: &RecordRef) -> bool {
-    r.flag() & 0x4 == 0
-        && r.ref_id() >= 0
-        && r.pos() >= 0
-        && r.l_seq() > 0
-        && (r.aux_get(*b"MD").is_none() || r.aux_get(*b"NM").is_none())
-}
-
 const SEQ_CODES: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
 
-/// When `framed` (a BAM record with its `block_size`) is placed and lacks
-/// MD or NM, returns the record with them added (against `reference`, the
-/// whole sequence of its reference), else `None`. `rg_from_series`: its
-/// last tag is an RG the decoder added from the read-group series.
-pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8], rg_from_series: bool) -> Option<Vec<u8>> {
-    let r = RecordRef::with_block_size(framed);
-    if !may_need(&r) {
-        return None;
+/// The 4-bit BAM code of a base letter as noodles-bam packs it: the
+/// letters of `=ACMGRSVTWYHKDBN` in either case, anything else N.
+const fn nt16_table() -> [u8; 256] {
+    let mut t = [15u8; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[SEQ_CODES[i] as usize] = i as u8;
+        t[SEQ_CODES[i].to_ascii_lowercase() as usize] = i as u8;
+        i += 1;
     }
-    let has_md = r.aux_get(*b"MD").is_some();
-    let has_nm = r.aux_get(*b"NM").is_some();
-    let seq = r.seq_bytes();
-    let base = |i: usize| {
-        SEQ_CODES[((seq[i / 2] >> (if i.is_multiple_of(2) { 4 } else { 0 })) & 0xf) as usize]
-    };
+    t
+}
+static NT16: [u8; 256] = nt16_table();
+
+/// The 4-bit BAM code of base letter `b`.
+#[inline]
+pub(crate) fn nt16(b: u8) -> u8 {
+    NT16[b as usize]
+}
+
+/// Computes MD (into `md`, replacing its contents) and returns NM for a
+/// placed record with base letters `bases`, CIGAR `cigar` (BAM-packed
+/// operations) at 0-based `pos` against `reference` (its whole sequence;
+/// bases past its end compare as N). Bases are compared as their BAM code
+/// reads back (`a` as `A`, an unknown letter as `N`). `None` when the
+/// CIGAR consumes more bases than there are (the record is then left
+/// without MD/NM and validation reports it).
+pub(crate) fn compute(
+    bases: &[u8],
+    cigar: &[u32],
+    pos: usize,
+    reference: &[u8],
+    md: &mut Vec<u8>,
+) -> Option<u32> {
+    md.clear();
     let ref_base = |i: usize| reference.get(i).map_or(b'N', |b| b.to_ascii_uppercase());
-    let mut md = Vec::new();
     let mut nm: u32 = 0;
     let mut run: u32 = 0;
-    let (mut qi, mut ri) = (0usize, r.pos() as usize);
-    for (op, len) in r.cigar() {
-        let len = len as usize;
-        match op {
+    let (mut qi, mut ri) = (0usize, pos);
+    let push_run = |md: &mut Vec<u8>, run: u32| {
+        let mut digits = [0u8; 10];
+        let mut n = run;
+        let mut k = digits.len();
+        loop {
+            k -= 1;
+            digits[k] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        md.extend_from_slice(&digits[k..]);
+    };
+    for &c in cigar {
+        let len = (c >> 4) as usize;
+        match c & 0xf {
             // M, =, X
             0 | 7 | 8 => {
-                for _ in 0..len {
-                    let (q, rb) = (base(qi), ref_base(ri));
-                    if q == rb {
+                let q = bases.get(qi..qi + len)?;
+                for &b in q {
+                    let rb = ref_base(ri);
+                    if SEQ_CODES[nt16(b) as usize] == rb {
                         run += 1;
                     } else {
-                        md.extend_from_slice(run.to_string().as_bytes());
+                        push_run(md, run);
                         md.push(rb);
                         run = 0;
                         nm += 1;
                     }
-                    qi += 1;
                     ri += 1;
                 }
+                qi += len;
             }
             // I
             1 => {
@@ -70,7 +91,7 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8], rg_from_series: bool) 
             }
             // D
             2 => {
-                md.extend_from_slice(run.to_string().as_bytes());
+                push_run(md, run);
                 md.push(b'^');
                 for k in 0..len {
                     md.push(ref_base(ri + k));
@@ -85,33 +106,23 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8], rg_from_series: bool) 
             4 => qi += len,
             _ => {}
         }
-        if qi > r.l_seq() {
-            // CIGAR and sequence disagree; validation reports it later.
+        if qi > bases.len() {
             return None;
         }
     }
-    md.extend_from_slice(run.to_string().as_bytes());
+    push_run(md, run);
+    Some(nm)
+}
 
-    let aux = r.aux();
-    // Where RG starts when it is the last tag and came from the series.
-    let mut at = 0;
-    let mut last_rg = None;
-    while rg_from_series && at + 3 <= aux.len() {
-        let len = aux_value_len(aux[at + 2], &aux[at + 3..])?;
-        if aux[at..at + 2] == *b"RG" && at + 3 + len == aux.len() {
-            last_rg = Some(at);
-        }
-        at += 3 + len;
-    }
-    let split = framed.len() - aux.len() + last_rg.unwrap_or(aux.len());
-    let mut out = Vec::with_capacity(framed.len() + md.len() + 12);
-    out.extend_from_slice(&framed[..split]);
-    if !has_md {
+/// Appends the MD tag (when `md` is given) and the NM tag (when `nm` is
+/// given, as the smallest unsigned type, as htslib writes it).
+pub(crate) fn push(out: &mut Vec<u8>, md: Option<&[u8]>, nm: Option<u32>) {
+    if let Some(md) = md {
         out.extend_from_slice(b"MDZ");
-        out.extend_from_slice(&md);
+        out.extend_from_slice(md);
         out.push(0);
     }
-    if !has_nm {
+    if let Some(nm) = nm {
         out.extend_from_slice(b"NM");
         if nm <= u8::MAX as u32 {
             out.push(b'C');
@@ -124,10 +135,6 @@ pub(crate) fn with_md_nm(framed: &[u8], reference: &[u8], rg_from_series: bool) 
             out.extend_from_slice(&nm.to_le_bytes());
         }
     }
-    out.extend_from_slice(&framed[split..]);
-    let block_size = (out.len() - 4) as u32;
-    out[..4].copy_from_slice(&block_size.to_le_bytes());
-    Some(out)
 }
 
 #[cfg(test)]
@@ -173,8 +180,19 @@ pub(crate) mod tests {
         f
     }
 
-    fn tags(framed: &[u8]) -> Vec<u8> {
-        RecordRef::with_block_size(framed).aux().to_vec()
+    fn md_nm(
+        bases: &[u8],
+        cigar: &[(u8, u32)],
+        pos: usize,
+        reference: &[u8],
+    ) -> Option<(String, u32)> {
+        let cigar: Vec<u32> = cigar
+            .iter()
+            .map(|&(op, len)| len << 4 | op as u32)
+            .collect();
+        let mut md = b"stale".to_vec();
+        let nm = compute(bases, &cigar, pos, reference, &mut md)?;
+        Some((String::from_utf8(md).unwrap(), nm))
     }
 
     #[test]
@@ -182,37 +200,40 @@ pub(crate) mod tests {
         //            0123456789
         let reference = b"ACGTACGTACGTAC";
         // 2S 3M 1I 2M 2D 2M at pos 1: ref CGT | AC | (GT deleted) | AC
-        let rec = record(
-            0,
-            1,
-            &[(4, 2), (0, 3), (1, 1), (0, 2), (2, 2), (0, 2)],
+        let got = md_nm(
             b"TTCGAGACAC",
-            b"RGZg1\0",
+            &[(4, 2), (0, 3), (1, 1), (0, 2), (2, 2), (0, 2)],
+            1,
+            reference,
         );
-        let out = with_md_nm(&rec, reference, true).expect("added");
         // CGT vs CGA: mismatch at the third base; AC = AC; ^GT; AC = AC.
-        assert_eq!(tags(&out), b"MDZ2T2^GT2\0NMC\x04RGZg1\0".to_vec());
-        // An RG stored as a tag (not from the series) stays before them.
-        let out = with_md_nm(&rec, reference, false).expect("added");
-        assert_eq!(tags(&out), b"RGZg1\0MDZ2T2^GT2\0NMC\x04".to_vec());
+        assert_eq!(got, Some(("2T2^GT2".to_string(), 4)));
+    }
+
+    #[test]
+    fn bases_compare_as_their_bam_code_and_past_the_reference_as_n() {
+        // a reads back as A; U and . are not BAM letters and read back as
+        // N, which matches an N of the reference (or past its end).
         assert_eq!(
-            u32::from_le_bytes(out[..4].try_into().unwrap()) as usize,
-            out.len() - 4
+            md_nm(b"aUN.", &[(0, 4)], 0, b"aCN"),
+            Some(("1C2".to_string(), 1))
         );
+        assert_eq!(md_nm(b"ACGT", &[(0, 12)], 0, b"ACGT"), None);
+        assert_eq!(md_nm(b"AC", &[(0, 1), (4, 2)], 0, b"A"), None);
     }
 
     #[test]
-    fn present_tags_are_kept_and_only_the_missing_one_added() {
-        let rec = record(0, 0, &[(0, 4)], b"ACGA", b"NMc\x07XYZv\0");
-        let out = with_md_nm(&rec, b"ACGT", false).expect("MD added");
-        assert_eq!(tags(&out), b"NMc\x07XYZv\0MDZ3T0\0".to_vec());
-        let both = record(0, 0, &[(0, 4)], b"ACGA", b"MDZ3T0\0NMC\x01");
-        assert!(with_md_nm(&both, b"ACGT", false).is_none());
-    }
-
-    #[test]
-    fn unmapped_and_sequence_less_records_are_left_alone() {
-        assert!(with_md_nm(&record(4, 0, &[(0, 4)], b"ACGT", b""), b"ACGT", false).is_none());
-        assert!(with_md_nm(&record(0, 0, &[(0, 4)], b"", b""), b"ACGT", false).is_none());
+    fn nm_takes_the_smallest_unsigned_type() {
+        let tags = |nm| {
+            let mut out = Vec::new();
+            push(&mut out, None, Some(nm));
+            out
+        };
+        assert_eq!(tags(255), b"NMC\xff".to_vec());
+        assert_eq!(tags(256), b"NMS\x00\x01".to_vec());
+        assert_eq!(tags(65536), b"NMI\x00\x00\x01\x00".to_vec());
+        let mut out = Vec::new();
+        push(&mut out, Some(b"3T0"), None);
+        assert_eq!(out, b"MDZ3T0\0".to_vec());
     }
 }

@@ -88,6 +88,19 @@ impl FrameHeader {
         h
     }
 
+    /// The encoded end frame (no payload) that closes a run or a block.
+    pub(crate) fn end() -> [u8; HEADER_LEN] {
+        let mut end = FrameHeader {
+            raw_len: 0,
+            stored_len: 0,
+            entries: 0,
+            method: METHOD_END,
+            crc: 0,
+        };
+        end.crc = frame_crc(&end.encode(), &[]);
+        end.encode()
+    }
+
     pub(crate) fn decode(h: &[u8; HEADER_LEN]) -> Self {
         let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
         FrameHeader {
@@ -410,15 +423,7 @@ impl RunWriter {
         while !self.pending.is_empty() {
             self.write_oldest()?;
         }
-        let mut end = FrameHeader {
-            raw_len: 0,
-            stored_len: 0,
-            entries: 0,
-            method: METHOD_END,
-            crc: 0,
-        };
-        end.crc = frame_crc(&end.encode(), &[]);
-        self.write_bytes(&end.encode())?;
+        self.write_bytes(&FrameHeader::end())?;
         self.file.flush().map_err(|source| SortError::Write {
             path: self.run.path.clone(),
             offset: self.offset,

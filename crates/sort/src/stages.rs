@@ -355,15 +355,7 @@ impl BlockWriter {
     /// The block's bytes.
     pub fn finish(mut self) -> Vec<u8> {
         self.flush();
-        let mut end = FrameHeader {
-            raw_len: 0,
-            stored_len: 0,
-            entries: 0,
-            method: METHOD_END,
-            crc: 0,
-        };
-        end.crc = frame_crc(&end.encode(), &[]);
-        self.out.extend_from_slice(&end.encode());
+        self.out.extend_from_slice(&FrameHeader::end());
         self.out
     }
 }
@@ -831,15 +823,7 @@ mod tests {
             crate::runfile::encode_frame(&raw, part.len() as u32, &mut frame);
             lz4.extend_from_slice(&frame);
         }
-        let mut end = FrameHeader {
-            raw_len: 0,
-            stored_len: 0,
-            entries: 0,
-            method: METHOD_END,
-            crc: 0,
-        };
-        end.crc = frame_crc(&end.encode(), &[]);
-        lz4.extend_from_slice(&end.encode());
+        lz4.extend_from_slice(&FrameHeader::end());
         assert!(frame_methods(&lz4).contains(&crate::runfile::METHOD_LZ4));
         let mut m = merge_blocks(&[&block, &lz4], vec![], KeyKind::Fixed8).expect("merge");
         let mut got = Vec::new();

@@ -526,10 +526,13 @@ impl MarkDuplicates {
             })
     }
 
-    /// Ends the limit leaves room for now.
+    /// Ends the limit leaves room for now, beside the other parts and a
+    /// sixteenth of the limit left for their growth (without it, every
+    /// record would push the state over the limit once the ends' buffer
+    /// is full, and each would spill a handful of ends).
     fn ends_room(&self, limit: usize) -> usize {
         let other = self.records.memory_bytes() + self.pending_bytes() + self.bitset_bytes();
-        limit.saturating_sub(other) / std::mem::size_of::<End>()
+        limit.saturating_sub(other).saturating_sub(limit / 16) / std::mem::size_of::<End>()
     }
 
     /// Keeps [`MarkDuplicates::memory_bytes`] within the limit: the ends

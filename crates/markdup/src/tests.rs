@@ -508,3 +508,26 @@ fn waiting_mates_beyond_the_limit_are_refused() {
     let e = err.expect("waiting mates beyond the limit").to_string();
     assert!(e.contains("mates wait for their other half"), "{e}");
 }
+
+/// Once the ends' buffer is full, the other parts (record slots, bitsets)
+/// still grow a little with every record: that must not make every record
+/// spill a handful of ends. Each spill writes a good part of the limit.
+#[test]
+fn spills_write_a_good_part_of_the_limit_each() {
+    let recs = random_records(11, 40_000, false);
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-size", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let limit = 512 << 10;
+    let o = mark(&recs, InputOrder::Queryname, Some((&dir, limit)));
+    std::fs::remove_dir(&dir).unwrap();
+    // Each spill writes a pair run and a fragment run.
+    let spills = o.spill.runs / 2;
+    assert!(spills >= 4, "{:?}", o.spill);
+    assert!(
+        o.spill.bytes / spills > limit as u64 / 4,
+        "{} spills of {} bytes on average",
+        spills,
+        o.spill.bytes / spills
+    );
+}

@@ -128,7 +128,7 @@ pub(crate) struct EndRun {
 
 impl EndRun {
     /// Writes `ends` (already in [`End::total_cmp`] order) to `path`.
-    pub(crate) fn write<'a, I>(path: PathBuf, ends: I) -> Result<EndRun, MarkdupError>
+    pub(crate) fn write<I>(path: PathBuf, ends: I) -> Result<EndRun, MarkdupError>
     where
         I: IntoIterator<Item = Result<End, MarkdupError>>,
     {

@@ -76,16 +76,19 @@ def main():
                 c = subprocess.run(["samtools", "view", "-c", "-f", "1024", "-@", str(a.threads), out],
                                    capture_output=True, text=True, check=True)
                 dups[n] = int(c.stdout)
+                print(f"{n}: {dups[n]} records with 0x400", flush=True)
             os.remove(out)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    sv = subprocess.run(["samblaster", "--version"], capture_output=True, text=True)
+    sv = subprocess.run(["samblaster", "--version"], capture_output=True, text=True, errors="replace")
     lines = [
         f"# sort --markdup vs sort and vs samblaster | samtools sort, {datetime.date.today()}",
         "",
         f"- machine: {platform.node()}, {os.cpu_count()} cores, shared (load average before each run in the table)",
         f"- alnsort {commit}; {(sv.stdout + sv.stderr).strip().splitlines()[0] if (sv.stdout + sv.stderr).strip() else 'samblaster'}; "
-        + subprocess.run(["samtools", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+        # (samtools --version prints a non-UTF-8 byte further down)
+        + subprocess.run(["samtools", "--version"], capture_output=True, text=True,
+                         errors="replace").stdout.splitlines()[0],
         f"- input: {a.input}; -@{a.threads}",
         "",
         "| job | run | wall s | CPU s | peak RSS MB (one process) | load before | 0x400 records |",

@@ -22,6 +22,12 @@
 //!   supplementary and unmapped ones too);
 //! * optical duplicates come from the read names (see [`optical`]).
 //!
+//! Memory: with [`MarkDuplicates::set_spill`] the state stays within a byte
+//! limit: read ends beyond it are sorted into run files and merged back
+//! one duplicate set at a time, record slots are appended to a file, and
+//! the decisions are bitsets over the records (`spill`); the answer is the
+//! same as without the limit.
+//!
 //! Records whose 0x400 bit the outcome says is clear must have it cleared
 //! (Picard resets it on every record). Not covered: Picard options other
 //! than `OPTICAL_DUPLICATE_PIXEL_DISTANCE`, `READ_NAME_REGEX`

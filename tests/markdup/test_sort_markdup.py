@@ -212,7 +212,7 @@ def test_threads_and_spills_give_the_same_bytes_and_picards_flags(tmp_path, pica
         sort(alnsort, [*extra, "--no-PG", "--markdup", "--write-index", "--stats-json", str(st), "-o", str(out), str(inp)])
         outs[name] = (out.read_bytes(), Path(str(out) + ".csi").read_bytes(), json.loads(st.read_text()))
     assert outs["spill"][2]["runs_written"] > 1, "the small buffer did not spill"
-    # -m 1M also bounds the marker (a quarter of -m times the threads): its
+    # -m 1M also bounds the marker (-m times the threads, beside the sorter): its
     # read ends went to runs on disk, and the bytes are the same.
     assert outs["spill"][2]["markdup"]["spill_runs"] > 2, outs["spill"][2]["markdup"]
     assert outs["t1"][2]["markdup"]["spill_runs"] == outs["t2"][2]["markdup"]["spill_runs"] == 0

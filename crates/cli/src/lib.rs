@@ -157,8 +157,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             .context("starting the thread pool")?,
     );
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
-    // --markdup: its state is kept within a quarter of the sorter's
-    // budget, taken from the sorter's share of --max-memory (see
+    // --markdup: its state is kept within a quarter of the sorter's share
+    // of --max-memory, taken from the sorter; with -m alone (the record
+    // buffer, as in samtools) within as much again, beside the sorter (see
     // crate::markdup).
     let markdup_budget = match &cfg.markdup {
         Some(_) if cfg.explicit_total => {
@@ -166,7 +167,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             budget -= share;
             (share, Some(cfg.memory_budget))
         }
-        _ => (budget / 4, None),
+        _ => (budget, None),
     };
     let metrics_file = match cfg.markdup.as_ref().and_then(|m| m.metrics.as_ref()) {
         Some(p) => Some(markdup::MetricsFile::create(p, debris)?),

@@ -21,9 +21,10 @@
 //! (`ASSUME_SORT_ORDER=queryname`: every record of a duplicate template).
 //!
 //! Memory: the core's state (read ends, record slots, waiting mates, the
-//! decision's bitsets) is kept within a quarter of the sorter's budget (with
-//! `--max-memory` that quarter is taken from the sorter's share; with `-m`
-//! alone it is a quarter of `-m` times the threads, beside the sorter's):
+//! decision's bitsets) is kept within a budget: with `--max-memory`, a
+//! quarter of the sorter's share, taken from the sorter; with `-m` alone
+//! (which, as in samtools, bounds the record buffer), `-m` times the
+//! threads again, beside the sorter's:
 //! read ends beyond it are sorted into run files in the sort's temporary
 //! directory and merged back, one duplicate set at a time, when the input
 //! is read; record slots go to a file there too (`MarkDuplicates::set_spill`).
@@ -637,7 +638,7 @@ impl Marker {
                         None => "-m".to_string(),
                     };
                     format!(
-                        "{}: duplicate marking at record {} (read {}), within the quarter of {what} it may use",
+                        "{}: duplicate marking at record {} (read {}), within the part of {what} it may use",
                         self.file,
                         record + 1,
                         String::from_utf8_lossy(name)

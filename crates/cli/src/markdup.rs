@@ -28,10 +28,12 @@
 //! read ends beyond it are sorted into run files in the sort's temporary
 //! directory and merged back, one duplicate set at a time, when the input
 //! is read; record slots go to a file there too (`MarkDuplicates::set_spill`).
-//! Two parts are not spilled and stop the run, naming `--max-memory`, when
-//! they outgrow their part: mates of coordinate-sorted input waiting for
-//! their other half (all of the limit but 4096 ends' room), and the names
-//! of incomplete templates the grouping check remembers (an eighth). The
+//! Two parts are not spilled: mates of coordinate-sorted input waiting for
+//! their other half (they may take all of the limit but 4096 ends' room),
+//! and the names of incomplete templates the grouping check remembers (an
+//! eighth). Beyond that they stop the run, naming `--max-memory`; with
+//! `-m` alone, waiting mates are kept beyond it instead (the ends still
+//! spill), as `-m` bounds the record buffer only. The
 //! appended ordinals are record bytes the sorter counts itself.
 
 use crate::args::ArgError;
@@ -507,7 +509,8 @@ impl Marker {
         // An eighth for the grouping check's names, the rest for the core.
         let group_share = budget.0 / 8;
         if let Some(dir) = spill_dir {
-            md.set_spill(dir, budget.0 - group_share);
+            // Only --max-memory is a hard limit for waiting mates.
+            md.set_spill(dir, budget.0 - group_share, budget.1.is_some());
         }
         Marker {
             md,

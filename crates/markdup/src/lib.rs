@@ -495,11 +495,13 @@ impl MarkDuplicates {
     /// (coordinate-sorted input) stay in memory: when they leave the ends
     /// less than 4096 ends' room, [`MarkDuplicates::push`] fails with
     /// [`MarkdupError::WaitingMatesBeyondLimit`]. The files are removed as
-    /// they are read; on failure the caller removes `dir`.
-    pub fn set_spill(&mut self, dir: &Path, limit: usize) {
+    /// they are read; on failure the caller removes `dir`. With `hard`
+    /// false, waiting mates beyond the limit are kept instead (the limit
+    /// is then exceeded by them; the ends still spill).
+    pub fn set_spill(&mut self, dir: &Path, limit: usize, hard: bool) {
         self.records
             .bounded(limit / 16 / std::mem::size_of::<RecordSlot>());
-        self.spill = Some(spill::Spill::new(dir, limit));
+        self.spill = Some(spill::Spill::new(dir, limit, hard));
     }
 
     fn pending_bytes(&self) -> usize {
@@ -551,6 +553,12 @@ impl MarkDuplicates {
         if self.memory_bytes() <= limit {
             return Ok(());
         }
+        let hard = self.spill.as_ref().is_some_and(|s| s.hard);
+        if !hard && self.ends_room(limit) < MIN_ENDS {
+            // Waiting mates hold the limit: the ends keep a buffer of
+            // MIN_ENDS, spilled when full (in add_end).
+            return Ok(());
+        }
         if !self.ends.is_empty() {
             self.spill_ends()?;
         }
@@ -570,13 +578,23 @@ impl MarkDuplicates {
     }
 
     fn add_end(&mut self, e: End) -> Result<(), MarkdupError> {
-        if let Some(limit) = self.spill.as_ref().map(|s| s.limit) {
+        if let Some((limit, hard)) = self.spill.as_ref().map(|s| (s.limit, s.hard)) {
             if self.ends.len() == self.ends.capacity() {
-                let mut room = self.ends_room(limit);
+                // Without a hard limit, waiting mates may take it all and
+                // the ends keep MIN_ENDS.
+                let room_now = |md: &Self| {
+                    let room = md.ends_room(limit);
+                    if hard {
+                        room
+                    } else {
+                        room.max(MIN_ENDS)
+                    }
+                };
+                let mut room = room_now(self);
                 if self.ends.len() >= room {
                     self.spill_ends()?;
                     self.enforce_limit()?;
-                    room = self.ends_room(limit);
+                    room = room_now(self);
                 }
                 let want = (self.ends.capacity() * 2)
                     .max(1024)

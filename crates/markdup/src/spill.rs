@@ -280,6 +280,8 @@ impl Iterator for EndStream<'_> {
 pub(crate) struct Spill {
     pub(crate) dir: PathBuf,
     pub(crate) limit: usize,
+    /// Waiting mates beyond the limit stop the run (else they are kept).
+    pub(crate) hard: bool,
     pub(crate) pair_runs: Vec<EndRun>,
     pub(crate) frag_runs: Vec<EndRun>,
     files: u64,
@@ -293,10 +295,11 @@ pub(crate) struct Spill {
 pub(crate) const MAX_RUNS: usize = 32;
 
 impl Spill {
-    pub(crate) fn new(dir: &Path, limit: usize) -> Spill {
+    pub(crate) fn new(dir: &Path, limit: usize, hard: bool) -> Spill {
         Spill {
             dir: dir.to_path_buf(),
             limit,
+            hard,
             pair_runs: Vec::new(),
             frag_runs: Vec::new(),
             files: 0,

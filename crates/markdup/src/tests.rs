@@ -407,7 +407,7 @@ fn mark(
     let mut md = MarkDuplicates::with_order(groups, order);
     md.set_track_optical(true);
     if let Some((dir, limit)) = spill {
-        md.set_spill(dir, limit);
+        md.set_spill(dir, limit, true);
     }
     for (name, flag, ref_id, five, mate_ref, score, lib) in recs {
         md.push(&ReadInfo {
@@ -487,7 +487,7 @@ fn waiting_mates_beyond_the_limit_are_refused() {
     let rg = groups.resolve(Some(b"rg1"));
     let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
     let dir = std::env::temp_dir();
-    md.set_spill(&dir, 64 << 10);
+    md.set_spill(&dir, 64 << 10, true);
     let mut err = None;
     for (name, flag, ref_id, five, mate_ref, score, _) in &recs {
         let r = md.push(&ReadInfo {
@@ -530,4 +530,42 @@ fn spills_write_a_good_part_of_the_limit_each() {
         spills,
         o.spill.bytes / spills
     );
+}
+
+/// Without a hard limit (`-m` alone), waiting mates beyond it are kept and
+/// the ends still spill: the answer is the in-memory one.
+#[test]
+fn waiting_mates_beyond_a_soft_limit_are_kept() {
+    let recs = random_records(5, 6000, true);
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-soft", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let memory = mark(&recs, InputOrder::Coordinate, None);
+    let mut groups = ReadGroups::new([
+        (b"rg1".to_vec(), Some("lib1".to_string())),
+        (b"rg2".to_vec(), Some("lib2".to_string())),
+    ]);
+    let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+    let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
+    md.set_track_optical(true);
+    md.set_spill(&dir, 8 << 10, false);
+    for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
+        md.push(&ReadInfo {
+            name: name.as_bytes(),
+            flag: *flag,
+            ref_id: *ref_id,
+            mate_ref_id: *mate_ref,
+            five_prime: *five,
+            score: *score,
+            rg: rgs[*lib],
+            barcodes: Default::default(),
+        })
+        .unwrap();
+    }
+    let soft = md.finish().unwrap();
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(soft.spill.runs > 2, "{:?}", soft.spill);
+    assert_eq!(soft.duplicate, memory.duplicate);
+    assert_eq!(soft.optical, memory.optical);
+    assert_eq!(soft.metrics, memory.metrics);
 }

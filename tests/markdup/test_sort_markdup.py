@@ -212,6 +212,10 @@ def test_threads_and_spills_give_the_same_bytes_and_picards_flags(tmp_path, pica
         sort(alnsort, [*extra, "--no-PG", "--markdup", "--write-index", "--stats-json", str(st), "-o", str(out), str(inp)])
         outs[name] = (out.read_bytes(), Path(str(out) + ".csi").read_bytes(), json.loads(st.read_text()))
     assert outs["spill"][2]["runs_written"] > 1, "the small buffer did not spill"
+    # -m 1M also bounds the marker (-m times the threads, beside the sorter): its
+    # read ends went to runs on disk, and the bytes are the same.
+    assert outs["spill"][2]["markdup"]["spill_runs"] > 2, outs["spill"][2]["markdup"]
+    assert outs["t1"][2]["markdup"]["spill_runs"] == outs["t2"][2]["markdup"]["spill_runs"] == 0
     assert outs["t1"][:2] == outs["t2"][:2] == outs["spill"][:2]
     assert flags_by_identity(read_all(tmp_path / "t1.bam")) == flags_by_identity(picard_recs)
     md = outs["t1"][2]["markdup"]
@@ -287,13 +291,35 @@ def test_unsorted_input_claiming_coordinate_is_refused(tmp_path, alnsort):
     assert not (tmp_path / "o.bam").exists()
 
 
-def test_markdup_state_beyond_max_memory_is_refused(tmp_path, alnsort):
+def test_markdup_state_beyond_max_memory_spills(tmp_path, picard, alnsort):
+    """--max-memory too small for the marker's read ends: they are sorted
+    into runs in the temporary directory and merged back, and the output
+    is byte for byte the in-memory run's (and its flags Picard's), for
+    name-grouped and coordinate-sorted input, at -@1 and -@2; the
+    temporary directory is left empty."""
     inp = big_input(tmp_path, 60_000)
-    out = tmp_path / "o.bam"
-    p = sort(alnsort, ["--markdup", "--max-memory", "16M", "-o", str(out), str(inp)], check=False)
-    assert p.returncode == 1 and "--max-memory 16" in p.stderr and "duplicate marking" in p.stderr, p.stderr
-    assert not out.exists()
-    sort(alnsort, ["--markdup", "--max-memory", "200M", "-o", str(out), str(inp)])
+    picard_recs, (pmet, _) = run_picard(picard, inp, tmp_path, coordinate=False)
+    coord = tmp_path / "coord.bam"
+    sort(alnsort, ["--no-PG", "-o", str(coord), str(inp)])
+    picard_coord, (pmet_coord, _) = run_picard(picard, coord, tmp_path, coordinate=True)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    for src, want, want_met in [(inp, picard_recs, pmet), (coord, picard_coord, pmet_coord)]:
+        runs = {}
+        for name, extra in {"memory": ["-@2", "--max-memory", "2G"],
+                            "spill1": ["-@1", "--max-memory", "24M"],
+                            "spill2": ["-@2", "--max-memory", "24M"]}.items():
+            out, st, met = (tmp_path / f"{src.stem}-{name}.{x}" for x in ("bam", "json", "metrics"))
+            sort(alnsort, [*extra, "--no-PG", "--markdup", "--metrics", str(met), "-T", str(tmpdir / "x"),
+                           "--stats-json", str(st), "-o", str(out), str(src)])
+            runs[name] = (out.read_bytes(), json.loads(st.read_text())["markdup"], g.parse_metrics(met))
+            assert list(tmpdir.iterdir()) == [], "temporary files left behind"
+        assert runs["memory"][1]["spill_runs"] == 0
+        assert runs["spill1"][1]["spill_runs"] > 2 and runs["spill2"][1]["spill_runs"] > 2, runs["spill2"][1]
+        assert runs["memory"][0] == runs["spill1"][0] == runs["spill2"][0]
+        assert runs["memory"][2] == runs["spill2"][2]
+        assert runs["memory"][2][0] == want_met
+        assert flags_by_identity(read_all(tmp_path / f"{src.stem}-spill2.bam")) == flags_by_identity(want)
 
 
 def test_refused_options(tmp_path, alnsort):

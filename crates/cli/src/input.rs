@@ -316,7 +316,7 @@ impl OpenInput {
         progress: &Progress,
         mut markdup: Option<&mut crate::markdup::Marker>,
     ) -> Result<Fed> {
-        let with_ends = markdup.as_ref().map(|m| m.scoring());
+        let with_ends = markdup.as_ref().map(|m| m.ends_spec());
         let push_start = thread_cpu_seconds();
         let limit = sorter.plan().record_limit;
         let opts = ScanOptions {

@@ -157,15 +157,17 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             .context("starting the thread pool")?,
     );
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
-    // --markdup: its state gets a quarter of the sorter's share of
-    // --max-memory (see crate::markdup).
+    // --markdup: its state is kept within a quarter of the sorter's share
+    // of --max-memory, taken from the sorter; with -m alone (the record
+    // buffer, as in samtools) within as much again, beside the sorter (see
+    // crate::markdup).
     let markdup_budget = match &cfg.markdup {
         Some(_) if cfg.explicit_total => {
             let share = budget / 4;
             budget -= share;
-            Some((share, cfg.memory_budget))
+            (share, Some(cfg.memory_budget))
         }
-        _ => None,
+        _ => (budget, None),
     };
     let metrics_file = match cfg.markdup.as_ref().and_then(|m| m.metrics.as_ref()) {
         Some(p) => Some(markdup::MetricsFile::create(p, debris)?),
@@ -247,7 +249,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let mut marker = cfg
         .markdup
         .as_ref()
-        .map(|m| markdup::Marker::new(&header, m, &input_name, markdup_budget));
+        .map(|m| markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path())));
     let fed = match input {
         InputFeed::One(input) => input.feed(
             cfg.unknown_reference,

@@ -20,11 +20,21 @@
 //! primary records marked), anything else is taken as name-grouped
 //! (`ASSUME_SORT_ORDER=queryname`: every record of a duplicate template).
 //!
-//! Memory: with `--max-memory` the core's state (read ends, record slots,
-//! waiting mates, the grouping check) gets a quarter of the sorter's share
-//! and the run stops with a message naming the budget when it needs more;
-//! the appended ordinals are record bytes the sorter counts itself. The
-//! state is not spilled to disk.
+//! Memory: the core's state (read ends, record slots, waiting mates, the
+//! decision's bitsets) is kept within a budget: with `--max-memory`, a
+//! quarter of the sorter's share, taken from the sorter; with `-m` alone
+//! (which, as in samtools, bounds the record buffer), `-m` times the
+//! threads again, beside the sorter's:
+//! read ends beyond it are sorted into run files in the sort's temporary
+//! directory and merged back, one duplicate set at a time, when the input
+//! is read; record slots go to a file there too (`MarkDuplicates::set_spill`).
+//! Two parts are not spilled: mates of coordinate-sorted input waiting for
+//! their other half (they may take all of the limit but 4096 ends' room),
+//! and the names of incomplete templates the grouping check remembers (an
+//! eighth). Beyond that they stop the run, naming `--max-memory`; with
+//! `-m` alone, waiting mates are kept beyond it instead (the ends still
+//! spill), as `-m` bounds the record buffer only. The
+//! appended ordinals are record bytes the sorter counts itself.
 
 use crate::args::ArgError;
 use crate::config::ConfigError;
@@ -462,9 +472,9 @@ pub struct Marker {
     last: Option<(u32, i32)>,
     records: u64,
     file: String,
-    /// Bytes the state may hold (`--max-memory`), and the total named in
-    /// the message.
-    budget: Option<(usize, u64)>,
+    /// Bytes the grouping check may hold, and the `--max-memory` total
+    /// named in the message (`None` with `-m` alone).
+    group_budget: (usize, Option<u64>),
     last_rg: Option<(Vec<u8>, RgInfo)>,
     no_rg: Option<RgInfo>,
     remove: bool,
@@ -474,12 +484,16 @@ pub struct Marker {
 }
 
 impl Marker {
-    /// `budget`: bytes the state may use, and the `--max-memory` total.
+    /// `budget`: bytes the state may use, and the `--max-memory` total when
+    /// that is what it comes from; `spill_dir`: where the read ends beyond
+    /// the budget go (the sort's temporary directory). Without a spill
+    /// directory the state is not bounded.
     pub fn new(
         header: &Header,
         cfg: &MarkdupConfig,
         file: &str,
-        budget: Option<(usize, u64)>,
+        budget: (usize, Option<u64>),
+        spill_dir: Option<&std::path::Path>,
     ) -> Marker {
         let order = if header_sort_order(header) == Some(b"coordinate") {
             InputOrder::Coordinate
@@ -492,6 +506,12 @@ impl Marker {
         md.set_track_optical(
             cfg.remove_sequencing_duplicates || cfg.tagging != TaggingPolicy::None,
         );
+        // An eighth for the grouping check's names, the rest for the core.
+        let group_share = budget.0 / 8;
+        if let Some(dir) = spill_dir {
+            // Only --max-memory is a hard limit for waiting mates.
+            md.set_spill(dir, budget.0 - group_share, budget.1.is_some());
+        }
         Marker {
             md,
             order,
@@ -499,7 +519,7 @@ impl Marker {
             last: None,
             records: 0,
             file: file.to_string(),
-            budget,
+            group_budget: (group_share, budget.1),
             last_rg: None,
             no_rg: None,
             remove: cfg.remove_duplicates,
@@ -514,7 +534,7 @@ impl Marker {
 
     /// What the read jobs take out of each record: how they score it and
     /// which barcode tags they read.
-    pub fn scoring(&self) -> EndsSpec {
+    pub fn ends_spec(&self) -> EndsSpec {
         self.spec
     }
 
@@ -616,27 +636,34 @@ impl Marker {
                 })
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
+                    let what = match self.group_budget.1 {
+                        Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
+                        None => "-m".to_string(),
+                    };
                     format!(
-                        "{}: duplicate marking at record {} (read {})",
+                        "{}: duplicate marking at record {} (read {}), within the part of {what} it may use",
                         self.file,
                         record + 1,
                         String::from_utf8_lossy(name)
                     )
                 })?;
         }
-        if let Some((limit, total)) = self.budget {
-            let used = self.memory_bytes();
+        if let Some(g) = &self.group {
+            let (limit, total) = self.group_budget;
+            let used = g.memory_bytes();
             if used > limit {
+                let what = match total {
+                    Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
+                    None => "-m".to_string(),
+                };
                 bail!(
-                    "{}: duplicate marking needs more memory than --max-memory {} leaves it: after {} records its \
-                     read ends take {} of the {} it may use (a quarter of what the sorter gets); it does not \
-                     spill to disk: raise --max-memory (about {} bytes per record is typical)",
+                    "{}: duplicate marking needs more memory than {what} leaves it: after {} records the names of \
+                     templates without both mates (kept to check that the input is grouped by name; not spilled \
+                     to disk) take {} of the {} they may use: raise {what}",
                     self.file,
-                    crate::memsize::human(total),
                     self.records,
                     crate::memsize::human(used as u64),
                     crate::memsize::human(limit as u64),
-                    used as u64 / self.records.max(1)
                 );
             }
         }
@@ -656,27 +683,20 @@ impl Marker {
             .finish()
             .map_err(anyhow::Error::new)
             .with_context(|| format!("{file}: duplicate marking"))?;
-        let words = outcome.duplicate.len().div_ceil(64);
-        let mut bits = vec![0u64; words];
-        let mut optical_bits = vec![0u64; if outcome.optical.is_some() { words } else { 0 }];
-        let (mut marked, mut removed) = (0u64, 0u64);
-        for (i, &d) in outcome.duplicate.iter().enumerate() {
-            let opt = outcome.optical.as_ref().is_some_and(|o| o[i]);
-            if d {
-                bits[i / 64] |= 1 << (i % 64);
-                marked += 1;
-            }
-            if opt {
-                optical_bits[i / 64] |= 1 << (i % 64);
-            }
-            if (d && self.remove) || (opt && self.remove_sequencing) {
-                removed += 1;
-            }
-        }
+        let bits = outcome.duplicate;
+        let optical_bits = outcome.optical.unwrap_or_default();
+        let marked = bits.count_ones();
+        let removed = match (self.remove, self.remove_sequencing) {
+            (false, false) => 0,
+            (true, false) => marked,
+            (false, true) => optical_bits.count_ones(),
+            (true, true) => bits.count_ones_or(&optical_bits),
+        };
         Ok(Decisions {
+            records: bits.len(),
             bits,
             optical_bits,
-            records: outcome.duplicate.len() as u64,
+            spill: outcome.spill,
             marked,
             removed,
             remove: self.remove,
@@ -689,10 +709,12 @@ impl Marker {
 
 /// The decision for every input record, applied as the records are written.
 pub struct Decisions {
-    bits: Vec<u64>,
+    bits: alnsort_markdup::Bits,
     /// Optical duplicates (empty unless tagged or removed).
-    optical_bits: Vec<u64>,
+    optical_bits: alnsort_markdup::Bits,
     records: u64,
+    /// What the decision's state wrote to disk.
+    spill: alnsort_markdup::SpillStats,
     /// Records whose 0x400 is set.
     pub marked: u64,
     /// Records left out of the output.
@@ -768,12 +790,8 @@ impl Decisions {
                 self.records
             ));
         }
-        let bit = |bits: &[u64]| {
-            bits.get((ordinal / 64) as usize)
-                .is_some_and(|w| w >> (ordinal % 64) & 1 == 1)
-        };
-        let dup = bit(&self.bits);
-        let optical = bit(&self.optical_bits);
+        let dup = self.bits.get(ordinal);
+        let optical = self.optical_bits.get(ordinal);
         if (dup && self.remove) || (optical && self.remove_sequencing) {
             return Ok(None);
         }
@@ -839,6 +857,8 @@ impl Decisions {
             ),
             ("records_marked", self.marked),
             ("records_removed", self.removed),
+            ("spill_runs", self.spill.runs),
+            ("spill_bytes", self.spill.bytes),
         ]
     }
 }
@@ -929,7 +949,7 @@ mod tests {
         })
         .unwrap()
         .unwrap();
-        let mut m = Marker::new(&header, &cfg, "in.bam", None);
+        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
         let recs = [record(b"a", 0x400), record(b"b", 0x400)];
         let mut ends = BatchEnds::default();
         let mut sorted = Vec::new();
@@ -975,7 +995,7 @@ mod tests {
         };
         apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
         let cfg = resolve(&args).unwrap().unwrap();
-        let mut m = Marker::new(&header, &cfg, "in.bam", None);
+        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
         let recs = [
             with_aux(b"a", b"XAZx\0DTZSQ\0NMC\x01"),
             with_aux(b"b", b"XAZx\0DTZLB\0NMC\x01"),

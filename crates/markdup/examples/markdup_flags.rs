@@ -92,7 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for (i, d) in outcome.duplicate.iter().enumerate() {
-        writeln!(out, "{i}\t{}", *d as u8)?;
+        writeln!(out, "{i}\t{}", d as u8)?;
     }
     out.flush()?;
     std::fs::write(

@@ -22,6 +22,12 @@
 //!   supplementary and unmapped ones too);
 //! * optical duplicates come from the read names (see [`optical`]).
 //!
+//! Memory: with [`MarkDuplicates::set_spill`] the state stays within a byte
+//! limit: read ends beyond it are sorted into run files and merged back
+//! one duplicate set at a time, record slots are appended to a file, and
+//! the decisions are bitsets over the records (`spill`); the answer is the
+//! same as without the limit.
+//!
 //! Records whose 0x400 bit the outcome says is clear must have it cleared
 //! (Picard resets it on every record). Not covered: Picard options other
 //! than `OPTICAL_DUPLICATE_PIXEL_DISTANCE`, `READ_NAME_REGEX`
@@ -33,12 +39,16 @@
 //! [`grouping::GroupCheck`] lets a caller refuse such input), and the
 //! metrics file's header lines (Picard writes its command line and date).
 
+pub mod bits;
 pub mod grouping;
 pub mod metrics;
 pub mod optical;
+mod spill;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
+pub use bits::Bits;
 pub use metrics::{DuplicationMetrics, MetricsReport, SetSizeHistograms};
 use optical::Location;
 
@@ -59,7 +69,7 @@ pub mod flags {
 /// Picard's name for records whose read group has no `LB`.
 pub const UNKNOWN_LIBRARY: &str = "Unknown Library";
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum MarkdupError {
     /// Picard numbers libraries in a Java `short`.
     #[error("more than 32767 libraries")]
@@ -68,6 +78,27 @@ pub enum MarkdupError {
     /// Picard stops with "Found an unexpected orientation".
     #[error("duplicate set at reference {ref_id} position {coordinate} has an unexpected orientation for optical duplicate detection")]
     UnexpectedOrientation { ref_id: i32, coordinate: i32 },
+    /// A spill file of the read ends could not be written or read back.
+    #[error("{op} {}: {source}", path.display())]
+    Spill {
+        path: std::path::PathBuf,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Coordinate-sorted input: the mates waiting for their other half
+    /// (which are not spilled) leave the read ends too little of the limit.
+    #[error(
+        "{waiting} mates wait for their other half and take {waiting_bytes} bytes, which leaves the \
+         read ends less than {min_bytes} bytes of the duplicate marker's {limit} (waiting mates are \
+         kept in memory; ends are spilled to disk)"
+    )]
+    WaitingMatesBeyondLimit {
+        waiting: usize,
+        waiting_bytes: usize,
+        min_bytes: usize,
+        limit: usize,
+    },
 }
 
 /// A record's read group as Picard sees it, resolved against the header by
@@ -288,6 +319,8 @@ struct End {
     score: i16,
     r1_index: i64,
     r2_index: i64,
+    /// A pair end (both mates), not a fragment end.
+    pair: bool,
 }
 
 impl End {
@@ -312,6 +345,18 @@ impl End {
             .then(self.loc.y.cmp(&o.loc.y))
             .then(self.r1_index.cmp(&o.r1_index))
             .then(self.r2_index.cmp(&o.r2_index))
+    }
+
+    /// [`End::cmp`], then the fields it leaves out: ends equal in this
+    /// order are interchangeable (the decisions do not depend on their
+    /// order), so an unstable sort, and a merge of sorted runs, give the
+    /// same decisions as any stable sort.
+    fn total_cmp(&self, o: &End) -> std::cmp::Ordering {
+        self.cmp(o)
+            .then(self.score.cmp(&o.score))
+            .then(self.optical_orientation.cmp(&o.optical_orientation))
+            .then(self.loc.read_group.cmp(&o.loc.read_group))
+            .then(self.pair.cmp(&o.pair))
     }
 
     fn same_set(&self, o: &End, compare_read2: bool) -> bool {
@@ -339,15 +384,29 @@ struct RecordSlot {
 /// The result: Picard's duplicate flag per input record, and its metrics.
 #[derive(Clone, Debug)]
 pub struct Outcome {
-    pub duplicate: Vec<bool>,
+    pub duplicate: Bits,
     /// Picard's sequencing (optical) duplicate verdict per input record,
     /// when asked for ([`MarkDuplicates::set_track_optical`]): what its
     /// `DT:Z:SQ` tag and `REMOVE_SEQUENCING_DUPLICATES` act on. Every
     /// record of an optical duplicate template in name-grouped input; the
     /// primary records of the optical duplicate pair in coordinate order.
-    pub optical: Option<Vec<bool>>,
+    pub optical: Option<Bits>,
+    /// What went to disk ([`MarkDuplicates::set_spill`]).
+    pub spill: SpillStats,
     pub metrics: MetricsReport,
 }
+
+/// Spill files written for the read ends and record slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpillStats {
+    /// Sorted runs of read ends written (merges of runs included).
+    pub runs: u64,
+    /// Bytes written to spill files (runs and record slots).
+    pub bytes: u64,
+}
+
+/// The fewest read ends the memory limit must leave room for.
+const MIN_ENDS: usize = if cfg!(test) { 16 } else { 4096 };
 
 /// How Picard is told the input is ordered (`ASSUME_SORT_ORDER`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -371,9 +430,11 @@ pub struct MarkDuplicates {
     pixel_distance: i32,
     name_parser: optical::NameParser,
     track_optical: bool,
-    records: Vec<RecordSlot>,
-    frags: Vec<End>,
-    pairs: Vec<End>,
+    records: spill::SlotLog,
+    /// Pair and fragment ends not yet spilled.
+    ends: Vec<End>,
+    /// With a memory limit: where the ends and slots go beyond it.
+    spill: Option<spill::Spill>,
     /// Mates waiting for their other half, keyed as Picard keys them: the
     /// reference the first mate says its mate is on, then read group and
     /// name. The second mate looks under its own reference, so mates whose
@@ -400,9 +461,9 @@ impl MarkDuplicates {
             pixel_distance: optical::DEFAULT_PIXEL_DISTANCE,
             name_parser: optical::NameParser::Default,
             track_optical: false,
-            records: Vec::new(),
-            frags: Vec::new(),
-            pairs: Vec::new(),
+            records: spill::SlotLog::default(),
+            ends: Vec::new(),
+            spill: None,
             pending: HashMap::new(),
             library_ids: HashMap::new(),
             pending_name_bytes: 0,
@@ -427,17 +488,139 @@ impl MarkDuplicates {
         self.track_optical = track;
     }
 
-    /// Bytes held for the records pushed so far (their slots, read ends
-    /// and mates waiting for their other half), for a caller that keeps
-    /// them within a memory budget.
+    /// Keeps the state within `limit` bytes ([`MarkDuplicates::memory_bytes`]):
+    /// read ends beyond it are sorted into run files in `dir`, and record
+    /// slots beyond a sixteenth of it are appended to a file there; the
+    /// decision merges the runs back. Mates waiting for their other half
+    /// (coordinate-sorted input) stay in memory: when they leave the ends
+    /// less than 4096 ends' room, [`MarkDuplicates::push`] fails with
+    /// [`MarkdupError::WaitingMatesBeyondLimit`]. The files are removed as
+    /// they are read; on failure the caller removes `dir`. With `hard`
+    /// false, waiting mates beyond the limit are kept instead (the limit
+    /// is then exceeded by them; the ends still spill).
+    pub fn set_spill(&mut self, dir: &Path, limit: usize, hard: bool) {
+        self.records
+            .bounded(limit / 16 / std::mem::size_of::<RecordSlot>());
+        self.spill = Some(spill::Spill::new(dir, limit, hard));
+    }
+
+    fn pending_bytes(&self) -> usize {
+        let pending_entry = std::mem::size_of::<((i32, i16, Vec<u8>), End)>() + 8;
+        self.pending.capacity() * pending_entry + self.pending_name_bytes
+    }
+
+    /// Bytes the decision's bitsets will take (4 bits per record).
+    fn bitset_bytes(&self) -> usize {
+        (self.records.len() / 2) as usize
+    }
+
+    /// Bytes held for the records pushed so far (their slots, read ends,
+    /// mates waiting for their other half, and the bitsets the decision
+    /// will need), for a caller that keeps them within a memory budget.
     pub fn memory_bytes(&self) -> usize {
-        use std::mem::size_of;
-        let pending_entry = size_of::<((i32, i16, Vec<u8>), End)>() + 8;
-        let pending_names = self.pending_name_bytes;
-        self.records.capacity() * size_of::<RecordSlot>()
-            + (self.frags.capacity() + self.pairs.capacity()) * size_of::<End>()
-            + self.pending.capacity() * pending_entry
-            + pending_names
+        self.records.memory_bytes()
+            + self.ends.capacity() * std::mem::size_of::<End>()
+            + self.pending_bytes()
+            + self.bitset_bytes()
+    }
+
+    /// What went to disk so far.
+    pub fn spill_stats(&self) -> SpillStats {
+        self.spill
+            .as_ref()
+            .map_or_else(SpillStats::default, |s| SpillStats {
+                runs: s.runs_written,
+                bytes: s.bytes_written,
+            })
+    }
+
+    /// Ends the limit leaves room for now, beside the other parts and a
+    /// sixteenth of the limit left for their growth (without it, every
+    /// record would push the state over the limit once the ends' buffer
+    /// is full, and each would spill a handful of ends).
+    fn ends_room(&self, limit: usize) -> usize {
+        let other = self.records.memory_bytes() + self.pending_bytes() + self.bitset_bytes();
+        limit.saturating_sub(other).saturating_sub(limit / 16) / std::mem::size_of::<End>()
+    }
+
+    /// Keeps [`MarkDuplicates::memory_bytes`] within the limit: the ends
+    /// go to a run when the state grows beyond it, and their buffer is cut
+    /// to what is left beside the other parts.
+    fn enforce_limit(&mut self) -> Result<(), MarkdupError> {
+        let Some(limit) = self.spill.as_ref().map(|s| s.limit) else {
+            return Ok(());
+        };
+        if self.memory_bytes() <= limit {
+            return Ok(());
+        }
+        let hard = self.spill.as_ref().is_some_and(|s| s.hard);
+        if !hard && self.ends_room(limit) < MIN_ENDS {
+            // Waiting mates hold the limit: the ends keep a buffer of
+            // MIN_ENDS, spilled when full (in add_end).
+            return Ok(());
+        }
+        if !self.ends.is_empty() {
+            self.spill_ends()?;
+        }
+        let room = self.ends_room(limit);
+        if room < MIN_ENDS {
+            return Err(MarkdupError::WaitingMatesBeyondLimit {
+                waiting: self.pending.len(),
+                waiting_bytes: self.pending_bytes(),
+                min_bytes: MIN_ENDS * std::mem::size_of::<End>(),
+                limit,
+            });
+        }
+        if self.ends.capacity() > room {
+            self.ends.shrink_to(room);
+        }
+        Ok(())
+    }
+
+    fn add_end(&mut self, e: End) -> Result<(), MarkdupError> {
+        if let Some((limit, hard)) = self.spill.as_ref().map(|s| (s.limit, s.hard)) {
+            if self.ends.len() == self.ends.capacity() {
+                // Without a hard limit, waiting mates may take it all and
+                // the ends keep MIN_ENDS.
+                let room_now = |md: &Self| {
+                    let room = md.ends_room(limit);
+                    if hard {
+                        room
+                    } else {
+                        room.max(MIN_ENDS)
+                    }
+                };
+                let mut room = room_now(self);
+                if self.ends.len() >= room {
+                    self.spill_ends()?;
+                    self.enforce_limit()?;
+                    room = room_now(self);
+                }
+                let want = (self.ends.capacity() * 2)
+                    .max(1024)
+                    .min(room.max(self.ends.len() + 1));
+                self.ends.reserve_exact(want - self.ends.len());
+            }
+        }
+        self.ends.push(e);
+        Ok(())
+    }
+
+    /// Sorts the ends in memory: pair ends first, each kind in
+    /// [`End::total_cmp`] order; returns where the fragment ends start.
+    fn sort_ends(&mut self) -> usize {
+        self.ends
+            .sort_unstable_by(|a, b| b.pair.cmp(&a.pair).then(a.total_cmp(b)));
+        self.ends.partition_point(|e| e.pair)
+    }
+
+    fn spill_ends(&mut self) -> Result<(), MarkdupError> {
+        let k = self.sort_ends();
+        let spill = self.spill.as_mut().expect("spill configured");
+        spill.add_run(true, &self.ends[..k])?;
+        spill.add_run(false, &self.ends[k..])?;
+        self.ends.clear();
+        Ok(())
     }
 
     pub fn read_groups_mut(&mut self) -> &mut ReadGroups {
@@ -458,6 +641,11 @@ impl MarkDuplicates {
 
     /// Adds the next input record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
+        self.push_record(r)?;
+        self.enforce_limit()
+    }
+
+    fn push_record(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
         // In queryname mode a template's ends carry the index of its first
         // record; a change of name starts a new template.
@@ -471,11 +659,14 @@ impl MarkDuplicates {
             last.extend_from_slice(r.name);
             self.template_index = index;
         }
-        self.records.push(RecordSlot {
-            new_template: self.template_index == index,
-            flag: r.flag,
-            library: r.rg.library,
-        });
+        self.records.push(
+            RecordSlot {
+                new_template: self.template_index == index,
+                flag: r.flag,
+                library: r.rg.library,
+            },
+            self.spill.as_mut(),
+        )?;
         if self.ends_done {
             return Ok(());
         }
@@ -508,8 +699,9 @@ impl MarkDuplicates {
             score: r.score,
             r1_index: self.template_index,
             r2_index: -1,
+            pair: false,
         };
-        self.frags.push(frag);
+        self.add_end(frag)?;
         if !mate_mapped {
             return Ok(());
         }
@@ -550,32 +742,44 @@ impl MarkDuplicates {
             p.orientation = orientation_byte(reverse, first_was_reverse);
         }
         p.score = p.score.wrapping_add(r.score);
-        self.pairs.push(p);
+        p.pair = true;
+        self.add_end(p)?;
         Ok(())
     }
 
     /// Finds the duplicates and computes the metrics.
     pub fn finish(mut self) -> Result<Outcome, MarkdupError> {
-        let mut dup_indexes: Vec<i64> = Vec::new();
-        let mut optical_indexes: Vec<i64> = Vec::new();
+        let records = self.records.len();
+        let mut dups = DupList::new(records);
+        let mut optical = DupList::new(if self.track_optical { records } else { 0 });
         let mut set_sizes = SetSizeHistograms::default();
         let mut optical_by_library: HashMap<i16, u64> = HashMap::new();
 
-        // The comparison ends with the record indexes: ends that compare
-        // equal are the same end, so an unstable sort gives the same order.
-        self.pairs.sort_unstable_by(End::cmp);
-        let mut start = 0;
-        while start < self.pairs.len() {
-            let mut end = start + 1;
-            while end < self.pairs.len() && self.pairs[start].same_set(&self.pairs[end], true) {
-                end += 1;
+        // Pair ends first, then fragment ends, each in `total_cmp` order:
+        // the runs on disk merged with what is still in memory.
+        let k = self.sort_ends();
+        let ends = std::mem::take(&mut self.ends);
+        let (mut pair_runs, mut frag_runs) = (Vec::new(), Vec::new());
+        if let Some(sp) = self.spill.as_mut() {
+            pair_runs = std::mem::take(&mut sp.pair_runs);
+            frag_runs = std::mem::take(&mut sp.frag_runs);
+        }
+        let mut set: Vec<End> = Vec::new();
+        let mut stream = spill::EndStream::new(pair_runs, &ends[..k])?;
+        let mut next = stream.next_end()?;
+        while let Some(first) = next {
+            set.clear();
+            set.push(first);
+            next = stream.next_end()?;
+            while let Some(e) = next.filter(|e| first.same_set(e, true)) {
+                set.push(e);
+                next = stream.next_end()?;
             }
-            let set = &self.pairs[start..end];
             if set.len() > 1 {
                 self.mark_pairs(
-                    set,
-                    &mut dup_indexes,
-                    &mut optical_indexes,
+                    &set,
+                    &mut dups,
+                    &mut optical,
                     &mut set_sizes,
                     &mut optical_by_library,
                 )?;
@@ -583,37 +787,37 @@ impl MarkDuplicates {
                 *set_sizes.all_sets.entry(1).or_default() += 1;
                 *set_sizes.non_optical_sets.entry(1).or_default() += 1;
             }
-            start = end;
         }
+        drop(stream);
 
-        self.frags.sort_unstable_by(End::cmp);
-        let mut start = 0;
-        while start < self.frags.len() {
-            let mut end = start + 1;
-            while end < self.frags.len() && self.frags[start].same_set(&self.frags[end], false) {
-                end += 1;
+        let mut stream = spill::EndStream::new(frag_runs, &ends[k..])?;
+        let mut next = stream.next_end()?;
+        while let Some(first) = next {
+            set.clear();
+            set.push(first);
+            next = stream.next_end()?;
+            while let Some(e) = next.filter(|e| first.same_set(e, false)) {
+                set.push(e);
+                next = stream.next_end()?;
             }
-            let set = &self.frags[start..end];
             let contains_pairs = set.iter().any(End::is_paired);
             let contains_frags = set.iter().any(|e| !e.is_paired());
             // Picard skips sets of one and sets of pairs only, except the
             // last set, which it always examines (to the same effect).
             if set.len() > 1 && contains_frags {
-                mark_fragments(set, contains_pairs, &mut dup_indexes);
+                mark_fragments(&set, contains_pairs, &mut dups);
             }
-            start = end;
         }
-        dup_indexes.sort_unstable();
+        drop(stream);
+        drop(ends);
 
-        let duplicate = self.output_pass(&dup_indexes);
-        let optical = self.track_optical.then(|| {
-            optical_indexes.sort_unstable();
-            self.output_pass(&optical_indexes)
-        });
-        let metrics = self.metrics(&duplicate, &optical_by_library, set_sizes);
+        let spill = self.spill_stats();
+        let (duplicate, optical, metrics) =
+            self.output_pass(dups, optical, &optical_by_library, set_sizes)?;
         Ok(Outcome {
             duplicate,
             optical,
+            spill,
             metrics,
         })
     }
@@ -621,8 +825,8 @@ impl MarkDuplicates {
     fn mark_pairs(
         &self,
         set: &[End],
-        dup_indexes: &mut Vec<i64>,
-        optical_indexes: &mut Vec<i64>,
+        dup_indexes: &mut DupList,
+        optical_indexes: &mut DupList,
         set_sizes: &mut SetSizeHistograms,
         optical_by_library: &mut HashMap<i16, u64>,
     ) -> Result<(), MarkdupError> {
@@ -695,9 +899,9 @@ impl MarkDuplicates {
         if self.track_optical {
             for (i, e) in set.iter().enumerate() {
                 if i != best && is_optical[i] {
-                    optical_indexes.push(e.r1_index);
+                    optical_indexes.add(e.r1_index);
                     if e.r2_index != e.r1_index {
-                        optical_indexes.push(e.r2_index);
+                        optical_indexes.add(e.r2_index);
                     }
                 }
             }
@@ -705,36 +909,69 @@ impl MarkDuplicates {
         Ok(())
     }
 
-    /// Picard's output loop: the sorted duplicate indexes are walked as the
-    /// records go by; a record is a duplicate when its index is the next
-    /// one, or (queryname order) when it follows a duplicate record of the
-    /// same name. (An index listed twice holds the walk back by one
-    /// template, or one record in coordinate order, as in Picard.)
-    fn output_pass(&self, dup_indexes: &[i64]) -> Vec<bool> {
-        let mut it = dup_indexes.iter().copied();
-        let mut next = it.next().unwrap_or(i64::MAX);
-        let mut dup_template: Option<u64> = None;
+    /// Picard's output loop, once over the record slots in input order:
+    /// the sorted duplicate indexes (and the optical ones) are walked as
+    /// the records go by ([`Walk`]); the metrics are counted on the way.
+    fn output_pass(
+        &mut self,
+        dups: DupList,
+        optical: DupList,
+        optical_by_library: &HashMap<i16, u64>,
+        set_sizes: SetSizeHistograms,
+    ) -> Result<(Bits, Option<Bits>, MetricsReport), MarkdupError> {
+        let records = self.records.len();
+        let mut duplicate = Bits::new(records);
+        let mut optical_out = self.track_optical.then(|| Bits::new(records));
+        let mut walk = Walk::new(dups.iter());
+        let mut optical_walk = Walk::new(optical.iter());
+        // Counts per library index: unmapped, secondary or supplementary,
+        // unpaired, paired records; unpaired and paired duplicates.
+        let mut counts: Vec<[u64; 6]> = vec![[0; 6]; self.read_groups.libraries.len()];
         let mut template = 0u64;
-        let mut out = Vec::with_capacity(self.records.len());
-        for (i, rec) in self.records.iter().enumerate() {
-            let i = i as i64;
-            template += rec.new_template as u64;
+        let mut slots = self.records.reader()?;
+        let mut i = 0u64;
+        while let Some(rec) = slots.next_slot()? {
             // Each record is its own template in coordinate order.
-            if i > next && dup_template != Some(template) {
-                next = it.next().unwrap_or(i64::MAX);
+            template += rec.new_template as u64;
+            let dup = walk.step(i, template);
+            if dup {
+                duplicate.set(i);
             }
-            let is_dup = i == next || (i > next && dup_template == Some(template));
-            if is_dup {
-                dup_template = Some(template);
+            if let Some(o) = optical_out.as_mut() {
+                if optical_walk.step(i, template) {
+                    o.set(i);
+                }
             }
-            out.push(is_dup);
+            let lib = rec.library as usize;
+            if lib >= counts.len() {
+                counts.resize(lib + 1, [0; 6]);
+            }
+            let c = &mut counts[lib];
+            let f = rec.flag;
+            let unpaired = f & flags::PAIRED == 0 || f & flags::MATE_UNMAPPED != 0;
+            let sec_sup = f & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0;
+            if f & flags::UNMAPPED != 0 {
+                c[0] += 1;
+            } else if sec_sup {
+                c[1] += 1;
+            } else if unpaired {
+                c[2] += 1;
+            } else {
+                c[3] += 1;
+            }
+            if dup && !sec_sup && f & flags::UNMAPPED == 0 {
+                c[if unpaired { 4 } else { 5 }] += 1;
+            }
+            i += 1;
         }
-        out
+        drop(slots);
+        let metrics = self.metrics(&counts, optical_by_library, set_sizes);
+        Ok((duplicate, optical_out, metrics))
     }
 
     fn metrics(
         &self,
-        duplicate: &[bool],
+        counts: &[[u64; 6]],
         optical_by_library: &HashMap<i16, u64>,
         set_sizes: SetSizeHistograms,
     ) -> MetricsReport {
@@ -748,30 +985,20 @@ impl MarkDuplicates {
                 .entry(name.to_string())
                 .or_insert_with(|| DuplicationMetrics::new(name));
         }
-        for (rec, &dup) in self.records.iter().zip(duplicate) {
-            let name = self.read_groups.library_name(rec.library);
+        for (lib, c) in counts.iter().enumerate() {
+            if c.iter().all(|&n| n == 0) {
+                continue;
+            }
+            let name = self.read_groups.library_name(lib as u32);
             let m = by_lib
                 .entry(name.to_string())
                 .or_insert_with(|| DuplicationMetrics::new(name));
-            let f = rec.flag;
-            let unpaired = f & flags::PAIRED == 0 || f & flags::MATE_UNMAPPED != 0;
-            let sec_sup = f & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0;
-            if f & flags::UNMAPPED != 0 {
-                m.unmapped_reads += 1;
-            } else if sec_sup {
-                m.secondary_or_supplementary_rds += 1;
-            } else if unpaired {
-                m.unpaired_reads_examined += 1;
-            } else {
-                m.read_pairs_examined += 1;
-            }
-            if dup && !sec_sup && f & flags::UNMAPPED == 0 {
-                if unpaired {
-                    m.unpaired_read_duplicates += 1;
-                } else {
-                    m.read_pair_duplicates += 1;
-                }
-            }
+            m.unmapped_reads += c[0];
+            m.secondary_or_supplementary_rds += c[1];
+            m.unpaired_reads_examined += c[2];
+            m.read_pairs_examined += c[3];
+            m.unpaired_read_duplicates += c[4];
+            m.read_pair_duplicates += c[5];
         }
         let mut libraries = Vec::new();
         for (name, mut m) in by_lib {
@@ -791,6 +1018,82 @@ impl MarkDuplicates {
     }
 }
 
+/// The duplicate record indexes as Picard lists them (a multiset: an index
+/// can be listed more than once, which matters to its output loop): one
+/// bit per record, and the rare repeated listings apart.
+struct DupList {
+    bits: Bits,
+    repeats: Vec<u64>,
+}
+
+impl DupList {
+    fn new(records: u64) -> Self {
+        DupList {
+            bits: Bits::new(records),
+            repeats: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, index: i64) {
+        let i = index as u64;
+        if self.bits.get(i) {
+            self.repeats.push(i);
+        } else {
+            self.bits.set(i);
+        }
+    }
+
+    /// The indexes in ascending order, each as often as it was listed.
+    fn iter(mut self) -> impl Iterator<Item = u64> {
+        self.repeats.sort_unstable();
+        let mut repeats = self.repeats.into_iter().peekable();
+        let mut ones = self.bits.into_ones();
+        let mut last: Option<u64> = None;
+        std::iter::from_fn(move || {
+            if let Some(l) = last {
+                if repeats.next_if_eq(&l).is_some() {
+                    return Some(l);
+                }
+            }
+            last = ones.next();
+            last
+        })
+    }
+}
+
+/// Picard's output loop over one sorted index list: a record is a
+/// duplicate when its index is the next one, or (queryname order) when it
+/// follows a duplicate record of the same template. (An index listed twice
+/// holds the walk back by one template, or one record in coordinate order,
+/// as in Picard.)
+struct Walk<I: Iterator<Item = u64>> {
+    it: I,
+    next: u64,
+    dup_template: Option<u64>,
+}
+
+impl<I: Iterator<Item = u64>> Walk<I> {
+    fn new(mut it: I) -> Self {
+        let next = it.next().unwrap_or(u64::MAX);
+        Walk {
+            it,
+            next,
+            dup_template: None,
+        }
+    }
+
+    fn step(&mut self, i: u64, template: u64) -> bool {
+        if i > self.next && self.dup_template != Some(template) {
+            self.next = self.it.next().unwrap_or(u64::MAX);
+        }
+        let is_dup = i == self.next || (i > self.next && self.dup_template == Some(template));
+        if is_dup {
+            self.dup_template = Some(template);
+        }
+        is_dup
+    }
+}
+
 /// The first end with the highest score (Picard's `end.score > maxScore ||
 /// best == null`).
 fn best_index(set: &[End]) -> usize {
@@ -804,28 +1107,27 @@ fn best_index(set: &[End]) -> usize {
 }
 
 /// The record indexes of every end of a pair set but the kept one.
-fn push_duplicates(set: &[End], best: usize, dup_indexes: &mut Vec<i64>) {
+fn push_duplicates(set: &[End], best: usize, dup_indexes: &mut DupList) {
     for (i, e) in set.iter().enumerate() {
         if i != best {
-            dup_indexes.push(e.r1_index);
+            dup_indexes.add(e.r1_index);
             if e.r2_index != e.r1_index {
-                dup_indexes.push(e.r2_index);
+                dup_indexes.add(e.r2_index);
             }
         }
     }
 }
 
-fn mark_fragments(set: &[End], contains_pairs: bool, dup_indexes: &mut Vec<i64>) {
+fn mark_fragments(set: &[End], contains_pairs: bool, dup_indexes: &mut DupList) {
     if contains_pairs {
-        dup_indexes.extend(set.iter().filter(|e| !e.is_paired()).map(|e| e.r1_index));
+        for e in set.iter().filter(|e| !e.is_paired()) {
+            dup_indexes.add(e.r1_index);
+        }
     } else {
         let best = best_index(set);
-        dup_indexes.extend(
-            set.iter()
-                .enumerate()
-                .filter(|&(i, _)| i != best)
-                .map(|(_, e)| e.r1_index),
-        );
+        for (_, e) in set.iter().enumerate().filter(|&(i, _)| i != best) {
+            dup_indexes.add(e.r1_index);
+        }
     }
 }
 

@@ -302,3 +302,270 @@ fn reference_length_score_caps_and_penalises_qc_failures() {
     assert_eq!(reference_length_score(55, flags::UNMAPPED), 0);
     assert_eq!(reference_length_score(55, flags::QC_FAIL), 55 - 16384);
 }
+
+/// A small deterministic generator (xorshift) for the spill tests.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Records of random templates (pairs, fragments, half-mapped pairs,
+/// secondary and supplementary records, two libraries, names with
+/// flow-cell locations) on few positions, so sets of every size occur; in
+/// coordinate order when `coordinate` (mates far apart wait for each other).
+#[allow(clippy::type_complexity)]
+fn random_records(
+    seed: u64,
+    templates: usize,
+    coordinate: bool,
+) -> Vec<(String, u16, i32, i32, i32, i16, usize)> {
+    let mut rng = Rng(seed);
+    let mut recs = Vec::new();
+    for t in 0..templates {
+        let name = format!(
+            "r{t}:1:FC:1:{}:{}:{}",
+            1101 + rng.below(2),
+            rng.below(400),
+            rng.below(400)
+        );
+        let lib = rng.below(2) as usize;
+        let a = 100 + 1000 * (t as i32 / 200) + 5 * rng.below(20) as i32;
+        let b = a + 200 + 50 * rng.below(3) as i32;
+        let ref1 = rng.below(2) as i32;
+        let q = |rng: &mut Rng| 10 + rng.below(5) as i16;
+        match rng.below(10) {
+            0..=5 => {
+                let (f1, f2) = if rng.below(2) == 0 {
+                    (R1 | MREV, R2 | REV)
+                } else {
+                    (R1 | REV, R2 | MREV)
+                };
+                recs.push((name.clone(), f1, ref1, a, ref1, q(&mut rng), lib));
+                if rng.below(8) == 0 {
+                    recs.push((
+                        name.clone(),
+                        R1 | flags::SUPPLEMENTARY,
+                        1 - ref1,
+                        a,
+                        ref1,
+                        5,
+                        lib,
+                    ));
+                }
+                recs.push((name.clone(), f2, ref1, b, ref1, q(&mut rng), lib));
+            }
+            6 | 7 => recs.push((
+                name.clone(),
+                if rng.below(2) == 0 { 0 } else { REV },
+                ref1,
+                a,
+                -1,
+                q(&mut rng),
+                lib,
+            )),
+            8 => {
+                recs.push((
+                    name.clone(),
+                    R1 | flags::MATE_UNMAPPED,
+                    ref1,
+                    a,
+                    ref1,
+                    q(&mut rng),
+                    lib,
+                ));
+                recs.push((name.clone(), R2 | flags::UNMAPPED, ref1, a, ref1, 0, lib));
+            }
+            _ => {
+                recs.push((name.clone(), R1 | MREV, ref1, a, ref1, q(&mut rng), lib));
+                recs.push((name.clone(), R1 | flags::SECONDARY, ref1, b, ref1, 3, lib));
+                recs.push((name.clone(), R2 | REV, ref1, b, ref1, q(&mut rng), lib));
+            }
+        }
+    }
+    if coordinate {
+        recs.sort_by_key(|r| (r.2 as u32, r.3));
+    }
+    recs
+}
+
+fn mark(
+    recs: &[(String, u16, i32, i32, i32, i16, usize)],
+    order: InputOrder,
+    spill: Option<(&std::path::Path, usize)>,
+) -> Outcome {
+    let mut groups = ReadGroups::new([
+        (b"rg1".to_vec(), Some("lib1".to_string())),
+        (b"rg2".to_vec(), Some("lib2".to_string())),
+    ]);
+    let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+    let mut md = MarkDuplicates::with_order(groups, order);
+    md.set_track_optical(true);
+    if let Some((dir, limit)) = spill {
+        md.set_spill(dir, limit, true);
+    }
+    for (name, flag, ref_id, five, mate_ref, score, lib) in recs {
+        md.push(&ReadInfo {
+            name: name.as_bytes(),
+            flag: *flag,
+            ref_id: *ref_id,
+            mate_ref_id: *mate_ref,
+            five_prime: *five,
+            score: *score,
+            rg: rgs[*lib],
+            barcodes: Default::default(),
+        })
+        .unwrap();
+        if let Some((_, limit)) = spill {
+            assert!(
+                md.memory_bytes() <= limit,
+                "{} > {limit}",
+                md.memory_bytes()
+            );
+        }
+    }
+    md.finish().unwrap()
+}
+
+/// Ends sorted into many runs on disk (more than are merged at once, so
+/// runs are merged into runs too) and merged back give the decisions,
+/// optical verdicts and metrics of one in-memory sort; the files are gone.
+#[test]
+fn spilled_runs_merge_to_the_in_memory_decisions() {
+    // Coordinate order keeps waiting mates in memory: a larger limit.
+    for (order, coordinate, limit, runs) in [
+        (
+            InputOrder::Queryname,
+            false,
+            24 << 10,
+            2 * spill::MAX_RUNS as u64,
+        ),
+        (InputOrder::Coordinate, true, 48 << 10, 8),
+    ] {
+        let recs = random_records(7, 6000, coordinate);
+        let dir = std::env::temp_dir().join(format!(
+            "alnsort-markdup-test-{}-{coordinate}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let memory = mark(&recs, order, None);
+        assert_eq!(memory.spill, SpillStats::default());
+        let spilled = mark(&recs, order, Some((&dir, limit)));
+        assert!(
+            spilled.spill.runs > runs,
+            "only {} runs",
+            spilled.spill.runs
+        );
+        assert!(memory.duplicate.count_ones() > 500);
+        assert!(memory.optical.as_ref().unwrap().count_ones() > 0);
+        assert_eq!(spilled.duplicate, memory.duplicate);
+        assert_eq!(spilled.optical, memory.optical);
+        assert_eq!(spilled.metrics, memory.metrics);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "spill files left behind"
+        );
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}
+
+/// Coordinate order: mates waiting for their other half are not spilled;
+/// when they crowd out the ends, the run stops saying so.
+#[test]
+fn waiting_mates_beyond_the_limit_are_refused() {
+    let mut recs = Vec::new();
+    for t in 0..2000 {
+        recs.push((format!("m{t}"), R1 | MREV, 0, 100 + t, 1, 30, 0));
+    }
+    let mut groups = ReadGroups::new([(b"rg1".to_vec(), Some("lib1".to_string()))]);
+    let rg = groups.resolve(Some(b"rg1"));
+    let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
+    let dir = std::env::temp_dir();
+    md.set_spill(&dir, 64 << 10, true);
+    let mut err = None;
+    for (name, flag, ref_id, five, mate_ref, score, _) in &recs {
+        let r = md.push(&ReadInfo {
+            name: name.as_bytes(),
+            flag: *flag,
+            ref_id: *ref_id,
+            mate_ref_id: *mate_ref,
+            five_prime: *five,
+            score: *score,
+            rg,
+            barcodes: Default::default(),
+        });
+        if let Err(e) = r {
+            err = Some(e);
+            break;
+        }
+    }
+    let e = err.expect("waiting mates beyond the limit").to_string();
+    assert!(e.contains("mates wait for their other half"), "{e}");
+}
+
+/// Once the ends' buffer is full, the other parts (record slots, bitsets)
+/// still grow a little with every record: that must not make every record
+/// spill a handful of ends. Each spill writes a good part of the limit.
+#[test]
+fn spills_write_a_good_part_of_the_limit_each() {
+    let recs = random_records(11, 40_000, false);
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-size", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let limit = 512 << 10;
+    let o = mark(&recs, InputOrder::Queryname, Some((&dir, limit)));
+    std::fs::remove_dir(&dir).unwrap();
+    // Each spill writes a pair run and a fragment run.
+    let spills = o.spill.runs / 2;
+    assert!(spills >= 4, "{:?}", o.spill);
+    assert!(
+        o.spill.bytes / spills > limit as u64 / 4,
+        "{} spills of {} bytes on average",
+        spills,
+        o.spill.bytes / spills
+    );
+}
+
+/// Without a hard limit (`-m` alone), waiting mates beyond it are kept and
+/// the ends still spill: the answer is the in-memory one.
+#[test]
+fn waiting_mates_beyond_a_soft_limit_are_kept() {
+    let recs = random_records(5, 6000, true);
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-soft", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let memory = mark(&recs, InputOrder::Coordinate, None);
+    let mut groups = ReadGroups::new([
+        (b"rg1".to_vec(), Some("lib1".to_string())),
+        (b"rg2".to_vec(), Some("lib2".to_string())),
+    ]);
+    let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+    let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
+    md.set_track_optical(true);
+    md.set_spill(&dir, 8 << 10, false);
+    for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
+        md.push(&ReadInfo {
+            name: name.as_bytes(),
+            flag: *flag,
+            ref_id: *ref_id,
+            mate_ref_id: *mate_ref,
+            five_prime: *five,
+            score: *score,
+            rg: rgs[*lib],
+            barcodes: Default::default(),
+        })
+        .unwrap();
+    }
+    let soft = md.finish().unwrap();
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(soft.spill.runs > 2, "{:?}", soft.spill);
+    assert_eq!(soft.duplicate, memory.duplicate);
+    assert_eq!(soft.optical, memory.optical);
+    assert_eq!(soft.metrics, memory.metrics);
+}

@@ -148,14 +148,20 @@ fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     Ok(budget as usize)
 }
 
-fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
-    let pool = Arc::new(
+/// The run's worker pool: `threads` workers (at least one) named
+/// `{name}-{i}`; sort, merge and the stages each start one.
+pub(crate) fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::ThreadPool>> {
+    Ok(Arc::new(
         rayon::ThreadPoolBuilder::new()
-            .num_threads(cfg.threads)
-            .thread_name(|i| format!("alnsort-worker-{i}"))
+            .num_threads(threads.max(1))
+            .thread_name(move |i| format!("{name}-{i}"))
             .build()
             .context("starting the thread pool")?,
-    );
+    ))
+}
+
+fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
+    let pool = worker_pool(cfg.threads, "alnsort-worker")?;
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
     // --markdup: its state is kept within a quarter of the sorter's share
     // of --max-memory, taken from the sorter; with -m alone (the record

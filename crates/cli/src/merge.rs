@@ -1246,13 +1246,7 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
             }
         }
     }
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(cfg.threads)
-            .thread_name(|i| format!("alnsort-worker-{i}"))
-            .build()
-            .context("starting the thread pool")?,
-    );
+    let pool = crate::worker_pool(cfg.threads, "alnsort-worker")?;
     let dest = output::Destinations::prepare(&cfg, debris)?;
     let plan = MergePlan {
         paths: &m.inputs,

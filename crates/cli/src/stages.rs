@@ -142,13 +142,7 @@ pub fn stage_config(
 }
 
 fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
-    Ok(Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .thread_name(|i| format!("alnsort-stage-{i}"))
-            .build()
-            .context("starting the thread pool")?,
-    ))
+    crate::worker_pool(threads, "alnsort-stage")
 }
 
 /// The inputs of one sort: each input's header, first-record offset and

@@ -139,6 +139,22 @@ fn ignored_at_start(sig: libc::c_int) -> io::Result<bool> {
     }
 }
 
+/// Set by the signal thread before it removes the run's files.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Call on a failed run before reporting it: if a handled signal is being
+/// acted on, the signal thread is removing the run's files and will end the
+/// process with 128 + the signal; an error this thread met because those
+/// files vanished must not win the race to exit, so this waits for that
+/// exit. Returns at once otherwise.
+pub fn yield_to_signal() {
+    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 impl SignalGuard {
     /// Call before any other thread is created.
     pub fn install(debris: Debris) -> io::Result<SignalGuard> {
@@ -171,6 +187,7 @@ impl SignalGuard {
                 // SAFETY: `set` is a valid initialised sigset_t owned by this thread.
                 let r = unsafe { libc::sigwait(&set.0, &mut sig) };
                 if r == 0 && handled.contains(&sig) {
+                    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
                     debris.remove_all();
                     crate::progress::clear_for_exit();
                     eprintln!("alnsort: interrupted by signal {sig}; temporary files and partial output removed");

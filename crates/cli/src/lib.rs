@@ -566,6 +566,9 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
     };
     let debris = Debris::default();
     let result = setup_process(&debris).and_then(|_signals| run_sort_with(cfg, &debris));
+    if result.is_err() {
+        cleanup::yield_to_signal();
+    }
     match result {
         Ok(_) => 0,
         Err(e) if output::is_closed_stdout(&e) => {

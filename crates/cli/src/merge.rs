@@ -1303,6 +1303,9 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         }
         r
     });
+    if result.is_err() {
+        crate::cleanup::yield_to_signal();
+    }
     match result {
         Ok(()) => 0,
         Err(e) if output::is_closed_stdout(&e) => crate::cleanup::exit_by_sigpipe(),

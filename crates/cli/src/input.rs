@@ -30,6 +30,13 @@ pub struct OpenInput {
     body: Body,
 }
 
+impl OpenInput {
+    /// Whether the input is CRAM (decoded against reference sequences).
+    pub fn is_cram(&self) -> bool {
+        matches!(self.body, Body::Cram(_))
+    }
+}
+
 enum Body {
     Bam(ParallelReader),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),

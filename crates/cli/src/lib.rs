@@ -42,6 +42,39 @@ fn reserve_bytes(threads: usize) -> u64 {
     (6 << 20) + 4 * per_batch + per_thread * threads as u64
 }
 
+/// What a CRAM run holds beside the records and the BAM reserve, for each
+/// pool thread: the container being decoded or encoded (noodles' records
+/// and blocks) and the decoded batches in flight. Measured: peak RSS above
+/// `--max-memory` with only the references charged was 22, 36 and 62 MB at
+/// -@1, -@2, -@4 (500,072 benchmark records in samtools' containers of
+/// 10,000 records); containers of long reads are larger than this.
+const CRAM_PER_THREAD: u64 = 16 << 20;
+/// The same, once per run (the reader's container and the writer's).
+const CRAM_BASE: u64 = 12 << 20;
+
+/// Takes what a CRAM run holds outside the sorter from the sorter's share
+/// of `--max-memory`: the reference sequences (the repository keeps each
+/// one it loads until the run ends, so the sum of the header's @SQ lengths
+/// bounds them) and the containers in flight ([`CRAM_PER_THREAD`]). Too
+/// little left for the records is an error naming the amounts.
+fn charge_cram(budget: usize, header: &Header, threads: usize, total: u64) -> Result<usize> {
+    let refs: u64 = header.refs().iter().map(|r| r.len).sum();
+    let need = refs + CRAM_BASE + CRAM_PER_THREAD * threads.max(1) as u64;
+    let room = 2 << 20;
+    match (budget as u64).checked_sub(need).filter(|&l| l >= room) {
+        Some(left) => Ok(left as usize),
+        None => bail!(
+            "--max-memory {} is too small for this CRAM run: its {} reference sequence(s) take up to {} \
+             and the containers in flight about {} beside the records; use --max-memory {} or more",
+            memsize::human(total),
+            header.refs().len(),
+            memsize::human(refs),
+            memsize::human(need - refs),
+            memsize::human(total + (need + room).saturating_sub(budget as u64))
+        ),
+    }
+}
+
 /// The smallest `--max-memory` accepted: below it the process's own
 /// baseline and I/O buffers leave the sorter no useful room.
 pub const MIN_TOTAL_BUDGET: u64 = 16 << 20;
@@ -54,13 +87,52 @@ pub const MIN_TOTAL_BUDGET: u64 = 16 << 20;
 /// blocks go back to the system when freed. Process-wide allocator tuning,
 /// so only the binary's entry point does it ([`run`]), before any thread
 /// starts (same as MALLOC_MMAP_THRESHOLD_=131072).
-fn pin_mmap_threshold() {
+const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
+
+/// The threshold when CRAM is read or written and no `--max-memory` total
+/// is set (so memory is samtools' `-m` record buffer with I/O on top): the
+/// CRAM codecs allocate fresh buffers of 1 MiB and more per block (the rANS
+/// order-1 table of 256 contexts, the block's decoded data), which at
+/// 128 KiB are new mappings, page-faulted in and unmapped for every block.
+/// At 4 MiB they are reused from the heap: on 500,072 records (-@2, load 5)
+/// system time fell from 0.51-0.58 s to 0.21-0.27 s reading CRAM and from
+/// 0.54-0.64 s to 0.36-0.44 s writing it (2 MiB left reading at 0.41 s).
+/// The price is about 19 MB of peak RSS per thread (freed blocks kept in
+/// the threads' heaps), so a run with a `--max-memory` total keeps the
+/// default threshold and stays within it.
+const MMAP_THRESHOLD_CRAM: libc::c_int = 4 << 20;
+
+fn pin_mmap_threshold(cram: bool) {
+    let threshold = if cram {
+        MMAP_THRESHOLD_CRAM
+    } else {
+        MMAP_THRESHOLD
+    };
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes malloc parameters; called before any
     // other thread of this process allocates.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, threshold);
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = threshold;
+}
+
+/// Whether a run reads or writes CRAM, as far as the binary can tell
+/// before it starts: CRAM output, or an input file (not standard input,
+/// which cannot be read twice) that begins with the CRAM magic.
+pub(crate) fn uses_cram<'a>(cram_out: bool, inputs: impl IntoIterator<Item = &'a str>) -> bool {
+    use std::io::Read;
+    cram_out
+        || inputs.into_iter().any(|path| {
+            if path == "-" {
+                return false;
+            }
+            let mut magic = [0u8; 4];
+            std::fs::File::open(path)
+                .and_then(|mut f| f.read_exact(&mut magic))
+                .is_ok_and(|()| &magic == alnsort_cram::MAGIC)
+        })
 }
 
 /// Runs `alnsort sort` with a resolved configuration, as a library call: it
@@ -120,8 +192,10 @@ fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
 /// the soft open-file limit raised to the hard one (so the sorter's
 /// automatic fan-in can merge more runs at once), and the signal thread
 /// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
-pub(crate) fn setup_process(debris: &Debris) -> Result<SignalGuard> {
-    pin_mmap_threshold();
+/// `cram_heap`: a CRAM run without a memory total (see
+/// [`MMAP_THRESHOLD_CRAM`]).
+pub(crate) fn setup_process(debris: &Debris, cram_heap: bool) -> Result<SignalGuard> {
+    pin_mmap_threshold(cram_heap);
     alnsort_sort::raise_open_file_limit();
     SignalGuard::install(debris.clone()).context("installing signal handlers")
 }
@@ -163,18 +237,6 @@ pub(crate) fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayo
 fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let pool = worker_pool(cfg.threads, "alnsort-worker")?;
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
-    // --markdup: its state is kept within a quarter of the sorter's share
-    // of --max-memory, taken from the sorter; with -m alone (the record
-    // buffer, as in samtools) within as much again, beside the sorter (see
-    // crate::markdup).
-    let markdup_budget = match &cfg.markdup {
-        Some(_) if cfg.explicit_total => {
-            let share = budget / 4;
-            budget -= share;
-            (share, Some(cfg.memory_budget))
-        }
-        _ => (budget, None),
-    };
     let metrics_file = match cfg.markdup.as_ref().and_then(|m| m.metrics.as_ref()) {
         Some(p) => Some(markdup::MetricsFile::create(p, debris)?),
         None => None,
@@ -215,6 +277,25 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     if encoder.wide_positions() {
         check_wide_output(cfg)?;
     }
+    let reads_cram = match &input {
+        InputFeed::One(input) => input.is_cram(),
+        InputFeed::Many(_) => uses_cram(false, cfg.inputs.iter().map(String::as_str)),
+    };
+    if cfg.explicit_total && (reads_cram || cfg.format == args::OutFormat::Cram) {
+        budget = charge_cram(budget, &header, cfg.threads, cfg.memory_budget)?;
+    }
+    // --markdup: its state is kept within a quarter of the sorter's share
+    // of --max-memory, taken from the sorter; with -m alone (the record
+    // buffer, as in samtools) within as much again, beside the sorter (see
+    // crate::markdup).
+    let markdup_budget = match &cfg.markdup {
+        Some(_) if cfg.explicit_total => {
+            let share = budget / 4;
+            budget -= share;
+            (share, Some(cfg.memory_budget))
+        }
+        _ => (budget, None),
+    };
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,
@@ -565,7 +646,12 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     let debris = Debris::default();
-    let result = setup_process(&debris).and_then(|_signals| run_sort_with(cfg, &debris));
+    let cram = !cfg.explicit_total
+        && uses_cram(
+            cfg.format == args::OutFormat::Cram,
+            std::iter::once(cfg.input.as_str()).chain(cfg.inputs.iter().map(String::as_str)),
+        );
+    let result = setup_process(&debris, cram).and_then(|_signals| run_sort_with(cfg, &debris));
     if result.is_err() {
         cleanup::yield_to_signal();
     }
@@ -616,5 +702,36 @@ mod error_text_tests {
         );
         let plain = anyhow!("inner").context("middle").context("outer");
         assert_eq!(error_text(&plain), format!("{plain:#}"));
+    }
+}
+
+#[cfg(test)]
+mod allocator_tests {
+    use super::uses_cram;
+
+    /// The binary picks the CRAM allocator setting from the output format
+    /// and from each input file's magic; standard input and unreadable or
+    /// short files count as not CRAM.
+    #[test]
+    fn cram_is_recognised_by_output_format_and_input_magic() {
+        let dir = std::env::temp_dir().join(format!("alnsort-uses-cram-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cram = dir.join("in.cram.renamed");
+        std::fs::write(&cram, b"CRAM\x03\x00rest").unwrap();
+        let bam = dir.join("in.bam");
+        std::fs::write(&bam, b"\x1f\x8b\x08\x04rest").unwrap();
+        let short = dir.join("short");
+        std::fs::write(&short, b"CR").unwrap();
+        let (cram, bam, short) = (
+            cram.to_str().unwrap(),
+            bam.to_str().unwrap(),
+            short.to_str().unwrap(),
+        );
+
+        assert!(uses_cram(false, [bam, cram]));
+        assert!(!uses_cram(false, [bam, short, "-", "/nonexistent/x.cram"]));
+        assert!(uses_cram(true, ["-"]));
+        assert!(!uses_cram(false, std::iter::empty()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1296,7 +1296,11 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         ParsedMerge::Run(m) => m,
     };
     let debris = Debris::default();
-    let result = crate::setup_process(&debris).and_then(|_signals| {
+    let cram = crate::uses_cram(
+        m.sort.format == Some(OutFormat::Cram) || m.sort.output.ends_with(".cram"),
+        m.inputs.iter().map(String::as_str),
+    );
+    let result = crate::setup_process(&debris, cram).and_then(|_signals| {
         let r = run_merge(&m, &debris);
         if r.is_err() {
             debris.remove_all();

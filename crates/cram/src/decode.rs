@@ -176,7 +176,7 @@ impl PendingContainer {
         let result = (|| -> io::Result<()> {
             for slice in self.container.slices() {
                 let slice = slice?;
-                let (core, external) = slice.decode_blocks()?;
+                let (core, external) = codec_panic_as_error(|| slice.decode_blocks())?;
                 let records = slice.records(
                     ctx.repository.clone(),
                     &ctx.header,
@@ -234,4 +234,26 @@ impl PendingContainer {
         }
         Ok(n)
     }
+}
+
+/// noodles-cram's block decoding (`f`), with a panic inside it (a stream
+/// its codecs do not handle: noodles-cram 0.102's name tokenizer stops on a
+/// token stream that duplicates a zero-padded digits' length stream, which
+/// samtools 1.24 writes in CRAM 3.1) made an error that says what to do.
+fn codec_panic_as_error<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "a block of this slice uses a codec stream that the CRAM decoder (noodles-cram) \
+                 cannot decode ({why}); convert the file with `samtools view -O cram,version=3.0` \
+                 or to BAM and sort that"
+            ),
+        ))
+    })
 }

@@ -252,10 +252,12 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             cfg.inputs.join(", ")
         }
     };
-    let mut marker = cfg
-        .markdup
-        .as_ref()
-        .map(|m| markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path())));
+    let mut marker = cfg.markdup.as_ref().map(|m| {
+        let mut marker =
+            markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path()));
+        marker.set_pool(Arc::clone(&pool));
+        marker
+    });
     let fed = match input {
         InputFeed::One(input) => input.feed(
             cfg.unknown_reference,

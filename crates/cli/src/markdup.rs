@@ -540,6 +540,12 @@ impl Marker {
         self.spec
     }
 
+    /// The pool the decision sorts the read ends on, in parallel (once the
+    /// input is read, the pool has little else to do).
+    pub fn set_pool(&mut self, pool: Arc<rayon::ThreadPool>) {
+        self.md.set_pool(pool);
+    }
+
     /// Which of Picard's semantics the input gets.
     pub fn input_order(&self) -> InputOrder {
         self.order
@@ -622,9 +628,7 @@ impl Marker {
                     String::from_utf8_lossy(name)
                 );
             }
-            let rg =
-                e.rg.map(|(a, b)| ends.bytes[a as usize..b as usize].to_vec());
-            let rg = self.resolve_rg(rg.as_deref());
+            let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
             self.md
                 .push(&ReadInfo {
                     name,

@@ -445,6 +445,10 @@ pub struct MarkDuplicates {
     pending_name_bytes: usize,
     last_name: Option<Vec<u8>>,
     template_index: i64,
+    /// Where [`MarkDuplicates::finish`] sorts the read ends in parallel.
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+    /// A `pending` key to look up with.
+    key_buf: (i32, i16, Vec<u8>),
 }
 
 impl MarkDuplicates {
@@ -469,7 +473,16 @@ impl MarkDuplicates {
             pending_name_bytes: 0,
             last_name: None,
             template_index: -1,
+            pool: None,
+            key_buf: (0, 0, Vec::new()),
         }
+    }
+
+    /// A pool for [`MarkDuplicates::finish`] to sort the read ends on (in
+    /// parallel; without one they are sorted on the calling thread). The
+    /// order, and so the answer, is the same.
+    pub fn set_pool(&mut self, pool: std::sync::Arc<rayon::ThreadPool>) {
+        self.pool = Some(pool);
     }
 
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
@@ -608,14 +621,23 @@ impl MarkDuplicates {
 
     /// Sorts the ends in memory: pair ends first, each kind in
     /// [`End::total_cmp`] order; returns where the fragment ends start.
-    fn sort_ends(&mut self) -> usize {
-        self.ends
-            .sort_unstable_by(|a, b| b.pair.cmp(&a.pair).then(a.total_cmp(b)));
+    /// `parallel`: on the pool, if there is one.
+    fn sort_ends(&mut self, parallel: bool) -> usize {
+        let order = |a: &End, b: &End| b.pair.cmp(&a.pair).then(a.total_cmp(b));
+        match self.pool.as_ref().filter(|_| parallel) {
+            Some(pool) => {
+                use rayon::slice::ParallelSliceMut;
+                let ends = &mut self.ends;
+                pool.install(|| ends.par_sort_unstable_by(order));
+            }
+            None => self.ends.sort_unstable_by(order),
+        }
         self.ends.partition_point(|e| e.pair)
     }
 
     fn spill_ends(&mut self) -> Result<(), MarkdupError> {
-        let k = self.sort_ends();
+        // (While the input is read, the pool is busy reading it.)
+        let k = self.sort_ends(false);
         let spill = self.spill.as_mut().expect("spill configured");
         spill.add_run(true, &self.ends[..k])?;
         spill.add_run(false, &self.ends[k..])?;
@@ -705,10 +727,15 @@ impl MarkDuplicates {
         if !mate_mapped {
             return Ok(());
         }
-        let Some(mut p) = self
-            .pending
-            .remove(&(r.ref_id, r.rg.ordinal, r.name.to_vec()))
-        else {
+        // The key is built in a reused buffer: no allocation per lookup.
+        let mut key = std::mem::take(&mut self.key_buf);
+        key.0 = r.ref_id;
+        key.1 = r.rg.ordinal;
+        key.2.clear();
+        key.2.extend_from_slice(r.name);
+        let found = self.pending.remove(&key);
+        self.key_buf = key;
+        let Some(mut p) = found else {
             self.pending_name_bytes += r.name.len();
             self.pending
                 .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
@@ -757,7 +784,7 @@ impl MarkDuplicates {
 
         // Pair ends first, then fragment ends, each in `total_cmp` order:
         // the runs on disk merged with what is still in memory.
-        let k = self.sort_ends();
+        let k = self.sort_ends(true);
         let ends = std::mem::take(&mut self.ends);
         let (mut pair_runs, mut frag_runs) = (Vec::new(), Vec::new());
         if let Some(sp) = self.spill.as_mut() {

@@ -41,6 +41,7 @@
 
 pub mod bits;
 pub mod grouping;
+mod hash;
 pub mod metrics;
 pub mod optical;
 mod spill;
@@ -359,6 +360,20 @@ impl End {
             .then(self.pair.cmp(&o.pair))
     }
 
+    /// The fields a fragment end's set shares (`same_set` without read 2),
+    /// in [`End::cmp`]'s order.
+    fn frag_key(&self) -> (i16, i32, i32, i32, i32, i32, u8) {
+        (
+            self.library,
+            self.barcode,
+            self.r1_barcode,
+            self.r2_barcode,
+            self.r1_ref,
+            self.r1_coord,
+            self.orientation,
+        )
+    }
+
     fn same_set(&self, o: &End, compare_read2: bool) -> bool {
         self.library == o.library
             && self.barcode == o.barcode
@@ -439,7 +454,7 @@ pub struct MarkDuplicates {
     /// reference the first mate says its mate is on, then read group and
     /// name. The second mate looks under its own reference, so mates whose
     /// fields disagree never pair up.
-    pending: HashMap<(i32, i16, Vec<u8>), End>,
+    pending: HashMap<(i32, i16, Vec<u8>), End, hash::NameHash>,
     library_ids: HashMap<u32, i16>,
     /// Bytes of the names of `pending`'s keys.
     pending_name_bytes: usize,
@@ -468,7 +483,7 @@ impl MarkDuplicates {
             records: spill::SlotLog::default(),
             ends: Vec::new(),
             spill: None,
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             library_ids: HashMap::new(),
             pending_name_bytes: 0,
             last_name: None,
@@ -623,16 +638,81 @@ impl MarkDuplicates {
     /// [`End::total_cmp`] order; returns where the fragment ends start.
     /// `parallel`: on the pool, if there is one.
     fn sort_ends(&mut self, parallel: bool) -> usize {
-        let order = |a: &End, b: &End| b.pair.cmp(&a.pair).then(a.total_cmp(b));
-        match self.pool.as_ref().filter(|_| parallel) {
+        let k = partition(&mut self.ends, |e| e.pair);
+        let pool = self.pool.as_ref();
+        let (pairs, frags) = self.ends.split_at_mut(k);
+        Self::sort_slice(pool, pairs, parallel);
+        Self::sort_slice(pool, frags, parallel);
+        k
+    }
+
+    /// Sorts ends in [`End::total_cmp`] order (on `pool` when `parallel`).
+    fn sort_slice(
+        pool: Option<&std::sync::Arc<rayon::ThreadPool>>,
+        ends: &mut [End],
+        parallel: bool,
+    ) {
+        let order = |a: &End, b: &End| a.total_cmp(b);
+        match pool.filter(|_| parallel) {
             Some(pool) => {
                 use rayon::slice::ParallelSliceMut;
-                let ends = &mut self.ends;
                 pool.install(|| ends.par_sort_unstable_by(order));
             }
-            None => self.ends.sort_unstable_by(order),
+            None => ends.sort_unstable_by(order),
         }
-        self.ends.partition_point(|e| e.pair)
+    }
+
+    /// [`MarkDuplicates::sort_ends`] once the input is read, with every
+    /// fragment end in memory: the fragment ends of records whose mate is
+    /// mapped matter only in a set that holds a fragment end of another
+    /// kind (Picard passes over sets of them alone), so those whose 5' end
+    /// no such fragment shares are left out before the sort (with mates
+    /// mapped throughout, all of them: two thirds of the ends). Returns
+    /// where the fragment ends start.
+    fn sort_ends_for_decision(&mut self) -> usize {
+        let k = partition(&mut self.ends, |e| e.pair);
+        let n = self.ends.len();
+        let pool = self.pool.as_ref();
+        let (pairs, frags) = self.ends.split_at_mut(k);
+        Self::sort_slice(pool, pairs, true);
+        // Fragments of unpaired records and of mates whose mate is
+        // unmapped first, sorted: sets are runs of equal `frag_key`.
+        let t = partition(frags, |e| !e.is_paired());
+        let (lone, paired) = frags.split_at_mut(t);
+        Self::sort_slice(pool, lone, true);
+        // A filter over the lone fragments' 5' ends spares most of the
+        // searches.
+        const FILTER_BITS: u32 = 20;
+        let slot = |e: &End| {
+            let h = (e.r1_ref as u32 as u64) << 32 | e.r1_coord as u32 as u64;
+            (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS)) as usize
+        };
+        let mut filter = vec![0u64; (1 << FILTER_BITS) / 64];
+        for e in lone.iter() {
+            let s = slot(e);
+            filter[s / 64] |= 1 << (s % 64);
+        }
+        let mut kept = 0;
+        for i in 0..paired.len() {
+            let e = &paired[i];
+            let s = slot(e);
+            if filter[s / 64] >> (s % 64) & 1 == 0 {
+                continue;
+            }
+            let key = e.frag_key();
+            let at = lone.partition_point(|f| f.frag_key() < key);
+            if lone.get(at).is_some_and(|f| f.frag_key() == key) {
+                paired.swap(kept, i);
+                kept += 1;
+            }
+        }
+        self.ends.truncate(k + t + kept);
+        let frags = &mut self.ends[k..];
+        if kept > 0 {
+            frags.sort_unstable_by(|a, b| a.total_cmp(b));
+        }
+        debug_assert!(self.ends.len() <= n);
+        k
     }
 
     fn spill_ends(&mut self) -> Result<(), MarkdupError> {
@@ -784,7 +864,12 @@ impl MarkDuplicates {
 
         // Pair ends first, then fragment ends, each in `total_cmp` order:
         // the runs on disk merged with what is still in memory.
-        let k = self.sort_ends(true);
+        let frags_spilled = self.spill.as_ref().is_some_and(|s| !s.frag_runs.is_empty());
+        let k = if frags_spilled {
+            self.sort_ends(true)
+        } else {
+            self.sort_ends_for_decision()
+        };
         let ends = std::mem::take(&mut self.ends);
         let (mut pair_runs, mut frag_runs) = (Vec::new(), Vec::new());
         if let Some(sp) = self.spill.as_mut() {
@@ -1043,6 +1128,19 @@ impl MarkDuplicates {
             set_sizes,
         }
     }
+}
+
+/// Moves the ends for which `first` holds before the others (in no
+/// particular order); returns how many there are.
+fn partition(ends: &mut [End], first: impl Fn(&End) -> bool) -> usize {
+    let mut k = 0;
+    for i in 0..ends.len() {
+        if first(&ends[i]) {
+            ends.swap(k, i);
+            k += 1;
+        }
+    }
+    k
 }
 
 /// The duplicate record indexes as Picard lists them (a multiset: an index

@@ -10,10 +10,15 @@
 //!   the core, and the input's grouping is checked (name-grouped input: no
 //!   scattered template; coordinate-sorted input: records in order);
 //! * once the input is read, the core decides ([`Marker::finish`]): a
-//!   bitset over input ordinals, and the metrics;
-//! * write stage ([`Decisions::apply`]): the ordinal is cut off and 0x400
-//!   set or cleared (every existing 0x400 is cleared, as Picard does), or
-//!   the record is dropped (`--remove-duplicates`).
+//!   bitset over input ordinals, and the metrics (the read ends are sorted
+//!   on the pool, which has little else to do then);
+//! * write stage: the ordinal is cut off and 0x400 set or cleared (every
+//!   existing 0x400 is cleared, as Picard does). When records keep their
+//!   length (no `DT` tag, nothing removed), whole merged chunks go to the
+//!   writer as [`MarkedChunk`]s and the compression jobs set the flag as
+//!   they copy the records (the writer thread touches no record);
+//!   otherwise the writer thread rewrites each record
+//!   ([`Decisions::apply`]: `DT` tags, `--remove-duplicates`).
 //!
 //! Which Picard semantics: input whose `@HD` says `SO:coordinate` gets
 //! Picard's coordinate-input answer (`ASSUME_SORT_ORDER=coordinate`: only

@@ -6,22 +6,28 @@ is printed beside it).
 
     bench/markdup.py --input /path/reads-2000000.bam [--runs 2] [--threads 2]
                      [--jobs sort,markdup,markdup-maxmem,samblaster] [--out bench/results/DATE-markdup.md]
+                     [--baseline OTHER_ALNSORT]
 
 Jobs:
   sort            alnsort sort -@T -m 2G
   markdup         alnsort sort -@T -m 2G --markdup --metrics M
   markdup-maxmem  alnsort sort -@T --max-memory 300M --markdup --metrics M
                   (the marker's read ends spill; peak RSS must stay within 300M)
+  markdup-base    the markdup job with the --baseline binary (an earlier build),
+                  to compare builds in the same run
   samblaster      samtools view -h IN | samblaster | samtools sort -@T -o OUT
                   (samblaster needs name-grouped SAM; samtools from PATH)
 
 Wall and CPU seconds (user + sys of the job and all its processes) come
 from wait4; peak RSS is the largest of any one process of the job
 (ru_maxrss). Each output's 0x400 count is taken once per job with
-`samtools view -c -f 1024`.
+`samtools view -c -f 1024`, and the MD5 of its records (`samtools view`,
+no header: the @PG line names the binary) and of the metrics file's
+lines other than comments.
 """
 import argparse
 import datetime
+import hashlib
 import os
 import platform
 import statistics
@@ -33,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import ROOT, run_timed  # noqa: E402
 
 
-def jobs(alnsort, inp, out, tmp, threads):
+def jobs(alnsort, inp, out, tmp, threads, baseline=None):
     t = str(threads)
     met = os.path.join(tmp, "m.txt")
     base = [alnsort, "sort", "--no-progress", "-@", t, "-T", os.path.join(tmp, "x")]
@@ -46,6 +52,7 @@ def jobs(alnsort, inp, out, tmp, threads):
         "markdup-maxmem": base + ["--max-memory", "300M", "--markdup", "--metrics", met,
                                   "--stats-json", os.path.join(tmp, "st.json"), "-o", out, inp],
         "samblaster": ["bash", "-o", "pipefail", "-c", shell],
+        "markdup-base": [baseline or alnsort, *base[1:], "-m", "2G", "--markdup", "--metrics", met, "-o", out, inp],
     }
 
 
@@ -57,12 +64,15 @@ def main():
     ap.add_argument("--jobs", default="sort,markdup,markdup-maxmem,samblaster")
     ap.add_argument("--alnsort", default=os.path.join(ROOT, "target", "release", "alnsort"))
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--baseline", default=None, help="alnsort binary of the markdup-base job")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     names = a.jobs.split(",")
     tmp = tempfile.mkdtemp(prefix="mdbench-", dir=a.tmp or os.path.dirname(os.path.abspath(a.input)))
     out = os.path.join(tmp, "out.bam")
-    all_jobs = jobs(a.alnsort, a.input, out, tmp, a.threads)
+    all_jobs = jobs(a.alnsort, a.input, out, tmp, a.threads, a.baseline)
+    met = os.path.join(tmp, "m.txt")
+    sums = {}
     rows = {n: [] for n in names}
     dups = {}
     for r in range(a.runs):
@@ -76,8 +86,18 @@ def main():
                 c = subprocess.run(["samtools", "view", "-c", "-f", "1024", "-@", str(a.threads), out],
                                    capture_output=True, text=True, check=True)
                 dups[n] = int(c.stdout)
-                print(f"{n}: {dups[n]} records with 0x400", flush=True)
+                v = subprocess.run(f"samtools view -@{a.threads} {out} | md5sum", shell=True,
+                                   capture_output=True, text=True, check=True)
+                m = "-"
+                if os.path.exists(met) and n.startswith("markdup"):
+                    body = b"".join(ln for ln in open(met, "rb") if not ln.startswith(b"#"))
+                    m = hashlib.md5(body).hexdigest()[:12]
+                sums[n] = (v.stdout.split()[0][:12], m)
+                print(f"{n}: {dups[n]} records with 0x400, records md5 {sums[n][0]}, metrics md5 {sums[n][1]}",
+                      flush=True)
             os.remove(out)
+            if os.path.exists(met):
+                os.remove(met)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     sv = subprocess.run(["samblaster", "--version"], capture_output=True, text=True, errors="replace")
@@ -91,21 +111,24 @@ def main():
                          errors="replace").stdout.splitlines()[0],
         f"- input: {a.input}; -@{a.threads}",
         "",
-        "| job | run | wall s | CPU s | peak RSS MB (one process) | load before | 0x400 records |",
-        "|---|---|---|---|---|---|---|",
+        "| job | run | wall s | CPU s | peak RSS MB (one process) | load before | 0x400 records | records md5 | metrics md5 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for n in names:
         for i, (w, c, m, ld) in enumerate(rows[n]):
-            lines.append(f"| {n} | {i + 1} | {w:.2f} | {c:.2f} | {m / 2**20:.0f} | {ld:.1f} | {dups[n]:,} |")
+            lines.append(f"| {n} | {i + 1} | {w:.2f} | {c:.2f} | {m / 2**20:.0f} | {ld:.1f} | {dups[n]:,} "
+                         f"| {sums[n][0]} | {sums[n][1]} |")
     lines.append("")
-    lines.append("| job | median wall s | median CPU s | wall / sort |")
-    lines.append("|---|---|---|---|")
+    lines.append("| job | median wall s | median CPU s | wall / sort | CPU / sort |")
+    lines.append("|---|---|---|---|---|")
     base = statistics.median(w for w, *_ in rows["sort"]) if "sort" in rows else None
+    base_cpu = statistics.median(c for _, c, *_ in rows["sort"]) if "sort" in rows else None
     for n in names:
         mw = statistics.median(w for w, *_ in rows[n])
         mc = statistics.median(c for _, c, *_ in rows[n])
         ratio = f"{mw / base:.2f}" if base else "-"
-        lines.append(f"| {n} | {mw:.2f} | {mc:.2f} | {ratio} |")
+        cratio = f"{mc / base_cpu:.2f}" if base_cpu else "-"
+        lines.append(f"| {n} | {mw:.2f} | {mc:.2f} | {ratio} | {cratio} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

@@ -286,8 +286,11 @@ impl<W: Write + Send + 'static> Writer<W> {
             text: false,
         } = &mut self.sink
         else {
+            let mut rec = Vec::new();
             for i in 0..records.count() {
-                self.write_record(records.unit(i))?;
+                rec.clear();
+                records.append_unit(i, &mut rec);
+                self.write_record(&rec)?;
             }
             return Ok(());
         };

@@ -39,6 +39,19 @@ pub trait Units: Send + Sync {
     fn prefetch(&self, i: usize) {
         let _ = i;
     }
+    /// Appends the bytes written for unit `i`: `unit(i)` by default. A
+    /// `Units` that edits its units as they are copied (e.g. a flag bit
+    /// set) gives the edited bytes here; they must be as long as
+    /// `unit(i)`, whose other readers (an index) see only fields left as
+    /// they are.
+    fn append_unit(&self, i: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.unit(i));
+    }
+    /// Appends bytes `range` of what [`Units::append_unit`] writes for
+    /// unit `i` (a unit longer than a block goes out in parts).
+    fn append_part(&self, i: usize, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.unit(i)[range]);
+    }
 }
 
 /// A stretch of one [`Units`]' bytes in a pending block: units `from..to`
@@ -60,7 +73,7 @@ const PREFETCH_AHEAD: usize = 8;
 impl Piece {
     fn append_to(&self, out: &mut Vec<u8>) {
         match &self.part {
-            Some(bytes) => out.extend_from_slice(&self.units.unit(self.from)[bytes.clone()]),
+            Some(bytes) => self.units.append_part(self.from, bytes.clone(), out),
             None => {
                 let (from, to) = (self.from, self.to);
                 for i in from..to.min(from + PREFETCH_AHEAD) {
@@ -70,7 +83,7 @@ impl Piece {
                     if i + PREFETCH_AHEAD < to {
                         self.units.prefetch(i + PREFETCH_AHEAD);
                     }
-                    out.extend_from_slice(self.units.unit(i));
+                    self.units.append_unit(i, out);
                 }
             }
         }

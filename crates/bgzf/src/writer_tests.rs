@@ -402,6 +402,70 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
     assert!(matches!(err, BgzfError::WriterLost { .. }), "{err:?}");
 }
 
+/// A `Units` that edits its units as they are copied (byte 5 of each
+/// becomes 0xEE; the lengths stay `unit`'s): the file holds the edited
+/// bytes, for units packed whole and for units longer than a block, which
+/// go out in parts cut at every block boundary.
+#[test]
+fn write_units_writes_what_append_unit_and_append_part_give() {
+    struct Edited(Vec<Vec<u8>>);
+    impl Edited {
+        fn edit(&self, i: usize, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+            let at = out.len();
+            out.extend_from_slice(&self.0[i][range.clone()]);
+            if range.contains(&5) {
+                out[at + 5 - range.start] = 0xEE;
+            }
+        }
+    }
+    impl Units for Edited {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+        fn unit(&self, i: usize) -> &[u8] {
+            &self.0[i]
+        }
+        fn append_unit(&self, i: usize, out: &mut Vec<u8>) {
+            self.edit(i, 0..self.0[i].len(), out);
+        }
+        fn append_part(&self, i: usize, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+            self.edit(i, range, out);
+        }
+    }
+    // Long units start 1 to 9 bytes before a block's end, so the edited
+    // byte falls in the first part or in the second.
+    let mut lens = Vec::new();
+    for k in 1..10 {
+        lens.push(MAX_PAYLOAD - k);
+        lens.push(MAX_PAYLOAD + 50);
+    }
+    lens.extend((0..500).map(|i| 10 + (i * 7919) % 900));
+    let units: Vec<Vec<u8>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| (0..len).map(|j| (i * 31 + j) as u8 | 1).collect())
+        .collect();
+    let want: Vec<u8> = units
+        .iter()
+        .flat_map(|u| {
+            let mut u = u.clone();
+            u[5] = 0xEE;
+            u
+        })
+        .collect();
+    let mut bw = BlockWriter::new(ParallelWriter::new(
+        Vec::new(),
+        pool(3),
+        CompressionLevel::FASTEST,
+    ));
+    bw.write_units(Arc::new(Edited(units)), |_, _, _| {})
+        .expect("units");
+    let got = bw.finish(true).expect("finish");
+    let data = decompress_all(&got.inner).expect("valid");
+    assert_eq!(data.len(), want.len());
+    assert!(data == want, "the edited bytes");
+}
+
 #[test]
 fn htslib_and_python_gzip_read_our_output() {
     let data = bam_like(400_000);

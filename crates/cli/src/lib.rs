@@ -333,10 +333,12 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             cfg.inputs.join(", ")
         }
     };
-    let mut marker = cfg
-        .markdup
-        .as_ref()
-        .map(|m| markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path())));
+    let mut marker = cfg.markdup.as_ref().map(|m| {
+        let mut marker =
+            markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path()));
+        marker.set_pool(Arc::clone(&pool));
+        marker
+    });
     let fed = match input {
         InputFeed::One(input) => input.feed(
             cfg.unknown_reference,
@@ -412,11 +414,18 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         }
         written += 1;
     }
-    if merged.has_chunks() && decisions.is_none() && !matches!(cfg.order, SortOrder::Minimiser(_)) {
-        // Whole merged partitions: the packing copies run on the pool.
+    if merged.has_chunks()
+        && decisions.as_ref().is_none_or(|d| d.marks_in_place())
+        && !matches!(cfg.order, SortOrder::Minimiser(_))
+    {
+        // Whole merged partitions: the packing copies run on the pool (and
+        // set duplicate marking's flags as they copy).
         while let Some(chunk) = merged.next_chunk()? {
             written += chunk.len() as u64;
-            out.write_chunk(chunk)?;
+            match &decisions {
+                Some(d) => out.write_units(Arc::new(d.marked_chunk(chunk)))?,
+                None => out.write_chunk(chunk)?,
+            }
             progress.set_output_position(written);
         }
     }
@@ -442,6 +451,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let sort_stats = merged.stats();
     drop(merged);
     let summary = out.finish()?;
+    if let Some(d) = &decisions {
+        d.check_all_met()?;
+    }
     if let (Some(f), Some(d)) = (metrics_file, &decisions) {
         f.write(&d.metrics, &cfg.command_line)?;
     }

@@ -10,10 +10,15 @@
 //!   the core, and the input's grouping is checked (name-grouped input: no
 //!   scattered template; coordinate-sorted input: records in order);
 //! * once the input is read, the core decides ([`Marker::finish`]): a
-//!   bitset over input ordinals, and the metrics;
-//! * write stage ([`Decisions::apply`]): the ordinal is cut off and 0x400
-//!   set or cleared (every existing 0x400 is cleared, as Picard does), or
-//!   the record is dropped (`--remove-duplicates`).
+//!   bitset over input ordinals, and the metrics (the read ends are sorted
+//!   on the pool, which has little else to do then);
+//! * write stage: the ordinal is cut off and 0x400 set or cleared (every
+//!   existing 0x400 is cleared, as Picard does). When records keep their
+//!   length (no `DT` tag, nothing removed), whole merged chunks go to the
+//!   writer as [`MarkedChunk`]s and the compression jobs set the flag as
+//!   they copy the records (the writer thread touches no record);
+//!   otherwise the writer thread rewrites each record
+//!   ([`Decisions::apply`]: `DT` tags, `--remove-duplicates`).
 //!
 //! Which Picard semantics: input whose `@HD` says `SO:coordinate` gets
 //! Picard's coordinate-input answer (`ASSUME_SORT_ORDER=coordinate`: only
@@ -47,6 +52,8 @@ use alnsort_markdup::{
 };
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Bytes appended to each record while it is in the sorter.
 pub const ORDINAL_BYTES: usize = 8;
@@ -538,6 +545,12 @@ impl Marker {
         self.spec
     }
 
+    /// The pool the decision sorts the read ends on, in parallel (once the
+    /// input is read, the pool has little else to do).
+    pub fn set_pool(&mut self, pool: Arc<rayon::ThreadPool>) {
+        self.md.set_pool(pool);
+    }
+
     /// Which of Picard's semantics the input gets.
     pub fn input_order(&self) -> InputOrder {
         self.order
@@ -620,9 +633,7 @@ impl Marker {
                     String::from_utf8_lossy(name)
                 );
             }
-            let rg =
-                e.rg.map(|(a, b)| ends.bytes[a as usize..b as usize].to_vec());
-            let rg = self.resolve_rg(rg.as_deref());
+            let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
             self.md
                 .push(&ReadInfo {
                     name,
@@ -694,7 +705,8 @@ impl Marker {
         };
         Ok(Decisions {
             records: bits.len(),
-            bits,
+            bits: Arc::new(bits),
+            seen_marked: Arc::new(AtomicU64::new(0)),
             optical_bits,
             spill: outcome.spill,
             marked,
@@ -709,7 +721,10 @@ impl Marker {
 
 /// The decision for every input record, applied as the records are written.
 pub struct Decisions {
-    bits: alnsort_markdup::Bits,
+    bits: Arc<alnsort_markdup::Bits>,
+    /// Duplicates met by [`Decisions::apply`] and [`MarkedChunk`]s so far
+    /// (checked against `marked` at the end).
+    seen_marked: Arc<AtomicU64>,
     /// Optical duplicates (empty unless tagged or removed).
     optical_bits: alnsort_markdup::Bits,
     records: u64,
@@ -791,6 +806,9 @@ impl Decisions {
             ));
         }
         let dup = self.bits.get(ordinal);
+        if dup {
+            self.seen_marked.fetch_add(1, Ordering::Relaxed);
+        }
         let optical = self.optical_bits.get(ordinal);
         if (dup && self.remove) || (optical && self.remove_sequencing) {
             return Ok(None);
@@ -830,6 +848,40 @@ impl Decisions {
         Ok(Some(buf))
     }
 
+    /// Whether every record keeps its place and length in the output (no
+    /// record removed, no `DT` tag): then whole chunks of the sorted
+    /// stream are written as [`MarkedChunk`]s.
+    pub fn marks_in_place(&self) -> bool {
+        !self.remove && !self.remove_sequencing && self.tagging == TaggingPolicy::None
+    }
+
+    /// `chunk` as the records to write, their ordinals cut off and 0x400
+    /// set or cleared as they are copied (by the output's compression
+    /// jobs, on the pool). Only when [`Decisions::marks_in_place`].
+    pub fn marked_chunk(&self, chunk: alnsort_sort::Chunk) -> MarkedChunk {
+        debug_assert!(self.marks_in_place());
+        MarkedChunk {
+            chunk,
+            edit: FlagEdit {
+                bits: Arc::clone(&self.bits),
+                seen_marked: Arc::clone(&self.seen_marked),
+            },
+        }
+    }
+
+    /// Checks, once every record is written, that the records met carried
+    /// each duplicate's ordinal: as many duplicates met as decided.
+    pub fn check_all_met(&self) -> Result<()> {
+        let seen = self.seen_marked.load(Ordering::Relaxed);
+        if seen != self.marked {
+            bail!(
+                "internal error: {} records were decided duplicates but {seen} of the records written carried their ordinals",
+                self.marked
+            );
+        }
+        Ok(())
+    }
+
     /// The `--stats-json` object: the metrics' counts summed over libraries.
     pub fn stats_counts(&self) -> Vec<(&'static str, u64)> {
         let libs = &self.metrics.libraries;
@@ -860,6 +912,72 @@ impl Decisions {
             ("spill_runs", self.spill.runs),
             ("spill_bytes", self.spill.bytes),
         ]
+    }
+}
+
+/// A chunk of the sorted stream whose records are written with their
+/// ordinal cut off and 0x400 set or cleared ([`Decisions::marked_chunk`]):
+/// [`alnsort_bgzf::Units::unit`] is the record without its ordinal (its
+/// length, and the position fields an index reads), and the compression
+/// jobs copy it with the flag decided ([`FlagEdit`]).
+pub struct MarkedChunk {
+    chunk: alnsort_sort::Chunk,
+    edit: FlagEdit,
+}
+
+/// Copies records that carry their ordinal with the decided 0x400.
+struct FlagEdit {
+    bits: Arc<alnsort_markdup::Bits>,
+    seen_marked: Arc<AtomicU64>,
+}
+
+impl FlagEdit {
+    /// Appends bytes `range` of `rec` (a record with its block_size and its
+    /// ordinal; `range` within the record, short of the ordinal) to `out`,
+    /// with the flag's high byte (the one with 0x400) as decided when the
+    /// range holds it.
+    fn append(&self, rec: &[u8], range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.extend_from_slice(&rec[range.clone()]);
+        let high = FLAG_AT + 1;
+        if !range.contains(&high) {
+            return;
+        }
+        let body_len = rec.len() - ORDINAL_BYTES;
+        let mut ord = [0u8; 8];
+        ord.copy_from_slice(&rec[body_len..]);
+        let dup = self.bits.get(u64::from_le_bytes(ord));
+        let bit = (alnsort_markdup::flags::DUPLICATE >> 8) as u8;
+        let byte = &mut out[at + high - range.start];
+        *byte &= !bit;
+        if dup {
+            *byte |= bit;
+            self.seen_marked.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl alnsort_bgzf::Units for MarkedChunk {
+    fn count(&self) -> usize {
+        self.chunk.len()
+    }
+
+    fn unit(&self, i: usize) -> &[u8] {
+        let rec = self.chunk.record(i);
+        &rec[..rec.len() - ORDINAL_BYTES]
+    }
+
+    fn prefetch(&self, i: usize) {
+        self.chunk.prefetch(i);
+    }
+
+    fn append_unit(&self, i: usize, out: &mut Vec<u8>) {
+        let rec = self.chunk.record(i);
+        self.edit.append(rec, 0..rec.len() - ORDINAL_BYTES, out);
+    }
+
+    fn append_part(&self, i: usize, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        self.edit.append(self.chunk.record(i), range, out);
     }
 }
 
@@ -1021,6 +1139,62 @@ mod tests {
             u32::from_le_bytes(dup[..4].try_into().unwrap()) as usize,
             dup.len() - 4
         );
+    }
+
+    /// Records copied whole or in two parts cut anywhere (a record longer
+    /// than a block): the same bytes as `Decisions::apply` writes, the
+    /// ordinal cut off and 0x400 set on the duplicate and cleared on the
+    /// kept record, and each duplicate counted once.
+    #[test]
+    fn flag_edit_in_parts_matches_apply() {
+        let header =
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
+        let cfg = resolve(&MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        })
+        .unwrap()
+        .unwrap();
+        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
+        let recs = [record(b"a", 0x400), record(b"b", 0)];
+        let mut ends = BatchEnds::default();
+        let mut sorted = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut out = Vec::new();
+            ends.add(r, i as u64, &mut out);
+            sorted.push(out);
+        }
+        m.push(&ends).unwrap();
+        let d = m.finish().unwrap();
+        assert!(d.marks_in_place());
+        let edit = FlagEdit {
+            bits: Arc::clone(&d.bits),
+            seen_marked: Arc::new(AtomicU64::new(0)),
+        };
+        let mut buf = Vec::new();
+        for rec in &sorted {
+            let want = d.apply(rec, &mut buf).unwrap().unwrap().to_vec();
+            let n = rec.len() - ORDINAL_BYTES;
+            for cut in 0..=n {
+                let mut got = Vec::new();
+                edit.append(rec, 0..cut, &mut got);
+                edit.append(rec, cut..n, &mut got);
+                assert_eq!(got, want, "cut at {cut}");
+            }
+        }
+        let flags: Vec<u16> = sorted
+            .iter()
+            .map(|r| {
+                let mut w = Vec::new();
+                edit.append(r, 0..r.len() - ORDINAL_BYTES, &mut w);
+                RecordRef::with_block_size(&w).flag()
+            })
+            .collect();
+        assert_eq!(flags, [0, 0x400]);
+        // Once per cut of the duplicate, once more whole.
+        let n = sorted[1].len() - ORDINAL_BYTES;
+        assert_eq!(edit.seen_marked.load(Ordering::Relaxed), n as u64 + 2);
+        d.check_all_met().unwrap();
     }
 
     #[test]

@@ -317,6 +317,26 @@ impl Output {
         }
     }
 
+    /// Appends records given as units ([`alnsort_bgzf::Units`]), in order:
+    /// as [`Output::write_chunk`], for units that edit the records as they
+    /// are copied (duplicate marking's flags).
+    pub fn write_units(&mut self, units: Arc<dyn alnsort_bgzf::Units>) -> Result<()> {
+        match &mut self.writer {
+            Sink::Hts(w) => w
+                .write_records(units)
+                .map_err(|e| write_error(&self.name, self.to_stdout, e)),
+            Sink::Cram { .. } => {
+                let mut rec = Vec::new();
+                for i in 0..units.count() {
+                    rec.clear();
+                    units.append_unit(i, &mut rec);
+                    self.write_record(&rec)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Flushes everything, writes the EOF block and the index, waits until
     /// both are on disk, and renames them into place (the output first, so
     /// an index never exists without the file it indexes).

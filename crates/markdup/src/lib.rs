@@ -41,6 +41,7 @@
 
 pub mod bits;
 pub mod grouping;
+mod hash;
 pub mod metrics;
 pub mod optical;
 mod spill;
@@ -273,10 +274,14 @@ pub fn base_quality_score(qual: &[u8], flag: u16) -> i16 {
     let sum: i64 = if qual.first() == Some(&0xff) {
         0
     } else {
-        qual.iter()
-            .map(|&q| q as i8)
-            .filter(|&q| q >= 15)
-            .map(|q| q as i64)
+        // Branch-free sums in u32 over pieces that cannot overflow it
+        // (127 x 2^20), which the compiler turns into vector code.
+        qual.chunks(1 << 20)
+            .map(|c| {
+                c.iter()
+                    .map(|&q| if q as i8 >= 15 { q as u32 } else { 0 })
+                    .sum::<u32>() as i64
+            })
             .sum()
     };
     let mut score = sum.min(i16::MAX as i64 / 2) as i16;
@@ -359,6 +364,20 @@ impl End {
             .then(self.pair.cmp(&o.pair))
     }
 
+    /// The fields a fragment end's set shares (`same_set` without read 2),
+    /// in [`End::cmp`]'s order.
+    fn frag_key(&self) -> (i16, i32, i32, i32, i32, i32, u8) {
+        (
+            self.library,
+            self.barcode,
+            self.r1_barcode,
+            self.r2_barcode,
+            self.r1_ref,
+            self.r1_coord,
+            self.orientation,
+        )
+    }
+
     fn same_set(&self, o: &End, compare_read2: bool) -> bool {
         self.library == o.library
             && self.barcode == o.barcode
@@ -439,12 +458,16 @@ pub struct MarkDuplicates {
     /// reference the first mate says its mate is on, then read group and
     /// name. The second mate looks under its own reference, so mates whose
     /// fields disagree never pair up.
-    pending: HashMap<(i32, i16, Vec<u8>), End>,
+    pending: HashMap<(i32, i16, Vec<u8>), End, hash::NameHash>,
     library_ids: HashMap<u32, i16>,
     /// Bytes of the names of `pending`'s keys.
     pending_name_bytes: usize,
     last_name: Option<Vec<u8>>,
     template_index: i64,
+    /// Where [`MarkDuplicates::finish`] sorts the read ends in parallel.
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+    /// A `pending` key to look up with.
+    key_buf: (i32, i16, Vec<u8>),
 }
 
 impl MarkDuplicates {
@@ -464,12 +487,21 @@ impl MarkDuplicates {
             records: spill::SlotLog::default(),
             ends: Vec::new(),
             spill: None,
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             library_ids: HashMap::new(),
             pending_name_bytes: 0,
             last_name: None,
             template_index: -1,
+            pool: None,
+            key_buf: (0, 0, Vec::new()),
         }
+    }
+
+    /// A pool for [`MarkDuplicates::finish`] to sort the read ends on (in
+    /// parallel; without one they are sorted on the calling thread). The
+    /// order, and so the answer, is the same.
+    pub fn set_pool(&mut self, pool: std::sync::Arc<rayon::ThreadPool>) {
+        self.pool = Some(pool);
     }
 
     /// Picard's `OPTICAL_DUPLICATE_PIXEL_DISTANCE` (default 100).
@@ -608,14 +640,88 @@ impl MarkDuplicates {
 
     /// Sorts the ends in memory: pair ends first, each kind in
     /// [`End::total_cmp`] order; returns where the fragment ends start.
-    fn sort_ends(&mut self) -> usize {
-        self.ends
-            .sort_unstable_by(|a, b| b.pair.cmp(&a.pair).then(a.total_cmp(b)));
-        self.ends.partition_point(|e| e.pair)
+    /// `parallel`: on the pool, if there is one.
+    fn sort_ends(&mut self, parallel: bool) -> usize {
+        let k = partition(&mut self.ends, |e| e.pair);
+        let pool = self.pool.as_ref();
+        let (pairs, frags) = self.ends.split_at_mut(k);
+        Self::sort_slice(pool, pairs, parallel);
+        Self::sort_slice(pool, frags, parallel);
+        k
+    }
+
+    /// Sorts ends in [`End::total_cmp`] order (on `pool` when `parallel`).
+    fn sort_slice(
+        pool: Option<&std::sync::Arc<rayon::ThreadPool>>,
+        ends: &mut [End],
+        parallel: bool,
+    ) {
+        let order = |a: &End, b: &End| a.total_cmp(b);
+        match pool.filter(|_| parallel) {
+            Some(pool) => {
+                use rayon::slice::ParallelSliceMut;
+                pool.install(|| ends.par_sort_unstable_by(order));
+            }
+            None => ends.sort_unstable_by(order),
+        }
+    }
+
+    /// [`MarkDuplicates::sort_ends`] once the input is read, with every
+    /// fragment end in memory: the fragment ends of records whose mate is
+    /// mapped matter only in a set that holds a fragment end of another
+    /// kind (Picard passes over sets of them alone), so those whose 5' end
+    /// no such fragment shares are left out before the sort (with mates
+    /// mapped throughout, all of them: two thirds of the ends). Returns
+    /// where the fragment ends start.
+    fn sort_ends_for_decision(&mut self) -> usize {
+        let k = partition(&mut self.ends, |e| e.pair);
+        let n = self.ends.len();
+        let pool = self.pool.as_ref();
+        let (pairs, frags) = self.ends.split_at_mut(k);
+        Self::sort_slice(pool, pairs, true);
+        // Fragments of unpaired records and of mates whose mate is
+        // unmapped first, sorted: sets are runs of equal `frag_key`.
+        let t = partition(frags, |e| !e.is_paired());
+        let (lone, paired) = frags.split_at_mut(t);
+        Self::sort_slice(pool, lone, true);
+        // A filter over the lone fragments' 5' ends spares most of the
+        // searches.
+        const FILTER_BITS: u32 = 20;
+        let slot = |e: &End| {
+            let h = (e.r1_ref as u32 as u64) << 32 | e.r1_coord as u32 as u64;
+            (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS)) as usize
+        };
+        let mut filter = vec![0u64; (1 << FILTER_BITS) / 64];
+        for e in lone.iter() {
+            let s = slot(e);
+            filter[s / 64] |= 1 << (s % 64);
+        }
+        let mut kept = 0;
+        for i in 0..paired.len() {
+            let e = &paired[i];
+            let s = slot(e);
+            if filter[s / 64] >> (s % 64) & 1 == 0 {
+                continue;
+            }
+            let key = e.frag_key();
+            let at = lone.partition_point(|f| f.frag_key() < key);
+            if lone.get(at).is_some_and(|f| f.frag_key() == key) {
+                paired.swap(kept, i);
+                kept += 1;
+            }
+        }
+        self.ends.truncate(k + t + kept);
+        let frags = &mut self.ends[k..];
+        if kept > 0 {
+            frags.sort_unstable_by(|a, b| a.total_cmp(b));
+        }
+        debug_assert!(self.ends.len() <= n);
+        k
     }
 
     fn spill_ends(&mut self) -> Result<(), MarkdupError> {
-        let k = self.sort_ends();
+        // (While the input is read, the pool is busy reading it.)
+        let k = self.sort_ends(false);
         let spill = self.spill.as_mut().expect("spill configured");
         spill.add_run(true, &self.ends[..k])?;
         spill.add_run(false, &self.ends[k..])?;
@@ -705,10 +811,15 @@ impl MarkDuplicates {
         if !mate_mapped {
             return Ok(());
         }
-        let Some(mut p) = self
-            .pending
-            .remove(&(r.ref_id, r.rg.ordinal, r.name.to_vec()))
-        else {
+        // The key is built in a reused buffer: no allocation per lookup.
+        let mut key = std::mem::take(&mut self.key_buf);
+        key.0 = r.ref_id;
+        key.1 = r.rg.ordinal;
+        key.2.clear();
+        key.2.extend_from_slice(r.name);
+        let found = self.pending.remove(&key);
+        self.key_buf = key;
+        let Some(mut p) = found else {
             self.pending_name_bytes += r.name.len();
             self.pending
                 .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
@@ -757,7 +868,12 @@ impl MarkDuplicates {
 
         // Pair ends first, then fragment ends, each in `total_cmp` order:
         // the runs on disk merged with what is still in memory.
-        let k = self.sort_ends();
+        let frags_spilled = self.spill.as_ref().is_some_and(|s| !s.frag_runs.is_empty());
+        let k = if frags_spilled {
+            self.sort_ends(true)
+        } else {
+            self.sort_ends_for_decision()
+        };
         let ends = std::mem::take(&mut self.ends);
         let (mut pair_runs, mut frag_runs) = (Vec::new(), Vec::new());
         if let Some(sp) = self.spill.as_mut() {
@@ -1016,6 +1132,19 @@ impl MarkDuplicates {
             set_sizes,
         }
     }
+}
+
+/// Moves the ends for which `first` holds before the others (in no
+/// particular order); returns how many there are.
+fn partition(ends: &mut [End], first: impl Fn(&End) -> bool) -> usize {
+    let mut k = 0;
+    for i in 0..ends.len() {
+        if first(&ends[i]) {
+            ends.swap(k, i);
+            k += 1;
+        }
+    }
+    k
 }
 
 /// The duplicate record indexes as Picard lists them (a multiset: an index

@@ -399,6 +399,15 @@ fn mark(
     order: InputOrder,
     spill: Option<(&std::path::Path, usize)>,
 ) -> Outcome {
+    mark_on(recs, order, spill, None)
+}
+
+fn mark_on(
+    recs: &[(String, u16, i32, i32, i32, i16, usize)],
+    order: InputOrder,
+    spill: Option<(&std::path::Path, usize)>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+) -> Outcome {
     let mut groups = ReadGroups::new([
         (b"rg1".to_vec(), Some("lib1".to_string())),
         (b"rg2".to_vec(), Some("lib2".to_string())),
@@ -408,6 +417,9 @@ fn mark(
     md.set_track_optical(true);
     if let Some((dir, limit)) = spill {
         md.set_spill(dir, limit, true);
+    }
+    if let Some(pool) = pool {
+        md.set_pool(pool);
     }
     for (name, flag, ref_id, five, mate_ref, score, lib) in recs {
         md.push(&ReadInfo {
@@ -472,6 +484,30 @@ fn spilled_runs_merge_to_the_in_memory_decisions() {
             "spill files left behind"
         );
         std::fs::remove_dir(&dir).unwrap();
+    }
+}
+
+/// The read ends sorted in parallel on a pool give the decisions,
+/// optical verdicts and metrics of the sort on the calling thread.
+#[test]
+fn ends_sorted_on_a_pool_give_the_same_decisions() {
+    let pool = std::sync::Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap(),
+    );
+    for (order, coordinate) in [
+        (InputOrder::Queryname, false),
+        (InputOrder::Coordinate, true),
+    ] {
+        let recs = random_records(11, 20000, coordinate);
+        let serial = mark(&recs, order, None);
+        let parallel = mark_on(&recs, order, None, Some(std::sync::Arc::clone(&pool)));
+        assert!(serial.duplicate.count_ones() > 2000);
+        assert_eq!(parallel.duplicate, serial.duplicate);
+        assert_eq!(parallel.optical, serial.optical);
+        assert_eq!(parallel.metrics, serial.metrics);
     }
 }
 

@@ -341,6 +341,14 @@ impl Output {
     /// both are on disk, and renames them into place (the output first, so
     /// an index never exists without the file it indexes).
     pub fn finish(self) -> Result<OutputSummary> {
+        self.finish_checked(|| Ok(()))
+    }
+
+    /// [`Output::finish`], running `check` once every block is written and
+    /// every compression job has ended, before the output and index are
+    /// renamed into place: a failed check leaves no output behind (and an
+    /// existing file untouched), as any other failed run.
+    pub fn finish_checked(self, check: impl FnOnce() -> Result<()>) -> Result<OutputSummary> {
         let write_consume_s = thread_cpu_seconds() - self.cpu_at_start;
         let Output {
             writer,
@@ -382,6 +390,7 @@ impl Output {
                 (None, records, bytes, written)
             }
         };
+        check()?;
         if let Some((path, p, mut f)) = index {
             if let Some(crai) = crai {
                 let sync = !p.is_direct();

@@ -620,8 +620,9 @@ impl Batch {
         }
     }
 
-    /// The `i`-th entry: its key prefix (the whole key for `Fixed8`), its
-    /// full key (`None` for `Fixed8`: the prefix is the key) and its record.
+    /// The `i`-th entry: its key as an integer (`Fixed8`; 0 for
+    /// `Variable`), its full key (`None` for `Fixed8`: the integer is the
+    /// key) and its record.
     pub(crate) fn entry(&self, i: usize) -> (u64, Option<&[u8]>, &[u8]) {
         match &self.body {
             Body::Fixed { entries, .. } => {
@@ -636,7 +637,7 @@ impl Batch {
                 let e = entries[i];
                 let key = &keys[e.key_offset as usize..][..e.key_len as usize];
                 (
-                    key_prefix(key),
+                    0,
                     Some(key),
                     &self.data[e.offset as usize..][..e.len as usize],
                 )

@@ -359,8 +359,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         ));
     }
     let sort_stats = merged.stats();
-    drop(merged);
-    let summary = out.finish()?;
+    let summary = out.finish_releasing(merged)?;
     if let (Some(f), Some(d)) = (metrics_file, &decisions) {
         f.write(&d.metrics, &cfg.command_line)?;
     }

@@ -321,6 +321,31 @@ impl Output {
     /// both are on disk, and renames them into place (the output first, so
     /// an index never exists without the file it indexes).
     pub fn finish(self) -> Result<OutputSummary> {
+        self.finish_releasing(())
+    }
+
+    /// [`finish`](Self::finish), dropping `release` (what the records were
+    /// read from: the sort's buffers) on another thread once the last block
+    /// is written, so that giving back its memory (about 0.05 s a GB) runs
+    /// beside the output's fsync, index and rename instead of before them.
+    /// It is dropped before this returns, on every path.
+    pub fn finish_releasing<T: Send>(self, release: T) -> Result<OutputSummary> {
+        let mut release = Some(release);
+        std::thread::scope(|scope| {
+            let mut released = || {
+                if let Some(r) = release.take() {
+                    let spawned = std::thread::Builder::new()
+                        .name("alnsort-release".into())
+                        .spawn_scoped(scope, move || drop(r));
+                    // Without a thread it is dropped here, in line.
+                    drop(spawned);
+                }
+            };
+            self.finish_inner(&mut released)
+        })
+    }
+
+    fn finish_inner(self, released: &mut dyn FnMut()) -> Result<OutputSummary> {
         let write_consume_s = thread_cpu_seconds() - self.cpu_at_start;
         let Output {
             writer,
@@ -336,6 +361,7 @@ impl Output {
                 let done = (*writer)
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                released();
                 done.inner
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
@@ -354,6 +380,7 @@ impl Output {
                 let (inner, index) = writer
                     .finish_indexed()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                released();
                 crai = index;
                 let written = inner.written;
                 inner

@@ -560,6 +560,60 @@ mod tests {
         assert_eq!(len, total);
     }
 
+    /// What `finish_releasing` is given is dropped on a thread of its own
+    /// (beside the fsync and rename), once the output's last block is
+    /// written, and before it returns.
+    #[test]
+    fn finish_releasing_drops_its_value_on_another_thread_before_returning() {
+        struct Probe(Arc<std::sync::Mutex<Vec<(String, u64)>>>, PathBuf);
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                let name = std::thread::current().name().unwrap_or("").to_string();
+                // The output is still in its temp file; its size shows
+                // whether the EOF block is in.
+                let written = std::fs::read_dir(&self.1)
+                    .expect("list")
+                    .map(|e| e.expect("entry").metadata().expect("stat").len())
+                    .sum();
+                self.0.lock().expect("lock").push((name, written));
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("alnsort-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join("x.bam");
+        let argv = ["-o", path.to_str().expect("utf-8"), "in.bam"];
+        let args = match crate::args::parse(
+            "alnsort",
+            argv.iter().map(std::ffi::OsString::from).collect(),
+            false,
+        ) {
+            Ok(crate::args::Parsed::Run(a)) => a,
+            other => panic!("parse: {other:?}"),
+        };
+        let cfg = crate::config::resolve(&args).expect("config");
+        let debris = Debris::default();
+        let dest = Destinations::prepare(&cfg, &debris).expect("reserve");
+        let header = alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()])
+            .expect("header");
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("pool"),
+        );
+        let out = Output::create(&cfg, dest, Arc::new(header), pool, &debris).expect("create");
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        out.finish_releasing(Probe(seen.clone(), dir.clone()))
+            .expect("finish");
+        let size = std::fs::metadata(&path)
+            .expect("the output is in place")
+            .len();
+        let _ = std::fs::remove_dir_all(&dir);
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(seen, [("alnsort-release".to_string(), size)]);
+        assert!(size > 28, "header and EOF block");
+    }
+
     /// Standard output, a pipe or a device: no writeback calls at all.
     #[test]
     fn a_direct_output_is_left_to_the_kernel() {

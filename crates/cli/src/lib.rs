@@ -449,11 +449,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         ));
     }
     let sort_stats = merged.stats();
-    drop(merged);
     // Every decided duplicate must have been met once by the compression
     // jobs that set the flags; checked before the output is renamed into
     // place.
-    let summary = out.finish_checked(|| match &decisions {
+    let summary = out.finish_releasing(merged, || match &decisions {
         Some(d) => d.check_all_met(),
         None => Ok(()),
     })?;

@@ -341,14 +341,43 @@ impl Output {
     /// both are on disk, and renames them into place (the output first, so
     /// an index never exists without the file it indexes).
     pub fn finish(self) -> Result<OutputSummary> {
-        self.finish_checked(|| Ok(()))
+        self.finish_releasing((), || Ok(()))
     }
 
-    /// [`Output::finish`], running `check` once every block is written and
-    /// every compression job has ended, before the output and index are
-    /// renamed into place: a failed check leaves no output behind (and an
-    /// existing file untouched), as any other failed run.
-    pub fn finish_checked(self, check: impl FnOnce() -> Result<()>) -> Result<OutputSummary> {
+    /// [`finish`](Self::finish), dropping `release` (what the records were
+    /// read from: the sort's buffers) on another thread once the last block
+    /// is written, so that giving back its memory (about 0.05 s a GB) runs
+    /// beside the output's fsync, index and rename instead of before them.
+    /// It is dropped before this returns, on every path. `check` runs once
+    /// every block is written and every compression job has ended, before
+    /// the output and index are renamed into place: a failed check leaves
+    /// no output behind (and an existing file untouched), as any other
+    /// failed run.
+    pub fn finish_releasing<T: Send>(
+        self,
+        release: T,
+        check: impl FnOnce() -> Result<()>,
+    ) -> Result<OutputSummary> {
+        let mut release = Some(release);
+        std::thread::scope(|scope| {
+            let mut released = || {
+                if let Some(r) = release.take() {
+                    let spawned = std::thread::Builder::new()
+                        .name("alnsort-release".into())
+                        .spawn_scoped(scope, move || drop(r));
+                    // Without a thread it is dropped here, in line.
+                    drop(spawned);
+                }
+            };
+            self.finish_inner(&mut released, check)
+        })
+    }
+
+    fn finish_inner(
+        self,
+        released: &mut dyn FnMut(),
+        check: impl FnOnce() -> Result<()>,
+    ) -> Result<OutputSummary> {
         let write_consume_s = thread_cpu_seconds() - self.cpu_at_start;
         let Output {
             writer,
@@ -364,6 +393,7 @@ impl Output {
                 let done = (*writer)
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                released();
                 done.inner
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
@@ -382,6 +412,7 @@ impl Output {
                 let (inner, index) = writer
                     .finish_indexed()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                released();
                 crai = index;
                 let written = inner.written;
                 inner
@@ -560,6 +591,60 @@ mod tests {
         let len = std::fs::metadata(&path).expect("stat").len();
         let _ = std::fs::remove_file(&path);
         assert_eq!(len, total);
+    }
+
+    /// What `finish_releasing` is given is dropped on a thread of its own
+    /// (beside the fsync and rename), once the output's last block is
+    /// written, and before it returns.
+    #[test]
+    fn finish_releasing_drops_its_value_on_another_thread_before_returning() {
+        struct Probe(Arc<std::sync::Mutex<Vec<(String, u64)>>>, PathBuf);
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                let name = std::thread::current().name().unwrap_or("").to_string();
+                // The output is still in its temp file; its size shows
+                // whether the EOF block is in.
+                let written = std::fs::read_dir(&self.1)
+                    .expect("list")
+                    .map(|e| e.expect("entry").metadata().expect("stat").len())
+                    .sum();
+                self.0.lock().expect("lock").push((name, written));
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("alnsort-release-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join("x.bam");
+        let argv = ["-o", path.to_str().expect("utf-8"), "in.bam"];
+        let args = match crate::args::parse(
+            "alnsort",
+            argv.iter().map(std::ffi::OsString::from).collect(),
+            false,
+        ) {
+            Ok(crate::args::Parsed::Run(a)) => a,
+            other => panic!("parse: {other:?}"),
+        };
+        let cfg = crate::config::resolve(&args).expect("config");
+        let debris = Debris::default();
+        let dest = Destinations::prepare(&cfg, &debris).expect("reserve");
+        let header = alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()])
+            .expect("header");
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .expect("pool"),
+        );
+        let out = Output::create(&cfg, dest, Arc::new(header), pool, &debris).expect("create");
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        out.finish_releasing(Probe(seen.clone(), dir.clone()), || Ok(()))
+            .expect("finish");
+        let size = std::fs::metadata(&path)
+            .expect("the output is in place")
+            .len();
+        let _ = std::fs::remove_dir_all(&dir);
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!(seen, [("alnsort-release".to_string(), size)]);
+        assert!(size > 28, "header and EOF block");
     }
 
     /// Standard output, a pipe or a device: no writeback calls at all.

@@ -18,12 +18,16 @@ use rayon::ThreadPool;
 use crate::radix::{radix_sort, FixedEntry};
 use crate::KeyKind;
 
-/// One record of a `Variable` batch: the first 8 key bytes (zero-padded,
-/// big-endian) to decide most comparisons without touching the key buffer,
-/// then where the full key and the record sit.
+/// One record of a `Variable` batch: 16 key bytes (zero-padded, big-endian)
+/// to decide most comparisons without touching the key buffer, then where
+/// the full key and the record sit. [`Batch::sort`] fills the 16 bytes,
+/// taking them after the bytes every key of the batch shares (read names
+/// of one run share 20 or more, then differ in tile and x and y
+/// coordinates), so that they decide all comparisons but those of equal
+/// names; nothing reads them outside the sort.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct VarEntry {
-    prefix: u64,
+    prefix: u128,
     key_offset: u32,
     key_len: u32,
     offset: u32,
@@ -67,6 +71,24 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// How many leading bytes `a` and `b` share.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"))
+            ^ u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != 0 {
+            return i + (x.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 /// Bytes one record charges against a batch's budget.
 pub(crate) fn record_cost(kind: KeyKind, key_len: usize, record_len: usize) -> usize {
     match kind {
@@ -84,6 +106,14 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
     let n = key.len().min(8);
     buf[..n].copy_from_slice(&key[..n]);
     u64::from_be_bytes(buf)
+}
+
+/// [`key_prefix`] with 16 bytes.
+fn key_prefix16(key: &[u8]) -> u128 {
+    let mut buf = [0u8; 16];
+    let n = key.len().min(16);
+    buf[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(buf)
 }
 
 enum Body {
@@ -315,7 +345,7 @@ impl Batch {
                 let key_offset = keys.len() as u32;
                 keys.extend_from_slice(key);
                 entries.push(VarEntry {
-                    prefix: key_prefix(key),
+                    prefix: 0,
                     key_offset,
                     key_len: key.len() as u32,
                     offset,
@@ -565,19 +595,34 @@ impl Batch {
             Body::Fixed { entries, scratch } => radix_sort(entries, scratch),
             Body::Variable { entries, keys } => {
                 let keys: &[u8] = keys;
+                let key = |e: &VarEntry| &keys[e.key_offset as usize..][..e.key_len as usize];
+                // Every key starts with the same `skip` bytes, so memcmp
+                // order is the order of what follows them; the prefixes are
+                // taken there.
+                let skip = match entries.first() {
+                    Some(first) => entries.iter().fold(first.key_len as usize, |n, e| {
+                        common_prefix_len(&key(first)[..n], key(e))
+                    }),
+                    None => 0,
+                };
+                for e in entries.iter_mut() {
+                    e.prefix = key_prefix16(&key(e)[skip..]);
+                }
                 entries.sort_by(|a, b| {
                     a.prefix.cmp(&b.prefix).then_with(|| {
-                        let ka = &keys[a.key_offset as usize..][..a.key_len as usize];
-                        let kb = &keys[b.key_offset as usize..][..b.key_len as usize];
-                        ka.cmp(kb)
+                        // Equal prefixes: both keys hold the same bytes up
+                        // to the shorter one's end or `skip + 16`.
+                        let from = (skip + 16).min(a.key_len as usize).min(b.key_len as usize);
+                        key(a)[from..].cmp(&key(b)[from..])
                     })
                 });
             }
         }
     }
 
-    /// The `i`-th entry: its key prefix (the whole key for `Fixed8`), its
-    /// full key (`None` for `Fixed8`: the prefix is the key) and its record.
+    /// The `i`-th entry: its key as an integer (`Fixed8`; 0 for
+    /// `Variable`), its full key (`None` for `Fixed8`: the integer is the
+    /// key) and its record.
     pub(crate) fn entry(&self, i: usize) -> (u64, Option<&[u8]>, &[u8]) {
         match &self.body {
             Body::Fixed { entries, .. } => {
@@ -592,7 +637,7 @@ impl Batch {
                 let e = entries[i];
                 let key = &keys[e.key_offset as usize..][..e.key_len as usize];
                 (
-                    e.prefix,
+                    0,
                     Some(key),
                     &self.data[e.offset as usize..][..e.len as usize],
                 )
@@ -662,10 +707,25 @@ mod tests {
 
     #[test]
     fn prefix_order_agrees_with_memcmp() {
-        let keys: [&[u8]; 7] = [b"", b"\0", b"a", b"a\0", b"ab", b"abcdefgh", b"abcdefghi"];
+        let keys: [&[u8]; 10] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefghi",
+            b"abcdefghijklmnop",
+            b"abcdefghijklmnop\0",
+            b"abcdefghijklmnoq",
+        ];
         for a in keys {
             for b in keys {
                 let (pa, pb) = (key_prefix(a), key_prefix(b));
+                if pa != pb {
+                    assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
+                }
+                let (pa, pb) = (key_prefix16(a), key_prefix16(b));
                 if pa != pb {
                     assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
                 }
@@ -691,6 +751,49 @@ mod tests {
         let records: Vec<Vec<u8>> = drain(&batch).into_iter().map(|(_, r)| r).collect();
         let want: Vec<&[u8]> = vec![b"5", b"6", b"2", b"4", b"3", b"1"];
         assert_eq!(records, want);
+    }
+
+    /// Keys sharing a long common prefix (as read names do) sort by their
+    /// full bytes, stably, including keys that end inside the shared part's
+    /// 8 following bytes, keys that are the shared part alone, and zero
+    /// bytes against a key's end.
+    #[test]
+    fn variable_batch_with_shared_key_prefix_sorts_like_memcmp() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for shared in [&b""[..], b"A", b"A00917:42:HKWJ3DSX2:1:"] {
+            let mut input: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for i in 0..3000u32 {
+                let mut key = shared.to_vec();
+                for _ in 0..next() % 14 {
+                    key.push([0u8, 1, b'a', b'b'][(next() % 4) as usize]);
+                }
+                input.push((key, i.to_le_bytes().to_vec()));
+            }
+            let mut batch = Batch::new(KeyKind::Variable, 1 << 20);
+            for (k, r) in &input {
+                assert!(batch.try_push(k, r));
+            }
+            batch.sort();
+            let mut want = input.clone();
+            want.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(drain(&batch), want, "shared prefix {shared:?}");
+        }
+    }
+
+    #[test]
+    fn common_prefix_len_counts_shared_bytes() {
+        assert_eq!(common_prefix_len(b"", b"abc"), 0);
+        assert_eq!(common_prefix_len(b"abc", b"abd"), 2);
+        assert_eq!(common_prefix_len(b"abcdefghijk", b"abcdefghijk"), 11);
+        assert_eq!(common_prefix_len(b"abcdefghijk", b"abcdefghij"), 10);
+        assert_eq!(common_prefix_len(b"abcdefghijkl", b"abcdefghiXkl"), 9);
+        assert_eq!(common_prefix_len(b"abcdeXghijkl", b"abcdefghijkl"), 5);
     }
 
     #[test]

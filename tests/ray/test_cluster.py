@@ -259,6 +259,22 @@ def test_undisturbed_matches_single_node(undisturbed, single, bam):
     assert_index_answers_as_samtools(out, out + ".csi", undisturbed["dir"])
 
 
+def test_sampling_on_the_driver_or_in_tasks_gives_the_same_bytes(cluster, undisturbed, bam, tmp_path, monkeypatch):
+    """A few splits of one input are sampled by the driver itself while the
+    workers start (no sample task); with that turned off, one sample task
+    per CPU draws the same samples: the output and its index are
+    byte-identical."""
+    assert SPLITS <= aray.DRIVER_SAMPLE_SPLITS
+    assert undisturbed["stats"]["phases"]["sample"]["tasks"] == 0, undisturbed["stats"]["phases"]
+    monkeypatch.setattr(aray, "DRIVER_SAMPLE_SPLITS", 0)
+    out = str(tmp_path / "out.bam")
+    stats = aray.sort(bam, out, index=True, splits=SPLITS, partitions=PARTITIONS, argv=ARGV)
+    assert stats["phases"]["sample"]["tasks"] == 3, stats["phases"]  # one per CPU
+    ref = undisturbed["out"]
+    assert Path(out).read_bytes() == Path(ref).read_bytes(), "output differs from the driver-sampled run"
+    assert Path(out + ".csi").read_bytes() == Path(ref + ".csi").read_bytes(), "index differs"
+
+
 @pytest.mark.parametrize("stage,index", [("map", SPLITS - 2), ("reduce", 1)])
 def test_node_killed(cluster, undisturbed, single, bam, tmp_path, stage, index):
     out = str(tmp_path / "out.bam")
@@ -342,6 +358,8 @@ def test_lanes_with_other_headers(cluster, lanes, tmp_path, order, args):
     out = tmp_path / "out.bam"
     stats = aray.sort(lanes, str(out), order=order, index=index, no_pg=True, splits=7, partitions=4)
     assert stats["splits"] >= 6, stats
+    # Several inputs: the splits' reaches read them whole, in sample tasks.
+    assert stats["phases"]["sample"]["tasks"] > 0, stats["phases"]
     assert inflate_bgzf(out.read_bytes()) == inflate_bgzf(want.read_bytes()), (
         "header or records differ from alnsort sort IN1 IN2 IN3"
     )

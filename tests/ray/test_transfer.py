@@ -100,3 +100,38 @@ def test_a_sample_task_samples_each_split_of_its_group(bam):
     want = [i % 2 == 0 for i in range(len(splits))]
     got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER, want)
     assert [g["reach"] for g in got] == [stages.reach(inputs, s) if w else None for s, w in zip(splits, want)]
+
+
+def test_a_reduce_reads_read_only_buffers_in_place(bam, tmp_path):
+    """The blocks a reduce task receives (read-only buffers over Ray's
+    object store) are read where they lie, not first copied into `bytes`:
+    Python allocates nothing near their size. A writable buffer (which
+    Python code could change while the reduce runs without the GIL) is
+    copied first and gives the same part; an object without the buffer
+    protocol is refused."""
+    import tracemalloc
+
+    inputs = [bam]
+    splits = stages.split(inputs, 2)
+    blocks = [stages.map(inputs, s, [], **ORDER)["blocks"][0] for s in splits]
+    size = sum(len(b) for b in blocks)
+    assert size > 1_000_000, size
+    views = [memoryview(b).toreadonly() for b in blocks]
+
+    tracemalloc.start()
+    try:
+        got = stages.reduce(inputs, views, tmp_path / "part-views", 0, 1, **ORDER)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"the reduce allocated {peak} bytes in Python for {size} bytes of blocks"
+
+    want = stages.reduce(inputs, [bytes(b) for b in blocks], tmp_path / "part-bytes", 0, 1, **ORDER)
+    writable = stages.reduce(inputs, [bytearray(b) for b in blocks], tmp_path / "part-writable", 0, 1, **ORDER)
+    assert got == want == writable and got["records"] > 7_000
+    assert (tmp_path / "part-views").read_bytes() == (tmp_path / "part-bytes").read_bytes()
+    assert (tmp_path / "part-writable").read_bytes() == (tmp_path / "part-bytes").read_bytes()
+
+    with pytest.raises(TypeError):
+        stages.reduce(inputs, ["not a buffer"], tmp_path / "part-str", 0, 1, **ORDER)
+    assert not (tmp_path / "part-str").exists()

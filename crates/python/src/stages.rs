@@ -136,22 +136,121 @@ pub fn stage_map(
     }
 }
 
-/// One reduce task: (records, bytes). The blocks (`bytes`) are read in
-/// place while the GIL is released: `bytes` objects are immutable, and the
-/// list holds them until the reduce returns.
+/// The C buffer interface (`Py_buffer`, `PyObject_GetBuffer`,
+/// `PyBuffer_Release`): part of the stable ABI only from CPython 3.11, so
+/// pyo3 does not declare it for this abi3-py39 module; the functions and
+/// the struct's layout are the same in every CPython 3 (the 3.11 stable ABI
+/// took them over unchanged).
+#[repr(C)]
+struct RawBuffer {
+    buf: *mut std::ffi::c_void,
+    obj: *mut pyo3::ffi::PyObject,
+    len: pyo3::ffi::Py_ssize_t,
+    itemsize: pyo3::ffi::Py_ssize_t,
+    readonly: std::ffi::c_int,
+    ndim: std::ffi::c_int,
+    format: *mut std::ffi::c_char,
+    shape: *mut pyo3::ffi::Py_ssize_t,
+    strides: *mut pyo3::ffi::Py_ssize_t,
+    suboffsets: *mut pyo3::ffi::Py_ssize_t,
+    internal: *mut std::ffi::c_void,
+}
+
+unsafe extern "C" {
+    fn PyObject_GetBuffer(
+        obj: *mut pyo3::ffi::PyObject,
+        view: *mut RawBuffer,
+        flags: std::ffi::c_int,
+    ) -> std::ffi::c_int;
+    fn PyBuffer_Release(view: *mut RawBuffer);
+}
+
+/// The bytes of a Python object with the buffer protocol: a read-only
+/// buffer (`bytes`, a read-only `memoryview`, Ray's object-store buffers)
+/// is borrowed in place until this is dropped; a writable one (which
+/// Python code could change while the GIL is released) is copied.
+enum BlockBytes {
+    Borrowed(Box<RawBuffer>),
+    Copied(Vec<u8>),
+}
+
+impl BlockBytes {
+    fn new(obj: &Bound<'_, PyAny>) -> PyResult<BlockBytes> {
+        // Boxed: an exporter may point fields of the view into the view.
+        let mut view = Box::new(RawBuffer {
+            buf: std::ptr::null_mut(),
+            obj: std::ptr::null_mut(),
+            len: 0,
+            itemsize: 0,
+            readonly: 0,
+            ndim: 0,
+            format: std::ptr::null_mut(),
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            suboffsets: std::ptr::null_mut(),
+            internal: std::ptr::null_mut(),
+        });
+        // PyBUF_SIMPLE (0): one contiguous run of bytes, or an error.
+        // SAFETY: `obj` is a live object (the GIL is held through `obj`)
+        // and `view` a writable `Py_buffer`-shaped struct.
+        if unsafe { PyObject_GetBuffer(obj.as_ptr(), &mut *view, 0) } != 0 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        let held = BlockBytes::Borrowed(view);
+        if let BlockBytes::Borrowed(v) = &held {
+            if v.readonly == 0 {
+                return Ok(BlockBytes::Copied(held.as_slice().to_vec()));
+            }
+        }
+        Ok(held)
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            BlockBytes::Borrowed(v) if v.len > 0 && !v.buf.is_null() => {
+                // SAFETY: the exporter keeps `len` bytes at `buf` for as
+                // long as the view is held (until `drop`), and a read-only
+                // exporter does not change them.
+                unsafe { std::slice::from_raw_parts(v.buf as *const u8, v.len as usize) }
+            }
+            BlockBytes::Borrowed(_) => &[],
+            BlockBytes::Copied(v) => v,
+        }
+    }
+}
+
+impl Drop for BlockBytes {
+    fn drop(&mut self) {
+        if let BlockBytes::Borrowed(view) = self {
+            // SAFETY: `view` was filled by a successful PyObject_GetBuffer
+            // and is released once, with the GIL held.
+            Python::attach(|_| unsafe { PyBuffer_Release(&mut **view) });
+        }
+    }
+}
+
+/// One reduce task: (records, bytes). The blocks (any objects with the
+/// buffer protocol: `bytes`, `memoryview`, Ray's object-store buffers) are
+/// read in place while the GIL is released (writable ones are copied
+/// first, see [`BlockBytes`]); the list holds them until the reduce
+/// returns.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_reduce(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
-    blocks: Vec<Bound<'_, PyBytes>>,
+    blocks: Vec<Bound<'_, PyAny>>,
     part_path: PathBuf,
     range_index: usize,
     partitions: usize,
     options: Vec<OsString>,
     index: bool,
 ) -> PyResult<(u64, u64)> {
-    let slices: Vec<&[u8]> = blocks.iter().map(|b| b.as_bytes()).collect();
+    let held = blocks
+        .iter()
+        .map(BlockBytes::new)
+        .collect::<PyResult<Vec<_>>>()?;
+    let slices: Vec<&[u8]> = held.iter().map(BlockBytes::as_slice).collect();
     let got = py.detach(move || {
         stages::reduce(
             &inputs,

@@ -11,8 +11,9 @@ run as Ray Core tasks:
 1. **split** (driver): exact or guessed-and-verifiable record boundaries,
    ``splits`` of them over all inputs;
 2. **sample** (one task per CPU of the cluster, each over a group of
-   splits): sort keys drawn from each split; the driver turns them into
-   ``partitions - 1`` splitters. With several inputs the task also takes
+   splits; for a few splits of one input, the driver itself, while the
+   workers start): sort keys drawn from each split; the driver turns them
+   into ``partitions - 1`` splitters. With several inputs the task also takes
    the split's reach (its largest coordinate merge key), from which each
    map gets its prior (see :mod:`alnsort.stages`);
 3. **map** (one task per split, ``num_returns = partitions + 1``): decode,
@@ -75,6 +76,14 @@ SPLIT_BYTES = 64 << 20
 #: Sort keys sampled per partition (spread over the splits); skewed inputs
 #: (a pileup, the unmapped reads) need many more than Spark's 20.
 SAMPLES_PER_PARTITION = 128
+
+#: With one input and at most this many splits the driver samples them
+#: itself (about 40 ms a split: a few short stretches each) while the
+#: cluster's workers start, instead of waiting for a sample task in a fresh
+#: worker (0.3-0.7 s on one node). More splits, or several inputs (whose
+#: splits' reaches read them whole), are sampled by tasks. The samples do not
+#: depend on where they are drawn: neither do the output bytes.
+DRIVER_SAMPLE_SPLITS = 8
 
 #: The module with the stage functions. Tests may name a stand-in with the
 #: same functions (``sort(stages_module=...)``).
@@ -140,6 +149,12 @@ def _sample_task(
             continue
         out.append({"keys": keys, "reach": reach, "seconds": secs, "cpu": _cpu() - c0})
     return out
+
+
+def _warm_task(stages: str) -> None:
+    """Nothing but the stage module's import: started first, it brings up a
+    worker process per CPU while the driver splits and samples."""
+    _stages(stages)
 
 
 def _groups(items: List[Any], n: int) -> List[List[Any]]:
@@ -331,7 +346,9 @@ def sort(
     (time inside the stage functions, summed over tasks and the driver), and
     per phase (``phases``) the wall time, the time inside stages and, for the
     task phases, the tasks' CPU seconds (``cpu``: all threads of the task's
-    process while the task function runs).
+    process while the task function runs); the sample phase's ``tasks`` is
+    0 where the driver drew the samples itself (one input, at most
+    :data:`DRIVER_SAMPLE_SPLITS` splits; ``cpu`` is then the driver's).
     """
     import ray  # only this module needs Ray
 
@@ -373,6 +390,12 @@ def sort(
         sample_r = ray.remote(num_cpus=1, **common)(_sample_task)
         map_r = ray.remote(num_cpus=threads, **common)(_map_task)
         reduce_r = ray.remote(num_cpus=threads, **common)(_reduce_task)
+        # Workers start while the driver works (a fresh worker's first task
+        # waits for its process to start; the maps then find it running).
+        # Nothing waits for these tasks: a failure to start shows in the
+        # stages' own tasks.
+        warm_r = ray.remote(num_cpus=1, max_retries=0)(_warm_task)
+        warm = [warm_r.remote(stages) for _ in range(_cluster_cpus(ray))]
 
         # 1. split (driver)
         t0 = time.perf_counter()
@@ -388,27 +411,36 @@ def sort(
             nxt = split_list[i + 1] if i + 1 < len(split_list) else None
             return len(ins) > 1 and nxt is not None and nxt["input"] == split_list[i]["input"]
 
-        # One sample task per CPU of the cluster (the samples do not depend
-        # on how the splits are grouped).
-        groups = _groups(list(range(len(split_list))), _cluster_cpus(ray))
-        samples = [
-            x
-            for got in _get(
-                ray,
-                [
-                    sample_r.remote(
-                        stages,
-                        ins,
-                        [split_list[i] for i in g],
-                        per_split,
-                        order_opts,
-                        [needs_reach(i) for i in g],
-                    )
-                    for g in groups
-                ],
+        every = list(range(len(split_list)))
+        if len(ins) == 1 and len(split_list) <= DRIVER_SAMPLE_SPLITS:
+            # A few splits of one input: sampled here, while workers start.
+            sample_tasks = 0
+            samples = _sample_task(
+                stages, ins, split_list, per_split, order_opts, [needs_reach(i) for i in every]
             )
-            for x in got
-        ]
+        else:
+            # One sample task per CPU of the cluster (the samples do not
+            # depend on how the splits are grouped).
+            groups = _groups(every, _cluster_cpus(ray))
+            sample_tasks = len(groups)
+            samples = [
+                x
+                for got in _get(
+                    ray,
+                    [
+                        sample_r.remote(
+                            stages,
+                            ins,
+                            [split_list[i] for i in g],
+                            per_split,
+                            order_opts,
+                            [needs_reach(i) for i in g],
+                        )
+                        for g in groups
+                    ],
+                )
+                for x in got
+            ]
         priors = stage_mod.priors(split_list, [x["reach"] for x in samples])
         keys = [k for s in samples for k in s["keys"]]
         if not keys and any("error" in x for x in samples):
@@ -421,6 +453,7 @@ def sort(
             "wall": time.perf_counter() - t0,
             "stage": sum(x["seconds"] for x in samples) + sp_secs,
             "cpu": sum(x.get("cpu", 0.0) for x in samples),
+            "tasks": sample_tasks,
         }
 
         # 3. map
@@ -500,7 +533,7 @@ def sort(
                 for r in range(n_parts)
             ]
         )
-        del refs  # the blocks are no longer needed: let Ray free them
+        del refs, warm  # the blocks are no longer needed: let Ray free them
         phases["reduce"] = {
             "wall": time.perf_counter() - t0,
             "stage": sum(x["seconds"] for x in reduced),

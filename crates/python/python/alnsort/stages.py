@@ -55,7 +55,7 @@ causes) on bad input, naming the file, offset and record.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _alnsort, _check, _path, sort_options, PathArg
 
@@ -220,7 +220,7 @@ def repair(splits: List[Split], ends: Sequence[Optional[int]]) -> List[int]:
 
 def reduce(
     inputs: Sequence[PathArg],
-    blocks: Sequence[bytes],
+    blocks: Sequence[Union[bytes, memoryview]],
     part_path: PathArg,
     range_index: int,
     partitions: int,
@@ -232,12 +232,15 @@ def reduce(
     block from every map, in split order) merged into a headerless,
     EOF-less part at ``part_path``, plus its part index at
     ``part_path + ".idx"`` when ``index`` is ``"bai"`` or ``"csi"``.
+    A block is any object with the buffer protocol (``bytes``, a
+    ``memoryview``, the read-only buffers a Ray task receives from the
+    object store): read-only ones are read in place, not copied.
     Returns ``{"records": int, "bytes": int}``."""
     if index not in INDEX_KINDS:
         raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
     records, nbytes = _alnsort.stage_reduce(
         _inputs(inputs),
-        [bytes(b) for b in blocks],
+        list(blocks),
         _path(part_path, "part_path"),
         range_index,
         partitions,

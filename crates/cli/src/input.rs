@@ -35,6 +35,14 @@ impl OpenInput {
     pub fn is_cram(&self) -> bool {
         matches!(self.body, Body::Cram(_))
     }
+
+    /// How a CRAM input holds its references (`None` for other formats).
+    pub fn cram_reference_holding(&self) -> Option<alnsort_cram::RefHolding> {
+        match &self.body {
+            Body::Cram(r) => Some(r.reference_holding()),
+            _ => None,
+        }
+    }
 }
 
 enum Body {

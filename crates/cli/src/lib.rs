@@ -53,19 +53,34 @@ const CRAM_PER_THREAD: u64 = 16 << 20;
 const CRAM_BASE: u64 = 12 << 20;
 
 /// Takes what a CRAM run holds outside the sorter from the sorter's share
-/// of `--max-memory`: the reference sequences (the repository keeps each
-/// one it loads until the run ends, so the sum of the header's @SQ lengths
-/// bounds them) and the containers in flight ([`CRAM_PER_THREAD`]). Too
-/// little left for the records is an error naming the amounts.
-fn charge_cram(budget: usize, header: &Header, threads: usize, total: u64) -> Result<usize> {
-    let refs: u64 = header.refs().iter().map(|r| r.len).sum();
+/// of `--max-memory`: the reference sequences the reader and the writer
+/// can hold at once ([`alnsort_cram::RefHolding::bytes`]: in coordinate
+/// order those of the container jobs running, plus one kept; in any other
+/// order all of them; the reader's are freed before the writer starts,
+/// so the larger of the two) and the containers in flight
+/// ([`CRAM_PER_THREAD`]). Too little left for the records is an error
+/// naming the amounts.
+fn charge_cram(
+    budget: usize,
+    header: &Header,
+    threads: usize,
+    total: u64,
+    holdings: &[alnsort_cram::RefHolding],
+) -> Result<usize> {
+    let lengths: Vec<u64> = header.refs().iter().map(|r| r.len).collect();
+    let refs = holdings
+        .iter()
+        .map(|h| h.bytes(&lengths, threads))
+        .max()
+        .unwrap_or(0);
     let need = refs + CRAM_BASE + CRAM_PER_THREAD * threads.max(1) as u64;
     let room = 2 << 20;
     match (budget as u64).checked_sub(need).filter(|&l| l >= room) {
         Some(left) => Ok(left as usize),
         None => bail!(
-            "--max-memory {} is too small for this CRAM run: its {} reference sequence(s) take up to {} \
-             and the containers in flight about {} beside the records; use --max-memory {} or more",
+            "--max-memory {} is too small for this CRAM run: of its {} reference sequence(s) \
+             up to {} are held at once, and the containers in flight take about {} beside the \
+             records; use --max-memory {} or more",
             memsize::human(total),
             header.refs().len(),
             memsize::human(refs),
@@ -277,12 +292,23 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     if encoder.wide_positions() {
         check_wide_output(cfg)?;
     }
-    let reads_cram = match &input {
-        InputFeed::One(input) => input.is_cram(),
-        InputFeed::Many(_) => uses_cram(false, cfg.inputs.iter().map(String::as_str)),
-    };
-    if cfg.explicit_total && (reads_cram || cfg.format == args::OutFormat::Cram) {
-        budget = charge_cram(budget, &header, cfg.threads, cfg.memory_budget)?;
+    use alnsort_cram::RefHolding;
+    let mut holdings = Vec::new();
+    match &input {
+        InputFeed::One(input) => holdings.extend(input.cram_reference_holding()),
+        // Several inputs: charged as one input holding all its references
+        // (as before the evicting cache).
+        InputFeed::Many(_) => {
+            if uses_cram(false, cfg.inputs.iter().map(String::as_str)) {
+                holdings.push(RefHolding::All);
+            }
+        }
+    }
+    if cfg.format == args::OutFormat::Cram {
+        holdings.push(RefHolding::for_order(cfg.order == SortOrder::Coordinate));
+    }
+    if cfg.explicit_total && !holdings.is_empty() {
+        budget = charge_cram(budget, &header, cfg.threads, cfg.memory_budget, &holdings)?;
     }
     // --markdup: its state is kept within a quarter of the sorter's share
     // of --max-memory, taken from the sorter; with -m alone (the record

@@ -254,6 +254,9 @@ impl Output {
                 &header.to_sam_text(),
                 &cfg.refs,
                 &cfg.cram,
+                alnsort_cram::RefHolding::for_order(
+                    cfg.order == alnsort_bam::keys::SortOrder::Coordinate,
+                ),
                 pool,
             )
             .map_err(|e| write_error(&name, to_stdout, e))?;

@@ -172,6 +172,7 @@ impl Report {
                 "unknown_reference_records",
                 Value::Int(i.unknown_reference_records),
             ),
+            ("cram_reference_loads", Value::Int(cfg.refs.loads())),
             ("bytes_in_uncompressed", Value::Int(i.bytes_in)),
             // The name of schema 1's first release, kept for one version.
             ("bytes_in", Value::Int(i.bytes_in)),

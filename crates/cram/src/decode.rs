@@ -4,21 +4,21 @@
 
 use crate::error::{take_reference_error, CramError};
 use crate::mates;
-use crate::reference::RefSource;
+use crate::reference::{RefHolding, RefSource, References};
 use crate::to_bam::ToBam;
 use noodles_cram as cram;
-use noodles_fasta as fasta;
 use noodles_sam as sam;
 use std::io::{self, Read};
 use std::sync::Arc;
 
 /// What every container's decode needs: the file's name, its parsed
-/// header, the reference repository (shared; it loads each reference once).
+/// header, the references (shared; held as [`CramReader::reference_holding`]
+/// says).
 #[derive(Clone)]
 pub struct DecodeContext {
     file: Arc<str>,
     header: Arc<sam::Header>,
-    repository: fasta::Repository,
+    references: Arc<References>,
 }
 
 /// An opened CRAM input whose header has been read.
@@ -27,6 +27,7 @@ pub struct CramReader<R: Read> {
     ctx: DecodeContext,
     text: Vec<u8>,
     version: (u8, u8),
+    holding: RefHolding,
     containers: u64,
     records: u64,
 }
@@ -83,16 +84,18 @@ impl<R: Read> CramReader<R> {
                 file: file.to_string(),
                 what,
             })?;
-        let repository = refs.repository(&parsed);
+        let holding = RefHolding::for_order(says_coordinate(&parsed));
+        let references = refs.references(&parsed, holding);
         Ok(CramReader {
             reader,
             ctx: DecodeContext {
                 file: file.into(),
                 header: Arc::new(parsed),
-                repository,
+                references,
             },
             text,
             version,
+            holding,
             containers: 0,
             records: 0,
         })
@@ -106,6 +109,13 @@ impl<R: Read> CramReader<R> {
     /// The file's CRAM version (major, minor).
     pub fn version(&self) -> (u8, u8) {
         self.version
+    }
+
+    /// How the references are held: only while containers use them when
+    /// the header says the records are in coordinate order (`@HD SO:coordinate`),
+    /// else all of them until the end.
+    pub fn reference_holding(&self) -> RefHolding {
+        self.holding
     }
 
     /// What each container's decode needs (cheap to clone).
@@ -170,7 +180,33 @@ impl PendingContainer {
         };
         let compression_header = self.container.compression_header().map_err(fail)?;
         let mut n = 0u64;
-        let mut cached: Option<(usize, std::sync::Arc<fasta::record::Sequence>)> = None;
+        // The references this container's records use stay loaded until
+        // its decode ends.
+        let mut lease = ctx.references.lease();
+        // The reference of a container whose slices all use one (its
+        // header's reference id), or `None` for a container of unmapped
+        // records or of several references. noodles-cram 0.102 keeps the
+        // type of the header's reference context private, so the id is
+        // found through its public methods: `update` with no record leaves
+        // only the "no reference" context as it was, and `update` with a
+        // record on reference `k` keeps a single-reference context single
+        // only when `k` is its reference.
+        let context = self.container.header().reference_sequence_context();
+        let one_reference = if context.is_many() {
+            None
+        } else {
+            let mut unmapped = context;
+            unmapped.update(None, None, None);
+            let at = noodles_core::Position::MIN;
+            (0..ctx.header.reference_sequences().len())
+                .filter(|_| unmapped.is_many())
+                .find(|&k| {
+                    let mut c = context;
+                    c.update(Some(k), Some(at), Some(at));
+                    !c.is_many()
+                })
+        };
+        let repository = lease.repository(one_reference);
         let mut to_bam = ToBam::default();
         let mut starts = Vec::new();
         let result = (|| -> io::Result<()> {
@@ -178,7 +214,7 @@ impl PendingContainer {
                 let slice = slice?;
                 let (core, external) = codec_panic_as_error(|| slice.decode_blocks())?;
                 let records = slice.records(
-                    ctx.repository.clone(),
+                    repository.clone(),
                     &ctx.header,
                     &compression_header,
                     &core,
@@ -189,32 +225,7 @@ impl PendingContainer {
                 out.reserve(records.len() * 400);
                 for r in &records {
                     starts.push(out.len() - slice_start);
-                    let reference = |ref_id: usize| -> io::Result<_> {
-                        if let Some((id, seq)) = &cached {
-                            if *id == ref_id {
-                                return Ok(std::sync::Arc::clone(seq));
-                            }
-                        }
-                        let name = ctx
-                            .header
-                            .reference_sequences()
-                            .get_index(ref_id)
-                            .map(|(name, _)| name.to_vec())
-                            .ok_or_else(|| {
-                                io::Error::new(
-                                    io::ErrorKind::InvalidData,
-                                    format!("reference id {ref_id} is not in the header"),
-                                )
-                            })?;
-                        let seq = ctx.repository.get(&name).transpose()?.ok_or_else(|| {
-                            io::Error::other(format!(
-                                "reference {} is not available",
-                                String::from_utf8_lossy(&name)
-                            ))
-                        })?;
-                        cached = Some((ref_id, std::sync::Arc::clone(&seq)));
-                        Ok(seq)
-                    };
+                    let reference = |ref_id: usize| lease.sequence(ref_id);
                     to_bam.append(&ctx.header, r, reference, out)?;
                     n += 1;
                 }
@@ -234,6 +245,14 @@ impl PendingContainer {
         }
         Ok(n)
     }
+}
+
+/// Whether a header's `@HD SO` is `coordinate`.
+pub(crate) fn says_coordinate(header: &sam::Header) -> bool {
+    header
+        .header()
+        .and_then(|hd| hd.other_fields().get(b"SO"))
+        .is_some_and(|so| AsRef::<[u8]>::as_ref(so) == b"coordinate")
 }
 
 /// noodles-cram's block decoding (`f`), with a panic inside it (a stream

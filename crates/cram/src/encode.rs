@@ -2,7 +2,7 @@
 
 use crate::error::{take_reference_error, CramError};
 use crate::options::{CramOptions, CramVersion};
-use crate::reference::RefSource;
+use crate::reference::{RefHolding, RefSource, References};
 use alnsort_pipeline::OrderedQueue;
 use noodles_bam as bam;
 use noodles_cram as cram;
@@ -39,7 +39,7 @@ pub struct CramWriter<W: Write> {
 struct Shared {
     file: String,
     header: sam::Header,
-    repository: noodles_fasta::Repository,
+    references: Arc<References>,
     encoders: BlockContentEncoderMap,
     /// Whether jobs work out their slice's `.crai` lines.
     index: bool,
@@ -152,47 +152,65 @@ const ALL_DATA_SERIES: [DataSeries; 28] = [
 
 impl<W: Write> CramWriter<W> {
     /// Starts a CRAM file on `inner` and writes its header (`header_text`,
-    /// SAM text). noodles adds each @SQ's M5 where the header lacks it.
+    /// SAM text), with each @SQ's M5 added where the header lacks it.
+    /// `holding` says how long references stay loaded: only while slices
+    /// use them ([`RefHolding::InUse`]) when the records come in coordinate
+    /// order, else all until the end.
     pub fn new(
         file: &str,
         inner: W,
         header_text: &[u8],
         refs: &RefSource,
         opts: &CramOptions,
+        holding: RefHolding,
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<CramWriter<W>, CramError> {
-        let header: sam::Header = std::str::from_utf8(header_text)
+        let mut header: sam::Header = std::str::from_utf8(header_text)
             .map_err(|e| e.to_string())
             .and_then(|t| t.parse::<sam::Header>().map_err(|e| e.to_string()))
             .map_err(|what| CramError::HeaderText {
                 file: file.to_string(),
                 what,
             })?;
-        let repository = refs.repository(&header);
+        let references = refs.references(&header, holding);
+        let header_err = |source| match take_reference_error(source) {
+            Ok(r) => CramError::EncodeReference {
+                file: file.to_string(),
+                record: 0,
+                source: Box::new(r),
+            },
+            Err(source) => CramError::Write {
+                file: file.to_string(),
+                source,
+            },
+        };
+        if holding == RefHolding::InUse {
+            // noodles' writer would load every reference lacking an M5
+            // into one repository, keeping them all; computed here one at
+            // a time and put where noodles puts them (last in the @SQ).
+            use noodles_sam::header::record::value::map::reference_sequence::tag;
+            for (id, m5) in references.missing_m5(&header).map_err(header_err)? {
+                if let Some((_, rs)) = header.reference_sequences_mut().get_index_mut(id) {
+                    rs.other_fields_mut()
+                        .insert(tag::MD5_CHECKSUM, m5.into_bytes().into());
+                }
+            }
+        }
+        // The header's writer: with every M5 present noodles asks it for
+        // no reference.
+        let repository = references.lease().repository(None);
         let encoders = encoder_map(opts);
         let mut writer = cram::io::writer::Builder::default()
-            .set_reference_sequence_repository(repository.clone())
+            .set_reference_sequence_repository(repository)
             .set_block_content_encoder_map(encoders.clone())
             .build_from_writer(Counted { inner, written: 0 });
-        writer
-            .write_header(&header)
-            .map_err(|source| match take_reference_error(source) {
-                Ok(r) => CramError::EncodeReference {
-                    file: file.to_string(),
-                    record: 0,
-                    source: Box::new(r),
-                },
-                Err(source) => CramError::Write {
-                    file: file.to_string(),
-                    source,
-                },
-            })?;
+        writer.write_header(&header).map_err(header_err)?;
         let depth = 2 * pool.current_num_threads().max(1);
         Ok(CramWriter {
             shared: Arc::new(Shared {
                 file: file.to_string(),
                 header,
-                repository,
+                references,
                 encoders,
                 index: false,
             }),
@@ -392,8 +410,27 @@ fn encode_container(
     };
     let mut kept_rg = kept_rg.into_iter().peekable();
     let mut renamed = Vec::new();
+    // The references the slice's records use (noodles asks for the
+    // reference of every record with a reference id and a position) stay
+    // loaded until the job ends.
+    let mut lease = shared.references.lease();
+    let mut one_reference = None;
+    let mut several = false;
+    for k in 0..starts.len() {
+        let r = records(k);
+        let field = |at: usize| i32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
+        let (tid, pos) = (field(4), field(8));
+        if tid >= 0 && pos >= 0 {
+            match one_reference {
+                None => one_reference = Some(tid as usize),
+                Some(t) if t != tid as usize => several = true,
+                Some(_) => {}
+            }
+        }
+    }
+    let repository = lease.repository(one_reference.filter(|_| !several));
     let mut writer = cram::io::writer::Builder::default()
-        .set_reference_sequence_repository(shared.repository.clone())
+        .set_reference_sequence_repository(repository)
         .set_block_content_encoder_map(shared.encoders.clone())
         .build_from_writer(Vec::new());
     let mut bam_record = bam::Record::default();

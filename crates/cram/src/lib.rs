@@ -32,7 +32,7 @@ pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;
 pub use error::{CramError, ReferenceError};
 pub use options::{CramOptions, CramVersion};
-pub use reference::RefSource;
+pub use reference::{RefHolding, RefSource, KEPT_UNUSED};
 
 /// The magic number every CRAM file starts with (CRAM spec §6).
 pub const MAGIC: &[u8; 4] = b"CRAM";

@@ -18,10 +18,12 @@ use md5::{Digest, Md5};
 use noodles_fasta as fasta;
 use noodles_sam as sam;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Where references are looked for.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +34,9 @@ pub struct RefSource {
     pub ref_path: Option<String>,
     /// `REF_CACHE` as found in the environment.
     pub ref_cache: Option<String>,
+    /// References loaded (found, read and MD5-checked) through this source
+    /// and its clones: the reader's and the writer's caches share it.
+    loads: Arc<AtomicU64>,
 }
 
 impl RefSource {
@@ -42,14 +47,23 @@ impl RefSource {
             fasta,
             ref_path: var("REF_PATH"),
             ref_cache: var("REF_CACHE"),
+            loads: Arc::default(),
         }
     }
 
-    /// A noodles repository that resolves the header's references on
-    /// demand (only the references that records use are looked for, as
-    /// htslib does), checking each against its @SQ M5.
-    pub(crate) fn repository(&self, header: &sam::Header) -> fasta::Repository {
+    /// How many reference sequences have been loaded through this source
+    /// (and its clones) so far: each time a sequence is read from its file
+    /// and checked, a reload after eviction included.
+    pub fn loads(&self) -> u64 {
+        self.loads.load(Ordering::Relaxed)
+    }
+
+    /// The header's references, resolved on demand (only the references
+    /// that records use are looked for, as htslib does), each checked
+    /// against its @SQ M5, and held as `holding` says.
+    pub(crate) fn references(&self, header: &sam::Header, holding: RefHolding) -> Arc<References> {
         let mut sq = HashMap::new();
+        let mut names = Vec::new();
         for (name, rs) in header.reference_sequences() {
             let other = rs.other_fields();
             let get = |tag: [u8; 2]| {
@@ -64,13 +78,306 @@ impl RefSource {
                     ur: get(*b"UR"),
                 },
             );
+            names.push(name.to_vec());
         }
-        fasta::Repository::new(Resolver {
+        let resolver = Arc::new(Resolver {
             src: self.clone(),
             sq,
             fasta: Mutex::new(self.fasta.as_ref().map(|p| FastaFile::new(p.clone()))),
+        });
+        let all = match holding {
+            RefHolding::All => Some(fasta::Repository::new(Loader {
+                resolver: Arc::clone(&resolver),
+            })),
+            RefHolding::InUse => None,
+        };
+        Arc::new(References {
+            resolver,
+            names,
+            all,
+            slots: Mutex::new(Slots::default()),
         })
     }
+}
+
+/// How a run holds the reference sequences it loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefHolding {
+    /// Each sequence only while a container job uses it, plus the
+    /// [`KEPT_UNUSED`] used last (htslib frees a reference when no slice
+    /// uses it). For records in coordinate order, where each reference is
+    /// used by one run of containers and so loaded once.
+    InUse,
+    /// Every sequence loaded, until the run ends. For any other order,
+    /// where containers visit the references again and again and evicting
+    /// would reload them per container.
+    All,
+}
+
+impl RefHolding {
+    /// The holding for records that come in coordinate order (`true`) or
+    /// in any other order.
+    pub fn for_order(coordinate: bool) -> RefHolding {
+        if coordinate {
+            RefHolding::InUse
+        } else {
+            RefHolding::All
+        }
+    }
+
+    /// The most bytes of reference sequence a run can hold at once, for
+    /// the header's @SQ lengths and `jobs` container jobs running at once
+    /// (the pool's threads).
+    ///
+    /// [`RefHolding::All`]: the sum of the lengths. [`RefHolding::InUse`]:
+    /// a running job holds the references its container uses, two of them
+    /// when it crosses from one reference to the next (as the writer's
+    /// slices of 10,240 records do), so `jobs` jobs in coordinate order use
+    /// at most `jobs + 1` references at once, and [`KEPT_UNUSED`] more are
+    /// kept; a slice of several references is given copies of them (one
+    /// noodles repository serves a slice, see [`Lease::repository`]), at
+    /// most two references for a slice crossing one boundary. Hence the sum
+    /// of the largest `jobs + 1 + KEPT_UNUSED` lengths plus the largest two
+    /// again. A container of many references (sparse records on many
+    /// large references) can hold more than this.
+    pub fn bytes(self, lengths: &[u64], jobs: usize) -> u64 {
+        match self {
+            RefHolding::All => lengths.iter().sum(),
+            RefHolding::InUse => {
+                let mut l = lengths.to_vec();
+                l.sort_unstable_by(|a, b| b.cmp(a));
+                let held: u64 = l.iter().take(jobs.max(1) + 1 + KEPT_UNUSED).sum();
+                let copies: u64 = l.iter().take(2).sum();
+                held + copies
+            }
+        }
+    }
+}
+
+/// References kept loaded after their last job ends, most recently used
+/// first: between two containers of one reference there can be a moment
+/// when no job holds it (always at `-@1`), and the next container should
+/// not reload it.
+pub const KEPT_UNUSED: usize = 1;
+
+/// The header's references and how they are held: one noodles repository
+/// per reference in use ([`RefHolding::InUse`]), so that dropping it frees
+/// that sequence alone, or one repository for all ([`RefHolding::All`]).
+pub(crate) struct References {
+    resolver: Arc<Resolver>,
+    /// @SQ names by reference id.
+    names: Vec<Vec<u8>>,
+    /// The repository of [`RefHolding::All`].
+    all: Option<fasta::Repository>,
+    slots: Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    /// The repository of each reference held, by id, with how many leases
+    /// hold it.
+    held: HashMap<usize, Slot>,
+    /// References no lease holds, most recently released first.
+    unused: VecDeque<usize>,
+}
+
+struct Slot {
+    repository: fasta::Repository,
+    leases: usize,
+}
+
+impl References {
+    /// A lease for one container job: the references it asks for stay
+    /// loaded until it is dropped.
+    pub(crate) fn lease(self: &Arc<Self>) -> Lease {
+        Lease {
+            refs: Arc::clone(self),
+            held: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// Loads each @SQ that has no M5 and returns its MD5 (as noodles'
+    /// writer computes it for the header), one sequence at a time, none
+    /// kept.
+    pub(crate) fn missing_m5(&self, header: &sam::Header) -> io::Result<Vec<(usize, String)>> {
+        let mut out = Vec::new();
+        for (id, (name, rs)) in header.reference_sequences().iter().enumerate() {
+            if rs.other_fields().get(b"M5").is_none() {
+                let seq = self.resolver.load(name)?;
+                out.push((id, normalized_md5_hex(&seq)));
+            }
+        }
+        Ok(out)
+    }
+
+    fn name(&self, id: usize) -> io::Result<&[u8]> {
+        self.names.get(id).map(Vec::as_slice).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("reference id {id} is not in the header"),
+            )
+        })
+    }
+
+    fn id(&self, name: &[u8]) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// The repository of reference `id`, counted as held once more.
+    fn hold(&self, id: usize) -> fasta::Repository {
+        let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = s.unused.iter().position(|&u| u == id) {
+            s.unused.remove(at);
+        }
+        let resolver = &self.resolver;
+        let slot = s.held.entry(id).or_insert_with(|| Slot {
+            repository: fasta::Repository::new(Loader {
+                resolver: Arc::clone(resolver),
+            }),
+            leases: 0,
+        });
+        slot.leases += 1;
+        slot.repository.clone()
+    }
+
+    /// Counts reference `id` as held once less; drops the repositories
+    /// of the references no lease holds beyond the [`KEPT_UNUSED`] most
+    /// recent (their sequences are freed when the last job's copy of the
+    /// repository goes).
+    fn release(&self, id: usize) {
+        let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(slot) = s.held.get_mut(&id) else {
+            return;
+        };
+        slot.leases = slot.leases.saturating_sub(1);
+        if slot.leases > 0 {
+            return;
+        }
+        s.unused.push_front(id);
+        while s.unused.len() > KEPT_UNUSED {
+            if let Some(old) = s.unused.pop_back() {
+                s.held.remove(&old);
+            }
+        }
+    }
+}
+
+/// The references one container job uses, held until the lease is dropped.
+pub(crate) struct Lease {
+    refs: Arc<References>,
+    /// Reference ids held through this lease (each once).
+    held: Vec<usize>,
+    /// The sequence asked for last, by id (records of a container mostly
+    /// share one reference).
+    last: Option<(usize, Arc<fasta::record::Sequence>)>,
+}
+
+impl Lease {
+    /// The repository to hand noodles for a slice (or a container) whose
+    /// records use reference `id` only (`Some`), or several (`None`, a
+    /// multi-reference slice, or one whose references are not known).
+    ///
+    /// One reference: that reference's own repository, shared with every
+    /// other job on it. Several: a repository of this job's own, which
+    /// loads nothing itself but copies each sequence it is asked for from
+    /// the shared one (noodles takes one repository per slice, and a
+    /// repository keeps everything it has been asked for, so sharing one
+    /// would hold every reference ever asked for together).
+    pub(crate) fn repository(&mut self, id: Option<usize>) -> fasta::Repository {
+        if let Some(all) = &self.refs.all {
+            return all.clone();
+        }
+        match id {
+            Some(id) => self.hold(id),
+            None => fasta::Repository::new(Copier {
+                lease: self.refs.lease(),
+            }),
+        }
+    }
+
+    /// The sequence of reference `id` (loaded if need be), held until the
+    /// lease is dropped.
+    pub(crate) fn sequence(&mut self, id: usize) -> io::Result<Arc<fasta::record::Sequence>> {
+        if let Some((last, seq)) = &self.last {
+            if *last == id {
+                return Ok(Arc::clone(seq));
+            }
+        }
+        let name = self.refs.name(id)?.to_vec();
+        let repository = self.repository(Some(id));
+        let seq = repository.get(&name).transpose()?.ok_or_else(|| {
+            io::Error::other(format!(
+                "reference {} is not available",
+                String::from_utf8_lossy(&name)
+            ))
+        })?;
+        self.last = Some((id, Arc::clone(&seq)));
+        Ok(seq)
+    }
+
+    fn hold(&mut self, id: usize) -> fasta::Repository {
+        if self.held.contains(&id) {
+            // Already counted for this lease: just the repository.
+            let s = self.refs.slots.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(slot) = s.held.get(&id) {
+                return slot.repository.clone();
+            }
+        }
+        self.held.push(id);
+        self.refs.hold(id)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.last = None;
+        for id in std::mem::take(&mut self.held) {
+            self.refs.release(id);
+        }
+    }
+}
+
+/// Loads a reference by name through the resolver (the repository adapter
+/// of a reference's own repository, and of [`RefHolding::All`]'s).
+struct Loader {
+    resolver: Arc<Resolver>,
+}
+
+impl fasta::repository::Adapter for Loader {
+    fn get(&mut self, name: &[u8]) -> Option<io::Result<fasta::Record>> {
+        // Always Some: noodles' encoder treats None as a bug (it panics),
+        // and the error says where we looked.
+        Some(self.resolver.load(name).map(|seq| record(name, seq)))
+    }
+}
+
+/// A job's repository for a slice of several references: copies each
+/// sequence from that reference's shared repository, holding it through
+/// its own lease while the job's repository lives.
+struct Copier {
+    lease: Lease,
+}
+
+impl fasta::repository::Adapter for Copier {
+    fn get(&mut self, name: &[u8]) -> Option<io::Result<fasta::Record>> {
+        let Some(id) = self.lease.refs.id(name) else {
+            // Not an @SQ: the resolver's error names it.
+            return Some(self.lease.refs.resolver.load(name).map(|s| record(name, s)));
+        };
+        Some(
+            self.lease
+                .sequence(id)
+                .map(|seq| record(name, AsRef::<[u8]>::as_ref(&*seq).to_vec())),
+        )
+    }
+}
+
+fn record(name: &[u8], seq: Vec<u8>) -> fasta::Record {
+    fasta::Record::new(
+        fasta::record::Definition::new(name.to_vec(), None),
+        fasta::record::Sequence::from(seq),
+    )
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +390,25 @@ struct Resolver {
     src: RefSource,
     sq: HashMap<Vec<u8>, SqInfo>,
     fasta: Mutex<Option<FastaFile>>,
+}
+
+/// Lower-case hex MD5 of `seq` as the SAM spec (§1.3.2) and noodles'
+/// writer compute it: bytes outside `!`..`~` left out, lower case taken
+/// as upper.
+pub(crate) fn normalized_md5_hex(seq: &[u8]) -> String {
+    let mut h = Md5::new();
+    let mut buf = Vec::with_capacity(seq.len().min(1 << 20));
+    for chunk in seq.chunks(1 << 20) {
+        buf.clear();
+        buf.extend(
+            chunk
+                .iter()
+                .filter(|b| b.is_ascii_graphic())
+                .map(u8::to_ascii_uppercase),
+        );
+        h.update(&buf);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Lower-case hex MD5 of `seq`.
@@ -180,6 +506,14 @@ fn clean(mut seq: Vec<u8>) -> Vec<u8> {
 }
 
 impl Resolver {
+    /// [`Resolver::find`], counted as a load, its error as an `io::Error`
+    /// (what noodles' repository passes on).
+    fn load(&self, name: &[u8]) -> io::Result<Vec<u8>> {
+        let seq = self.find(name).map_err(io::Error::other)?;
+        self.src.loads.fetch_add(1, Ordering::Relaxed);
+        Ok(seq)
+    }
+
     fn find(&self, name: &[u8]) -> Result<Vec<u8>, ReferenceError> {
         let sn = String::from_utf8_lossy(name).into_owned();
         let info = self
@@ -285,23 +619,6 @@ impl Resolver {
             m5: m5_shown,
             looked: looked.join("; "),
         })
-    }
-}
-
-impl fasta::repository::Adapter for Resolver {
-    fn get(&mut self, name: &[u8]) -> Option<io::Result<fasta::Record>> {
-        // Always Some: noodles' encoder treats None as a bug (it panics),
-        // and the error says where we looked.
-        Some(
-            self.find(name)
-                .map(|seq| {
-                    fasta::Record::new(
-                        fasta::record::Definition::new(name.to_vec(), None),
-                        fasta::record::Sequence::from(seq),
-                    )
-                })
-                .map_err(io::Error::other),
-        )
     }
 }
 
@@ -460,6 +777,152 @@ mod tests {
         format!("@HD\tVN:1.6\n{sq}\n").parse().expect("header")
     }
 
+    /// A repository that serves any of the header's references.
+    fn repository(src: &RefSource, h: &sam::Header) -> fasta::Repository {
+        src.references(h, RefHolding::InUse)
+            .lease()
+            .repository(None)
+    }
+
+    /// Four references `c0`..`c3` of `len` bases each in `r.fa` (with a
+    /// `.fai`), their header with M5s, and a source for them.
+    fn four_references(dir: &Path, len: usize) -> (sam::Header, RefSource) {
+        let fa = dir.join("r.fa");
+        let mut text = String::new();
+        let mut fai = String::new();
+        let mut sq = Vec::new();
+        for k in 0..4 {
+            let seq: String = (0..len)
+                .map(|i| b"ACGT"[(i * (k + 1)) % 4] as char)
+                .collect();
+            let offset = text.len() + format!(">c{k}\n").len();
+            text.push_str(&format!(">c{k}\n{seq}\n"));
+            fai.push_str(&format!("c{k}\t{len}\t{offset}\t{len}\t{}\n", len + 1));
+            sq.push(format!(
+                "@SQ\tSN:c{k}\tLN:{len}\tM5:{}",
+                md5_hex(seq.as_bytes())
+            ));
+        }
+        std::fs::write(&fa, text).expect("fa");
+        std::fs::write(dir.join("r.fa.fai"), fai).expect("fai");
+        let src = RefSource {
+            fasta: Some(fa),
+            ..Default::default()
+        };
+        (header(&sq.join("\n")), src)
+    }
+
+    #[test]
+    fn references_in_use_are_shared_and_unused_ones_evicted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (h, src) = four_references(dir.path(), 1000);
+        let refs = src.references(&h, RefHolding::InUse);
+        let get = |lease: &mut Lease, k: usize| {
+            let seq = lease.sequence(k).expect("found");
+            assert_eq!(seq.len(), 1000);
+        };
+        // Two jobs on c0 at once, then more after them: loaded once.
+        let mut a = refs.lease();
+        let mut b = refs.lease();
+        get(&mut a, 0);
+        get(&mut b, 0);
+        let held = a.repository(Some(0));
+        assert_eq!(held.len(), 1, "a reference's repository holds it alone");
+        drop((a, b));
+        let mut c = refs.lease();
+        get(&mut c, 0);
+        drop(c);
+        assert_eq!(src.loads(), 1);
+        // c1 then c2 with no job between: c0 goes (KEPT_UNUSED is 1), c1
+        // is kept while c2's job runs.
+        for k in [1, 2] {
+            let mut l = refs.lease();
+            get(&mut l, k);
+        }
+        assert_eq!(src.loads(), 3);
+        let mut l = refs.lease();
+        get(&mut l, 2);
+        assert_eq!(src.loads(), 3, "the reference used last is kept");
+        get(&mut l, 0);
+        assert_eq!(src.loads(), 4, "an evicted reference is loaded again");
+        drop(l);
+        // What was evicted is freed once no job holds it.
+        let s = refs.slots.lock().expect("lock");
+        assert_eq!(s.held.len(), KEPT_UNUSED);
+    }
+
+    #[test]
+    fn a_slice_of_several_references_gets_copies_of_the_shared_ones() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (h, src) = four_references(dir.path(), 500);
+        let refs = src.references(&h, RefHolding::InUse);
+        let mut one = refs.lease();
+        let c1 = one.sequence(1).expect("c1");
+        let mut job = refs.lease();
+        let several = job.repository(None);
+        let a = several.get(b"c1").expect("some").expect("c1");
+        let b = several.get(b"c3").expect("some").expect("c3");
+        assert_eq!(*a, *c1);
+        assert_eq!(b.len(), 500);
+        assert_eq!(
+            src.loads(),
+            2,
+            "c1 copied from the shared one, c3 loaded once"
+        );
+        // An @SQ's M5 still checks a reference loaded again.
+        drop((one, job, several, a, b, c1));
+        let e = repository(
+            &src,
+            &header("@SQ\tSN:c2\tLN:500\tM5:00000000000000000000000000000000"),
+        )
+        .get(b"c2")
+        .expect("some")
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("MD5"), "{e}");
+    }
+
+    #[test]
+    fn holding_all_keeps_every_reference() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (h, src) = four_references(dir.path(), 100);
+        let refs = src.references(&h, RefHolding::All);
+        for _ in 0..2 {
+            for k in 0..4 {
+                let mut l = refs.lease();
+                l.sequence(k).expect("found");
+            }
+        }
+        assert_eq!(src.loads(), 4);
+    }
+
+    #[test]
+    fn charge_counts_running_jobs_kept_and_copied_references() {
+        let lengths = [10, 50, 20, 40, 30];
+        assert_eq!(RefHolding::All.bytes(&lengths, 2), 150);
+        // -@1: one job's two references and one kept (50 + 40 + 30), and
+        // copies of the two largest (50 + 40).
+        assert_eq!(RefHolding::InUse.bytes(&lengths, 1), 120 + 90);
+        assert_eq!(RefHolding::InUse.bytes(&lengths, 9), 150 + 90);
+    }
+
+    #[test]
+    fn missing_m5_is_the_normalized_md5() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let fa = dir.path().join("r.fa");
+        std::fs::write(&fa, ">a\nacgtn\n>b\nTT\n").expect("write");
+        let h = header("@SQ\tSN:a\tLN:5\n@SQ\tSN:b\tLN:2\tM5:x");
+        let src = RefSource {
+            fasta: Some(fa),
+            ..Default::default()
+        };
+        let m5 = src
+            .references(&h, RefHolding::InUse)
+            .missing_m5(&h)
+            .expect("m5");
+        assert_eq!(m5, vec![(0, md5_hex(b"ACGTN"))]);
+    }
+
     #[test]
     fn fasta_without_fai_is_read_whole_and_md5_checked() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -470,11 +933,13 @@ mod tests {
             "@SQ\tSN:chrA\tLN:6\tM5:{m5}\n@SQ\tSN:chrB\tLN:4\tM5:{}",
             "0".repeat(32)
         ));
-        let repo = RefSource {
-            fasta: Some(fa.clone()),
-            ..Default::default()
-        }
-        .repository(&h);
+        let repo = repository(
+            &RefSource {
+                fasta: Some(fa.clone()),
+                ..Default::default()
+            },
+            &h,
+        );
         let a = repo.get(b"chrA").expect("some").expect("found");
         assert_eq!(AsRef::<[u8]>::as_ref(&*a), b"ACGTAC");
         let e = repo.get(b"chrB").expect("some").unwrap_err().to_string();
@@ -500,15 +965,14 @@ mod tests {
         let src = RefSource {
             fasta: None,
             ref_path: Some(format!("/nonexistent:{}/%2s/%2s/%s", dir.path().display())),
-            ref_cache: None,
+            ..Default::default()
         };
-        let repo = src.repository(&h);
+        let repo = repository(&src, &h);
         let c1 = repo.get(b"c1").expect("some").expect("ok");
         assert_eq!(AsRef::<[u8]>::as_ref(&*c1), b"GATTACA");
         // Missing: the message names each place looked at.
         let h = header(&format!("@SQ\tSN:c2\tLN:7\tM5:{}", "ab".repeat(16)));
-        let e = src
-            .repository(&h)
+        let e = repository(&src, &h)
             .get(b"c2")
             .expect("some")
             .unwrap_err()

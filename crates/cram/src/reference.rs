@@ -135,11 +135,14 @@ impl RefHolding {
     /// slices of 10,240 records do), so `jobs` jobs in coordinate order use
     /// at most `jobs + 1` references at once, and [`KEPT_UNUSED`] more are
     /// kept; a slice of several references is given copies of them (one
-    /// noodles repository serves a slice, see [`Lease::repository`]), at
-    /// most two references for a slice crossing one boundary. Hence the sum
-    /// of the largest `jobs + 1 + KEPT_UNUSED` lengths plus the largest two
-    /// again. A container of many references (sparse records on many
-    /// large references) can hold more than this.
+    /// noodles repository serves a slice, see [`Lease::repository`]), two
+    /// references for a slice crossing one boundary; and while a sequence
+    /// is loaded or copied it is there twice for a moment (noodles'
+    /// repository copies the record its adapter returns). Hence the sum of
+    /// the largest `jobs + 1 + KEPT_UNUSED` lengths, plus the largest two
+    /// (copies), plus the largest once more. A container of many
+    /// references (sparse records on many large references) can hold more
+    /// than this.
     pub fn bytes(self, lengths: &[u64], jobs: usize) -> u64 {
         match self {
             RefHolding::All => lengths.iter().sum(),
@@ -148,7 +151,8 @@ impl RefHolding {
                 l.sort_unstable_by(|a, b| b.cmp(a));
                 let held: u64 = l.iter().take(jobs.max(1) + 1 + KEPT_UNUSED).sum();
                 let copies: u64 = l.iter().take(2).sum();
-                held + copies
+                let loading = l.first().copied().unwrap_or(0);
+                held + copies + loading
             }
         }
     }
@@ -900,10 +904,10 @@ mod tests {
     fn charge_counts_running_jobs_kept_and_copied_references() {
         let lengths = [10, 50, 20, 40, 30];
         assert_eq!(RefHolding::All.bytes(&lengths, 2), 150);
-        // -@1: one job's two references and one kept (50 + 40 + 30), and
-        // copies of the two largest (50 + 40).
-        assert_eq!(RefHolding::InUse.bytes(&lengths, 1), 120 + 90);
-        assert_eq!(RefHolding::InUse.bytes(&lengths, 9), 150 + 90);
+        // -@1: one job's two references and one kept (50 + 40 + 30),
+        // copies of the two largest (50 + 40), the largest loading (50).
+        assert_eq!(RefHolding::InUse.bytes(&lengths, 1), 120 + 90 + 50);
+        assert_eq!(RefHolding::InUse.bytes(&lengths, 9), 150 + 90 + 50);
     }
 
     #[test]

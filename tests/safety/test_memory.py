@@ -252,7 +252,7 @@ def stats_of(args: list[str], tmp_path: Path) -> dict:
 
 # The smallest budgets the sum-of-all-references charge accepted for the
 # fixture at -@1 (its refusal said "use --max-memory 79.65 MiB or more" for
-# CRAM input and output alike); in coordinate order only three references
+# CRAM input and output alike); in coordinate order only three references,
 # two copies and one being loaded are charged now (70.11 MiB).
 OLD_CRAM_MINIMUM_1 = 79.65 * MiB
 

@@ -414,21 +414,23 @@ fn encode_container(
     // reference of every record with a reference id and a position) stay
     // loaded until the job ends.
     let mut lease = shared.references.lease();
-    let mut one_reference = None;
-    let mut several = false;
+    let mut span: Option<(usize, usize)> = None;
     for k in 0..starts.len() {
         let r = records(k);
         let field = |at: usize| i32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
         let (tid, pos) = (field(4), field(8));
         if tid >= 0 && pos >= 0 {
-            match one_reference {
-                None => one_reference = Some(tid as usize),
-                Some(t) if t != tid as usize => several = true,
-                Some(_) => {}
-            }
+            let t = tid as usize;
+            span = Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
         }
     }
-    let repository = lease.repository(one_reference.filter(|_| !several));
+    let repository = match span {
+        Some((a, b)) if a == b => lease.repository(Some(a)),
+        // In coordinate order (the only order that holds references in
+        // use) a reference strictly inside the span has no records in any
+        // other slice.
+        _ => lease.repository_between(span),
+    };
     let mut writer = cram::io::writer::Builder::default()
         .set_reference_sequence_repository(repository)
         .set_block_content_encoder_map(shared.encoders.clone())

@@ -294,10 +294,25 @@ impl Lease {
         }
         match id {
             Some(id) => self.hold(id),
-            None => fasta::Repository::new(Copier {
-                lease: self.refs.lease(),
-            }),
+            None => self.repository_between(None),
         }
+    }
+
+    /// As [`Lease::repository`] for a slice of several references, when
+    /// its records are in coordinate order and use references `first` to
+    /// `last` (header order): a reference strictly between them has all its
+    /// records in this slice, so it is loaded straight into the job's
+    /// repository (once, not shared and copied); `first` and `last` may
+    /// have records in the slices before and after, and are copied from
+    /// their shared repositories.
+    pub(crate) fn repository_between(&mut self, span: Option<(usize, usize)>) -> fasta::Repository {
+        if let Some(all) = &self.refs.all {
+            return all.clone();
+        }
+        fasta::Repository::new(Copier {
+            lease: self.refs.lease(),
+            inner: span.map(|(first, last)| first + 1..last),
+        })
     }
 
     /// The sequence of reference `id` (loaded if need be), held until the
@@ -361,6 +376,9 @@ impl fasta::repository::Adapter for Loader {
 /// its own lease while the job's repository lives.
 struct Copier {
     lease: Lease,
+    /// References loaded here rather than copied (see
+    /// [`Lease::repository_between`]).
+    inner: Option<std::ops::Range<usize>>,
 }
 
 impl fasta::repository::Adapter for Copier {
@@ -369,6 +387,9 @@ impl fasta::repository::Adapter for Copier {
             // Not an @SQ: the resolver's error names it.
             return Some(self.lease.refs.resolver.load(name).map(|s| record(name, s)));
         };
+        if self.inner.as_ref().is_some_and(|r| r.contains(&id)) {
+            return Some(self.lease.refs.resolver.load(name).map(|s| record(name, s)));
+        }
         Some(
             self.lease
                 .sequence(id)
@@ -884,6 +905,30 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("MD5"), "{e}");
+    }
+
+    #[test]
+    fn references_inside_a_slice_span_are_loaded_for_it_alone() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (h, src) = four_references(dir.path(), 300);
+        let refs = src.references(&h, RefHolding::InUse);
+        let mut job = refs.lease();
+        let repo = job.repository_between(Some((0, 3)));
+        for name in [b"c0", b"c1", b"c2", b"c3"] {
+            repo.get(name).expect("some").expect("found");
+        }
+        assert_eq!(src.loads(), 4);
+        {
+            let s = refs.slots.lock().expect("lock");
+            let mut shared: Vec<_> = s.held.keys().copied().collect();
+            shared.sort_unstable();
+            assert_eq!(shared, vec![0, 3], "only the span's ends are shared");
+        }
+        // The next slice goes on with c3: no reload.
+        drop((repo, job));
+        let mut next = refs.lease();
+        next.sequence(3).expect("c3");
+        assert_eq!(src.loads(), 4);
     }
 
     #[test]

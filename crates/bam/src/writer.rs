@@ -129,43 +129,75 @@ pub struct Finished<W> {
     pub part_index: Option<Vec<u8>>,
 }
 
-/// A record's index fields as a part index needs them, kept until the
-/// blocks' compressed offsets are known (32 bytes a record).
-#[derive(Debug, Clone, Copy)]
-struct PartEntry {
-    ref_id: i32,
-    mapped: bool,
-    beg: i64,
-    end: i64,
-    /// Logical virtual offset of the record's first byte.
-    vstart: u64,
-}
-
-/// The records' index fields for a part index, in write order.
+/// The records' index fields for a part index, in write order, kept until
+/// the blocks' compressed offsets are known: per record, as varints
+/// (LEB128), `(ref_id + 1) << 1 | mapped`, zigzag `beg`, zigzag
+/// `end - beg` and the logical start's distance from the previous one's
+/// (about 10 bytes a record, as the part index itself).
 #[derive(Debug, Default)]
 struct PartRecords {
-    entries: Vec<PartEntry>,
+    fields: Vec<u8>,
+    records: u64,
+    previous: u64,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The varint at `*at` of `bytes` (written by [`put_varint`]).
+fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = bytes[*at];
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 impl PartRecords {
     fn push(&mut self, r: RecordRef<'_>, vstart: u64, n_ref: usize) -> Result<(), WriteError> {
         let rec = index_record(r, vstart, vstart);
+        let fail = |source| Err(WriteError::Index { source });
         if rec.ref_id >= 0 && rec.ref_id as usize >= n_ref {
-            return Err(WriteError::Index {
-                source: IndexError::ReferenceOutOfRange {
-                    record: self.entries.len() as u64,
-                    ref_id: rec.ref_id,
-                    n_refs: n_ref,
-                },
+            return fail(IndexError::ReferenceOutOfRange {
+                record: self.records,
+                ref_id: rec.ref_id,
+                n_refs: n_ref,
             });
         }
-        self.entries.push(PartEntry {
-            ref_id: rec.ref_id,
-            mapped: rec.mapped,
-            beg: rec.beg,
-            end: rec.end,
-            vstart,
-        });
+        let Some(step) = vstart.checked_sub(self.previous) else {
+            return fail(IndexError::OffsetsOutOfOrder {
+                record: self.records,
+                previous_end: self.previous,
+                vstart,
+                vend: vstart,
+            });
+        };
+        let tid = u64::from((rec.ref_id.max(-1) + 1) as u32);
+        put_varint(&mut self.fields, tid << 1 | u64::from(rec.mapped));
+        put_varint(&mut self.fields, zigzag(rec.beg));
+        put_varint(&mut self.fields, zigzag(rec.end.wrapping_sub(rec.beg)));
+        put_varint(&mut self.fields, step);
+        self.previous = vstart;
+        self.records += 1;
         Ok(())
     }
 
@@ -191,25 +223,45 @@ impl PartRecords {
                 }),
             }
         };
-        let mut idx = PartIndexWriter::new();
-        let mut next = match self.entries.first() {
-            Some(e) => real(e.vstart)?,
-            None => return Ok(idx.finish(part_bytes)),
-        };
-        for (i, e) in self.entries.iter().enumerate() {
-            let vstart = next;
-            next = match self.entries.get(i + 1) {
-                Some(n) => real(n.vstart)?,
-                None => end << 16,
+        // One record ahead: a record ends where the next one starts.
+        let mut at = 0usize;
+        let mut logical = 0u64;
+        let mut read = |at: &mut usize| {
+            let tid = get_varint(&self.fields, at);
+            let beg = unzigzag(get_varint(&self.fields, at));
+            let len = unzigzag(get_varint(&self.fields, at));
+            logical += get_varint(&self.fields, at);
+            let rec = IndexRecord {
+                ref_id: (tid >> 1) as i32 - 1,
+                beg,
+                end: beg.wrapping_add(len),
+                mapped: tid & 1 == 1,
+                vstart: 0,
+                vend: 0,
             };
-            idx.push(&IndexRecord {
-                ref_id: e.ref_id,
-                beg: e.beg,
-                end: e.end,
-                mapped: e.mapped,
-                vstart,
-                vend: next,
-            })?;
+            (rec, logical)
+        };
+        let mut idx = PartIndexWriter::new();
+        let mut ahead = None;
+        if self.records > 0 {
+            let (rec, logical) = read(&mut at);
+            ahead = Some((rec, real(logical)?));
+        }
+        for i in 0..self.records {
+            let Some((mut rec, vstart)) = ahead.take() else {
+                break;
+            };
+            let vend = if i + 1 < self.records {
+                let (next, logical) = read(&mut at);
+                let start = real(logical)?;
+                ahead = Some((next, start));
+                start
+            } else {
+                end << 16
+            };
+            rec.vstart = vstart;
+            rec.vend = vend;
+            idx.push(&rec)?;
         }
         Ok(idx.finish(part_bytes))
     }

@@ -18,9 +18,10 @@ with the checksum of its decoded records, which must equal the Ray runs'.
 With `--repeat K` the comparison (the baseline, then each node count) runs
 K times in a row, each round with the machine's load average (`uptime`)
 before it, and per phase the tasks' CPU seconds beside the wall time.
+With `--index` both write a CSI index (`--write-index`, `index=True`).
 
     .venv/bin/python bench/ray_scaling.py [--input X.bam | --records 1000000]
-        [--nodes 1,2,3] [--splits 6] [--partitions 6] [--repeat 2]
+        [--nodes 1,2,3] [--splits 6] [--partitions 6] [--repeat 2] [--index]
         [--out bench/results/DATE-ray-scaling.md]
 
 Needs the alnsort package with alnsort.stages and ray==2.60.0 installed
@@ -122,6 +123,12 @@ def tree_cpu() -> float:
     return sum(stats[p][1] for p in family if p in stats)
 
 
+def aray_module_file() -> str:
+    import alnsort.ray as aray
+
+    return aray.__file__
+
+
 def run_ray(n: int, inp: str, out: str, args: argparse.Namespace, sampling: str) -> dict:
     import alnsort.ray as aray
 
@@ -137,7 +144,8 @@ def run_ray(n: int, inp: str, out: str, args: argparse.Namespace, sampling: str)
         argv = ["python", "-m", "alnsort.ray", "sort", "-o", "out.bam", "in.bam"]
         c0 = tree_cpu()
         stats = aray.sort(
-            inp, out, splits=args.splits, partitions=args.partitions, threads=1, max_memory=args.memory, argv=argv
+            inp, out, splits=args.splits, partitions=args.partitions, threads=1, max_memory=args.memory, argv=argv,
+            index=args.index,
         )
         stats["tree_cpu_seconds"] = tree_cpu() - c0
     stats["startup_seconds"] = startup
@@ -164,6 +172,7 @@ def main() -> int:
         "and/or 'tasks' (sample tasks only); each node count runs once per entry",
     )
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole comparison")
+    ap.add_argument("--index", action="store_true", help="write a CSI index (both the baseline and Ray)")
     args = ap.parse_args()
     binary = os.path.join(ROOT, "target", "release", "alnsort")
 
@@ -183,7 +192,8 @@ def main() -> int:
         load = load_average()
         c0 = children_cpu()
         t0 = time.perf_counter()
-        subprocess.run([binary, "sort", "-@", "1", "-m", args.memory, "-o", single, inp], check=True)
+        index = ["--write-index"] if args.index else []
+        subprocess.run([binary, "sort", "-@", "1", "-m", args.memory, *index, "-o", single, inp], check=True)
         single_wall = time.perf_counter() - t0
         single_cpu = children_cpu() - c0
         single_digest = record_digest(single)
@@ -223,7 +233,9 @@ def main() -> int:
             }
             rows.append(row)
             print(row, file=sys.stderr)
-            os.unlink(out)
+            for leftover in (out, out + ".csi"):
+                if os.path.exists(leftover):
+                    os.unlink(leftover)
     single_digest = singles[0]["records_digest"]
 
     lines = [
@@ -233,7 +245,8 @@ def main() -> int:
         f"Python {platform.python_version()}; simulated cluster (ray.cluster_utils.Cluster): "
         "head with 0 CPUs + N one-CPU worker nodes, object store "
         f"{args.store_mib} MiB per node; `--splits {args.splits} --partitions {args.partitions}`, "
-        f"`-m {args.memory}` per map task, `-@ 1` per task.",
+        f"`-m {args.memory}` per map task, `-@ 1` per task{'; CSI index written' if args.index else ''}.",
+        f"alnsort package: {os.path.dirname(aray_module_file())} (Python {sys.executable}).",
         "",
         f"Input: `{inp if args.input else f'tests/gen.py, {args.records} records requested'}` "
         f"({os.path.getsize(inp) / 1e6:.1f} MB), {rows[0]['records'] if rows else '?'} records.",
@@ -241,7 +254,7 @@ def main() -> int:
         + " ".join(sys.argv[1:])
         + "`",
         "",
-        f"Baseline `alnsort sort -@ 1 -m {args.memory}`, one line per round:",
+        f"Baseline `alnsort sort -@ 1 -m {args.memory}{' --write-index' if args.index else ''}`, one line per round:",
         "",
         "| round | load before (1, 5, 15 min) | wall s | CPU s | output sha256 | records digest |",
         "|---|---|---|---|---|---|",

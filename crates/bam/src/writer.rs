@@ -7,7 +7,9 @@
 //! `bgzf_write`). A record is copied once, straight into the payload that the
 //! deflate job on the pool takes. The BAM form reports each record's logical
 //! virtual offsets to an optional [`IndexBuilder`], and [`Writer::finish`]
-//! returns the finished index with the output.
+//! returns the finished index with the output. A writer of a part can
+//! instead keep each record's index fields and give back the part's index
+//! ([`Writer::collect_part_index`]), without reading the part again.
 //!
 //! [`WriterOptions`] can leave out the header and the EOF block, so that a
 //! writer produces a part of a larger file (its blocks concatenate with the
@@ -17,7 +19,9 @@ use crate::header::Header;
 use crate::record::{flags, RecordRef};
 use crate::sam_format::format_sam_record;
 use alnsort_bgzf::{BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Units};
-use alnsort_index::{IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord};
+use alnsort_index::{
+    IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord, PartIndexWriter,
+};
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
 
@@ -120,6 +124,147 @@ pub struct Finished<W> {
     pub bytes_written: u64,
     /// The index, when one was asked for.
     pub index: Option<IndexFile>,
+    /// The part index (`alnsort_index::PartIndexWriter`'s bytes), when
+    /// [`Writer::collect_part_index`] asked for it.
+    pub part_index: Option<Vec<u8>>,
+}
+
+/// The records' index fields for a part index, in write order, kept until
+/// the blocks' compressed offsets are known: per record, as varints
+/// (LEB128), `(ref_id + 1) << 1 | mapped`, zigzag `beg`, zigzag
+/// `end - beg` and the logical start's distance from the previous one's
+/// (about 10 bytes a record, as the part index itself).
+#[derive(Debug, Default)]
+struct PartRecords {
+    fields: Vec<u8>,
+    records: u64,
+    previous: u64,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The varint at `*at` of `bytes` (written by [`put_varint`]).
+fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = bytes[*at];
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+impl PartRecords {
+    fn push(&mut self, r: RecordRef<'_>, vstart: u64, n_ref: usize) -> Result<(), WriteError> {
+        let rec = index_record(r, vstart, vstart);
+        let fail = |source| Err(WriteError::Index { source });
+        if rec.ref_id >= 0 && rec.ref_id as usize >= n_ref {
+            return fail(IndexError::ReferenceOutOfRange {
+                record: self.records,
+                ref_id: rec.ref_id,
+                n_refs: n_ref,
+            });
+        }
+        let Some(step) = vstart.checked_sub(self.previous) else {
+            return fail(IndexError::OffsetsOutOfOrder {
+                record: self.records,
+                previous_end: self.previous,
+                vstart,
+                vend: vstart,
+            });
+        };
+        let tid = u64::from((rec.ref_id.max(-1) + 1) as u32);
+        put_varint(&mut self.fields, tid << 1 | u64::from(rec.mapped));
+        put_varint(&mut self.fields, zigzag(rec.beg));
+        put_varint(&mut self.fields, zigzag(rec.end.wrapping_sub(rec.beg)));
+        put_varint(&mut self.fields, step);
+        self.previous = vstart;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// The part index, offsets as a reader of the part sees them: a record
+    /// starts where the writer put it (a record that opens a block starts
+    /// at its offset 0) and ends where the next one starts, the last one at
+    /// the end of the last block (the last entry of `block_offsets`: past
+    /// the last block, or the EOF block's offset). `part_bytes` is the
+    /// size of the output.
+    fn finish(self, block_offsets: &[u64], part_bytes: u64) -> Result<Vec<u8>, IndexError> {
+        let end = block_offsets.last().copied().unwrap_or(0);
+        let real = |logical: u64| -> Result<u64, IndexError> {
+            let block = logical >> 16;
+            match usize::try_from(block)
+                .ok()
+                .and_then(|b| block_offsets.get(b))
+            {
+                Some(&c) => Ok((c << 16) | (logical & 0xffff)),
+                None => Err(IndexError::UnknownBlock {
+                    offset: logical,
+                    block,
+                    n_blocks: block_offsets.len(),
+                }),
+            }
+        };
+        // One record ahead: a record ends where the next one starts.
+        let mut at = 0usize;
+        let mut logical = 0u64;
+        let mut read = |at: &mut usize| {
+            let tid = get_varint(&self.fields, at);
+            let beg = unzigzag(get_varint(&self.fields, at));
+            let len = unzigzag(get_varint(&self.fields, at));
+            logical += get_varint(&self.fields, at);
+            let rec = IndexRecord {
+                ref_id: (tid >> 1) as i32 - 1,
+                beg,
+                end: beg.wrapping_add(len),
+                mapped: tid & 1 == 1,
+                vstart: 0,
+                vend: 0,
+            };
+            (rec, logical)
+        };
+        let mut idx = PartIndexWriter::new();
+        let mut ahead = None;
+        if self.records > 0 {
+            let (rec, logical) = read(&mut at);
+            ahead = Some((rec, real(logical)?));
+        }
+        for i in 0..self.records {
+            let Some((mut rec, vstart)) = ahead.take() else {
+                break;
+            };
+            let vend = if i + 1 < self.records {
+                let (next, logical) = read(&mut at);
+                let start = real(logical)?;
+                ahead = Some((next, start));
+                start
+            } else {
+                end << 16
+            };
+            rec.vstart = vstart;
+            rec.vend = vend;
+            idx.push(&rec)?;
+        }
+        Ok(idx.finish(part_bytes))
+    }
 }
 
 enum Sink<W: Write + Send + 'static> {
@@ -138,6 +283,7 @@ pub struct Writer<W: Write + Send + 'static> {
     sink: Sink<W>,
     header: Arc<Header>,
     index: Option<IndexBuilder>,
+    part: Option<PartRecords>,
     eof: bool,
     records: u64,
     line: Vec<u8>,
@@ -188,6 +334,7 @@ impl<W: Write + Send + 'static> Writer<W> {
             sink,
             header,
             index,
+            part: None,
             eof: options.eof,
             records: 0,
             line: Vec::with_capacity(1024),
@@ -196,6 +343,27 @@ impl<W: Write + Send + 'static> Writer<W> {
             w.write_header()?;
         }
         Ok(w)
+    }
+
+    /// Keeps each record's index fields from now on, so that
+    /// [`Writer::finish`] returns the part index of the output
+    /// ([`Finished::part_index`], the bytes of
+    /// `alnsort_index::PartIndexWriter`): each record's offsets relative to
+    /// the output's first byte, as a reader of it sees them. For a
+    /// headerless, EOF-less BAM part; called before the first record.
+    pub fn collect_part_index(&mut self) -> Result<(), WriteError> {
+        if !matches!(self.sink, Sink::Bgzf { text: false, .. }) {
+            return Err(WriteError::Unsupported(
+                "an index can only be built for BAM output",
+            ));
+        }
+        if self.records != 0 {
+            return Err(WriteError::Unsupported(
+                "a part index must be asked for before the first record",
+            ));
+        }
+        self.part = Some(PartRecords::default());
+        Ok(())
     }
 
     fn write_header(&mut self) -> Result<(), WriteError> {
@@ -269,6 +437,9 @@ impl<W: Write + Send + 'static> Writer<W> {
                         .push(&index_record(r, vstart, packer.virtual_offset()))
                         .map_err(|source| WriteError::Index { source })?;
                 }
+                if let Some(part) = &mut self.part {
+                    part.push(RecordRef::with_block_size(rec), vstart, self.header.n_ref())?;
+                }
             }
         }
         Ok(())
@@ -297,7 +468,10 @@ impl<W: Write + Send + 'static> Writer<W> {
         let first = self.records;
         let n = records.count() as u64;
         let mut index_error = None;
+        let mut part_error = None;
         let index = &mut self.index;
+        let part = &mut self.part;
+        let n_ref = self.header.n_ref();
         let units = Arc::clone(&records);
         packer
             .write_units(records, |i, vstart, vend| {
@@ -307,12 +481,21 @@ impl<W: Write + Send + 'static> Writer<W> {
                         index_error = Some(e);
                     }
                 }
+                if let (Some(part), None) = (part.as_mut(), &part_error) {
+                    let r = RecordRef::with_block_size(units.unit(i));
+                    if let Err(e) = part.push(r, vstart, n_ref) {
+                        part_error = Some(e);
+                    }
+                }
             })
             .map_err(|source| WriteError::Bgzf {
                 records: first,
                 source,
             })?;
         self.records += n;
+        if let Some(e) = part_error {
+            return Err(e);
+        }
         match index_error {
             Some(source) => Err(WriteError::Index { source }),
             None => Ok(()),
@@ -360,12 +543,20 @@ impl<W: Write + Send + 'static> Writer<W> {
             ),
             None => None,
         };
+        let part_index = match self.part {
+            Some(part) => Some(
+                part.finish(&block_offsets, bytes_written)
+                    .map_err(|source| WriteError::Index { source })?,
+            ),
+            None => None,
+        };
         Ok(Finished {
             inner,
             records,
             bytes_uncompressed,
             bytes_written,
             index,
+            part_index,
         })
     }
 }

@@ -306,3 +306,129 @@ fn write_records_is_write_record_one_by_one() {
         assert_eq!(got.bytes_uncompressed, want.bytes_uncompressed);
     }
 }
+
+/// The part index of a headerless, EOF-less BAM part as a reader of it
+/// sees the records: each record's index fields with the virtual offset
+/// where it starts (offset 0 of a block for a record that opens one) and
+/// ends (where the next starts; the last one at the part's end).
+fn part_index_by_reading(part: &[u8]) -> Vec<u8> {
+    let mut d = libdeflater::Decompressor::new();
+    let mut payload = Vec::new();
+    // (position in the payload, compressed offset of the block) per block.
+    let mut blocks = Vec::new();
+    let mut pos = 0;
+    while pos < part.len() {
+        let h = alnsort_bgzf::block::parse_header(&part[pos..], pos as u64).expect("header");
+        let mut out = Vec::new();
+        alnsort_bgzf::block::inflate_block(&part[pos..], pos as u64, &mut out, &mut d)
+            .expect("block");
+        blocks.push((payload.len(), pos as u64));
+        payload.extend_from_slice(&out);
+        pos += h.bsize;
+    }
+    let voffset = |at: usize| -> u64 {
+        // The last block that starts at or before `at` and is not empty
+        // where `at` is its end: a reader is then in the next block.
+        let i = blocks.partition_point(|&(start, _)| start <= at) - 1;
+        (blocks[i].1 << 16) | (at - blocks[i].0) as u64
+    };
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at < payload.len() {
+        starts.push(at);
+        at += 4 + u32::from_le_bytes(payload[at..at + 4].try_into().expect("4")) as usize;
+    }
+    let mut idx = PartIndexWriter::new();
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts
+            .get(i + 1)
+            .map_or((part.len() as u64) << 16, |&n| voffset(n));
+        let rec = index_record(
+            RecordRef::with_block_size(&payload[start..]),
+            voffset(start),
+            end,
+        );
+        idx.push(&rec).expect("part index record");
+    }
+    idx.finish(part.len() as u64)
+}
+
+/// A writer that keeps the records' index fields gives the part index a
+/// reader of the part would build, record by record or in batches, with
+/// records that span blocks, blocks filled to the brim and unplaced
+/// records at the end; text output and a late request are refused.
+#[test]
+fn the_part_index_is_the_one_read_back_from_the_part() {
+    let h = header();
+    let mut recs = records(&h, 3000);
+    for r in recs.iter_mut().skip(300).step_by(500) {
+        let extra = 70_000 + r.len() % 7;
+        let tag_start = r.len();
+        r.extend(std::iter::repeat_n(b'X', extra));
+        let block_size = u32::from_le_bytes(r[..4].try_into().expect("4")) + extra as u32;
+        r[..4].copy_from_slice(&block_size.to_le_bytes());
+        r[tag_start..tag_start + 3].copy_from_slice(b"XZZ");
+        *r.last_mut().expect("last") = 0;
+    }
+    let refs = h.ref_lookup();
+    for i in 0..40 {
+        let line = format!("u{i}\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\t*");
+        let mut out = Vec::new();
+        parse_sam_record(line.as_bytes(), &h, &refs, &mut out).expect("record");
+        recs.push(out);
+    }
+    let options = WriterOptions {
+        header: false,
+        eof: false,
+        ..WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST)
+    };
+    for batched in [false, true] {
+        let mut w = Writer::new(Vec::new(), Arc::clone(&h), options, pool()).expect("writer");
+        w.collect_part_index().expect("a BAM part can be indexed");
+        if batched {
+            w.write_record(&recs[0]).expect("record");
+            for part in [&recs[1..1200], &recs[1200..]] {
+                w.write_records(Arc::new(Recs(part.to_vec())))
+                    .expect("records");
+            }
+        } else {
+            for r in &recs {
+                w.write_record(r).expect("record");
+            }
+        }
+        let got = w.finish().expect("finish");
+        assert!(got.index.is_none());
+        let sizes = block_payloads(&got.inner);
+        assert!(sizes.contains(&MAX_PAYLOAD), "a block filled to the brim");
+        let want = part_index_by_reading(&got.inner);
+        assert!(
+            got.part_index.as_deref() == Some(&want[..]),
+            "batched {batched}: part index differs from the one read back"
+        );
+    }
+    // An empty part has an empty part index.
+    let mut w = Writer::new(Vec::new(), Arc::clone(&h), options, pool()).expect("writer");
+    w.collect_part_index().expect("index");
+    let got = w.finish().expect("finish");
+    assert_eq!(got.part_index, Some(PartIndexWriter::new().finish(0)));
+    // SAM text cannot be indexed; nor can records already written.
+    for format in [Format::Sam, Format::SamBgzf] {
+        let mut w = Writer::new(
+            Vec::new(),
+            Arc::clone(&h),
+            WriterOptions::whole(format, CompressionLevel::FASTEST),
+            pool(),
+        )
+        .expect("writer");
+        assert!(matches!(
+            w.collect_part_index(),
+            Err(WriteError::Unsupported(_))
+        ));
+    }
+    let mut w = Writer::new(Vec::new(), Arc::clone(&h), options, pool()).expect("writer");
+    w.write_record(&recs[0]).expect("record");
+    assert!(matches!(
+        w.collect_part_index(),
+        Err(WriteError::Unsupported(_))
+    ));
+}

@@ -53,7 +53,7 @@ use alnsort_bam::split as bsplit;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
-use alnsort_index::{IndexFormat, IndexRecord, PartIndexWriter};
+use alnsort_index::IndexFormat;
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
@@ -802,52 +802,6 @@ fn part_scanner(
     Ok(BamScanner::new(name, reader, opts))
 }
 
-/// The part index of the headerless BAM part at `path`: each record's
-/// index fields, offsets as a reader of the part sees them.
-fn part_index(path: &Path, n_ref: usize, pool: &Arc<rayon::ThreadPool>) -> Result<Vec<u8>> {
-    let name: Arc<str> = path.display().to_string().into();
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("{name}: cannot read"))?
-        .len();
-    let mut idx = PartIndexWriter::new();
-    if size > 0 {
-        let mut scanner = part_scanner(path, ScanOptions::default(), pool)?;
-        let mut pending: Option<(i32, i64, i64, bool, u64)> = None;
-        let mut flush = |p: (i32, i64, i64, bool, u64), vend: u64| {
-            idx.push(&IndexRecord {
-                ref_id: p.0,
-                beg: p.1,
-                end: p.2,
-                mapped: p.3,
-                vstart: p.4,
-                vend,
-            })
-        };
-        while let Some(raw) = scanner.next_batch()? {
-            let mut at = 0usize;
-            for &vo in &raw.voffsets {
-                let len = 4 + u32::from_le_bytes(raw.data[at..at + 4].try_into()?) as usize;
-                let r = RecordRef::with_block_size(&raw.data[at..at + len]);
-                if let Some(p) = pending.take() {
-                    flush(p, vo)?;
-                }
-                let beg = i64::from(r.pos());
-                let mapped = r.flag() & alnsort_bam::record::flags::UNMAPPED == 0;
-                let end = alnsort_index::record_end(beg, r.reference_length(), mapped);
-                if r.ref_id() >= n_ref as i32 {
-                    bail!("{name}: a record names reference {} of {n_ref}", r.ref_id());
-                }
-                pending = Some((r.ref_id(), beg, end, mapped, vo));
-                at += len;
-            }
-        }
-        if let Some(p) = pending.take() {
-            flush(p, size << 16)?;
-        }
-    }
-    Ok(idx.finish(size))
-}
-
 /// Path of the part index of the part at `part`.
 pub fn part_index_path(part: &Path) -> PathBuf {
     let mut p = part.as_os_str().to_owned();
@@ -909,7 +863,15 @@ pub fn reduce(
         eof: false,
         index: None,
     };
+    if index && format != Format::Bam {
+        bail!("an index can only be built for BAM output");
+    }
     let mut writer = Writer::new(file, Arc::clone(&header), options, Arc::clone(&pool))?;
+    if index {
+        // Each record's index fields are kept as it is written: the part
+        // is not read again to index it.
+        writer.collect_part_index()?;
+    }
     let mut scratch = Vec::new();
     while let Some((key, rec)) = merged.next_entry()? {
         let key = &key[..key.len().saturating_sub(tie)];
@@ -920,13 +882,8 @@ pub fn reduce(
         .sync_all()
         .with_context(|| format!("{}: cannot write the part", part.display()))?;
     drop(done.inner);
-    let index = match index {
-        true if format != Format::Bam => bail!("an index can only be built for BAM output"),
-        true => Some(part_index(&pending.tmp, header.n_ref(), &pool)?),
-        false => None,
-    };
-    if let Some(idx) = index {
-        write_atomic(&part_index_path(part), &idx, &debris)?;
+    if let Some(idx) = &done.part_index {
+        write_atomic(&part_index_path(part), idx, &debris)?;
     }
     pending
         .commit()

@@ -487,8 +487,9 @@ fn spilled_runs_merge_to_the_in_memory_decisions() {
     }
 }
 
-/// The read ends sorted in parallel on a pool give the decisions,
-/// optical verdicts and metrics of the sort on the calling thread.
+/// The read ends sorted, and their duplicate sets walked, in parallel on a
+/// pool give the decisions, optical verdicts and metrics of the sort and
+/// the walk on the calling thread.
 #[test]
 fn ends_sorted_on_a_pool_give_the_same_decisions() {
     let pool = std::sync::Arc::new(

@@ -544,7 +544,6 @@ fn prepare(
     with_ends: Option<crate::markdup::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
     let mut ends = with_ends.map(crate::markdup::BatchEnds::new);
-    let mut framed = Vec::new();
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {
             b.reuse_for_input(raw.data.len(), raw.voffsets.len());
@@ -563,23 +562,19 @@ fn prepare(
                     key.len()
                 ));
             }
-            let rec = match &mut ends {
+            // With --markdup the record's input ordinal follows it.
+            let taken = match &mut ends {
                 Some(e) => {
                     let ordinal = raw.first_record + e.len() as u64;
-                    e.add(rec, ordinal, &mut framed);
-                    &framed[..]
+                    e.add_fields(rec);
+                    batch.try_push_parts(key, rec, &crate::markdup::ordinal_suffix(ordinal))
                 }
-                None => rec,
+                None => batch.try_push(key, rec),
             };
-            if !batch.try_push(key, rec) {
+            if !taken {
                 return Err("more record bytes than one batch can address (4 GiB)".into());
             }
-            bytes += (rec.len()
-                - if ends.is_some() {
-                    crate::markdup::ORDINAL_BYTES
-                } else {
-                    0
-                }) as u64;
+            bytes += rec.len() as u64;
             Ok(())
         },
         |w| warnings.push(w),

@@ -58,6 +58,11 @@ use std::sync::Arc;
 /// Bytes appended to each record while it is in the sorter.
 pub const ORDINAL_BYTES: usize = 8;
 
+/// The bytes appended to the record of input ordinal `ordinal`.
+pub fn ordinal_suffix(ordinal: u64) -> [u8; ORDINAL_BYTES] {
+    ordinal.to_le_bytes()
+}
+
 /// The duplicate-marking options of `alnsort sort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MdOpt {
@@ -381,10 +386,9 @@ impl BatchEnds {
         })
     }
 
-    /// Takes the fields of `framed` (a BAM record with its block_size) and
-    /// appends it with its `ordinal` to `out`, which is what enters the
-    /// sorter.
-    pub fn add(&mut self, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
+    /// Takes the fields of `framed` (a BAM record with its block_size); the
+    /// record enters the sorter followed by [`ordinal_suffix`].
+    pub fn add_fields(&mut self, framed: &[u8]) {
         let rec = RecordRef::with_block_size(framed);
         let flag = rec.flag();
         let reverse = flag & alnsort_markdup::flags::REVERSE != 0;
@@ -425,9 +429,6 @@ impl BatchEnds {
             name,
             rg,
         });
-        out.clear();
-        out.extend_from_slice(framed);
-        out.extend_from_slice(&ordinal.to_le_bytes());
     }
 
     pub fn len(&self) -> usize {
@@ -1028,6 +1029,17 @@ impl MetricsFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl BatchEnds {
+        /// What a read job does with a record: its fields taken, and the
+        /// record with its `ordinal` (what enters the sorter) in `out`.
+        fn add(&mut self, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
+            self.add_fields(framed);
+            out.clear();
+            out.extend_from_slice(framed);
+            out.extend_from_slice(&ordinal_suffix(ordinal));
+        }
+    }
 
     fn record(name: &[u8], flag: u16) -> Vec<u8> {
         // refID 0, pos 99, one 10M CIGAR op, 10 bases of quality 30.

@@ -391,6 +391,15 @@ impl End {
     }
 }
 
+/// A mate waiting for its other half, under the key Picard gives it.
+#[derive(Debug)]
+struct Waiting {
+    ref_id: i32,
+    rg: i16,
+    name: Vec<u8>,
+    end: End,
+}
+
 /// What the output pass needs of each record (8 bytes).
 #[derive(Clone, Copy, Debug)]
 struct RecordSlot {
@@ -460,7 +469,20 @@ pub struct MarkDuplicates {
     /// name. The second mate looks under its own reference, so mates whose
     /// fields disagree never pair up.
     pending: HashMap<(i32, i16, Vec<u8>), End, hash::NameHash>,
+    /// The mate that waits most recently, kept out of `pending` (never
+    /// in both): in name-grouped input its other half is usually the next
+    /// primary record, which then pairs without hashing or allocating.
+    recent: Option<Waiting>,
+    /// A spare name buffer for `recent`.
+    recent_spare: Vec<u8>,
     library_ids: HashMap<u32, i16>,
+    /// The last library looked up and its id (libraries change rarely
+    /// from one record to the next).
+    last_library: Option<(u32, i16)>,
+    /// The flow-cell location of the current template's name, and the read
+    /// group it was parsed for (name-grouped input: every mate of a
+    /// template has the same name).
+    template_loc: Option<(i64, i16, Location)>,
     /// Bytes of the names of `pending`'s keys.
     pending_name_bytes: usize,
     last_name: Option<Vec<u8>>,
@@ -489,7 +511,11 @@ impl MarkDuplicates {
             ends: Vec::new(),
             spill: None,
             pending: HashMap::default(),
+            recent: None,
+            recent_spare: Vec::new(),
             library_ids: HashMap::new(),
+            last_library: None,
+            template_loc: None,
             pending_name_bytes: 0,
             last_name: None,
             template_index: -1,
@@ -539,7 +565,70 @@ impl MarkDuplicates {
 
     fn pending_bytes(&self) -> usize {
         let pending_entry = std::mem::size_of::<((i32, i16, Vec<u8>), End)>() + 8;
-        self.pending.capacity() * pending_entry + self.pending_name_bytes
+        self.pending.capacity() * pending_entry
+            + self.pending_name_bytes
+            + std::mem::size_of::<Waiting>()
+            + self.recent_spare.capacity()
+    }
+
+    /// Mates waiting for their other half.
+    fn waiting(&self) -> usize {
+        self.pending.len() + self.recent.is_some() as usize
+    }
+
+    /// Takes the mate waiting under `(ref_id, rg, name)`, if any.
+    fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End> {
+        if let Some(w) = &self.recent {
+            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+                let w = self.recent.take().expect("checked");
+                self.recent_spare = w.name;
+                return Some(w.end);
+            }
+        }
+        if self.pending.is_empty() {
+            return None;
+        }
+        // The key is built in a reused buffer: no allocation per lookup.
+        let mut key = std::mem::take(&mut self.key_buf);
+        key.0 = ref_id;
+        key.1 = rg;
+        key.2.clear();
+        key.2.extend_from_slice(name);
+        let found = self.pending.remove(&key);
+        self.key_buf = key;
+        found
+    }
+
+    /// Makes `end` wait under `(ref_id, rg, name)`, replacing any mate
+    /// waiting under that key (as a map insert does).
+    fn add_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8], end: End) {
+        if let Some(w) = &mut self.recent {
+            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+                w.end = end;
+                return;
+            }
+        }
+        if !self.pending.is_empty() {
+            let mut key = std::mem::take(&mut self.key_buf);
+            key.0 = ref_id;
+            key.1 = rg;
+            key.2.clear();
+            key.2.extend_from_slice(name);
+            self.pending.remove(&key);
+            self.key_buf = key;
+        }
+        let mut buf = std::mem::take(&mut self.recent_spare);
+        buf.clear();
+        buf.extend_from_slice(name);
+        let new = Waiting {
+            ref_id,
+            rg,
+            name: buf,
+            end,
+        };
+        if let Some(old) = self.recent.replace(new) {
+            self.pending.insert((old.ref_id, old.rg, old.name), old.end);
+        }
     }
 
     /// Bytes the decision's bitsets will take (4 bits per record).
@@ -598,7 +687,7 @@ impl MarkDuplicates {
         let room = self.ends_room(limit);
         if room < MIN_ENDS {
             return Err(MarkdupError::WaitingMatesBeyondLimit {
-                waiting: self.pending.len(),
+                waiting: self.waiting(),
                 waiting_bytes: self.pending_bytes(),
                 min_bytes: MIN_ENDS * std::mem::size_of::<End>(),
                 limit,
@@ -735,15 +824,40 @@ impl MarkDuplicates {
     }
 
     fn library_id(&mut self, lib: u32) -> Result<i16, MarkdupError> {
+        if let Some((l, id)) = self.last_library {
+            if l == lib {
+                return Ok(id);
+            }
+        }
         let next = self.library_ids.len() as i64 + 1;
-        if let Some(&id) = self.library_ids.get(&lib) {
-            return Ok(id);
+        let id = match self.library_ids.get(&lib) {
+            Some(&id) => id,
+            None => {
+                if next > i16::MAX as i64 {
+                    return Err(MarkdupError::TooManyLibraries);
+                }
+                self.library_ids.insert(lib, next as i16);
+                next as i16
+            }
+        };
+        self.last_library = Some((lib, id));
+        Ok(id)
+    }
+
+    /// The flow-cell location of `r`'s name, parsed once per template in
+    /// name-grouped input.
+    fn location(&mut self, r: &ReadInfo<'_>) -> Location {
+        if self.order == InputOrder::Queryname {
+            if let Some((t, rg, loc)) = self.template_loc {
+                if t == self.template_index && rg == r.rg.ordinal {
+                    return loc;
+                }
+            }
+            let loc = self.name_parser.location(r.name, r.rg.ordinal);
+            self.template_loc = Some((self.template_index, r.rg.ordinal, loc));
+            return loc;
         }
-        if next > i16::MAX as i64 {
-            return Err(MarkdupError::TooManyLibraries);
-        }
-        self.library_ids.insert(lib, next as i16);
-        Ok(next as i16)
+        self.name_parser.location(r.name, r.rg.ordinal)
     }
 
     /// Adds the next input record.
@@ -801,7 +915,7 @@ impl MarkDuplicates {
             r1_coord: r.five_prime,
             r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
             r2_coord: -1,
-            loc: self.name_parser.location(r.name, r.rg.ordinal),
+            loc: self.location(r),
             optical_orientation: -1,
             score: r.score,
             r1_index: self.template_index,
@@ -812,18 +926,10 @@ impl MarkDuplicates {
         if !mate_mapped {
             return Ok(());
         }
-        // The key is built in a reused buffer: no allocation per lookup.
-        let mut key = std::mem::take(&mut self.key_buf);
-        key.0 = r.ref_id;
-        key.1 = r.rg.ordinal;
-        key.2.clear();
-        key.2.extend_from_slice(r.name);
-        let found = self.pending.remove(&key);
-        self.key_buf = key;
+        let found = self.take_waiting(r.ref_id, r.rg.ordinal, r.name);
         let Some(mut p) = found else {
             self.pending_name_bytes += r.name.len();
-            self.pending
-                .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
+            self.add_waiting(r.mate_ref_id, r.rg.ordinal, r.name, frag);
             return Ok(());
         };
         self.pending_name_bytes -= r.name.len();
@@ -973,8 +1079,7 @@ impl MarkDuplicates {
                     pair_parts
                         .par_iter()
                         .map(|r| {
-                            let mut part =
-                                PartFound::new((dups.shared(), optical.shared()));
+                            let mut part = PartFound::new((dups.shared(), optical.shared()));
                             let mut it = pairs[r.clone()].iter();
                             self.walk_pair_sets(|| Ok(it.next().copied()), &mut part)
                                 .map(|()| part)
@@ -1241,7 +1346,9 @@ trait DupSink {
 impl DupList {
     fn new(records: u64) -> Self {
         DupList {
-            words: (0..records.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..records.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             len: records,
             repeats: Vec::new(),
         }

@@ -606,3 +606,50 @@ fn waiting_mates_beyond_a_soft_limit_are_kept() {
     assert_eq!(soft.optical, memory.optical);
     assert_eq!(soft.metrics, memory.metrics);
 }
+
+/// The waiting mates (the most recent one apart, the others in a map)
+/// answer every sequence of takes and waits as one map keyed by
+/// (reference, read group, name) does, overwrites included.
+#[test]
+fn waiting_mates_behave_as_one_map() {
+    let mut md = MarkDuplicates::new(ReadGroups::default());
+    let mut model: HashMap<(i32, i16, Vec<u8>), i64> = HashMap::new();
+    let mut rng = Rng(5);
+    let names: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let mut hits = 0;
+    for step in 0..20_000i64 {
+        let key = (
+            rng.below(3) as i32,
+            rng.below(2) as i16,
+            names[rng.below(3) as usize],
+        );
+        if rng.below(2) == 0 {
+            let got = md.take_waiting(key.0, key.1, key.2).map(|e| e.r1_index);
+            let want = model.remove(&(key.0, key.1, key.2.to_vec()));
+            assert_eq!(got, want, "step {step}");
+            hits += got.is_some() as u32;
+        } else {
+            let end = End {
+                library: 0,
+                barcode: 0,
+                r1_barcode: 0,
+                r2_barcode: 0,
+                orientation: F,
+                r1_ref: 0,
+                r1_coord: 0,
+                r2_ref: -1,
+                r2_coord: -1,
+                loc: Location::NONE,
+                optical_orientation: -1,
+                score: 0,
+                r1_index: step,
+                r2_index: -1,
+                pair: false,
+            };
+            md.add_waiting(key.0, key.1, key.2, end);
+            model.insert((key.0, key.1, key.2.to_vec()), step);
+        }
+        assert_eq!(md.waiting(), model.len(), "step {step}");
+    }
+    assert!(hits > 1000);
+}

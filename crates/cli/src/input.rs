@@ -398,7 +398,13 @@ impl OpenInput {
             },
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
-                let prepared = prepare(&decoder, kind, &raw, spare_rx.try_recv().ok(), with_ends);
+                let prepared = prepare(
+                    &decoder,
+                    kind,
+                    &raw,
+                    spare_rx.try_recv().ok(),
+                    with_ends.as_ref(),
+                );
                 recycler.give_back(raw);
                 prepared
             },
@@ -504,7 +510,7 @@ fn feed_cram(
                 first_position: 0,
                 sam: false,
             };
-            let prepared = prepare(&decoder, kind, &raw, None, with_ends);
+            let prepared = prepare(&decoder, kind, &raw, None, with_ends.as_ref());
             DECODED.set(raw.data);
             Ok(prepared?)
         },
@@ -541,9 +547,9 @@ fn prepare(
     kind: KeyKind,
     raw: &RawBatch,
     spare: Option<Batch>,
-    with_ends: Option<crate::markdup::EndsSpec>,
+    with_ends: Option<&crate::markdup::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
-    let mut ends = with_ends.map(crate::markdup::BatchEnds::new);
+    let mut ends = with_ends.map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {
             b.reuse_for_input(raw.data.len(), raw.voffsets.len());

@@ -2,10 +2,12 @@
 //! with Picard MarkDuplicates 3.4.0's answer (`alnsort_markdup` decides).
 //!
 //! How it rides along the sort without the sort engine knowing:
-//! * read stage (pool jobs, [`BatchEnds::add`]): each record's read-end
-//!   fields are taken out, and the record enters the sorter with its input
-//!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`]) after its
-//!   BAM bytes (the sorter sees opaque slices; `block_size` is untouched);
+//! * read stage (pool jobs, [`BatchEnds::add_fields`]): each record's
+//!   read-end fields are taken out (its name's flow-cell location parsed,
+//!   once per template), and the record enters the sorter with its input
+//!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`],
+//!   [`ordinal_suffix`]) after its BAM bytes (the sorter sees opaque
+//!   slices; `block_size` is untouched);
 //! * after each batch, in input order ([`Marker::push`]), the ends go to
 //!   the core, and the input's grouping is checked (name-grouped input: no
 //!   scattered template; coordinate-sorted input: records in order);
@@ -79,12 +81,14 @@ pub enum MdOpt {
     ReadTwoBarcodeTag,
 }
 
-/// What the read jobs take out of each record: the score, and the barcode
-/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the read jobs take out of each record: the score, the barcode
+/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`)
+/// and the flow-cell location of the read name (`--read-name-regex`).
+#[derive(Debug, Clone, Default)]
 pub struct EndsSpec {
     pub scoring: Scoring,
     pub barcode_tags: BarcodeTags,
+    pub name_parser: Arc<alnsort_markdup::optical::NameParser>,
 }
 
 /// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
@@ -302,6 +306,11 @@ pub fn check_metrics_path(
     }
 }
 
+/// Flags of records that make no read end (their location is not parsed).
+const NO_END: u16 = alnsort_markdup::flags::UNMAPPED
+    | alnsort_markdup::flags::SECONDARY
+    | alnsort_markdup::flags::SUPPLEMENTARY;
+
 /// The read-end fields of one record, taken out by a read job.
 #[derive(Debug, Clone, Copy)]
 struct Extracted {
@@ -315,6 +324,10 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    /// The name's flow-cell location without the read group
+    /// (`NameParser::parse`; only for mapped primary records, which make
+    /// read ends).
+    loc: alnsort_markdup::optical::Location,
     barcodes: alnsort_markdup::Barcodes,
     /// A barcode tag Picard cannot read (it stops there).
     bad_barcode: Option<BadBarcode>,
@@ -403,6 +416,24 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        // Mates have one name: parsed once per template in a batch.
+        let loc = if flag & NO_END != 0 {
+            alnsort_markdup::optical::Location::NONE
+        } else {
+            match self.recs.last() {
+                Some(prev)
+                    if prev.flag & NO_END == 0
+                        && self.bytes[prev.name.0 as usize..prev.name.1 as usize]
+                            == self.bytes[name.0 as usize..name.1 as usize] =>
+                {
+                    prev.loc
+                }
+                _ => self
+                    .spec
+                    .name_parser
+                    .parse(&self.bytes[name.0 as usize..name.1 as usize]),
+            }
+        };
         let (barcodes, bad_barcode) = match self.barcodes(&rec) {
             Ok(b) => (b, None),
             Err(e) => (Default::default(), Some(e)),
@@ -428,6 +459,7 @@ impl BatchEnds {
             ),
             name,
             rg,
+            loc,
         });
     }
 
@@ -536,6 +568,7 @@ impl Marker {
             spec: EndsSpec {
                 scoring: cfg.scoring,
                 barcode_tags: cfg.barcode_tags,
+                name_parser: Arc::new(cfg.name_parser.clone()),
             },
         }
     }
@@ -543,7 +576,7 @@ impl Marker {
     /// What the read jobs take out of each record: how they score it and
     /// which barcode tags they read.
     pub fn ends_spec(&self) -> EndsSpec {
-        self.spec
+        self.spec.clone()
     }
 
     /// The pool the decision sorts the read ends on, in parallel (once the
@@ -636,16 +669,19 @@ impl Marker {
             }
             let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
             self.md
-                .push(&ReadInfo {
-                    name,
-                    flag: e.flag,
-                    ref_id: e.ref_id,
-                    mate_ref_id: e.mate_ref_id,
-                    five_prime: e.five_prime,
-                    score: e.score,
-                    rg,
-                    barcodes: e.barcodes,
-                })
+                .push_parsed(
+                    &ReadInfo {
+                        name,
+                        flag: e.flag,
+                        ref_id: e.ref_id,
+                        mate_ref_id: e.mate_ref_id,
+                        five_prime: e.five_prime,
+                        score: e.score,
+                        rg,
+                        barcodes: e.barcodes,
+                    },
+                    e.loc,
+                )
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
                     let what = match self.group_budget.1 {

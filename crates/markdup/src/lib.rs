@@ -844,9 +844,13 @@ impl MarkDuplicates {
         Ok(id)
     }
 
-    /// The flow-cell location of `r`'s name, parsed once per template in
-    /// name-grouped input.
-    fn location(&mut self, r: &ReadInfo<'_>) -> Location {
+    /// The flow-cell location of `r`'s name: `parsed` when the caller
+    /// parsed it ([`optical::NameParser::parse`]), else parsed here, once
+    /// per template in name-grouped input.
+    fn location(&mut self, r: &ReadInfo<'_>, parsed: Option<Location>) -> Location {
+        if let Some(loc) = parsed {
+            return loc.with_read_group(r.rg.ordinal);
+        }
         if self.order == InputOrder::Queryname {
             if let Some((t, rg, loc)) = self.template_loc {
                 if t == self.template_index && rg == r.rg.ordinal {
@@ -862,11 +866,24 @@ impl MarkDuplicates {
 
     /// Adds the next input record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
-        self.push_record(r)?;
+        self.push_record(r, None)?;
         self.enforce_limit()
     }
 
-    fn push_record(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
+    /// [`MarkDuplicates::push`] of a record whose name the caller parsed
+    /// with this marker's parser ([`optical::NameParser::parse`], on
+    /// another thread); `parsed` is used only when the record makes a read
+    /// end (mapped, primary).
+    pub fn push_parsed(&mut self, r: &ReadInfo<'_>, parsed: Location) -> Result<(), MarkdupError> {
+        self.push_record(r, Some(parsed))?;
+        self.enforce_limit()
+    }
+
+    fn push_record(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Option<Location>,
+    ) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
         // In queryname mode a template's ends carry the index of its first
         // record; a change of name starts a new template.
@@ -915,7 +932,7 @@ impl MarkDuplicates {
             r1_coord: r.five_prime,
             r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
             r2_coord: -1,
-            loc: self.location(r),
+            loc: self.location(r, parsed),
             optical_orientation: -1,
             score: r.score,
             r1_index: self.template_index,

@@ -653,3 +653,70 @@ fn waiting_mates_behave_as_one_map() {
     }
     assert!(hits > 1000);
 }
+
+/// A name parsed without the read group and completed with it is the
+/// location parsed with it, for every parser, names that parse or not;
+/// and records pushed with their names parsed elsewhere get the same
+/// decisions, optical verdicts and metrics.
+#[test]
+fn names_parsed_by_the_caller_give_the_same_answer() {
+    let parsers = [
+        optical::NameParser::Default,
+        optical::NameParser::Disabled,
+        optical::NameParser::from_picard_arg(r"[a-z0-9]+:(\d+):(\d+):(\d+)").unwrap(),
+        optical::NameParser::from_picard_arg(r"(\w+):(\d+):(\w+)").unwrap(),
+    ];
+    let names: [&[u8]; 6] = [
+        b"r1:1:FC:1:1101:200:300",
+        b"a:1:2:3",
+        b"a:1:x:3",
+        b"no-fields",
+        b"A00917:42:HKWJ3DSX2:1:1314:70000:29790",
+        b"",
+    ];
+    for p in &parsers {
+        for name in names {
+            for rg in [-1i16, 0, 1, 7] {
+                assert_eq!(
+                    p.parse(name).with_read_group(rg),
+                    p.location(name, rg),
+                    "{name:?} read group {rg}"
+                );
+            }
+        }
+    }
+    let recs = random_records(13, 6000, false);
+    let outcome = |parsed: bool| {
+        let mut groups = ReadGroups::new([
+            (b"rg1".to_vec(), Some("lib1".to_string())),
+            (b"rg2".to_vec(), Some("lib2".to_string())),
+        ]);
+        let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+        let mut md = MarkDuplicates::new(groups);
+        md.set_track_optical(true);
+        let parser = optical::NameParser::Default;
+        for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
+            let r = ReadInfo {
+                name: name.as_bytes(),
+                flag: *flag,
+                ref_id: *ref_id,
+                mate_ref_id: *mate_ref,
+                five_prime: *five,
+                score: *score,
+                rg: rgs[*lib],
+                barcodes: Default::default(),
+            };
+            if parsed {
+                md.push_parsed(&r, parser.parse(r.name)).unwrap();
+            } else {
+                md.push(&r).unwrap();
+            }
+        }
+        md.finish().unwrap()
+    };
+    let (a, b) = (outcome(false), outcome(true));
+    assert!(a.optical.as_ref().unwrap().count_ones() > 0);
+    assert_eq!(a.duplicate, b.duplicate);
+    assert_eq!(a.optical, b.optical);
+    assert_eq!(a.metrics, b.metrics);
+}

@@ -23,11 +23,15 @@ from wait4; peak RSS is the largest of any one process of the job
 (ru_maxrss). Each output's 0x400 count is taken once per job with
 `samtools view -c -f 1024`, and the MD5 of its records (`samtools view`,
 no header: the @PG line names the binary) and of the metrics file's
-lines other than comments.
+lines other than comments. Each alnsort run writes `--stats-json`; the
+table shows its read_push serial CPU seconds (less disturbed by load than
+wall time) and the wall seconds of its 'merge runs' phase (the duplicate
+decision).
 """
 import argparse
 import datetime
 import hashlib
+import json
 import os
 import platform
 import statistics
@@ -42,18 +46,32 @@ from bench import ROOT, run_timed  # noqa: E402
 def jobs(alnsort, inp, out, tmp, threads, baseline=None):
     t = str(threads)
     met = os.path.join(tmp, "m.txt")
-    base = [alnsort, "sort", "--no-progress", "-@", t, "-T", os.path.join(tmp, "x")]
+    st = os.path.join(tmp, "st.json")
+    base = [alnsort, "sort", "--no-progress", "-@", t, "-T", os.path.join(tmp, "x"), "--stats-json", st]
     shell = (
         f"samtools view -h {inp} | samblaster --quiet | samtools sort -@{t} -T {os.path.join(tmp, 'sb')} -o {out}"
     )
     return {
         "sort": base + ["-m", "2G", "-o", out, inp],
         "markdup": base + ["-m", "2G", "--markdup", "--metrics", met, "-o", out, inp],
-        "markdup-maxmem": base + ["--max-memory", "300M", "--markdup", "--metrics", met,
-                                  "--stats-json", os.path.join(tmp, "st.json"), "-o", out, inp],
+        "markdup-maxmem": base + ["--max-memory", "300M", "--markdup", "--metrics", met, "-o", out, inp],
         "samblaster": ["bash", "-o", "pipefail", "-c", shell],
         "markdup-base": [baseline or alnsort, *base[1:], "-m", "2G", "--markdup", "--metrics", met, "-o", out, inp],
     }
+
+
+def serial_figures(path):
+    """The run's read_push serial CPU seconds and 'merge runs' phase wall
+    seconds from its --stats-json file (removed after reading); '-' when
+    absent (samblaster)."""
+    if not os.path.exists(path):
+        return "-", "-"
+    with open(path) as f:
+        st = json.load(f)
+    os.remove(path)
+    push = st.get("serial_seconds", {}).get("read_push", "-")
+    decide = next((p["wall_s"] for p in st.get("phases", []) if p.get("phase") == "merge runs"), "-")
+    return push, decide
 
 
 def main():
@@ -79,9 +97,10 @@ def main():
         for n in names:
             load = os.getloadavg()[0]
             wall, cpu, rss = run_timed(all_jobs[n])
-            rows[n].append((wall, cpu, rss, load))
-            print(f"run {r + 1} {n}: wall {wall:.2f} s cpu {cpu:.2f} s rss {rss / 2**20:.0f} MB load {load:.1f}",
-                  flush=True)
+            push, decide = serial_figures(os.path.join(tmp, "st.json"))
+            rows[n].append((wall, cpu, rss, load, push, decide))
+            print(f"run {r + 1} {n}: wall {wall:.2f} s cpu {cpu:.2f} s rss {rss / 2**20:.0f} MB load {load:.1f} "
+                  f"read_push {push} s merge-runs {decide} s", flush=True)
             if n not in dups:
                 c = subprocess.run(["samtools", "view", "-c", "-f", "1024", "-@", str(a.threads), out],
                                    capture_output=True, text=True, check=True)
@@ -111,13 +130,18 @@ def main():
                          errors="replace").stdout.splitlines()[0],
         f"- input: {a.input}; -@{a.threads}",
         "",
-        "| job | run | wall s | CPU s | peak RSS MB (one process) | load before | 0x400 records | records md5 | metrics md5 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "- read_push: CPU seconds of the thread that takes the decoded batches in input order (`--stats-json`"
+        " `serial_seconds.read_push`; with --markdup it also hands each batch's read ends to the marker);"
+        " merge runs: wall seconds of that phase, which waits for the duplicate decision (`phases`)",
+        "",
+        "| job | run | wall s | CPU s | read_push CPU s | merge runs wall s | peak RSS MB (one process) | load before "
+        "| 0x400 records | records md5 | metrics md5 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in names:
-        for i, (w, c, m, ld) in enumerate(rows[n]):
-            lines.append(f"| {n} | {i + 1} | {w:.2f} | {c:.2f} | {m / 2**20:.0f} | {ld:.1f} | {dups[n]:,} "
-                         f"| {sums[n][0]} | {sums[n][1]} |")
+        for i, (w, c, m, ld, push, decide) in enumerate(rows[n]):
+            lines.append(f"| {n} | {i + 1} | {w:.2f} | {c:.2f} | {push} | {decide} | {m / 2**20:.0f} | {ld:.1f} "
+                         f"| {dups[n]:,} | {sums[n][0]} | {sums[n][1]} |")
     lines.append("")
     lines.append("| job | median wall s | median CPU s | wall / sort | CPU / sort |")
     lines.append("|---|---|---|---|---|")

@@ -406,7 +406,13 @@ impl OpenInput {
             },
             move |item: std::result::Result<RawBatch, ReadError>| {
                 let raw = item?;
-                let prepared = prepare(&decoder, kind, &raw, spare_rx.try_recv().ok(), with_ends);
+                let prepared = prepare(
+                    &decoder,
+                    kind,
+                    &raw,
+                    spare_rx.try_recv().ok(),
+                    with_ends.as_ref(),
+                );
                 recycler.give_back(raw);
                 prepared
             },
@@ -512,7 +518,7 @@ fn feed_cram(
                 first_position: 0,
                 sam: false,
             };
-            let prepared = prepare(&decoder, kind, &raw, None, with_ends);
+            let prepared = prepare(&decoder, kind, &raw, None, with_ends.as_ref());
             DECODED.set(raw.data);
             Ok(prepared?)
         },
@@ -549,10 +555,9 @@ fn prepare(
     kind: KeyKind,
     raw: &RawBatch,
     spare: Option<Batch>,
-    with_ends: Option<crate::markdup::EndsSpec>,
+    with_ends: Option<&crate::markdup::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
-    let mut ends = with_ends.map(crate::markdup::BatchEnds::new);
-    let mut framed = Vec::new();
+    let mut ends = with_ends.map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {
             b.reuse_for_input(raw.data.len(), raw.voffsets.len());
@@ -571,23 +576,19 @@ fn prepare(
                     key.len()
                 ));
             }
-            let rec = match &mut ends {
+            // With --markdup the record's input ordinal follows it.
+            let taken = match &mut ends {
                 Some(e) => {
                     let ordinal = raw.first_record + e.len() as u64;
-                    e.add(rec, ordinal, &mut framed);
-                    &framed[..]
+                    e.add_fields(rec);
+                    batch.try_push_parts(key, rec, &crate::markdup::ordinal_suffix(ordinal))
                 }
-                None => rec,
+                None => batch.try_push(key, rec),
             };
-            if !batch.try_push(key, rec) {
+            if !taken {
                 return Err("more record bytes than one batch can address (4 GiB)".into());
             }
-            bytes += (rec.len()
-                - if ends.is_some() {
-                    crate::markdup::ORDINAL_BYTES
-                } else {
-                    0
-                }) as u64;
+            bytes += rec.len() as u64;
             Ok(())
         },
         |w| warnings.push(w),

@@ -2,10 +2,12 @@
 //! with Picard MarkDuplicates 3.4.0's answer (`alnsort_markdup` decides).
 //!
 //! How it rides along the sort without the sort engine knowing:
-//! * read stage (pool jobs, [`BatchEnds::add`]): each record's read-end
-//!   fields are taken out, and the record enters the sorter with its input
-//!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`]) after its
-//!   BAM bytes (the sorter sees opaque slices; `block_size` is untouched);
+//! * read stage (pool jobs, [`BatchEnds::add_fields`]): each record's
+//!   read-end fields are taken out (its name's flow-cell location parsed,
+//!   once per template), and the record enters the sorter with its input
+//!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`],
+//!   [`ordinal_suffix`]) after its BAM bytes (the sorter sees opaque
+//!   slices; `block_size` is untouched);
 //! * after each batch, in input order ([`Marker::push`]), the ends go to
 //!   the core, and the input's grouping is checked (name-grouped input: no
 //!   scattered template; coordinate-sorted input: records in order);
@@ -58,6 +60,11 @@ use std::sync::Arc;
 /// Bytes appended to each record while it is in the sorter.
 pub const ORDINAL_BYTES: usize = 8;
 
+/// The bytes appended to the record of input ordinal `ordinal`.
+pub fn ordinal_suffix(ordinal: u64) -> [u8; ORDINAL_BYTES] {
+    ordinal.to_le_bytes()
+}
+
 /// The duplicate-marking options of `alnsort sort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MdOpt {
@@ -74,12 +81,14 @@ pub enum MdOpt {
     ReadTwoBarcodeTag,
 }
 
-/// What the read jobs take out of each record: the score, and the barcode
-/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the read jobs take out of each record: the score, the barcode
+/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`)
+/// and the flow-cell location of the read name (`--read-name-regex`).
+#[derive(Debug, Clone, Default)]
 pub struct EndsSpec {
     pub scoring: Scoring,
     pub barcode_tags: BarcodeTags,
+    pub name_parser: Arc<alnsort_markdup::optical::NameParser>,
 }
 
 /// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
@@ -297,6 +306,11 @@ pub fn check_metrics_path(
     }
 }
 
+/// Flags of records that make no read end (their location is not parsed).
+const NO_END: u16 = alnsort_markdup::flags::UNMAPPED
+    | alnsort_markdup::flags::SECONDARY
+    | alnsort_markdup::flags::SUPPLEMENTARY;
+
 /// The read-end fields of one record, taken out by a read job.
 #[derive(Debug, Clone, Copy)]
 struct Extracted {
@@ -310,6 +324,10 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    /// The name's flow-cell location without the read group
+    /// (`NameParser::parse`; only for mapped primary records, which make
+    /// read ends).
+    loc: alnsort_markdup::optical::Location,
     barcodes: alnsort_markdup::Barcodes,
     /// A barcode tag Picard cannot read (it stops there).
     bad_barcode: Option<BadBarcode>,
@@ -381,10 +399,9 @@ impl BatchEnds {
         })
     }
 
-    /// Takes the fields of `framed` (a BAM record with its block_size) and
-    /// appends it with its `ordinal` to `out`, which is what enters the
-    /// sorter.
-    pub fn add(&mut self, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
+    /// Takes the fields of `framed` (a BAM record with its block_size); the
+    /// record enters the sorter followed by [`ordinal_suffix`].
+    pub fn add_fields(&mut self, framed: &[u8]) {
         let rec = RecordRef::with_block_size(framed);
         let flag = rec.flag();
         let reverse = flag & alnsort_markdup::flags::REVERSE != 0;
@@ -399,6 +416,24 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        // Mates have one name: parsed once per template in a batch.
+        let loc = if flag & NO_END != 0 {
+            alnsort_markdup::optical::Location::NONE
+        } else {
+            match self.recs.last() {
+                Some(prev)
+                    if prev.flag & NO_END == 0
+                        && self.bytes[prev.name.0 as usize..prev.name.1 as usize]
+                            == self.bytes[name.0 as usize..name.1 as usize] =>
+                {
+                    prev.loc
+                }
+                _ => self
+                    .spec
+                    .name_parser
+                    .parse(&self.bytes[name.0 as usize..name.1 as usize]),
+            }
+        };
         let (barcodes, bad_barcode) = match self.barcodes(&rec) {
             Ok(b) => (b, None),
             Err(e) => (Default::default(), Some(e)),
@@ -424,10 +459,8 @@ impl BatchEnds {
             ),
             name,
             rg,
+            loc,
         });
-        out.clear();
-        out.extend_from_slice(framed);
-        out.extend_from_slice(&ordinal.to_le_bytes());
     }
 
     pub fn len(&self) -> usize {
@@ -535,6 +568,7 @@ impl Marker {
             spec: EndsSpec {
                 scoring: cfg.scoring,
                 barcode_tags: cfg.barcode_tags,
+                name_parser: Arc::new(cfg.name_parser.clone()),
             },
         }
     }
@@ -542,7 +576,7 @@ impl Marker {
     /// What the read jobs take out of each record: how they score it and
     /// which barcode tags they read.
     pub fn ends_spec(&self) -> EndsSpec {
-        self.spec
+        self.spec.clone()
     }
 
     /// The pool the decision sorts the read ends on, in parallel (once the
@@ -635,16 +669,19 @@ impl Marker {
             }
             let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
             self.md
-                .push(&ReadInfo {
-                    name,
-                    flag: e.flag,
-                    ref_id: e.ref_id,
-                    mate_ref_id: e.mate_ref_id,
-                    five_prime: e.five_prime,
-                    score: e.score,
-                    rg,
-                    barcodes: e.barcodes,
-                })
+                .push_parsed(
+                    &ReadInfo {
+                        name,
+                        flag: e.flag,
+                        ref_id: e.ref_id,
+                        mate_ref_id: e.mate_ref_id,
+                        five_prime: e.five_prime,
+                        score: e.score,
+                        rg,
+                        barcodes: e.barcodes,
+                    },
+                    e.loc,
+                )
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
                     let what = match self.group_budget.1 {
@@ -1028,6 +1065,17 @@ impl MetricsFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl BatchEnds {
+        /// What a read job does with a record: its fields taken, and the
+        /// record with its `ordinal` (what enters the sorter) in `out`.
+        fn add(&mut self, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
+            self.add_fields(framed);
+            out.clear();
+            out.extend_from_slice(framed);
+            out.extend_from_slice(&ordinal_suffix(ordinal));
+        }
+    }
 
     fn record(name: &[u8], flag: u16) -> Vec<u8> {
         // refID 0, pos 99, one 10M CIGAR op, 10 bases of quality 30.

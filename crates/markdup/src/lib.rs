@@ -48,6 +48,7 @@ mod spill;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 pub use bits::Bits;
 pub use metrics::{DuplicationMetrics, MetricsReport, SetSizeHistograms};
@@ -390,6 +391,15 @@ impl End {
     }
 }
 
+/// A mate waiting for its other half, under the key Picard gives it.
+#[derive(Debug)]
+struct Waiting {
+    ref_id: i32,
+    rg: i16,
+    name: Vec<u8>,
+    end: End,
+}
+
 /// What the output pass needs of each record (8 bytes).
 #[derive(Clone, Copy, Debug)]
 struct RecordSlot {
@@ -459,7 +469,20 @@ pub struct MarkDuplicates {
     /// name. The second mate looks under its own reference, so mates whose
     /// fields disagree never pair up.
     pending: HashMap<(i32, i16, Vec<u8>), End, hash::NameHash>,
+    /// The mate that waits most recently, kept out of `pending` (never
+    /// in both): in name-grouped input its other half is usually the next
+    /// primary record, which then pairs without hashing or allocating.
+    recent: Option<Waiting>,
+    /// A spare name buffer for `recent`.
+    recent_spare: Vec<u8>,
     library_ids: HashMap<u32, i16>,
+    /// The last library looked up and its id (libraries change rarely
+    /// from one record to the next).
+    last_library: Option<(u32, i16)>,
+    /// The flow-cell location of the current template's name, and the read
+    /// group it was parsed for (name-grouped input: every mate of a
+    /// template has the same name).
+    template_loc: Option<(i64, i16, Location)>,
     /// Bytes of the names of `pending`'s keys.
     pending_name_bytes: usize,
     last_name: Option<Vec<u8>>,
@@ -488,7 +511,11 @@ impl MarkDuplicates {
             ends: Vec::new(),
             spill: None,
             pending: HashMap::default(),
+            recent: None,
+            recent_spare: Vec::new(),
             library_ids: HashMap::new(),
+            last_library: None,
+            template_loc: None,
             pending_name_bytes: 0,
             last_name: None,
             template_index: -1,
@@ -538,7 +565,70 @@ impl MarkDuplicates {
 
     fn pending_bytes(&self) -> usize {
         let pending_entry = std::mem::size_of::<((i32, i16, Vec<u8>), End)>() + 8;
-        self.pending.capacity() * pending_entry + self.pending_name_bytes
+        self.pending.capacity() * pending_entry
+            + self.pending_name_bytes
+            + std::mem::size_of::<Waiting>()
+            + self.recent_spare.capacity()
+    }
+
+    /// Mates waiting for their other half.
+    fn waiting(&self) -> usize {
+        self.pending.len() + self.recent.is_some() as usize
+    }
+
+    /// Takes the mate waiting under `(ref_id, rg, name)`, if any.
+    fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End> {
+        if let Some(w) = &self.recent {
+            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+                let w = self.recent.take().expect("checked");
+                self.recent_spare = w.name;
+                return Some(w.end);
+            }
+        }
+        if self.pending.is_empty() {
+            return None;
+        }
+        // The key is built in a reused buffer: no allocation per lookup.
+        let mut key = std::mem::take(&mut self.key_buf);
+        key.0 = ref_id;
+        key.1 = rg;
+        key.2.clear();
+        key.2.extend_from_slice(name);
+        let found = self.pending.remove(&key);
+        self.key_buf = key;
+        found
+    }
+
+    /// Makes `end` wait under `(ref_id, rg, name)`, replacing any mate
+    /// waiting under that key (as a map insert does).
+    fn add_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8], end: End) {
+        if let Some(w) = &mut self.recent {
+            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+                w.end = end;
+                return;
+            }
+        }
+        if !self.pending.is_empty() {
+            let mut key = std::mem::take(&mut self.key_buf);
+            key.0 = ref_id;
+            key.1 = rg;
+            key.2.clear();
+            key.2.extend_from_slice(name);
+            self.pending.remove(&key);
+            self.key_buf = key;
+        }
+        let mut buf = std::mem::take(&mut self.recent_spare);
+        buf.clear();
+        buf.extend_from_slice(name);
+        let new = Waiting {
+            ref_id,
+            rg,
+            name: buf,
+            end,
+        };
+        if let Some(old) = self.recent.replace(new) {
+            self.pending.insert((old.ref_id, old.rg, old.name), old.end);
+        }
     }
 
     /// Bytes the decision's bitsets will take (4 bits per record).
@@ -597,7 +687,7 @@ impl MarkDuplicates {
         let room = self.ends_room(limit);
         if room < MIN_ENDS {
             return Err(MarkdupError::WaitingMatesBeyondLimit {
-                waiting: self.pending.len(),
+                waiting: self.waiting(),
                 waiting_bytes: self.pending_bytes(),
                 min_bytes: MIN_ENDS * std::mem::size_of::<End>(),
                 limit,
@@ -734,24 +824,66 @@ impl MarkDuplicates {
     }
 
     fn library_id(&mut self, lib: u32) -> Result<i16, MarkdupError> {
+        if let Some((l, id)) = self.last_library {
+            if l == lib {
+                return Ok(id);
+            }
+        }
         let next = self.library_ids.len() as i64 + 1;
-        if let Some(&id) = self.library_ids.get(&lib) {
-            return Ok(id);
+        let id = match self.library_ids.get(&lib) {
+            Some(&id) => id,
+            None => {
+                if next > i16::MAX as i64 {
+                    return Err(MarkdupError::TooManyLibraries);
+                }
+                self.library_ids.insert(lib, next as i16);
+                next as i16
+            }
+        };
+        self.last_library = Some((lib, id));
+        Ok(id)
+    }
+
+    /// The flow-cell location of `r`'s name: `parsed` when the caller
+    /// parsed it ([`optical::NameParser::parse`]), else parsed here, once
+    /// per template in name-grouped input.
+    fn location(&mut self, r: &ReadInfo<'_>, parsed: Option<Location>) -> Location {
+        if let Some(loc) = parsed {
+            return loc.with_read_group(r.rg.ordinal);
         }
-        if next > i16::MAX as i64 {
-            return Err(MarkdupError::TooManyLibraries);
+        if self.order == InputOrder::Queryname {
+            if let Some((t, rg, loc)) = self.template_loc {
+                if t == self.template_index && rg == r.rg.ordinal {
+                    return loc;
+                }
+            }
+            let loc = self.name_parser.location(r.name, r.rg.ordinal);
+            self.template_loc = Some((self.template_index, r.rg.ordinal, loc));
+            return loc;
         }
-        self.library_ids.insert(lib, next as i16);
-        Ok(next as i16)
+        self.name_parser.location(r.name, r.rg.ordinal)
     }
 
     /// Adds the next input record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
-        self.push_record(r)?;
+        self.push_record(r, None)?;
         self.enforce_limit()
     }
 
-    fn push_record(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
+    /// [`MarkDuplicates::push`] of a record whose name the caller parsed
+    /// with this marker's parser ([`optical::NameParser::parse`], on
+    /// another thread); `parsed` is used only when the record makes a read
+    /// end (mapped, primary).
+    pub fn push_parsed(&mut self, r: &ReadInfo<'_>, parsed: Location) -> Result<(), MarkdupError> {
+        self.push_record(r, Some(parsed))?;
+        self.enforce_limit()
+    }
+
+    fn push_record(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Option<Location>,
+    ) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
         // In queryname mode a template's ends carry the index of its first
         // record; a change of name starts a new template.
@@ -800,7 +932,7 @@ impl MarkDuplicates {
             r1_coord: r.five_prime,
             r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
             r2_coord: -1,
-            loc: self.name_parser.location(r.name, r.rg.ordinal),
+            loc: self.location(r, parsed),
             optical_orientation: -1,
             score: r.score,
             r1_index: self.template_index,
@@ -811,18 +943,10 @@ impl MarkDuplicates {
         if !mate_mapped {
             return Ok(());
         }
-        // The key is built in a reused buffer: no allocation per lookup.
-        let mut key = std::mem::take(&mut self.key_buf);
-        key.0 = r.ref_id;
-        key.1 = r.rg.ordinal;
-        key.2.clear();
-        key.2.extend_from_slice(r.name);
-        let found = self.pending.remove(&key);
-        self.key_buf = key;
+        let found = self.take_waiting(r.ref_id, r.rg.ordinal, r.name);
         let Some(mut p) = found else {
             self.pending_name_bytes += r.name.len();
-            self.pending
-                .insert((r.mate_ref_id, r.rg.ordinal, r.name.to_vec()), frag);
+            self.add_waiting(r.mate_ref_id, r.rg.ordinal, r.name, frag);
             return Ok(());
         };
         self.pending_name_bytes -= r.name.len();
@@ -880,51 +1004,36 @@ impl MarkDuplicates {
             pair_runs = std::mem::take(&mut sp.pair_runs);
             frag_runs = std::mem::take(&mut sp.frag_runs);
         }
-        let mut set: Vec<End> = Vec::new();
-        let mut stream = spill::EndStream::new(pair_runs, &ends[..k])?;
-        let mut next = stream.next_end()?;
-        while let Some(first) = next {
-            set.clear();
-            set.push(first);
-            next = stream.next_end()?;
-            while let Some(e) = next.filter(|e| first.same_set(e, true)) {
-                set.push(e);
-                next = stream.next_end()?;
+        let mut found = Found {
+            dups: &mut dups,
+            optical: &mut optical,
+            set_sizes: &mut set_sizes,
+            optical_by_library: &mut optical_by_library,
+        };
+        match self.pool.clone() {
+            // Every end in memory: the sets are cut into stretches walked
+            // on the pool, each adding to the shared lists.
+            Some(pool) if pair_runs.is_empty() && frag_runs.is_empty() => {
+                self.walk_sets_parallel(&pool, &ends[..k], &ends[k..], &mut found)?;
             }
-            if set.len() > 1 {
-                self.mark_pairs(
-                    &set,
-                    &mut dups,
-                    &mut optical,
-                    &mut set_sizes,
-                    &mut optical_by_library,
-                )?;
-            } else {
-                *set_sizes.all_sets.entry(1).or_default() += 1;
-                *set_sizes.non_optical_sets.entry(1).or_default() += 1;
-            }
-        }
-        drop(stream);
-
-        let mut stream = spill::EndStream::new(frag_runs, &ends[k..])?;
-        let mut next = stream.next_end()?;
-        while let Some(first) = next {
-            set.clear();
-            set.push(first);
-            next = stream.next_end()?;
-            while let Some(e) = next.filter(|e| first.same_set(e, false)) {
-                set.push(e);
-                next = stream.next_end()?;
-            }
-            let contains_pairs = set.iter().any(End::is_paired);
-            let contains_frags = set.iter().any(|e| !e.is_paired());
-            // Picard skips sets of one and sets of pairs only, except the
-            // last set, which it always examines (to the same effect).
-            if set.len() > 1 && contains_frags {
-                mark_fragments(&set, contains_pairs, &mut dups);
+            _ => {
+                let mut stream = spill::EndStream::new(pair_runs, &ends[..k])?;
+                let sink = (&mut *found.dups, &mut *found.optical);
+                let mut part = PartFound::new(sink);
+                self.walk_pair_sets(|| stream.next_end(), &mut part)?;
+                drop(stream);
+                let mut stream = spill::EndStream::new(frag_runs, &ends[k..])?;
+                walk_frag_sets(|| stream.next_end(), &mut part.sink.0)?;
+                drop(stream);
+                let PartFound {
+                    set_sizes: sizes,
+                    singles,
+                    optical_by_library: by_lib,
+                    ..
+                } = part;
+                found.add_counts(sizes, singles, by_lib);
             }
         }
-        drop(stream);
         drop(ends);
 
         let spill = self.spill_stats();
@@ -938,14 +1047,102 @@ impl MarkDuplicates {
         })
     }
 
-    fn mark_pairs(
+    /// Walks the pair ends' duplicate sets (ends in [`End::total_cmp`]
+    /// order, from `next`), marking each set's duplicates.
+    fn walk_pair_sets<S: DupSink>(
+        &self,
+        mut next: impl FnMut() -> Result<Option<End>, MarkdupError>,
+        found: &mut PartFound<S>,
+    ) -> Result<(), MarkdupError> {
+        let mut set: Vec<End> = Vec::new();
+        let mut cur = next()?;
+        while let Some(first) = cur {
+            set.clear();
+            set.push(first);
+            cur = next()?;
+            while let Some(e) = cur.filter(|e| first.same_set(e, true)) {
+                set.push(e);
+                cur = next()?;
+            }
+            if set.len() > 1 {
+                self.mark_pairs(&set, found)?;
+            } else {
+                found.singles += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The duplicate sets of in-memory ends (`pairs` and `frags`, each in
+    /// [`End::total_cmp`] order), cut into stretches at set boundaries and
+    /// walked on `pool`. The lists get the same indexes as one walk in
+    /// order would give them (in another order, which they do not keep);
+    /// an error is the first one in that order.
+    fn walk_sets_parallel(
+        &self,
+        pool: &rayon::ThreadPool,
+        pairs: &[End],
+        frags: &[End],
+        found: &mut Found<'_>,
+    ) -> Result<(), MarkdupError> {
+        use rayon::prelude::*;
+        let parts = pool.current_num_threads() * 4;
+        let (dups, optical) = (&*found.dups, &*found.optical);
+        let pair_parts = set_stretches(pairs, parts, true);
+        let frag_parts = set_stretches(frags, parts, false);
+        let (pair_found, frag_found) = pool.install(|| {
+            rayon::join(
+                || {
+                    pair_parts
+                        .par_iter()
+                        .map(|r| {
+                            let mut part = PartFound::new((dups.shared(), optical.shared()));
+                            let mut it = pairs[r.clone()].iter();
+                            self.walk_pair_sets(|| Ok(it.next().copied()), &mut part)
+                                .map(|()| part)
+                        })
+                        .collect::<Vec<_>>()
+                },
+                || {
+                    frag_parts
+                        .par_iter()
+                        .map(|r| {
+                            let mut sink = dups.shared();
+                            let mut it = frags[r.clone()].iter();
+                            walk_frag_sets(|| Ok(it.next().copied()), &mut sink).map(|()| sink)
+                        })
+                        .collect::<Vec<_>>()
+                },
+            )
+        });
+        let mut repeats = Vec::new();
+        let mut optical_repeats = Vec::new();
+        let mut counts = Vec::new();
+        for part in pair_found {
+            let part = part?;
+            repeats.extend(part.sink.0.repeats);
+            optical_repeats.extend(part.sink.1.repeats);
+            counts.push((part.set_sizes, part.singles, part.optical_by_library));
+        }
+        for sink in frag_found {
+            repeats.extend(sink?.repeats);
+        }
+        for (sizes, singles, by_library) in counts {
+            found.add_counts(sizes, singles, by_library);
+        }
+        found.dups.repeats.extend(repeats);
+        found.optical.repeats.extend(optical_repeats);
+        Ok(())
+    }
+
+    fn mark_pairs<S: DupSink>(
         &self,
         set: &[End],
-        dup_indexes: &mut DupList,
-        optical_indexes: &mut DupList,
-        set_sizes: &mut SetSizeHistograms,
-        optical_by_library: &mut HashMap<i16, u64>,
+        found: &mut PartFound<S>,
     ) -> Result<(), MarkdupError> {
+        let (dup_indexes, optical_indexes) = (&mut found.sink.0, &mut found.sink.1);
+        let set_sizes = &mut found.set_sizes;
+        let optical_by_library = &mut found.optical_by_library;
         let best = best_index(set);
         // Which ends of the set are optical duplicates.
         let mut is_optical = vec![false; set.len()];
@@ -1149,34 +1346,65 @@ fn partition(ends: &mut [End], first: impl Fn(&End) -> bool) -> usize {
 
 /// The duplicate record indexes as Picard lists them (a multiset: an index
 /// can be listed more than once, which matters to its output loop): one
-/// bit per record, and the rare repeated listings apart.
+/// bit per record, and the rare repeated listings apart. The bits are
+/// atomic so that walks on the pool can add to one list
+/// ([`DupList::shared`]).
 struct DupList {
-    bits: Bits,
+    words: Vec<AtomicU64>,
+    len: u64,
     repeats: Vec<u64>,
+}
+
+/// Where a walk over duplicate sets lists the duplicate indexes.
+trait DupSink {
+    fn add(&mut self, index: i64);
 }
 
 impl DupList {
     fn new(records: u64) -> Self {
         DupList {
-            bits: Bits::new(records),
+            words: (0..records.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            len: records,
             repeats: Vec::new(),
         }
     }
 
-    fn add(&mut self, index: i64) {
-        let i = index as u64;
-        if self.bits.get(i) {
-            self.repeats.push(i);
-        } else {
-            self.bits.set(i);
+    /// A sink that adds to this list from a pool job; its repeated
+    /// listings are kept apart, for the caller to add.
+    fn shared(&self) -> SharedDups<'_> {
+        SharedDups {
+            list: self,
+            repeats: Vec::new(),
         }
+    }
+
+    /// Sets bit `i`; whether it was clear.
+    fn set_shared(&self, i: u64) -> bool {
+        assert!(i < self.len, "index {i} beyond {} records", self.len);
+        let bit = 1u64 << (i % 64);
+        self.words[(i / 64) as usize].fetch_or(bit, AtomicOrdering::Relaxed) & bit == 0
     }
 
     /// The indexes in ascending order, each as often as it was listed.
     fn iter(mut self) -> impl Iterator<Item = u64> {
         self.repeats.sort_unstable();
         let mut repeats = self.repeats.into_iter().peekable();
-        let mut ones = self.bits.into_ones();
+        let mut ones = self
+            .words
+            .into_iter()
+            .map(AtomicU64::into_inner)
+            .enumerate()
+            .flat_map(|(wi, mut w)| {
+                std::iter::from_fn(move || {
+                    (w != 0).then(|| {
+                        let t = w.trailing_zeros() as u64;
+                        w &= w - 1;
+                        wi as u64 * 64 + t
+                    })
+                })
+            });
         let mut last: Option<u64> = None;
         std::iter::from_fn(move || {
             if let Some(l) = last {
@@ -1188,6 +1416,136 @@ impl DupList {
             last
         })
     }
+}
+
+impl<T: DupSink + ?Sized> DupSink for &mut T {
+    fn add(&mut self, index: i64) {
+        (**self).add(index)
+    }
+}
+
+impl DupSink for DupList {
+    fn add(&mut self, index: i64) {
+        let i = index as u64;
+        if !self.set_shared(i) {
+            self.repeats.push(i);
+        }
+    }
+}
+
+/// A pool job's view of a shared [`DupList`].
+struct SharedDups<'a> {
+    list: &'a DupList,
+    repeats: Vec<u64>,
+}
+
+impl DupSink for SharedDups<'_> {
+    fn add(&mut self, index: i64) {
+        let i = index as u64;
+        if !self.list.set_shared(i) {
+            self.repeats.push(i);
+        }
+    }
+}
+
+/// What the walks over duplicate sets add up besides the index lists.
+struct Found<'a> {
+    dups: &'a mut DupList,
+    optical: &'a mut DupList,
+    set_sizes: &'a mut SetSizeHistograms,
+    optical_by_library: &'a mut HashMap<i16, u64>,
+}
+
+impl Found<'_> {
+    /// Adds one stretch's counts (`singles`: pair sets of one end).
+    fn add_counts(
+        &mut self,
+        sizes: SetSizeHistograms,
+        singles: u64,
+        by_library: HashMap<i16, u64>,
+    ) {
+        let add = |to: &mut BTreeMap<u64, u64>, from: BTreeMap<u64, u64>| {
+            for (k, v) in from {
+                *to.entry(k).or_default() += v;
+            }
+        };
+        add(&mut self.set_sizes.all_sets, sizes.all_sets);
+        add(&mut self.set_sizes.optical_sets, sizes.optical_sets);
+        add(&mut self.set_sizes.non_optical_sets, sizes.non_optical_sets);
+        if singles > 0 {
+            *self.set_sizes.all_sets.entry(1).or_default() += singles;
+            *self.set_sizes.non_optical_sets.entry(1).or_default() += singles;
+        }
+        for (lib, n) in by_library {
+            *self.optical_by_library.entry(lib).or_default() += n;
+        }
+    }
+}
+
+/// One walk's findings over a stretch of pair sets: the sinks of the
+/// duplicate and optical indexes, and its counts.
+struct PartFound<S> {
+    sink: (S, S),
+    set_sizes: SetSizeHistograms,
+    /// Sets of one pair end.
+    singles: u64,
+    optical_by_library: HashMap<i16, u64>,
+}
+
+impl<S> PartFound<S> {
+    fn new(sink: (S, S)) -> Self {
+        PartFound {
+            sink,
+            set_sizes: SetSizeHistograms::default(),
+            singles: 0,
+            optical_by_library: HashMap::new(),
+        }
+    }
+}
+
+/// About `parts` ranges of `ends` (sorted) that cut no duplicate set.
+fn set_stretches(ends: &[End], parts: usize, compare_read2: bool) -> Vec<std::ops::Range<usize>> {
+    let n = ends.len();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for p in 1..=parts {
+        let mut cut = (n * p / parts).max(start);
+        while cut > 0 && cut < n && ends[cut - 1].same_set(&ends[cut], compare_read2) {
+            cut += 1;
+        }
+        if cut > start {
+            out.push(start..cut);
+            start = cut;
+        }
+    }
+    out
+}
+
+/// Walks the fragment ends' duplicate sets (in [`End::total_cmp`] order,
+/// from `next`), marking each set's duplicates.
+fn walk_frag_sets<S: DupSink>(
+    mut next: impl FnMut() -> Result<Option<End>, MarkdupError>,
+    dups: &mut S,
+) -> Result<(), MarkdupError> {
+    let mut set: Vec<End> = Vec::new();
+    let mut cur = next()?;
+    while let Some(first) = cur {
+        set.clear();
+        set.push(first);
+        cur = next()?;
+        while let Some(e) = cur.filter(|e| first.same_set(e, false)) {
+            set.push(e);
+            cur = next()?;
+        }
+        let contains_pairs = set.iter().any(End::is_paired);
+        let contains_frags = set.iter().any(|e| !e.is_paired());
+        // Picard skips sets of one and sets of pairs only, except the
+        // last set, which it always examines (to the same effect).
+        if set.len() > 1 && contains_frags {
+            mark_fragments(&set, contains_pairs, dups);
+        }
+    }
+    Ok(())
 }
 
 /// Picard's output loop over one sorted index list: a record is a
@@ -1236,7 +1594,7 @@ fn best_index(set: &[End]) -> usize {
 }
 
 /// The record indexes of every end of a pair set but the kept one.
-fn push_duplicates(set: &[End], best: usize, dup_indexes: &mut DupList) {
+fn push_duplicates<S: DupSink>(set: &[End], best: usize, dup_indexes: &mut S) {
     for (i, e) in set.iter().enumerate() {
         if i != best {
             dup_indexes.add(e.r1_index);
@@ -1247,7 +1605,7 @@ fn push_duplicates(set: &[End], best: usize, dup_indexes: &mut DupList) {
     }
 }
 
-fn mark_fragments(set: &[End], contains_pairs: bool, dup_indexes: &mut DupList) {
+fn mark_fragments<S: DupSink>(set: &[End], contains_pairs: bool, dup_indexes: &mut S) {
     if contains_pairs {
         for e in set.iter().filter(|e| !e.is_paired()) {
             dup_indexes.add(e.r1_index);

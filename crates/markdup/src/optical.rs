@@ -37,6 +37,20 @@ impl Location {
     pub fn has_location(&self) -> bool {
         self.tile != -1
     }
+
+    /// A location from [`NameParser::parse`] with the record's read group
+    /// (its header position) put in, as [`NameParser::location`] gives it:
+    /// a name that did not parse stays without one.
+    pub fn with_read_group(self, read_group_ordinal: i16) -> Location {
+        if self.read_group == -1 {
+            self
+        } else {
+            Location {
+                read_group: read_group_ordinal,
+                ..self
+            }
+        }
+    }
 }
 
 /// Picard's `rapidParseInt`: an optional `-`, then the leading ASCII digits
@@ -266,6 +280,13 @@ impl NameParser {
     }
 
     /// The location Picard records for a read end with this parser.
+    /// The location of `name` as [`NameParser::location`] gives it for read
+    /// group 0, for [`Location::with_read_group`] to complete: what a read
+    /// job can work out without the read groups.
+    pub fn parse(&self, name: &[u8]) -> Location {
+        self.location(name, 0)
+    }
+
     pub fn location(&self, name: &[u8], read_group_ordinal: i16) -> Location {
         match self {
             NameParser::Default => location_from_name(name, read_group_ordinal),

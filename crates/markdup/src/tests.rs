@@ -487,8 +487,9 @@ fn spilled_runs_merge_to_the_in_memory_decisions() {
     }
 }
 
-/// The read ends sorted in parallel on a pool give the decisions,
-/// optical verdicts and metrics of the sort on the calling thread.
+/// The read ends sorted, and their duplicate sets walked, in parallel on a
+/// pool give the decisions, optical verdicts and metrics of the sort and
+/// the walk on the calling thread.
 #[test]
 fn ends_sorted_on_a_pool_give_the_same_decisions() {
     let pool = std::sync::Arc::new(
@@ -604,4 +605,118 @@ fn waiting_mates_beyond_a_soft_limit_are_kept() {
     assert_eq!(soft.duplicate, memory.duplicate);
     assert_eq!(soft.optical, memory.optical);
     assert_eq!(soft.metrics, memory.metrics);
+}
+
+/// The waiting mates (the most recent one apart, the others in a map)
+/// answer every sequence of takes and waits as one map keyed by
+/// (reference, read group, name) does, overwrites included.
+#[test]
+fn waiting_mates_behave_as_one_map() {
+    let mut md = MarkDuplicates::new(ReadGroups::default());
+    let mut model: HashMap<(i32, i16, Vec<u8>), i64> = HashMap::new();
+    let mut rng = Rng(5);
+    let names: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let mut hits = 0;
+    for step in 0..20_000i64 {
+        let key = (
+            rng.below(3) as i32,
+            rng.below(2) as i16,
+            names[rng.below(3) as usize],
+        );
+        if rng.below(2) == 0 {
+            let got = md.take_waiting(key.0, key.1, key.2).map(|e| e.r1_index);
+            let want = model.remove(&(key.0, key.1, key.2.to_vec()));
+            assert_eq!(got, want, "step {step}");
+            hits += got.is_some() as u32;
+        } else {
+            let end = End {
+                library: 0,
+                barcode: 0,
+                r1_barcode: 0,
+                r2_barcode: 0,
+                orientation: F,
+                r1_ref: 0,
+                r1_coord: 0,
+                r2_ref: -1,
+                r2_coord: -1,
+                loc: Location::NONE,
+                optical_orientation: -1,
+                score: 0,
+                r1_index: step,
+                r2_index: -1,
+                pair: false,
+            };
+            md.add_waiting(key.0, key.1, key.2, end);
+            model.insert((key.0, key.1, key.2.to_vec()), step);
+        }
+        assert_eq!(md.waiting(), model.len(), "step {step}");
+    }
+    assert!(hits > 1000);
+}
+
+/// A name parsed without the read group and completed with it is the
+/// location parsed with it, for every parser, names that parse or not;
+/// and records pushed with their names parsed elsewhere get the same
+/// decisions, optical verdicts and metrics.
+#[test]
+fn names_parsed_by_the_caller_give_the_same_answer() {
+    let parsers = [
+        optical::NameParser::Default,
+        optical::NameParser::Disabled,
+        optical::NameParser::from_picard_arg(r"[a-z0-9]+:(\d+):(\d+):(\d+)").unwrap(),
+        optical::NameParser::from_picard_arg(r"(\w+):(\d+):(\w+)").unwrap(),
+    ];
+    let names: [&[u8]; 6] = [
+        b"r1:1:FC:1:1101:200:300",
+        b"a:1:2:3",
+        b"a:1:x:3",
+        b"no-fields",
+        b"A00917:42:HKWJ3DSX2:1:1314:70000:29790",
+        b"",
+    ];
+    for p in &parsers {
+        for name in names {
+            for rg in [-1i16, 0, 1, 7] {
+                assert_eq!(
+                    p.parse(name).with_read_group(rg),
+                    p.location(name, rg),
+                    "{name:?} read group {rg}"
+                );
+            }
+        }
+    }
+    let recs = random_records(13, 6000, false);
+    let outcome = |parsed: bool| {
+        let mut groups = ReadGroups::new([
+            (b"rg1".to_vec(), Some("lib1".to_string())),
+            (b"rg2".to_vec(), Some("lib2".to_string())),
+        ]);
+        let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+        let mut md = MarkDuplicates::new(groups);
+        md.set_track_optical(true);
+        let parser = optical::NameParser::Default;
+        for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
+            let r = ReadInfo {
+                name: name.as_bytes(),
+                flag: *flag,
+                ref_id: *ref_id,
+                mate_ref_id: *mate_ref,
+                five_prime: *five,
+                score: *score,
+                rg: rgs[*lib],
+                barcodes: Default::default(),
+            };
+            if parsed {
+                md.push_parsed(&r, parser.parse(r.name)).unwrap();
+            } else {
+                md.push(&r).unwrap();
+            }
+        }
+        md.finish().unwrap()
+    };
+    let (a, b) = (outcome(false), outcome(true));
+    assert!(a.optical.as_ref().unwrap().count_ones() > 0);
+    assert_eq!(a.duplicate, b.duplicate);
+    assert_eq!(a.optical, b.optical);
+    assert_eq!(a.metrics, b.metrics);
 }

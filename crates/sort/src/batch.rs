@@ -312,24 +312,31 @@ impl Batch {
     /// batch of its own. The caller checks the key length for `Fixed8` (a
     /// shorter key is zero-padded, a longer one truncated, here).
     pub fn try_push(&mut self, key: &[u8], record: &[u8]) -> bool {
+        self.try_push_parts(key, record, &[])
+    }
+
+    /// [`Batch::try_push`] of the record `head` followed by `tail` (bytes
+    /// the caller carries with the record), without first joining them.
+    pub fn try_push_parts(&mut self, key: &[u8], head: &[u8], tail: &[u8]) -> bool {
+        let record_len = head.len() + tail.len();
         assert!(
             self.unsettled.is_none(),
             "try_push on a batch with copies in flight: settle it first"
         );
-        let cost = record_cost(self.kind(), key.len(), record.len());
+        let cost = record_cost(self.kind(), key.len(), record_len);
         let empty = self.is_empty();
         if !empty && self.used + cost > self.limit {
             return false;
         }
-        if self.data.len() + record.len() > MAX_OFFSET {
+        if self.data.len() + record_len > MAX_OFFSET {
             return false;
         }
         if self.data.capacity() == 0 {
             self.data
-                .reserve_exact(self.limit.min(MAX_OFFSET).max(record.len()));
+                .reserve_exact(self.limit.min(MAX_OFFSET).max(record_len));
         }
         let offset = self.data.len() as u32;
-        let len = record.len() as u32;
+        let len = record_len as u32;
         match &mut self.body {
             Body::Fixed { entries, .. } => {
                 entries.push(FixedEntry {
@@ -353,7 +360,8 @@ impl Batch {
                 });
             }
         }
-        self.data.extend_from_slice(record);
+        self.data.extend_from_slice(head);
+        self.data.extend_from_slice(tail);
         self.used += cost;
         true
     }
@@ -730,6 +738,26 @@ mod tests {
                     assert_eq!(pa.cmp(&pb), a.cmp(b), "{a:?} vs {b:?}");
                 }
             }
+        }
+    }
+
+    /// A record pushed in two parts is the record pushed joined, and
+    /// counts against the budget as that record does.
+    #[test]
+    fn records_pushed_in_parts_are_joined() {
+        for kind in [KeyKind::Fixed8, KeyKind::Variable] {
+            let (mut joined, mut parts) = (Batch::new(kind, 200), Batch::new(kind, 200));
+            let recs: [(&[u8], &[u8]); 3] = [(b"head", b"tail"), (b"", b"x"), (b"abc", b"")];
+            let mut taken = 0;
+            for (i, (h, t)) in recs.iter().cycle().take(40).enumerate() {
+                let key = (i as u64).to_be_bytes();
+                let a = joined.try_push(&key, &[*h, *t].concat());
+                assert_eq!(parts.try_push_parts(&key, h, t), a, "record {i}");
+                taken += a as usize;
+            }
+            assert!(taken > 0 && taken < 40, "{taken} of 40 taken");
+            assert_eq!(drain(&parts), drain(&joined));
+            assert_eq!(parts.record_bytes(), joined.record_bytes());
         }
     }
 

@@ -57,7 +57,7 @@ use alnsort_index::IndexFormat;
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
-    merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally,
+    merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally, BLOCK_BUFFERS,
 };
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 use anyhow::{anyhow, bail, Context, Result};
@@ -737,9 +737,9 @@ pub fn map(
             last = d.last.or(last);
         }
         let mut merged = sorter.finish()?;
-        let mut writers: Vec<BlockWriter> = (0..partitioner.ranges())
-            .map(|_| BlockWriter::new())
-            .collect();
+        // Into the memory of earlier maps' blocks where the caller gave
+        // it back ([`recycle_block`]).
+        let mut writers = BLOCK_BUFFERS.writers(partitioner.ranges(), cfg.memory_budget as usize);
         let mut assigner = partitioner.clone().into_assigner();
         let mut out = 0u64;
         while let Some((key, rec)) = merged.next_entry()? {
@@ -800,6 +800,14 @@ fn part_scanner(
     let reader = ParallelReader::new(stream, Arc::clone(pool), Vec::new())
         .with_context(|| format!("{name}: starting the reader"))?;
     Ok(BamScanner::new(name, reader, opts))
+}
+
+/// Hands the memory of a block [`map`] returned back for the blocks of
+/// later maps in this process, once the block has been copied where it
+/// goes (see `alnsort_sort::stages::BlockBuffers`: bounded by the last
+/// map's memory budget; freed when over it).
+pub fn recycle_block(block: Vec<u8>) {
+    BLOCK_BUFFERS.give_back(block);
 }
 
 /// Path of the part index of the part at `part`.

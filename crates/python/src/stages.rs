@@ -131,7 +131,21 @@ pub fn stage_map(
 ) -> PyResult<MapResult> {
     let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
     match got {
-        Ok(m) => Ok((bytes_list(py, m.blocks), m.records, m.end, m.reach)),
+        Ok(m) => {
+            // Each block is copied into a `bytes` and its memory kept for
+            // the next map of this process (the page faults of fresh
+            // memory cost more than the copy).
+            let blocks = m
+                .blocks
+                .into_iter()
+                .map(|b| {
+                    let obj = PyBytes::new(py, &b).unbind();
+                    stages::recycle_block(b);
+                    obj
+                })
+                .collect();
+            Ok((blocks, m.records, m.end, m.reach))
+        }
         Err(e) => Err(raise(py, e)),
     }
 }

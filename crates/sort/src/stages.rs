@@ -304,8 +304,16 @@ impl Default for BlockWriter {
 impl BlockWriter {
     /// An empty block.
     pub fn new() -> BlockWriter {
+        BlockWriter::with_buffer(Vec::new())
+    }
+
+    /// An empty block written into `buf` (its contents are dropped, its
+    /// memory kept): the bytes are the same as [`BlockWriter::new`]'s.
+    pub fn with_buffer(mut buf: Vec<u8>) -> BlockWriter {
+        buf.clear();
+        buf.extend_from_slice(MAGIC);
         BlockWriter {
-            out: MAGIC.to_vec(),
+            out: buf,
             frame: MAGIC.len(),
             entries: 0,
             records: 0,
@@ -357,6 +365,104 @@ impl BlockWriter {
         self.flush();
         self.out.extend_from_slice(&FrameHeader::end());
         self.out
+    }
+}
+
+/// Memory of finished blocks, kept for the next blocks written in this
+/// process. A block written into fresh memory pays a page fault (and the
+/// kernel's zeroing) for every 4 KiB it grows into, about as much CPU as
+/// the map's own partitioning (`bench/results/2026-11-26-ray-one-node-index.md`);
+/// a map task that hands its blocks on by copying them (the Python
+/// binding copies each into a `bytes`) gives their buffers back here, and
+/// the next map of the process writes into memory that is already mapped.
+///
+/// Bounded: at most `limit` bytes of capacity are held (the limit the
+/// last [`BlockBuffers::writers`] call named; a map names its memory
+/// budget, so what waits here between maps is never more than the map
+/// was allowed while it ran), and at most as many buffers as that call
+/// asked for writers. Nothing is charged anew: the blocks were never
+/// part of the sort's budget, and a held buffer is memory the previous
+/// map's blocks had already used.
+#[derive(Debug)]
+pub struct BlockBuffers {
+    held: std::sync::Mutex<HeldBuffers>,
+}
+
+#[derive(Debug)]
+struct HeldBuffers {
+    bufs: Vec<Vec<u8>>,
+    bytes: usize,
+    limit: usize,
+    count: usize,
+}
+
+/// The process's [`BlockBuffers`].
+pub static BLOCK_BUFFERS: BlockBuffers = BlockBuffers::new();
+
+impl Default for BlockBuffers {
+    fn default() -> Self {
+        BlockBuffers::new()
+    }
+}
+
+impl BlockBuffers {
+    /// An empty pool that holds nothing until [`BlockBuffers::writers`]
+    /// sets its bounds.
+    pub const fn new() -> BlockBuffers {
+        BlockBuffers {
+            held: std::sync::Mutex::new(HeldBuffers {
+                bufs: Vec::new(),
+                bytes: 0,
+                limit: 0,
+                count: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HeldBuffers> {
+        // A panic while holding the lock leaves a consistent pool (each
+        // step below keeps `bytes` equal to the held capacities).
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `n` block writers, on held buffers (the largest first) where there
+    /// are any; from now on at most `limit` bytes in at most `n` buffers
+    /// are held.
+    pub fn writers(&self, n: usize, limit: usize) -> Vec<BlockWriter> {
+        let mut held = self.lock();
+        held.limit = limit;
+        held.count = n;
+        held.bufs.sort_unstable_by_key(Vec::capacity);
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let buf = match held.bufs.pop() {
+                Some(b) => {
+                    held.bytes -= b.capacity();
+                    b
+                }
+                None => Vec::new(),
+            };
+            out.push(BlockWriter::with_buffer(buf));
+        }
+        // Buffers beyond `n` (an earlier map had more ranges) go.
+        held.bufs.clear();
+        held.bytes = 0;
+        out
+    }
+
+    /// Keeps `buf`'s memory for a later block, within the bounds, or
+    /// frees it.
+    pub fn give_back(&self, buf: Vec<u8>) {
+        let mut held = self.lock();
+        if held.bufs.len() < held.count && held.bytes + buf.capacity() <= held.limit {
+            held.bytes += buf.capacity();
+            held.bufs.push(buf);
+        }
+    }
+
+    /// Bytes of capacity held now.
+    pub fn held_bytes(&self) -> usize {
+        self.lock().bytes
     }
 }
 
@@ -748,6 +854,80 @@ mod tests {
         };
         assert!(Partitioner::new(vec![s(5), s(5)], 0).is_err());
         assert!(Partitioner::new(vec![s(5), s(4)], 0).is_err());
+    }
+
+    fn block_of(w: &mut BlockWriter, n: u64) {
+        for i in 0..n {
+            w.push(&key(i), &vec![(i % 251) as u8; 40 + (i % 7) as usize]);
+        }
+    }
+
+    #[test]
+    fn a_block_in_reused_memory_has_the_bytes_of_a_fresh_one() {
+        let mut fresh = BlockWriter::new();
+        block_of(&mut fresh, 20_000);
+        let want = fresh.finish();
+        // A buffer holding an earlier, larger block, and a small one that
+        // has to grow.
+        for old in [vec![0xabu8; want.len() * 2], vec![0x5au8; 100]] {
+            let mut w = BlockWriter::with_buffer(old);
+            block_of(&mut w, 20_000);
+            assert!(w.finish() == want);
+        }
+    }
+
+    #[test]
+    fn block_buffers_are_reused_within_their_bounds() {
+        let pool = BlockBuffers::new();
+        // Nothing is held before a map has named the bounds.
+        pool.give_back(Vec::with_capacity(1000));
+        assert_eq!(pool.held_bytes(), 0);
+        let blocks: Vec<Vec<u8>> = pool
+            .writers(3, 100_000)
+            .into_iter()
+            .map(|mut w| {
+                block_of(&mut w, 50);
+                w.finish()
+            })
+            .collect();
+        let caps: Vec<usize> = blocks.iter().map(Vec::capacity).collect();
+        let ptrs: Vec<*const u8> = blocks.iter().map(|b| b.as_ptr()).collect();
+        for b in blocks {
+            pool.give_back(b);
+        }
+        assert_eq!(pool.held_bytes(), caps.iter().sum::<usize>());
+        // The next map writes into the same memory, and the blocks' bytes
+        // do not depend on it.
+        let again: Vec<Vec<u8>> = pool
+            .writers(3, 100_000)
+            .into_iter()
+            .map(|mut w| {
+                block_of(&mut w, 50);
+                w.finish()
+            })
+            .collect();
+        assert_eq!(pool.held_bytes(), 0);
+        let mut reused: Vec<*const u8> = again.iter().map(|b| b.as_ptr()).collect();
+        let mut before = ptrs.clone();
+        reused.sort();
+        before.sort();
+        assert_eq!(reused, before);
+        let mut fresh = BlockWriter::new();
+        block_of(&mut fresh, 50);
+        let want = fresh.finish();
+        assert!(again.iter().all(|b| *b == want));
+        // Over the byte limit, or more buffers than writers asked for:
+        // freed, not held.
+        pool.give_back(Vec::with_capacity(200_000));
+        assert_eq!(pool.held_bytes(), 0);
+        for b in again {
+            pool.give_back(b);
+        }
+        pool.give_back(Vec::with_capacity(10));
+        assert_eq!(pool.held_bytes(), caps.iter().sum::<usize>());
+        // A map with fewer ranges takes what it needs; the rest is freed.
+        assert_eq!(pool.writers(1, 100_000).len(), 1);
+        assert_eq!(pool.held_bytes(), 0);
     }
 
     #[test]

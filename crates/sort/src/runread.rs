@@ -24,8 +24,8 @@ use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
-    frame_crc, max_stored_len, FrameHeader, FrameInfo, RunMeta, TempRun, HEADER_LEN, MAGIC,
-    METHOD_END, METHOD_LZ4, METHOD_STORED,
+    frame_crc, max_stored_len, resize_exact, FrameHeader, FrameInfo, RunMeta, TempRun, HEADER_LEN,
+    MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.
@@ -357,6 +357,7 @@ pub(crate) fn decode(
         }
         METHOD_STORED => return Err(corrupt("stored frame length mismatch".into())),
         METHOD_LZ4 => {
+            raw.clear();
             resize_exact(&mut raw, raw_len);
             let n = lz4_flex::block::decompress_into(&payload, &mut raw)
                 .map_err(|e| corrupt(format!("bad LZ4 data: {e}")))?;
@@ -374,17 +375,6 @@ pub(crate) fn decode(
         raw,
         payload,
     })
-}
-
-/// Makes a reused frame buffer `len` zero bytes long. Unlike
-/// `Vec::resize`, a buffer that must grow gets exactly `len` bytes of
-/// capacity, not the amortised doubling: a buffer reused across frames then
-/// never holds more than the largest frame it has carried, which is what
-/// the memory plan reserves per frame (`plan.rs`) and what the meter sees.
-pub(crate) fn resize_exact(buf: &mut Vec<u8>, len: usize) {
-    buf.clear();
-    buf.reserve_exact(len);
-    buf.resize(len, 0);
 }
 
 /// The key and record ranges of the entry starting at `pos` of a frame's

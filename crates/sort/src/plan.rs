@@ -12,6 +12,12 @@
 //! * run writers: the spill and a background fan-in each write one run,
 //!   with one frame filling and `threads + 1` compressing.
 //!
+//! A frame buffer reused from frame to frame grows to exactly the frame it
+//! must hold (`runfile::resize_exact`), never by amortised doubling, so a
+//! reader or writer holds the frames counted here; a frame's raw bytes can
+//! pass `frame_bytes` by its last entry only, which this plan does not
+//! reserve (a few records' bytes against 100 KiB frames at real budgets).
+//!
 //! Spilling does not add to this. Until the first spill the chunk is the
 //! plan's; from then on the sorter works in halves of it ("double-buffer
 //! mode", `sorter.rs`): one half of sub-batches is merged into a run on a

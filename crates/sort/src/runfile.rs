@@ -130,10 +130,22 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// `Vec::resize(len, 0)` for a reused frame buffer, except that a buffer
+/// that must grow gets exactly `len` bytes of capacity instead of the
+/// amortised doubling: a buffer reused across frames then never holds more
+/// than the largest frame it has carried, which is what the memory plan
+/// reserves per frame (`plan.rs`) and what the meter is told.
+pub(crate) fn resize_exact(buf: &mut Vec<u8>, len: usize) {
+    if len > buf.len() {
+        buf.reserve_exact(len - buf.len());
+    }
+    buf.resize(len, 0);
+}
+
 /// Encodes one frame: `out` becomes header + payload.
 pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
     out.clear();
-    out.resize(HEADER_LEN + max_stored_len(raw.len()), 0);
+    resize_exact(out, HEADER_LEN + max_stored_len(raw.len()));
     let (method, stored_len) = match lz4_flex::block::compress_into(raw, &mut out[HEADER_LEN..]) {
         Ok(n) if n < raw.len() => (METHOD_LZ4, n),
         _ => {
@@ -340,6 +352,9 @@ impl RunWriter {
             self.first_key.clear();
             self.first_key.extend_from_slice(key);
         }
+        // The entry that takes a frame past its target grows the buffer by
+        // itself only (two varints of at most 10 bytes), not by doubling it.
+        self.raw.reserve_exact(key.len() + record.len() + 20);
         put_varint(&mut self.raw, key.len() as u64);
         self.raw.extend_from_slice(key);
         put_varint(&mut self.raw, record.len() as u64);

@@ -24,8 +24,8 @@ use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
-    frame_crc, max_stored_len, FrameHeader, FrameInfo, RunMeta, TempRun, HEADER_LEN, MAGIC,
-    METHOD_END, METHOD_LZ4, METHOD_STORED,
+    frame_crc, max_stored_len, resize_exact, FrameHeader, FrameInfo, RunMeta, TempRun, HEADER_LEN,
+    MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.
@@ -60,6 +60,8 @@ pub(crate) struct RunReader {
     left: u32,
     /// The next frame, being decoded on the pool; `None` after the end.
     prefetch: Option<Slot<Result<Frame>>>,
+    /// Capacity of the buffers the frame in `prefetch` holds once decoded.
+    prefetch_bytes: usize,
     /// Buffers of frames already walked, for reuse.
     spare_raw: Vec<Vec<u8>>,
     spare_payload: Vec<Vec<u8>>,
@@ -143,6 +145,7 @@ impl RunReader {
             pos: 0,
             left: 0,
             prefetch: None,
+            prefetch_bytes: 0,
             spare_raw: Vec::new(),
             spare_payload: Vec::new(),
             key: 0..0,
@@ -170,11 +173,15 @@ impl RunReader {
     /// Reads the next frame's bytes and starts its decoding on the pool;
     /// `None` at the end marker.
     fn start_next(&mut self) -> Result<Option<Slot<Result<Frame>>>> {
+        self.prefetch_bytes = 0;
         let Some(stored) = self.read_stored()? else {
             return Ok(None);
         };
         let path = self.path.clone();
         let raw = self.spare_raw.pop().unwrap_or_default();
+        // `decode` sizes `raw` with `resize_exact`, so this is its capacity.
+        self.prefetch_bytes =
+            raw.capacity().max(stored.header.raw_len as usize) + stored.payload.capacity();
         #[cfg(test)]
         let panics = self.panic_in_decode;
         Ok(Some(spawn(&self.pool, move || {
@@ -218,7 +225,7 @@ impl RunReader {
             return Err(corrupt("stored length exceeds what its raw length allows"));
         }
         let mut payload = self.spare_payload.pop().unwrap_or_default();
-        payload.resize(header.stored_len as usize, 0);
+        resize_exact(&mut payload, header.stored_len as usize);
         let complete =
             read_full(&mut self.file, &mut payload).map_err(|source| SortError::Read {
                 path: self.path.clone(),
@@ -250,8 +257,11 @@ impl RunReader {
         self.pos = 0;
         self.left = self.frame.entries;
         self.prefetch = self.start_next()?;
-        // The current frame, its twin in flight on the pool, and spares.
-        let held = 2 * (self.frame.raw.capacity() + self.frame.payload.capacity())
+        // The current frame, the next one in flight on the pool (if any),
+        // and spares (after the last frame, the buffers of the one before).
+        let held = self.frame.raw.capacity()
+            + self.frame.payload.capacity()
+            + self.prefetch_bytes
             + self
                 .spare_raw
                 .iter()
@@ -339,12 +349,16 @@ pub(crate) fn decode(
         )));
     }
     let raw_len = header.raw_len as usize;
-    raw.clear();
     match header.method {
-        METHOD_STORED if payload.len() == raw_len => raw.extend_from_slice(&payload),
+        METHOD_STORED if payload.len() == raw_len => {
+            raw.clear();
+            raw.reserve_exact(raw_len);
+            raw.extend_from_slice(&payload);
+        }
         METHOD_STORED => return Err(corrupt("stored frame length mismatch".into())),
         METHOD_LZ4 => {
-            raw.resize(raw_len, 0);
+            raw.clear();
+            resize_exact(&mut raw, raw_len);
             let n = lz4_flex::block::decompress_into(&payload, &mut raw)
                 .map_err(|e| corrupt(format!("bad LZ4 data: {e}")))?;
             if n != raw_len {
@@ -408,7 +422,7 @@ pub(crate) fn read_frame_at(
         return Err(corrupt("frame shorter than its header"));
     }
     let mut header_bytes = [0u8; HEADER_LEN];
-    stored.resize(len - HEADER_LEN, 0);
+    resize_exact(&mut stored, len - HEADER_LEN);
     let read = |buf: &mut [u8], at: u64| {
         file.read_exact_at(buf, at)
             .map_err(|source| match source.kind() {
@@ -758,5 +772,60 @@ mod tests {
         }
         assert_eq!(get_varint(&[0x80; 11]), None);
         assert_eq!(get_varint(&[0x80]), None);
+    }
+
+    #[test]
+    fn reader_buffers_stay_within_two_of_the_largest_frame() {
+        // Frames that grow one after another (records lengthen, and random
+        // bytes do not compress): each frame needs more than the buffers
+        // the one before left, which is where amortised growth would
+        // double them.
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut byte = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        };
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..400u64)
+            .map(|i| {
+                let rec = (0..40 + i as usize).map(|_| byte()).collect();
+                (i.to_be_bytes().to_vec(), rec)
+            })
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, _) = write_run(dir.path(), &entries, 1024);
+        let frames = run.index();
+        assert!(
+            frames
+                .windows(2)
+                .filter(|w| w[1].raw_len > w[0].raw_len)
+                .count()
+                > 10,
+            "the frames grow"
+        );
+        let largest_raw = frames.iter().map(|f| f.raw_len).max().expect("frames") as usize;
+        let largest_stored = frames
+            .iter()
+            .map(|f| f.len as usize - HEADER_LEN)
+            .max()
+            .expect("frames");
+        let meter = Arc::new(Meter::default());
+        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        let mut read = Vec::new();
+        while let Some(key) = reader.key() {
+            read.push((key.to_vec(), reader.record().to_vec()));
+            reader.advance().expect("advance");
+        }
+        assert_eq!(read, entries);
+        // The frame walked and the one decoding, each raw and stored.
+        let bound = 2 * (largest_raw + largest_stored) as u64;
+        assert!(meter.peak() > 0);
+        assert!(
+            meter.peak() <= bound,
+            "reader held {} bytes, two frames are {bound}",
+            meter.peak()
+        );
+        assert_eq!(meter.current(), 0);
     }
 }

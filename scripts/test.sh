@@ -72,7 +72,10 @@ echo "== cargo clippy --workspace --all-targets --release -- -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings || failed+=("cargo clippy")
 
 echo "== cargo test --workspace --release"
-cargo test --workspace --release --no-fail-fast || failed+=("cargo test")
+# The Rust differential tests run `python3 -c "import pysam ..."` (the
+# samtools 1.24 oracle): the venv's python3 first on PATH, so they find the
+# pysam installed above rather than whatever python3 the machine has.
+PATH="$venv/bin:$PATH" cargo test --workspace --release --no-fail-fast || failed+=("cargo test")
 
 echo "== fuzz targets: replay the committed corpus and build the targets (fuzz/check.sh)"
 bash fuzz/check.sh || failed+=("fuzz/check.sh")

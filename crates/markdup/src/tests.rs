@@ -512,13 +512,13 @@ fn ends_sorted_on_a_pool_give_the_same_decisions() {
     }
 }
 
-/// Coordinate order: mates waiting for their other half are not spilled;
-/// when they crowd out the ends, the run stops saying so.
+/// Coordinate order: mates waiting for a mate on the reference being read
+/// are not spilled; when they crowd out the ends, the run stops saying so.
 #[test]
 fn waiting_mates_beyond_the_limit_are_refused() {
     let mut recs = Vec::new();
     for t in 0..2000 {
-        recs.push((format!("m{t}"), R1 | MREV, 0, 100 + t, 1, 30, 0));
+        recs.push((format!("m{t}"), R1 | MREV, 0, 100 + t, 0, 30, 0));
     }
     let mut groups = ReadGroups::new([(b"rg1".to_vec(), Some("lib1".to_string()))]);
     let rg = groups.resolve(Some(b"rg1"));
@@ -719,4 +719,72 @@ fn names_parsed_by_the_caller_give_the_same_answer() {
     assert_eq!(a.duplicate, b.duplicate);
     assert_eq!(a.optical, b.optical);
     assert_eq!(a.metrics, b.metrics);
+}
+
+/// Coordinate order with many pairs whose mates are on later references,
+/// under a limit their waiting mates alone exceed: those are spilled per
+/// mate reference and read back when reading reaches it, and the
+/// decisions, optical verdicts and metrics are those of the run without a
+/// limit; the spill directory is left empty.
+#[test]
+fn waiting_mates_for_later_references_spill_and_come_back() {
+    let mut rng = Rng(17);
+    let mut recs = Vec::new();
+    for t in 0..12_000 {
+        let name = format!(
+            "x{t}:1:FC:1:{}:{}:{}",
+            1101 + rng.below(2),
+            rng.below(300),
+            rng.below(300)
+        );
+        let lib = rng.below(2) as usize;
+        let ref1 = rng.below(16) as i32;
+        // Most mates on another reference, some on the same one.
+        let ref2 = if rng.below(4) == 0 {
+            ref1
+        } else {
+            rng.below(16) as i32
+        };
+        let a = 100 + 5 * rng.below(6) as i32;
+        let b = 100 + 5 * rng.below(6) as i32;
+        let q = |rng: &mut Rng| 10 + rng.below(5) as i16;
+        let (f1, f2) = if rng.below(2) == 0 {
+            (R1 | MREV, R2 | REV)
+        } else {
+            (R1 | REV, R2 | MREV)
+        };
+        recs.push((name.clone(), f1, ref1, a, ref2, q(&mut rng), lib));
+        recs.push((name.clone(), f2, ref2, b, ref1, q(&mut rng), lib));
+        if rng.below(10) == 0 {
+            // A lone fragment at the same place.
+            recs.push((format!("f{t}"), 0, ref1, a, -1, q(&mut rng), lib));
+        }
+    }
+    // Two mates waiting under the same key (a name used twice): the later
+    // one replaces the earlier, spilled or not.
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 0, 150, 3, 30, 0));
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 1, 150, 3, 20, 0));
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R2 | REV, 3, 400, 0, 30, 0));
+    recs.sort_by_key(|r| (r.2 as u32, r.3));
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-wait", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let memory = mark(&recs, InputOrder::Coordinate, None);
+    let limit = 384 << 10;
+    let spilled = mark(&recs, InputOrder::Coordinate, Some((&dir, limit)));
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "spill files left behind"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(spilled.spill.waiting > 1000, "{:?}", spilled.spill);
+    assert_eq!(memory.spill.waiting, 0);
+    assert!(memory
+        .metrics
+        .libraries
+        .iter()
+        .any(|m| m.read_pair_duplicates > 100));
+    assert_eq!(spilled.duplicate, memory.duplicate);
+    assert_eq!(spilled.optical, memory.optical);
+    assert_eq!(spilled.metrics, memory.metrics);
 }

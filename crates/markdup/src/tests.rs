@@ -788,3 +788,79 @@ fn waiting_mates_for_later_references_spill_and_come_back() {
     assert_eq!(spilled.optical, memory.optical);
     assert_eq!(spilled.metrics, memory.metrics);
 }
+
+/// Coordinate order: with waiting mates spilled at random moments and read
+/// back as reading reaches their reference, the waiting mates still answer
+/// every take and wait as one map does, overwrites of spilled keys (twice
+/// over, or by a mate in memory) included; nothing is left on disk.
+#[test]
+fn spilled_waiting_mates_behave_as_one_map() {
+    let dir = std::env::temp_dir().join(format!(
+        "alnsort-markdup-test-{}-waitmap",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = Rng(9);
+    let names: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let (mut hits, mut spilled) = (0, 0);
+    for run in 0..40i64 {
+        let mut md = MarkDuplicates::with_order(ReadGroups::default(), InputOrder::Coordinate);
+        md.set_spill(&dir, 1 << 30, true);
+        let mut model: HashMap<(i32, i16, Vec<u8>), i64> = HashMap::new();
+        md.reach_reference(0).unwrap();
+        for step in 0..2000i64 {
+            let current = md.current_ref;
+            let rg = rng.below(2) as i16;
+            let name = names[rng.below(3) as usize];
+            match rng.below(40) {
+                0 if current < 5 => md.reach_reference(current + 1).unwrap(),
+                1 => md.spill_waiting().unwrap(),
+                2..=19 => {
+                    let got = md.take_waiting(current, rg, name).map(|e| e.r1_index);
+                    let want = model.remove(&(current, rg, name.to_vec()));
+                    assert_eq!(got, want, "run {run} step {step}");
+                    hits += got.is_some() as u32;
+                }
+                _ => {
+                    let ref_id = current + rng.below((6 - current) as u64) as i32;
+                    let mut end = End {
+                        library: 0,
+                        barcode: 0,
+                        r1_barcode: 0,
+                        r2_barcode: 0,
+                        orientation: F,
+                        r1_ref: 0,
+                        r1_coord: 0,
+                        r2_ref: -1,
+                        r2_coord: -1,
+                        loc: Location::NONE,
+                        optical_orientation: -1,
+                        score: 0,
+                        r1_index: 0,
+                        r2_index: -1,
+                        pair: false,
+                    };
+                    end.r1_index = run * 10_000 + step;
+                    md.add_waiting(ref_id, rg, name, end);
+                    model.insert((ref_id, rg, name.to_vec()), end.r1_index);
+                }
+            }
+        }
+        md.reach_reference(5).unwrap();
+        assert_eq!(md.waiting(), model.len(), "run {run}");
+        for ((ref_id, rg, name), want) in model {
+            assert_eq!(
+                md.take_waiting(ref_id, rg, &name).map(|e| e.r1_index),
+                Some(want),
+                "run {run}"
+            );
+        }
+        spilled += md.spill_stats().waiting;
+    }
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "spill files left behind"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(hits > 1000 && spilled > 1000, "{hits} {spilled}");
+}

@@ -322,6 +322,75 @@ def test_markdup_state_beyond_max_memory_spills(tmp_path, picard, alnsort):
         assert flags_by_identity(read_all(tmp_path / f"{src.stem}-spill2.bam")) == flags_by_identity(want)
 
 
+def cross_reference_input(tmp: Path, n: int) -> Path:
+    """Templates whose mates are mostly on other references: 45% from chr1
+    to chr2, 45% from chr1 to chr3 (so while chr1 is read, about 90% of
+    them wait), the rest pairs within one reference and fragments."""
+    rng = random.Random(7)
+    recs = []
+    for i in range(n):
+        name = f"W{i}:1:FC:1:{rng.choice([1101, 1102])}:{rng.randrange(0, 3000)}:{rng.randrange(0, 3000)}"
+        a, b = rng.randrange(0, 300) * 7, rng.randrange(0, 30) * 11
+        kw = dict(rev1=rng.random() < 0.5, rev2=rng.random() < 0.5, q1=rng.choice([20, 30, 40]),
+                  rg=rng.choice(["rg1", "rg2"]))
+        k = rng.random()
+        if k < 0.45:
+            recs += g.pair(name, a, b, ref=0, mref=1, **kw)
+        elif k < 0.9:
+            recs += g.pair(name, a, b, ref=0, mref=2, **kw)
+        elif k < 0.95:
+            recs += g.pair(name, a, a + 300, ref=rng.randrange(0, 3), **kw)
+        else:
+            recs += g.frag(name, a, ref=rng.randrange(0, 3), q=rng.choice([20, 30]))
+    inp = tmp / "cross.bam"
+    g.write_bam(inp, stale_dups(recs, 4))
+    return inp
+
+
+def test_waiting_mates_beyond_max_memory_spill_by_reference(tmp_path, picard, alnsort):
+    """Coordinate-sorted input (@HD SO:coordinate) whose mates wait for
+    their other half on later references: at --max-memory 32M (which
+    alnsort refused before these mates were spilled: about 19,000 waiting
+    mates left the read ends too little of the marker's part) the mates
+    waiting for a later reference go to spill files and come back when
+    reading reaches it. Flags and metrics are Picard's, the bytes those of
+    the unlimited run at -@1 and -@2, and the temporary directory is left
+    empty. Too little memory for the mates waiting on the reference being
+    read still stops the run with the clear error."""
+    coord = tmp_path / "coord.bam"
+    sort(alnsort, ["--no-PG", "-o", str(coord), str(cross_reference_input(tmp_path, 28_000))])
+    with pysam.AlignmentFile(str(coord), "rb") as f:
+        assert f.header.to_dict()["HD"]["SO"] == "coordinate"
+    picard_recs, (pmet, _) = run_picard(picard, coord, tmp_path, coordinate=True)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    runs = {}
+    for name, extra in {"memory": ["-@2", "--max-memory", "2G"],
+                        "spill1": ["-@1", "--max-memory", "32M"],
+                        "spill2": ["-@2", "--max-memory", "32M"]}.items():
+        out, st, met = (tmp_path / f"{name}.{x}" for x in ("bam", "json", "metrics"))
+        sort(alnsort, [*extra, "--no-PG", "--markdup", "--metrics", str(met), "-T", str(tmpdir / "x"),
+                       "--stats-json", str(st), "-o", str(out), str(coord)])
+        runs[name] = (out.read_bytes(), json.loads(st.read_text())["markdup"], g.parse_metrics(met))
+        assert list(tmpdir.iterdir()) == [], "temporary files left behind"
+    assert runs["memory"][1]["waiting_spilled"] == 0
+    assert runs["spill1"][1]["waiting_spilled"] > 10_000, runs["spill1"][1]
+    assert runs["spill2"][1]["waiting_spilled"] > 10_000, runs["spill2"][1]
+    assert runs["memory"][0] == runs["spill1"][0] == runs["spill2"][0]
+    assert runs["memory"][2] == runs["spill1"][2] == runs["spill2"][2]
+    assert runs["memory"][2][0] == pmet
+    assert runs["memory"][1]["read_pair_duplicates"] > 100, runs["memory"][1]
+    assert flags_by_identity(read_all(tmp_path / "spill2.bam")) == flags_by_identity(picard_recs)
+    # At 16M the ~12,700 mates of chr1 waiting for chr2 (read back when
+    # chr2 is reached) are too many: the clear error, and no files left.
+    out = tmp_path / "small.bam"
+    p = sort(alnsort, ["-@2", "--max-memory", "16M", "--no-PG", "--markdup", "-T", str(tmpdir / "x"),
+                       "-o", str(out), str(coord)], check=False)
+    assert p.returncode == 1 and "mates wait for their other half" in p.stderr, p.stderr
+    assert "--max-memory" in p.stderr and not out.exists()
+    assert list(tmpdir.iterdir()) == [], "temporary files left behind"
+
+
 def test_refused_options(tmp_path, alnsort):
     inp = tmp_path / "in.bam"
     g.write_bam(inp, g.t_qc_fail())

@@ -948,6 +948,7 @@ impl Decisions {
             ("records_removed", self.removed),
             ("spill_runs", self.spill.runs),
             ("spill_bytes", self.spill.bytes),
+            ("waiting_spilled", self.spill.waiting),
         ]
     }
 }

@@ -88,12 +88,14 @@ pub enum MarkdupError {
         #[source]
         source: std::io::Error,
     },
-    /// Coordinate-sorted input: the mates waiting for their other half
-    /// (which are not spilled) leave the read ends too little of the limit.
+    /// Coordinate-sorted input: the mates waiting for their other half on
+    /// the reference being read (those waiting for a later reference are
+    /// spilled) leave the read ends too little of the limit.
     #[error(
         "{waiting} mates wait for their other half and take {waiting_bytes} bytes, which leaves the \
-         read ends less than {min_bytes} bytes of the duplicate marker's {limit} (waiting mates are \
-         kept in memory; ends are spilled to disk)"
+         read ends less than {min_bytes} bytes of the duplicate marker's {limit} (mates waiting for \
+         a mate on the reference being read are kept in memory; the others and the ends are \
+         spilled to disk)"
     )]
     WaitingMatesBeyondLimit {
         waiting: usize,
@@ -430,8 +432,11 @@ pub struct Outcome {
 pub struct SpillStats {
     /// Sorted runs of read ends written (merges of runs included).
     pub runs: u64,
-    /// Bytes written to spill files (runs and record slots).
+    /// Bytes written to spill files (runs, record slots and waiting mates).
     pub bytes: u64,
+    /// Mates of coordinate-sorted input waiting for their other half on a
+    /// later reference, written to disk (each time one is).
+    pub waiting: u64,
 }
 
 /// The fewest read ends the memory limit must leave room for.
@@ -491,6 +496,13 @@ pub struct MarkDuplicates {
     pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     /// A `pending` key to look up with.
     key_buf: (i32, i16, Vec<u8>),
+    /// Coordinate order: the largest reference read so far (mates waiting
+    /// for a later one may be spilled; a reference's spilled mates are
+    /// read back when reading reaches it).
+    current_ref: i32,
+    /// Mates left in `pending` by the last spill of waiting mates: the
+    /// next one waits for twice as many (each spill scans them all).
+    waiting_floor: usize,
 }
 
 impl MarkDuplicates {
@@ -521,6 +533,8 @@ impl MarkDuplicates {
             template_index: -1,
             pool: None,
             key_buf: (0, 0, Vec::new()),
+            current_ref: -1,
+            waiting_floor: 0,
         }
     }
 
@@ -551,8 +565,12 @@ impl MarkDuplicates {
     /// read ends beyond it are sorted into run files in `dir`, and record
     /// slots beyond a sixteenth of it are appended to a file there; the
     /// decision merges the runs back. Mates waiting for their other half
-    /// (coordinate-sorted input) stay in memory: when they leave the ends
-    /// less than 4096 ends' room, [`MarkDuplicates::push`] fails with
+    /// (coordinate-sorted input) whose mate is on a later reference than
+    /// the one being read are appended to a file per reference there when
+    /// they take a good part of the limit, and read back when reading
+    /// reaches that reference; those waiting on the reference being read
+    /// stay in memory: when they leave the ends less than 4096 ends' room,
+    /// [`MarkDuplicates::push`] fails with
     /// [`MarkdupError::WaitingMatesBeyondLimit`]. The files are removed as
     /// they are read; on failure the caller removes `dir`. With `hard`
     /// false, waiting mates beyond the limit are kept instead (the limit
@@ -653,6 +671,7 @@ impl MarkDuplicates {
             .map_or_else(SpillStats::default, |s| SpillStats {
                 runs: s.runs_written,
                 bytes: s.bytes_written,
+                waiting: s.waiting.written,
             })
     }
 
@@ -681,10 +700,24 @@ impl MarkDuplicates {
             // MIN_ENDS, spilled when full (in add_end).
             return Ok(());
         }
+        let coordinate = hard && self.order == InputOrder::Coordinate;
+        if coordinate
+            && self.pending_bytes() > limit / 4
+            && self.pending.len() >= 2 * self.waiting_floor
+        {
+            self.spill_waiting()?;
+            if self.memory_bytes() <= limit {
+                return Ok(());
+            }
+        }
         if !self.ends.is_empty() {
             self.spill_ends()?;
         }
-        let room = self.ends_room(limit);
+        let mut room = self.ends_room(limit);
+        if room < MIN_ENDS && coordinate && self.pending.len() > self.waiting_floor {
+            self.spill_waiting()?;
+            room = self.ends_room(limit);
+        }
         if room < MIN_ENDS {
             return Err(MarkdupError::WaitingMatesBeyondLimit {
                 waiting: self.waiting(),
@@ -809,6 +842,77 @@ impl MarkDuplicates {
         k
     }
 
+    /// Coordinate order: moves the waiting mates whose mate is on a later
+    /// reference than the one being read to the spill files of their
+    /// mate's reference (in memory they would wait at least until reading
+    /// reaches it).
+    fn spill_waiting(&mut self) -> Result<(), MarkdupError> {
+        let current = self.current_ref;
+        let old = std::mem::take(&mut self.pending);
+        let later = old.keys().filter(|k| k.0 > current).count();
+        let mut kept = HashMap::with_capacity_and_hasher(old.len() - later, Default::default());
+        let mut moved: Vec<(i32, spill::WaitingEntry)> = Vec::with_capacity(later);
+        for ((ref_id, rg, name), end) in old {
+            if ref_id > current {
+                self.pending_name_bytes = self.pending_name_bytes.saturating_sub(name.len());
+                moved.push((ref_id, (rg, name, end)));
+            } else {
+                kept.insert((ref_id, rg, name), end);
+            }
+        }
+        self.pending = kept;
+        self.waiting_floor = self.pending.len();
+        moved.sort_unstable_by_key(|m| m.0);
+        let spill = self.spill.as_mut().expect("spill configured");
+        let mut entries = Vec::new();
+        let mut moved = moved.into_iter().peekable();
+        while let Some((ref_id, first)) = moved.next() {
+            entries.clear();
+            entries.push(first);
+            while let Some((_, e)) = moved.next_if(|m| m.0 == ref_id) {
+                entries.push(e);
+            }
+            let files = &mut spill.files;
+            let dir = &spill.dir;
+            let path = || {
+                *files += 1;
+                dir.join(format!("markdup-waiting-{}-{}", std::process::id(), *files))
+            };
+            spill.bytes_written += spill.waiting.append(ref_id, &entries, path)?;
+        }
+        Ok(())
+    }
+
+    /// Coordinate order: reading has reached `ref_id`; the mates spilled
+    /// for it (and for any reference before it) wait in memory again, as
+    /// if they had never left (a mate that waits under the same key in
+    /// memory came later and stays; of those spilled, the latest).
+    fn reach_reference(&mut self, ref_id: i32) -> Result<(), MarkdupError> {
+        self.current_ref = ref_id;
+        let Some(spill) = self.spill.as_mut() else {
+            return Ok(());
+        };
+        if spill.waiting.is_empty() {
+            return Ok(());
+        }
+        let back = spill.waiting.take_up_to(ref_id)?;
+        self.pending.reserve(back.len());
+        for (r, (rg, name, end)) in back.into_iter().rev() {
+            if let Some(w) = &self.recent {
+                if w.ref_id == r && w.rg == rg && w.name == name {
+                    continue;
+                }
+            }
+            let len = name.len();
+            if let std::collections::hash_map::Entry::Vacant(v) = self.pending.entry((r, rg, name))
+            {
+                v.insert(end);
+                self.pending_name_bytes += len;
+            }
+        }
+        Ok(())
+    }
+
     fn spill_ends(&mut self) -> Result<(), MarkdupError> {
         // (While the input is read, the pool is busy reading it.)
         let k = self.sort_ends(false);
@@ -907,6 +1011,9 @@ impl MarkDuplicates {
         )?;
         if self.ends_done {
             return Ok(());
+        }
+        if self.order == InputOrder::Coordinate && r.ref_id > self.current_ref {
+            self.reach_reference(r.ref_id)?;
         }
         if r.flag & flags::UNMAPPED != 0 {
             // Picard stops collecting ends at the unplaced unmapped reads

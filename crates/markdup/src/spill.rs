@@ -10,6 +10,9 @@
 //!   same with and without spilling.
 //! * **Record slots** ([`SlotLog`]): 8 bytes per input record, appended in
 //!   input order and read back once, in order, by the output pass.
+//! * **Waiting mates** ([`WaitingFiles`]): in coordinate-sorted input, the
+//!   mates waiting for a mate on a later reference, appended to one file
+//!   per mate reference and read back whole when reading reaches it.
 //!
 //! Files are created in the directory the caller names (the sort's private
 //! temporary directory, removed with everything in it on success, failure
@@ -284,7 +287,9 @@ pub(crate) struct Spill {
     pub(crate) hard: bool,
     pub(crate) pair_runs: Vec<EndRun>,
     pub(crate) frag_runs: Vec<EndRun>,
-    files: u64,
+    /// Waiting mates of coordinate-sorted input moved out of memory.
+    pub(crate) waiting: WaitingFiles,
+    pub(crate) files: u64,
     /// Run files written (merges of runs included).
     pub(crate) runs_written: u64,
     pub(crate) bytes_written: u64,
@@ -302,6 +307,7 @@ impl Spill {
             hard,
             pair_runs: Vec::new(),
             frag_runs: Vec::new(),
+            waiting: WaitingFiles::default(),
             files: 0,
             runs_written: 0,
             bytes_written: 0,
@@ -476,6 +482,113 @@ impl SlotReader<'_> {
 impl Drop for SlotReader<'_> {
     fn drop(&mut self) {
         if let Some((_, path)) = &self.file {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A mate waiting for its other half: read group, name, and its end (the
+/// reference its mate is on is the file's).
+pub(crate) type WaitingEntry = (i16, Vec<u8>, End);
+
+/// Mates of coordinate-sorted input that wait for a mate on a later
+/// reference than the one being read, moved out of memory: one file per
+/// mate reference, appended to at each spill (and opened only while it is
+/// written or read, so no file stays open), read back whole when reading
+/// reaches that reference, and removed then (the rest when this is
+/// dropped). Picard keeps its waiting ends in a disk-backed map split by
+/// reference in the same way.
+#[derive(Debug, Default)]
+pub(crate) struct WaitingFiles {
+    /// Per mate reference: the file and the entries in it.
+    files: std::collections::BTreeMap<i32, (PathBuf, u64)>,
+    /// Entries written, in all.
+    pub(crate) written: u64,
+}
+
+impl WaitingFiles {
+    /// Whether any reference's entries are on disk.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Appends the entries of mate reference `ref_id` (`new_path` names its
+    /// file if it has none); returns the bytes written.
+    pub(crate) fn append(
+        &mut self,
+        ref_id: i32,
+        entries: &[WaitingEntry],
+        new_path: impl FnOnce() -> PathBuf,
+    ) -> Result<u64, MarkdupError> {
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let (path, count) = self.files.entry(ref_id).or_insert_with(|| (new_path(), 0));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&*path)
+            .map_err(io_error(path, "creating a spill file"))?;
+        let mut w = BufWriter::with_capacity(IO_BUFFER, file);
+        let mut buf = [0u8; END_BYTES];
+        let mut bytes = 0u64;
+        for (rg, name, end) in entries {
+            encode_end(end, &mut buf);
+            let len = u32::try_from(name.len()).expect("read names are short");
+            w.write_all(&rg.to_le_bytes())
+                .and_then(|_| w.write_all(&len.to_le_bytes()))
+                .and_then(|_| w.write_all(name))
+                .and_then(|_| w.write_all(&buf))
+                .map_err(io_error(path, "writing a spill file"))?;
+            bytes += (2 + 4 + name.len() + END_BYTES) as u64;
+        }
+        w.flush().map_err(io_error(path, "writing a spill file"))?;
+        *count += entries.len() as u64;
+        self.written += entries.len() as u64;
+        Ok(bytes)
+    }
+
+    /// Reads back (and removes) the files of every mate reference up to
+    /// `ref_id`: the entries of each reference in the order they were
+    /// written, the references in increasing order.
+    pub(crate) fn take_up_to(
+        &mut self,
+        ref_id: i32,
+    ) -> Result<Vec<(i32, WaitingEntry)>, MarkdupError> {
+        let mut out = Vec::new();
+        while let Some((&r, _)) = self.files.first_key_value() {
+            if r > ref_id {
+                break;
+            }
+            let (path, count) = self.files.remove(&r).expect("first key");
+            let read = (|| -> Result<(), MarkdupError> {
+                let file = File::open(&path).map_err(io_error(&path, "opening a spill file"))?;
+                let mut rd = BufReader::with_capacity(IO_BUFFER, file);
+                let mut buf = [0u8; END_BYTES];
+                let mut head = [0u8; 6];
+                for _ in 0..count {
+                    rd.read_exact(&mut head)
+                        .map_err(io_error(&path, "reading a spill file"))?;
+                    let rg = i16::from_le_bytes([head[0], head[1]]);
+                    let len = u32::from_le_bytes(head[2..6].try_into().unwrap()) as usize;
+                    let mut name = vec![0u8; len];
+                    rd.read_exact(&mut name)
+                        .and_then(|_| rd.read_exact(&mut buf))
+                        .map_err(io_error(&path, "reading a spill file"))?;
+                    out.push((r, (rg, name, decode_end(&buf))));
+                }
+                Ok(())
+            })();
+            let _ = std::fs::remove_file(&path);
+            read?;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for WaitingFiles {
+    fn drop(&mut self) {
+        for (path, _) in self.files.values() {
             let _ = std::fs::remove_file(path);
         }
     }

@@ -512,13 +512,13 @@ fn ends_sorted_on_a_pool_give_the_same_decisions() {
     }
 }
 
-/// Coordinate order: mates waiting for their other half are not spilled;
-/// when they crowd out the ends, the run stops saying so.
+/// Coordinate order: mates waiting for a mate on the reference being read
+/// are not spilled; when they crowd out the ends, the run stops saying so.
 #[test]
 fn waiting_mates_beyond_the_limit_are_refused() {
     let mut recs = Vec::new();
     for t in 0..2000 {
-        recs.push((format!("m{t}"), R1 | MREV, 0, 100 + t, 1, 30, 0));
+        recs.push((format!("m{t}"), R1 | MREV, 0, 100 + t, 0, 30, 0));
     }
     let mut groups = ReadGroups::new([(b"rg1".to_vec(), Some("lib1".to_string()))]);
     let rg = groups.resolve(Some(b"rg1"));
@@ -719,4 +719,148 @@ fn names_parsed_by_the_caller_give_the_same_answer() {
     assert_eq!(a.duplicate, b.duplicate);
     assert_eq!(a.optical, b.optical);
     assert_eq!(a.metrics, b.metrics);
+}
+
+/// Coordinate order with many pairs whose mates are on later references,
+/// under a limit their waiting mates alone exceed: those are spilled per
+/// mate reference and read back when reading reaches it, and the
+/// decisions, optical verdicts and metrics are those of the run without a
+/// limit; the spill directory is left empty.
+#[test]
+fn waiting_mates_for_later_references_spill_and_come_back() {
+    let mut rng = Rng(17);
+    let mut recs = Vec::new();
+    for t in 0..12_000 {
+        let name = format!(
+            "x{t}:1:FC:1:{}:{}:{}",
+            1101 + rng.below(2),
+            rng.below(300),
+            rng.below(300)
+        );
+        let lib = rng.below(2) as usize;
+        let ref1 = rng.below(16) as i32;
+        // Most mates on another reference, some on the same one.
+        let ref2 = if rng.below(4) == 0 {
+            ref1
+        } else {
+            rng.below(16) as i32
+        };
+        let a = 100 + 5 * rng.below(6) as i32;
+        let b = 100 + 5 * rng.below(6) as i32;
+        let q = |rng: &mut Rng| 10 + rng.below(5) as i16;
+        let (f1, f2) = if rng.below(2) == 0 {
+            (R1 | MREV, R2 | REV)
+        } else {
+            (R1 | REV, R2 | MREV)
+        };
+        recs.push((name.clone(), f1, ref1, a, ref2, q(&mut rng), lib));
+        recs.push((name.clone(), f2, ref2, b, ref1, q(&mut rng), lib));
+        if rng.below(10) == 0 {
+            // A lone fragment at the same place.
+            recs.push((format!("f{t}"), 0, ref1, a, -1, q(&mut rng), lib));
+        }
+    }
+    // Two mates waiting under the same key (a name used twice): the later
+    // one replaces the earlier, spilled or not.
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 0, 150, 3, 30, 0));
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 1, 150, 3, 20, 0));
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R2 | REV, 3, 400, 0, 30, 0));
+    recs.sort_by_key(|r| (r.2 as u32, r.3));
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-wait", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let memory = mark(&recs, InputOrder::Coordinate, None);
+    let limit = 384 << 10;
+    let spilled = mark(&recs, InputOrder::Coordinate, Some((&dir, limit)));
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "spill files left behind"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(spilled.spill.waiting > 1000, "{:?}", spilled.spill);
+    assert_eq!(memory.spill.waiting, 0);
+    assert!(memory
+        .metrics
+        .libraries
+        .iter()
+        .any(|m| m.read_pair_duplicates > 100));
+    assert_eq!(spilled.duplicate, memory.duplicate);
+    assert_eq!(spilled.optical, memory.optical);
+    assert_eq!(spilled.metrics, memory.metrics);
+}
+
+/// Coordinate order: with waiting mates spilled at random moments and read
+/// back as reading reaches their reference, the waiting mates still answer
+/// every take and wait as one map does, overwrites of spilled keys (twice
+/// over, or by a mate in memory) included; nothing is left on disk.
+#[test]
+fn spilled_waiting_mates_behave_as_one_map() {
+    let dir = std::env::temp_dir().join(format!(
+        "alnsort-markdup-test-{}-waitmap",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = Rng(9);
+    let names: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let (mut hits, mut spilled) = (0, 0);
+    for run in 0..40i64 {
+        let mut md = MarkDuplicates::with_order(ReadGroups::default(), InputOrder::Coordinate);
+        md.set_spill(&dir, 1 << 30, true);
+        let mut model: HashMap<(i32, i16, Vec<u8>), i64> = HashMap::new();
+        md.reach_reference(0).unwrap();
+        for step in 0..2000i64 {
+            let current = md.current_ref;
+            let rg = rng.below(2) as i16;
+            let name = names[rng.below(3) as usize];
+            match rng.below(40) {
+                0 if current < 5 => md.reach_reference(current + 1).unwrap(),
+                1 => md.spill_waiting().unwrap(),
+                2..=19 => {
+                    let got = md.take_waiting(current, rg, name).map(|e| e.r1_index);
+                    let want = model.remove(&(current, rg, name.to_vec()));
+                    assert_eq!(got, want, "run {run} step {step}");
+                    hits += got.is_some() as u32;
+                }
+                _ => {
+                    let ref_id = current + rng.below((6 - current) as u64) as i32;
+                    let mut end = End {
+                        library: 0,
+                        barcode: 0,
+                        r1_barcode: 0,
+                        r2_barcode: 0,
+                        orientation: F,
+                        r1_ref: 0,
+                        r1_coord: 0,
+                        r2_ref: -1,
+                        r2_coord: -1,
+                        loc: Location::NONE,
+                        optical_orientation: -1,
+                        score: 0,
+                        r1_index: 0,
+                        r2_index: -1,
+                        pair: false,
+                    };
+                    end.r1_index = run * 10_000 + step;
+                    md.add_waiting(ref_id, rg, name, end);
+                    model.insert((ref_id, rg, name.to_vec()), end.r1_index);
+                }
+            }
+        }
+        md.reach_reference(5).unwrap();
+        assert_eq!(md.waiting(), model.len(), "run {run}");
+        for ((ref_id, rg, name), want) in model {
+            assert_eq!(
+                md.take_waiting(ref_id, rg, &name).map(|e| e.r1_index),
+                Some(want),
+                "run {run}"
+            );
+        }
+        spilled += md.spill_stats().waiting;
+    }
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "spill files left behind"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(hits > 1000 && spilled > 1000, "{hits} {spilled}");
 }

@@ -1158,26 +1158,17 @@ impl MarkDuplicates {
     /// order, from `next`), marking each set's duplicates.
     fn walk_pair_sets<S: DupSink>(
         &self,
-        mut next: impl FnMut() -> Result<Option<End>, MarkdupError>,
+        next: impl FnMut() -> Result<Option<End>, MarkdupError>,
         found: &mut PartFound<S>,
     ) -> Result<(), MarkdupError> {
-        let mut set: Vec<End> = Vec::new();
-        let mut cur = next()?;
-        while let Some(first) = cur {
-            set.clear();
-            set.push(first);
-            cur = next()?;
-            while let Some(e) = cur.filter(|e| first.same_set(e, true)) {
-                set.push(e);
-                cur = next()?;
-            }
+        for_each_set(next, true, |set| {
             if set.len() > 1 {
-                self.mark_pairs(&set, found)?;
+                self.mark_pairs(set, found)?;
             } else {
                 found.singles += 1;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The duplicate sets of in-memory ends (`pairs` and `frags`, each in
@@ -1631,8 +1622,28 @@ fn set_stretches(ends: &[End], parts: usize, compare_read2: bool) -> Vec<std::op
 /// Walks the fragment ends' duplicate sets (in [`End::total_cmp`] order,
 /// from `next`), marking each set's duplicates.
 fn walk_frag_sets<S: DupSink>(
-    mut next: impl FnMut() -> Result<Option<End>, MarkdupError>,
+    next: impl FnMut() -> Result<Option<End>, MarkdupError>,
     dups: &mut S,
+) -> Result<(), MarkdupError> {
+    for_each_set(next, false, |set| {
+        let contains_pairs = set.iter().any(End::is_paired);
+        let contains_frags = set.iter().any(|e| !e.is_paired());
+        // Picard skips sets of one and sets of pairs only, except the
+        // last set, which it always examines (to the same effect).
+        if set.len() > 1 && contains_frags {
+            mark_fragments(set, contains_pairs, dups);
+        }
+        Ok(())
+    })
+}
+
+/// Cuts ends in [`End::total_cmp`] order (from `next`) into duplicate sets
+/// (runs of [`End::same_set`] with `pairs`) and hands each to `each`: the
+/// one grouping loop of the pair and fragment walks.
+fn for_each_set(
+    mut next: impl FnMut() -> Result<Option<End>, MarkdupError>,
+    pairs: bool,
+    mut each: impl FnMut(&[End]) -> Result<(), MarkdupError>,
 ) -> Result<(), MarkdupError> {
     let mut set: Vec<End> = Vec::new();
     let mut cur = next()?;
@@ -1640,17 +1651,11 @@ fn walk_frag_sets<S: DupSink>(
         set.clear();
         set.push(first);
         cur = next()?;
-        while let Some(e) = cur.filter(|e| first.same_set(e, false)) {
+        while let Some(e) = cur.filter(|e| first.same_set(e, pairs)) {
             set.push(e);
             cur = next()?;
         }
-        let contains_pairs = set.iter().any(End::is_paired);
-        let contains_frags = set.iter().any(|e| !e.is_paired());
-        // Picard skips sets of one and sets of pairs only, except the
-        // last set, which it always examines (to the same effect).
-        if set.len() > 1 && contains_frags {
-            mark_fragments(&set, contains_pairs, dups);
-        }
+        each(&set)?;
     }
     Ok(())
 }

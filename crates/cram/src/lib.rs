@@ -18,6 +18,8 @@
 //!   whose MD5 differs, is a [`ReferenceError`] naming SN, M5 and every place
 //!   looked at.
 
+pub mod codecs;
+pub mod container;
 mod decode;
 mod encode;
 mod error;
@@ -29,6 +31,7 @@ mod reference;
 mod splice;
 mod to_bam;
 
+pub use container::{ContainerHeader, RawBlock, RawContainer, SliceBlocks, SliceHeader};
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;
 pub use error::{CramError, ReferenceError};

@@ -12,6 +12,8 @@
 //! mates attached within the slice (flags, RNEXT/PNEXT and TLEN by
 //! htslib's rule), generated names when RN is not stored.
 
+use crate::codecs::{self, CodecScratch};
+use crate::container::{content_type, read_itf8, RawBlock, SliceBlocks};
 use crate::md_nm;
 use crate::reference::Lease;
 use alnsort_bam::record::reg2bin;
@@ -22,47 +24,13 @@ fn bad(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
-/// Reads one ITF8 value (CRAM 3 §2.3) at `*at`.
-pub(crate) fn itf8(buf: &[u8], at: &mut usize) -> io::Result<i32> {
-    let b0 = *buf.get(*at).ok_or_else(|| bad("truncated ITF8 value"))? as u32;
-    let n = (b0 as u8).leading_ones().min(4) as usize + 1;
-    let b = buf
-        .get(*at..*at + n)
-        .ok_or_else(|| bad("truncated ITF8 value"))?;
-    *at += n;
-    let v = match n {
-        1 => b0,
-        2 => ((b0 & 0x3f) << 8) | b[1] as u32,
-        3 => ((b0 & 0x1f) << 16) | (b[1] as u32) << 8 | b[2] as u32,
-        4 => ((b0 & 0x0f) << 24) | (b[1] as u32) << 16 | (b[2] as u32) << 8 | b[3] as u32,
-        _ => {
-            ((b0 & 0x0f) << 28)
-                | (b[1] as u32) << 20
-                | (b[2] as u32) << 12
-                | (b[3] as u32) << 4
-                | (b[4] as u32 & 0x0f)
-        }
-    };
-    Ok(v as i32)
-}
-
-/// Reads one LTF8 value (CRAM 3 §2.3) at `*at`.
-pub(crate) fn ltf8(buf: &[u8], at: &mut usize) -> io::Result<i64> {
-    let b0 = *buf.get(*at).ok_or_else(|| bad("truncated LTF8 value"))?;
-    let extra = b0.leading_ones() as usize;
-    let b = buf
-        .get(*at..*at + extra + 1)
-        .ok_or_else(|| bad("truncated LTF8 value"))?;
-    *at += extra + 1;
-    let mut v: u64 = if extra >= 7 {
-        0
-    } else {
-        (b0 & (0xffu16 >> (extra + 1)) as u8) as u64
-    };
-    for &x in &b[1..] {
-        v = v << 8 | x as u64;
-    }
-    Ok(v as i64)
+/// Reads one ITF8 value (CRAM 3 §2.3) at `*at` of `buf`.
+#[inline]
+fn itf8(buf: &[u8], at: &mut usize) -> io::Result<i32> {
+    let mut s = buf.get(*at..).unwrap_or_default();
+    let v = read_itf8(&mut s)?;
+    *at = buf.len() - s.len();
+    Ok(v)
 }
 
 /// The data series (CRAM 3 §8.4.2), in the order of [`SERIES`].
@@ -148,6 +116,24 @@ pub(crate) struct CompressionHeader {
 }
 
 impl CompressionHeader {
+    /// Reads the compression header block (`bytes`: the container's body
+    /// up to its first slice), decompressing it into `buf` if need be.
+    pub(crate) fn read(bytes: &[u8], buf: &mut Vec<u8>) -> io::Result<CompressionHeader> {
+        let mut src = bytes;
+        let block = RawBlock::read(&mut src)?;
+        if block.content_type != content_type::COMPRESSION_HEADER {
+            return Err(bad(format!(
+                "the container starts with a block of content type {}, not a compression header",
+                block.content_type
+            )));
+        }
+        if block.method == codecs::method::RAW {
+            return CompressionHeader::parse(block.data);
+        }
+        codecs::decode_block(&block, buf, &mut CodecScratch::default())?;
+        CompressionHeader::parse(buf)
+    }
+
     /// Parses the compression header block's (decompressed) data.
     pub(crate) fn parse(data: &[u8]) -> io::Result<CompressionHeader> {
         let mut ch = CompressionHeader {
@@ -544,58 +530,6 @@ impl<'a> Streams<'a> {
     }
 }
 
-/// A slice header's fields the records need (CRAM 3 §8.5).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct SliceHeader {
-    /// Reference id: `-1` unmapped records, `-2` several references.
-    pub ref_id: i32,
-    pub start: i64,
-    pub span: i64,
-    pub records: usize,
-    /// Records of the file before this slice's first.
-    pub record_counter: i64,
-    /// The content id of the embedded reference block, `-1` when none.
-    pub embedded_ref: i32,
-    /// Blocks of the slice after its header.
-    pub blocks: usize,
-}
-
-impl SliceHeader {
-    /// Parses a slice header block's data.
-    pub(crate) fn parse(d: &[u8]) -> io::Result<SliceHeader> {
-        let mut at = 0;
-        let ref_id = itf8(d, &mut at)?;
-        let start = itf8(d, &mut at)? as i64;
-        let span = itf8(d, &mut at)? as i64;
-        let records = usize::try_from(itf8(d, &mut at)?).map_err(|_| bad("slice record count"))?;
-        let record_counter = ltf8(d, &mut at)?;
-        let blocks = usize::try_from(itf8(d, &mut at)?).map_err(|_| bad("slice block count"))?;
-        let ids = itf8(d, &mut at)?;
-        for _ in 0..ids {
-            itf8(d, &mut at)?;
-        }
-        let embedded_ref = itf8(d, &mut at)?;
-        Ok(SliceHeader {
-            ref_id,
-            start,
-            span,
-            records,
-            record_counter,
-            embedded_ref,
-            blocks,
-        })
-    }
-}
-
-/// One slice's decoded blocks.
-pub(crate) struct SliceBlocks<'a> {
-    pub header: SliceHeader,
-    pub core: &'a [u8],
-    /// External blocks: content id, data, whether the name tokeniser
-    /// compressed it.
-    pub external: Vec<(i32, &'a [u8], bool)>,
-}
-
 /// What the records need of the file: its name (for generated read
 /// names), reference lengths, read group names in header order.
 pub(crate) struct FileInfo {
@@ -696,56 +630,57 @@ impl SliceDecoder {
     pub(crate) fn decode(
         &mut self,
         ch: &CompressionHeader,
-        slice: &SliceBlocks<'_>,
+        slice: &SliceBlocks,
         file: &FileInfo,
         lease: &mut Lease,
         first_record: u64,
         out: &mut Vec<u8>,
     ) -> io::Result<usize> {
-        let h = slice.header;
+        let h = &slice.header;
         let mut st = Streams {
             core: Bits {
-                data: slice.core,
+                data: &slice.core,
                 byte: 0,
                 bit: 0,
             },
             ext: vec![Ext::default(); ch.content_ids.len()],
         };
         for (slot, &id) in ch.content_ids.iter().enumerate() {
-            if let Some(&(_, data, tok3)) = slice.external.iter().find(|e| e.0 == id) {
+            if let Some((_, data)) = slice.external.iter().find(|e| e.0 == id) {
                 st.ext[slot] = Ext {
                     data,
                     at: 0,
-                    tok3,
+                    tok3: slice.tok3.contains(&id),
                     present: true,
                 };
             }
         }
-        let embedded: Option<&[u8]> = if h.embedded_ref >= 0 {
-            let b = slice
-                .external
-                .iter()
-                .find(|e| e.0 == h.embedded_ref)
-                .ok_or_else(|| bad("the slice's embedded reference block is missing"))?;
-            if (b.1.len() as i64) < h.span {
-                return Err(bad(
-                    "the slice's embedded reference is shorter than its span",
-                ));
+        let embedded: Option<&[u8]> = match h.embedded_reference {
+            Some(id) => {
+                let b = slice
+                    .external
+                    .iter()
+                    .find(|e| e.0 == id)
+                    .ok_or_else(|| bad("the slice's embedded reference block is missing"))?;
+                if (b.1.len() as i64) < h.alignment_span as i64 {
+                    return Err(bad(
+                        "the slice's embedded reference is shorter than its span",
+                    ));
+                }
+                Some(&b.1)
             }
-            Some(b.1)
-        } else {
-            None
+            None => None,
         };
         self.mates.clear();
         self.chain_head.clear();
-        self.chain_head.resize(h.records, -1);
+        self.chain_head.resize(h.record_count, -1);
         let mut slice_ref = SliceRef::None;
-        let mut last_apos = h.start;
-        for rec in 0..h.records {
+        let mut last_apos = h.alignment_start as i64;
+        for rec in 0..h.record_count {
             let number = first_record + rec as u64 + 1;
             self.record(
                 ch,
-                &h,
+                h,
                 &mut st,
                 file,
                 lease,
@@ -764,17 +699,17 @@ impl SliceDecoder {
             bad(format!(
                 "records {}..{}: {e}",
                 first_record + 1,
-                first_record + h.records as u64
+                first_record + h.record_count as u64
             ))
         })?;
-        Ok(h.records)
+        Ok(h.record_count)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         ch: &CompressionHeader,
-        h: &SliceHeader,
+        h: &crate::container::SliceHeader,
         st: &mut Streams<'_>,
         file: &FileInfo,
         lease: &mut Lease,
@@ -792,10 +727,10 @@ impl SliceDecoder {
         }
         let mut flag = bf as u16;
         let cf = st.int(ds(Ds::CF))?;
-        let ref_id = if h.ref_id == -2 {
+        let ref_id = if h.reference_id == -2 {
             st.int(ds(Ds::RI))?
         } else {
-            h.ref_id
+            h.reference_id
         };
         if ref_id < -1 || ref_id as i64 >= file.ref_lengths.len() as i64 {
             return Err(bad(format!("reference id {ref_id} is not in the header")));
@@ -865,7 +800,7 @@ impl SliceDecoder {
         } else if cf & CF_MATE_DOWNSTREAM != 0 {
             let nf = st.int(ds(Ds::NF))? as i64;
             m.line = rec as i64 + nf + 1;
-            if nf < 0 || m.line >= h.records as i64 {
+            if nf < 0 || m.line >= h.record_count as i64 {
                 return Err(bad(format!("mate line {} is out of the slice", m.line)));
             }
             let head = match self.chain_head[rec] {
@@ -935,8 +870,8 @@ impl SliceDecoder {
             // The reference: embedded, or the whole sequence (RR), or none.
             if ref_id >= 0 {
                 if let Some(e) = embedded {
-                    if h.ref_id == ref_id {
-                        refseq = Some((e, h.start - 1));
+                    if h.reference_id == ref_id {
+                        refseq = Some((e, h.alignment_start as i64 - 1));
                     }
                 } else if ch.reference_required {
                     let fresh = !matches!(slice_ref, SliceRef::Whole(id, _) if *id == ref_id);
@@ -1449,7 +1384,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn itf8_and_ltf8_read_every_width() {
+    fn itf8_reads_at_an_offset() {
         let mut at = 0;
         let b = [
             0x7f, 0x80, 0xff, 0xc1, 0x02, 0x03, 0xff, 0xff, 0xff, 0xff, 0x0f,
@@ -1460,11 +1395,6 @@ mod tests {
         assert_eq!(itf8(&b, &mut at).unwrap(), -1);
         assert_eq!(at, b.len());
         assert!(itf8(&[0xe0, 1], &mut 0).is_err());
-        let mut at = 0;
-        assert_eq!(ltf8(&[0x80, 0x80], &mut at).unwrap(), 0x80);
-        let mut at = 0;
-        let nine = [0xff, 1, 2, 3, 4, 5, 6, 7, 8];
-        assert_eq!(ltf8(&nine, &mut at).unwrap(), 0x0102030405060708);
     }
 
     #[test]

@@ -126,15 +126,15 @@ fn skip_itf8(buf: &[u8], at: &mut usize, n: usize) -> Result<(), String> {
 
 /// One block of a container body (CRAM 3 §8.1): method, content type,
 /// content id, sizes, data, CRC32.
-pub(crate) struct Block<'a> {
-    pub(crate) bytes: &'a [u8],
-    pub(crate) method: u8,
-    pub(crate) content_type: u8,
-    pub(crate) content_id: u32,
-    pub(crate) data: &'a [u8],
+struct Block<'a> {
+    bytes: &'a [u8],
+    method: u8,
+    content_type: u8,
+    content_id: u32,
+    data: &'a [u8],
 }
 
-pub(crate) fn read_block<'a>(body: &'a [u8], at: &mut usize) -> Result<Block<'a>, String> {
+fn read_block<'a>(body: &'a [u8], at: &mut usize) -> Result<Block<'a>, String> {
     let start = *at;
     let method = *body.get(*at).ok_or("truncated block")?;
     let content_type = *body.get(*at + 1).ok_or("truncated block")?;

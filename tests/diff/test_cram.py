@@ -922,21 +922,6 @@ def test_cram_input_of_every_kind_matches_samtools(alnsort_bin, kinds, tmp_path,
         assert f"\n{cram.name}:" in expected
 
 
-@pytest.mark.parametrize("kind", ["3.0", "3.1", "embed_ref", "small_slices"])
-def test_own_cram_decoder_gives_noodles_bytes(alnsort_bin, kinds, tmp_path, monkeypatch, kind):
-    """While both exist: alnsort's own record decoder gives exactly the BAM
-    bytes of the decoder through noodles-cram's records (where that one is
-    right: not for names left out or no_ref, see docs/cram.md)."""
-    cram = _kind_cram(kinds, "sorted", kind)
-    outs = []
-    for decoder in ("own", "noodles"):
-        monkeypatch.setenv("ALNSORT_CRAM_DECODER", decoder)
-        out = tmp_path / f"{decoder}.bam"
-        check_ok(run_alnsort(["--no-PG", "-l", "0", "--reference", str(kinds["ref"]), "-o", str(out), str(cram)]))
-        outs.append(out.read_bytes())
-    assert outs[0] == outs[1]
-
-
 def test_damaged_cram_input_is_an_error_naming_file_and_container(alnsort_bin, kinds, tmp_path):
     """A CRAM cut short, or with bytes changed inside a container, is an
     error naming the file and the container (and the record where the

@@ -219,13 +219,6 @@ impl RawContainer {
         Ok(true)
     }
 
-    /// The container as noodles-cram reads it (its own copy of the body).
-    pub fn to_noodles(&self, c: &mut noodles_cram::io::reader::Container) -> io::Result<()> {
-        let mut src = io::Read::chain(&self.header_bytes[..], &self.body[..]);
-        noodles_cram::io::Reader::new(&mut src).read_container(c)?;
-        Ok(())
-    }
-
     /// The compression header's bytes (the body up to the first slice).
     pub fn compression_header_bytes(&self) -> io::Result<&[u8]> {
         let end = match self.header.landmarks.first() {
@@ -456,14 +449,6 @@ impl SliceBlocks {
             return Err(invalid("slice without a core data block"));
         }
         Ok(())
-    }
-
-    /// The external blocks as noodles-cram's record decoder takes them.
-    pub fn external_for_noodles(&self) -> Vec<(i32, std::borrow::Cow<'_, [u8]>)> {
-        self.external
-            .iter()
-            .map(|(id, b)| (*id, std::borrow::Cow::Borrowed(&b[..])))
-            .collect()
     }
 }
 

@@ -1,16 +1,14 @@
 //! CRAM input: the header on the opening thread, containers cut on the
 //! reading thread ([`RawContainer`]: header parsed and CRC-checked, body
 //! as bytes), each container decoded to framed BAM records by a pool job
-//! ([`PendingContainer::decode`]): its slices' blocks decompressed by this
-//! crate ([`SliceBlocks`]), the records then decoded by noodles-cram from
-//! those blocks.
+//! ([`PendingContainer::decode`]): its slices' blocks decompressed
+//! ([`SliceBlocks`]) and its records decoded straight to BAM bytes
+//! (`records.rs`), both by this crate.
 
 use crate::container::{RawContainer, SliceBlocks};
 use crate::error::{take_reference_error, CramError};
-use crate::mates;
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{RefHolding, RefSource, References};
-use crate::to_bam::ToBam;
 use noodles_cram as cram;
 use noodles_sam as sam;
 use std::io::{self, Read};
@@ -22,12 +20,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct DecodeContext {
     file: Arc<str>,
-    header: Arc<sam::Header>,
     references: Arc<References>,
     info: Arc<FileInfo>,
-    /// Decode through noodles-cram's records (`ALNSORT_CRAM_DECODER=noodles`),
-    /// kept to compare the two decoders.
-    noodles: bool,
 }
 
 /// An opened CRAM input whose header has been read.
@@ -112,10 +106,8 @@ impl<R: Read> CramReader<R> {
             reader,
             ctx: DecodeContext {
                 file: file.into(),
-                header: Arc::new(parsed),
                 references,
                 info: Arc::new(info),
-                noodles: std::env::var_os("ALNSORT_CRAM_DECODER").is_some_and(|v| v == "noodles"),
             },
             text,
             version,
@@ -204,122 +196,17 @@ impl PendingContainer {
     /// `out` as BAM records (each with its `block_size`), in file order.
     /// Returns the number of records.
     pub fn decode(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
-        if !ctx.noodles {
-            return self.decode_own(ctx, out);
-        }
-        let fail = |source: io::Error| match take_reference_error(source) {
-            Ok(r) => CramError::DecodeReference {
-                file: ctx.file.to_string(),
-                index: self.index,
-                first: self.first_record + 1,
-                end: self.first_record + self.records,
-                source: Box::new(r),
-            },
-            Err(source) => CramError::Decode {
-                file: ctx.file.to_string(),
-                index: self.index,
-                first: self.first_record + 1,
-                end: self.first_record + self.records,
-                source,
-            },
-        };
         thread_local! {
-            // Each worker's decompressed blocks, reused from slice to
-            // slice, and its copy of the container for noodles-cram's
-            // record decoder (which reads the compression header and the
-            // slice headers from it).
-            static BLOCKS: std::cell::RefCell<(SliceBlocks, cram::io::reader::Container)> =
+            // Each worker's decompressed blocks, record buffers and
+            // compression header buffer, reused from slice to slice.
+            static BUFFERS: std::cell::RefCell<(SliceBlocks, SliceDecoder, Vec<u8>)> =
                 std::cell::RefCell::default();
         }
         let mut n = 0u64;
         // The references this container's records use stay loaded until
         // its decode ends.
         let mut lease = ctx.references.lease();
-        // The reference of a container whose slices all use one (its
-        // header's reference id), or `None` for a container of unmapped
-        // records (-1) or of several references (-2).
-        let one_reference = usize::try_from(self.container.header.reference_id)
-            .ok()
-            .filter(|&k| k < ctx.header.reference_sequences().len());
-        let repository = lease.repository(one_reference);
-        let mut to_bam = ToBam::default();
-        let mut starts = Vec::new();
-        let result = BLOCKS.with_borrow_mut(|(blocks, container)| -> io::Result<()> {
-            self.container.to_noodles(container)?;
-            let compression_header = container.compression_header()?;
-            let mut slices = container.slices();
-            for i in 0..self.container.slice_count() {
-                let bytes = self.container.slice_bytes(i)?;
-                blocks.decode_slice(bytes)?;
-                let slice = slices
-                    .next()
-                    .ok_or_else(|| io::Error::other("noodles-cram sees fewer slices"))??;
-                let external = blocks.external_for_noodles();
-                let records = slice.records(
-                    repository.clone(),
-                    &ctx.header,
-                    &compression_header,
-                    &blocks.core,
-                    &external,
-                )?;
-                let slice_start = out.len();
-                starts.clear();
-                out.reserve(records.len() * 400);
-                for r in &records {
-                    starts.push(out.len() - slice_start);
-                    let reference = |ref_id: usize| lease.sequence(ref_id);
-                    to_bam.append(&ctx.header, r, reference, out)?;
-                    n += 1;
-                }
-                mates::fix_attached_tlen(&mut out[slice_start..], &starts);
-            }
-            Ok(())
-        });
-        result.map_err(fail)?;
-        if n != self.records {
-            return Err(fail(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the container header counts {} records, its slices hold {n}",
-                    self.records
-                ),
-            )));
-        }
-        Ok(n)
-    }
-}
-
-impl PendingContainer {
-    fn fail(&self, ctx: &DecodeContext, source: io::Error) -> CramError {
-        match take_reference_error(source) {
-            Ok(r) => CramError::DecodeReference {
-                file: ctx.file.to_string(),
-                index: self.index,
-                first: self.first_record + 1,
-                end: self.first_record + self.records,
-                source: Box::new(r),
-            },
-            Err(source) => CramError::Decode {
-                file: ctx.file.to_string(),
-                index: self.index,
-                first: self.first_record + 1,
-                end: self.first_record + self.records,
-                source,
-            },
-        }
-    }
-
-    /// [`PendingContainer::decode`] through alnsort's own record decoder.
-    fn decode_own(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
-        thread_local! {
-            // Each worker's decompressed blocks and record buffers, reused
-            // from slice to slice.
-            static OWN: std::cell::RefCell<(SliceBlocks, SliceDecoder, Vec<u8>)> =
-                std::cell::RefCell::default();
-        }
-        let mut n = 0u64;
-        let mut lease = ctx.references.lease();
-        let result = OWN.with_borrow_mut(|(blocks, decoder, header_buf)| -> io::Result<()> {
+        let result = BUFFERS.with_borrow_mut(|(blocks, decoder, header_buf)| -> io::Result<()> {
             let ch =
                 CompressionHeader::read(self.container.compression_header_bytes()?, header_buf)?;
             for i in 0..self.container.slice_count() {
@@ -349,6 +236,27 @@ impl PendingContainer {
             ));
         }
         Ok(n)
+    }
+}
+
+impl PendingContainer {
+    fn fail(&self, ctx: &DecodeContext, source: io::Error) -> CramError {
+        match take_reference_error(source) {
+            Ok(r) => CramError::DecodeReference {
+                file: ctx.file.to_string(),
+                index: self.index,
+                first: self.first_record + 1,
+                end: self.first_record + self.records,
+                source: Box::new(r),
+            },
+            Err(source) => CramError::Decode {
+                file: ctx.file.to_string(),
+                index: self.index,
+                first: self.first_record + 1,
+                end: self.first_record + self.records,
+                source,
+            },
+        }
     }
 }
 

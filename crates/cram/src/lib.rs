@@ -29,7 +29,6 @@ mod options;
 mod records;
 mod reference;
 mod splice;
-mod to_bam;
 
 pub use container::{ContainerHeader, RawBlock, RawContainer, SliceBlocks, SliceHeader};
 pub use decode::{CramReader, DecodeContext, PendingContainer};

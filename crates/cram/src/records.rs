@@ -1450,4 +1450,80 @@ mod tests {
         assert_eq!(st.int(&Codec::Subexp { offset: 0, k: 2 }).unwrap(), 3);
         assert_eq!(st.int(&Codec::Subexp { offset: 0, k: 2 }).unwrap(), 7);
     }
+
+    /// Mate data of a record at `apos..=aend` (1-based) on reference 0.
+    fn mate(i: usize, flag: u16, apos: i64, aend: i64, line: i64) -> Mate {
+        Mate {
+            at: i * 36,
+            flag,
+            ref_id: 0,
+            apos,
+            aend,
+            line,
+            tlen: None,
+            explicit_tlen: None,
+            mate_ref: -1,
+            mate_pos: 0,
+        }
+    }
+
+    /// (flag, RNEXT, PNEXT, TLEN) of each record after the slice's mates
+    /// are resolved.
+    fn resolved(mates: Vec<Mate>) -> Vec<(u16, i32, i32, i32)> {
+        let mut d = SliceDecoder {
+            mates,
+            ..Default::default()
+        };
+        let mut out = vec![0u8; d.mates.len() * 36];
+        d.resolve_mates(&mut out).unwrap();
+        let int = |r: &[u8], at: usize| i32::from_le_bytes(r[at..at + 4].try_into().unwrap());
+        out.chunks(36)
+            .map(|c| {
+                let r = &c[4..];
+                (
+                    u16::from_le_bytes([r[14], r[15]]),
+                    int(r, 20),
+                    int(r, 24),
+                    int(r, 28),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn attached_mates_get_htslib_mate_fields_and_tlen() {
+        // The rightmost first: the leftmost is positive; PNEXT from the mate.
+        let got = resolved(vec![
+            mate(0, 0x80 | 0x10, 401, 410, 1),
+            mate(1, 0x40, 1, 10, -1),
+        ]);
+        assert_eq!(got, vec![(0x91, 0, 0, -410), (0x41 | 0x20, 0, 400, 410)]);
+        // Equal starts: the one ending first is positive.
+        let got = resolved(vec![mate(0, 0x40, 1, 20, 1), mate(1, 0x80, 1, 10, -1)]);
+        assert_eq!((got[0].3, got[1].3), (-20, 20));
+        // Equal starts and ends: READ1 is positive.
+        let got = resolved(vec![mate(0, 0x80, 5, 14, 1), mate(1, 0x40, 5, 14, -1)]);
+        assert_eq!((got[0].3, got[1].3), (-10, 10));
+        // Other references: 0; an unmapped mate: 0 and mate-unmapped.
+        let mut other = mate(1, 0x80, 5, 14, -1);
+        other.ref_id = 1;
+        let got = resolved(vec![mate(0, 0x40, 1, 10, 1), other]);
+        assert_eq!((got[0].1, got[0].3, got[1].1, got[1].3), (1, 0, 0, 0));
+        let got = resolved(vec![mate(0, 0x40, 1, 10, 1), mate(1, 0x80 | 0x4, 1, 1, -1)]);
+        assert_eq!((got[0].0, got[0].3, got[1].0, got[1].3), (0x49, 0, 0x85, 0));
+    }
+
+    #[test]
+    fn a_record_named_as_the_mate_of_two_is_an_error() {
+        let mut d = SliceDecoder {
+            mates: vec![
+                mate(0, 0x40, 1, 10, 2),
+                mate(1, 0x40, 1, 10, 2),
+                mate(2, 0x80, 1, 10, -1),
+            ],
+            ..Default::default()
+        };
+        let mut out = vec![0u8; 3 * 36];
+        assert!(d.resolve_mates(&mut out).is_err());
+    }
 }

@@ -267,3 +267,134 @@ pub(crate) fn says_coordinate(header: &sam::Header) -> bool {
         .and_then(|hd| hd.other_fields().get(b"SO"))
         .is_some_and(|so| AsRef::<[u8]>::as_ref(so) == b"coordinate")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::md_nm::tests::record;
+    use crate::{CramOptions, CramWriter};
+
+    /// A CRAM of mapped reads with substitutions, insertions, deletions
+    /// and soft clips, and unmapped reads, on one generated reference;
+    /// with the reference source that serves it.
+    fn small_cram(dir: &std::path::Path) -> (Vec<u8>, RefSource) {
+        let len = 3000usize;
+        let seq: Vec<u8> = (0..len).map(|i| b"ACGT"[(i * 7 + i / 5) % 4]).collect();
+        let fa = dir.join("r.fa");
+        std::fs::write(&fa, [&b">c0\n"[..], &seq, b"\n"].concat()).expect("fa");
+        let mut src = RefSource::default();
+        src.fasta = Some(fa);
+        let header = format!(
+            "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:c0\tLN:{len}\tM5:{}\n",
+            crate::reference::md5_hex(&seq)
+        );
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .expect("pool"),
+        );
+        let mut w = CramWriter::new(
+            "t.cram",
+            Vec::new(),
+            header.as_bytes(),
+            &src,
+            &CramOptions::default(),
+            RefHolding::All,
+            pool,
+        )
+        .expect("writer");
+        for k in 0..80usize {
+            let pos = 10 + 30 * k;
+            let mut read = seq[pos..pos + 40].to_vec();
+            read[k % 40] = if read[k % 40] == b'A' { b'C' } else { b'A' };
+            let (cigar, bases): (Vec<(u8, u32)>, Vec<u8>) = match k % 4 {
+                0 => (vec![(0, 40)], read),
+                1 => (vec![(4, 3), (0, 37)], read),
+                2 => {
+                    let mut b = read[..20].to_vec();
+                    b.extend_from_slice(b"TT");
+                    b.extend_from_slice(&read[20..]);
+                    (vec![(0, 20), (1, 2), (0, 20)], b)
+                }
+                _ => (
+                    vec![(0, 20), (2, 3), (0, 17)],
+                    [&read[..20], &read[23..]].concat(),
+                ),
+            };
+            w.write_record(&record(0, pos as i32, &cigar, &bases, b"XIC\x01"))
+                .expect("record");
+        }
+        for _ in 0..5 {
+            let mut r = record(4, -1, &[], b"ACGTAC", b"");
+            r[4..8].copy_from_slice(&(-1i32).to_le_bytes());
+            w.write_record(&r).expect("unmapped");
+        }
+        (w.finish().expect("finish"), src)
+    }
+
+    #[test]
+    fn damaged_blocks_give_errors_not_panics() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (bytes, src) = small_cram(dir.path());
+        let mut reader = CramReader::open("t.cram", &bytes[..], &src).expect("open");
+        let ctx = reader.context();
+        let pending = reader.next_container().expect("read").expect("a container");
+        let mut out = Vec::new();
+        assert_eq!(pending.decode(&ctx, &mut out).expect("decode"), 85);
+        let raw = pending.raw();
+        let ch = CompressionHeader::read(raw.compression_header_bytes().unwrap(), &mut Vec::new())
+            .expect("compression header");
+        let mut blocks = SliceBlocks::default();
+        blocks
+            .decode_slice(raw.slice_bytes(0).unwrap())
+            .expect("slice");
+        let (core, external) = (blocks.core.clone(), blocks.external.clone());
+        let mut decoder = SliceDecoder::default();
+        let mut lease = ctx.references.lease();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        let (mut failed, mut passed) = (0, 0);
+        for round in 0..2000 {
+            blocks.core.clone_from(&core);
+            blocks.external.clone_from(&external);
+            let target = rand(external.len() + 1);
+            let buf = match target {
+                0 => &mut blocks.core,
+                k => &mut blocks.external[k - 1].1,
+            };
+            if buf.is_empty() {
+                continue;
+            }
+            if round % 5 == 0 {
+                let keep = rand(buf.len());
+                buf.truncate(keep);
+            } else {
+                for _ in 0..1 + rand(3) {
+                    let at = rand(buf.len());
+                    buf[at] ^= 1 << rand(8);
+                }
+            }
+            out.clear();
+            match decoder.decode(&ch, &blocks, &ctx.info, &mut lease, 0, &mut out) {
+                Ok(_) => passed += 1,
+                Err(e) => {
+                    assert!(
+                        e.to_string().starts_with("record") || e.to_string().contains("records"),
+                        "{e}"
+                    );
+                    failed += 1;
+                }
+            }
+        }
+        assert!(
+            failed > 100 && passed > 0,
+            "{failed} failed, {passed} passed"
+        );
+    }
+}

@@ -1082,7 +1082,7 @@ impl SliceDecoder {
                     );
                 }
                 cig.switch(BAM_CMATCH);
-                cig.len += n as u32;
+                cig.len = cig.len.saturating_add(n as u32);
                 ref_pos += n;
                 seq_pos = pos;
             }
@@ -1110,14 +1110,14 @@ impl SliceDecoder {
                         base_row(ref_at(ref_pos))
                     };
                     put(seq, rl, at, &[ch.substitutions[row][code]])?;
-                    cig.len += 1;
+                    cig.len = cig.len.saturating_add(1);
                     seq_pos += 1;
                     ref_pos += 1;
                 }
                 b'D' => {
                     cig.switch(BAM_CDEL);
                     let n = nonneg(st.int(ds(Ds::DL))?)?;
-                    cig.len += n;
+                    cig.len = cig.len.saturating_add(n);
                     ref_pos += n as i64;
                 }
                 b'I' => {
@@ -1125,14 +1125,14 @@ impl SliceDecoder {
                     self.array.clear();
                     let n = st.array(ds(Ds::IN), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
-                    cig.len += n as u32;
+                    cig.len = cig.len.saturating_add(n as u32);
                     seq_pos += n as i64;
                 }
                 b'i' => {
                     cig.switch(BAM_CINS);
                     let b = st.byte(ds(Ds::BA))?;
                     put(seq, rl, at, &[b])?;
-                    cig.len += 1;
+                    cig.len = cig.len.saturating_add(1);
                     seq_pos += 1;
                 }
                 b'b' => {
@@ -1140,7 +1140,7 @@ impl SliceDecoder {
                     self.array.clear();
                     let n = st.array(ds(Ds::BB), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
-                    cig.len += n as u32;
+                    cig.len = cig.len.saturating_add(n as u32);
                     seq_pos += n as i64;
                     ref_pos += n as i64;
                 }
@@ -1158,7 +1158,7 @@ impl SliceDecoder {
                     fill_qual(qual);
                     let q = st.byte(ds(Ds::QS))?;
                     put(qual, rl, at, &[q])?;
-                    cig.len += 1;
+                    cig.len = cig.len.saturating_add(1);
                     seq_pos += 1;
                     ref_pos += 1;
                 }
@@ -1169,16 +1169,16 @@ impl SliceDecoder {
                 }
                 b'H' => {
                     cig.switch(BAM_CHARD_CLIP);
-                    cig.len += nonneg(st.int(ds(Ds::HC))?)?;
+                    cig.len = cig.len.saturating_add(nonneg(st.int(ds(Ds::HC))?)?);
                 }
                 b'P' => {
                     cig.switch(BAM_CPAD);
-                    cig.len += nonneg(st.int(ds(Ds::PD))?)?;
+                    cig.len = cig.len.saturating_add(nonneg(st.int(ds(Ds::PD))?)?);
                 }
                 b'N' => {
                     cig.switch(BAM_CREF_SKIP);
                     let n = nonneg(st.int(ds(Ds::RS))?)?;
-                    cig.len += n;
+                    cig.len = cig.len.saturating_add(n);
                     ref_pos += n as i64;
                 }
                 other => {
@@ -1201,7 +1201,7 @@ impl SliceDecoder {
                 refseq,
             );
             cig.switch(BAM_CMATCH);
-            cig.len += n as u32;
+            cig.len = cig.len.saturating_add(n as u32);
             ref_pos += n;
         }
         if cig.len > 0 {

@@ -93,7 +93,7 @@ pub fn decode_block(
         method::BZIP2 => read_all(bzip2::read::BzDecoder::new(src), raw, dst),
         method::LZMA => read_all(lzma_rust2::XzReader::new(src, false), raw, dst),
         method::RANS4X8 => rans4x8::decode(src, raw, dst, &mut s.rans),
-        method::TOK3 => tok3::decode(src, dst, s),
+        method::TOK3 => tok3::decode(src, raw, dst, s),
         method::RANSNX16 | method::ARITH | method::FQZCOMP => {
             s.noodles.decode(block.method, src, raw, dst)
         }

@@ -93,7 +93,7 @@ pub fn decode_block(
         method::BZIP2 => read_all(bzip2::read::BzDecoder::new(src), raw, dst),
         method::LZMA => read_all(lzma_rust2::XzReader::new(src, false), raw, dst),
         method::RANS4X8 => rans4x8::decode(src, raw, dst, &mut s.rans),
-        method::TOK3 => tok3::decode(src, dst, s),
+        method::TOK3 => tok3::decode(src, raw, dst, s),
         method::RANSNX16 | method::ARITH | method::FQZCOMP => {
             s.noodles.decode(block.method, src, raw, dst)
         }
@@ -204,5 +204,76 @@ pub(crate) mod test_support {
         let (m, stream, _, plain) = encode_block(Encoder::Rans4x8(order), data);
         assert_eq!(m, super::method::RANS4X8);
         (stream, plain)
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use crate::container::{content_type, RawBlock, RawContainer};
+    use std::time::Instant;
+
+    /// `ALNSORT_CRAM=FILE cargo test --release -p alnsort-cram -- --ignored
+    /// --nocapture rans4x8_against_noodles`: decodes every rANS 4x8 block
+    /// of FILE with this crate's decoder and with noodles-cram's, the same
+    /// blocks in the same run (three alternating rounds), and prints the
+    /// CPU time of each. Not a test of speed (nothing is asserted about
+    /// it); the outputs must be equal.
+    #[test]
+    #[ignore]
+    fn rans4x8_against_noodles() {
+        let Ok(path) = std::env::var("ALNSORT_CRAM") else {
+            return;
+        };
+        let file = std::fs::read(path).unwrap();
+        let mut src = &file[26..];
+        let mut c = RawContainer::default();
+        let mut blocks: Vec<(Vec<u8>, usize, u8)> = Vec::new();
+        while c.read_from(&mut src).unwrap() {
+            for i in 0..c.slice_count() {
+                let mut s = c.slice_bytes(i).unwrap();
+                while !s.is_empty() {
+                    let b = RawBlock::read(&mut s).unwrap();
+                    if b.method == super::method::RANS4X8
+                        && b.content_type != content_type::SLICE_HEADER
+                    {
+                        blocks.push((b.data.to_vec(), b.raw_size, b.data[0]));
+                    }
+                }
+            }
+        }
+        let bytes: usize = blocks.iter().map(|b| b.1).sum();
+        let o1 = blocks.iter().filter(|b| b.2 == 1).count();
+        println!(
+            "{} rANS 4x8 blocks ({o1} order 1), {bytes} bytes decoded",
+            blocks.len()
+        );
+        let mut s = super::CodecScratch::default();
+        let mut out = Vec::new();
+        let mut theirs = Vec::new();
+        for round in 0..3 {
+            let t = Instant::now();
+            for (data, raw, _) in &blocks {
+                super::rans4x8::decode(data, *raw, &mut out, &mut s.rans).unwrap();
+            }
+            let ours = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for (data, raw, _) in &blocks {
+                s.noodles
+                    .decode(super::method::RANS4X8, data, *raw, &mut theirs)
+                    .unwrap();
+            }
+            let noodles = t.elapsed().as_secs_f64();
+            println!(
+                "round {round}: alnsort {ours:.3} s, noodles-cram {noodles:.3} s ({:.2}x)",
+                noodles / ours
+            );
+        }
+        for (data, raw, _) in &blocks {
+            super::rans4x8::decode(data, *raw, &mut out, &mut s.rans).unwrap();
+            s.noodles
+                .decode(super::method::RANS4X8, data, *raw, &mut theirs)
+                .unwrap();
+            assert_eq!(out, theirs);
+        }
     }
 }

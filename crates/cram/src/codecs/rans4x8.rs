@@ -39,13 +39,6 @@ struct Input<'a> {
 }
 
 impl Input<'_> {
-    #[inline(always)]
-    fn byte(&mut self) -> u8 {
-        let b = self.src.get(self.pos).copied().unwrap_or(0);
-        self.pos += 1;
-        b
-    }
-
     fn strict_byte(&mut self) -> io::Result<u8> {
         let b = *self
             .src
@@ -80,14 +73,12 @@ impl Input<'_> {
 
     #[inline(always)]
     fn renorm(&mut self, r: u32) -> u32 {
-        // A valid stream needs at most two bytes per step (a state is at
-        // least 2^11 after a step); a bad one gets garbage, never a hang.
         let mut r = r;
-        if r < LOWER_BOUND {
-            r = (r << 8) | u32::from(self.byte());
-            if r < LOWER_BOUND {
-                r = (r << 8) | u32::from(self.byte());
-            }
+        for _ in 0..2 {
+            let b = u32::from(self.src.get(self.pos).copied().unwrap_or(0));
+            let take = r < LOWER_BOUND;
+            r = if take { (r << 8) | b } else { r };
+            self.pos += usize::from(take);
         }
         r
     }

@@ -14,9 +14,9 @@ use noodles_sam as sam;
 use std::io::{self, Read};
 use std::sync::Arc;
 
-/// What every container's decode needs: the file's name, its parsed
-/// header, the references (shared; held as [`CramReader::reference_holding`]
-/// says).
+/// What every container's decode needs: the file's name, what the records
+/// need of its header (reference lengths, read group names), the references
+/// (shared; held as [`CramReader::reference_holding`] says).
 #[derive(Clone)]
 pub struct DecodeContext {
     file: Arc<str>,

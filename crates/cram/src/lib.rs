@@ -1,4 +1,5 @@
-//! CRAM 3.0/3.1 input and output for alnsort, through noodles-cram.
+//! CRAM 3.0/3.1 input and output for alnsort: input decoded by the crate
+//! itself (containers, blocks, records), output encoded through noodles-cram.
 //!
 //! The rest of alnsort sees only raw BAM records (each with its 4-byte
 //! `block_size`, as `alnsort_bam` lays them out). This crate converts:

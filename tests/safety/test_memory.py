@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import harness
 import safety_util as u
 
 MiB = 1 << 20
@@ -332,52 +333,6 @@ def test_cram_31_names_noodles_could_not_decode_sort_as_samtools(cram_inputs: di
         assert got == want, f"order {order}: records differ from samtools'"
 
 
-def _cram_blocks(data: bytes):
-    """(container index, block offset, method, data offset, data size) of
-    every block in the slices of a CRAM file's data containers."""
-
-    def itf8(at: int) -> tuple[int, int]:
-        b0 = data[at]
-        n = min(8 - (b0 ^ 0xFF).bit_length(), 4)
-        if n == 4:
-            v = ((b0 & 0x0F) << 28) | (data[at + 1] << 20) | (data[at + 2] << 12) | (data[at + 3] << 4) | (data[at + 4] & 0x0F)
-        else:
-            v = b0 & (0xFF >> (n + 1))
-            for k in range(n):
-                v = (v << 8) | data[at + 1 + k]
-        return (v - (1 << 32) if v >= 1 << 31 else v), at + 1 + n
-
-    def ltf8(at: int) -> int:
-        n = 8 - (data[at] ^ 0xFF).bit_length()
-        return at + 1 + n
-
-    at = 26  # file definition
-    index = -1
-    while at < len(data):
-        length = int.from_bytes(data[at:at + 4], "little", signed=True)
-        p = at + 4
-        for _ in range(4):
-            _, p = itf8(p)
-        p = ltf8(p)
-        p = ltf8(p)
-        _, p = itf8(p)
-        n, p = itf8(p)
-        for _ in range(n):
-            _, p = itf8(p)
-        body = p + 4
-        end = body + length
-        q = body
-        while q < end:
-            method = data[q]
-            _, r = itf8(q + 2)
-            size, r = itf8(r)
-            _, r = itf8(r)
-            yield index, q, method, r, size
-            q = r + size + 4
-        index += 1
-        at = end
-
-
 def test_cram_stream_the_decoder_cannot_read_fails_clearly(cram_inputs: dict[str, Path], tmp_path: Path):
     """A name-tokeniser block that does not decode (here: its entropy coder
     byte set to 7, which does not exist; the block's CRC32 made right so
@@ -386,7 +341,7 @@ def test_cram_stream_the_decoder_cannot_read_fails_clearly(cram_inputs: dict[str
     import zlib
 
     data = bytearray(cram_inputs["cram3.1"].read_bytes())
-    tok = [b for b in _cram_blocks(bytes(data)) if b[2] == 8]
+    tok = [b for b in harness.cram_blocks(bytes(data)) if b[2] == 8]
     assert tok, "samtools wrote no name-tokeniser block"
     index, start, _, at, size = tok[len(tok) // 2]
     data[at + 8] = 7

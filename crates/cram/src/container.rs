@@ -510,14 +510,47 @@ mod tests {
         assert!(e.to_string().contains("CRC32 mismatch"), "{e}");
     }
 
-    #[test]
-    fn slice_blocks_decode_raw_blocks_and_reuse_buffers() {
-        // Slice header: ref 0, start 1, span 4, 1 record, counter 0, 2 blocks, ids [1], no embedded ref.
+    proptest::proptest! {
+        #[test]
+        fn garbage_containers_and_slices_are_errors_not_panics(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..2000),
+        ) {
+            let mut c = RawContainer::default();
+            let mut src = &data[..];
+            if let Ok(true) = c.read_from(&mut src) {
+                proptest::prop_assert!(c.body.len() <= data.len());
+                for i in 0..c.slice_count() {
+                    if let Ok(bytes) = c.slice_bytes(i) {
+                        let _ = SliceBlocks::default().decode_slice(bytes);
+                    }
+                }
+            }
+            let mut sb = SliceBlocks::default();
+            let _ = sb.decode_slice(&data);
+        }
+
+        #[test]
+        fn slices_with_a_flipped_byte_are_errors_not_panics(at in 0usize..200, by in 1u8..=255) {
+            let mut bytes = slice_bytes();
+            let k = at % bytes.len();
+            bytes[k] ^= by;
+            let _ = SliceBlocks::default().decode_slice(&bytes);
+        }
+    }
+
+    fn slice_bytes() -> Vec<u8> {
         let mut head = vec![0, 1, 4, 1, 0, 2, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f];
         head.extend_from_slice(&[0; 16]);
         let mut bytes = block(0, content_type::SLICE_HEADER, 0, &head, head.len() as u8);
         bytes.extend(block(0, content_type::CORE, 0, b"\x01", 1));
         bytes.extend(block(0, content_type::EXTERNAL, 1, b"ACGT", 4));
+        bytes
+    }
+
+    #[test]
+    fn slice_blocks_decode_raw_blocks_and_reuse_buffers() {
+        // Slice header: ref 0, start 1, span 4, 1 record, counter 0, 2 blocks, ids [1], no embedded ref.
+        let bytes = slice_bytes();
         let mut sb = SliceBlocks::default();
         for _ in 0..2 {
             sb.decode_slice(&bytes).unwrap();

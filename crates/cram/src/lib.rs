@@ -7,9 +7,12 @@
 //! * **decode** — [`CramReader`] reads the file definition and the SAM header
 //!   text, then hands out whole containers ([`PendingContainer`]) one by one
 //!   on the reading thread (a container is a length-prefixed run of bytes, so
-//!   this is a copy); [`PendingContainer::decode`] turns one container into
+//!   this is a copy; [`RawContainer`], header parsed and CRC-checked by
+//!   [`container`]); [`PendingContainer::decode`] turns one container into
 //!   framed BAM records and is meant to run on the pool, containers being
-//!   independent of each other.
+//!   independent of each other: its blocks are decompressed by this crate
+//!   ([`SliceBlocks`], [`codecs`]), the records decoded by noodles-cram
+//!   from them.
 //! * **encode** — [`CramWriter`] takes framed BAM records in output order and
 //!   writes CRAM containers.
 //! * **references** — [`RefSource`] finds each @SQ's sequence as htslib does

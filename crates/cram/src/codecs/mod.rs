@@ -4,7 +4,7 @@
 //! gzip (libdeflate), bzip2 and xz (the crates noodles-cram itself uses),
 //! rANS 4x8 ([`rans4x8`]) and the name tokeniser ([`tok3`]) are alnsort's;
 //! rANS Nx16, the arithmetic coder and fqzcomp go through noodles-cram's
-//! decoders ([`via_noodles`]).
+//! decoders (`via_noodles`).
 
 pub mod rans4x8;
 pub mod tok3;

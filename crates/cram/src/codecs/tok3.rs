@@ -2,7 +2,7 @@
 //!
 //! The stream holds a 2-D array of byte streams `B[position][type]`, each
 //! compressed with rANS Nx16 or the arithmetic coder (decoded through
-//! [`super::via_noodles`]), or declared a copy of an earlier one; a
+//! `via_noodles`), or declared a copy of an earlier one; a
 //! position whose type stream is absent is one type followed by MATCHes.
 //! Each name is then rebuilt token by token against an earlier name (a
 //! DIFF distance) or copied whole (a DUP distance). Every token type is

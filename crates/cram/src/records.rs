@@ -918,7 +918,7 @@ impl SliceDecoder {
             } else {
                 rec as i64
             };
-            let n = h.record_counter + k + 1;
+            let n = h.record_counter.wrapping_add(k + 1);
             self.name.extend_from_slice(n.to_string().as_bytes());
         }
         if self.name.is_empty() {

@@ -2,11 +2,12 @@
 //! into a caller's reused buffer.
 //!
 //! gzip (libdeflate), bzip2 and xz (the crates noodles-cram itself uses),
-//! rANS 4x8 ([`rans4x8`]) and the name tokeniser ([`tok3`]) are alnsort's;
-//! rANS Nx16, the arithmetic coder and fqzcomp go through noodles-cram's
-//! decoders (`via_noodles`).
+//! rANS 4x8 ([`rans4x8`]), rANS Nx16 ([`rans_nx16`]) and the name
+//! tokeniser ([`tok3`]) are alnsort's; the arithmetic coder and fqzcomp
+//! go through noodles-cram's decoders (`via_noodles`).
 
 pub mod rans4x8;
+pub mod rans_nx16;
 pub mod tok3;
 pub(crate) mod via_noodles;
 
@@ -35,6 +36,7 @@ pub const MAX_RAW_SIZE: usize = 1 << 30;
 pub struct CodecScratch {
     gzip: Option<libdeflater::Decompressor>,
     pub(crate) rans: rans4x8::Tables,
+    pub(crate) nx16: rans_nx16::Tables,
     pub(crate) noodles: via_noodles::Shim,
 }
 
@@ -94,9 +96,8 @@ pub fn decode_block(
         method::LZMA => read_all(lzma_rust2::XzReader::new(src, false), raw, dst),
         method::RANS4X8 => rans4x8::decode(src, raw, dst, &mut s.rans),
         method::TOK3 => tok3::decode(src, raw, dst, s),
-        method::RANSNX16 | method::ARITH | method::FQZCOMP => {
-            s.noodles.decode(block.method, src, raw, dst)
-        }
+        method::RANSNX16 => rans_nx16::decode(src, Some(raw), dst, &mut s.nx16),
+        method::ARITH | method::FQZCOMP => s.noodles.decode(block.method, src, raw, dst),
         other => Err(invalid(format!("unknown block compression method {other}"))),
     };
     r.map_err(|e| {
@@ -213,14 +214,14 @@ mod timing {
     use std::time::Instant;
 
     /// `ALNSORT_CRAM=FILE cargo test --release -p alnsort-cram -- --ignored
-    /// --nocapture rans4x8_against_noodles`: decodes every rANS 4x8 block
-    /// of FILE with this crate's decoder and with noodles-cram's, the same
-    /// blocks in the same run (three alternating rounds), and prints the
-    /// CPU time of each. Not a test of speed (nothing is asserted about
-    /// it); the outputs must be equal.
+    /// --nocapture rans_against_noodles`: decodes every rANS 4x8 and rANS
+    /// Nx16 block of FILE with this crate's decoders and with
+    /// noodles-cram's, the same blocks in the same run (three alternating
+    /// rounds), and prints the time of each. Not a test of speed (nothing
+    /// is asserted about it); the outputs must be equal.
     #[test]
     #[ignore]
-    fn rans4x8_against_noodles() {
+    fn rans_against_noodles() {
         let Ok(path) = std::env::var("ALNSORT_CRAM") else {
             return;
         };
@@ -228,23 +229,25 @@ mod timing {
         let mut src = &file[26..];
         let mut c = RawContainer::default();
         let mut blocks: Vec<(Vec<u8>, usize, u8)> = Vec::new();
+        let rans = [super::method::RANS4X8, super::method::RANSNX16];
         while c.read_from(&mut src).unwrap() {
             for i in 0..c.slice_count() {
                 let mut s = c.slice_bytes(i).unwrap();
                 while !s.is_empty() {
                     let b = RawBlock::read(&mut s).unwrap();
-                    if b.method == super::method::RANS4X8
+                    if rans.contains(&b.method)
+                        && b.raw_size > 0
                         && b.content_type != content_type::SLICE_HEADER
                     {
-                        blocks.push((b.data.to_vec(), b.raw_size, b.data[0]));
+                        blocks.push((b.data.to_vec(), b.raw_size, b.method));
                     }
                 }
             }
         }
         let bytes: usize = blocks.iter().map(|b| b.1).sum();
-        let o1 = blocks.iter().filter(|b| b.2 == 1).count();
+        let o1 = blocks.iter().filter(|b| b.0[0] & 1 == 1).count();
         println!(
-            "{} rANS 4x8 blocks ({o1} order 1), {bytes} bytes decoded",
+            "{} rANS blocks ({o1} order 1), {bytes} bytes decoded",
             blocks.len()
         );
         let mut s = super::CodecScratch::default();
@@ -252,28 +255,32 @@ mod timing {
         let mut theirs = Vec::new();
         for round in 0..3 {
             let t = Instant::now();
-            for (data, raw, _) in &blocks {
-                super::rans4x8::decode(data, *raw, &mut out, &mut s.rans).unwrap();
+            for (data, raw, m) in &blocks {
+                ours(*m, data, *raw, &mut out, &mut s);
             }
-            let ours = t.elapsed().as_secs_f64();
+            let ours_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            for (data, raw, _) in &blocks {
-                s.noodles
-                    .decode(super::method::RANS4X8, data, *raw, &mut theirs)
-                    .unwrap();
+            for (data, raw, m) in &blocks {
+                s.noodles.decode(*m, data, *raw, &mut theirs).unwrap();
             }
             let noodles = t.elapsed().as_secs_f64();
             println!(
-                "round {round}: alnsort {ours:.3} s, noodles-cram {noodles:.3} s ({:.2}x)",
-                noodles / ours
+                "round {round}: alnsort {ours_s:.3} s, noodles-cram {noodles:.3} s ({:.2}x)",
+                noodles / ours_s
             );
         }
-        for (data, raw, _) in &blocks {
-            super::rans4x8::decode(data, *raw, &mut out, &mut s.rans).unwrap();
-            s.noodles
-                .decode(super::method::RANS4X8, data, *raw, &mut theirs)
-                .unwrap();
+        for (data, raw, m) in &blocks {
+            ours(*m, data, *raw, &mut out, &mut s);
+            s.noodles.decode(*m, data, *raw, &mut theirs).unwrap();
             assert_eq!(out, theirs);
+        }
+    }
+
+    fn ours(m: u8, data: &[u8], raw: usize, out: &mut Vec<u8>, s: &mut super::CodecScratch) {
+        if m == super::method::RANS4X8 {
+            super::rans4x8::decode(data, raw, out, &mut s.rans).unwrap();
+        } else {
+            super::rans_nx16::decode(data, Some(raw), out, &mut s.nx16).unwrap();
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The name tokeniser ("tok3", CRAMcodecs §5), decoded by alnsort.
 //!
 //! The stream holds a 2-D array of byte streams `B[position][type]`, each
-//! compressed with rANS Nx16 or the arithmetic coder (decoded through
-//! `via_noodles`), or declared a copy of an earlier one; a
+//! compressed with rANS Nx16 (alnsort's decoder) or the arithmetic coder
+//! (noodles', through `via_noodles`), or declared a copy of an earlier one; a
 //! position whose type stream is absent is one type followed by MATCHes.
 //! Each name is then rebuilt token by token against an earlier name (a
 //! DIFF distance) or copied whole (a DUP distance). Every token type is
@@ -253,7 +253,10 @@ pub fn decode(
             let (c, rest) = src.split_at(clen);
             src = rest;
             let mut out = Vec::new();
-            if !c.is_empty() {
+            if c.is_empty() {
+            } else if method == super::method::RANSNX16 {
+                super::rans_nx16::decode(c, None, &mut out, &mut s.nx16)?;
+            } else {
                 s.noodles.decode(method, c, 1, &mut out)?;
             }
             out

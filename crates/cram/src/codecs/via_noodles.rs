@@ -1,4 +1,4 @@
-//! rANS Nx16, the arithmetic coder and fqzcomp through noodles-cram 0.102,
+//! The arithmetic coder and fqzcomp through noodles-cram 0.102,
 //! whose decoders are crate-private: the only public way in is a whole
 //! container (`io::Reader::read_container`), its slices
 //! (`Container::slices`) and `Slice::decode_blocks`. So one compressed

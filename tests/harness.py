@@ -187,3 +187,57 @@ def added_pg_lines(input_text: str, output_text: str) -> list[str]:
     """@PG lines in OUTPUT that are not in INPUT's header (the sorter's own)."""
     before = set(oracle.pg_lines(input_text))
     return [line for line in oracle.pg_lines(output_text) if line not in before]
+
+
+def _cram_itf8(data: bytes, at: int) -> tuple[int, int]:
+    """The ITF8 integer at `at` (CRAM 3 §2.3) and the offset after it."""
+    b0 = data[at]
+    n = min(8 - (b0 ^ 0xFF).bit_length(), 4)
+    if n == 4:
+        v = ((b0 & 0x0F) << 28) | (data[at + 1] << 20) | (data[at + 2] << 12) | (data[at + 3] << 4) | (data[at + 4] & 0x0F)
+    else:
+        v = b0 & (0xFF >> (n + 1))
+        for k in range(n):
+            v = (v << 8) | data[at + 1 + k]
+    return (v - (1 << 32) if v >= 1 << 31 else v), at + 1 + n
+
+
+def cram_containers(data: bytes):
+    """(container index, reference id, body offset, end offset) of every
+    container of a CRAM file, the header container as index -1."""
+
+    def ltf8(at: int) -> int:
+        n = 8 - (data[at] ^ 0xFF).bit_length()
+        return at + 1 + n
+
+    at = 26  # file definition
+    index = -1
+    while at < len(data):
+        length = int.from_bytes(data[at:at + 4], "little", signed=True)
+        ref_id, p = _cram_itf8(data, at + 4)
+        for _ in range(3):
+            _, p = _cram_itf8(data, p)
+        p = ltf8(p)
+        p = ltf8(p)
+        _, p = _cram_itf8(data, p)
+        n, p = _cram_itf8(data, p)
+        for _ in range(n):
+            _, p = _cram_itf8(data, p)
+        body = p + 4
+        yield index, ref_id, body, body + length
+        index += 1
+        at = body + length
+
+
+def cram_blocks(data: bytes):
+    """(container index, block offset, method, data offset, data size) of
+    every block in the slices of a CRAM file's data containers."""
+    for index, _, body, end in cram_containers(data):
+        q = body
+        while q < end:
+            method = data[q]
+            _, r = _cram_itf8(data, q + 2)
+            size, r = _cram_itf8(data, r)
+            _, r = _cram_itf8(data, r)
+            yield index, q, method, r, size
+            q = r + size + 4

@@ -803,3 +803,227 @@ def test_htsjdk_reads_the_read_groups_samtools_reads(alnsort_bin, data, tmp_path
     assert sum(any(t.startswith("RG:Z:") for t in r) for r in want) > len(want) // 2
     assert any("RG:Z:gX" in r for r in want)
     assert got == want
+
+
+# ---------------------------------------------------------------------------
+# CRAM input of every kind samtools writes, decoded by alnsort's own record
+# decoder (crates/cram/src/records.rs).
+
+KINDS = {
+    "3.0": "cram,version=3.0",
+    "3.1": "cram,version=3.1,use_tok=0",
+    "3.1_tok": "cram,version=3.1",
+    "lossy_names": "cram,version=3.0,lossy_names=1",
+    "lossy_names_3.1": "cram,version=3.1,use_tok=0,lossy_names=1",
+    "embed_ref": "cram,version=3.0,embed_ref=1",
+    "no_ref": "cram,version=3.0,no_ref=1",
+    "no_ref_3.1": "cram,version=3.1,use_tok=0,no_ref=1",
+    "small_slices": "cram,version=3.0,seqs_per_slice=50",
+}
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory) -> dict[str, Path]:
+    """A SAM input (unsorted and sorted) on 3 large and 30 small references
+    (a few reads each, so that samtools writes slices of several
+    references), with the generated pairs, long reads, SEQ * and unmapped
+    reads of `generate`, plus hard clips, N skips, padding, deletions and
+    records with bases but no qualities."""
+    d = tmp_path_factory.mktemp("cram_kinds")
+    rng = random.Random(11)
+    seqs = _ref_seqs(rng)
+    for k in range(30):
+        seqs[f"s{k:02d}"] = "".join(rng.choice(BASES) for _ in range(3000))
+    ref = d / "ref.fa"
+    _write_fasta(ref, seqs)
+    oracle.samtools("faidx", str(ref))
+    text = generate(41, {k: seqs[k] for k in ("chrA", "chrB", "chrC")}, True)
+    hdr = [ln for ln in text.splitlines() if ln.startswith("@") and not ln.startswith("@SQ")]
+    hdr += [f"@SQ\tSN:{n}\tLN:{len(s)}" for n, s in seqs.items()]
+    recs = [ln for ln in text.splitlines() if not ln.startswith("@")]
+    for k in range(30):
+        n = f"s{k:02d}"
+        s = seqs[n]
+        for j in range(k % 3 + 1):
+            p = rng.randint(100, 2000)
+            q = s[p : p + 50] + s[p + 150 : p + 200]
+            recs.append(f"skip{k}_{j}\t0\t{n}\t{p + 1}\t20\t3H50M100N50M2H\t*\t0\t0\t{q}\t{_qual(rng, 100)}\tXI:i:{k}")
+        p = rng.randint(100, 2000)
+        q = s[p : p + 30] + "AC" + s[p + 30 : p + 60]
+        recs.append(f"pad{k}\t16\t{n}\t{p + 1}\t20\t30M1P2I1P30M\t*\t0\t0\t{q}\t*")
+        q = s[p : p + 10] + s[p + 15 : p + 35]
+        recs.append(f"del{k}\t0\t{n}\t{p + 1}\t20\t10M5D20M\t*\t0\t0\t{q}\t*\tXZ:Z:x")
+    rng.shuffle(recs)
+    unsorted = d / "in.sam"
+    unsorted.write_text("\n".join(hdr + recs) + "\n")
+    srt = d / "sorted.sam"
+    oracle.samtools("sort", "--no-PG", "-o", str(srt), str(unsorted))
+    return {"ref": ref, "unsorted": unsorted, "sorted": srt, "dir": d}
+
+
+def _kind_cram(kinds: dict[str, Path], src: str, kind: str) -> Path:
+    cram = kinds["dir"] / f"{src}_{kind}.cram"
+    if not cram.exists():
+        oracle.samtools("view", "--no-PG", "-O", KINDS[kind], "-T", str(kinds["ref"]), "-o", str(cram), str(kinds[src]))
+    return cram
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("src", ["unsorted", "sorted"])
+def test_cram_input_of_every_kind_matches_samtools(alnsort_bin, kinds, tmp_path, src, kind):
+    """Every CRAM samtools writes (3.0, 3.1, names not stored, embedded
+    reference, no reference, slices of several references) sorts into the
+    records samtools sort gives: generated names (`<file name>:<record
+    number>`, the mate's number for the second of attached mates), no MD/NM
+    where samtools has no reference to compute them (no_ref), the mate
+    fields of attached mates."""
+    cram = _kind_cram(kinds, src, kind)
+    if kind == "small_slices" and src == "sorted":
+        # The input does hold slices of several references.
+        assert -2 in [ref_id for _, ref_id, _, _ in harness.cram_containers(cram.read_bytes())]
+    out = tmp_path / "out.bam"
+    check_ok(run_alnsort(["--reference", str(kinds["ref"]), "-o", str(out), str(cram)]))
+    expected = _samtools_sorted([], cram, kinds["ref"], tmp_path)
+    assert_same_text(expected, oracle.strip_pg(oracle.view(str(out))), f"CRAM {kind} of {src} input")
+    if kind.startswith("lossy_names"):
+        assert f"\n{cram.name}:" in expected
+
+
+def test_damaged_cram_input_is_an_error_naming_file_and_container(alnsort_bin, kinds, tmp_path):
+    """A CRAM cut short, or with bytes changed inside a container, is an
+    error naming the file and the container (and the record where the
+    decoder knows it), never a crash, and leaves no output."""
+    cram = _kind_cram(kinds, "sorted", "small_slices").read_bytes()
+    rng = random.Random(5)
+    cases = []
+    for cut in (len(cram) // 3, len(cram) // 2, len(cram) - 50):
+        cases.append(("cut", cram[:cut]))
+    for _ in range(12):
+        b = bytearray(cram)
+        at = rng.randint(len(cram) // 4, len(cram) - 100)
+        for k in range(4):
+            b[at + k] ^= 0x5A
+        cases.append(("flip", bytes(b)))
+    for what, data in cases:
+        src = tmp_path / "bad.cram"
+        src.write_bytes(data)
+        out = tmp_path / "out.bam"
+        res = run_alnsort(["--reference", str(kinds["ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
+        err = res.stderr.decode()
+        assert res.returncode not in (0, 101) and "panicked" not in err, (what, res.returncode, err)
+        assert "bad.cram" in err and "container" in err, (what, err)
+        assert not out.exists()
+
+
+# ---- read names through the CRAM 3.1 name tokeniser ---------------------------------
+
+def _name_styles(rng: random.Random) -> dict[str, list[str]]:
+    """Read-name sets of the forms sequencers and archives use, each in
+    the order a sorted or an unsorted file would hold them."""
+    n = 3000
+    illumina = [f"A00123:8:H5KJDSX2:{rng.randrange(1, 5)}:{rng.choice((1101, 1102, 2101, 2488))}:"
+                f"{rng.randrange(1000, 32000)}:{rng.randrange(1000, 37000)}" for _ in range(n)]
+    srr = [f"SRR123.{i}" for i in range(1, n + 1)]
+    srr_sparse = [f"SRR9876543.{i * 7 + rng.randrange(7)}" for i in range(n)]
+    hexes = [f"r{rng.getrandbits(40):010x}.{i}" for i in range(n)]
+    zeros = [f"{i:08d}" for i in range(n)] + [f"read_{rng.randrange(100000):06d}_x{rng.randrange(3):02d}" for _ in range(n)]
+    dups = [name for i in range(n // 3) for name in [f"frag{i:05d}"] * rng.randrange(1, 5)]
+    mixed = [rng.choice(["a", "a:1", "a-1-b", "x.y.z.1", "read-10", "read10", "r12345678901234",
+                         f"m{rng.randrange(10 ** 12)}", f"q_{rng.randrange(99)}:{rng.randrange(10)}#0/1",
+                         f"{rng.randrange(5)}", f"z{'0' * rng.randrange(12)}{rng.randrange(100)}"]) for _ in range(n)]
+    return {"illumina": illumina, "srr": srr, "srr_sparse": srr_sparse, "hex": hexes, "zeros": zeros,
+            "dups": dups, "mixed": mixed, "one": ["only.1"]}
+
+
+@pytest.fixture(scope="module")
+def name_crams(tmp_path_factory) -> dict[str, Path]:
+    """Unmapped reads named in each style, written by samtools 1.24 as CRAM
+    3.1 (the name tokeniser): the default profile (rANS Nx16 streams), one
+    record per slice, and the archive profile (arithmetic-coded streams)."""
+    d = tmp_path_factory.mktemp("names")
+    rng = random.Random(31)
+    out = {}
+    for style, names in _name_styles(rng).items():
+        sam = d / f"{style}.sam"
+        with open(sam, "w") as fh:
+            fh.write("@HD\tVN:1.6\tSO:unsorted\n")
+            for name in names:
+                seq = "".join(rng.choice("ACGT") for _ in range(rng.randrange(20, 60)))
+                fh.write(f"{name}\t4\t*\t0\t0\t*\t*\t0\t0\t{seq}\t{_qual(rng, len(seq))}\n")
+        for profile, opts in (("normal", ""), ("slice1", ",seqs_per_slice=1"), ("archive", ",archive")):
+            if profile == "slice1" and len(names) > 300:
+                continue
+            cram = d / f"{style}-{profile}.cram"
+            oracle.samtools("view", "--no-PG", "-O", f"cram,version=3.1{opts}", "-o", str(cram), str(sam))
+            out[f"{style}-{profile}"] = cram
+    return out
+
+
+@pytest.mark.parametrize("order", [[], ["-n"]], ids=["coordinate", "name"])
+def test_cram31_read_names_of_every_style_decode_as_samtools(alnsort_bin, name_crams, tmp_path, order):
+    """Names written with the name tokeniser (DIFF and DUP names, every
+    token type, both entropy coders, one-name slices) come back exactly as
+    samtools 1.24 reads them."""
+    for key, src in name_crams.items():
+        out = tmp_path / f"{key}.bam"
+        check_ok(run_alnsort([*order, "-o", str(out), str(src)]))
+        expected = tmp_path / f"{key}-expected.bam"
+        oracle.samtools("sort", *order, "-o", str(expected), str(src))
+        assert_same_text(oracle.strip_pg(oracle.view(str(expected))), oracle.strip_pg(oracle.view(str(out))),
+                         f"{key}, order {order}")
+
+
+# ---- every block codec samtools writes ---------------------------------------------
+
+CODEC_PROFILES = {
+    # profile: (CRAM options, block methods the file must use)
+    "3.0-gzip-lzma": ("version=3.0,use_lzma=1,level=9", {1, 3}),
+    "3.0-rans": ("version=3.0", {4}),
+    "3.1-small": ("version=3.1,small", {2, 5, 8}),
+    "3.1-archive": ("version=3.1,archive", {6, 7, 8}),
+}
+
+
+def _illumina_like(text: str, path: Path, copies: int = 10) -> None:
+    """The records of `text` `copies` times, each copy's reads renamed in
+    Illumina's style (mates keep one name) and given qualities shaped as a
+    sequencer's (falling along the read, with noise): what samtools'
+    fqzcomp and name tokeniser are chosen for."""
+    rng = random.Random(9)
+    lines = text.splitlines()
+    out = [ln for ln in lines if ln.startswith("@")]
+    for c in range(copies):
+        names: dict[str, str] = {}
+        for ln in lines:
+            if ln.startswith("@"):
+                continue
+            f = ln.split("\t")
+            if f[0] not in names:
+                names[f[0]] = f"A00123:8:H5KJDSX2:{c + 1}:1101:{rng.randrange(1000, 32000)}:{len(names) + 1000}"
+            f[0] = names[f[0]]
+            if f[10] != "*":
+                n = len(f[10])
+                f[10] = "".join(chr(33 + 38 - 24 * i // n + rng.randrange(-2, 3)) for i in range(n))
+            out.append("\t".join(f))
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("profile", list(CODEC_PROFILES))
+def test_cram_of_every_block_codec_decodes_as_samtools(alnsort_bin, data, tmp_path, profile):
+    """samtools 1.24's CRAMs whose blocks use gzip, bzip2, xz, rANS 4x8,
+    rANS Nx16, the arithmetic coder, fqzcomp and the name tokeniser (checked
+    in the file) sort to exactly samtools' records."""
+    opts, methods = CODEC_PROFILES[profile]
+    sam = tmp_path / "in.sam"
+    _illumina_like(generate(41, _ref_seqs(random.Random(5)), True), sam)
+    ref = tmp_path / "ref.fa"
+    _write_fasta(ref, _ref_seqs(random.Random(5)))
+    cram = tmp_path / "in.cram"
+    oracle.samtools("view", "--no-PG", "-O", f"cram,{opts}", "-T", str(ref), "-o", str(cram), str(sam))
+    used = {m for _, _, m, _, _ in harness.cram_blocks(cram.read_bytes())}
+    assert methods <= used, f"{profile}: samtools used methods {sorted(used)}"
+    for order in ([], ["-n"]):
+        out = tmp_path / "out.bam"
+        check_ok(run_alnsort([*order, "--reference", str(ref), "-o", str(out), str(cram)]))
+        expected = _samtools_sorted(order, cram, ref, tmp_path)
+        assert_same_text(expected, oracle.strip_pg(oracle.view(str(out))), f"{profile}, order {order}")

@@ -1,24 +1,27 @@
 //! CRAM input: the header on the opening thread, containers cut on the
-//! reading thread, each container decoded to framed BAM records by a pool
-//! job ([`PendingContainer::decode`]).
+//! reading thread ([`RawContainer`]: header parsed and CRC-checked, body
+//! as bytes), each container decoded to framed BAM records by a pool job
+//! ([`PendingContainer::decode`]): its slices' blocks decompressed
+//! ([`SliceBlocks`]) and its records decoded straight to BAM bytes
+//! (`records.rs`), both by this crate.
 
+use crate::container::{RawContainer, SliceBlocks};
 use crate::error::{take_reference_error, CramError};
-use crate::mates;
+use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{RefHolding, RefSource, References};
-use crate::to_bam::ToBam;
 use noodles_cram as cram;
 use noodles_sam as sam;
 use std::io::{self, Read};
 use std::sync::Arc;
 
-/// What every container's decode needs: the file's name, its parsed
-/// header, the references (shared; held as [`CramReader::reference_holding`]
-/// says).
+/// What every container's decode needs: the file's name, what the records
+/// need of its header (reference lengths, read group names), the references
+/// (shared; held as [`CramReader::reference_holding`] says).
 #[derive(Clone)]
 pub struct DecodeContext {
     file: Arc<str>,
-    header: Arc<sam::Header>,
     references: Arc<References>,
+    info: Arc<FileInfo>,
 }
 
 /// An opened CRAM input whose header has been read.
@@ -34,7 +37,7 @@ pub struct CramReader<R: Read> {
 
 /// One container's bytes, read and not yet decoded.
 pub struct PendingContainer {
-    container: cram::io::reader::Container,
+    container: RawContainer,
     /// Containers of data before this one (0-based).
     pub index: u64,
     /// Records of the input before this container's first.
@@ -86,12 +89,25 @@ impl<R: Read> CramReader<R> {
             })?;
         let holding = RefHolding::for_order(says_coordinate(&parsed));
         let references = refs.references(&parsed, holding);
+        let info = FileInfo {
+            prefix: file.rsplit('/').next().unwrap_or(file).as_bytes().to_vec(),
+            ref_lengths: parsed
+                .reference_sequences()
+                .values()
+                .map(|rs| usize::from(rs.length()) as u64)
+                .collect(),
+            read_groups: parsed
+                .read_groups()
+                .keys()
+                .map(|k| AsRef::<[u8]>::as_ref(k).to_vec())
+                .collect(),
+        };
         Ok(CramReader {
             reader,
             ctx: DecodeContext {
                 file: file.into(),
-                header: Arc::new(parsed),
                 references,
+                info: Arc::new(info),
             },
             text,
             version,
@@ -127,19 +143,30 @@ impl<R: Read> CramReader<R> {
     /// EOF container, or the end of the stream).
     pub fn next_container(&mut self) -> Result<Option<PendingContainer>, CramError> {
         loop {
-            let mut container = cram::io::reader::Container::default();
-            let n = self
-                .reader
-                .read_container(&mut container)
+            let mut container = RawContainer::default();
+            let more = container
+                .read_from(self.reader.get_mut())
                 .map_err(|source| CramError::ReadContainer {
                     file: self.ctx.file.to_string(),
                     records_before: self.records,
                     source,
                 })?;
-            if n == 0 {
+            if !more || container.header.is_eof() {
                 return Ok(None);
             }
-            let records = container.header().record_count() as u64;
+            let records = u64::try_from(container.header.record_count).map_err(|_| {
+                CramError::ReadContainer {
+                    file: self.ctx.file.to_string(),
+                    records_before: self.records,
+                    source: io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "container header counts {} records",
+                            container.header.record_count
+                        ),
+                    ),
+                }
+            })?;
             if records == 0 {
                 // An empty container (no slices) carries nothing.
                 continue;
@@ -158,11 +185,63 @@ impl<R: Read> CramReader<R> {
 }
 
 impl PendingContainer {
+    /// The container as read (header parsed, body as bytes): its slices
+    /// decode with [`SliceBlocks::decode_slice`] over
+    /// [`RawContainer::slice_bytes`].
+    pub fn raw(&self) -> &RawContainer {
+        &self.container
+    }
+
     /// Decodes every slice of the container and appends its records to
     /// `out` as BAM records (each with its `block_size`), in file order.
     /// Returns the number of records.
     pub fn decode(&self, ctx: &DecodeContext, out: &mut Vec<u8>) -> Result<u64, CramError> {
-        let fail = |source: io::Error| match take_reference_error(source) {
+        thread_local! {
+            // Each worker's decompressed blocks, record buffers and
+            // compression header buffer, reused from slice to slice.
+            static BUFFERS: std::cell::RefCell<(SliceBlocks, SliceDecoder, Vec<u8>)> =
+                std::cell::RefCell::default();
+        }
+        let mut n = 0u64;
+        // The references this container's records use stay loaded until
+        // its decode ends.
+        let mut lease = ctx.references.lease();
+        let result = BUFFERS.with_borrow_mut(|(blocks, decoder, header_buf)| -> io::Result<()> {
+            let ch =
+                CompressionHeader::read(self.container.compression_header_bytes()?, header_buf)?;
+            for i in 0..self.container.slice_count() {
+                blocks.decode_slice(self.container.slice_bytes(i)?)?;
+                n += decoder.decode(
+                    &ch,
+                    blocks,
+                    &ctx.info,
+                    &mut lease,
+                    self.first_record + n,
+                    out,
+                )? as u64;
+            }
+            Ok(())
+        });
+        result.map_err(|e| self.fail(ctx, e))?;
+        if n != self.records {
+            return Err(self.fail(
+                ctx,
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the container header counts {} records, its slices hold {n}",
+                        self.records
+                    ),
+                ),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+impl PendingContainer {
+    fn fail(&self, ctx: &DecodeContext, source: io::Error) -> CramError {
+        match take_reference_error(source) {
             Ok(r) => CramError::DecodeReference {
                 file: ctx.file.to_string(),
                 index: self.index,
@@ -177,73 +256,7 @@ impl PendingContainer {
                 end: self.first_record + self.records,
                 source,
             },
-        };
-        let compression_header = self.container.compression_header().map_err(fail)?;
-        let mut n = 0u64;
-        // The references this container's records use stay loaded until
-        // its decode ends.
-        let mut lease = ctx.references.lease();
-        // The reference of a container whose slices all use one (its
-        // header's reference id), or `None` for a container of unmapped
-        // records or of several references. noodles-cram 0.102 keeps the
-        // type of the header's reference context private, so the id is
-        // found through its public methods: `update` with no record leaves
-        // only the "no reference" context as it was, and `update` with a
-        // record on reference `k` keeps a single-reference context single
-        // only when `k` is its reference.
-        let context = self.container.header().reference_sequence_context();
-        let one_reference = if context.is_many() {
-            None
-        } else {
-            let mut unmapped = context;
-            unmapped.update(None, None, None);
-            let at = noodles_core::Position::MIN;
-            (0..ctx.header.reference_sequences().len())
-                .filter(|_| unmapped.is_many())
-                .find(|&k| {
-                    let mut c = context;
-                    c.update(Some(k), Some(at), Some(at));
-                    !c.is_many()
-                })
-        };
-        let repository = lease.repository(one_reference);
-        let mut to_bam = ToBam::default();
-        let mut starts = Vec::new();
-        let result = (|| -> io::Result<()> {
-            for slice in self.container.slices() {
-                let slice = slice?;
-                let (core, external) = codec_panic_as_error(|| slice.decode_blocks())?;
-                let records = slice.records(
-                    repository.clone(),
-                    &ctx.header,
-                    &compression_header,
-                    &core,
-                    &external,
-                )?;
-                let slice_start = out.len();
-                starts.clear();
-                out.reserve(records.len() * 400);
-                for r in &records {
-                    starts.push(out.len() - slice_start);
-                    let reference = |ref_id: usize| lease.sequence(ref_id);
-                    to_bam.append(&ctx.header, r, reference, out)?;
-                    n += 1;
-                }
-                mates::fix_attached_tlen(&mut out[slice_start..], &starts);
-            }
-            Ok(())
-        })();
-        result.map_err(fail)?;
-        if n != self.records {
-            return Err(fail(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the container header counts {} records, its slices hold {n}",
-                    self.records
-                ),
-            )));
         }
-        Ok(n)
     }
 }
 
@@ -255,24 +268,133 @@ pub(crate) fn says_coordinate(header: &sam::Header) -> bool {
         .is_some_and(|so| AsRef::<[u8]>::as_ref(so) == b"coordinate")
 }
 
-/// noodles-cram's block decoding (`f`), with a panic inside it (a stream
-/// its codecs do not handle: noodles-cram 0.102's name tokenizer stops on a
-/// token stream that duplicates a zero-padded digits' length stream, which
-/// samtools 1.24 writes in CRAM 3.1) made an error that says what to do.
-fn codec_panic_as_error<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let why = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "a block of this slice uses a codec stream that the CRAM decoder (noodles-cram) \
-                 cannot decode ({why}); convert the file with `samtools view -O cram,version=3.0` \
-                 or to BAM and sort that"
-            ),
-        ))
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::md_nm::tests::record;
+    use crate::{CramOptions, CramWriter};
+
+    /// A CRAM of mapped reads with substitutions, insertions, deletions
+    /// and soft clips, and unmapped reads, on one generated reference;
+    /// with the reference source that serves it.
+    fn small_cram(dir: &std::path::Path) -> (Vec<u8>, RefSource) {
+        let len = 3000usize;
+        let seq: Vec<u8> = (0..len).map(|i| b"ACGT"[(i * 7 + i / 5) % 4]).collect();
+        let fa = dir.join("r.fa");
+        std::fs::write(&fa, [&b">c0\n"[..], &seq, b"\n"].concat()).expect("fa");
+        let mut src = RefSource::default();
+        src.fasta = Some(fa);
+        let header = format!(
+            "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:c0\tLN:{len}\tM5:{}\n",
+            crate::reference::md5_hex(&seq)
+        );
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .expect("pool"),
+        );
+        let mut w = CramWriter::new(
+            "t.cram",
+            Vec::new(),
+            header.as_bytes(),
+            &src,
+            &CramOptions::default(),
+            RefHolding::All,
+            pool,
+        )
+        .expect("writer");
+        for k in 0..80usize {
+            let pos = 10 + 30 * k;
+            let mut read = seq[pos..pos + 40].to_vec();
+            read[k % 40] = if read[k % 40] == b'A' { b'C' } else { b'A' };
+            let (cigar, bases): (Vec<(u8, u32)>, Vec<u8>) = match k % 4 {
+                0 => (vec![(0, 40)], read),
+                1 => (vec![(4, 3), (0, 37)], read),
+                2 => {
+                    let mut b = read[..20].to_vec();
+                    b.extend_from_slice(b"TT");
+                    b.extend_from_slice(&read[20..]);
+                    (vec![(0, 20), (1, 2), (0, 20)], b)
+                }
+                _ => (
+                    vec![(0, 20), (2, 3), (0, 17)],
+                    [&read[..20], &read[23..]].concat(),
+                ),
+            };
+            w.write_record(&record(0, pos as i32, &cigar, &bases, b"XIC\x01"))
+                .expect("record");
+        }
+        for _ in 0..5 {
+            let mut r = record(4, -1, &[], b"ACGTAC", b"");
+            r[4..8].copy_from_slice(&(-1i32).to_le_bytes());
+            w.write_record(&r).expect("unmapped");
+        }
+        (w.finish().expect("finish"), src)
+    }
+
+    #[test]
+    fn damaged_blocks_give_errors_not_panics() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (bytes, src) = small_cram(dir.path());
+        let mut reader = CramReader::open("t.cram", &bytes[..], &src).expect("open");
+        let ctx = reader.context();
+        let pending = reader.next_container().expect("read").expect("a container");
+        let mut out = Vec::new();
+        assert_eq!(pending.decode(&ctx, &mut out).expect("decode"), 85);
+        let raw = pending.raw();
+        let ch = CompressionHeader::read(raw.compression_header_bytes().unwrap(), &mut Vec::new())
+            .expect("compression header");
+        let mut blocks = SliceBlocks::default();
+        blocks
+            .decode_slice(raw.slice_bytes(0).unwrap())
+            .expect("slice");
+        let (core, external) = (blocks.core.clone(), blocks.external.clone());
+        let mut decoder = SliceDecoder::default();
+        let mut lease = ctx.references.lease();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        let (mut failed, mut passed) = (0, 0);
+        for round in 0..2000 {
+            blocks.core.clone_from(&core);
+            blocks.external.clone_from(&external);
+            let target = rand(external.len() + 1);
+            let buf = match target {
+                0 => &mut blocks.core,
+                k => &mut blocks.external[k - 1].1,
+            };
+            if buf.is_empty() {
+                continue;
+            }
+            if round % 5 == 0 {
+                let keep = rand(buf.len());
+                buf.truncate(keep);
+            } else {
+                for _ in 0..1 + rand(3) {
+                    let at = rand(buf.len());
+                    buf[at] ^= 1 << rand(8);
+                }
+            }
+            out.clear();
+            match decoder.decode(&ch, &blocks, &ctx.info, &mut lease, 0, &mut out) {
+                Ok(_) => passed += 1,
+                Err(e) => {
+                    assert!(
+                        e.to_string().starts_with("record") || e.to_string().contains("records"),
+                        "{e}"
+                    );
+                    failed += 1;
+                }
+            }
+        }
+        assert!(
+            failed > 100 && passed > 0,
+            "{failed} failed, {passed} passed"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! CRAM 3.0/3.1 input and output for alnsort, through noodles-cram.
+//! CRAM 3.0/3.1 input and output for alnsort: input decoded by the crate
+//! itself (containers, blocks, records), output encoded through noodles-cram.
 //!
 //! The rest of alnsort sees only raw BAM records (each with its 4-byte
 //! `block_size`, as `alnsort_bam` lays them out). This crate converts:
@@ -6,9 +7,12 @@
 //! * **decode** — [`CramReader`] reads the file definition and the SAM header
 //!   text, then hands out whole containers ([`PendingContainer`]) one by one
 //!   on the reading thread (a container is a length-prefixed run of bytes, so
-//!   this is a copy); [`PendingContainer::decode`] turns one container into
+//!   this is a copy; [`RawContainer`], header parsed and CRC-checked by
+//!   [`container`]); [`PendingContainer::decode`] turns one container into
 //!   framed BAM records and is meant to run on the pool, containers being
-//!   independent of each other.
+//!   independent of each other: its blocks are decompressed by this crate
+//!   ([`SliceBlocks`], [`codecs`]), the records decoded by noodles-cram
+//!   from them.
 //! * **encode** — [`CramWriter`] takes framed BAM records in output order and
 //!   writes CRAM containers.
 //! * **references** — [`RefSource`] finds each @SQ's sequence as htslib does
@@ -18,16 +22,19 @@
 //!   whose MD5 differs, is a [`ReferenceError`] naming SN, M5 and every place
 //!   looked at.
 
+pub mod codecs;
+pub mod container;
 mod decode;
 mod encode;
 mod error;
 mod mates;
 mod md_nm;
 mod options;
+mod records;
 mod reference;
 mod splice;
-mod to_bam;
 
+pub use container::{ContainerHeader, RawBlock, RawContainer, SliceBlocks, SliceHeader};
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;
 pub use error::{CramError, ReferenceError};

@@ -70,6 +70,17 @@ pub(crate) fn compute(
             // M, =, X
             0 | 7 | 8 => {
                 let q = bases.get(qi..qi + len)?;
+                // The common case: the read equals the reference here, all
+                // of it plain bases (a plain base equal to the reference's
+                // always matches).
+                if let Some(r) = reference.get(ri..ri + len) {
+                    if q == r && r.iter().all(|&b| matches!(b, b'A' | b'C' | b'G' | b'T')) {
+                        run += len as u32;
+                        ri += len;
+                        qi += len;
+                        continue;
+                    }
+                }
                 for &b in q {
                     let rb = ref_base(ri);
                     if SEQ_CODES[nt16(b) as usize] == rb {

@@ -1,0 +1,286 @@
+//! Block decompression (CRAM 3 §8 and CRAMcodecs): every block method,
+//! into a caller's reused buffer.
+//!
+//! gzip (libdeflate), bzip2 and xz (the crates noodles-cram itself uses),
+//! rANS 4x8 ([`rans4x8`]), rANS Nx16 ([`rans_nx16`]) and the name
+//! tokeniser ([`tok3`]) are alnsort's; the arithmetic coder and fqzcomp
+//! go through noodles-cram's decoders (`via_noodles`).
+
+pub mod rans4x8;
+pub mod rans_nx16;
+pub mod tok3;
+pub(crate) mod via_noodles;
+
+use crate::container::RawBlock;
+use std::io::{self, Read};
+
+/// Block compression methods (CRAM 3 §8).
+pub mod method {
+    pub const RAW: u8 = 0;
+    pub const GZIP: u8 = 1;
+    pub const BZIP2: u8 = 2;
+    pub const LZMA: u8 = 3;
+    pub const RANS4X8: u8 = 4;
+    pub const RANSNX16: u8 = 5;
+    pub const ARITH: u8 = 6;
+    pub const FQZCOMP: u8 = 7;
+    pub const TOK3: u8 = 8;
+}
+
+/// The largest raw size a block may claim (a guard against a corrupt size
+/// making a huge allocation; real blocks are a few MiB).
+pub const MAX_RAW_SIZE: usize = 1 << 30;
+
+/// Reused state of the decoders (one per decoding job).
+#[derive(Default)]
+pub struct CodecScratch {
+    gzip: Option<libdeflater::Decompressor>,
+    pub(crate) rans: rans4x8::Tables,
+    pub(crate) nx16: rans_nx16::Tables,
+    pub(crate) noodles: via_noodles::Shim,
+}
+
+fn invalid(what: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.into())
+}
+
+/// The name of a block method, for messages.
+pub fn method_name(m: u8) -> String {
+    match m {
+        method::RAW => "raw".into(),
+        method::GZIP => "gzip".into(),
+        method::BZIP2 => "bzip2".into(),
+        method::LZMA => "lzma".into(),
+        method::RANS4X8 => "rANS 4x8".into(),
+        method::RANSNX16 => "rANS Nx16".into(),
+        method::ARITH => "arithmetic coder".into(),
+        method::FQZCOMP => "fqzcomp".into(),
+        method::TOK3 => "name tokeniser".into(),
+        other => format!("unknown method {other}"),
+    }
+}
+
+/// Decompresses `block` into `dst` (cleared first), checking that it
+/// holds exactly the block's raw size.
+pub fn decode_block(
+    block: &RawBlock<'_>,
+    dst: &mut Vec<u8>,
+    s: &mut CodecScratch,
+) -> io::Result<()> {
+    dst.clear();
+    let raw = block.raw_size;
+    // CRAM 3 §8: a block of raw size 0 is empty, whatever its method.
+    if raw == 0 {
+        return Ok(());
+    }
+    if raw > MAX_RAW_SIZE {
+        return Err(invalid(format!(
+            "block of content id {} claims {raw} bytes uncompressed (more than {MAX_RAW_SIZE})",
+            block.content_id
+        )));
+    }
+    let src = block.data;
+    let r = match block.method {
+        method::RAW => {
+            dst.extend_from_slice(src);
+            Ok(())
+        }
+        method::GZIP => {
+            dst.resize(raw, 0);
+            let d = s.gzip.get_or_insert_with(libdeflater::Decompressor::new);
+            d.gzip_decompress(src, dst)
+                .map_err(|e| invalid(format!("gzip: {e}")))
+                .map(|n| dst.truncate(n))
+        }
+        method::BZIP2 => read_all(bzip2::read::BzDecoder::new(src), raw, dst),
+        method::LZMA => read_all(lzma_rust2::XzReader::new(src, false), raw, dst),
+        method::RANS4X8 => rans4x8::decode(src, raw, dst, &mut s.rans),
+        method::TOK3 => tok3::decode(src, raw, dst, s),
+        method::RANSNX16 => rans_nx16::decode(src, Some(raw), dst, &mut s.nx16),
+        method::ARITH | method::FQZCOMP => s.noodles.decode(block.method, src, raw, dst),
+        other => Err(invalid(format!("unknown block compression method {other}"))),
+    };
+    r.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{e} (block of content id {}, {})",
+                block.content_id,
+                method_name(block.method)
+            ),
+        )
+    })?;
+    if dst.len() != raw {
+        return Err(invalid(format!(
+            "block of content id {} ({}) decoded to {} bytes, its header says {raw}",
+            block.content_id,
+            method_name(block.method),
+            dst.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads `raw` bytes from a stream decoder into `dst`.
+fn read_all(mut r: impl Read, raw: usize, dst: &mut Vec<u8>) -> io::Result<()> {
+    dst.resize(raw, 0);
+    r.read_exact(dst)
+}
+
+/// Streams made by noodles-cram's encoders (crate-private in 0.102): a
+/// one-record CRAM whose `xb:B:C` tag holds the bytes, its tag block
+/// written with the encoder asked for, the block then taken out of the
+/// file by this crate's container reader.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::container::{RawBlock, RawContainer};
+    use noodles_cram::{
+        self as cram,
+        codecs::Encoder,
+        container::{compression_header::preservation_map::tag_sets::Key, BlockContentEncoderMap},
+    };
+    use noodles_sam::{
+        self as sam,
+        alignment::io::Write as _,
+        alignment::{
+            record::data::field::{Tag, Type},
+            record_buf::{data::field::value::Array, data::field::Value, RecordBuf},
+        },
+    };
+
+    /// The block holding `data` encoded with `encoder`: (method, stream,
+    /// raw size, what it decodes to: the value's length and its bytes).
+    pub(crate) fn encode_block(encoder: Encoder, data: &[u8]) -> (u8, Vec<u8>, usize, Vec<u8>) {
+        let tag = Tag::from(*b"xb");
+        let key = Key::new(tag, Type::Array);
+        let map = BlockContentEncoderMap::builder()
+            .set_default_encoder(None)
+            .set_tag_values_encoder(key, Some(encoder))
+            .build();
+        let header = sam::Header::default();
+        let mut w = cram::io::writer::Builder::default()
+            .set_block_content_encoder_map(map)
+            .build_from_writer(Vec::new());
+        w.write_header(&header).unwrap();
+        let mut rec = RecordBuf::builder()
+            .set_name("r")
+            .set_flags(sam::alignment::record::Flags::UNMAPPED)
+            .build();
+        rec.data_mut()
+            .insert(tag, Value::Array(Array::UInt8(data.to_vec())));
+        w.write_alignment_record(&header, &rec).unwrap();
+        w.try_finish(&header).unwrap();
+        let file = w.get_ref().clone();
+        // Tag blocks' content ids: the tag's two letters and its type (htslib's rule).
+        let id = (i32::from(b'x') << 16) | (i32::from(b'b') << 8) | i32::from(b'B');
+        let mut src = &file[26..];
+        let mut c = RawContainer::default();
+        c.read_from(&mut src).unwrap(); // the header container
+        while c.read_from(&mut src).unwrap() {
+            for i in 0..c.slice_count() {
+                let mut s = c.slice_bytes(i).unwrap();
+                RawBlock::read(&mut s).unwrap(); // slice header
+                while !s.is_empty() {
+                    let b = RawBlock::read(&mut s).unwrap();
+                    if b.content_id == id {
+                        let mut plain = Vec::new();
+                        let len = 5 + data.len() as u32;
+                        crate::codecs::via_noodles::push_itf8_for_tests(&mut plain, len);
+                        plain.push(b'C');
+                        plain.extend_from_slice(&(data.len() as u32).to_le_bytes());
+                        plain.extend_from_slice(data);
+                        return (b.method, b.data.to_vec(), b.raw_size, plain);
+                    }
+                }
+            }
+        }
+        panic!("no block {id} in noodles' CRAM");
+    }
+
+    /// A rANS 4x8 stream of noodles' encoder, with what it decodes to.
+    pub(crate) fn rans4x8_encode(
+        order: cram::codecs::rans_4x8::Order,
+        data: &[u8],
+    ) -> (Vec<u8>, Vec<u8>) {
+        let (m, stream, _, plain) = encode_block(Encoder::Rans4x8(order), data);
+        assert_eq!(m, super::method::RANS4X8);
+        (stream, plain)
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use crate::container::{content_type, RawBlock, RawContainer};
+    use std::time::Instant;
+
+    /// `ALNSORT_CRAM=FILE cargo test --release -p alnsort-cram -- --ignored
+    /// --nocapture rans_against_noodles`: decodes every rANS 4x8 and rANS
+    /// Nx16 block of FILE with this crate's decoders and with
+    /// noodles-cram's, the same blocks in the same run (three alternating
+    /// rounds), and prints the time of each. Not a test of speed (nothing
+    /// is asserted about it); the outputs must be equal.
+    #[test]
+    #[ignore]
+    fn rans_against_noodles() {
+        let Ok(path) = std::env::var("ALNSORT_CRAM") else {
+            return;
+        };
+        let file = std::fs::read(path).unwrap();
+        let mut src = &file[26..];
+        let mut c = RawContainer::default();
+        let mut blocks: Vec<(Vec<u8>, usize, u8)> = Vec::new();
+        let rans = [super::method::RANS4X8, super::method::RANSNX16];
+        while c.read_from(&mut src).unwrap() {
+            for i in 0..c.slice_count() {
+                let mut s = c.slice_bytes(i).unwrap();
+                while !s.is_empty() {
+                    let b = RawBlock::read(&mut s).unwrap();
+                    if rans.contains(&b.method)
+                        && b.raw_size > 0
+                        && b.content_type != content_type::SLICE_HEADER
+                    {
+                        blocks.push((b.data.to_vec(), b.raw_size, b.method));
+                    }
+                }
+            }
+        }
+        let bytes: usize = blocks.iter().map(|b| b.1).sum();
+        let o1 = blocks.iter().filter(|b| b.0[0] & 1 == 1).count();
+        println!(
+            "{} rANS blocks ({o1} order 1), {bytes} bytes decoded",
+            blocks.len()
+        );
+        let mut s = super::CodecScratch::default();
+        let mut out = Vec::new();
+        let mut theirs = Vec::new();
+        for round in 0..3 {
+            let t = Instant::now();
+            for (data, raw, m) in &blocks {
+                ours(*m, data, *raw, &mut out, &mut s);
+            }
+            let ours_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for (data, raw, m) in &blocks {
+                s.noodles.decode(*m, data, *raw, &mut theirs).unwrap();
+            }
+            let noodles = t.elapsed().as_secs_f64();
+            println!(
+                "round {round}: alnsort {ours_s:.3} s, noodles-cram {noodles:.3} s ({:.2}x)",
+                noodles / ours_s
+            );
+        }
+        for (data, raw, m) in &blocks {
+            ours(*m, data, *raw, &mut out, &mut s);
+            s.noodles.decode(*m, data, *raw, &mut theirs).unwrap();
+            assert_eq!(out, theirs);
+        }
+    }
+
+    fn ours(m: u8, data: &[u8], raw: usize, out: &mut Vec<u8>, s: &mut super::CodecScratch) {
+        if m == super::method::RANS4X8 {
+            super::rans4x8::decode(data, raw, out, &mut s.rans).unwrap();
+        } else {
+            super::rans_nx16::decode(data, Some(raw), out, &mut s.nx16).unwrap();
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The arithmetic coder and fqzcomp through noodles-cram 0.102,
+//! whose decoders are crate-private: the only public way in is a whole
+//! container (`io::Reader::read_container`), its slices
+//! (`Container::slices`) and `Slice::decode_blocks`. So one compressed
+//! stream is wrapped as the core block of a one-block slice in a
+//! one-slice container (a container header, a fixed slice header block,
+//! then a block header with the stream's method, the stream, and its
+//! CRC32) and decoded by noodles from there. A panic in noodles' decoders
+//! is turned into an error.
+
+use std::io;
+
+/// The raw slice header block: no reference (-1, 0, 0), 0 records,
+/// counter 0, 1 block (id 0), no embedded reference, MD5 all zero.
+fn slice_header_block() -> Vec<u8> {
+    let mut data = vec![0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 1, 1, 0];
+    data.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+    data.extend_from_slice(&[0; 16]);
+    let mut b = vec![0, crate::container::content_type::SLICE_HEADER, 0];
+    push_itf8(&mut b, data.len() as u32);
+    push_itf8(&mut b, data.len() as u32);
+    b.extend_from_slice(&data);
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn push_itf8(out: &mut Vec<u8>, v: u32) {
+    if v < 0x80 {
+        out.push(v as u8);
+    } else if v < 0x4000 {
+        out.extend_from_slice(&[0x80 | (v >> 8) as u8, v as u8]);
+    } else if v < 0x20_0000 {
+        out.extend_from_slice(&[0xc0 | (v >> 16) as u8, (v >> 8) as u8, v as u8]);
+    } else if v < 0x1000_0000 {
+        out.extend_from_slice(&[
+            0xe0 | (v >> 24) as u8,
+            (v >> 16) as u8,
+            (v >> 8) as u8,
+            v as u8,
+        ]);
+    } else {
+        out.extend_from_slice(&[
+            0xf0 | (v >> 28) as u8,
+            (v >> 20) as u8,
+            (v >> 12) as u8,
+            (v >> 4) as u8,
+            (v & 0x0f) as u8,
+        ]);
+    }
+}
+
+/// The wrapping buffers, reused.
+#[derive(Default)]
+pub(crate) struct Shim {
+    body: Vec<u8>,
+    file: Vec<u8>,
+    container: Option<noodles_cram::io::reader::Container>,
+}
+
+impl Shim {
+    /// Decodes `src`, compressed with block method `method`, into `dst`
+    /// (replaced). `raw` is the uncompressed size (streams that store
+    /// their own size ignore it; it must not be 0).
+    pub(crate) fn decode(
+        &mut self,
+        method: u8,
+        src: &[u8],
+        raw: usize,
+        dst: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let len = u32::try_from(src.len())
+            .ok()
+            .filter(|&l| l < 1 << 30)
+            .ok_or_else(|| io::Error::other("stream too large"))?;
+        let b = &mut self.body;
+        b.clear();
+        b.extend_from_slice(&slice_header_block());
+        let start = b.len();
+        b.extend_from_slice(&[method, crate::container::content_type::CORE, 0]);
+        push_itf8(b, len);
+        push_itf8(b, raw.max(1) as u32);
+        b.extend_from_slice(src);
+        let crc = crc32fast::hash(&b[start..]);
+        b.extend_from_slice(&crc.to_le_bytes());
+        // Container header: length, no reference (-1, 0, 0), 0 records,
+        // counter 0, 0 bases, 1 block, landmarks [0], CRC32.
+        let f = &mut self.file;
+        f.clear();
+        f.extend_from_slice(&(self.body.len() as i32).to_le_bytes());
+        f.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 1, 1, 0]);
+        let crc = crc32fast::hash(f);
+        f.extend_from_slice(&crc.to_le_bytes());
+        f.extend_from_slice(&self.body);
+        let (file, container) = (
+            &self.file[..],
+            self.container.get_or_insert_with(Default::default),
+        );
+        let out = catch(|| {
+            noodles_cram::io::Reader::new(file).read_container(container)?;
+            let slice = container
+                .slices()
+                .next()
+                .ok_or_else(|| io::Error::other("no slice"))??;
+            let (core, _) = slice.decode_blocks()?;
+            Ok(core.into_owned())
+        })?;
+        *dst = out;
+        Ok(())
+    }
+}
+
+/// `f`, with a panic inside noodles-cram made an error that says what to do.
+pub(crate) fn catch<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "a block of this slice uses a codec stream that the CRAM decoder (noodles-cram) \
+                 cannot decode ({why}); convert the file with `samtools view -O cram,version=3.0` \
+                 or to BAM and sort that"
+            ),
+        ))
+    })
+}
+
+#[cfg(test)]
+pub(crate) fn push_itf8_for_tests(out: &mut Vec<u8>, v: u32) {
+    push_itf8(out, v)
+}

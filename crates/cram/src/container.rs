@@ -1,0 +1,564 @@
+//! CRAM containers, slices and blocks read by alnsort itself (CRAM 3.0/3.1
+//! §7 to §9): the reading thread cuts the file into [`RawContainer`]s
+//! (header parsed, CRC32 checked, body kept as bytes), and a decoding job
+//! turns each slice of one into a [`SliceBlocks`] (slice header parsed,
+//! every block checked and decompressed into buffers the job reuses).
+
+use crate::codecs::{self, CodecScratch};
+use std::io::{self, Read};
+
+fn invalid(what: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.into())
+}
+
+/// Reads an ITF8 integer (CRAM §2.3) from the front of `src`.
+pub(crate) fn read_itf8(src: &mut &[u8]) -> io::Result<i32> {
+    let (&b0, rest) = src
+        .split_first()
+        .ok_or_else(|| invalid("ITF8 integer cut short"))?;
+    let extra = (b0.leading_ones() as usize).min(4);
+    if rest.len() < extra {
+        return Err(invalid("ITF8 integer cut short"));
+    }
+    let v = if extra < 4 {
+        let mut v = u32::from(b0 & (0xff >> (extra + 1)));
+        for &b in &rest[..extra] {
+            v = (v << 8) | u32::from(b);
+        }
+        v
+    } else {
+        (u32::from(b0 & 0x0f) << 28)
+            | (u32::from(rest[0]) << 20)
+            | (u32::from(rest[1]) << 12)
+            | (u32::from(rest[2]) << 4)
+            | u32::from(rest[3] & 0x0f)
+    };
+    *src = &rest[extra..];
+    Ok(v as i32)
+}
+
+/// Reads an LTF8 integer (CRAM §2.3) from the front of `src`.
+pub(crate) fn read_ltf8(src: &mut &[u8]) -> io::Result<i64> {
+    let (&b0, rest) = src
+        .split_first()
+        .ok_or_else(|| invalid("LTF8 integer cut short"))?;
+    let extra = b0.leading_ones() as usize;
+    if rest.len() < extra {
+        return Err(invalid("LTF8 integer cut short"));
+    }
+    let mut v = if extra >= 7 {
+        0
+    } else {
+        u64::from(b0 & (0xff >> (extra + 1)))
+    };
+    for &b in &rest[..extra] {
+        v = (v << 8) | u64::from(b);
+    }
+    *src = &rest[extra..];
+    Ok(v as i64)
+}
+
+/// An ITF8 integer that must be a count or size (not negative).
+fn read_size(src: &mut &[u8], what: &str) -> io::Result<usize> {
+    let v = read_itf8(src)?;
+    usize::try_from(v).map_err(|_| invalid(format!("{what} is negative ({v})")))
+}
+
+fn read_u32_le(src: &mut &[u8]) -> io::Result<u32> {
+    let (b, rest) = src
+        .split_first_chunk::<4>()
+        .ok_or_else(|| invalid("32-bit integer cut short"))?;
+    *src = rest;
+    Ok(u32::from_le_bytes(*b))
+}
+
+/// A container header (CRAM 3 §7).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerHeader {
+    /// Bytes of the container's body (compression header and slices).
+    pub length: usize,
+    /// Reference id of its records: `>= 0` one reference, -1 unmapped, -2 several.
+    pub reference_id: i32,
+    pub alignment_start: i32,
+    pub alignment_span: i32,
+    pub record_count: i32,
+    /// Records of the file before this container's first.
+    pub record_counter: i64,
+    pub bases: i64,
+    pub block_count: i32,
+    /// Each slice's offset in the body.
+    pub landmarks: Vec<i32>,
+    pub crc32: u32,
+}
+
+impl ContainerHeader {
+    /// Whether this is the EOF container (CRAM 3 §9).
+    pub fn is_eof(&self) -> bool {
+        self.length == 15
+            && self.reference_id == -1
+            && self.alignment_start == 4_542_278
+            && self.record_count == 0
+            && self.block_count == 1
+    }
+}
+
+/// One container read whole: its header and its body's bytes.
+#[derive(Default)]
+pub struct RawContainer {
+    pub header: ContainerHeader,
+    /// The header's bytes as stored (CRC32 included).
+    pub header_bytes: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+/// Reads exactly `n` bytes of a container header from `r`, appending them
+/// to `buf`.
+fn read_more<R: Read + ?Sized>(r: &mut R, buf: &mut Vec<u8>, n: usize) -> io::Result<()> {
+    let at = buf.len();
+    buf.resize(at + n, 0);
+    r.read_exact(&mut buf[at..])
+}
+
+/// Reads one variable-length integer (ITF8 when `long` is false, else
+/// LTF8) from `r` into `buf`, whole.
+fn read_varint<R: Read + ?Sized>(r: &mut R, buf: &mut Vec<u8>, long: bool) -> io::Result<()> {
+    read_more(r, buf, 1)?;
+    let b0 = buf[buf.len() - 1];
+    let extra = if long {
+        b0.leading_ones() as usize
+    } else {
+        (b0.leading_ones() as usize).min(4)
+    };
+    read_more(r, buf, extra)
+}
+
+impl RawContainer {
+    /// Reads the next container from `r` into `self` (its body buffer
+    /// reused). Returns `false` at a clean end of the stream. The EOF
+    /// container is read like any other (see [`ContainerHeader::is_eof`]).
+    pub fn read_from<R: Read + ?Sized>(&mut self, r: &mut R) -> io::Result<bool> {
+        let mut head = Vec::with_capacity(64);
+        // The length, or a clean end of the stream before it.
+        let mut len = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            match r.read(&mut len[got..]) {
+                Ok(0) if got == 0 => return Ok(false),
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                Ok(k) => got += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        head.extend_from_slice(&len);
+        for _ in 0..4 {
+            read_varint(r, &mut head, false)?; // reference id, start, span, records
+        }
+        read_varint(r, &mut head, true)?; // record counter
+        read_varint(r, &mut head, true)?; // bases
+        read_varint(r, &mut head, false)?; // blocks
+        read_varint(r, &mut head, false)?; // landmark count
+                                           // Parse what has been read so far to learn the landmark count.
+        let mut s = &head[4..];
+        let reference_id = read_itf8(&mut s)?;
+        let alignment_start = read_itf8(&mut s)?;
+        let alignment_span = read_itf8(&mut s)?;
+        let record_count = read_itf8(&mut s)?;
+        let record_counter = read_ltf8(&mut s)?;
+        let bases = read_ltf8(&mut s)?;
+        let block_count = read_itf8(&mut s)?;
+        let landmark_count = read_size(&mut s, "the container's landmark count")?;
+        if landmark_count > 1 << 20 {
+            return Err(invalid(format!(
+                "container header with {landmark_count} landmarks"
+            )));
+        }
+        let at = head.len();
+        for _ in 0..landmark_count {
+            read_varint(r, &mut head, false)?;
+        }
+        let mut s = &head[at..];
+        let landmarks = (0..landmark_count)
+            .map(|_| read_itf8(&mut s))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut crc = [0u8; 4];
+        r.read_exact(&mut crc)?;
+        let crc32 = u32::from_le_bytes(crc);
+        let actual = crc32fast::hash(&head);
+        head.extend_from_slice(&crc);
+        if actual != crc32 {
+            return Err(invalid(format!(
+                "container header CRC32 mismatch: stored {crc32:08x}, computed {actual:08x}"
+            )));
+        }
+        let length = i32::from_le_bytes(len);
+        let length = usize::try_from(length)
+            .map_err(|_| invalid(format!("container length is negative ({length})")))?;
+        self.header = ContainerHeader {
+            length,
+            reference_id,
+            alignment_start,
+            alignment_span,
+            record_count,
+            record_counter,
+            bases,
+            block_count,
+            landmarks,
+            crc32,
+        };
+        self.header_bytes = head;
+        self.body.clear();
+        // Read through `take` so that a length larger than the file does
+        // not allocate it before finding out.
+        let n = r.take(length as u64).read_to_end(&mut self.body)?;
+        if n != length {
+            return Err(invalid(format!(
+                "container body cut short: {n} of {length} bytes"
+            )));
+        }
+        Ok(true)
+    }
+
+    /// The compression header's bytes (the body up to the first slice).
+    pub fn compression_header_bytes(&self) -> io::Result<&[u8]> {
+        let end = match self.header.landmarks.first() {
+            Some(&l) => self.offset(l)?,
+            None => self.body.len(),
+        };
+        Ok(&self.body[..end])
+    }
+
+    fn offset(&self, landmark: i32) -> io::Result<usize> {
+        usize::try_from(landmark)
+            .ok()
+            .filter(|&l| l <= self.body.len())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "container landmark {landmark} outside its body of {} bytes",
+                    self.body.len()
+                ))
+            })
+    }
+
+    /// Number of slices (landmarks).
+    pub fn slice_count(&self) -> usize {
+        self.header.landmarks.len()
+    }
+
+    /// The bytes of slice `i` (from its landmark to the next, or to the end).
+    pub fn slice_bytes(&self, i: usize) -> io::Result<&[u8]> {
+        let start = self.offset(self.header.landmarks[i])?;
+        let end = match self.header.landmarks.get(i + 1) {
+            Some(&l) => self.offset(l)?,
+            None => self.body.len(),
+        };
+        if end < start {
+            return Err(invalid(format!(
+                "container landmarks out of order ({start} then {end})"
+            )));
+        }
+        Ok(&self.body[start..end])
+    }
+}
+
+/// Block content types (CRAM 3 §8).
+pub mod content_type {
+    pub const FILE_HEADER: u8 = 0;
+    pub const COMPRESSION_HEADER: u8 = 1;
+    pub const SLICE_HEADER: u8 = 2;
+    pub const EXTERNAL: u8 = 4;
+    pub const CORE: u8 = 5;
+}
+
+/// A block's header and its (still compressed) data (CRAM 3 §8).
+#[derive(Clone, Copy, Debug)]
+pub struct RawBlock<'a> {
+    pub method: u8,
+    pub content_type: u8,
+    pub content_id: i32,
+    pub raw_size: usize,
+    pub data: &'a [u8],
+}
+
+impl<'a> RawBlock<'a> {
+    /// Reads one block from the front of `src`, checking its CRC32.
+    pub fn read(src: &mut &'a [u8]) -> io::Result<RawBlock<'a>> {
+        let start = *src;
+        let mut s = *src;
+        let (&method, rest) = s.split_first().ok_or_else(|| invalid("block cut short"))?;
+        s = rest;
+        let (&content_type, rest) = s.split_first().ok_or_else(|| invalid("block cut short"))?;
+        s = rest;
+        let content_id = read_itf8(&mut s)?;
+        let size = read_size(&mut s, "a block's compressed size")?;
+        let raw_size = read_size(&mut s, "a block's raw size")?;
+        if s.len() < size {
+            return Err(invalid(format!(
+                "block of content id {content_id} cut short: {size} bytes stored, {} left",
+                s.len()
+            )));
+        }
+        let (data, rest) = s.split_at(size);
+        let covered = start.len() - rest.len();
+        let mut after = rest;
+        let stored = read_u32_le(&mut after)?;
+        let actual = crc32fast::hash(&start[..covered]);
+        if stored != actual {
+            return Err(invalid(format!(
+                "block of content id {content_id}: CRC32 mismatch: stored {stored:08x}, computed {actual:08x}"
+            )));
+        }
+        *src = after;
+        Ok(RawBlock {
+            method,
+            content_type,
+            content_id,
+            raw_size,
+            data,
+        })
+    }
+}
+
+/// A slice header (CRAM 3 §8.5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SliceHeader {
+    pub reference_id: i32,
+    pub alignment_start: i32,
+    pub alignment_span: i32,
+    pub record_count: usize,
+    pub record_counter: i64,
+    /// Blocks of the slice (core and external).
+    pub block_count: usize,
+    pub block_content_ids: Vec<i32>,
+    /// Content id of the external block holding the embedded reference, if any.
+    pub embedded_reference: Option<i32>,
+    /// MD5 of the reference span (all zero when none).
+    pub reference_md5: [u8; 16],
+    /// The optional tags, as stored (BAM-like aux bytes).
+    pub tags: Vec<u8>,
+}
+
+impl SliceHeader {
+    fn parse(mut s: &[u8]) -> io::Result<SliceHeader> {
+        let reference_id = read_itf8(&mut s)?;
+        let alignment_start = read_itf8(&mut s)?;
+        let alignment_span = read_itf8(&mut s)?;
+        let record_count = read_size(&mut s, "a slice's record count")?;
+        let record_counter = read_ltf8(&mut s)?;
+        let block_count = read_size(&mut s, "a slice's block count")?;
+        let n = read_size(&mut s, "a slice's block id count")?;
+        if n > s.len() {
+            return Err(invalid(format!(
+                "slice header lists {n} block ids in {} bytes",
+                s.len()
+            )));
+        }
+        let block_content_ids = (0..n)
+            .map(|_| read_itf8(&mut s))
+            .collect::<io::Result<Vec<_>>>()?;
+        let embedded = read_itf8(&mut s)?;
+        let (md5, rest) = s
+            .split_first_chunk::<16>()
+            .ok_or_else(|| invalid("slice header cut short before its MD5"))?;
+        Ok(SliceHeader {
+            reference_id,
+            alignment_start,
+            alignment_span,
+            record_count,
+            record_counter,
+            block_count,
+            block_content_ids,
+            embedded_reference: (embedded >= 0).then_some(embedded),
+            reference_md5: *md5,
+            tags: rest.to_vec(),
+        })
+    }
+}
+
+/// One slice decoded to its blocks' bytes, with buffers reused from slice
+/// to slice (keep one per decoding job).
+#[derive(Default)]
+pub struct SliceBlocks {
+    pub header: SliceHeader,
+    /// The core data block, decompressed.
+    pub core: Vec<u8>,
+    /// The external blocks, decompressed, by content id, in file order.
+    pub external: Vec<(i32, Vec<u8>)>,
+    /// Content ids of the external blocks compressed by the name tokeniser
+    /// (whose names end with NUL, whatever stop byte an encoding names).
+    pub tok3: Vec<i32>,
+    spare: Vec<Vec<u8>>,
+    header_buf: Vec<u8>,
+    scratch: CodecScratch,
+}
+
+impl SliceBlocks {
+    /// Parses the slice in `bytes` (from its header block to its last
+    /// block) and decompresses every block into `self`.
+    pub fn decode_slice(&mut self, bytes: &[u8]) -> io::Result<()> {
+        for (_, b) in self.external.drain(..) {
+            self.spare.push(b);
+        }
+        self.core.clear();
+        self.tok3.clear();
+        let mut src = bytes;
+        let head = RawBlock::read(&mut src)?;
+        if head.content_type != content_type::SLICE_HEADER {
+            return Err(invalid(format!(
+                "slice starts with a block of content type {}, not a slice header",
+                head.content_type
+            )));
+        }
+        let mut hb = std::mem::take(&mut self.header_buf);
+        codecs::decode_block(&head, &mut hb, &mut self.scratch)?;
+        let header = SliceHeader::parse(&hb);
+        self.header_buf = hb;
+        self.header = header?;
+        let mut cores = 0;
+        for _ in 0..self.header.block_count {
+            let block = RawBlock::read(&mut src)?;
+            match block.content_type {
+                content_type::CORE => {
+                    cores += 1;
+                    if cores > 1 {
+                        return Err(invalid("slice with two core data blocks"));
+                    }
+                    let mut core = std::mem::take(&mut self.core);
+                    let r = codecs::decode_block(&block, &mut core, &mut self.scratch);
+                    self.core = core;
+                    r?;
+                }
+                content_type::EXTERNAL => {
+                    if block.method == codecs::method::TOK3 {
+                        self.tok3.push(block.content_id);
+                    }
+                    let mut buf = self.spare.pop().unwrap_or_default();
+                    let r = codecs::decode_block(&block, &mut buf, &mut self.scratch);
+                    self.external.push((block.content_id, buf));
+                    r?;
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "slice block of content id {} has content type {other}, not core or external data",
+                        block.content_id
+                    )))
+                }
+            }
+        }
+        if cores == 0 {
+            return Err(invalid("slice without a core data block"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn itf8_and_ltf8_forms() {
+        let cases: &[(&[u8], i32)] = &[
+            (&[0x00], 0),
+            (&[0x7f], 127),
+            (&[0x80, 0x80], 128),
+            (&[0xbf, 0xff], 0x3fff),
+            (&[0xc0, 0x40, 0x00], 0x4000),
+            (&[0xe0, 0x20, 0x00, 0x00], 0x20_0000),
+            (&[0xff, 0xff, 0xff, 0xff, 0x0f], -1),
+            (&[0xf0, 0x00, 0x00, 0x01, 0x00], 16),
+        ];
+        for &(bytes, v) in cases {
+            let mut s = bytes;
+            assert_eq!(read_itf8(&mut s).unwrap(), v, "{bytes:02x?}");
+            assert!(s.is_empty());
+        }
+        let mut s: &[u8] = &[0xe0, 0x20];
+        assert!(read_itf8(&mut s).is_err());
+        let cases: &[(&[u8], i64)] = &[
+            (&[0x05], 5),
+            (&[0x80, 0xff], 255),
+            (&[0xc0, 0x01, 0x00], 256),
+            (&[0xff, 0, 0, 0, 0, 0, 0, 1, 0], 256),
+            (&[0xfe, 0, 0, 0, 0, 0, 1, 0], 256),
+        ];
+        for &(bytes, v) in cases {
+            let mut s = bytes;
+            assert_eq!(read_ltf8(&mut s).unwrap(), v, "{bytes:02x?}");
+            assert!(s.is_empty());
+        }
+    }
+
+    fn block(method: u8, ct: u8, id: u8, data: &[u8], raw: u8) -> Vec<u8> {
+        let mut b = vec![method, ct, id, data.len() as u8, raw];
+        b.extend_from_slice(data);
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn block_crc_is_checked() {
+        let b = block(0, content_type::EXTERNAL, 1, b"ndls", 4);
+        let mut s = &b[..];
+        let r = RawBlock::read(&mut s).unwrap();
+        assert_eq!((r.content_id, r.raw_size, r.data), (1, 4, &b"ndls"[..]));
+        assert!(s.is_empty());
+        let mut bad = b.clone();
+        bad[6] ^= 1;
+        let e = RawBlock::read(&mut &bad[..]).unwrap_err();
+        assert!(e.to_string().contains("CRC32 mismatch"), "{e}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn garbage_containers_and_slices_are_errors_not_panics(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..2000),
+        ) {
+            let mut c = RawContainer::default();
+            let mut src = &data[..];
+            if let Ok(true) = c.read_from(&mut src) {
+                proptest::prop_assert!(c.body.len() <= data.len());
+                for i in 0..c.slice_count() {
+                    if let Ok(bytes) = c.slice_bytes(i) {
+                        let _ = SliceBlocks::default().decode_slice(bytes);
+                    }
+                }
+            }
+            let mut sb = SliceBlocks::default();
+            let _ = sb.decode_slice(&data);
+        }
+
+        #[test]
+        fn slices_with_a_flipped_byte_are_errors_not_panics(at in 0usize..200, by in 1u8..=255) {
+            let mut bytes = slice_bytes();
+            let k = at % bytes.len();
+            bytes[k] ^= by;
+            let _ = SliceBlocks::default().decode_slice(&bytes);
+        }
+    }
+
+    fn slice_bytes() -> Vec<u8> {
+        let mut head = vec![0, 1, 4, 1, 0, 2, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f];
+        head.extend_from_slice(&[0; 16]);
+        let mut bytes = block(0, content_type::SLICE_HEADER, 0, &head, head.len() as u8);
+        bytes.extend(block(0, content_type::CORE, 0, b"\x01", 1));
+        bytes.extend(block(0, content_type::EXTERNAL, 1, b"ACGT", 4));
+        bytes
+    }
+
+    #[test]
+    fn slice_blocks_decode_raw_blocks_and_reuse_buffers() {
+        // Slice header: ref 0, start 1, span 4, 1 record, counter 0, 2 blocks, ids [1], no embedded ref.
+        let bytes = slice_bytes();
+        let mut sb = SliceBlocks::default();
+        for _ in 0..2 {
+            sb.decode_slice(&bytes).unwrap();
+            assert_eq!(sb.header.record_count, 1);
+            assert_eq!(sb.header.block_content_ids, vec![1]);
+            assert_eq!(sb.header.embedded_reference, None);
+            assert_eq!(sb.core, b"\x01");
+            assert_eq!(sb.external, vec![(1, b"ACGT".to_vec())]);
+        }
+    }
+}

@@ -212,8 +212,12 @@ fn step1(sym1: &[u8], fc1: &[u32], ctx: u8, r: u32) -> (u8, u32) {
 }
 
 fn decode1(inp: &mut Input<'_>, out: &mut [u8], t: &mut Tables) -> io::Result<()> {
-    t.sym1.resize(256 * TOTAL, 0);
-    t.fc1.resize(256 * 256, 0);
+    // Allocated zeroed once (calloc: pages of contexts never used are
+    // never touched), then reused.
+    if t.sym1.is_empty() {
+        t.sym1 = vec![0; 256 * TOTAL];
+        t.fc1 = vec![0; 256 * 256];
+    }
     // The contexts, in the same run-length form as the symbols.
     let mut ctx = u32::from(inp.strict_byte()?);
     let mut last = ctx;

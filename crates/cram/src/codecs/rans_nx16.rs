@@ -394,7 +394,11 @@ fn order0(src: &mut &[u8], out: &mut [u8], n: usize, t: &mut Tables) -> io::Resu
 /// Reads the order-1 frequency tables into `t.slots1`.
 fn read_table1(tsrc: &mut &[u8], bits: u32, t: &mut Tables) -> io::Result<()> {
     let a = alphabet(tsrc)?;
-    t.slots1.resize(256 * SLOTS, 0);
+    // Allocated zeroed once (calloc: pages of contexts never used are
+    // never touched), then reused.
+    if t.slots1.is_empty() {
+        t.slots1 = vec![0; 256 * SLOTS];
+    }
     for &i in &a {
         let mut f = [0u32; 256];
         let mut run = 0usize;

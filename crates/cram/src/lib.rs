@@ -18,15 +18,17 @@
 //!   whose MD5 differs, is a [`ReferenceError`] naming SN, M5 and every place
 //!   looked at.
 
+mod container;
 mod decode;
 mod encode;
 mod error;
 mod mates;
 mod md_nm;
 mod options;
+mod rans;
 mod reference;
-mod splice;
 mod to_bam;
+mod wire;
 
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;

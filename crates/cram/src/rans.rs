@@ -1,0 +1,367 @@
+//! The rANS 4x8 encoder of CRAM 3 (CRAM codecs spec §2, block method 4),
+//! order 0 and order 1: four interleaved 32-bit rANS states, frequencies
+//! scaled to 4096, renormalised a byte at a time.
+//!
+//! The stream is: order (1 byte), compressed size and raw size (u32 LE),
+//! the frequency table, the four final states (u32 LE, state 0 first), then
+//! the renormalisation bytes in the order the decoder reads them.
+//! Encoding runs over the decoder's steps backwards, so the bytes are
+//! collected backwards and reversed once at the end.
+
+const SCALE_BITS: u32 = 12;
+const TOTAL: u32 = 1 << SCALE_BITS;
+/// The lower bound of a normalised state.
+const LOWER: u32 = 1 << 23;
+
+/// Compresses `src` with rANS 4x8 of order 0 or 1.
+pub(crate) fn encode(order1: bool, src: &[u8]) -> Vec<u8> {
+    if order1 {
+        encode_order1(src)
+    } else {
+        encode_order0(src)
+    }
+}
+
+/// Scales `counts` to frequencies that sum to [`TOTAL`], every counted
+/// symbol keeping at least 1.
+fn normalise(counts: &[u32; 256]) -> [u32; 256] {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    let mut f = [0u32; 256];
+    if total == 0 {
+        return f;
+    }
+    let mut sum = 0u32;
+    for s in 0..256 {
+        if counts[s] > 0 {
+            f[s] = ((counts[s] as u64 * TOTAL as u64 / total) as u32).max(1);
+            sum += f[s];
+        }
+    }
+    while sum != TOTAL {
+        let m = (0..256)
+            .max_by_key(|&s| (f[s], std::cmp::Reverse(s)))
+            .expect("256 symbols");
+        if sum < TOTAL {
+            f[m] += TOTAL - sum;
+            sum = TOTAL;
+        } else {
+            let take = (sum - TOTAL).min(f[m] - 1);
+            f[m] -= take;
+            sum -= take;
+        }
+    }
+    f
+}
+
+/// Appends one frequency (1 byte below 128, else 2).
+fn put_freq(out: &mut Vec<u8>, f: u32) {
+    if f < 128 {
+        out.push(f as u8);
+    } else {
+        out.push(0x80 | (f >> 8) as u8);
+        out.push(f as u8);
+    }
+}
+
+/// Appends the symbols present in `present` (ascending) as the decoder
+/// reads them: a symbol, and after a symbol that follows the previous one
+/// directly, the count of further consecutive symbols (which are then left
+/// out); `each` writes what follows each symbol. Ends with a 0.
+fn put_symbols(
+    out: &mut Vec<u8>,
+    present: &[bool; 256],
+    mut each: impl FnMut(&mut Vec<u8>, usize),
+) {
+    let mut run = 0usize;
+    for s in 0..256 {
+        if !present[s] {
+            continue;
+        }
+        if run > 0 {
+            run -= 1;
+        } else {
+            out.push(s as u8);
+            if s > 0 && present[s - 1] {
+                let mut e = s + 1;
+                while e < 256 && present[e] {
+                    e += 1;
+                }
+                run = e - (s + 1);
+                out.push(run as u8);
+            }
+        }
+        each(out, s);
+    }
+    out.push(0);
+}
+
+/// Cumulative starts of `freqs`.
+fn starts(freqs: &[u32; 256]) -> [u32; 256] {
+    let mut c = [0u32; 256];
+    let mut acc = 0;
+    for s in 0..256 {
+        c[s] = acc;
+        acc += freqs[s];
+    }
+    c
+}
+
+/// Encodes one symbol of frequency `f` and start `c` into state `x`,
+/// pushing renormalisation bytes onto `rev` (collected backwards).
+#[inline]
+fn put(x: &mut u32, f: u32, c: u32, rev: &mut Vec<u8>) {
+    let x_max = ((LOWER >> SCALE_BITS) << 8) as u64 * f as u64;
+    let mut v = *x as u64;
+    while v >= x_max {
+        rev.push(v as u8);
+        v >>= 8;
+    }
+    let v = ((v / f as u64) << SCALE_BITS) + (v % f as u64) + c as u64;
+    *x = v as u32;
+}
+
+fn finish(
+    order: u8,
+    src_len: usize,
+    table: Vec<u8>,
+    states: [u32; 4],
+    mut rev: Vec<u8>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + table.len() + 16 + rev.len());
+    out.push(order);
+    let body = table.len() + 16 + rev.len();
+    out.extend_from_slice(&(body as u32).to_le_bytes());
+    out.extend_from_slice(&(src_len as u32).to_le_bytes());
+    out.extend_from_slice(&table);
+    for s in states {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    rev.reverse();
+    out.extend_from_slice(&rev);
+    out
+}
+
+fn encode_order0(src: &[u8]) -> Vec<u8> {
+    let mut counts = [0u32; 256];
+    for &b in src {
+        counts[b as usize] += 1;
+    }
+    let freqs = normalise(&counts);
+    let cum = starts(&freqs);
+    let present = counts.map(|c| c > 0);
+    let mut table = Vec::new();
+    put_symbols(&mut table, &present, |out, s| put_freq(out, freqs[s]));
+    let mut states = [LOWER; 4];
+    let mut rev = Vec::with_capacity(src.len());
+    // The decoder takes symbol i with state i % 4.
+    for i in (0..src.len()).rev() {
+        let s = src[i] as usize;
+        put(&mut states[i % 4], freqs[s], cum[s], &mut rev);
+    }
+    finish(0, src.len(), table, states, rev)
+}
+
+fn encode_order1(src: &[u8]) -> Vec<u8> {
+    let n = src.len();
+    let q = n / 4;
+    // The decoder's steps: for i in 0..q, streams 0..4 (stream j at j*q + i,
+    // its context the symbol before within the stream, 0 at its start);
+    // then positions 4q..n on stream 3, continuing its context.
+    let context = |p: usize| -> usize {
+        if q > 0 && p < 4 * q {
+            if p.is_multiple_of(q) {
+                0
+            } else {
+                src[p - 1] as usize
+            }
+        } else if p == 4 * q {
+            if q > 0 {
+                src[p - 1] as usize
+            } else {
+                0
+            }
+        } else {
+            src[p - 1] as usize
+        }
+    };
+    let mut counts = vec![[0u32; 256]; 256];
+    for p in 0..n {
+        counts[context(p)][src[p] as usize] += 1;
+    }
+    let mut freqs = vec![[0u32; 256]; 256];
+    let mut cums = vec![[0u32; 256]; 256];
+    let mut used = [false; 256];
+    for c in 0..256 {
+        if counts[c].iter().any(|&x| x > 0) {
+            used[c] = true;
+            freqs[c] = normalise(&counts[c]);
+            cums[c] = starts(&freqs[c]);
+        }
+    }
+    let mut table = Vec::new();
+    put_symbols(&mut table, &used, |out, c| {
+        let present = counts[c].map(|x| x > 0);
+        put_symbols(out, &present, |out, s| put_freq(out, freqs[c][s]));
+    });
+    let mut states = [LOWER; 4];
+    let mut rev = Vec::with_capacity(n);
+    for p in (4 * q..n).rev() {
+        let (c, s) = (context(p), src[p] as usize);
+        put(&mut states[3], freqs[c][s], cums[c][s], &mut rev);
+    }
+    for i in (0..q).rev() {
+        for j in (0..4).rev() {
+            let p = j * q + i;
+            let (c, s) = (context(p), src[p] as usize);
+            put(&mut states[j], freqs[c][s], cums[c][s], &mut rev);
+        }
+    }
+    finish(1, n, table, states, rev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decoder written from the same spec, for round trips.
+    fn decode(src: &[u8]) -> Vec<u8> {
+        let order = src[0];
+        let n = u32::from_le_bytes(src[5..9].try_into().unwrap()) as usize;
+        let mut at = 9;
+        let read_freqs = |at: &mut usize, f: &mut [u32; 256]| {
+            let mut sym = src[*at] as usize;
+            *at += 1;
+            let mut last = sym;
+            let mut run = 0;
+            loop {
+                let mut v = src[*at] as u32;
+                *at += 1;
+                if v >= 128 {
+                    v = ((v & 0x7f) << 8) | src[*at] as u32;
+                    *at += 1;
+                }
+                f[sym] = v;
+                if run > 0 {
+                    run -= 1;
+                    sym += 1;
+                } else {
+                    sym = src[*at] as usize;
+                    *at += 1;
+                    if sym == last + 1 {
+                        run = src[*at] as usize;
+                        *at += 1;
+                    }
+                }
+                last = sym;
+                if sym == 0 {
+                    break;
+                }
+            }
+        };
+        let mut freqs = vec![[0u32; 256]; 256];
+        if order == 0 {
+            read_freqs(&mut at, &mut freqs[0]);
+        } else {
+            let mut ctx = src[at] as usize;
+            at += 1;
+            let mut last = ctx;
+            let mut run = 0;
+            loop {
+                read_freqs(&mut at, &mut freqs[ctx]);
+                if run > 0 {
+                    run -= 1;
+                    ctx += 1;
+                } else {
+                    ctx = src[at] as usize;
+                    at += 1;
+                    if ctx == last + 1 {
+                        run = src[at] as usize;
+                        at += 1;
+                    }
+                }
+                last = ctx;
+                if ctx == 0 {
+                    break;
+                }
+            }
+        }
+        let cums: Vec<[u32; 256]> = freqs.iter().map(starts).collect();
+        let mut r = [0u32; 4];
+        for (j, s) in r.iter_mut().enumerate() {
+            *s = u32::from_le_bytes(src[at + 4 * j..at + 4 * j + 4].try_into().unwrap());
+        }
+        at += 16;
+        let mut out = vec![0u8; n];
+        let step = |x: &mut u32, c: usize, at: &mut usize| -> u8 {
+            let m = *x & (TOTAL - 1);
+            let s = (0..256)
+                .find(|&s| freqs[c][s] > 0 && cums[c][s] <= m && m < cums[c][s] + freqs[c][s])
+                .unwrap();
+            *x = freqs[c][s] * (*x >> SCALE_BITS) + m - cums[c][s];
+            while *x < LOWER {
+                *x = (*x << 8) | src[*at] as u32;
+                *at += 1;
+            }
+            s as u8
+        };
+        if order == 0 {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = step(&mut r[i % 4], 0, &mut at);
+            }
+        } else {
+            let q = n / 4;
+            let mut ctx = [0usize; 4];
+            for i in 0..q {
+                for j in 0..4 {
+                    let s = step(&mut r[j], ctx[j], &mut at);
+                    out[j * q + i] = s;
+                    ctx[j] = s as usize;
+                }
+            }
+            for o in out.iter_mut().skip(4 * q) {
+                let s = step(&mut r[3], ctx[3], &mut at);
+                *o = s;
+                ctx[3] = s as usize;
+            }
+        }
+        assert_eq!(at, src.len());
+        out
+    }
+
+    #[test]
+    fn both_orders_round_trip() {
+        let mut inputs: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            b"abc".to_vec(),
+            b"abcd".to_vec(),
+            b"noodles and more noodles".to_vec(),
+            vec![7; 1000],
+            (0..=255u8).collect(),
+        ];
+        let mut x = 12345u32;
+        let mut v = Vec::new();
+        for _ in 0..100_003 {
+            x = x.wrapping_mul(1103515245).wrapping_add(12345);
+            v.push(b'!' + ((x >> 16) % 41) as u8 * ((x >> 28) as u8 % 2));
+        }
+        inputs.push(v);
+        for src in &inputs {
+            for order1 in [false, true] {
+                let enc = encode(order1, src);
+                assert_eq!(decode(&enc), *src, "order1 {order1}, {} bytes", src.len());
+            }
+        }
+    }
+
+    #[test]
+    fn frequencies_sum_to_the_total() {
+        let mut counts = [0u32; 256];
+        counts[0] = 1_000_000;
+        for c in counts.iter_mut().skip(1) {
+            *c = 1;
+        }
+        let f = normalise(&counts);
+        assert_eq!(f.iter().sum::<u32>(), TOTAL);
+        assert!(f.iter().all(|&x| x >= 1));
+    }
+}

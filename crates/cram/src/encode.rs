@@ -3,7 +3,7 @@
 use crate::container::{self, SliceInfo};
 use crate::error::{take_reference_error, CramError};
 use crate::options::{CramOptions, CramVersion};
-use crate::reference::{RefHolding, RefSource, References};
+use crate::reference::{normalized_md5_hex, RefHolding, RefSource, References};
 use alnsort_pipeline::OrderedQueue;
 use noodles_sam as sam;
 use std::collections::HashMap;
@@ -115,11 +115,26 @@ impl<W: Write> CramWriter<W> {
                 source,
             },
         };
-        // Each @SQ without an M5 gets one (as htslib adds them), computed
-        // one reference at a time, none kept.
+        // Each @SQ without an M5 gets one (as htslib adds them): computed
+        // one reference at a time, none kept, when references are held
+        // while in use; else from the references held for the whole run,
+        // so that each is loaded once.
         {
             use noodles_sam::header::record::value::map::reference_sequence::tag;
-            for (id, m5) in references.missing_m5(&header).map_err(header_err)? {
+            let missing = if holding == RefHolding::InUse {
+                references.missing_m5(&header).map_err(header_err)?
+            } else {
+                let mut lease = references.lease();
+                let mut out = Vec::new();
+                for (id, (_, rs)) in header.reference_sequences().iter().enumerate() {
+                    if rs.other_fields().get(b"M5").is_none() {
+                        let seq = lease.sequence(id).map_err(header_err)?;
+                        out.push((id, normalized_md5_hex(AsRef::<[u8]>::as_ref(&*seq))));
+                    }
+                }
+                out
+            };
+            for (id, m5) in missing {
                 if let Some((_, rs)) = header.reference_sequences_mut().get_index_mut(id) {
                     rs.other_fields_mut()
                         .insert(tag::MD5_CHECKSUM, m5.into_bytes().into());

@@ -105,6 +105,10 @@ enum Method {
     Gzip(u32),
     /// rANS 4x8, order 1 when true.
     Rans4x8(bool),
+    /// rANS 4x8 order 1 or gzip, whichever is smaller for the block
+    /// (integer streams: order 1 follows the bytes of varied ITF8 values,
+    /// gzip the long repeats of nearly constant ones).
+    Smaller(u32),
 }
 
 /// Bases in BAM's 4-bit code order.
@@ -393,7 +397,7 @@ pub(crate) fn encode(
         write_itf8(&mut tag_map, params.len() as u32);
         tag_map.extend_from_slice(&params);
         let data = &s.tags[&key];
-        externals.push((key, block(EXTERNAL_DATA, key, data, tag_method(opts))));
+        externals.push((key, block(EXTERNAL_DATA, key, data, tag_method(key, opts))));
     }
 
     // Compression header (§8.4).
@@ -605,21 +609,32 @@ fn features(
     Ok(rp)
 }
 
-/// The codec each series is stored with: the quality scores with rANS 4x8
-/// order 1 (as htslib stores them on the benchmark), the rest gzip.
+/// The codec each series is stored with, as samtools 1.24 mostly picks
+/// them on short-read data (`samtools cram-size -v`): rANS 4x8 order 1 for
+/// the qualities, order 0 for single bases and feature codes, gzip for
+/// names, base stretches and positions, the smaller of rANS 4x8 order 1
+/// and gzip for the other integer series (samtools also tries codecs). CRAM 3.1 the same
+/// (its own codecs are not written yet).
 fn method(ds: Ds, opts: &CramOptions) -> Method {
     match ds {
+        Ds::Rn | Ds::In | Ds::Sc | Ds::Np | Ds::Ts | Ds::Fp => Method::Gzip(level(opts)),
+        Ds::Ba | Ds::Bs | Ds::Fc => Method::Rans4x8(false),
         Ds::Qs => Method::Rans4x8(true),
+        _ => Method::Smaller(level(opts)),
+    }
+}
+
+/// Tags: numbers and characters as the integer series, strings and arrays
+/// gzip.
+fn tag_method(key: u32, opts: &CramOptions) -> Method {
+    match key as u8 {
+        b'c' | b'C' | b's' | b'S' | b'i' | b'I' | b'A' => Method::Smaller(level(opts)),
         _ => Method::Gzip(level(opts)),
     }
 }
 
-fn tag_method(opts: &CramOptions) -> Method {
-    Method::Gzip(level(opts))
-}
-
 fn level(opts: &CramOptions) -> u32 {
-    opts.level.unwrap_or(6).min(12)
+    opts.level.unwrap_or(5).min(12)
 }
 
 /// `data` compressed by `m` as an external block of content `id`; raw when
@@ -628,6 +643,13 @@ fn block(content_type: u8, id: u32, data: &[u8], m: Method) -> Vec<u8> {
     let packed = match m {
         Method::Gzip(level) => gzip(data, level).map(|d| (1, d)),
         Method::Rans4x8(order1) => Some((4, crate::rans::encode(order1, data))),
+        Method::Smaller(level) => {
+            let r = crate::rans::encode(true, data);
+            match gzip(data, level) {
+                Some(g) if g.len() < r.len() => Some((1, g)),
+                _ => Some((4, r)),
+            }
+        }
     };
     match packed {
         Some((method, d)) if d.len() < data.len() => {
@@ -638,12 +660,24 @@ fn block(content_type: u8, id: u32, data: &[u8], m: Method) -> Vec<u8> {
 }
 
 fn gzip(data: &[u8], level: u32) -> Option<Vec<u8>> {
-    let lvl = libdeflater::CompressionLvl::new(level as i32).ok()?;
-    let mut c = libdeflater::Compressor::new(lvl);
-    let mut out = vec![0; c.gzip_compress_bound(data.len())];
-    let n = c.gzip_compress(data, &mut out).ok()?;
-    out.truncate(n);
-    Some(out)
+    thread_local! {
+        /// Each thread's compressor and its level (libdeflate's state is
+        /// large; made once per thread and level).
+        static GZIP: std::cell::RefCell<Option<(u32, libdeflater::Compressor)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    GZIP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.as_ref().is_none_or(|(l, _)| *l != level) {
+            let lvl = libdeflater::CompressionLvl::new(level as i32).ok()?;
+            *g = Some((level, libdeflater::Compressor::new(lvl)));
+        }
+        let (_, c) = g.as_mut()?;
+        let mut out = vec![0; c.gzip_compress_bound(data.len())];
+        let n = c.gzip_compress(data, &mut out).ok()?;
+        out.truncate(n);
+        Some(out)
+    })
 }
 
 /// A raw block of `data` (§8.1).

@@ -106,18 +106,71 @@ fn starts(freqs: &[u32; 256]) -> [u32; 256] {
     c
 }
 
-/// Encodes one symbol of frequency `f` and start `c` into state `x`,
-/// pushing renormalisation bytes onto `rev` (collected backwards).
+/// A symbol's frequency and start, prepared so that encoding needs a
+/// multiplication rather than a division (`x / f` as a multiply-high by
+/// a rounded-up reciprocal and a shift, exact for states below 2^31).
+#[derive(Clone, Copy, Default)]
+struct Sym {
+    x_max: u32,
+    rcp: u32,
+    shift: u32,
+    bias: u32,
+    cmpl: u32,
+}
+
+impl Sym {
+    fn new(f: u32, c: u32) -> Sym {
+        let x_max = ((LOWER >> SCALE_BITS) << 8) * f;
+        let cmpl = TOTAL - f;
+        if f < 2 {
+            // x / 1: the reciprocal 2^32 - 1 gives x - 1, made up in bias.
+            return Sym {
+                x_max,
+                rcp: u32::MAX,
+                shift: 0,
+                bias: c + TOTAL - 1,
+                cmpl,
+            };
+        }
+        let mut shift = 0;
+        while f > 1 << shift {
+            shift += 1;
+        }
+        let rcp = (1u64 << (shift + 31)).div_ceil(f as u64) as u32;
+        Sym {
+            x_max,
+            rcp,
+            shift: shift - 1,
+            bias: c,
+            cmpl,
+        }
+    }
+}
+
+/// Encodes one symbol into state `x` (`x / f << 12 | x % f` plus the
+/// symbol's start), pushing renormalisation bytes onto `rev` (collected
+/// backwards).
 #[inline]
-fn put(x: &mut u32, f: u32, c: u32, rev: &mut Vec<u8>) {
-    let x_max = ((LOWER >> SCALE_BITS) << 8) as u64 * f as u64;
-    let mut v = *x as u64;
-    while v >= x_max {
+fn put(x: &mut u32, s: &Sym, rev: &mut Vec<u8>) {
+    let mut v = *x;
+    while v >= s.x_max {
         rev.push(v as u8);
         v >>= 8;
     }
-    let v = ((v / f as u64) << SCALE_BITS) + (v % f as u64) + c as u64;
-    *x = v as u32;
+    let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
+    *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
+}
+
+/// The prepared symbols of a frequency table.
+fn syms(freqs: &[u32; 256]) -> [Sym; 256] {
+    let cum = starts(freqs);
+    let mut out = [Sym::default(); 256];
+    for s in 0..256 {
+        if freqs[s] > 0 {
+            out[s] = Sym::new(freqs[s], cum[s]);
+        }
+    }
+    out
 }
 
 fn finish(
@@ -147,7 +200,7 @@ fn encode_order0(src: &[u8]) -> Vec<u8> {
         counts[b as usize] += 1;
     }
     let freqs = normalise(&counts);
-    let cum = starts(&freqs);
+    let table0 = syms(&freqs);
     let present = counts.map(|c| c > 0);
     let mut table = Vec::new();
     put_symbols(&mut table, &present, |out, s| put_freq(out, freqs[s]));
@@ -155,8 +208,7 @@ fn encode_order0(src: &[u8]) -> Vec<u8> {
     let mut rev = Vec::with_capacity(src.len());
     // The decoder takes symbol i with state i % 4.
     for i in (0..src.len()).rev() {
-        let s = src[i] as usize;
-        put(&mut states[i % 4], freqs[s], cum[s], &mut rev);
+        put(&mut states[i % 4], &table0[src[i] as usize], &mut rev);
     }
     finish(0, src.len(), table, states, rev)
 }
@@ -166,57 +218,88 @@ fn encode_order1(src: &[u8]) -> Vec<u8> {
     let q = n / 4;
     // The decoder's steps: for i in 0..q, streams 0..4 (stream j at j*q + i,
     // its context the symbol before within the stream, 0 at its start);
-    // then positions 4q..n on stream 3, continuing its context.
+    // then positions 4q..n on stream 3, continuing its context (0 when
+    // there are no streams, n < 4).
     let context = |p: usize| -> usize {
-        if q > 0 && p < 4 * q {
-            if p.is_multiple_of(q) {
-                0
-            } else {
-                src[p - 1] as usize
-            }
-        } else if p == 4 * q {
-            if q > 0 {
-                src[p - 1] as usize
-            } else {
-                0
-            }
+        if p == 0 || (p < 4 * q && p.is_multiple_of(q)) {
+            0
         } else {
             src[p - 1] as usize
         }
     };
-    let mut counts = vec![[0u32; 256]; 256];
-    for p in 0..n {
-        counts[context(p)][src[p] as usize] += 1;
-    }
-    let mut freqs = vec![[0u32; 256]; 256];
-    let mut cums = vec![[0u32; 256]; 256];
-    let mut used = [false; 256];
-    for c in 0..256 {
-        if counts[c].iter().any(|&x| x > 0) {
-            used[c] = true;
-            freqs[c] = normalise(&counts[c]);
-            cums[c] = starts(&freqs[c]);
+    ORDER1.with(|o1| {
+        let o1 = &mut *o1.borrow_mut();
+        let (counts, table) = (&mut o1.counts, &mut o1.table);
+        for p in 0..n {
+            counts[context(p)][src[p] as usize] += 1;
         }
-    }
-    let mut table = Vec::new();
-    put_symbols(&mut table, &used, |out, c| {
-        let present = counts[c].map(|x| x > 0);
-        put_symbols(out, &present, |out, s| put_freq(out, freqs[c][s]));
+        let mut used = [false; 256];
+        for c in 0..256 {
+            used[c] = counts[c].iter().any(|&x| x > 0);
+        }
+        let mut head = Vec::new();
+        put_symbols(&mut head, &used, |out, c| {
+            let freqs = normalise(&counts[c]);
+            table[c] = syms(&freqs);
+            let present = counts[c].map(|x| x > 0);
+            put_symbols(out, &present, |out, s| put_freq(out, freqs[s]));
+        });
+        for c in 0..256 {
+            if used[c] {
+                counts[c] = [0; 256];
+            }
+        }
+        encode_order1_with(src, q, &context, table, head)
+    })
+}
+
+/// Each thread's order-1 tables, reused from block to block (1.3 MB that
+/// would otherwise be allocated and zeroed for every block).
+struct Order1 {
+    counts: Vec<[u32; 256]>,
+    table: Vec<[Sym; 256]>,
+}
+
+thread_local! {
+    static ORDER1: std::cell::RefCell<Order1> = std::cell::RefCell::new(Order1 {
+        counts: vec![[0; 256]; 256],
+        table: vec![[Sym::default(); 256]; 256],
     });
+}
+
+fn encode_order1_with(
+    src: &[u8],
+    q: usize,
+    context: &dyn Fn(usize) -> usize,
+    table: &[[Sym; 256]],
+    head: Vec<u8>,
+) -> Vec<u8> {
+    let n = src.len();
     let mut states = [LOWER; 4];
     let mut rev = Vec::with_capacity(n);
     for p in (4 * q..n).rev() {
-        let (c, s) = (context(p), src[p] as usize);
-        put(&mut states[3], freqs[c][s], cums[c][s], &mut rev);
+        put(
+            &mut states[3],
+            &table[context(p)][src[p] as usize],
+            &mut rev,
+        );
     }
-    for i in (0..q).rev() {
+    if q > 0 {
+        for i in (1..q).rev() {
+            for j in (0..4).rev() {
+                let p = j * q + i;
+                put(
+                    &mut states[j],
+                    &table[src[p - 1] as usize][src[p] as usize],
+                    &mut rev,
+                );
+            }
+        }
         for j in (0..4).rev() {
-            let p = j * q + i;
-            let (c, s) = (context(p), src[p] as usize);
-            put(&mut states[j], freqs[c][s], cums[c][s], &mut rev);
+            put(&mut states[j], &table[0][src[j * q] as usize], &mut rev);
         }
     }
-    finish(1, n, table, states, rev)
+    finish(1, n, head, states, rev)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! the frequency table, the four final states (u32 LE, state 0 first), then
 //! the renormalisation bytes in the order the decoder reads them.
 //! Encoding runs over the decoder's steps backwards, so the bytes are
-//! collected backwards and reversed once at the end.
+//! written from the end of a buffer towards its start.
 
 const SCALE_BITS: u32 = 12;
 const TOTAL: u32 = 1 << SCALE_BITS;
@@ -147,14 +147,33 @@ impl Sym {
     }
 }
 
+/// Renormalisation bytes, written backwards from the end of `buf`.
+struct Back {
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Back {
+    /// Room for `n` symbols: a state below 2^31 sheds at most two bytes
+    /// before a symbol of frequency 1 or more (its bound is at least 2^19).
+    fn new(n: usize) -> Back {
+        let len = 2 * n + 16;
+        Back {
+            buf: vec![0; len],
+            at: len,
+        }
+    }
+}
+
 /// Encodes one symbol into state `x` (`x / f << 12 | x % f` plus the
-/// symbol's start), pushing renormalisation bytes onto `rev` (collected
-/// backwards).
+/// symbol's start), writing renormalisation bytes before those already in
+/// `out`.
 #[inline]
-fn put(x: &mut u32, s: &Sym, rev: &mut Vec<u8>) {
+fn put(x: &mut u32, s: &Sym, out: &mut Back) {
     let mut v = *x;
     while v >= s.x_max {
-        rev.push(v as u8);
+        out.at -= 1;
+        out.buf[out.at] = v as u8;
         v >>= 8;
     }
     let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
@@ -173,24 +192,18 @@ fn syms(freqs: &[u32; 256]) -> [Sym; 256] {
     out
 }
 
-fn finish(
-    order: u8,
-    src_len: usize,
-    table: Vec<u8>,
-    states: [u32; 4],
-    mut rev: Vec<u8>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(9 + table.len() + 16 + rev.len());
+fn finish(order: u8, src_len: usize, table: Vec<u8>, states: [u32; 4], bytes: Back) -> Vec<u8> {
+    let tail = &bytes.buf[bytes.at..];
+    let mut out = Vec::with_capacity(9 + table.len() + 16 + tail.len());
     out.push(order);
-    let body = table.len() + 16 + rev.len();
+    let body = table.len() + 16 + tail.len();
     out.extend_from_slice(&(body as u32).to_le_bytes());
     out.extend_from_slice(&(src_len as u32).to_le_bytes());
     out.extend_from_slice(&table);
     for s in states {
         out.extend_from_slice(&s.to_le_bytes());
     }
-    rev.reverse();
-    out.extend_from_slice(&rev);
+    out.extend_from_slice(tail);
     out
 }
 
@@ -205,7 +218,7 @@ fn encode_order0(src: &[u8]) -> Vec<u8> {
     let mut table = Vec::new();
     put_symbols(&mut table, &present, |out, s| put_freq(out, freqs[s]));
     let mut states = [LOWER; 4];
-    let mut rev = Vec::with_capacity(src.len());
+    let mut rev = Back::new(src.len());
     // The decoder takes symbol i with state i % 4.
     for i in (0..src.len()).rev() {
         put(&mut states[i % 4], &table0[src[i] as usize], &mut rev);
@@ -276,7 +289,7 @@ fn encode_order1_with(
 ) -> Vec<u8> {
     let n = src.len();
     let mut states = [LOWER; 4];
-    let mut rev = Vec::with_capacity(n);
+    let mut rev = Back::new(n);
     for p in (4 * q..n).rev() {
         put(
             &mut states[3],

@@ -15,7 +15,8 @@ pub enum CramVersion {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CramOptions {
     pub version: CramVersion,
-    /// Deflate level of gzip blocks (0..9); `None` is the default (6).
+    /// Deflate level of gzip blocks (0..12, libdeflate); `None` is the
+    /// default (5, as htslib).
     pub level: Option<u32>,
 }
 
@@ -35,14 +36,14 @@ impl CramOptions {
             ("embed_ref", "0") | ("no_ref", "0") => {}
             ("embed_ref", "1" | "2") => {
                 return Err(CramError::Option(format!(
-                    "embed_ref={value} cannot be honoured: the CRAM encoder (noodles-cram) \
-                     does not embed reference sequences; use embed_ref=0 with --reference"
+                    "embed_ref={value} cannot be honoured: alnsort's CRAM encoder does not \
+                     embed reference sequences yet; use embed_ref=0 with --reference"
                 )))
             }
             ("no_ref", "1") => {
                 return Err(CramError::Option(
-                    "no_ref=1 cannot be honoured: the CRAM encoder (noodles-cram) always \
-                     encodes against the reference; use no_ref=0 with --reference"
+                    "no_ref=1 cannot be honoured: alnsort's CRAM encoder always encodes \
+                     against the reference; use no_ref=0 with --reference"
                         .into(),
                 ))
             }

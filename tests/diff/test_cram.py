@@ -854,3 +854,35 @@ def test_htsjdk_reads_the_read_groups_samtools_reads(alnsort_bin, data, tmp_path
     assert sum(any(t.startswith("RG:Z:") for t in r) for r in want) > len(want) // 2
     assert any("RG:Z:gX" in r for r in want)
     assert got == want
+
+
+@pytest.mark.parametrize("src", ["sam_norg", "extra_alignments"])
+def test_htsjdk_reads_records_noodles_could_not_write(alnsort_bin, data, tmp_path, src):
+    """htsjdk (Picard 3.4.0 ViewSam) reads alnsort's CRAM of aligned records
+    without bases, long reads, unmapped reads and supplementary/secondary
+    alignments into the fields it reads from samtools' CRAM of the same
+    input (tags aside: samtools drops and re-adds MD/NM), and reads the TLEN
+    samtools reads from alnsort's CRAM."""
+    import subprocess
+
+    picard = _picard()
+    path = _with_extra_alignments(data["sam_norg"], tmp_path / "extra.sam") if src == "extra_alignments" else data[src]
+    ours, theirs = tmp_path / "ours.cram", tmp_path / "theirs.cram"
+    check_ok(run_alnsort(["-O", "cram,version=3.0", "--reference", str(data["ref"]), "-o", str(ours), str(path)]))
+    oracle.samtools("sort", "--no-PG", "-O", "cram,version=3.0", "--reference", str(data["ref"]), "-o", str(theirs), str(path))
+
+    def view(p: Path) -> list[list[str]]:
+        res = subprocess.run(
+            [*picard, "ViewSam", "-I", str(p), "-R", str(data["ref"]), "--ALIGNMENT_STATUS", "All",
+             "--PF_STATUS", "All", "--VALIDATION_STRINGENCY", "SILENT"],
+            capture_output=True, check=False,
+        )
+        assert res.returncode == 0, res.stderr.decode()[-2000:]
+        return [ln.split("\t") for ln in res.stdout.decode().splitlines() if not ln.startswith("@")]
+
+    got, want = view(ours), view(theirs)
+    fields = lambda rs: sorted((*f[:8], *f[9:11]) for f in rs)  # noqa: E731
+    assert len(got) == len(_records(oracle.view(str(path)))) and any(f[9] == "*" and f[5] != "*" for f in got)
+    assert fields(got) == fields(want)
+    tlen = sorted((f[0], f[1], f[3], f[8]) for f in (ln.split("\t") for ln in _records(_view(ours, data["ref"]))))
+    assert sorted((f[0], f[1], f[3], f[8]) for f in got) == tlen

@@ -614,7 +614,8 @@ def test_cram_output_refuses_a_record_with_two_rg_tags(alnsort_bin, data, tmp_pa
     "fmt, message",
     [
         ("cram,embed_ref=1", "embed_ref=1 cannot be honoured"),
-        ("cram,no_ref=1", "no_ref=1 cannot be honoured"),
+        ("cram,embed_ref=2", "embed_ref=2 cannot be honoured"),
+        ("cram,no_ref=2", "no_ref=2: expected 0 or 1"),
         ("cram,version=2.1", "version=2.1"),
         ("bam,version=3.1", "version=3.1 applies to CRAM output only"),
         ("cram,seqs_per_slice=100", "unsupported output format option 'seqs_per_slice=100'"),
@@ -886,3 +887,26 @@ def test_htsjdk_reads_records_noodles_could_not_write(alnsort_bin, data, tmp_pat
     assert fields(got) == fields(want)
     tlen = sorted((f[0], f[1], f[3], f[8]) for f in (ln.split("\t") for ln in _records(_view(ours, data["ref"]))))
     assert sorted((f[0], f[1], f[3], f[8]) for f in got) == tlen
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+@pytest.mark.parametrize("order", ["coord", "name"])
+@pytest.mark.parametrize("src", ["sam_norg", "extra_alignments"])
+def test_cram_output_without_reference_no_ref(alnsort_bin, data, tmp_path, monkeypatch, src, order, version):
+    """`-O cram,no_ref=1` stores the bases verbatim: it is written and read
+    back without any reference to be found (no --reference, REF_PATH
+    pointing nowhere), and samtools reads it as it reads its own no_ref
+    CRAM of alnsort's BAM of the same sort."""
+    path = _with_extra_alignments(data["sam_norg"], tmp_path / "extra.sam") if src == "extra_alignments" else data[src]
+    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
+    check_ok(run_alnsort([*ORDERS[order], "-o", str(bam), str(path)]))
+    monkeypatch.setenv("REF_PATH", str(tmp_path / "no-refs"))
+    monkeypatch.delenv("REF_CACHE", raising=False)
+    fmt = f"cram,version={version},no_ref=1"
+    check_ok(run_alnsort([*ORDERS[order], "-O", fmt, "-o", str(cram), str(path)]))
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-O", fmt, "-o", str(theirs), str(bam))
+    view = lambda p: _records(oracle.samtools("view", "--no-PG", str(p)).stdout.decode())  # noqa: E731
+    got, want = view(cram), view(theirs)
+    assert len(want) == len(_records(oracle.view(str(bam)))) > 1500
+    assert_same_text("\n".join(want), "\n".join(got), f"no_ref CRAM of {src}, {order}, {version}")

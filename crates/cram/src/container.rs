@@ -46,6 +46,7 @@ enum Ds {
     Sc,
     Mq,
     Qs,
+    Bb,
 }
 
 /// How a series' values sit in its external block.
@@ -57,9 +58,12 @@ enum Kind {
     Byte,
     /// Byte strings ended by a NUL (BYTE_ARRAY_STOP encoding).
     Stop,
+    /// Byte strings after their ITF8 length (BYTE_ARRAY_LEN encoding, both
+    /// EXTERNAL in the series' block).
+    Len,
 }
 
-const SERIES: [(Ds, [u8; 2], Kind); 25] = [
+const SERIES: [(Ds, [u8; 2], Kind); 26] = [
     (Ds::Bf, *b"BF", Kind::Int),
     (Ds::Cf, *b"CF", Kind::Int),
     (Ds::Ri, *b"RI", Kind::Int),
@@ -85,6 +89,7 @@ const SERIES: [(Ds, [u8; 2], Kind); 25] = [
     (Ds::Sc, *b"SC", Kind::Stop),
     (Ds::Mq, *b"MQ", Kind::Int),
     (Ds::Qs, *b"QS", Kind::Byte),
+    (Ds::Bb, *b"BB", Kind::Len),
 ];
 
 /// CRAM flags (CF, §10.2).
@@ -342,7 +347,8 @@ pub(crate) fn encode(
                 ));
             }
             let refseq = seq_of(r.ref_id());
-            read_len = features(r, &s.bases, qual, refseq, ser).map_err(|what| (k, what))?;
+            read_len =
+                features(r, &s.bases, qual, refseq, opts.no_ref, ser).map_err(|what| (k, what))?;
             int(&mut ser[Ds::Mq as usize], r.mapq() as i32);
         } else {
             read_len = l_seq;
@@ -372,6 +378,14 @@ pub(crate) fn encode(
         ds_map.extend_from_slice(key);
         match kind {
             Kind::Int | Kind::Byte => external_encoding(&mut ds_map, id),
+            Kind::Len => {
+                let mut params = Vec::new();
+                external_encoding(&mut params, id);
+                external_encoding(&mut params, id);
+                write_itf8(&mut ds_map, 4);
+                write_itf8(&mut ds_map, params.len() as u32);
+                ds_map.extend_from_slice(&params);
+            }
             Kind::Stop => {
                 let mut params = vec![0u8];
                 write_itf8(&mut params, id);
@@ -405,7 +419,9 @@ pub(crate) fn encode(
     write_itf8(&mut pm, 5);
     pm.extend_from_slice(b"RN\x01AP");
     pm.push(u8::from(sorted));
-    pm.extend_from_slice(b"RR\x01SM");
+    pm.extend_from_slice(b"RR");
+    pm.push(u8::from(!opts.no_ref));
+    pm.extend_from_slice(b"SM");
     pm.extend_from_slice(&SUBSTITUTION_MATRIX);
     pm.extend_from_slice(b"TD");
     write_itf8(&mut pm, s.line_order.len() as u32);
@@ -500,6 +516,7 @@ fn features(
     bases: &[u8],
     qual: &[u8],
     refseq: Option<&[u8]>,
+    no_ref: bool,
     ser: &mut [Vec<u8>],
 ) -> Result<usize, String> {
     let has_seq = !bases.is_empty();
@@ -546,7 +563,13 @@ fn features(
         let len = len as usize;
         match op {
             0 | 7 | 8 => {
-                if has_seq {
+                if has_seq && no_ref {
+                    // No reference: the bases verbatim, as one stretch.
+                    feature(ser, b'b', rp);
+                    let bb = &mut ser[Ds::Bb as usize];
+                    write_itf8(bb, len as u32);
+                    bb.extend_from_slice(&bases[rp..rp + len]);
+                } else if has_seq {
                     for i in 0..len {
                         let b = bases[rp + i];
                         let rb = refseq.and_then(|s| s.get(ap + i).copied());
@@ -617,7 +640,7 @@ fn features(
 /// (its own codecs are not written yet).
 fn method(ds: Ds, opts: &CramOptions) -> Method {
     match ds {
-        Ds::Rn | Ds::In | Ds::Sc | Ds::Np | Ds::Ts | Ds::Fp => Method::Gzip(level(opts)),
+        Ds::Rn | Ds::In | Ds::Sc | Ds::Np | Ds::Ts | Ds::Fp | Ds::Bb => Method::Gzip(level(opts)),
         Ds::Ba | Ds::Bs | Ds::Fc => Method::Rans4x8(false),
         Ds::Qs => Method::Rans4x8(true),
         _ => Method::Smaller(level(opts)),

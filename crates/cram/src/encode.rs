@@ -121,7 +121,11 @@ impl<W: Write> CramWriter<W> {
         // so that each is loaded once.
         {
             use noodles_sam::header::record::value::map::reference_sequence::tag;
-            let missing = if holding == RefHolding::InUse {
+            let missing = if opts.no_ref {
+                // No reference is needed, so none is looked for: the
+                // header stays as given.
+                Vec::new()
+            } else if holding == RefHolding::InUse {
                 references.missing_m5(&header).map_err(header_err)?
             } else {
                 let mut lease = references.lease();
@@ -311,7 +315,7 @@ fn encode_container(
     for (k, r) in records.iter().enumerate() {
         let view = alnsort_bam::RecordRef::with_block_size(r);
         let tid = view.ref_id();
-        if tid < 0 || !(view.flag() & 0x4 == 0 || single) {
+        if shared.opts.no_ref || tid < 0 || !(view.flag() & 0x4 == 0 || single) {
             continue;
         }
         let record = first + k as u64 + 1;

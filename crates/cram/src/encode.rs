@@ -126,7 +126,7 @@ impl<W: Write> CramWriter<W> {
                 // header stays as given.
                 Vec::new()
             } else if holding == RefHolding::InUse {
-                references.missing_m5(&header).map_err(header_err)?
+                references.missing_m5(&header, &pool).map_err(header_err)?
             } else {
                 let mut lease = references.lease();
                 let mut out = Vec::new();

@@ -422,11 +422,11 @@ def _cram_size(path: Path) -> str:
     return pysam.samtools.cram_size("-v", str(path))
 
 
-@pytest.mark.parametrize("fmt, method", [("cram", "r4x8-o1"), ("cram,version=3.1", "r4x8-o1")])
+@pytest.mark.parametrize("fmt, method", [("cram", "r4x8-o1"), ("cram,version=3.1", "r4x16-o1")])
 def test_cram_output_stores_qualities_with_samtools_codec(alnsort_bin, data, tmp_path, fmt, method):
-    """CRAM output stores the quality scores (QS) with rANS 4x8 order 1,
-    the codec samtools picks for them in CRAM 3.0 on the benchmark (CRAM
-    3.1 too, until alnsort has a rANS Nx16 encoder; samtools tries
+    """CRAM output stores the quality scores (QS) with rANS order 1 (4x8
+    in CRAM 3.0, the codec samtools picks for them on the benchmark; Nx16
+    in CRAM 3.1; samtools tries
     codecs on each input, so its choice on this small one is not checked);
     samtools reads the records back as it reads its own CRAM of them."""
     src = data["sam_plain"]

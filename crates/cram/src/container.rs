@@ -10,7 +10,7 @@
 //! carry CRAM flag 0x8 and features from the CIGAR only, missing qualities
 //! are stored as 0xff bytes, as htslib stores them.
 
-use crate::options::CramOptions;
+use crate::options::{CramOptions, CramVersion};
 use crate::wire::{crc32, write_itf8, write_ltf8};
 use alnsort_bam::RecordRef;
 use md5::{Digest, Md5};
@@ -108,7 +108,7 @@ const CORE_DATA: u8 = 5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Method {
     Gzip(u32),
-    /// rANS 4x8, order 1 when true.
+    /// rANS 4x8 (rANS Nx16 in CRAM 3.1), order 1 when true.
     Rans4x8(bool),
     /// rANS 4x8 order 1 or gzip, whichever is smaller for the block
     /// (integer streams: order 1 follows the bytes of varied ITF8 values,
@@ -365,6 +365,7 @@ pub(crate) fn encode(
     }
 
     // Blocks: core (empty), then the series and tags in content-id order.
+    let nx16 = opts.version == CramVersion::V3_1;
     let mut externals: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut ds_map = Vec::new();
     let mut ds_count = 0u32;
@@ -394,7 +395,7 @@ pub(crate) fn encode(
                 ds_map.extend_from_slice(&params);
             }
         }
-        externals.push((id, block(EXTERNAL_DATA, id, data, method(*ds, opts))));
+        externals.push((id, block(EXTERNAL_DATA, id, data, method(*ds, opts), nx16)));
     }
     let mut tag_keys: Vec<u32> = s.tags.keys().copied().collect();
     tag_keys.sort_unstable();
@@ -411,7 +412,10 @@ pub(crate) fn encode(
         write_itf8(&mut tag_map, params.len() as u32);
         tag_map.extend_from_slice(&params);
         let data = &s.tags[&key];
-        externals.push((key, block(EXTERNAL_DATA, key, data, tag_method(key, opts))));
+        externals.push((
+            key,
+            block(EXTERNAL_DATA, key, data, tag_method(key, opts), nx16),
+        ));
     }
 
     // Compression header (§8.4).
@@ -636,8 +640,8 @@ fn features(
 /// them on short-read data (`samtools cram-size -v`): rANS 4x8 order 1 for
 /// the qualities, order 0 for single bases and feature codes, gzip for
 /// names, base stretches and positions, the smaller of rANS 4x8 order 1
-/// and gzip for the other integer series (samtools also tries codecs). CRAM 3.1 the same
-/// (its own codecs are not written yet).
+/// and gzip for the other integer series (samtools also tries codecs).
+/// CRAM 3.1 takes rANS Nx16 where 3.0 takes rANS 4x8.
 fn method(ds: Ds, opts: &CramOptions) -> Method {
     match ds {
         Ds::Rn | Ds::In | Ds::Sc | Ds::Np | Ds::Ts | Ds::Fp | Ds::Bb => Method::Gzip(level(opts)),
@@ -662,15 +666,23 @@ fn level(opts: &CramOptions) -> u32 {
 
 /// `data` compressed by `m` as an external block of content `id`; raw when
 /// compressing would not make it smaller.
-fn block(content_type: u8, id: u32, data: &[u8], m: Method) -> Vec<u8> {
+/// rANS is rANS Nx16 (method 5) when `nx16` (CRAM 3.1), else rANS 4x8.
+fn block(content_type: u8, id: u32, data: &[u8], m: Method, nx16: bool) -> Vec<u8> {
+    let rans = |order1| {
+        if nx16 {
+            (5, crate::rans::encode_nx16(order1, data))
+        } else {
+            (4, crate::rans::encode(order1, data))
+        }
+    };
     let packed = match m {
         Method::Gzip(level) => gzip(data, level).map(|d| (1, d)),
-        Method::Rans4x8(order1) => Some((4, crate::rans::encode(order1, data))),
+        Method::Rans4x8(order1) => Some(rans(order1)),
         Method::Smaller(level) => {
-            let r = crate::rans::encode(true, data);
+            let r = rans(true);
             match gzip(data, level) {
-                Some(g) if g.len() < r.len() => Some((1, g)),
-                _ => Some((4, r)),
+                Some(g) if g.len() < r.1.len() => Some((1, g)),
+                _ => Some(r),
             }
         }
     };

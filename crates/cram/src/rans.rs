@@ -16,9 +16,45 @@ const LOWER: u32 = 1 << 23;
 /// Compresses `src` with rANS 4x8 of order 0 or 1.
 pub(crate) fn encode(order1: bool, src: &[u8]) -> Vec<u8> {
     if order1 {
-        encode_order1(src)
+        encode_order1::<false>(src)
     } else {
-        encode_order0(src)
+        encode_order0::<false>(src)
+    }
+}
+
+/// Compresses `src` with rANS Nx16 (CRAM 3.1, block method 5) of order 0
+/// or 1, four states, no transforms (flag byte 0 or 1): as rANS 4x8 but
+/// for a 16-bit renormalisation from a lower bound of 2^15, a size in
+/// uint7, and other frequency tables (an alphabet, then uint7
+/// frequencies; for order 1 a row per alphabet symbol with runs of zeros
+/// counted).
+pub(crate) fn encode_nx16(order1: bool, src: &[u8]) -> Vec<u8> {
+    if order1 {
+        encode_order1::<true>(src)
+    } else {
+        encode_order0::<true>(src)
+    }
+}
+
+/// The lower bound of a normalised rANS Nx16 state.
+const LOWER_NX16: u32 = 1 << 15;
+
+/// Appends `v` as uint7: 7 bits a byte, most significant first, the top
+/// bit set on all but the last.
+fn put_uint7(out: &mut Vec<u8>, v: u32) {
+    let mut groups = [0u8; 5];
+    let mut n = 0;
+    let mut v = v;
+    loop {
+        groups[n] = (v & 0x7f) as u8;
+        n += 1;
+        v >>= 7;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in (0..n).rev() {
+        out.push(groups[i] | if i > 0 { 0x80 } else { 0 });
     }
 }
 
@@ -180,6 +216,31 @@ fn put(x: &mut u32, s: &Sym, out: &mut Back) {
     *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
 }
 
+/// As [`put`], with rANS Nx16's renormalisation: one 16-bit word
+/// (little-endian), enough for a state below 2^31 and a bound of 2^19 or
+/// more.
+#[inline]
+fn put16(x: &mut u32, s: &Sym, out: &mut Back) {
+    let mut v = *x;
+    if v >= s.x_max {
+        out.at -= 2;
+        out.buf[out.at] = v as u8;
+        out.buf[out.at + 1] = (v >> 8) as u8;
+        v >>= 16;
+    }
+    let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
+    *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
+}
+
+#[inline]
+fn put_any<const N16: bool>(x: &mut u32, s: &Sym, out: &mut Back) {
+    if N16 {
+        put16(x, s, out)
+    } else {
+        put(x, s, out)
+    }
+}
+
 /// The prepared symbols of a frequency table.
 fn syms(freqs: &[u32; 256]) -> [Sym; 256] {
     let cum = starts(freqs);
@@ -192,13 +253,23 @@ fn syms(freqs: &[u32; 256]) -> [Sym; 256] {
     out
 }
 
-fn finish(order: u8, src_len: usize, table: Vec<u8>, states: [u32; 4], bytes: Back) -> Vec<u8> {
+fn finish<const N16: bool>(
+    order: u8,
+    src_len: usize,
+    table: Vec<u8>,
+    states: [u32; 4],
+    bytes: Back,
+) -> Vec<u8> {
     let tail = &bytes.buf[bytes.at..];
     let mut out = Vec::with_capacity(9 + table.len() + 16 + tail.len());
     out.push(order);
-    let body = table.len() + 16 + tail.len();
-    out.extend_from_slice(&(body as u32).to_le_bytes());
-    out.extend_from_slice(&(src_len as u32).to_le_bytes());
+    if N16 {
+        put_uint7(&mut out, src_len as u32);
+    } else {
+        let body = table.len() + 16 + tail.len();
+        out.extend_from_slice(&(body as u32).to_le_bytes());
+        out.extend_from_slice(&(src_len as u32).to_le_bytes());
+    }
     out.extend_from_slice(&table);
     for s in states {
         out.extend_from_slice(&s.to_le_bytes());
@@ -207,7 +278,7 @@ fn finish(order: u8, src_len: usize, table: Vec<u8>, states: [u32; 4], bytes: Ba
     out
 }
 
-fn encode_order0(src: &[u8]) -> Vec<u8> {
+fn encode_order0<const N16: bool>(src: &[u8]) -> Vec<u8> {
     let mut counts = [0u32; 256];
     for &b in src {
         counts[b as usize] += 1;
@@ -216,17 +287,24 @@ fn encode_order0(src: &[u8]) -> Vec<u8> {
     let table0 = syms(&freqs);
     let present = counts.map(|c| c > 0);
     let mut table = Vec::new();
-    put_symbols(&mut table, &present, |out, s| put_freq(out, freqs[s]));
-    let mut states = [LOWER; 4];
+    if N16 {
+        put_symbols(&mut table, &present, |_, _| {});
+        for s in (0..256).filter(|&s| present[s]) {
+            put_uint7(&mut table, freqs[s]);
+        }
+    } else {
+        put_symbols(&mut table, &present, |out, s| put_freq(out, freqs[s]));
+    }
+    let mut states = [if N16 { LOWER_NX16 } else { LOWER }; 4];
     let mut rev = Back::new(src.len());
     // The decoder takes symbol i with state i % 4.
     for i in (0..src.len()).rev() {
-        put(&mut states[i % 4], &table0[src[i] as usize], &mut rev);
+        put_any::<N16>(&mut states[i % 4], &table0[src[i] as usize], &mut rev);
     }
-    finish(0, src.len(), table, states, rev)
+    finish::<N16>(0, src.len(), table, states, rev)
 }
 
-fn encode_order1(src: &[u8]) -> Vec<u8> {
+fn encode_order1<const N16: bool>(src: &[u8]) -> Vec<u8> {
     let n = src.len();
     let q = n / 4;
     // The decoder's steps: for i in 0..q, streams 0..4 (stream j at j*q + i,
@@ -251,18 +329,59 @@ fn encode_order1(src: &[u8]) -> Vec<u8> {
             used[c] = counts[c].iter().any(|&x| x > 0);
         }
         let mut head = Vec::new();
-        put_symbols(&mut head, &used, |out, c| {
-            let freqs = normalise(&counts[c]);
-            table[c] = syms(&freqs);
-            let present = counts[c].map(|x| x > 0);
-            put_symbols(out, &present, |out, s| put_freq(out, freqs[s]));
-        });
+        if N16 {
+            // One alphabet for symbols and contexts (0, the contexts'
+            // start, always in it), 12-bit frequencies, table stored
+            // uncompressed; each context's row over the alphabet, a zero
+            // followed by how many more zeros are left out.
+            let mut alphabet = used;
+            alphabet[0] = true;
+            for row in counts.iter() {
+                for (a, &x) in alphabet.iter_mut().zip(row.iter()) {
+                    *a |= x > 0;
+                }
+            }
+            head.push((SCALE_BITS as u8) << 4);
+            put_symbols(&mut head, &alphabet, |_, _| {});
+            let letters: Vec<usize> = (0..256).filter(|&x| alphabet[x]).collect();
+            for &c in &letters {
+                let freqs = if used[c] {
+                    normalise(&counts[c])
+                } else {
+                    [0; 256]
+                };
+                if used[c] {
+                    table[c] = syms(&freqs);
+                }
+                let mut k = 0;
+                while k < letters.len() {
+                    let f = freqs[letters[k]];
+                    put_uint7(&mut head, f);
+                    k += 1;
+                    if f == 0 {
+                        let mut run = 0;
+                        while run < 255 && k + run < letters.len() && freqs[letters[k + run]] == 0 {
+                            run += 1;
+                        }
+                        head.push(run as u8);
+                        k += run;
+                    }
+                }
+            }
+        } else {
+            put_symbols(&mut head, &used, |out, c| {
+                let freqs = normalise(&counts[c]);
+                table[c] = syms(&freqs);
+                let present = counts[c].map(|x| x > 0);
+                put_symbols(out, &present, |out, s| put_freq(out, freqs[s]));
+            });
+        }
         for c in 0..256 {
             if used[c] {
                 counts[c] = [0; 256];
             }
         }
-        encode_order1_with(src, q, &context, table, head)
+        encode_order1_with::<N16>(src, q, &context, table, head)
     })
 }
 
@@ -280,7 +399,7 @@ thread_local! {
     });
 }
 
-fn encode_order1_with(
+fn encode_order1_with<const N16: bool>(
     src: &[u8],
     q: usize,
     context: &dyn Fn(usize) -> usize,
@@ -288,10 +407,10 @@ fn encode_order1_with(
     head: Vec<u8>,
 ) -> Vec<u8> {
     let n = src.len();
-    let mut states = [LOWER; 4];
+    let mut states = [if N16 { LOWER_NX16 } else { LOWER }; 4];
     let mut rev = Back::new(n);
     for p in (4 * q..n).rev() {
-        put(
+        put_any::<N16>(
             &mut states[3],
             &table[context(p)][src[p] as usize],
             &mut rev,
@@ -301,7 +420,7 @@ fn encode_order1_with(
         for i in (1..q).rev() {
             for j in (0..4).rev() {
                 let p = j * q + i;
-                put(
+                put_any::<N16>(
                     &mut states[j],
                     &table[src[p - 1] as usize][src[p] as usize],
                     &mut rev,
@@ -309,21 +428,72 @@ fn encode_order1_with(
             }
         }
         for j in (0..4).rev() {
-            put(&mut states[j], &table[0][src[j * q] as usize], &mut rev);
+            put_any::<N16>(&mut states[j], &table[0][src[j * q] as usize], &mut rev);
         }
     }
-    finish(1, n, head, states, rev)
+    finish::<N16>(1, n, head, states, rev)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A decoder written from the same spec, for round trips.
     fn decode(src: &[u8]) -> Vec<u8> {
+        decode_any(src, false)
+    }
+
+    fn get_uint7(src: &[u8], at: &mut usize) -> u32 {
+        let mut v = 0;
+        loop {
+            let c = src[*at];
+            *at += 1;
+            v = (v << 7) | (c & 0x7f) as u32;
+            if c < 0x80 {
+                return v;
+            }
+        }
+    }
+
+    /// The symbols of an alphabet (as `put_symbols` writes it).
+    fn get_alphabet(src: &[u8], at: &mut usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut sym = src[*at] as usize;
+        *at += 1;
+        let mut last = sym;
+        let mut run = 0;
+        loop {
+            out.push(sym);
+            if run > 0 {
+                run -= 1;
+                sym += 1;
+            } else {
+                sym = src[*at] as usize;
+                *at += 1;
+                if sym == last + 1 {
+                    run = src[*at] as usize;
+                    *at += 1;
+                }
+            }
+            last = sym;
+            if sym == 0 {
+                return out;
+            }
+        }
+    }
+
+    /// A decoder written from the same spec (rANS 4x8, or Nx16 with four
+    /// states and no transforms), for round trips.
+    fn decode_any(src: &[u8], nx16: bool) -> Vec<u8> {
         let order = src[0];
-        let n = u32::from_le_bytes(src[5..9].try_into().unwrap()) as usize;
-        let mut at = 9;
+        let (n, mut at) = if nx16 {
+            let mut at = 1;
+            (get_uint7(src, &mut at) as usize, at)
+        } else {
+            (
+                u32::from_le_bytes(src[5..9].try_into().unwrap()) as usize,
+                9,
+            )
+        };
         let read_freqs = |at: &mut usize, f: &mut [u32; 256]| {
             let mut sym = src[*at] as usize;
             *at += 1;
@@ -355,7 +525,29 @@ mod tests {
             }
         };
         let mut freqs = vec![[0u32; 256]; 256];
-        if order == 0 {
+        if nx16 && order == 0 {
+            for sym in get_alphabet(src, &mut at) {
+                freqs[0][sym] = get_uint7(src, &mut at);
+            }
+        } else if nx16 {
+            assert_eq!(src[at], 0xc0);
+            at += 1;
+            let letters = get_alphabet(src, &mut at);
+            for &c in &letters {
+                let mut run = 0;
+                for &sym in &letters {
+                    if run > 0 {
+                        run -= 1;
+                        continue;
+                    }
+                    freqs[c][sym] = get_uint7(src, &mut at);
+                    if freqs[c][sym] == 0 {
+                        run = src[at];
+                        at += 1;
+                    }
+                }
+            }
+        } else if order == 0 {
             read_freqs(&mut at, &mut freqs[0]);
         } else {
             let mut ctx = src[at] as usize;
@@ -394,9 +586,16 @@ mod tests {
                 .find(|&s| freqs[c][s] > 0 && cums[c][s] <= m && m < cums[c][s] + freqs[c][s])
                 .unwrap();
             *x = freqs[c][s] * (*x >> SCALE_BITS) + m - cums[c][s];
-            while *x < LOWER {
-                *x = (*x << 8) | src[*at] as u32;
-                *at += 1;
+            if nx16 {
+                if *x < LOWER_NX16 {
+                    *x = (*x << 16) | u16::from_le_bytes([src[*at], src[*at + 1]]) as u32;
+                    *at += 2;
+                }
+            } else {
+                while *x < LOWER {
+                    *x = (*x << 8) | src[*at] as u32;
+                    *at += 1;
+                }
             }
             s as u8
         };
@@ -445,6 +644,13 @@ mod tests {
             for order1 in [false, true] {
                 let enc = encode(order1, src);
                 assert_eq!(decode(&enc), *src, "order1 {order1}, {} bytes", src.len());
+                let enc = encode_nx16(order1, src);
+                assert_eq!(
+                    decode_any(&enc, true),
+                    *src,
+                    "Nx16, order1 {order1}, {} bytes",
+                    src.len()
+                );
             }
         }
     }

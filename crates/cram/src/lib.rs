@@ -1,4 +1,5 @@
-//! CRAM 3.0/3.1 input and output for alnsort, through noodles-cram.
+//! CRAM 3.0/3.1 input (through noodles-cram) and output (alnsort's own
+//! encoder) for alnsort.
 //!
 //! The rest of alnsort sees only raw BAM records (each with its 4-byte
 //! `block_size`, as `alnsort_bam` lays them out). This crate converts:

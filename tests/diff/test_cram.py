@@ -910,3 +910,48 @@ def test_cram_output_without_reference_no_ref(alnsort_bin, data, tmp_path, monke
     got, want = view(cram), view(theirs)
     assert len(want) == len(_records(oracle.view(str(bam)))) > 1500
     assert_same_text("\n".join(want), "\n".join(got), f"no_ref CRAM of {src}, {order}, {version}")
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+def test_cram_output_of_unusual_alignments(alnsort_bin, data, tmp_path, version):
+    """Read features beyond the usual: a read running past the end of its
+    reference, bases N and IUPAC codes (stored as B features where no
+    substitution code fits), `=`/`X` CIGAR operations, padding, hard clips
+    and reference skips, an insertion at the read's start, a record of
+    soft clips only. samtools reads alnsort's CRAM as it reads its own CRAM
+    of alnsort's BAM of the same input."""
+    seqs = {}
+    name = None
+    for ln in data["ref"].read_text().splitlines():
+        if ln.startswith(">"):
+            name = ln[1:].split()[0]
+            seqs[name] = []
+        else:
+            seqs[name].append(ln)
+    ref = {k: "".join(v).upper() for k, v in seqs.items()}
+    c = ref["chrC"]
+    q = lambda n: "I" * n  # noqa: E731
+    recs = [
+        # 60 bases from 19,971: the last 30 past chrC's end (20,000).
+        ("over", 0, "chrC", 19971, "60M", c[19970:] + "ACGT" * 7 + "AC"),
+        # N and IUPAC bases against the reference, and an N read base.
+        ("iupac", 16, "chrC", 101, "40M", c[100:110] + "NRYK" + c[114:130] + "NNMW" + c[134:140]),
+        # = and X operations, P, H, N, an insertion first, soft clips only.
+        ("eqx", 0, "chrC", 201, "5H2I10=1X9=4N8M5H", "GG" + c[200:210] + ("A" if c[210] != "A" else "C") + c[211:220] + c[224:232]),
+        ("pad", 0, "chrC", 301, "10M2P3I10M", c[300:310] + "TTT" + c[310:320]),
+        ("clips", 0, "chrC", 401, "30S", c[400:430]),
+    ]
+    lines = ["@HD\tVN:1.6\tSO:unsorted"] + [f"@SQ\tSN:{k}\tLN:{len(v)}" for k, v in ref.items()]
+    for n, flag, rname, pos, cigar, seq in recs:
+        lines.append("\t".join(map(str, [n, flag, rname, pos, 60, cigar, "*", 0, 0, seq, q(len(seq))])))
+    src = tmp_path / "in.sam"
+    src.write_text("\n".join(lines) + "\n")
+    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
+    fmt = f"cram,version={version}"
+    check_ok(run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort(["-o", str(bam), str(src)]))
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(data["ref"]), "-o", str(theirs), str(bam))
+    got, want = _records(_view(cram, data["ref"])), _records(_view(theirs, data["ref"]))
+    assert len(want) == len(recs)
+    assert_same_text("\n".join(want), "\n".join(got), f"unusual alignments, {version}")

@@ -955,3 +955,27 @@ def test_cram_output_of_unusual_alignments(alnsort_bin, data, tmp_path, version)
     got, want = _records(_view(cram, data["ref"])), _records(_view(theirs, data["ref"]))
     assert len(want) == len(recs)
     assert_same_text("\n".join(want), "\n".join(got), f"unusual alignments, {version}")
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+def test_cram_output_of_a_cigar_too_long_for_bam(alnsort_bin, data, tmp_path, version):
+    """A read of 66,000 CIGAR operations (more than BAM's 65,535: the record
+    holds `kSmN` and the real CIGAR in CG) is encoded with its real CIGAR,
+    as samtools encodes it: samtools reads alnsort's CRAM as its own."""
+    ref = "".join(ln for ln in data["ref"].read_text().split(">chrA", 1)[1].split(">", 1)[0].splitlines()[1:]).upper()
+    n = 33_000
+    seq = "".join(ref[1000 + i] + "A" for i in range(n))
+    lines = ["@HD\tVN:1.6\tSO:unsorted", "@SQ\tSN:chrA\tLN:60000", "@SQ\tSN:chrB\tLN:35000", "@SQ\tSN:chrC\tLN:20000"]
+    lines.append("\t".join(["huge", "0", "chrA", "1001", "60", "1M1I" * n, "*", "0", "0", seq, "I" * len(seq)]))
+    lines.append("\t".join(["small", "0", "chrA", "1001", "60", "10M", "*", "0", "0", ref[1000:1010], "I" * 10]))
+    src = tmp_path / "in.sam"
+    src.write_text("\n".join(lines) + "\n")
+    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
+    fmt = f"cram,version={version}"
+    check_ok(run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort(["-o", str(bam), str(src)]))
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(data["ref"]), "-o", str(theirs), str(bam))
+    got, want = _records(_view(cram, data["ref"])), _records(_view(theirs, data["ref"]))
+    assert len(want) == 2 and want[0].split("\t")[5] == "1M1I" * n
+    assert_same_text("\n".join(want), "\n".join(got), f"a CIGAR too long for BAM, {version}")

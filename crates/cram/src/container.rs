@@ -188,6 +188,7 @@ pub(crate) struct Scratch {
     line_order: Vec<u8>,
     line: Vec<u8>,
     bases: Vec<u8>,
+    cigar: Vec<(u8, u32)>,
 }
 
 /// Encodes the framed BAM records `records` (in output order; `counter`
@@ -281,6 +282,14 @@ pub(crate) fn encode(
         last_ap = apos;
         // Read group and tags.
         let aux = r.aux();
+        // A CIGAR too long for BAM (`kSmN` with the real one in CG:B,I, SAM
+        // spec §4.2.2): the real one is encoded and CG left out, as htslib
+        // does (it reads the real CIGAR into the record).
+        s.cigar.clear();
+        let long_cigar = long_cigar(r, &mut s.cigar);
+        if !long_cigar {
+            s.cigar.extend(r.cigar());
+        }
         let mut rg = -1i32;
         s.line.clear();
         let mut i = 0;
@@ -291,6 +300,10 @@ pub(crate) fn encode(
                 return Err((k, "a malformed tag area".into()));
             };
             let tag = [aux[i], aux[i + 1]];
+            if long_cigar && tag == *b"CG" {
+                i += 3 + len;
+                continue;
+            }
             if tag == *b"RG" {
                 if rg_seen {
                     return Err((
@@ -347,8 +360,8 @@ pub(crate) fn encode(
                 ));
             }
             let refseq = seq_of(r.ref_id());
-            read_len =
-                features(r, &s.bases, qual, refseq, opts.no_ref, ser).map_err(|what| (k, what))?;
+            read_len = features(r, &s.cigar, &s.bases, qual, refseq, opts.no_ref, ser)
+                .map_err(|what| (k, what))?;
             int(&mut ser[Ds::Mq as usize], r.mapq() as i32);
         } else {
             read_len = l_seq;
@@ -512,11 +525,43 @@ fn external_encoding(out: &mut Vec<u8>, id: u32) {
     out.extend_from_slice(&params);
 }
 
+/// Whether `r` holds a CIGAR too long for BAM (two operations, `kSmN` with
+/// k its length, and a CG:B,I tag); if so its real operations go to `out`.
+fn long_cigar(r: &RecordRef, out: &mut Vec<(u8, u32)>) -> bool {
+    if r.n_cigar_op() != 2 || r.l_seq() == 0 {
+        return false;
+    }
+    let mut ops = r.cigar();
+    let (Some((4, k)), Some((3, _))) = (ops.next(), ops.next()) else {
+        return false;
+    };
+    if k as usize != r.l_seq() {
+        return false;
+    }
+    let Some((b'B', val)) = r.aux_get(*b"CG") else {
+        return false;
+    };
+    if val.len() < 5 || val[0] != b'I' {
+        return false;
+    }
+    let n = u32::from_le_bytes([val[1], val[2], val[3], val[4]]) as usize;
+    let Some(words) = val.get(5..5 + 4 * n) else {
+        return false;
+    };
+    out.extend(words.chunks_exact(4).map(|c| {
+        let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        ((v & 0xf) as u8, v >> 4)
+    }));
+    true
+}
+
 /// The read features of a mapped record (§10.6) from its CIGAR against
 /// `refseq`, written to their series with FN; returns the read length (the
 /// CIGAR's query length when the record has no bases).
+#[allow(clippy::too_many_arguments)]
 fn features(
     r: &RecordRef,
+    cigar: &[(u8, u32)],
     bases: &[u8],
     qual: &[u8],
     refseq: Option<&[u8]>,
@@ -536,10 +581,10 @@ fn features(
         last = at + 1;
         n += 1;
     };
-    let query_len: usize = r
-        .cigar()
-        .filter(|&(op, _)| matches!(op, 0 | 1 | 4 | 7 | 8))
-        .map(|(_, l)| l as usize)
+    let query_len: usize = cigar
+        .iter()
+        .filter(|&&(op, _)| matches!(op, 0 | 1 | 4 | 7 | 8))
+        .map(|&(_, l)| l as usize)
         .sum();
     if has_seq && query_len != bases.len() {
         return Err(format!(
@@ -547,7 +592,7 @@ fn features(
             bases.len()
         ));
     }
-    if r.n_cigar_op() == 0 && has_seq {
+    if cigar.is_empty() && has_seq {
         return Err(
             "bases and flag 0x4 (unmapped) clear but no CIGAR; samtools \
                     refuses such a record in CRAM too"
@@ -563,7 +608,7 @@ fn features(
         }
         out.push(0);
     };
-    for (op, len) in r.cigar() {
+    for &(op, len) in cigar {
         let len = len as usize;
         match op {
             0 | 7 | 8 => {

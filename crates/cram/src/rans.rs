@@ -321,9 +321,23 @@ fn encode_order1<const N16: bool>(src: &[u8]) -> Vec<u8> {
     ORDER1.with(|o1| {
         let o1 = &mut *o1.borrow_mut();
         let (counts, table) = (&mut o1.counts, &mut o1.table);
-        for p in 0..n {
-            counts[context(p)][src[p] as usize] += 1;
+        // Stream by stream, as `context` gives them (without its division
+        // per symbol): four streams of q from context 0, then the rest
+        // continuing the last stream (from 0 when there are none).
+        let mut count = |from: usize, to: usize, mut last: usize| -> usize {
+            for &b in &src[from..to] {
+                counts[last][b as usize] += 1;
+                last = b as usize;
+            }
+            last
+        };
+        let mut last = 0;
+        if q > 0 {
+            for j in 0..4 {
+                last = count(j * q, (j + 1) * q, 0);
+            }
         }
+        count(4 * q, n, last);
         let mut used = [false; 256];
         for c in 0..256 {
             used[c] = counts[c].iter().any(|&x| x > 0);

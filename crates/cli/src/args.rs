@@ -329,8 +329,8 @@ pub const OPTIONS: &[OptSpec] = &[
                (.sam: SAM, .sam.gz: BGZF SAM, .cram: CRAM, anything else: BAM). \
                SAM with level=N is BGZF-compressed SAM. OPT is level=N, \
                reference=FILE (as --reference), nthreads=N (accepted, -@ \
-               counts), and for CRAM version=3.0|3.1, embed_ref=0, no_ref=0 \
-               (embed_ref=1 and no_ref=1 are refused).",
+               counts), and for CRAM version=3.0|3.1, embed_ref=0, \
+               no_ref=0|1 (embed_ref=1 and 2 are refused).",
     },
     OptSpec {
         id: OptId::OutputFmtOption,

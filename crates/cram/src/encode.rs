@@ -1,33 +1,30 @@
 //! CRAM output: framed BAM records in, CRAM containers out.
 
+use crate::encode_container::{self as container, SliceInfo};
 use crate::error::{take_reference_error, CramError};
 use crate::options::{CramOptions, CramVersion};
-use crate::reference::{RefHolding, RefSource, References};
+use crate::reference::{normalized_md5_hex, RefHolding, RefSource, References};
 use alnsort_pipeline::OrderedQueue;
-use noodles_bam as bam;
-use noodles_cram as cram;
-use noodles_cram::codecs::Encoder;
-use noodles_cram::container::BlockContentEncoderMap;
-use noodles_sam::{self as sam, alignment::io::Write as _};
+use noodles_sam as sam;
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
 /// Writes sorted BAM records as CRAM. Each container (one slice of
 /// [`RECORDS_PER_SLICE`] records) is encoded by its own job on the pool into
-/// memory and written in order (`alnsort_pipeline::OrderedQueue`), its record
-/// counter set for its place in the file (`splice`).
+/// memory (`container::encode`, with its record counter set for its place
+/// in the file) and written in order (`alnsort_pipeline::OrderedQueue`).
 pub struct CramWriter<W: Write> {
     shared: Arc<Shared>,
-    /// Writes the file definition and header container, the encoded
-    /// containers (through `get_mut`) and the EOF container.
-    writer: cram::io::Writer<Counted<W>>,
+    /// Where the file definition, header container, the encoded containers
+    /// and the EOF container go.
+    out: Counted<W>,
     /// The `.crai` lines of the containers written so far, when an index
     /// is wanted ([`CramWriter::with_index`]).
     crai: Option<Vec<u8>>,
     /// Records handed to encoding jobs so far.
     records: u64,
-    /// The records of the slice being filled, checked as a whole before
-    /// noodles gets them (`mates::check_slice`).
+    /// The records of the slice being filled.
     slice: Vec<u8>,
     slice_starts: Vec<usize>,
     queue: OrderedQueue<Result<Encoded, CramError>>,
@@ -38,9 +35,12 @@ pub struct CramWriter<W: Write> {
 /// What every encoding job reads.
 struct Shared {
     file: String,
-    header: sam::Header,
+    /// The read-group series value of each @RG ID, in header order.
+    read_groups: HashMap<Vec<u8>, i32>,
+    /// How many @SQ the header has.
+    n_refs: usize,
     references: Arc<References>,
-    encoders: BlockContentEncoderMap,
+    opts: CramOptions,
     /// Whether jobs work out their slice's `.crai` lines.
     index: bool,
 }
@@ -70,85 +70,16 @@ struct Counted<W> {
     written: u64,
 }
 
-impl<W: Write> Write for Counted<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.written += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+impl<W: Write> Counted<W> {
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.inner.write_all(buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
     }
 }
 
-/// Records per slice (and per container) in noodles-cram 0.102's writer:
-/// mates within one slice are stored attached.
+/// Records per slice (and per container).
 const RECORDS_PER_SLICE: usize = 10_240;
-
-fn encoder_map(opts: &CramOptions) -> BlockContentEncoderMap {
-    let gzip = Encoder::Gzip(match opts.level {
-        Some(l) => flate2_level(l),
-        None => Default::default(),
-    });
-    let data = match opts.version {
-        CramVersion::V3_0 => gzip.clone(),
-        CramVersion::V3_1 => Encoder::RansNx16(noodles_cram::codecs::rans_nx16::Flags::empty()),
-    };
-    let mut b = BlockContentEncoderMap::builder()
-        .set_core_data_encoder(Some(gzip))
-        .set_default_encoder(Some(data.clone()));
-    for ds in ALL_DATA_SERIES {
-        b = b.set_data_series_encoder(ds, Some(data.clone()));
-    }
-    if opts.version == CramVersion::V3_0 {
-        // Qualities as htslib stores them in CRAM 3.0: rANS 4x8 order 1.
-        // Against gzip it is both faster (deflate of the qualities was
-        // most of CRAM output's CPU) and smaller.
-        b = b.set_data_series_encoder(
-            DataSeries::QualityScores,
-            Some(Encoder::Rans4x8(noodles_cram::codecs::rans_4x8::Order::One)),
-        );
-    }
-    b.build()
-}
-
-fn flate2_level(l: u32) -> flate2::Compression {
-    flate2::Compression::new(l.min(9))
-}
-
-use noodles_cram::container::compression_header::data_series_encodings::DataSeries;
-
-const ALL_DATA_SERIES: [DataSeries; 28] = [
-    DataSeries::BamFlags,
-    DataSeries::CramFlags,
-    DataSeries::ReferenceSequenceIds,
-    DataSeries::ReadLengths,
-    DataSeries::AlignmentStarts,
-    DataSeries::ReadGroupIds,
-    DataSeries::Names,
-    DataSeries::MateFlags,
-    DataSeries::MateReferenceSequenceIds,
-    DataSeries::MateAlignmentStarts,
-    DataSeries::TemplateLengths,
-    DataSeries::MateDistances,
-    DataSeries::TagSetIds,
-    DataSeries::FeatureCounts,
-    DataSeries::FeatureCodes,
-    DataSeries::FeaturePositionDeltas,
-    DataSeries::DeletionLengths,
-    DataSeries::StretchesOfBases,
-    DataSeries::StretchesOfQualityScores,
-    DataSeries::BaseSubstitutionCodes,
-    DataSeries::InsertionBases,
-    DataSeries::ReferenceSkipLengths,
-    DataSeries::PaddingLengths,
-    DataSeries::HardClipLengths,
-    DataSeries::SoftClipBases,
-    DataSeries::MappingQualities,
-    DataSeries::Bases,
-    DataSeries::QualityScores,
-];
 
 impl<W: Write> CramWriter<W> {
     /// Starts a CRAM file on `inner` and writes its header (`header_text`,
@@ -184,37 +115,64 @@ impl<W: Write> CramWriter<W> {
                 source,
             },
         };
-        if holding == RefHolding::InUse {
-            // noodles' writer would load every reference lacking an M5
-            // into one repository, keeping them all; computed here one at
-            // a time and put where noodles puts them (last in the @SQ).
+        // Each @SQ without an M5 gets one (as htslib adds them): computed
+        // one reference at a time, none kept, when references are held
+        // while in use; else from the references held for the whole run,
+        // so that each is loaded once.
+        {
             use noodles_sam::header::record::value::map::reference_sequence::tag;
-            for (id, m5) in references.missing_m5(&header).map_err(header_err)? {
+            let missing = if opts.no_ref {
+                // No reference is needed, so none is looked for: the
+                // header stays as given.
+                Vec::new()
+            } else if holding == RefHolding::InUse {
+                references.missing_m5(&header, &pool).map_err(header_err)?
+            } else {
+                let mut lease = references.lease();
+                let mut out = Vec::new();
+                for (id, (_, rs)) in header.reference_sequences().iter().enumerate() {
+                    if rs.other_fields().get(b"M5").is_none() {
+                        let seq = lease.sequence(id).map_err(header_err)?;
+                        out.push((id, normalized_md5_hex(AsRef::<[u8]>::as_ref(&*seq))));
+                    }
+                }
+                out
+            };
+            for (id, m5) in missing {
                 if let Some((_, rs)) = header.reference_sequences_mut().get_index_mut(id) {
                     rs.other_fields_mut()
                         .insert(tag::MD5_CHECKSUM, m5.into_bytes().into());
                 }
             }
         }
-        // The header's writer: with every M5 present noodles asks it for
-        // no reference.
-        let repository = references.lease().repository(None);
-        let encoders = encoder_map(opts);
-        let mut writer = cram::io::writer::Builder::default()
-            .set_reference_sequence_repository(repository)
-            .set_block_content_encoder_map(encoders.clone())
-            .build_from_writer(Counted { inner, written: 0 });
-        writer.write_header(&header).map_err(header_err)?;
+        let mut text = Vec::new();
+        sam::io::Writer::new(&mut text)
+            .write_header(&header)
+            .map_err(header_err)?;
+        let minor = match opts.version {
+            CramVersion::V3_0 => 0,
+            CramVersion::V3_1 => 1,
+        };
+        let mut out = Counted { inner, written: 0 };
+        out.write_all(&container::file_start(minor, &text))
+            .map_err(header_err)?;
+        let read_groups = header
+            .read_groups()
+            .keys()
+            .enumerate()
+            .map(|(i, id)| (id.to_vec(), i as i32))
+            .collect();
         let depth = 2 * pool.current_num_threads().max(1);
         Ok(CramWriter {
             shared: Arc::new(Shared {
                 file: file.to_string(),
-                header,
+                read_groups,
+                n_refs: header.reference_sequences().len(),
                 references,
-                encoders,
+                opts: opts.clone(),
                 index: false,
             }),
-            writer,
+            out,
             crai: None,
             records: 0,
             slice: Vec::new(),
@@ -235,7 +193,7 @@ impl<W: Write> CramWriter<W> {
     }
 
     /// Appends one BAM record (with its `block_size` prefix). Records are
-    /// held until their slice is full, then checked and encoded.
+    /// held until their slice is full, then encoded.
     pub fn write_record(&mut self, framed: &[u8]) -> Result<(), CramError> {
         self.slice_starts.push(self.slice.len());
         self.slice.extend_from_slice(framed);
@@ -281,7 +239,7 @@ impl<W: Write> CramWriter<W> {
             source,
         })??;
         if let Some(out) = &mut self.crai {
-            let offset = self.writer.get_ref().written;
+            let offset = self.out.written;
             for l in crai {
                 // htslib's format: "%d\t%ld\t%ld\t%ld\t%d\t%d\n".
                 writeln!(
@@ -292,8 +250,7 @@ impl<W: Write> CramWriter<W> {
                 .expect("writing to memory");
             }
         }
-        self.writer
-            .get_mut()
+        self.out
             .write_all(&bytes)
             .map_err(|source| CramError::Write {
                 file: file.clone(),
@@ -318,24 +275,17 @@ impl<W: Write> CramWriter<W> {
             self.write_oldest()?;
         }
         let file = self.shared.file.clone();
-        let records = self.records;
-        self.writer.try_finish(&self.shared.header).map_err(
-            |source| match take_reference_error(source) {
-                Ok(r) => CramError::EncodeReference {
-                    file: file.clone(),
-                    record: records,
-                    source: Box::new(r),
-                },
-                Err(source) => CramError::Write { file, source },
-            },
-        )?;
+        self.out
+            .write_all(&container::EOF_CONTAINER)
+            .and_then(|_| self.out.inner.flush())
+            .map_err(|source| CramError::Write { file, source })?;
         let crai = self.crai.take().map(|text| {
             let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             gz.write_all(&text)
                 .and_then(|_| gz.finish())
                 .expect("compressing in memory")
         });
-        Ok((self.writer.into_inner().inner, crai))
+        Ok((self.out.inner, crai))
     }
 }
 
@@ -348,134 +298,94 @@ fn encode_container(
     first: u64,
 ) -> Result<Encoded, CramError> {
     let file = &shared.file;
-    if let Err((i, what)) = crate::mates::check_slice(slice, starts) {
-        return Err(CramError::Unsupported {
-            file: file.clone(),
-            record: first + i as u64 + 1,
-            what,
-        });
-    }
-    let fail = |record: u64, source| match take_reference_error(source) {
-        Ok(r) => CramError::EncodeReference {
-            file: file.clone(),
-            record,
-            source: Box::new(r),
-        },
-        Err(source) => CramError::Encode {
-            file: file.clone(),
-            record,
-            source,
-        },
-    };
-    let records = |k: usize| {
-        let end = starts.get(k + 1).copied().unwrap_or(slice.len());
-        &slice[starts[k]..end]
-    };
-    // Where each record's RG tag is to stay a tag (see `read_group`).
-    let mut kept_rg = Vec::new();
-    for k in 0..starts.len() {
-        let framed = records(k);
+    let records: Vec<&[u8]> = (0..starts.len())
+        .map(|k| {
+            let end = starts.get(k + 1).copied().unwrap_or(slice.len());
+            &slice[starts[k]..end]
+        })
+        .collect();
+    // The references the slice needs (its own, for the MD5 of its span,
+    // and each mapped record's) stay loaded until the job ends.
+    let mut lease = shared.references.lease();
+    let mut sequences: Vec<Option<Arc<noodles_fasta::record::Sequence>>> =
+        vec![None; shared.n_refs];
+    let tid_of = |r: &[u8]| alnsort_bam::RecordRef::with_block_size(r).ref_id();
+    let first_tid = records.first().map_or(-1, |r| tid_of(r));
+    let single = records.iter().all(|r| tid_of(r) == first_tid);
+    for (k, r) in records.iter().enumerate() {
+        let view = alnsort_bam::RecordRef::with_block_size(r);
+        let tid = view.ref_id();
+        if shared.opts.no_ref || tid < 0 || !(view.flag() & 0x4 == 0 || single) {
+            continue;
+        }
         let record = first + k as u64 + 1;
-        if let Some(what) = refusal(framed) {
+        let t = tid as usize;
+        if t >= shared.n_refs {
             return Err(CramError::Unsupported {
                 file: file.clone(),
                 record,
-                what: what.into(),
+                what: format!("reference id {tid}, which is not in the header"),
             });
         }
-        match read_group(framed, &shared.header) {
-            Ok(ReadGroup::None | ReadGroup::Series) => {}
-            Ok(ReadGroup::Tag(at)) => kept_rg.push((k, at)),
-            Err(what) => {
-                return Err(CramError::Unsupported {
-                    file: file.clone(),
-                    record,
-                    what,
-                })
-            }
+        if sequences[t].is_none() {
+            let seq = lease
+                .sequence(t)
+                .map_err(|source| match take_reference_error(source) {
+                    Ok(r) => CramError::EncodeReference {
+                        file: file.clone(),
+                        record,
+                        source: Box::new(r),
+                    },
+                    Err(source) => CramError::Encode {
+                        file: file.clone(),
+                        record,
+                        source,
+                    },
+                })?;
+            sequences[t] = Some(seq);
         }
     }
-    let placeholder = if kept_rg.is_empty() {
-        None
-    } else {
-        Some(placeholder_tag(slice, starts).ok_or_else(|| {
-            CramError::Unsupported {
-                file: file.clone(),
-                record: first + kept_rg[0].0 as u64 + 1,
-                what: "an RG tag to store as a tag, in a slice that uses every two-letter \
-                       lower-case tag name (none is left to carry it past noodles-cram)"
-                    .into(),
-            }
-        })?)
-    };
-    let mut kept_rg = kept_rg.into_iter().peekable();
-    let mut renamed = Vec::new();
-    // The references the slice's records use (noodles asks for the
-    // reference of every record with a reference id and a position) stay
-    // loaded until the job ends.
-    let mut lease = shared.references.lease();
-    let mut span: Option<(usize, usize)> = None;
-    for k in 0..starts.len() {
-        let r = records(k);
-        let field = |at: usize| i32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
-        let (tid, pos) = (field(4), field(8));
-        if tid >= 0 && pos >= 0 {
-            let t = tid as usize;
-            span = Some(span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
-        }
-    }
-    let repository = match span {
-        Some((a, b)) if a == b => lease.repository(Some(a)),
-        // In coordinate order (the only order that holds references in
-        // use) a reference strictly inside the span has no records in any
-        // other slice.
-        _ => lease.repository_between(span),
-    };
-    let mut writer = cram::io::writer::Builder::default()
-        .set_reference_sequence_repository(repository)
-        .set_block_content_encoder_map(shared.encoders.clone())
-        .build_from_writer(Vec::new());
-    let mut bam_record = bam::Record::default();
-    for k in 0..starts.len() {
-        let mut framed = records(k);
-        let record = first + k as u64 + 1;
-        if let (Some(&(j, at)), Some(p)) = (kept_rg.peek(), placeholder) {
-            if j == k {
-                kept_rg.next();
-                renamed.clear();
-                renamed.extend_from_slice(framed);
-                renamed[at..at + 2].copy_from_slice(&p);
-                framed = &renamed;
-            }
-        }
-        let mut reader = bam::io::Reader::from(framed);
-        reader
-            .read_record(&mut bam_record)
-            .map_err(|e| fail(record, e))?;
-        writer
-            .write_alignment_record(&shared.header, &bam_record)
-            .map_err(|e| fail(record, e))?;
-    }
-    let last = first + starts.len() as u64;
-    writer
-        .try_finish(&shared.header)
-        .map_err(|e| fail(last, e))?;
-    let stream = writer.into_inner();
-    let (bytes, slice_info) = crate::splice::renumbered_container(&stream, first, placeholder)
-        .map_err(|what| CramError::Encode {
+    let views: Vec<Option<&[u8]>> = sequences
+        .iter()
+        .map(|s| s.as_deref().map(AsRef::<[u8]>::as_ref))
+        .collect();
+    let refs = container::SliceRefs { sequences: &views };
+    let encoded = SCRATCH
+        .with(|s| {
+            container::encode(
+                &records,
+                first,
+                &refs,
+                &shared.read_groups,
+                &shared.opts,
+                &mut s.borrow_mut(),
+            )
+        })
+        .map_err(|(i, what)| CramError::Unsupported {
             file: file.clone(),
-            record: first + 1,
-            source: std::io::Error::other(format!(
-                "the container noodles-cram wrote for records {}..{last} cannot be placed: {what}",
-                first + 1
-            )),
+            record: first + i as u64 + 1,
+            what,
         })?;
     let crai = if shared.index {
-        crai_lines(slice_info, (0..starts.len()).map(records))
+        crai_lines(encoded.info, records.iter().copied())
     } else {
         Vec::new()
     };
-    Ok(Encoded { bytes, crai })
+    Ok(Encoded {
+        bytes: encoded.bytes,
+        crai,
+    })
+}
+
+thread_local! {
+    /// Each pool thread's encoding buffers, reused from slice to slice.
+    static SCRATCH: std::cell::RefCell<container::Scratch> = Default::default();
+}
+
+impl container::ReadGroups for HashMap<Vec<u8>, i32> {
+    fn id(&self, name: &[u8]) -> Option<i32> {
+        self.get(name).copied()
+    }
 }
 
 /// The `.crai` lines of a slice, as htslib's `cram_index_slice` makes them:
@@ -484,10 +394,7 @@ fn encode_container(
 /// record's start to the furthest end (`cram_index_build_multiref`; a
 /// record's end as htslib's decoder sets it: the last reference base its
 /// CIGAR covers, never before its start, and its start when unmapped).
-fn crai_lines<'a>(
-    slice: crate::splice::SliceInfo,
-    records: impl Iterator<Item = &'a [u8]>,
-) -> Vec<CraiLine> {
+fn crai_lines<'a>(slice: SliceInfo, records: impl Iterator<Item = &'a [u8]>) -> Vec<CraiLine> {
     let line = |reference, start, span| CraiLine {
         reference,
         start,
@@ -525,126 +432,10 @@ fn crai_lines<'a>(
     lines
 }
 
-/// How a record's read group is stored, as htslib 1.24 stores it
-/// (`cram_encode_aux`).
-#[derive(Debug, PartialEq)]
-enum ReadGroup {
-    /// No RG tag.
-    None,
-    /// An `RG:Z` naming an @RG of the header: the read-group data series
-    /// (noodles sets it; `splice` removes the tag noodles also keeps), which
-    /// readers give back as the last tag.
-    Series,
-    /// Any other RG tag (a name not in the header, which htslib stores
-    /// verbatim with a warning, or a type other than Z), kept as a tag in
-    /// its place; the value is the offset of its tag name in the framed
-    /// record. noodles-cram 0.102 refuses such a tag, so the encoder hands
-    /// it over under a placeholder name that `splice` renames RG.
-    Tag(usize),
-}
-
-fn read_group(framed: &[u8], header: &sam::Header) -> Result<ReadGroup, String> {
-    let view = alnsort_bam::RecordRef::with_block_size(framed);
-    let aux = view.aux();
-    let aux_at = framed.len() - aux.len();
-    let mut found = ReadGroup::None;
-    let mut i = 0;
-    while i + 3 <= aux.len() {
-        let (ty, val) = (aux[i + 2], &aux[i + 3..]);
-        // Validation has checked the aux area; stop at anything it let by.
-        let Some(len) = alnsort_bam::record::aux_value_len(ty, val) else {
-            break;
-        };
-        if aux[i..i + 2] == *b"RG" {
-            if found != ReadGroup::None {
-                return Err("more than one RG tag (samtools would keep one of them, \
-                            alnsort does not choose)"
-                    .into());
-            }
-            let in_header = ty == b'Z' && header.read_groups().contains_key(&val[..len - 1]);
-            found = if in_header {
-                ReadGroup::Series
-            } else {
-                ReadGroup::Tag(aux_at + i)
-            };
-        }
-        i += 3 + len;
-    }
-    Ok(found)
-}
-
-/// A tag name no record of the slice uses (two lower-case letters, `rg`
-/// first), to carry RG tags past noodles-cram; `None` if all are used.
-fn placeholder_tag(slice: &[u8], starts: &[usize]) -> Option<[u8; 2]> {
-    // Entry (a - b'a') * 26 + (b - b'a') is set when [a, b] is in use.
-    let mut used = vec![false; 26 * 26];
-    for (k, &at) in starts.iter().enumerate() {
-        let end = starts.get(k + 1).copied().unwrap_or(slice.len());
-        let aux = alnsort_bam::RecordRef::with_block_size(&slice[at..end]).aux();
-        let mut i = 0;
-        while i + 3 <= aux.len() {
-            let (a, b) = (aux[i], aux[i + 1]);
-            if a.is_ascii_lowercase() && b.is_ascii_lowercase() {
-                used[(a - b'a') as usize * 26 + (b - b'a') as usize] = true;
-            }
-            let Some(len) = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..]) else {
-                break;
-            };
-            i += 3 + len;
-        }
-    }
-    let first = (b'r' - b'a') as usize * 26 + (b'g' - b'a') as usize;
-    (0..used.len())
-        .map(|n| (first + n) % used.len())
-        .find(|&n| !used[n])
-        .map(|n| [b'a' + (n / 26) as u8, b'a' + (n % 26) as u8])
-}
-
-/// Why noodles-cram 0.102 cannot write this record as samtools would read it
-/// back, if it cannot.
-fn refusal(framed: &[u8]) -> Option<&'static str> {
-    let view = alnsort_bam::RecordRef::with_block_size(framed);
-    if view.flag() & 0x4 == 0 && view.n_cigar_op() > 0 && view.l_seq() == 0 {
-        return Some(
-            "no sequence (SEQ *) but an alignment: the CRAM encoder (noodles-cram 0.102) \
-             cannot encode it (it fails on the missing bases); write BAM, or convert the \
-             BAM with samtools view -C",
-        );
-    }
-    if view.l_seq() > 0 && view.qual().first() == Some(&0xff) {
-        return Some(
-            "bases but no qualities (QUAL *): the CRAM encoder (noodles-cram 0.102) writes \
-             such records into a slice that samtools cannot decode (\"Failure to decode \
-             slice\"); write BAM, or convert the BAM with samtools view -C",
-        );
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::md_nm::tests::record;
-
-    fn header() -> sam::Header {
-        "@HD\tVN:1.6\n@RG\tID:g1\n@RG\tID:g2\n".parse().unwrap()
-    }
-
-    #[test]
-    fn read_groups_are_stored_as_htslib_stores_them() {
-        let h = header();
-        let rg = |aux: &[u8]| read_group(&record(4, -1, &[], b"AC", aux), &h);
-        assert_eq!(rg(b"XIC\x01"), Ok(ReadGroup::None));
-        assert_eq!(rg(b"XIC\x01RGZg2\0"), Ok(ReadGroup::Series));
-        // Not in the header, or not of type Z: kept as a tag, found where
-        // its name starts (the framed record's aux area starts at 4 + 32 +
-        // name 2 + bases 1 + qualities 2 = 41).
-        assert_eq!(rg(b"XIC\x01RGZg3\0"), Ok(ReadGroup::Tag(45)));
-        assert_eq!(rg(b"RGC\x07XIC\x01"), Ok(ReadGroup::Tag(41)));
-        assert!(rg(b"RGZg1\0RGZg2\0")
-            .unwrap_err()
-            .contains("more than one RG tag"));
-    }
 
     /// `record` on reference `tid` (md_nm's helper puts every record on 0).
     fn on(tid: i32, framed: Vec<u8>) -> Vec<u8> {
@@ -655,7 +446,7 @@ mod tests {
 
     #[test]
     fn crai_lines_of_a_slice_of_several_references_go_by_reference() {
-        let info = |reference| crate::splice::SliceInfo {
+        let info = |reference| SliceInfo {
             reference,
             start: 7,
             span: 90,
@@ -688,17 +479,5 @@ mod tests {
         // One reference: the slice header's values.
         let got = crai_lines(info(1), recs.iter().map(|r| &r[..]));
         assert_eq!(got, [line(1, 7, 90)]);
-    }
-
-    #[test]
-    fn the_placeholder_is_a_tag_name_no_record_of_the_slice_uses() {
-        let mut slice = Vec::new();
-        let mut starts = Vec::new();
-        for aux in [&b"rgZa\0"[..], b"XIC\x01rhC\x02", b""] {
-            starts.push(slice.len());
-            slice.extend_from_slice(&record(4, -1, &[], b"AC", aux));
-        }
-        assert_eq!(placeholder_tag(&slice, &starts), Some(*b"ri"));
-        assert_eq!(placeholder_tag(&slice[..0], &[]), Some(*b"rg"));
     }
 }

@@ -1,5 +1,6 @@
-//! CRAM 3.0/3.1 input and output for alnsort: input decoded by the crate
-//! itself (containers, blocks, records), output encoded through noodles-cram.
+//! CRAM 3.0/3.1 input and output for alnsort, both by the crate itself:
+//! input decoded (containers, blocks, codecs, records) and output encoded
+//! (data series, blocks, containers); noodles-cram reads the file header.
 //!
 //! The rest of alnsort sees only raw BAM records (each with its 4-byte
 //! `block_size`, as `alnsort_bam` lays them out). This crate converts:
@@ -11,10 +12,11 @@
 //!   [`container`]); [`PendingContainer::decode`] turns one container into
 //!   framed BAM records and is meant to run on the pool, containers being
 //!   independent of each other: its blocks are decompressed by this crate
-//!   ([`SliceBlocks`], [`codecs`]), the records decoded by noodles-cram
-//!   from them.
+//!   ([`SliceBlocks`], [`codecs`]) and its records decoded from the data
+//!   series straight into BAM bytes.
 //! * **encode** — [`CramWriter`] takes framed BAM records in output order and
-//!   writes CRAM containers.
+//!   writes CRAM containers: each slice's data series, blocks and container
+//!   encoded on the pool by this crate.
 //! * **references** — [`RefSource`] finds each @SQ's sequence as htslib does
 //!   (`--reference FILE`, then `REF_CACHE` and `REF_PATH` with their
 //!   `%2s/%2s/%s` patterns over the @SQ's M5, then a local @SQ UR) and checks
@@ -26,13 +28,14 @@ pub mod codecs;
 pub mod container;
 mod decode;
 mod encode;
+mod encode_container;
 mod error;
-mod mates;
 mod md_nm;
 mod options;
+mod rans;
 mod records;
 mod reference;
-mod splice;
+mod wire;
 
 pub use container::{ContainerHeader, RawBlock, RawContainer, SliceBlocks, SliceHeader};
 pub use decode::{CramReader, DecodeContext, PendingContainer};

@@ -15,8 +15,12 @@ pub enum CramVersion {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CramOptions {
     pub version: CramVersion,
-    /// Deflate level of gzip blocks (0..9); `None` is the default (6).
+    /// Deflate level of gzip blocks (0..12, libdeflate); `None` is the
+    /// default (5, as htslib).
     pub level: Option<u32>,
+    /// `no_ref=1`: bases stored verbatim, no reference needed to write or
+    /// read the file.
+    pub no_ref: bool,
 }
 
 impl CramOptions {
@@ -32,26 +36,21 @@ impl CramOptions {
                     "version={v}: alnsort writes CRAM 3.0 or 3.1"
                 )))
             }
-            ("embed_ref", "0") | ("no_ref", "0") => {}
+            ("embed_ref", "0") => {}
+            ("no_ref", "0") => self.no_ref = false,
+            ("no_ref", "1") => self.no_ref = true,
             ("embed_ref", "1" | "2") => {
                 return Err(CramError::Option(format!(
-                    "embed_ref={value} cannot be honoured: the CRAM encoder (noodles-cram) \
-                     does not embed reference sequences; use embed_ref=0 with --reference"
+                    "embed_ref={value} cannot be honoured: alnsort's CRAM encoder does not \
+                     embed reference sequences yet; use embed_ref=0 with --reference"
                 )))
-            }
-            ("no_ref", "1") => {
-                return Err(CramError::Option(
-                    "no_ref=1 cannot be honoured: the CRAM encoder (noodles-cram) always \
-                     encodes against the reference; use no_ref=0 with --reference"
-                        .into(),
-                ))
             }
             (k @ ("embed_ref" | "no_ref"), v) => {
                 return Err(CramError::Option(format!("{k}={v}: expected 0 or 1")))
             }
             (k, _) => {
                 return Err(CramError::Option(format!(
-                    "{k}={value} is not supported (alnsort knows version, embed_ref=0, no_ref=0, level, reference)"
+                    "{k}={value} is not supported (alnsort knows version, embed_ref=0, no_ref, level, reference)"
                 )))
             }
         }
@@ -71,10 +70,13 @@ mod tests {
         o.set("version", "3.0").expect("3.0");
         assert_eq!(o.version, CramVersion::V3_0);
         o.set("embed_ref", "0").expect("embed_ref=0");
+        o.set("no_ref", "1").expect("no_ref=1");
+        assert!(o.no_ref);
         o.set("no_ref", "0").expect("no_ref=0");
+        assert!(!o.no_ref);
         for (k, v, want) in [
             ("embed_ref", "1", "embed_ref=1"),
-            ("no_ref", "1", "no_ref=1"),
+            ("no_ref", "2", "no_ref=2"),
             ("version", "2.1", "version=2.1"),
             ("seqs_per_slice", "100", "seqs_per_slice=100"),
         ] {

@@ -202,17 +202,31 @@ impl References {
     }
 
     /// Loads each @SQ that has no M5 and returns its MD5 (as noodles'
-    /// writer computes it for the header), one sequence at a time, none
-    /// kept.
-    pub(crate) fn missing_m5(&self, header: &sam::Header) -> io::Result<Vec<(usize, String)>> {
-        let mut out = Vec::new();
-        for (id, (name, rs)) in header.reference_sequences().iter().enumerate() {
-            if rs.other_fields().get(b"M5").is_none() {
-                let seq = self.resolver.load(name)?;
-                out.push((id, normalized_md5_hex(&seq)));
-            }
-        }
-        Ok(out)
+    /// writer computes it for the header), on `pool`: one sequence per
+    /// pool thread at a time, none kept.
+    pub(crate) fn missing_m5(
+        &self,
+        header: &sam::Header,
+        pool: &rayon::ThreadPool,
+    ) -> io::Result<Vec<(usize, String)>> {
+        use rayon::prelude::*;
+        let missing: Vec<(usize, &[u8])> = header
+            .reference_sequences()
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, rs))| rs.other_fields().get(b"M5").is_none())
+            .map(|(id, (name, _))| (id, name.as_ref()))
+            .collect();
+        pool.install(|| {
+            missing
+                .par_iter()
+                .with_max_len(1)
+                .map(|&(id, name)| {
+                    let seq = self.resolver.load(name)?;
+                    Ok((id, normalized_md5_hex(&seq)))
+                })
+                .collect()
+        })
     }
 
     fn name(&self, id: usize) -> io::Result<&[u8]> {
@@ -965,9 +979,13 @@ mod tests {
             fasta: Some(fa),
             ..Default::default()
         };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool");
         let m5 = src
             .references(&h, RefHolding::InUse)
-            .missing_m5(&h)
+            .missing_m5(&h, &pool)
             .expect("m5");
         assert_eq!(m5, vec![(0, md5_hex(b"ACGTN"))]);
     }

@@ -1,0 +1,683 @@
+//! The rANS 4x8 encoder of CRAM 3 (CRAM codecs spec §2, block method 4),
+//! order 0 and order 1: four interleaved 32-bit rANS states, frequencies
+//! scaled to 4096, renormalised a byte at a time.
+//!
+//! The stream is: order (1 byte), compressed size and raw size (u32 LE),
+//! the frequency table, the four final states (u32 LE, state 0 first), then
+//! the renormalisation bytes in the order the decoder reads them.
+//! Encoding runs over the decoder's steps backwards, so the bytes are
+//! written from the end of a buffer towards its start.
+
+const SCALE_BITS: u32 = 12;
+const TOTAL: u32 = 1 << SCALE_BITS;
+/// The lower bound of a normalised state.
+const LOWER: u32 = 1 << 23;
+
+/// Compresses `src` with rANS 4x8 of order 0 or 1.
+pub(crate) fn encode(order1: bool, src: &[u8]) -> Vec<u8> {
+    if order1 {
+        encode_order1::<false>(src)
+    } else {
+        encode_order0::<false>(src)
+    }
+}
+
+/// Compresses `src` with rANS Nx16 (CRAM 3.1, block method 5) of order 0
+/// or 1, four states, no transforms (flag byte 0 or 1): as rANS 4x8 but
+/// for a 16-bit renormalisation from a lower bound of 2^15, a size in
+/// uint7, and other frequency tables (an alphabet, then uint7
+/// frequencies; for order 1 a row per alphabet symbol with runs of zeros
+/// counted).
+pub(crate) fn encode_nx16(order1: bool, src: &[u8]) -> Vec<u8> {
+    if order1 {
+        encode_order1::<true>(src)
+    } else {
+        encode_order0::<true>(src)
+    }
+}
+
+/// The lower bound of a normalised rANS Nx16 state.
+const LOWER_NX16: u32 = 1 << 15;
+
+/// Appends `v` as uint7: 7 bits a byte, most significant first, the top
+/// bit set on all but the last.
+fn put_uint7(out: &mut Vec<u8>, v: u32) {
+    let mut groups = [0u8; 5];
+    let mut n = 0;
+    let mut v = v;
+    loop {
+        groups[n] = (v & 0x7f) as u8;
+        n += 1;
+        v >>= 7;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in (0..n).rev() {
+        out.push(groups[i] | if i > 0 { 0x80 } else { 0 });
+    }
+}
+
+/// Scales `counts` to frequencies that sum to [`TOTAL`], every counted
+/// symbol keeping at least 1.
+fn normalise(counts: &[u32; 256]) -> [u32; 256] {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    let mut f = [0u32; 256];
+    if total == 0 {
+        return f;
+    }
+    let mut sum = 0u32;
+    for s in 0..256 {
+        if counts[s] > 0 {
+            f[s] = ((counts[s] as u64 * TOTAL as u64 / total) as u32).max(1);
+            sum += f[s];
+        }
+    }
+    while sum != TOTAL {
+        let m = (0..256)
+            .max_by_key(|&s| (f[s], std::cmp::Reverse(s)))
+            .expect("256 symbols");
+        if sum < TOTAL {
+            f[m] += TOTAL - sum;
+            sum = TOTAL;
+        } else {
+            let take = (sum - TOTAL).min(f[m] - 1);
+            f[m] -= take;
+            sum -= take;
+        }
+    }
+    f
+}
+
+/// Appends one frequency (1 byte below 128, else 2).
+fn put_freq(out: &mut Vec<u8>, f: u32) {
+    if f < 128 {
+        out.push(f as u8);
+    } else {
+        out.push(0x80 | (f >> 8) as u8);
+        out.push(f as u8);
+    }
+}
+
+/// Appends the symbols present in `present` (ascending) as the decoder
+/// reads them: a symbol, and after a symbol that follows the previous one
+/// directly, the count of further consecutive symbols (which are then left
+/// out); `each` writes what follows each symbol. Ends with a 0.
+fn put_symbols(
+    out: &mut Vec<u8>,
+    present: &[bool; 256],
+    mut each: impl FnMut(&mut Vec<u8>, usize),
+) {
+    let mut run = 0usize;
+    for s in 0..256 {
+        if !present[s] {
+            continue;
+        }
+        if run > 0 {
+            run -= 1;
+        } else {
+            out.push(s as u8);
+            if s > 0 && present[s - 1] {
+                let mut e = s + 1;
+                while e < 256 && present[e] {
+                    e += 1;
+                }
+                run = e - (s + 1);
+                out.push(run as u8);
+            }
+        }
+        each(out, s);
+    }
+    out.push(0);
+}
+
+/// Cumulative starts of `freqs`.
+fn starts(freqs: &[u32; 256]) -> [u32; 256] {
+    let mut c = [0u32; 256];
+    let mut acc = 0;
+    for s in 0..256 {
+        c[s] = acc;
+        acc += freqs[s];
+    }
+    c
+}
+
+/// A symbol's frequency and start, prepared so that encoding needs a
+/// multiplication rather than a division (`x / f` as a multiply-high by
+/// a rounded-up reciprocal and a shift, exact for states below 2^31).
+#[derive(Clone, Copy, Default)]
+struct Sym {
+    x_max: u32,
+    rcp: u32,
+    shift: u32,
+    bias: u32,
+    cmpl: u32,
+}
+
+impl Sym {
+    fn new(f: u32, c: u32) -> Sym {
+        let x_max = ((LOWER >> SCALE_BITS) << 8) * f;
+        let cmpl = TOTAL - f;
+        if f < 2 {
+            // x / 1: the reciprocal 2^32 - 1 gives x - 1, made up in bias.
+            return Sym {
+                x_max,
+                rcp: u32::MAX,
+                shift: 0,
+                bias: c + TOTAL - 1,
+                cmpl,
+            };
+        }
+        let mut shift = 0;
+        while f > 1 << shift {
+            shift += 1;
+        }
+        let rcp = (1u64 << (shift + 31)).div_ceil(f as u64) as u32;
+        Sym {
+            x_max,
+            rcp,
+            shift: shift - 1,
+            bias: c,
+            cmpl,
+        }
+    }
+}
+
+/// Renormalisation bytes, written backwards from the end of `buf`.
+struct Back {
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Back {
+    /// Room for `n` symbols: a state below 2^31 sheds at most two bytes
+    /// before a symbol of frequency 1 or more (its bound is at least 2^19).
+    fn new(n: usize) -> Back {
+        let len = 2 * n + 16;
+        Back {
+            buf: vec![0; len],
+            at: len,
+        }
+    }
+}
+
+/// Encodes one symbol into state `x` (`x / f << 12 | x % f` plus the
+/// symbol's start), writing renormalisation bytes before those already in
+/// `out`.
+#[inline]
+fn put(x: &mut u32, s: &Sym, out: &mut Back) {
+    let mut v = *x;
+    while v >= s.x_max {
+        out.at -= 1;
+        out.buf[out.at] = v as u8;
+        v >>= 8;
+    }
+    let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
+    *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
+}
+
+/// As [`put`], with rANS Nx16's renormalisation: one 16-bit word
+/// (little-endian), enough for a state below 2^31 and a bound of 2^19 or
+/// more.
+#[inline]
+fn put16(x: &mut u32, s: &Sym, out: &mut Back) {
+    let mut v = *x;
+    if v >= s.x_max {
+        out.at -= 2;
+        out.buf[out.at] = v as u8;
+        out.buf[out.at + 1] = (v >> 8) as u8;
+        v >>= 16;
+    }
+    let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
+    *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
+}
+
+#[inline]
+fn put_any<const N16: bool>(x: &mut u32, s: &Sym, out: &mut Back) {
+    if N16 {
+        put16(x, s, out)
+    } else {
+        put(x, s, out)
+    }
+}
+
+/// The prepared symbols of a frequency table.
+fn syms(freqs: &[u32; 256]) -> [Sym; 256] {
+    let cum = starts(freqs);
+    let mut out = [Sym::default(); 256];
+    for s in 0..256 {
+        if freqs[s] > 0 {
+            out[s] = Sym::new(freqs[s], cum[s]);
+        }
+    }
+    out
+}
+
+fn finish<const N16: bool>(
+    order: u8,
+    src_len: usize,
+    table: Vec<u8>,
+    states: [u32; 4],
+    bytes: Back,
+) -> Vec<u8> {
+    let tail = &bytes.buf[bytes.at..];
+    let mut out = Vec::with_capacity(9 + table.len() + 16 + tail.len());
+    out.push(order);
+    if N16 {
+        put_uint7(&mut out, src_len as u32);
+    } else {
+        let body = table.len() + 16 + tail.len();
+        out.extend_from_slice(&(body as u32).to_le_bytes());
+        out.extend_from_slice(&(src_len as u32).to_le_bytes());
+    }
+    out.extend_from_slice(&table);
+    for s in states {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.extend_from_slice(tail);
+    out
+}
+
+fn encode_order0<const N16: bool>(src: &[u8]) -> Vec<u8> {
+    let mut counts = [0u32; 256];
+    for &b in src {
+        counts[b as usize] += 1;
+    }
+    let freqs = normalise(&counts);
+    let table0 = syms(&freqs);
+    let present = counts.map(|c| c > 0);
+    let mut table = Vec::new();
+    if N16 {
+        put_symbols(&mut table, &present, |_, _| {});
+        for s in (0..256).filter(|&s| present[s]) {
+            put_uint7(&mut table, freqs[s]);
+        }
+    } else {
+        put_symbols(&mut table, &present, |out, s| put_freq(out, freqs[s]));
+    }
+    let mut states = [if N16 { LOWER_NX16 } else { LOWER }; 4];
+    let mut rev = Back::new(src.len());
+    // The decoder takes symbol i with state i % 4.
+    for i in (0..src.len()).rev() {
+        put_any::<N16>(&mut states[i % 4], &table0[src[i] as usize], &mut rev);
+    }
+    finish::<N16>(0, src.len(), table, states, rev)
+}
+
+fn encode_order1<const N16: bool>(src: &[u8]) -> Vec<u8> {
+    let n = src.len();
+    let q = n / 4;
+    // The decoder's steps: for i in 0..q, streams 0..4 (stream j at j*q + i,
+    // its context the symbol before within the stream, 0 at its start);
+    // then positions 4q..n on stream 3, continuing its context (0 when
+    // there are no streams, n < 4).
+    let context = |p: usize| -> usize {
+        if p == 0 || (p < 4 * q && p.is_multiple_of(q)) {
+            0
+        } else {
+            src[p - 1] as usize
+        }
+    };
+    ORDER1.with(|o1| {
+        let o1 = &mut *o1.borrow_mut();
+        let (counts, table) = (&mut o1.counts, &mut o1.table);
+        // Stream by stream, as `context` gives them (without its division
+        // per symbol): four streams of q from context 0, then the rest
+        // continuing the last stream (from 0 when there are none).
+        let mut count = |from: usize, to: usize, mut last: usize| -> usize {
+            for &b in &src[from..to] {
+                counts[last][b as usize] += 1;
+                last = b as usize;
+            }
+            last
+        };
+        let mut last = 0;
+        if q > 0 {
+            for j in 0..4 {
+                last = count(j * q, (j + 1) * q, 0);
+            }
+        }
+        count(4 * q, n, last);
+        let mut used = [false; 256];
+        for c in 0..256 {
+            used[c] = counts[c].iter().any(|&x| x > 0);
+        }
+        let mut head = Vec::new();
+        if N16 {
+            // One alphabet for symbols and contexts (0, the contexts'
+            // start, always in it), 12-bit frequencies, table stored
+            // uncompressed; each context's row over the alphabet, a zero
+            // followed by how many more zeros are left out.
+            let mut alphabet = used;
+            alphabet[0] = true;
+            for row in counts.iter() {
+                for (a, &x) in alphabet.iter_mut().zip(row.iter()) {
+                    *a |= x > 0;
+                }
+            }
+            head.push((SCALE_BITS as u8) << 4);
+            put_symbols(&mut head, &alphabet, |_, _| {});
+            let letters: Vec<usize> = (0..256).filter(|&x| alphabet[x]).collect();
+            for &c in &letters {
+                let freqs = if used[c] {
+                    normalise(&counts[c])
+                } else {
+                    [0; 256]
+                };
+                if used[c] {
+                    table[c] = syms(&freqs);
+                }
+                let mut k = 0;
+                while k < letters.len() {
+                    let f = freqs[letters[k]];
+                    put_uint7(&mut head, f);
+                    k += 1;
+                    if f == 0 {
+                        let mut run = 0;
+                        while run < 255 && k + run < letters.len() && freqs[letters[k + run]] == 0 {
+                            run += 1;
+                        }
+                        head.push(run as u8);
+                        k += run;
+                    }
+                }
+            }
+        } else {
+            put_symbols(&mut head, &used, |out, c| {
+                let freqs = normalise(&counts[c]);
+                table[c] = syms(&freqs);
+                let present = counts[c].map(|x| x > 0);
+                put_symbols(out, &present, |out, s| put_freq(out, freqs[s]));
+            });
+        }
+        for c in 0..256 {
+            if used[c] {
+                counts[c] = [0; 256];
+            }
+        }
+        encode_order1_with::<N16>(src, q, &context, table, head)
+    })
+}
+
+/// Each thread's order-1 tables, reused from block to block (1.3 MB that
+/// would otherwise be allocated and zeroed for every block).
+struct Order1 {
+    counts: Vec<[u32; 256]>,
+    table: Vec<[Sym; 256]>,
+}
+
+thread_local! {
+    static ORDER1: std::cell::RefCell<Order1> = std::cell::RefCell::new(Order1 {
+        counts: vec![[0; 256]; 256],
+        table: vec![[Sym::default(); 256]; 256],
+    });
+}
+
+fn encode_order1_with<const N16: bool>(
+    src: &[u8],
+    q: usize,
+    context: &dyn Fn(usize) -> usize,
+    table: &[[Sym; 256]],
+    head: Vec<u8>,
+) -> Vec<u8> {
+    let n = src.len();
+    let mut states = [if N16 { LOWER_NX16 } else { LOWER }; 4];
+    let mut rev = Back::new(n);
+    for p in (4 * q..n).rev() {
+        put_any::<N16>(
+            &mut states[3],
+            &table[context(p)][src[p] as usize],
+            &mut rev,
+        );
+    }
+    if q > 0 {
+        for i in (1..q).rev() {
+            for j in (0..4).rev() {
+                let p = j * q + i;
+                put_any::<N16>(
+                    &mut states[j],
+                    &table[src[p - 1] as usize][src[p] as usize],
+                    &mut rev,
+                );
+            }
+        }
+        for j in (0..4).rev() {
+            put_any::<N16>(&mut states[j], &table[0][src[j * q] as usize], &mut rev);
+        }
+    }
+    finish::<N16>(1, n, head, states, rev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(src: &[u8]) -> Vec<u8> {
+        decode_any(src, false)
+    }
+
+    fn get_uint7(src: &[u8], at: &mut usize) -> u32 {
+        let mut v = 0;
+        loop {
+            let c = src[*at];
+            *at += 1;
+            v = (v << 7) | (c & 0x7f) as u32;
+            if c < 0x80 {
+                return v;
+            }
+        }
+    }
+
+    /// The symbols of an alphabet (as `put_symbols` writes it).
+    fn get_alphabet(src: &[u8], at: &mut usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut sym = src[*at] as usize;
+        *at += 1;
+        let mut last = sym;
+        let mut run = 0;
+        loop {
+            out.push(sym);
+            if run > 0 {
+                run -= 1;
+                sym += 1;
+            } else {
+                sym = src[*at] as usize;
+                *at += 1;
+                if sym == last + 1 {
+                    run = src[*at] as usize;
+                    *at += 1;
+                }
+            }
+            last = sym;
+            if sym == 0 {
+                return out;
+            }
+        }
+    }
+
+    /// A decoder written from the same spec (rANS 4x8, or Nx16 with four
+    /// states and no transforms), for round trips.
+    fn decode_any(src: &[u8], nx16: bool) -> Vec<u8> {
+        let order = src[0];
+        let (n, mut at) = if nx16 {
+            let mut at = 1;
+            (get_uint7(src, &mut at) as usize, at)
+        } else {
+            (
+                u32::from_le_bytes(src[5..9].try_into().unwrap()) as usize,
+                9,
+            )
+        };
+        let read_freqs = |at: &mut usize, f: &mut [u32; 256]| {
+            let mut sym = src[*at] as usize;
+            *at += 1;
+            let mut last = sym;
+            let mut run = 0;
+            loop {
+                let mut v = src[*at] as u32;
+                *at += 1;
+                if v >= 128 {
+                    v = ((v & 0x7f) << 8) | src[*at] as u32;
+                    *at += 1;
+                }
+                f[sym] = v;
+                if run > 0 {
+                    run -= 1;
+                    sym += 1;
+                } else {
+                    sym = src[*at] as usize;
+                    *at += 1;
+                    if sym == last + 1 {
+                        run = src[*at] as usize;
+                        *at += 1;
+                    }
+                }
+                last = sym;
+                if sym == 0 {
+                    break;
+                }
+            }
+        };
+        let mut freqs = vec![[0u32; 256]; 256];
+        if nx16 && order == 0 {
+            for sym in get_alphabet(src, &mut at) {
+                freqs[0][sym] = get_uint7(src, &mut at);
+            }
+        } else if nx16 {
+            assert_eq!(src[at], 0xc0);
+            at += 1;
+            let letters = get_alphabet(src, &mut at);
+            for &c in &letters {
+                let mut run = 0;
+                for &sym in &letters {
+                    if run > 0 {
+                        run -= 1;
+                        continue;
+                    }
+                    freqs[c][sym] = get_uint7(src, &mut at);
+                    if freqs[c][sym] == 0 {
+                        run = src[at];
+                        at += 1;
+                    }
+                }
+            }
+        } else if order == 0 {
+            read_freqs(&mut at, &mut freqs[0]);
+        } else {
+            let mut ctx = src[at] as usize;
+            at += 1;
+            let mut last = ctx;
+            let mut run = 0;
+            loop {
+                read_freqs(&mut at, &mut freqs[ctx]);
+                if run > 0 {
+                    run -= 1;
+                    ctx += 1;
+                } else {
+                    ctx = src[at] as usize;
+                    at += 1;
+                    if ctx == last + 1 {
+                        run = src[at] as usize;
+                        at += 1;
+                    }
+                }
+                last = ctx;
+                if ctx == 0 {
+                    break;
+                }
+            }
+        }
+        let cums: Vec<[u32; 256]> = freqs.iter().map(starts).collect();
+        let mut r = [0u32; 4];
+        for (j, s) in r.iter_mut().enumerate() {
+            *s = u32::from_le_bytes(src[at + 4 * j..at + 4 * j + 4].try_into().unwrap());
+        }
+        at += 16;
+        let mut out = vec![0u8; n];
+        let step = |x: &mut u32, c: usize, at: &mut usize| -> u8 {
+            let m = *x & (TOTAL - 1);
+            let s = (0..256)
+                .find(|&s| freqs[c][s] > 0 && cums[c][s] <= m && m < cums[c][s] + freqs[c][s])
+                .unwrap();
+            *x = freqs[c][s] * (*x >> SCALE_BITS) + m - cums[c][s];
+            if nx16 {
+                if *x < LOWER_NX16 {
+                    *x = (*x << 16) | u16::from_le_bytes([src[*at], src[*at + 1]]) as u32;
+                    *at += 2;
+                }
+            } else {
+                while *x < LOWER {
+                    *x = (*x << 8) | src[*at] as u32;
+                    *at += 1;
+                }
+            }
+            s as u8
+        };
+        if order == 0 {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = step(&mut r[i % 4], 0, &mut at);
+            }
+        } else {
+            let q = n / 4;
+            let mut ctx = [0usize; 4];
+            for i in 0..q {
+                for j in 0..4 {
+                    let s = step(&mut r[j], ctx[j], &mut at);
+                    out[j * q + i] = s;
+                    ctx[j] = s as usize;
+                }
+            }
+            for o in out.iter_mut().skip(4 * q) {
+                let s = step(&mut r[3], ctx[3], &mut at);
+                *o = s;
+                ctx[3] = s as usize;
+            }
+        }
+        assert_eq!(at, src.len());
+        out
+    }
+
+    #[test]
+    fn both_orders_round_trip() {
+        let mut inputs: Vec<Vec<u8>> = vec![
+            b"a".to_vec(),
+            b"abc".to_vec(),
+            b"abcd".to_vec(),
+            b"noodles and more noodles".to_vec(),
+            vec![7; 1000],
+            (0..=255u8).collect(),
+        ];
+        let mut x = 12345u32;
+        let mut v = Vec::new();
+        for _ in 0..100_003 {
+            x = x.wrapping_mul(1103515245).wrapping_add(12345);
+            v.push(b'!' + ((x >> 16) % 41) as u8 * ((x >> 28) as u8 % 2));
+        }
+        inputs.push(v);
+        for src in &inputs {
+            for order1 in [false, true] {
+                let enc = encode(order1, src);
+                assert_eq!(decode(&enc), *src, "order1 {order1}, {} bytes", src.len());
+                let enc = encode_nx16(order1, src);
+                assert_eq!(
+                    decode_any(&enc, true),
+                    *src,
+                    "Nx16, order1 {order1}, {} bytes",
+                    src.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn frequencies_sum_to_the_total() {
+        let mut counts = [0u32; 256];
+        counts[0] = 1_000_000;
+        for c in counts.iter_mut().skip(1) {
+            *c = 1;
+        }
+        let f = normalise(&counts);
+        assert_eq!(f.iter().sum::<u32>(), TOTAL);
+        assert!(f.iter().all(|&x| x >= 1));
+    }
+}

@@ -5,57 +5,11 @@
 //! every block checked and decompressed into buffers the job reuses).
 
 use crate::codecs::{self, CodecScratch};
+pub(crate) use crate::wire::{read_itf8, read_ltf8};
 use std::io::{self, Read};
 
 fn invalid(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
-}
-
-/// Reads an ITF8 integer (CRAM §2.3) from the front of `src`.
-pub(crate) fn read_itf8(src: &mut &[u8]) -> io::Result<i32> {
-    let (&b0, rest) = src
-        .split_first()
-        .ok_or_else(|| invalid("ITF8 integer cut short"))?;
-    let extra = (b0.leading_ones() as usize).min(4);
-    if rest.len() < extra {
-        return Err(invalid("ITF8 integer cut short"));
-    }
-    let v = if extra < 4 {
-        let mut v = u32::from(b0 & (0xff >> (extra + 1)));
-        for &b in &rest[..extra] {
-            v = (v << 8) | u32::from(b);
-        }
-        v
-    } else {
-        (u32::from(b0 & 0x0f) << 28)
-            | (u32::from(rest[0]) << 20)
-            | (u32::from(rest[1]) << 12)
-            | (u32::from(rest[2]) << 4)
-            | u32::from(rest[3] & 0x0f)
-    };
-    *src = &rest[extra..];
-    Ok(v as i32)
-}
-
-/// Reads an LTF8 integer (CRAM §2.3) from the front of `src`.
-pub(crate) fn read_ltf8(src: &mut &[u8]) -> io::Result<i64> {
-    let (&b0, rest) = src
-        .split_first()
-        .ok_or_else(|| invalid("LTF8 integer cut short"))?;
-    let extra = b0.leading_ones() as usize;
-    if rest.len() < extra {
-        return Err(invalid("LTF8 integer cut short"));
-    }
-    let mut v = if extra >= 7 {
-        0
-    } else {
-        u64::from(b0 & (0xff >> (extra + 1)))
-    };
-    for &b in &rest[..extra] {
-        v = (v << 8) | u64::from(b);
-    }
-    *src = &rest[extra..];
-    Ok(v as i64)
 }
 
 /// An ITF8 integer that must be a count or size (not negative).
@@ -184,7 +138,7 @@ impl RawContainer {
         let mut crc = [0u8; 4];
         r.read_exact(&mut crc)?;
         let crc32 = u32::from_le_bytes(crc);
-        let actual = crc32fast::hash(&head);
+        let actual = crate::wire::crc32(&head);
         head.extend_from_slice(&crc);
         if actual != crc32 {
             return Err(invalid(format!(
@@ -302,7 +256,7 @@ impl<'a> RawBlock<'a> {
         let covered = start.len() - rest.len();
         let mut after = rest;
         let stored = read_u32_le(&mut after)?;
-        let actual = crc32fast::hash(&start[..covered]);
+        let actual = crate::wire::crc32(&start[..covered]);
         if stored != actual {
             return Err(invalid(format!(
                 "block of content id {content_id}: CRC32 mismatch: stored {stored:08x}, computed {actual:08x}"
@@ -492,7 +446,7 @@ mod tests {
     fn block(method: u8, ct: u8, id: u8, data: &[u8], raw: u8) -> Vec<u8> {
         let mut b = vec![method, ct, id, data.len() as u8, raw];
         b.extend_from_slice(data);
-        let crc = crc32fast::hash(&b);
+        let crc = crate::wire::crc32(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         b
     }

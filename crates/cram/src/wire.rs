@@ -1,37 +1,57 @@
 //! CRAM 3 wire primitives (spec §2.3): ITF8 and LTF8 integers, and the
 //! CRC32 that closes every block and container header.
 
-/// Length of the ITF8 value starting with `b0`.
-#[cfg(test)]
-fn itf8_len(b0: u8) -> usize {
-    (b0.leading_ones() as usize).min(4) + 1
+use std::io;
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// Length of the LTF8 value starting with `b0`.
-#[cfg(test)]
-fn ltf8_len(b0: u8) -> usize {
-    b0.leading_ones() as usize + 1
-}
-
-#[cfg(test)]
-fn read_itf8(buf: &[u8], at: &mut usize) -> Result<u32, String> {
-    let b0 = *buf.get(*at).ok_or("truncated ITF8")?;
-    let n = itf8_len(b0);
-    let b = buf.get(*at..*at + n).ok_or("truncated ITF8")?;
-    *at += n;
-    Ok(match n {
-        1 => b0 as u32,
-        2 => ((b0 as u32 & 0x3f) << 8) | b[1] as u32,
-        3 => ((b0 as u32 & 0x1f) << 16) | (b[1] as u32) << 8 | b[2] as u32,
-        4 => ((b0 as u32 & 0x0f) << 24) | (b[1] as u32) << 16 | (b[2] as u32) << 8 | b[3] as u32,
-        _ => {
-            ((b0 as u32 & 0x0f) << 28)
-                | (b[1] as u32) << 20
-                | (b[2] as u32) << 12
-                | (b[3] as u32) << 4
-                | (b[4] as u32 & 0x0f)
+/// Reads an ITF8 integer (CRAM §2.3) from the front of `src`.
+pub(crate) fn read_itf8(src: &mut &[u8]) -> io::Result<i32> {
+    let (&b0, rest) = src
+        .split_first()
+        .ok_or_else(|| invalid("ITF8 integer cut short"))?;
+    let extra = (b0.leading_ones() as usize).min(4);
+    if rest.len() < extra {
+        return Err(invalid("ITF8 integer cut short"));
+    }
+    let v = if extra < 4 {
+        let mut v = u32::from(b0 & (0xff >> (extra + 1)));
+        for &b in &rest[..extra] {
+            v = (v << 8) | u32::from(b);
         }
-    })
+        v
+    } else {
+        (u32::from(b0 & 0x0f) << 28)
+            | (u32::from(rest[0]) << 20)
+            | (u32::from(rest[1]) << 12)
+            | (u32::from(rest[2]) << 4)
+            | u32::from(rest[3] & 0x0f)
+    };
+    *src = &rest[extra..];
+    Ok(v as i32)
+}
+
+/// Reads an LTF8 integer (CRAM §2.3) from the front of `src`.
+pub(crate) fn read_ltf8(src: &mut &[u8]) -> io::Result<i64> {
+    let (&b0, rest) = src
+        .split_first()
+        .ok_or_else(|| invalid("LTF8 integer cut short"))?;
+    let extra = b0.leading_ones() as usize;
+    if rest.len() < extra {
+        return Err(invalid("LTF8 integer cut short"));
+    }
+    let mut v = if extra >= 7 {
+        0
+    } else {
+        u64::from(b0 & (0xff >> (extra + 1)))
+    };
+    for &b in &rest[..extra] {
+        v = (v << 8) | u64::from(b);
+    }
+    *src = &rest[extra..];
+    Ok(v as i64)
 }
 
 pub(crate) fn write_itf8(out: &mut Vec<u8>, v: u32) {
@@ -81,28 +101,21 @@ pub(crate) fn write_ltf8(out: &mut Vec<u8>, v: u64) {
     }
 }
 
+/// The CRC32 (the zlib polynomial) of CRAM 3 block and container headers.
 pub(crate) fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = flate2::Crc::new();
-    c.update(bytes);
-    c.sum()
+    crc32fast::hash(bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn read_ltf8(buf: &[u8]) -> u64 {
-        let n = ltf8_len(buf[0]);
-        let extra = n - 1;
-        let mut v: u64 = if extra >= 7 {
-            0
-        } else {
-            (buf[0] & (0xffu8 >> (extra + 1))) as u64
-        };
-        for b in &buf[1..n] {
-            v = (v << 8) | *b as u64;
-        }
-        v
+    fn itf8_len(b0: u8) -> usize {
+        (b0.leading_ones() as usize).min(4) + 1
+    }
+
+    fn ltf8_len(b0: u8) -> usize {
+        b0.leading_ones() as usize + 1
     }
 
     #[test]
@@ -123,8 +136,9 @@ mod tests {
             let mut b = Vec::new();
             write_itf8(&mut b, v);
             assert_eq!(b.len(), itf8_len(b[0]), "{v:#x}");
-            let mut at = 0;
-            assert_eq!(read_itf8(&b, &mut at).unwrap(), v, "{v:#x}");
+            let mut s = &b[..];
+            assert_eq!(read_itf8(&mut s).unwrap() as u32, v, "{v:#x}");
+            assert!(s.is_empty());
         }
     }
 
@@ -135,7 +149,9 @@ mod tests {
                 let mut b = Vec::new();
                 write_ltf8(&mut b, v);
                 assert_eq!(b.len(), ltf8_len(b[0]), "{v:#x}");
-                assert_eq!(read_ltf8(&b), v, "{v:#x}");
+                let mut s = &b[..];
+                assert_eq!(read_ltf8(&mut s).unwrap() as u64, v, "{v:#x}");
+                assert!(s.is_empty());
             }
         }
     }

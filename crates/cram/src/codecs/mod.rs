@@ -185,7 +185,7 @@ pub(crate) mod test_support {
                     if b.content_id == id {
                         let mut plain = Vec::new();
                         let len = 5 + data.len() as u32;
-                        crate::codecs::via_noodles::push_itf8_for_tests(&mut plain, len);
+                        crate::wire::write_itf8(&mut plain, len);
                         plain.push(b'C');
                         plain.extend_from_slice(&(data.len() as u32).to_le_bytes());
                         plain.extend_from_slice(data);

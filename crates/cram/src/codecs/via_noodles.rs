@@ -8,6 +8,7 @@
 //! CRC32) and decoded by noodles from there. A panic in noodles' decoders
 //! is turned into an error.
 
+use crate::wire::{crc32, write_itf8};
 use std::io;
 
 /// The raw slice header block: no reference (-1, 0, 0), 0 records,
@@ -17,37 +18,12 @@ fn slice_header_block() -> Vec<u8> {
     data.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
     data.extend_from_slice(&[0; 16]);
     let mut b = vec![0, crate::container::content_type::SLICE_HEADER, 0];
-    push_itf8(&mut b, data.len() as u32);
-    push_itf8(&mut b, data.len() as u32);
+    write_itf8(&mut b, data.len() as u32);
+    write_itf8(&mut b, data.len() as u32);
     b.extend_from_slice(&data);
-    let crc = crc32fast::hash(&b);
+    let crc = crc32(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
-}
-
-fn push_itf8(out: &mut Vec<u8>, v: u32) {
-    if v < 0x80 {
-        out.push(v as u8);
-    } else if v < 0x4000 {
-        out.extend_from_slice(&[0x80 | (v >> 8) as u8, v as u8]);
-    } else if v < 0x20_0000 {
-        out.extend_from_slice(&[0xc0 | (v >> 16) as u8, (v >> 8) as u8, v as u8]);
-    } else if v < 0x1000_0000 {
-        out.extend_from_slice(&[
-            0xe0 | (v >> 24) as u8,
-            (v >> 16) as u8,
-            (v >> 8) as u8,
-            v as u8,
-        ]);
-    } else {
-        out.extend_from_slice(&[
-            0xf0 | (v >> 28) as u8,
-            (v >> 20) as u8,
-            (v >> 12) as u8,
-            (v >> 4) as u8,
-            (v & 0x0f) as u8,
-        ]);
-    }
 }
 
 /// The wrapping buffers, reused.
@@ -78,10 +54,10 @@ impl Shim {
         b.extend_from_slice(&slice_header_block());
         let start = b.len();
         b.extend_from_slice(&[method, crate::container::content_type::CORE, 0]);
-        push_itf8(b, len);
-        push_itf8(b, raw.max(1) as u32);
+        write_itf8(b, len);
+        write_itf8(b, raw.max(1) as u32);
         b.extend_from_slice(src);
-        let crc = crc32fast::hash(&b[start..]);
+        let crc = crate::wire::crc32(&b[start..]);
         b.extend_from_slice(&crc.to_le_bytes());
         // Container header: length, no reference (-1, 0, 0), 0 records,
         // counter 0, 0 bases, 1 block, landmarks [0], CRC32.
@@ -89,7 +65,7 @@ impl Shim {
         f.clear();
         f.extend_from_slice(&(self.body.len() as i32).to_le_bytes());
         f.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 1, 1, 0]);
-        let crc = crc32fast::hash(f);
+        let crc = crate::wire::crc32(f);
         f.extend_from_slice(&crc.to_le_bytes());
         f.extend_from_slice(&self.body);
         let (file, container) = (
@@ -127,9 +103,4 @@ pub(crate) fn catch<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
             ),
         ))
     })
-}
-
-#[cfg(test)]
-pub(crate) fn push_itf8_for_tests(out: &mut Vec<u8>, v: u32) {
-    push_itf8(out, v)
 }

@@ -191,14 +191,39 @@ struct Back {
     at: usize,
 }
 
+thread_local! {
+    /// Each thread's [`Back`] buffer, reused from block to block (a fresh
+    /// one for each block of qualities is megabytes of new pages to fault
+    /// in and zero); up to [`BACK_KEPT`] bytes.
+    static BACK: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 impl Back {
     /// Room for `n` symbols: a state below 2^31 sheds at most two bytes
     /// before a symbol of frequency 1 or more (its bound is at least 2^19).
     fn new(n: usize) -> Back {
+        let mut buf = BACK.take();
         let len = 2 * n + 16;
-        Back {
-            buf: vec![0; len],
-            at: len,
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        Back { at: buf.len(), buf }
+    }
+
+    /// The bytes written, in order.
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.at..]
+    }
+}
+
+/// The largest [`Back`] buffer a thread keeps (blocks of long reads can
+/// need far more, for once).
+const BACK_KEPT: usize = 16 << 20;
+
+impl Drop for Back {
+    fn drop(&mut self) {
+        if self.buf.len() <= BACK_KEPT {
+            BACK.set(std::mem::take(&mut self.buf));
         }
     }
 }
@@ -266,7 +291,7 @@ fn finish<const N16: bool>(
     states: [u32; 4],
     bytes: Back,
 ) -> Vec<u8> {
-    let tail = &bytes.buf[bytes.at..];
+    let tail = bytes.bytes();
     let mut out = Vec::with_capacity(9 + table.len() + 16 + tail.len());
     out.push(order);
     if N16 {

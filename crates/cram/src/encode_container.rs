@@ -325,12 +325,17 @@ pub(crate) fn encode(
             block.extend_from_slice(&val[..len]);
             i += 3 + len;
         }
-        let next_line = s.lines.len() as u32;
-        let tl = *s.lines.entry(s.line.clone()).or_insert_with(|| {
-            s.line_order.extend_from_slice(&s.line);
-            s.line_order.push(0);
-            next_line
-        });
+        // Looked up by slice, so that only a new tag line is copied.
+        let tl = match s.lines.get(s.line.as_slice()) {
+            Some(&tl) => tl,
+            None => {
+                let tl = s.lines.len() as u32;
+                s.lines.insert(s.line.clone(), tl);
+                s.line_order.extend_from_slice(&s.line);
+                s.line_order.push(0);
+                tl
+            }
+        };
 
         let ser = &mut s.series;
         int(&mut ser[Ds::Ap as usize], clamp_i32(ap));

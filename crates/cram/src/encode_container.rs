@@ -110,10 +110,6 @@ enum Method {
     Gzip(u32),
     /// rANS 4x8 (rANS Nx16 in CRAM 3.1), order 1 when true.
     Rans4x8(bool),
-    /// rANS 4x8 order 1 or gzip, whichever is smaller for the block
-    /// (integer streams: order 1 follows the bytes of varied ITF8 values,
-    /// gzip the long repeats of nearly constant ones).
-    Smaller(u32),
 }
 
 /// Bases in BAM's 4-bit code order.
@@ -329,12 +325,17 @@ pub(crate) fn encode(
             block.extend_from_slice(&val[..len]);
             i += 3 + len;
         }
-        let next_line = s.lines.len() as u32;
-        let tl = *s.lines.entry(s.line.clone()).or_insert_with(|| {
-            s.line_order.extend_from_slice(&s.line);
-            s.line_order.push(0);
-            next_line
-        });
+        // Looked up by slice, so that only a new tag line is copied.
+        let tl = match s.lines.get(s.line.as_slice()) {
+            Some(&tl) => tl,
+            None => {
+                let tl = s.lines.len() as u32;
+                s.lines.insert(s.line.clone(), tl);
+                s.line_order.extend_from_slice(&s.line);
+                s.line_order.push(0);
+                tl
+            }
+        };
 
         let ser = &mut s.series;
         int(&mut ser[Ds::Ap as usize], clamp_i32(ap));
@@ -681,26 +682,33 @@ fn features(
     Ok(rp)
 }
 
-/// The codec each series is stored with, as samtools 1.24 mostly picks
-/// them on short-read data (`samtools cram-size -v`): rANS 4x8 order 1 for
-/// the qualities, order 0 for single bases and feature codes, gzip for
-/// names, base stretches and positions, the smaller of rANS 4x8 order 1
-/// and gzip for the other integer series (samtools also tries codecs).
+/// The codec each series is stored with, one per series so that each
+/// block is compressed once. Chosen from which of rANS 4x8 order 1 and
+/// gzip gave the smaller block, series by series, on the benchmark's first
+/// 500,000 records (docs/cram.md, "CRAM output by alnsort's encoder"):
+/// rANS order 1 for the qualities and the integer series of varied values
+/// (flags, lengths, mapping qualities, feature counts, mate flags, TLEN),
+/// order 0 for single bases and feature codes, gzip for names, base
+/// stretches, and the series of positions or of long runs of one value
+/// (AP, FP, DL, NP, NS, RI, RG, TS), where gzip's matches win.
 /// CRAM 3.1 takes rANS Nx16 where 3.0 takes rANS 4x8.
 fn method(ds: Ds, opts: &CramOptions) -> Method {
     match ds {
-        Ds::Rn | Ds::In | Ds::Sc | Ds::Np | Ds::Ts | Ds::Fp | Ds::Bb => Method::Gzip(level(opts)),
+        Ds::Rn | Ds::In | Ds::Sc | Ds::Bb => Method::Gzip(level(opts)),
+        Ds::Ap | Ds::Fp | Ds::Dl | Ds::Np | Ds::Ns | Ds::Ri | Ds::Rg | Ds::Ts => {
+            Method::Gzip(level(opts))
+        }
         Ds::Ba | Ds::Bs | Ds::Fc => Method::Rans4x8(false),
-        Ds::Qs => Method::Rans4x8(true),
-        _ => Method::Smaller(level(opts)),
+        _ => Method::Rans4x8(true),
     }
 }
 
-/// Tags: numbers and characters as the integer series, strings and arrays
-/// gzip.
+/// Tags: numbers and characters rANS order 1 (as the integer series; it
+/// gave the smaller block for AS and NM, gzip for XS by 0.02 % of the
+/// output), strings and arrays gzip.
 fn tag_method(key: u32, opts: &CramOptions) -> Method {
     match key as u8 {
-        b'c' | b'C' | b's' | b'S' | b'i' | b'I' | b'A' => Method::Smaller(level(opts)),
+        b'c' | b'C' | b's' | b'S' | b'i' | b'I' | b'A' => Method::Rans4x8(true),
         _ => Method::Gzip(level(opts)),
     }
 }
@@ -723,13 +731,6 @@ fn block(content_type: u8, id: u32, data: &[u8], m: Method, nx16: bool) -> Vec<u
     let packed = match m {
         Method::Gzip(level) => gzip(data, level).map(|d| (1, d)),
         Method::Rans4x8(order1) => Some(rans(order1)),
-        Method::Smaller(level) => {
-            let r = rans(true);
-            match gzip(data, level) {
-                Some(g) if g.len() < r.1.len() => Some((1, g)),
-                _ => Some(r),
-            }
-        }
     };
     match packed {
         Some((method, d)) if d.len() < data.len() => {

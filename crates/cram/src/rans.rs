@@ -149,15 +149,17 @@ fn starts(freqs: &[u32; 256]) -> [u32; 256] {
 struct Sym {
     x_max: u32,
     rcp: u32,
-    shift: u32,
     bias: u32,
-    cmpl: u32,
+    /// `TOTAL - f` (below 2^12) and the shift (below 32): 16 bytes in all,
+    /// so that an order-1 table of 256 contexts is 1 MiB.
+    cmpl: u16,
+    shift: u16,
 }
 
 impl Sym {
     fn new(f: u32, c: u32) -> Sym {
         let x_max = ((LOWER >> SCALE_BITS) << 8) * f;
-        let cmpl = TOTAL - f;
+        let cmpl = (TOTAL - f) as u16;
         if f < 2 {
             // x / 1: the reciprocal 2^32 - 1 gives x - 1, made up in bias.
             return Sym {
@@ -176,7 +178,7 @@ impl Sym {
         Sym {
             x_max,
             rcp,
-            shift: shift - 1,
+            shift: (shift - 1) as u16,
             bias: c,
             cmpl,
         }
@@ -189,14 +191,39 @@ struct Back {
     at: usize,
 }
 
+thread_local! {
+    /// Each thread's [`Back`] buffer, reused from block to block (a fresh
+    /// one for each block of qualities is megabytes of new pages to fault
+    /// in and zero); up to [`BACK_KEPT`] bytes.
+    static BACK: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 impl Back {
     /// Room for `n` symbols: a state below 2^31 sheds at most two bytes
     /// before a symbol of frequency 1 or more (its bound is at least 2^19).
     fn new(n: usize) -> Back {
+        let mut buf = BACK.take();
         let len = 2 * n + 16;
-        Back {
-            buf: vec![0; len],
-            at: len,
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        Back { at: buf.len(), buf }
+    }
+
+    /// The bytes written, in order.
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.at..]
+    }
+}
+
+/// The largest [`Back`] buffer a thread keeps (blocks of long reads can
+/// need far more, for once).
+const BACK_KEPT: usize = 16 << 20;
+
+impl Drop for Back {
+    fn drop(&mut self) {
+        if self.buf.len() <= BACK_KEPT {
+            BACK.set(std::mem::take(&mut self.buf));
         }
     }
 }
@@ -213,7 +240,9 @@ fn put(x: &mut u32, s: &Sym, out: &mut Back) {
         v >>= 8;
     }
     let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
-    *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
+    *x = v
+        .wrapping_add(s.bias)
+        .wrapping_add(q.wrapping_mul(u32::from(s.cmpl)));
 }
 
 /// As [`put`], with rANS Nx16's renormalisation: one 16-bit word
@@ -229,7 +258,9 @@ fn put16(x: &mut u32, s: &Sym, out: &mut Back) {
         v >>= 16;
     }
     let q = (((v as u64 * s.rcp as u64) >> 32) as u32) >> s.shift;
-    *x = v.wrapping_add(s.bias).wrapping_add(q.wrapping_mul(s.cmpl));
+    *x = v
+        .wrapping_add(s.bias)
+        .wrapping_add(q.wrapping_mul(u32::from(s.cmpl)));
 }
 
 #[inline]
@@ -260,7 +291,7 @@ fn finish<const N16: bool>(
     states: [u32; 4],
     bytes: Back,
 ) -> Vec<u8> {
-    let tail = &bytes.buf[bytes.at..];
+    let tail = bytes.bytes();
     let mut out = Vec::with_capacity(9 + table.len() + 16 + tail.len());
     out.push(order);
     if N16 {
@@ -400,16 +431,25 @@ fn encode_order1<const N16: bool>(src: &[u8]) -> Vec<u8> {
 }
 
 /// Each thread's order-1 tables, reused from block to block (1.3 MB that
-/// would otherwise be allocated and zeroed for every block).
+/// would otherwise be allocated and zeroed for every block), as fixed-size
+/// arrays so that indexing them by a byte needs no bounds check.
 struct Order1 {
-    counts: Vec<[u32; 256]>,
-    table: Vec<[Sym; 256]>,
+    counts: Box<[[u32; 256]; 256]>,
+    table: Box<[[Sym; 256]; 256]>,
+}
+
+/// 256 rows of `v`, made on the heap (too large for a thread's stack).
+fn boxed_rows<T: Copy>(v: T) -> Box<[[T; 256]; 256]> {
+    match vec![[v; 256]; 256].into_boxed_slice().try_into() {
+        Ok(rows) => rows,
+        Err(_) => unreachable!("256 rows were made"),
+    }
 }
 
 thread_local! {
     static ORDER1: std::cell::RefCell<Order1> = std::cell::RefCell::new(Order1 {
-        counts: vec![[0; 256]; 256],
-        table: vec![[Sym::default(); 256]; 256],
+        counts: boxed_rows(0),
+        table: boxed_rows(Sym::default()),
     });
 }
 
@@ -417,7 +457,7 @@ fn encode_order1_with<const N16: bool>(
     src: &[u8],
     q: usize,
     context: &dyn Fn(usize) -> usize,
-    table: &[[Sym; 256]],
+    table: &[[Sym; 256]; 256],
     head: Vec<u8>,
 ) -> Vec<u8> {
     let n = src.len();
@@ -431,16 +471,38 @@ fn encode_order1_with<const N16: bool>(
         );
     }
     if q > 0 {
+        // The four streams' states in locals (kept in registers), each
+        // stream's symbols and contexts as their own slice.
+        let [mut x0, mut x1, mut x2, mut x3] = states;
+        let (s0, s1, s2, s3) = (
+            &src[..q],
+            &src[q..2 * q],
+            &src[2 * q..3 * q],
+            &src[3 * q..4 * q],
+        );
         for i in (1..q).rev() {
-            for j in (0..4).rev() {
-                let p = j * q + i;
-                put_any::<N16>(
-                    &mut states[j],
-                    &table[src[p - 1] as usize][src[p] as usize],
-                    &mut rev,
-                );
-            }
+            put_any::<N16>(
+                &mut x3,
+                &table[s3[i - 1] as usize][s3[i] as usize],
+                &mut rev,
+            );
+            put_any::<N16>(
+                &mut x2,
+                &table[s2[i - 1] as usize][s2[i] as usize],
+                &mut rev,
+            );
+            put_any::<N16>(
+                &mut x1,
+                &table[s1[i - 1] as usize][s1[i] as usize],
+                &mut rev,
+            );
+            put_any::<N16>(
+                &mut x0,
+                &table[s0[i - 1] as usize][s0[i] as usize],
+                &mut rev,
+            );
         }
+        states = [x0, x1, x2, x3];
         for j in (0..4).rev() {
             put_any::<N16>(&mut states[j], &table[0][src[j * q] as usize], &mut rev);
         }

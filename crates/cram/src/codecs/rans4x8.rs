@@ -84,6 +84,22 @@ impl Input<'_> {
     }
 }
 
+/// Renormalises state `x` with the input at `pos`: returns the new state
+/// and how many bytes it took (0 to 2, as [`Input::renorm`] takes them;
+/// past the end they read as 0). How many is known from `x` alone (a second
+/// byte is taken exactly when `x < 2^15`), so the reads of the four states
+/// do not wait on one another.
+#[inline(always)]
+fn renorm_at(src: &[u8], pos: usize, x: u32) -> (u32, usize) {
+    let one = x < LOWER_BOUND;
+    let two = x < LOWER_BOUND >> 8;
+    let b0 = u32::from(src.get(pos).copied().unwrap_or(0));
+    let b1 = u32::from(src.get(pos + 1).copied().unwrap_or(0));
+    let y = if one { (x << 8) | b0 } else { x };
+    let y = if two { (y << 8) | b1 } else { y };
+    (y, usize::from(one) + usize::from(two))
+}
+
 /// Reads one order-0 frequency table: calls `set(symbol, F)` for each
 /// symbol it lists; checks that they add up to at most 4096.
 fn read_freqs(inp: &mut Input<'_>, mut set: impl FnMut(u8, u32)) -> io::Result<()> {
@@ -270,10 +286,16 @@ fn decode1(inp: &mut Input<'_>, out: &mut [u8], t: &mut Tables) -> io::Result<()
             o1[i] = s1;
             o2[i] = s2;
             o3[i] = s3;
-            r[0] = inp.renorm(x0);
-            r[1] = inp.renorm(x1);
-            r[2] = inp.renorm(x2);
-            r[3] = inp.renorm(x3);
+            let src = inp.src;
+            let (y0, n0) = renorm_at(src, inp.pos, x0);
+            inp.pos += n0;
+            let (y1, n1) = renorm_at(src, inp.pos, x1);
+            inp.pos += n1;
+            let (y2, n2) = renorm_at(src, inp.pos, x2);
+            inp.pos += n2;
+            let (y3, n3) = renorm_at(src, inp.pos, x3);
+            inp.pos += n3;
+            r = [y0, y1, y2, y3];
             l = [s0, s1, s2, s3];
         }
         // What is left over after four equal parts goes through state 3.

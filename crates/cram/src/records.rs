@@ -745,20 +745,6 @@ impl SliceDecoder {
             apos += *last_apos;
             *last_apos = apos;
         }
-        // The reference bases this record will be built from: on an unsorted
-        // input they are far from the last record's, so start loading them
-        // now, while the names, mates and tags are decoded.
-        if flag & 0x4 == 0 && apos > 0 {
-            if let SliceRef::Whole(id, seq) = &*slice_ref {
-                if *id == ref_id && embedded.is_none() {
-                    let from = (apos - 1) as usize;
-                    let seq: &[u8] = seq.as_ref().as_ref();
-                    if let Some(bases) = seq.get(from..(from + rl).min(seq.len())) {
-                        prefetch(bases);
-                    }
-                }
-            }
-        }
         let rg = st.int(ds(Ds::RG))?;
         let rg = if rg == -1 {
             None
@@ -1375,27 +1361,6 @@ fn copy_ref(
             b'N'
         };
     }
-}
-
-/// Hints the CPU to bring `bytes` into its cache (no effect on results).
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let lines = bytes
-            .chunks(64)
-            .map(|c| c.as_ptr())
-            .chain(bytes.last().map(|b| b as *const u8));
-        for p in lines {
-            // SAFETY: SSE is part of every x86_64 target, and a prefetch
-            // neither reads into the program nor faults; `p` points into
-            // `bytes` anyway.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 fn nonneg(v: i32) -> io::Result<u32> {

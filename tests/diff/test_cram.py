@@ -518,13 +518,8 @@ def test_cram_output_of_records_noodles_could_not_write(alnsort_bin, data, tmp_p
         path, _ = _with_odd_tlen(data["sam_plain"], tmp_path / "tlen.sam")
     else:
         path = data[src]
-    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
     fmt = f"cram,version={version}"
-    check_ok(run_alnsort([*ORDERS[order], "-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(path)]))
-    check_ok(run_alnsort([*ORDERS[order], "-o", str(bam), str(path)]))
-    theirs = tmp_path / "samtools.cram"
-    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(data["ref"]), "-o", str(theirs), str(bam))
-    got, want = _records(_view(cram, data["ref"])), _records(_view(theirs, data["ref"]))
+    got, want, bam = _cram_records_ours_and_samtools(path, data["ref"], tmp_path, fmt, ORDERS[order])
     assert len(want) == len(_records(oracle.view(str(bam))))
     if src == "sam_norg":
         assert sum(ln.split("\t")[9] == "*" and ln.split("\t")[5] != "*" for ln in want) >= 40
@@ -537,6 +532,18 @@ def test_cram_output_of_records_noodles_could_not_write(alnsort_bin, data, tmp_p
 
 def _records(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if not ln.startswith("@")]
+
+
+def _cram_records_ours_and_samtools(src: Path, ref: Path, tmp: Path, fmt: str, order: list[str]):
+    """alnsort sorts `src` to CRAM (`-O fmt`) and to BAM; samtools makes its
+    own CRAM (same `fmt`) of that BAM. Returns the records samtools reads
+    from alnsort's CRAM, those it reads from its own, and the BAM."""
+    cram, bam = tmp / "out.cram", tmp / "out.bam"
+    check_ok(run_alnsort([*order, "-O", fmt, "--reference", str(ref), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort([*order, "-o", str(bam), str(src)]))
+    theirs = tmp / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(ref), "-o", str(theirs), str(bam))
+    return _records(_view(cram, ref)), _records(_view(theirs, ref)), bam
 
 
 def _header_without_cram_fields(text: str) -> list[str]:
@@ -1170,13 +1177,7 @@ def test_cram_output_of_unusual_alignments(alnsort_bin, data, tmp_path, version)
         lines.append("\t".join(map(str, [n, flag, rname, pos, 60, cigar, "*", 0, 0, seq, q(len(seq))])))
     src = tmp_path / "in.sam"
     src.write_text("\n".join(lines) + "\n")
-    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
-    fmt = f"cram,version={version}"
-    check_ok(run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
-    check_ok(run_alnsort(["-o", str(bam), str(src)]))
-    theirs = tmp_path / "samtools.cram"
-    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(data["ref"]), "-o", str(theirs), str(bam))
-    got, want = _records(_view(cram, data["ref"])), _records(_view(theirs, data["ref"]))
+    got, want, _ = _cram_records_ours_and_samtools(src, data["ref"], tmp_path, f"cram,version={version}", [])
     assert len(want) == len(recs)
     assert_same_text("\n".join(want), "\n".join(got), f"unusual alignments, {version}")
 
@@ -1194,12 +1195,6 @@ def test_cram_output_of_a_cigar_too_long_for_bam(alnsort_bin, data, tmp_path, ve
     lines.append("\t".join(["small", "0", "chrA", "1001", "60", "10M", "*", "0", "0", ref[1000:1010], "I" * 10]))
     src = tmp_path / "in.sam"
     src.write_text("\n".join(lines) + "\n")
-    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
-    fmt = f"cram,version={version}"
-    check_ok(run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
-    check_ok(run_alnsort(["-o", str(bam), str(src)]))
-    theirs = tmp_path / "samtools.cram"
-    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(data["ref"]), "-o", str(theirs), str(bam))
-    got, want = _records(_view(cram, data["ref"])), _records(_view(theirs, data["ref"]))
+    got, want, _ = _cram_records_ours_and_samtools(src, data["ref"], tmp_path, f"cram,version={version}", [])
     assert len(want) == 2 and want[0].split("\t")[5] == "1M1I" * n
     assert_same_text("\n".join(want), "\n".join(got), f"a CIGAR too long for BAM, {version}")

@@ -615,11 +615,26 @@ struct Cig<'a> {
 impl Cig<'_> {
     #[inline]
     fn switch(&mut self, op: u32) {
-        if self.len > 0 && self.op != op {
+        if self.op != op {
+            self.flush();
+        }
+        self.op = op;
+    }
+
+    /// Extends the CIGAR by `n` of `op`, merged with a preceding `op`.
+    #[inline]
+    fn add(&mut self, op: u32, n: u32) {
+        self.switch(op);
+        self.len = self.len.saturating_add(n);
+    }
+
+    /// Ends the operation being built, if it has a length.
+    #[inline]
+    fn flush(&mut self) {
+        if self.len > 0 {
             self.ops.push(self.len << 4 | self.op);
             self.len = 0;
         }
-        self.op = op;
     }
 }
 
@@ -1081,8 +1096,7 @@ impl SliceDecoder {
                         refseq,
                     );
                 }
-                cig.switch(BAM_CMATCH);
-                cig.len = cig.len.saturating_add(n as u32);
+                cig.add(BAM_CMATCH, n as u32);
                 ref_pos += n;
                 seq_pos = pos;
             }
@@ -1093,16 +1107,12 @@ impl SliceDecoder {
                     self.array.clear();
                     let n = st.array(ds(Ds::SC), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
-                    if cig.len > 0 {
-                        cig.ops.push(cig.len << 4 | cig.op);
-                        cig.len = 0;
-                    }
+                    cig.flush();
                     cig.ops.push((n as u32) << 4 | BAM_CSOFT_CLIP);
                     cig.op = BAM_CSOFT_CLIP;
                     seq_pos += n as i64;
                 }
                 b'X' => {
-                    cig.switch(BAM_CMATCH);
                     let code = st.byte(ds(Ds::BS))? as usize & 3;
                     let row = if refseq.is_none() || ref_pos >= ref_len {
                         4
@@ -1110,37 +1120,33 @@ impl SliceDecoder {
                         base_row(ref_at(ref_pos))
                     };
                     put(seq, rl, at, &[ch.substitutions[row][code]])?;
-                    cig.len = cig.len.saturating_add(1);
+                    cig.add(BAM_CMATCH, 1);
                     seq_pos += 1;
                     ref_pos += 1;
                 }
                 b'D' => {
-                    cig.switch(BAM_CDEL);
                     let n = nonneg(st.int(ds(Ds::DL))?)?;
-                    cig.len = cig.len.saturating_add(n);
+                    cig.add(BAM_CDEL, n);
                     ref_pos += n as i64;
                 }
                 b'I' => {
-                    cig.switch(BAM_CINS);
                     self.array.clear();
                     let n = st.array(ds(Ds::IN), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
-                    cig.len = cig.len.saturating_add(n as u32);
+                    cig.add(BAM_CINS, n as u32);
                     seq_pos += n as i64;
                 }
                 b'i' => {
-                    cig.switch(BAM_CINS);
                     let b = st.byte(ds(Ds::BA))?;
                     put(seq, rl, at, &[b])?;
-                    cig.len = cig.len.saturating_add(1);
+                    cig.add(BAM_CINS, 1);
                     seq_pos += 1;
                 }
                 b'b' => {
-                    cig.switch(BAM_CMATCH);
                     self.array.clear();
                     let n = st.array(ds(Ds::BB), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
-                    cig.len = cig.len.saturating_add(n as u32);
+                    cig.add(BAM_CMATCH, n as u32);
                     seq_pos += n as i64;
                     ref_pos += n as i64;
                 }
@@ -1152,13 +1158,12 @@ impl SliceDecoder {
                     put(qual, rl, at, &self.array)?;
                 }
                 b'B' => {
-                    cig.switch(BAM_CMATCH);
                     let b = st.byte(ds(Ds::BA))?;
                     put(seq, rl, at, &[b])?;
                     fill_qual(qual);
                     let q = st.byte(ds(Ds::QS))?;
                     put(qual, rl, at, &[q])?;
-                    cig.len = cig.len.saturating_add(1);
+                    cig.add(BAM_CMATCH, 1);
                     seq_pos += 1;
                     ref_pos += 1;
                 }
@@ -1168,17 +1173,14 @@ impl SliceDecoder {
                     put(qual, rl, at, &[q])?;
                 }
                 b'H' => {
-                    cig.switch(BAM_CHARD_CLIP);
-                    cig.len = cig.len.saturating_add(nonneg(st.int(ds(Ds::HC))?)?);
+                    cig.add(BAM_CHARD_CLIP, nonneg(st.int(ds(Ds::HC))?)?);
                 }
                 b'P' => {
-                    cig.switch(BAM_CPAD);
-                    cig.len = cig.len.saturating_add(nonneg(st.int(ds(Ds::PD))?)?);
+                    cig.add(BAM_CPAD, nonneg(st.int(ds(Ds::PD))?)?);
                 }
                 b'N' => {
-                    cig.switch(BAM_CREF_SKIP);
                     let n = nonneg(st.int(ds(Ds::RS))?)?;
-                    cig.len = cig.len.saturating_add(n);
+                    cig.add(BAM_CREF_SKIP, n);
                     ref_pos += n as i64;
                 }
                 other => {
@@ -1200,13 +1202,10 @@ impl SliceDecoder {
                 ref_len,
                 refseq,
             );
-            cig.switch(BAM_CMATCH);
-            cig.len = cig.len.saturating_add(n as u32);
+            cig.add(BAM_CMATCH, n as u32);
             ref_pos += n;
         }
-        if cig.len > 0 {
-            cig.ops.push(cig.len << 4 | cig.op);
-        }
+        cig.flush();
         Ok(ref_pos - (apos - 1))
     }
 

@@ -607,6 +607,27 @@ fn waiting_mates_beyond_a_soft_limit_are_kept() {
     assert_eq!(soft.metrics, memory.metrics);
 }
 
+/// A fragment end as the waiting-mate tests park it: only its index matters.
+fn waiting_end(r1_index: i64) -> End {
+    End {
+        library: 0,
+        barcode: 0,
+        r1_barcode: 0,
+        r2_barcode: 0,
+        orientation: F,
+        r1_ref: 0,
+        r1_coord: 0,
+        r2_ref: -1,
+        r2_coord: -1,
+        loc: Location::NONE,
+        optical_orientation: -1,
+        score: 0,
+        r1_index,
+        r2_index: -1,
+        pair: false,
+    }
+}
+
 /// The waiting mates (the most recent one apart, the others in a map)
 /// answer every sequence of takes and waits as one map keyed by
 /// (reference, read group, name) does, overwrites included.
@@ -629,23 +650,7 @@ fn waiting_mates_behave_as_one_map() {
             assert_eq!(got, want, "step {step}");
             hits += got.is_some() as u32;
         } else {
-            let end = End {
-                library: 0,
-                barcode: 0,
-                r1_barcode: 0,
-                r2_barcode: 0,
-                orientation: F,
-                r1_ref: 0,
-                r1_coord: 0,
-                r2_ref: -1,
-                r2_coord: -1,
-                loc: Location::NONE,
-                optical_orientation: -1,
-                score: 0,
-                r1_index: step,
-                r2_index: -1,
-                pair: false,
-            };
+            let end = waiting_end(step);
             md.add_waiting(key.0, key.1, key.2, end);
             model.insert((key.0, key.1, key.2.to_vec()), step);
         }
@@ -823,24 +828,7 @@ fn spilled_waiting_mates_behave_as_one_map() {
                 }
                 _ => {
                     let ref_id = current + rng.below((6 - current) as u64) as i32;
-                    let mut end = End {
-                        library: 0,
-                        barcode: 0,
-                        r1_barcode: 0,
-                        r2_barcode: 0,
-                        orientation: F,
-                        r1_ref: 0,
-                        r1_coord: 0,
-                        r2_ref: -1,
-                        r2_coord: -1,
-                        loc: Location::NONE,
-                        optical_orientation: -1,
-                        score: 0,
-                        r1_index: 0,
-                        r2_index: -1,
-                        pair: false,
-                    };
-                    end.r1_index = run * 10_000 + step;
+                    let end = waiting_end(run * 10_000 + step);
                     md.add_waiting(ref_id, rg, name, end);
                     model.insert((ref_id, rg, name.to_vec()), end.r1_index);
                 }

@@ -163,6 +163,12 @@ impl<'a> RecordRef<'a> {
     pub fn seq_bytes(&self) -> &'a [u8] {
         &self.data[self.seq_start()..self.qual_start()]
     }
+    /// Appends the record's bases as upper-case letters (`=ACMGRSVTWYHKDBN`
+    /// by 4-bit code, SAM spec §4.2.3) to `out`.
+    #[inline]
+    pub fn push_bases(&self, out: &mut Vec<u8>) {
+        push_bases(self.seq_bytes(), self.l_seq(), out)
+    }
     /// Phred qualities (0xFF bytes when absent).
     #[inline]
     pub fn qual(&self) -> &'a [u8] {
@@ -255,9 +261,59 @@ pub fn reg2bin(beg: i64, end: i64) -> u16 {
     0
 }
 
+/// htslib's `seq_nt16_str`: the letter of each 4-bit base code (SAM spec
+/// §4.2.3).
+pub const NT16_STR: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
+
+/// The two letters of each packed byte (high nibble first), so that bases
+/// are unpacked a byte at a time.
+const NT16_PAIRS: [[u8; 2]; 256] = {
+    let mut t = [[0; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [NT16_STR[i >> 4], NT16_STR[i & 0xf]];
+        i += 1;
+    }
+    t
+};
+
+/// Appends the `l_seq` letters of BAM's packed bases `packed` (two a
+/// byte, the first in the high nibble) to `out`.
+pub fn push_bases(packed: &[u8], l_seq: usize, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + l_seq, 0);
+    let dst = &mut out[start..];
+    let mut pairs = dst.chunks_exact_mut(2);
+    for (d, &b) in (&mut pairs).zip(packed) {
+        d.copy_from_slice(&NT16_PAIRS[b as usize]);
+    }
+    if let [last] = pairs.into_remainder() {
+        *last = NT16_STR[(packed[l_seq / 2] >> 4) as usize];
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Unpacking a byte at a time gives each nibble's letter in
+        /// order, for odd and even lengths, after what `out` held.
+        #[test]
+        fn push_bases_gives_each_nibble_in_order(
+            packed in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            drop_last in proptest::bool::ANY,
+        ) {
+            let l_seq = (2 * packed.len()).saturating_sub(usize::from(drop_last));
+            let mut out = b"x".to_vec();
+            push_bases(&packed, l_seq, &mut out);
+            let mut want = b"x".to_vec();
+            for i in 0..l_seq {
+                want.push(NT16_STR[((packed[i / 2] >> (4 * (1 - i % 2))) & 0xf) as usize]);
+            }
+            proptest::prop_assert_eq!(out, want);
+        }
+    }
 
     /// A minimal mapped record: name "r1", 1 CIGAR op 4M, seq ACGT, qual, tag NM:c:1.
     #[rustfmt::skip]

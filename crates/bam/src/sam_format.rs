@@ -9,9 +9,6 @@ use crate::header::Header;
 use crate::sam_parse::CIGAR_OPS;
 use crate::RecordRef;
 
-/// htslib's `seq_nt16_str`: 4-bit base code -> letter.
-const NT16_STR: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
-
 /// Appends one SAM line (with its `\n`) for `rec` to `out`. The record must
 /// have passed `validate_record` for this header; a malformed aux area ends
 /// the line early rather than panicking.
@@ -62,10 +59,7 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
     if l_seq == 0 {
         out.extend_from_slice(b"*\t*");
     } else {
-        let seq = rec.seq_bytes();
-        out.extend(
-            (0..l_seq).map(|i| NT16_STR[((seq[i / 2] >> (4 * (1 - i % 2))) & 0xf) as usize]),
-        );
+        rec.push_bases(out);
         out.push(b'\t');
         let qual = rec.qual();
         if qual[0] == 0xff {

@@ -91,7 +91,7 @@ impl Line<'_> {
 /// case-insensitive, `U` as `T`, '0'..'3' as 1, 2, 4, 8, anything else N.
 const fn nt16_table() -> [u8; 256] {
     let mut t = [15u8; 256];
-    let codes = b"=ACMGRSVTWYHKDBN";
+    let codes = crate::record::NT16_STR;
     let mut i = 0;
     while i < 16 {
         t[codes[i] as usize] = i as u8;

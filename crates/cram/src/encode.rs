@@ -27,7 +27,11 @@ pub struct CramWriter<W: Write> {
     /// The records of the slice being filled.
     slice: Vec<u8>,
     slice_starts: Vec<usize>,
-    queue: OrderedQueue<Result<Encoded, CramError>>,
+    /// Slice buffers back from finished jobs, for the next slices (a new
+    /// buffer per slice was grown by doubling, every byte copied again and
+    /// its pages faulted in, on the thread that feeds the records).
+    spare: Vec<SliceBuffers>,
+    queue: OrderedQueue<(Result<Encoded, CramError>, SliceBuffers)>,
     /// Containers in flight before the writer waits for the oldest.
     depth: usize,
 }
@@ -44,6 +48,9 @@ struct Shared {
     /// Whether jobs work out their slice's `.crai` lines.
     index: bool,
 }
+
+/// A slice's records (framed BAM records) and where each starts.
+type SliceBuffers = (Vec<u8>, Vec<usize>);
 
 /// One encoded container and, when an index is wanted, its slice's
 /// `.crai` lines without the container's offset in the file.
@@ -177,6 +184,7 @@ impl<W: Write> CramWriter<W> {
             records: 0,
             slice: Vec::new(),
             slice_starts: Vec::new(),
+            spare: Vec::new(),
             queue: OrderedQueue::new(pool, "CRAM encoding"),
             depth,
         })
@@ -206,13 +214,21 @@ impl<W: Write> CramWriter<W> {
     /// Hands the filled slice to an encoding job, then writes the
     /// containers done, waiting for the oldest while too many are in flight.
     fn flush_slice(&mut self) -> Result<(), CramError> {
-        let slice = std::mem::take(&mut self.slice);
-        let starts = std::mem::take(&mut self.slice_starts);
+        let (next, next_starts) = self.spare.pop().unwrap_or_else(|| {
+            (
+                Vec::with_capacity(self.slice.capacity()),
+                Vec::with_capacity(RECORDS_PER_SLICE),
+            )
+        });
+        let slice = std::mem::replace(&mut self.slice, next);
+        let starts = std::mem::replace(&mut self.slice_starts, next_starts);
         let first = self.records;
         self.records += starts.len() as u64;
         let shared = Arc::clone(&self.shared);
-        self.queue
-            .push(move || encode_container(&shared, &slice, &starts, first));
+        self.queue.push(move || {
+            let encoded = encode_container(&shared, &slice, &starts, first);
+            (encoded, (slice, starts))
+        });
         while self.queue.len() > self.depth {
             self.write_oldest()?;
         }
@@ -231,13 +247,17 @@ impl<W: Write> CramWriter<W> {
 
     fn write_done(
         &mut self,
-        done: Result<Result<Encoded, CramError>, alnsort_pipeline::Lost>,
+        done: Result<(Result<Encoded, CramError>, SliceBuffers), alnsort_pipeline::Lost>,
     ) -> Result<(), CramError> {
         let file = &self.shared.file;
-        let Encoded { bytes, crai } = done.map_err(|source| CramError::Lost {
+        let (encoded, (mut slice, mut starts)) = done.map_err(|source| CramError::Lost {
             file: file.clone(),
             source,
-        })??;
+        })?;
+        slice.clear();
+        starts.clear();
+        self.spare.push((slice, starts));
+        let Encoded { bytes, crai } = encoded?;
         if let Some(out) = &mut self.crai {
             let offset = self.out.written;
             for l in crai {

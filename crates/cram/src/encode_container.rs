@@ -112,9 +112,6 @@ enum Method {
     Rans4x8(bool),
 }
 
-/// Bases in BAM's 4-bit code order.
-const BASES: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
-
 /// Each base's place in A, C, G, T, N (the substitution matrix's order).
 fn acgtn(b: u8) -> Option<usize> {
     match b {
@@ -250,12 +247,7 @@ pub(crate) fn encode(
         let l_seq = r.l_seq();
         let qual = r.qual();
         s.bases.clear();
-        let packed = r.seq_bytes();
-        for i in 0..l_seq {
-            let b = packed[i / 2];
-            let code = if i % 2 == 0 { b >> 4 } else { b & 0xf };
-            s.bases.push(BASES[code as usize]);
-        }
+        r.push_bases(&mut s.bases);
         let has_seq = l_seq > 0;
         let mapped = flag & 0x4 == 0;
         let apos = r.pos() as i64 + 1;
@@ -620,10 +612,22 @@ fn features(
                     write_itf8(bb, len as u32);
                     bb.extend_from_slice(&bases[rp..rp + len]);
                 } else if has_seq {
-                    for i in 0..len {
-                        let b = bases[rp + i];
-                        let rb = refseq.and_then(|s| s.get(ap + i).copied());
+                    let read = &bases[rp..rp + len];
+                    // The reference under these bases (shorter past its end).
+                    let under = refseq
+                        .and_then(|s| s.get(ap..))
+                        .map_or(&[][..], |s| &s[..len.min(s.len())]);
+                    let mut i = 0;
+                    while i < len {
+                        // Runs equal to the reference, 16 bases at a time.
+                        if i + 16 <= under.len() && read[i..i + 16] == under[i..i + 16] {
+                            i += 16;
+                            continue;
+                        }
+                        let b = read[i];
+                        let rb = under.get(i).copied();
                         if rb == Some(b) {
+                            i += 1;
                             continue;
                         }
                         let sub = match (rb.and_then(acgtn), acgtn(b)) {
@@ -641,6 +645,7 @@ fn features(
                                 ser[Ds::Qs as usize].push(qual[rp + i]);
                             }
                         }
+                        i += 1;
                     }
                 }
                 rp += len;

@@ -9,7 +9,7 @@
 //! one of the tags the record carries, so MD/NM go after it. samtools shows them, so
 //! records decoded here get them the same way; noodles-cram does not do it.
 
-const SEQ_CODES: &[u8; 16] = b"=ACMGRSVTWYHKDBN";
+use alnsort_bam::record::NT16_STR as SEQ_CODES;
 
 /// The 4-bit BAM code of a base letter as noodles-bam packs it: the
 /// letters of `=ACMGRSVTWYHKDBN` in either case, anything else N.

@@ -1198,3 +1198,103 @@ def test_cram_output_of_a_cigar_too_long_for_bam(alnsort_bin, data, tmp_path, ve
     got, want, _ = _cram_records_ours_and_samtools(src, data["ref"], tmp_path, f"cram,version={version}", [])
     assert len(want) == 2 and want[0].split("\t")[5] == "1M1I" * n
     assert_same_text("\n".join(want), "\n".join(got), f"a CIGAR too long for BAM, {version}")
+
+
+def _with_md_nm(data, tmp: Path) -> Path:
+    """data's plain SAM with MD and NM from `samtools calmd`, then varied
+    record by record: both right, MD wrong, NM wrong, MD only, NM only,
+    NM stored as a 32-bit integer, and both wrong; unmapped records and
+    those without bases keep whatever calmd gave them."""
+    sorted_bam = tmp / "sorted.bam"
+    oracle.samtools("sort", "-o", str(sorted_bam), str(data["sam_plain"]))
+    calmd = oracle.samtools("calmd", str(sorted_bam), str(data["ref"])).stdout.decode()
+    out = []
+    n = 0
+    for ln in calmd.splitlines():
+        if ln.startswith("@"):
+            out.append(ln)
+            continue
+        f = ln.split("\t")
+        tags = f[11:]
+        md = [t for t in tags if t.startswith("MD:Z:")]
+        nm = [t for t in tags if t.startswith("NM:i:")]
+        rest = [t for t in tags if not t.startswith(("MD:Z:", "NM:i:"))]
+        if md and nm:
+            n += 1
+            k = n % 7
+            if k == 1:
+                md = ["MD:Z:0" + md[0][5:]] if not md[0][5:].startswith("0") else ["MD:Z:9999"]
+            elif k == 2:
+                nm = [f"NM:i:{int(nm[0][5:]) + 1}"]
+            elif k == 3:
+                nm = []
+            elif k == 4:
+                md = []
+            elif k == 5:
+                md = ["MD:Z:" + md[0][5:].lower()]
+            elif k == 6:
+                md, nm = ["MD:Z:1"], ["NM:i:999"]
+        # MD and NM in the middle of the other tags, so that their place shows.
+        out.append("\t".join(f[:11] + rest[:1] + nm + md + rest[1:]))
+    assert n > 100, n
+    path = tmp / "md_nm.sam"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+def test_cram_output_leaves_out_md_nm_as_samtools_does(alnsort_bin, data, tmp_path, version):
+    """MD and NM that a reader computes back the same are left out, as
+    samtools leaves them out (and a reader appends them after the other
+    tags); wrong or partial ones are stored: samtools reads alnsort's CRAM
+    into exactly the records, tag order included, it reads from its own
+    CRAM of alnsort's BAM. Fewer MD bytes are stored than with store_md=1."""
+    src = _with_md_nm(data, tmp_path)
+    got, want, _ = _cram_records_ours_and_samtools(src, data["ref"], tmp_path, f"cram,version={version}", [])
+    assert_same_text("\n".join(want), "\n".join(got), f"MD/NM left out, {version}")
+    # The records with right MD/NM got them back last: the rule was used.
+    moved = [r for r in got if r.split("\t")[-2].startswith("MD:Z:") and r.split("\t")[-1].startswith("NM:i:")]
+    assert len(moved) > 50, len(moved)
+
+    def md_bytes(path: Path) -> int:
+        blocks = [ln.split() for ln in _cram_size(path).splitlines() if ln.startswith("BLOCK")]
+        return sum(int(b[2]) for b in blocks if b[-1] == "MDZ")
+
+    stored = tmp_path / "stored.cram"
+    check_ok(run_alnsort(["-O", f"cram,version={version},store_md=1,store_nm=1", "--reference", str(data["ref"]), "-o", str(stored), str(src)]))
+    assert md_bytes(tmp_path / "out.cram") < md_bytes(stored) / 2
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+def test_cram_output_store_md_nm_keeps_the_tags_in_place(alnsort_bin, data, tmp_path, version):
+    """With store_md=1,store_nm=1 (htslib's options) every MD and NM is
+    stored as given: samtools reads alnsort's CRAM of records that all carry
+    both into the BAM's records, MD/NM in their place among the other tags."""
+    sorted_bam = tmp_path / "sorted.bam"
+    oracle.samtools("sort", "-o", str(sorted_bam), str(data["sam_plain"]))
+    calmd = oracle.samtools("calmd", str(sorted_bam), str(data["ref"])).stdout.decode()
+    lines = []
+    for ln in calmd.splitlines():
+        f = ln.split("\t")
+        if ln.startswith("@") or int(f[1]) & 4 or f[9] == "*":
+            # Only placed records with bases: a reader adds MD/NM to those
+            # without, so the BAM is the yardstick only for these.
+            if ln.startswith("@"):
+                lines.append(ln)
+            continue
+        tags = f[11:]
+        md = [t for t in tags if t.startswith(("MD:", "NM:"))]
+        rest = [t for t in tags if not t.startswith(("MD:", "NM:"))]
+        assert len(md) == 2, ln
+        lines.append("\t".join(f[:11] + md + rest))
+    src = tmp_path / "in.sam"
+    src.write_text("\n".join(lines) + "\n")
+    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
+    fmt = f"cram,version={version},store_md=1,store_nm=1"
+    check_ok(run_alnsort(["-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort(["-o", str(bam), str(src)]))
+    got = _records(_view(cram, data["ref"]))
+    want = _records(oracle.samtools("view", "--no-PG", str(bam)).stdout.decode())
+    assert len(want) > 100
+    assert all("\tMD:Z:" in r for r in want)
+    assert_same_text("\n".join(want), "\n".join(got), f"store_md/store_nm, {version}")

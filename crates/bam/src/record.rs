@@ -261,6 +261,21 @@ pub fn reg2bin(beg: i64, end: i64) -> u16 {
     0
 }
 
+/// The value of an integer tag of type `ty` (`cCsSiI`) whose value bytes
+/// start `val`; `None` for other types or too few bytes.
+pub fn aux_int(ty: u8, val: &[u8]) -> Option<i64> {
+    let le4 = |v: &[u8]| Some([*v.first()?, *v.get(1)?, *v.get(2)?, *v.get(3)?]);
+    Some(match ty {
+        b'c' => *val.first()? as i8 as i64,
+        b'C' => *val.first()? as i64,
+        b's' => i16::from_le_bytes([*val.first()?, *val.get(1)?]) as i64,
+        b'S' => u16::from_le_bytes([*val.first()?, *val.get(1)?]) as i64,
+        b'i' => i32::from_le_bytes(le4(val)?) as i64,
+        b'I' => u32::from_le_bytes(le4(val)?) as i64,
+        _ => return None,
+    })
+}
+
 /// htslib's `seq_nt16_str`: the letter of each 4-bit base code (SAM spec
 /// §4.2.3).
 pub const NT16_STR: &[u8; 16] = b"=ACMGRSVTWYHKDBN";

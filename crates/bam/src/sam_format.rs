@@ -131,13 +131,10 @@ fn format_aux_value(ty: u8, v: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(b"i:");
         push_int(out, x);
     };
+    if let Some(x) = crate::record::aux_int(ty, v) {
+        return int(out, x);
+    }
     match ty {
-        b'c' => int(out, v[0] as i8 as i64),
-        b'C' => int(out, v[0] as i64),
-        b's' => int(out, i16::from_le_bytes([v[0], v[1]]) as i64),
-        b'S' => int(out, u16::from_le_bytes([v[0], v[1]]) as i64),
-        b'i' => int(out, i32::from_le_bytes([v[0], v[1], v[2], v[3]]) as i64),
-        b'I' => int(out, u32::from_le_bytes([v[0], v[1], v[2], v[3]]) as i64),
         b'A' => out.extend_from_slice(&[b'A', b':', v[0]]),
         b'f' => {
             out.extend_from_slice(b"f:");

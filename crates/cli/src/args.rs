@@ -81,7 +81,8 @@ pub struct SortArgs {
     /// `--reference FILE` (or `-O cram,reference=FILE`): the FASTA that CRAM
     /// input is decoded and CRAM output encoded against.
     pub reference: Option<PathBuf>,
-    /// CRAM-only output options (`version`, `embed_ref`, `no_ref`) as given,
+    /// CRAM-only output options (`version`, `embed_ref`, `no_ref`,
+    /// `store_md`, `store_nm`) as given,
     /// checked by the config against the output format.
     pub cram_options: Vec<(String, String)>,
     /// `--markdup` and its options (group "Duplicate marking").
@@ -330,7 +331,10 @@ pub const OPTIONS: &[OptSpec] = &[
                SAM with level=N is BGZF-compressed SAM. OPT is level=N, \
                reference=FILE (as --reference), nthreads=N (accepted, -@ \
                counts), and for CRAM version=3.0|3.1, embed_ref=0, \
-               no_ref=0|1 (embed_ref=1 and 2 are refused).",
+               no_ref=0|1 (embed_ref=1 and 2 are refused), store_md=0|1 and \
+               store_nm=0|1 (keep MD/NM as given; by default, as samtools, \
+               those a reader computes back the same are left out and come \
+               back after the other tags).",
     },
     OptSpec {
         id: OptId::OutputFmtOption,
@@ -923,13 +927,13 @@ pub(crate) fn parse_fmt_option(opt: &str, args: &mut SortArgs) -> Result<(), Arg
         }
         // CRAM's own options: checked against the output format (and their
         // values) by the config.
-        Some((k @ ("version" | "embed_ref" | "no_ref"), v)) => {
+        Some((k @ ("version" | "embed_ref" | "no_ref" | "store_md" | "store_nm"), v)) => {
             args.cram_options.push((k.to_string(), v.to_string()));
             Ok(())
         }
         _ => Err(ArgError::Invalid(format!(
             "unsupported output format option '{opt}' (alnsort knows level=N, reference=FILE, \
-             nthreads=N, and for CRAM version, embed_ref, no_ref)"
+             nthreads=N, and for CRAM version, embed_ref, no_ref, store_md, store_nm)"
         ))),
     }
 }

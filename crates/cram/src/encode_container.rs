@@ -176,12 +176,28 @@ pub(crate) trait ReadGroups {
 #[derive(Default)]
 pub(crate) struct Scratch {
     series: Vec<Vec<u8>>,
-    tags: HashMap<u32, Vec<u8>>,
+    /// Each tag's block (key: tag name and type), in the order first seen,
+    /// and where each key's block is.
+    tags: Vec<(u32, Vec<u8>)>,
+    tag_at: HashMap<u32, usize>,
+    /// The previous record's tags and the current one's (key, block), in
+    /// record order: a record whose tags are those of the record before
+    /// (most are) finds their blocks without a lookup.
+    prev_tags: Vec<(u32, usize)>,
+    cur_tags: Vec<(u32, usize)>,
     lines: HashMap<Vec<u8>, u32>,
+    /// The previous record's tag line and its index, for the same reason
+    /// (`None` before the slice's first record).
+    prev_line: Vec<u8>,
+    prev_tl: Option<u32>,
     line_order: Vec<u8>,
     line: Vec<u8>,
     bases: Vec<u8>,
     cigar: Vec<(u8, u32)>,
+    /// The record's CIGAR as BAM words and the MD a reader computes for
+    /// it, when it carries MD or NM.
+    cigar_words: Vec<u32>,
+    md: Vec<u8>,
 }
 
 /// Encodes the framed BAM records `records` (in output order; `counter`
@@ -238,6 +254,10 @@ pub(crate) fn encode(
         b.clear();
     }
     s.tags.clear();
+    s.tag_at.clear();
+    s.prev_tags.clear();
+    s.prev_line.clear();
+    s.prev_tl = None;
     s.lines.clear();
     s.line_order.clear();
     let mut bases_total: u64 = 0;
@@ -282,6 +302,9 @@ pub(crate) fn encode(
         s.line.clear();
         let mut i = 0;
         let mut rg_seen = false;
+        // What a reader computes for MD and NM (md_nm.rs), worked out at
+        // the first of them: `Some(None)` when it adds none.
+        let mut regenerated: Option<Option<u32>> = None;
         while i + 3 <= aux.len() {
             let (ty, val) = (aux[i + 2], &aux[i + 3..]);
             let Some(len) = alnsort_bam::record::aux_value_len(ty, val) else {
@@ -310,24 +333,78 @@ pub(crate) fn encode(
                     }
                 }
             }
+            let md = tag == *b"MD" && ty == b'Z' && !opts.store_md;
+            let nm = tag == *b"NM" && !opts.store_nm;
+            if md || nm {
+                // Left out when a reader adds it back the same, as htslib
+                // does: a placed record with bases read against its
+                // reference, one MD and one NM at most.
+                let again = *regenerated.get_or_insert_with(|| {
+                    let refseq = seq_of(r.ref_id());
+                    let placed = mapped && r.ref_id() >= 0 && r.pos() >= 0 && has_seq;
+                    match refseq {
+                        Some(refseq) if placed && !opts.no_ref && single_md_nm(aux) => {
+                            s.cigar_words.clear();
+                            s.cigar_words
+                                .extend(s.cigar.iter().map(|&(op, l)| l << 4 | u32::from(op)));
+                            crate::md_nm::compute(
+                                &s.bases,
+                                &s.cigar_words,
+                                r.pos() as usize,
+                                refseq,
+                                &mut s.md,
+                            )
+                        }
+                        _ => None,
+                    }
+                });
+                let same = again.is_some_and(|n| {
+                    if md {
+                        // Compared as htslib compares it, ignoring case (a
+                        // lower-case MD comes back upper-case, as from samtools).
+                        val[..len - 1].eq_ignore_ascii_case(&s.md)
+                    } else {
+                        alnsort_bam::record::aux_int(ty, val) == Some(i64::from(n))
+                    }
+                });
+                if same {
+                    i += 3 + len;
+                    continue;
+                }
+            }
             s.line.extend_from_slice(&[tag[0], tag[1], ty]);
             let key = (tag[0] as u32) << 16 | (tag[1] as u32) << 8 | ty as u32;
-            let block = s.tags.entry(key).or_default();
+            let at = match s.prev_tags.get(s.cur_tags.len()) {
+                Some(&(k, at)) if k == key => at,
+                _ => *s.tag_at.entry(key).or_insert_with(|| {
+                    s.tags.push((key, Vec::new()));
+                    s.tags.len() - 1
+                }),
+            };
+            s.cur_tags.push((key, at));
+            let block = &mut s.tags[at].1;
             write_itf8(block, len as u32);
             block.extend_from_slice(&val[..len]);
             i += 3 + len;
         }
+        std::mem::swap(&mut s.prev_tags, &mut s.cur_tags);
+        s.cur_tags.clear();
         // Looked up by slice, so that only a new tag line is copied.
-        let tl = match s.lines.get(s.line.as_slice()) {
-            Some(&tl) => tl,
-            None => {
-                let tl = s.lines.len() as u32;
-                s.lines.insert(s.line.clone(), tl);
-                s.line_order.extend_from_slice(&s.line);
-                s.line_order.push(0);
-                tl
-            }
+        let tl = match s.prev_tl {
+            Some(tl) if s.line == s.prev_line => tl,
+            _ => match s.lines.get(s.line.as_slice()) {
+                Some(&tl) => tl,
+                None => {
+                    let tl = s.lines.len() as u32;
+                    s.lines.insert(s.line.clone(), tl);
+                    s.line_order.extend_from_slice(&s.line);
+                    s.line_order.push(0);
+                    tl
+                }
+            },
         };
+        s.prev_tl = Some(tl);
+        std::mem::swap(&mut s.prev_line, &mut s.line);
 
         let ser = &mut s.series;
         int(&mut ser[Ds::Ap as usize], clamp_i32(ap));
@@ -403,11 +480,11 @@ pub(crate) fn encode(
         }
         externals.push((id, block(EXTERNAL_DATA, id, data, method(*ds, opts), nx16)));
     }
-    let mut tag_keys: Vec<u32> = s.tags.keys().copied().collect();
-    tag_keys.sort_unstable();
+    s.tags.sort_unstable_by_key(|&(key, _)| key);
     let mut tag_map = Vec::new();
-    write_itf8(&mut tag_map, tag_keys.len() as u32);
-    for &key in &tag_keys {
+    write_itf8(&mut tag_map, s.tags.len() as u32);
+    for (key, data) in &s.tags {
+        let key = *key;
         write_itf8(&mut tag_map, key);
         // BYTE_ARRAY_LEN: the length and the value, both EXTERNAL in the
         // tag's own block.
@@ -417,7 +494,6 @@ pub(crate) fn encode(
         write_itf8(&mut tag_map, 4);
         write_itf8(&mut tag_map, params.len() as u32);
         tag_map.extend_from_slice(&params);
-        let data = &s.tags[&key];
         externals.push((
             key,
             block(EXTERNAL_DATA, key, data, tag_method(key, opts), nx16),
@@ -685,6 +761,22 @@ fn features(
     // FN precedes the features in record order, but lives in its own block.
     int(&mut ser[Ds::Fn as usize], n);
     Ok(rp)
+}
+
+/// Whether the tag area `aux` holds at most one MD and at most one NM (a
+/// reader adds either back only when the record has none).
+fn single_md_nm(aux: &[u8]) -> bool {
+    let (mut md, mut nm) = (0, 0);
+    let mut i = 0;
+    while i + 3 <= aux.len() {
+        let Some(len) = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..]) else {
+            return false;
+        };
+        md += usize::from(aux[i..i + 2] == *b"MD");
+        nm += usize::from(aux[i..i + 2] == *b"NM");
+        i += 3 + len;
+    }
+    md <= 1 && nm <= 1
 }
 
 /// The codec each series is stored with, one per series so that each

@@ -21,6 +21,12 @@ pub struct CramOptions {
     /// `no_ref=1`: bases stored verbatim, no reference needed to write or
     /// read the file.
     pub no_ref: bool,
+    /// `store_md=1` / `store_nm=1`: MD and NM stored as given even where a
+    /// reader computes them back the same (htslib's options; by default
+    /// they are left out then, as samtools does, and a reader appends
+    /// them after the other tags).
+    pub store_md: bool,
+    pub store_nm: bool,
 }
 
 impl CramOptions {
@@ -37,6 +43,8 @@ impl CramOptions {
                 )))
             }
             ("embed_ref", "0") => {}
+            ("store_md", "0" | "1") => self.store_md = value == "1",
+            ("store_nm", "0" | "1") => self.store_nm = value == "1",
             ("no_ref", "0") => self.no_ref = false,
             ("no_ref", "1") => self.no_ref = true,
             ("embed_ref", "1" | "2") => {
@@ -45,12 +53,12 @@ impl CramOptions {
                      embed reference sequences yet; use embed_ref=0 with --reference"
                 )))
             }
-            (k @ ("embed_ref" | "no_ref"), v) => {
+            (k @ ("embed_ref" | "no_ref" | "store_md" | "store_nm"), v) => {
                 return Err(CramError::Option(format!("{k}={v}: expected 0 or 1")))
             }
             (k, _) => {
                 return Err(CramError::Option(format!(
-                    "{k}={value} is not supported (alnsort knows version, embed_ref=0, no_ref, level, reference)"
+                    "{k}={value} is not supported (alnsort knows version, embed_ref=0, no_ref, store_md, store_nm, level, reference)"
                 )))
             }
         }
@@ -74,9 +82,15 @@ mod tests {
         assert!(o.no_ref);
         o.set("no_ref", "0").expect("no_ref=0");
         assert!(!o.no_ref);
+        o.set("store_md", "1").expect("store_md=1");
+        o.set("store_nm", "1").expect("store_nm=1");
+        assert!(o.store_md && o.store_nm);
+        o.set("store_nm", "0").expect("store_nm=0");
+        assert!(!o.store_nm);
         for (k, v, want) in [
             ("embed_ref", "1", "embed_ref=1"),
             ("no_ref", "2", "no_ref=2"),
+            ("store_md", "yes", "store_md=yes"),
             ("version", "2.1", "version=2.1"),
             ("seqs_per_slice", "100", "seqs_per_slice=100"),
         ] {

@@ -211,6 +211,48 @@ def test_budget_cram_output(cram_inputs: dict[str, Path], tmp_path: Path):
                  tmp_path)
 
 
+@pytest.fixture(scope="module")
+def cram_long_sam(cram_inputs: dict[str, Path]) -> Path:
+    """1,500 reads of 10-30 kbases (30 Mbases, about 45 MB of BAM records)
+    on the CRAM fixture's references, with a substitution every 1,000 bases:
+    a CRAM slice of 10,240 records would hold all of them at once."""
+    import random
+
+    rng = random.Random(78)
+    seqs = {}
+    name = None
+    for ln in cram_inputs["ref"].read_text().splitlines():
+        if ln.startswith(">"):
+            name = ln[1:]
+            seqs[name] = []
+        else:
+            seqs[name].append(ln)
+    seqs = {k: "".join(v) for k, v in seqs.items()}
+    sam = cram_inputs["ref"].parent / "long.sam"
+    with open(sam, "w") as fh:
+        fh.write("@HD\tVN:1.6\tSO:unsorted\n")
+        fh.writelines(f"@SQ\tSN:{n}\tLN:{len(s)}\n" for n, s in seqs.items())
+        for i in range(1500):
+            name = rng.choice(list(seqs))
+            n = rng.randrange(10_000, 30_000)
+            pos = rng.randrange(0, len(seqs[name]) - n)
+            seq = list(seqs[name][pos:pos + n])
+            for k in range(rng.randrange(1000), n, 1000):
+                seq[k] = "A" if seq[k] != "A" else "C"
+            qual = "".join(chr(33 + 20 + (k * 7 + i) % 21) for k in range(n))
+            fh.write(f"long{i}\t0\t{name}\t{pos + 1}\t60\t{n}M\t*\t0\t0\t{''.join(seq)}\t{qual}\n")
+    return sam
+
+
+def test_budget_cram_output_long_reads(cram_inputs: dict[str, Path], cram_long_sam: Path, tmp_path: Path):
+    """CRAM slices of long reads end at htslib's 5,120,000 bases (and at a
+    byte size), not only at 10,240 records, so the containers in flight
+    stay within what the budget sets aside for them."""
+    check_budget("CRAM output of 10-30 kb reads, 40 MB of reference, -@ 2", 128 * MiB,
+                 ["-@", "2", "-O", "cram", "--reference", str(cram_inputs["ref"]), str(cram_long_sam)],
+                 tmp_path)
+
+
 def test_budget_too_small_for_cram_references_is_refused(cram_inputs: dict[str, Path], tmp_path: Path):
     """A budget that cannot hold the references beside some records stops
     before any record is read, saying how much the references take and what

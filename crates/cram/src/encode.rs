@@ -11,7 +11,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 /// Writes sorted BAM records as CRAM. Each container (one slice of
-/// [`RECORDS_PER_SLICE`] records) is encoded by its own job on the pool into
+/// [`RECORDS_PER_SLICE`] records, fewer when they reach [`BASES_PER_SLICE`]
+/// bases or [`BYTES_PER_SLICE`] bytes) is encoded by its own job on the pool into
 /// memory (`container::encode`, with its record counter set for its place
 /// in the file) and written in order (`alnsort_pipeline::OrderedQueue`).
 pub struct CramWriter<W: Write> {
@@ -27,6 +28,8 @@ pub struct CramWriter<W: Write> {
     /// The records of the slice being filled.
     slice: Vec<u8>,
     slice_starts: Vec<usize>,
+    /// The bases of the records in `slice`.
+    slice_bases: usize,
     /// Slice buffers back from finished jobs, for the next slices (a new
     /// buffer per slice was grown by doubling, every byte copied again and
     /// its pages faulted in, on the thread that feeds the records).
@@ -85,8 +88,17 @@ impl<W: Write> Counted<W> {
     }
 }
 
-/// Records per slice (and per container).
+/// Records per slice (and per container), at most.
 const RECORDS_PER_SLICE: usize = 10_240;
+/// Bases per slice after which it ends: htslib's rule (`bases_per_slice`
+/// = 500 x `seqs_per_slice`), so that slices of long reads hold no more
+/// bases than one of short reads.
+const BASES_PER_SLICE: usize = 500 * RECORDS_PER_SLICE;
+/// BAM bytes per slice after which it ends (records whose bytes are not
+/// bases: long tags, CIGARs): about what 10,240 records of 150 bases take,
+/// so that the containers in flight stay within what `--max-memory` sets
+/// aside for them per thread.
+const BYTES_PER_SLICE: usize = 6 << 20;
 
 impl<W: Write> CramWriter<W> {
     /// Starts a CRAM file on `inner` and writes its header (`header_text`,
@@ -184,6 +196,7 @@ impl<W: Write> CramWriter<W> {
             records: 0,
             slice: Vec::new(),
             slice_starts: Vec::new(),
+            slice_bases: 0,
             spare: Vec::new(),
             queue: OrderedQueue::new(pool, "CRAM encoding"),
             depth,
@@ -205,7 +218,14 @@ impl<W: Write> CramWriter<W> {
     pub fn write_record(&mut self, framed: &[u8]) -> Result<(), CramError> {
         self.slice_starts.push(self.slice.len());
         self.slice.extend_from_slice(framed);
-        if self.slice_starts.len() == RECORDS_PER_SLICE {
+        // l_seq of the framed record (block_size, then 16 bytes).
+        self.slice_bases += framed
+            .get(20..24)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        if self.slice_starts.len() == RECORDS_PER_SLICE
+            || self.slice_bases >= BASES_PER_SLICE
+            || self.slice.len() >= BYTES_PER_SLICE
+        {
             self.flush_slice()?;
         }
         Ok(())
@@ -220,6 +240,7 @@ impl<W: Write> CramWriter<W> {
                 Vec::with_capacity(RECORDS_PER_SLICE),
             )
         });
+        self.slice_bases = 0;
         let slice = std::mem::replace(&mut self.slice, next);
         let starts = std::mem::replace(&mut self.slice_starts, next_starts);
         let first = self.records;

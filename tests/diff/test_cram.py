@@ -620,8 +620,8 @@ def test_cram_output_refuses_a_record_with_two_rg_tags(alnsort_bin, data, tmp_pa
 @pytest.mark.parametrize(
     "fmt, message",
     [
-        ("cram,embed_ref=1", "embed_ref=1 cannot be honoured"),
         ("cram,embed_ref=2", "embed_ref=2 cannot be honoured"),
+        ("cram,embed_ref=1,no_ref=1", "embed_ref=1 and no_ref=1 contradict each other"),
         ("cram,no_ref=2", "no_ref=2: expected 0 or 1"),
         ("cram,version=2.1", "version=2.1"),
         ("bam,version=3.1", "version=3.1 applies to CRAM output only"),
@@ -1298,3 +1298,37 @@ def test_cram_output_store_md_nm_keeps_the_tags_in_place(alnsort_bin, data, tmp_
     assert len(want) > 100
     assert all("\tMD:Z:" in r for r in want)
     assert_same_text("\n".join(want), "\n".join(got), f"store_md/store_nm, {version}")
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_cram_output_embed_ref_reads_without_the_reference(alnsort_bin, data, tmp_path, monkeypatch, order, version):
+    """embed_ref=1: each slice carries the reference bases it spans (one
+    reference per slice), so samtools, and alnsort, read the file with no
+    reference anywhere (no --reference, REF_PATH and REF_CACHE naming an
+    empty directory): the records samtools reads from its own embed_ref=1
+    CRAM of alnsort's BAM, in every order (name order: slices end at each
+    change of reference)."""
+    src = data["sam_plain"]
+    fmt = f"cram,version={version},embed_ref=1"
+    cram, bam = tmp_path / "out.cram", tmp_path / "out.bam"
+    check_ok(run_alnsort([*ORDERS[order], "-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort([*ORDERS[order], "-o", str(bam), str(src)]))
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("view", "--no-PG", "-O", fmt, "-T", str(data["ref"]), "-o", str(theirs), str(bam))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("REF_PATH", f"{empty}/%s")
+    monkeypatch.setenv("REF_CACHE", f"{empty}/%s")
+    got = _records(oracle.samtools("view", "--no-PG", str(cram)).stdout.decode())
+    want = _records(oracle.samtools("view", "--no-PG", str(theirs)).stdout.decode())
+    assert len(want) == 2 * 700 + 4 + 60 + 40
+    assert_same_text("\n".join(want), "\n".join(got), f"embed_ref=1 read by samtools, {order}, {version}")
+    # alnsort reads it back without a reference too (to BAM, in its order).
+    back = tmp_path / "back.bam"
+    check_ok(run_alnsort([*ORDERS[order], "-o", str(back), str(cram)]))
+    assert_same_text("\n".join(want), "\n".join(_records(oracle.view(str(back)))), f"embed_ref=1 read by alnsort, {order}")
+    # Without embed_ref the same read fails for want of the reference.
+    plain = tmp_path / "plain.cram"
+    check_ok(run_alnsort([*ORDERS[order], "-O", f"cram,version={version}", "--reference", str(data["ref"]), "-o", str(plain), str(src)]))
+    assert oracle.samtools("view", str(plain), check=False).returncode != 0

@@ -330,8 +330,9 @@ pub const OPTIONS: &[OptSpec] = &[
                (.sam: SAM, .sam.gz: BGZF SAM, .cram: CRAM, anything else: BAM). \
                SAM with level=N is BGZF-compressed SAM. OPT is level=N, \
                reference=FILE (as --reference), nthreads=N (accepted, -@ \
-               counts), and for CRAM version=3.0|3.1, embed_ref=0, \
-               no_ref=0|1 (embed_ref=1 and 2 are refused), store_md=0|1 and \
+               counts), and for CRAM version=3.0|3.1, embed_ref=0|1 (1: \
+               each slice carries its reference bases; 2 is refused), \
+               no_ref=0|1, store_md=0|1 and \
                store_nm=0|1 (keep MD/NM as given; by default, as samtools, \
                those a reader computes back the same are left out and come \
                back after the other tags).",

@@ -248,6 +248,7 @@ pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
         }
         cram.set(k, v).map_err(|e| ConfigError(e.to_string()))?;
     }
+    cram.check().map_err(|e| ConfigError(e.to_string()))?;
     if format == OutFormat::Cram {
         if a.uncompressed {
             return Err(ConfigError(

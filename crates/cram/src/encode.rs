@@ -30,6 +30,8 @@ pub struct CramWriter<W: Write> {
     slice_starts: Vec<usize>,
     /// The bases of the records in `slice`.
     slice_bases: usize,
+    /// The reference id of the last record in `slice`.
+    slice_ref: i32,
     /// Slice buffers back from finished jobs, for the next slices (a new
     /// buffer per slice was grown by doubling, every byte copied again and
     /// its pages faulted in, on the thread that feeds the records).
@@ -197,6 +199,7 @@ impl<W: Write> CramWriter<W> {
             slice: Vec::new(),
             slice_starts: Vec::new(),
             slice_bases: 0,
+            slice_ref: -1,
             spare: Vec::new(),
             queue: OrderedQueue::new(pool, "CRAM encoding"),
             depth,
@@ -216,6 +219,15 @@ impl<W: Write> CramWriter<W> {
     /// Appends one BAM record (with its `block_size` prefix). Records are
     /// held until their slice is full, then encoded.
     pub fn write_record(&mut self, framed: &[u8]) -> Result<(), CramError> {
+        // ref_id of the framed record (after block_size).
+        let ref_id = framed
+            .get(4..8)
+            .map_or(-1, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        if self.shared.opts.embed_ref && !self.slice_starts.is_empty() && ref_id != self.slice_ref {
+            // A slice embeds one reference's bases: no slice of several.
+            self.flush_slice()?;
+        }
+        self.slice_ref = ref_id;
         self.slice_starts.push(self.slice.len());
         self.slice.extend_from_slice(framed);
         // l_seq of the framed record (block_size, then 16 bytes).

@@ -92,6 +92,10 @@ const SERIES: [(Ds, [u8; 2], Kind); 26] = [
     (Ds::Bb, *b"BB", Kind::Len),
 ];
 
+/// The content id of a slice's embedded reference block (after the
+/// series' ids, below the tags' three-byte keys).
+const EMBEDDED_REFERENCE_ID: u32 = SERIES.len() as u32 + 1;
+
 /// CRAM flags (CF, §10.2).
 const CF_QUALITIES: i32 = 0x1;
 const CF_DETACHED: i32 = 0x2;
@@ -506,7 +510,7 @@ pub(crate) fn encode(
     pm.extend_from_slice(b"RN\x01AP");
     pm.push(u8::from(sorted));
     pm.extend_from_slice(b"RR");
-    pm.push(u8::from(!opts.no_ref));
+    pm.push(u8::from(!opts.no_ref && !opts.embed_ref));
     pm.extend_from_slice(b"SM");
     pm.extend_from_slice(&SUBSTITUTION_MATRIX);
     pm.extend_from_slice(b"TD");
@@ -523,15 +527,31 @@ pub(crate) fn encode(
     write_itf8(&mut ch, tag_map.len() as u32);
     ch.extend_from_slice(&tag_map);
 
-    // Slice header (§8.5).
-    let md5: [u8; 16] = match seq_of(reference) {
+    // Slice header (§8.5): the MD5 of the reference bases the slice
+    // spans, and with embed_ref those bases in a block of their own.
+    let span_bases = match seq_of(reference) {
         Some(seq) if slice_span > 0 => {
             let from = ((slice_start - 1) as usize).min(seq.len());
             let to = (from + slice_span as usize).min(seq.len());
-            Md5::digest(&seq[from..to]).into()
+            Some(&seq[from..to])
         }
-        _ => [0; 16],
+        _ => None,
     };
+    let md5: [u8; 16] = span_bases.map_or([0; 16], |b| Md5::digest(b).into());
+    let mut embedded = u32::MAX; // none (-1)
+    if let (true, Some(bases)) = (opts.embed_ref, span_bases) {
+        embedded = EMBEDDED_REFERENCE_ID;
+        externals.push((
+            embedded,
+            block(
+                EXTERNAL_DATA,
+                embedded,
+                bases,
+                Method::Gzip(level(opts)),
+                nx16,
+            ),
+        ));
+    }
     let mut sh = Vec::new();
     write_itf8(&mut sh, reference as u32);
     write_itf8(&mut sh, clamp_i32(slice_start) as u32);
@@ -543,7 +563,7 @@ pub(crate) fn encode(
     for (id, _) in &externals {
         write_itf8(&mut sh, *id);
     }
-    write_itf8(&mut sh, u32::MAX); // no embedded reference (-1)
+    write_itf8(&mut sh, embedded);
     sh.extend_from_slice(&md5);
 
     let mut body = raw_block(COMPRESSION_HEADER, 0, &ch);

@@ -27,11 +27,15 @@ pub struct CramOptions {
     /// them after the other tags).
     pub store_md: bool,
     pub store_nm: bool,
+    /// `embed_ref=1`: each slice carries the reference bases it spans, so
+    /// the file reads without the reference (RR false, as htslib writes
+    /// it); slices then hold one reference each.
+    pub embed_ref: bool,
 }
 
 impl CramOptions {
     /// Applies one `KEY=VALUE` CRAM output option. `version`, `embed_ref`,
-    /// `no_ref` are handled here (`level` and `reference` by the caller,
+    /// `no_ref`, `store_md`, `store_nm` are handled here (`level` and `reference` by the caller,
     /// which shares them with the other formats).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), CramError> {
         match (key, value) {
@@ -42,25 +46,38 @@ impl CramOptions {
                     "version={v}: alnsort writes CRAM 3.0 or 3.1"
                 )))
             }
-            ("embed_ref", "0") => {}
+            ("embed_ref", "0" | "1") => self.embed_ref = value == "1",
             ("store_md", "0" | "1") => self.store_md = value == "1",
             ("store_nm", "0" | "1") => self.store_nm = value == "1",
             ("no_ref", "0") => self.no_ref = false,
             ("no_ref", "1") => self.no_ref = true,
-            ("embed_ref", "1" | "2") => {
-                return Err(CramError::Option(format!(
-                    "embed_ref={value} cannot be honoured: alnsort's CRAM encoder does not \
-                     embed reference sequences yet; use embed_ref=0 with --reference"
-                )))
+            ("embed_ref", "2") => {
+                return Err(CramError::Option(
+                    "embed_ref=2 cannot be honoured: alnsort does not build a consensus to embed \
+                     when there is no reference; use embed_ref=1 with --reference, or no_ref=1"
+                        .into(),
+                ))
             }
             (k @ ("embed_ref" | "no_ref" | "store_md" | "store_nm"), v) => {
                 return Err(CramError::Option(format!("{k}={v}: expected 0 or 1")))
             }
             (k, _) => {
                 return Err(CramError::Option(format!(
-                    "{k}={value} is not supported (alnsort knows version, embed_ref=0, no_ref, store_md, store_nm, level, reference)"
+                    "{k}={value} is not supported (alnsort knows version, embed_ref, no_ref, store_md, store_nm, level, reference)"
                 )))
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses options that contradict each other (after every `set`).
+    pub fn check(&self) -> Result<(), CramError> {
+        if self.embed_ref && self.no_ref {
+            return Err(CramError::Option(
+                "embed_ref=1 and no_ref=1 contradict each other: a file without reference \
+                 bases (no_ref) has none to embed"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -77,7 +94,10 @@ mod tests {
         assert_eq!(o.version, CramVersion::V3_1);
         o.set("version", "3.0").expect("3.0");
         assert_eq!(o.version, CramVersion::V3_0);
+        o.set("embed_ref", "1").expect("embed_ref=1");
+        assert!(o.embed_ref);
         o.set("embed_ref", "0").expect("embed_ref=0");
+        assert!(!o.embed_ref);
         o.set("no_ref", "1").expect("no_ref=1");
         assert!(o.no_ref);
         o.set("no_ref", "0").expect("no_ref=0");
@@ -88,7 +108,7 @@ mod tests {
         o.set("store_nm", "0").expect("store_nm=0");
         assert!(!o.store_nm);
         for (k, v, want) in [
-            ("embed_ref", "1", "embed_ref=1"),
+            ("embed_ref", "2", "embed_ref=2"),
             ("no_ref", "2", "no_ref=2"),
             ("store_md", "yes", "store_md=yes"),
             ("version", "2.1", "version=2.1"),

@@ -1332,3 +1332,45 @@ def test_cram_output_embed_ref_reads_without_the_reference(alnsort_bin, data, tm
     plain = tmp_path / "plain.cram"
     check_ok(run_alnsort([*ORDERS[order], "-O", f"cram,version={version}", "--reference", str(data["ref"]), "-o", str(plain), str(src)]))
     assert oracle.samtools("view", str(plain), check=False).returncode != 0
+
+
+def test_slice_md5_catches_a_wrong_reference_when_the_header_has_no_m5(alnsort_bin, data, tmp_path):
+    """A CRAM of chrC's reads whose @SQ lines carry no M5 (samtools' CRAM,
+    its header replaced by one without them), read with a chrC that differs in every
+    100th base: the whole sequence cannot be checked, so each slice's MD5
+    is, as htslib checks it: the error names the reference and the bases of
+    the slice, and nothing is left behind. With the right reference the
+    records are those samtools reads."""
+    sam = [ln for ln in data["sam_plain"].read_text().splitlines()]
+    header = [ln for ln in sam if ln.startswith("@") and "\tSN:chrA" not in ln and "\tSN:chrB" not in ln]
+    body = [ln for ln in sam if not ln.startswith("@") and ln.split("\t")[2] == "chrC"
+            and ln.split("\t")[6] in ("=", "*", "chrC")]
+    assert len(body) > 50 and all("M5:" not in ln for ln in header)
+    src = tmp_path / "chrC.sam"
+    src.write_text("\n".join(header + body) + "\n")
+    chrc = "".join(data["ref"].read_text().split(">chrC", 1)[1].splitlines()[1:])
+    wrong = "".join(("A" if b != "A" else "C") if i % 100 == 0 else b for i, b in enumerate(chrc))
+    ref_c, bad_c = tmp_path / "c.fa", tmp_path / "bad_c.fa"
+    _write_fasta(ref_c, {"chrC": chrc})
+    _write_fasta(bad_c, {"chrC": wrong})
+    sorted_sam = tmp_path / "sorted.sam"
+    oracle.samtools("sort", "--no-PG", "-o", str(sorted_sam), str(src))
+    with_m5 = tmp_path / "with_m5.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(ref_c), "-o", str(with_m5), str(sorted_sam))
+    hdr = tmp_path / "h.sam"
+    hdr.write_text("\n".join(header) + "\n")
+    no_m5 = tmp_path / "no_m5.cram"
+    no_m5.write_bytes(oracle.samtools("reheader", "--no-PG", str(hdr), str(with_m5)).stdout)
+    assert "M5:" not in oracle.samtools("view", "-H", str(no_m5)).stdout.decode()
+    out = tmp_path / "out.bam"
+    res = run_alnsort(["--reference", str(bad_c), "-o", str(out), str(no_m5)], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    assert "reference chrC: bases " in err and "but the slice was written against bases of MD5" in err, err
+    assert "no_m5.cram" in err, err
+    assert not out.exists()
+    made = {"chrC.sam", "c.fa", "c.fa.fai", "bad_c.fa", "sorted.sam", "with_m5.cram", "h.sam", "no_m5.cram"}
+    assert harness.leftover_files(tmp_path, made) == []
+    check_ok(run_alnsort(["--reference", str(ref_c), "-o", str(out), str(no_m5)]))
+    want = oracle.samtools("view", "--no-PG", "-T", str(ref_c), str(no_m5)).stdout.decode()
+    assert_same_text("\n".join(_records(want)), "\n".join(_records(oracle.view(str(out)))), "CRAM without M5s")

@@ -21,6 +21,17 @@ pub enum ReferenceError {
         found: String,
         place: String,
     },
+    #[error(
+        "reference {sn}: bases {first}..{last} have MD5 {found}, but the slice was written \
+         against bases of MD5 {want} (a different reference; its @SQ has no M5 to check it whole)"
+    )]
+    SliceMismatch {
+        sn: String,
+        first: u64,
+        last: u64,
+        found: String,
+        want: String,
+    },
     #[error("reference {sn}: cannot read {place}: {source}")]
     Read {
         sn: String,

@@ -686,6 +686,18 @@ impl SliceDecoder {
             }
             None => None,
         };
+        if let (None, true, Ok(id)) = (
+            embedded,
+            ch.reference_required,
+            usize::try_from(h.reference_id),
+        ) {
+            lease.check_slice(
+                id,
+                h.alignment_start as i64 - 1,
+                h.alignment_span as i64,
+                &h.reference_md5,
+            )?;
+        }
         self.mates.clear();
         self.chain_head.clear();
         self.chain_head.resize(h.record_count, -1);

@@ -238,6 +238,15 @@ impl References {
         })
     }
 
+    /// Whether the @SQ of reference `id` has an M5, so that every sequence
+    /// loaded for it was checked whole.
+    fn has_m5(&self, id: usize) -> bool {
+        self.names
+            .get(id)
+            .and_then(|n| self.resolver.sq.get(n))
+            .is_some_and(|sq| sq.m5.is_some())
+    }
+
     fn id(&self, name: &[u8]) -> Option<usize> {
         self.names.iter().position(|n| n == name)
     }
@@ -292,6 +301,39 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
+    /// Checks a slice written against reference `id` (0-based `start`,
+    /// `span` bases) by the MD5 its header records, as htslib does, where
+    /// the @SQ has no M5 that checked the whole sequence already (with one,
+    /// a slice's bases are those of the checked sequence). A mismatch is a
+    /// [`ReferenceError::SliceMismatch`].
+    pub(crate) fn check_slice(
+        &mut self,
+        id: usize,
+        start: i64,
+        span: i64,
+        md5: &[u8; 16],
+    ) -> io::Result<()> {
+        if *md5 == [0; 16] || span <= 0 || self.refs.has_m5(id) {
+            return Ok(());
+        }
+        let seq = self.sequence(id)?;
+        let bases: &[u8] = seq.as_ref().as_ref();
+        let from = usize::try_from(start).unwrap_or(0).min(bases.len());
+        let to = from.saturating_add(span as usize).min(bases.len());
+        let found: [u8; 16] = Md5::digest(&bases[from..to]).into();
+        if found == *md5 {
+            return Ok(());
+        }
+        let hex = |d: &[u8; 16]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        Err(io::Error::other(ReferenceError::SliceMismatch {
+            sn: String::from_utf8_lossy(self.refs.name(id)?).into_owned(),
+            first: from as u64 + 1,
+            last: to as u64,
+            found: hex(&found),
+            want: hex(md5),
+        }))
+    }
+
     /// The repository to hand noodles for a slice (or a container) whose
     /// records use reference `id` only (`Some`), or several (`None`, a
     /// multi-reference slice, or one whose references are not known).

@@ -1374,3 +1374,23 @@ def test_slice_md5_catches_a_wrong_reference_when_the_header_has_no_m5(alnsort_b
     check_ok(run_alnsort(["--reference", str(ref_c), "-o", str(out), str(no_m5)]))
     want = oracle.samtools("view", "--no-PG", "-T", str(ref_c), str(no_m5)).stdout.decode()
     assert_same_text("\n".join(_records(want)), "\n".join(_records(oracle.view(str(out)))), "CRAM without M5s")
+
+
+def test_htsjdk_reads_embed_ref_without_the_reference(alnsort_bin, data, tmp_path):
+    """htsjdk (Picard 3.4.0 ViewSam, no -R) reads alnsort's embed_ref=1 CRAM
+    into the fields (tags aside) samtools reads from it with no reference."""
+    import subprocess
+
+    picard = _picard()
+    cram = tmp_path / "out.cram"
+    check_ok(run_alnsort(["-O", "cram,embed_ref=1", "--reference", str(data["ref"]), "-o", str(cram), str(data["sam_plain"])]))
+    res = subprocess.run(
+        [*picard, "ViewSam", "-I", str(cram), "--ALIGNMENT_STATUS", "All", "--PF_STATUS", "All",
+         "--VALIDATION_STRINGENCY", "SILENT"],
+        capture_output=True, check=False, env={**os.environ, "REF_PATH": str(tmp_path / "none"), "REF_CACHE": str(tmp_path / "none")},
+    )
+    assert res.returncode == 0, res.stderr.decode()[-2000:]
+    got = [ln.split("\t")[:11] for ln in res.stdout.decode().splitlines() if not ln.startswith("@")]
+    want = [ln.split("\t")[:11] for ln in _records(oracle.samtools("view", "--no-PG", str(cram)).stdout.decode())]
+    assert len(want) == 2 * 700 + 4 + 60 + 40
+    assert got == want

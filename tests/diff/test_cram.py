@@ -1394,3 +1394,113 @@ def test_htsjdk_reads_embed_ref_without_the_reference(alnsort_bin, data, tmp_pat
     want = [ln.split("\t")[:11] for ln in _records(oracle.samtools("view", "--no-PG", str(cram)).stdout.decode())]
     assert len(want) == 2 * 700 + 4 + 60 + 40
     assert got == want
+
+
+def _pair_cases(ref: Path, path: Path) -> Path:
+    """Pairs whose TLENs htslib and htsjdk rebuild alike or not: FR pairs
+    apart and overlapping, one read inside the other, both from one start,
+    both ending at one end, RF and FF/RR orientations, TLENs one off or 0,
+    a mate on another reference, a mate unmapped, a name with a
+    supplementary record too, and unpaired reads: every TLEN as samtools'
+    `fixmate` would leave it or changed on purpose."""
+    seqs = {}
+    name = None
+    for ln in ref.read_text().splitlines():
+        if ln.startswith(">"):
+            name = ln[1:].split()[0]
+            seqs[name] = []
+        else:
+            seqs[name].append(ln)
+    ref_seq = {k: "".join(v).upper() for k, v in seqs.items()}
+    a = ref_seq["chrA"]
+    rows = []
+
+    def rec(n, flag, rname, pos, cigar, rnext, pnext, tlen, length):
+        seq = (a if rname == "chrA" else ref_seq[rname])[pos - 1:pos - 1 + length] if rname != "*" else "A" * length
+        mapq = 0 if flag & 0x4 else 60  # a CRAM reader gives unmapped records MAPQ 0
+        rows.append("\t".join(map(str, [n, flag, rname, pos, mapq, cigar, rnext, pnext, tlen, seq, "I" * length])))
+
+    def sam_tlen(p1, l1, p2, l2):
+        left, right = min(p1, p2), max(p1 + l1 - 1, p2 + l2 - 1)
+        return right - left + 1
+
+    k = 0
+    # (start1, len1, reverse1, start2, len2, reverse2, tlen change)
+    cases = [
+        (1000, 100, False, 1300, 100, True, 0),    # FR apart
+        (2000, 100, False, 2050, 100, True, 0),    # FR overlapping
+        (3000, 150, False, 3020, 80, True, 0),     # second inside the first
+        (4000, 100, False, 4000, 100, True, 0),    # one start, one end
+        (5000, 100, False, 5000, 60, True, 0),     # one start
+        (6000, 60, False, 5960, 100, True, 0),     # one end, the reverse read leftmost
+        (7000, 100, True, 7300, 100, False, 0),    # RF
+        (8000, 100, False, 8300, 100, False, 0),   # FF
+        (9000, 100, True, 9300, 100, True, 0),     # RR
+        (10000, 100, False, 10300, 100, True, 1),  # TLEN one off
+        (11000, 100, False, 11300, 100, True, None),  # TLEN 0
+    ]
+    for s1, l1, r1, s2, l2, r2, change in cases:
+        for first_is_r1 in (True, False):
+            k += 1
+            t = sam_tlen(s1, l1, s2, l2)
+            t1 = t if s1 <= s2 else -t
+            if change is None:
+                t1 = 0
+            elif change:
+                t1 += change
+            f1 = 0x1 | (0x10 if r1 else 0) | (0x20 if r2 else 0) | (0x40 if first_is_r1 else 0x80)
+            f2 = 0x1 | (0x10 if r2 else 0) | (0x20 if r1 else 0) | (0x80 if first_is_r1 else 0x40)
+            rec(f"p{k}", f1, "chrA", s1, f"{l1}M", "=", s2, t1, l1)
+            rec(f"p{k}", f2, "chrA", s2, f"{l2}M", "=", s1, -t1, l2)
+    # Mate on another reference; mate unmapped (placed at its mate).
+    rec("x1", 0x1 | 0x40, "chrA", 12000, "100M", "chrB", 500, 0, 100)
+    rec("x1", 0x1 | 0x80, "chrB", 500, "100M", "chrA", 12000, 0, 100)
+    rec("u1", 0x1 | 0x40 | 0x8, "chrA", 13000, "100M", "=", 13000, 0, 100)
+    rec("u1", 0x1 | 0x80 | 0x4, "chrA", 13000, "*", "=", 13000, 0, 100)
+    # A pair with a supplementary record of the same name.
+    rec("s1", 0x1 | 0x40, "chrA", 14000, "100M", "=", 14300, 400, 100)
+    rec("s1", 0x1 | 0x80 | 0x10 | 0x20, "chrA", 14300, "100M", "=", 14000, -400, 100)
+    rec("s1", 0x1 | 0x40 | 0x800, "chrA", 14600, "50M", "=", 14300, 0, 50)
+    rec("single", 0, "chrA", 15000, "100M", "*", 0, 0, 100)
+    header = ["@HD\tVN:1.6\tSO:unsorted"] + [f"@SQ\tSN:{n}\tLN:{len(s)}" for n, s in ref_seq.items()]
+    path.write_text("\n".join(header + rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+@pytest.mark.parametrize("order", ["coord", "name"])
+def test_cram_output_attaches_mates_that_read_back_the_same(alnsort_bin, data, tmp_path, order, version):
+    """Pairs in one slice are stored attached where htslib and htsjdk both
+    rebuild each record's mate fields and TLEN as given, else detached:
+    samtools and htsjdk (Picard ViewSam) both read every field but the tags
+    of alnsort's CRAM as they are in the BAM, TLEN included, and some pairs
+    (not all) were attached (an NF series is written, fewer NP values than
+    records)."""
+    import subprocess
+
+    src = _pair_cases(data["ref"], tmp_path / "pairs.sam")
+    got, theirs, bam = _cram_records_ours_and_samtools(src, data["ref"], tmp_path, f"cram,version={version}", ORDERS[order])
+    # The yardstick is the BAM's fields (samtools' own CRAM changes some
+    # TLENs: it attaches pairs from one start and rebuilds their TLEN with
+    # the other sign); the tags are MD/NM added on reading.
+    fields = lambda recs: [ln.split("\t")[:11] for ln in recs]  # noqa: E731
+    want = fields(_records(oracle.view(str(bam))))
+    assert len(want) == len(got) == len(theirs) == 52
+    assert fields(got) == want
+    ours = tmp_path / "out.cram"
+    if version == "3.0":  # htsjdk reads CRAM 3.0 only
+        res = subprocess.run(
+            [*_picard(), "ViewSam", "-I", str(ours), "-R", str(data["ref"]), "--ALIGNMENT_STATUS", "All",
+             "--PF_STATUS", "All", "--VALIDATION_STRINGENCY", "SILENT"],
+            capture_output=True, check=False,
+        )
+        assert res.returncode == 0, res.stderr.decode()[-2000:]
+        htsjdk = [ln.split("\t")[:11] for ln in res.stdout.decode().splitlines() if not ln.startswith("@")]
+        assert htsjdk == want
+    sizes = [ln.split() for ln in _cram_size(ours).splitlines() if ln.startswith("BLOCK")]
+    raw = {b[-1]: int(b[2]) for b in sizes}
+    assert raw.get("NF", 0) > 0, sizes
+    # NP holds one ITF8 per detached record only: 2 bytes for each of these
+    # positions (1 for the unpaired read's 0), 103 bytes were all detached;
+    # at least four pairs are attached.
+    assert 0 < raw.get("NP", 0) <= 103 - 2 * 8, sizes

@@ -5,13 +5,16 @@
 //! (with the MD5 of the reference span), the container header and the CRC32s.
 //!
 //! What a reader rebuilds, it rebuilds from stored values: mates are stored
-//! detached (MF, NS, NP, TS as in the BAM record), the read features come
+//! attached only where htslib and htsjdk both rebuild the stored mate
+//! fields and TLEN ([`attach_mates`]), else detached (MF, NS, NP, TS as in
+//! the BAM record), the read features come
 //! from the CIGAR against the reference, records without bases (SEQ `*`)
 //! carry CRAM flag 0x8 and features from the CIGAR only, missing qualities
 //! are stored as 0xff bytes, as htslib stores them.
 
 use crate::options::{CramOptions, CramVersion};
 use crate::wire::{crc32, write_itf8, write_ltf8};
+use alnsort_bam::name_hash::NameHash;
 use alnsort_bam::RecordRef;
 use md5::{Digest, Md5};
 use std::collections::HashMap;
@@ -47,6 +50,7 @@ enum Ds {
     Mq,
     Qs,
     Bb,
+    Nf,
 }
 
 /// How a series' values sit in its external block.
@@ -63,7 +67,7 @@ enum Kind {
     Len,
 }
 
-const SERIES: [(Ds, [u8; 2], Kind); 26] = [
+const SERIES: [(Ds, [u8; 2], Kind); 27] = [
     (Ds::Bf, *b"BF", Kind::Int),
     (Ds::Cf, *b"CF", Kind::Int),
     (Ds::Ri, *b"RI", Kind::Int),
@@ -90,6 +94,7 @@ const SERIES: [(Ds, [u8; 2], Kind); 26] = [
     (Ds::Mq, *b"MQ", Kind::Int),
     (Ds::Qs, *b"QS", Kind::Byte),
     (Ds::Bb, *b"BB", Kind::Len),
+    (Ds::Nf, *b"NF", Kind::Int),
 ];
 
 /// The content id of a slice's embedded reference block (after the
@@ -99,6 +104,7 @@ const EMBEDDED_REFERENCE_ID: u32 = SERIES.len() as u32 + 1;
 /// CRAM flags (CF, §10.2).
 const CF_QUALITIES: i32 = 0x1;
 const CF_DETACHED: i32 = 0x2;
+const CF_MATE_DOWNSTREAM: i32 = 0x4;
 const CF_NO_SEQ: i32 = 0x8;
 
 /// Block content types (§8.1).
@@ -202,6 +208,8 @@ pub(crate) struct Scratch {
     /// it, when it carries MD or NM.
     cigar_words: Vec<u32>,
     md: Vec<u8>,
+    /// How each record's mate is stored ([`attach_mates`]).
+    downstream: Vec<Link>,
 }
 
 /// Encodes the framed BAM records `records` (in output order; `counter`
@@ -264,6 +272,7 @@ pub(crate) fn encode(
     s.prev_tl = None;
     s.lines.clear();
     s.line_order.clear();
+    attach_mates(&views, &mut s.downstream);
     let mut bases_total: u64 = 0;
     let mut last_ap = slice_start;
     for (k, r) in views.iter().enumerate() {
@@ -278,7 +287,12 @@ pub(crate) fn encode(
 
         let ser = &mut s.series;
         int(&mut ser[Ds::Bf as usize], flag as i32);
-        let mut cf = CF_QUALITIES | CF_DETACHED;
+        let mut cf = CF_QUALITIES
+            | match s.downstream[k] {
+                Link::Detached => CF_DETACHED,
+                Link::To(_) => CF_MATE_DOWNSTREAM,
+                Link::Last => 0,
+            };
         if !has_seq {
             cf |= CF_NO_SEQ;
         }
@@ -415,12 +429,20 @@ pub(crate) fn encode(
         int(&mut ser[Ds::Rg as usize], rg);
         ser[Ds::Rn as usize].extend_from_slice(r.read_name());
         ser[Ds::Rn as usize].push(0);
-        // Mates, detached: stored as they are.
-        let mf = i32::from(flag & 0x20 != 0) | (i32::from(flag & 0x8 != 0) << 1);
-        int(&mut ser[Ds::Mf as usize], mf);
-        int(&mut ser[Ds::Ns as usize], r.next_ref_id());
-        int(&mut ser[Ds::Np as usize], r.next_pos() + 1);
-        int(&mut ser[Ds::Ts as usize], r.tlen());
+        match s.downstream[k] {
+            // Mates, detached: stored as they are.
+            Link::Detached => {
+                let mf = i32::from(flag & 0x20 != 0) | (i32::from(flag & 0x8 != 0) << 1);
+                int(&mut ser[Ds::Mf as usize], mf);
+                int(&mut ser[Ds::Ns as usize], r.next_ref_id());
+                int(&mut ser[Ds::Np as usize], r.next_pos() + 1);
+                int(&mut ser[Ds::Ts as usize], r.tlen());
+            }
+            // Attached: the records to skip to the mate; a reader takes
+            // both records' mate fields and TLEN from each other.
+            Link::To(j) => int(&mut ser[Ds::Nf as usize], (j - k - 1) as i32),
+            Link::Last => {}
+        }
         int(&mut ser[Ds::Tl as usize], tl as i32);
 
         let read_len;
@@ -781,6 +803,115 @@ fn features(
     // FN precedes the features in record order, but lives in its own block.
     int(&mut ser[Ds::Fn as usize], n);
     Ok(rp)
+}
+
+/// How a record's mate is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// Its mate fields and TLEN as they are (MF, NS, NP, TS).
+    Detached,
+    /// Attached to its mate, the record at this index of the slice.
+    To(usize),
+    /// The mate of an earlier record of the slice, attached to it.
+    Last,
+}
+
+/// Which records of a slice are stored attached to their mate: the two
+/// records of a name that occurs twice in the slice, a primary first and
+/// last segment both placed on one reference, whose mate fields are each
+/// other's and whose TLENs are what both htslib and htsjdk compute for
+/// an attached pair (htslib from the leftmost start and rightmost end,
+/// htsjdk from the 5' ends); every other record is detached, so each reader
+/// gives back the stored fields. samtools attaches most pairs the same way.
+fn attach_mates(views: &[RecordRef], out: &mut Vec<Link>) {
+    out.clear();
+    out.resize(views.len(), Link::Detached);
+    let mut names: HashMap<&[u8], (usize, usize, u8), NameHash> =
+        HashMap::with_capacity_and_hasher(views.len(), NameHash::default());
+    for (i, r) in views.iter().enumerate() {
+        let e = names.entry(r.read_name()).or_insert((i, i, 0));
+        e.2 = e.2.saturating_add(1);
+        e.1 = i;
+    }
+    for &(a, b, n) in names.values() {
+        if n == 2 && attachable(&views[a], &views[b]) {
+            out[a] = Link::To(b);
+            out[b] = Link::Last;
+        }
+    }
+}
+
+/// Whether records `a` and `b` (`a` first in the slice) read back exactly
+/// when attached (see [`attach_mates`]).
+fn attachable(a: &RecordRef, b: &RecordRef) -> bool {
+    let (fa, fb) = (a.flag(), b.flag());
+    // Paired, placed, mates placed, primary; one first and one last segment.
+    let plain = |f: u16| f & 0x1 != 0 && f & (0x4 | 0x8 | 0x100 | 0x800) == 0;
+    let segments = (fa & 0xc0, fb & 0xc0);
+    if !(plain(fa) && plain(fb) && (segments == (0x40, 0x80) || segments == (0x80, 0x40))) {
+        return false;
+    }
+    // Each other's reference, position and strand.
+    if a.ref_id() < 0
+        || a.ref_id() != b.ref_id()
+        || a.next_ref_id() != b.ref_id()
+        || b.next_ref_id() != a.ref_id()
+        || a.next_pos() != b.pos()
+        || b.next_pos() != a.pos()
+        || (fa & 0x20 != 0) != (fb & 0x10 != 0)
+        || (fb & 0x20 != 0) != (fa & 0x10 != 0)
+    {
+        return false;
+    }
+    let (la, lb) = (a.reference_length(), b.reference_length());
+    if la < 1 || lb < 1 {
+        return false;
+    }
+    // 1-based starts and ends.
+    let (sa, sb) = (i64::from(a.pos()) + 1, i64::from(b.pos()) + 1);
+    let (ea, eb) = (sa + la - 1, sb + lb - 1);
+    // htslib's reader (records.rs `resolve_mates`): from the leftmost
+    // start to the rightmost end, positive for the first record when it
+    // starts leftmost (ties: when it does not also end rightmost, or the
+    // other does not start there too; then by first segment).
+    let (left, left_n) = match sa.cmp(&sb) {
+        std::cmp::Ordering::Less => (sa, 1),
+        std::cmp::Ordering::Equal => (sa, 2),
+        std::cmp::Ordering::Greater => (sb, 1),
+    };
+    let (right, right_n) = match ea.cmp(&eb) {
+        std::cmp::Ordering::Greater => (ea, 1),
+        std::cmp::Ordering::Equal => (ea, 2),
+        std::cmp::Ordering::Less => (eb, 1),
+    };
+    let span = right - left + 1;
+    let first_positive = if sa == left && (ea < right || left_n <= 1) {
+        true
+    } else if sa == left && ea == right && left_n > 1 && right_n > 1 {
+        fa & 0x40 != 0
+    } else {
+        false
+    };
+    let (ta, tb) = if first_positive {
+        (span, -span)
+    } else {
+        (-span, span)
+    };
+    if i64::from(a.tlen()) != ta || i64::from(b.tlen()) != tb {
+        return false;
+    }
+    // htsjdk's reader: from the first segment's 5' end to the last's, plus
+    // one (minus one when the last's is before).
+    let (first, last) = if fa & 0x40 != 0 {
+        ((sa, ea, fa), (sb, eb, fb))
+    } else {
+        ((sb, eb, fb), (sa, ea, fa))
+    };
+    let five = |(s, e, f): (i64, i64, u16)| if f & 0x10 != 0 { e } else { s };
+    let (p1, p2) = (five(first), five(last));
+    let t = p2 - p1 + if p2 >= p1 { 1 } else { -1 };
+    let (t_first, t_last) = if fa & 0x40 != 0 { (ta, tb) } else { (tb, ta) };
+    t_first == t && t_last == -t
 }
 
 /// Whether the tag area `aux` holds at most one MD and at most one NM (a

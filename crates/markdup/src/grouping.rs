@@ -31,7 +31,7 @@ pub struct GroupCheck {
     paired: bool,
     read1: bool,
     read2: bool,
-    incomplete: HashSet<Vec<u8>, crate::hash::NameHash>,
+    incomplete: HashSet<Vec<u8>, alnsort_bam::name_hash::NameHash>,
     incomplete_bytes: usize,
     records: u64,
 }

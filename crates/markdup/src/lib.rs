@@ -41,7 +41,6 @@
 
 pub mod bits;
 pub mod grouping;
-mod hash;
 pub mod metrics;
 pub mod optical;
 mod spill;
@@ -473,7 +472,7 @@ pub struct MarkDuplicates {
     /// reference the first mate says its mate is on, then read group and
     /// name. The second mate looks under its own reference, so mates whose
     /// fields disagree never pair up.
-    pending: HashMap<(i32, i16, Vec<u8>), End, hash::NameHash>,
+    pending: HashMap<(i32, i16, Vec<u8>), End, alnsort_bam::name_hash::NameHash>,
     /// The mate that waits most recently, kept out of `pending` (never
     /// in both): in name-grouped input its other half is usually the next
     /// primary record, which then pairs without hashing or allocating.

@@ -1,7 +1,7 @@
-//! The hasher of the maps keyed by read names (waiting mates, the grouping
-//! check's incomplete templates): a word-at-a-time folded-multiply hash,
-//! several times cheaper than the standard library's SipHash on names of
-//! 20 to 40 bytes, looked up once or twice per template. Each map gets a
+//! The hasher of the maps keyed by read names (markdup's waiting mates and
+//! the grouping check's incomplete templates, the CRAM encoder's mates in a
+//! slice): a word-at-a-time folded-multiply hash, several times cheaper
+//! than the standard library's SipHash on names of 20 to 40 bytes. Each map gets a
 //! random seed, so a file's names cannot be chosen to collide in every run.
 
 use std::hash::{BuildHasher, Hasher};

@@ -52,6 +52,19 @@ def _write_fasta(path: Path, seqs: dict[str, str], width: int = 60) -> None:
                 fh.write(s[i : i + width] + "\n")
 
 
+def _read_fasta(path: Path) -> dict[str, str]:
+    """The sequences of a FASTA file by name, upper-cased."""
+    seqs: dict[str, list[str]] = {}
+    name = None
+    for ln in path.read_text().splitlines():
+        if ln.startswith(">"):
+            name = ln[1:].split()[0]
+            seqs[name] = []
+        elif name is not None:
+            seqs[name].append(ln)
+    return {k: "".join(v).upper() for k, v in seqs.items()}
+
+
 def _md5(seq: str) -> str:
     return hashlib.md5(seq.upper().encode()).hexdigest()
 
@@ -1151,15 +1164,7 @@ def test_cram_output_of_unusual_alignments(alnsort_bin, data, tmp_path, version)
     and reference skips, an insertion at the read's start, a record of
     soft clips only. samtools reads alnsort's CRAM as it reads its own CRAM
     of alnsort's BAM of the same input."""
-    seqs = {}
-    name = None
-    for ln in data["ref"].read_text().splitlines():
-        if ln.startswith(">"):
-            name = ln[1:].split()[0]
-            seqs[name] = []
-        else:
-            seqs[name].append(ln)
-    ref = {k: "".join(v).upper() for k, v in seqs.items()}
+    ref = _read_fasta(data["ref"])
     c = ref["chrC"]
     q = lambda n: "I" * n  # noqa: E731
     recs = [
@@ -1348,7 +1353,7 @@ def test_slice_md5_catches_a_wrong_reference_when_the_header_has_no_m5(alnsort_b
     assert len(body) > 50 and all("M5:" not in ln for ln in header)
     src = tmp_path / "chrC.sam"
     src.write_text("\n".join(header + body) + "\n")
-    chrc = "".join(data["ref"].read_text().split(">chrC", 1)[1].splitlines()[1:])
+    chrc = _read_fasta(data["ref"])["chrC"]
     wrong = "".join(("A" if b != "A" else "C") if i % 100 == 0 else b for i, b in enumerate(chrc))
     ref_c, bad_c = tmp_path / "c.fa", tmp_path / "bad_c.fa"
     _write_fasta(ref_c, {"chrC": chrc})
@@ -1403,15 +1408,7 @@ def _pair_cases(ref: Path, path: Path) -> Path:
     a mate on another reference, a mate unmapped, a name with a
     supplementary record too, and unpaired reads: every TLEN as samtools'
     `fixmate` would leave it or changed on purpose."""
-    seqs = {}
-    name = None
-    for ln in ref.read_text().splitlines():
-        if ln.startswith(">"):
-            name = ln[1:].split()[0]
-            seqs[name] = []
-        else:
-            seqs[name].append(ln)
-    ref_seq = {k: "".join(v).upper() for k, v in seqs.items()}
+    ref_seq = _read_fasta(ref)
     a = ref_seq["chrA"]
     rows = []
 

@@ -324,7 +324,6 @@ impl Lease {
         if found == *md5 {
             return Ok(());
         }
-        let hex = |d: &[u8; 16]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
         Err(io::Error::other(ReferenceError::SliceMismatch {
             sn: String::from_utf8_lossy(self.refs.name(id)?).into_owned(),
             first: from as u64 + 1,
@@ -496,13 +495,17 @@ pub(crate) fn normalized_md5_hex(seq: &[u8]) -> String {
         }
         h.update(&buf);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
 }
 
 /// Lower-case hex MD5 of `seq`.
 pub(crate) fn md5_hex(seq: &[u8]) -> String {
-    let digest = Md5::digest(seq);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Md5::digest(seq))
+}
+
+/// `bytes` as lower-case hex (how M5 values are written).
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// htslib's cache path expansion: `%s` is the rest of the M5, `%Ns` its

@@ -219,10 +219,9 @@ impl<W: Write> CramWriter<W> {
     /// Appends one BAM record (with its `block_size` prefix). Records are
     /// held until their slice is full, then encoded.
     pub fn write_record(&mut self, framed: &[u8]) -> Result<(), CramError> {
-        // ref_id of the framed record (after block_size).
-        let ref_id = framed
-            .get(4..8)
-            .map_or(-1, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        // A validated record from the sort (as every job's records are).
+        let record = alnsort_bam::RecordRef::with_block_size(framed);
+        let ref_id = record.ref_id();
         if self.shared.opts.embed_ref && !self.slice_starts.is_empty() && ref_id != self.slice_ref {
             // A slice embeds one reference's bases: no slice of several.
             self.flush_slice()?;
@@ -230,10 +229,7 @@ impl<W: Write> CramWriter<W> {
         self.slice_ref = ref_id;
         self.slice_starts.push(self.slice.len());
         self.slice.extend_from_slice(framed);
-        // l_seq of the framed record (block_size, then 16 bytes).
-        self.slice_bases += framed
-            .get(20..24)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        self.slice_bases += record.l_seq();
         if self.slice_starts.len() == RECORDS_PER_SLICE
             || self.slice_bases >= BASES_PER_SLICE
             || self.slice.len() >= BYTES_PER_SLICE

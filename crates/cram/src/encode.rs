@@ -3,7 +3,7 @@
 use crate::encode_container::{self as container, SliceInfo};
 use crate::error::{take_reference_error, CramError};
 use crate::options::{CramOptions, CramVersion};
-use crate::reference::{normalized_md5_hex, RefHolding, RefSource, References};
+use crate::reference::{normalized_md5_hex, Lease, RefHolding, RefSource, References};
 use alnsort_pipeline::OrderedQueue;
 use noodles_sam as sam;
 use std::collections::HashMap;
@@ -254,8 +254,15 @@ impl<W: Write> CramWriter<W> {
         let first = self.records;
         self.records += starts.len() as u64;
         let shared = Arc::clone(&self.shared);
+        // The slice's references are held from now, in file order, not from
+        // when its job starts: a later job that ran first would otherwise
+        // release a reference this one needs, evicting it to be loaded again.
+        let mut lease = shared.references.lease();
+        for id in slice_references(&shared, &slice, &starts) {
+            lease.reserve(id);
+        }
         self.queue.push(move || {
-            let encoded = encode_container(&shared, &slice, &starts, first);
+            let encoded = encode_container(&shared, &slice, &starts, first, lease);
             (encoded, (slice, starts))
         });
         while self.queue.len() > self.depth {
@@ -338,6 +345,50 @@ impl<W: Write> CramWriter<W> {
     }
 }
 
+/// The framed records of a slice, in order.
+fn slice_records<'a>(slice: &'a [u8], starts: &[usize]) -> Vec<&'a [u8]> {
+    (0..starts.len())
+        .map(|k| {
+            let end = starts.get(k + 1).copied().unwrap_or(slice.len());
+            &slice[starts[k]..end]
+        })
+        .collect()
+}
+
+/// Whether all `records` are on one reference (id), unmapped ones included.
+fn single_reference(records: &[&[u8]]) -> bool {
+    let tid_of = |r: &[u8]| alnsort_bam::RecordRef::with_block_size(r).ref_id();
+    let first_tid = records.first().map_or(-1, |r| tid_of(r));
+    records.iter().all(|r| tid_of(r) == first_tid)
+}
+
+/// Whether the encoder reads the reference of `record`: a mapped record's,
+/// or a placed unmapped one's in a slice of one reference (its span's MD5).
+fn uses_reference(shared: &Shared, record: &alnsort_bam::RecordRef, single: bool) -> bool {
+    !shared.opts.no_ref && record.ref_id() >= 0 && (record.flag() & 0x4 == 0 || single)
+}
+
+/// The header's references a slice's job reads (see [`uses_reference`]),
+/// each once; ids outside the header are left to the job, which refuses
+/// them by record.
+fn slice_references(shared: &Shared, slice: &[u8], starts: &[usize]) -> Vec<usize> {
+    let records = slice_records(slice, starts);
+    let single = single_reference(&records);
+    let mut ids: Vec<usize> = Vec::new();
+    for r in &records {
+        let view = alnsort_bam::RecordRef::with_block_size(r);
+        if uses_reference(shared, &view, single) {
+            let id = view.ref_id() as usize;
+            if id < shared.n_refs && ids.last() != Some(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// Encodes one slice's records (framed BAM records at `starts` in `slice`;
 /// `first` records precede them in the file) into one CRAM container.
 fn encode_container(
@@ -345,26 +396,20 @@ fn encode_container(
     slice: &[u8],
     starts: &[usize],
     first: u64,
+    mut lease: Lease,
 ) -> Result<Encoded, CramError> {
     let file = &shared.file;
-    let records: Vec<&[u8]> = (0..starts.len())
-        .map(|k| {
-            let end = starts.get(k + 1).copied().unwrap_or(slice.len());
-            &slice[starts[k]..end]
-        })
-        .collect();
+    let records = slice_records(slice, starts);
     // The references the slice needs (its own, for the MD5 of its span,
-    // and each mapped record's) stay loaded until the job ends.
-    let mut lease = shared.references.lease();
+    // and each mapped record's; `slice_references`) stay loaded until the
+    // job ends.
     let mut sequences: Vec<Option<Arc<noodles_fasta::record::Sequence>>> =
         vec![None; shared.n_refs];
-    let tid_of = |r: &[u8]| alnsort_bam::RecordRef::with_block_size(r).ref_id();
-    let first_tid = records.first().map_or(-1, |r| tid_of(r));
-    let single = records.iter().all(|r| tid_of(r) == first_tid);
+    let single = single_reference(&records);
     for (k, r) in records.iter().enumerate() {
         let view = alnsort_bam::RecordRef::with_block_size(r);
         let tid = view.ref_id();
-        if shared.opts.no_ref || tid < 0 || !(view.flag() & 0x4 == 0 || single) {
+        if !uses_reference(shared, &view, single) {
             continue;
         }
         let record = first + k as u64 + 1;

@@ -390,6 +390,18 @@ impl Lease {
         Ok(seq)
     }
 
+    /// Holds reference `id` for this lease from now on without loading it
+    /// (a job's references taken when the job is queued, so that one
+    /// finishing early cannot evict a reference a job queued before it
+    /// still needs).
+    pub(crate) fn reserve(&mut self, id: usize) {
+        if self.refs.all.is_none() && !self.held.contains(&id) {
+            self.held.push(id);
+            // Counted held; the repository is the slot's, kept there.
+            drop(self.refs.hold(id));
+        }
+    }
+
     fn hold(&mut self, id: usize) -> fasta::Repository {
         if self.held.contains(&id) {
             // Already counted for this lease: just the repository.

@@ -237,6 +237,28 @@ fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     Ok(budget as usize)
 }
 
+/// samtools' record arena (`bam_sort_core_ext`, reference/samtools-sort.md
+/// §4): each record takes `sizeof(bam1_t)` (80 bytes on LP64, measured)
+/// plus its `l_data`, rounded up to 8. A framed BAM record here is
+/// `l_data` plus 36 bytes (`block_size` and the 32 bytes of fixed fields,
+/// which `bam1_t` holds in its 80), so it takes its length plus 44.
+const SAMTOOLS_ARENA: alnsort_sort::ChunkFill = alnsort_sort::ChunkFill::Arena {
+    overhead: 80 - 36,
+    align: 8,
+};
+
+/// What fills the sorter's chunk: with `-m` (samtools' per-thread record
+/// buffer), records count as samtools' arena counts them, so alnsort spills
+/// exactly where samtools writes its first temporary file, never sooner;
+/// with `--max-memory` (a whole-process total) what they hold here.
+fn chunk_fill(explicit_total: bool) -> alnsort_sort::ChunkFill {
+    if explicit_total {
+        alnsort_sort::ChunkFill::Held
+    } else {
+        SAMTOOLS_ARENA
+    }
+}
+
 /// The run's worker pool: `threads` workers (at least one) named
 /// `{name}-{i}`; sort, merge and the stages each start one.
 pub(crate) fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::ThreadPool>> {
@@ -345,6 +367,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         },
         max_open_runs: 0,
         merge_partition_bytes: 0,
+        chunk_fill: chunk_fill(cfg.explicit_total),
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
     let input_name = match &input {

@@ -606,6 +606,7 @@ pub fn map(
             key_kind: kind,
             max_open_runs: 0,
             merge_partition_bytes: 0,
+            chunk_fill: Default::default(),
         };
         let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
         let limit = sorter.plan().record_limit;

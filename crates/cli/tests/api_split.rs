@@ -136,6 +136,7 @@ fn map_task(
         key_kind: kind,
         max_open_runs: 0,
         merge_partition_bytes: 0,
+        chunk_fill: Default::default(),
     };
     let mut sorter = Sorter::new(config, pool()).expect("sorter");
     let decoder = Decoder {

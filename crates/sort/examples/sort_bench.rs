@@ -76,6 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             key_kind: KeyKind::Fixed8,
             max_open_runs,
             merge_partition_bytes: 0,
+            chunk_fill: Default::default(),
         };
         let mut sorter = Sorter::new(config, Arc::clone(&pool))?;
         let t = Instant::now();

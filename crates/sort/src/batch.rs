@@ -6,7 +6,7 @@
 //!
 //! Invariants: offsets are `u32`, so a batch holds under 4 GiB of records
 //! and of keys (the sorter caps sub-batches well below that); entries are in
-//! input order until `sort`, after which they are in (key, input order)
+//! input order (with offsets increasing) until `sort`, after which they are in (key, input order)
 //! order.
 
 use std::mem::size_of;
@@ -16,7 +16,7 @@ use alnsort_pipeline::{Lost, Slot};
 use rayon::ThreadPool;
 
 use crate::radix::{radix_sort, FixedEntry};
-use crate::KeyKind;
+use crate::{ChunkFill, KeyKind};
 
 /// One record of a `Variable` batch: 16 key bytes (zero-padded, big-endian)
 /// to decide most comparisons without touching the key buffer, then where
@@ -39,9 +39,9 @@ struct VarEntry {
 const FIXED_ENTRY_COST: usize = 2 * size_of::<FixedEntry>();
 
 /// Budget charged per `Variable` record besides its key and record bytes:
-/// the entry plus the merge sort's scratch (std's stable sort allocates up
-/// to one element of scratch per element for small slices).
-const VAR_ENTRY_COST: usize = 2 * size_of::<VarEntry>();
+/// the entry. The sort is an in-place unstable sort whose ties are broken
+/// by record offset (input order within a batch), so it needs no scratch.
+const VAR_ENTRY_COST: usize = size_of::<VarEntry>();
 
 /// Largest offset an entry can hold.
 const MAX_OFFSET: usize = u32::MAX as usize;
@@ -195,7 +195,11 @@ pub struct Batch {
     data: Vec<u8>,
     body: Body,
     limit: usize,
+    /// Bytes held: records, keys, entries and sort scratch (the meter's).
     used: usize,
+    /// What the records count against `limit` (see [`ChunkFill`]).
+    fill: ChunkFill,
+    filled: usize,
     unsettled: Option<Unsettled>,
 }
 
@@ -217,6 +221,11 @@ impl Batch {
     /// bytes at once (virtual memory: pages are touched as records arrive),
     /// so it never reallocates while filling.
     pub fn new(kind: KeyKind, limit: usize) -> Self {
+        Batch::with_fill(kind, limit, ChunkFill::Held)
+    }
+
+    /// [`Batch::new`] whose records count against `limit` as `fill` says.
+    pub fn with_fill(kind: KeyKind, limit: usize, fill: ChunkFill) -> Self {
         let body = match kind {
             KeyKind::Fixed8 => Body::Fixed {
                 entries: Vec::new(),
@@ -232,6 +241,8 @@ impl Batch {
             body,
             limit,
             used: 0,
+            fill,
+            filled: 0,
             unsettled: None,
         }
     }
@@ -296,6 +307,13 @@ impl Batch {
         self.used
     }
 
+    /// What the records count against the batch's limit: its
+    /// [`used_bytes`](Batch::used_bytes) unless made with another
+    /// [`ChunkFill`].
+    pub fn filled_bytes(&self) -> usize {
+        self.filled
+    }
+
     /// Bytes the records would take in a run file before compression: keys,
     /// records and at most 5 + 5 varint bytes of lengths each.
     pub(crate) fn raw_bytes(&self) -> u64 {
@@ -324,8 +342,9 @@ impl Batch {
             "try_push on a batch with copies in flight: settle it first"
         );
         let cost = record_cost(self.kind(), key.len(), record_len);
+        let fill = self.fill.cost(record_len, cost);
         let empty = self.is_empty();
-        if !empty && self.used + cost > self.limit {
+        if !empty && self.filled + fill > self.limit {
             return false;
         }
         if self.data.len() + record_len > MAX_OFFSET {
@@ -363,6 +382,7 @@ impl Batch {
         self.data.extend_from_slice(head);
         self.data.extend_from_slice(tail);
         self.used += cost;
+        self.filled += fill;
         true
     }
 
@@ -456,20 +476,23 @@ impl Batch {
         let src = lent.batch();
         assert_eq!(self.kind(), src.kind(), "batches of different key kinds");
         let (mut used, base, key_base) = (self.used, self.data_len(), self.keys_len());
+        let mut filled = self.filled;
         let (mut data_len, mut keys_len) = (base, key_base);
         let mut bytes = 0u64;
         let mut to = from;
         while to < src.len() {
             let (key_len, len) = src.lens(to);
             let cost = record_cost(self.kind(), key_len, len);
+            let fill = self.fill.cost(len, cost);
             let empty = self.is_empty() && to == from;
-            if (!empty && used + cost > self.limit)
+            if (!empty && filled + fill > self.limit)
                 || data_len + len > MAX_OFFSET
                 || (self.kind() == KeyKind::Variable && keys_len + key_len > MAX_OFFSET)
             {
                 break;
             }
             used += cost;
+            filled += fill;
             data_len += len;
             keys_len += key_len;
             bytes += (key_len + len) as u64;
@@ -568,6 +591,7 @@ impl Batch {
         unsettled.keys_len = keys_len;
         unsettled.copies.push(copy);
         self.used = used;
+        self.filled = filled;
         Ok((to - from, bytes))
     }
 
@@ -584,7 +608,7 @@ impl Batch {
     /// the sorter's page prefaulting).
     pub(crate) fn data_span(&self) -> (usize, usize, usize) {
         let len = self.data_len();
-        let reachable = len.saturating_add(self.limit.saturating_sub(self.used));
+        let reachable = len.saturating_add(self.limit.saturating_sub(self.filled));
         (
             self.data.as_ptr() as usize,
             self.data.capacity().min(reachable),
@@ -593,7 +617,8 @@ impl Batch {
     }
 
     /// Sorts the entries by key, stably: radix for `Fixed8`, the standard
-    /// library's stable merge sort for `Variable`.
+    /// library's unstable sort with the record offset (input order) as the
+    /// last key for `Variable`.
     pub fn sort(&mut self) {
         assert!(
             self.unsettled.is_none(),
@@ -616,13 +641,18 @@ impl Batch {
                 for e in entries.iter_mut() {
                     e.prefix = key_prefix16(&key(e)[skip..]);
                 }
-                entries.sort_by(|a, b| {
-                    a.prefix.cmp(&b.prefix).then_with(|| {
-                        // Equal prefixes: both keys hold the same bytes up
-                        // to the shorter one's end or `skip + 16`.
-                        let from = (skip + 16).min(a.key_len as usize).min(b.key_len as usize);
-                        key(a)[from..].cmp(&key(b)[from..])
-                    })
+                // Records are laid out in input order, so the offset
+                // breaks ties as a stable sort would.
+                entries.sort_unstable_by(|a, b| {
+                    a.prefix
+                        .cmp(&b.prefix)
+                        .then_with(|| {
+                            // Equal prefixes: both keys hold the same bytes
+                            // up to the shorter one's end or `skip + 16`.
+                            let from = (skip + 16).min(a.key_len as usize).min(b.key_len as usize);
+                            key(a)[from..].cmp(&key(b)[from..])
+                        })
+                        .then(a.offset.cmp(&b.offset))
                 });
             }
         }
@@ -696,6 +726,7 @@ impl Batch {
             }
         }
         self.used = 0;
+        self.filled = 0;
     }
 }
 

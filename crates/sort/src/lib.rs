@@ -53,6 +53,7 @@
 //!     key_kind: KeyKind::Variable,
 //!     max_open_runs: 0,
 //!     merge_partition_bytes: 0,
+//!     chunk_fill: Default::default(),
 //! };
 //! let mut sorter = Sorter::new(config, pool).unwrap();
 //! for (key, record) in [(&b"b"[..], &b"second"[..]), (b"a", b"first"), (b"b", b"third")] {
@@ -100,8 +101,8 @@ pub enum KeyKind {
     /// Every key is exactly 8 bytes (a big-endian `u64`, e.g. the
     /// coordinate key): LSD radix sort.
     Fixed8,
-    /// Keys of any length: stable merge sort on an 8-byte prefix, then the
-    /// full key.
+    /// Keys of any length: sorted on a 16-byte prefix, then the full key,
+    /// then input order.
     Variable,
 }
 
@@ -134,6 +135,43 @@ pub struct SortConfig {
     /// value forces partitioning, whatever the memory (tests use tiny
     /// ones).
     pub merge_partition_bytes: usize,
+    /// What fills a chunk (when the sorter spills): by default what the
+    /// records hold here.
+    pub chunk_fill: ChunkFill,
+}
+
+/// What a record counts against the chunk, which decides when the sorter
+/// spills.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChunkFill {
+    /// What it holds here: record, key and entry bytes. The budget is then
+    /// this sorter's own memory.
+    #[default]
+    Held,
+    /// What another sorter's record arena would take for it: the record's
+    /// length plus `overhead`, rounded up to `align`. A budget stated in
+    /// that sorter's units (samtools' `-m`) then spills where that sorter
+    /// would write a temporary file, never earlier. The bytes held (and
+    /// metered) differ from the budget by the difference of the two
+    /// per-record overheads.
+    Arena {
+        /// Bytes the arena adds to each record's length.
+        overhead: usize,
+        /// What each record's slot is rounded up to.
+        align: usize,
+    },
+}
+
+impl ChunkFill {
+    /// What a record of `record_len` bytes that holds `held` bytes counts.
+    pub(crate) fn cost(self, record_len: usize, held: usize) -> usize {
+        match self {
+            ChunkFill::Held => held,
+            ChunkFill::Arena { overhead, align } => {
+                (record_len + overhead).next_multiple_of(align.max(1))
+            }
+        }
+    }
 }
 
 /// Counters of one sort.

@@ -27,9 +27,14 @@
 //! is runs half the size (twice as many for the fan-in and the final merge)
 //! in exchange for reading that no longer stops while a chunk is written.
 //!
-//! The chunk gets what is left after reserving readers and writers, but
-//! never less than half the budget: when an explicit `max_open_runs` or a
-//! tiny budget makes the reserve larger, the budget is exceeded by the
+//! For a budget of bytes held ([`ChunkFill::Held`], a hard limit), the
+//! chunk gets what is left after reserving readers and writers. For a
+//! budget in another sorter's units ([`ChunkFill::Arena`], samtools' `-m`),
+//! the first chunk is the whole budget, as the other sorter's arena is, so
+//! that what fits there is never spilled here; readers and writers are
+//! then only reserved against the halves of double-buffer mode. The chunk
+//! is never less than half the budget: when an explicit `max_open_runs` or
+//! a tiny budget makes the reserve larger, the budget is exceeded by the
 //! reader buffers rather than shrinking batches to nothing.
 
 use std::ffi::CString;
@@ -39,7 +44,7 @@ use std::path::Path;
 
 use crate::error::{Result, SortError};
 use crate::runfile::{max_stored_len, RunWriter, HEADER_LEN};
-use crate::SortConfig;
+use crate::{ChunkFill, SortConfig};
 
 /// Sub-batches per chunk. Each is sorted on the pool as soon as it is full
 /// while `push` fills the next, so sorting overlaps reading (and a spill,
@@ -123,10 +128,23 @@ impl Plan {
             n => n,
         }
         .max(MIN_OPEN_RUNS);
-        let reserve = max_open_runs
+        let spilling = max_open_runs
             .saturating_mul(reader)
             .saturating_add(2 * writer);
-        let chunk = budget.saturating_sub(reserve).max(budget / 2);
+        let chunk = match config.chunk_fill {
+            // A budget of bytes held: the chunk is what the readers and
+            // writers leave, so that a spill never needs more.
+            ChunkFill::Held => budget.saturating_sub(spilling),
+            // A budget in another sorter's units is all records before the
+            // first spill, as it is there (the final merge of an unspilled
+            // input takes its partitions beside it, see
+            // `Sorter::partition_plan`); from then on half a chunk beside
+            // the readers and writers fits it.
+            ChunkFill::Arena { .. } => {
+                budget.min(budget.saturating_sub(spilling).saturating_mul(2))
+            }
+        }
+        .max(budget / 2);
         let sub_batches = SUB_BATCHES.max(chunk.div_ceil(MAX_SUB_BATCH_BYTES));
         Ok(Plan {
             sub_batches,
@@ -138,6 +156,23 @@ impl Plan {
             record_limit: (budget / 2).min(u32::MAX as usize),
         })
     }
+}
+
+/// Final-merge partition size the plan leaves room for beside a chunk
+/// that fills the budget: 1/512 of the budget, between the sorter's
+/// smallest automatic partition and 4 MiB (larger partitions gain nothing
+/// measurable, and every MiB kept here is a MiB of records spilled).
+fn reserve_partition_bytes(budget: usize) -> usize {
+    (budget / 512).clamp(64 << 10, 4 << 20)
+}
+
+/// What the partitioned final merge of an unspilled chunk needs beside
+/// it when the chunk filled an arena budget (see `Sorter::partition_plan`): for each of `threads + 2` partitions
+/// in flight, its output (up to twice its target) and one frame. Never
+/// more than an eighth of the budget.
+pub(crate) fn merge_reserve(budget: usize, frame_bytes: usize, threads: usize) -> usize {
+    let per_job = 2 * reserve_partition_bytes(budget) + frame_bytes;
+    (threads.max(1) + 2).saturating_mul(per_job).min(budget / 8)
 }
 
 /// Buffers of one double-buffered run reader.
@@ -233,6 +268,7 @@ mod tests {
             key_kind: KeyKind::Fixed8,
             max_open_runs,
             merge_partition_bytes: 0,
+            chunk_fill: Default::default(),
         }
     }
 
@@ -246,6 +282,31 @@ mod tests {
         let readers = plan.max_open_runs * reader_bytes(plan.frame_bytes);
         assert!(chunk + readers <= 768 << 20, "{plan:?}");
         assert!(chunk >= 768 << 19);
+    }
+
+    #[test]
+    fn an_arena_budget_is_all_chunk_and_half_of_it_fits_when_spilling() {
+        for budget in [1 << 20, 10 << 20, 160 << 20, 2 << 30, 32 << 30] {
+            for threads in [1, 2, 16] {
+                let mut cfg = config(budget, 0);
+                cfg.chunk_fill = ChunkFill::Arena {
+                    overhead: 44,
+                    align: 8,
+                };
+                let plan = Plan::new(&cfg, threads).expect("plan");
+                let chunk = plan.sub_batches * plan.sub_batch_bytes;
+                let readers = plan.max_open_runs * reader_bytes(plan.frame_bytes);
+                let writers = 2 * RunWriter::buffer_bytes(plan.frame_bytes, threads + 1);
+                assert!(
+                    chunk / 2 + readers + writers <= budget,
+                    "{budget} {threads}: {plan:?}"
+                );
+                assert!(
+                    chunk <= budget && chunk + plan.sub_batches > budget,
+                    "{budget} {threads}: {plan:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -104,6 +104,8 @@ type Sorting = alnsort_pipeline::Slot<std::result::Result<Batch, alnsort_pipelin
 struct Closed {
     sorted: Sorting,
     bytes: usize,
+    /// What it counts against the chunk (see [`crate::ChunkFill`]).
+    fill: usize,
 }
 
 /// Consecutive closed sub-batches on their way into one run.
@@ -221,6 +223,8 @@ pub struct Sorter {
     idle: Vec<Batch>,
     /// Bytes charged by `closed`.
     closed_bytes: usize,
+    /// What the closed sub-batches count against the chunk.
+    closed_fill: usize,
     chunk_charge: Charge,
     /// Set at the first spill: from then on chunks are half size and each
     /// is spilled in the background while the next fills.
@@ -245,7 +249,7 @@ impl Sorter {
         let plan = Plan::new(&config, pool.current_num_threads())?;
         let meter = Arc::new(Meter::default());
         Ok(Sorter {
-            filling: Batch::new(config.key_kind, plan.sub_batch_bytes),
+            filling: Batch::with_fill(config.key_kind, plan.sub_batch_bytes, config.chunk_fill),
             ctx: MergeContext {
                 pool,
                 frame_bytes: plan.frame_bytes,
@@ -258,6 +262,7 @@ impl Sorter {
             closed: Vec::new(),
             idle: Vec::new(),
             closed_bytes: 0,
+            closed_fill: 0,
             double_buffer: false,
             spill: None,
             runs: Vec::new(),
@@ -547,10 +552,20 @@ impl Sorter {
         }
         let total = usize::try_from(self.stats.bytes).unwrap_or(usize::MAX);
         let frames_per_job = (2 * runs + 1) * self.plan.frame_bytes;
-        let allowance = self
+        let mut allowance = self
             .config
             .memory_budget
             .saturating_sub(usize::try_from(self.ctx.meter.current()).unwrap_or(usize::MAX));
+        if let crate::ChunkFill::Arena { .. } = self.config.chunk_fill {
+            // Records filled a budget counted in another sorter's units:
+            // the merge gets the room a held-bytes plan would have left it.
+            let reserve = crate::plan::merge_reserve(
+                self.config.memory_budget,
+                self.plan.frame_bytes,
+                threads,
+            );
+            allowance = allowance.max(reserve);
+        }
         let mut bytes = (total / (8 * threads)).clamp(MIN_PARTITION_BYTES, MAX_PARTITION_BYTES);
         loop {
             let per_job = allowance / (jobs + 1);
@@ -589,7 +604,7 @@ impl Sorter {
             sub_batches = (sub_batches / 2).max(1);
             chunk_bytes /= 2;
         }
-        if self.closed.len() < sub_batches && self.closed_bytes < chunk_bytes {
+        if self.closed.len() < sub_batches && self.closed_fill < chunk_bytes {
             return Ok(());
         }
         if !self.double_buffer {
@@ -610,21 +625,29 @@ impl Sorter {
         if self.filling.is_empty() {
             return;
         }
-        let next = self
-            .idle
-            .pop()
-            .unwrap_or_else(|| Batch::new(self.config.key_kind, self.plan.sub_batch_bytes));
+        let next = self.idle.pop().unwrap_or_else(|| {
+            Batch::with_fill(
+                self.config.key_kind,
+                self.plan.sub_batch_bytes,
+                self.config.chunk_fill,
+            )
+        });
         let mut batch = std::mem::replace(&mut self.filling, next);
         self.prefaulted = 0;
-        let bytes = batch.used_bytes();
+        let (bytes, fill) = (batch.used_bytes(), batch.filled_bytes());
         self.closed_bytes += bytes;
+        self.closed_fill += fill;
         self.chunk_charge.set(self.closed_bytes);
         let sorted = alnsort_pipeline::spawn(&self.ctx.pool, move || {
             batch.settle()?;
             batch.sort();
             Ok(batch)
         });
-        self.closed.push(Closed { sorted, bytes });
+        self.closed.push(Closed {
+            sorted,
+            bytes,
+            fill,
+        });
     }
 
     /// Waits for every closed sub-batch's sort, in order.
@@ -645,6 +668,7 @@ impl Sorter {
         );
         let taken: Vec<Closed> = self.closed.drain(..count).collect();
         let bytes: usize = taken.iter().map(|c| c.bytes).sum();
+        self.closed_fill -= taken.iter().map(|c| c.fill).sum::<usize>();
         // Release before charging again, so the move is not a peak.
         self.closed_bytes -= bytes;
         self.chunk_charge.set(self.closed_bytes);

@@ -27,6 +27,7 @@ fn config(dir: &Path, kind: KeyKind, budget: usize, max_open_runs: usize) -> Sor
         key_kind: kind,
         max_open_runs,
         merge_partition_bytes: 0,
+        chunk_fill: Default::default(),
     }
 }
 
@@ -1016,5 +1017,53 @@ fn chunks_give_the_same_stream_as_entries() {
             }
         }
         assert_eq!(stream, want, "{kind:?}");
+    }
+}
+
+/// Records of `len` bytes with 16-byte (`Variable`) or 8-byte keys, each counting `len + 44`
+/// rounded to 8 in an arena (samtools' `-m` rule, as the CLI sets it).
+fn arena_input(kind: KeyKind, records: usize, len: usize) -> Input {
+    (0..records)
+        .map(|i| {
+            let key = match kind {
+                KeyKind::Fixed8 => (((i * 7919) % records) as u64).to_be_bytes().to_vec(),
+                KeyKind::Variable => format!("{:016}", (i * 7919) % records).into_bytes(),
+            };
+            let mut rec = (i as u32).to_be_bytes().to_vec();
+            rec.resize(len, b'r');
+            (key, rec)
+        })
+        .collect()
+}
+
+#[test]
+fn an_arena_budget_spills_exactly_where_the_arena_is_full() {
+    let fill = crate::ChunkFill::Arena {
+        overhead: 44,
+        align: 8,
+    };
+    let (records, len): (usize, usize) = (20_000, 300);
+    let slot = (len + 44).next_multiple_of(8);
+    for kind in [KeyKind::Variable, KeyKind::Fixed8] {
+        let input = arena_input(kind, records, len);
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The arena holds every record: nothing is spilled.
+        let mut cfg = config(dir.path(), kind, records * slot + slot, 0);
+        cfg.chunk_fill = fill;
+        let (out, stats) = run_sort(&input, cfg.clone(), 2);
+        assert_eq!(out, expected(&input));
+        assert_eq!(stats.spills, 0, "{stats:?}");
+        // The same budget counted in held bytes (records, keys, entries,
+        // and the final merge's reserve) spills.
+        cfg.chunk_fill = crate::ChunkFill::Held;
+        let (out, stats) = run_sort(&input, cfg.clone(), 2);
+        assert_eq!(out, expected(&input));
+        assert!(stats.spills > 0, "{stats:?}");
+        // One record's slot short of the arena: spilled, as the arena would.
+        cfg.chunk_fill = fill;
+        cfg.memory_budget = records * slot - slot;
+        let (out, stats) = run_sort(&input, cfg, 2);
+        assert_eq!(out, expected(&input));
+        assert!(stats.spills > 0, "{stats:?}");
     }
 }

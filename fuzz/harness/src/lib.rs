@@ -411,6 +411,7 @@ pub fn sort_tiny_budget_stats(data: &[u8]) -> Option<SortStats> {
         // Automatic, or the final merge cut into key ranges of one record,
         // a few records, or a few hundred.
         merge_partition_bytes: [0, 1, 300, 5000][(*runs_sel as usize / 4) % 4],
+        chunk_fill: Default::default(),
     };
     let mut sorter = Sorter::new(config, pool()).expect("a budget of 256+ bytes is accepted");
     let mut pushed: Vec<&(Vec<u8>, Vec<u8>)> = Vec::new();

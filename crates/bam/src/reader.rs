@@ -92,6 +92,11 @@ pub struct RawBatch {
     pub first_position: u64,
     /// Whether `data` is SAM text.
     pub sam: bool,
+    /// BAM: set on the batch that reaches the end of the input when the
+    /// BGZF stream ended without its EOF block, to the compressed offset
+    /// where that block was expected ([`Decoder::decode`] warns and counts
+    /// it). Such a batch may hold no record.
+    pub missing_eof: Option<u64>,
 }
 
 impl RawBatch {
@@ -197,6 +202,8 @@ pub struct BamScanner {
     /// first, so errors come in input order.
     pending: Option<ReadError>,
     buffers: Buffers,
+    /// Whether a batch already carried the missing EOF block's notice.
+    eof_noticed: bool,
 }
 
 impl BamScanner {
@@ -210,6 +217,7 @@ impl BamScanner {
             done: false,
             pending: None,
             buffers: Buffers::new(),
+            eof_noticed: false,
         }
     }
 
@@ -290,7 +298,17 @@ impl BamScanner {
                 }
             }
         }
-        Ok((!batch.voffsets.is_empty()).then_some(batch))
+        // Look past a full batch for the end of the input, so that the
+        // batch reaching it carries the notice of a missing EOF block (an
+        // error here comes again with the next call).
+        if !self.done && self.pending.is_none() && matches!(self.reader.fill_block(), Ok([])) {
+            self.done = true;
+        }
+        if self.done && !self.eof_noticed {
+            batch.missing_eof = self.reader.missing_eof_block();
+            self.eof_noticed = batch.missing_eof.is_some();
+        }
+        Ok((!batch.voffsets.is_empty() || batch.missing_eof.is_some()).then_some(batch))
     }
 
     /// Appends the next record to `batch`; false at the end of the range.
@@ -533,6 +551,7 @@ impl SamScanner {
                 voffsets: Vec::new(),
                 first_position: self.line,
                 sam: true,
+                missing_eof: None,
             };
             self.line += lines;
             self.record += lines;
@@ -647,6 +666,27 @@ pub struct Decoded {
     /// SAM records with an unknown RNAME or RNEXT read as unmapped
     /// ([`UnknownReference::Unmapped`]); each counts once.
     pub unknown_reference_records: u64,
+    /// BAM inputs whose BGZF stream ended without the EOF block (1 on the
+    /// batch that reached such an end, else 0); read as samtools reads them.
+    pub missing_eof_blocks: u64,
+}
+
+impl Decoded {
+    /// Adds another batch's counts (the tally of a whole input, or of all).
+    pub fn add(&mut self, other: Decoded) {
+        self.unknown_reference_records += other.unknown_reference_records;
+        self.missing_eof_blocks += other.missing_eof_blocks;
+    }
+}
+
+/// The warning for a BAM whose BGZF stream ends at compressed byte
+/// `offset` without the EOF block (htslib's "EOF marker is absent").
+pub fn missing_eof_warning(offset: u64) -> String {
+    format!(
+        "EOF marker is absent: the BGZF stream ends at compressed byte offset {offset} \
+         without the 28-byte EOF block; the input is probably truncated (its records \
+         are read up to there, as samtools reads them)"
+    )
 }
 
 /// The per-record work on a batch: BAM records are validated and
@@ -667,7 +707,8 @@ pub struct Decoder {
 impl Decoder {
     /// Calls `sink(key, record)` for each record of `batch`, in order (the
     /// record with its `block_size`); `warn` gets the warnings of SAM input
-    /// (unknown reference names, with [`UnknownReference::Unmapped`]). The
+    /// (unknown reference names, with [`UnknownReference::Unmapped`]) and
+    /// of a BAM without its EOF block ([`RawBatch::missing_eof`]). The
     /// first bad record stops the batch; a sink's `Err(text)` is reported as
     /// the record's problem.
     pub fn decode(
@@ -706,7 +747,12 @@ impl Decoder {
             self.check_and_sink(&key, rec, &mut sink).map_err(err)?;
             at += len;
         }
-        Ok(Decoded::default())
+        let mut decoded = Decoded::default();
+        if let Some(offset) = batch.missing_eof {
+            warn(missing_eof_warning(offset));
+            decoded.missing_eof_blocks = 1;
+        }
+        Ok(decoded)
     }
 
     fn check_and_sink(

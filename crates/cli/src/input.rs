@@ -7,7 +7,8 @@ use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
 use alnsort_bam::reader::{
-    BamScanner, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner, UnknownReference,
+    BamScanner, Decoded, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner,
+    UnknownReference,
 };
 use alnsort_bgzf::reader::ParallelReader;
 use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
@@ -266,9 +267,10 @@ pub struct Fed {
     pub read_scan_s: f64,
     /// CPU seconds of the thread handing finished batches to the sorter.
     pub read_push_s: f64,
-    /// SAM records whose unknown RNAME or RNEXT was read as unmapped
-    /// (`--unknown-reference=unmapped`).
-    pub unknown_reference_records: u64,
+    /// What decoding found besides records: SAM records whose unknown
+    /// RNAME or RNEXT was read as unmapped (`--unknown-reference=unmapped`),
+    /// BAM inputs without their BGZF EOF block.
+    pub tally: Decoded,
 }
 
 /// A batch read, validated, keyed and copied into the sort's layout by a
@@ -277,10 +279,11 @@ struct Prepared {
     batch: Batch,
     /// Record bytes (BAM form, with their block_size).
     bytes: u64,
-    /// Warnings to print in input order (unknown reference names).
+    /// Warnings to print in input order (unknown reference names, a
+    /// missing EOF block).
     warnings: Vec<String>,
-    /// Records read as unmapped for an unknown reference name.
-    unknown_reference_records: u64,
+    /// What decoding the batch found besides its records.
+    tally: Decoded,
     last_block: u64,
     /// The records' read ends, with `--markdup`.
     ends: Option<crate::markdup::BatchEnds>,
@@ -419,7 +422,7 @@ impl OpenInput {
         )
         .with_context(|| format!("{name}: starting the input reader thread"))?;
         let mut n = 0u64;
-        let mut unknown_reference_records = 0u64;
+        let mut tally = Decoded::default();
         while let Some(r) = batches.next_result() {
             let p = r
                 .map_err(anyhow::Error::from)
@@ -427,7 +430,7 @@ impl OpenInput {
             for w in &p.warnings {
                 eprintln!("[W::alnsort] {name}: {w}");
             }
-            unknown_reference_records += p.unknown_reference_records;
+            tally.add(p.tally);
             if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
                 m.push(ends)?;
             }
@@ -449,7 +452,7 @@ impl OpenInput {
             records: n,
             read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
             read_push_s: thread_cpu_seconds() - push_start,
-            unknown_reference_records,
+            tally,
         })
     }
 }
@@ -517,6 +520,7 @@ fn feed_cram(
                 voffsets: vec![0; n as usize],
                 first_position: 0,
                 sam: false,
+                missing_eof: None,
             };
             let prepared = prepare(&decoder, kind, &raw, None, with_ends.as_ref());
             DECODED.set(raw.data);
@@ -544,7 +548,7 @@ fn feed_cram(
         records: n,
         read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
         read_push_s: thread_cpu_seconds() - push_start,
-        unknown_reference_records: 0,
+        tally: Decoded::default(),
     })
 }
 
@@ -597,7 +601,7 @@ fn prepare(
         batch,
         bytes,
         warnings,
-        unknown_reference_records: decoded.unknown_reference_records,
+        tally: decoded,
         last_block: raw.last_block_offset(),
         ends,
     })

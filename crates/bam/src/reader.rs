@@ -21,6 +21,7 @@ use std::io::{self, BufRead, Read, Seek, SeekFrom};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
+use alnsort_bgzf::reader::EofWatch;
 use alnsort_bgzf::{BgzfError, ParallelReader};
 
 use crate::header::{Header, RefLookup};
@@ -92,10 +93,11 @@ pub struct RawBatch {
     pub first_position: u64,
     /// Whether `data` is SAM text.
     pub sam: bool,
-    /// BAM: set on the batch that reaches the end of the input when the
-    /// BGZF stream ended without its EOF block, to the compressed offset
-    /// where that block was expected ([`Decoder::decode`] warns and counts
-    /// it). Such a batch may hold no record.
+    /// Set on the batch that reaches the end of a BGZF input (BAM, or SAM
+    /// with [`SamScanner::with_eof_watch`]) whose stream ended without its
+    /// EOF block, to the compressed offset where that block was expected
+    /// ([`Decoder::decode`] warns and counts it). Such a batch may hold no
+    /// record.
     pub missing_eof: Option<u64>,
 }
 
@@ -468,6 +470,8 @@ pub struct SamScanner {
     carry: Vec<u8>,
     done: bool,
     buffers: Buffers,
+    /// BGZF-compressed text: where its stream ended without the EOF block.
+    eof_watch: Option<EofWatch>,
 }
 
 impl SamScanner {
@@ -487,7 +491,20 @@ impl SamScanner {
             carry: Vec::new(),
             done: false,
             buffers: Buffers::new(),
+            eof_watch: None,
         }
+    }
+
+    /// For text read through a [`ParallelReader`]: the batch reaching the
+    /// end carries a missing EOF block's notice ([`RawBatch::missing_eof`]).
+    pub fn with_eof_watch(mut self, watch: EofWatch) -> Self {
+        self.eof_watch = Some(watch);
+        self
+    }
+
+    /// The missing EOF block's offset, once, at the end of the input.
+    fn take_eof_notice(&mut self) -> Option<u64> {
+        self.eof_watch.take()?.missing_eof_block()
     }
 
     /// The next batch of whole lines; `None` at the end of the input.
@@ -541,7 +558,14 @@ impl SamScanner {
                 }
             }
             if text.is_empty() {
-                return Ok(None);
+                // The end: no line left, perhaps a notice.
+                return Ok(self.take_eof_notice().map(|offset| RawBatch {
+                    first_record: self.record,
+                    first_position: self.line,
+                    sam: true,
+                    missing_eof: Some(offset),
+                    ..RawBatch::default()
+                }));
             }
             let lines = text.iter().filter(|&&b| b == b'\n').count() as u64
                 + u64::from(text.last() != Some(&b'\n'));
@@ -551,7 +575,7 @@ impl SamScanner {
                 voffsets: Vec::new(),
                 first_position: self.line,
                 sam: true,
-                missing_eof: None,
+                missing_eof: if eof { self.take_eof_notice() } else { None },
             };
             self.line += lines;
             self.record += lines;
@@ -666,8 +690,9 @@ pub struct Decoded {
     /// SAM records with an unknown RNAME or RNEXT read as unmapped
     /// ([`UnknownReference::Unmapped`]); each counts once.
     pub unknown_reference_records: u64,
-    /// BAM inputs whose BGZF stream ended without the EOF block (1 on the
-    /// batch that reached such an end, else 0); read as samtools reads them.
+    /// BGZF inputs (BAM, or SAM text) whose stream ended without the EOF
+    /// block (1 on the batch that reached such an end, else 0); read as
+    /// samtools reads them.
     pub missing_eof_blocks: u64,
 }
 
@@ -677,9 +702,17 @@ impl Decoded {
         self.unknown_reference_records += other.unknown_reference_records;
         self.missing_eof_blocks += other.missing_eof_blocks;
     }
+
+    /// Warns of and counts the batch's missing EOF block, if it has one.
+    fn note_missing_eof(&mut self, batch: &RawBatch, warn: &mut impl FnMut(String)) {
+        if let Some(offset) = batch.missing_eof {
+            warn(missing_eof_warning(offset));
+            self.missing_eof_blocks += 1;
+        }
+    }
 }
 
-/// The warning for a BAM whose BGZF stream ends at compressed byte
+/// The warning for an input whose BGZF stream ends at compressed byte
 /// `offset` without the EOF block (htslib's "EOF marker is absent").
 pub fn missing_eof_warning(offset: u64) -> String {
     format!(
@@ -748,10 +781,7 @@ impl Decoder {
             at += len;
         }
         let mut decoded = Decoded::default();
-        if let Some(offset) = batch.missing_eof {
-            warn(missing_eof_warning(offset));
-            decoded.missing_eof_blocks = 1;
-        }
+        decoded.note_missing_eof(batch, &mut warn);
         Ok(decoded)
     }
 
@@ -831,6 +861,7 @@ impl Decoder {
             line_no += 1;
             record_no += 1;
         }
+        decoded.note_missing_eof(batch, warn);
         Ok(decoded)
     }
 }

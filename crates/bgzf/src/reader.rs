@@ -19,7 +19,7 @@
 //! absent"). A block cut short is still an error.
 
 use std::io::{self, BufRead, Cursor, Read};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use alnsort_pipeline::{Lost, Ordered};
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -54,6 +54,20 @@ impl Position {
     /// The BGZF virtual offset (SAM spec §4.1.1).
     pub fn virtual_offset(&self) -> u64 {
         (self.block_offset << 16) | self.in_block as u64
+    }
+}
+
+/// Where a [`ParallelReader`]'s stream ended without its EOF block, once it
+/// has: a handle kept by a caller that hands the reader on as a plain
+/// [`Read`] (BGZF-compressed SAM text).
+#[derive(Clone, Debug, Default)]
+pub struct EofWatch(Arc<OnceLock<u64>>);
+
+impl EofWatch {
+    /// The compressed offset at which the stream ended without the EOF
+    /// block; `None` before the end and when the EOF block was there.
+    pub fn missing_eof_block(&self) -> Option<u64> {
+        self.0.get().copied()
     }
 }
 
@@ -111,7 +125,7 @@ pub struct ParallelReader {
     consumed_before_current: u64,
     state: State,
     /// Where the stream ended without its EOF block, once it has.
-    missing_eof: Option<u64>,
+    missing_eof: EofWatch,
 }
 
 impl ParallelReader {
@@ -205,7 +219,7 @@ impl ParallelReader {
             current_csize: 0,
             consumed_before_current: 0,
             state: State::Running,
-            missing_eof: None,
+            missing_eof: EofWatch::default(),
         })
     }
 
@@ -233,7 +247,13 @@ impl ParallelReader {
     /// Every block before it was whole and read: only a caller that finds
     /// its last item (record, line) cut short knows the data is truncated.
     pub fn missing_eof_block(&self) -> Option<u64> {
-        self.missing_eof
+        self.missing_eof.missing_eof_block()
+    }
+
+    /// A handle that answers [`ParallelReader::missing_eof_block`] after
+    /// the reader has been moved away.
+    pub fn eof_watch(&self) -> EofWatch {
+        self.missing_eof.clone()
     }
 
     /// The rest of the current decoded block, decoding the next non-empty
@@ -270,7 +290,10 @@ impl ParallelReader {
                 Some(Ok(Decoded::Blocks(blocks))) => self.ready = blocks.into_iter(),
                 Some(Ok(Decoded::Failed(e))) => return Err(e),
                 Some(Ok(Decoded::End(missing))) => {
-                    self.missing_eof = missing;
+                    if let Some(offset) = missing {
+                        // Set once: the end is reached once.
+                        let _ = self.missing_eof.0.set(offset);
+                    }
                     return Ok(None);
                 }
                 Some(Err(e)) => return Err(lost(e)),

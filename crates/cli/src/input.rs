@@ -10,7 +10,7 @@ use alnsort_bam::reader::{
     BamScanner, Decoded, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner,
     UnknownReference,
 };
-use alnsort_bgzf::reader::ParallelReader;
+use alnsort_bgzf::reader::{EofWatch, ParallelReader};
 use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
@@ -49,7 +49,9 @@ impl OpenInput {
 enum Body {
     Bam(ParallelReader),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
-    Sam(BufReader<Box<dyn Read + Send>>, u64),
+    /// The text, the header's line count, and for BGZF-compressed text
+    /// where its stream ended without the EOF block.
+    Sam(BufReader<Box<dyn Read + Send>>, u64, Option<EofWatch>),
 }
 
 /// Read size for the input: one syscall per 1 MiB rather than three per
@@ -149,8 +151,9 @@ pub fn open_with_refs(
             reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?,
             "uncompressed ",
         )?;
+        let watch = reader.eof_watch();
         let boxed: Box<dyn Read + Send> = Box::new(reader);
-        return open_sam(name, boxed, size);
+        return open_sam(name, boxed, size, Some(watch));
     }
     if prefix.starts_with(alnsort_cram::MAGIC) {
         let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
@@ -174,7 +177,7 @@ pub fn open_with_refs(
     }
     check_text_start(&name, &prefix, "")?;
     let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
-    open_sam(name, chained, size)
+    open_sam(name, chained, size, None)
 }
 
 /// Plain gzip (one or more members without BGZF's block-size field, as
@@ -209,7 +212,7 @@ fn open_plain_gzip(name: String, prefix: Vec<u8>, raw: Box<dyn Read + Send>) -> 
     check_text_start(&name, head, "uncompressed ")?;
     // The file size counts compressed bytes while the reader counts text,
     // so no total (and no ETA) is shown for it.
-    open_sam(name, Box::new(gz), None)
+    open_sam(name, Box::new(gz), None, None)
 }
 
 /// Refuses input that is neither BAM nor SAM text: SAM cannot contain
@@ -229,7 +232,12 @@ fn check_text_start(name: &str, bytes: &[u8], what: &str) -> Result<()> {
     Ok(())
 }
 
-fn open_sam(name: String, r: Box<dyn Read + Send>, size: Option<u64>) -> Result<OpenInput> {
+fn open_sam(
+    name: String,
+    r: Box<dyn Read + Send>,
+    size: Option<u64>,
+    eof_watch: Option<EofWatch>,
+) -> Result<OpenInput> {
     let mut br = BufReader::with_capacity(1 << 20, r);
     let mut lines: Vec<Vec<u8>> = Vec::new();
     loop {
@@ -254,7 +262,7 @@ fn open_sam(name: String, r: Box<dyn Read + Send>, size: Option<u64>) -> Result<
         name,
         header,
         size,
-        body: Body::Sam(br, n_lines),
+        body: Body::Sam(br, n_lines, eof_watch),
     })
 }
 
@@ -305,12 +313,13 @@ impl OpenInput {
             Body::Bam(reader) => {
                 Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
             }
-            Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
-                Arc::clone(&file),
-                Box::new(br),
-                header_lines,
-                opts,
-            )),
+            Body::Sam(br, header_lines, eof_watch) => {
+                let s = SamScanner::new(Arc::clone(&file), Box::new(br), header_lines, opts);
+                Scanner::Sam(match eof_watch {
+                    Some(w) => s.with_eof_watch(w),
+                    None => s,
+                })
+            }
         };
         Ok((file, header, scanner))
     }

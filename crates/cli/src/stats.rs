@@ -29,7 +29,7 @@ pub struct ReportInput<'a> {
     pub records_in: u64,
     /// SAM records read as unmapped for an unknown RNAME or RNEXT.
     pub unknown_reference_records: u64,
-    /// BAM inputs read without their BGZF EOF block.
+    /// BGZF inputs (BAM, or compressed SAM) read without their EOF block.
     pub missing_eof_inputs: u64,
     /// Uncompressed BAM record bytes read (with their 4-byte length).
     pub bytes_in: u64,

@@ -4,8 +4,9 @@ and alnsort refused.
 
 * A SAM header line that is exactly `@CO` (htslib's SAM header reader lets
   it through as `@CO<TAB>`; in a BAM header's text it is refused by both).
-* A BAM whose last BGZF block is whole but which lacks the 28-byte EOF block
-  (older htsjdk wrote these): samtools warns "EOF marker is absent" and sorts
+* A BAM (or BGZF-compressed SAM) whose last BGZF block is whole but which
+  lacks the 28-byte EOF block (older htsjdk wrote these): samtools warns
+  "EOF marker is absent" and sorts
   every record; alnsort warns naming the input, counts it in --stats-json
   (`missing_eof_inputs`) and writes samtools' records. A record cut short at
   a block boundary stays an error naming the file and offset, with no
@@ -251,6 +252,18 @@ def test_missing_eof_block_in_several_inputs_and_merge(tmp_path: Path, eof_input
     harness.check_ok(res)
     _assert_same(s_out.read_bytes(), a_out.read_bytes(), "merge without EOF block")
     assert _warned(res.stderr.decode(), str(sorted_noeof)), res.stderr.decode()
+
+
+def test_bgzf_sam_without_eof_block(tmp_path: Path, eof_inputs):
+    """BGZF-compressed SAM text without the EOF block: samtools warns
+    ("EOF marker is absent", from its block reader) and sorts it."""
+    inp = tmp_path / "noeof.sam.gz"
+    inp.write_bytes(b"".join(u.bgzf_blocks(eof_inputs["sam"].read_bytes())))
+    errs = _compare_sorts(tmp_path, inp, "sam_noeof", ["-@", "2"])
+    assert all(_warned(e, str(inp)) for e in errs.values()), errs
+    stats = tmp_path / "stats.json"
+    _alnsort_sort(["--stats-json", str(stats), "-o", str(tmp_path / "x.bam"), str(inp)])
+    assert json.loads(stats.read_text())["missing_eof_inputs"] == 1
 
 
 def test_header_only_bam_without_eof_block(tmp_path: Path):

@@ -26,7 +26,7 @@ def good_bam(tmp_path: Path) -> Path:
 
 def bad_bam(tmp_path: Path) -> Path:
     p = tmp_path / "bad.bam"
-    p.write_bytes(u.bam_file(u.bam_header(), u.records(500))[:-28])  # no EOF block
+    p.write_bytes(u.bam_file(u.bam_header(), u.records(500))[:-100])  # cut inside the last data block
     return p
 
 

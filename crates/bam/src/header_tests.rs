@@ -237,7 +237,7 @@ fn sam_header_validation_matches_htslib() {
         HeaderError::MissingId { kind: "PG", .. }
     ));
     for bad in [
-        "@CO",
+        "@CO ",
         "@COx",
         "@SQ\tSN:c1\tLN:5\t",
         "@SQ\tSN:c1\tLN:5\tX:y",
@@ -260,6 +260,14 @@ fn sam_header_validation_matches_htslib() {
         b"@HD\tVN:1.6\tSO:coordinate\tSO:queryname",
         "the first @HD moves to the top"
     );
+}
+
+#[test]
+fn bare_comment_line_reads_as_an_empty_comment() {
+    // pysam: `@CO` alone, also with `\r`, sorts to `@CO\t`; `@CO ` is
+    // "Missing tab".
+    let h = sam("@HD\tVN:1.6\n@CO\n@SQ\tSN:c1\tLN:5\n@CO\r\n");
+    assert_eq!(text(&h), "@HD\tVN:1.6\n@CO\t\n@SQ\tSN:c1\tLN:5\n@CO\t\n");
 }
 
 #[test]
@@ -368,6 +376,13 @@ fn bam_header_errors_name_offsets() {
     assert!(matches!(
         read_bam_header(&mut &dup[..]),
         Err(HeaderError::DuplicateBinaryRef { index: 1, .. })
+    ));
+    // A bare `@CO` is let through in SAM only (pysam: a BAM whose text has
+    // one fails with "failed to change sort order header").
+    let bare = bam_bytes(b"@CO\tx\n@CO\n", &[]);
+    assert!(matches!(
+        read_bam_header(&mut &bare[..]),
+        Err(HeaderError::Malformed { line: 2, .. })
     ));
     let blank = bam_bytes(b"@CO\tx\n\n@CO\ty\n", &[]);
     assert!(matches!(

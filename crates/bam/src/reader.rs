@@ -21,6 +21,7 @@ use std::io::{self, BufRead, Read, Seek, SeekFrom};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
+use alnsort_bgzf::reader::EofWatch;
 use alnsort_bgzf::{BgzfError, ParallelReader};
 
 use crate::header::{Header, RefLookup};
@@ -92,6 +93,12 @@ pub struct RawBatch {
     pub first_position: u64,
     /// Whether `data` is SAM text.
     pub sam: bool,
+    /// Set on the batch that reaches the end of a BGZF input (BAM, or SAM
+    /// with [`SamScanner::with_eof_watch`]) whose stream ended without its
+    /// EOF block, to the compressed offset where that block was expected
+    /// ([`Decoder::decode`] warns and counts it). Such a batch may hold no
+    /// record.
+    pub missing_eof: Option<u64>,
 }
 
 impl RawBatch {
@@ -197,6 +204,8 @@ pub struct BamScanner {
     /// first, so errors come in input order.
     pending: Option<ReadError>,
     buffers: Buffers,
+    /// Whether a batch already carried the missing EOF block's notice.
+    eof_noticed: bool,
 }
 
 impl BamScanner {
@@ -210,6 +219,7 @@ impl BamScanner {
             done: false,
             pending: None,
             buffers: Buffers::new(),
+            eof_noticed: false,
         }
     }
 
@@ -290,7 +300,17 @@ impl BamScanner {
                 }
             }
         }
-        Ok((!batch.voffsets.is_empty()).then_some(batch))
+        // Look past a full batch for the end of the input, so that the
+        // batch reaching it carries the notice of a missing EOF block (an
+        // error here comes again with the next call).
+        if !self.done && self.pending.is_none() && matches!(self.reader.fill_block(), Ok([])) {
+            self.done = true;
+        }
+        if self.done && !self.eof_noticed {
+            batch.missing_eof = self.reader.missing_eof_block();
+            self.eof_noticed = batch.missing_eof.is_some();
+        }
+        Ok((!batch.voffsets.is_empty() || batch.missing_eof.is_some()).then_some(batch))
     }
 
     /// Appends the next record to `batch`; false at the end of the range.
@@ -450,6 +470,8 @@ pub struct SamScanner {
     carry: Vec<u8>,
     done: bool,
     buffers: Buffers,
+    /// BGZF-compressed text: where its stream ended without the EOF block.
+    eof_watch: Option<EofWatch>,
 }
 
 impl SamScanner {
@@ -469,7 +491,20 @@ impl SamScanner {
             carry: Vec::new(),
             done: false,
             buffers: Buffers::new(),
+            eof_watch: None,
         }
+    }
+
+    /// For text read through a [`ParallelReader`]: the batch reaching the
+    /// end carries a missing EOF block's notice ([`RawBatch::missing_eof`]).
+    pub fn with_eof_watch(mut self, watch: EofWatch) -> Self {
+        self.eof_watch = Some(watch);
+        self
+    }
+
+    /// The missing EOF block's offset, once, at the end of the input.
+    fn take_eof_notice(&mut self) -> Option<u64> {
+        self.eof_watch.take()?.missing_eof_block()
     }
 
     /// The next batch of whole lines; `None` at the end of the input.
@@ -523,7 +558,14 @@ impl SamScanner {
                 }
             }
             if text.is_empty() {
-                return Ok(None);
+                // The end: no line left, perhaps a notice.
+                return Ok(self.take_eof_notice().map(|offset| RawBatch {
+                    first_record: self.record,
+                    first_position: self.line,
+                    sam: true,
+                    missing_eof: Some(offset),
+                    ..RawBatch::default()
+                }));
             }
             let lines = text.iter().filter(|&&b| b == b'\n').count() as u64
                 + u64::from(text.last() != Some(&b'\n'));
@@ -533,6 +575,7 @@ impl SamScanner {
                 voffsets: Vec::new(),
                 first_position: self.line,
                 sam: true,
+                missing_eof: if eof { self.take_eof_notice() } else { None },
             };
             self.line += lines;
             self.record += lines;
@@ -647,6 +690,36 @@ pub struct Decoded {
     /// SAM records with an unknown RNAME or RNEXT read as unmapped
     /// ([`UnknownReference::Unmapped`]); each counts once.
     pub unknown_reference_records: u64,
+    /// BGZF inputs (BAM, or SAM text) whose stream ended without the EOF
+    /// block (1 on the batch that reached such an end, else 0); read as
+    /// samtools reads them.
+    pub missing_eof_blocks: u64,
+}
+
+impl Decoded {
+    /// Adds another batch's counts (the tally of a whole input, or of all).
+    pub fn add(&mut self, other: Decoded) {
+        self.unknown_reference_records += other.unknown_reference_records;
+        self.missing_eof_blocks += other.missing_eof_blocks;
+    }
+
+    /// Warns of and counts the batch's missing EOF block, if it has one.
+    fn note_missing_eof(&mut self, batch: &RawBatch, warn: &mut impl FnMut(String)) {
+        if let Some(offset) = batch.missing_eof {
+            warn(missing_eof_warning(offset));
+            self.missing_eof_blocks += 1;
+        }
+    }
+}
+
+/// The warning for an input whose BGZF stream ends at compressed byte
+/// `offset` without the EOF block (htslib's "EOF marker is absent").
+pub fn missing_eof_warning(offset: u64) -> String {
+    format!(
+        "EOF marker is absent: the BGZF stream ends at compressed byte offset {offset} \
+         without the 28-byte EOF block; the input is probably truncated (its records \
+         are read up to there, as samtools reads them)"
+    )
 }
 
 /// The per-record work on a batch: BAM records are validated and
@@ -667,7 +740,8 @@ pub struct Decoder {
 impl Decoder {
     /// Calls `sink(key, record)` for each record of `batch`, in order (the
     /// record with its `block_size`); `warn` gets the warnings of SAM input
-    /// (unknown reference names, with [`UnknownReference::Unmapped`]). The
+    /// (unknown reference names, with [`UnknownReference::Unmapped`]) and
+    /// of a BAM without its EOF block ([`RawBatch::missing_eof`]). The
     /// first bad record stops the batch; a sink's `Err(text)` is reported as
     /// the record's problem.
     pub fn decode(
@@ -706,7 +780,9 @@ impl Decoder {
             self.check_and_sink(&key, rec, &mut sink).map_err(err)?;
             at += len;
         }
-        Ok(Decoded::default())
+        let mut decoded = Decoded::default();
+        decoded.note_missing_eof(batch, &mut warn);
+        Ok(decoded)
     }
 
     fn check_and_sink(
@@ -785,6 +861,7 @@ impl Decoder {
             line_no += 1;
             record_no += 1;
         }
+        decoded.note_missing_eof(batch, warn);
         Ok(decoded)
     }
 }

@@ -100,6 +100,60 @@ fn full_read_returns_every_record_in_order() {
 }
 
 #[test]
+fn a_missing_eof_block_is_noticed_once_on_the_batch_reaching_the_end() {
+    let recs = records(300);
+    let f = bam_file(&recs);
+    let data = std::fs::read(f.path()).expect("read");
+    let cut = data.len() - alnsort_bgzf::EOF_BLOCK.len();
+    std::fs::write(f.path(), &data[..cut]).expect("write");
+    for opts in [small_batches(), ScanOptions::default()] {
+        let mut s = scanner(f.path(), opts);
+        let mut notices = Vec::new();
+        let mut n = 0;
+        while let Some(b) = s.next_batch().expect("whole records read") {
+            n += b.voffsets.len();
+            notices.push(b.missing_eof);
+        }
+        assert_eq!(n, recs.len());
+        let last = notices.pop().flatten();
+        assert_eq!(last, Some(cut as u64), "the last batch carries it");
+        assert!(notices.iter().all(Option::is_none), "only the last one");
+    }
+    // A whole file: no notice.
+    let f = bam_file(&recs);
+    let mut s = scanner(f.path(), ScanOptions::default());
+    while let Some(b) = s.next_batch().expect("read") {
+        assert_eq!(b.missing_eof, None);
+    }
+}
+
+#[test]
+fn decode_warns_of_a_missing_eof_block_and_counts_it() {
+    let h = Arc::new(header());
+    let dec = Decoder {
+        file: "t.bam".into(),
+        lookup: Arc::new(h.ref_lookup()),
+        encoder: Arc::new(KeyEncoder::new(SortOrder::Coordinate, 1, &[])),
+        header: h,
+        record_limit: usize::MAX,
+        unknown_reference: UnknownReference::default(),
+    };
+    for sam in [false, true] {
+        let batch = RawBatch {
+            sam,
+            missing_eof: Some(1234),
+            ..RawBatch::default()
+        };
+        let mut warnings = Vec::new();
+        let got = dec
+            .decode(&batch, |_, _| Ok(()), |w| warnings.push(w))
+            .expect("an empty batch decodes");
+        assert_eq!(got.missing_eof_blocks, 1);
+        assert_eq!(warnings, vec![missing_eof_warning(1234)]);
+    }
+}
+
+#[test]
 fn two_halves_split_at_a_virtual_offset_are_the_full_read() {
     let recs = records(300);
     let f = bam_file(&recs);

@@ -6,7 +6,7 @@
 //! size, `l_read_name >= 1`, lengths that overrun the block, negative
 //! `l_seq`, `refID`/`next_refID` outside `-1..n_ref`, CIGAR and SEQ lengths
 //! that disagree on a mapped read), plus what the SAM formatter needs
-//! (well-formed aux fields) and the sort keys assume (`pos >= -1`).
+//! (well-formed aux fields). Like htslib, any `pos` and `next_pos` is read.
 //! Where htslib is more lenient, it is noted at the check.
 
 use crate::record::{aux_value_len, flags, reg2bin, FIXED_LEN};
@@ -38,8 +38,6 @@ pub enum RecordError {
         value: i32,
         n_ref: usize,
     },
-    #[error("{field} {value} is below -1")]
-    NegativePosition { field: &'static str, value: i32 },
     #[error("CIGAR covers {cigar} query bases but l_seq is {l_seq}")]
     CigarSeqMismatch { cigar: u64, l_seq: usize },
     #[error("aux field at aux byte {offset}: {problem}")]
@@ -115,13 +113,9 @@ pub fn validate_record(rec: &[u8], n_ref: usize) -> Result<(), RecordError> {
             });
         }
     }
-    // htslib does not check these; the sort keys and the SAM text assume them.
-    for (field, at) in [("pos", 4), ("next_pos", 24)] {
-        let value = le_u32(rec, at) as i32;
-        if value < -1 {
-            return Err(RecordError::NegativePosition { field, value });
-        }
-    }
+    // htslib checks neither `pos` nor `next_pos` (a BAM may carry any
+    // i32 there, and samtools sorts and writes it as it is): the keys order
+    // `pos` as samtools' unsigned `pos + 1` does, and the SAM text prints it.
     // bam_read1: a mapped read with a CIGAR and a SEQ must agree on length.
     let cigar_at = FIXED_LEN + l_read_name;
     if n_cigar > 0 && l_seq > 0 && flag & flags::UNMAPPED == 0 {
@@ -422,15 +416,12 @@ mod tests {
                 n_ref: 1
             })
         );
-        let mut r = rec(b"");
-        r[4..8].copy_from_slice(&(-2i32).to_le_bytes());
-        assert_eq!(
-            validate_record(&r, 1),
-            Err(RecordError::NegativePosition {
-                field: "pos",
-                value: -2
-            })
-        );
+        // htslib reads any pos and next_pos (pysam: -5 sorts and prints as -4).
+        for (at, v) in [(4, -2i32), (4, i32::MIN), (24, -5), (24, i32::MIN)] {
+            let mut r = rec(b"");
+            r[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            assert_eq!(validate_record(&r, 1), Ok(()), "field at {at} = {v}");
+        }
     }
 
     #[test]

@@ -69,8 +69,10 @@ pub enum BgzfError {
     },
 
     /// The stream does not end with the empty BGZF EOF block (SAM spec
-    /// §4.1.2). samtools only warns; we refuse, because the usual cause is
-    /// a truncated file whose last block happened to end cleanly.
+    /// §4.1.2), from [`decompress_all`](crate::block::decompress_all), which
+    /// checks a whole file. The streaming reader reads such a stream as
+    /// samtools does and reports it instead
+    /// ([`ParallelReader::missing_eof_block`](crate::reader::ParallelReader::missing_eof_block)).
     #[error(
         "BGZF stream ends at byte offset {offset} without the 28-byte EOF \
          block; the file is probably truncated"

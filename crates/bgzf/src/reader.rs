@@ -11,9 +11,15 @@
 //! through the same FIFO, so the blocks before a corrupt one are still
 //! delivered first. Decoded buffers, raw buffers and decompressors are
 //! recycled through channels: no steady-state allocation.
+//!
+//! A stream whose last block is whole but is not the empty EOF block (SAM
+//! spec §4.1.2; older htsjdk wrote such files) ends cleanly, as htslib reads
+//! it; [`ParallelReader::missing_eof_block`] then says where the EOF block
+//! was expected, for the caller's warning (samtools warns "EOF marker is
+//! absent"). A block cut short is still an error.
 
 use std::io::{self, BufRead, Cursor, Read};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use alnsort_pipeline::{Lost, Ordered};
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -51,6 +57,20 @@ impl Position {
     }
 }
 
+/// Where a [`ParallelReader`]'s stream ended without its EOF block, once it
+/// has: a handle kept by a caller that hands the reader on as a plain
+/// [`Read`] (BGZF-compressed SAM text).
+#[derive(Clone, Debug, Default)]
+pub struct EofWatch(Arc<OnceLock<u64>>);
+
+impl EofWatch {
+    /// The compressed offset at which the stream ended without the EOF
+    /// block; `None` before the end and when the EOF block was there.
+    pub fn missing_eof_block(&self) -> Option<u64> {
+        self.0.get().copied()
+    }
+}
+
 /// A decoded block.
 struct Block {
     data: Vec<u8>,
@@ -62,10 +82,11 @@ struct Block {
 enum Item {
     /// Raw blocks and their compressed offsets, to inflate in one job.
     Blocks(Vec<(Vec<u8>, u64)>),
-    /// The reader thread failed here (I/O, bad header, truncation, no EOF).
+    /// The reader thread failed here (I/O, bad header, truncation).
     Failed(BgzfError),
-    /// Clean end of stream, after a valid EOF block.
-    End,
+    /// End of the input after a whole block: `None` when that block was the
+    /// EOF block, else the compressed offset where it was expected.
+    End(Option<u64>),
 }
 
 /// What the consumer gets for one [`Item`].
@@ -73,7 +94,7 @@ enum Decoded {
     /// The job's blocks in order; an inflate error ends the list.
     Blocks(Vec<Result<Block>>),
     Failed(BgzfError),
-    End,
+    End(Option<u64>),
 }
 
 /// Inflates one raw block into `out`: [`block::inflate_block`], or in tests
@@ -103,6 +124,8 @@ pub struct ParallelReader {
     current_csize: usize,
     consumed_before_current: u64,
     state: State,
+    /// Where the stream ended without its EOF block, once it has.
+    missing_eof: EofWatch,
 }
 
 impl ParallelReader {
@@ -176,7 +199,7 @@ impl ParallelReader {
                 Decoded::Blocks(out)
             }
             Item::Failed(e) => Decoded::Failed(e),
-            Item::End => Decoded::End,
+            Item::End(missing) => Decoded::End(missing),
         };
         let jobs = Ordered::spawn(
             pool,
@@ -196,6 +219,7 @@ impl ParallelReader {
             current_csize: 0,
             consumed_before_current: 0,
             state: State::Running,
+            missing_eof: EofWatch::default(),
         })
     }
 
@@ -215,6 +239,21 @@ impl ParallelReader {
                 uncompressed_total,
             }
         }
+    }
+
+    /// The compressed offset at which the stream ended without the 28-byte
+    /// EOF block, once the end has been reached (`fill_block` returned an
+    /// empty slice); `None` before that and when the EOF block was there.
+    /// Every block before it was whole and read: only a caller that finds
+    /// its last item (record, line) cut short knows the data is truncated.
+    pub fn missing_eof_block(&self) -> Option<u64> {
+        self.missing_eof.missing_eof_block()
+    }
+
+    /// A handle that answers [`ParallelReader::missing_eof_block`] after
+    /// the reader has been moved away.
+    pub fn eof_watch(&self) -> EofWatch {
+        self.missing_eof.clone()
     }
 
     /// The rest of the current decoded block, decoding the next non-empty
@@ -250,7 +289,13 @@ impl ParallelReader {
             match self.jobs.next_result() {
                 Some(Ok(Decoded::Blocks(blocks))) => self.ready = blocks.into_iter(),
                 Some(Ok(Decoded::Failed(e))) => return Err(e),
-                Some(Ok(Decoded::End)) => return Ok(None),
+                Some(Ok(Decoded::End(missing))) => {
+                    if let Some(offset) = missing {
+                        // Set once: the end is reached once.
+                        let _ = self.missing_eof.0.set(offset);
+                    }
+                    return Ok(None);
+                }
                 Some(Err(e)) => return Err(lost(e)),
                 // The reader thread ended without saying why: it panicked.
                 None => {
@@ -350,13 +395,7 @@ impl<R: Read> Producer<R> {
         if !self.emit_job(emit) {
             return;
         }
-        emit(if last_isize == Some(0) {
-            Item::End
-        } else {
-            Item::Failed(BgzfError::MissingEof {
-                offset: self.offset,
-            })
-        });
+        emit(Item::End((last_isize != Some(0)).then_some(self.offset)));
     }
 
     /// Emits the blocks gathered so far as one job; false if the consumer

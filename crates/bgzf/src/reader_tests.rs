@@ -136,19 +136,49 @@ fn bad_magic_is_reported_with_its_offset() {
 }
 
 #[test]
-fn missing_eof_block_is_an_error_after_all_data() {
+fn missing_eof_block_ends_the_stream_and_is_reported() {
     let (file, _) = blocks_file(&[b"first", b"second"]);
     let cut = file.len() - EOF_BLOCK.len();
-    let (data, err) = read_file(file[..cut].to_vec(), 2);
-    assert_eq!(data, b"firstsecond");
-    assert!(
-        matches!(err, Some(BgzfError::MissingEof { offset }) if offset == cut as u64),
-        "{err:?}"
+    for threads in [1, 3] {
+        let mut reader = ParallelReader::new(
+            std::io::Cursor::new(file[..cut].to_vec()),
+            pool(threads),
+            Vec::new(),
+        )
+        .expect("reader");
+        assert_eq!(reader.missing_eof_block(), None, "not known before the end");
+        let (data, err) = drain(&mut reader);
+        assert_eq!(data, b"firstsecond");
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(reader.missing_eof_block(), Some(cut as u64));
+        // The end stays the end.
+        assert!(matches!(reader.fill_block(), Ok([])));
+    }
+    // With the EOF block there is nothing to report.
+    let mut reader =
+        ParallelReader::new(std::io::Cursor::new(file), pool(2), Vec::new()).expect("reader");
+    let (data, err) = drain(&mut reader);
+    assert_eq!(
+        (data.as_slice(), err.is_none()),
+        (&b"firstsecond"[..], true)
     );
-    let (data, err) = read_file(Vec::new(), 1);
-    assert!(data.is_empty());
+    assert_eq!(reader.missing_eof_block(), None);
+    // No block at all: the EOF block is missing at offset 0.
+    let mut reader =
+        ParallelReader::new(std::io::Cursor::new(Vec::new()), pool(1), Vec::new()).expect("reader");
+    let (data, err) = drain(&mut reader);
+    assert!(data.is_empty() && err.is_none(), "{err:?}");
+    assert_eq!(reader.missing_eof_block(), Some(0));
+}
+
+#[test]
+fn a_block_cut_short_is_still_an_error() {
+    let (file, offsets) = blocks_file(&[b"first", b"second"]);
+    let cut = offsets[1] as usize + 10;
+    let (data, err) = read_file(file[..cut].to_vec(), 2);
+    assert_eq!(data, b"first");
     assert!(
-        matches!(err, Some(BgzfError::MissingEof { offset: 0 })),
+        matches!(err, Some(BgzfError::Truncated { offset, .. }) if offset == offsets[1]),
         "{err:?}"
     );
 }

@@ -7,9 +7,10 @@ use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
 use alnsort_bam::reader::{
-    BamScanner, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner, UnknownReference,
+    BamScanner, Decoded, Decoder, RawBatch, ReadError, SamScanner, ScanOptions, Scanner,
+    UnknownReference,
 };
-use alnsort_bgzf::reader::ParallelReader;
+use alnsort_bgzf::reader::{EofWatch, ParallelReader};
 use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
@@ -48,7 +49,9 @@ impl OpenInput {
 enum Body {
     Bam(ParallelReader),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
-    Sam(BufReader<Box<dyn Read + Send>>, u64),
+    /// The text, the header's line count, and for BGZF-compressed text
+    /// where its stream ended without the EOF block.
+    Sam(BufReader<Box<dyn Read + Send>>, u64, Option<EofWatch>),
 }
 
 /// Read size for the input: one syscall per 1 MiB rather than three per
@@ -148,8 +151,9 @@ pub fn open_with_refs(
             reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?,
             "uncompressed ",
         )?;
+        let watch = reader.eof_watch();
         let boxed: Box<dyn Read + Send> = Box::new(reader);
-        return open_sam(name, boxed, size);
+        return open_sam(name, boxed, size, Some(watch));
     }
     if prefix.starts_with(alnsort_cram::MAGIC) {
         let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
@@ -173,7 +177,7 @@ pub fn open_with_refs(
     }
     check_text_start(&name, &prefix, "")?;
     let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
-    open_sam(name, chained, size)
+    open_sam(name, chained, size, None)
 }
 
 /// Plain gzip (one or more members without BGZF's block-size field, as
@@ -208,7 +212,7 @@ fn open_plain_gzip(name: String, prefix: Vec<u8>, raw: Box<dyn Read + Send>) -> 
     check_text_start(&name, head, "uncompressed ")?;
     // The file size counts compressed bytes while the reader counts text,
     // so no total (and no ETA) is shown for it.
-    open_sam(name, Box::new(gz), None)
+    open_sam(name, Box::new(gz), None, None)
 }
 
 /// Refuses input that is neither BAM nor SAM text: SAM cannot contain
@@ -228,7 +232,12 @@ fn check_text_start(name: &str, bytes: &[u8], what: &str) -> Result<()> {
     Ok(())
 }
 
-fn open_sam(name: String, r: Box<dyn Read + Send>, size: Option<u64>) -> Result<OpenInput> {
+fn open_sam(
+    name: String,
+    r: Box<dyn Read + Send>,
+    size: Option<u64>,
+    eof_watch: Option<EofWatch>,
+) -> Result<OpenInput> {
     let mut br = BufReader::with_capacity(1 << 20, r);
     let mut lines: Vec<Vec<u8>> = Vec::new();
     loop {
@@ -253,7 +262,7 @@ fn open_sam(name: String, r: Box<dyn Read + Send>, size: Option<u64>) -> Result<
         name,
         header,
         size,
-        body: Body::Sam(br, n_lines),
+        body: Body::Sam(br, n_lines, eof_watch),
     })
 }
 
@@ -266,9 +275,10 @@ pub struct Fed {
     pub read_scan_s: f64,
     /// CPU seconds of the thread handing finished batches to the sorter.
     pub read_push_s: f64,
-    /// SAM records whose unknown RNAME or RNEXT was read as unmapped
-    /// (`--unknown-reference=unmapped`).
-    pub unknown_reference_records: u64,
+    /// What decoding found besides records: SAM records whose unknown
+    /// RNAME or RNEXT was read as unmapped (`--unknown-reference=unmapped`),
+    /// BAM inputs without their BGZF EOF block.
+    pub tally: Decoded,
 }
 
 /// A batch read, validated, keyed and copied into the sort's layout by a
@@ -277,10 +287,11 @@ struct Prepared {
     batch: Batch,
     /// Record bytes (BAM form, with their block_size).
     bytes: u64,
-    /// Warnings to print in input order (unknown reference names).
+    /// Warnings to print in input order (unknown reference names, a
+    /// missing EOF block).
     warnings: Vec<String>,
-    /// Records read as unmapped for an unknown reference name.
-    unknown_reference_records: u64,
+    /// What decoding the batch found besides its records.
+    tally: Decoded,
     last_block: u64,
     /// The records' read ends, with `--markdup`.
     ends: Option<crate::markdup::BatchEnds>,
@@ -302,12 +313,13 @@ impl OpenInput {
             Body::Bam(reader) => {
                 Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
             }
-            Body::Sam(br, header_lines) => Scanner::Sam(SamScanner::new(
-                Arc::clone(&file),
-                Box::new(br),
-                header_lines,
-                opts,
-            )),
+            Body::Sam(br, header_lines, eof_watch) => {
+                let s = SamScanner::new(Arc::clone(&file), Box::new(br), header_lines, opts);
+                Scanner::Sam(match eof_watch {
+                    Some(w) => s.with_eof_watch(w),
+                    None => s,
+                })
+            }
         };
         Ok((file, header, scanner))
     }
@@ -419,7 +431,7 @@ impl OpenInput {
         )
         .with_context(|| format!("{name}: starting the input reader thread"))?;
         let mut n = 0u64;
-        let mut unknown_reference_records = 0u64;
+        let mut tally = Decoded::default();
         while let Some(r) = batches.next_result() {
             let p = r
                 .map_err(anyhow::Error::from)
@@ -427,7 +439,7 @@ impl OpenInput {
             for w in &p.warnings {
                 eprintln!("[W::alnsort] {name}: {w}");
             }
-            unknown_reference_records += p.unknown_reference_records;
+            tally.add(p.tally);
             if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
                 m.push(ends)?;
             }
@@ -449,7 +461,7 @@ impl OpenInput {
             records: n,
             read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
             read_push_s: thread_cpu_seconds() - push_start,
-            unknown_reference_records,
+            tally,
         })
     }
 }
@@ -517,6 +529,7 @@ fn feed_cram(
                 voffsets: vec![0; n as usize],
                 first_position: 0,
                 sam: false,
+                missing_eof: None,
             };
             let prepared = prepare(&decoder, kind, &raw, None, with_ends.as_ref());
             DECODED.set(raw.data);
@@ -544,7 +557,7 @@ fn feed_cram(
         records: n,
         read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
         read_push_s: thread_cpu_seconds() - push_start,
-        unknown_reference_records: 0,
+        tally: Decoded::default(),
     })
 }
 
@@ -597,7 +610,7 @@ fn prepare(
         batch,
         bytes,
         warnings,
-        unknown_reference_records: decoded.unknown_reference_records,
+        tally: decoded,
         last_block: raw.last_block_offset(),
         ends,
     })

@@ -19,7 +19,7 @@ use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{
-    BamScanner, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner, UnknownReference,
+    BamScanner, Decoded, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner, UnknownReference,
 };
 use alnsort_bam::RecordRef;
 use alnsort_index::IndexReader;
@@ -454,8 +454,9 @@ pub struct MergedInputs {
     pub size: Option<u64>,
     sources: Vec<Source>,
     failure: Rc<RefCell<Option<anyhow::Error>>>,
-    /// SAM records read as unmapped for an unknown reference name so far.
-    unknown_refs: Rc<Cell<u64>>,
+    /// What decoding found besides records so far (unknown reference
+    /// names read as unmapped, inputs without their EOF block).
+    tally: Rc<Cell<Decoded>>,
     /// Records carry a second key (of the sort order) for the sink.
     two_keys: bool,
 }
@@ -559,7 +560,7 @@ pub fn merged_inputs(
         )
     });
     let failure = Rc::new(RefCell::new(None));
-    let unknown_refs = Rc::new(Cell::new(0));
+    let tally = Rc::new(Cell::new(Decoded::default()));
     let shared = Shared {
         encoder: Arc::clone(&encoder),
         sort_encoder: sort_encoder.clone(),
@@ -584,7 +585,7 @@ pub fn merged_inputs(
             &shared,
             pool,
             Rc::clone(&failure),
-            Rc::clone(&unknown_refs),
+            Rc::clone(&tally),
         )?);
     }
     Ok((
@@ -593,7 +594,7 @@ pub fn merged_inputs(
             size,
             sources,
             failure,
-            unknown_refs,
+            tally,
             two_keys: sort_encoder.is_some(),
         },
         sort_encoder.unwrap_or(encoder),
@@ -677,7 +678,7 @@ pub fn feed_sorter(
         *bytes = 0;
         Ok(())
     };
-    let unknown_refs = Rc::clone(&m.unknown_refs);
+    let tally = Rc::clone(&m.tally);
     let records = m.for_each(|key, rec| {
         if kind == KeyKind::Fixed8 && key.len() != 8 {
             bail!(
@@ -699,7 +700,7 @@ pub fn feed_sorter(
         records,
         read_scan_s: 0.0,
         read_push_s: thread_cpu_seconds() - start,
-        unknown_reference_records: unknown_refs.get(),
+        tally: tally.get(),
     })
 }
 
@@ -810,8 +811,8 @@ struct Chunk {
     /// the first one.
     records: usize,
     first_name: String,
-    /// SAM records read as unmapped for an unknown reference name.
-    unknown_reference_records: u64,
+    /// What decoding the batch found besides its records.
+    tally: Decoded,
     /// A record past the `-R` region's end was met: nothing after this
     /// chunk can overlap the region.
     past_region: bool,
@@ -832,7 +833,7 @@ impl Chunk {
             sort_entries,
             records,
             first_name,
-            unknown_reference_records,
+            tally,
             past_region,
         } = self;
         data.clear();
@@ -846,7 +847,7 @@ impl Chunk {
         sort_entries.clear();
         *records = 0;
         first_name.clear();
-        *unknown_reference_records = 0;
+        *tally = Decoded::default();
         *past_region = false;
     }
 }
@@ -870,8 +871,8 @@ struct Source {
     last_own: Vec<u8>,
     failure: Rc<RefCell<Option<anyhow::Error>>>,
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
-    /// Counts records read as unmapped for an unknown reference name.
-    unknown_refs: Rc<Cell<u64>>,
+    /// Adds up what decoding found besides records.
+    tally: Rc<Cell<Decoded>>,
     /// The current chunk is the last one to take (see `Chunk::past_region`).
     last_chunk: bool,
     /// Chunks taken go back to the decode jobs.
@@ -924,7 +925,7 @@ impl Source {
         shared: &Shared,
         pool: &Arc<rayon::ThreadPool>,
         failure: Rc<RefCell<Option<anyhow::Error>>>,
-        unknown_refs: Rc<Cell<u64>>,
+        tally: Rc<Cell<Decoded>>,
     ) -> Result<Source> {
         let encoder = &shared.encoder;
         let check = shared.check;
@@ -1013,7 +1014,7 @@ impl Source {
             last_own: Vec::new(),
             failure,
             warned: HashSet::new(),
-            unknown_refs,
+            tally,
             last_chunk: false,
             spares: spare_tx,
         };
@@ -1053,8 +1054,9 @@ impl Source {
                                     eprintln!("{}", unknown_tag_warning(tag, id, read.as_bytes()));
                                 }
                             }
-                            self.unknown_refs
-                                .set(self.unknown_refs.get() + c.unknown_reference_records);
+                            let mut tally = self.tally.get();
+                            tally.add(c.tally);
+                            self.tally.set(tally);
                             if self.check && c.records > 0 {
                                 let bad = if c.first_own < self.last_own {
                                     Some((0, c.first_name.clone()))
@@ -1222,7 +1224,7 @@ impl ChunkDecoder {
             },
             |w| eprintln!("[W::alnsort] {}: {w}", decoder.file),
         )?;
-        c.unknown_reference_records = decoded.unknown_reference_records;
+        c.tally = decoded;
         Ok(c)
     }
 }

@@ -29,6 +29,8 @@ pub struct ReportInput<'a> {
     pub records_in: u64,
     /// SAM records read as unmapped for an unknown RNAME or RNEXT.
     pub unknown_reference_records: u64,
+    /// BGZF inputs (BAM, or compressed SAM) read without their EOF block.
+    pub missing_eof_inputs: u64,
     /// Uncompressed BAM record bytes read (with their 4-byte length).
     pub bytes_in: u64,
     pub output: &'a OutputSummary,
@@ -172,6 +174,7 @@ impl Report {
                 "unknown_reference_records",
                 Value::Int(i.unknown_reference_records),
             ),
+            ("missing_eof_inputs", Value::Int(i.missing_eof_inputs)),
             ("cram_reference_loads", Value::Int(cfg.refs.loads())),
             ("bytes_in_uncompressed", Value::Int(i.bytes_in)),
             // The name of schema 1's first release, kept for one version.

@@ -402,12 +402,12 @@ def test_cram_output_reads_back_as_samtools_own_cram(alnsort_bin, data, tmp_path
     """samtools reads alnsort's CRAM into the records it reads from a CRAM
     it makes itself of alnsort's BAM output for the same sort (reading a
     CRAM, samtools adds MD/NM and puts RG last, so the BAM itself is not the
-    yardstick); header lines equal but for the @SQ M5/UR a CRAM carries."""
+    yardstick); the whole header equal, @SQ M5 and UR included."""
     src = data["sam_plain"]
     cram = tmp_path / "out.cram"
     bam = tmp_path / "out.bam"
-    check_ok(run_alnsort([*ORDERS[order], "-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
-    check_ok(run_alnsort([*ORDERS[order], "-o", str(bam), str(src)]))
+    check_ok(run_alnsort([*ORDERS[order], "--no-PG", "-O", fmt, "--reference", str(data["ref"]), "-o", str(cram), str(src)]))
+    check_ok(run_alnsort([*ORDERS[order], "--no-PG", "-o", str(bam), str(src)]))
     assert cram.read_bytes()[:6] == b"CRAM" + version
     theirs = tmp_path / "samtools.cram"
     oracle.samtools("view", "--no-PG", "-C", "-T", str(data["ref"]), "-o", str(theirs), str(bam))
@@ -417,14 +417,7 @@ def test_cram_output_reads_back_as_samtools_own_cram(alnsort_bin, data, tmp_path
     assert len(rec(want)) == 2 * 700 + 4 + 60 + 40
     assert_same_text("\n".join(rec(want)), "\n".join(rec(got)), f"CRAM out ({fmt}) read back, order={order}")
 
-    def hd(t: str) -> list[str]:
-        out = []
-        for ln in oracle.header_lines(t):
-            if not ln.startswith("@PG"):
-                out.append("\t".join(f for f in ln.split("\t") if not f.startswith(("M5:", "UR:"))))
-        return out
-
-    assert hd(got) == hd(want)
+    assert oracle.header_lines(got) == oracle.header_lines(want)
 
 
 def _cram_size(path: Path) -> str:
@@ -559,15 +552,6 @@ def _cram_records_ours_and_samtools(src: Path, ref: Path, tmp: Path, fmt: str, o
     return _records(_view(cram, ref)), _records(_view(theirs, ref)), bam
 
 
-def _header_without_cram_fields(text: str) -> list[str]:
-    """Header lines but @PG, without the @SQ M5/UR fields a CRAM adds."""
-    return [
-        "\t".join(f for f in ln.split("\t") if not f.startswith(("M5:", "UR:")))
-        for ln in oracle.header_lines(text)
-        if not ln.startswith("@PG")
-    ]
-
-
 @pytest.mark.parametrize("version", ["3.0", "3.1"])
 @pytest.mark.parametrize("src", ["sam_rg_plain", "sam_rg_mixed"])
 @pytest.mark.parametrize("order", list(ORDERS))
@@ -582,7 +566,8 @@ def test_cram_output_with_read_groups_reads_back_as_samtools_sorted_cram(
     any other RG kept as a tag in its place)."""
     cram = tmp_path / "out.cram"
     res = run_alnsort(
-        [*ORDERS[order], "-O", f"cram,version={version}", "--reference", str(data["ref"]), "-o", str(cram), str(data[src])]
+        [*ORDERS[order], "--no-PG", "-O", f"cram,version={version}", "--reference", str(data["ref"]), "-o", str(cram),
+         str(data[src])]
     )
     check_ok(res)
     theirs = tmp_path / "samtools.cram"
@@ -604,7 +589,106 @@ def test_cram_output_with_read_groups_reads_back_as_samtools_sorted_cram(
     else:
         assert len(with_rg) == len(_records(want))
     assert_same_text("\n".join(_records(want)), "\n".join(_records(got)), f"CRAM with RG read back, {src} {order} {version}")
-    assert _header_without_cram_fields(got) == _header_without_cram_fields(want)
+    assert oracle.header_lines(got) == oracle.header_lines(want)
+
+
+def _header_variant(data, kind: str, path: Path) -> Path:
+    """`in_plain.sam`'s records under a header of kind `kind`: lines in an
+    order samtools keeps (@CO, @RG, @PG between @SQ lines), @SQ with and
+    without M5, UR (local, remote), AS, SP and other
+    tags, and @HD with GO, SS, or none."""
+    text = data["sam_plain"].read_text()
+    records = [ln for ln in text.splitlines() if not ln.startswith("@")]
+    seqs = _read_fasta(data["ref"])
+    a, b, c = (f"LN:{len(seqs[n])}" for n in ("chrA", "chrB", "chrC"))
+    m5a = _md5(seqs["chrA"])
+    header = {
+        "mixed": [
+            "@CO\tfirst comment",
+            "@RG\tID:g1\tSM:s1\tLB:l1",
+            "@HD\tVN:1.4\tSO:unsorted\tGO:query",
+            f"@SQ\tSN:chrA\t{a}\tAS:hg\tM5:{m5a}\tSP:human",
+            "@PG\tID:bwa\tPN:bwa\tVN:0.7",
+            f"@SQ\tSN:chrB\tUR:file:/elsewhere/x.fa\t{b}\tXX:yy",
+            f"@SQ\tSN:chrC\t{c}\tUR:http://example.org/r.fa\tM5:{_md5(seqs['chrC'])}",
+            "@CO\tlast comment",
+        ],
+        "no_hd": [
+            "@PG\tID:x\tPN:x",
+            f"@SQ\tSN:chrA\t{a}\tUR:ref.fa",
+            f"@SQ\tSN:chrB\t{b}",
+            f"@SQ\tSN:chrC\t{c}\tAS:x\tM5:{_md5(seqs['chrC'])}\tUR:/old/ref.fa\tDS:d",
+        ],
+        "hd_ss": [
+            "@HD\tVN:1.6\tSS:coordinate:queryname\tSO:coordinate",
+            f"@SQ\tSN:chrA\t{a}",
+            f"@SQ\tSN:chrB\t{b}\tM5:{_md5(seqs['chrB'])}",
+            f"@SQ\tSN:chrC\t{c}",
+            "@RG\tID:g2\tSM:s2",
+        ],
+    }[kind]
+    path.write_text("\n".join([*header, *records]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["mixed", "no_hd", "hd_ss"])
+@pytest.mark.parametrize(
+    "how", ["absolute", "relative", "ref_path", "no_ref", "embed_ref", "name_order", "cram_input"]
+)
+def test_cram_output_header_is_samtools(alnsort_bin, data, tmp_path, monkeypatch, kind, how):
+    """The header of alnsort's CRAM is, byte for byte (@PG left out on both
+    sides with --no-PG), the header of `samtools sort -O cram` of the same
+    input: line order kept, M5 added to each @SQ without one, UR set to the
+    --reference FASTA as htslib writes it (the working directory joined to
+    a relative path), left alone when the reference is found through
+    REF_PATH, and neither with no_ref=1."""
+    src = _header_variant(data, kind, tmp_path / "in.sam")
+    ref = data["ref"]
+    work = ref.parent
+    ref_arg = ["--reference", str(ref)]
+    fmt = "cram"
+    order: list[str] = []
+    if how == "relative":
+        # Run in the reference's directory with a path through `..`: htslib
+        # keeps it as written after the working directory.
+        ref_arg = ["--reference", f"../{work.name}/./{ref.name}"]
+    elif how == "ref_path":
+        monkeypatch.setenv("REF_PATH", f"{data['cache']}/%2s/%2s/%s")
+        monkeypatch.delenv("REF_CACHE", raising=False)
+        ref_arg = []
+        # Found by M5 only: each @SQ needs one.
+        seqs = _read_fasta(ref)
+        src.write_text(
+            "".join(
+                ln.rstrip("\n") + f"\tM5:{_md5(seqs[ln.split('SN:')[1].split()[0]])}\n"
+                if ln.startswith("@SQ") and "\tM5:" not in ln
+                else ln
+                for ln in src.read_text().splitlines(keepends=True)
+            )
+        )
+    elif how in ("no_ref", "embed_ref"):
+        fmt = f"cram,{how}=1"
+    elif how == "name_order":
+        order = ["-n"]
+    elif how == "cram_input":
+        cram_in = tmp_path / "in.cram"
+        oracle.samtools("view", "--no-PG", "-O", "cram", "-T", str(ref), "-o", str(cram_in), str(src))
+        src = cram_in
+    ours, theirs = tmp_path / "ours.cram", tmp_path / "theirs.cram"
+    check_ok(run_alnsort([*order, "--no-PG", "-O", fmt, *ref_arg, "-o", str(ours), str(src)], cwd=str(work)))
+    oracle.samtools("sort", *order, "--no-PG", "-O", fmt, *ref_arg, "-o", str(theirs), str(src), cwd=str(work))
+    got, want = _view(ours, ref), _view(theirs, ref)
+    want_header = [ln for ln in want.splitlines() if ln.startswith("@")]
+    # The header says what the case is about.
+    sq = [ln for ln in want_header if ln.startswith("@SQ")]
+    if how in ("absolute", "relative", "embed_ref", "name_order", "cram_input"):
+        assert all(f"\tUR:{work}/" in ln or f"\tUR:{ref}" in ln for ln in sq), sq
+    if how != "no_ref":
+        assert all("\tM5:" in ln for ln in sq), sq
+    assert_same_text(
+        "\n".join(want_header), "\n".join(ln for ln in got.splitlines() if ln.startswith("@")), f"header {kind} {how}"
+    )
+    assert_same_text("\n".join(_records(want)), "\n".join(_records(got)), f"records {kind} {how}")
 
 
 def _cram_output_refused(data, tmp_path: Path, src: Path) -> str:
@@ -1333,9 +1417,13 @@ def test_cram_output_embed_ref_reads_without_the_reference(alnsort_bin, data, tm
     back = tmp_path / "back.bam"
     check_ok(run_alnsort([*ORDERS[order], "-o", str(back), str(cram)]))
     assert_same_text("\n".join(want), "\n".join(_records(oracle.view(str(back)))), f"embed_ref=1 read by alnsort, {order}")
-    # Without embed_ref the same read fails for want of the reference.
-    plain = tmp_path / "plain.cram"
-    check_ok(run_alnsort([*ORDERS[order], "-O", f"cram,version={version}", "--reference", str(data["ref"]), "-o", str(plain), str(src)]))
+    # Without embed_ref the same read fails for want of the reference (made
+    # with a copy that is then removed: the @SQ UR names the FASTA given).
+    plain, copy = tmp_path / "plain.cram", tmp_path / "copy.fa"
+    copy.write_bytes(data["ref"].read_bytes())
+    check_ok(run_alnsort([*ORDERS[order], "-O", f"cram,version={version}", "--reference", str(copy), "-o", str(plain), str(src)]))
+    copy.unlink()
+    assert f"UR:{copy}" in oracle.samtools("view", "-H", str(plain)).stdout.decode()
     assert oracle.samtools("view", str(plain), check=False).returncode != 0
 
 

@@ -14,6 +14,9 @@
 #   4. replays the fuzz corpus and builds the fuzz targets (fuzz/check.sh),
 #   5. runs the differential and safety suites in tests/ against the binary,
 #      with the virtual environment's python.
+# It also needs an older samtools (htslib 1.10-1.22) at /usr/bin/samtools
+# (ALNSORT_OLD_SAMTOOLS names another), installed with apt-get when missing
+# and run as root on Debian/Ubuntu.
 # Exits non-zero if anything fails. A missing tool is always a failure, never
 # a skip (in CI, CI=true, as anywhere else).
 # ALNSORT_BIN may point at another binary (e.g. tests/samtools_as_alnsort.sh
@@ -42,6 +45,22 @@ fi
 "$py" -m pip --version >/dev/null 2>&1 ||
     die "$venv has no pip: remove it and install python3-venv (Debian/Ubuntu) so that python3 -m venv includes pip"
 "$py" -m pip install -q -r tests/requirements.txt || die "pip install -r tests/requirements.txt into $venv failed"
+
+# An older samtools (htslib 1.10-1.22; Debian's apt package, 1.16.1 on
+# Debian 12) reads alnsort's CRAM in tests/diff/test_cram.py: its rule for
+# rebuilding the TLEN of mates stored together differs from 1.24's. Installed
+# with apt-get when missing (as root); ALNSORT_OLD_SAMTOOLS names another.
+old_samtools="${ALNSORT_OLD_SAMTOOLS:-/usr/bin/samtools}"
+if [[ ! -x "$old_samtools" ]]; then
+    if [[ "$old_samtools" == /usr/bin/samtools && "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "== apt-get install samtools (the older samtools the CRAM tests read with)"
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q samtools; } ||
+            die "apt-get install samtools failed"
+    fi
+    [[ -x "$old_samtools" ]] ||
+        die "$old_samtools not found: install samtools 1.10-1.22 (apt-get install samtools as root on" \
+            "Debian/Ubuntu) or set ALNSORT_OLD_SAMTOOLS to one"
+fi
 
 # From here on every step runs even if an earlier one failed, so one run
 # reports all failures; the exit status says whether any step failed.

@@ -449,6 +449,31 @@ impl Header {
         }
     }
 
+    /// Sets `key` on the `@SQ` lines of the references named in `values`
+    /// (`(SN, value)` pairs; the line whose last `SN` is the name, as htslib
+    /// indexes them) as htslib's `sam_hdr_update_line` does: the first such
+    /// tag's value replaced in place, else the tag appended to the line.
+    /// Names without an `@SQ` line are passed over.
+    pub fn set_sq_tags<'v>(
+        &mut self,
+        key: &[u8; 2],
+        values: impl IntoIterator<Item = (&'v [u8], &'v [u8])>,
+    ) {
+        let mut lines: HashMap<Vec<u8>, usize> = HashMap::new();
+        for (i, line) in self.lines.iter().enumerate() {
+            if line_type(line) == *b"SQ" {
+                if let Some(sn) = last_tag(line, b"SN") {
+                    lines.entry(sn.to_vec()).or_insert(i);
+                }
+            }
+        }
+        for (name, value) in values {
+            if let Some(&i) = lines.get(name) {
+                set_tag(&mut self.lines[i], key, value);
+            }
+        }
+    }
+
     /// `@RG` ID -> LB pairs, as samtools' `lookup_libraries`: RG lines in
     /// order, lines without LB skipped, the first line for an ID wins.
     pub fn library_map(&self) -> Vec<(Vec<u8>, Vec<u8>)> {

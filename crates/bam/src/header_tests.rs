@@ -431,3 +431,27 @@ fn library_map_follows_lookup_libraries() {
     ];
     assert_eq!(m, want);
 }
+
+#[test]
+fn set_sq_tags_replaces_in_place_or_appends_as_htslib() {
+    // pysam: `samtools sort -O cram --reference ref.fa` of this header (the
+    // M5 of chr1 given, chr2's computed) read back with `view -H`: UR
+    // replaced where it was, M5 then UR appended, other lines untouched.
+    let mut h = sam("@HD\tVN:1.4\tSO:coordinate\n@CO\tc\n\
+         @SQ\tSN:chr1\tLN:1000\tAS:hg\tM5:d232\tSP:human\n@PG\tID:bwa\tPN:bwa\n\
+         @SQ\tSN:chr2\tUR:file:/elsewhere/x.fa\tLN:800\tXX:yy\n");
+    h.set_sq_tags(b"M5", [(&b"chr2"[..], &b"c4ae"[..]), (b"chrX", b"0")]);
+    h.set_sq_tags(
+        b"UR",
+        [
+            (&b"chr1"[..], &b"/tmp/hx/ref.fa"[..]),
+            (b"chr2", b"/tmp/hx/ref.fa"),
+        ],
+    );
+    assert_eq!(
+        text(&h),
+        "@HD\tVN:1.4\tSO:coordinate\n@CO\tc\n\
+         @SQ\tSN:chr1\tLN:1000\tAS:hg\tM5:d232\tSP:human\tUR:/tmp/hx/ref.fa\n@PG\tID:bwa\tPN:bwa\n\
+         @SQ\tSN:chr2\tUR:/tmp/hx/ref.fa\tLN:800\tXX:yy\tM5:c4ae\n"
+    );
+}

@@ -251,7 +251,7 @@ impl Output {
             let w = alnsort_cram::CramWriter::new(
                 &name,
                 Writeback::new(file, durable),
-                &header.to_sam_text(),
+                &header,
                 &cfg.refs,
                 &cfg.cram,
                 alnsort_cram::RefHolding::for_order(

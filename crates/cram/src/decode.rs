@@ -297,7 +297,8 @@ mod tests {
         let mut w = CramWriter::new(
             "t.cram",
             Vec::new(),
-            header.as_bytes(),
+            &alnsort_bam::header::parse_sam_header(header.lines().map(str::as_bytes))
+                .expect("header"),
             &src,
             &CramOptions::default(),
             RefHolding::All,

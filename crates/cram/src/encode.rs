@@ -103,28 +103,33 @@ const BASES_PER_SLICE: usize = 500 * RECORDS_PER_SLICE;
 const BYTES_PER_SLICE: usize = 6 << 20;
 
 impl<W: Write> CramWriter<W> {
-    /// Starts a CRAM file on `inner` and writes its header (`header_text`,
-    /// SAM text), with each @SQ's M5 added where the header lacks it.
+    /// Starts a CRAM file on `inner` and writes its header, edited as
+    /// htslib edits the header of a CRAM it writes (`cram_write_SAM_hdr`):
+    /// unless `no_ref`, each @SQ without an M5 gets one, and with a
+    /// `--reference` FASTA each @SQ's UR is set to that file
+    /// ([`RefSource::header_url`]); the lines keep their order, and each
+    /// new tag is appended to its line (M5 before UR), an existing UR's
+    /// value replaced in place (`sam_hdr_update_line`).
     /// `holding` says how long references stay loaded: only while slices
     /// use them ([`RefHolding::InUse`]) when the records come in coordinate
     /// order, else all until the end.
     pub fn new(
         file: &str,
         inner: W,
-        header_text: &[u8],
+        header: &alnsort_bam::header::Header,
         refs: &RefSource,
         opts: &CramOptions,
         holding: RefHolding,
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<CramWriter<W>, CramError> {
-        let mut header: sam::Header = std::str::from_utf8(header_text)
+        let sam_header: sam::Header = std::str::from_utf8(&header.to_sam_text())
             .map_err(|e| e.to_string())
             .and_then(|t| t.parse::<sam::Header>().map_err(|e| e.to_string()))
             .map_err(|what| CramError::HeaderText {
                 file: file.to_string(),
                 what,
             })?;
-        let references = refs.references(&header, holding);
+        let references = refs.references(&sam_header, holding);
         let header_err = |source| match take_reference_error(source) {
             Ok(r) => CramError::EncodeReference {
                 file: file.to_string(),
@@ -136,22 +141,22 @@ impl<W: Write> CramWriter<W> {
                 source,
             },
         };
-        // Each @SQ without an M5 gets one (as htslib adds them): computed
-        // one reference at a time, none kept, when references are held
-        // while in use; else from the references held for the whole run,
-        // so that each is loaded once.
-        {
-            use noodles_sam::header::record::value::map::reference_sequence::tag;
-            let missing = if opts.no_ref {
-                // No reference is needed, so none is looked for: the
-                // header stays as given.
-                Vec::new()
-            } else if holding == RefHolding::InUse {
-                references.missing_m5(&header, &pool).map_err(header_err)?
+        let mut header = header.clone();
+        // No reference is needed with no_ref, so none is looked for: the
+        // header stays as given (htslib: `!fd->no_ref`).
+        if !opts.no_ref {
+            // Each @SQ without an M5 gets one: computed one reference at a
+            // time, none kept, when references are held while in use; else
+            // from the references held for the whole run, so that each is
+            // loaded once.
+            let missing = if holding == RefHolding::InUse {
+                references
+                    .missing_m5(&sam_header, &pool)
+                    .map_err(header_err)?
             } else {
                 let mut lease = references.lease();
                 let mut out = Vec::new();
-                for (id, (_, rs)) in header.reference_sequences().iter().enumerate() {
+                for (id, (_, rs)) in sam_header.reference_sequences().iter().enumerate() {
                     if rs.other_fields().get(b"M5").is_none() {
                         let seq = lease.sequence(id).map_err(header_err)?;
                         out.push((id, normalized_md5_hex(AsRef::<[u8]>::as_ref(&*seq))));
@@ -159,17 +164,22 @@ impl<W: Write> CramWriter<W> {
                 }
                 out
             };
-            for (id, m5) in missing {
-                if let Some((_, rs)) = header.reference_sequences_mut().get_index_mut(id) {
-                    rs.other_fields_mut()
-                        .insert(tag::MD5_CHECKSUM, m5.into_bytes().into());
-                }
+            let names: Vec<&[u8]> = sam_header
+                .reference_sequences()
+                .keys()
+                .map(|name| name.as_ref())
+                .collect();
+            header.set_sq_tags(
+                b"M5",
+                missing
+                    .iter()
+                    .filter_map(|(id, m5)| Some((*names.get(*id)?, m5.as_bytes()))),
+            );
+            if let Some(url) = refs.header_url() {
+                header.set_sq_tags(b"UR", names.iter().map(|name| (*name, url.as_slice())));
             }
         }
-        let mut text = Vec::new();
-        sam::io::Writer::new(&mut text)
-            .write_header(&header)
-            .map_err(header_err)?;
+        let text = header.to_sam_text();
         let minor = match opts.version {
             CramVersion::V3_0 => 0,
             CramVersion::V3_1 => 1,
@@ -177,7 +187,7 @@ impl<W: Write> CramWriter<W> {
         let mut out = Counted { inner, written: 0 };
         out.write_all(&container::file_start(minor, &text))
             .map_err(header_err)?;
-        let read_groups = header
+        let read_groups = sam_header
             .read_groups()
             .keys()
             .enumerate()
@@ -188,7 +198,7 @@ impl<W: Write> CramWriter<W> {
             shared: Arc::new(Shared {
                 file: file.to_string(),
                 read_groups,
-                n_refs: header.reference_sequences().len(),
+                n_refs: sam_header.reference_sequences().len(),
                 references,
                 opts: opts.clone(),
                 index: false,

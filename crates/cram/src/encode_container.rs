@@ -819,10 +819,12 @@ pub(crate) enum Link {
 /// Which records of a slice are stored attached to their mate: the two
 /// records of a name that occurs twice in the slice, a primary first and
 /// last segment both placed on one reference, whose mate fields are each
-/// other's and whose TLENs are what both htslib and htsjdk compute for
-/// an attached pair (htslib from the leftmost start and rightmost end,
-/// htsjdk from the 5' ends); every other record is detached, so each reader
-/// gives back the stored fields. samtools attaches most pairs the same way.
+/// other's and whose TLENs are what htslib 1.24, htslib 1.16 and htsjdk
+/// all compute for an attached pair (htslib from the leftmost start and
+/// rightmost end, the two versions breaking a tie of starts differently;
+/// htsjdk from the 5' ends); every other record is detached, so each
+/// reader gives back the stored fields. samtools attaches most pairs the
+/// same way.
 fn attach_mates(views: &[RecordRef], out: &mut Vec<Link>) {
     out.clear();
     out.resize(views.len(), Link::Detached);
@@ -900,18 +902,29 @@ fn attachable(a: &RecordRef, b: &RecordRef) -> bool {
     if i64::from(a.tlen()) != ta || i64::from(b.tlen()) != tb {
         return false;
     }
-    // htsjdk's reader: from the first segment's 5' end to the last's, plus
-    // one (minus one when the last's is before).
-    let (first, last) = if fa & 0x40 != 0 {
-        ((sa, ea, fa), (sb, eb, fb))
-    } else {
-        ((sb, eb, fb), (sa, ea, fa))
+    // htslib 1.10 to 1.22 (1.16 is still Debian's and Ubuntu's samtools),
+    // `cram_decode_slice_xref`: each record on its own, positive when it
+    // starts leftmost and is alone there or the first segment, so a pair
+    // starting together gets its signs from the segments even when one
+    // ends first (htslib commit 4ec8b744, in 1.23, made the rule above).
+    let old_rule = |start: i64, flag: u16| {
+        if start == left && (left_n == 1 || flag & 0x40 != 0) {
+            span
+        } else {
+            -span
+        }
     };
-    let five = |(s, e, f): (i64, i64, u16)| if f & 0x10 != 0 { e } else { s };
-    let (p1, p2) = (five(first), five(last));
+    if old_rule(sa, fa) != ta || old_rule(sb, fb) != tb {
+        return false;
+    }
+    // htsjdk's reader (`CRAMRecord.restoreMateInfo`): from the 5' end of
+    // the record stored first to the other's, plus one (minus one when the
+    // other's is before); the record stored first, not the first segment,
+    // so that two 5' ends at one place give it the positive TLEN.
+    let five = |s: i64, e: i64, f: u16| if f & 0x10 != 0 { e } else { s };
+    let (p1, p2) = (five(sa, ea, fa), five(sb, eb, fb));
     let t = p2 - p1 + if p2 >= p1 { 1 } else { -1 };
-    let (t_first, t_last) = if fa & 0x40 != 0 { (ta, tb) } else { (tb, ta) };
-    t_first == t && t_last == -t
+    ta == t && tb == -t
 }
 
 /// Whether the tag area `aux` holds at most one MD and at most one NM (a

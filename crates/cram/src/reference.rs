@@ -51,6 +51,25 @@ impl RefSource {
         }
     }
 
+    /// The UR htslib gives every @SQ of a CRAM it writes with a FASTA given
+    /// (`cram_write_SAM_hdr`, its `full_path` of `fd->ref_fn`): the path as
+    /// given when absolute, else the working directory, `/` and the path,
+    /// not normalised (`./` and `../` kept; the path as given when the
+    /// working directory cannot be read). None without a FASTA: found
+    /// through `REF_CACHE`/`REF_PATH`, a reference leaves UR as it is.
+    pub fn header_url(&self) -> Option<Vec<u8>> {
+        use std::os::unix::ffi::OsStrExt;
+        let fasta = self.fasta.as_ref()?;
+        let given = fasta.as_os_str().as_bytes();
+        if given.starts_with(b"/") {
+            return Some(given.to_vec());
+        }
+        Some(match std::env::current_dir() {
+            Ok(cwd) => [cwd.as_os_str().as_bytes(), b"/", given].concat(),
+            Err(_) => given.to_vec(),
+        })
+    }
+
     /// How many reference sequences have been loaded through this source
     /// (and its clones) so far: each time a sequence is read from its file
     /// and checked, a reload after eviction included.

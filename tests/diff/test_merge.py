@@ -294,3 +294,199 @@ def test_region_with_a_damaged_index_names_it(tmp_path, base_text):
     assert res.returncode == 1, res.stderr
     assert str(bad).encode() in res.stderr and b"damaged index" in res.stderr, res.stderr
     assert not out.exists()
+
+
+# --- CRAM inputs and output ------------------------------------------------
+#
+# Inputs are made by samtools from SAM generated against a generated
+# reference (tests/diff/test_cram.py's generator): sorted parts, each with
+# its own header (a clashing @RG, an extra @PG and @CO, @SQ in another
+# order), written as CRAM 3.1, CRAM 3.0, BAM and SAM. The CRAMs are made
+# against a copy of the reference that is then removed, so their @SQ UR
+# names no file and only --reference serves.
+
+CRAM_ORDERS = {
+    "coordinate": [],
+    "name": ["-n"],
+    "name_lex": ["-N"],
+    "tag_rg": ["-t", "RG"],
+    "template": ["--template-coordinate"],
+}
+
+
+@pytest.fixture(scope="module")
+def cram_world(tmp_path_factory) -> dict:
+    from test_cram import _ref_seqs, _write_fasta, generate
+
+    d = tmp_path_factory.mktemp("merge_cram")
+    seqs = _ref_seqs(random.Random(11))
+    ref = d / "ref.fa"
+    _write_fasta(ref, seqs)
+    oracle.samtools("faidx", str(ref))
+    return {"dir": d, "ref": ref, "seqs": seqs, "text": generate(51, seqs, True, with_noseq=False)}
+
+
+def _cram_header(header: list[str], which: int, reorder: bool) -> list[str]:
+    hd = [h for h in header if h.startswith("@HD")]
+    sq = [h for h in header if h.startswith("@SQ")]
+    rg = [h for h in header if h.startswith("@RG")]
+    if which == 1:
+        rg = [h.replace("SM:s1", "SM:s2") for h in rg] + ["@PG\tID:aligner\tPN:other\tVN:2\n", "@CO\tpart one\n"]
+    if which == 2 and reorder:
+        sq = list(reversed(sq))
+    return hd + sq + rg + [f"@CO\tpart {which}\n"]
+
+
+# Part i: its format (samtools -O) and file suffix.
+CRAM_PARTS = [("cram,version=3.1", "cram"), ("cram,version=3.0", "cram"), ("bam", "bam"), ("sam", "sam")]
+
+
+def _cram_parts(world: dict, tmp: Path, sort_args: list[str], kinds=CRAM_PARTS, reorder: bool = True) -> list[str]:
+    """Sorted parts of the generated records in the formats `kinds` names;
+    with `reorder`, part 2 lists the references in reverse order (which
+    makes samtools merge drop coordinate order)."""
+    header, recs = _split_records(world["text"], len(kinds), seed=len(kinds))
+    gone = tmp / "gone"
+    gone.mkdir(exist_ok=True)
+    gone_ref = gone / "ref.fa"
+    gone_ref.write_bytes(world["ref"].read_bytes())
+    paths = []
+    for i, ((fmt, ext), rs) in enumerate(zip(kinds, recs)):
+        raw = tmp / f"raw{i}.sam"
+        raw.write_text("".join(_cram_header(header, i, reorder)) + "".join(rs))
+        out = tmp / f"part{i}.{ext}"
+        oracle.samtools("sort", *sort_args, "--reference", str(gone_ref), "-O", fmt, "-o", str(out), str(raw))
+        paths.append(str(out))
+    for f in gone.iterdir():
+        f.unlink()
+    gone.rmdir()
+    return paths
+
+
+@pytest.mark.parametrize("order", sorted(CRAM_ORDERS))
+def test_merge_cram_inputs_mixed_with_bam_and_sam(tmp_path, cram_world, order):
+    """CRAM 3.1 and 3.0 inputs beside BAM and SAM ones: header and records
+    as samtools merge gives them, for -@1 and -@3, and with -c/-p."""
+    args = CRAM_ORDERS[order]
+    parts = _cram_parts(cram_world, tmp_path, args)
+    ref = ["--reference", str(cram_world["ref"])]
+    _compare(tmp_path, [*args, *ref], parts, f"merge {order} of CRAM/BAM/SAM")
+    _compare(tmp_path, [*args, *ref, "-@", "3"], list(reversed(parts)), f"merge {order} -@3, reversed")
+    _compare(tmp_path, [*args, *ref, "-c", "-p"], parts, f"merge {order} -c -p")
+
+
+def test_merge_cram_input_fmt_option_reference(tmp_path, cram_world):
+    parts = _cram_parts(cram_world, tmp_path, [])
+    _compare(tmp_path, ["--input-fmt-option", f"reference={cram_world['ref']}"], parts, "merge, reference as input option")
+    assert any(p.endswith(".cram") for p in parts)
+
+
+def _view_cram(path: Path, ref: Path) -> str:
+    """A CRAM as samtools reads it, as text, without the @SQ M5/UR fields a
+    CRAM carries (reading a CRAM, samtools adds MD/NM and puts RG last, so a
+    CRAM is compared with samtools' own CRAM of the same merge)."""
+    text = oracle.samtools("view", "-h", "--no-PG", "--reference", str(ref), str(path)).stdout.decode()
+    out = []
+    for ln in text.splitlines():
+        if ln.startswith("@SQ"):
+            ln = "\t".join(f for f in ln.split("\t") if not f.startswith(("M5:", "UR:")))
+        out.append(ln)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.1"])
+@pytest.mark.parametrize("order", ["coordinate", "name"])
+def test_merge_cram_output(tmp_path, cram_world, order, version):
+    """-O cram (and -o out.cram): read back by samtools, the records and
+    header samtools merge gives; the same bytes for -@1 and -@3; with
+    --write-index (coordinate order) a .crai samtools reads regions by."""
+    args = CRAM_ORDERS[order]
+    parts = _cram_parts(cram_world, tmp_path, args, reorder=False)
+    ref = cram_world["ref"]
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools(
+        "merge", "--no-PG", "-s", SEED, *args, "--reference", str(ref), "-O", f"cram,version={version}", "-o", str(theirs), *parts
+    )
+    want = _view_cram(theirs, ref)
+    assert want.count("\n") > 1000
+    outs = []
+    for threads in ("1", "3"):
+        out = tmp_path / f"out{threads}.cram"
+        index = ["--write-index"] if order == "coordinate" else []
+        res = _alnsort_merge(
+            ["--no-PG", "-s", SEED, *args, "--reference", str(ref), "-@", threads, *index,
+             "--output-fmt-option", f"version={version}", "-o", str(out), *parts]
+        )
+        check_ok(res)
+        assert out.read_bytes()[:6] == b"CRAM" + bytes([3, int(version[-1])])
+        assert_same_text(want, _view_cram(out, ref), f"CRAM {version} out, -@{threads}")
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1], "CRAM bytes differ between -@1 and -@3"
+    if order == "coordinate":
+        crai = tmp_path / "out3.cram.crai"
+        assert crai.exists()
+        # Regions read through each .crai: the records samtools reads from
+        # its own CRAM of the merge through the index it makes for it.
+        oracle.samtools("index", str(theirs))
+        for region in ["chrA:1000-5000", "chrB", "chrC:100-200"]:
+            got = oracle.samtools("view", "--reference", str(ref), "-X", str(tmp_path / "out3.cram"), str(crai), region)
+            want = oracle.samtools("view", "--reference", str(ref), "-X", str(theirs), str(theirs) + ".crai", region)
+            assert got.stdout == want.stdout and want.stdout, region
+
+
+def test_merge_cram_by_output_extension(tmp_path, cram_world):
+    parts = _cram_parts(cram_world, tmp_path, [], kinds=CRAM_PARTS[2:])
+    out = tmp_path / "by_name.cram"
+    check_ok(_alnsort_merge(["--no-PG", "-s", SEED, "--reference", str(cram_world["ref"]), str(out), *parts]))
+    assert out.read_bytes()[:4] == b"CRAM"
+    theirs = tmp_path / "samtools.cram"
+    oracle.samtools("merge", "--no-PG", "-s", SEED, "--reference", str(cram_world["ref"]), "-o", str(theirs), *parts)
+    assert theirs.read_bytes()[:4] == b"CRAM"
+    assert_same_text(_view_cram(theirs, cram_world["ref"]), _view_cram(out, cram_world["ref"]), "-o out.cram")
+
+
+@pytest.mark.alnsort_only
+@pytest.mark.parametrize("dest", ["file", "stdout"])
+def test_merge_cram_without_its_reference_names_input_and_reference(tmp_path, cram_world, monkeypatch, dest):
+    """No --reference, nothing under REF_PATH: an error naming the CRAM
+    input and the reference, before any output is written; nothing left."""
+    work = tmp_path / "work"
+    work.mkdir()
+    parts = _cram_parts(cram_world, work, [], kinds=[CRAM_PARTS[2], CRAM_PARTS[0]])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("REF_PATH", f"{empty}/%2s/%2s/%s")
+    monkeypatch.delenv("REF_CACHE", raising=False)
+    out = tmp_path / "out.bam"
+    target = ["-o", "-"] if dest == "stdout" else ["-o", str(out)]
+    res = _alnsort_merge([*target, *parts])
+    err = res.stderr.decode()
+    assert res.returncode == 1, err
+    assert parts[1] in err, err
+    assert "not found" in err and any(f"reference {n} (M5" in err for n in ("chrA", "chrB", "chrC")), err
+    assert res.stdout == b""
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, {"work", "empty"}) == []
+
+
+@pytest.mark.alnsort_only
+def test_merge_bad_cram_among_inputs_names_it(tmp_path, cram_world):
+    work = tmp_path / "work"
+    work.mkdir()
+    parts = _cram_parts(cram_world, work, [], kinds=CRAM_PARTS[:3])
+    ref = ["--reference", str(cram_world["ref"])]
+    # A CRAM cut short in its first data container, and one whose header
+    # container is cut: each named as the input that failed.
+    data = Path(parts[1]).read_bytes()
+    cut = work / "cut.cram"
+    cut.write_bytes(data[: len(data) // 2])
+    head_cut = work / "head_cut.cram"
+    head_cut.write_bytes(data[:40])
+    for bad in (cut, head_cut):
+        out = tmp_path / "out.cram"
+        res = _alnsort_merge([*ref, "-o", str(out), parts[0], str(bad), parts[2]])
+        err = res.stderr.decode()
+        assert res.returncode == 1, err
+        assert str(bad) in err, err
+        assert not out.exists()
+        assert harness.leftover_files(tmp_path, {"work"}) == []

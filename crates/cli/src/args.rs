@@ -698,7 +698,8 @@ pub const OPTIONS: &[OptSpec] = &[
 ];
 
 /// The first line of every usage text.
-pub const SORT_USAGE: &str = "Usage: alnsort sort [options] [in.bam|in.sam|-] [in2.bam ...]";
+pub const SORT_USAGE: &str =
+    "Usage: alnsort sort [options] [in.bam|in.sam|in.cram|-] [in2.bam|in2.cram ...]";
 
 /// Help is wrapped to this many columns.
 pub const HELP_WIDTH: usize = 80;
@@ -730,7 +731,7 @@ pub fn sort_help() -> String {
     out.push_str(SORT_USAGE);
     out.push_str("\n\n");
     for line in wrap(
-        "Sorts SAM or BAM (a file, or - for standard input) as samtools 1.24 \
+        "Sorts SAM, BAM or CRAM (a file, or - for standard input) as samtools 1.24 \
          sorts it: the same options, the same records in the same order, the \
          same header edits. Several inputs are sorted as one, with the header \
          and records samtools merge of them followed by samtools sort gives \
@@ -786,14 +787,14 @@ alnsort {version}: sorts SAM and BAM files. A drop-in replacement for
 bounded memory, parallel decode and compression, clean failure on bad input.
 
 Usage: alnsort <command> [options]
-       alnsort sort [options] [in.bam|in.sam|-]
+       alnsort sort [options] [in.bam|in.sam|in.cram|-] [in2 ...]
 
 Commands:
   sort      Sort by coordinate, read name, tag or template coordinate
   split, sample, splitters, map, reduce, assemble
             The distributed sort's stages, for a workflow manager
             ('alnsort help map': the options of one)
-  merge     Merge sorted inputs as samtools merge does
+  merge     Merge sorted SAM, BAM or CRAM inputs as samtools merge does
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h
   version   Print the version; also --version, -V

@@ -297,31 +297,133 @@ struct Prepared {
     ends: Option<crate::markdup::BatchEnds>,
 }
 
+/// An input's records, read in batches of whole BAM records: SAM and BAM
+/// cut by a scanner on the reading thread, CRAM cut into containers there
+/// and decoded to BAM records by the pool job ([`spawn_batches`]).
+pub enum Records {
+    Scan(Scanner),
+    Cram(Box<CramReader<Box<dyn Read + Send>>>),
+}
+
+/// The reading thread's CPU seconds, known once it has finished.
+#[derive(Clone, Default)]
+pub struct ScanTime(Arc<AtomicU64>);
+
+impl ScanTime {
+    pub fn seconds(&self) -> f64 {
+        self.0.load(Ordering::Relaxed) as f64 / 1e9
+    }
+}
+
+/// Starts reading `records`: one thread cuts the input (scanner batches or
+/// CRAM containers), and each piece becomes a [`RawBatch`] of BAM (or SAM)
+/// records on the pool and is handed to `job` there, results in input
+/// order (`alnsort_pipeline::Ordered`). The one reading mechanism of
+/// `alnsort sort` (one input) and of `alnsort merge` (each input).
+pub fn spawn_batches<T, F>(
+    name: &str,
+    records: Records,
+    pool: &Arc<rayon::ThreadPool>,
+    stage: &'static str,
+    depth: usize,
+    job: F,
+) -> Result<(Ordered<Result<T>>, ScanTime)>
+where
+    T: Send + 'static,
+    F: Fn(&RawBatch) -> Result<T> + Send + Sync + 'static,
+{
+    let time = ScanTime::default();
+    let time_w = time.clone();
+    let timed = move |run: &mut dyn FnMut()| {
+        let start = thread_cpu_seconds();
+        run();
+        let secs = thread_cpu_seconds() - start;
+        time_w.0.store((secs * 1e9) as u64, Ordering::Relaxed);
+    };
+    let started = match records {
+        Records::Scan(mut scanner) => {
+            let recycler = scanner.recycler();
+            Ordered::spawn(
+                Arc::clone(pool),
+                stage,
+                depth,
+                move |emit| timed(&mut || pump(|| scanner.next_batch(), emit)),
+                move |item: std::result::Result<RawBatch, ReadError>| -> Result<T> {
+                    let raw = item?;
+                    let out = job(&raw);
+                    recycler.give_back(raw);
+                    out
+                },
+            )
+        }
+        Records::Cram(mut reader) => {
+            let ctx = reader.context();
+            Ordered::spawn(
+                Arc::clone(pool),
+                stage,
+                depth,
+                move |emit| timed(&mut || pump(|| reader.next_container(), emit)),
+                move |item: std::result::Result<PendingContainer, CramError>| -> Result<T> {
+                    thread_local! {
+                        // The decoded container's bytes, reused by each
+                        // worker: fresh megabytes per container cost page
+                        // faults.
+                        static DECODED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+                    }
+                    let c = item?;
+                    let mut data = DECODED.take();
+                    data.clear();
+                    let n = match c.decode(&ctx, &mut data) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            DECODED.set(data);
+                            return Err(e.into());
+                        }
+                    };
+                    let raw = RawBatch {
+                        data,
+                        first_record: c.first_record,
+                        voffsets: vec![0; n as usize],
+                        first_position: 0,
+                        sam: false,
+                        missing_eof: None,
+                    };
+                    let out = job(&raw);
+                    DECODED.set(raw.data);
+                    out
+                },
+            )
+        }
+    };
+    let batches = started.with_context(|| format!("{name}: starting the input reader thread"))?;
+    Ok((batches, time))
+}
+
 impl OpenInput {
-    /// The input's name, header and record scanner (for readers other than
-    /// [`OpenInput::feed`], such as `alnsort merge`'s).
-    pub fn into_scanner(self, opts: ScanOptions) -> Result<(Arc<str>, Header, Scanner)> {
+    /// The input's name, header and records (for readers other than
+    /// [`OpenInput::feed`], such as `alnsort merge`'s), read with
+    /// [`spawn_batches`].
+    pub fn into_records(self, opts: ScanOptions) -> (Arc<str>, Header, Records) {
         let OpenInput {
             name, header, body, ..
         } = self;
         let file: Arc<str> = name.as_str().into();
-        let scanner = match body {
-            Body::Cram(_) => bail!(
-                "{name}: CRAM input is read by 'alnsort sort' with one input only; \
-                 convert it to BAM first (alnsort sort -O bam) to merge it with others"
-            ),
-            Body::Bam(reader) => {
-                Scanner::Bam(Box::new(BamScanner::new(Arc::clone(&file), reader, opts)))
-            }
+        let records = match body {
+            Body::Cram(reader) => Records::Cram(reader),
+            Body::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
+                Arc::clone(&file),
+                reader,
+                opts,
+            )))),
             Body::Sam(br, header_lines, eof_watch) => {
                 let s = SamScanner::new(Arc::clone(&file), Box::new(br), header_lines, opts);
-                Scanner::Sam(match eof_watch {
+                Records::Scan(Scanner::Sam(match eof_watch {
                     Some(w) => s.with_eof_watch(w),
                     None => s,
-                })
+                }))
             }
         };
-        Ok((file, header, scanner))
+        (file, header, records)
     }
 
     /// Reads every record into `sorter`. One thread only finds record
@@ -356,28 +458,7 @@ impl OpenInput {
             record_limit: limit,
             ..ScanOptions::default()
         };
-        if matches!(self.body, Body::Cram(_)) {
-            let OpenInput {
-                name, header, body, ..
-            } = self;
-            let Body::Cram(reader) = body else {
-                unreachable!("checked above")
-            };
-            return feed_cram(
-                name,
-                header,
-                *reader,
-                unknown_reference,
-                encoder,
-                sorter,
-                pool,
-                progress,
-                push_start,
-                markdup,
-                with_ends,
-            );
-        }
-        let (file, header, mut scanner) = self.into_scanner(opts)?;
+        let (file, header, records) = self.into_records(opts);
         let name = file.to_string();
         let kind = if encoder.is_fixed8() {
             KeyKind::Fixed8
@@ -393,9 +474,6 @@ impl OpenInput {
             record_limit: limit,
             unknown_reference,
         };
-        let recycler = scanner.recycler();
-        let scan_ns = Arc::new(AtomicU64::new(0));
-        let scan_ns_w = Arc::clone(&scan_ns);
         let depth = pool.current_num_threads() * 2 + 2;
         // Sort batches the sorter has copied go back to the decode jobs:
         // a fresh batch of this size is mapped anew by malloc and costs a
@@ -406,30 +484,16 @@ impl OpenInput {
         // quarter of the batches still found the channel full after a
         // burst of copies and were freed, and as many allocated anew.
         let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(depth);
-        let mut batches = Ordered::spawn(
-            Arc::clone(&pool),
-            "read",
-            depth,
-            move |emit| {
-                let start = thread_cpu_seconds();
-                pump(|| scanner.next_batch(), emit);
-                let secs = thread_cpu_seconds() - start;
-                scan_ns_w.store((secs * 1e9) as u64, Ordering::Relaxed);
-            },
-            move |item: std::result::Result<RawBatch, ReadError>| {
-                let raw = item?;
-                let prepared = prepare(
+        let (mut batches, scan_time) =
+            spawn_batches(&name, records, &pool, "read", depth, move |raw| {
+                Ok(prepare(
                     &decoder,
                     kind,
-                    &raw,
+                    raw,
                     spare_rx.try_recv().ok(),
                     with_ends.as_ref(),
-                );
-                recycler.give_back(raw);
-                prepared
-            },
-        )
-        .with_context(|| format!("{name}: starting the input reader thread"))?;
+                )?)
+            })?;
         let mut n = 0u64;
         let mut tally = Decoded::default();
         while let Some(r) = batches.next_result() {
@@ -459,106 +523,11 @@ impl OpenInput {
         }
         Ok(Fed {
             records: n,
-            read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            read_scan_s: scan_time.seconds(),
             read_push_s: thread_cpu_seconds() - push_start,
             tally,
         })
     }
-}
-
-/// CRAM input: the reading thread only cuts the file into containers
-/// (`CramReader::next_container`); each container is decoded to BAM records,
-/// then validated, keyed and copied into a sort batch, by one pool job, the
-/// results taken in file order (`alnsort_pipeline::Ordered`).
-#[allow(clippy::too_many_arguments)]
-fn feed_cram(
-    name: String,
-    header: Header,
-    mut reader: CramReader<Box<dyn Read + Send>>,
-    unknown_reference: UnknownReference,
-    encoder: Arc<KeyEncoder>,
-    sorter: &mut Sorter,
-    pool: Arc<rayon::ThreadPool>,
-    progress: &Progress,
-    push_start: f64,
-    mut markdup: Option<&mut crate::markdup::Marker>,
-    with_ends: Option<crate::markdup::EndsSpec>,
-) -> Result<Fed> {
-    let file: Arc<str> = name.as_str().into();
-    let kind = if encoder.is_fixed8() {
-        KeyKind::Fixed8
-    } else {
-        KeyKind::Variable
-    };
-    let header = Arc::new(header);
-    let decoder = Decoder {
-        file,
-        lookup: Arc::new(header.ref_lookup()),
-        header,
-        encoder,
-        record_limit: sorter.plan().record_limit,
-        unknown_reference,
-    };
-    let ctx = reader.context();
-    let scan_ns = Arc::new(AtomicU64::new(0));
-    let scan_ns_w = Arc::clone(&scan_ns);
-    let depth = pool.current_num_threads() * 2 + 2;
-    let mut batches = Ordered::spawn(
-        Arc::clone(&pool),
-        "cram decode",
-        depth,
-        move |emit| {
-            let start = thread_cpu_seconds();
-            pump(|| reader.next_container(), emit);
-            let secs = thread_cpu_seconds() - start;
-            scan_ns_w.store((secs * 1e9) as u64, Ordering::Relaxed);
-        },
-        move |item: std::result::Result<PendingContainer, CramError>| -> Result<Prepared> {
-            thread_local! {
-                // The decoded container's bytes, reused by each worker:
-                // fresh megabytes per container cost page faults.
-                static DECODED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-            }
-            let c = item?;
-            let mut data = DECODED.take();
-            data.clear();
-            let n = c.decode(&ctx, &mut data)?;
-            let raw = RawBatch {
-                data,
-                first_record: c.first_record,
-                voffsets: vec![0; n as usize],
-                first_position: 0,
-                sam: false,
-                missing_eof: None,
-            };
-            let prepared = prepare(&decoder, kind, &raw, None, with_ends.as_ref());
-            DECODED.set(raw.data);
-            Ok(prepared?)
-        },
-    )
-    .with_context(|| format!("{name}: starting the CRAM reader thread"))?;
-    let mut n = 0u64;
-    while let Some(r) = batches.next_result() {
-        let p = r
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
-        if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
-            m.push(ends)?;
-        }
-        let len = p.batch.len() as u64;
-        sorter
-            .push_batch(p.batch)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("{name}: sorting records from record {}", n + 1))?;
-        n += len;
-        progress.add_records(len, p.bytes, p.last_block);
-    }
-    Ok(Fed {
-        records: n,
-        read_scan_s: scan_ns.load(Ordering::Relaxed) as f64 / 1e9,
-        read_push_s: thread_cpu_seconds() - push_start,
-        tally: Decoded::default(),
-    })
 }
 
 /// The pool job of one batch: validation, normalisation (or SAM parsing),

@@ -297,6 +297,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             sort_order: Some(&cfg.order),
             region: None,
             unknown_reference: cfg.unknown_reference,
+            refs: &cfg.refs,
             check_sorted: false,
         };
         let (m, encoder) = merge::merged_inputs(&plan, &pool)?;

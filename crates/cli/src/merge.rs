@@ -12,7 +12,7 @@
 use crate::args::{self, ArgError, OptionName, OrderFlag, OutFormat, SortArgs};
 use crate::cleanup::Debris;
 use crate::config::{self, Config};
-use crate::input::{self, Fed};
+use crate::input::{self, Fed, Records};
 use crate::output;
 use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
@@ -23,7 +23,7 @@ use alnsort_bam::reader::{
 };
 use alnsort_bam::RecordRef;
 use alnsort_index::IndexReader;
-use alnsort_pipeline::{pump, Ordered};
+use alnsort_pipeline::Ordered;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
 use alnsort_sort::{KeyKind, Sorter};
@@ -61,6 +61,8 @@ pub enum MergeOptId {
     Verbosity,
     Help,
     Region,
+    Reference,
+    InputFmtOption,
     Unsupported(&'static str),
 }
 
@@ -188,14 +190,16 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some('O'),
         Some("output-fmt"),
         Some("FMT[,OPT=VAL]..."),
-        "Output format: SAM, BAM (default: from the output's name).",
+        "Output format: SAM, BAM or CRAM (default: from the output's name: \
+         .sam SAM, .cram CRAM, else BAM); CRAM options as alnsort sort's -O.",
     ),
     spec(
         MergeOptId::OutputFmtOption,
         None,
         Some("output-fmt-option"),
         Some("OPT=VAL"),
-        "Output format option (level=N).",
+        "Output format option (level=N; for CRAM version=3.0|3.1, reference=FILE, \
+         embed_ref, no_ref, store_md, store_nm).",
     ),
     spec(
         MergeOptId::Threads,
@@ -209,7 +213,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("write-index"),
         None,
-        "Write a CSI index beside the output (coordinate order, BAM).",
+        "Write an index beside the output (coordinate order): CSI for BAM, .crai for CRAM.",
     ),
     spec(
         MergeOptId::NoPg,
@@ -270,18 +274,18 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         "Inputs' index files given (not supported yet).",
     ),
     spec(
-        MergeOptId::Unsupported("CRAM is not supported yet"),
+        MergeOptId::Reference,
         None,
         Some("reference"),
         Some("FILE"),
-        "Reference for CRAM (not supported yet).",
+        "Reference FASTA for CRAM inputs and CRAM output (else REF_PATH, REF_CACHE).",
     ),
     spec(
-        MergeOptId::Unsupported("input format options are not supported yet"),
+        MergeOptId::InputFmtOption,
         None,
         Some("input-fmt-option"),
         Some("OPT=VAL"),
-        "Input format option (not supported yet).",
+        "Input format option: reference=FILE (as --reference).",
     ),
 ];
 
@@ -301,10 +305,12 @@ impl args::OptionName for MergeSpec {
 /// --help` is from its table.
 pub fn merge_help() -> String {
     let mut out = String::from(
-        "Usage: alnsort merge [options] -o <out.bam> <in1.bam> ... <inN.bam>\n   \
-         or: alnsort merge [options] <out.bam> <in1.bam> ... <inN.bam>\n\n\
+        "Usage: alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>\n   \
+         or: alnsort merge [options] <out.bam|out.cram> <in1> ... <inN>\n\n\
          Merges inputs that are already sorted (an input out of order is an error),\n\
-         as samtools merge does: same options, header merging and records.\n\nOptions:\n",
+         as samtools merge does: same options, header merging and records.\n\
+         Inputs are SAM, BAM or CRAM, in any mix (CRAM decoded against --reference,\n\
+         REF_PATH or REF_CACHE); the output is SAM, BAM or CRAM.\n\nOptions:\n",
     );
     for s in MERGE_OPTIONS {
         args::push_help_entry(&mut out, s, s.help);
@@ -418,6 +424,18 @@ pub fn parse(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMerge, ArgError> 
             }
             MergeOptId::Help => return Ok(ParsedMerge::Usage),
             MergeOptId::Region => region = Some(text()),
+            MergeOptId::Reference => sort.reference = Some(text().into()),
+            MergeOptId::InputFmtOption => {
+                let v = text();
+                match v.split_once('=') {
+                    Some(("reference", file)) => sort.reference = Some(file.into()),
+                    _ => {
+                        return Err(ArgError::Invalid(format!(
+                            "--input-fmt-option {v}: alnsort takes reference=FILE only"
+                        )))
+                    }
+                }
+            }
             MergeOptId::Unsupported(_) => unreachable!("refused above"),
         }
     }
@@ -474,6 +492,8 @@ pub struct MergePlan<'a> {
     /// `-R`: only the records overlapping it.
     pub region: Option<&'a str>,
     pub unknown_reference: UnknownReference,
+    /// Where CRAM inputs' references are found.
+    pub refs: &'a alnsort_cram::RefSource,
     /// An input out of order is an error naming file and record.
     pub check_sorted: bool,
 }
@@ -492,6 +512,7 @@ pub fn merged_inputs(
         sort_order,
         region,
         unknown_reference,
+        refs,
         check_sorted,
     } = *plan;
     let mut opened = Vec::with_capacity(paths.len());
@@ -500,7 +521,7 @@ pub fn merged_inputs(
     let mut reset_order = false;
     let mut size = Some(0u64);
     for path in paths {
-        let inp = input::open(path, Arc::clone(pool))?;
+        let inp = input::open_with_refs(path, Arc::clone(pool), refs)?;
         size = size.zip(inp.size).map(|(a, b)| a + b);
         let t = merger
             .add(&inp.header)
@@ -587,6 +608,12 @@ pub fn merged_inputs(
             Rc::clone(&failure),
             Rc::clone(&tally),
         )?);
+    }
+    // Each input's first batch is read by now: an input that cannot be
+    // read from its start (a CRAM whose reference is missing, a damaged
+    // file) fails here, before any output is written.
+    if let Some(e) = failure.borrow_mut().take() {
+        return Err(e);
     }
     Ok((
         MergedInputs {
@@ -861,7 +888,8 @@ type ChunkResult = std::result::Result<Chunk, ReadError>;
 
 struct Source {
     name: Arc<str>,
-    batches: Ordered<ChunkResult>,
+    /// None: nothing of the input to read (`-R` outside it).
+    batches: Option<Ordered<Result<Chunk>>>,
     chunk: Chunk,
     at: usize,
     /// Records of this input before the current chunk.
@@ -929,12 +957,12 @@ impl Source {
     ) -> Result<Source> {
         let encoder = &shared.encoder;
         let check = shared.check;
-        let (file, header, mut scanner) = inp.into_scanner(ScanOptions::default())?;
+        let (file, header, mut records) = inp.into_records(ScanOptions::default());
         // -R on BAM: read only the stretch of the file the index names for
         // the region (None: nothing of it in this input).
         let mut span = None;
-        if let (Some(r), Some(name), Some(index), Scanner::Bam(_)) =
-            (shared.region, &shared.region_name, index, &scanner)
+        if let (Some(r), Some(name), Some(index), Records::Scan(Scanner::Bam(_))) =
+            (shared.region, &shared.region_name, index, &records)
         {
             let own_tid = header.refs().iter().position(|x| x.name == *name);
             span = Some(own_tid.and_then(|t| index.region_span(t, r.beg, r.end)));
@@ -945,10 +973,10 @@ impl Source {
                 end: RangeEnd::VirtualOffset(end),
                 ..ScanOptions::default()
             };
-            scanner = Scanner::Bam(Box::new(
+            records = Records::Scan(Scanner::Bam(Box::new(
                 BamScanner::open_at(Arc::clone(&file), f, Arc::clone(pool), start, opts)
                     .with_context(|| format!("-R: {path}: starting at the region's first chunk"))?,
-            ));
+            )));
         }
         let nothing_to_read = span == Some(None);
         let header = Arc::new(header);
@@ -984,25 +1012,16 @@ impl Source {
             stop_past_region: shared.stop_past_region && span.is_some(),
             spares: spare_rx,
         };
-        let recycler = scanner.recycler();
         let depth = pool.current_num_threads() + 2;
-        let batches = Ordered::spawn(
-            Arc::clone(pool),
-            "merge-read",
-            depth,
-            move |emit| {
-                if !nothing_to_read {
-                    pump(|| scanner.next_batch(), emit)
-                }
-            },
-            move |item: std::result::Result<RawBatch, ReadError>| {
-                let raw = item?;
-                let chunk = job.decode(&raw);
-                recycler.give_back(raw);
-                chunk
-            },
-        )
-        .with_context(|| format!("{file}: starting the input reader thread"))?;
+        let batches = if nothing_to_read {
+            None
+        } else {
+            let (batches, _) =
+                input::spawn_batches(&file, records, pool, "merge-read", depth, move |raw| {
+                    Ok(job.decode(raw)?)
+                })?;
+            Some(batches)
+        };
         let mut s = Source {
             name: file,
             batches,
@@ -1038,15 +1057,13 @@ impl Source {
                 self.done = true;
                 return;
             }
-            match self.batches.next_result() {
+            match self.batches.as_mut().and_then(|b| b.next_result()) {
                 None => {
                     self.done = true;
                     return;
                 }
                 Some(r) => {
-                    let r = r
-                        .map_err(anyhow::Error::from)
-                        .and_then(|c| c.map_err(anyhow::Error::from));
+                    let r = r.map_err(anyhow::Error::from).and_then(|c| c);
                     match r {
                         Ok(c) => {
                             for (tag, id, read) in &c.unknown_tags {
@@ -1232,9 +1249,6 @@ impl ChunkDecoder {
 /// Runs `alnsort merge` with parsed arguments.
 pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
     let cfg: Config = config::resolve(&m.sort)?;
-    if cfg.format == OutFormat::Cram {
-        bail!("CRAM output is not supported yet");
-    }
     for w in &cfg.warnings {
         eprintln!("[W::alnsort] {w}");
     }
@@ -1257,6 +1271,7 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
         sort_order: None,
         region: m.region.as_deref(),
         unknown_reference: cfg.unknown_reference,
+        refs: &cfg.refs,
         check_sorted: true,
     };
     let (inputs, encoder) = merged_inputs(&plan, &pool)?;
@@ -1377,9 +1392,21 @@ mod tests {
         let e = args(&["--input-fmt-option", "x=1", "-o", "x", "a"]).unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("--input-fmt-option is not supported yet"),
+                .contains("--input-fmt-option x=1: alnsort takes reference=FILE only"),
             "{e}"
         );
+        let Ok(ParsedMerge::Run(m)) =
+            args(&["--input-fmt-option", "reference=r.fa", "o.cram", "a"])
+        else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.reference, Some("r.fa".into()));
+        let Ok(ParsedMerge::Run(m)) = args(&["--ref", "s.fa", "-O", "cram,version=3.1", "o", "a"])
+        else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.reference, Some("s.fa".into()));
+        assert_eq!(m.sort.format, Some(OutFormat::Cram));
         let Ok(ParsedMerge::Run(m)) = args(&["-l", "12", "-o", "x.bam", "a.bam"]) else {
             panic!("expected a run")
         };

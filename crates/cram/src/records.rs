@@ -686,16 +686,16 @@ impl SliceDecoder {
             }
             None => None,
         };
-        if let (None, true, Ok(id)) = (
-            embedded,
-            ch.reference_required,
-            usize::try_from(h.reference_id),
-        ) {
+        // htslib checks every slice of one reference whose records were
+        // written against it (RR true), against the reference given or
+        // the slice's embedded one.
+        if let (true, Ok(id)) = (ch.reference_required, usize::try_from(h.reference_id)) {
             lease.check_slice(
                 id,
                 h.alignment_start as i64 - 1,
                 h.alignment_span as i64,
                 &h.reference_md5,
+                embedded,
             )?;
         }
         self.mates.clear();

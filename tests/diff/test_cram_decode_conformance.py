@@ -1,0 +1,77 @@
+"""CRAM decoding as samtools 1.24 (pysam 0.24.1) decodes, on the cases the
+public conformance data (hts-specs, htslib's and htsjdk's test files) showed
+alnsort decoding otherwise; every input is made here, by samtools from a
+generated SAM or by editing the bytes samtools wrote.
+
+Contracts under test:
+* Every slice's reference MD5 is checked as htslib checks it, even when the
+  @SQ M5 matches the reference given: a slice written against other bases
+  is an error naming the reference and the slice's range, nothing written.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import harness
+import oracle
+import pytest
+from harness import assert_same_text, check_ok, run_alnsort
+from test_cram import _md5, _ref_seqs, _write_fasta, generate
+
+
+@pytest.fixture(scope="module")
+def refs(tmp_path_factory) -> dict[str, Path]:
+    """A reference, a copy with one base of chrC changed, and a SAM of
+    reads on them (pairs, tags, unmapped reads)."""
+    d = tmp_path_factory.mktemp("cram_conformance")
+    seqs = _ref_seqs(random.Random(7))
+    ref = d / "ref.fa"
+    _write_fasta(ref, seqs)
+    bad = dict(seqs)
+    c = list(bad["chrC"])
+    c[500] = "A" if c[500] != "A" else "C"
+    bad["chrC"] = "".join(c)
+    bad_ref = d / "bad.fa"
+    _write_fasta(bad_ref, bad)
+    for r in (ref, bad_ref):
+        oracle.samtools("faidx", str(r))
+    # chrC's reads alone, so that samtools writes single-reference slices
+    # (whose MD5 htslib checks), not one multi-reference slice.
+    lines = generate(33, seqs, True).splitlines()
+    chrc = [ln for ln in lines if not ln.startswith("@") and ln.split("\t")[2] == "chrC" and ln.split("\t")[6] in ("=", "*")]
+    assert len(chrc) > 200
+    sam = d / "in.sam"
+    sam.write_text("\n".join([ln for ln in lines if ln.startswith("@")] + chrc) + "\n")
+    return {"dir": d, "ref": ref, "bad_ref": bad_ref, "sam": sam, "md5_chrC": Path(_md5(seqs["chrC"]))}
+
+
+def test_slice_md5_is_checked_when_the_sq_m5_matches(alnsort_bin, refs, tmp_path):
+    """A CRAM written by samtools against a chrC that differs in one base,
+    its header then given the M5s of the right reference: the @SQ M5 matches
+    the reference given, but the slices over base 501 were written against
+    other bases. samtools refuses it (`MD5 checksum reference mismatch at
+    chrC:START-END`); so does alnsort, naming the file, the reference and
+    the slice's range, and writing nothing."""
+    written = tmp_path / "written.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(refs["bad_ref"]), "-o", str(written), str(refs["sam"]))
+    with_right = tmp_path / "right.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(refs["ref"]), "-o", str(with_right), str(refs["sam"]))
+    right = oracle.samtools("view", "--no-PG", "-H", str(with_right)).stdout.decode()
+    assert f"M5:{refs['md5_chrC']}" in right
+    hdr = tmp_path / "h.sam"
+    hdr.write_text(right)
+    cram = tmp_path / "in.cram"
+    cram.write_bytes(oracle.samtools("reheader", "--no-PG", str(hdr), str(written)).stdout)
+    theirs = oracle.samtools("view", "-T", str(refs["ref"]), str(cram), check=False)
+    assert theirs.returncode != 0
+    assert b"MD5 checksum reference mismatch at chrC:" in theirs.stderr
+    for order in ([], ["-n"]):
+        out = tmp_path / "out.bam"
+        res = run_alnsort([*order, "--reference", str(refs["ref"]), "-o", str(out), str(cram)])
+        assert res.returncode != 0
+        err = res.stderr.decode()
+        assert "in.cram" in err and "MD5 checksum reference mismatch at chrC:" in err, err
+        assert not out.exists()
+        assert harness.leftover_files(tmp_path, {"written.cram", "right.cram", "h.sam", "in.cram"}) == []

@@ -4,6 +4,9 @@ alnsort decoding otherwise; every input is made here, by samtools from a
 generated SAM or by editing the bytes samtools wrote.
 
 Contracts under test:
+* CRAM 2.0 and 2.1 (samtools writes both) are read into the records
+  samtools reads, in coordinate and name order; CRAM 1.x and 4.x are
+  refused by their version, not as damaged files.
 * Every slice's reference MD5 is checked as htslib checks it, even when the
   @SQ M5 matches the reference given: a slice written against other bases
   is an error naming the reference and the slice's range, nothing written.
@@ -44,7 +47,9 @@ def refs(tmp_path_factory) -> dict[str, Path]:
     assert len(chrc) > 200
     sam = d / "in.sam"
     sam.write_text("\n".join([ln for ln in lines if ln.startswith("@")] + chrc) + "\n")
-    return {"dir": d, "ref": ref, "bad_ref": bad_ref, "sam": sam, "md5_chrC": Path(_md5(seqs["chrC"]))}
+    every = d / "every.sam"
+    every.write_text("\n".join(lines) + "\n")
+    return {"dir": d, "ref": ref, "every": every, "bad_ref": bad_ref, "sam": sam, "md5_chrC": Path(_md5(seqs["chrC"]))}
 
 
 def test_slice_md5_is_checked_when_the_sq_m5_matches(alnsort_bin, refs, tmp_path):
@@ -75,3 +80,51 @@ def test_slice_md5_is_checked_when_the_sq_m5_matches(alnsort_bin, refs, tmp_path
         assert "in.cram" in err and "MD5 checksum reference mismatch at chrC:" in err, err
         assert not out.exists()
         assert harness.leftover_files(tmp_path, {"written.cram", "right.cram", "h.sam", "in.cram"}) == []
+
+
+def _sorted_both(src: Path, ref: Path | None, order: list[str], tmp: Path) -> tuple[str, str]:
+    """(samtools sort's SAM, alnsort sort's SAM) of `src`, no @PG."""
+    extra = ["--reference", str(ref)] if ref else []
+    theirs, ours = tmp / "samtools.sam", tmp / "alnsort.sam"
+    oracle.samtools("sort", *order, "-O", "sam", "--no-PG", *extra, "-o", str(theirs), str(src))
+    check_ok(run_alnsort([*order, "-O", "sam", "--no-PG", *extra, "-o", str(ours), str(src)]))
+    return theirs.read_text(), ours.read_text()
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+@pytest.mark.parametrize("order", [[], ["-n"]], ids=["coord", "name"])
+@pytest.mark.parametrize("src", ["sam", "every"])
+def test_cram2_input_matches_samtools(alnsort_bin, refs, tmp_path, version, order, src):
+    """samtools' CRAM 2.0 and 2.1 (no CRC32s, ITF8 record counters) of
+    reads with mates, tags, read groups and unmapped reads, on one
+    reference (single-reference slices) or on all (a multi-reference
+    slice): alnsort sort prints what samtools sort prints."""
+    cram = tmp_path / "in.cram"
+    oracle.samtools(
+        "view", "--no-PG", "-C", "--output-fmt-option", f"version={version}", "-T", str(refs["ref"]),
+        "-o", str(cram), str(refs[src]),
+    )
+    assert cram.read_bytes()[:6] == b"CRAM" + bytes([2, int(version[2])])
+    theirs, ours = _sorted_both(cram, refs["ref"], order, tmp_path)
+    assert theirs.count("\n") > 200
+    assert_same_text(theirs, ours, f"CRAM {version} {order}")
+
+
+@pytest.mark.parametrize("version", [(1, 0), (4, 0), (3, 2)])
+def test_unsupported_cram_versions_are_refused_by_name(alnsort_bin, refs, tmp_path, version):
+    """A file definition naming a version alnsort does not read (samtools'
+    3.0 CRAM with its version bytes changed) is refused by that version,
+    not reported as a checksum error; nothing is written."""
+    cram = tmp_path / "in.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(refs["ref"]), "-o", str(cram), str(refs["sam"]))
+    b = bytearray(cram.read_bytes())
+    b[4:6] = bytes(version)
+    cram.write_bytes(bytes(b))
+    out = tmp_path / "out.bam"
+    res = run_alnsort(["--reference", str(refs["ref"]), "-o", str(out), str(cram)])
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    want = f"in.cram: CRAM version {version[0]}.{version[1]} is not supported; alnsort reads 2.0, 2.1, 3.0 and 3.1"
+    assert want in err, err
+    assert "checksum" not in err.lower() and "crc" not in err.lower(), err
+    assert not out.exists()

@@ -54,6 +54,14 @@ pub enum CramError {
         #[source]
         source: io::Error,
     },
+    /// A file definition naming a CRAM version this crate does not read.
+    #[error("{file}: CRAM version {major}.{minor} is not supported; alnsort reads {supported}")]
+    Version {
+        file: String,
+        major: u8,
+        minor: u8,
+        supported: &'static str,
+    },
     #[error("{file}: CRAM header text: {what}")]
     HeaderText { file: String, what: String },
     #[error("{file}: reading the CRAM container after record {records_before}: {source}")]

@@ -117,10 +117,15 @@ pub(crate) struct CompressionHeader {
 
 impl CompressionHeader {
     /// Reads the compression header block (`bytes`: the container's body
-    /// up to its first slice), decompressing it into `buf` if need be.
-    pub(crate) fn read(bytes: &[u8], buf: &mut Vec<u8>) -> io::Result<CompressionHeader> {
+    /// up to its first slice, of a file of CRAM major version `major`),
+    /// decompressing it into `buf` if need be.
+    pub(crate) fn read(
+        bytes: &[u8],
+        major: u8,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<CompressionHeader> {
         let mut src = bytes;
-        let block = RawBlock::read(&mut src)?;
+        let block = RawBlock::read_version(&mut src, major)?;
         if block.content_type != content_type::COMPRESSION_HEADER {
             return Err(bad(format!(
                 "the container starts with a block of content type {}, not a compression header",

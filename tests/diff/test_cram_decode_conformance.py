@@ -7,6 +7,11 @@ Contracts under test:
 * CRAM 2.0 and 2.1 (samtools writes both) are read into the records
   samtools reads, in coordinate and name order; CRAM 1.x and 4.x are
   refused by their version, not as damaged files.
+* A one-byte cF tag is htslib's CRAM flags for the record: never output,
+  and its bits 1 and 2 say that MD and NM are not to be generated.
+* MD and NM of a read that runs past its reference's end are htslib's:
+  the bases past the end add nothing to NM, and the first feature there
+  ends the MD.
 * Every slice's reference MD5 is checked as htslib checks it, even when the
   @SQ M5 matches the reference given: a slice written against other bases
   is an error naming the reference and the slice's range, nothing written.
@@ -128,3 +133,64 @@ def test_unsupported_cram_versions_are_refused_by_name(alnsort_bin, refs, tmp_pa
     assert want in err, err
     assert "checksum" not in err.lower() and "crc" not in err.lower(), err
     assert not out.exists()
+
+
+def test_cf_tag_is_dropped_and_says_which_of_md_nm_to_generate(alnsort_bin, refs, tmp_path):
+    """Records carrying cF:i:0 to cF:i:3 and no MD/NM (samtools stores an
+    integer tag of 0..255 as one byte, C): samtools' decoder drops the tag
+    and adds MD unless bit 1 is set, NM unless bit 2 is; so does alnsort."""
+    lines = refs["sam"].read_text().splitlines()
+    out, n = [], 0
+    for ln in lines:
+        if not ln.startswith("@"):
+            f = [t for t in ln.split("\t") if not t.startswith(("MD:", "NM:"))]
+            ln = "\t".join([*f, f"cF:i:{n % 4}"])
+            n += 1
+        out.append(ln)
+    src = tmp_path / "cf.sam"
+    src.write_text("\n".join(out) + "\n")
+    cram = tmp_path / "cf.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(refs["ref"]), "-o", str(cram), str(src))
+    for order in ([], ["-n"]):
+        theirs, ours = _sorted_both(cram, refs["ref"], order, tmp_path)
+        recs = [ln for ln in theirs.splitlines() if not ln.startswith("@")]
+        assert len(recs) > 200 and not any("\tcF:" in r for r in recs)
+        assert any("\tMD:Z:" in r and "\tNM:i:" not in r for r in recs)
+        assert any("\tNM:i:" in r and "\tMD:Z:" not in r for r in recs)
+        assert_same_text(theirs, ours, f"cF tags {order}")
+
+
+def test_md_nm_of_reads_past_the_reference_end_match_samtools(alnsort_bin, refs, tmp_path):
+    """Reads that run 1 to 30 bases past the end of chrC (matching it, or
+    with mismatches, before the end; bases past it of every kind): the MD
+    and NM samtools' decoder adds, which alnsort must add the same."""
+    seqs = {}
+    name = None
+    for ln in refs["ref"].read_text().splitlines():
+        if ln.startswith(">"):
+            name = ln[1:].split()[0]
+            seqs[name] = []
+        else:
+            seqs[name].append(ln)
+    chrc = "".join(seqs["chrC"])
+    rng = random.Random(5)
+    header = [ln for ln in refs["sam"].read_text().splitlines() if ln.startswith("@")]
+    recs = []
+    for i in range(120):
+        over = 1 + i % 30
+        inside = 20 + rng.randrange(40)
+        pos = len(chrc) - inside + 1
+        bases = list(chrc[pos - 1:].upper())
+        if i % 3 == 1:
+            bases[rng.randrange(inside)] = "A" if bases[0] != "A" else "C"
+        tail = "".join(rng.choice("NNACGTRY") if i % 2 else "N" for _ in range(over))
+        seq = "".join(bases) + tail
+        recs.append(f"over{i:03d}\t0\tchrC\t{pos}\t40\t{len(seq)}M\t*\t0\t0\t{seq}\t{'I' * len(seq)}")
+    src = tmp_path / "over.sam"
+    src.write_text("\n".join(header + recs) + "\n")
+    cram = tmp_path / "over.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(refs["ref"]), "-o", str(cram), str(src))
+    for order in ([], ["-n"]):
+        theirs, ours = _sorted_both(cram, refs["ref"], order, tmp_path)
+        assert theirs.count("\tMD:Z:") == 120
+        assert_same_text(theirs, ours, f"reads past the reference end {order}")

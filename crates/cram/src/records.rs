@@ -604,6 +604,10 @@ pub(crate) struct SliceDecoder {
     qual: Vec<u8>,
     cigar: Vec<u32>,
     md: Vec<u8>,
+    /// The 0-based reference position of the record's first feature that
+    /// gives a base past the reference's end (`X`, `B`, `b`), where htslib
+    /// ends its MD (see [`md_nm::compute`]); `usize::MAX` when none.
+    md_end: usize,
     array: Vec<u8>,
     mates: Vec<Mate>,
     /// Per record: the first record of the attached chain that points at it.
@@ -866,6 +870,7 @@ impl SliceDecoder {
                     t[2] as char
                 ))
             })?;
+            let at = self.tags.len();
             self.tags.extend_from_slice(t);
             let fixed = match t[2] {
                 b's' | b'S' => 2,
@@ -873,6 +878,15 @@ impl SliceDecoder {
                 _ => 1,
             };
             st.array(codec, &mut self.tags, fixed)?;
+            // htslib's `cram_decode_aux`: a one-byte cF:C is the writer's
+            // CRAM flags for the record, never output; bit 1 says its MD,
+            // bit 2 its NM, is not to be generated.
+            if *t == *b"cFC" && self.tags.len() == at + 4 {
+                let cf_tag = self.tags[at + 3];
+                self.tags.truncate(at);
+                has_md |= cf_tag & 1 != 0;
+                has_nm |= cf_tag & 2 != 0;
+            }
         }
 
         // Sequence, qualities, CIGAR.
@@ -1011,7 +1025,16 @@ impl SliceDecoder {
             if let Some((reference, offset)) = refseq {
                 let at = usize::try_from(pos - offset)
                     .map_err(|_| bad("the record starts before the slice's embedded reference"))?;
-                if let Some(nm) = md_nm::compute(bases, &self.cigar, at, reference, &mut self.md) {
+                // In `reference`'s coordinates (an embedded one starts at
+                // the slice's start).
+                let offset = usize::try_from(offset).unwrap_or(0);
+                let ends = md_nm::Ends {
+                    reference: (file.ref_lengths[ref_id as usize] as usize).saturating_sub(offset),
+                    md: self.md_end.saturating_sub(offset),
+                };
+                if let Some(nm) =
+                    md_nm::compute(bases, &self.cigar, at, reference, ends, &mut self.md)
+                {
                     md_nm::push(
                         out,
                         (!has_md).then_some(&self.md[..]),
@@ -1065,6 +1088,8 @@ impl SliceDecoder {
             }
         };
         let fn_ = st.int(ds(Ds::FN))?;
+        self.md_end = usize::MAX;
+        let mut md_end = i64::MAX;
         let mut prev_pos: i64 = 0;
         let mut seq_pos: i64 = 1;
         let mut ref_pos: i64 = apos - 1;
@@ -1130,6 +1155,9 @@ impl SliceDecoder {
                     seq_pos += n as i64;
                 }
                 b'X' => {
+                    if ref_pos >= ref_len {
+                        md_end = md_end.min(ref_pos);
+                    }
                     let code = st.byte(ds(Ds::BS))? as usize & 3;
                     let row = if refseq.is_none() || ref_pos >= ref_len {
                         4
@@ -1162,6 +1190,9 @@ impl SliceDecoder {
                 b'b' => {
                     self.array.clear();
                     let n = st.array(ds(Ds::BB), &mut self.array, 1)?;
+                    if n > 0 && ref_pos + n as i64 > ref_len {
+                        md_end = md_end.min(ref_pos.max(ref_len));
+                    }
                     put(seq, rl, at, &self.array)?;
                     cig.add(BAM_CMATCH, n as u32);
                     seq_pos += n as i64;
@@ -1175,6 +1206,9 @@ impl SliceDecoder {
                     put(qual, rl, at, &self.array)?;
                 }
                 b'B' => {
+                    if ref_pos >= ref_len {
+                        md_end = md_end.min(ref_pos);
+                    }
                     let b = st.byte(ds(Ds::BA))?;
                     put(seq, rl, at, &[b])?;
                     fill_qual(qual);
@@ -1223,6 +1257,7 @@ impl SliceDecoder {
             ref_pos += n;
         }
         cig.flush();
+        self.md_end = usize::try_from(md_end).unwrap_or(usize::MAX);
         Ok(ref_pos - (apos - 1))
     }
 

@@ -6,7 +6,9 @@ generated SAM or by editing the bytes samtools wrote.
 Contracts under test:
 * CRAM 2.0 and 2.1 (samtools writes both) are read into the records
   samtools reads, in coordinate and name order; CRAM 1.x and 4.x are
-  refused by their version, not as damaged files.
+  refused by their version, not as damaged files. The header container's
+  blocks are read whatever its length says, as htslib reads them (CRAM 2.1
+  writers gave lengths two bytes short of them).
 * A one-byte cF tag is htslib's CRAM flags for the record: never output,
   and its bits 1 and 2 say that MD and NM are not to be generated.
 * MD and NM of a read that runs past its reference's end are htslib's:
@@ -20,13 +22,14 @@ Contracts under test:
 from __future__ import annotations
 
 import random
+import zlib
 from pathlib import Path
 
 import harness
 import oracle
 import pytest
 from harness import assert_same_text, check_ok, run_alnsort
-from test_cram import _md5, _ref_seqs, _write_fasta, generate
+from test_cram import _itf8, _ltf8, _md5, _ref_seqs, _write_fasta, generate
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +197,40 @@ def test_md_nm_of_reads_past_the_reference_end_match_samtools(alnsort_bin, refs,
         theirs, ours = _sorted_both(cram, refs["ref"], order, tmp_path)
         assert theirs.count("\tMD:Z:") == 120
         assert_same_text(theirs, ours, f"reads past the reference end {order}")
+
+
+@pytest.mark.parametrize("version", ["2.1", "3.0"])
+def test_header_container_length_short_of_its_blocks_is_read_as_samtools_reads_it(
+    alnsort_bin, refs, tmp_path, version
+):
+    """samtools' CRAM with its header container's length made two bytes
+    short of its blocks (as htsjdk's CRAM 2.1 test files have it): htslib
+    reads the header's blocks by their own sizes and skips only padding the
+    length leaves beyond them, so it reads the file; so does alnsort."""
+    cram = tmp_path / "in.cram"
+    oracle.samtools(
+        "view", "--no-PG", "-C", "--output-fmt-option", f"version={version}", "-T", str(refs["ref"]),
+        "-o", str(cram), str(refs["sam"]),
+    )
+    b = bytearray(cram.read_bytes())
+    # File definition: 26 bytes (magic, version, file id); then the header
+    # container's 32-bit length.
+    length = int.from_bytes(b[26:30], "little")
+    b[26:30] = (length - 2).to_bytes(4, "little")
+    if version == "3.0":
+        # CRAM 3's container header ends with a CRC32 over its bytes: made
+        # again over the new length (ref id, start, span, records: ITF8;
+        # record counter, bases: LTF8; blocks, landmarks: ITF8 each).
+        at = 30
+        for read in (_itf8, _itf8, _itf8, _itf8, _ltf8, _ltf8, _itf8):
+            _, at = read(b, at)
+        landmarks, at = _itf8(b, at)
+        for _ in range(landmarks):
+            _, at = _itf8(b, at)
+        b[at : at + 4] = zlib.crc32(bytes(b[26:at])).to_bytes(4, "little")
+    edited = tmp_path / "edited.cram"
+    edited.write_bytes(bytes(b))
+    for order in ([], ["-n"]):
+        theirs, ours = _sorted_both(edited, refs["ref"], order, tmp_path)
+        assert theirs.count("\n") > 200
+        assert_same_text(theirs, ours, f"short header container, CRAM {version} {order}")

@@ -115,13 +115,40 @@ impl RawContainer {
         major: u8,
     ) -> io::Result<bool> {
         self.major = major;
+        let Some((header, head)) = ContainerHeader::read_from_version(r, major)? else {
+            return Ok(false);
+        };
+        let length = header.length;
+        self.header = header;
+        self.header_bytes = head;
+        self.body.clear();
+        // Read through `take` so that a length larger than the file does
+        // not allocate it before finding out.
+        let n = r.take(length as u64).read_to_end(&mut self.body)?;
+        if n != length {
+            return Err(invalid(format!(
+                "container body cut short: {n} of {length} bytes"
+            )));
+        }
+        Ok(true)
+    }
+}
+
+impl ContainerHeader {
+    /// Reads a container header from `r`, of a file of CRAM major version
+    /// `major`, with the bytes it was read from; `None` at a clean end of
+    /// the stream.
+    pub fn read_from_version<R: Read + ?Sized>(
+        r: &mut R,
+        major: u8,
+    ) -> io::Result<Option<(ContainerHeader, Vec<u8>)>> {
         let mut head = Vec::with_capacity(64);
         // The length, or a clean end of the stream before it.
         let mut len = [0u8; 4];
         let mut got = 0;
         while got < 4 {
             match r.read(&mut len[got..]) {
-                Ok(0) if got == 0 => return Ok(false),
+                Ok(0) if got == 0 => return Ok(None),
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
                 Ok(k) => got += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -179,7 +206,7 @@ impl RawContainer {
         let length = i32::from_le_bytes(len);
         let length = usize::try_from(length)
             .map_err(|_| invalid(format!("container length is negative ({length})")))?;
-        self.header = ContainerHeader {
+        let header = ContainerHeader {
             length,
             reference_id,
             alignment_start,
@@ -191,19 +218,38 @@ impl RawContainer {
             landmarks,
             crc32,
         };
-        self.header_bytes = head;
-        self.body.clear();
-        // Read through `take` so that a length larger than the file does
-        // not allocate it before finding out.
-        let n = r.take(length as u64).read_to_end(&mut self.body)?;
-        if n != length {
-            return Err(invalid(format!(
-                "container body cut short: {n} of {length} bytes"
-            )));
-        }
-        Ok(true)
+        Ok(Some((header, head)))
     }
+}
 
+/// Reads one whole block from `r` (header, data and, from CRAM 3 on, its
+/// CRC32) into `buf`, for [`RawBlock::read_version`] to parse.
+pub(crate) fn read_block_bytes<R: Read + ?Sized>(
+    r: &mut R,
+    major: u8,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    buf.clear();
+    read_more(r, buf, 2)?; // method, content type
+    for _ in 0..3 {
+        read_varint(r, buf, false)?; // content id, sizes
+    }
+    let mut s = &buf[2..];
+    read_itf8(&mut s)?;
+    let size = read_size(&mut s, "a block's compressed size")?;
+    let at = buf.len();
+    let want = size as u64 + if major >= 3 { 4 } else { 0 };
+    let n = r.take(want).read_to_end(buf)?;
+    if n as u64 != want {
+        return Err(invalid(format!(
+            "block cut short: {} of {want} bytes",
+            buf.len() - at
+        )));
+    }
+    Ok(())
+}
+
+impl RawContainer {
     /// The compression header's bytes (the body up to the first slice).
     pub fn compression_header_bytes(&self) -> io::Result<&[u8]> {
         let end = match self.header.landmarks.first() {

@@ -6,7 +6,9 @@
 //! (`records.rs`), both by this crate.
 
 use crate::codecs::{self, CodecScratch};
-use crate::container::{content_type, RawBlock, RawContainer, SliceBlocks};
+use crate::container::{
+    content_type, read_block_bytes, ContainerHeader, RawBlock, RawContainer, SliceBlocks,
+};
 use crate::error::{take_reference_error, CramError};
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{RefHolding, RefSource, References};
@@ -208,11 +210,34 @@ fn read_file_header<R: Read>(r: &mut R) -> Result<((u8, u8), Vec<u8>), HeaderFau
     if !SUPPORTED.contains(&version) {
         return Err(HeaderFault::Version(version.0, version.1));
     }
-    let mut container = RawContainer::default();
-    if !container.read_from_version(r, version.0)? {
-        return Err(invalid("the file ends before its header container".into()));
+    // As htslib's `cram_read_SAM_hdr`, the container's blocks are read
+    // from the stream whatever its length says (CRAM 2.1 writers gave
+    // lengths short of them), then any padding its length leaves after
+    // them is skipped.
+    let (container, _) = ContainerHeader::read_from_version(r, version.0)?
+        .ok_or_else(|| invalid("the file ends before its header container".into()))?;
+    let blocks = usize::try_from(container.block_count).unwrap_or(0);
+    if blocks == 0 {
+        return Err(invalid("the header container has no blocks".into()));
     }
-    let mut body = &container.body[..];
+    let mut first = Vec::new();
+    read_block_bytes(r, version.0, &mut first)?;
+    let mut consumed = first.len();
+    let mut other = Vec::new();
+    for _ in 1..blocks {
+        read_block_bytes(r, version.0, &mut other)?;
+        consumed += other.len();
+    }
+    if container.length > consumed {
+        let pad = (container.length - consumed) as u64;
+        let n = io::copy(&mut r.take(pad), &mut io::sink())?;
+        if n != pad {
+            return Err(invalid(format!(
+                "the header container's padding is cut short: {n} of {pad} bytes"
+            )));
+        }
+    }
+    let mut body = &first[..];
     let block = RawBlock::read_version(&mut body, version.0)?;
     if block.content_type != content_type::FILE_HEADER {
         return Err(invalid(format!(

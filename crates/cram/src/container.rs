@@ -3,6 +3,14 @@
 //! (header parsed, CRC32 checked, body kept as bytes), and a decoding job
 //! turns each slice of one into a [`SliceBlocks`] (slice header parsed,
 //! every block checked and decompressed into buffers the job reuses).
+//!
+//! CRAM 2.0 and 2.1 lay these out as 3.x does but for three fields (CRAM
+//! 2.1 spec §7 to §8; htslib's `cram_read_container`, `cram_read_block`
+//! and `cram_decode_slice_header` read them so): a container header has no
+//! CRC32 and its record counter is an ITF8 (3.x: LTF8), a block has no
+//! CRC32, and a slice header's record counter is an ITF8 (3.x: LTF8) and
+//! no optional tags follow its MD5. Each reader takes the file's `major`
+//! version; the ones without it read 3.x.
 
 use crate::codecs::{self, CodecScratch};
 pub(crate) use crate::wire::{read_itf8, read_ltf8};
@@ -42,13 +50,15 @@ pub struct ContainerHeader {
     pub block_count: i32,
     /// Each slice's offset in the body.
     pub landmarks: Vec<i32>,
+    /// The header's CRC32 (0 in CRAM 2.x, which has none).
     pub crc32: u32,
 }
 
 impl ContainerHeader {
-    /// Whether this is the EOF container (CRAM 3 §9).
+    /// Whether this is the EOF container (CRAM 3 §9; CRAM 2.1's has a body
+    /// of 11 bytes, its block having no CRC32).
     pub fn is_eof(&self) -> bool {
-        self.length == 15
+        (self.length == 15 || self.length == 11)
             && self.reference_id == -1
             && self.alignment_start == 4_542_278
             && self.record_count == 0
@@ -59,6 +69,9 @@ impl ContainerHeader {
 /// One container read whole: its header and its body's bytes.
 #[derive(Default)]
 pub struct RawContainer {
+    /// The major version of the file it was read from (2 or 3), which
+    /// says how its blocks and slice headers are laid out.
+    pub major: u8,
     pub header: ContainerHeader,
     /// The header's bytes as stored (CRC32 included).
     pub header_bytes: Vec<u8>,
@@ -91,13 +104,51 @@ impl RawContainer {
     /// reused). Returns `false` at a clean end of the stream. The EOF
     /// container is read like any other (see [`ContainerHeader::is_eof`]).
     pub fn read_from<R: Read + ?Sized>(&mut self, r: &mut R) -> io::Result<bool> {
+        self.read_from_version(r, 3)
+    }
+
+    /// As [`RawContainer::read_from`], for a file of CRAM major version
+    /// `major` (2: no CRC32, an ITF8 record counter; 3).
+    pub fn read_from_version<R: Read + ?Sized>(
+        &mut self,
+        r: &mut R,
+        major: u8,
+    ) -> io::Result<bool> {
+        self.major = major;
+        let Some((header, head)) = ContainerHeader::read_from_version(r, major)? else {
+            return Ok(false);
+        };
+        let length = header.length;
+        self.header = header;
+        self.header_bytes = head;
+        self.body.clear();
+        // Read through `take` so that a length larger than the file does
+        // not allocate it before finding out.
+        let n = r.take(length as u64).read_to_end(&mut self.body)?;
+        if n != length {
+            return Err(invalid(format!(
+                "container body cut short: {n} of {length} bytes"
+            )));
+        }
+        Ok(true)
+    }
+}
+
+impl ContainerHeader {
+    /// Reads a container header from `r`, of a file of CRAM major version
+    /// `major`, with the bytes it was read from; `None` at a clean end of
+    /// the stream.
+    pub fn read_from_version<R: Read + ?Sized>(
+        r: &mut R,
+        major: u8,
+    ) -> io::Result<Option<(ContainerHeader, Vec<u8>)>> {
         let mut head = Vec::with_capacity(64);
         // The length, or a clean end of the stream before it.
         let mut len = [0u8; 4];
         let mut got = 0;
         while got < 4 {
             match r.read(&mut len[got..]) {
-                Ok(0) if got == 0 => return Ok(false),
+                Ok(0) if got == 0 => return Ok(None),
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
                 Ok(k) => got += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -108,7 +159,7 @@ impl RawContainer {
         for _ in 0..4 {
             read_varint(r, &mut head, false)?; // reference id, start, span, records
         }
-        read_varint(r, &mut head, true)?; // record counter
+        read_varint(r, &mut head, major >= 3)?; // record counter
         read_varint(r, &mut head, true)?; // bases
         read_varint(r, &mut head, false)?; // blocks
         read_varint(r, &mut head, false)?; // landmark count
@@ -118,7 +169,11 @@ impl RawContainer {
         let alignment_start = read_itf8(&mut s)?;
         let alignment_span = read_itf8(&mut s)?;
         let record_count = read_itf8(&mut s)?;
-        let record_counter = read_ltf8(&mut s)?;
+        let record_counter = if major >= 3 {
+            read_ltf8(&mut s)?
+        } else {
+            i64::from(read_itf8(&mut s)?)
+        };
         let bases = read_ltf8(&mut s)?;
         let block_count = read_itf8(&mut s)?;
         let landmark_count = read_size(&mut s, "the container's landmark count")?;
@@ -135,20 +190,23 @@ impl RawContainer {
         let landmarks = (0..landmark_count)
             .map(|_| read_itf8(&mut s))
             .collect::<io::Result<Vec<_>>>()?;
-        let mut crc = [0u8; 4];
-        r.read_exact(&mut crc)?;
-        let crc32 = u32::from_le_bytes(crc);
-        let actual = crate::wire::crc32(&head);
-        head.extend_from_slice(&crc);
-        if actual != crc32 {
-            return Err(invalid(format!(
-                "container header CRC32 mismatch: stored {crc32:08x}, computed {actual:08x}"
-            )));
+        let mut crc32 = 0;
+        if major >= 3 {
+            let mut crc = [0u8; 4];
+            r.read_exact(&mut crc)?;
+            crc32 = u32::from_le_bytes(crc);
+            let actual = crate::wire::crc32(&head);
+            head.extend_from_slice(&crc);
+            if actual != crc32 {
+                return Err(invalid(format!(
+                    "container header CRC32 mismatch: stored {crc32:08x}, computed {actual:08x}"
+                )));
+            }
         }
         let length = i32::from_le_bytes(len);
         let length = usize::try_from(length)
             .map_err(|_| invalid(format!("container length is negative ({length})")))?;
-        self.header = ContainerHeader {
+        let header = ContainerHeader {
             length,
             reference_id,
             alignment_start,
@@ -160,19 +218,38 @@ impl RawContainer {
             landmarks,
             crc32,
         };
-        self.header_bytes = head;
-        self.body.clear();
-        // Read through `take` so that a length larger than the file does
-        // not allocate it before finding out.
-        let n = r.take(length as u64).read_to_end(&mut self.body)?;
-        if n != length {
-            return Err(invalid(format!(
-                "container body cut short: {n} of {length} bytes"
-            )));
-        }
-        Ok(true)
+        Ok(Some((header, head)))
     }
+}
 
+/// Reads one whole block from `r` (header, data and, from CRAM 3 on, its
+/// CRC32) into `buf`, for [`RawBlock::read_version`] to parse.
+pub(crate) fn read_block_bytes<R: Read + ?Sized>(
+    r: &mut R,
+    major: u8,
+    buf: &mut Vec<u8>,
+) -> io::Result<()> {
+    buf.clear();
+    read_more(r, buf, 2)?; // method, content type
+    for _ in 0..3 {
+        read_varint(r, buf, false)?; // content id, sizes
+    }
+    let mut s = &buf[2..];
+    read_itf8(&mut s)?;
+    let size = read_size(&mut s, "a block's compressed size")?;
+    let at = buf.len();
+    let want = size as u64 + if major >= 3 { 4 } else { 0 };
+    let n = r.take(want).read_to_end(buf)?;
+    if n as u64 != want {
+        return Err(invalid(format!(
+            "block cut short: {} of {want} bytes",
+            buf.len() - at
+        )));
+    }
+    Ok(())
+}
+
+impl RawContainer {
     /// The compression header's bytes (the body up to the first slice).
     pub fn compression_header_bytes(&self) -> io::Result<&[u8]> {
         let end = match self.header.landmarks.first() {
@@ -237,6 +314,12 @@ pub struct RawBlock<'a> {
 impl<'a> RawBlock<'a> {
     /// Reads one block from the front of `src`, checking its CRC32.
     pub fn read(src: &mut &'a [u8]) -> io::Result<RawBlock<'a>> {
+        RawBlock::read_version(src, 3)
+    }
+
+    /// As [`RawBlock::read`], for a file of CRAM major version `major`
+    /// (2: no CRC32 follows the data).
+    pub fn read_version(src: &mut &'a [u8], major: u8) -> io::Result<RawBlock<'a>> {
         let start = *src;
         let mut s = *src;
         let (&method, rest) = s.split_first().ok_or_else(|| invalid("block cut short"))?;
@@ -253,14 +336,16 @@ impl<'a> RawBlock<'a> {
             )));
         }
         let (data, rest) = s.split_at(size);
-        let covered = start.len() - rest.len();
         let mut after = rest;
-        let stored = read_u32_le(&mut after)?;
-        let actual = crate::wire::crc32(&start[..covered]);
-        if stored != actual {
-            return Err(invalid(format!(
-                "block of content id {content_id}: CRC32 mismatch: stored {stored:08x}, computed {actual:08x}"
-            )));
+        if major >= 3 {
+            let covered = start.len() - rest.len();
+            let stored = read_u32_le(&mut after)?;
+            let actual = crate::wire::crc32(&start[..covered]);
+            if stored != actual {
+                return Err(invalid(format!(
+                    "block of content id {content_id}: CRC32 mismatch: stored {stored:08x}, computed {actual:08x}"
+                )));
+            }
         }
         *src = after;
         Ok(RawBlock {
@@ -293,12 +378,16 @@ pub struct SliceHeader {
 }
 
 impl SliceHeader {
-    fn parse(mut s: &[u8]) -> io::Result<SliceHeader> {
+    fn parse(mut s: &[u8], major: u8) -> io::Result<SliceHeader> {
         let reference_id = read_itf8(&mut s)?;
         let alignment_start = read_itf8(&mut s)?;
         let alignment_span = read_itf8(&mut s)?;
         let record_count = read_size(&mut s, "a slice's record count")?;
-        let record_counter = read_ltf8(&mut s)?;
+        let record_counter = if major >= 3 {
+            read_ltf8(&mut s)?
+        } else {
+            i64::from(read_itf8(&mut s)?)
+        };
         let block_count = read_size(&mut s, "a slice's block count")?;
         let n = read_size(&mut s, "a slice's block id count")?;
         if n > s.len() {
@@ -350,13 +439,19 @@ impl SliceBlocks {
     /// Parses the slice in `bytes` (from its header block to its last
     /// block) and decompresses every block into `self`.
     pub fn decode_slice(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.decode_slice_version(bytes, 3)
+    }
+
+    /// As [`SliceBlocks::decode_slice`], for a file of CRAM major version
+    /// `major` (2: blocks without CRC32, an ITF8 record counter).
+    pub fn decode_slice_version(&mut self, bytes: &[u8], major: u8) -> io::Result<()> {
         for (_, b) in self.external.drain(..) {
             self.spare.push(b);
         }
         self.core.clear();
         self.tok3.clear();
         let mut src = bytes;
-        let head = RawBlock::read(&mut src)?;
+        let head = RawBlock::read_version(&mut src, major)?;
         if head.content_type != content_type::SLICE_HEADER {
             return Err(invalid(format!(
                 "slice starts with a block of content type {}, not a slice header",
@@ -365,12 +460,12 @@ impl SliceBlocks {
         }
         let mut hb = std::mem::take(&mut self.header_buf);
         codecs::decode_block(&head, &mut hb, &mut self.scratch)?;
-        let header = SliceHeader::parse(&hb);
+        let header = SliceHeader::parse(&hb, major);
         self.header_buf = hb;
         self.header = header?;
         let mut cores = 0;
         for _ in 0..self.header.block_count {
-            let block = RawBlock::read(&mut src)?;
+            let block = RawBlock::read_version(&mut src, major)?;
             match block.content_type {
                 content_type::CORE => {
                     cores += 1;

@@ -5,11 +5,13 @@
 //! ([`SliceBlocks`]) and its records decoded straight to BAM bytes
 //! (`records.rs`), both by this crate.
 
-use crate::container::{RawContainer, SliceBlocks};
+use crate::codecs::{self, CodecScratch};
+use crate::container::{
+    content_type, read_block_bytes, ContainerHeader, RawBlock, RawContainer, SliceBlocks,
+};
 use crate::error::{take_reference_error, CramError};
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{RefHolding, RefSource, References};
-use noodles_cram as cram;
 use noodles_sam as sam;
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -26,7 +28,7 @@ pub struct DecodeContext {
 
 /// An opened CRAM input whose header has been read.
 pub struct CramReader<R: Read> {
-    reader: cram::io::Reader<R>,
+    reader: R,
     ctx: DecodeContext,
     text: Vec<u8>,
     version: (u8, u8),
@@ -54,29 +56,16 @@ impl<R: Read> CramReader<R> {
             file: file.to_string(),
             source,
         };
-        let mut reader = cram::io::Reader::new(inner);
-        let (version, text) = {
-            let mut hr = reader.header_reader();
-            hr.read_magic_number().map_err(header_err)?;
-            let v = hr.read_format_version().map_err(header_err)?;
-            hr.read_file_id().map_err(header_err)?;
-            let mut cr = hr.container_reader().map_err(header_err)?;
-            let mut text = Vec::new();
-            cr.raw_sam_header_reader()
-                .and_then(|mut r| r.read_to_end(&mut text))
-                .map_err(header_err)?;
-            cr.discard_to_end().map_err(header_err)?;
-            ((v.major(), v.minor()), text)
-        };
-        if version.0 != 3 {
-            return Err(CramError::HeaderText {
+        let mut reader = inner;
+        let (version, text) = read_file_header(&mut reader).map_err(|e| match e {
+            HeaderFault::Version(major, minor) => CramError::Version {
                 file: file.to_string(),
-                what: format!(
-                    "CRAM version {}.{} is not supported (alnsort reads CRAM 3.0 and 3.1)",
-                    version.0, version.1
-                ),
-            });
-        }
+                major,
+                minor,
+                supported: SUPPORTED_NAMES,
+            },
+            HeaderFault::Io(source) => header_err(source),
+        })?;
         // The text block may be padded with NULs after the header.
         let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
         let text = text[..end].to_vec();
@@ -145,7 +134,7 @@ impl<R: Read> CramReader<R> {
         loop {
             let mut container = RawContainer::default();
             let more = container
-                .read_from(self.reader.get_mut())
+                .read_from_version(&mut self.reader, self.version.0)
                 .map_err(|source| CramError::ReadContainer {
                     file: self.ctx.file.to_string(),
                     records_before: self.records,
@@ -184,6 +173,96 @@ impl<R: Read> CramReader<R> {
     }
 }
 
+/// The CRAM versions (major, minor) this crate reads, and how its errors
+/// name them.
+const SUPPORTED: [(u8, u8); 4] = [(2, 0), (2, 1), (3, 0), (3, 1)];
+const SUPPORTED_NAMES: &str = "2.0, 2.1, 3.0 and 3.1";
+
+/// Bytes of the file definition (CRAM spec §6): the magic number, the major
+/// and minor version, and a 20-byte file id.
+const FILE_DEFINITION_LEN: usize = 4 + 2 + 20;
+
+enum HeaderFault {
+    /// A version this crate does not read (major, minor).
+    Version(u8, u8),
+    Io(io::Error),
+}
+
+impl From<io::Error> for HeaderFault {
+    fn from(e: io::Error) -> HeaderFault {
+        HeaderFault::Io(e)
+    }
+}
+
+/// Reads the file definition and the header container (CRAM spec §6 and
+/// §7.1: a container whose first block holds the SAM header text after its
+/// 32-bit length, laid out as the file's major version lays containers
+/// and blocks out), refusing a version this crate does not read before
+/// anything version-specific is read. Returns (major, minor) and the text.
+fn read_file_header<R: Read>(r: &mut R) -> Result<((u8, u8), Vec<u8>), HeaderFault> {
+    let invalid = |what: String| HeaderFault::Io(io::Error::new(io::ErrorKind::InvalidData, what));
+    let mut def = [0u8; FILE_DEFINITION_LEN];
+    r.read_exact(&mut def)?;
+    if &def[..4] != crate::MAGIC {
+        return Err(invalid("not a CRAM file: no CRAM magic number".into()));
+    }
+    let version = (def[4], def[5]);
+    if !SUPPORTED.contains(&version) {
+        return Err(HeaderFault::Version(version.0, version.1));
+    }
+    // As htslib's `cram_read_SAM_hdr`, the container's blocks are read
+    // from the stream whatever its length says (CRAM 2.1 writers gave
+    // lengths short of them), then any padding its length leaves after
+    // them is skipped.
+    let (container, _) = ContainerHeader::read_from_version(r, version.0)?
+        .ok_or_else(|| invalid("the file ends before its header container".into()))?;
+    let blocks = usize::try_from(container.block_count).unwrap_or(0);
+    if blocks == 0 {
+        return Err(invalid("the header container has no blocks".into()));
+    }
+    let mut first = Vec::new();
+    read_block_bytes(r, version.0, &mut first)?;
+    let mut consumed = first.len();
+    let mut other = Vec::new();
+    for _ in 1..blocks {
+        read_block_bytes(r, version.0, &mut other)?;
+        consumed += other.len();
+    }
+    if container.length > consumed {
+        let pad = (container.length - consumed) as u64;
+        let n = io::copy(&mut r.take(pad), &mut io::sink())?;
+        if n != pad {
+            return Err(invalid(format!(
+                "the header container's padding is cut short: {n} of {pad} bytes"
+            )));
+        }
+    }
+    let mut body = &first[..];
+    let block = RawBlock::read_version(&mut body, version.0)?;
+    if block.content_type != content_type::FILE_HEADER {
+        return Err(invalid(format!(
+            "the header container's first block has content type {}, not the file header",
+            block.content_type
+        )));
+    }
+    let mut data = Vec::new();
+    codecs::decode_block(&block, &mut data, &mut CodecScratch::default())?;
+    let (len, rest) = data
+        .split_first_chunk::<4>()
+        .ok_or_else(|| invalid("the header block is cut short before its length".into()))?;
+    let len = i32::from_le_bytes(*len);
+    let text = usize::try_from(len)
+        .ok()
+        .and_then(|n| rest.get(..n))
+        .ok_or_else(|| {
+            invalid(format!(
+                "the header block gives its text {len} bytes and holds {}",
+                rest.len()
+            ))
+        })?;
+    Ok((version, text.to_vec()))
+}
+
 impl PendingContainer {
     /// The container as read (header parsed, body as bytes): its slices
     /// decode with [`SliceBlocks::decode_slice`] over
@@ -207,10 +286,14 @@ impl PendingContainer {
         // its decode ends.
         let mut lease = ctx.references.lease();
         let result = BUFFERS.with_borrow_mut(|(blocks, decoder, header_buf)| -> io::Result<()> {
-            let ch =
-                CompressionHeader::read(self.container.compression_header_bytes()?, header_buf)?;
+            let major = self.container.major;
+            let ch = CompressionHeader::read(
+                self.container.compression_header_bytes()?,
+                major,
+                header_buf,
+            )?;
             for i in 0..self.container.slice_count() {
-                blocks.decode_slice(self.container.slice_bytes(i)?)?;
+                blocks.decode_slice_version(self.container.slice_bytes(i)?, major)?;
                 n += decoder.decode(
                     &ch,
                     blocks,
@@ -344,8 +427,9 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(pending.decode(&ctx, &mut out).expect("decode"), 85);
         let raw = pending.raw();
-        let ch = CompressionHeader::read(raw.compression_header_bytes().unwrap(), &mut Vec::new())
-            .expect("compression header");
+        let ch =
+            CompressionHeader::read(raw.compression_header_bytes().unwrap(), 3, &mut Vec::new())
+                .expect("compression header");
         let mut blocks = SliceBlocks::default();
         blocks
             .decode_slice(raw.slice_bytes(0).unwrap())

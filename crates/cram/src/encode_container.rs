@@ -370,6 +370,7 @@ pub(crate) fn encode(
                                 &s.cigar_words,
                                 r.pos() as usize,
                                 refseq,
+                                crate::md_nm::Ends::NONE,
                                 &mut s.md,
                             )
                         }

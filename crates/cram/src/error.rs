@@ -21,9 +21,12 @@ pub enum ReferenceError {
         found: String,
         place: String,
     },
+    /// htslib's `cram_decode_slice` message, then the two MD5s it logs.
     #[error(
-        "reference {sn}: bases {first}..{last} have MD5 {found}, but the slice was written \
-         against bases of MD5 {want} (a different reference; its @SQ has no M5 to check it whole)"
+        "MD5 checksum reference mismatch at {sn}:{first}-{last}: the slice was written against \
+         bases of MD5 {want}, but {} {sn}:{first}-{last} has MD5 {found} (@SQ M5: {m5}); \
+         check that the reference given is the one the file was written with",
+        if *embedded { "the slice's embedded reference" } else { "the reference's" }
     )]
     SliceMismatch {
         sn: String,
@@ -31,6 +34,8 @@ pub enum ReferenceError {
         last: u64,
         found: String,
         want: String,
+        m5: String,
+        embedded: bool,
     },
     #[error("reference {sn}: cannot read {place}: {source}")]
     Read {
@@ -48,6 +53,14 @@ pub enum CramError {
         file: String,
         #[source]
         source: io::Error,
+    },
+    /// A file definition naming a CRAM version this crate does not read.
+    #[error("{file}: CRAM version {major}.{minor} is not supported; alnsort reads {supported}")]
+    Version {
+        file: String,
+        major: u8,
+        minor: u8,
+        supported: &'static str,
     },
     #[error("{file}: CRAM header text: {what}")]
     HeaderText { file: String, what: String },

@@ -1,6 +1,6 @@
-//! CRAM 3.0/3.1 input and output for alnsort, both by the crate itself:
+//! CRAM input (2.0, 2.1, 3.0, 3.1) and output (3.0, 3.1) for alnsort, both by the crate itself:
 //! input decoded (containers, blocks, codecs, records) and output encoded
-//! (data series, blocks, containers); noodles-cram reads the file header.
+//! (data series, blocks, containers).
 //!
 //! The rest of alnsort sees only raw BAM records (each with its 4-byte
 //! `block_size`, as `alnsort_bam` lays them out). This crate converts:

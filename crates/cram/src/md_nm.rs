@@ -35,20 +35,47 @@ pub(crate) fn nt16(b: u8) -> u8 {
 /// placed record with base letters `bases`, CIGAR `cigar` (BAM-packed
 /// operations) at 0-based `pos` against `reference` (its whole sequence;
 /// bases past its end compare as N). Bases are compared as their BAM code
-/// reads back (`a` as `A`, an unknown letter as `N`). `None` when the
+/// reads back (`a` as `A`, an unknown letter as `N`).
+///
+/// Past the reference's end (its @SQ length, `ends.reference`) htslib's
+/// `cram_decode_seq` compares nothing: a stretch of implicit matches there
+/// decodes to N and adds to the MD's run, while the first feature giving a
+/// base there (`ends.md`, found by the caller) writes the run and ends the
+/// MD (`md_dist = -1`: nothing more is written, not even the last run);
+/// neither adds to NM. `None` when the
 /// CIGAR consumes more bases than there are (the record is then left
 /// without MD/NM and validation reports it).
+/// Where, in `compute`'s reference coordinates, the reference ends (its
+/// @SQ length) and where the MD ends (the first feature past that end to
+/// give a base; `usize::MAX` when none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ends {
+    pub(crate) reference: usize,
+    pub(crate) md: usize,
+}
+
+impl Ends {
+    /// No end: bases past the sequence compare as N.
+    pub(crate) const NONE: Ends = Ends {
+        reference: usize::MAX,
+        md: usize::MAX,
+    };
+}
+
 pub(crate) fn compute(
     bases: &[u8],
     cigar: &[u32],
     pos: usize,
     reference: &[u8],
+    ends: Ends,
     md: &mut Vec<u8>,
 ) -> Option<u32> {
     md.clear();
     let ref_base = |i: usize| reference.get(i).map_or(b'N', |b| b.to_ascii_uppercase());
     let mut nm: u32 = 0;
     let mut run: u32 = 0;
+    // Whether a base past the reference's end ended the MD.
+    let mut ended = false;
     let (mut qi, mut ri) = (0usize, pos);
     let push_run = |md: &mut Vec<u8>, run: u32| {
         let mut digits = [0u8; 10];
@@ -73,9 +100,8 @@ pub(crate) fn compute(
                 // Runs where the read equals the reference, all of it
                 // plain bases (a plain base equal to the reference's always
                 // matches), are skipped in blocks; the other bases one by one.
-                let r = reference
-                    .get(ri..)
-                    .map_or(&[][..], |r| &r[..r.len().min(len)]);
+                let inside = &reference[..reference.len().min(ends.reference)];
+                let r = inside.get(ri..).map_or(&[][..], |r| &r[..r.len().min(len)]);
                 let mut k = 0;
                 while k < len {
                     let n = plain_equal_prefix(&q[k..], &r[r.len().min(k)..]);
@@ -86,7 +112,11 @@ pub(crate) fn compute(
                         break;
                     }
                     let rb = ref_base(ri);
-                    if SEQ_CODES[nt16(q[k]) as usize] == rb {
+                    if ended {
+                    } else if ri >= ends.md {
+                        push_run(md, run);
+                        ended = true;
+                    } else if ri >= ends.reference || SEQ_CODES[nt16(q[k]) as usize] == rb {
                         run += 1;
                     } else {
                         push_run(md, run);
@@ -125,7 +155,9 @@ pub(crate) fn compute(
             return None;
         }
     }
-    push_run(md, run);
+    if !ended {
+        push_run(md, run);
+    }
     Some(nm)
 }
 
@@ -231,12 +263,22 @@ pub(crate) mod tests {
         pos: usize,
         reference: &[u8],
     ) -> Option<(String, u32)> {
+        md_nm_ending(bases, cigar, pos, reference, Ends::NONE)
+    }
+
+    fn md_nm_ending(
+        bases: &[u8],
+        cigar: &[(u8, u32)],
+        pos: usize,
+        reference: &[u8],
+        ends: Ends,
+    ) -> Option<(String, u32)> {
         let cigar: Vec<u32> = cigar
             .iter()
             .map(|&(op, len)| len << 4 | op as u32)
             .collect();
         let mut md = b"stale".to_vec();
-        let nm = compute(bases, &cigar, pos, reference, &mut md)?;
+        let nm = compute(bases, &cigar, pos, reference, ends, &mut md)?;
         Some((String::from_utf8(md).unwrap(), nm))
     }
 
@@ -265,6 +307,57 @@ pub(crate) mod tests {
         );
         assert_eq!(md_nm(b"ACGT", &[(0, 12)], 0, b"ACGT"), None);
         assert_eq!(md_nm(b"AC", &[(0, 1), (4, 2)], 0, b"A"), None);
+    }
+
+    #[test]
+    fn past_the_reference_end_implicit_matches_count_and_a_feature_ends_the_md() {
+        // hts-specs' 1200_overflow.cram: 60M at 4951 of a 5000-base
+        // reference, its last ten bases (NNNNACGTRY) features past the
+        // end; samtools 1.24 gives MD:Z:50 NM:i:0.
+        let reference = b"ACGTTGCA".repeat(7);
+        let mut bases = reference[6..].to_vec();
+        bases.extend_from_slice(b"NNNNACGTRY");
+        let ends = |md| Ends {
+            reference: reference.len(),
+            md,
+        };
+        assert_eq!(
+            md_nm_ending(&bases, &[(0, 60)], 6, &reference, ends(reference.len())),
+            Some(("50".to_string(), 0))
+        );
+        // Implicit matches past the end (decoded as N) add to the run, a
+        // feature after them ends the MD; an insertion still counts in NM.
+        assert_eq!(
+            md_nm_ending(&bases, &[(0, 60)], 6, &reference, ends(reference.len() + 4)),
+            Some(("54".to_string(), 0))
+        );
+        assert_eq!(
+            md_nm_ending(
+                b"ACNNGT",
+                &[(0, 3), (1, 2), (0, 1)],
+                2,
+                b"CCAC",
+                Ends {
+                    reference: 4,
+                    md: usize::MAX
+                }
+            ),
+            Some(("4".to_string(), 2))
+        );
+        // A mismatch before the end is written as usual.
+        assert_eq!(
+            md_nm_ending(
+                b"AGGA",
+                &[(0, 4)],
+                0,
+                b"ACG",
+                Ends {
+                    reference: 3,
+                    md: 3
+                }
+            ),
+            Some(("1C1".to_string(), 1))
+        );
     }
 
     /// MD and NM for an all-M alignment, base by base (the model the block

@@ -257,13 +257,12 @@ impl References {
         })
     }
 
-    /// Whether the @SQ of reference `id` has an M5, so that every sequence
-    /// loaded for it was checked whole.
-    fn has_m5(&self, id: usize) -> bool {
+    /// The M5 of reference `id`'s @SQ, if it has one.
+    fn sq_m5(&self, id: usize) -> Option<String> {
         self.names
             .get(id)
             .and_then(|n| self.resolver.sq.get(n))
-            .is_some_and(|sq| sq.m5.is_some())
+            .and_then(|sq| sq.m5.clone())
     }
 
     fn id(&self, name: &[u8]) -> Option<usize> {
@@ -321,34 +320,52 @@ pub(crate) struct Lease {
 
 impl Lease {
     /// Checks a slice written against reference `id` (0-based `start`,
-    /// `span` bases) by the MD5 its header records, as htslib does, where
-    /// the @SQ has no M5 that checked the whole sequence already (with one,
-    /// a slice's bases are those of the checked sequence). A mismatch is a
-    /// [`ReferenceError::SliceMismatch`].
+    /// `span` bases) by the MD5 its header records, always, as htslib's
+    /// `cram_decode_slice` does: the MD5 of the bases from `start`, `span`
+    /// of them or up to the reference's end, of the reference given, or
+    /// of the slice's `embedded` reference when it has one. An all-zero
+    /// MD5 is not checked (htslib's "no MD5"); the callers skip what htslib
+    /// skips: unmapped and multi-reference slices, and slices of a container
+    /// whose records were written without a reference (RR false). An @SQ M5
+    /// that matched the whole sequence does not vouch for the slice: the
+    /// records may have been written against another sequence whose header
+    /// was edited since. A mismatch is a [`ReferenceError::SliceMismatch`].
     pub(crate) fn check_slice(
         &mut self,
         id: usize,
         start: i64,
         span: i64,
         md5: &[u8; 16],
+        embedded: Option<&[u8]>,
     ) -> io::Result<()> {
-        if *md5 == [0; 16] || span <= 0 || self.refs.has_m5(id) {
+        if *md5 == [0; 16] {
             return Ok(());
         }
-        let seq = self.sequence(id)?;
-        let bases: &[u8] = seq.as_ref().as_ref();
-        let from = usize::try_from(start).unwrap_or(0).min(bases.len());
-        let to = from.saturating_add(span as usize).min(bases.len());
+        let loaded;
+        let (bases, from): (&[u8], usize) = match embedded {
+            // The embedded bases start at the slice's start.
+            Some(bases) => (bases, 0),
+            None => {
+                loaded = self.sequence(id)?;
+                let bases: &[u8] = loaded.as_ref().as_ref();
+                (bases, usize::try_from(start).unwrap_or(0).min(bases.len()))
+            }
+        };
+        let span = usize::try_from(span).unwrap_or(0);
+        let to = from.saturating_add(span).min(bases.len());
         let found: [u8; 16] = Md5::digest(&bases[from..to]).into();
         if found == *md5 {
             return Ok(());
         }
+        let first = usize::try_from(start).unwrap_or(0) as u64 + 1;
         Err(io::Error::other(ReferenceError::SliceMismatch {
             sn: String::from_utf8_lossy(self.refs.name(id)?).into_owned(),
-            first: from as u64 + 1,
-            last: to as u64,
+            first,
+            last: first + (to - from) as u64 - 1,
             found: hex(&found),
             want: hex(md5),
+            m5: self.refs.sq_m5(id).unwrap_or_else(|| "none".to_string()),
+            embedded: embedded.is_some(),
         }))
     }
 

@@ -2,7 +2,7 @@
 # CI check for the fuzz targets (run from anywhere):
 #  1. on stable Rust: replays the committed seed corpus and the crash
 #     reproducers in regressions/ through the target bodies (cargo test);
-#  2. builds the five libFuzzer targets: with `cargo fuzz build` (nightly,
+#  2. builds the six libFuzzer targets: with `cargo fuzz build` (nightly,
 #     sanitizer-instrumented) when cargo-fuzz and a nightly toolchain are
 #     installed, otherwise a plain stable `cargo build` of the same binaries,
 #     which proves they compile and link but does not instrument them.

@@ -617,9 +617,19 @@ pub(crate) struct SliceDecoder {
     md_end: usize,
     array: Vec<u8>,
     mates: Vec<Mate>,
-    /// Per record: the first record of the attached chain that points at it.
+    /// Per record: the first record of the attached chain that points at
+    /// it (-1: none). Grown as records and mate links reach a line, never
+    /// sized by the slice header's record count, which is not trusted: a
+    /// count of 2^31 would otherwise allocate and fill 16 GiB up front.
     chain_head: Vec<i64>,
+    /// The same for lines more than [`NEAR_LINES`] ahead of the record
+    /// whose mate link names them (only a malformed or unusually large
+    /// slice has such links).
+    far_heads: std::collections::HashMap<usize, i64>,
 }
+
+/// How far ahead of the current record `chain_head` grows for a mate link.
+const NEAR_LINES: usize = 1 << 16;
 
 /// Cigar being built: pending operation and length.
 struct Cig<'a> {
@@ -655,6 +665,16 @@ impl Cig<'_> {
 }
 
 impl SliceDecoder {
+    /// The first record of the attached chain that points at line `rec`,
+    /// or -1.
+    fn chain_head_of(&self, rec: usize) -> i64 {
+        match self.chain_head.get(rec) {
+            Some(&h) if h >= 0 => h,
+            _ if self.far_heads.is_empty() => -1,
+            _ => self.far_heads.get(&rec).copied().unwrap_or(-1),
+        }
+    }
+
     /// Decodes the records of one slice and appends them to `out`, framed.
     /// `first_record`: the 0-based number in the file of the slice's first
     /// record (for error messages).
@@ -716,7 +736,7 @@ impl SliceDecoder {
         }
         self.mates.clear();
         self.chain_head.clear();
-        self.chain_head.resize(h.record_count, -1);
+        self.far_heads.clear();
         let mut slice_ref = SliceRef::None;
         let mut last_apos = h.alignment_start as i64;
         for rec in 0..h.record_count {
@@ -846,11 +866,19 @@ impl SliceDecoder {
             if nf < 0 || m.line >= h.record_count as i64 {
                 return Err(bad(format!("mate line {} is out of the slice", m.line)));
             }
-            let head = match self.chain_head[rec] {
+            let head = match self.chain_head_of(rec) {
                 -1 => rec as i64,
                 x => x,
             };
-            self.chain_head[m.line as usize] = head;
+            let line = m.line as usize;
+            if line - rec <= NEAR_LINES {
+                if self.chain_head.len() <= line {
+                    self.chain_head.resize(line + 1, -1);
+                }
+                self.chain_head[line] = head;
+            } else {
+                self.far_heads.insert(line, head);
+            }
             if cf & CF_EXPLICIT_TLEN != 0 {
                 m.explicit_tlen = Some(st.int(ds(Ds::TS))? as i64);
             }
@@ -965,7 +993,7 @@ impl SliceDecoder {
             self.name.clear();
             self.name.extend_from_slice(&file.prefix);
             self.name.push(b':');
-            let head = self.chain_head[rec];
+            let head = self.chain_head_of(rec);
             let k = if head >= 0 && m.line < 0 {
                 head
             } else {

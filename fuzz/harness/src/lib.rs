@@ -19,6 +19,7 @@ use alnsort_bam::validate::{htslib_normalise, validate_record};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::block::{deflate_block, inflate_block, parse_header, CompressionLevel};
 use alnsort_bgzf::{decompress_all, MAX_BLOCK_SIZE, MAX_PAYLOAD};
+use alnsort_cram::{CramReader, RefSource};
 use alnsort_sort::{KeyKind, SortConfig, SortError, SortStats, Sorter};
 
 /// Every sort order the key encoder knows, with tags that the generated and
@@ -447,4 +448,293 @@ pub fn sort_tiny_budget_stats(data: &[u8]) -> Option<SortStats> {
         .collect();
     assert!(left.is_empty(), "run files left after the merge: {left:?}");
     Some(stats)
+}
+
+// ---- cram ----------------------------------------------------------------------------------
+
+/// The fixed reference every CRAM seed was written against
+/// (`fuzz/make_seeds.py`), so that reference lookups and MD5 checks pass.
+const CRAM_REF: &[u8] = include_bytes!("../cram_ref.fa");
+
+/// At most this many containers are decoded per input.
+const CRAM_MAX_CONTAINERS: usize = 64;
+
+/// A [`RefSource`] over [`CRAM_REF`], written once per process to a file of
+/// its own (no `.fai`: read whole), with no `REF_PATH`/`REF_CACHE`.
+fn cram_refs() -> &'static RefSource {
+    static SRC: OnceLock<RefSource> = OnceLock::new();
+    SRC.get_or_init(|| {
+        let path =
+            std::env::temp_dir().join(format!("alnsort-fuzz-cram-ref-{}.fa", std::process::id()));
+        std::fs::write(&path, CRAM_REF).expect("write the fuzz reference");
+        let mut src = RefSource::default();
+        src.fasta = Some(path);
+        src
+    })
+}
+
+/// What decoding one input gave: containers read, records decoded, and
+/// whether it ended in an error (rather than the end of the file).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CramOutcome {
+    pub opened: bool,
+    pub containers: usize,
+    pub records: u64,
+    pub failed: bool,
+}
+
+/// Arbitrary bytes through the crate's public CRAM reader: the file
+/// definition and header container ([`CramReader::open`]), then each
+/// container ([`CramReader::next_container`]: header, CRC32, body) and its
+/// slices, blocks, codecs and records ([`PendingContainer::decode`]) against
+/// the fixed reference. Every failure must be an error value whose message
+/// formats; every record decoded must be a valid BAM record for the
+/// header's references. The bytes are also decoded once more with every
+/// container header and block CRC32 recomputed ([`cram_reseal`]), so that
+/// mutations reach the decoders behind the checksums.
+pub fn cram(data: &[u8]) {
+    cram_outcome(data);
+    let sealed = cram_reseal(data);
+    if sealed != data {
+        cram_outcome(&sealed);
+    }
+}
+
+/// The body of [`cram`] for one byte string, returning what it reached.
+pub fn cram_outcome(data: &[u8]) -> CramOutcome {
+    let mut o = CramOutcome::default();
+    let mut reader = match CramReader::open("fuzz.cram", data, cram_refs()) {
+        Ok(r) => r,
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            o.failed = true;
+            return o;
+        }
+    };
+    o.opened = true;
+    // The records must fit the header's reference list (as the sort's
+    // record layer reads it); a header alnsort_bam cannot parse is checked
+    // against no references.
+    let text = reader.header_text().to_vec();
+    let header = parse_sam_header(text.split(|&b| b == b'\n').filter(|l| !l.is_empty()))
+        .unwrap_or_else(|_| Header::empty());
+    let n_ref = header.n_ref();
+    let ctx = reader.context();
+    let mut out = Vec::new();
+    while o.containers < CRAM_MAX_CONTAINERS {
+        let pending = match reader.next_container() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                o.failed = true;
+                break;
+            }
+        };
+        o.containers += 1;
+        out.clear();
+        match pending.decode(&ctx, &mut out) {
+            Ok(n) => {
+                assert_eq!(n, pending.records, "decode's count is the header's");
+                let mut rest = out.as_slice();
+                let mut seen = 0u64;
+                while !rest.is_empty() {
+                    assert!(rest.len() >= 4, "a record's block_size cut short");
+                    let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+                    assert!(rest.len() >= 4 + len, "a record cut short");
+                    let rec = &rest[4..4 + len];
+                    // The CLI validates every decoded record as it does a
+                    // BAM input's (README finding 6): an invalid one is an
+                    // error there, so only the valid ones go on.
+                    match validate_record(rec, n_ref) {
+                        Ok(()) => exercise_record(rec, &header),
+                        Err(e) => assert!(!e.to_string().is_empty()),
+                    }
+                    rest = &rest[4 + len..];
+                    seen += 1;
+                }
+                assert_eq!(seen, n, "records framed in the output");
+                o.records += n;
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                o.failed = true;
+                break;
+            }
+        }
+    }
+    o
+}
+
+/// `data` with every CRC32 recomputed that a CRAM 3 reader checks: each
+/// container header's and each block's, walking the containers and the
+/// blocks in their bodies as far as they parse. Other bytes are kept.
+pub fn cram_reseal(data: &[u8]) -> Vec<u8> {
+    let mut d = data.to_vec();
+    if d.len() < 26 || &d[..4] != b"CRAM" || d[4] < 3 {
+        return d;
+    }
+    let mut p = 26;
+    while p < d.len() {
+        let Some((body, end)) = reseal_container(&mut d, p) else {
+            break;
+        };
+        let mut b = body;
+        while b < end {
+            match reseal_block(&mut d, b, end) {
+                Some(next) => b = next,
+                None => break,
+            }
+        }
+        p = end;
+    }
+    d
+}
+
+/// Recomputes the header CRC of the container at `p`; returns where its
+/// body starts and ends (the end clamped to the data).
+fn reseal_container(d: &mut [u8], p: usize) -> Option<(usize, usize)> {
+    let len = i32::from_le_bytes(d.get(p..p + 4)?.try_into().ok()?);
+    let mut q = p + 4;
+    for _ in 0..4 {
+        itf8(d, &mut q)?;
+    }
+    ltf8(d, &mut q)?;
+    ltf8(d, &mut q)?;
+    itf8(d, &mut q)?;
+    let n = itf8(d, &mut q)?;
+    if !(0..=1 << 16).contains(&n) {
+        return None;
+    }
+    for _ in 0..n {
+        itf8(d, &mut q)?;
+    }
+    let crc = crc32fast::hash(d.get(p..q)?);
+    d.get_mut(q..q + 4)?.copy_from_slice(&crc.to_le_bytes());
+    let body = q + 4;
+    let end = body.saturating_add(usize::try_from(len).ok()?).min(d.len());
+    Some((body, end))
+}
+
+/// Recomputes the CRC of the block at `p` (within `end`); returns where the
+/// next block starts.
+fn reseal_block(d: &mut [u8], p: usize, end: usize) -> Option<usize> {
+    let mut q = p + 2;
+    itf8(d, &mut q)?;
+    let size = usize::try_from(itf8(d, &mut q)?).ok()?;
+    itf8(d, &mut q)?;
+    let data_end = q.checked_add(size)?;
+    if data_end + 4 > end {
+        return None;
+    }
+    let crc = crc32fast::hash(&d[p..data_end]);
+    d[data_end..data_end + 4].copy_from_slice(&crc.to_le_bytes());
+    Some(data_end + 4)
+}
+
+/// An ITF8 integer at `*q` (CRAM spec §2.3), advancing `q`.
+fn itf8(d: &[u8], q: &mut usize) -> Option<i32> {
+    let b0 = *d.get(*q)? as u32;
+    let extra = (b0 as u8).leading_ones().min(4) as usize;
+    let bytes = d.get(*q + 1..*q + 1 + extra)?;
+    *q += 1 + extra;
+    let v = match extra {
+        0 => b0,
+        1 => ((b0 & 0x3f) << 8) | bytes[0] as u32,
+        2 => ((b0 & 0x1f) << 16) | (bytes[0] as u32) << 8 | bytes[1] as u32,
+        3 => {
+            ((b0 & 0x0f) << 24) | (bytes[0] as u32) << 16 | (bytes[1] as u32) << 8 | bytes[2] as u32
+        }
+        _ => {
+            ((b0 & 0x0f) << 28)
+                | (bytes[0] as u32) << 20
+                | (bytes[1] as u32) << 12
+                | (bytes[2] as u32) << 4
+                | (bytes[3] as u32 & 0x0f)
+        }
+    };
+    Some(v as i32)
+}
+
+/// An LTF8 integer at `*q` (only its length matters here), advancing `q`.
+fn ltf8(d: &[u8], q: &mut usize) -> Option<()> {
+    let extra = d.get(*q)?.leading_ones() as usize;
+    d.get(*q..*q + 1 + extra)?;
+    *q += 1 + extra;
+    Some(())
+}
+
+/// A simple mutator for the stable-Rust replay (and for long runs without
+/// cargo-fuzz, see README): `rounds` mutants of `seed`, each with 1 to 4
+/// edits (bit flips, bytes set to boundary values, a 4-byte field set to a
+/// huge length, a cut, a deleted or duplicated run), each run through
+/// [`cram`]. Returns how many of them decoded at least one record.
+pub fn cram_mutations(seed: &[u8], rounds: usize, state: &mut u64) -> usize {
+    let mut rand = |n: usize| {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        (*state % n.max(1) as u64) as usize
+    };
+    let dump = std::env::var_os("CRAM_MUTATION_DUMP");
+    let mut decoded = 0;
+    for _ in 0..rounds {
+        let mut m = seed.to_vec();
+        for _ in 0..1 + rand(4) {
+            if m.is_empty() {
+                break;
+            }
+            let at = rand(m.len());
+            match rand(7) {
+                0 | 1 => m[at] ^= 1 << rand(8),
+                2 => m[at] = [0, 0x7f, 0x80, 0xff, 0xfe, 0x01][rand(6)],
+                3 => {
+                    let huge: [u8; 4] = [
+                        0x7fff_ffffu32.to_le_bytes(),
+                        0x8000_0000u32.to_le_bytes(),
+                        [0xff, 0xff, 0xff, 0xff],
+                        [0xf7, 0xff, 0xff, 0xff],
+                    ][rand(4)];
+                    let end = (at + 4).min(m.len());
+                    m[at..end].copy_from_slice(&huge[..end - at]);
+                }
+                4 => m.truncate(at),
+                5 => {
+                    let end = (at + 1 + rand(16)).min(m.len());
+                    m.drain(at..end);
+                }
+                _ => {
+                    let end = (at + 1 + rand(16)).min(m.len());
+                    let run = m[at..end].to_vec();
+                    m.splice(at..at, run);
+                }
+            }
+        }
+        if let Some(path) = &dump {
+            // Where the input that panics can be found (CRAM_MUTATION_DUMP).
+            std::fs::write(path, &m).expect("write the mutant");
+        }
+        let sealed = cram_reseal(&m);
+        cram_outcome(&m);
+        if cram_outcome(&sealed).records > 0 {
+            decoded += 1;
+        }
+    }
+    decoded
+}
+
+/// Where each container of a CRAM 3 file starts (the header container
+/// first), as far as the headers parse.
+pub fn cram_container_starts(data: &[u8]) -> Vec<usize> {
+    let mut d = data.to_vec();
+    let mut starts = Vec::new();
+    let mut p = 26;
+    while p < d.len() {
+        let Some((_, end)) = reseal_container(&mut d, p) else {
+            break;
+        };
+        starts.push(p);
+        p = end;
+    }
+    starts
 }

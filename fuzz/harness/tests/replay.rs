@@ -77,3 +77,53 @@ fn sort_tiny_budget_long_input() {
         );
     }
 }
+
+#[test]
+fn cram() {
+    replay("cram", alnsort_fuzz_harness::cram);
+}
+
+/// Each CRAM seed really reaches record decoding: all 30 records of the
+/// generated SAM decode, through the reference where the seed needs one.
+#[test]
+fn cram_seeds_decode_whole() {
+    for f in inputs("cram")
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("/corpus/"))
+    {
+        let data = std::fs::read(f).expect("seed");
+        let o = alnsort_fuzz_harness::cram_outcome(&data);
+        assert!(o.opened && !o.failed, "{}: {o:?}", f.display());
+        assert_eq!(o.records, 30, "{}: {o:?}", f.display());
+        assert_eq!(
+            alnsort_fuzz_harness::cram_reseal(&data),
+            data,
+            "{}",
+            f.display()
+        );
+    }
+}
+
+/// A short deterministic mutation run over every CRAM seed (longer runs:
+/// `CRAM_MUTATION_ROUNDS`); a good share of mutants must still decode, so
+/// that the edits reach the record decoder rather than only the framing.
+#[test]
+fn cram_mutations() {
+    let rounds = std::env::var("CRAM_MUTATION_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for f in inputs("cram")
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("/corpus/"))
+    {
+        let data = std::fs::read(f).expect("seed");
+        let decoded = alnsort_fuzz_harness::cram_mutations(&data, rounds, &mut state);
+        assert!(
+            decoded > rounds / 10,
+            "{}: {decoded} of {rounds} decoded",
+            f.display()
+        );
+    }
+}

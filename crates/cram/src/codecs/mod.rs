@@ -86,6 +86,16 @@ pub fn decode_block(
             Ok(())
         }
         method::GZIP => {
+            // Deflate expands at most 1032:1: a larger claim is corrupt,
+            // refused before the buffer is sized and zero-filled to it.
+            if raw > src.len().saturating_mul(1032).saturating_add(64) {
+                return Err(invalid(format!(
+                    "gzip block of content id {} claims {raw} bytes uncompressed from {} \
+                     compressed (more than deflate can expand to)",
+                    block.content_id,
+                    src.len()
+                )));
+            }
             dst.resize(raw, 0);
             let d = s.gzip.get_or_insert_with(libdeflater::Decompressor::new);
             d.gzip_decompress(src, dst)

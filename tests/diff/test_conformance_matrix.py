@@ -33,15 +33,13 @@ consensus, made from the records), `no_ref`, `store_md`, `store_nm`,
 
 Reads that run past the end of their reference and reads over the
 reference's N runs are kept to inputs of their own (`ends-*`, `refn-*`),
-so that the known MD/NM differences there do not hide the codec matrix.
+so that MD/NM differences there would not hide the codec matrix.
 
 Known failures today, each `xfail(strict=True)` so that the case turns red
 when the fix lands and the mark must go (XFAIL and DAMAGE_XFAIL below):
-* issue 21: CRAM 2.1 input is refused (`2.1-*`);
-* issue 21: MD/NM of reads past the reference end differ (`ends-*`);
-* issue 21, found here: MD/NM over reference N bases differ (`refn-*`);
-* issue 21, found here: a CRAM cut inside the padding of its header
-  container is read as empty; samtools refuses it.
+none at present. (CRAM 2.1 input, MD/NM past the reference end and over
+reference N runs, and a CRAM cut inside the padding of its header
+container were marked so until their fixes landed.)
 """
 
 from __future__ import annotations
@@ -345,14 +343,7 @@ SAMTOOLS_CRAMS = {
 }
 
 # Cases that fail today, each naming the issue whose fix must remove it.
-XFAIL = {
-    **{k: "issue 21: CRAM 2.1 input is refused (alnsort reads CRAM 3.0 and 3.1)" for k in SAMTOOLS_CRAMS if k.startswith("2.1")},
-    **{k: "issue 21: MD/NM of reads past the reference end differ (alnsort extends MD with N "
-       "mismatches past the end, samtools stops at it)" for k in SAMTOOLS_CRAMS if k.startswith("ends-")},
-    **{k: "issue 21 (found by this matrix): MD/NM regenerated over reference N bases differ "
-       "(samtools counts a read N against a reference N as a mismatch, alnsort as a match)"
-       for k in SAMTOOLS_CRAMS if k.startswith("refn-")},
-}
+XFAIL: dict[str, str] = {}
 
 HTSJDK_CRAMS = ("htsjdk-unsorted", "htsjdk-coordinate")
 
@@ -502,11 +493,8 @@ def test_matrix_inputs_use_what_they_name(matrix):
 DAMAGE = ("cut-file-definition", "cut-in-header-container", "cut-in-header-padding", "cut-after-header-container",
           "cut-in-container-length", "cut-in-container-header", "cut-in-slice", "cut-half",
           "cut-before-eof-container", "cut-last-byte", "flip-0", "flip-1", "flip-2", "flip-3", "flip-4")
-DAMAGE_XFAIL = {
-    "cut-in-header-padding": "issue 21 (found by this matrix): a CRAM cut one byte before the end of its "
-    "header container (in the padding after the SAM header block) is read by alnsort as empty; samtools "
-    "1.24 refuses to open it",
-}
+# Damages that fail today, each naming the issue whose fix must remove it.
+DAMAGE_XFAIL: dict[str, str] = {}
 
 
 def _damage(data: bytes, how: str) -> bytes:

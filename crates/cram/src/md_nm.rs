@@ -25,26 +25,15 @@ const fn nt16_table() -> [u8; 256] {
 }
 static NT16: [u8; 256] = nt16_table();
 
+/// N's 4-bit BAM code (the last of `=ACMGRSVTWYHKDBN`).
+const NT16_N: u8 = 15;
+
 /// The 4-bit BAM code of base letter `b`.
 #[inline]
 pub(crate) fn nt16(b: u8) -> u8 {
     NT16[b as usize]
 }
 
-/// Computes MD (into `md`, replacing its contents) and returns NM for a
-/// placed record with base letters `bases`, CIGAR `cigar` (BAM-packed
-/// operations) at 0-based `pos` against `reference` (its whole sequence;
-/// bases past its end compare as N). Bases are compared as their BAM code
-/// reads back (`a` as `A`, an unknown letter as `N`).
-///
-/// Past the reference's end (its @SQ length, `ends.reference`) htslib's
-/// `cram_decode_seq` compares nothing: a stretch of implicit matches there
-/// decodes to N and adds to the MD's run, while the first feature giving a
-/// base there (`ends.md`, found by the caller) writes the run and ends the
-/// MD (`md_dist = -1`: nothing more is written, not even the last run);
-/// neither adds to NM. `None` when the
-/// CIGAR consumes more bases than there are (the record is then left
-/// without MD/NM and validation reports it).
 /// Where, in `compute`'s reference coordinates, the reference ends (its
 /// @SQ length) and where the MD ends (the first feature past that end to
 /// give a base; `usize::MAX` when none).
@@ -62,6 +51,22 @@ impl Ends {
     };
 }
 
+/// Computes MD (into `md`, replacing its contents) and returns NM for a
+/// placed record with base letters `bases`, CIGAR `cigar` (BAM-packed
+/// operations) at 0-based `pos` against `reference` (its whole sequence;
+/// bases past its end compare as N). Bases are compared as their BAM code
+/// reads back (`a` as `A`, an unknown letter as `N`); an N in the read
+/// never matches, not even a reference N (htslib's rule, as `samtools
+/// calmd` has it: both are counted as a mismatch).
+///
+/// Past the reference's end (its @SQ length, `ends.reference`) htslib's
+/// `cram_decode_seq` compares nothing: a stretch of implicit matches there
+/// decodes to N and adds to the MD's run, while the first feature giving a
+/// base there (`ends.md`, found by the caller) writes the run and ends the
+/// MD (`md_dist = -1`: nothing more is written, not even the last run);
+/// neither adds to NM. `None` when the
+/// CIGAR consumes more bases than there are (the record is then left
+/// without MD/NM and validation reports it).
 pub(crate) fn compute(
     bases: &[u8],
     cigar: &[u32],
@@ -116,7 +121,9 @@ pub(crate) fn compute(
                     } else if ri >= ends.md {
                         push_run(md, run);
                         ended = true;
-                    } else if ri >= ends.reference || SEQ_CODES[nt16(q[k]) as usize] == rb {
+                    } else if ri >= ends.reference
+                        || (nt16(q[k]) != NT16_N && SEQ_CODES[nt16(q[k]) as usize] == rb)
+                    {
                         run += 1;
                     } else {
                         push_run(md, run);
@@ -300,10 +307,17 @@ pub(crate) mod tests {
     #[test]
     fn bases_compare_as_their_bam_code_and_past_the_reference_as_n() {
         // a reads back as A; U and . are not BAM letters and read back as
-        // N, which matches an N of the reference (or past its end).
+        // N, which never matches: not the reference's N, nor the N past
+        // its end (samtools 1.24 reads CRAM so: test_conformance_matrix's
+        // refn-* cases).
         assert_eq!(
             md_nm(b"aUN.", &[(0, 4)], 0, b"aCN"),
-            Some(("1C2".to_string(), 1))
+            Some(("1C0N0N0".to_string(), 3))
+        );
+        // Other codes equal to the reference's still match.
+        assert_eq!(
+            md_nm(b"ARY", &[(0, 3)], 0, b"ARY"),
+            Some(("3".to_string(), 0))
         );
         assert_eq!(md_nm(b"ACGT", &[(0, 12)], 0, b"ACGT"), None);
         assert_eq!(md_nm(b"AC", &[(0, 1), (4, 2)], 0, b"A"), None);
@@ -368,7 +382,7 @@ pub(crate) mod tests {
             let rb = reference
                 .get(pos + i)
                 .map_or(b'N', |r| r.to_ascii_uppercase());
-            if SEQ_CODES[nt16(b) as usize] == rb {
+            if nt16(b) != NT16_N && SEQ_CODES[nt16(b) as usize] == rb {
                 run += 1;
             } else {
                 md += &format!("{run}{}", rb as char);

@@ -5,7 +5,7 @@ where they differ: the held-out check of other projects' test data, run by
 hand over checkouts of samtools, htslib, htsjdk, hts-specs and Picard (the
 repository holds none of their files).
 
-    .venv/bin/python scripts/conformance_sweep.py [--orders coord,name] [--alnsort BIN] DIR...
+    .venv/bin/python scripts/conformance_sweep.py [--orders coord,name] [--alnsort BIN] DIR|FILE...
 
 For each file and order it prints one line: `same`, `DIFFERS` (both sorted,
 other output), `ALNSORT REFUSES` (samtools sorted it), `alnsort reads what
@@ -46,13 +46,13 @@ def samtools(args, timeout):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("dirs", nargs="+", help="folders to search, or files")
     ap.add_argument("--orders", default="coord,name")
     ap.add_argument("--alnsort", default=str(ROOT / "target" / "release" / "alnsort"))
     ap.add_argument("--timeout", type=int, default=60)
     a = ap.parse_args()
-    files = sorted(p for d in a.dirs for p in Path(d).rglob("*") if p.is_file() and p.name.endswith(EXTS)
-                   and p.stat().st_size > 0)
+    found = (p for d in map(Path, a.dirs) for p in ([d] if d.is_file() else d.rglob("*")))
+    files = sorted(p for p in found if p.is_file() and p.name.endswith(EXTS) and p.stat().st_size > 0)
     counts = Counter()
     bad = False
     with tempfile.TemporaryDirectory(prefix="sweep-") as tmp:

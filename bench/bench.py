@@ -85,6 +85,15 @@ def run_timed(cmd, stdout=subprocess.DEVNULL):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
 
 
+def write_table(lines, out=None):
+    """Prints the markdown table on stdout, and writes it to `out` too."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+
+
 def records_checksum(path, threads, ref=None):
     """md5 of the decoded records as `samtools view` prints them."""
     h = hashlib.md5()
@@ -217,11 +226,7 @@ def main():
             print("\n".join(lines[-len(tools) - 1:]), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    write_table(lines, a.out)
 
 
 if __name__ == "__main__":

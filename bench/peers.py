@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import ROOT, oracle_checksum, records_checksum, run_timed  # noqa: E402
+from bench import ROOT, oracle_checksum, records_checksum, run_timed, write_table  # noqa: E402
 
 PEERS_BIN = os.path.join(ROOT, ".tools", "peers", "bin")
 
@@ -171,11 +171,7 @@ def main():
             print("\n".join(lines[-len(tools):]), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+    write_table(lines, a.out)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 //!
 //! Invariants: offsets are `u32`, so a batch holds under 4 GiB of records
 //! and of keys (the sorter caps sub-batches well below that); entries are in
-//! input order (with offsets increasing) until `sort`, after which they are in (key, input order)
-//! order.
+//! input order, with offsets increasing, until `sort`, after which they are
+//! in (key, input order) order.
 
 use std::mem::size_of;
 use std::sync::Arc;

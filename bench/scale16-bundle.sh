@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what bench/scale16.sh needs on a machine that reaches nothing
 # outside: the alnsort build (debug info stripped), samtools and the shared
-# libraries `ldd` lists for it, bwa, dwgsim, and the benchmark data
-# generator (../shared/bench). Refuses a bundle over 64 MiB, the most a
+# libraries `ldd` lists for it, bwa, dwgsim, mako and dupblaster (from
+# bench/peers-tools.sh), and the benchmark data generator (../shared/bench
+# and bench/make-data-sharded.sh). Refuses a bundle over 64 MiB, the most a
 # command may carry there.
 #
 #   bench/scale16-bundle.sh [BUNDLE_DIR]     default: target/scale16-bundle
@@ -40,7 +41,13 @@ done | sort -u | while read -r lib; do
   esac
 done
 cp "$shared/make-data.sh" "$shared/make_reference.py" "$bundle/data/"
-cp "$root/bench/scale16.sh" "$bundle/"
+cp "$root/bench/scale16.sh" "$root/bench/make-data-sharded.sh" "$bundle/"
+# The peers, built by bench/peers-tools.sh (Rust; they link only the C library).
+for t in mako dupblaster; do
+  p=$root/.tools/peers/bin/$t
+  [ -x "$p" ] || { echo "scale16-bundle: $p missing (bash bench/peers-tools.sh builds it)" >&2; exit 1; }
+  objcopy --strip-debug "$p" "$bundle/bin/$t"
+done
 
 size=$(du -sb "$bundle" | cut -f1)
 if [ "$size" -gt "$limit" ]; then

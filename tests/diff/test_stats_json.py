@@ -145,8 +145,12 @@ def _blocked_stdin_run(args: list[str], cwd: Path):
     """alnsort reading a pipe that stays open and empty: it can only finish
     on its own if it fails before reading input."""
     r, w = os.pipe()
+    # SIGINT at its default action in the child, as from a terminal: a test
+    # run started in the background inherits it ignored, and alnsort keeps
+    # an ignored signal ignored.
     proc = subprocess.Popen([harness.alnsort_path(), "sort", *args, "-"], stdin=r, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=str(cwd))
+                            stderr=subprocess.PIPE, cwd=str(cwd),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(r)
     return proc, w
 

@@ -111,7 +111,8 @@ def test_signal_keeps_existing_output_and_index(signame: str, phase: str, big_in
     log = tmp_path / "stderr"
     with open(log, "wb") as err:
         proc = subprocess.Popen([u.alnsort_bin(), "sort", "-m", "1M", "-T", str(tdir), *INDEX_FORMS["csi"][0](out),
-                                 str(big_input)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                                 str(big_input)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=u.default_signals)
     try:
         deadline = time.monotonic() + 60
 

@@ -51,7 +51,7 @@ def small_input(tmp_path_factory) -> Path:
 def start(args: list[str], log: Path) -> subprocess.Popen:
     err = open(log, "wb")
     return subprocess.Popen([u.alnsort_bin(), "sort", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=err)
+                            stdout=subprocess.DEVNULL, stderr=err, preexec_fn=u.default_signals)
 
 
 def run_files(tdir: Path) -> list[Path]:
@@ -188,6 +188,7 @@ def test_sigkill_leftovers_do_not_disturb_next_run(phase: str, small_input: Path
 
 def _ignoring(*sigs: int):
     def pre():
+        u.default_signals()
         for s in sigs:
             signal.signal(s, signal.SIG_IGN)
 

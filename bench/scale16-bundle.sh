@@ -42,6 +42,11 @@ done | sort -u | while read -r lib; do
 done
 cp "$shared/make-data.sh" "$shared/make_reference.py" "$bundle/data/"
 cp "$root/bench/scale16.sh" "$root/bench/make-data-sharded.sh" "$bundle/"
+# This machine's awk as `awk`: the naming program seeds rand() per pair
+# (srand(5 + n)) so that both reads of a pair get the same name, and another
+# machine's awk may not reseed the same way (one lent machine gave the two
+# files of a pair different names).
+cp -L "$(command -v awk)" "$bundle/bin/awk"
 # The peers, built by bench/peers-tools.sh (Rust; they link only the C library).
 for t in mako dupblaster; do
   p=$root/.tools/peers/bin/$t

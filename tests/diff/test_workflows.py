@@ -138,7 +138,8 @@ def with_input_tlens(text: str, inputs: list[str], data) -> str:
     samtools 1.24 stores two mates that start at one position attached and
     its reader rebuilds their TLENs with the other sign; alnsort stores
     such mates detached, so its CRAM reads back the input's TLEN
-    (docs/cram.md, "Mates"). Every other field is compared as read back."""
+    (docs/cram.md, "How it runs": attached mates). Every other field is
+    compared as read back."""
     tlen = {}
     for name in inputs:
         for ln in view(data["dir"] / name, data["ref"]).splitlines():

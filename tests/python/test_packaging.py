@@ -1,8 +1,8 @@
 """What a release ships, checked as far as this machine allows:
 
-* the Python wheel that `pip wheel .` builds installs, with no index and no
-  network, into a fresh virtual environment, and sorts there as the binary
-  does;
+* the Python wheel that `pip wheel .` builds carries our license and the
+  third-party licenses, installs, with no index and no network, into a
+  fresh virtual environment, and sorts there as the binary does;
 * THIRD-PARTY-LICENSES.txt is what scripts/third-party-licenses.py makes of
   Cargo.lock now;
 * the conda recipe (packaging/conda/alnsort, bioconda's layout for a Rust
@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import harness
@@ -46,12 +47,17 @@ def test_wheel_installs_offline_into_a_fresh_venv(tmp_path, alnsort_bin):
     assert len(wheels) == 1, f"expected one alnsort wheel, got {[w.name for w in dist.iterdir()]}"
     assert wheels[0].name.startswith(f"alnsort-{cargo_version()}-"), wheels[0].name
     assert "-abi3-" in wheels[0].name, f"{wheels[0].name}: not the one abi3 wheel"
+    with zipfile.ZipFile(wheels[0]) as z:
+        licenses = {Path(n).name for n in z.namelist() if "/licenses/" in n}
+    assert licenses == {"LICENSE", "THIRD-PARTY-LICENSES.txt"}, f"the wheel's license files: {licenses}"
 
     venv = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
+    # Nothing of this environment leaks in: the fresh venv sees only itself.
+    fresh_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     res = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-deps", str(wheels[0])],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=fresh_env)
     assert res.returncode == 0, f"installing the wheel offline failed:\n{res.stderr[-3000:]}"
 
     src = ROOT / "examples" / "example.sam"
@@ -64,7 +70,7 @@ def test_wheel_installs_offline_into_a_fresh_venv(tmp_path, alnsort_bin):
     # Run outside the checkout, so the installed package is imported, not
     # crates/python/python.
     res = subprocess.run([str(py), "-c", script, str(src), str(ours)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=fresh_env)
     assert res.returncode == 0, f"alnsort.sort in the fresh venv failed:\n{res.stderr[-3000:]}"
     records = sum(1 for ln in src.read_text().splitlines() if not ln.startswith("@"))
     assert int(res.stdout.strip()) == records

@@ -4,12 +4,21 @@
 # $TMPDIR/example.sorted.bam with a CSI index, then prints the head of the
 # result as SAM.
 # Needs only a Rust toolchain (cargo) to build alnsort: no samtools, no Python.
+# The build is the README's: `cargo build --locked --release`, into the same
+# target/ directory that `cargo install --locked --path crates/cli` builds
+# in, so after that install (or an earlier run) nothing is compiled again.
+# ALNSORT_BIN=PATH runs that binary instead and builds nothing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-command -v cargo >/dev/null 2>&1 || { echo "example.sh: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
-cargo build --release -p alnsort
-bin="${CARGO_TARGET_DIR:-$PWD/target}/release/alnsort"
+if [[ -n "${ALNSORT_BIN:-}" ]]; then
+    bin="$ALNSORT_BIN"
+    [[ -x "$bin" ]] || { echo "example.sh: ALNSORT_BIN=$bin is not an executable file" >&2; exit 1; }
+else
+    command -v cargo >/dev/null 2>&1 || { echo "example.sh: cargo not found: install Rust (https://rustup.rs)" >&2; exit 1; }
+    cargo build --locked --release -p alnsort
+    bin="${CARGO_TARGET_DIR:-$PWD/target}/release/alnsort"
+fi
 
 out_dir="${TMPDIR:-/tmp}"
 out="$out_dir/example.sorted.bam"

@@ -116,6 +116,11 @@ def _main(argv: list[str]) -> int:
     if not argv:
         sys.stderr.write("usage: oracle.py SAMTOOLS_COMMAND [ARGS...]\n")
         return 2
+    if argv[0] == "cat" and not any(a == "-o" or a.startswith("-o") for a in argv[1:]):
+        # pysam's samtools cat writes nothing to file descriptor 1 when it
+        # is given no -o (samtools itself writes to standard output):
+        # name standard output as a file so a pipe gets the bytes.
+        argv = ["cat", "-o", "/dev/stdout", *argv[1:]]
     sys.stdout.flush()
     ret, err, _ = _pysam_dispatch("samtools", argv[0], tuple(argv[1:]), catch_stdout=False)
     if err:

@@ -15,7 +15,8 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use alnsort_bam::header::read_bam_header;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::{
-    base_quality_score, five_prime_coordinate, InputOrder, MarkDuplicates, ReadGroups, ReadInfo,
+    base_quality_score, five_prime_coordinate, InputOrder, MarkDuplicates, PicardCommandLine,
+    ReadGroups, ReadInfo,
 };
 
 fn tag<'a>(line: &'a [u8], key: &[u8; 2]) -> Option<&'a [u8]> {
@@ -95,11 +96,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(out, "{i}\t{}", d as u8)?;
     }
     out.flush()?;
+    // The flags go to standard output: Picard's OUTPUT is "-" here.
+    let picard = PicardCommandLine::new([&args[1]], "-", &args[2]);
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
     std::fs::write(
         &args[2],
-        outcome
-            .metrics
-            .to_text(&["alnsort markdup_flags".to_string()]),
+        outcome.metrics.to_text_with_command(&picard, &command_line),
     )?;
     Ok(())
 }

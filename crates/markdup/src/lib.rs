@@ -36,8 +36,10 @@
 //! (`BARCODE_TAG`), random scoring and duplicate-set tags;
 //! `alnsort sort --markdup` refuses them), names of one template that are
 //! not adjacent in queryname order (Picard compares the names themselves;
-//! [`grouping::GroupCheck`] lets a caller refuse such input), and the
-//! metrics file's header lines (Picard writes its command line and date).
+//! [`grouping::GroupCheck`] lets a caller refuse such input). The metrics
+//! file's header gives the run as Picard's command line
+//! ([`PicardCommandLine`]: `INPUT=` names the sample for MultiQC), then the
+//! caller's own command line where Picard writes its start time.
 
 pub mod bits;
 pub mod grouping;
@@ -50,7 +52,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 pub use bits::Bits;
-pub use metrics::{DuplicationMetrics, MetricsReport, SetSizeHistograms};
+pub use metrics::{DuplicationMetrics, MetricsReport, PicardCommandLine, SetSizeHistograms};
 use optical::Location;
 
 /// SAM flag bits this crate reads.

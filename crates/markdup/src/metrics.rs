@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// One library's counts, as Picard reports them (pairs already halved).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -173,6 +174,71 @@ pub struct SetSizeHistograms {
     pub non_optical_sets: BTreeMap<u64, u64>,
 }
 
+/// The command line Picard MarkDuplicates writes as the first header line
+/// of its metrics file, for the same run expressed in Picard's terms:
+/// `MarkDuplicates INPUT=[in.bam] OUTPUT=out.bam METRICS_FILE=m.txt`,
+/// followed by any Picard-named settings added with [`option`](Self::option).
+///
+/// Picard 3.4.0 writes `INPUT` as a Java list (`[a.bam, b.bam]`) and the
+/// other values as given. MultiQC (1.35, `modules/picard/util.py`) names a
+/// sample after the file in `INPUT=` on a `#` line that also says
+/// `MarkDuplicates`, and otherwise after the metrics file: so when every
+/// input is standard input (`-`) there is no file to name and `INPUT=` is
+/// left out (the sample is then named after the metrics file, as before).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PicardCommandLine {
+    inputs: Vec<String>,
+    output: String,
+    metrics_file: String,
+    options: Vec<(String, String)>,
+}
+
+/// The file name alnsort and samtools give standard input and output.
+const STDIO: &str = "-";
+
+impl PicardCommandLine {
+    /// The run's input files (in command-line order), output and metrics
+    /// file, as the user named them.
+    pub fn new<I, P>(inputs: I, output: impl AsRef<Path>, metrics_file: impl AsRef<Path>) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: AsRef<Path>,
+    {
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        PicardCommandLine {
+            inputs: inputs.into_iter().map(|p| text(p.as_ref())).collect(),
+            output: text(output.as_ref()),
+            metrics_file: text(metrics_file.as_ref()),
+            options: Vec::new(),
+        }
+    }
+
+    /// Adds `NAME=VALUE` after the three paths (Picard's option name, such
+    /// as `REMOVE_DUPLICATES` or `OPTICAL_DUPLICATE_PIXEL_DISTANCE`).
+    pub fn option(mut self, name: &str, value: impl std::fmt::Display) -> Self {
+        self.options.push((name.to_string(), value.to_string()));
+        self
+    }
+}
+
+impl std::fmt::Display for PicardCommandLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MarkDuplicates")?;
+        if self.inputs.iter().any(|i| i != STDIO) {
+            write!(f, " INPUT=[{}]", self.inputs.join(", "))?;
+        }
+        write!(
+            f,
+            " OUTPUT={} METRICS_FILE={}",
+            self.output, self.metrics_file
+        )?;
+        for (name, value) in &self.options {
+            write!(f, " {name}={value}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Everything the metrics file holds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MetricsReport {
@@ -182,6 +248,15 @@ pub struct MetricsReport {
 }
 
 impl MetricsReport {
+    /// The metrics file text with the header lines Picard's readers expect:
+    /// first the run as Picard's command line (which names the input, so
+    /// MultiQC names the sample after it as it does for Picard's own
+    /// metrics), then `command_line`, what the user ran (where Picard
+    /// writes its start time).
+    pub fn to_text_with_command(&self, picard: &PicardCommandLine, command_line: &str) -> String {
+        self.to_text(&[picard.to_string(), command_line.to_string()])
+    }
+
     /// The metrics file text in Picard's layout. `header_lines` become the
     /// `#` comment lines at the top (Picard writes its command line and
     /// start time there).
@@ -323,6 +398,53 @@ mod tests {
         let text = one.to_text(&[]);
         assert!(text.contains("BIN\tCoverageMult\tall_sets\tnon_optical_sets\n1.0\t"));
         assert!(text.contains("\n2.0\t") && text.contains("\n100.0\t"));
+    }
+
+    #[test]
+    fn picard_command_line_names_the_input_as_picard_does() {
+        let one = PicardCommandLine::new(["data/s1.bam"], "out.bam", "dup.txt");
+        assert_eq!(
+            one.to_string(),
+            "MarkDuplicates INPUT=[data/s1.bam] OUTPUT=out.bam METRICS_FILE=dup.txt"
+        );
+        // Several inputs: a Java list, as Picard prints a repeated INPUT.
+        let two = PicardCommandLine::new(["a.bam", "b.cram"], "-", "m.txt")
+            .option("REMOVE_DUPLICATES", true)
+            .option("OPTICAL_DUPLICATE_PIXEL_DISTANCE", 2500);
+        assert_eq!(
+            two.to_string(),
+            "MarkDuplicates INPUT=[a.bam, b.cram] OUTPUT=- METRICS_FILE=m.txt \
+             REMOVE_DUPLICATES=true OPTICAL_DUPLICATE_PIXEL_DISTANCE=2500"
+        );
+        // Standard input names no file: no INPUT=, and no other word
+        // MultiQC could take for one.
+        let piped = PicardCommandLine::new(["-"], "out.bam", "m.txt");
+        assert_eq!(
+            piped.to_string(),
+            "MarkDuplicates OUTPUT=out.bam METRICS_FILE=m.txt"
+        );
+        assert!(!piped.to_string().to_ascii_uppercase().contains("INPUT"));
+        // With a file among the inputs, all are listed as given.
+        let mixed = PicardCommandLine::new(["-", "b.bam"], "o.bam", "m.txt");
+        assert!(mixed.to_string().contains(" INPUT=[-, b.bam] "));
+    }
+
+    #[test]
+    fn metrics_text_with_command_has_picards_two_header_lines() {
+        let report = MetricsReport::default();
+        let picard = PicardCommandLine::new(["in.bam"], "out.bam", "m.txt");
+        let text = report.to_text_with_command(&picard, "alnsort sort --markdup in.bam");
+        assert!(text.starts_with(
+            "## htsjdk.samtools.metrics.StringHeader\n\
+             # MarkDuplicates INPUT=[in.bam] OUTPUT=out.bam METRICS_FILE=m.txt\n\
+             ## htsjdk.samtools.metrics.StringHeader\n\
+             # alnsort sort --markdup in.bam\n\n\
+             ## METRICS CLASS\tpicard.sam.DuplicationMetrics\n"
+        ));
+        assert_eq!(
+            text,
+            report.to_text(&[picard.to_string(), "alnsort sort --markdup in.bam".into()])
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! "alnsort sort: ". The Python half builds the argument vector from
 //! keyword arguments and turns the report's JSON into a dict.
 
-use alnsort::args::{self, Parsed};
-use alnsort::config;
+use alnsort_engine::args::{self, Parsed};
+use alnsort_engine::config;
 use pyo3::prelude::*;
 use std::ffi::OsString;
 
@@ -48,7 +48,7 @@ pub fn is_io(e: &anyhow::Error) -> bool {
 /// the run's report as JSON, the text `--stats-json` writes. Standard input
 /// and output are refused: a Python caller names files.
 pub fn sort_argv(rest: Vec<OsString>) -> Result<String, Failure> {
-    // The message texts are the ones `alnsort::run` prints for each stage.
+    // The message texts are the ones `alnsort_engine::run` prints for each stage.
     let a = match args::parse(ARGV0, rest, false).map_err(|e| Failure::usage(e.to_string()))? {
         Parsed::Run(a) => a,
         Parsed::Usage | Parsed::Version => {
@@ -68,8 +68,8 @@ pub fn sort_argv(rest: Vec<OsString>) -> Result<String, Failure> {
             "standard output cannot be written from Python: name an output file (-o FILE)".into(),
         ));
     }
-    let report = alnsort::run_sort(cfg).map_err(|e| Failure {
-        message: alnsort::error_text(&e),
+    let report = alnsort_engine::run_sort(cfg).map_err(|e| Failure {
+        message: alnsort_engine::error_text(&e),
         io: is_io(&e),
     })?;
     Ok(report.json())

@@ -1,5 +1,5 @@
 //! The extension functions behind `alnsort.stages` (the distributed sort's
-//! stages, `alnsort::stages`). Each runs without the GIL and raises
+//! stages, `alnsort_engine::stages`). Each runs without the GIL and raises
 //! alnsort.AlnsortError (AlnsortIOError for I/O causes) with the message
 //! the subcommands print. Options are `alnsort sort` options (argv form,
 //! without `-o` and the input); the Python half builds them.
@@ -7,8 +7,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use alnsort::config::IndexKind;
-use alnsort::stages::{self, SplitSpec};
+use alnsort_engine::config::IndexKind;
+use alnsort_engine::stages::{self, SplitSpec};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 

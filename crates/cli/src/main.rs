@@ -2,6 +2,6 @@
 //! Everything else lives in the library so it can be tested and reused.
 
 fn main() {
-    let code = alnsort_engine::run(std::env::args_os().collect());
+    let code = alnsort::run(std::env::args_os().collect());
     std::process::exit(code);
 }

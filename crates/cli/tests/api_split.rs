@@ -216,8 +216,8 @@ fn check(dir: &Path, sam: &Path, order: &[&str], other_order: &[&str], big: bool
         .map(OsString::from)
         .collect();
     argv.extend(["-o".into(), want_path.clone().into(), input.clone().into()]);
-    let alnsort_engine::args::Parsed::Run(args) =
-        alnsort_engine::args::parse("alnsort", argv, false).expect("options parse")
+    let alnsort::args::Parsed::Run(args) =
+        alnsort::args::parse("alnsort", argv, false).expect("options parse")
     else {
         panic!("the options name a run");
     };

@@ -23,9 +23,8 @@ fn sort_args(output: &Path) -> Vec<OsString> {
 }
 
 fn library_sort(output: &Path) {
-    let parsed =
-        alnsort_engine::args::parse("alnsort", sort_args(output), false).expect("options parse");
-    let alnsort_engine::args::Parsed::Run(args) = parsed else {
+    let parsed = alnsort::args::parse("alnsort", sort_args(output), false).expect("options parse");
+    let alnsort::args::Parsed::Run(args) = parsed else {
         panic!("the options name a run");
     };
     let cfg = alnsort_engine::config::resolve(&args).expect("options resolve");

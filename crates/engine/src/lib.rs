@@ -5,19 +5,19 @@
 //! then merge and write. Each stage is a function a distributed driver can
 //! call on its own.
 
-pub mod args;
 pub mod cleanup;
 pub mod config;
 pub mod input;
 pub mod markdup;
 pub mod memsize;
 pub mod merge;
+pub mod options;
 pub mod output;
 pub mod progress;
 pub mod stages;
 pub mod stats;
 
-use crate::cleanup::{Debris, SignalGuard, TempDir};
+use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
 use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
@@ -94,49 +94,10 @@ fn charge_cram(
 /// baseline and I/O buffers leave the sorter no useful room.
 pub const MIN_TOTAL_BUDGET: u64 = 16 << 20;
 
-/// glibc's malloc raises its mmap threshold each time a large block is freed
-/// (up to 32 MiB), after which the 4 MiB SAM batches and the record buffers
-/// come from heap arenas that it keeps mapped: measured peak RSS of a 300 MB
-/// SAM sort at `--max-memory 64M` was 84 MiB with the default and 49 MiB with
-/// the threshold pinned at its 128 KiB default (same wall time), so large
-/// blocks go back to the system when freed. Process-wide allocator tuning,
-/// so only the binary's entry point does it ([`run`]), before any thread
-/// starts (same as MALLOC_MMAP_THRESHOLD_=131072).
-const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
-
-/// The threshold when CRAM is read or written and no `--max-memory` total
-/// is set (so memory is samtools' `-m` record buffer with I/O on top): the
-/// CRAM codecs allocate fresh buffers of 1 MiB and more per block (the rANS
-/// order-1 table of 256 contexts, the block's decoded data), which at
-/// 128 KiB are new mappings, page-faulted in and unmapped for every block.
-/// At 4 MiB they are reused from the heap: on 500,072 records (-@2, load 5)
-/// system time fell from 0.51-0.58 s to 0.21-0.27 s reading CRAM and from
-/// 0.54-0.64 s to 0.36-0.44 s writing it (2 MiB left reading at 0.41 s).
-/// The price is about 19 MB of peak RSS per thread (freed blocks kept in
-/// the threads' heaps), so a run with a `--max-memory` total keeps the
-/// default threshold and stays within it.
-const MMAP_THRESHOLD_CRAM: libc::c_int = 4 << 20;
-
-fn pin_mmap_threshold(cram: bool) {
-    let threshold = if cram {
-        MMAP_THRESHOLD_CRAM
-    } else {
-        MMAP_THRESHOLD
-    };
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes malloc parameters; called before any
-    // other thread of this process allocates.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, threshold);
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = threshold;
-}
-
 /// Whether a run reads or writes CRAM, as far as the binary can tell
 /// before it starts: CRAM output, or an input file (not standard input,
 /// which cannot be read twice) that begins with the CRAM magic.
-pub(crate) fn uses_cram<'a>(cram_out: bool, inputs: impl IntoIterator<Item = &'a str>) -> bool {
+pub fn uses_cram<'a>(cram_out: bool, inputs: impl IntoIterator<Item = &'a str>) -> bool {
     use std::io::Read;
     cram_out
         || inputs.into_iter().any(|path| {
@@ -162,8 +123,8 @@ pub fn run_sort(cfg: Config) -> Result<stats::Report> {
 }
 
 /// [`run_sort`], registering the run's files in `debris`, which the caller
-/// may share with a signal handler ([`SignalGuard`]).
-fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
+/// may share with a signal handler (the binary's signal thread).
+pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
     for w in &cfg.warnings {
         eprintln!("[W::alnsort] {w}");
     }
@@ -200,19 +161,6 @@ fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
         })?;
     }
     Ok(report)
-}
-
-/// The process-wide setup of the `alnsort` program, done by [`run`] before
-/// the run starts any thread and never by [`run_sort`]: allocator tuning,
-/// the soft open-file limit raised to the hard one (so the sorter's
-/// automatic fan-in can merge more runs at once), and the signal thread
-/// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
-/// `cram_heap`: a CRAM run without a memory total (see
-/// [`MMAP_THRESHOLD_CRAM`]).
-pub(crate) fn setup_process(debris: &Debris, cram_heap: bool) -> Result<SignalGuard> {
-    pin_mmap_threshold(cram_heap);
-    alnsort_sort::raise_open_file_limit();
-    SignalGuard::install(debris.clone()).context("installing signal handlers")
 }
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
@@ -261,7 +209,7 @@ fn chunk_fill(explicit_total: bool) -> alnsort_sort::ChunkFill {
 
 /// The run's worker pool: `threads` workers (at least one) named
 /// `{name}-{i}`; sort, merge and the stages each start one.
-pub(crate) fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::ThreadPool>> {
+pub fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::ThreadPool>> {
     Ok(Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
@@ -327,7 +275,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             }
         }
     }
-    if cfg.format == args::OutFormat::Cram {
+    if cfg.format == options::OutFormat::Cram {
         holdings.push(RefHolding::for_order(cfg.order == SortOrder::Coordinate));
     }
     if cfg.explicit_total && !holdings.is_empty() {
@@ -566,7 +514,7 @@ pub fn check_wide_output(cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-use crate::args::OutFormat as config_format;
+use crate::options::OutFormat as config_format;
 
 /// The input of a sort: one file, or several merged.
 enum InputFeed {
@@ -617,121 +565,6 @@ pub fn error_text(e: &anyhow::Error) -> String {
         }
     }
     text
-}
-
-/// Exit status of a command line that does not name something to do
-/// (`alnsort` alone, an unknown command): the usual usage-error code.
-const EXIT_USAGE: i32 = 2;
-/// Exit status of every failure of `alnsort sort`, bad options included:
-/// samtools sort exits 1 for those too, and a drop-in replacement must not
-/// change the status a pipeline tests (the differential tests compare it
-/// with samtools').
-const EXIT_FAILURE: i32 = 1;
-
-/// Entry point used by `main`: argv in, exit code out. This is the
-/// program, not a library call: before a sort it changes process state
-/// (see `setup_process`), and it may end the process on a signal or a
-/// closed standard output. Library callers use [`run_sort`].
-pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
-    let argv0 = argv
-        .first()
-        .map(|a| a.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "alnsort".into());
-    let mut rest = argv.into_iter().skip(1);
-    let command = rest.next();
-    match command.as_ref().map(|c| c.to_string_lossy()).as_deref() {
-        Some("sort") => {}
-        Some(stage) if stages::is_stage_command(stage) => {
-            return stages::main(stage, rest.collect());
-        }
-        Some("merge") => return merge::main(&argv0, rest.collect()),
-        Some("--version") | Some("-V") | Some("version") => {
-            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
-            return 0;
-        }
-        Some("--help") | Some("-h") | Some("help") => {
-            match rest.next().as_ref().map(|c| c.to_string_lossy()).as_deref() {
-                None => print!("{}", args::top_help()),
-                Some("sort") => print!("{}", args::sort_help()),
-                Some(stage) if stages::is_stage_command(stage) => {
-                    print!("{}", stages::stage_help(stage))
-                }
-                Some("merge") => print!("{}", merge::merge_help()),
-                Some(other) => {
-                    eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
-                    return EXIT_USAGE;
-                }
-            }
-            return 0;
-        }
-        None => {
-            eprintln!("{}", args::SORT_USAGE);
-            eprintln!(
-                "Try 'alnsort --help' for the commands, 'alnsort sort --help' for the options."
-            );
-            return EXIT_USAGE;
-        }
-        Some(other) => {
-            let what = if other.starts_with('-') {
-                "option"
-            } else {
-                "command"
-            };
-            eprintln!("alnsort: unknown {what} '{other}'; the command is 'alnsort sort'");
-            eprintln!("Try 'alnsort --help' for more.");
-            return EXIT_USAGE;
-        }
-    }
-    let parsed = match args::parse(&argv0, rest.collect(), std::io::stdin().is_terminal()) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("alnsort sort: {e}");
-            if e.is_usage() {
-                eprintln!("Try 'alnsort sort --help' for the options.");
-            }
-            return EXIT_FAILURE;
-        }
-    };
-    let a = match parsed {
-        args::Parsed::Usage => {
-            print!("{}", args::sort_help());
-            return 0;
-        }
-        args::Parsed::Version => {
-            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
-            return 0;
-        }
-        args::Parsed::Run(a) => a,
-    };
-    let cfg = match config::resolve(&a) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("alnsort sort: {e}");
-            return EXIT_FAILURE;
-        }
-    };
-    let debris = Debris::default();
-    let cram = !cfg.explicit_total
-        && uses_cram(
-            cfg.format == args::OutFormat::Cram,
-            std::iter::once(cfg.input.as_str()).chain(cfg.inputs.iter().map(String::as_str)),
-        );
-    let result = setup_process(&debris, cram).and_then(|_signals| run_sort_with(cfg, &debris));
-    if result.is_err() {
-        cleanup::yield_to_signal();
-    }
-    match result {
-        Ok(_) => 0,
-        Err(e) if output::is_closed_stdout(&e) => {
-            // The reader of our standard output went away: end quietly by
-            // SIGPIPE, as Unix filters do (the run's files are already gone).
-            cleanup::exit_by_sigpipe()
-        }
-        Err(e) => {
-            eprintln!("alnsort sort: {}", error_text(&e));
-            EXIT_FAILURE
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,187 @@
+//! The `alnsort` program: argv in, exit code out. It parses the command
+//! line (samtools' syntax, `args.rs`; `alnsort merge`'s and the stages'
+//! in `merge.rs` and `stages.rs`), prints help, sets up the process
+//! (allocator tuning, open-file limit, the signal thread: `signals.rs`) and
+//! maps a run's result to an exit status and a message. The runs
+//! themselves are the engine's (`alnsort_engine`), which the Python package
+//! calls too.
+
+pub mod args;
+pub mod merge;
+pub mod signals;
+pub mod stages;
+
+use crate::signals::SignalGuard;
+use alnsort_engine::cleanup::Debris;
+use alnsort_engine::options::{sort_help, OutFormat, SORT_USAGE};
+use alnsort_engine::{error_text, uses_cram};
+use anyhow::{Context, Result};
+use std::io::IsTerminal;
+
+/// glibc's malloc raises its mmap threshold each time a large block is freed
+/// (up to 32 MiB), after which the 4 MiB SAM batches and the record buffers
+/// come from heap arenas that it keeps mapped: measured peak RSS of a 300 MB
+/// SAM sort at `--max-memory 64M` was 84 MiB with the default and 49 MiB with
+/// the threshold pinned at its 128 KiB default (same wall time), so large
+/// blocks go back to the system when freed. Process-wide allocator tuning,
+/// so only the binary's entry point does it ([`run`]), before any thread
+/// starts (same as MALLOC_MMAP_THRESHOLD_=131072).
+const MMAP_THRESHOLD: libc::c_int = 128 * 1024;
+
+/// The threshold when CRAM is read or written and no `--max-memory` total
+/// is set (so memory is samtools' `-m` record buffer with I/O on top): the
+/// CRAM codecs allocate fresh buffers of 1 MiB and more per block (the rANS
+/// order-1 table of 256 contexts, the block's decoded data), which at
+/// 128 KiB are new mappings, page-faulted in and unmapped for every block.
+/// At 4 MiB they are reused from the heap: on 500,072 records (-@2, load 5)
+/// system time fell from 0.51-0.58 s to 0.21-0.27 s reading CRAM and from
+/// 0.54-0.64 s to 0.36-0.44 s writing it (2 MiB left reading at 0.41 s).
+/// The price is about 19 MB of peak RSS per thread (freed blocks kept in
+/// the threads' heaps), so a run with a `--max-memory` total keeps the
+/// default threshold and stays within it.
+const MMAP_THRESHOLD_CRAM: libc::c_int = 4 << 20;
+
+fn pin_mmap_threshold(cram: bool) {
+    let threshold = if cram {
+        MMAP_THRESHOLD_CRAM
+    } else {
+        MMAP_THRESHOLD
+    };
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes malloc parameters; called before any
+    // other thread of this process allocates.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, threshold);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = threshold;
+}
+
+/// The process-wide setup of the `alnsort` program, done by [`run`] before
+/// the run starts any thread and never by [`run_sort`]: allocator tuning,
+/// the soft open-file limit raised to the hard one (so the sorter's
+/// automatic fan-in can merge more runs at once), and the signal thread
+/// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
+/// `cram_heap`: a CRAM run without a memory total (see
+/// [`MMAP_THRESHOLD_CRAM`]).
+pub fn setup_process(debris: &Debris, cram_heap: bool) -> Result<SignalGuard> {
+    pin_mmap_threshold(cram_heap);
+    alnsort_sort::raise_open_file_limit();
+    SignalGuard::install(debris.clone()).context("installing signal handlers")
+}
+
+/// Exit status of a command line that does not name something to do
+/// (`alnsort` alone, an unknown command): the usual usage-error code.
+const EXIT_USAGE: i32 = 2;
+/// Exit status of every failure of `alnsort sort`, bad options included:
+/// samtools sort exits 1 for those too, and a drop-in replacement must not
+/// change the status a pipeline tests (the differential tests compare it
+/// with samtools').
+const EXIT_FAILURE: i32 = 1;
+
+/// Entry point used by `main`: argv in, exit code out. This is the
+/// program, not a library call: before a sort it changes process state
+/// (see `setup_process`), and it may end the process on a signal or a
+/// closed standard output. Library callers use [`run_sort`].
+pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
+    let argv0 = argv
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "alnsort".into());
+    let mut rest = argv.into_iter().skip(1);
+    let command = rest.next();
+    match command.as_ref().map(|c| c.to_string_lossy()).as_deref() {
+        Some("sort") => {}
+        Some(stage) if stages::is_stage_command(stage) => {
+            return stages::main(stage, rest.collect());
+        }
+        Some("merge") => return merge::main(&argv0, rest.collect()),
+        Some("--version") | Some("-V") | Some("version") => {
+            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        Some("--help") | Some("-h") | Some("help") => {
+            match rest.next().as_ref().map(|c| c.to_string_lossy()).as_deref() {
+                None => print!("{}", args::top_help()),
+                Some("sort") => print!("{}", sort_help()),
+                Some(stage) if stages::is_stage_command(stage) => {
+                    print!("{}", stages::stage_help(stage))
+                }
+                Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
+                Some(other) => {
+                    eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
+                    return EXIT_USAGE;
+                }
+            }
+            return 0;
+        }
+        None => {
+            eprintln!("{}", SORT_USAGE);
+            eprintln!(
+                "Try 'alnsort --help' for the commands, 'alnsort sort --help' for the options."
+            );
+            return EXIT_USAGE;
+        }
+        Some(other) => {
+            let what = if other.starts_with('-') {
+                "option"
+            } else {
+                "command"
+            };
+            eprintln!("alnsort: unknown {what} '{other}'; the command is 'alnsort sort'");
+            eprintln!("Try 'alnsort --help' for more.");
+            return EXIT_USAGE;
+        }
+    }
+    let parsed = match args::parse(&argv0, rest.collect(), std::io::stdin().is_terminal()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("alnsort sort: {e}");
+            if e.is_usage() {
+                eprintln!("Try 'alnsort sort --help' for the options.");
+            }
+            return EXIT_FAILURE;
+        }
+    };
+    let a = match parsed {
+        args::Parsed::Usage => {
+            print!("{}", sort_help());
+            return 0;
+        }
+        args::Parsed::Version => {
+            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        args::Parsed::Run(a) => a,
+    };
+    let cfg = match alnsort_engine::config::resolve(&a) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("alnsort sort: {e}");
+            return EXIT_FAILURE;
+        }
+    };
+    let debris = Debris::default();
+    let cram = !cfg.explicit_total
+        && uses_cram(
+            cfg.format == OutFormat::Cram,
+            std::iter::once(cfg.input.as_str()).chain(cfg.inputs.iter().map(String::as_str)),
+        );
+    let result = setup_process(&debris, cram)
+        .and_then(|_signals| alnsort_engine::run_sort_with(cfg, &debris));
+    if result.is_err() {
+        signals::yield_to_signal();
+    }
+    match result {
+        Ok(_) => 0,
+        Err(e) if alnsort_engine::output::is_closed_stdout(&e) => {
+            // The reader of our standard output went away: end quietly by
+            // SIGPIPE, as Unix filters do (the run's files are already gone).
+            signals::exit_by_sigpipe()
+        }
+        Err(e) => {
+            eprintln!("alnsort sort: {}", error_text(&e));
+            EXIT_FAILURE
+        }
+    }
+}

@@ -221,7 +221,7 @@ fn check(dir: &Path, sam: &Path, order: &[&str], other_order: &[&str], big: bool
     else {
         panic!("the options name a run");
     };
-    let cfg = alnsort::config::resolve(&args).expect("options resolve");
+    let cfg = alnsort_engine::config::resolve(&args).expect("options resolve");
 
     let (header, starts) = record_starts(&input);
     let n = starts.len();
@@ -275,7 +275,7 @@ fn check(dir: &Path, sam: &Path, order: &[&str], other_order: &[&str], big: bool
     }
 
     let mut out_header = (*header).clone();
-    alnsort::edit_header(&mut out_header, &cfg, false);
+    alnsort_engine::edit_header(&mut out_header, &cfg, false);
     let out_header = Arc::new(out_header);
     let level = CompressionLevel::new(cfg.level).expect("level");
 

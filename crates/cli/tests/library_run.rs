@@ -1,4 +1,4 @@
-//! `alnsort::run_sort` as a library call (the Python package, a Ray task):
+//! `alnsort_engine::run_sort` as a library call (the Python package, a Ray task):
 //! called twice in one process it gives the binary's output bytes both
 //! times and leaves the process as it found it: the calling thread's signal
 //! mask, the open-file limit, and no signal-handling thread left behind.
@@ -27,8 +27,8 @@ fn library_sort(output: &Path) {
     let alnsort::args::Parsed::Run(args) = parsed else {
         panic!("the options name a run");
     };
-    let cfg = alnsort::config::resolve(&args).expect("options resolve");
-    alnsort::run_sort(cfg).expect("library sort succeeds");
+    let cfg = alnsort_engine::config::resolve(&args).expect("options resolve");
+    alnsort_engine::run_sort(cfg).expect("library sort succeeds");
 }
 
 fn blocked_signals() -> Vec<libc::c_int> {

@@ -1,21 +1,84 @@
 //! `alnsort._alnsort`: the extension module behind the `alnsort` Python
-//! package (its Python half is `python/alnsort/`). It runs `alnsort sort`
-//! from an argument vector through the CLI's own parser (`args::parse`),
-//! resolver (`config::resolve`) and run (`run_sort`), so every option has
-//! one definition and every error message is the one the CLI prints after
-//! "alnsort sort: ". The Python half builds the argument vector from
-//! keyword arguments and turns the report's JSON into a dict.
+//! package (its Python half is `python/alnsort/`). It binds the engine
+//! (`alnsort_engine`): the keyword arguments arrive as typed values
+//! ([`Keywords`]), each setting the field of the engine's `SortOptions`
+//! that its `alnsort sort` option sets (through the same value parsers, so
+//! a refused value gives the message the CLI prints after "alnsort sort: "),
+//! and the run is the engine's `run_sort`, resolved by `config::resolve` as
+//! the binary's is. Nothing is turned into argv and parsed again.
 
-use alnsort::args::{self, Parsed};
-use alnsort::config;
+use alnsort_engine::config;
+use alnsort_engine::markdup::MdOpt;
+use alnsort_engine::options::{self, ArgError, OptId, OrderFlag, SortOptions, UnknownReference};
 use pyo3::prelude::*;
-use std::ffi::OsString;
 
 mod stages;
 
 /// The program name the runs are given: it begins the @PG CL field and the
 /// report's `command_line`, as `alnsort` typed in a shell does.
 pub const ARGV0: &str = "alnsort";
+
+/// The keyword arguments of `alnsort.sort()` that are sort options (the
+/// stages take the same), as the Python half checked them: a dict with
+/// every key.
+#[derive(Debug, Clone, FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Keywords {
+    pub order: String,
+    pub threads: i64,
+    pub max_memory: Option<String>,
+    pub level: Option<i64>,
+    pub output_format: Option<String>,
+    pub tag: Option<String>,
+    pub tmp_dir: Option<String>,
+    pub no_pg: bool,
+    pub unknown_reference: String,
+    /// The `alnsort sort` command these options stand for (recorded in
+    /// @PG CL and the report, never parsed).
+    pub command_line: Vec<String>,
+}
+
+impl Keywords {
+    /// The engine's options for these keywords: what `alnsort sort` with
+    /// the matching options (`-n`, `-@`, `--max-memory`, `-l`, `-O`, ...)
+    /// sets, by the same setters.
+    pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
+        // htslib's stringify_argv, as the binary records its command line.
+        let mut o = SortOptions::new(self.command_line.join(" ").replace('\t', " "));
+        match self.order.as_str() {
+            "coordinate" => {}
+            "name" => o.order = OrderFlag::Name,
+            "name-lexicographic" => {
+                o.order = OrderFlag::Name;
+                o.lexicographic = true;
+            }
+            "template-coordinate" => o.order = OrderFlag::TemplateCoordinate,
+            "minimiser" => o.order = OrderFlag::Minimiser,
+            other => return Err(ArgError::Invalid(format!("unknown order '{other}'"))),
+        }
+        o.unknown_reference = match self.unknown_reference.as_str() {
+            "error" => UnknownReference::Error,
+            "unmapped" => UnknownReference::Unmapped,
+            other => {
+                return Err(ArgError::Invalid(format!(
+                    "--unknown-reference '{other}': expected 'error' (the default) or 'unmapped'"
+                )))
+            }
+        };
+        o.tag = self.tag.clone();
+        o.threads = self.threads.max(0) as usize;
+        o.max_memory = self.max_memory.clone();
+        if let Some(level) = self.level {
+            o.level = options::level_from(level);
+        }
+        if let Some(f) = &self.output_format {
+            options::parse_output_fmt(f, &mut o)?;
+        }
+        o.tmp_prefix = self.tmp_dir.clone();
+        o.no_pg = self.no_pg;
+        Ok(o)
+    }
+}
 
 /// A failed `alnsort sort`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,20 +107,52 @@ pub fn is_io(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Runs `alnsort sort REST…` (REST: the arguments after `sort`) and returns
-/// the run's report as JSON, the text `--stats-json` writes. Standard input
-/// and output are refused: a Python caller names files.
-pub fn sort_argv(rest: Vec<OsString>) -> Result<String, Failure> {
-    // The message texts are the ones `alnsort::run` prints for each stage.
-    let a = match args::parse(ARGV0, rest, false).map_err(|e| Failure::usage(e.to_string()))? {
-        Parsed::Run(a) => a,
-        Parsed::Usage | Parsed::Version => {
-            return Err(Failure::usage(
-                "the arguments ask for the help or the version, not for a sort".into(),
-            ))
+/// Where the index goes: `false` none, `true` OUTPUT.csi, a path that file
+/// (`.bai`: BAI).
+#[derive(Debug, Clone, FromPyObject)]
+pub enum IndexArg {
+    Write(bool),
+    Path(String),
+}
+
+/// The typed options of one sort of `input` into `output`.
+pub fn sort_options(
+    input: &str,
+    output: &str,
+    kw: &Keywords,
+    index: &IndexArg,
+    markdup: bool,
+    metrics: Option<&str>,
+) -> Result<SortOptions, ArgError> {
+    let mut o = kw.sort_options()?;
+    if markdup {
+        o.apply(OptId::Markdup(MdOpt::Markdup), None)?;
+    }
+    if let Some(m) = metrics {
+        o.apply(OptId::Markdup(MdOpt::Metrics), Some(m.into()))?;
+    }
+    o.output = match index {
+        IndexArg::Write(false) => output.to_string(),
+        IndexArg::Write(true) => {
+            o.write_index = true;
+            output.to_string()
+        }
+        // A named index: FILE.bai writes BAI, anything else CSI.
+        IndexArg::Path(p) => {
+            o.write_index = true;
+            format!("{output}##idx##{p}")
         }
     };
-    let cfg = config::resolve(&a).map_err(|e| Failure::usage(e.to_string()))?;
+    o.input = input.to_string();
+    o.inputs = vec![input.to_string()];
+    Ok(o)
+}
+
+/// Runs one sort with typed options and returns the run's report as JSON,
+/// the text `--stats-json` writes. Standard input and output are refused:
+/// a Python caller names files.
+pub fn sort_typed(options: SortOptions) -> Result<String, Failure> {
+    let cfg = config::resolve(&options).map_err(|e| Failure::usage(e.to_string()))?;
     if cfg.input == "-" {
         return Err(Failure::usage(
             "standard input cannot be read from Python: name an input file".into(),
@@ -68,47 +163,74 @@ pub fn sort_argv(rest: Vec<OsString>) -> Result<String, Failure> {
             "standard output cannot be written from Python: name an output file (-o FILE)".into(),
         ));
     }
-    let report = alnsort::run_sort(cfg).map_err(|e| Failure {
-        message: alnsort::error_text(&e),
+    let report = alnsort_engine::run_sort(cfg).map_err(|e| Failure {
+        message: alnsort_engine::error_text(&e),
         io: is_io(&e),
     })?;
     Ok(report.json())
 }
 
-/// Runs `alnsort sort` with `argv`, the arguments after `sort` (str or
-/// os.PathLike items), without the GIL, and returns the run's report as
-/// JSON text. Raises alnsort.AlnsortError (alnsort.AlnsortIOError when
-/// the cause is I/O) with the message the CLI prints after
-/// "alnsort sort: ". Use alnsort.sort(), which builds argv from keyword
-/// arguments.
-#[pyfunction]
-fn run(py: Python<'_>, argv: Vec<OsString>) -> PyResult<String> {
-    match py.detach(move || sort_argv(argv)) {
-        Ok(json) => Ok(json),
-        Err(f) => {
-            // The exception classes live in the package's Python half.
-            let class = py.import("alnsort")?.getattr(if f.io {
-                "AlnsortIOError"
-            } else {
-                "AlnsortError"
-            })?;
-            Err(PyErr::from_value(class.call1((f.message,))?))
-        }
+/// Raises the package's exception for a failure.
+fn raise_failure(py: Python<'_>, f: Failure) -> PyErr {
+    // The exception classes live in the package's Python half.
+    let class = match py.import("alnsort").and_then(|m| {
+        m.getattr(if f.io {
+            "AlnsortIOError"
+        } else {
+            "AlnsortError"
+        })
+    }) {
+        Ok(c) => c,
+        Err(err) => return err,
+    };
+    match class.call1((f.message,)) {
+        Ok(v) => PyErr::from_value(v),
+        Err(err) => err,
     }
+}
+
+/// Sorts `input` into `output` with the typed options `options` (a dict
+/// of [`Keywords`]), `index` (bool or path), `markdup` and `metrics`,
+/// without the GIL, and returns the run's report as JSON text. Raises
+/// alnsort.AlnsortError (alnsort.AlnsortIOError when the cause is I/O)
+/// with the message the CLI prints after "alnsort sort: ". Use
+/// alnsort.sort(), which checks the keyword arguments.
+#[pyfunction]
+#[pyo3(signature = (input, output, options, index, markdup, metrics=None))]
+fn sort(
+    py: Python<'_>,
+    input: String,
+    output: String,
+    options: Keywords,
+    index: IndexArg,
+    markdup: bool,
+    metrics: Option<String>,
+) -> PyResult<String> {
+    let opts = sort_options(
+        &input,
+        &output,
+        &options,
+        &index,
+        markdup,
+        metrics.as_deref(),
+    )
+    .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+    py.detach(move || sort_typed(opts))
+        .map_err(|f| raise_failure(py, f))
 }
 
 /// The text of `alnsort sort --help`: every option, with its differences
 /// from samtools.
 #[pyfunction]
 fn sort_help() -> String {
-    args::sort_help()
+    options::sort_help()
 }
 
 #[pymodule]
 fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ARGV0", ARGV0)?;
-    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(sort_help, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_split, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
@@ -124,23 +246,43 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
 mod tests {
     use super::*;
 
-    fn os(v: &[&str]) -> Vec<OsString> {
-        v.iter().map(OsString::from).collect()
+    fn keywords() -> Keywords {
+        Keywords {
+            order: "coordinate".into(),
+            threads: 1,
+            max_memory: None,
+            level: None,
+            output_format: None,
+            tag: None,
+            tmp_dir: None,
+            no_pg: true,
+            unknown_reference: "error".into(),
+            command_line: vec![ARGV0.into(), "sort".into()],
+        }
+    }
+
+    fn typed(input: &str, output: &str, kw: &Keywords) -> Result<String, Failure> {
+        let o = sort_options(input, output, kw, &IndexArg::Write(false), false, None)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        sort_typed(o)
     }
 
     #[test]
-    fn option_errors_are_the_parsers_text() {
-        let f = sort_argv(os(&["--no-such-option", "-o", "x.bam", "in.sam"])).unwrap_err();
-        let cli = args::parse(ARGV0, os(&["--no-such-option"]), false).unwrap_err();
-        assert_eq!(f.message, cli.to_string());
+    fn option_value_errors_are_the_setters_text() {
+        let mut kw = keywords();
+        kw.output_format = Some("xyz".into());
+        let f = typed("in.sam", "x.bam", &kw).unwrap_err();
+        let mut cli = SortOptions::new(String::new());
+        let want = options::parse_output_fmt("xyz", &mut cli).unwrap_err();
+        assert_eq!(f.message, want.to_string());
         assert!(!f.io);
     }
 
     #[test]
     fn standard_streams_are_refused() {
-        let f = sort_argv(os(&["-o", "x.bam", "-"])).unwrap_err();
+        let f = typed("-", "x.bam", &keywords()).unwrap_err();
         assert!(f.message.contains("standard input"), "{}", f.message);
-        let f = sort_argv(os(&["in.sam"])).unwrap_err();
+        let f = typed("in.sam", "-", &keywords()).unwrap_err();
         assert!(f.message.contains("standard output"), "{}", f.message);
     }
 
@@ -150,10 +292,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("out.bam");
         let missing = dir.join("missing.sam");
-        let mut argv = os(&["--no-PG", "--no-progress", "-o"]);
-        argv.push(out.clone().into());
-        argv.push(missing.clone().into());
-        let f = sort_argv(argv).unwrap_err();
+        let f = typed(
+            missing.to_str().unwrap(),
+            out.to_str().unwrap(),
+            &keywords(),
+        )
+        .unwrap_err();
         assert!(f.io, "{f:?}");
         assert!(
             f.message.contains(&missing.display().to_string()),

@@ -1,18 +1,18 @@
 //! The extension functions behind `alnsort.stages` (the distributed sort's
-//! stages, `alnsort::stages`). Each runs without the GIL and raises
+//! stages, `alnsort_engine::stages`). Each runs without the GIL and raises
 //! alnsort.AlnsortError (AlnsortIOError for I/O causes) with the message
-//! the subcommands print. Options are `alnsort sort` options (argv form,
-//! without `-o` and the input); the Python half builds them.
+//! the subcommands print. Options are the typed keywords of
+//! `alnsort.sort()` ([`Keywords`]), the same for every stage of one sort.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
-use alnsort::config::IndexKind;
-use alnsort::stages::{self, SplitSpec};
+use alnsort_engine::config::IndexKind;
+use alnsort_engine::options::SortOptions;
+use alnsort_engine::stages::{self, SplitSpec};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::is_io;
+use crate::{is_io, Keywords};
 
 /// A split as the Python half passes it: (input, start, end, ordinal).
 type SplitTuple = (usize, u64, Option<u64>, u32);
@@ -42,6 +42,13 @@ fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
         Ok(v) => PyErr::from_value(v),
         Err(err) => err,
     }
+}
+
+/// The engine's options for a stage's keywords; a refused value raises
+/// the package's exception with the setter's message.
+fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
+    kw.sort_options()
+        .map_err(|e| raise(py, anyhow::Error::new(e)))
 }
 
 fn bytes_list(py: Python<'_>, v: Vec<Vec<u8>>) -> Vec<Py<PyBytes>> {
@@ -86,8 +93,9 @@ pub fn stage_sample(
     inputs: Vec<PathBuf>,
     split: SplitTuple,
     count: usize,
-    options: Vec<OsString>,
+    options: Keywords,
 ) -> PyResult<Vec<Py<PyBytes>>> {
+    let options = typed(py, &options)?;
     let got = py.detach(move || stages::sample(&inputs, &spec(split), count, &options));
     got.map(|v| bytes_list(py, v)).map_err(|e| raise(py, e))
 }
@@ -126,9 +134,10 @@ pub fn stage_map(
     inputs: Vec<PathBuf>,
     split: SplitTuple,
     splitters: Vec<Vec<u8>>,
-    options: Vec<OsString>,
+    options: Keywords,
     prior: Option<u64>,
 ) -> PyResult<MapResult> {
+    let options = typed(py, &options)?;
     let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
     match got {
         Ok(m) => {
@@ -257,9 +266,10 @@ pub fn stage_reduce(
     part_path: PathBuf,
     range_index: usize,
     partitions: usize,
-    options: Vec<OsString>,
+    options: Keywords,
     index: bool,
 ) -> PyResult<(u64, u64)> {
+    let options = typed(py, &options)?;
     let held = blocks
         .iter()
         .map(BlockBytes::new)
@@ -287,12 +297,13 @@ pub fn stage_assemble(
     inputs: Vec<PathBuf>,
     parts: Vec<PathBuf>,
     output: PathBuf,
-    options: Vec<OsString>,
+    options: Keywords,
     index: Option<String>,
     sharded: bool,
     argv: Option<Vec<String>>,
 ) -> PyResult<(u64, Option<PathBuf>, Vec<PathBuf>)> {
     let kind = index_kind(index.as_deref())?;
+    let options = typed(py, &options)?;
     let got = py.detach(move || {
         stages::assemble(
             &inputs,

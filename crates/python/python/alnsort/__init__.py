@@ -5,10 +5,12 @@
     >>> stats["records_in"]
 
 :func:`sort` runs the same code as the ``alnsort sort`` command, in this
-process, without holding the GIL. Its keyword arguments are turned into
-that command's arguments (:func:`sort_argv` shows them) and parsed by the
-command's own parser, so every option means what it means on the command
-line and every error message is the command's.
+process, without holding the GIL. Its keyword arguments are passed as
+typed values to the engine the command runs, each setting what its
+``alnsort sort`` option sets (:func:`sort_argv` shows that command line,
+which the output's ``@PG`` line and the report record), so every option
+means what it means on the command line and every error message is the
+command's.
 """
 
 from __future__ import annotations
@@ -203,6 +205,47 @@ def sort_options(
     return argv
 
 
+def _keywords(
+    *,
+    order: str = "coordinate",
+    threads: int = 1,
+    max_memory: Union[str, int, None] = None,
+    level: Optional[int] = None,
+    output_format: Optional[str] = None,
+    tag: Optional[str] = None,
+    tmp_dir: Optional[PathArg] = None,
+    no_pg: bool = False,
+    unknown_reference: str = "error",
+) -> Dict[str, Any]:
+    """The typed options the extension module takes for these keyword
+    arguments (checked as :func:`sort_options` checks them), with
+    ``command_line``: ``alnsort sort`` and those options, the command the
+    run stands for."""
+    words = sort_options(
+        order=order,
+        threads=threads,
+        max_memory=max_memory,
+        level=level,
+        output_format=output_format,
+        tag=tag,
+        tmp_dir=tmp_dir,
+        no_pg=no_pg,
+        unknown_reference=unknown_reference,
+    )
+    return {
+        "order": order,
+        "threads": threads,
+        "max_memory": None if max_memory is None else str(max_memory),
+        "level": level,
+        "output_format": output_format,
+        "tag": tag,
+        "tmp_dir": None if tmp_dir is None else _path(tmp_dir, "tmp_dir"),
+        "no_pg": no_pg,
+        "unknown_reference": unknown_reference,
+        "command_line": [_alnsort.ARGV0, "sort", *words],
+    }
+
+
 def sort(
     input: PathArg,
     output: PathArg,
@@ -283,5 +326,26 @@ def sort(
         metrics=metrics,
         unknown_reference=unknown_reference,
     )
-    report: Dict[str, Any] = json.loads(_alnsort.run(argv[2:]))
+    options = _keywords(
+        order=order,
+        threads=threads,
+        max_memory=max_memory,
+        level=level,
+        output_format=output_format,
+        tag=tag,
+        tmp_dir=tmp_dir,
+        no_pg=no_pg,
+        unknown_reference=unknown_reference,
+    )
+    options["command_line"] = argv
+    report: Dict[str, Any] = json.loads(
+        _alnsort.sort(
+            _file(input, "input"),
+            _file(output, "output"),
+            options,
+            index if isinstance(index, bool) else _path(index, "index"),
+            markdup,
+            None if metrics is None else _path(metrics, "metrics"),
+        )
+    )
     return report

@@ -1,12 +1,19 @@
 """Type stub of the extension module alnsort._alnsort (crates/python/src/lib.rs)."""
 
 import os
-from typing import Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 __version__: str
 ARGV0: str
 
-def run(argv: Sequence[Union[str, "os.PathLike[str]"]]) -> str: ...
+# The typed options: the dict alnsort._keywords() returns (order, threads,
+# max_memory, level, output_format, tag, tmp_dir, no_pg, unknown_reference,
+# command_line).
+_Keywords = Dict[str, Any]
+
+def sort(
+    input: str, output: str, options: _Keywords, index: Union[bool, str], markdup: bool, metrics: Optional[str] = None
+) -> str: ...
 def sort_help() -> str: ...
 
 # The distributed stages (crates/python/src/stages.rs); use alnsort.stages.
@@ -15,14 +22,14 @@ _SplitTuple = tuple[int, int, Optional[int], int]
 
 def stage_split(inputs: Sequence[Union[str, "os.PathLike[str]"]], parts: int, threads: int) -> list[_SplitTuple]: ...
 def stage_sample(
-    inputs: Sequence[Union[str, "os.PathLike[str]"]], split: _SplitTuple, count: int, options: Sequence[str]
+    inputs: Sequence[Union[str, "os.PathLike[str]"]], split: _SplitTuple, count: int, options: _Keywords
 ) -> list[bytes]: ...
 def stage_splitters(samples: Sequence[bytes], partitions: int) -> list[bytes]: ...
 def stage_map(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     split: _SplitTuple,
     splitters: Sequence[bytes],
-    options: Sequence[str],
+    options: _Keywords,
 ) -> tuple[list[bytes], int, Optional[int]]: ...
 def stage_reduce(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
@@ -30,14 +37,14 @@ def stage_reduce(
     part_path: Union[str, "os.PathLike[str]"],
     range_index: int,
     partitions: int,
-    options: Sequence[str],
+    options: _Keywords,
     index: bool,
 ) -> tuple[int, int]: ...
 def stage_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     parts: Sequence[Union[str, "os.PathLike[str]"]],
     output: Union[str, "os.PathLike[str]"],
-    options: Sequence[str],
+    options: _Keywords,
     index: Optional[str],
     sharded: bool,
     argv: Optional[Sequence[str]],

@@ -57,7 +57,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _alnsort, _check, _path, sort_options, PathArg
+from . import _alnsort, _check, _keywords, _path, sort_options, PathArg
 
 __all__ = [
     "Split",
@@ -122,7 +122,7 @@ def sample(inputs: Sequence[PathArg], split: Split, count: int, **order: Any) ->
     tie-break (the split's ordinal and the record's virtual offset) as one
     ``bytes``."""
     _check(count, (int,), "count")
-    return _alnsort.stage_sample(_inputs(inputs), _split_tuple(split), count, options(**order))
+    return _alnsort.stage_sample(_inputs(inputs), _split_tuple(split), count, _keywords(**order))
 
 
 def splitters(samples: Sequence[bytes], partitions: int) -> List[bytes]:
@@ -183,7 +183,7 @@ def map(  # noqa: A001 - the stage's name in the interface
         _inputs(inputs),
         _split_tuple(split),
         [bytes(s) for s in splitters],
-        options(**order),
+        _keywords(**order),
         prior,
     )
     return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
@@ -244,7 +244,7 @@ def reduce(
         _path(part_path, "part_path"),
         range_index,
         partitions,
-        options(**order),
+        _keywords(**order),
         index is not None,
     )
     return {"records": records, "bytes": nbytes}
@@ -276,7 +276,7 @@ def assemble(
         _inputs(inputs),
         [_path(p, "part") for p in parts],
         _path(output, "output"),
-        options(**order),
+        _keywords(**order),
         index,
         sharded,
         None if argv is None else [str(a) for a in argv],

@@ -8,9 +8,9 @@
 //! input is read, so an output that cannot be created stops the run at once,
 //! with its name in the message.
 
-use crate::args::OutFormat;
 use crate::cleanup::{CreateError, Debris, PendingFile};
 use crate::config::{Config, IndexKind};
+use crate::options::OutFormat;
 use crate::progress::thread_cpu_seconds;
 use alnsort_bam::header::Header;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
@@ -617,15 +617,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("alnsort-release-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
         let path = dir.join("x.bam");
-        let argv = ["-o", path.to_str().expect("utf-8"), "in.bam"];
-        let args = match crate::args::parse(
-            "alnsort",
-            argv.iter().map(std::ffi::OsString::from).collect(),
-            false,
-        ) {
-            Ok(crate::args::Parsed::Run(a)) => a,
-            other => panic!("parse: {other:?}"),
-        };
+        let mut args = crate::options::SortOptions::new("alnsort sort".into());
+        args.output = path.to_str().expect("utf-8").into();
+        args.input = "in.bam".into();
         let cfg = crate::config::resolve(&args).expect("config");
         let debris = Debris::default();
         let dest = Destinations::prepare(&cfg, &debris).expect("reserve");

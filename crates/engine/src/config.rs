@@ -4,8 +4,8 @@
 //! temp files and the index go. Every refusal happens here, before any input
 //! is read.
 
-use crate::args::{OrderFlag, OutFormat, SortArgs};
 use crate::memsize::{self, SystemMemory};
+use crate::options::{OrderFlag, OutFormat, SortOptions};
 use alnsort_bam::keys::minimiser::{Minimiser, MinimiserIndex};
 use alnsort_bam::keys::{SortOrder, TagSecondary};
 use alnsort_bam::reader::UnknownReference;
@@ -91,7 +91,7 @@ fn default_level() -> u32 {
 }
 
 /// Builds the `-I` index as samtools does before it reads any input.
-fn minimiser_index(path: &Path, a: &SortArgs) -> Result<MinimiserIndex, ConfigError> {
+fn minimiser_index(path: &Path, a: &SortOptions) -> Result<MinimiserIndex, ConfigError> {
     let fail = |what: String| ConfigError(format!("-I {}: {what}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
     let mut reader = BufReader::new(file);
@@ -115,7 +115,7 @@ fn minimiser_index(path: &Path, a: &SortArgs) -> Result<MinimiserIndex, ConfigEr
     })
 }
 
-fn resolve_order(a: &SortArgs) -> Result<(SortOrder, HdValues), ConfigError> {
+fn resolve_order(a: &SortOptions) -> Result<(SortOrder, HdValues), ConfigError> {
     let name_ss = |lex: bool| {
         if lex {
             "queryname:lexicographical"
@@ -213,7 +213,7 @@ fn minimiser_all_unplaced_hd(order: &SortOrder) -> Option<HdValues> {
 
 /// Output format from `-O`, else the file extension (htslib's
 /// `sam_open_mode`: .sam, .bam, .cram, with .gz/.bgz after .sam), else BAM.
-fn resolve_format(a: &SortArgs) -> OutFormat {
+fn resolve_format(a: &SortOptions) -> OutFormat {
     if let Some(f) = a.format {
         return match (f, a.format_level) {
             (OutFormat::Sam, Some(_)) => OutFormat::SamGz,
@@ -235,7 +235,7 @@ fn resolve_format(a: &SortArgs) -> OutFormat {
     }
 }
 
-pub fn resolve(a: &SortArgs) -> Result<Config, ConfigError> {
+pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     let (order, hd) = resolve_order(a)?;
     let hd_all_unplaced = minimiser_all_unplaced_hd(&order);
     let format = resolve_format(a);

@@ -43,8 +43,8 @@
 //! spill), as `-m` bounds the record buffer only. The
 //! appended ordinals are record bytes the sorter counts itself.
 
-use crate::args::ArgError;
 use crate::config::ConfigError;
+use crate::options::ArgError;
 use alnsort_bam::header::Header;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::grouping::GroupCheck;

@@ -8,9 +8,9 @@
 //! input is read, so an unwritable path fails at once and costs no sort; it
 //! is renamed into place only after the output is.
 
-use crate::args::OutFormat;
 use crate::cleanup::{Debris, PendingFile};
 use crate::config::Config;
+use crate::options::OutFormat;
 use crate::output::OutputSummary;
 use crate::progress::{peak_rss_bytes, PhaseTime};
 use alnsort_sort::SortStats;

@@ -1,0 +1,988 @@
+//! `alnsort sort`'s command line, read the way samtools 1.24 reads it
+//! (getopt string `l:m:nNo:O:T:@:t:MI:K:uRw:H` plus the global long options),
+//! so a pipeline switches by replacing `samtools sort` with `alnsort sort`.
+//!
+//! One table, [`OPTIONS`], defines every option: the parser accepts exactly
+//! the options in it, and `alnsort sort --help` is rendered from it, so no
+//! option can be accepted without being listed. Options samtools has but
+//! alnsort does not implement yet are in the table too (group
+//! [`Group::Unsupported`]) so that using one is refused with a clear message
+//! rather than read as an unknown option or silently ignored.
+//!
+//! This module only turns argv into `SortOptions`; it opens nothing and reads no
+//! input (the `Config` built from it in `config.rs` does the resolving).
+
+use crate::memsize;
+pub use alnsort_bam::reader::UnknownReference;
+use lexopt::prelude::*;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// The order options as given; `config.rs` resolves them as samtools does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderFlag {
+    Coordinate,
+    Name,
+    TemplateCoordinate,
+    /// `-M` or `-I FILE`.
+    Minimiser,
+}
+
+/// Output format as named by `-O` or the output file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutFormat {
+    Bam,
+    Sam,
+    /// SAM text in BGZF (`-O sam,level=N`, `.sam.gz`).
+    SamGz,
+    Cram,
+}
+
+#[derive(Debug, Clone)]
+pub struct SortOptions {
+    pub input: String,
+    /// Every input named (more than one: sorted as one, with the header
+    /// samtools merge would make); empty when none was (standard input).
+    pub inputs: Vec<String>,
+    pub output: String,
+    pub format: Option<OutFormat>,
+    pub format_level: Option<u32>,
+    pub level: Option<u32>,
+    pub uncompressed: bool,
+    pub mem_per_thread: Option<u64>,
+    pub max_memory: Option<String>,
+    pub threads: usize,
+    pub tmp_prefix: Option<String>,
+    pub order: OrderFlag,
+    /// `-N` given anywhere: name order is lexicographic (it sticks, §1.8).
+    pub lexicographic: bool,
+    pub tag: Option<String>,
+    /// `-K INT`, clamped to 1..=31 as samtools does.
+    pub kmer: u32,
+    /// `-w INT`: the `-I` index window.
+    pub window: i64,
+    /// `-R`: minimiser without the reverse strand.
+    pub no_reverse: bool,
+    /// `-H`: squash homopolymers.
+    pub squash: bool,
+    /// `-I FILE`: FASTA to index (the last `-I` given).
+    pub minimiser_ref: Option<PathBuf>,
+    pub no_pg: bool,
+    pub write_index: bool,
+    pub verbosity: i32,
+    pub progress: Option<bool>,
+    /// `--progress-interval SECS`: seconds between plain progress lines.
+    pub progress_interval: Option<f64>,
+    pub stats_json: Option<PathBuf>,
+    /// `--unknown-reference error|unmapped`: a SAM RNAME/RNEXT missing from
+    /// the header's @SQ lines fails the run (default) or is read as
+    /// unmapped, as samtools does.
+    pub unknown_reference: UnknownReference,
+    /// `--reference FILE` (or `-O cram,reference=FILE`): the FASTA that CRAM
+    /// input is decoded and CRAM output encoded against.
+    pub reference: Option<PathBuf>,
+    /// CRAM-only output options (`version`, `embed_ref`, `no_ref`,
+    /// `store_md`, `store_nm`) as given,
+    /// checked by the config against the output format.
+    pub cram_options: Vec<(String, String)>,
+    /// `--markdup` and its options (group "Duplicate marking").
+    pub markdup: crate::markdup::MarkdupArgs,
+    /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
+    /// `stringify_argv`), for the @PG CL field.
+    pub command_line: String,
+}
+
+impl SortOptions {
+    /// The options of `alnsort sort` with nothing given: standard input to
+    /// standard output in coordinate order, samtools' defaults.
+    /// `command_line` is the command the run stands for (@PG CL,
+    /// `--stats-json`'s `command_line`).
+    pub fn new(command_line: String) -> SortOptions {
+        SortOptions {
+            input: "-".into(),
+            inputs: Vec::new(),
+            output: "-".into(),
+            format: None,
+            format_level: None,
+            level: None,
+            uncompressed: false,
+            mem_per_thread: None,
+            max_memory: None,
+            threads: 0,
+            tmp_prefix: None,
+            order: OrderFlag::Coordinate,
+            lexicographic: false,
+            tag: None,
+            kmer: alnsort_bam::keys::minimiser::DEFAULT_KMER,
+            window: alnsort_bam::keys::minimiser::DEFAULT_WINDOW,
+            no_reverse: false,
+            squash: false,
+            minimiser_ref: None,
+            no_pg: false,
+            write_index: false,
+            verbosity: 2,
+            progress: None,
+            progress_interval: None,
+            stats_json: None,
+            unknown_reference: UnknownReference::Error,
+            reference: None,
+            cram_options: Vec::new(),
+            markdup: Default::default(),
+            command_line,
+        }
+    }
+
+    /// Applies one option of [`OPTIONS`] with its value (`None` for a flag;
+    /// a value for each option that names one), as `alnsort sort` given it
+    /// does; a later option overrides an earlier one as samtools' getopt
+    /// loop does. `--help`, `--version` and the options alnsort refuses are
+    /// not options of a run: the parser acts on them before this.
+    pub fn apply(&mut self, id: OptId, value: Option<OsString>) -> Result<(), ArgError> {
+        let a = self;
+        let missing = || ArgError::Invalid(format!("{id:?} needs a value"));
+        let path = || value.clone().ok_or_else(missing);
+        let text = || -> Result<String, ArgError> {
+            match value.clone() {
+                Some(v) => Ok(v.string()?),
+                None => Err(missing()),
+            }
+        };
+        match id {
+            OptId::Level => a.level = parse_level(&text()?)?,
+            OptId::Uncompressed => a.uncompressed = true,
+            OptId::MemPerThread => {
+                a.mem_per_thread =
+                    Some(memsize::parse_per_thread(&text()?).map_err(|e| ArgError::Invalid(e.0))?);
+            }
+            OptId::Name => a.order = OrderFlag::Name,
+            OptId::NameLex => {
+                a.order = OrderFlag::Name;
+                a.lexicographic = true;
+            }
+            OptId::Output => a.output = text()?,
+            OptId::OutputFmt => parse_output_fmt(&text()?, a)?,
+            OptId::OutputFmtOption => parse_fmt_option(&text()?, a)?,
+            OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
+            OptId::Reference => a.reference = Some(PathBuf::from(text()?)),
+            OptId::Threads => {
+                let n = parse_int("-@", &text()?)?;
+                a.threads = n.max(0) as usize;
+            }
+            OptId::Tag => a.tag = Some(text()?),
+            OptId::TemplateCoordinate => a.order = OrderFlag::TemplateCoordinate,
+            OptId::Minimiser => a.order = OrderFlag::Minimiser,
+            OptId::MinimiserIndex => {
+                a.order = OrderFlag::Minimiser;
+                a.minimiser_ref = Some(PathBuf::from(path()?));
+            }
+            OptId::Kmer => a.kmer = parse_c_int("-K", &text()?)?.clamp(1, 31) as u32,
+            OptId::Window => a.window = parse_c_int("-w", &text()?)?,
+            OptId::NoReverse => a.no_reverse = true,
+            OptId::Squash => a.squash = true,
+            OptId::NoPg => a.no_pg = true,
+            OptId::WriteIndex => a.write_index = true,
+            OptId::Verbosity => a.verbosity = parse_int("--verbosity", &text()?)? as i32,
+            OptId::MaxMemory => a.max_memory = Some(text()?),
+            OptId::Progress => a.progress = Some(true),
+            OptId::NoProgress => a.progress = Some(false),
+            OptId::ProgressInterval => {
+                a.progress_interval = Some(parse_seconds("--progress-interval", &text()?)?)
+            }
+            OptId::StatsJson => a.stats_json = Some(PathBuf::from(path()?)),
+            OptId::UnknownReference => {
+                a.unknown_reference = match text()?.as_str() {
+                "error" => UnknownReference::Error,
+                "unmapped" => UnknownReference::Unmapped,
+                other => {
+                    return Err(ArgError::Invalid(format!(
+                        "--unknown-reference '{other}': expected 'error' (the default) or 'unmapped'"
+                    )))
+                }
+            };
+            }
+            OptId::Markdup(opt) => {
+                let v = match value {
+                    Some(_) => Some(text()?),
+                    None => None,
+                };
+                crate::markdup::apply_arg(&mut a.markdup, opt, v)?;
+            }
+            OptId::Help | OptId::Version | OptId::Unsupported(_) => {
+                return Err(ArgError::Invalid(format!(
+                    "{id:?} is not an option of a run: the parser acts on it"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    #[error("unknown option '{0}'")]
+    UnknownOption(String),
+    #[error("option '--{given}' is ambiguous: it could be {candidates}")]
+    Ambiguous { given: String, candidates: String },
+    /// An option samtools has and alnsort does not implement yet.
+    #[error("{option} is not supported yet: {why}")]
+    Unsupported { option: String, why: &'static str },
+    /// A value or positional argument that cannot be used.
+    #[error("{0}")]
+    Invalid(String),
+    /// Missing value, value given to a flag, non-UTF-8 text.
+    #[error(transparent)]
+    Syntax(#[from] lexopt::Error),
+}
+
+impl ArgError {
+    /// A mistake in how the command line is written (worth pointing at
+    /// `--help`), as opposed to a known option that is refused.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, ArgError::Unsupported { .. })
+    }
+}
+
+/// What an option does; `parse` applies it to `SortOptions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptId {
+    Name,
+    NameLex,
+    Tag,
+    TemplateCoordinate,
+    Minimiser,
+    MinimiserIndex,
+    Kmer,
+    Window,
+    NoReverse,
+    Squash,
+    Output,
+    OutputFmt,
+    OutputFmtOption,
+    Level,
+    Uncompressed,
+    WriteIndex,
+    NoPg,
+    MemPerThread,
+    Threads,
+    TmpPrefix,
+    MaxMemory,
+    Progress,
+    NoProgress,
+    ProgressInterval,
+    StatsJson,
+    UnknownReference,
+    Reference,
+    Verbosity,
+    Help,
+    Version,
+    /// An option of duplicate marking (`crate::markdup`).
+    Markdup(crate::markdup::MdOpt),
+    /// Refused when used, with this reason.
+    Unsupported(&'static str),
+}
+
+/// Where an option is listed in the help, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Order,
+    Output,
+    Resources,
+    Additions,
+    Markdup,
+    Other,
+    Unsupported,
+}
+
+impl Group {
+    pub const ALL: [Group; 7] = [
+        Group::Order,
+        Group::Output,
+        Group::Resources,
+        Group::Additions,
+        Group::Markdup,
+        Group::Other,
+        Group::Unsupported,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            Group::Order => {
+                "Sort order (default: coordinate; the last of -n, -N, -M, -I \
+                 and --template-coordinate wins, as in samtools):"
+            }
+            Group::Output => "Output:",
+            Group::Resources => "Memory, threads and temporary files:",
+            Group::Additions => "alnsort additions (not in samtools):",
+            Group::Markdup => {
+                "Duplicate marking (alnsort addition; flags and metrics as Picard \
+                 MarkDuplicates 3.4.0 gives them):"
+            }
+            Group::Other => "Other:",
+            Group::Unsupported => {
+                "Not supported yet (samtools options that alnsort refuses \
+                 with a message):"
+            }
+        }
+    }
+}
+
+/// One option: how it is written, what it does, where help lists it.
+#[derive(Debug)]
+pub struct OptSpec {
+    pub id: OptId,
+    pub short: Option<char>,
+    pub long: Option<&'static str>,
+    /// The value's name in the help; `None` for a flag.
+    pub value: Option<&'static str>,
+    pub group: Group,
+    pub help: &'static str,
+}
+
+/// How an option of a command's table is written; the lookup
+/// ([`find_option`]) and messages ([`OptionName::name`]) of `alnsort sort`
+/// and `alnsort merge` read their tables through it.
+pub trait OptionName {
+    fn short(&self) -> Option<char>;
+    fn long(&self) -> Option<&'static str>;
+    /// The value's name in the help; `None` for a flag.
+    fn value(&self) -> Option<&'static str>;
+
+    /// The option as help shows it on the left: `-@, --threads INT`.
+    fn synopsis(&self) -> String {
+        let mut s = match (self.short(), self.long()) {
+            (Some(c), Some(l)) => format!("-{c}, --{l}"),
+            (Some(c), None) => format!("-{c}"),
+            (None, Some(l)) => format!("    --{l}"),
+            (None, None) => unreachable!("an option has a short or a long name"),
+        };
+        if let Some(v) = self.value() {
+            s.push(' ');
+            s.push_str(v);
+        }
+        s
+    }
+
+    /// The option as a message names it: `-K` or `--reference`.
+    fn name(&self) -> String {
+        match (self.short(), self.long()) {
+            (Some(c), _) => format!("-{c}"),
+            (None, Some(l)) => format!("--{l}"),
+            (None, None) => unreachable!("an option has a short or a long name"),
+        }
+    }
+}
+
+impl OptionName for OptSpec {
+    fn short(&self) -> Option<char> {
+        self.short
+    }
+    fn long(&self) -> Option<&'static str> {
+        self.long
+    }
+    fn value(&self) -> Option<&'static str> {
+        self.value
+    }
+}
+
+/// Every option `alnsort sort` accepts; the parser and the help both read it.
+pub const OPTIONS: &[OptSpec] = &[
+    OptSpec {
+        id: OptId::Name,
+        short: Some('n'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Sort by read name in natural order (digit runs compare as \
+               numbers): @HD SO:queryname SS:queryname:natural.",
+    },
+    OptSpec {
+        id: OptId::NameLex,
+        short: Some('N'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Sort by read name in byte order (SS:queryname:lexicographical). \
+               As in samtools, once -N is given a later -n is byte order too.",
+    },
+    OptSpec {
+        id: OptId::Tag,
+        short: Some('t'),
+        long: None,
+        value: Some("TAG"),
+        group: Group::Order,
+        help: "Sort by the value of aux tag TAG (its first two characters), \
+               then by position, or by name with -n/-N: @HD SO:unsorted \
+               SS:unsorted:TAG:coordinate (or :queryname:...).",
+    },
+    OptSpec {
+        id: OptId::TemplateCoordinate,
+        short: None,
+        long: Some("template-coordinate"),
+        value: None,
+        group: Group::Order,
+        help: "Sort by template coordinate (as samtools 1.24: mate-aware, \
+               with CB; what fgbio expects): @HD SO:unsorted GO:query \
+               SS:unsorted:template-coordinate.",
+    },
+    OptSpec {
+        id: OptId::Output,
+        short: Some('o'),
+        long: None,
+        value: Some("FILE"),
+        group: Group::Output,
+        help: "Write to FILE instead of standard output (-). FILE##idx##IDX \
+               names the --write-index file. Unlike samtools, FILE appears \
+               only when the run succeeds (written under a temporary name, \
+               then renamed).",
+    },
+    OptSpec {
+        id: OptId::OutputFmt,
+        short: Some('O'),
+        long: Some("output-fmt"),
+        value: Some("FMT[,OPT=VAL]..."),
+        group: Group::Output,
+        help: "Output format BAM, SAM or CRAM; it overrides FILE's extension \
+               (.sam: SAM, .sam.gz: BGZF SAM, .cram: CRAM, anything else: BAM). \
+               SAM with level=N is BGZF-compressed SAM. OPT is level=N, \
+               reference=FILE (as --reference), nthreads=N (accepted, -@ \
+               counts), and for CRAM version=3.0|3.1, embed_ref=0|1 (1: \
+               each slice carries its reference bases; 2 is refused), \
+               no_ref=0|1, store_md=0|1 and \
+               store_nm=0|1 (keep MD/NM as given; by default, as samtools, \
+               those a reader computes back the same are left out and come \
+               back after the other tags).",
+    },
+    OptSpec {
+        id: OptId::OutputFmtOption,
+        short: None,
+        long: Some("output-fmt-option"),
+        value: Some("OPT=VAL"),
+        group: Group::Output,
+        help: "One output format option, the same as ,OPT=VAL after -O FMT \
+               (level=N).",
+    },
+    OptSpec {
+        id: OptId::Level,
+        short: Some('l'),
+        long: None,
+        value: Some("INT"),
+        group: Group::Output,
+        help: "Compression level 0-9 of BAM output (above 9 is 9, below 0 \
+               the default, 6); plain SAM output ignores it. Levels 5-7 use \
+               a faster libdeflate level than samtools: output about 0.5% \
+               larger, records the same.",
+    },
+    OptSpec {
+        id: OptId::Uncompressed,
+        short: Some('u'),
+        long: None,
+        value: None,
+        group: Group::Output,
+        help: "Uncompressed BAM (the same as -l 0).",
+    },
+    OptSpec {
+        id: OptId::WriteIndex,
+        short: None,
+        long: Some("write-index"),
+        value: None,
+        group: Group::Output,
+        help: "Index the output while writing it: FILE.csi, or the IDX of \
+               -o FILE##idx##IDX (a .bai name gives BAI). Coordinate order \
+               only (other orders: a warning, no index, as in samtools); BAM \
+               output, or CRAM output with FILE.crai (or IDX) as samtools \
+               writes it (samtools also indexes BGZF SAM).",
+    },
+    OptSpec {
+        id: OptId::NoPg,
+        short: None,
+        long: Some("no-PG"),
+        value: None,
+        group: Group::Output,
+        help: "Do not add the @PG line (alnsort's is ID:alnsort PN:alnsort \
+               with the version and command line).",
+    },
+    OptSpec {
+        id: OptId::MemPerThread,
+        short: Some('m'),
+        long: None,
+        value: Some("INT[K|M|G]"),
+        group: Group::Resources,
+        help: "Record memory per thread, read as samtools reads it (0x: hex, \
+               leading 0: octal): the record buffer is -m times -@ [768M]; \
+               I/O buffers come on top. Values below 1M, and values samtools \
+               would misread (1.5G), are refused.",
+    },
+    OptSpec {
+        id: OptId::Threads,
+        short: Some('@'),
+        long: Some("threads"),
+        value: Some("INT"),
+        group: Group::Resources,
+        help: "Worker threads in all: one pool of INT threads reads, sorts, \
+               merges and compresses (below 2: one). samtools' -@ INT starts \
+               INT sort threads and INT more for compression. The output \
+               bytes are the same for every -@ and -m.",
+    },
+    OptSpec {
+        id: OptId::TmpPrefix,
+        short: Some('T'),
+        long: None,
+        value: Some("PREFIX"),
+        group: Group::Resources,
+        help: "Temporary files go in a new private directory made inside \
+               PREFIX if it is a directory, else inside PREFIX's directory \
+               (samtools writes PREFIX.NNNN.bam files). Default: $TMPDIR, \
+               else the output's directory. Removed at exit, also on error \
+               and on SIGINT/SIGTERM/SIGHUP.",
+    },
+    OptSpec {
+        id: OptId::MaxMemory,
+        short: None,
+        long: Some("max-memory"),
+        value: Some("SIZE"),
+        group: Group::Additions,
+        help: "Memory budget of the whole process, I/O buffers included: \
+               1.5G, 800M, or a share of the machine's (or cgroup's) memory \
+               such as 80%. Overrides -m.",
+    },
+    OptSpec {
+        id: OptId::Progress,
+        short: None,
+        long: Some("progress"),
+        value: None,
+        group: Group::Additions,
+        help: "Show progress on stderr: a live display on a terminal \
+               (the default there), otherwise a plain line every 10 s.",
+    },
+    OptSpec {
+        id: OptId::ProgressInterval,
+        short: None,
+        long: Some("progress-interval"),
+        value: Some("SECS"),
+        group: Group::Additions,
+        help: "Seconds between the plain progress lines written when stderr \
+               is not a terminal (fractions allowed, at least 0.01); implies \
+               --progress.",
+    },
+    OptSpec {
+        id: OptId::NoProgress,
+        short: None,
+        long: Some("no-progress"),
+        value: None,
+        group: Group::Additions,
+        help: "Never show the progress display.",
+    },
+    OptSpec {
+        id: OptId::StatsJson,
+        short: None,
+        long: Some("stats-json"),
+        value: Some("FILE"),
+        group: Group::Additions,
+        help: "Write a JSON report to FILE: records and bytes in and out, \
+               runs written, merge passes and partitions, wall and CPU \
+               seconds per phase, peak RSS.",
+    },
+    OptSpec {
+        id: OptId::UnknownReference,
+        short: None,
+        long: Some("unknown-reference"),
+        value: Some("error|unmapped"),
+        group: Group::Additions,
+        help: "What a SAM record whose RNAME, or RNEXT other than '=' and \
+               '*', is not in the header's @SQ lines does: 'error' (the \
+               default) fails the run naming the file, line and name; \
+               'unmapped' reads the name as '*' with a warning, as samtools \
+               does (an unknown RNAME makes the read unmapped), and counts \
+               such records in --stats-json (unknown_reference_records).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::Markdup),
+        short: None,
+        long: Some("markdup"),
+        value: None,
+        group: Group::Markdup,
+        help: "Mark duplicates while sorting, as Picard MarkDuplicates 3.4.0 \
+               does: input grouped by read name (aligner output, -n output) \
+               gets Picard's ASSUME_SORT_ORDER=queryname answer (every record \
+               of a duplicate template marked); input whose @HD says \
+               SO:coordinate gets Picard's coordinate-input answer (primary \
+               records only). Existing 0x400 flags are cleared first. Input \
+               whose templates are scattered is refused.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::Metrics),
+        short: None,
+        long: Some("metrics"),
+        value: Some("FILE"),
+        group: Group::Markdup,
+        help: "Write Picard's DuplicationMetrics text (one row per library \
+               and the histogram) to FILE.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::RemoveDuplicates),
+        short: None,
+        long: Some("remove-duplicates"),
+        value: None,
+        group: Group::Markdup,
+        help: "Leave duplicates out of the output instead of marking them \
+               (Picard's REMOVE_DUPLICATES=true).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::OpticalDistance),
+        short: None,
+        long: Some("optical-distance"),
+        value: Some("N"),
+        group: Group::Markdup,
+        help: "Pixel distance within which duplicates on one tile are \
+               optical (Picard's OPTICAL_DUPLICATE_PIXEL_DISTANCE) [100]; \
+               2500 suits patterned flow cells.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::DuplicateScoring),
+        short: None,
+        long: Some("duplicate-scoring"),
+        value: Some("STRATEGY"),
+        group: Group::Markdup,
+        help: "Which duplicate of a set is kept: sum-of-base-qualities (the \
+               default, Picard's SUM_OF_BASE_QUALITIES) or \
+               total-mapped-reference-length (TOTAL_MAPPED_REFERENCE_LENGTH). \
+               random is refused (Picard's random scores cannot be \
+               reproduced).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::TaggingPolicy),
+        short: None,
+        long: Some("tagging-policy"),
+        value: Some("POLICY"),
+        group: Group::Markdup,
+        help: "DT tags on duplicates (Picard's TAGGING_POLICY): none (the \
+               default, DontTag), optical (DT:Z:SQ on sequencing/optical \
+               duplicates, OpticalOnly) or all (also DT:Z:LB on the other \
+               duplicates). Any DT tag of the input is dropped, as Picard's \
+               CLEAR_DT does.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadNameRegex),
+        short: None,
+        long: Some("read-name-regex"),
+        value: Some("REGEX"),
+        group: Group::Markdup,
+        help: "Picard's READ_NAME_REGEX: a regex matching the whole read \
+               name whose groups 1, 2 and 3 are tile, x and y (Java syntax \
+               it shares with Rust's regex crate; lookaround, possessive \
+               quantifiers and other Java-only syntax are refused), or null \
+               to look for no optical duplicates. Default: the last three \
+               ':'-separated fields of names with 5 or 7 fields.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::RemoveSequencingDuplicates),
+        short: None,
+        long: Some("remove-sequencing-duplicates"),
+        value: None,
+        group: Group::Markdup,
+        help: "Leave sequencing (optical) duplicates out of the output and \
+               mark the others (Picard's REMOVE_SEQUENCING_DUPLICATES=true).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::BarcodeTag),
+        short: None,
+        long: Some("barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's BARCODE_TAG: duplicates must also share this tag's \
+               UMI (a string of ATCGN-).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadOneBarcodeTag),
+        short: None,
+        long: Some("read-one-barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's READ_ONE_BARCODE_TAG: duplicates must also share \
+               the first read's value of this tag.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::markdup::MdOpt::ReadTwoBarcodeTag),
+        short: None,
+        long: Some("read-two-barcode-tag"),
+        value: Some("TAG"),
+        group: Group::Markdup,
+        help: "Picard's READ_TWO_BARCODE_TAG: duplicates must also share \
+               the second read's value of this tag.",
+    },
+    OptSpec {
+        id: OptId::Verbosity,
+        short: None,
+        long: Some("verbosity"),
+        value: Some("INT"),
+        group: Group::Other,
+        help: "Verbosity [2]; 3 or more also prints a summary of the run on \
+               stderr.",
+    },
+    OptSpec {
+        id: OptId::Help,
+        short: Some('h'),
+        long: Some("help"),
+        value: None,
+        group: Group::Other,
+        help: "Print this help and exit.",
+    },
+    OptSpec {
+        id: OptId::Version,
+        short: None,
+        long: Some("version"),
+        value: None,
+        group: Group::Other,
+        help: "Print the version and exit.",
+    },
+    OptSpec {
+        id: OptId::Minimiser,
+        short: Some('M'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Minimiser order: placed reads by coordinate, then unplaced \
+               reads clustered by the minimiser of their sequence (reads \
+               whose minimiser is on the reverse strand are written \
+               reverse-complemented): @HD SO:coordinate SS:coordinate:minhash, \
+               or SO:unsorted SS:unsorted:minhash when no read is placed.",
+    },
+    OptSpec {
+        id: OptId::Kmer,
+        short: Some('K'),
+        long: None,
+        value: Some("INT"),
+        group: Group::Order,
+        help: "Minimiser k-mer size, 1 to 31 (others are clamped) [20].",
+    },
+    OptSpec {
+        id: OptId::MinimiserIndex,
+        short: Some('I'),
+        long: None,
+        value: Some("FILE"),
+        group: Group::Order,
+        help: "Order minimisers by their position in FILE, a FASTA \
+               reference (plain or gzip); implies -M.",
+    },
+    OptSpec {
+        id: OptId::Window,
+        short: Some('w'),
+        long: None,
+        value: Some("INT"),
+        group: Group::Order,
+        help: "Window size for the -I index [100].",
+    },
+    OptSpec {
+        id: OptId::NoReverse,
+        short: Some('R'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Minimiser of the forward strand only (no effect without -M).",
+    },
+    OptSpec {
+        id: OptId::Squash,
+        short: Some('H'),
+        long: None,
+        value: None,
+        group: Group::Order,
+        help: "Squash homopolymers when computing minimisers.",
+    },
+    OptSpec {
+        id: OptId::Reference,
+        short: None,
+        long: Some("reference"),
+        value: Some("FILE"),
+        group: Group::Output,
+        help: "Reference FASTA for CRAM input and output (with its .fai when \
+               there is one); without it, REF_CACHE and REF_PATH are searched \
+               by each @SQ's M5, as htslib does. Each reference must match its \
+               @SQ M5.",
+    },
+    OptSpec {
+        id: OptId::Unsupported(
+            "htslib input options (such as filter=EXPR) are not implemented; \
+             alnsort sorts every record of the input",
+        ),
+        short: None,
+        long: Some("input-fmt-option"),
+        value: Some("OPT=VAL"),
+        group: Group::Unsupported,
+        help: "Input format options, such as filter=EXPR.",
+    },
+];
+
+/// The first line of every usage text.
+pub const SORT_USAGE: &str =
+    "Usage: alnsort sort [options] [in.bam|in.sam|in.cram|-] [in2.bam|in2.cram ...]";
+
+/// Help is wrapped to this many columns.
+pub const HELP_WIDTH: usize = 80;
+/// Column where option descriptions start.
+const HELP_INDENT: usize = 24;
+
+/// Greedy word wrap of `text` into lines of at most `width` characters.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `alnsort sort --help`, rendered from [`OPTIONS`].
+pub fn sort_help() -> String {
+    let mut out = String::new();
+    out.push_str(SORT_USAGE);
+    out.push_str("\n\n");
+    for line in wrap(
+        "Sorts SAM, BAM or CRAM (a file, or - for standard input) as samtools 1.24 \
+         sorts it: the same options, the same records in the same order, the \
+         same header edits. Several inputs are sorted as one, with the header \
+         and records samtools merge of them followed by samtools sort gives \
+         (clashing @RG/@PG IDs renamed with the suffixes of samtools merge \
+         -s 0). Long options may be abbreviated to a unique \
+         prefix, as in samtools.",
+        HELP_WIDTH,
+    ) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    for group in Group::ALL {
+        out.push('\n');
+        for line in wrap(group.title(), HELP_WIDTH) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        for spec in OPTIONS.iter().filter(|s| s.group == group) {
+            push_help_entry(&mut out, spec, spec.help);
+        }
+    }
+    out
+}
+
+/// One option's lines in a command's help: its synopsis, then `help`
+/// wrapped to [`HELP_WIDTH`] from column [`HELP_INDENT`].
+pub fn push_help_entry(out: &mut String, spec: &impl OptionName, help: &str) {
+    let left = format!("  {}", spec.synopsis());
+    let text = wrap(help, HELP_WIDTH - HELP_INDENT);
+    let mut rest = text.iter();
+    if left.chars().count() < HELP_INDENT - 1 {
+        let first = rest.next().map(String::as_str).unwrap_or("");
+        out.push_str(&format!("{left:<HELP_INDENT$}{first}\n"));
+    } else {
+        out.push_str(&left);
+        out.push('\n');
+    }
+    let pad = " ".repeat(HELP_INDENT);
+    for line in rest {
+        out.push_str(&pad);
+        out.push_str(line);
+        out.push('\n');
+    }
+}
+
+fn parse_seconds(opt: &str, v: &str) -> Result<f64, ArgError> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.01 => Ok(s),
+        _ => Err(ArgError::Invalid(format!(
+            "invalid value '{v}' for {opt}: expected seconds, at least 0.01 (e.g. 10 or 0.5)"
+        ))),
+    }
+}
+
+pub fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
+    v.trim().parse::<i64>().map_err(|_| {
+        ArgError::Invalid(format!(
+            "invalid value '{v}' for {opt}: expected an integer"
+        ))
+    })
+}
+
+/// `-l INT`: samtools appends min(level, 9) to the mode; negative means
+/// the default.
+pub fn parse_level(v: &str) -> Result<Option<u32>, ArgError> {
+    Ok(level_from(parse_int("-l", v)?))
+}
+
+/// The level `-l N` sets: at most 9, none (the default) when negative.
+pub fn level_from(n: i64) -> Option<u32> {
+    if n < 0 {
+        None
+    } else {
+        Some(n.min(9) as u32)
+    }
+}
+
+/// An integer that fits a C `int`, as samtools' `parse_int_value` wants.
+fn parse_c_int(opt: &str, v: &str) -> Result<i64, ArgError> {
+    let n = parse_int(opt, v)?;
+    if i32::try_from(n).is_err() {
+        return Err(ArgError::Invalid(format!(
+            "invalid value '{v}' for {opt}: out of range"
+        )));
+    }
+    Ok(n)
+}
+
+/// Parses samtools' `-O FMT[,opt=val...]`.
+pub fn parse_output_fmt(v: &str, args: &mut SortOptions) -> Result<(), ArgError> {
+    let mut parts = v.split(',');
+    let fmt = parts.next().unwrap_or("").to_ascii_lowercase();
+    args.format = Some(match fmt.as_str() {
+        "bam" => OutFormat::Bam,
+        "sam" => OutFormat::Sam,
+        "sam.gz" => OutFormat::SamGz,
+        "cram" => OutFormat::Cram,
+        other => {
+            return Err(ArgError::Invalid(format!(
+                "unknown output format '{other}': alnsort writes SAM, BAM or CRAM"
+            )))
+        }
+    });
+    for opt in parts {
+        parse_fmt_option(opt, args)?;
+    }
+    Ok(())
+}
+
+pub fn parse_fmt_option(opt: &str, args: &mut SortOptions) -> Result<(), ArgError> {
+    match opt.split_once('=') {
+        Some(("level", n)) => {
+            let n = parse_int("level", n)?;
+            if !(0..=9).contains(&n) {
+                return Err(ArgError::Invalid(format!(
+                    "compression level {n} is out of range 0..9"
+                )));
+            }
+            args.format_level = Some(n as u32);
+            Ok(())
+        }
+        // htslib's output thread count: alnsort's -@ covers compression.
+        Some(("nthreads", _)) => Ok(()),
+        Some(("reference", f)) => {
+            args.reference = Some(PathBuf::from(f));
+            Ok(())
+        }
+        // CRAM's own options: checked against the output format (and their
+        // values) by the config.
+        Some((k @ ("version" | "embed_ref" | "no_ref" | "store_md" | "store_nm"), v)) => {
+            args.cram_options.push((k.to_string(), v.to_string()));
+            Ok(())
+        }
+        _ => Err(ArgError::Invalid(format!(
+            "unsupported output format option '{opt}' (alnsort knows level=N, reference=FILE, \
+             nthreads=N, and for CRAM version, embed_ref, no_ref, store_md, store_nm)"
+        ))),
+    }
+}

@@ -94,11 +94,6 @@ def test_core_metrics_are_named_after_the_input(case, driver, multiqc, tmp_path)
     assert parsed(multiqc, m, tmp_path) == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 25: alnsort sort --markdup writes its own command line alone as the metrics header; "
-    "the CLI is to write alnsort_markdup::PicardCommandLine first (MultiQC then names the input)",
-)
 def test_sort_markdup_metrics_are_named_after_the_input(case, alnsort_bin, multiqc, tmp_path):
     _, inp, want = case
     m = tmp_path / "alnsort.dup_metrics.txt"

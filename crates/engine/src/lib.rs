@@ -455,7 +455,12 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         None => Ok(()),
     })?;
     if let (Some(f), Some(d)) = (metrics_file, &decisions) {
-        f.write(&d.metrics, &cfg.command_line)?;
+        f.write(
+            &d.metrics,
+            &cfg.inputs,
+            cfg.output.as_deref(),
+            &cfg.command_line,
+        )?;
     }
     let times = progress.finish();
     drop(tmp);

@@ -1043,11 +1043,24 @@ impl MetricsFile {
         })
     }
 
-    /// Writes Picard's DuplicationMetrics text (its comment lines name
-    /// alnsort's command line) and renames the file into place.
-    pub fn write(mut self, metrics: &MetricsReport, command_line: &str) -> Result<()> {
+    /// Writes Picard's DuplicationMetrics text and renames the file into
+    /// place. Its comment lines are Picard's own first line (`MarkDuplicates
+    /// INPUT=[...] OUTPUT=... METRICS_FILE=...`, from which MultiQC names
+    /// the sample after the input, as for Picard's metrics) and then
+    /// alnsort's command line, where Picard writes its start time.
+    /// `inputs` and `output` are the paths as the user gave them (`None`:
+    /// standard output).
+    pub fn write(
+        mut self,
+        metrics: &MetricsReport,
+        inputs: &[String],
+        output: Option<&std::path::Path>,
+        command_line: &str,
+    ) -> Result<()> {
         use std::io::Write as _;
-        let text = metrics.to_text(&[format!("alnsort {command_line}")]);
+        let output = output.unwrap_or(std::path::Path::new("-"));
+        let picard = alnsort_markdup::PicardCommandLine::new(inputs, output, &self.path);
+        let text = metrics.to_text_with_command(&picard, command_line);
         let fail = |e| {
             anyhow::Error::new(e).context(format!(
                 "the sort finished and its output is complete, but writing the metrics to {} failed",

@@ -467,7 +467,10 @@ fn finish_stops_the_spill_in_flight_and_merges_its_rest_from_memory() {
             let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config.clone());
             // The chunk's raw bytes as a run would hold them: both spills
             // together, unstopped.
-            let chunk_raw: usize = input[..pushed].iter().map(|(k, r)| k.len() + r.len() + 2).sum();
+            let chunk_raw: usize = input[..pushed]
+                .iter()
+                .map(|(k, r)| k.len() + r.len() + 2)
+                .sum();
             // The input ends while the second spill (the first chunk's newer
             // half, thousands of records) is held: it is stopped before it
             // starts, writes the records up to its first look at the flag,

@@ -256,6 +256,8 @@ pub struct Sorter {
     /// The records a spill stopped by `finish` did not write: sorted
     /// batches, in source order, merged from memory after its run.
     unspilled: Vec<Batch>,
+    /// What `unspilled` charges.
+    unspilled_bytes: usize,
     runs: Vec<Run>,
     fanin: Option<FanIn>,
     run_seq: u64,
@@ -292,6 +294,7 @@ impl Sorter {
             double_buffer: false,
             spill: None,
             unspilled: Vec::new(),
+            unspilled_bytes: 0,
             runs: Vec::new(),
             fanin: None,
             run_seq: 0,
@@ -600,7 +603,17 @@ impl Sorter {
             .saturating_sub(usize::try_from(self.ctx.meter.current()).unwrap_or(usize::MAX));
         if let crate::ChunkFill::Arena { .. } = self.config.chunk_fill {
             // Records filled a budget counted in another sorter's units:
-            // the merge gets the room a held-bytes plan would have left it.
+            // the merge gets the room a held-bytes plan would have left it,
+            // and, after a spill stopped by `finish`, the room that spill's
+            // batches would have freed (records of an arena budget; the
+            // merge's buffers come on top, as beside an unspilled chunk).
+            allowance = allowance.max(
+                self.config.memory_budget.saturating_sub(
+                    usize::try_from(self.ctx.meter.current())
+                        .unwrap_or(usize::MAX)
+                        .saturating_sub(self.unspilled_bytes),
+                ),
+            );
             let reserve = crate::plan::merge_reserve(
                 self.config.memory_budget,
                 self.plan.frame_bytes,
@@ -777,6 +790,7 @@ impl Sorter {
             self.closed_bytes += rest_bytes;
             self.chunk_charge.set(self.closed_bytes);
             self.unspilled = rest;
+            self.unspilled_bytes = rest_bytes;
         }
         if meta.records == 0 {
             // Stopped before its first record: no run (the file goes with

@@ -700,6 +700,21 @@ impl Batch {
         }
     }
 
+    /// Removes the first `n` entries of a sorted batch (those a stopped
+    /// spill already wrote to its run): the rest stay in order, their
+    /// bytes where they are. The buffers, and what they charge, are kept
+    /// until [`clear`](Batch::clear).
+    pub(crate) fn drop_front(&mut self, n: usize) {
+        match &mut self.body {
+            Body::Fixed { entries, .. } => {
+                entries.drain(..n.min(entries.len()));
+            }
+            Body::Variable { entries, .. } => {
+                entries.drain(..n.min(entries.len()));
+            }
+        }
+    }
+
     /// Empties the batch for reuse, keeping its buffers, except that a
     /// buffer a lone oversized record blew past the budget is shrunk back.
     pub(crate) fn clear(&mut self) {

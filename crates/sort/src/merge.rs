@@ -23,6 +23,12 @@ use crate::{KeyKind, SortStats};
 /// flag: often enough that dropping a sorter returns within milliseconds.
 const CANCEL_CHECK_INTERVAL: u64 = 1 << 14;
 
+/// How many records a spill writes between looks at its stop flag (the
+/// sorter's `finish` stops the spill in flight, whose unwritten records
+/// are then merged from memory): a few hundred KiB of records, so little
+/// is written after the input has ended. Divides [`CANCEL_CHECK_INTERVAL`].
+const STOP_CHECK_INTERVAL: u64 = 1 << 10;
+
 /// A sorted batch, or a slice of one, being read front to back. The merge
 /// of runs and spills owns its batches (to recycle them); a partition of
 /// the final merge (`partition.rs`) borrows a slice of a shared one.
@@ -132,21 +138,30 @@ impl MergeSource for Source {
 }
 
 /// Merges every source into `writer` and finishes the run. `cancel`, when
-/// set, stops the merge with `SortError::Cancelled`.
+/// set, stops the merge with `SortError::Cancelled`. `stop`, when set,
+/// ends the run early, after a whole record: the run then holds the first
+/// records of the merged stream, and every source's cursor stands on the
+/// first record not written (the rest of the stream, in the same order).
 pub(crate) fn merge_into_run(
     tree: &mut LoserTree<Source>,
     mut writer: RunWriter,
     cancel: Option<&AtomicBool>,
+    stop: Option<&AtomicBool>,
 ) -> Result<(TempRun, RunMeta)> {
     let mut written = 0u64;
     while let Some((key, record)) = tree.peek() {
         writer.push(key, record)?;
         tree.pop()?;
         written += 1;
-        if written.is_multiple_of(CANCEL_CHECK_INTERVAL)
-            && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
-        {
-            return Err(SortError::Cancelled);
+        if written.is_multiple_of(STOP_CHECK_INTERVAL) {
+            if written.is_multiple_of(CANCEL_CHECK_INTERVAL)
+                && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+            {
+                return Err(SortError::Cancelled);
+            }
+            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break;
+            }
         }
     }
     writer.finish()

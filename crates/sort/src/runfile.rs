@@ -142,10 +142,23 @@ pub(crate) fn resize_exact(buf: &mut Vec<u8>, len: usize) {
     buf.resize(len, 0);
 }
 
-/// Encodes one frame: `out` becomes header + payload.
-pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
-    out.clear();
-    resize_exact(out, HEADER_LEN + max_stored_len(raw.len()));
+/// Makes a reused buffer `len` bytes long for a caller that overwrites
+/// all of them: [`resize_exact`], but the bytes it already holds are kept
+/// rather than zeroed again (at every frame that zeroing was a memset of
+/// every run byte written and read).
+pub(crate) fn set_len_for_overwrite(buf: &mut Vec<u8>, len: usize) {
+    if len <= buf.len() {
+        buf.truncate(len);
+    } else {
+        resize_exact(buf, len);
+    }
+}
+
+/// Encodes one frame into the start of `out`: header + payload, whose
+/// length it returns. `out` is left as long as the largest frame of its
+/// size needs, so that the next frame finds those bytes already there.
+pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) -> usize {
+    set_len_for_overwrite(out, HEADER_LEN + max_stored_len(raw.len()));
     let (method, stored_len) = match lz4_flex::block::compress_into(raw, &mut out[HEADER_LEN..]) {
         Ok(n) if n < raw.len() => (METHOD_LZ4, n),
         _ => {
@@ -153,7 +166,7 @@ pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
             (METHOD_STORED, raw.len())
         }
     };
-    out.truncate(HEADER_LEN + stored_len);
+    let len = HEADER_LEN + stored_len;
     let mut header = FrameHeader {
         raw_len: raw.len() as u32,
         stored_len: stored_len as u32,
@@ -161,8 +174,9 @@ pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) {
         method,
         crc: 0,
     };
-    header.crc = frame_crc(&header.encode(), &out[HEADER_LEN..]);
+    header.crc = frame_crc(&header.encode(), &out[HEADER_LEN..len]);
     out[..HEADER_LEN].copy_from_slice(&header.encode());
+    len
 }
 
 /// Where one frame of a finished run lies, and the key of its first
@@ -275,7 +289,9 @@ pub(crate) struct RunMeta {
 /// reuse.
 struct Encoded {
     raw: Vec<u8>,
+    /// The encoded frame is `out[..len]`.
     out: Vec<u8>,
+    len: usize,
     entries: u32,
     first_key: Box<[u8]>,
 }
@@ -387,10 +403,11 @@ impl RunWriter {
         self.pending.push(move || {
             #[cfg(test)]
             assert!(!panics, "injected run frame compression panic");
-            encode_frame(&raw, entries, &mut out);
+            let len = encode_frame(&raw, entries, &mut out);
             Encoded {
                 raw,
                 out,
+                len,
                 entries,
                 first_key,
             }
@@ -409,12 +426,12 @@ impl RunWriter {
         let mut encoded = encoded?;
         self.index.push(FrameInfo {
             offset: self.offset,
-            len: encoded.out.len() as u32,
+            len: encoded.len as u32,
             raw_len: encoded.raw.len() as u32,
             entries: encoded.entries,
             first_key: std::mem::take(&mut encoded.first_key),
         });
-        self.write_bytes(&encoded.out)?;
+        self.write_bytes(&encoded.out[..encoded.len])?;
         encoded.raw.clear();
         self.spare.push(encoded);
         Ok(())

@@ -24,8 +24,8 @@ use crate::error::{Result, SortError};
 use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
-    frame_crc, max_stored_len, resize_exact, FrameHeader, FrameInfo, RunMeta, TempRun, HEADER_LEN,
-    MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
+    frame_crc, max_stored_len, resize_exact, set_len_for_overwrite, FrameHeader, FrameInfo,
+    RunMeta, TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.
@@ -357,8 +357,7 @@ pub(crate) fn decode(
         }
         METHOD_STORED => return Err(corrupt("stored frame length mismatch".into())),
         METHOD_LZ4 => {
-            raw.clear();
-            resize_exact(&mut raw, raw_len);
+            set_len_for_overwrite(&mut raw, raw_len);
             let n = lz4_flex::block::decompress_into(&payload, &mut raw)
                 .map_err(|e| corrupt(format!("bad LZ4 data: {e}")))?;
             if n != raw_len {

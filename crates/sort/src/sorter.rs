@@ -122,17 +122,27 @@ struct SpillJob {
     gate: Option<Receiver<()>>,
 }
 
-/// What a finished spill hands back: its run, and its batches emptied for
-/// reuse.
+/// What a finished spill hands back: its run, its batches emptied for
+/// reuse and, when it was stopped, the batches of the records it did not
+/// write, with what they charge.
 struct Spilled {
     file: TempRun,
     meta: RunMeta,
     batches: Vec<Batch>,
+    /// Sorted batches holding the records after the run's last, in source
+    /// order (empty unless stopped).
+    rest: Vec<Batch>,
+    rest_bytes: usize,
+    /// Charges `rest_bytes` until the sorter charges them itself.
+    _rest_charge: Charge,
 }
 
 /// A spill running on its own thread.
 struct Spill {
     cancel: Arc<AtomicBool>,
+    /// Set by `finish`: end the run after the record being written and
+    /// hand the unwritten records back (see [`Sorter::finish`]).
+    stop: Arc<AtomicBool>,
     handle: JoinHandle<Result<Spilled>>,
 }
 
@@ -163,12 +173,12 @@ impl MergeContext {
         }
         let writer = RunWriter::new(out, Arc::clone(&self.pool), self.frame_bytes, &self.meter)?;
         let mut tree = LoserTree::new(sources, self.fixed_keys);
-        merge_into_run(&mut tree, writer, cancel)
+        merge_into_run(&mut tree, writer, cancel, None)
     }
 
     /// Waits for the job's sub-batch sorts, checks the temp filesystem has
     /// room, and merges the batches, in order, into a new run.
-    fn spill(&self, job: SpillJob, cancel: &AtomicBool) -> Result<Spilled> {
+    fn spill(&self, job: SpillJob, cancel: &AtomicBool, stop: &AtomicBool) -> Result<Spilled> {
         let batches = job
             .batches
             .into_iter()
@@ -192,20 +202,33 @@ impl MergeContext {
             .map(|b| Source::Batch(BatchCursor::new(b)))
             .collect();
         let mut tree = LoserTree::new(sources, self.fixed_keys);
-        let (file, meta) = merge_into_run(&mut tree, writer, Some(cancel))?;
-        let mut batches = Vec::new();
+        let (file, meta) = merge_into_run(&mut tree, writer, Some(cancel), Some(stop))?;
+        // A stopped spill's batches keep the records it did not write, in
+        // order after the run's; an unstopped one's are all written.
+        let (mut batches, mut rest) = (Vec::new(), Vec::new());
         for source in tree.into_sources() {
             if let Source::Batch(cursor) = source {
+                let written = cursor.pos();
                 let mut batch = cursor.into_batch();
-                batch.clear();
-                batches.push(batch);
+                if written < batch.len() {
+                    batch.drop_front(written);
+                    rest.push(batch);
+                } else {
+                    batch.clear();
+                    batches.push(batch);
+                }
             }
         }
-        drop(job.charge);
+        let rest_bytes = rest.iter().map(Batch::used_bytes).sum();
+        let mut charge = job.charge;
+        charge.set(rest_bytes);
         Ok(Spilled {
             file,
             meta,
             batches,
+            rest,
+            rest_bytes,
+            _rest_charge: charge,
         })
     }
 }
@@ -230,6 +253,11 @@ pub struct Sorter {
     /// is spilled in the background while the next fills.
     double_buffer: bool,
     spill: Option<Spill>,
+    /// The records a spill stopped by `finish` did not write: sorted
+    /// batches, in source order, merged from memory after its run.
+    unspilled: Vec<Batch>,
+    /// What `unspilled` charges.
+    unspilled_bytes: usize,
     runs: Vec<Run>,
     fanin: Option<FanIn>,
     run_seq: u64,
@@ -265,6 +293,8 @@ impl Sorter {
             closed_fill: 0,
             double_buffer: false,
             spill: None,
+            unspilled: Vec::new(),
+            unspilled_bytes: 0,
             runs: Vec::new(),
             fanin: None,
             run_seq: 0,
@@ -430,13 +460,28 @@ impl Sorter {
 
     /// Ends the input and returns the sorted stream. The last chunk is not
     /// spilled: its sub-batches are merged from memory with the runs.
+    ///
+    /// A spill still in flight is stopped rather than waited for: its run
+    /// ends after the record being written, and the records it had not
+    /// written yet stay in memory as sorted batches (their first records
+    /// dropped), merged after its run and before the last chunk. Every
+    /// record of the run precedes every unwritten one in the spill's
+    /// merged order, so the final stream, ties included, is the one the
+    /// whole run would give. Memory holds no more than the whole chunk
+    /// did before the first spill. An input a little larger than the
+    /// budget is then mostly merged from memory, not written and read
+    /// back.
     pub fn finish(mut self) -> Result<Merged> {
         if self.failed {
             return Err(SortError::AfterError);
         }
         self.dispatch_filling();
+        if let Some(spill) = &self.spill {
+            spill.stop.store(true, Ordering::Relaxed);
+        }
         self.wait_spill()?;
-        let batches = self.take_sorted()?;
+        let mut batches = std::mem::take(&mut self.unspilled);
+        batches.extend(self.take_sorted()?);
         self.wait_fanin()?;
         while self.runs.len() > self.plan.max_open_runs {
             // Only when spills outran the background merges: merge in line.
@@ -558,7 +603,17 @@ impl Sorter {
             .saturating_sub(usize::try_from(self.ctx.meter.current()).unwrap_or(usize::MAX));
         if let crate::ChunkFill::Arena { .. } = self.config.chunk_fill {
             // Records filled a budget counted in another sorter's units:
-            // the merge gets the room a held-bytes plan would have left it.
+            // the merge gets the room a held-bytes plan would have left it,
+            // and, after a spill stopped by `finish`, the room that spill's
+            // batches would have freed (records of an arena budget; the
+            // merge's buffers come on top, as beside an unspilled chunk).
+            allowance = allowance.max(
+                self.config.memory_budget.saturating_sub(
+                    usize::try_from(self.ctx.meter.current())
+                        .unwrap_or(usize::MAX)
+                        .saturating_sub(self.unspilled_bytes),
+                ),
+            );
             let reserve = crate::plan::merge_reserve(
                 self.config.memory_budget,
                 self.plan.frame_bytes,
@@ -686,14 +741,19 @@ impl Sorter {
         // retried by `TempRun::create` (names only need to be unique).
         self.run_seq += 1;
         let cancel = Arc::new(AtomicBool::new(false));
-        let (ctx, flag) = (self.ctx.clone(), Arc::clone(&cancel));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ctx, flag, stop_flag) = (self.ctx.clone(), Arc::clone(&cancel), Arc::clone(&stop));
         let handle = thread::Builder::new()
             .name("alnsort-spill".into())
-            .spawn(move || ctx.spill(job, &flag))
+            .spawn(move || ctx.spill(job, &flag, &stop_flag))
             .map_err(|_| SortError::Worker {
                 what: "starting the background spill",
             })?;
-        self.spill = Some(Spill { cancel, handle });
+        self.spill = Some(Spill {
+            cancel,
+            stop,
+            handle,
+        });
         Ok(())
     }
 
@@ -717,10 +777,26 @@ impl Sorter {
             file,
             meta,
             batches,
+            rest,
+            rest_bytes,
+            _rest_charge,
         } = joined.map_err(|_| SortError::Worker {
             what: "background spill",
         })??;
         self.idle.extend(batches);
+        // Released before charged again, so the move is not a peak.
+        drop(_rest_charge);
+        if !rest.is_empty() {
+            self.closed_bytes += rest_bytes;
+            self.chunk_charge.set(self.closed_bytes);
+            self.unspilled = rest;
+            self.unspilled_bytes = rest_bytes;
+        }
+        if meta.records == 0 {
+            // Stopped before its first record: no run (the file goes with
+            // its handle).
+            return Ok(());
+        }
         // A filling batch created while closing the last sub-batch and
         // never written to has no buffers yet: take a recycled one.
         if self.filling.is_empty() && !self.filling.has_buffers() {
@@ -883,6 +959,13 @@ impl Sorter {
     /// Closed sub-batches not yet handed to a spill.
     pub(crate) fn closed_sub_batches(&self) -> usize {
         self.closed.len()
+    }
+
+    /// Asks the spill in flight to stop as `finish` does, without waiting.
+    pub(crate) fn request_spill_stop(&self) {
+        if let Some(spill) = &self.spill {
+            spill.stop.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Waits for the background spill, so every run is complete on disk.

@@ -1000,8 +1000,8 @@ mod tests {
                 put_varint(&mut raw, r.len() as u64);
                 raw.extend_from_slice(r);
             }
-            crate::runfile::encode_frame(&raw, part.len() as u32, &mut frame);
-            lz4.extend_from_slice(&frame);
+            let len = crate::runfile::encode_frame(&raw, part.len() as u32, &mut frame);
+            lz4.extend_from_slice(&frame[..len]);
         }
         lz4.extend_from_slice(&FrameHeader::end());
         assert!(frame_methods(&lz4).contains(&crate::runfile::METHOD_LZ4));

@@ -452,6 +452,51 @@ fn reading_goes_on_while_a_spill_is_in_flight() {
 }
 
 #[test]
+fn finish_stops_the_spill_in_flight_and_merges_its_rest_from_memory() {
+    for kind in [KeyKind::Fixed8, KeyKind::Variable] {
+        for partition in [0, 4 << 10] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            // Few keys, so ties cross the stopped run and its unwritten
+            // records, and the stream must keep input order among them.
+            let input = spill_input(24_000);
+            let budget = 2 << 20;
+            let config = SortConfig {
+                merge_partition_bytes: partition,
+                ..config(dir.path(), kind, budget, 4)
+            };
+            let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config.clone());
+            // The chunk's raw bytes as a run would hold them: both spills
+            // together, unstopped.
+            let chunk_raw: usize = input[..pushed]
+                .iter()
+                .map(|(k, r)| k.len() + r.len() + 2)
+                .sum();
+            // The input ends while the second spill (the first chunk's newer
+            // half, thousands of records) is held: it is stopped before it
+            // starts, writes the records up to its first look at the flag,
+            // and leaves the rest in memory.
+            for (k, r) in &input[pushed..] {
+                sorter.push(k, r).expect("push");
+            }
+            sorter.request_spill_stop();
+            drop(gate);
+            let (got, stats) = finish_and_collect(sorter);
+            assert_eq!(got, expected(&input), "{kind:?} partition {partition}");
+            assert_eq!(stats.spills, 2, "no spill after the held one: {stats:?}");
+            assert!(
+                stats.run_bytes_raw < chunk_raw as u64 * 3 / 4,
+                "{chunk_raw} raw bytes in the chunk, runs hold {stats:?}"
+            );
+            assert!(stats.peak_bytes <= budget as u64, "{stats:?}");
+            assert_eq!(temp_files(dir.path()), 0);
+            // The same stream when finish finds the spill wherever it is.
+            let (whole, _) = run_sort(&input, config, 2);
+            assert_eq!(whole, got);
+        }
+    }
+}
+
+#[test]
 fn double_buffering_stays_within_the_budget_when_spills_are_slow() {
     let dir = tempfile::tempdir().expect("tempdir");
     let budget = 256 << 10;

@@ -957,7 +957,17 @@ impl SliceDecoder {
                 } else if ch.reference_required {
                     let fresh = !matches!(slice_ref, SliceRef::Whole(id, _) if *id == ref_id);
                     if fresh {
-                        *slice_ref = SliceRef::Whole(ref_id, lease.sequence(ref_id as usize)?);
+                        let seq = lease.sequence(ref_id as usize)?;
+                        // Bases no slice MD5 vouches for (checked in
+                        // `decode` when the slice has one).
+                        if h.reference_id != ref_id || h.reference_md5 == [0; 16] {
+                            let span = (h.reference_id == ref_id).then(|| {
+                                let first = h.alignment_start as i64;
+                                (first, first + h.alignment_span as i64 - 1)
+                            });
+                            lease.refuse_unchecked(ref_id as usize, span)?;
+                        }
+                        *slice_ref = SliceRef::Whole(ref_id, seq);
                     }
                     if let SliceRef::Whole(_, seq) = slice_ref {
                         whole = Arc::clone(seq);

@@ -22,6 +22,7 @@ Contracts under test:
 from __future__ import annotations
 
 import random
+import re
 import zlib
 from pathlib import Path
 
@@ -238,8 +239,6 @@ def test_header_container_length_short_of_its_blocks_is_read_as_samtools_reads_i
 
 def _ref_end(rec: list[str]) -> int:
     """The 1-based last reference base of a SAM record's alignment."""
-    import re
-
     span = sum(int(n) for n, op in re.findall(r"(\d+)([MDN=X])", rec[5]))
     return int(rec[3]) + max(span, 1) - 1
 
@@ -296,3 +295,57 @@ def test_reference_other_than_the_sq_m5_is_read_as_samtools_reads_it(alnsort_bin
     ) in err, err
     if shape == "piece":
         assert f"[W::alnsort] {cram}: @SQ chrC has LN:20000, but the --reference sequence of that name has {keep} bases" in err, err
+
+
+@pytest.mark.parametrize("version", ["2.1", "3.0"])
+def test_md_nm_of_reads_without_bases_and_of_empty_deletions_match_samtools(alnsort_bin, refs, tmp_path, version):
+    """Placed reads with no bases (SEQ `*`: only hard clips, no CIGAR, or
+    matches) and deletions of length 0 (`5M0D5M`, which a CRAM holds as a
+    D feature of length 0, as htsjdk's `xx#minimal.2.1.cram` does): htslib
+    adds MD/NM to every placed read whose CRAM flags do not say "no
+    sequence" (so `MD:Z:0 NM:i:0` to a read of length 0 in CRAM 2.1, whose
+    writer does not set that flag) and writes `^` with no bases for an
+    empty deletion (`MD:Z:5^5`, `MD:Z:0^0`). alnsort adds the same."""
+    chrc = _read_fasta_seq(refs["ref"], "chrC")
+    rng = random.Random(11)
+    header = [ln for ln in refs["sam"].read_text().splitlines() if ln.startswith("@")]
+    recs = []
+    shapes = ["10H", "*", "5M", "3S5M2D4M", "5M0D5M", "5H10M0D5H", "0D", "4M0D0D4M", "0D6M", "6M0D"]
+    for i in range(200):
+        cigar = shapes[i % len(shapes)]
+        pos = 1 + rng.randrange(len(chrc) - 100)
+        qlen = sum(int(n) for n, op in re.findall(r"(\d+)([MIS=X])", cigar))
+        with_seq = qlen > 0 and i % 3 != 0
+        if with_seq:
+            bases = list(chrc[pos - 1 : pos - 1 + qlen].upper())
+            if i % 4 == 1:
+                bases[rng.randrange(qlen)] = "N"
+            seq = "".join(bases)
+        else:
+            seq = "*"
+        recs.append(f"z{i:03d}\t{16 * (i % 2)}\tchrC\t{pos}\t30\t{cigar}\t*\t0\t0\t{seq}\t*")
+    src = tmp_path / "noseq.sam"
+    src.write_text("\n".join(header + recs) + "\n")
+    cram = tmp_path / "noseq.cram"
+    oracle.samtools(
+        "view", "--no-PG", "-O", f"cram,version={version}", "-T", str(refs["ref"]), "-o", str(cram), str(src)
+    )
+    for order in ([], ["-n"]):
+        theirs, ours = _sorted_both(cram, refs["ref"], order, tmp_path)
+        # An empty deletion: `^` followed by the next run's digits.
+        assert len(re.findall(r"\tMD:Z:[0-9A-Z^]*\^[0-9]", theirs)) > 20
+        if version == "2.1":
+            assert "\t10H\t*\t0\t0\t*\t*\tMD:Z:0\tNM:i:0" in theirs
+        assert_same_text(theirs, ours, f"reads without bases, CRAM {version} {order}")
+
+
+def _read_fasta_seq(path: Path, name: str) -> str:
+    seqs: dict[str, list[str]] = {}
+    cur = None
+    for ln in path.read_text().splitlines():
+        if ln.startswith(">"):
+            cur = ln[1:].split()[0]
+            seqs[cur] = []
+        elif cur is not None:
+            seqs[cur].append(ln)
+    return "".join(seqs[name])

@@ -16,6 +16,9 @@ and alnsort refused.
   `bin`, qualities 0xff, every B-array type, empty Z/H tags, `=`/`N` bases,
   a 254-byte read name, no CIGAR with a sequence). What samtools refuses in
   SAM (POS or PNEXT below 0) stays refused.
+* An empty SAM line, among the records, after the last or before the
+  header: samtools stops at it ("Parse error at line N"); so does alnsort,
+  naming the file and the line.
 
 Each case is sorted by alnsort and by samtools 1.24 (pysam 0.24.1, a fresh
 process per call) in coordinate and name order, to SAM and to BAM, and the
@@ -358,3 +361,48 @@ def test_sam_positions_below_zero_stay_refused(tmp_path: Path, field: str, value
     inp = tmp_path / "neg.sam"
     inp.write_text("@HD\tVN:1.6\n" + SQ + f"a\t0\tchr1\t{pos}\t60\t4M\t=\t{pnext}\t0\tACGT\tIIII\n")
     _refused_by_both(tmp_path, inp, f"malformed {field} field")
+
+
+# ---- empty lines -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where, line",
+    [("middle", 6), ("end", 8), ("end_twice", 8), ("after_header", 4), ("first", 1)],
+)
+@pytest.mark.parametrize("form", ["sam", "sam.gz", "stdin"])
+def test_an_empty_line_is_refused_as_samtools_refuses_it(tmp_path: Path, where: str, line: int, form: str):
+    """An empty line among the records, after the last one (hts-specs'
+    `rnext.fail*.sam` style), right after the header or before it: samtools
+    1.24 stops ("Parse error at line N", "truncated file"); so does alnsort,
+    naming the file and the line, leaving no output."""
+    head = "@HD\tVN:1.6\n" + SQ
+    recs = _sam_records(4, 3).splitlines(keepends=True)
+    text = {
+        "middle": head + "".join(recs[:2]) + "\n" + "".join(recs[2:]),
+        "end": head + "".join(recs) + "\n",
+        "end_twice": head + "".join(recs) + "\n\n",
+        "after_header": head + "\n" + "".join(recs),
+        "first": "\n" + head + "".join(recs),
+    }[where]
+    inp = tmp_path / ("in.sam.gz" if form == "sam.gz" else "in.sam")
+    if form == "sam.gz":
+        inp.write_bytes(gzip.compress(text.encode()))
+    else:
+        inp.write_text(text)
+    s = oracle.samtools("sort", "-o", str(tmp_path / "s.bam"), str(inp), check=False)
+    assert s.returncode != 0, f"samtools 1.24 sorted {where}; the test's premise is wrong"
+    if where != "first":
+        assert f"Parse error at line {line}" in s.stderr.decode(), s.stderr
+    out = tmp_path / "a.bam"
+    before = {p.name for p in tmp_path.iterdir()}
+    if form == "stdin":
+        res = harness.run_alnsort(["-o", str(out), "-"], stdin_path=str(inp))
+        name = "<stdin>"
+    else:
+        res = harness.run_alnsort(["-o", str(out), str(inp)])
+        name = inp.name
+    err = res.stderr.decode("utf-8", "replace")
+    assert res.returncode == 1, f"alnsort exited {res.returncode}; stderr:\n{err}"
+    assert f"{name}: line {line} (record" in err and "an empty line" in err, err
+    assert harness.leftover_files(tmp_path, before) == [], "a failed run left files behind"

@@ -813,13 +813,12 @@ impl Decoder {
     ) -> Result<Decoded, ReadError> {
         let mut decoded = Decoded::default();
         let mut rec = Vec::with_capacity(1024);
-        let mut line_no = batch.first_position;
-        let mut record_no = batch.first_record + 1;
         // The lines: the batch's text less the newline that ends its last
-        // line (a batch without text has none).
+        // line (a batch without text has none); every line is a record.
         let body = batch.data.strip_suffix(b"\n").unwrap_or(&batch.data);
         let lines = if batch.data.is_empty() { 0 } else { usize::MAX };
-        for line in body.split(|&c| c == b'\n').take(lines) {
+        let numbered = (batch.first_position..).zip(batch.first_record + 1..);
+        for ((line_no, record_no), line) in numbered.zip(body.split(|&c| c == b'\n').take(lines)) {
             let err = |problem| ReadError::Line {
                 file: Arc::clone(&self.file),
                 line: line_no,
@@ -864,8 +863,6 @@ impl Decoder {
             }
             self.encoder.encode(r, key).map_err(|e| err(e.into()))?;
             self.check_and_sink(key, &rec, sink).map_err(err)?;
-            line_no += 1;
-            record_no += 1;
         }
         decoded.note_missing_eof(batch, warn);
         Ok(decoded)

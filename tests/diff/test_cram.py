@@ -381,16 +381,62 @@ def test_missing_reference_is_an_error_naming_it(alnsort_bin, data, tmp_path, mo
     assert harness.leftover_files(tmp_path, {"empty"}) == []
 
 
-def test_mismatching_reference_is_an_error_naming_it(alnsort_bin, data, tmp_path):
+@pytest.mark.parametrize("sort", ["unsorted", "coordinate"])
+def test_mismatching_reference_is_an_error_naming_it(alnsort_bin, data, tmp_path, sort):
+    """A FASTA whose chrC differs from the @SQ M5 in one base that reads
+    cover: reading goes on past the whole-sequence M5 (a warning naming the
+    file, the reference and both MD5s, as htslib compares no @SQ M5 with a
+    local FASTA), but the wrong base never reaches the output. Unsorted
+    records are in multi-reference slices, which carry no MD5: samtools
+    decodes them against the wrong base (exit 0), alnsort refuses them by
+    name. Coordinate-sorted ones written one reference per slice
+    (`multi_seq_per_slice=0`) are in single-reference slices, whose MD5
+    refuses the slice over the base (samtools too)."""
+    src = data["cram_norg_3.0"]
+    if sort == "coordinate":
+        src = tmp_path / "sorted.cram"
+        oracle.samtools(
+            "sort", "--no-PG", "-O", "cram,multi_seq_per_slice=0", "--reference", str(data["ref"]),
+            "-o", str(src), str(data["cram_norg_3.0"]),
+        )
+    theirs = oracle.samtools("view", "-T", str(data["bad_ref"]), str(src), check=False)
+    if sort == "coordinate":
+        assert theirs.returncode != 0 and b"MD5 checksum reference mismatch at chrC:" in theirs.stderr
+    else:
+        good = oracle.samtools("view", "-T", str(data["ref"]), str(src)).stdout
+        assert theirs.returncode == 0 and theirs.stdout != good, "samtools decodes the wrong base unchecked"
     out = tmp_path / "out.bam"
-    res = run_alnsort(["--reference", str(data["bad_ref"]), "-o", str(out), str(data["cram_norg_3.0"])], cwd=str(tmp_path))
+    res = run_alnsort(["--reference", str(data["bad_ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
+    assert res.returncode != 0
+    err = res.stderr.decode()
+    m5 = str(data["md5_chrC"])
+    bad_m5 = _md5(_read_fasta(data["bad_ref"])["chrC"])
+    warning = f"[W::alnsort] {src}: reference chrC: its MD5 is {bad_m5} in --reference {data['bad_ref']}, but the header's @SQ M5 is {m5}"
+    assert warning in err, err
+    if sort == "coordinate":
+        assert "MD5 checksum reference mismatch at chrC:" in err, err
+    else:
+        assert f"reference chrC: its MD5 is {bad_m5}" in err and f"the header's @SQ M5 is {m5}, and a multi-reference slice carries no reference MD5" in err, err
+    assert "decoding CRAM container" in err and str(src) in err, err
+    assert not out.exists()
+    assert harness.leftover_files(tmp_path, {"sorted.cram"}) == []
+
+
+def test_mismatching_reference_is_an_error_writing_cram(alnsort_bin, data, tmp_path):
+    """Writing CRAM against a FASTA whose chrC differs from the input's
+    @SQ M5 is an error naming both (records stored against other bases than
+    the header names would be read back wrong); nothing is written."""
+    src = tmp_path / "in.sam"
+    src.write_text(oracle.samtools("view", "-h", "--no-PG", "-T", str(data["ref"]), str(data["cram_norg_3.0"])).stdout.decode())
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["-O", "cram", "--reference", str(data["bad_ref"]), "-o", str(out), str(src)], cwd=str(tmp_path))
     assert res.returncode != 0
     err = res.stderr.decode()
     m5 = str(data["md5_chrC"])
     assert f"reference chrC: its MD5 is" in err and f"the header's @SQ M5 is {m5}" in err, err
-    assert str(data["bad_ref"]) in err, err
+    assert str(data["bad_ref"]) in err and "[W::alnsort]" not in err, err
     assert not out.exists()
-    assert harness.leftover_files(tmp_path, set()) == []
+    assert harness.leftover_files(tmp_path, {"in.sam"}) == []
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,12 @@ and alnsort refused.
   `bin`, qualities 0xff, every B-array type, empty Z/H tags, `=`/`N` bases,
   a 254-byte read name, no CIGAR with a sequence). What samtools refuses in
   SAM (POS or PNEXT below 0) stays refused.
+* CRAM output of those BAM positions as samtools writes it: a mate
+  position below -1 stored as 0 (samtools reads back PNEXT 0), a POS below
+  0 refused by name (samtools fails writing it).
+* An empty SAM line, among the records, after the last or before the
+  header: samtools stops at it ("Parse error at line N"); so does alnsort,
+  naming the file and the line.
 
 Each case is sorted by alnsort and by samtools 1.24 (pysam 0.24.1, a fresh
 process per call) in coordinate and name order, to SAM and to BAM, and the
@@ -358,3 +364,114 @@ def test_sam_positions_below_zero_stay_refused(tmp_path: Path, field: str, value
     inp = tmp_path / "neg.sam"
     inp.write_text("@HD\tVN:1.6\n" + SQ + f"a\t0\tchr1\t{pos}\t60\t4M\t=\t{pnext}\t0\tACGT\tIIII\n")
     _refused_by_both(tmp_path, inp, f"malformed {field} field")
+
+
+# ---- empty lines -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where, line",
+    [("middle", 6), ("end", 8), ("end_twice", 8), ("after_header", 4), ("first", 1)],
+)
+@pytest.mark.parametrize("form", ["sam", "sam.gz", "stdin"])
+def test_an_empty_line_is_refused_as_samtools_refuses_it(tmp_path: Path, where: str, line: int, form: str):
+    """An empty line among the records, after the last one (hts-specs'
+    `rnext.fail*.sam` style), right after the header or before it: samtools
+    1.24 stops ("Parse error at line N", "truncated file"); so does alnsort,
+    naming the file and the line, leaving no output."""
+    head = "@HD\tVN:1.6\n" + SQ
+    recs = _sam_records(4, 3).splitlines(keepends=True)
+    text = {
+        "middle": head + "".join(recs[:2]) + "\n" + "".join(recs[2:]),
+        "end": head + "".join(recs) + "\n",
+        "end_twice": head + "".join(recs) + "\n\n",
+        "after_header": head + "\n" + "".join(recs),
+        "first": "\n" + head + "".join(recs),
+    }[where]
+    inp = tmp_path / ("in.sam.gz" if form == "sam.gz" else "in.sam")
+    if form == "sam.gz":
+        inp.write_bytes(gzip.compress(text.encode()))
+    else:
+        inp.write_text(text)
+    s = oracle.samtools("sort", "-o", str(tmp_path / "s.bam"), str(inp), check=False)
+    assert s.returncode != 0, f"samtools 1.24 sorted {where}; the test's premise is wrong"
+    if where != "first":
+        assert f"Parse error at line {line}" in s.stderr.decode(), s.stderr
+    out = tmp_path / "a.bam"
+    before = {p.name for p in tmp_path.iterdir()}
+    if form == "stdin":
+        res = harness.run_alnsort(["-o", str(out), "-"], stdin_path=str(inp))
+        name = "<stdin>"
+    else:
+        res = harness.run_alnsort(["-o", str(out), str(inp)])
+        name = inp.name
+    err = res.stderr.decode("utf-8", "replace")
+    assert res.returncode == 1, f"alnsort exited {res.returncode}; stderr:\n{err}"
+    assert f"{name}: line {line} (record" in err and "an empty line" in err, err
+    assert harness.leftover_files(tmp_path, before) == [], "a failed run left files behind"
+
+
+# ---- CRAM output of positions below -1 -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_ref(tmp_path_factory) -> Path:
+    """A FASTA for REFS (random bases), with its .fai."""
+    d = tmp_path_factory.mktemp("negref")
+    rng = random.Random(5)
+    fa = d / "ref.fa"
+    fa.write_text("".join(f">{n}\n{''.join(rng.choice('ACGT') for _ in range(ln))}\n" for n, ln in REFS))
+    oracle.samtools("faidx", str(fa))
+    return fa
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        u.Rec(name="mate_neg", pos=500, next_ref_id=0, next_pos=-5, flag=1 | 32),
+        u.Rec(name="mate_min", pos=400, next_ref_id=1, next_pos=-(2**31), flag=1),
+    ],
+    ids=["mate_neg", "mate_min"],
+)
+def test_cram_output_stores_a_mate_position_below_minus_one_as_samtools(tmp_path: Path, small_ref: Path, rec):
+    """A BAM mate position below -1 written to CRAM: htslib stores it as 0
+    (PNEXT 0, `MAX(mpos+1, 0)`), so samtools reads back PNEXT 0 from its own
+    CRAM; it reads the same from alnsort's."""
+    bam = _bam(tmp_path, "in.bam", [rec, u.Rec(name="plain", pos=600)])
+    theirs, ours = tmp_path / "samtools.cram", tmp_path / "alnsort.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(small_ref), "-o", str(theirs), str(bam))
+    harness.check_ok(harness.run_alnsort(["-n", "--no-PG", "-O", "cram", "--reference", str(small_ref), "-o", str(ours), str(bam)]))
+    view = lambda p: sorted(oracle.samtools("view", "-T", str(small_ref), str(p)).stdout.decode().splitlines())  # noqa: E731
+    want = view(theirs)
+    assert any(ln.startswith(rec.name) and ln.split("\t")[7] == "0" for ln in want), want
+    assert view(ours) == want
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        u.Rec(name="pos_neg", pos=-5),
+        u.Rec(name="pos_min", ref_id=1, pos=-(2**31), next_pos=-7),
+        u.Rec(name="unplaced_neg", ref_id=-1, pos=-9, flag=4, cigar=[], next_pos=-3),
+        u.Rec(name="unmapped_placed_neg", ref_id=0, pos=-9, flag=4, cigar=[]),
+    ],
+    ids=["pos_neg", "pos_min", "unplaced_neg", "unmapped_placed_neg"],
+)
+def test_cram_output_of_a_position_below_minus_one_is_refused_as_samtools_refuses_it(
+    tmp_path: Path, small_ref: Path, rec
+):
+    """A BAM record whose POS is below 0, mapped or not: samtools fails
+    writing it to CRAM; alnsort refuses it by name and leaves no output
+    (it wrote an unplaced one, and a placed unmapped one that samtools then
+    could not read)."""
+    bam = _bam(tmp_path, "in.bam", [rec, u.Rec(name="plain", pos=600)])
+    s = oracle.samtools("view", "--no-PG", "-C", "-T", str(small_ref), "-o", str(tmp_path / "s.cram"), str(bam), check=False)
+    assert s.returncode != 0
+    (tmp_path / "s.cram").unlink(missing_ok=True)
+    before = {p.name for p in tmp_path.iterdir()}
+    out = tmp_path / "out.cram"
+    res = harness.run_alnsort(["-O", "cram", "--reference", str(small_ref), "-o", str(out), str(bam)])
+    err = res.stderr.decode()
+    assert res.returncode == 1, err
+    assert f"out.cram: CRAM record" in err and f"it has position {rec.pos + 1} (POS below 0" in err, err
+    assert harness.leftover_files(tmp_path, before) == []

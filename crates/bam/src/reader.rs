@@ -131,6 +131,10 @@ pub enum Problem {
     #[error("the line is longer than {limit} bytes, more than the {limit} bytes one record may take with this \
              memory budget (half the sort budget); raise --max-memory or -m")]
     LineTooLong { limit: usize },
+    /// htslib's `sam_read1` takes an empty line (in the middle of the
+    /// records or at their end) as a parse error, and samtools stops.
+    #[error("an empty line (samtools refuses it: a SAM line is a header line or a record)")]
+    EmptyLine,
     #[error("the sink refused the record: {0}")]
     Refused(String),
     /// SAM input names a reference the header lacks (with
@@ -809,20 +813,21 @@ impl Decoder {
     ) -> Result<Decoded, ReadError> {
         let mut decoded = Decoded::default();
         let mut rec = Vec::with_capacity(1024);
-        let mut line_no = batch.first_position;
-        let mut record_no = batch.first_record + 1;
-        for line in batch.data.split(|&c| c == b'\n') {
-            if line.is_empty() {
-                // only the split after a final newline yields an empty last piece
-                line_no += 1;
-                continue;
-            }
+        // The lines: the batch's text less the newline that ends its last
+        // line (a batch without text has none); every line is a record.
+        let body = batch.data.strip_suffix(b"\n").unwrap_or(&batch.data);
+        let lines = if batch.data.is_empty() { 0 } else { usize::MAX };
+        let numbered = (batch.first_position..).zip(batch.first_record + 1..);
+        for ((line_no, record_no), line) in numbered.zip(body.split(|&c| c == b'\n').take(lines)) {
             let err = |problem| ReadError::Line {
                 file: Arc::clone(&self.file),
                 line: line_no,
                 record: record_no,
                 problem,
             };
+            if line.is_empty() {
+                return Err(err(Problem::EmptyLine));
+            }
             rec.clear();
             sam_parse::parse_sam_record_with(
                 line,
@@ -858,8 +863,6 @@ impl Decoder {
             }
             self.encoder.encode(r, key).map_err(|e| err(e.into()))?;
             self.check_and_sink(key, &rec, sink).map_err(err)?;
-            line_no += 1;
-            record_no += 1;
         }
         decoded.note_missing_eof(batch, warn);
         Ok(decoded)

@@ -482,3 +482,38 @@ fn unmapped_policy_reads_unknown_names_as_htslib_and_counts_the_records() {
         "line 3 (record 2): unrecognized reference name \"chr9\"; treated as unmapped"
     );
 }
+
+#[test]
+fn an_empty_line_is_an_error_naming_its_line_wherever_it_is() {
+    // samtools 1.24 stops at an empty line among the records or after the
+    // last ("Parse error at line N", "truncated file").
+    let a = "a\t0\tchr1\t5\t0\t4M\t*\t0\t0\tACGT\tIIII\n";
+    let b = "b\t0\tchr1\t6\t0\t4M\t*\t0\t0\tACGT\tIIII";
+    for (text, line, record, read) in [
+        (format!("{a}\n{b}\n"), 3, 2, 1),
+        (format!("{a}{b}\n\n"), 4, 3, 2),
+        (format!("\n{a}"), 2, 1, 0),
+    ] {
+        let (recs, _, result) = decode_sam_text(&text, UnknownReference::Error);
+        assert_eq!(recs.len(), read, "{text:?}");
+        let err = result.expect_err("an empty line");
+        assert!(
+            matches!(
+                &err,
+                ReadError::Line { line: l, record: r, problem: Problem::EmptyLine, .. }
+                    if *l == line && *r == record
+            ),
+            "{text:?}: {err:?}"
+        );
+        let shown = format!("{}: {}", err, std::error::Error::source(&err).unwrap());
+        assert!(
+            shown.starts_with(&format!(
+                "in.sam: line {line} (record {record}): an empty line"
+            )),
+            "{shown}"
+        );
+    }
+    let (recs, _, result) = decode_sam_text(&format!("{a}{b}\n"), UnknownReference::Error);
+    result.expect("no empty line");
+    assert_eq!(recs.len(), 2);
+}

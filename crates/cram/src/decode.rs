@@ -11,7 +11,7 @@ use crate::container::{
 };
 use crate::error::{take_reference_error, CramError};
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
-use crate::reference::{RefHolding, RefSource, References};
+use crate::reference::{M5Mismatch, RefHolding, RefSource, References};
 use noodles_sam as sam;
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -68,7 +68,7 @@ impl<R: Read> CramReader<R> {
         })?;
         // The text block may be padded with NULs after the header.
         let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
-        let text = text[..end].to_vec();
+        let text = sq_lengths_from_fasta(file, &text[..end], refs);
         let parsed: sam::Header = std::str::from_utf8(&text)
             .map_err(|e| e.to_string())
             .and_then(|t| t.parse::<sam::Header>().map_err(|e| e.to_string()))
@@ -77,7 +77,7 @@ impl<R: Read> CramReader<R> {
                 what,
             })?;
         let holding = RefHolding::for_order(says_coordinate(&parsed));
-        let references = refs.references(&parsed, holding);
+        let references = refs.references(&parsed, holding, M5Mismatch::Warn { file: file.into() });
         let info = FileInfo {
             prefix: file.rsplit('/').next().unwrap_or(file).as_bytes().to_vec(),
             ref_lengths: parsed
@@ -171,6 +171,54 @@ impl<R: Read> CramReader<R> {
             return Ok(Some(p));
         }
     }
+}
+
+/// htslib's `sanitise_SQ_lines` when a CRAM is opened with a FASTA given:
+/// an @SQ whose LN differs from the length of the FASTA's sequence of that
+/// name takes the FASTA's length (in place in the text, which the records'
+/// MD/NM at the reference's end also follow), with a warning. A FASTA
+/// that cannot be read leaves the text as it is: its error comes when a
+/// slice needs it.
+fn sq_lengths_from_fasta(file: &str, text: &[u8], refs: &RefSource) -> Vec<u8> {
+    let Ok(Some(lengths)) = refs.fasta_lengths() else {
+        return text.to_vec();
+    };
+    let mut out = Vec::with_capacity(text.len());
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let fields: Vec<&[u8]> = body.split(|&b| b == b'\t').collect();
+        let sn = fields.iter().find_map(|f| f.strip_prefix(b"SN:"));
+        let fasta_len = sn.and_then(|sn| lengths.get(sn));
+        let ln = fields.iter().position(|f| f.starts_with(b"LN:"));
+        let (Some(sn), Some(&len), Some(ln), true) = (sn, fasta_len, ln, fields[0] == b"@SQ")
+        else {
+            out.extend_from_slice(line);
+            continue;
+        };
+        let given = &fields[ln][3..];
+        if given == len.to_string().as_bytes() {
+            out.extend_from_slice(line);
+            continue;
+        }
+        eprintln!(
+            "[W::alnsort] {file}: @SQ {} has LN:{}, but the --reference sequence of that name \
+             has {len} bases: LN:{len} used, as samtools does",
+            String::from_utf8_lossy(sn),
+            String::from_utf8_lossy(given)
+        );
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b'\t');
+            }
+            if i == ln {
+                out.extend_from_slice(format!("LN:{len}").as_bytes());
+            } else {
+                out.extend_from_slice(f);
+            }
+        }
+        out.extend_from_slice(&line[body.len()..]);
+    }
+    out
 }
 
 /// The CRAM versions (major, minor) this crate reads, and how its errors

@@ -3,7 +3,7 @@
 use crate::encode_container::{self as container, SliceInfo};
 use crate::error::{take_reference_error, CramError};
 use crate::options::{CramOptions, CramVersion};
-use crate::reference::{normalized_md5_hex, Lease, RefHolding, RefSource, References};
+use crate::reference::{normalized_md5_hex, Lease, M5Mismatch, RefHolding, RefSource, References};
 use alnsort_pipeline::OrderedQueue;
 use noodles_sam as sam;
 use std::collections::HashMap;
@@ -129,7 +129,7 @@ impl<W: Write> CramWriter<W> {
                 file: file.to_string(),
                 what,
             })?;
-        let references = refs.references(&sam_header, holding);
+        let references = refs.references(&sam_header, holding, M5Mismatch::Refuse);
         let header_err = |source| match take_reference_error(source) {
             Ok(r) => CramError::EncodeReference {
                 file: file.to_string(),

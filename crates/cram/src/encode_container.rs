@@ -284,6 +284,17 @@ pub(crate) fn encode(
         let has_seq = l_seq > 0;
         let mapped = flag & 0x4 == 0;
         let apos = r.pos() as i64 + 1;
+        if apos < 0 {
+            // htslib's `cram_encode_slice_read` fails on a position below
+            // 0 (BAM input may hold one; SAM cannot), mapped or not.
+            return Err((
+                k,
+                format!(
+                    "position {apos} (POS below 0, as BAM allows); samtools refuses \
+                     to write such a record to CRAM too"
+                ),
+            ));
+        }
 
         let ser = &mut s.series;
         int(&mut ser[Ds::Bf as usize], flag as i32);
@@ -436,7 +447,9 @@ pub(crate) fn encode(
                 let mf = i32::from(flag & 0x20 != 0) | (i32::from(flag & 0x8 != 0) << 1);
                 int(&mut ser[Ds::Mf as usize], mf);
                 int(&mut ser[Ds::Ns as usize], r.next_ref_id());
-                int(&mut ser[Ds::Np as usize], r.next_pos() + 1);
+                // htslib stores a mate position below 0 as 0 (PNEXT 0,
+                // unknown): `MAX(bam_mate_pos(b)+1, 0)`.
+                int(&mut ser[Ds::Np as usize], (r.next_pos() + 1).max(0));
                 int(&mut ser[Ds::Ts as usize], r.tlen());
             }
             // Attached: the records to skip to the mate; a reader takes

@@ -4,8 +4,9 @@
 
 use std::io;
 
-/// A reference sequence that cannot be used: not found anywhere, or with
-/// an MD5 other than the header's M5.
+/// A reference sequence that cannot be used: not found anywhere, with an
+/// MD5 other than the header's M5 (writing), or with such an MD5 for a
+/// slice that carries no MD5 of its own (reading).
 #[derive(Debug, thiserror::Error)]
 pub enum ReferenceError {
     #[error("reference {sn} (M5 {m5}) not found; looked in: {looked}")]
@@ -20,6 +21,19 @@ pub enum ReferenceError {
         m5: String,
         found: String,
         place: String,
+    },
+    #[error(
+        "reference {sn}: its MD5 is {found} in {place}, but the header's @SQ M5 is {m5}, \
+         and {slice} carries no reference MD5 to check its bases by: refused rather than \
+         decoded against bases that may not be the ones it was written with (samtools \
+         decodes it unchecked); give the reference the file was written with"
+    )]
+    Unchecked {
+        sn: String,
+        m5: String,
+        found: String,
+        place: String,
+        slice: String,
     },
     /// htslib's `cram_decode_slice` message, then the two MD5s it logs.
     #[error(

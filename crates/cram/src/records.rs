@@ -610,6 +610,13 @@ pub(crate) struct SliceDecoder {
     seq: Vec<u8>,
     qual: Vec<u8>,
     cigar: Vec<u32>,
+    /// Where the record's deletions of length 0 (a `D` feature with DL 0,
+    /// as old htsjdk wrote them) stand in `cigar`: each index is that of
+    /// the operation it precedes. They are not in the CIGAR, but htslib's
+    /// MD has them (`^` with no bases).
+    zero_dels: Vec<usize>,
+    /// `cigar` with the zero-length deletions put in, for MD.
+    md_cigar: Vec<u32>,
     md: Vec<u8>,
     /// The 0-based reference position of the record's first feature that
     /// gives a base past the reference's end (`X`, `B`, `b`), where htslib
@@ -634,6 +641,7 @@ const NEAR_LINES: usize = 1 << 16;
 /// Cigar being built: pending operation and length.
 struct Cig<'a> {
     ops: &'a mut Vec<u32>,
+    zero_dels: &'a mut Vec<usize>,
     op: u32,
     len: u32,
 }
@@ -957,7 +965,17 @@ impl SliceDecoder {
                 } else if ch.reference_required {
                     let fresh = !matches!(slice_ref, SliceRef::Whole(id, _) if *id == ref_id);
                     if fresh {
-                        *slice_ref = SliceRef::Whole(ref_id, lease.sequence(ref_id as usize)?);
+                        let seq = lease.sequence(ref_id as usize)?;
+                        // Bases no slice MD5 vouches for (checked in
+                        // `decode` when the slice has one).
+                        if h.reference_id != ref_id || h.reference_md5 == [0; 16] {
+                            let span = (h.reference_id == ref_id).then(|| {
+                                let first = h.alignment_start as i64;
+                                (first, first + h.alignment_span as i64 - 1)
+                            });
+                            lease.refuse_unchecked(ref_id as usize, span)?;
+                        }
+                        *slice_ref = SliceRef::Whole(ref_id, seq);
                     }
                     if let SliceRef::Whole(_, seq) = slice_ref {
                         whole = Arc::clone(seq);
@@ -1056,7 +1074,10 @@ impl SliceDecoder {
         );
         out.extend_from_slice(&self.qual[..l_seq]);
         out.extend_from_slice(&self.tags);
-        if !unmapped && ref_id >= 0 && l_seq > 0 && !(has_md && has_nm) {
+        // htslib adds MD/NM to a placed record unless its CRAM flags say it
+        // has no sequence: a read of length 0 not so flagged (old htsjdk
+        // wrote them) gets them too.
+        if !unmapped && ref_id >= 0 && cf & CF_NO_SEQ == 0 && !(has_md && has_nm) {
             if let Some((reference, offset)) = refseq {
                 let at = usize::try_from(pos - offset)
                     .map_err(|_| bad("the record starts before the slice's embedded reference"))?;
@@ -1067,9 +1088,21 @@ impl SliceDecoder {
                     reference: (file.ref_lengths[ref_id as usize] as usize).saturating_sub(offset),
                     md: self.md_end.saturating_sub(offset),
                 };
-                if let Some(nm) =
-                    md_nm::compute(bases, &self.cigar, at, reference, ends, &mut self.md)
-                {
+                let cigar = if self.zero_dels.is_empty() {
+                    &self.cigar
+                } else {
+                    self.md_cigar.clear();
+                    let mut dels = self.zero_dels.iter().peekable();
+                    for (i, &c) in self.cigar.iter().enumerate() {
+                        while dels.next_if(|&&d| d == i).is_some() {
+                            self.md_cigar.push(BAM_CDEL);
+                        }
+                        self.md_cigar.push(c);
+                    }
+                    self.md_cigar.extend(dels.map(|_| BAM_CDEL));
+                    &self.md_cigar
+                };
+                if let Some(nm) = md_nm::compute(bases, cigar, at, reference, ends, &mut self.md) {
                     md_nm::push(
                         out,
                         (!has_md).then_some(&self.md[..]),
@@ -1128,8 +1161,10 @@ impl SliceDecoder {
         let mut prev_pos: i64 = 0;
         let mut seq_pos: i64 = 1;
         let mut ref_pos: i64 = apos - 1;
+        self.zero_dels.clear();
         let mut cig = Cig {
             ops: &mut self.cigar,
+            zero_dels: &mut self.zero_dels,
             op: BAM_CMATCH,
             len: 0,
         };
@@ -1207,6 +1242,11 @@ impl SliceDecoder {
                 b'D' => {
                     let n = nonneg(st.int(ds(Ds::DL))?)?;
                     cig.add(BAM_CDEL, n);
+                    if n == 0 {
+                        // htslib's decoder ends the operation before it
+                        // (as `add` did) and writes `^` into the MD.
+                        cig.zero_dels.push(cig.ops.len());
+                    }
                     ref_pos += n as i64;
                 }
                 b'I' => {

@@ -10,8 +10,18 @@
 //!    not fetched: alnsort does no network access, and the error says so;
 //! 3. the @SQ's UR when it names a local file (`file://` or a path).
 //!
-//! A sequence found is upper-cased (htslib does the same) and, when the
-//! @SQ has an M5, its MD5 must equal it.
+//! A sequence found is upper-cased (htslib does the same). When the @SQ
+//! has an M5 and the sequence's MD5 differs from it:
+//! - writing ([`M5Mismatch::Refuse`]) is an error: records would be stored
+//!   against other bases than the header names;
+//! - reading ([`M5Mismatch::Warn`]) is a warning naming the file, the
+//!   reference and both MD5s, as htslib compares no @SQ M5 with a local
+//!   FASTA (a test FASTA is often a piece of the sequence the M5 is of).
+//!   The bases are then vouched for by each slice's own MD5 over its span
+//!   ([`Lease::check_slice`]); a slice that carries none (multi-reference
+//!   slices, an all-zero MD5) cannot be checked and is refused by name
+//!   ([`Lease::sequence_unchecked`]) where htslib would decode it against
+//!   bases that may not be the ones it was written with.
 
 use crate::error::ReferenceError;
 use md5::{Digest, Md5};
@@ -70,6 +80,15 @@ impl RefSource {
         })
     }
 
+    /// The `--reference` FASTA's sequence lengths by name (its `.fai`'s,
+    /// else counted), None without one.
+    pub(crate) fn fasta_lengths(&self) -> io::Result<Option<HashMap<Vec<u8>, u64>>> {
+        match &self.fasta {
+            Some(p) => FastaFile::new(p.clone()).lengths().map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// How many reference sequences have been loaded through this source
     /// (and its clones) so far: each time a sequence is read from its file
     /// and checked, a reload after eviction included.
@@ -80,7 +99,12 @@ impl RefSource {
     /// The header's references, resolved on demand (only the references
     /// that records use are looked for, as htslib does), each checked
     /// against its @SQ M5, and held as `holding` says.
-    pub(crate) fn references(&self, header: &sam::Header, holding: RefHolding) -> Arc<References> {
+    pub(crate) fn references(
+        &self,
+        header: &sam::Header,
+        holding: RefHolding,
+        mismatch: M5Mismatch,
+    ) -> Arc<References> {
         let mut sq = HashMap::new();
         let mut names = Vec::new();
         for (name, rs) in header.reference_sequences() {
@@ -103,6 +127,8 @@ impl RefSource {
             src: self.clone(),
             sq,
             fasta: Mutex::new(self.fasta.as_ref().map(|p| FastaFile::new(p.clone()))),
+            mismatch,
+            mismatched: Mutex::default(),
         });
         let all = match holding {
             RefHolding::All => Some(fasta::Repository::new(Loader {
@@ -117,6 +143,17 @@ impl RefSource {
             slots: Mutex::new(Slots::default()),
         })
     }
+}
+
+/// What a reference whose MD5 differs from its @SQ M5 is.
+#[derive(Debug, Clone)]
+pub(crate) enum M5Mismatch {
+    /// An error (writing: records would be stored against other bases
+    /// than the header names).
+    Refuse,
+    /// A warning naming the file (reading, as htslib: each slice's MD5
+    /// checks the bases it uses); slices with no MD5 then cannot use it.
+    Warn { file: Arc<str> },
 }
 
 /// How a run holds the reference sequences it loads.
@@ -369,6 +406,40 @@ impl Lease {
         }))
     }
 
+    /// Refuses reference `id` for a slice whose bases no MD5 checks
+    /// (`span`: the 1-based first base and the last of a single-reference
+    /// slice whose MD5 is all zero; None for a multi-reference slice) when the sequence loaded differs from its @SQ M5
+    /// ([`M5Mismatch::Warn`]): the records may have been written against
+    /// the sequence the M5 names, and nothing would show wrong bases.
+    /// htslib decodes such a slice against the bases it has, unchecked.
+    /// Call after loading `id` (the mismatch is known once loaded).
+    pub(crate) fn refuse_unchecked(&self, id: usize, span: Option<(i64, i64)>) -> io::Result<()> {
+        let name = self.refs.name(id)?;
+        let sn = String::from_utf8_lossy(name).into_owned();
+        let slice = match span {
+            Some((first, last)) => {
+                format!("the slice at {sn}:{first}-{last} (its reference MD5 is all zero)")
+            }
+            None => "a multi-reference slice".to_string(),
+        };
+        let seen = self
+            .refs
+            .resolver
+            .mismatched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match seen.get(name) {
+            None => Ok(()),
+            Some(m) => Err(io::Error::other(ReferenceError::Unchecked {
+                sn,
+                m5: m.m5.clone(),
+                found: m.found.clone(),
+                place: m.place.clone(),
+                slice,
+            })),
+        }
+    }
+
     /// The repository to hand noodles for a slice (or a container) whose
     /// records use reference `id` only (`Some`), or several (`None`, a
     /// multi-reference slice, or one whose references are not known).
@@ -518,6 +589,18 @@ struct Resolver {
     src: RefSource,
     sq: HashMap<Vec<u8>, SqInfo>,
     fasta: Mutex<Option<FastaFile>>,
+    mismatch: M5Mismatch,
+    /// The references loaded whose MD5 differs from their @SQ M5
+    /// ([`M5Mismatch::Warn`]), by name, each warned about once.
+    mismatched: Mutex<HashMap<Vec<u8>, Mismatched>>,
+}
+
+/// A reference's MD5 that differs from its @SQ M5, and where it was found.
+#[derive(Debug, Clone)]
+struct Mismatched {
+    m5: String,
+    found: String,
+    place: String,
 }
 
 /// Lower-case hex MD5 of `seq` as the SAM spec (§1.3.2) and noodles'
@@ -666,12 +749,34 @@ impl Resolver {
             if let Some(m5) = &info.m5 {
                 let found = md5_hex(&seq);
                 if &found != m5 {
-                    return Err(ReferenceError::Mismatch {
-                        sn: sn.clone(),
+                    let mismatch = Mismatched {
                         m5: m5.clone(),
                         found,
                         place,
-                    });
+                    };
+                    match &self.mismatch {
+                        M5Mismatch::Refuse => {
+                            return Err(ReferenceError::Mismatch {
+                                sn: sn.clone(),
+                                m5: mismatch.m5,
+                                found: mismatch.found,
+                                place: mismatch.place,
+                            })
+                        }
+                        M5Mismatch::Warn { file } => {
+                            let mut seen =
+                                self.mismatched.lock().unwrap_or_else(|p| p.into_inner());
+                            if !seen.contains_key(name) {
+                                eprintln!(
+                                    "[W::alnsort] {file}: reference {sn}: its MD5 is {} in {}, \
+                                     but the header's @SQ M5 is {}; reading on, each slice's \
+                                     bases checked by the slice's own MD5",
+                                    mismatch.found, mismatch.place, mismatch.m5
+                                );
+                                seen.insert(name.to_vec(), mismatch);
+                            }
+                        }
+                    }
                 }
             }
             Ok(seq)
@@ -825,6 +930,40 @@ impl FastaFile {
         Ok(())
     }
 
+    /// Each sequence's length by name: from the `.fai`, else counted in
+    /// the FASTA (bases only, as [`clean`] keeps them; nothing kept).
+    fn lengths(&mut self) -> io::Result<HashMap<Vec<u8>, u64>> {
+        if !self.tried_fai {
+            self.load_fai()?;
+        }
+        if let Some(fai) = &self.fai {
+            return Ok(fai.iter().map(|(n, e)| (n.clone(), e.len)).collect());
+        }
+        let mut out = HashMap::new();
+        let r = BufReader::new(File::open(&self.path)?);
+        let mut cur: Option<(Vec<u8>, u64)> = None;
+        for line in r.split(b'\n') {
+            let line = line?;
+            if let Some(def) = line.strip_prefix(b">") {
+                if let Some((n, len)) = cur.take() {
+                    out.entry(n).or_insert(len);
+                }
+                let n = def
+                    .split(|c| c.is_ascii_whitespace())
+                    .next()
+                    .unwrap_or(b"")
+                    .to_vec();
+                cur = Some((n, 0));
+            } else if let Some((_, len)) = cur.as_mut() {
+                *len += line.iter().filter(|&&c| c > b' ').count() as u64;
+            }
+        }
+        if let Some((n, len)) = cur.take() {
+            out.entry(n).or_insert(len);
+        }
+        Ok(out)
+    }
+
     fn get(&mut self, name: &[u8]) -> io::Result<Option<Vec<u8>>> {
         if !self.tried_fai {
             self.load_fai()?;
@@ -939,7 +1078,7 @@ mod tests {
 
     /// A repository that serves any of the header's references.
     fn repository(src: &RefSource, h: &sam::Header) -> fasta::Repository {
-        src.references(h, RefHolding::InUse)
+        src.references(h, RefHolding::InUse, M5Mismatch::Refuse)
             .lease()
             .repository(None)
     }
@@ -976,7 +1115,7 @@ mod tests {
     fn references_in_use_are_shared_and_unused_ones_evicted() {
         let dir = tempfile::tempdir().expect("tmp");
         let (h, src) = four_references(dir.path(), 1000);
-        let refs = src.references(&h, RefHolding::InUse);
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Refuse);
         let get = |lease: &mut Lease, k: usize| {
             let seq = lease.sequence(k).expect("found");
             assert_eq!(seq.len(), 1000);
@@ -1015,7 +1154,7 @@ mod tests {
     fn a_slice_of_several_references_gets_copies_of_the_shared_ones() {
         let dir = tempfile::tempdir().expect("tmp");
         let (h, src) = four_references(dir.path(), 500);
-        let refs = src.references(&h, RefHolding::InUse);
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Refuse);
         let mut one = refs.lease();
         let c1 = one.sequence(1).expect("c1");
         let mut job = refs.lease();
@@ -1046,7 +1185,7 @@ mod tests {
     fn references_inside_a_slice_span_are_loaded_for_it_alone() {
         let dir = tempfile::tempdir().expect("tmp");
         let (h, src) = four_references(dir.path(), 300);
-        let refs = src.references(&h, RefHolding::InUse);
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Refuse);
         let mut job = refs.lease();
         let repo = job.repository_between(Some((0, 3)));
         for name in [b"c0", b"c1", b"c2", b"c3"] {
@@ -1070,7 +1209,7 @@ mod tests {
     fn holding_all_keeps_every_reference() {
         let dir = tempfile::tempdir().expect("tmp");
         let (h, src) = four_references(dir.path(), 100);
-        let refs = src.references(&h, RefHolding::All);
+        let refs = src.references(&h, RefHolding::All, M5Mismatch::Refuse);
         for _ in 0..2 {
             for k in 0..4 {
                 let mut l = refs.lease();
@@ -1105,7 +1244,7 @@ mod tests {
             .build()
             .expect("pool");
         let m5 = src
-            .references(&h, RefHolding::InUse)
+            .references(&h, RefHolding::InUse, M5Mismatch::Refuse)
             .missing_m5(&h, &pool)
             .expect("m5");
         assert_eq!(m5, vec![(0, md5_hex(b"ACGTN"))]);
@@ -1140,6 +1279,77 @@ mod tests {
             e.contains("not found") && e.contains("no sequence named chrC"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn reading_takes_a_sequence_other_than_its_m5_and_refuses_it_only_unchecked() {
+        // A FASTA holding a piece of the sequence the M5 is of (as test
+        // FASTAs often do): reading uses it, each slice's MD5 checks the
+        // bases it uses, and a slice without one cannot use it.
+        let dir = tempfile::tempdir().expect("tmp");
+        let fa = dir.path().join("r.fa");
+        std::fs::write(&fa, ">chrA\nACGTACGTAA\n").expect("write");
+        let m5 = md5_hex(b"ACGTACGTAAGGGG");
+        let h = header(&format!("@SQ\tSN:chrA\tLN:14\tM5:{m5}"));
+        let src = RefSource {
+            fasta: Some(fa.clone()),
+            ..Default::default()
+        };
+        let file: Arc<str> = "in.cram".into();
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Warn { file });
+        let mut lease = refs.lease();
+        let seq = lease.sequence(0).expect("read on");
+        assert_eq!(AsRef::<[u8]>::as_ref(&*seq), b"ACGTACGTAA");
+        // A slice over bases 3..=6 written against these bases is read.
+        let right: [u8; 16] = Md5::digest(b"GTAC").into();
+        lease
+            .check_slice(0, 2, 4, &right, None)
+            .expect("slice MD5 matches");
+        // One written against other bases is refused by its MD5.
+        let wrong: [u8; 16] = Md5::digest(b"GTAA").into();
+        let e = lease
+            .check_slice(0, 2, 4, &wrong, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("MD5 checksum reference mismatch at chrA:3-6"),
+            "{e}"
+        );
+        // A slice with no MD5 (all zero, or several references) is refused
+        // naming the reference, both MD5s and the FASTA.
+        for (span, what) in [
+            (
+                Some((3, 6)),
+                "the slice at chrA:3-6 (its reference MD5 is all zero)",
+            ),
+            (None, "a multi-reference slice"),
+        ] {
+            let e = lease.refuse_unchecked(0, span).unwrap_err().to_string();
+            assert!(
+                e.contains(what)
+                    && e.contains(&m5)
+                    && e.contains(&md5_hex(b"ACGTACGTAA"))
+                    && e.contains("r.fa"),
+                "{e}"
+            );
+        }
+        // Writing against it stays an error.
+        let e = repository(&src, &h)
+            .get(b"chrA")
+            .expect("some")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("but the header's @SQ M5 is"), "{e}");
+        // A sequence that matches its M5 is never refused.
+        let h = header(&format!(
+            "@SQ\tSN:chrA\tLN:10\tM5:{}",
+            md5_hex(b"ACGTACGTAA")
+        ));
+        let file: Arc<str> = "in.cram".into();
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Warn { file });
+        let mut lease = refs.lease();
+        lease.sequence(0).expect("found");
+        lease.refuse_unchecked(0, None).expect("nothing to refuse");
     }
 
     #[test]

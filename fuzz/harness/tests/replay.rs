@@ -104,6 +104,37 @@ fn cram_seeds_decode_whole() {
     }
 }
 
+/// A damaged header container (README finding 9) is refused when the file
+/// is opened, naming the file and what is wrong, as samtools refuses it:
+/// not read as a file without records.
+#[test]
+fn cram_header_container_damage_is_an_error() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../regressions/cram");
+    for (name, what) in [
+        (
+            "header-container-claims-2g",
+            "the header container's padding is cut short",
+        ),
+        (
+            "header-container-cut-in-its-padding-block",
+            "block cut short",
+        ),
+    ] {
+        let data = std::fs::read(root.join(name)).expect("regression file");
+        let o = alnsort_fuzz_harness::cram_outcome(&data);
+        assert!(!o.opened && o.failed, "{name}: {o:?}");
+        let refs = alnsort_cram::RefSource::default();
+        let e = match alnsort_cram::CramReader::open("x.cram", &data[..], &refs) {
+            Ok(_) => panic!("{name} opened"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with("x.cram: CRAM file definition or header: ") && e.contains(what),
+            "{name}: {e}"
+        );
+    }
+}
+
 /// A short deterministic mutation run over every CRAM seed (longer runs:
 /// `CRAM_MUTATION_ROUNDS`); a good share of mutants must still decode, so
 /// that the edits reach the record decoder rather than only the framing.

@@ -131,11 +131,28 @@ pub fn decode_block(
     Ok(())
 }
 
-/// Reads `raw` bytes from a stream decoder into `dst`.
-fn read_all(mut r: impl Read, raw: usize, dst: &mut Vec<u8>) -> io::Result<()> {
-    dst.resize(raw, 0);
-    r.read_exact(dst)
+/// Reads the `raw` bytes a block claims from a stream decoder into `dst`,
+/// which grows as output arrives (from at most [`STREAM_FIRST_CAPACITY`]):
+/// the claim is not trusted for an allocation, as bzip2's and xz's
+/// expansion has no useful bound (deflate's has, see `decode_block`). A
+/// stream that ends short of `raw` leaves `dst` short (the caller's length
+/// check names both); one that gives more is an error here.
+fn read_all(r: impl Read, raw: usize, dst: &mut Vec<u8>) -> io::Result<()> {
+    dst.reserve(raw.min(STREAM_FIRST_CAPACITY));
+    let got = r.take(raw as u64 + 1).read_to_end(dst)?;
+    if got > raw {
+        return Err(invalid(format!(
+            "the stream decodes to more than the {raw} bytes the block claims"
+        )));
+    }
+    Ok(())
 }
+
+/// The most a bzip2 or xz block's buffer is sized to before its stream
+/// gives bytes: 4 MiB, more than a block of samtools' usual slices holds
+/// (the qualities of 10,000 reads of 150 bases are 1.5 MB), so that such
+/// blocks take one allocation; larger ones grow as they decode.
+const STREAM_FIRST_CAPACITY: usize = 4 << 20;
 
 /// Streams made by noodles-cram's encoders (crate-private in 0.102): a
 /// one-record CRAM whose `xb:B:C` tag holds the bytes, its tag block
@@ -291,6 +308,72 @@ mod timing {
             super::rans4x8::decode(data, raw, out, &mut s.rans).unwrap();
         } else {
             super::rans_nx16::decode(data, Some(raw), out, &mut s.nx16).unwrap();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// `b"ACGT" * 250` as an xz stream (CRC32 check), as Python's
+    /// `lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC32)`
+    /// writes it (the xz crate here is built without its encoder).
+    const XZ_ACGT_250: [u8; 76] = [
+        0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x01, 0x69, 0x22, 0xde, 0x36, 0x02, 0x00, 0x21,
+        0x01, 0x16, 0x00, 0x00, 0x00, 0x74, 0x2f, 0xe5, 0xa3, 0xe0, 0x03, 0xe7, 0x00, 0x0f, 0x5d,
+        0x00, 0x20, 0x90, 0xc5, 0x0a, 0xbc, 0x42, 0xdd, 0x74, 0x31, 0x8a, 0xc1, 0xd1, 0x18, 0x05,
+        0x00, 0x00, 0x00, 0xb1, 0xcb, 0xdd, 0x3c, 0x00, 0x01, 0x27, 0xe8, 0x07, 0x00, 0x00, 0x00,
+        0xf4, 0x55, 0x8f, 0x5c, 0x3e, 0x30, 0x0d, 0x8b, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x59,
+        0x5a,
+    ];
+
+    fn bzip2_acgt_250() -> Vec<u8> {
+        let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+        e.write_all(&b"ACGT".repeat(250)).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn bzip2_and_xz_blocks_are_sized_by_their_output_not_their_claim() {
+        let bz = bzip2_acgt_250();
+        for (method, data) in [(method::BZIP2, &bz[..]), (method::LZMA, &XZ_ACGT_250[..])] {
+            let block = |raw_size| RawBlock {
+                method,
+                content_type: 4,
+                content_id: 11,
+                raw_size,
+                data,
+            };
+            let mut dst = Vec::new();
+            let mut s = CodecScratch::default();
+            decode_block(&block(1000), &mut dst, &mut s).expect("the claim is right");
+            assert_eq!(dst, b"ACGT".repeat(250));
+            // A claim of 1 GiB from ~70 bytes: an error naming the block
+            // and both sizes, with no buffer near the claim.
+            let mut dst = Vec::new();
+            let e = decode_block(&block(MAX_RAW_SIZE), &mut dst, &mut s).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains("block of content id 11")
+                    && msg.contains("decoded to 1000 bytes")
+                    && msg.contains(&format!("its header says {MAX_RAW_SIZE}")),
+                "{msg}"
+            );
+            assert!(
+                dst.capacity() <= STREAM_FIRST_CAPACITY,
+                "{}",
+                dst.capacity()
+            );
+            // A claim short of the output.
+            let e = decode_block(&block(999), &mut Vec::new(), &mut s).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains("decodes to more than the 999 bytes the block claims")
+                    && msg.contains("block of content id 11"),
+                "{msg}"
+            );
         }
     }
 }

@@ -7,9 +7,12 @@ Contracts under test:
   from --reference or from REF_PATH (htslib's %2s/%2s/%s layout by M5).
 * CRAM output: a CRAM that alnsort writes is read by samtools into exactly
   the records of alnsort's BAM output for the same sort.
-* A missing or mismatching reference is an error naming the reference (SN,
-  M5) and where alnsort looked, leaving no output behind; -O cram options
-  that cannot be honoured are refused by name.
+* A missing reference is an error naming the reference (SN, M5) and where
+  alnsort looked, leaving no output behind. A reference whose MD5 differs
+  from the @SQ M5 is an error writing CRAM; reading, a warning, and the
+  wrong base is still refused (by the slice's MD5, or, in a slice without
+  one, by name). -O cram options that cannot be honoured are refused by
+  name.
 
 The generated inputs have several references (one with lowercase bases),
 pairs on one and on two references, reads with mismatches, insertions,

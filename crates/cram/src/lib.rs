@@ -20,9 +20,10 @@
 //! * **references** — [`RefSource`] finds each @SQ's sequence as htslib does
 //!   (`--reference FILE`, then `REF_CACHE` and `REF_PATH` with their
 //!   `%2s/%2s/%s` patterns over the @SQ's M5, then a local @SQ UR) and checks
-//!   its MD5 against the header's M5. A reference that cannot be found, or
-//!   whose MD5 differs, is a [`ReferenceError`] naming SN, M5 and every place
-//!   looked at.
+//!   its MD5 against the header's M5. A reference that cannot be found is a
+//!   [`ReferenceError`] naming SN, M5 and every place looked at; one whose
+//!   MD5 differs is one writing, and a warning reading (each slice's own
+//!   MD5 then checks its bases; a slice without one is refused by name).
 
 pub mod codecs;
 pub mod container;

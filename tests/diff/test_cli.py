@@ -195,7 +195,8 @@ def test_top_level_help(alnsort_bin):
         res = _run_top([arg])
         assert res.returncode == 0 and res.stderr == b"", f"alnsort {arg}: exit {res.returncode} {res.stderr!r}"
         text = res.stdout.decode()
-        for needle in ["samtools sort", "Commands:", "Examples:", "alnsort sort --help", "README.md"]:
+        for needle in ["samtools sort", "Commands:", "Examples:", "alnsort sort --help", "README.md", "CRAM",
+                       "--markdup", "Picard"]:
             assert needle in text, f"alnsort {arg}: help lacks {needle!r}:\n{text}"
         assert max(len(ln) for ln in text.splitlines()) <= 80, f"alnsort {arg}: lines over 80 columns"
     res = _run_top(["help", "sort"])

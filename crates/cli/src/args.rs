@@ -27,15 +27,18 @@ pub enum Parsed {
 pub fn top_help() -> String {
     format!(
         "\
-alnsort {version}: sorts SAM and BAM files. A drop-in replacement for
-'samtools sort': the same options, records identical to samtools 1.24's,
-bounded memory, parallel decode and compression, clean failure on bad input.
+alnsort {version}: sorts and merges SAM, BAM and CRAM files, a drop-in for
+'samtools sort' and 'samtools merge' (same options, records identical to
+samtools 1.24's), and marks duplicates with Picard MarkDuplicates' flags and
+metrics in the same pass (sort --markdup), within one memory budget, in
+parallel; also a Python package and a Ray driver.
 
 Usage: alnsort <command> [options]
        alnsort sort [options] [in.bam|in.sam|in.cram|-] [in2 ...]
 
 Commands:
-  sort      Sort by coordinate, read name, tag or template coordinate
+  sort      Sort by coordinate, read name, tag or template coordinate;
+            --markdup marks duplicates as Picard MarkDuplicates does
   split, sample, splitters, map, reduce, assemble
             The distributed sort's stages, for a workflow manager
             ('alnsort help map': the options of one)
@@ -53,8 +56,8 @@ Examples:
   bwa mem ref.fa r1.fq r2.fq | alnsort sort -@ 8 -o out.bam -
 
 The options of sort, and how they differ from samtools': alnsort sort --help
-Documentation: README.md (see 'Switching from samtools') and ARCHITECTURE.md
-in the alnsort source tree.
+Documentation: README.md, docs/switching-from-samtools.md, docs/usage.md and
+ARCHITECTURE.md in the alnsort source tree.
 ",
         version = env!("CARGO_PKG_VERSION")
     )
@@ -308,6 +311,20 @@ mod tests {
             }
         }
         assert!(top_help().contains("alnsort sort --help"));
+        // The first lines say the whole story: formats, merge, duplicates.
+        let intro: String = top_help().lines().take(5).collect::<Vec<_>>().join(" ");
+        for needle in [
+            "CRAM",
+            "samtools sort",
+            "samtools merge",
+            "Picard",
+            "--markdup",
+        ] {
+            assert!(
+                intro.contains(needle),
+                "--help's first lines lack {needle:?}"
+            );
+        }
     }
 
     #[test]

@@ -62,6 +62,18 @@ if [[ ! -x "$old_samtools" ]]; then
             "Debian/Ubuntu) or set ALNSORT_OLD_SAMTOOLS to one"
 fi
 
+# groff renders the generated man page in tests/diff/test_cli.py (checked
+# for warnings); Debian's groff-base, installed with apt-get when missing.
+if ! command -v groff >/dev/null 2>&1; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "== apt-get install groff-base (renders the man page in the tests)"
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q groff-base; } ||
+            die "apt-get install groff-base failed"
+    fi
+    command -v groff >/dev/null 2>&1 ||
+        die "groff not found: install groff (apt-get install groff-base as root on Debian/Ubuntu)"
+fi
+
 # From here on every step runs even if an earlier one failed, so one run
 # reports all failures; the exit status says whether any step failed.
 failed=()

@@ -367,3 +367,76 @@ def test_unwritable_output(alnsort_bin, inputs, tmp_path):
     # the missing directory or the output file are both clear.
     assert "no/such/dir" in err, f"message must name the output path:\n{err}"
     assert not os.path.exists(target)
+
+
+def _generate(what: str) -> str:
+    res = _run_top(["generate", what])
+    assert res.returncode == 0 and res.stderr == b"", f"alnsort generate {what}: {res.returncode} {res.stderr!r}"
+    return res.stdout.decode()
+
+
+def _long_options(help_text: str) -> set[str]:
+    """The long options a --help lists, those under 'Not supported yet' left out."""
+    supported = help_text.split("Not supported yet")[0]
+    return set(re.findall(r"^\s+(?:-., )?(--[a-z][a-z0-9-]*)", supported, re.M))
+
+
+def test_generated_man_page_renders_cleanly_and_lists_every_option():
+    """`alnsort generate man` is roff that groff renders without a warning
+    and that documents every option `sort --help` and `merge --help` list."""
+    import shutil
+    groff = shutil.which("groff")
+    assert groff, "groff is needed to render the man page (scripts/test.sh installs groff-base)"
+    man = _generate("man")
+    res = subprocess.run([groff, "-man", "-Tutf8", "-ww", "-z"], input=man.encode(), capture_output=True)
+    assert res.returncode == 0 and res.stderr == b"", res.stderr.decode()
+    text = subprocess.run([groff, "-man", "-Tascii", "-P-cbou"], input=man.encode(),
+                          capture_output=True, check=True).stdout.decode()
+    flat = re.sub(r"-\n\s*", "-", text)
+    for cmd in ("sort", "merge"):
+        for opt in _long_options(_run_top([cmd, "--help"]).stdout.decode()):
+            assert opt in flat, f"the man page lacks {cmd}'s {opt}"
+    for needle in ("alnsort generate", "CRAM", "Picard", "EXIT STATUS"):
+        assert needle in flat, f"the man page lacks {needle!r}"
+
+
+def test_generated_bash_completion_completes_commands_and_options(tmp_path):
+    """The bash script, sourced, completes the command, then sort's and
+    merge's options (refused ones left out), then files after -o."""
+    script = tmp_path / "alnsort.bash"
+    script.write_text(_generate("bash"))
+    (tmp_path / "out.bam").write_bytes(b"")
+
+    def complete(*words: str) -> list[str]:
+        words_q = " ".join(f"'{w}'" for w in words)
+        prog = (f"source '{script}'; COMP_WORDS=(alnsort {words_q}); COMP_CWORD={len(words)}; "
+                "_alnsort; printf '%s\\n' \"${COMPREPLY[@]}\"")
+        res = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        return [w for w in res.stdout.splitlines() if w]
+
+    assert set(complete("me")) == {"merge"}
+    assert {"sort", "merge", "generate", "help", "version"} <= set(complete(""))
+    assert "--template-coordinate" in complete("sort", "--templ")
+    assert {"--markdup", "--max-memory"} <= set(complete("sort", "--ma"))
+    assert "--reference" in complete("merge", "--ref")
+    assert complete("sort", "-o", "ou") == ["out.bam"]
+    assert set(complete("generate", "")) == {"man", "bash", "zsh", "fish"}
+    refused = _run_top(["sort", "--help"]).stdout.decode().split("Not supported yet")[1]
+    for opt in re.findall(r"^\s+(?:-., )?(--[a-z][a-z0-9-]*)", refused, re.M):
+        assert opt not in complete("sort", opt), f"bash completes the refused {opt}"
+
+
+def test_generated_zsh_and_fish_completions_name_every_option():
+    """zsh runs the bash completion through bashcompinit; fish lists each
+    option with the first sentence of its help. Neither shell is installed
+    here, so this checks the scripts' content, not the shells' behaviour."""
+    zsh = _generate("zsh")
+    assert zsh.startswith("#compdef alnsort\n") and "bashcompinit" in zsh and "complete -o filenames" in zsh
+    fish = _generate("fish")
+    for cmd in ("sort", "merge"):
+        for opt in _long_options(_run_top([cmd, "--help"]).stdout.decode()):
+            assert f"__fish_seen_subcommand_from {cmd}' " in fish and f" -l {opt[2:]}" in fish, \
+                f"fish lacks {cmd}'s {opt}"
+    res = _run_top(["generate", "tcsh"])
+    assert res.returncode == 2 and b"man, bash, zsh, fish" in res.stderr

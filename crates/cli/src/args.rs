@@ -43,6 +43,7 @@ Commands:
             The distributed sort's stages, for a workflow manager
             ('alnsort help map': the options of one)
   merge     Merge sorted SAM, BAM or CRAM inputs as samtools merge does
+  generate  Print the man page or a shell completion (man, bash, zsh, fish)
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h
   version   Print the version; also --version, -V

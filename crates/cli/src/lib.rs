@@ -79,6 +79,53 @@ const EXIT_USAGE: i32 = 2;
 /// with samtools').
 const EXIT_FAILURE: i32 = 1;
 
+const GENERATE_USAGE: &str = "Usage: alnsort generate man|bash|zsh|fish\n\n\
+Prints the man page (roff, section 1) or a completion script for that shell,\n\
+generated from the option tables the parsers and --help read. For example:\n\
+  alnsort generate man > /usr/local/share/man/man1/alnsort.1\n\
+  alnsort generate bash > ~/.local/share/bash-completion/completions/alnsort\n\
+  alnsort generate zsh > ~/.zfunc/_alnsort      # a directory in $fpath\n\
+  alnsort generate fish > ~/.config/fish/completions/alnsort.fish";
+
+/// `alnsort generate man|bash|zsh|fish`: the document on standard output.
+fn generate(args: Vec<std::ffi::OsString>) -> i32 {
+    use alnsort_engine::generate as g;
+    use std::io::Write as _;
+    let mut docs = g::engine_commands();
+    docs.extend(stages::stage_docs());
+    let what: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let text = match what
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["man"] => g::man_page(&docs, env!("CARGO_PKG_VERSION")),
+        ["bash"] => g::bash(&docs),
+        ["zsh"] => g::zsh(&docs),
+        ["fish"] => g::fish(&docs),
+        ["--help" | "-h"] => {
+            println!("{GENERATE_USAGE}");
+            return 0;
+        }
+        _ => {
+            eprintln!("alnsort generate: expected one of man, bash, zsh, fish\n{GENERATE_USAGE}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("alnsort generate: writing to standard output failed: {e}");
+            1
+        }
+    }
+}
+
 /// Entry point used by `main`: argv in, exit code out. This is the
 /// program, not a library call: before a sort it changes process state
 /// (see `setup_process`), and it may end the process on a signal or a
@@ -96,6 +143,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             return stages::main(stage, rest.collect());
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
+        Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
@@ -108,6 +156,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                     print!("{}", stages::stage_help(stage))
                 }
                 Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
+                Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
                     return EXIT_USAGE;

@@ -57,6 +57,31 @@ pub const STAGE_OPTIONS: &[StageOpt] = &[
     StageOpt { long: "sharded", value: None, commands: &["assemble"], help: "Write a directory of complete, individually indexed files, one per part." },
 ];
 
+/// The stage subcommands for the man page and completions
+/// (`alnsort generate`), from [`STAGE_COMMANDS`] and [`STAGE_OPTIONS`].
+pub fn stage_docs() -> Vec<alnsort_engine::generate::CommandDoc> {
+    use alnsort_engine::generate::{CommandDoc, OptDoc};
+    STAGE_COMMANDS
+        .iter()
+        .map(|&(name, args, what)| CommandDoc {
+            name,
+            summary: what,
+            usage: format!("alnsort {name} [options] {args}"),
+            options: STAGE_OPTIONS
+                .iter()
+                .filter(|o| o.commands.contains(&name))
+                .map(|o| OptDoc {
+                    short: None,
+                    long: Some(o.long),
+                    value: o.value,
+                    help: o.help,
+                    supported: true,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// `alnsort help <stage>` and `alnsort <stage> --help`.
 pub fn stage_help(command: &str) -> String {
     let (_, args_text, what) = STAGE_COMMANDS

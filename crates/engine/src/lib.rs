@@ -7,6 +7,7 @@
 
 pub mod cleanup;
 pub mod config;
+pub mod generate;
 pub mod input;
 pub mod markdup;
 pub mod memsize;

@@ -1,0 +1,350 @@
+//! The man page and shell completions (`alnsort generate man|bash|zsh|fish`),
+//! rendered from the same option tables the parsers and `--help` read
+//! ([`options::OPTIONS`], [`merge::MERGE_OPTIONS`]; the binary adds its
+//! stage subcommands' table), so an option added to a table appears in all
+//! of them. The output carries no date, so a build renders the same bytes.
+
+use crate::merge::{MergeOptId, MERGE_OPTIONS};
+use crate::options::{Group, OPTIONS, SORT_USAGE};
+
+/// One option as the documents show it.
+#[derive(Debug, Clone)]
+pub struct OptDoc {
+    pub short: Option<char>,
+    pub long: Option<&'static str>,
+    /// The value's name; `None` for a flag.
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+    /// False for options the command refuses (listed in the man page as
+    /// not supported yet, left out of the completions).
+    pub supported: bool,
+}
+
+/// One subcommand: its name, one line on what it does, its usage line and
+/// its options.
+#[derive(Debug, Clone)]
+pub struct CommandDoc {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub usage: String,
+    pub options: Vec<OptDoc>,
+}
+
+/// `sort` and `merge`, from the engine's tables.
+pub fn engine_commands() -> Vec<CommandDoc> {
+    let sort = CommandDoc {
+        name: "sort",
+        summary: "Sort SAM, BAM or CRAM as samtools sort 1.24 does; --markdup marks \
+                  duplicates as Picard MarkDuplicates 3.4.0 in the same pass.",
+        usage: SORT_USAGE.trim_start_matches("Usage: ").to_string(),
+        options: OPTIONS
+            .iter()
+            .map(|s| OptDoc {
+                short: s.short,
+                long: s.long,
+                value: s.value,
+                help: s.help,
+                supported: s.group != Group::Unsupported,
+            })
+            .collect(),
+    };
+    let merge = CommandDoc {
+        name: "merge",
+        summary: "Merge sorted SAM, BAM or CRAM inputs as samtools merge 1.24 does.",
+        usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
+        options: MERGE_OPTIONS
+            .iter()
+            .map(|s| OptDoc {
+                short: s.short,
+                long: s.long,
+                value: s.value,
+                help: s.help,
+                supported: !matches!(s.id, MergeOptId::Unsupported(_)),
+            })
+            .collect(),
+    };
+    vec![sort, merge]
+}
+
+/// The commands that take no options but `--help` (listed for completion).
+const PLAIN_COMMANDS: [(&str, &str); 3] = [
+    (
+        "generate",
+        "Print the man page or a shell completion script.",
+    ),
+    ("help", "Print the help of alnsort or of one command."),
+    ("version", "Print the version."),
+];
+
+/// Roff text: backslashes escaped, a line starting with `.` or `'` guarded.
+fn roff(text: &str) -> String {
+    let t = text.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with('.') || t.starts_with('\'') {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+fn synopsis(o: &OptDoc) -> String {
+    let mut names = Vec::new();
+    if let Some(c) = o.short {
+        names.push(format!("-{c}"));
+    }
+    if let Some(l) = o.long {
+        names.push(format!("--{l}"));
+    }
+    let mut s = names.join(", ");
+    if let Some(v) = o.value {
+        s.push(' ');
+        s.push_str(v);
+    }
+    s
+}
+
+/// `alnsort generate man`: a man page (section 1) of every command.
+pub fn man_page(commands: &[CommandDoc], version: &str) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        ".TH ALNSORT 1 \"\" \"alnsort {}\" \"User Commands\"\n",
+        roff(version)
+    ));
+    out.push_str(
+        ".SH NAME\nalnsort \\- sort, merge and mark duplicates in SAM, BAM and CRAM files\n",
+    );
+    out.push_str(".SH SYNOPSIS\n");
+    for c in commands {
+        out.push_str(&format!(".B {}\n.br\n", roff(&c.usage)));
+    }
+    out.push_str(
+        ".SH DESCRIPTION\n\
+         alnsort sorts and merges SAM, BAM and CRAM files as samtools sort and \
+         samtools merge 1.24 do (the same options, records identical to \
+         samtools'), and marks duplicates with the flags and metrics of Picard \
+         MarkDuplicates 3.4.0 in the sort's pass (\\fBalnsort sort \\-\\-markdup\\fR), \
+         within one memory budget, in parallel.\n",
+    );
+    out.push_str(".SH COMMANDS\n");
+    for c in commands {
+        out.push_str(&format!(".SS alnsort {}\n{}\n", c.name, roff(c.summary)));
+        out.push_str(&format!(".PP\nUsage: \\fB{}\\fR\n", roff(&c.usage)));
+        for supported in [true, false] {
+            let opts: Vec<&OptDoc> = c
+                .options
+                .iter()
+                .filter(|o| o.supported == supported)
+                .collect();
+            if opts.is_empty() {
+                continue;
+            }
+            if !supported {
+                out.push_str(".PP\nNot supported yet (refused with a message):\n");
+            }
+            for o in opts {
+                out.push_str(&format!(
+                    ".TP\n.B {}\n{}\n",
+                    roff(&synopsis(o)),
+                    roff(o.help)
+                ));
+            }
+        }
+    }
+    for (name, summary) in PLAIN_COMMANDS {
+        out.push_str(&format!(".SS alnsort {name}\n{}\n", roff(summary)));
+    }
+    out.push_str(
+        ".SH EXIT STATUS\n\
+         0 on success; 1 on an error (a message names the file, offset and \
+         record); 2 for a usage error; 128 plus the signal number when \
+         interrupted (temporary files and partial output removed).\n\
+         .SH SEE ALSO\n\
+         \\fBsamtools\\-sort\\fR(1), \\fBsamtools\\-merge\\fR(1); README.md, docs/ \
+         and ARCHITECTURE.md in the alnsort source tree.\n",
+    );
+    out
+}
+
+fn words(commands: &[CommandDoc]) -> Vec<&'static str> {
+    commands
+        .iter()
+        .map(|c| c.name)
+        .chain(PLAIN_COMMANDS.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+fn option_words(c: &CommandDoc, valued: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    for o in c.options.iter().filter(|o| o.supported) {
+        if valued && o.value.is_none() {
+            continue;
+        }
+        if let Some(s) = o.short {
+            w.push(format!("-{s}"));
+        }
+        if let Some(l) = o.long {
+            w.push(format!("--{l}"));
+        }
+    }
+    w
+}
+
+/// Single-quoted for the shells (`'` closed, escaped, reopened).
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `alnsort generate bash`: completes the command, then its options; a
+/// file name after an option that takes a value and for the inputs.
+pub fn bash(commands: &[CommandDoc]) -> String {
+    let mut out = String::from(
+        "# bash completion for alnsort, generated by `alnsort generate bash`\n\
+         _alnsort() {\n    \
+         local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n    \
+         if [[ $COMP_CWORD -eq 1 ]]; then\n        ",
+    );
+    out.push_str(&format!(
+        "COMPREPLY=($(compgen -W {} -- \"$cur\"))\n        return\n    fi\n    \
+         local opts valued\n    case \"${{COMP_WORDS[1]}}\" in\n",
+        quote(&words(commands).join(" "))
+    ));
+    for c in commands {
+        out.push_str(&format!(
+            "        {})\n            opts={}\n            valued={} ;;\n",
+            c.name,
+            quote(&option_words(c, false).join(" ")),
+            quote(&option_words(c, true).join(" "))
+        ));
+    }
+    out.push_str(
+        "        generate) COMPREPLY=($(compgen -W 'man bash zsh fish' -- \"$cur\")); return ;;\n        \
+         help) COMPREPLY=($(compgen -W ",
+    );
+    out.push_str(&quote(&words(commands).join(" ")));
+    out.push_str(
+        " -- \"$cur\")); return ;;\n        \
+         *) opts='--help' valued='' ;;\n    esac\n    \
+         if [[ \" $valued \" == *\" $prev \"* ]]; then\n        \
+         COMPREPLY=($(compgen -f -- \"$cur\"))\n    \
+         elif [[ \"$cur\" == -* ]]; then\n        \
+         COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n    \
+         else\n        \
+         COMPREPLY=($(compgen -f -- \"$cur\"))\n    \
+         fi\n}\n\
+         complete -o filenames -o bashdefault -F _alnsort alnsort\n",
+    );
+    out
+}
+
+/// `alnsort generate zsh`: the bash completion through zsh's
+/// `bashcompinit` (the same words and rules as bash's).
+pub fn zsh(commands: &[CommandDoc]) -> String {
+    format!(
+        "#compdef alnsort\n# zsh completion for alnsort, generated by `alnsort generate zsh`: the\n\
+         # bash completion, run by zsh's bashcompinit.\n\
+         autoload -U +X bashcompinit && bashcompinit\n{}",
+        bash(commands)
+    )
+}
+
+/// The first sentence of a help text, for a one-line description.
+fn first_sentence(help: &str) -> String {
+    let one = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one.find(". ") {
+        Some(i) => one[..=i].to_string(),
+        None => one,
+    }
+}
+
+/// `alnsort generate fish`: commands and options with their descriptions.
+pub fn fish(commands: &[CommandDoc]) -> String {
+    let mut out = String::from(
+        "# fish completion for alnsort, generated by `alnsort generate fish`\n\
+         complete -c alnsort -f\n",
+    );
+    let all = words(commands).join(" ");
+    for c in commands {
+        out.push_str(&format!(
+            "complete -c alnsort -n 'not __fish_seen_subcommand_from {all}' -a {} -d {}\n",
+            c.name,
+            quote(&first_sentence(c.summary))
+        ));
+    }
+    for (name, summary) in PLAIN_COMMANDS {
+        out.push_str(&format!(
+            "complete -c alnsort -n 'not __fish_seen_subcommand_from {all}' -a {name} -d {}\n",
+            quote(summary)
+        ));
+    }
+    out.push_str(
+        "complete -c alnsort -n '__fish_seen_subcommand_from generate' -a 'man bash zsh fish'\n",
+    );
+    for c in commands {
+        for o in c.options.iter().filter(|o| o.supported) {
+            let mut line = format!(
+                "complete -c alnsort -n '__fish_seen_subcommand_from {}'",
+                c.name
+            );
+            if let Some(s) = o.short {
+                line.push_str(&format!(" -s {}", quote(&s.to_string())));
+            }
+            if let Some(l) = o.long {
+                line.push_str(&format!(" -l {l}"));
+            }
+            if o.value.is_some() {
+                line.push_str(" -r -F");
+            }
+            line.push_str(&format!(" -d {}\n", quote(&first_sentence(o.help))));
+            out.push_str(&line);
+        }
+        // The inputs are files.
+        out.push_str(&format!(
+            "complete -c alnsort -n '__fish_seen_subcommand_from {}' -F\n",
+            c.name
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_option_is_in_every_document() {
+        let cmds = engine_commands();
+        let man = man_page(&cmds, "0.1.0");
+        let (b, z, f) = (bash(&cmds), zsh(&cmds), fish(&cmds));
+        for c in &cmds {
+            for o in &c.options {
+                if let Some(l) = o.long {
+                    assert!(
+                        man.contains(&format!("\\-\\-{}", l.replace('-', "\\-"))),
+                        "man lacks --{l}"
+                    );
+                    if o.supported {
+                        for (what, text) in [("bash", &b), ("zsh", &z)] {
+                            assert!(text.contains(&format!("--{l}")), "{what} lacks --{l}");
+                        }
+                        assert!(f.contains(&format!(" -l {l}")), "fish lacks --{l}");
+                    } else {
+                        let own = format!("__fish_seen_subcommand_from {}'", c.name);
+                        let refused = format!(" -l {l} ");
+                        assert!(
+                            !f.lines()
+                                .any(|ln| ln.contains(&own) && ln.contains(&refused)),
+                            "fish completes {}'s refused --{l}",
+                            c.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn roff_guards_control_characters() {
+        assert_eq!(roff(".x a-b \\n"), "\\&.x a\\-b \\en");
+        assert_eq!(quote("it's"), "'it'\\''s'");
+        assert_eq!(first_sentence("One two. Three."), "One two.");
+    }
+}

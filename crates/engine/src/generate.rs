@@ -5,7 +5,7 @@
 //! of them. The output carries no date, so a build renders the same bytes.
 
 use crate::merge::{MergeOptId, MERGE_OPTIONS};
-use crate::options::{Group, OPTIONS, SORT_USAGE};
+use crate::options::{Group, OptionName, OPTIONS, SORT_USAGE};
 
 /// One option as the documents show it.
 #[derive(Debug, Clone)]
@@ -30,6 +30,20 @@ pub struct CommandDoc {
     pub options: Vec<OptDoc>,
 }
 
+impl OptDoc {
+    /// An option of one of the engine's tables, through the trait both
+    /// tables' rows implement.
+    fn of(spec: &impl OptionName, help: &'static str, supported: bool) -> OptDoc {
+        OptDoc {
+            short: spec.short(),
+            long: spec.long(),
+            value: spec.value(),
+            help,
+            supported,
+        }
+    }
+}
+
 /// `sort` and `merge`, from the engine's tables.
 pub fn engine_commands() -> Vec<CommandDoc> {
     let sort = CommandDoc {
@@ -39,13 +53,7 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: SORT_USAGE.trim_start_matches("Usage: ").to_string(),
         options: OPTIONS
             .iter()
-            .map(|s| OptDoc {
-                short: s.short,
-                long: s.long,
-                value: s.value,
-                help: s.help,
-                supported: s.group != Group::Unsupported,
-            })
+            .map(|s| OptDoc::of(s, s.help, s.group != Group::Unsupported))
             .collect(),
     };
     let merge = CommandDoc {
@@ -54,13 +62,7 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS
             .iter()
-            .map(|s| OptDoc {
-                short: s.short,
-                long: s.long,
-                value: s.value,
-                help: s.help,
-                supported: !matches!(s.id, MergeOptId::Unsupported(_)),
-            })
+            .map(|s| OptDoc::of(s, s.help, !matches!(s.id, MergeOptId::Unsupported(_))))
             .collect(),
     };
     vec![sort, merge]
@@ -86,20 +88,16 @@ fn roff(text: &str) -> String {
     }
 }
 
-fn synopsis(o: &OptDoc) -> String {
-    let mut names = Vec::new();
-    if let Some(c) = o.short {
-        names.push(format!("-{c}"));
+impl OptionName for OptDoc {
+    fn short(&self) -> Option<char> {
+        self.short
     }
-    if let Some(l) = o.long {
-        names.push(format!("--{l}"));
+    fn long(&self) -> Option<&'static str> {
+        self.long
     }
-    let mut s = names.join(", ");
-    if let Some(v) = o.value {
-        s.push(' ');
-        s.push_str(v);
+    fn value(&self) -> Option<&'static str> {
+        self.value
     }
-    s
 }
 
 /// `alnsort generate man`: a man page (section 1) of every command.
@@ -143,7 +141,7 @@ pub fn man_page(commands: &[CommandDoc], version: &str) -> String {
             for o in opts {
                 out.push_str(&format!(
                     ".TP\n.B {}\n{}\n",
-                    roff(&synopsis(o)),
+                    roff(o.synopsis().trim_start()),
                     roff(o.help)
                 ));
             }

@@ -40,6 +40,9 @@ LINE = re.compile(r"^\[alnsort\] progress (\d+\.\d)s: (read and sort|merge runs|
 # A rate: a count with at most one decimal and an optional k/M/G, then "rec/s".
 RATE = re.compile(r"(?<![\d.,])(\d+(?:\.\d)?)(?: [kMG])? rec/s")
 ANY_RATE = re.compile(r"[\d.,]+\S* ?\S*/s")
+# What a terminal keeps when the run ends: one line, no bar.
+SUMMARY = re.compile(r"\[alnsort\] done: \d+(\.\d)?( [kMG])? records in (\d+\.\d s|\d+m\d\ds|\d+h\d\dm), "
+                     + RATE.pattern + r", peak RSS \d+\.\d\d (KiB|MiB|GiB)")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +103,8 @@ def test_plain_lines_on_a_pipe(alnsort_bin, big_sam, tmp_path):
         parsed.append(m)
     assert parsed and parsed[-1].group(2) == "done", text
     n = sum(1 for ln in big_sam.read_text().splitlines() if not ln.startswith("@"))
-    assert re.match(rf"{re.escape(harness_count(n))} records sorted in \d+\.\d s, ", parsed[-1].group(3)), text
+    assert re.fullmatch(rf"{re.escape(harness_count(n))} records in \d+\.\d s, {RATE.pattern}, peak RSS \d+\.\d\d (KiB|MiB|GiB)",
+                        parsed[-1].group(3)), text
     periodic = parsed[:-1]
     assert len(periodic) >= 5, f"a 2.5 s run at {interval} s intervals printed {len(periodic)} lines:\n{text}"
     reading = [m for m in periodic if m.group(2) == "read and sort"]
@@ -208,6 +212,8 @@ def check_width_and_rates(lines: list[str]) -> None:
 
 
 def test_live_display_fits_80_columns(alnsort_bin, big_bam, tmp_path):
+    """The live line fits 80 columns, shows a bar and rates, and at the end
+    gives way to one summary line (records, time, rate, peak memory)."""
     tmux = need_tmux()
     pane = Pane(tmux, tmp_path, f"{alnsort_bin} sort -@1 -m 1M -o out.bam {big_bam}")
     try:
@@ -222,7 +228,11 @@ def test_live_display_fits_80_columns(alnsort_bin, big_bam, tmp_path):
     bars = [ln for ln in lines if re.search(r"\[[#-]{10,}\]\s+\d+%", ln)]
     assert bars, "no bar seen at 80 columns:\n" + "\n".join(sorted(set(lines)))
     assert any(RATE.search(ln) for ln in lines), "no rate with a unit:\n" + "\n".join(sorted(set(lines)))
-    assert not progress_lines([final]), "the display was left on screen:\n" + "\n".join(final)
+    left = progress_lines([final])
+    assert len(left) == 1 and SUMMARY.fullmatch(left[0].rstrip()), (
+        "the end of the run should leave exactly one summary line:\n" + "\n".join(final))
+    n = sum(1 for ln in big_bam.with_suffix(".sam").read_text().splitlines() if not ln.startswith("@"))
+    assert left[0].startswith(f"[alnsort] done: {harness_count(n)} records in "), left[0]
 
 
 def test_stdin_display_and_sigint_clears_it(alnsort_bin, big_sam, tmp_path):

@@ -64,6 +64,8 @@ pub struct Config {
     /// Seconds between the plain-text progress lines on a non-terminal.
     pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
+    /// `--mqc`: the report as MultiQC custom content.
+    pub mqc: Option<PathBuf>,
     /// The command line as given (for `--stats-json`; @PG's CL is `pg`).
     pub command_line: String,
     /// Warnings to print once the run starts (samtools prints these too).
@@ -329,12 +331,18 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     } else {
         None
     };
-    if let Some(stats) = &a.stats_json {
+    // The report files must not replace the output, its index or each other.
+    let reports = [
+        ("--stats-json", a.stats_json.as_deref()),
+        ("--mqc", a.mqc.as_deref()),
+    ];
+    for (n, (opt, file)) in reports.iter().enumerate() {
+        let Some(file) = file else { continue };
         let same = |p: &std::path::Path| {
-            p == stats.as_path()
+            p == *file
                 || std::fs::canonicalize(p)
                     .ok()
-                    .is_some_and(|c| std::fs::canonicalize(stats).ok() == Some(c))
+                    .is_some_and(|c| std::fs::canonicalize(file).ok() == Some(c))
         };
         let clash = output
             .as_deref()
@@ -342,10 +350,25 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             .or_else(|| index.as_ref().map(|i| i.path.as_path()).filter(|i| same(i)));
         if let Some(p) = clash {
             return Err(ConfigError(format!(
-                "--stats-json {} names the same file as the output or its index ({}): the stats would replace it",
-                stats.display(),
+                "{opt} {} names the same file as the output or its index ({}): the report would replace it",
+                file.display(),
                 p.display()
             )));
+        }
+        if let Some((other, _)) = reports[..n].iter().find(|(_, f)| f.is_some_and(same)) {
+            return Err(ConfigError(format!(
+                "{opt} {} names the same file as {other}: give each report its own file",
+                file.display()
+            )));
+        }
+    }
+    if let Some(m) = &a.mqc {
+        if !m.to_string_lossy().ends_with("_mqc.json") {
+            warnings.push(format!(
+                "--mqc {}: MultiQC finds custom content in files whose names end in _mqc.json; \
+                 this one is read only where MultiQC's configuration names it",
+                m.display()
+            ));
         }
     }
     crate::markdup::check_metrics_path(
@@ -354,6 +377,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             output.as_deref(),
             index.as_ref().map(|i| i.path.as_path()),
             a.stats_json.as_deref(),
+            a.mqc.as_deref(),
         ],
     )?;
     if a.progress == Some(false) && a.progress_interval.is_some() {
@@ -404,6 +428,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         progress: a.progress.or(a.progress_interval.map(|_| true)),
         progress_interval: a.progress_interval,
         stats_json: a.stats_json.clone(),
+        mqc: a.mqc.clone(),
         command_line: a.command_line.clone(),
         warnings,
         unknown_reference: a.unknown_reference,

@@ -131,32 +131,40 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
     }
     // Created before any input is read, so an unwritable path costs no sort
     // and touches nothing else (no output is removed for it).
+    let create = |opt: &str, p: &std::path::PathBuf| {
+        stats::StatsFile::create(p, debris)
+            .with_context(|| format!("{opt} {}: cannot create the report file", p.display()))
+    };
     let stats_file = match &cfg.stats_json {
-        Some(p) => Some((
-            p,
-            stats::StatsFile::create(p, debris).with_context(|| {
-                format!("--stats-json {}: cannot create the stats file", p.display())
-            })?,
-        )),
+        Some(p) => Some((p, create("--stats-json", p)?)),
+        None => None,
+    };
+    let mqc_file = match &cfg.mqc {
+        Some(p) => Some((p, create("--mqc", p)?)),
         None => None,
     };
     let report = match run_inner(&cfg, debris) {
         Ok(r) => r,
         Err(e) => {
             drop(stats_file);
+            drop(mqc_file);
             // Only this run's own files (temp directory, pending output,
-            // index and stats) are removed: whatever was at the output or
+            // index and reports) are removed: whatever was at the output or
             // index path before the run is never touched, as only the final
             // rename reaches it.
             debris.remove_all();
             return Err(e);
         }
     };
-    if let Some((p, f)) = stats_file {
-        // The output is complete and in place by now: keep it.
-        f.write(&report).with_context(|| {
+    // The output is complete and in place by now: keep it.
+    let reports = [
+        stats_file.map(|(p, f)| (p, f, report.json())),
+        mqc_file.map(|(p, f)| (p, f, report.mqc_json(&stats::sample_name(&cfg)))),
+    ];
+    for (p, f, text) in reports.into_iter().flatten() {
+        f.write(&text).with_context(|| {
             format!(
-                "the sort finished and its output is complete, but writing the stats to {} failed",
+                "the sort finished and its output is complete, but writing the report to {} failed",
                 p.display()
             )
         })?;

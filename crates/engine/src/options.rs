@@ -74,6 +74,8 @@ pub struct SortOptions {
     /// `--progress-interval SECS`: seconds between plain progress lines.
     pub progress_interval: Option<f64>,
     pub stats_json: Option<PathBuf>,
+    /// `--mqc`: the report as MultiQC custom content.
+    pub mqc: Option<PathBuf>,
     /// `--unknown-reference error|unmapped`: a SAM RNAME/RNEXT missing from
     /// the header's @SQ lines fails the run (default) or is read as
     /// unmapped, as samtools does.
@@ -124,6 +126,7 @@ impl SortOptions {
             progress: None,
             progress_interval: None,
             stats_json: None,
+            mqc: None,
             unknown_reference: UnknownReference::Error,
             reference: None,
             cram_options: Vec::new(),
@@ -189,6 +192,7 @@ impl SortOptions {
                 a.progress_interval = Some(parse_seconds("--progress-interval", &text()?)?)
             }
             OptId::StatsJson => a.stats_json = Some(PathBuf::from(path()?)),
+            OptId::Mqc => a.mqc = Some(PathBuf::from(path()?)),
             OptId::UnknownReference => {
                 a.unknown_reference = match text()?.as_str() {
                 "error" => UnknownReference::Error,
@@ -270,6 +274,7 @@ pub enum OptId {
     NoProgress,
     ProgressInterval,
     StatsJson,
+    Mqc,
     UnknownReference,
     Reference,
     Verbosity,
@@ -581,6 +586,18 @@ pub const OPTIONS: &[OptSpec] = &[
         help: "Write a JSON report to FILE: records and bytes in and out, \
                runs written, merge passes and partitions, wall and CPU \
                seconds per phase, peak RSS.",
+    },
+    OptSpec {
+        id: OptId::Mqc,
+        short: None,
+        long: Some("mqc"),
+        value: Some("FILE"),
+        group: Group::Additions,
+        help: "Write the run's report as MultiQC custom content to FILE (a \
+               table section: records, order, threads, wall and CPU seconds, \
+               peak RSS, output size, runs spilled, duplicates with \
+               --markdup), the sample named after the input; MultiQC finds \
+               it when FILE ends in _mqc.json.",
     },
     OptSpec {
         id: OptId::UnknownReference,

@@ -326,15 +326,17 @@ impl Progress {
             }
         }
         self.stop_display();
-        if let Display::Lines(_) = self.display {
+        // The live line erases itself; what stays on the terminal (and ends
+        // a log) is one summary line: records, time, rate, peak memory.
+        if self.display != Display::Off {
             let elapsed = s.started.elapsed().as_secs_f64();
-            let records = s.records.load(Ordering::Relaxed);
-            let line = format!(
-                "[alnsort] progress {elapsed:.1}s: done, {} sorted in {elapsed:.1} s, {}\n",
-                records_text(records),
-                rate_text(records as f64 / elapsed.max(1e-3)),
+            let line = summary_line(
+                self.display,
+                elapsed,
+                s.records.load(Ordering::Relaxed),
+                peak_rss_bytes(),
             );
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
         }
         s.times.lock().map(|t| t.clone()).unwrap_or_default()
     }
@@ -617,6 +619,28 @@ pub fn live_line(s: &Snapshot, width: usize) -> String {
     String::new()
 }
 
+/// The line left when the run ends: on a terminal `[alnsort] done: ...`
+/// (at most 80 columns for any count below a billion records and a run
+/// under a day), in a log the last progress line, stamped like the others.
+pub fn summary_line(display: Display, elapsed_s: f64, records: u64, peak_rss: u64) -> String {
+    // Seconds with a decimal for a short run, `3m05s`/`2h03m` after a minute.
+    let took = if elapsed_s < 60.0 {
+        format!("{elapsed_s:.1} s")
+    } else {
+        duration_text(elapsed_s)
+    };
+    let body = format!(
+        "{} in {took}, {}, peak RSS {}",
+        records_text(records),
+        rate_text(records as f64 / elapsed_s.max(1e-3)),
+        memsize::human(peak_rss),
+    );
+    match display {
+        Display::Lines(_) => format!("[alnsort] progress {elapsed_s:.1}s: done, {body}"),
+        _ => format!("[alnsort] done: {body}"),
+    }
+}
+
 /// One plain progress line for a log.
 pub fn log_line(s: &Snapshot) -> String {
     let m = measures(s);
@@ -719,6 +743,29 @@ mod tests {
             l,
             "[alnsort] progress 9.0s: read and sort, 1.2 G records, 50% of the input, 233 M rec/s, \
              1.36 TiB read (uncompressed), ETA 5s"
+        );
+    }
+
+    #[test]
+    fn summary_line_names_records_time_rate_and_peak_memory() {
+        let live = summary_line(Display::Live, 12.34, 4_319_596, 3 << 29);
+        assert_eq!(
+            live,
+            "[alnsort] done: 4.3 M records in 12.3 s, 350 k rec/s, peak RSS 1.50 GiB"
+        );
+        // The widest counts a long run gives still fit 80 columns.
+        let wide = summary_line(Display::Live, 86_399.9, 999_000_000, 1023 << 30);
+        assert!(wide.chars().count() <= 80, "{} columns: {wide}", wide.len());
+        let log = summary_line(
+            Display::Lines(Duration::from_secs(10)),
+            12.34,
+            4_319_596,
+            3 << 29,
+        );
+        assert_eq!(
+            log,
+            "[alnsort] progress 12.3s: done, 4.3 M records in 12.3 s, 350 k rec/s, \
+             peak RSS 1.50 GiB"
         );
     }
 

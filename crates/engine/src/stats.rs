@@ -238,6 +238,92 @@ impl Report {
         t
     }
 
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.fields.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+
+    /// The report as MultiQC custom content (a table section with one row,
+    /// `sample`): what a pipeline's report shows of the run. The columns
+    /// are fields of the JSON report (docs/stats-json.md), sizes in MiB.
+    pub fn mqc_json(&self, sample: &str) -> String {
+        const MIB: f64 = (1u64 << 20) as f64;
+        // (column, title, description, value)
+        let mut cols: Vec<(&str, &str, &str, Value)> = Vec::new();
+        let mut col = |key: &'static str, title: &'static str, desc: &'static str| {
+            if let Some(v) = self.get(key) {
+                cols.push((key, title, desc, v.clone()));
+            }
+        };
+        col("records_in", "Records", "Records read");
+        col("sort_order", "Order", "Sort order of the output (@HD SO)");
+        col("threads", "Threads", "Threads (-@)");
+        col("wall_s", "Wall s", "Wall-clock seconds of the run");
+        col("cpu_s", "CPU s", "CPU seconds of the run (user + system)");
+        col(
+            "runs_written",
+            "Runs",
+            "Sorted runs spilled to temporary files",
+        );
+        let mib = |key: &str| match self.get(key) {
+            Some(Value::Int(n)) => Some(Value::Secs(*n as f64 / MIB)),
+            _ => None,
+        };
+        let mut mib_col =
+            |key: &str, col: &'static str, title: &'static str, desc: &'static str| {
+                if let Some(v) = mib(key) {
+                    cols.push((col, title, desc, v));
+                }
+            };
+        mib_col(
+            "peak_rss_bytes",
+            "peak_rss_mib",
+            "Peak RSS MiB",
+            "Peak resident memory, MiB",
+        );
+        mib_col(
+            "bytes_out",
+            "bytes_out_mib",
+            "Output MiB",
+            "Size of the output file, MiB",
+        );
+        if let Some(Value::Map(md)) = self.get("markdup") {
+            for (k, v) in md {
+                if *k == "records_marked" {
+                    cols.push((
+                        "duplicates_marked",
+                        "Duplicates",
+                        "Records flagged as duplicates (--markdup)",
+                        v.clone(),
+                    ));
+                }
+            }
+        }
+        let mut j = String::from("{\n");
+        j.push_str("  \"id\": \"alnsort\",\n  \"section_name\": \"alnsort\",\n");
+        j.push_str(
+            "  \"description\": \"Records, time and memory of each alnsort run \
+             (alnsort --mqc; --stats-json keeps every field).\",\n",
+        );
+        j.push_str("  \"plot_type\": \"table\",\n");
+        j.push_str("  \"pconfig\": {\"id\": \"alnsort_runs\", \"title\": \"alnsort: runs\"},\n");
+        j.push_str("  \"headers\": {");
+        for (n, (key, title, desc, _)) in cols.iter().enumerate() {
+            j.push_str(if n > 0 { ",\n    " } else { "\n    " });
+            json_string(key, &mut j);
+            j.push_str(": {\"title\": ");
+            json_string(title, &mut j);
+            j.push_str(", \"description\": ");
+            json_string(desc, &mut j);
+            j.push('}');
+        }
+        j.push_str("\n  },\n  \"data\": {");
+        json_string(sample, &mut j);
+        j.push_str(": ");
+        Value::Map(cols.into_iter().map(|(k, _, _, v)| (k, v)).collect()).json(&mut j);
+        j.push_str("}\n}\n");
+        j
+    }
+
     pub fn json(&self) -> String {
         let mut j = String::from("{\n");
         for (k, v) in &self.fields {
@@ -263,7 +349,25 @@ impl Report {
     }
 }
 
-/// The `--stats-json` destination, created before the run starts and
+/// The sample a MultiQC report names the run after (`--mqc`): the first
+/// input's file name, as MultiQC names Picard's metrics after their INPUT
+/// (it strips `.bam` and the like itself); the output's for standard input;
+/// "alnsort" when both are standard streams.
+pub fn sample_name(cfg: &Config) -> String {
+    let base = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.to_string_lossy().into_owned())
+    };
+    let first = cfg.inputs.first().unwrap_or(&cfg.input);
+    match (Some(first), cfg.output.as_deref()) {
+        (Some(i), _) if i != "-" => base(Path::new(i)),
+        (_, Some(o)) => base(o),
+        _ => "alnsort".into(),
+    }
+}
+
+/// A report's destination (`--stats-json`, `--mqc`), created before the run starts and
 /// committed after the output: a temporary file beside the destination
 /// (registered for removal on error and on signals), so a failed run leaves
 /// neither a new file nor a changed old one.
@@ -278,9 +382,10 @@ impl StatsFile {
         Ok(StatsFile { pending, file })
     }
 
-    /// Writes the report and renames the file into place.
-    pub fn write(mut self, report: &Report) -> std::io::Result<()> {
-        self.file.write_all(report.json().as_bytes())?;
+    /// Writes `text` (a rendering of the report) and renames the file into
+    /// place.
+    pub fn write(mut self, text: &str) -> std::io::Result<()> {
+        self.file.write_all(text.as_bytes())?;
         if !self.pending.is_direct() {
             self.file.sync_all()?;
         }

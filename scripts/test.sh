@@ -62,16 +62,24 @@ if [[ ! -x "$old_samtools" ]]; then
             "Debian/Ubuntu) or set ALNSORT_OLD_SAMTOOLS to one"
 fi
 
-# groff renders the generated man page in tests/diff/test_cli.py (checked
-# for warnings); Debian's groff-base, installed with apt-get when missing.
-if ! command -v groff >/dev/null 2>&1; then
+# Programs the CLI tests run (tests/diff/test_cli.py): groff renders the
+# generated man page (checked for warnings), zsh and fish exercise the
+# generated completions in the shells themselves. Debian packages, installed
+# with apt-get when missing.
+need_pkgs=()
+command -v groff >/dev/null 2>&1 || need_pkgs+=(groff-base)
+command -v zsh >/dev/null 2>&1 || need_pkgs+=(zsh)
+command -v fish >/dev/null 2>&1 || need_pkgs+=(fish)
+if ((${#need_pkgs[@]})); then
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        echo "== apt-get install groff-base (renders the man page in the tests)"
-        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q groff-base; } ||
-            die "apt-get install groff-base failed"
+        echo "== apt-get install ${need_pkgs[*]} (the man page and completion tests)"
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_pkgs[@]}"; } ||
+            die "apt-get install ${need_pkgs[*]} failed"
     fi
-    command -v groff >/dev/null 2>&1 ||
-        die "groff not found: install groff (apt-get install groff-base as root on Debian/Ubuntu)"
+    for prog in groff zsh fish; do
+        command -v "$prog" >/dev/null 2>&1 ||
+            die "$prog not found: install it (apt-get install groff-base zsh fish as root on Debian/Ubuntu)"
+    done
 fi
 
 # From here on every step runs even if an earlier one failed, so one run

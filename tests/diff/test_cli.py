@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import shlex
 import subprocess
 
 import harness
@@ -378,7 +379,7 @@ def _generate(what: str) -> str:
 def _long_options(help_text: str) -> set[str]:
     """The long options a --help lists, those under 'Not supported yet' left out."""
     supported = help_text.split("Not supported yet")[0]
-    return set(re.findall(r"^\s+(?:-., )?(--[a-z][a-z0-9-]*)", supported, re.M))
+    return set(re.findall(r"^\s+(?:-., )?(--[a-zA-Z][a-zA-Z0-9-]*)", supported, re.M))
 
 
 def test_generated_man_page_renders_cleanly_and_lists_every_option():
@@ -427,16 +428,99 @@ def test_generated_bash_completion_completes_commands_and_options(tmp_path):
         assert opt not in complete("sort", opt), f"bash completes the refused {opt}"
 
 
-def test_generated_zsh_and_fish_completions_name_every_option():
-    """zsh runs the bash completion through bashcompinit; fish lists each
-    option with the first sentence of its help. Neither shell is installed
-    here, so this checks the scripts' content, not the shells' behaviour."""
-    zsh = _generate("zsh")
-    assert zsh.startswith("#compdef alnsort\n") and "bashcompinit" in zsh and "complete -o filenames" in zsh
-    fish = _generate("fish")
+def _shell(name: str) -> str:
+    import shutil
+    path = shutil.which(name)
+    assert path, f"{name} is needed to exercise its completion (scripts/test.sh installs it with apt-get)"
+    return path
+
+
+# Drives an interactive zsh in a pseudo-terminal (zsh/zpty): the setup
+# line ($1: the generated script put in $fpath, or sourced after compinit),
+# then a command line ($2) and a TAB; prints what the terminal showed after
+# the TAB (read for 3 s, or until it shows $3).
+ZPTY_DRIVER = r"""
+zmodload zsh/zpty
+zpty -b z zsh -f -i
+zpty -w z "PS1='> '; $1; print SOURCED"
+acc=""
+for i in {1..100}; do
+  if zpty -r -t z chunk; then acc+=$chunk; else sleep 0.05; fi
+  [[ $acc == *SOURCED*'> '* ]] && break
+done
+zpty -w -n z "$2"$'\t'
+acc=""
+for i in {1..60}; do
+  if zpty -r -t z chunk; then acc+=$chunk; else sleep 0.05; fi
+  [[ $acc == *"$3"* ]] && break
+done
+zpty -d z
+print -r -- "$acc"
+"""
+
+
+def test_generated_zsh_completion_completes_in_zsh(tmp_path):
+    """zsh (interactive, in a pseudo-terminal, compinit loaded) completes
+    with the generated script, installed as the README says (a file named
+    _alnsort in a directory of $fpath, autoloaded at the first TAB) and
+    sourced: a TAB after the typed words finishes the command, an option, a
+    file after -o."""
+    zsh = _shell("zsh")
+    zfunc = tmp_path / "zfunc"
+    zfunc.mkdir()
+    script = zfunc / "_alnsort"
+    script.write_text(_generate("zsh"))
+    setups = {"fpath": f"fpath=({zfunc} $fpath); autoload -U compinit; compinit -u -D",
+              "sourced": f"autoload -U compinit; compinit -u -D; source {script}"}
+    driver = tmp_path / "drive.zsh"
+    driver.write_text(ZPTY_DRIVER)
+    (tmp_path / "out.bam").write_bytes(b"")
+
+    def after_tab(setup: str, line: str, want: str) -> str:
+        res = subprocess.run([zsh, "-f", str(driver), setup, line, want], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "command not found" not in res.stdout, res.stdout
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\r]", "", res.stdout)
+
+    for typed, want in [("alnsort sort --templ", "alnsort sort --template-coordinate"),
+                        ("alnsort me", "alnsort merge"),
+                        ("alnsort sort -o ou", "alnsort sort -o out.bam"),
+                        ("alnsort merge --refe", "alnsort merge --reference")]:
+        for how, setup in setups.items():
+            shown = after_tab(setup, typed, want)
+            assert want in shown, (f"zsh ({how}): {typed!r}+TAB did not give {want!r}; "
+                                   f"the terminal showed:\n{shown[-600:]}")
+
+
+def test_generated_fish_completion_completes_in_fish(tmp_path):
+    """fish's own completion engine (`complete -C`) with the generated
+    script: commands, options with the first sentence of their help, values
+    of `generate`, no refused option; every long option of sort and merge."""
+    fish = _shell("fish")
+    script = tmp_path / "alnsort.fish"
+    script.write_text(_generate("fish"))
+
+    def complete(line: str) -> dict[str, str]:
+        res = subprocess.run([fish, "--no-config", "-c", f"source {script}; complete -C {shlex.quote(line)}"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert res.returncode == 0 and not res.stderr, res.stderr
+        return dict((ln.split("\t", 1) + [""])[:2] for ln in res.stdout.splitlines() if ln)
+
+    assert set(complete("alnsort me")) == {"merge"}
+    templ = complete("alnsort sort --templ")
+    assert list(templ) == ["--template-coordinate"] and templ["--template-coordinate"].startswith("Sort by"), templ
+    assert set(complete("alnsort generate ")) == {"man", "bash", "zsh", "fish"}
     for cmd in ("sort", "merge"):
-        for opt in _long_options(_run_top([cmd, "--help"]).stdout.decode()):
-            assert f"__fish_seen_subcommand_from {cmd}' " in fish and f" -l {opt[2:]}" in fish, \
-                f"fish lacks {cmd}'s {opt}"
+        offered = complete(f"alnsort {cmd} --")
+        help_text = _run_top([cmd, "--help"]).stdout.decode()
+        for opt in _long_options(help_text):
+            assert opt in offered, f"fish does not complete {cmd}'s {opt}"
+        refused = help_text.split("Not supported yet")[1] if "Not supported yet" in help_text else ""
+        for opt in re.findall(r"^\s+(?:-., )?(--[a-z][a-z0-9-]*)", refused, re.M):
+            assert opt not in offered, f"fish completes the refused {opt}"
+
+
+def test_generate_refuses_an_unknown_shell():
     res = _run_top(["generate", "tcsh"])
     assert res.returncode == 2 and b"man, bash, zsh, fish" in res.stderr

@@ -10,6 +10,7 @@ pub mod config;
 pub mod generate;
 pub mod input;
 pub mod markdup;
+pub mod markdup_inputs;
 pub mod memsize;
 pub mod merge;
 pub mod options;
@@ -220,6 +221,15 @@ pub fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::Thre
     ))
 }
 
+/// How `alnsort sort IN1 IN2 ...` merges the inputs' headers: as `samtools
+/// merge` does by default (clashing IDs renamed with the suffixes of seed 0).
+fn several_inputs_merge_options() -> alnsort_bam::header_merge::MergeOptions {
+    alnsort_bam::header_merge::MergeOptions {
+        seed: 0,
+        ..Default::default()
+    }
+}
+
 fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let pool = worker_pool(cfg.threads, "alnsort-worker")?;
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
@@ -233,10 +243,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // Several inputs: merged as samtools merge would (header, record
     // order), then sorted as one.
     let (input, mut header, encoder) = if cfg.inputs.len() > 1 {
-        let opts = alnsort_bam::header_merge::MergeOptions {
-            seed: 0,
-            ..Default::default()
-        };
+        let opts = several_inputs_merge_options();
         // `samtools merge` (coordinate order) interleaves them; the sort
         // then orders that stream.
         let plan = merge::MergePlan {
@@ -320,24 +327,35 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         chunk_fill: chunk_fill(cfg.explicit_total),
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    // --markdup with several inputs: decided first, in a pass of its own
+    // over the inputs in Picard's merge order (crate::markdup_inputs).
+    let mut decided_first = None;
     let input_name = match &input {
         InputFeed::One(input) => input.name.clone(),
         InputFeed::Many(_) => {
-            if cfg.markdup.is_some() {
-                bail!(
-                    "--markdup takes one input; merge the inputs first \
-                     (alnsort merge -n, or alnsort sort -n IN1 IN2 ...) and mark the result"
-                );
+            if let Some(md) = &cfg.markdup {
+                decided_first = Some(markdup_inputs::decide(
+                    cfg,
+                    md,
+                    markdup_budget,
+                    several_inputs_merge_options(),
+                    &pool,
+                    debris,
+                )?);
             }
             cfg.inputs.join(", ")
         }
     };
-    let mut marker = cfg.markdup.as_ref().map(|m| {
-        let mut marker =
-            markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path()));
-        marker.set_pool(Arc::clone(&pool));
-        marker
-    });
+    let mut marker = cfg
+        .markdup
+        .as_ref()
+        .filter(|_| decided_first.is_none())
+        .map(|m| {
+            let mut marker =
+                markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path()));
+            marker.set_pool(Arc::clone(&pool));
+            marker
+        });
     let fed = match input {
         InputFeed::One(input) => input.feed(
             cfg.unknown_reference,
@@ -353,7 +371,17 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             } else {
                 KeyKind::Variable
             };
-            merge::feed_sorter(m, kind, &mut sorter, &progress)?
+            let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
+                d.records
+                    .iter()
+                    .scan(0u64, |base, &c| {
+                        let b = *base;
+                        *base += c;
+                        Some(b)
+                    })
+                    .collect()
+            });
+            merge::feed_sorter(m, kind, &mut sorter, &progress, bases.as_deref())?
         }
     };
     let records_in = fed.records;
@@ -380,7 +408,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         };
         (decisions, merged)
     });
-    let decisions = decisions?;
+    let decisions = match decided_first {
+        Some(d) => Some(d.decisions),
+        None => decisions?,
+    };
     let mut merged = merged?;
     progress.enter(Phase::Write);
     // Minimiser order's @HD says whether any record is placed; placed

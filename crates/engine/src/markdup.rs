@@ -540,6 +540,19 @@ impl Marker {
         } else {
             InputOrder::Queryname
         };
+        Marker::with_order(header, cfg, file, budget, spill_dir, order)
+    }
+
+    /// [`Marker::new`] with the semantics given, not read from `header`'s
+    /// `@HD` (several inputs: `crate::markdup_inputs` decides from theirs).
+    pub fn with_order(
+        header: &Header,
+        cfg: &MarkdupConfig,
+        file: &str,
+        budget: (usize, Option<u64>),
+        spill_dir: Option<&std::path::Path>,
+        order: InputOrder,
+    ) -> Marker {
         let mut md = MarkDuplicates::with_order(header_read_groups(header), order);
         md.set_pixel_distance(cfg.optical_distance);
         md.set_name_parser(cfg.name_parser.clone());
@@ -571,6 +584,12 @@ impl Marker {
                 name_parser: Arc::new(cfg.name_parser.clone()),
             },
         }
+    }
+
+    /// The read group `id` of the header is one with `same_as`
+    /// ([`alnsort_markdup::ReadGroups::alias`]).
+    pub fn alias_read_group(&mut self, id: &[u8], same_as: &[u8]) {
+        self.md.read_groups_mut().alias(id, same_as);
     }
 
     /// What the read jobs take out of each record: how they score it and
@@ -824,6 +843,41 @@ fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
 const FLAG_AT: usize = 4 + 14;
 
 impl Decisions {
+    /// The same decisions over other ordinals: `new` gives, in order, the
+    /// new ordinal of each record (a permutation of `0..records`). Several
+    /// inputs are decided in Picard's merge order and sorted with each
+    /// record's ordinal in input order (`crate::markdup_inputs`).
+    pub fn renumbered(mut self, new: impl Iterator<Item = u64>) -> Result<Decisions> {
+        let mut bits = alnsort_markdup::Bits::new(self.bits.len());
+        let mut optical = alnsort_markdup::Bits::new(self.optical_bits.len());
+        let mut n = 0u64;
+        for (i, to) in new.enumerate() {
+            let i = i as u64;
+            if to >= self.records {
+                bail!(
+                    "internal error: record ordinal {to} beyond the {} decided",
+                    self.records
+                );
+            }
+            if self.bits.get(i) {
+                bits.set(to);
+            }
+            if self.optical_bits.get(i) {
+                optical.set(to);
+            }
+            n += 1;
+        }
+        if n != self.records {
+            bail!(
+                "internal error: {n} records renumbered of the {} decided",
+                self.records
+            );
+        }
+        self.bits = Arc::new(bits);
+        self.optical_bits = optical;
+        Ok(self)
+    }
+
     /// The record to write for `rec` as it comes out of the sorter (with
     /// its ordinal): the ordinal cut off and 0x400 set or cleared, built in
     /// `buf`; `None` when the record is removed.

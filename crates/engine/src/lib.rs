@@ -17,6 +17,7 @@ pub mod options;
 pub mod output;
 pub mod progress;
 pub mod stages;
+pub mod stages_markdup;
 pub mod stats;
 
 use crate::cleanup::{Debris, TempDir};
@@ -165,6 +166,29 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
     Ok(report)
 }
 
+/// `--markdup`'s memory out of the sorter's `budget`: a quarter of it,
+/// taken from the sorter, with `--max-memory`; with `-m` alone (the record
+/// buffer, as in samtools) as much again, beside the sorter. Also the
+/// `--max-memory` total its messages name.
+fn markdup_share(cfg: &Config, budget: &mut usize) -> (usize, Option<u64>) {
+    match &cfg.markdup {
+        Some(_) if cfg.explicit_total => {
+            let share = *budget / 4;
+            *budget -= share;
+            (share, Some(cfg.memory_budget))
+        }
+        _ => (*budget, None),
+    }
+}
+
+/// The memory `--markdup` may use in a run of `cfg` on its own (the
+/// distributed decision, `stages_markdup::decide`): as [`markdup_share`]
+/// gives it out of the sorter's budget.
+pub(crate) fn markdup_budget(cfg: &Config) -> Result<(usize, Option<u64>)> {
+    let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
+    Ok(markdup_share(cfg, &mut budget))
+}
+
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     let reserve = reserve_bytes(cfg.threads);
     let budget = if explicit_total {
@@ -223,7 +247,7 @@ pub fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::Thre
 
 /// How `alnsort sort IN1 IN2 ...` merges the inputs' headers: as `samtools
 /// merge` does by default (clashing IDs renamed with the suffixes of seed 0).
-fn several_inputs_merge_options() -> alnsort_bam::header_merge::MergeOptions {
+pub(crate) fn several_inputs_merge_options() -> alnsort_bam::header_merge::MergeOptions {
     alnsort_bam::header_merge::MergeOptions {
         seed: 0,
         ..Default::default()
@@ -293,14 +317,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // of --max-memory, taken from the sorter; with -m alone (the record
     // buffer, as in samtools) within as much again, beside the sorter (see
     // crate::markdup).
-    let markdup_budget = match &cfg.markdup {
-        Some(_) if cfg.explicit_total => {
-            let share = budget / 4;
-            budget -= share;
-            (share, Some(cfg.memory_budget))
-        }
-        _ => (budget, None),
-    };
+    let markdup_budget = markdup_share(cfg, &mut budget);
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,

@@ -1171,6 +1171,19 @@ impl alnsort_bgzf::Units for MarkedChunk {
 
 /// The `--metrics` file: created before the input is read (a bad path costs
 /// no sort), written and renamed into place after the output.
+/// The text [`MetricsFile::write`] writes to `path` (see there).
+pub fn metrics_text(
+    metrics: &MetricsReport,
+    path: &std::path::Path,
+    inputs: &[String],
+    output: Option<&std::path::Path>,
+    command_line: &str,
+) -> String {
+    let output = output.unwrap_or(std::path::Path::new("-"));
+    let picard = alnsort_markdup::PicardCommandLine::new(inputs, output, path);
+    metrics.to_text_with_command(&picard, command_line)
+}
+
 pub struct MetricsFile {
     pending: crate::cleanup::PendingFile,
     file: std::fs::File,
@@ -1208,9 +1221,7 @@ impl MetricsFile {
         command_line: &str,
     ) -> Result<()> {
         use std::io::Write as _;
-        let output = output.unwrap_or(std::path::Path::new("-"));
-        let picard = alnsort_markdup::PicardCommandLine::new(inputs, output, &self.path);
-        let text = metrics.to_text_with_command(&picard, command_line);
+        let text = metrics_text(metrics, &self.path, inputs, output, command_line);
         let fail = |e| {
             anyhow::Error::new(e).context(format!(
                 "the sort finished and its output is complete, but writing the metrics to {} failed",

@@ -69,16 +69,18 @@ pub fn htsjdk_queryname_cmp(a: &[u8], b: &[u8]) -> Ordering {
     use alnsort_markdup::flags;
     let (fa, fb) = (a.flag(), b.flag());
     let (pa, pb) = (fa & flags::PAIRED != 0, fb & flags::PAIRED != 0);
-    if pa || pb {
-        if !pa {
-            return Ordering::Greater;
-        } else if !pb {
-            return Ordering::Less;
-        } else if fa & flags::READ1 != 0 && fb & flags::READ2 != 0 {
-            return Ordering::Less;
-        } else if fa & flags::READ2 != 0 && fb & flags::READ1 != 0 {
-            return Ordering::Greater;
-        }
+    let first = |f: u16| f & flags::READ1 != 0;
+    let second = |f: u16| f & flags::READ2 != 0;
+    let paired = match (pa, pb) {
+        (false, false) => Ordering::Equal,
+        (false, true) => Ordering::Greater,
+        (true, false) => Ordering::Less,
+        (true, true) if first(fa) && second(fb) => Ordering::Less,
+        (true, true) if second(fa) && first(fb) => Ordering::Greater,
+        (true, true) => Ordering::Equal,
+    };
+    if paired != Ordering::Equal {
+        return paired;
     }
     let bit = |f: u16, m: u16| f & m != 0;
     for m in [flags::REVERSE, flags::SECONDARY, flags::SUPPLEMENTARY] {

@@ -28,7 +28,7 @@ impl Bits {
         if words.len() as u64 != len.div_ceil(64) {
             return None;
         }
-        if len % 64 != 0 && words.last().is_some_and(|w| w >> (len % 64) != 0) {
+        if !len.is_multiple_of(64) && words.last().is_some_and(|w| w >> (len % 64) != 0) {
             return None;
         }
         Some(Bits { words, len })

@@ -307,6 +307,12 @@ impl Translation {
         self.identity_tids && self.rg.is_empty() && self.pg.is_empty()
     }
 
+    /// The merged header's ID of the input's read group `id` (renamed when
+    /// it clashed with an earlier input's).
+    pub fn read_group<'a>(&'a self, id: &'a [u8]) -> &'a [u8] {
+        self.rg.get(id).map_or(id, Vec::as_slice)
+    }
+
     /// The merged header's reference id of the input's reference `tid`
     /// (negative ids, and ids the input's header lacks, stay as they are).
     pub fn ref_id(&self, tid: i32) -> i32 {

@@ -10,12 +10,14 @@ pub mod config;
 pub mod generate;
 pub mod input;
 pub mod markdup;
+pub mod markdup_inputs;
 pub mod memsize;
 pub mod merge;
 pub mod options;
 pub mod output;
 pub mod progress;
 pub mod stages;
+pub mod stages_markdup;
 pub mod stats;
 
 use crate::cleanup::{Debris, TempDir};
@@ -172,6 +174,29 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
     Ok(report)
 }
 
+/// `--markdup`'s memory out of the sorter's `budget`: a quarter of it,
+/// taken from the sorter, with `--max-memory`; with `-m` alone (the record
+/// buffer, as in samtools) as much again, beside the sorter. Also the
+/// `--max-memory` total its messages name.
+fn markdup_share(cfg: &Config, budget: &mut usize) -> (usize, Option<u64>) {
+    match &cfg.markdup {
+        Some(_) if cfg.explicit_total => {
+            let share = *budget / 4;
+            *budget -= share;
+            (share, Some(cfg.memory_budget))
+        }
+        _ => (*budget, None),
+    }
+}
+
+/// The memory `--markdup` may use in a run of `cfg` on its own (the
+/// distributed decision, `stages_markdup::decide`): as [`markdup_share`]
+/// gives it out of the sorter's budget.
+pub(crate) fn markdup_budget(cfg: &Config) -> Result<(usize, Option<u64>)> {
+    let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
+    Ok(markdup_share(cfg, &mut budget))
+}
+
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     let reserve = reserve_bytes(cfg.threads);
     let budget = if explicit_total {
@@ -228,6 +253,15 @@ pub fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::Thre
     ))
 }
 
+/// How `alnsort sort IN1 IN2 ...` merges the inputs' headers: as `samtools
+/// merge` does by default (clashing IDs renamed with the suffixes of seed 0).
+pub(crate) fn several_inputs_merge_options() -> alnsort_bam::header_merge::MergeOptions {
+    alnsort_bam::header_merge::MergeOptions {
+        seed: 0,
+        ..Default::default()
+    }
+}
+
 fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let pool = worker_pool(cfg.threads, "alnsort-worker")?;
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
@@ -241,10 +275,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // Several inputs: merged as samtools merge would (header, record
     // order), then sorted as one.
     let (input, mut header, encoder) = if cfg.inputs.len() > 1 {
-        let opts = alnsort_bam::header_merge::MergeOptions {
-            seed: 0,
-            ..Default::default()
-        };
+        let opts = several_inputs_merge_options();
         // `samtools merge` (coordinate order) interleaves them; the sort
         // then orders that stream.
         let plan = merge::MergePlan {
@@ -294,14 +325,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     // of --max-memory, taken from the sorter; with -m alone (the record
     // buffer, as in samtools) within as much again, beside the sorter (see
     // crate::markdup).
-    let markdup_budget = match &cfg.markdup {
-        Some(_) if cfg.explicit_total => {
-            let share = budget / 4;
-            budget -= share;
-            (share, Some(cfg.memory_budget))
-        }
-        _ => (budget, None),
-    };
+    let markdup_budget = markdup_share(cfg, &mut budget);
     let display = progress::Display::choose(
         cfg.progress,
         cfg.progress_interval,
@@ -328,24 +352,35 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         chunk_fill: chunk_fill(cfg.explicit_total),
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    // --markdup with several inputs: decided first, in a pass of its own
+    // over the inputs in Picard's merge order (crate::markdup_inputs).
+    let mut decided_first = None;
     let input_name = match &input {
         InputFeed::One(input) => input.name.clone(),
         InputFeed::Many(_) => {
-            if cfg.markdup.is_some() {
-                bail!(
-                    "--markdup takes one input; merge the inputs first \
-                     (alnsort merge -n, or alnsort sort -n IN1 IN2 ...) and mark the result"
-                );
+            if let Some(md) = &cfg.markdup {
+                decided_first = Some(markdup_inputs::decide(
+                    cfg,
+                    md,
+                    markdup_budget,
+                    several_inputs_merge_options(),
+                    &pool,
+                    debris,
+                )?);
             }
             cfg.inputs.join(", ")
         }
     };
-    let mut marker = cfg.markdup.as_ref().map(|m| {
-        let mut marker =
-            markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path()));
-        marker.set_pool(Arc::clone(&pool));
-        marker
-    });
+    let mut marker = cfg
+        .markdup
+        .as_ref()
+        .filter(|_| decided_first.is_none())
+        .map(|m| {
+            let mut marker =
+                markdup::Marker::new(&header, m, &input_name, markdup_budget, Some(tmp.path()));
+            marker.set_pool(Arc::clone(&pool));
+            marker
+        });
     let fed = match input {
         InputFeed::One(input) => input.feed(
             cfg.unknown_reference,
@@ -361,7 +396,17 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             } else {
                 KeyKind::Variable
             };
-            merge::feed_sorter(m, kind, &mut sorter, &progress)?
+            let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
+                d.records
+                    .iter()
+                    .scan(0u64, |base, &c| {
+                        let b = *base;
+                        *base += c;
+                        Some(b)
+                    })
+                    .collect()
+            });
+            merge::feed_sorter(m, kind, &mut sorter, &progress, bases.as_deref())?
         }
     };
     let records_in = fed.records;
@@ -388,7 +433,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         };
         (decisions, merged)
     });
-    let decisions = decisions?;
+    let decisions = match decided_first {
+        Some(d) => Some(d.decisions),
+        None => decisions?,
+    };
     let mut merged = merged?;
     progress.enter(Phase::Write);
     // Minimiser order's @HD says whether any record is placed; placed

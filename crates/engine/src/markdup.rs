@@ -540,6 +540,19 @@ impl Marker {
         } else {
             InputOrder::Queryname
         };
+        Marker::with_order(header, cfg, file, budget, spill_dir, order)
+    }
+
+    /// [`Marker::new`] with the semantics given, not read from `header`'s
+    /// `@HD` (several inputs: `crate::markdup_inputs` decides from theirs).
+    pub fn with_order(
+        header: &Header,
+        cfg: &MarkdupConfig,
+        file: &str,
+        budget: (usize, Option<u64>),
+        spill_dir: Option<&std::path::Path>,
+        order: InputOrder,
+    ) -> Marker {
         let mut md = MarkDuplicates::with_order(header_read_groups(header), order);
         md.set_pixel_distance(cfg.optical_distance);
         md.set_name_parser(cfg.name_parser.clone());
@@ -571,6 +584,12 @@ impl Marker {
                 name_parser: Arc::new(cfg.name_parser.clone()),
             },
         }
+    }
+
+    /// The read group `id` of the header is one with `same_as`
+    /// ([`alnsort_markdup::ReadGroups::alias`]).
+    pub fn alias_read_group(&mut self, id: &[u8], same_as: &[u8]) {
+        self.md.read_groups_mut().alias(id, same_as);
     }
 
     /// What the read jobs take out of each record: how they score it and
@@ -756,6 +775,21 @@ impl Marker {
     }
 }
 
+/// The ordinal a record carries through the sorter ([`ordinal_suffix`]).
+pub fn record_ordinal(rec: &[u8]) -> Result<u64> {
+    let Some(body_len) = rec.len().checked_sub(ORDINAL_BYTES) else {
+        return Err(anyhow!(
+            "internal error: a record came back without its ordinal"
+        ));
+    };
+    let mut ord = [0u8; 8];
+    ord.copy_from_slice(&rec[body_len..]);
+    Ok(u64::from_le_bytes(ord))
+}
+
+/// The first bytes of [`Decisions::to_bytes`] (format version 1).
+const DECISIONS_MAGIC: &[u8; 8] = b"ALNMDD1\0";
+
 /// The decision for every input record, applied as the records are written.
 pub struct Decisions {
     bits: Arc<alnsort_markdup::Bits>,
@@ -824,18 +858,59 @@ fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
 const FLAG_AT: usize = 4 + 14;
 
 impl Decisions {
+    /// The same decisions over other ordinals: `new` gives, in order, the
+    /// new ordinal of each record (a permutation of `0..records`). Several
+    /// inputs are decided in Picard's merge order and sorted with each
+    /// record's ordinal in input order (`crate::markdup_inputs`).
+    pub fn renumbered(mut self, new: impl Iterator<Item = u64>) -> Result<Decisions> {
+        let mut bits = alnsort_markdup::Bits::new(self.bits.len());
+        let mut optical = alnsort_markdup::Bits::new(self.optical_bits.len());
+        let mut n = 0u64;
+        for (i, to) in new.enumerate() {
+            let i = i as u64;
+            if to >= self.records {
+                bail!(
+                    "internal error: record ordinal {to} beyond the {} decided",
+                    self.records
+                );
+            }
+            if self.bits.get(i) {
+                bits.set(to);
+            }
+            if self.optical_bits.get(i) {
+                optical.set(to);
+            }
+            n += 1;
+        }
+        if n != self.records {
+            bail!(
+                "internal error: {n} records renumbered of the {} decided",
+                self.records
+            );
+        }
+        self.bits = Arc::new(bits);
+        self.optical_bits = optical;
+        Ok(self)
+    }
+
     /// The record to write for `rec` as it comes out of the sorter (with
     /// its ordinal): the ordinal cut off and 0x400 set or cleared, built in
     /// `buf`; `None` when the record is removed.
     pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
-        let Some(body_len) = rec.len().checked_sub(ORDINAL_BYTES) else {
-            return Err(anyhow!(
-                "internal error: a record came back without its ordinal"
-            ));
-        };
-        let mut ord = [0u8; 8];
-        ord.copy_from_slice(&rec[body_len..]);
-        let ordinal = u64::from_le_bytes(ord);
+        let ordinal = record_ordinal(rec)?;
+        self.apply_at(rec, ordinal, buf)
+    }
+
+    /// [`Decisions::apply`] with the record's ordinal given (`rec` still
+    /// ends with [`ORDINAL_BYTES`] bytes, which are cut off): the
+    /// distributed stages append another numbering.
+    pub fn apply_at<'a>(
+        &self,
+        rec: &[u8],
+        ordinal: u64,
+        buf: &'a mut Vec<u8>,
+    ) -> Result<Option<&'a [u8]>> {
+        let body_len = rec.len() - ORDINAL_BYTES;
         if ordinal >= self.records || body_len < FLAG_AT + 2 {
             return Err(anyhow!(
                 "internal error: record ordinal {ordinal} out of range ({} records)",
@@ -883,6 +958,81 @@ impl Decisions {
         }
         buf[FLAG_AT..FLAG_AT + 2].copy_from_slice(&flag.to_le_bytes());
         Ok(Some(buf))
+    }
+
+    /// The duplicate and optical bits, for a task in another process that
+    /// writes some of the records ([`Decisions::from_bytes`]): a magic,
+    /// the record count, then each bitset's words (little-endian).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let words = |b: &alnsort_markdup::Bits, out: &mut Vec<u8>| {
+            out.extend_from_slice(&b.len().to_le_bytes());
+            for w in b.words() {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        let mut out = DECISIONS_MAGIC.to_vec();
+        out.extend_from_slice(&self.records.to_le_bytes());
+        words(&self.bits, &mut out);
+        words(&self.optical_bits, &mut out);
+        out
+    }
+
+    /// The decisions [`Decisions::to_bytes`] wrote, applied with `cfg`'s
+    /// removal and tagging options (those of the run that decided). The
+    /// metrics stay with the deciding task (empty here).
+    pub fn from_bytes(bytes: &[u8], cfg: &MarkdupConfig) -> Result<Decisions> {
+        let bad = || anyhow!("duplicate decisions: not the bytes Decisions::to_bytes writes");
+        let rest = bytes.strip_prefix(DECISIONS_MAGIC).ok_or_else(bad)?;
+        let mut at = 0usize;
+        let u64_at = |at: &mut usize| -> Result<u64> {
+            let b = rest.get(*at..*at + 8).ok_or_else(bad)?;
+            *at += 8;
+            Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let records = u64_at(&mut at)?;
+        let mut bits = Vec::new();
+        for _ in 0..2 {
+            let len = u64_at(&mut at)?;
+            let n = len.div_ceil(64);
+            if n > (rest.len() as u64) / 8 {
+                return Err(bad());
+            }
+            let words = (0..n)
+                .map(|_| u64_at(&mut at))
+                .collect::<Result<Vec<_>>>()?;
+            bits.push(alnsort_markdup::Bits::from_words(words, len).ok_or_else(bad)?);
+        }
+        if at != rest.len() || bits[0].len() != records {
+            return Err(bad());
+        }
+        let optical_bits = bits.pop().expect("two");
+        let dup = bits.pop().expect("two");
+        let marked = dup.count_ones();
+        let (remove, remove_sequencing) = (cfg.remove_duplicates, cfg.remove_sequencing_duplicates);
+        let removed = match (remove, remove_sequencing) {
+            (false, false) => 0,
+            (true, false) => marked,
+            (false, true) => optical_bits.count_ones(),
+            (true, true) => dup.count_ones_or(&optical_bits),
+        };
+        Ok(Decisions {
+            records,
+            bits: Arc::new(dup),
+            seen_marked: Arc::new(AtomicU64::new(0)),
+            optical_bits,
+            spill: Default::default(),
+            marked,
+            removed,
+            remove,
+            remove_sequencing,
+            tagging: cfg.tagging,
+            metrics: MetricsReport::default(),
+        })
+    }
+
+    /// Duplicates met by [`Decisions::apply`] so far.
+    pub fn seen_marked(&self) -> u64 {
+        self.seen_marked.load(Ordering::Relaxed)
     }
 
     /// Whether every record keeps its place and length in the output (no
@@ -1021,6 +1171,19 @@ impl alnsort_bgzf::Units for MarkedChunk {
 
 /// The `--metrics` file: created before the input is read (a bad path costs
 /// no sort), written and renamed into place after the output.
+/// The text [`MetricsFile::write`] writes to `path` (see there).
+pub fn metrics_text(
+    metrics: &MetricsReport,
+    path: &std::path::Path,
+    inputs: &[String],
+    output: Option<&std::path::Path>,
+    command_line: &str,
+) -> String {
+    let output = output.unwrap_or(std::path::Path::new("-"));
+    let picard = alnsort_markdup::PicardCommandLine::new(inputs, output, path);
+    metrics.to_text_with_command(&picard, command_line)
+}
+
 pub struct MetricsFile {
     pending: crate::cleanup::PendingFile,
     file: std::fs::File,
@@ -1058,9 +1221,7 @@ impl MetricsFile {
         command_line: &str,
     ) -> Result<()> {
         use std::io::Write as _;
-        let output = output.unwrap_or(std::path::Path::new("-"));
-        let picard = alnsort_markdup::PicardCommandLine::new(inputs, output, &self.path);
-        let text = metrics.to_text_with_command(&picard, command_line);
+        let text = metrics_text(metrics, &self.path, inputs, output, command_line);
         let fail = |e| {
             anyhow::Error::new(e).context(format!(
                 "the sort finished and its output is complete, but writing the metrics to {} failed",

@@ -462,8 +462,9 @@ pub fn merged_inputs(
     };
     let mut indexes = indexes.into_iter();
     let mut sources = Vec::with_capacity(opened.len());
-    for ((inp, t), path) in opened.into_iter().zip(translations).zip(paths) {
+    for (input, ((inp, t), path)) in opened.into_iter().zip(translations).zip(paths).enumerate() {
         sources.push(Source::start(
+            input,
             inp,
             path,
             indexes.next().as_ref(),
@@ -496,27 +497,82 @@ pub fn merged_inputs(
 impl MergedInputs {
     /// Calls `sink(key, record)` for each record in merged order.
     pub fn for_each(self, mut sink: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<u64> {
+        self.for_each_from(|_, _, key, rec| sink(key, rec))
+    }
+
+    /// [`MergedInputs::for_each`] that also names where each record comes
+    /// from: `sink(input, record of that input (0-based), key, record)`.
+    pub fn for_each_from(
+        self,
+        mut sink: impl FnMut(usize, u64, &[u8], &[u8]) -> Result<()>,
+    ) -> Result<u64> {
         let MergedInputs {
             sources,
             failure,
             two_keys,
             ..
         } = self;
+        let mut taken = vec![0u64; sources.len()];
         let mut tree = LoserTree::new(sources, false);
         let mut n = 0u64;
         loop {
             if let Some(e) = failure.borrow_mut().take() {
                 return Err(e);
             }
-            if two_keys {
-                let Some(src) = tree.winner_mut() else { break };
-                sink(src.sort_key(), src.record())?;
+            let Some(src) = tree.winner_mut() else { break };
+            let Some(key) = (if two_keys {
+                Some(src.sort_key())
             } else {
-                let Some((key, rec)) = tree.peek() else { break };
-                sink(key, rec)?;
-            }
+                src.key()
+            }) else {
+                break;
+            };
+            sink(src.input, taken[src.input], key, src.record())?;
+            taken[src.input] += 1;
             n += 1;
             tree.pop().map_err(|e| anyhow!(e))?;
+        }
+        if let Some(e) = failure.borrow_mut().take() {
+            return Err(e);
+        }
+        Ok(n)
+    }
+
+    /// Calls `sink(input, record)` for each record, the inputs interleaved
+    /// by `cmp` over their next records (ties: the earlier input first),
+    /// not by sort keys: the order another tool merges them in
+    /// (`--markdup` reads several inputs in Picard's merge order,
+    /// [`crate::markdup_inputs`]). A scan over the inputs per record, meant
+    /// for a few inputs (lanes).
+    pub fn for_each_by(
+        self,
+        cmp: impl Fn(&[u8], &[u8]) -> std::cmp::Ordering,
+        mut sink: impl FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let MergedInputs {
+            mut sources,
+            failure,
+            ..
+        } = self;
+        let mut n = 0u64;
+        loop {
+            if let Some(e) = failure.borrow_mut().take() {
+                return Err(e);
+            }
+            let mut best: Option<usize> = None;
+            for (i, s) in sources.iter().enumerate() {
+                if s.done {
+                    continue;
+                }
+                best = match best {
+                    Some(b) if cmp(s.record(), sources[b].record()).is_ge() => Some(b),
+                    _ => Some(i),
+                };
+            }
+            let Some(b) = best else { break };
+            sink(b, sources[b].record())?;
+            n += 1;
+            sources[b].advance().map_err(|e| anyhow!(e))?;
         }
         if let Some(e) = failure.borrow_mut().take() {
             return Err(e);
@@ -534,11 +590,16 @@ const FEED_SPARES: usize = 2;
 /// copied comes back for the next one (`Sorter::push_batch_then`), as with
 /// one input (`input::OpenInput::feed`): a fresh batch costs a page fault
 /// per 4 KiB written.
+///
+/// `bases`: with `--markdup` (`crate::markdup_inputs`), each record enters
+/// the sorter followed by its ordinal (`crate::markdup::ordinal_suffix`):
+/// `bases[i]` plus its position in input `i`.
 pub fn feed_sorter(
     m: MergedInputs,
     kind: KeyKind,
     sorter: &mut Sorter,
     progress: &Progress,
+    bases: Option<&[u64]>,
 ) -> Result<Fed> {
     let start = thread_cpu_seconds();
     let target = alnsort_bam::reader::BATCH_BYTES;
@@ -571,14 +632,20 @@ pub fn feed_sorter(
         Ok(())
     };
     let tally = Rc::clone(&m.tally);
-    let records = m.for_each(|key, rec| {
+    let records = m.for_each_from(|input, at, key, rec| {
         if kind == KeyKind::Fixed8 && key.len() != 8 {
             bail!(
                 "internal error: the key is {} bytes, but this sort needs 8-byte keys",
                 key.len()
             );
         }
-        if !batch.try_push(key, rec) {
+        let taken = match bases {
+            Some(b) => {
+                batch.try_push_parts(key, rec, &crate::markdup::ordinal_suffix(b[input] + at))
+            }
+            None => batch.try_push(key, rec),
+        };
+        if !taken {
             bail!("a record too large for a batch (4 GiB)");
         }
         bytes += rec.len() as u64;
@@ -753,6 +820,8 @@ type ChunkResult = std::result::Result<Chunk, ReadError>;
 
 struct Source {
     name: Arc<str>,
+    /// The input's position among the merge's inputs.
+    input: usize,
     /// None: nothing of the input to read (`-R` outside it).
     batches: Option<Ordered<Result<Chunk>>>,
     chunk: Chunk,
@@ -811,6 +880,7 @@ struct ChunkDecoder {
 impl Source {
     #[allow(clippy::too_many_arguments)]
     fn start(
+        input: usize,
         inp: input::OpenInput,
         path: &str,
         index: Option<&IndexReader>,
@@ -889,6 +959,7 @@ impl Source {
         };
         let mut s = Source {
             name: file,
+            input,
             batches,
             chunk: Chunk::default(),
             at: 0,

@@ -95,6 +95,9 @@ pub struct MapOutput {
 pub struct ReduceOutput {
     pub records: u64,
     pub bytes: u64,
+    /// With duplicate decisions ([`reduce_marked`]): the duplicates among
+    /// the records (the driver checks they add up to the decided count).
+    pub marked: u64,
 }
 
 /// What [`assemble`] returns.
@@ -590,6 +593,10 @@ pub fn map(
         None => key_kind(&enc),
     };
     let mut partitioner = Partitioner::new(decode_splitters(splitters)?, split.ordinal)?;
+    // --markdup: each record carries its place in the input to the reduce
+    // (crate::stages_markdup).
+    let markdup = cfg.markdup.is_some();
+    let split_ordinal = split.ordinal;
     let debris = Debris::default();
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort-map", &debris).with_context(|| {
         format!(
@@ -693,8 +700,17 @@ pub fn map(
                         if observe {
                             tally.observe(key, raw.voffsets[i]);
                         }
+                        let taken = if markdup {
+                            let place = crate::stages_markdup::packed(
+                                split_ordinal,
+                                raw.first_record + i as u64,
+                            );
+                            batch.try_push_parts(key, rec, &crate::markdup::ordinal_suffix(place))
+                        } else {
+                            batch.try_push(key, rec)
+                        };
                         i += 1;
-                        if !batch.try_push(key, rec) {
+                        if !taken {
                             return Err(
                                 "more record bytes than one batch can address (4 GiB)".into()
                             );
@@ -842,6 +858,33 @@ pub fn reduce(
     options: &SortOptions,
     index: bool,
 ) -> Result<ReduceOutput> {
+    reduce_marked(
+        inputs,
+        blocks,
+        part,
+        range_index,
+        partitions,
+        options,
+        index,
+        None,
+    )
+}
+
+/// [`reduce`] of maps that ran with `--markdup`: each record written as
+/// `marks` decide (`crate::stages_markdup`). [`ReduceOutput::records`]
+/// counts the records read from the blocks, removed ones included;
+/// `marked` the duplicates among them.
+#[allow(clippy::too_many_arguments)]
+pub fn reduce_marked(
+    inputs: &[PathBuf],
+    blocks: &[&[u8]],
+    part: &Path,
+    range_index: usize,
+    partitions: usize,
+    options: &SortOptions,
+    index: bool,
+    marks: Option<&crate::stages_markdup::Marks>,
+) -> Result<ReduceOutput> {
     if range_index >= partitions.max(1) {
         bail!("range {range_index} is not one of the {partitions} ranges");
     }
@@ -879,12 +922,34 @@ pub fn reduce(
         // is not read again to index it.
         writer.collect_part_index()?;
     }
+    if marks.is_none() && cfg.markdup.is_some() {
+        bail!("the maps ran with --markdup: the reduce needs the duplicate decisions");
+    }
+    // Duplicates met by this reduce (a `Marks` may serve several reduces
+    // one after another).
+    let seen_before = marks.map_or(0, |m| m.decisions.seen_marked());
     let mut scratch = Vec::new();
+    let mut marked_buf = Vec::new();
+    let mut read = 0u64;
     while let Some((key, rec)) = merged.next_entry()? {
         let key = &key[..key.len().saturating_sub(tie)];
+        read += 1;
+        let rec = match marks {
+            Some(m) => match m.apply(rec, &mut marked_buf)? {
+                Some(r) => r,
+                None => continue,
+            },
+            None => rec,
+        };
         writer.write_record(enc.finish_record(key, rec, &mut scratch))?;
     }
     let done = writer.finish()?;
+    if marks.is_none() && read != done.records {
+        bail!(
+            "internal error: merged {read} records but wrote {}",
+            done.records
+        );
+    }
     done.inner
         .sync_all()
         .with_context(|| format!("{}: cannot write the part", part.display()))?;
@@ -896,8 +961,9 @@ pub fn reduce(
         .commit()
         .with_context(|| format!("{}: cannot rename the part into place", part.display()))?;
     Ok(ReduceOutput {
-        records: done.records,
+        records: read,
         bytes: done.bytes_written,
+        marked: marks.map_or(0, |m| m.decisions.seen_marked() - seen_before),
     })
 }
 

@@ -16,6 +16,24 @@ impl Bits {
         }
     }
 
+    /// The bits as 64-bit words, bit `i` in word `i / 64` at `i % 64`
+    /// (what [`Bits::from_words`] takes back).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// `len` bits from [`Bits::words`]; `None` when the words do not hold
+    /// exactly `len` bits (bits beyond `len` must be clear).
+    pub fn from_words(words: Vec<u64>, len: u64) -> Option<Bits> {
+        if words.len() as u64 != len.div_ceil(64) {
+            return None;
+        }
+        if !len.is_multiple_of(64) && words.last().is_some_and(|w| w >> (len % 64) != 0) {
+            return None;
+        }
+        Some(Bits { words, len })
+    }
+
     pub fn len(&self) -> u64 {
         self.len
     }

@@ -173,6 +173,17 @@ impl ReadGroups {
         RgInfo { library, ordinal }
     }
 
+    /// Makes the header read group `id` one read group with `same_as`
+    /// (its ordinal and library): several inputs whose headers have the
+    /// same `@RG` line are one read group to Picard (htsjdk's header
+    /// merge keeps one line), where samtools' merge renames the later one.
+    /// Does nothing unless both are header read groups.
+    pub fn alias(&mut self, id: &[u8], same_as: &[u8]) {
+        if let (Some(_), Some(&to)) = (self.by_id.get(id), self.by_id.get(same_as)) {
+            self.by_id.insert(id.to_vec(), to);
+        }
+    }
+
     pub fn library_name(&self, i: u32) -> &str {
         &self.libraries[i as usize]
     }

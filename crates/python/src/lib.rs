@@ -12,6 +12,7 @@ use alnsort_engine::markdup::MdOpt;
 use alnsort_engine::options::{self, ArgError, OptId, OrderFlag, SortOptions, UnknownReference};
 use pyo3::prelude::*;
 
+mod markdup_stages;
 mod stages;
 
 /// The program name the runs are given: it begins the @PG CL field and the
@@ -239,6 +240,7 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stages::stage_reach, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_assemble, m)?)?;
+    markdup_stages::register(m)?;
     Ok(())
 }
 

@@ -15,9 +15,9 @@ use pyo3::types::PyBytes;
 use crate::{is_io, Keywords};
 
 /// A split as the Python half passes it: (input, start, end, ordinal).
-type SplitTuple = (usize, u64, Option<u64>, u32);
+pub(crate) type SplitTuple = (usize, u64, Option<u64>, u32);
 
-fn spec(t: SplitTuple) -> SplitSpec {
+pub(crate) fn spec(t: SplitTuple) -> SplitSpec {
     SplitSpec {
         input: t.0,
         start: t.1,
@@ -27,7 +27,7 @@ fn spec(t: SplitTuple) -> SplitSpec {
 }
 
 /// Raises the package's exception for a failed stage.
-fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
+pub(crate) fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
     let class = match py.import("alnsort").and_then(|m| {
         m.getattr(if is_io(&e) {
             "AlnsortIOError"
@@ -46,7 +46,7 @@ fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
 
 /// The engine's options for a stage's keywords; a refused value raises
 /// the package's exception with the setter's message.
-fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
+pub(crate) fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
     kw.sort_options()
         .map_err(|e| raise(py, anyhow::Error::new(e)))
 }
@@ -124,7 +124,7 @@ pub fn stage_reach(
 }
 
 /// What a map task gives Python: (blocks, records, proven end, reach).
-type MapResult = (Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>);
+pub(crate) type MapResult = (Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>);
 
 /// One map task: (blocks, records, proven end, reach).
 #[pyfunction]
@@ -139,6 +139,14 @@ pub fn stage_map(
 ) -> PyResult<MapResult> {
     let options = typed(py, &options)?;
     let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
+    map_result(py, got)
+}
+
+/// A map's outcome as the Python half takes it.
+pub(crate) fn map_result(
+    py: Python<'_>,
+    got: anyhow::Result<stages::MapOutput>,
+) -> PyResult<MapResult> {
     match got {
         Ok(m) => {
             // Each block is copied into a `bytes` and its memory kept for
@@ -165,7 +173,7 @@ pub fn stage_map(
 /// the struct's layout are the same in every CPython 3 (the 3.11 stable ABI
 /// took them over unchanged).
 #[repr(C)]
-struct RawBuffer {
+pub(crate) struct RawBuffer {
     buf: *mut std::ffi::c_void,
     obj: *mut pyo3::ffi::PyObject,
     len: pyo3::ffi::Py_ssize_t,
@@ -192,13 +200,13 @@ unsafe extern "C" {
 /// buffer (`bytes`, a read-only `memoryview`, Ray's object-store buffers)
 /// is borrowed in place until this is dropped; a writable one (which
 /// Python code could change while the GIL is released) is copied.
-enum BlockBytes {
+pub(crate) enum BlockBytes {
     Borrowed(Box<RawBuffer>),
     Copied(Vec<u8>),
 }
 
 impl BlockBytes {
-    fn new(obj: &Bound<'_, PyAny>) -> PyResult<BlockBytes> {
+    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> PyResult<BlockBytes> {
         // Boxed: an exporter may point fields of the view into the view.
         let mut view = Box::new(RawBuffer {
             buf: std::ptr::null_mut(),
@@ -228,7 +236,7 @@ impl BlockBytes {
         Ok(held)
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             BlockBytes::Borrowed(v) if v.len > 0 && !v.buf.is_null() => {
                 // SAFETY: the exporter keeps `len` bytes at `buf` for as

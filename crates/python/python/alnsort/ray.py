@@ -175,6 +175,7 @@ def _map_task(
     hook: Optional[TaskHook],
     index: int,
     prior: Optional[int],
+    markdup: Optional[List[str]] = None,
 ) -> tuple:
     if hook is not None:
         hook("map", index)
@@ -182,7 +183,10 @@ def _map_task(
     if max_memory is not None:
         kwargs["max_memory"] = max_memory
     c0 = _cpu()
-    out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
+    if markdup is not None:
+        out, secs = _timed(_stages(stages).markdup_map, inputs, split, splitters, markdup, prior=prior, **kwargs)
+    else:
+        out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
     blocks = out["blocks"]
     if len(blocks) != len(splitters) + 1:
         raise AlnsortError(
@@ -212,6 +216,7 @@ def _reduce_task(
     options: Dict[str, Any],
     order: Dict[str, Any],
     hook: Optional[TaskHook],
+    marks: Optional[tuple],
     *blocks: bytes,
 ) -> Dict[str, Any]:
     if hook is not None:
@@ -221,16 +226,23 @@ def _reduce_task(
     tmp = f"{part_path}.tmp-{uuid.uuid4().hex}"
     c0 = _cpu()
     try:
-        out, secs = _timed(
-            _stages(stages).reduce,
-            inputs,
-            list(blocks),
-            tmp,
-            range_index,
-            partitions,
-            **options,
-            **order,
-        )
+        if marks is not None:
+            # (markdup options, decisions, split bases)
+            out, secs = _timed(
+                _stages(stages).markdup_reduce, inputs, list(blocks), tmp, range_index, partitions,
+                *marks, **options, **order,
+            )
+        else:
+            out, secs = _timed(
+                _stages(stages).reduce,
+                inputs,
+                list(blocks),
+                tmp,
+                range_index,
+                partitions,
+                **options,
+                **order,
+            )
         if os.path.exists(tmp + ".idx"):
             os.replace(tmp + ".idx", part_path + ".idx")
         os.replace(tmp, part_path)
@@ -313,6 +325,9 @@ def sort(
     task_hook: Optional[TaskHook] = None,
     argv: Optional[List[str]] = None,
     stages_module: str = STAGES,
+    markdup: bool = False,
+    metrics: Optional[PathArg] = None,
+    markdup_options: Sequence[str] = (),
 ) -> Dict[str, Any]:
     """Sort ``inputs`` (one BAM path or several, sorted together into one
     output with their headers merged: the file ``alnsort sort IN1 IN2 ...``
@@ -351,6 +366,8 @@ def sort(
     :data:`DRIVER_SAMPLE_SPLITS` splits; ``cpu`` is then the driver's).
     """
     import ray  # only this module needs Ray
+
+    md = _markdup_argv(markdup, metrics, markdup_options)
 
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -396,11 +413,22 @@ def sort(
         # stages' own tasks.
         warm_r = ray.remote(num_cpus=1, max_retries=0)(_warm_task)
         warm = [warm_r.remote(stages) for _ in range(_cluster_cpus(ray))]
+        decide_r = ray.remote(num_cpus=threads, **common)(_decide_task)
 
         # 1. split (driver)
         t0 = time.perf_counter()
         split_list, secs = _timed(stage_mod.split, ins, n_splits)
         phases["split"] = {"wall": time.perf_counter() - t0, "stage": secs}
+        pg_argv = argv if argv is not None else _argv(
+            ins, out, order_opts, level, fmt, idx, wanted_parts, n_splits, sharded, md
+        )
+        # --markdup: the decision reads the inputs beside the maps.
+        decide_ref = None
+        if md is not None:
+            names = None
+            if metrics is not None:
+                names = (os.fsdecode(os.fspath(metrics)), ins, out, " ".join(pg_argv))
+            decide_ref = decide_r.remote(stages, ins, md, threads, max_memory, order_opts, names)
 
         # 2. sample -> splitters
         t0 = time.perf_counter()
@@ -463,7 +491,7 @@ def sort(
         def submit_map(i: int, split: Dict[str, Any]) -> list:
             return map_r.options(num_returns=n_parts + 1).remote(
                 stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i,
-                priors[i],
+                priors[i], md,
             )
 
         refs = [submit_map(i, s) for i, s in enumerate(split_list)]
@@ -516,6 +544,18 @@ def sort(
         options: Dict[str, Any] = {"output_format": fmt, "index": idx, "threads": threads}
         if level is not None:
             options["level"] = level
+        marks_ref = None
+        decided: Dict[str, Any] = {}
+        if decide_ref is not None:
+            t1 = time.perf_counter()
+            decided = _get(ray, decide_ref)
+            phases["decide"] = {
+                "wall_waited": time.perf_counter() - t1, "stage": decided["seconds"], "cpu": decided["cpu"],
+            }
+            bases = stage_mod.markdup_split_bases(
+                [m["records"] for m in metas], [s["input"] for s in split_list], decided["records"]
+            )
+            marks_ref = ray.put((md, decided["decisions"], bases))
         reduced = _get(
             ray,
             [
@@ -528,6 +568,7 @@ def sort(
                     options,
                     order_opts,
                     task_hook,
+                    marks_ref,
                     *[ref[1 + r] for ref in refs],
                 )
                 for r in range(n_parts)
@@ -551,12 +592,14 @@ def sort(
             "output_format": fmt,
             "index": idx,
             "no_pg": no_pg,
-            "argv": argv if argv is not None else _argv(ins, out, order_opts, level, fmt, idx, wanted_parts, n_splits, sharded),
+            "argv": pg_argv,
         }
         if sharded:
             asm_kwargs["sharded"] = True
         assembled, secs = _timed(stage_mod.assemble, ins, parts, out, **asm_kwargs)
         phases["assemble"] = {"wall": time.perf_counter() - t0, "stage": secs}
+        if md is not None:
+            _write_metrics(metrics, decided.get("metrics"))
         wall = time.perf_counter() - t_start
         stage_secs = sum(p["stage"] for p in phases.values())
         return {
@@ -572,6 +615,7 @@ def sort(
             "cluster_cpus": _cluster_cpus(ray),
             "phases": phases,
             "assemble": assembled,
+            **({"markdup": {"marked": sum(x["marked"] for x in reduced)}} if md is not None else {}),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -589,6 +633,7 @@ def _argv(
     parts: int,
     splits: int,
     sharded: bool,
+    markdup: Optional[List[str]] = None,
 ) -> List[str]:
     """The command line for the @PG line of a run started from Python."""
     argv = ["python", "-m", "alnsort.ray", "sort"] + ORDERS[order["order"]]
@@ -602,7 +647,103 @@ def _argv(
     argv += ["--partitions", str(parts), "--splits", str(splits)]
     if sharded:
         argv.append("--sharded")
+    if markdup is not None:
+        argv += markdup
     return argv + ["-o", out] + ins
+
+
+# ---- duplicate marking (--markdup) -------------------------------------------
+
+
+def _decide_task(
+    stages: str,
+    inputs: List[str],
+    markdup: List[str],
+    threads: int,
+    max_memory: Optional[Union[str, int]],
+    order: Dict[str, Any],
+    metrics: Optional[tuple],
+) -> Dict[str, Any]:
+    """The duplicate decision of one node over all inputs (it reads them
+    beside the maps); its bytes go to every reduce."""
+    kwargs: Dict[str, Any] = dict(order, threads=threads)
+    if max_memory is not None:
+        kwargs["max_memory"] = max_memory
+    c0 = _cpu()
+    out, secs = _timed(_stages(stages).markdup_decide, inputs, markdup, metrics=metrics, **kwargs)
+    return dict(out, seconds=secs, cpu=_cpu() - c0)
+
+
+# alnsort sort's duplicate-marking options taken by the driver: (option,
+# takes a value). --markdup and --metrics are sort()'s own keywords.
+MARKDUP_OPTIONS = (
+    ("--remove-duplicates", False),
+    ("--remove-sequencing-duplicates", False),
+    ("--optical-distance", True),
+    ("--duplicate-scoring", True),
+    ("--tagging-policy", True),
+    ("--read-name-regex", True),
+    ("--barcode-tag", True),
+    ("--read-one-barcode-tag", True),
+    ("--read-two-barcode-tag", True),
+)
+
+
+def _markdup_argv(markdup: bool, metrics: Optional[PathArg], options: Sequence[str]) -> Optional[List[str]]:
+    """The duplicate-marking options the stages take, or None without
+    ``markdup``; the options themselves are checked by the engine."""
+    if not isinstance(markdup, bool):
+        raise ValueError(f"markdup must be True or False, not {markdup!r}")
+    if not markdup:
+        if metrics is not None or options:
+            raise ValueError("metrics= and markdup_options= are duplicate marking's: they need markdup=True")
+        return None
+    if isinstance(options, str):
+        raise ValueError("markdup_options must be a list of arguments, e.g. ['--tagging-policy', 'all']")
+    return ["--markdup", *[str(o) for o in options]]
+
+
+def _write_metrics(path: Optional[PathArg], text: Optional[str]) -> None:
+    """The metrics file, written whole under a temporary name and renamed."""
+    if path is None:
+        return
+    if text is None:
+        raise AlnsortError("internal error: the duplicate decision returned no metrics")
+    dest = os.fsdecode(os.fspath(path))
+    tmp = f"{dest}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _add_markdup_options(p: argparse.ArgumentParser) -> None:
+    d = p.add_argument_group("duplicate marking (as alnsort sort --markdup; see alnsort sort --help)")
+    d.add_argument("--markdup", action="store_true", help="mark duplicates as Picard MarkDuplicates 3.4.0")
+    d.add_argument("--metrics", metavar="FILE", help="Picard's DuplicationMetrics file")
+    for opt, value in MARKDUP_OPTIONS:
+        if value:
+            d.add_argument(opt, dest="md" + opt, metavar="VALUE")
+        else:
+            d.add_argument(opt, dest="md" + opt, action="store_true")
+
+
+def _markdup_kwargs(a: argparse.Namespace) -> Dict[str, Any]:
+    opts: List[str] = []
+    for opt, value in MARKDUP_OPTIONS:
+        v = getattr(a, "md" + opt)
+        if value and v is not None:
+            opts += [opt, v]
+        elif not value and v:
+            opts.append(opt)
+    if not a.markdup:
+        if a.metrics is not None or opts:
+            raise SystemExit("alnsort.ray sort: --metrics and the duplicate-marking options need --markdup")
+        return {}
+    return {"markdup": True, "metrics": a.metrics, "markdup_options": opts}
 
 
 # ---- python -m alnsort.ray ----------------------------------------------------
@@ -643,6 +784,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--work-dir", metavar="DIR", help="shared directory for the parts [beside the output]")
     t.add_argument("--max-retries", type=int, default=3, metavar="N", help="retries per task after a lost worker or node")
     t.add_argument("--stats", action="store_true", help="print the run's statistics as JSON on stdout")
+    _add_markdup_options(p)
     p.add_argument("inputs", nargs="+", metavar="IN.bam")
     return p
 
@@ -684,6 +826,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             work_dir=a.work_dir,
             max_retries=a.max_retries,
             argv=["python", "-m", "alnsort.ray"] + args_in,
+            **_markdup_kwargs(a),
         )
     except (AlnsortError, OSError, ValueError) as e:
         print(f"alnsort.ray sort: {e}", file=sys.stderr)

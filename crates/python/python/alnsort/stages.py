@@ -286,3 +286,91 @@ def assemble(
         "index": None if idx is None else os.fsdecode(idx),
         "files": [os.fsdecode(f) for f in files],
     }
+
+
+# ---- duplicate marking (alnsort_engine::stages_markdup) ---------------------
+# ``markdup`` is alnsort sort's duplicate-marking options as argv
+# (``["--markdup", "--tagging-policy", "all"]``).
+
+
+def markdup_map(
+    inputs: Sequence[PathArg],
+    split: Split,
+    splitters: Sequence[bytes],
+    markdup: Sequence[str],
+    *,
+    prior: Optional[int] = None,
+    **order: Any,
+) -> Dict[str, Any]:
+    """:func:`map` of a run that marks duplicates: each record carries its
+    place in the input (split ordinal, index) to the reduce."""
+    if prior is not None:
+        _check(prior, (int,), "prior")
+    blocks, records, end, got_reach = _alnsort.stage_markdup_map(
+        _inputs(inputs),
+        _split_tuple(split),
+        [bytes(s) for s in splitters],
+        _keywords(**order),
+        [str(a) for a in markdup],
+        prior,
+    )
+    return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
+
+
+def markdup_decide(
+    inputs: Sequence[PathArg],
+    markdup: Sequence[str],
+    *,
+    metrics: Optional[tuple] = None,
+    **order: Any,
+) -> Dict[str, Any]:
+    """The duplicate decision over all of ``inputs``, as one-node ``alnsort
+    sort --markdup IN...`` decides: ``{"decisions": bytes (for
+    :func:`markdup_reduce`), "records": records per input, "metrics": the
+    metrics file's text or None}``. ``metrics``: ``(metrics path, inputs
+    and output as the user named them, the command line it records)``."""
+    decisions, records, text = _alnsort.stage_markdup_decide(
+        _inputs(inputs), _keywords(**order), [str(a) for a in markdup], metrics
+    )
+    return {"decisions": decisions, "records": records, "metrics": text}
+
+
+def markdup_split_bases(
+    split_records: Sequence[int], split_inputs: Sequence[int], input_records: Sequence[int]
+) -> List[int]:
+    """Where each split's records start in input order, from the maps'
+    record counts (checked against the decision's counts per input)."""
+    return _alnsort.stage_markdup_split_bases(list(split_records), list(split_inputs), list(input_records))
+
+
+def markdup_reduce(
+    inputs: Sequence[PathArg],
+    blocks: Sequence[Union[bytes, memoryview]],
+    part_path: PathArg,
+    range_index: int,
+    partitions: int,
+    markdup: Sequence[str],
+    decisions: Union[bytes, memoryview],
+    bases: Sequence[int],
+    *,
+    index: Optional[str] = None,
+    **order: Any,
+) -> Dict[str, int]:
+    """:func:`reduce` of :func:`markdup_map` blocks, each record written as
+    one node writes it (0x400, DT tags, removal). Returns ``{"records":
+    records read, "bytes": int, "marked": duplicates among them}``."""
+    if index not in INDEX_KINDS:
+        raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
+    records, nbytes, marked = _alnsort.stage_markdup_reduce(
+        _inputs(inputs),
+        list(blocks),
+        _path(part_path, "part_path"),
+        range_index,
+        partitions,
+        _keywords(**order),
+        index is not None,
+        [str(a) for a in markdup],
+        decisions,
+        list(bases),
+    )
+    return {"records": records, "bytes": nbytes, "marked": marked}

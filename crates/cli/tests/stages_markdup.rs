@@ -1,0 +1,355 @@
+//! Duplicate marking through the distributed stages (`alnsort_engine::stages`
+//! with `stages_markdup`): split -> sample -> splitters -> (reach) -> map ->
+//! decide -> reduce -> assemble, in process, gives the bytes of one-node
+//! `alnsort sort --markdup` (output BAM and metrics file; with several
+//! ranges the same BGZF payload, blocks cut at the parts), on name-grouped
+//! and coordinate-sorted input, one and several inputs (lanes of two
+//! libraries), 1 to 8 splits and partitions, with `DT` tags and removal.
+//! One node's flags are Picard's (tests/markdup/); this pins the stages to
+//! one node.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use alnsort_engine::options::SortOptions;
+use alnsort_engine::stages::{self, SplitSpec};
+use alnsort_engine::stages_markdup::{self, Marks};
+
+fn alnsort(args: &[OsString]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_alnsort"))
+        .args(args)
+        .output()
+        .expect("run the alnsort binary");
+    assert!(
+        out.status.success(),
+        "alnsort {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+/// A tiny deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Name-grouped SAM of `n` templates that make duplicate sets: pairs at a
+/// few hundred starts (mates on another reference too), fragments at pair
+/// ends, mates unmapped, secondary and supplementary records, optical
+/// neighbours on two tiles, two read groups of two libraries (`lane`
+/// names the read groups apart).
+fn generated_sam(path: &Path, n: usize, seed: u64, lane: &str) {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut s = String::from(
+        "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:200000\n@SQ\tSN:chr2\tLN:200000\n",
+    );
+    let _ = writeln!(s, "@RG\tID:a{lane}\tSM:s\tLB:libA");
+    let _ = writeln!(s, "@RG\tID:b{lane}\tSM:s\tLB:libB");
+    let seq = "ACGTACGTAC".repeat(5);
+    for i in 0..n {
+        let name = format!(
+            "r{lane}{i}:1:FC:1:{}:{}:{}",
+            1101 + rng.below(2),
+            rng.below(400),
+            rng.below(400)
+        );
+        let rg = if rng.below(3) == 0 { "b" } else { "a" };
+        let q = (b'5' + rng.below(3) as u8) as char;
+        let qual: String = std::iter::repeat_n(q, 50).collect();
+        let tags = format!("RG:Z:{rg}{lane}");
+        let p1 = 1000 + rng.below(300) * 10;
+        let kind = rng.below(10);
+        let rev1 = rng.below(2) == 1;
+        let r1 = if rev1 { 0x10 } else { 0 };
+        match kind {
+            0 => {
+                // A fragment, at a pair's start.
+                let _ = writeln!(
+                    s,
+                    "{name}\t{r1}\tchr1\t{p1}\t60\t50M\t*\t0\t0\t{seq}\t{qual}\t{tags}"
+                );
+            }
+            1 => {
+                // Mate unmapped, placed at its mate.
+                let f1 = 0x1 | 0x40 | 0x8 | r1;
+                let f2 = 0x1 | 0x80 | 0x4 | if rev1 { 0x20 } else { 0 };
+                let _ = writeln!(
+                    s,
+                    "{name}\t{f1}\tchr1\t{p1}\t60\t50M\t=\t{p1}\t0\t{seq}\t{qual}\t{tags}"
+                );
+                let _ = writeln!(
+                    s,
+                    "{name}\t{f2}\tchr1\t{p1}\t0\t*\t=\t{p1}\t0\t{seq}\t{qual}\t{tags}"
+                );
+            }
+            _ => {
+                let (ref2, p2) = if kind == 2 {
+                    ("chr2", 5000 + rng.below(50) * 10)
+                } else {
+                    ("chr1", p1 + 200 + rng.below(3) * 50)
+                };
+                let rnext = if ref2 == "chr1" { "=" } else { ref2 };
+                let rnext1 = if ref2 == "chr1" { "=" } else { "chr1" };
+                let rev2 = rng.below(4) != 0;
+                let f1 = 0x1 | 0x2 | 0x40 | r1 | if rev2 { 0x20 } else { 0 };
+                let f2 =
+                    0x1 | 0x2 | 0x80 | if rev2 { 0x10 } else { 0 } | if rev1 { 0x20 } else { 0 };
+                let clip = if rng.below(8) == 0 { "5S45M" } else { "50M" };
+                let _ = writeln!(
+                    s,
+                    "{name}\t{f1}\tchr1\t{p1}\t60\t{clip}\t{rnext}\t{p2}\t0\t{seq}\t{qual}\t{tags}"
+                );
+                if kind == 3 {
+                    let _ = writeln!(
+                        s,
+                        "{name}\t{}\tchr2\t{}\t0\t50M\t{rnext}\t{p2}\t0\t{seq}\t{qual}\t{tags}",
+                        f1 | 0x100,
+                        9000 + i
+                    );
+                }
+                let _ = writeln!(
+                    s,
+                    "{name}\t{f2}\t{ref2}\t{p2}\t60\t50M\t{rnext1}\t{p1}\t0\t{seq}\t{qual}\t{tags}"
+                );
+                if kind == 4 {
+                    let _ = writeln!(
+                        s,
+                        "{name}\t{}\tchr2\t{}\t0\t25H25M\t{rnext1}\t{p1}\t0\t{}\t{}\t{tags}",
+                        f2 | 0x800,
+                        20000 + i,
+                        &seq[..25],
+                        &qual[..25]
+                    );
+                }
+            }
+        }
+    }
+    std::fs::write(path, s).expect("write the SAM");
+}
+
+/// The stages over `inputs` with `opts` (the sort options besides
+/// inputs), `splits` and `partitions`; the output at `out`, the metrics at
+/// `metrics` with `command_line`.
+fn run_stages(
+    inputs: &[PathBuf],
+    opts: &[&str],
+    splits: usize,
+    partitions: usize,
+    out: &Path,
+    metrics: &Path,
+    command_line: &str,
+) {
+    let mut argv = os(opts);
+    argv.extend(["-o".into(), out.into()]);
+    argv.extend(inputs.iter().map(OsString::from));
+    let alnsort::args::Parsed::Run(options) =
+        alnsort::args::parse("alnsort", argv, false).expect("options parse")
+    else {
+        panic!("the options name a run");
+    };
+    let options: SortOptions = *options;
+    let specs: Vec<SplitSpec> = stages::split(inputs, splits, 1).expect("split");
+    let mut samples = Vec::new();
+    for s in &specs {
+        samples.extend(stages::sample(inputs, s, 64, &options).expect("sample"));
+    }
+    let splitters = stages::splitters(&samples, partitions).expect("splitters");
+    // Several inputs: each map's prior is the largest reach of the
+    // earlier splits of its input.
+    let mut priors = Vec::new();
+    let mut reach: Option<(usize, Option<u64>)> = None;
+    for s in &specs {
+        let prior = match reach {
+            Some((i, r)) if i == s.input => r,
+            _ => None,
+        };
+        priors.push(prior);
+        let own = stages::reach(inputs, s, 1).expect("reach");
+        let r = match (prior, own) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        reach = Some((s.input, r));
+    }
+    let decided = stages_markdup::decide(inputs, &options).expect("decide");
+    let maps: Vec<_> = specs
+        .iter()
+        .zip(&priors)
+        .map(|(s, p)| {
+            let prior = if inputs.len() > 1 { *p } else { None };
+            stages::map(inputs, s, &splitters, &options, prior).expect("map")
+        })
+        .collect();
+    let split_records: Vec<u64> = maps.iter().map(|m| m.records).collect();
+    let split_inputs: Vec<usize> = specs.iter().map(|s| s.input).collect();
+    let bases = stages_markdup::split_bases(&split_records, &split_inputs, &decided.records)
+        .expect("split bases");
+    let marks = Marks::new(&decided.decisions, bases, &options).expect("marks");
+    let ranges = maps[0].blocks.len();
+    let dir = out.parent().expect("dir");
+    let mut parts = Vec::new();
+    let mut marked = 0;
+    for r in 0..ranges {
+        let blocks: Vec<&[u8]> = maps.iter().map(|m| &m.blocks[r][..]).collect();
+        let part = dir.join(format!("part{r}"));
+        let got = stages::reduce_marked(
+            inputs,
+            &blocks,
+            &part,
+            r,
+            ranges,
+            &options,
+            false,
+            Some(&marks),
+        )
+        .expect("reduce");
+        marked += got.marked;
+        parts.push(part);
+    }
+    assert_eq!(marked, marks.decisions.marked, "every duplicate met once");
+    stages::assemble(inputs, &parts, out, &options, None, false, None).expect("assemble");
+    let given: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    stages_markdup::write_metrics(&decided.metrics, metrics, &given, Some(out), command_line)
+        .expect("metrics");
+}
+
+fn check(dir: &Path, inputs: &[PathBuf], opts: &[&str], tag: &str) {
+    let want = dir.join(format!("{tag}.want.bam"));
+    let want_m = dir.join(format!("{tag}.want.metrics"));
+    let mut args = os(&["sort"]);
+    args.extend(os(opts));
+    args.extend([
+        "--metrics".into(),
+        want_m.clone().into(),
+        "-o".into(),
+        want.clone().into(),
+    ]);
+    args.extend(inputs.iter().map(OsString::from));
+    alnsort(&args);
+    let want_bytes = std::fs::read(&want).expect("one-node output");
+    let want_text = std::fs::read_to_string(&want_m).expect("one-node metrics");
+    let command_line = want_text.lines().nth(3).expect("command line")[2..].to_string();
+    let dups = want_text
+        .lines()
+        .skip_while(|l| !l.starts_with("LIBRARY"))
+        .nth(1)
+        .expect("a library row")
+        .split('\t')
+        .nth(6)
+        .expect("READ_PAIR_DUPLICATES")
+        .parse::<u64>()
+        .expect("a count");
+    assert!(dups > 10, "{tag}: the case has duplicates ({dups})");
+    // The stages write to the same paths (the metrics file names both).
+    for (splits, partitions) in [(1, 1), (3, 1), (3, 2), (8, 8)] {
+        std::fs::remove_file(&want).expect("remove");
+        std::fs::remove_file(&want_m).expect("remove");
+        let mut with_m: Vec<&str> = opts.to_vec();
+        let mpath = want_m.display().to_string();
+        with_m.extend(["--metrics", &mpath]);
+        run_stages(
+            inputs,
+            &with_m,
+            splits,
+            partitions,
+            &want,
+            &want_m,
+            &command_line,
+        );
+        let got = std::fs::read(&want).expect("stages output");
+        // One range: the same bytes; several: the same BGZF payload (the
+        // parts' blocks are cut at the part boundaries, as without
+        // --markdup).
+        let same = if partitions == 1 {
+            got == want_bytes
+        } else {
+            alnsort_bgzf::decompress_all(&got).expect("inflate")
+                == alnsort_bgzf::decompress_all(&want_bytes).expect("inflate")
+        };
+        assert!(
+            same,
+            "{tag}: {splits} splits, {partitions} ranges: the output differs from one node's"
+        );
+        let got_text = std::fs::read_to_string(&want_m).expect("stages metrics");
+        assert_eq!(
+            got_text, want_text,
+            "{tag}: {splits} splits, {partitions} ranges: metrics differ"
+        );
+        for r in 0..partitions {
+            let _ = std::fs::remove_file(dir.join(format!("part{r}")));
+        }
+    }
+}
+
+fn inputs(dir: &Path, lanes: usize, coordinate: bool) -> Vec<PathBuf> {
+    (0..lanes)
+        .map(|k| {
+            let sam = dir.join(format!("lane{k}.sam"));
+            generated_sam(&sam, 1500, 7 + k as u64, &format!("L{k}"));
+            let bam = dir.join(format!(
+                "lane{k}.{}.bam",
+                if coordinate { "coord" } else { "name" }
+            ));
+            // Name-grouped BAM: alnsort sort -n keeps templates together.
+            let order = if coordinate { vec![] } else { vec!["-n"] };
+            let mut args = os(&["sort", "--no-PG", "-O", "bam"]);
+            args.extend(os(&order));
+            args.extend(["-o".into(), bam.clone().into(), sam.into()]);
+            alnsort(&args);
+            bam
+        })
+        .collect()
+}
+
+#[test]
+fn stages_mark_as_one_node_on_name_grouped_input() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let one = inputs(dir.path(), 1, false);
+    check(dir.path(), &one, &["--no-PG", "--markdup"], "name1");
+    check(
+        dir.path(),
+        &one,
+        &["--no-PG", "-n", "--markdup", "--tagging-policy", "all"],
+        "name1n",
+    );
+    let three = inputs(dir.path(), 3, false);
+    check(
+        dir.path(),
+        &three,
+        &["--no-PG", "--markdup", "--remove-sequencing-duplicates"],
+        "name3",
+    );
+}
+
+#[test]
+fn stages_mark_as_one_node_on_coordinate_sorted_input() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let one = inputs(dir.path(), 1, true);
+    check(
+        dir.path(),
+        &one,
+        &["--no-PG", "--markdup", "--tagging-policy", "optical"],
+        "coord1",
+    );
+    let two = inputs(dir.path(), 2, true);
+    check(
+        dir.path(),
+        &two,
+        &["--no-PG", "--markdup", "--remove-duplicates"],
+        "coord2",
+    );
+}

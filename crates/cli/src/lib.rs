@@ -7,6 +7,7 @@
 //! calls too.
 
 pub mod args;
+pub mod markduplicates;
 pub mod merge;
 pub mod signals;
 pub mod stages;
@@ -143,6 +144,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             return stages::main(stage, rest.collect());
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
+        Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
@@ -156,6 +158,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                     print!("{}", stages::stage_help(stage))
                 }
                 Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
+                Some("MarkDuplicates") => print!("{}", alnsort_engine::picard::help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

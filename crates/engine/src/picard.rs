@@ -705,7 +705,7 @@ pub fn picard_index_path(output: &str) -> String {
 /// The first line of the help.
 pub const MARKDUPLICATES_USAGE: &str =
     "Usage: alnsort MarkDuplicates I=in.bam O=out.bam M=metrics.txt [NAME=VALUE ...]\n       \
-     alnsort MarkDuplicates --INPUT in.bam --OUTPUT out.bam --METRICS_FILE metrics.txt [--NAME VALUE ...]";
+     alnsort MarkDuplicates -I in.bam -O out.bam -M m.txt [--NAME VALUE ...]";
 
 /// `alnsort MarkDuplicates --help`, rendered from [`PICARD_OPTIONS`].
 pub fn help() -> String {

@@ -184,7 +184,7 @@ pub const PICARD_OPTIONS: &[PicardOpt] = &[
     opt!("PROGRAM_GROUP_VERSION", Some("PG_VERSION"), "String", TEXT, Action::PgVersion,
          "VN of the @PG line [alnsort's version]."),
     opt!("PROGRAM_RECORD_ID", Some("PG"), "String", TEXT, Action::PgId,
-         "ID of the @PG line (made unique as htsjdk does: ID.0, ID.1 ...) [MarkDuplicates]; \
+         "ID of the @PG line (made unique as htsjdk does: ID.N) [MarkDuplicates]; \
           null: no @PG line and no PG tags."),
     opt!("READ_NAME_REGEX", None, "String", TEXT, Action::MdValue(MdOpt::ReadNameRegex),
          "A regex matching the whole read name whose groups 1-3 are tile, x and y (Java syntax \

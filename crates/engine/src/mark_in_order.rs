@@ -223,7 +223,18 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         )
     })?;
     let budget = if cfg.explicit_total {
-        (crate::sorter_budget(&cfg, true)?, Some(cfg.memory_budget))
+        // What CRAM holds (references, containers in flight) comes out of
+        // the marker's share, as out of the sorter's in a sort.
+        let mut holdings = Vec::new();
+        holdings.extend(input.cram_reference_holding());
+        if cfg.format == crate::options::OutFormat::Cram {
+            holdings.push(alnsort_cram::RefHolding::for_order(coordinate));
+        }
+        let mut share = crate::sorter_budget(&cfg, true)?;
+        if !holdings.is_empty() {
+            share = crate::charge_cram(share, &header, cfg.threads, cfg.memory_budget, &holdings)?;
+        }
+        (share, Some(cfg.memory_budget))
     } else {
         (cfg.memory_budget as usize, None)
     };

@@ -329,19 +329,15 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let mut removed = 0u64;
     let mut m = 0u64;
     while let Some(r) = batches.next_result() {
-        let (bytes, count, kept) = r
+        let (copied, count) = r
             .map_err(anyhow::Error::from)
             .with_context(|| format!("{name}: reading record {} or later", m + 1))??;
         m += count;
+        let kept = copied.starts.len() as u64;
         removed += count - kept;
-        let mut at = 0;
-        while at < bytes.len() {
-            let len =
-                u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize + 4;
-            out.write_record(&bytes[at..at + len])?;
-            at += len;
-            written += 1;
-        }
+        written += kept;
+        // The compression jobs copy the records into their blocks.
+        out.write_units(Arc::new(copied))?;
     }
     drop(batches);
     if m != n || removed != decisions.removed {
@@ -369,18 +365,36 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     })
 }
 
+/// The records of one batch as pass 2 writes them (each with its
+/// block_size), for the output's compression jobs to copy.
+struct CopiedBatch {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl alnsort_bgzf::Units for CopiedBatch {
+    fn count(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn unit(&self, i: usize) -> &[u8] {
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.bytes.len());
+        &self.bytes[self.starts[i]..end]
+    }
+}
+
 /// One batch of pass 2: the records copied with the decision applied and
-/// the `PG` tag set; returns (bytes, records read, records kept).
+/// the `PG` tag set; returns them and the number of records read.
 fn copy_marked(
     decoder: &Decoder,
     d: &Decisions,
     tags: &[(Option<Vec<u8>>, String)],
     raw: &alnsort_bam::reader::RawBatch,
-) -> Result<(Vec<u8>, u64, u64)> {
+) -> Result<(CopiedBatch, u64)> {
     let mut out = Vec::with_capacity(raw.data.len() + raw.voffsets.len() * 20);
     let mut buf = Vec::new();
+    let mut starts = Vec::with_capacity(raw.voffsets.len());
     let mut count = 0u64;
-    let mut kept = 0u64;
     let mut failure: Option<anyhow::Error> = None;
     decoder
         .decode(
@@ -397,8 +411,8 @@ fn copy_marked(
                                 set_string_tag(&mut buf, *b"PG", id.as_bytes());
                             }
                         }
+                        starts.push(out.len());
                         out.extend_from_slice(&buf);
-                        kept += 1;
                         Ok(())
                     }
                     Ok(None) => Ok(()),
@@ -415,7 +429,7 @@ fn copy_marked(
             Some(f) => f,
             None => anyhow::Error::from(e),
         })?;
-    Ok((out, count, kept))
+    Ok((CopiedBatch { bytes: out, starts }, count))
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -293,3 +294,238 @@ def test_snakemake_samtools_sort_wrapper(data, tools, tmp_path, case):
     script = snakemake_sort("test.paired_end.bam", out, idx=idx, ref=ref, extra=extra, threads=threads, tmpdir=str(tmpdir))
     run_both(script, data, tools, tmp_path, [out, *([idx] if idx else []), "logs/a.log"], idx or None, ["test.paired_end.bam"])
     assert list(tmpdir.iterdir()) == [], "temporary files left in the wrapper's temporary directory"
+
+
+# --- Picard MarkDuplicates: nf-core picard/markduplicates, snakemake-wrappers
+# bio/picard/markduplicates ---------------------------------------------------
+#
+# The command lines of:
+# * nf-core/modules `modules/nf-core/picard/markduplicates/main.nf` (commit
+#   041fbd98880c): `picard -Xmx{0.8 x task.memory in MB}M MarkDuplicates
+#   ARGS --INPUT IN --OUTPUT PREFIX.EXT [--REFERENCE_SEQUENCE FASTA]
+#   --METRICS_FILE PREFIX.metrics.txt`, EXT the input's extension; its output
+#   channels collect *.bam, *.bai, *.cram and *.metrics.txt; its test profile
+#   sets the prefix to "${meta.id}.md" and ARGS to `--ASSUME_SORT_ORDER
+#   queryname`;
+# * snakemake-wrappers `bio/picard/markduplicates/wrapper.py` (commit
+#   d3e6a345acb4) with snakemake-wrapper-utils' `get_java_opts` (overhead
+#   factor 0.3: `-Xmx{mem_mb x 0.7}M -Djava.io.tmpdir=TMPDIR`):
+#   `(picard MarkDuplicates JAVA_OPTS EXTRA --INPUT IN --TMP_DIR TMPDIR
+#   --OUTPUT OUT --METRICS_FILE METRICS) > LOG 2>&1`, EXTRA with
+#   ` --CREATE_INDEX` when a BAM's index is an output; its test rules use
+#   `--REMOVE_DUPLICATES true` and mem_mb 1024.
+# Each runs in bash with `picard` (Picard 3.4.0 behind a launcher that, as
+# bioconda's `picard` script, hands -X/-D options to java) and again with
+# the one word `picard` replaced by `alnsort`. Compared: exit status, the
+# files left, the records in order with every field and tag (tags as a set:
+# htsjdk reorders them), the header but the @PG lines' CL and VN, the
+# metrics rows and histograms, and region queries through the index.
+# Not covered: the wrapper's MarkDuplicatesWithMateCigar rules (alnsort has
+# no such tool) and its CRAM rule (Picard's BAM on standard output through
+# `samtools view`).
+
+NF_MD_PREFIX = "test.md"
+NF_MD_MEM_MB = 6144  # process_medium's 36 GB would be -Xmx29491M; any value works
+SMK_MD_MEM_MB = 1024
+
+
+@pytest.fixture(scope="module")
+def md_data(data) -> dict[str, Path]:
+    """Aligner-style name-grouped BAM (SO:unsorted) with every tenth template
+    repeated under another name (duplicates to mark), its coordinate-sorted
+    BAM and CRAM (3.0)."""
+    d = data["dir"] / "md"
+    d.mkdir()
+    lines = data["sam"].read_text().splitlines()
+    head = [ln for ln in lines if ln.startswith("@")]
+    body = [ln for ln in lines if not ln.startswith("@")]
+    groups: dict[str, list[str]] = {}
+    for ln in body:
+        groups.setdefault(ln.split("\t", 1)[0], []).append(ln)
+    text = []
+    for i, (name, recs) in enumerate(groups.items()):
+        text += recs
+        if i % 10 == 3:
+            text += [f"dup{name}" + r[len(name):] for r in recs]
+    sam = d / "grouped.sam"
+    sam.write_text("\n".join(head + text) + "\n")
+    grouped = d / "test.paired_end.bam"
+    oracle.to_bam(str(sam), str(grouped))
+    sorted_bam = d / "test.paired_end.sorted.bam"
+    oracle.samtools("sort", "--no-PG", "-o", str(sorted_bam), str(grouped))
+    cram = d / "test.paired_end.sorted.cram"
+    # CRAM 3.0: htsjdk (Picard 3.4.0) reads no 3.1.
+    oracle.samtools("sort", "--no-PG", "-O", "cram,version=3.0", "--reference", str(data["ref"]), "-o", str(cram), str(grouped))
+    return {"grouped": grouped, "sorted": sorted_bam, "cram": cram, "ref": data["ref"]}
+
+
+@pytest.fixture(scope="module")
+def md_tools(tools) -> Path:
+    """`picard`: Picard 3.4.0, its -X/-D options given to java as bioconda's
+    launcher does; skipped (failed under CI) when Picard is not installed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("markdup_conftest", Path(__file__).resolve().parents[1] / "markdup" / "conftest.py")
+    mc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mc)
+    why = mc._missing()
+    if why is not None:
+        if mc._in_ci():
+            pytest.fail(f"Picard workflow tests not run: {why}", pytrace=False)
+        pytest.skip(f"Picard workflow tests not run: {why}")
+    launcher = tools / "picard"
+    launcher.write_text(
+        "#!/bin/bash\njvm=(); args=()\nfor a in \"$@\"; do case \"$a\" in -X*|-D*) jvm+=(\"$a\");; *) args+=(\"$a\");; esac; done\n"
+        f"exec java \"${{jvm[@]}}\" -cp {shlex.quote(str(mc.picard_lib()))}/'*' picard.cmdline.PicardCommandLine \"${{args[@]}}\"\n")
+    launcher.chmod(0o755)
+    return tools
+
+
+def md_records(path: Path, ref: Path) -> list[tuple]:
+    text = oracle.samtools("view", "--no-PG", "-T", str(ref), str(path)).stdout.decode()
+    return [tuple(f[:11]) + (tuple(sorted(f[11:])),) for f in (ln.split("\t") for ln in text.splitlines())]
+
+
+def md_header(path: Path, ref: Path):
+    text = oracle.samtools("view", "--no-PG", "-H", "-T", str(ref), str(path)).stdout.decode()
+    # CRAM output: @SQ UR names the reference as the writer found it (htsjdk
+    # keeps the input's, alnsort writes the one given, as samtools does).
+    text = re.sub(r"\tUR:[^\t\n]*", "", text)
+    plain, pgs = [], []
+    for ln in text.splitlines():
+        if ln.startswith("@PG"):
+            tags = dict(f.split(":", 1) for f in ln.split("\t")[1:])
+            pgs.append((tags.get("ID"), tags.get("PN"), tags.get("PP")))
+        else:
+            plain.append(sorted(ln.split("\t")) if ln.startswith("@HD") else ln)
+    return plain, pgs
+
+
+def md_metrics(path: Path):
+    lines = path.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("## METRICS CLASS"))
+    return [ln for ln in lines[at:] if ln.strip()]
+
+
+def run_md_both(script: str, md_data, tools: Path, tmp: Path, collected: list[str], index: str | None, metrics: str, inputs: list[str]):
+    dirs = {}
+    swapped = re.sub(r"\bpicard\b", "alnsort", script)
+    assert len(re.findall(r"\bpicard\b", script)) == 1, script
+    for who, cmd in (("picard", script), ("alnsort", swapped)):
+        w = tmp / who
+        w.mkdir()
+        for name in inputs:
+            (w / name).symlink_to(md_data[{"test.paired_end.bam": "grouped", "test.paired_end.sorted.bam": "sorted",
+                                           "test.paired_end.sorted.cram": "cram"}[name]])
+        for name in ("genome.fasta", "genome.fasta.fai"):
+            (w / name).symlink_to(Path(str(md_data["ref"]).replace("genome.fasta", name)))
+        before = set(files_in(w))
+        res = run_shell(cmd, w, tools)
+        assert res.returncode == 0, f"{who}: `{cmd}` exited {res.returncode}:\n{res.stderr[-3000:]}"
+        left = [f for f in files_in(w) if f not in before]
+        assert left == sorted(collected), f"{who}: `{cmd}` left {left}, the workflow collects {sorted(collected)}"
+        dirs[who] = w
+    main, ref = collected[0], md_data["ref"]
+    want, got = md_records(dirs["picard"] / main, ref), md_records(dirs["alnsort"] / main, ref)
+    assert sum(int(r[1]) & 0x400 != 0 for r in want) > 10 or "REMOVE_DUPLICATES" in script, "Picard marked nothing"
+    assert len(got) == len(want), f"{main}: {len(got)} records, Picard wrote {len(want)}"
+    if main.endswith(".cram"):
+        # htsjdk's CRAM writer stores mates attached and samtools reads their
+        # TLEN back rebuilt; alnsort's CRAM keeps the input's TLEN
+        # (docs/cram.md), checked here against the input as samtools reads it.
+        key = lambda r: (r[0], int(r[1]) & ~0x400, r[2], r[3])  # noqa: E731
+        src = {key(r): r[8] for r in md_records(md_data["cram"], ref)}
+        assert [r[8] for r in got] == [src[key(r)] for r in got], "alnsort's CRAM changed a TLEN"
+        want = [r[:8] + ("TLEN",) + r[9:] for r in want]
+        got = [r[:8] + ("TLEN",) + r[9:] for r in got]
+    diffs = [(i, a, b) for i, (a, b) in enumerate(zip(want, got)) if a != b]
+    assert not diffs, f"{main}: {len(diffs)} records differ from Picard's; first:\n" + "\n".join(map(str, diffs[:3]))
+    assert md_header(dirs["alnsort"] / main, ref) == md_header(dirs["picard"] / main, ref)
+    assert md_metrics(dirs["alnsort"] / metrics) == md_metrics(dirs["picard"] / metrics)
+    first = (dirs["alnsort"] / metrics).read_text().splitlines()[1]
+    assert first.startswith(f"# MarkDuplicates INPUT=[{inputs[0]}]"), first
+    if index:
+        regs = regions(None)
+        # Tags in one order per line (htsjdk reorders them).
+        answers = {who: "\n".join("\t".join(f[:11] + sorted(f[11:])) for f in (ln.split("\t") for ln in oracle.samtools(
+                       "view", "--no-PG", "-X", str(w / main), str(w / index), *regs).stdout.decode().splitlines()))
+                   for who, w in dirs.items()}
+        assert answers["picard"].count("\n") > 100
+        assert_same_text(answers["picard"], answers["alnsort"], f"region queries through {index}")
+    return dirs
+
+
+def nf_core_markduplicates(reads: str, *, args: str = "", fasta: str = "") -> tuple[str, list[str], str]:
+    """The module's script block, the files its channels collect (main output
+    first) and the metrics file."""
+    suffix = reads.rsplit(".", 1)[1]
+    reference = f"--REFERENCE_SEQUENCE {fasta}" if fasta else ""
+    avail_mem = int(NF_MD_MEM_MB * 0.8)
+    script = (f"picard \\\n    -Xmx{avail_mem}M \\\n    MarkDuplicates \\\n    {args} \\\n    --INPUT {reads} \\\n"
+              f"    --OUTPUT {NF_MD_PREFIX}.{suffix} \\\n    {reference} \\\n    --METRICS_FILE {NF_MD_PREFIX}.metrics.txt\n")
+    collected = [f"{NF_MD_PREFIX}.{suffix}", f"{NF_MD_PREFIX}.metrics.txt"]
+    if "--CREATE_INDEX true" in args and suffix == "bam":
+        collected.insert(1, f"{NF_MD_PREFIX}.bai")
+    return script, collected, f"{NF_MD_PREFIX}.metrics.txt"
+
+
+NF_MD_CASES = {
+    # name: (input, ext.args, fasta)
+    "unsorted_bam": ("test.paired_end.bam", "--ASSUME_SORT_ORDER queryname", ""),
+    "sorted_bam": ("test.paired_end.sorted.bam", "", ""),
+    "sorted_bam_index": ("test.paired_end.sorted.bam", "--CREATE_INDEX true", ""),
+    "cram": ("test.paired_end.sorted.cram", "", "genome.fasta"),
+}
+
+
+@pytest.mark.parametrize("case", list(NF_MD_CASES))
+def test_nf_core_picard_markduplicates_module(md_data, md_tools, tmp_path, case):
+    reads, args, fasta = NF_MD_CASES[case]
+    script, collected, metrics = nf_core_markduplicates(reads, args=args, fasta=fasta)
+    index = next((c for c in collected if c.endswith(".bai")), None)
+    run_md_both(script, md_data, md_tools, tmp_path, collected, index, metrics, [reads])
+
+
+def test_nf_core_test_profile_on_sorted_input_is_refused(md_data, md_tools, tmp_path):
+    """The module's test profile gives `--ASSUME_SORT_ORDER queryname` to a
+    coordinate-sorted BAM too; Picard then marks with its queryname
+    semantics whatever the order, alnsort refuses the scattered templates by
+    name (its queryname semantics need them together) and leaves nothing."""
+    script, _, _ = nf_core_markduplicates("test.paired_end.sorted.bam", args="--ASSUME_SORT_ORDER queryname")
+    w = tmp_path / "w"
+    w.mkdir()
+    (w / "test.paired_end.sorted.bam").symlink_to(md_data["sorted"])
+    res = run_shell(re.sub(r"\bpicard\b", "alnsort", script), w, md_tools)
+    assert res.returncode == 1 and "belongs to a template seen earlier" in res.stderr, res.stderr
+    assert files_in(w) == ["test.paired_end.sorted.bam"]
+
+
+def snakemake_markduplicates(bam: str, out: str, metrics: str, *, idx: str = "", extra: str = "", tmpdir: str) -> str:
+    """The wrapper's shell command for this rule (JAVA_OPTS from get_java_opts
+    with the wrapper's overhead factor 0.3 and resources.tmpdir)."""
+    java_opts = f" -Xmx{int(SMK_MD_MEM_MB * (1 - 0.3))}M -Djava.io.tmpdir={tmpdir}"
+    if idx and out.endswith(".bam"):
+        extra += " --CREATE_INDEX"
+    return (f"mkdir -p logs dedup && (picard MarkDuplicates {java_opts} {extra} --INPUT {bam} --TMP_DIR {tmpdir}"
+            f" --OUTPUT {out} --METRICS_FILE {metrics} ) > logs/a.log 2>&1")
+
+
+SMK_MD_CASES = {
+    # name: (output, idx, extra)
+    "markduplicates_bam": ("dedup/test.bam", "", "--REMOVE_DUPLICATES true"),
+    "markduplicates_sam": ("dedup/test.sam", "", "--REMOVE_DUPLICATES true"),
+    "bam_with_index": ("dedup/test.bam", "dedup/test.bai", ""),
+}
+
+
+@pytest.mark.parametrize("case", list(SMK_MD_CASES))
+def test_snakemake_picard_markduplicates_wrapper(md_data, md_tools, tmp_path, case):
+    out, idx, extra = SMK_MD_CASES[case]
+    tmpdir = tmp_path / "smk_tmp"
+    tmpdir.mkdir()
+    metrics = f"{out}.metrics.txt"
+    script = snakemake_markduplicates("test.paired_end.sorted.bam", out, metrics, idx=idx, extra=extra, tmpdir=str(tmpdir))
+    collected = [out, *([idx] if idx else []), metrics, "logs/a.log"]
+    run_md_both(script, md_data, md_tools, tmp_path, collected, idx or None, metrics, ["test.paired_end.sorted.bam"])
+    leftovers = [p for p in tmpdir.iterdir() if not p.name.startswith(("libgkl", "snappy", "hsperf"))]
+    assert leftovers == [], f"temporary files left in the wrapper's temporary directory: {leftovers}"

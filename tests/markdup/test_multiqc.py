@@ -116,6 +116,25 @@ def test_sort_markdup_metrics_from_a_pipe_have_picards_numbers(case, alnsort_bin
     assert next(iter(got.values())) == want[SAMPLE]
 
 
+@pytest.mark.parametrize("syntax", ["legacy", "current"])
+def test_markduplicates_metrics_are_named_after_the_input(case, alnsort_bin, multiqc, tmp_path, syntax):
+    """`alnsort MarkDuplicates` (Picard's command line, either syntax, with
+    options): its header's first line is Picard's `MarkDuplicates INPUT=[...]
+    ... ASSUME_SORT_ORDER=queryname ...`, so MultiQC names the sample after
+    the input, with Picard's numbers."""
+    _, inp, want = case
+    m = tmp_path / "md.dup_metrics.txt"
+    out = tmp_path / "out.bam"
+    args = {"legacy": [f"I={inp}", f"O={out}", f"M={m}", "ASSUME_SORT_ORDER=queryname", "VALIDATION_STRINGENCY=SILENT"],
+            "current": ["--INPUT", str(inp), "--OUTPUT", str(out), "--METRICS_FILE", str(m), "-ASO", "queryname",
+                        "--VALIDATION_STRINGENCY", "SILENT"]}[syntax]
+    subprocess.run([alnsort_bin, "MarkDuplicates", *args], check=True, capture_output=True)
+    first = m.read_text().splitlines()[1]
+    assert first == f"# MarkDuplicates INPUT=[{inp}] OUTPUT={out} METRICS_FILE={m} ASSUME_SORT_ORDER=queryname " \
+                    "VALIDATION_STRINGENCY=SILENT", first
+    assert parsed(multiqc, m, tmp_path) == want
+
+
 def test_multiqc_is_the_pinned_version(multiqc):
     """The parsing rules above are MultiQC's of the pinned version."""
     pins = (Path(__file__).resolve().parents[1] / "requirements.txt").read_text().split()

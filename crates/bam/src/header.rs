@@ -449,6 +449,36 @@ impl Header {
         }
     }
 
+    /// Adds one `@PG` line with `fields` in the order given, after the last
+    /// `@PG` line, or before the first `@CO` line, or at the end (where
+    /// htsjdk's header order puts it). `alnsort MarkDuplicates` writes
+    /// Picard's lines this way; `sort` uses [`Header::add_pg`].
+    pub fn push_program(&mut self, fields: &[([u8; 2], Vec<u8>)]) {
+        let mut line = b"@PG".to_vec();
+        for (key, value) in fields {
+            push_tag(&mut line, key, value);
+        }
+        let at = match self.lines.iter().rposition(|l| line_type(l) == *b"PG") {
+            Some(i) => i + 1,
+            None => self
+                .lines
+                .iter()
+                .position(|l| line_type(l) == *b"CO")
+                .unwrap_or(self.lines.len()),
+        };
+        self.lines.insert(at, line);
+    }
+
+    /// Appends an `@CO` line with `text` (tabs and newlines made spaces).
+    pub fn push_comment(&mut self, text: &[u8]) {
+        let mut line = b"@CO\t".to_vec();
+        line.extend(
+            text.iter()
+                .map(|&b| if b == b'\t' || b == b'\n' { b' ' } else { b }),
+        );
+        self.lines.push(line);
+    }
+
     /// Sets `key` on the `@SQ` lines of the references named in `values`
     /// (`(SN, value)` pairs; the line whose last `SN` is the name, as htslib
     /// indexes them) as htslib's `sam_hdr_update_line` does: the first such

@@ -43,6 +43,10 @@ Commands:
             The distributed sort's stages, for a workflow manager
             ('alnsort help map': the options of one)
   merge     Merge sorted SAM, BAM or CRAM inputs as samtools merge does
+  MarkDuplicates
+            Picard MarkDuplicates' command line (I=in.bam O=out.bam
+            M=metrics.txt, or --INPUT ...): its flags and metrics, the
+            input's order kept, no sort
   generate  Print the man page or a shell completion (man, bash, zsh, fish)
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h

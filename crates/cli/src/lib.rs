@@ -7,6 +7,7 @@
 //! calls too.
 
 pub mod args;
+pub mod markduplicates;
 pub mod merge;
 pub mod signals;
 pub mod stages;
@@ -126,6 +127,12 @@ fn generate(args: Vec<std::ffi::OsString>) -> i32 {
     }
 }
 
+/// A JVM option as Picard's launcher script passes it to java (`-Xmx4g`,
+/// `-XX:+UseG1GC`, `-Djava.io.tmpdir=/tmp`).
+fn is_jvm_option(a: &str) -> bool {
+    a.starts_with("-X") || a.starts_with("-D")
+}
+
 /// Entry point used by `main`: argv in, exit code out. This is the
 /// program, not a library call: before a sort it changes process state
 /// (see `setup_process`), and it may end the process on a signal or a
@@ -135,6 +142,19 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         .first()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "alnsort".into());
+    let mut argv = argv;
+    // Picard's launcher script takes the JVM's options before the tool
+    // name too (`picard -Xmx4g MarkDuplicates ...`, as nf-core's module
+    // writes it): they go to MarkDuplicates, which reads them.
+    let jvm = argv
+        .iter()
+        .skip(1)
+        .take_while(|a| is_jvm_option(&a.to_string_lossy()))
+        .count();
+    if jvm > 0 && argv.get(1 + jvm).is_some_and(|c| c == "MarkDuplicates") {
+        let options: Vec<_> = argv.drain(1..1 + jvm).collect();
+        argv.splice(2..2, options);
+    }
     let mut rest = argv.into_iter().skip(1);
     let command = rest.next();
     match command.as_ref().map(|c| c.to_string_lossy()).as_deref() {
@@ -143,6 +163,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             return stages::main(stage, rest.collect());
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
+        Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
@@ -156,6 +177,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                     print!("{}", stages::stage_help(stage))
                 }
                 Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
+                Some("MarkDuplicates") => print!("{}", alnsort_engine::picard::help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

@@ -215,6 +215,11 @@ fn minimiser_all_unplaced_hd(order: &SortOrder) -> Option<HdValues> {
 
 /// Output format from `-O`, else the file extension (htslib's
 /// `sam_open_mode`: .sam, .bam, .cram, with .gz/.bgz after .sam), else BAM.
+/// The output format the options give (`-O`, else the output's extension).
+pub fn format_of(a: &SortOptions) -> OutFormat {
+    resolve_format(a)
+}
+
 fn resolve_format(a: &SortOptions) -> OutFormat {
     if let Some(f) = a.format {
         return match (f, a.format_level) {

@@ -65,7 +65,40 @@ pub fn engine_commands() -> Vec<CommandDoc> {
             .map(|s| OptDoc::of(s, s.help, !matches!(s.id, MergeOptId::Unsupported(_))))
             .collect(),
     };
-    vec![sort, merge]
+    vec![sort, merge, markduplicates()]
+}
+
+/// `MarkDuplicates`, from Picard's option table
+/// ([`crate::picard::PICARD_OPTIONS`]): each option by its long name (and a
+/// one-letter short name where Picard has one); those refused whatever
+/// their value are not supported.
+fn markduplicates() -> CommandDoc {
+    use crate::picard::{Action, PICARD_OPTIONS};
+    CommandDoc {
+        name: "MarkDuplicates",
+        summary: "Mark duplicates with Picard MarkDuplicates' command line (I=in.bam \
+                  O=out.bam M=metrics.txt, or --INPUT ...), its flags and metrics, in the \
+                  input's order, without a sort.",
+        usage: crate::picard::MARKDUPLICATES_USAGE
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("Usage: ")
+            .to_string(),
+        options: PICARD_OPTIONS
+            .iter()
+            .map(|o| OptDoc {
+                short: o
+                    .short
+                    .filter(|s| s.len() == 1)
+                    .and_then(|s| s.chars().next()),
+                long: Some(o.name),
+                value: (!matches!(o.action, Action::Help | Action::Version)).then_some(o.value),
+                help: o.help,
+                supported: !matches!(o.action, Action::Refused(_)),
+            })
+            .collect(),
+    }
 }
 
 /// The commands that take no options but `--help` (listed for completion).

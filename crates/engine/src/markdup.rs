@@ -824,7 +824,13 @@ fn htsjdk_tag_key(tag: [u8; 2]) -> u16 {
 /// field whose htsjdk key is larger. Exact for tags already in htsjdk's
 /// order; Picard reorders other inputs' tags, alnsort does not.
 fn dt_insert_at(rec: &[u8], aux_at: usize) -> usize {
-    let key = htsjdk_tag_key(DT);
+    htsjdk_insert_at(rec, aux_at, DT)
+}
+
+/// Where htsjdk's `setAttribute(tag, ..)` puts a new tag: before the first
+/// field whose htsjdk key is larger (see [`dt_insert_at`]).
+fn htsjdk_insert_at(rec: &[u8], aux_at: usize, tag: [u8; 2]) -> usize {
+    let key = htsjdk_tag_key(tag);
     let mut i = aux_at;
     while i + 3 <= rec.len() {
         // (No ties: the input's DT was dropped.)
@@ -842,16 +848,48 @@ fn dt_insert_at(rec: &[u8], aux_at: usize) -> usize {
 /// The byte range of the first `DT` field in a record's aux area (`aux_at`
 /// its offset in `rec`), tag and type included.
 fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
+    tag_field(rec, aux_at, DT)
+}
+
+/// The byte range of the first `tag` field in a record's aux area.
+fn tag_field(rec: &[u8], aux_at: usize, tag: [u8; 2]) -> Option<(usize, usize)> {
     let aux = &rec[aux_at..];
     let mut i = 0;
     while i + 3 <= aux.len() {
         let len = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..])?;
-        if aux[i..i + 2] == DT {
+        if aux[i..i + 2] == tag {
             return Some((aux_at + i, aux_at + i + 3 + len));
         }
         i += 3 + len;
     }
     None
+}
+
+/// The value of a record's `tag` if it is a `Z` string (`rec` with its
+/// block_size); Picard's `getStringAttribute`.
+pub fn string_tag(rec: &[u8], tag: [u8; 2]) -> Option<&[u8]> {
+    let aux_at = rec.len() - RecordRef::with_block_size(rec).aux().len();
+    let (a, b) = tag_field(rec, aux_at, tag)?;
+    (rec[a + 2] == b'Z').then(|| &rec[a + 3..b - 1])
+}
+
+/// Sets `tag` to the string `value` as htsjdk's `setAttribute` does: an
+/// existing `tag` field is replaced where it is, else the field is inserted
+/// where htsjdk's key order puts it (as `DT` is); `block_size` follows.
+pub fn set_string_tag(rec: &mut Vec<u8>, tag: [u8; 2], value: &[u8]) {
+    let aux_at = rec.len() - RecordRef::with_block_size(rec).aux().len();
+    let field = [&tag[..], b"Z", value, b"\0"].concat();
+    match tag_field(rec, aux_at, tag) {
+        Some((a, b)) => {
+            rec.splice(a..b, field);
+        }
+        None => {
+            let at = htsjdk_insert_at(rec, aux_at, tag);
+            rec.splice(at..at, field);
+        }
+    }
+    let block_size = (rec.len() - 4) as u32;
+    rec[..4].copy_from_slice(&block_size.to_le_bytes());
 }
 
 /// Offset of the flag field in a record with its block_size.
@@ -898,19 +936,21 @@ impl Decisions {
     /// `buf`; `None` when the record is removed.
     pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
         let ordinal = record_ordinal(rec)?;
-        self.apply_at(rec, ordinal, buf)
+        self.apply_at(&rec[..rec.len() - ORDINAL_BYTES], ordinal, buf)
     }
 
-    /// [`Decisions::apply`] with the record's ordinal given (`rec` still
-    /// ends with [`ORDINAL_BYTES`] bytes, which are cut off): the
-    /// distributed stages append another numbering.
+    /// [`Decisions::apply`] for a record given without its ordinal (`rec`,
+    /// with its block_size) and the record's input ordinal `ordinal`: the
+    /// copy of `alnsort MarkDuplicates`, which reads its input again in
+    /// order rather than through the sorter, and the distributed stages'
+    /// reduce, whose records carry another numbering (cut off by the caller).
     pub fn apply_at<'a>(
         &self,
         rec: &[u8],
         ordinal: u64,
         buf: &'a mut Vec<u8>,
     ) -> Result<Option<&'a [u8]>> {
-        let body_len = rec.len() - ORDINAL_BYTES;
+        let body_len = rec.len();
         if ordinal >= self.records || body_len < FLAG_AT + 2 {
             return Err(anyhow!(
                 "internal error: record ordinal {ordinal} out of range ({} records)",
@@ -1214,14 +1254,30 @@ impl MetricsFile {
     /// `inputs` and `output` are the paths as the user gave them (`None`:
     /// standard output).
     pub fn write(
-        mut self,
+        self,
         metrics: &MetricsReport,
         inputs: &[String],
         output: Option<&std::path::Path>,
         command_line: &str,
     ) -> Result<()> {
-        use std::io::Write as _;
         let text = metrics_text(metrics, &self.path, inputs, output, command_line);
+        self.write_text(&text)
+    }
+
+    /// [`MetricsFile::write`] with Picard's first line as given (`alnsort
+    /// MarkDuplicates` renders the options its user gave in it).
+    pub fn write_picard(
+        self,
+        metrics: &MetricsReport,
+        picard: &alnsort_markdup::PicardCommandLine,
+        command_line: &str,
+    ) -> Result<()> {
+        let text = metrics.to_text_with_command(picard, command_line);
+        self.write_text(&text)
+    }
+
+    fn write_text(mut self, text: &str) -> Result<()> {
+        use std::io::Write as _;
         let fail = |e| {
             anyhow::Error::new(e).context(format!(
                 "the sort finished and its output is complete, but writing the metrics to {} failed",

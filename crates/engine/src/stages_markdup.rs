@@ -145,7 +145,8 @@ impl Marks {
             );
         };
         let ordinal = base + (place & ((1 << INDEX_BITS) - 1));
-        self.decisions.apply_at(rec, ordinal, buf)
+        let body = &rec[..rec.len() - crate::markdup::ORDINAL_BYTES];
+        self.decisions.apply_at(body, ordinal, buf)
     }
 }
 

@@ -1,0 +1,50 @@
+//! `alnsort MarkDuplicates`: Picard's command line (parsed by the engine's
+//! table, `alnsort_engine::picard`), run by `alnsort_engine::mark_in_order`.
+//! This file only wires them to the process: help, exit codes, signals.
+
+use crate::signals::{self, SignalGuard};
+use alnsort_engine::cleanup::Debris;
+use alnsort_engine::error_text;
+use alnsort_engine::picard::{self, Parsed};
+use std::ffi::OsString;
+
+/// Exit status of a failed run (Picard exits 1 on errors too).
+const EXIT_FAILURE: i32 = 1;
+
+/// `alnsort MarkDuplicates ARGS...`; `argv0` begins the command line the
+/// @PG CL and the metrics name.
+pub fn main(argv0: &str, args: Vec<OsString>) -> i32 {
+    let command_line = crate::args::stringify(argv0, "MarkDuplicates", &args);
+    let run = match picard::parse(command_line, args) {
+        Ok(Parsed::Run(r)) => r,
+        Ok(Parsed::Help) => {
+            print!("{}", picard::help());
+            return 0;
+        }
+        Ok(Parsed::Version) => {
+            println!("alnsort {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("alnsort MarkDuplicates: {e}");
+            if e.is_usage() {
+                eprintln!("Try 'alnsort MarkDuplicates --help' for the options.");
+            }
+            return EXIT_FAILURE;
+        }
+    };
+    let debris = Debris::default();
+    let result = crate::setup_process(&debris, false)
+        .and_then(|_signals: SignalGuard| alnsort_engine::mark_in_order::run(&run, &debris));
+    if result.is_err() {
+        signals::yield_to_signal();
+    }
+    match result {
+        Ok(_) => 0,
+        Err(e) if alnsort_engine::output::is_closed_stdout(&e) => signals::exit_by_sigpipe(),
+        Err(e) => {
+            eprintln!("alnsort MarkDuplicates: {}", error_text(&e));
+            EXIT_FAILURE
+        }
+    }
+}

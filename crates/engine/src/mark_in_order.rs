@@ -1,0 +1,468 @@
+//! `alnsort MarkDuplicates`' run: Picard's answer, written in the input's
+//! own order, without a sort.
+//!
+//! Two passes over the input file:
+//! 1. the read jobs take each record's read-end fields
+//!    ([`crate::markdup::BatchEnds`]) and the `PG` tags it carries; in input
+//!    order they go to the [`Marker`], which checks the order the input
+//!    claims (coordinate-sorted, or grouped by name) and collects the ends
+//!    within its memory budget (spilling to the temporary directory as in
+//!    `sort --markdup`); then the core decides (a bitset over input
+//!    ordinals);
+//! 2. the input is read again; each batch's pool job copies its records
+//!    with 0x400 set or cleared by ordinal, the `DT` tags, and the `PG` tag
+//!    ([`Decisions::apply_at`]), leaving removed ones out; the writer thread
+//!    writes the copies in order.
+//!
+//! So memory is the marker's budget plus the batches in flight, never the
+//! records; the input must be a file (standard input cannot be read twice,
+//! and [`crate::picard::parse`] refuses it).
+
+use crate::cleanup::{Debris, TempDir};
+use crate::config::Config;
+use crate::input::spawn_batches;
+use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
+use crate::picard::{AssumedOrder, PgSpec, PicardRun};
+use alnsort_bam::header::Header;
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
+use alnsort_bam::reader::{Decoder, ScanOptions};
+use anyhow::{anyhow, bail, Context, Result};
+use std::sync::Arc;
+
+/// What a run did.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkReport {
+    pub records: u64,
+    pub marked: u64,
+    pub removed: u64,
+}
+
+/// The `@HD` tag `key` of `header`.
+fn hd_tag<'a>(header: &'a Header, key: &[u8; 2]) -> Option<&'a [u8]> {
+    let hd = header.lines().iter().find(|l| l.starts_with(b"@HD"))?;
+    hd.split(|&b| b == b'\t')
+        .skip(1)
+        .find(|f| f.len() >= 3 && &f[..2] == key && f[2] == b':')
+        .map(|f| &f[3..])
+}
+
+/// Sets the `@HD` SO (and GO) keeping the other tags, as htsjdk's
+/// `setSortOrder`/`setGroupOrder` do.
+fn set_order(header: &mut Header, so: &str, go: Option<&str>) {
+    let text = |t: Option<&[u8]>| t.map(|v| String::from_utf8_lossy(v).into_owned());
+    let go = go
+        .map(str::to_string)
+        .or_else(|| text(hd_tag(header, b"GO")));
+    let ss = text(hd_tag(header, b"SS"));
+    header.set_sort_order(so, go.as_deref(), ss.as_deref());
+}
+
+/// Picard's `@PG` IDs for the distinct `PG` tag values its first pass saw
+/// (`None`: records without one), in the order Picard makes them: it walks
+/// a Java `HashSet<String>` (by bucket of the string's hash at the set's
+/// final capacity, then insertion order; null in bucket 0) and takes each
+/// ID from htsjdk's `PgIdGenerator` (the ID itself if free, else
+/// `ID.<base 36 counter>` from the number of `@PG` lines).
+fn chained_ids(
+    header: &Header,
+    seen: &[Option<Vec<u8>>],
+    id: &str,
+) -> Vec<(Option<Vec<u8>>, String)> {
+    let mut cap = 16usize;
+    while seen.len() > cap * 3 / 4 {
+        cap *= 2;
+    }
+    let bucket = |v: &Option<Vec<u8>>| match v {
+        None => 0,
+        Some(s) => {
+            let h = alnsort_markdup::java_string_hash(s) as u32;
+            ((h ^ (h >> 16)) as usize) & (cap - 1)
+        }
+    };
+    let mut order: Vec<usize> = (0..seen.len()).collect();
+    order.sort_by_key(|&i| (bucket(&seen[i]), i));
+    let mut taken: Vec<Vec<u8>> = header
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with(b"@PG"))
+        .filter_map(|l| {
+            l.split(|&b| b == b'\t')
+                .find(|f| f.starts_with(b"ID:"))
+                .map(|f| f[3..].to_vec())
+        })
+        .collect();
+    taken.sort();
+    taken.dedup();
+    let mut counter = taken.len() as u64;
+    let mut out = Vec::new();
+    for i in order {
+        let new = if !taken.iter().any(|t| t == id.as_bytes()) {
+            counter += 1;
+            id.to_string()
+        } else {
+            loop {
+                let candidate = format!("{id}.{}", base36(counter));
+                counter += 1;
+                if !taken.iter().any(|t| t == candidate.as_bytes()) {
+                    break candidate;
+                }
+            }
+        };
+        taken.push(new.as_bytes().to_vec());
+        out.push((seen[i].clone(), new));
+    }
+    out
+}
+
+/// htsjdk's `positiveFourDigitBase36Str`: the digits least significant
+/// first, "0" for zero.
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    if n == 0 {
+        return "0".into();
+    }
+    let mut s = String::new();
+    while n > 0 {
+        s.push(DIGITS[(n % 36) as usize] as char);
+        n /= 36;
+    }
+    s
+}
+
+/// Adds the `@PG` lines (one per chained ID) after the last `@PG` line, with
+/// Picard's tags: ID, VN, CL, PN, PP.
+fn add_pg_lines(header: &mut Header, ids: &[(Option<Vec<u8>>, String)], pg: &PgSpec, cl: &str) {
+    let version = pg
+        .version
+        .clone()
+        .unwrap_or_else(|| format!("alnsort-{}", env!("CARGO_PKG_VERSION")));
+    let cl = pg.command_line.clone().unwrap_or_else(|| cl.to_string());
+    for (pp, id) in ids {
+        let mut fields: Vec<([u8; 2], Vec<u8>)> = vec![
+            (*b"ID", id.as_bytes().to_vec()),
+            (*b"VN", version.as_bytes().to_vec()),
+            (*b"CL", cl.replace(['\t', '\n'], " ").into_bytes()),
+            (*b"PN", pg.name.as_bytes().to_vec()),
+        ];
+        if let Some(pp) = pp {
+            fields.push((*b"PP", pp.clone()));
+        }
+        header.push_program(&fields);
+    }
+}
+
+/// Runs `alnsort MarkDuplicates` as parsed: the output and metrics in
+/// place, or an error (the run's files removed).
+pub fn run(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
+    let r = run_inner(p, debris);
+    if r.is_err() {
+        debris.remove_all();
+    }
+    r
+}
+
+fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
+    let mut cfg: Config = crate::config::resolve(&p.sort)?;
+    let Some(md) = cfg.markdup.clone() else {
+        bail!("internal error: MarkDuplicates without duplicate marking");
+    };
+    let path = &cfg.input;
+    let meta = std::fs::metadata(path).with_context(|| format!("{path}: cannot open the input"))?;
+    if !meta.is_file() {
+        bail!(
+            "{path}: not a regular file (a pipe or a device): alnsort MarkDuplicates reads its input twice \
+             (once to decide, once to write the records in their order); write it to a file first, or mark \
+             it while sorting with 'alnsort sort --markdup'"
+        );
+    }
+    let pool = crate::worker_pool(cfg.threads, "alnsort-worker")?;
+    let metrics_file = MetricsFile::create(std::path::Path::new(&p.metrics), debris)?;
+    let input = crate::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
+    let mut header = input.header.clone();
+    // Picard reads the header's order, or ASSUME_SORT_ORDER's; with
+    // queryname assumed its output says SO:unknown GO:query.
+    match p.assume {
+        Some(AssumedOrder::Coordinate) => set_order(&mut header, "coordinate", None),
+        Some(AssumedOrder::Queryname) => set_order(&mut header, "queryname", None),
+        None => {}
+    }
+    let so = hd_tag(&header, b"SO").map(|v| String::from_utf8_lossy(v).into_owned());
+    let coordinate = match so.as_deref() {
+        Some("coordinate") => true,
+        Some("queryname") => false,
+        other => bail!(
+            "{path}: MarkDuplicates needs coordinate-sorted input or input grouped by read name, as the \
+             header's @HD SO says (or ASSUME_SORT_ORDER=coordinate|queryname), as Picard does; the header \
+             says SO:{}: give ASSUME_SORT_ORDER=queryname if the records of each template are together \
+             (aligner output), or sort it first",
+            other.unwrap_or("(none)")
+        ),
+    };
+    let mut out_header = header.clone();
+    if p.assume == Some(AssumedOrder::Queryname) {
+        set_order(&mut out_header, "unknown", Some("query"));
+    }
+    for c in &p.comments {
+        out_header.push_comment(c.as_bytes());
+    }
+    if !coordinate {
+        // htsjdk indexes coordinate-sorted BAM only.
+        if let Some(t) = cfg.index.take() {
+            eprintln!(
+                "[W::alnsort] not writing the index {}: the output is not coordinate-sorted (as Picard)",
+                t.path.display()
+            );
+        }
+        cfg.order = SortOrder::Name { natural: false };
+    }
+    let dest = crate::output::Destinations::prepare(&cfg, debris)?;
+    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
+    let budget = if cfg.explicit_total {
+        // What CRAM holds (references, containers in flight) comes out of
+        // the marker's share, as out of the sorter's in a sort.
+        let mut holdings = Vec::new();
+        holdings.extend(input.cram_reference_holding());
+        if cfg.format == crate::options::OutFormat::Cram {
+            holdings.push(alnsort_cram::RefHolding::for_order(coordinate));
+        }
+        let mut share = crate::sorter_budget(&cfg, true)?;
+        if !holdings.is_empty() {
+            share = crate::charge_cram(share, &header, cfg.threads, cfg.memory_budget, &holdings)?;
+        }
+        (share, Some(cfg.memory_budget))
+    } else {
+        (cfg.memory_budget as usize, None)
+    };
+    let mut marker = Marker::new(&header, &md, &input.name, budget, Some(tmp.path()));
+    marker.set_pool(Arc::clone(&pool));
+    let name = input.name.clone();
+    let decoder = Arc::new(Decoder {
+        file: name.as_str().into(),
+        lookup: Arc::new(header.ref_lookup()),
+        header: Arc::new(header.clone()),
+        encoder: Arc::new(KeyEncoder::new(
+            SortOrder::Coordinate,
+            header.n_ref(),
+            &header.library_map(),
+        )),
+        record_limit: usize::MAX,
+        unknown_reference: cfg.unknown_reference,
+    });
+    let depth = pool.current_num_threads() * 2 + 2;
+    let want_pg = p.pg.id.is_some();
+
+    // Pass 1: read ends and PG tags, in input order to the marker.
+    let (_, _, records) = input.into_records(ScanOptions::default());
+    let spec = marker.ends_spec();
+    let dec = Arc::clone(&decoder);
+    let (mut batches, _) = spawn_batches(&name, records, &pool, "read", depth, move |raw| {
+        let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+        let mut pgs: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut warnings = Vec::new();
+        dec.decode(
+            raw,
+            |_key, rec| {
+                ends.add_fields(rec);
+                if want_pg {
+                    let tag = string_tag(rec, *b"PG");
+                    if !pgs.iter().any(|s| s.as_deref() == tag) {
+                        pgs.push(tag.map(<[u8]>::to_vec));
+                    }
+                }
+                Ok(())
+            },
+            |w| warnings.push(w),
+        )?;
+        Ok((ends, pgs, warnings))
+    })?;
+    let mut n = 0u64;
+    let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
+    while let Some(r) = batches.next_result() {
+        let (ends, pgs, warnings) = r
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
+        for w in &warnings {
+            eprintln!("[W::alnsort] {name}: {w}");
+        }
+        for pg in pgs {
+            if !seen.contains(&pg) {
+                seen.push(pg);
+            }
+        }
+        n += ends.len() as u64;
+        marker.push(&ends)?;
+    }
+    drop(batches);
+    let decisions = Arc::new(marker.finish()?);
+
+    // The @PG lines, and the PG tag each record gets.
+    let chained = match &p.pg.id {
+        Some(id) => chained_ids(&out_header, &seen, id),
+        None => Vec::new(),
+    };
+    add_pg_lines(&mut out_header, &chained, &p.pg, &p.sort.command_line);
+    let tags: Arc<Vec<(Option<Vec<u8>>, String)>> =
+        Arc::new(if p.pg.tag_reads { chained } else { Vec::new() });
+
+    // Pass 2: the records again, marked, in order.
+    let input = crate::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
+    let (_, _, records) = input.into_records(ScanOptions::default());
+    let out_header = Arc::new(out_header);
+    let mut out = crate::output::Output::create(
+        &cfg,
+        dest,
+        Arc::clone(&out_header),
+        Arc::clone(&pool),
+        debris,
+    )?;
+    let dec = Arc::clone(&decoder);
+    let d = Arc::clone(&decisions);
+    let (mut batches, _) = spawn_batches(&name, records, &pool, "mark", depth, move |raw| {
+        copy_marked(&dec, &d, &tags, raw)
+    })?;
+    let mut written = 0u64;
+    let mut removed = 0u64;
+    let mut m = 0u64;
+    while let Some(r) = batches.next_result() {
+        let (copied, count) = r
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("{name}: reading record {} or later", m + 1))??;
+        m += count;
+        let kept = copied.starts.len() as u64;
+        removed += count - kept;
+        written += kept;
+        // The compression jobs copy the records into their blocks.
+        out.write_units(Arc::new(copied))?;
+    }
+    drop(batches);
+    if m != n || removed != decisions.removed {
+        return Err(anyhow!(
+            "internal error: {path} gave {n} records on the first reading and {m} on the second \
+             ({removed} left out, {} decided): was it changed while it was read?",
+            decisions.removed
+        ));
+    }
+    out.finish_releasing((), || decisions.check_all_met())?;
+    let mut picard = alnsort_markdup::PicardCommandLine::new(
+        &p.inputs,
+        p.sort.output.split("##idx##").next().unwrap_or("-"),
+        &p.metrics,
+    );
+    for (k, v) in &p.given {
+        picard = picard.option(k, v);
+    }
+    metrics_file.write_picard(&decisions.metrics, &picard, &p.sort.command_line)?;
+    drop(tmp);
+    Ok(MarkReport {
+        records: n,
+        marked: decisions.marked,
+        removed: written.abs_diff(n),
+    })
+}
+
+/// The records of one batch as pass 2 writes them (each with its
+/// block_size), for the output's compression jobs to copy.
+struct CopiedBatch {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl alnsort_bgzf::Units for CopiedBatch {
+    fn count(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn unit(&self, i: usize) -> &[u8] {
+        let end = self.starts.get(i + 1).copied().unwrap_or(self.bytes.len());
+        &self.bytes[self.starts[i]..end]
+    }
+}
+
+/// One batch of pass 2: the records copied with the decision applied and
+/// the `PG` tag set; returns them and the number of records read.
+fn copy_marked(
+    decoder: &Decoder,
+    d: &Decisions,
+    tags: &[(Option<Vec<u8>>, String)],
+    raw: &alnsort_bam::reader::RawBatch,
+) -> Result<(CopiedBatch, u64)> {
+    let mut out = Vec::with_capacity(raw.data.len() + raw.voffsets.len() * 20);
+    let mut buf = Vec::new();
+    let mut starts = Vec::with_capacity(raw.voffsets.len());
+    let mut count = 0u64;
+    let mut failure: Option<anyhow::Error> = None;
+    decoder
+        .decode(
+            raw,
+            |_key, rec| {
+                let ordinal = raw.first_record + count;
+                count += 1;
+                let res = d.apply_at(rec, ordinal, &mut buf);
+                match res {
+                    Ok(Some(_)) => {
+                        if !tags.is_empty() {
+                            let have = string_tag(&buf, *b"PG").map(<[u8]>::to_vec);
+                            if let Some((_, id)) = tags.iter().find(|(k, _)| *k == have) {
+                                set_string_tag(&mut buf, *b"PG", id.as_bytes());
+                            }
+                        }
+                        starts.push(out.len());
+                        out.extend_from_slice(&buf);
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => {
+                        let text = e.to_string();
+                        failure = Some(e);
+                        Err(text)
+                    }
+                }
+            },
+            |_| {},
+        )
+        .map_err(|e| match failure.take() {
+            Some(f) => f,
+            None => anyhow::Error::from(e),
+        })?;
+    Ok((CopiedBatch { bytes: out, starts }, count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base36_is_htsjdks() {
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(1), "1");
+        assert_eq!(base36(35), "z");
+        // Least significant digit first.
+        assert_eq!(base36(36), "01");
+    }
+
+    #[test]
+    fn pg_ids_follow_java_hashset_order_and_avoid_taken_ids() {
+        let h = alnsort_bam::header::parse_sam_header(
+            [
+                "@HD\tVN:1.6\tSO:coordinate",
+                "@PG\tID:MarkDuplicates\tPN:MarkDuplicates",
+            ]
+            .iter()
+            .map(|l| l.as_bytes()),
+        )
+        .unwrap();
+        let ids = chained_ids(&h, &[None], "MarkDuplicates");
+        assert_eq!(ids, vec![(None, "MarkDuplicates.1".to_string())]);
+        let empty = Header::empty();
+        let ids = chained_ids(&empty, &[Some(b"bwa".to_vec()), None], "MarkDuplicates");
+        // null hashes to bucket 0, before "bwa".
+        assert_eq!(ids[0], (None, "MarkDuplicates".to_string()));
+        assert_eq!(ids[1].0.as_deref(), Some(&b"bwa"[..]));
+        assert_eq!(ids[1].1, "MarkDuplicates.1");
+    }
+}

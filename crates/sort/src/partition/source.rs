@@ -218,6 +218,7 @@ impl Cursor<'_> {
             Cursor::Batch { source, cursor } => seg.items.push(Item::Batch {
                 source: *source,
                 index: cursor.pos() as u32,
+                len: cursor.record().len() as u32,
             }),
             Cursor::Run(r) => {
                 let Some(data) = &r.data else {

@@ -287,7 +287,7 @@ pub(super) fn cursor<'a>(
     match (source, from, to) {
         (PartSource::Batch(batch), Pos::Batch(pos), Pos::Batch(end)) => Ok(Cursor::Batch {
             source: s as u32,
-            cursor: BatchCursor::range(batch, *pos, *end),
+            cursor: BatchCursor::range(batch, *pos, *end).without_record_prefetch(),
         }),
         (
             PartSource::Run(source),

@@ -213,10 +213,7 @@ impl<'a> RecordRef<'a> {
     /// first field with that tag; `None` when it is absent or lies after a
     /// field whose length cannot be read). For keys that need several tags
     /// of every record.
-    pub fn aux_get_each<const N: usize>(
-        &self,
-        tags: [[u8; 2]; N],
-    ) -> [Option<(u8, &'a [u8])>; N] {
+    pub fn aux_get_each<const N: usize>(&self, tags: [[u8; 2]; N]) -> [Option<(u8, &'a [u8])>; N] {
         let aux = self.aux();
         let mut found = [None; N];
         let mut missing = N;
@@ -416,7 +413,10 @@ mod tests {
         for (tag, got) in tags.iter().zip(each) {
             assert_eq!(got, r.aux_get(*tag), "{}", String::from_utf8_lossy(tag));
         }
-        assert_eq!(each[1], Some((b'c', &b"\x01RGZab\0NMc\x02MCZ4M\0XXq\x00CBZc\0"[..])));
+        assert_eq!(
+            each[1],
+            Some((b'c', &b"\x01RGZab\0NMc\x02MCZ4M\0XXq\x00CBZc\0"[..]))
+        );
         assert_eq!(each[2], None);
         assert!(each[5].is_some());
     }

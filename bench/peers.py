@@ -8,9 +8,10 @@ the machine's load falls on all alike), and reports the median wall time,
 the CPU seconds and peak RSS of that run, the output size, and a checksum of
 the decoded records (`samtools view` of the output, header left out): a time
 only counts beside its result. Ratios are the faster peer's wall over
-alnsort's, computed in the same run.
+alnsort's, computed in the same run, and the same for CPU seconds (user +
+sys of every process; the one to read on a shared machine).
 
-    bench/peers.py --input reads-2000000.bam [--runs 3] [--mem default,768M,1G,2G,100M]
+    bench/peers.py --input reads-2000000.bam [--runs 3] [--mem default,768M,1G,2G,100M] [--peers samtools,mako]
                    [--levels 1,6] [--orders coord,name,tc] [--markdup] [--out FILE]
 
 Tools: samtools on PATH (Debian's 1.16.1; name-order records are also
@@ -103,10 +104,15 @@ def main():
     ap.add_argument("--orders", default="coord,name,tc")
     ap.add_argument("--markdup", action="store_true", help="also the duplicate-marking rows (-m 1G, -l 6 unless --markdup-mem)")
     ap.add_argument("--markdup-mem", default="1G")
+    ap.add_argument("--peers", default="samtools,mako",
+                    help="the peers run beside alnsort (samtools, mako or both; a loaded machine may leave time for one)")
     ap.add_argument("--alnsort", default=os.path.join(ROOT, "target", "release", "alnsort"))
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    peers = tuple(a.peers.split(","))
+    if not peers or any(p not in ("samtools", "mako") for p in peers):
+        sys.exit(f"bench/peers.py: --peers takes samtools and/or mako, not {a.peers}")
     for exe in ("samtools", os.path.join(PEERS_BIN, "mako"), a.alnsort):
         if not shutil.which(exe):
             sys.exit(f"bench/peers.py: {exe} not found (bash bench/peers-tools.sh builds mako and dupblaster)")
@@ -119,11 +125,12 @@ def main():
         f"- samtools: {ver(['samtools', '--version'])}; mako: {ver([os.path.join(PEERS_BIN, 'mako'), '--version'])}; "
         f"alnsort: {ver([a.alnsort, '--version'])} "
         f"({subprocess.run(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()})",
+        f"- peers: {', '.join(peers)}",
         f"- input: {os.path.basename(a.input)} ({os.path.getsize(a.input) / 1e6:.0f} MB), -@{a.threads}, median of {a.runs}; "
         "md5 = decoded records (samtools view, no header)",
         "",
-        "| config | tool | wall s | CPU s | peak RSS MB | output MB | records md5 | alnsort ahead of the faster peer |",
-        "|---|---|---|---|---|---|---|---|",
+        "| config | tool | wall s | CPU s | peak RSS MB | output MB | records md5 | alnsort ahead of the faster peer (wall) | (CPU) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     jobs = []
     for mem in a.mem.split(","):
@@ -136,7 +143,7 @@ def main():
         for kind, mem, level, order in jobs:
             opts, mako_order = ORDERS[order]
             name = f"{kind} {order} -m {mem} -l {level}"
-            tools = ("samtools", "mako", "alnsort")
+            tools = (*peers, "alnsort")
             cmds = {}
             for tool in tools:
                 out = os.path.join(tmp, f"{tool}.bam")
@@ -158,16 +165,17 @@ def main():
                 extra = f" ({dup_count(out, a.threads)} dup)" if kind == "markdup" else ""
                 res[tool] = (med, os.path.getsize(out), records_checksum(out, a.threads) + extra)
                 os.remove(out)
-            best_peer = min(res["samtools"][0][0], res["mako"][0][0])
+            best_peer = min(res[t][0][0] for t in peers)
+            best_peer_cpu = min(res[t][0][1] for t in peers)
             label = {"samtools": "samblaster \\| samtools sort", "mako": "dupblaster \\| mako",
                      "alnsort": "alnsort sort --markdup"} if kind == "markdup" else {t: t for t in tools}
             for tool in tools:
                 (wall, cpu, rss), size, ck = res[tool]
-                ratio = f"{best_peer / wall:.2f}" if tool == "alnsort" else ""
+                ratio = f"{best_peer / wall:.2f} | {best_peer_cpu / cpu:.2f}" if tool == "alnsort" else " |"
                 lines.append(f"| {name} | {label[tool]} | {wall:.2f} | {cpu:.2f} | {rss / 1e6:.0f} | {size / 1e6:.1f} | {ck} | {ratio} |")
-            if kind == "sort" and order != "coord" and res["samtools"][2] != res["alnsort"][2]:
+            if kind == "sort" and order != "coord" and res.get("samtools", res["alnsort"])[2] != res["alnsort"][2]:
                 ock = oracle_checksum(a.input, opts, tmp)
-                lines.append(f"| {name} | samtools 1.24 (pysam, checksum only) | | | | | {ock} | |")
+                lines.append(f"| {name} | samtools 1.24 (pysam, checksum only) | | | | | {ock} | | |")
             print("\n".join(lines[-len(tools):]), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -115,6 +115,35 @@ def test_signal_cleans_up(signame: str, phase: str, big_input: Path, tmp_path: P
     assert u.entries(outdir) == [], f"output or temp output left: {u.entries(outdir)}\n{ctx}"
 
 
+def test_signal_ends_the_run_when_stderr_has_no_reader(big_input: Path, tmp_path: Path):
+    """A parent killed before alnsort (a benchmark script, a pipeline's
+    reader) leaves its stderr a pipe with no reader: the notice cannot be
+    written, and the signal must still end the run with its files removed
+    (the failed write once stopped the signal thread, and the run then
+    waited for its exit for ever)."""
+    tdir, outdir = tmp_path / "T", tmp_path / "out"
+    tdir.mkdir()
+    outdir.mkdir()
+    proc = subprocess.Popen([u.alnsort_bin(), "sort", "-m", "1M", "-T", str(tdir), "-o", str(outdir / "sorted.bam"),
+                             str(big_input)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, preexec_fn=u.default_signals)
+    try:
+        proc.stderr.close()
+        wait_for(proc, lambda: len(run_files(tdir)) >= 2, "run files under -T")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("alnsort did not exit within 60 s of SIGTERM with its stderr reader gone")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 143
+    assert u.entries(tdir) == [], f"debris in -T: {u.entries(tdir)}"
+    assert u.entries(outdir) == [], f"output or temp output left: {u.entries(outdir)}"
+
+
 def _sorted_records(path: Path) -> list[str]:
     import oracle
 

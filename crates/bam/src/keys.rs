@@ -307,8 +307,10 @@ impl KeyEncoder {
         rec: RecordRef<'_>,
         out: &mut Vec<u8>,
     ) -> Result<(), KeyError> {
-        let fields = TemplateFields::of(rec)?;
-        let library = match rec.aux_get(*b"RG") {
+        // The four tags the key reads, found in one pass over the aux data.
+        let [mc, cb, mi, rg] = rec.aux_get_each([*b"MC", *b"CB", *b"MI", *b"RG"]);
+        let fields = TemplateFields::from_tags(rec, mc, cb, mi)?;
+        let library = match rg {
             Some((b'Z', v)) => self
                 .libraries
                 .get(until_nul(v))
@@ -355,8 +357,14 @@ pub(crate) struct TemplateFields<'a> {
 impl<'a> TemplateFields<'a> {
     /// Computes the fields as samtools 1.24 does: 5' unclipped positions
     /// counting soft clips only (1.24 ignores hard clips; verified with
-    /// `5H10M` vs `10M`), mate end from `MC`, `CB` and `MI` as strings.
-    pub fn of(rec: RecordRef<'a>) -> Result<Self, KeyError> {
+    /// `5H10M` vs `10M`), mate end from `MC`, `CB` and `MI` as strings,
+    /// given what `rec.aux_get` returns for those three tags.
+    fn from_tags(
+        rec: RecordRef<'a>,
+        mc: Option<(u8, &'a [u8])>,
+        cb: Option<(u8, &'a [u8])>,
+        mi: Option<(u8, &'a [u8])>,
+    ) -> Result<Self, KeyError> {
         let flag = rec.flag();
         let mut f = TemplateFields {
             tid1: TC_NO_TID,
@@ -379,7 +387,7 @@ impl<'a> TemplateFields<'a> {
             };
         }
         if flag & flags::PAIRED != 0 && flag & flags::MATE_UNMAPPED == 0 {
-            let cigar = match rec.aux_get(*b"MC") {
+            let cigar = match mc {
                 Some((b'Z' | b'H', v)) => until_nul(v),
                 Some(_) => {
                     return Err(KeyError::MateCigarWrongType {
@@ -401,7 +409,7 @@ impl<'a> TemplateFields<'a> {
                 mate_unclipped_start(mpos, cigar)
             };
         }
-        match rec.aux_get(*b"CB") {
+        match cb {
             Some((b'Z' | b'H', v)) => f.cell = until_nul(v),
             Some(_) => {
                 return Err(KeyError::CellBarcodeWrongType {
@@ -410,7 +418,7 @@ impl<'a> TemplateFields<'a> {
             }
             None => {}
         }
-        match rec.aux_get(*b"MI") {
+        match mi {
             Some((b'Z' | b'H', v)) => f.mid = until_nul(v),
             Some(_) => {
                 return Err(KeyError::MolecularIdWrongType {

@@ -207,6 +207,34 @@ impl<'a> RecordRef<'a> {
         }
         None
     }
+
+    /// [`aux_get`](RecordRef::aux_get) for each of `tags`, in one pass over
+    /// the aux area: element `j` is what `aux_get(tags[j])` returns (the
+    /// first field with that tag; `None` when it is absent or lies after a
+    /// field whose length cannot be read). For keys that need several tags
+    /// of every record.
+    pub fn aux_get_each<const N: usize>(&self, tags: [[u8; 2]; N]) -> [Option<(u8, &'a [u8])>; N] {
+        let aux = self.aux();
+        let mut found = [None; N];
+        let mut missing = N;
+        let mut i = 0;
+        while missing > 0 && i + 3 <= aux.len() {
+            let t = [aux[i], aux[i + 1]];
+            let ty = aux[i + 2];
+            let val = &aux[i + 3..];
+            for (slot, tag) in found.iter_mut().zip(tags) {
+                if slot.is_none() && t == tag {
+                    *slot = Some((ty, val));
+                    missing -= 1;
+                }
+            }
+            match aux_value_len(ty, val) {
+                Some(len) => i += 3 + len,
+                None => break,
+            }
+        }
+        found
+    }
 }
 
 /// Length in bytes of an aux value of type `ty` whose bytes start at `val`
@@ -369,6 +397,28 @@ mod tests {
         assert_eq!(r.qual(), &[30, 30, 30, 30]);
         assert_eq!(r.aux_get(*b"NM"), Some((b'c', &b"\x01"[..])));
         assert_eq!(r.aux_get(*b"XX"), None);
+    }
+
+    /// `aux_get_each` answers as `aux_get` per tag: first match wins, an
+    /// absent tag and one after an unreadable field are `None`.
+    #[test]
+    fn aux_get_each_is_aux_get_per_tag() {
+        let mut bytes = sample();
+        bytes.extend_from_slice(b"RGZab\0NMc\x02MCZ4M\0");
+        // A field of unknown type: nothing after it can be read.
+        bytes.extend_from_slice(b"XXq\x00CBZc\0");
+        let r = RecordRef::new(&bytes);
+        let tags = [*b"MC", *b"NM", *b"CB", *b"RG", *b"MI", *b"XX"];
+        let each = r.aux_get_each(tags);
+        for (tag, got) in tags.iter().zip(each) {
+            assert_eq!(got, r.aux_get(*tag), "{}", String::from_utf8_lossy(tag));
+        }
+        assert_eq!(
+            each[1],
+            Some((b'c', &b"\x01RGZab\0NMc\x02MCZ4M\0XXq\x00CBZc\0"[..]))
+        );
+        assert_eq!(each[2], None);
+        assert!(each[5].is_some());
     }
 
     #[test]

@@ -241,13 +241,27 @@ pub fn cg_cigar_field(r: crate::RecordRef) -> Option<(usize, usize)> {
 /// aux data. `Ok(None)` when that is the input unchanged (the usual case).
 pub fn htslib_normalise(framed: &[u8]) -> Result<Option<Vec<u8>>, RecordError> {
     let r = crate::RecordRef::with_block_size(framed);
+    let cg = cg_cigar_field(r);
+    if cg.is_none() {
+        // No CIGAR to move out of `CG`, and a stored CIGAR (a 16-bit count)
+        // is never long: only the bin can differ, so the usual record is
+        // answered without building a copy of it.
+        return Ok(match htslib_bin(r.bytes()) {
+            Some(bin) if bin != r.bin() => {
+                let mut out = framed.to_vec();
+                out[4 + 10..4 + 12].copy_from_slice(&bin.to_le_bytes());
+                Some(out)
+            }
+            _ => None,
+        });
+    }
     let mut cigar: Vec<u32> = r
         .cigar_bytes()
         .chunks_exact(4)
         .map(|c| le_u32(c, 0))
         .collect();
     let mut aux = std::borrow::Cow::Borrowed(r.aux());
-    if let Some((at, n)) = cg_cigar_field(r) {
+    if let Some((at, n)) = cg {
         let ops = &r.aux()[at + 8..at + 8 + 4 * n];
         cigar = ops.chunks_exact(4).map(|c| le_u32(c, 0)).collect();
         let mut rest = r.aux()[..at].to_vec();

@@ -33,6 +33,12 @@ pub trait Units: Send + Sync {
     fn count(&self) -> usize;
     /// Unit `i` (`i < count()`).
     fn unit(&self, i: usize) -> &[u8];
+    /// `unit(i).len()`: what [`BlockWriter::write_units`] reads of each
+    /// unit on the writing thread. A `Units` that knows its lengths
+    /// without forming the slice may answer from them.
+    fn unit_len(&self, i: usize) -> usize {
+        self.unit(i).len()
+    }
     /// A hint that unit `i` (`i < count()`) is copied soon: units whose
     /// bytes lie scattered in memory (sorted records) can start loading it
     /// into the cache. The default does nothing.
@@ -377,6 +383,9 @@ pub struct BlockWriter<W> {
     buf: Vec<u8>,
     pieces: Vec<Piece>,
     len: usize,
+    /// `write_units`' list of each unit's start and length in the block
+    /// being filled, kept between calls for its capacity.
+    starts: Vec<(u64, usize)>,
 }
 
 impl<W: Write + Send + 'static> BlockWriter<W> {
@@ -388,6 +397,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
             buf,
             pieces: Vec::new(),
             len: 0,
+            starts: Vec::new(),
         }
     }
 
@@ -454,13 +464,14 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
         while i < n {
             // Whole units while they fit: one piece per block.
             let from = i;
-            let mut starts = Vec::new();
+            let mut starts = std::mem::take(&mut self.starts);
+            starts.clear();
             while i < n {
-                let len = units.unit(i).len();
+                let len = units.unit_len(i);
                 if self.len + len > MAX_PAYLOAD {
                     break;
                 }
-                starts.push((self.writer.blocks_written() << 16) | self.len as u64);
+                starts.push(((self.writer.blocks_written() << 16) | self.len as u64, len));
                 self.len += len;
                 i += 1;
                 if self.len == MAX_PAYLOAD {
@@ -476,10 +487,10 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                 });
                 let full = self.len == MAX_PAYLOAD;
                 let last = starts.len() - 1;
-                for (k, start) in starts.into_iter().enumerate() {
+                for (k, &(start, len)) in starts.iter().enumerate() {
                     // Units of one piece share a block, so offsets add.
                     let end = if k < last {
-                        start + units.unit(from + k).len() as u64
+                        start + len as u64
                     } else if full {
                         (self.writer.blocks_written() + 1) << 16
                     } else {
@@ -487,6 +498,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                     };
                     at(from + k, start, end);
                 }
+                self.starts = starts;
                 if full {
                     self.end_block()?;
                 }
@@ -498,7 +510,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                 continue;
             }
             // An empty block and a unit longer than a block: it spans.
-            let len = units.unit(i).len();
+            let len = units.unit_len(i);
             let start = self.virtual_offset();
             let mut done = 0;
             while done < len {

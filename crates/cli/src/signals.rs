@@ -13,7 +13,7 @@
 //! nor waited for, so it cannot stop the run.
 
 use alnsort_engine::cleanup::Debris;
-use std::io;
+use std::io::{self, Write};
 
 /// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and so in every thread it
 /// creates afterwards) and starts the thread that cleans up on them; those
@@ -87,7 +87,14 @@ impl SignalGuard {
                     INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
                     debris.remove_all();
                     alnsort_engine::progress::clear_for_exit();
-                    eprintln!("alnsort: interrupted by signal {sig}; temporary files and partial output removed");
+                    // Not `eprintln!`: it panics when stderr is a pipe
+                    // whose reader has gone (a parent killed first), and
+                    // a panic here would leave the run waiting in
+                    // `yield_to_signal` for an exit that never comes.
+                    let _ = writeln!(
+                        io::stderr(),
+                        "alnsort: interrupted by signal {sig}; temporary files and partial output removed"
+                    );
                     // SAFETY: terminating the process; _exit runs no destructors
                     // that could race with the threads still working.
                     unsafe { libc::_exit(128 + sig) };

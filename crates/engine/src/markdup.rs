@@ -1195,6 +1195,10 @@ impl alnsort_bgzf::Units for MarkedChunk {
         &rec[..rec.len() - ORDINAL_BYTES]
     }
 
+    fn unit_len(&self, i: usize) -> usize {
+        self.chunk.record_len(i) - ORDINAL_BYTES
+    }
+
     fn prefetch(&self, i: usize) {
         self.chunk.prefetch(i);
     }

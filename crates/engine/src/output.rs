@@ -165,6 +165,10 @@ impl alnsort_bgzf::Units for ChunkRecords {
         self.0.record(i)
     }
 
+    fn unit_len(&self, i: usize) -> usize {
+        self.0.record_len(i)
+    }
+
     fn prefetch(&self, i: usize) {
         self.0.prefetch(i);
     }

@@ -40,6 +40,9 @@ pub(crate) struct BatchCursor<B: Borrow<Batch> = Batch> {
     /// The current key's bytes for `Fixed8`, whose entries store the key as
     /// an integer only.
     key8: [u8; 8],
+    /// Whether advancing prefetches the records ahead: for a merge that
+    /// copies them, not for one that only lists them.
+    prefetch_records: bool,
 }
 
 impl BatchCursor<Batch> {
@@ -62,9 +65,19 @@ impl<B: Borrow<Batch>> BatchCursor<B> {
             pos,
             end,
             key8: [0; 8],
+            prefetch_records: true,
         };
         cursor.load_key();
         cursor
+    }
+
+    /// This cursor for a merge that reads keys only and lists the records
+    /// by reference (the partitioned final merge: the records are copied
+    /// later, by the output's compression jobs, which prefetch them
+    /// there): loading them into this job's cache is wasted work.
+    pub(crate) fn without_record_prefetch(mut self) -> Self {
+        self.prefetch_records = false;
+        self
     }
 
     /// The current entry's index in the batch.
@@ -91,7 +104,7 @@ impl<B: Borrow<Batch>> MergeSource for BatchCursor<B> {
     fn advance(&mut self) -> Result<()> {
         self.pos += 1;
         let batch = self.batch.borrow();
-        if self.pos + PREFETCH_AHEAD < self.end {
+        if self.prefetch_records && self.pos + PREFETCH_AHEAD < self.end {
             prefetch(batch.entry(self.pos + PREFETCH_AHEAD).2);
         }
         if batch.kind() == KeyKind::Fixed8 {

@@ -398,7 +398,8 @@ mod tests {
                 seg.items
                     .iter()
                     .map(|item| match *item {
-                        Item::Batch { source, index } => match &shared.sources[source as usize] {
+                        Item::Batch { source, index, .. } => match &shared.sources[source as usize]
+                        {
                             PartSource::Batch(b) => b.entry(index as usize).2.to_vec(),
                             PartSource::Run(_) => panic!("batch item names a run"),
                         },

@@ -1048,7 +1048,15 @@ fn chunks_give_the_same_stream_as_entries() {
         let from_chunks: Vec<Vec<Vec<u8>>> = std::thread::spawn(move || {
             chunks
                 .iter()
-                .map(|c| (0..c.len()).map(|i| c.record(i).to_vec()).collect())
+                .map(|c| {
+                    (0..c.len())
+                        .map(|i| {
+                            // The length the writer cuts blocks by is the record's.
+                            assert_eq!(c.record_len(i), c.record(i).len());
+                            c.record(i).to_vec()
+                        })
+                        .collect()
+                })
                 .collect()
         })
         .join()

@@ -218,6 +218,7 @@ impl Cursor<'_> {
             Cursor::Batch { source, cursor } => seg.items.push(Item::Batch {
                 source: *source,
                 index: cursor.pos() as u32,
+                len: cursor.record().len() as u32,
             }),
             Cursor::Run(r) => {
                 let Some(data) = &r.data else {
@@ -286,7 +287,7 @@ pub(super) fn cursor<'a>(
     match (source, from, to) {
         (PartSource::Batch(batch), Pos::Batch(pos), Pos::Batch(end)) => Ok(Cursor::Batch {
             source: s as u32,
-            cursor: BatchCursor::range(batch, *pos, *end),
+            cursor: BatchCursor::range(batch, *pos, *end).without_record_prefetch(),
         }),
         (
             PartSource::Run(source),

@@ -16,8 +16,10 @@ use crate::meter::{Charge, Meter};
 /// One merged entry of a segment, by reference.
 #[derive(Clone, Copy)]
 pub(super) enum Item {
-    /// Entry `index` of the batch that is source `source`.
-    Batch { source: u32, index: u32 },
+    /// Entry `index` of the batch that is source `source`, a record of
+    /// `len` bytes (kept here so that the writer cuts blocks without
+    /// looking the entry up).
+    Batch { source: u32, index: u32, len: u32 },
     /// Byte ranges in the segment's frame `slot`.
     Run {
         slot: u32,
@@ -185,7 +187,7 @@ fn entry<'a>(
     key8: &'a mut [u8; 8],
 ) -> Result<(&'a [u8], &'a [u8])> {
     match item {
-        Item::Batch { source, index } => {
+        Item::Batch { source, index, .. } => {
             let PartSource::Batch(batch) = &shared.sources[source as usize] else {
                 return Err(SortError::Worker {
                     what: "partition entry of the wrong kind",
@@ -238,7 +240,7 @@ impl Chunk {
     pub fn record(&self, i: usize) -> &[u8] {
         let item = self.segment.items[self.start + i];
         match item {
-            Item::Batch { source, index } => match &self.shared.sources[source as usize] {
+            Item::Batch { source, index, .. } => match &self.shared.sources[source as usize] {
                 PartSource::Batch(batch) => batch.entry(index as usize).2,
                 // `Partitioned` only makes batch items of batch sources.
                 PartSource::Run(_) => unreachable!("a batch item of a run source"),
@@ -257,6 +259,15 @@ impl Chunk {
 }
 
 impl Chunk {
+    /// The length of record `i` (`i < len()`): `record(i).len()`, from the
+    /// chunk's own list without reading the batch entry.
+    pub fn record_len(&self, i: usize) -> usize {
+        match self.segment.items[self.start + i] {
+            Item::Batch { len, .. } => len as usize,
+            Item::Run { record_len, .. } => record_len as usize,
+        }
+    }
+
     /// A hint that record `i` (`i < len()`) is read soon: starts loading
     /// its first bytes into the cache (see `batch::prefetch`).
     pub fn prefetch(&self, i: usize) {

@@ -99,12 +99,8 @@ impl Failure {
 /// True when `e`'s chain holds an operating-system I/O error. Errors of
 /// kind InvalidData, InvalidInput and UnexpectedEof are the input's
 /// fault (a truncated or corrupt file), not I/O.
-pub fn is_io(e: &anyhow::Error) -> bool {
-    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| !matches!(io.kind(), InvalidData | InvalidInput | UnexpectedEof))
-    })
+pub fn is_io(e: &alnsort_engine::Error) -> bool {
+    e.io_error().is_some()
 }
 
 /// Where the index goes: `false` none, `true` OUTPUT.csi, a path that file
@@ -310,9 +306,10 @@ mod tests {
 
     #[test]
     fn data_errors_are_not_io() {
+        use alnsort_engine::Error;
         let bad = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "truncated");
-        assert!(!is_io(&anyhow::Error::new(bad).context("reading")));
+        assert!(!is_io(&Error::context("reading", bad)));
         let gone = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        assert!(is_io(&anyhow::Error::new(gone).context("opening")));
+        assert!(is_io(&Error::context("opening", gone)));
     }
 }

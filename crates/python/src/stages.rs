@@ -27,7 +27,7 @@ fn spec(t: SplitTuple) -> SplitSpec {
 }
 
 /// Raises the package's exception for a failed stage.
-fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
+fn raise(py: Python<'_>, e: alnsort_engine::Error) -> PyErr {
     let class = match py.import("alnsort").and_then(|m| {
         m.getattr(if is_io(&e) {
             "AlnsortIOError"
@@ -38,7 +38,7 @@ fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
         Ok(c) => c,
         Err(err) => return err,
     };
-    match class.call1((format!("{e:#}"),)) {
+    match class.call1((alnsort_engine::error_text(&e),)) {
         Ok(v) => PyErr::from_value(v),
         Err(err) => err,
     }
@@ -47,8 +47,7 @@ fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
 /// The engine's options for a stage's keywords; a refused value raises
 /// the package's exception with the setter's message.
 fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
-    kw.sort_options()
-        .map_err(|e| raise(py, anyhow::Error::new(e)))
+    kw.sort_options().map_err(|e| raise(py, e.into()))
 }
 
 fn bytes_list(py: Python<'_>, v: Vec<Vec<u8>>) -> Vec<Py<PyBytes>> {

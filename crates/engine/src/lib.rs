@@ -16,6 +16,7 @@ pub mod merge;
 pub mod options;
 pub mod output;
 pub mod progress;
+pub mod sort_args;
 pub mod stages;
 pub mod stats;
 

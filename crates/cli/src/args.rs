@@ -57,8 +57,8 @@ ARCHITECTURE.md in the alnsort source tree.
 mod tests {
     use super::*;
     use alnsort_engine::options::{
-        sort_help, ArgError, OptId, OrderFlag, OutFormat, SortOptions, UnknownReference,
-        HELP_WIDTH, OPTIONS,
+        sort_help, ArgError, OptId, OptionName, OrderFlag, OutFormat, SortOptions,
+        UnknownReference, HELP_WIDTH, OPTIONS,
     };
     use std::collections::BTreeSet;
     use std::ffi::OsString;

@@ -225,8 +225,8 @@ fn open_plain_gzip(name: String, prefix: Vec<u8>, raw: Box<dyn Read + Send>) -> 
         ));
     }
     if head.starts_with(b"BAM") {
-        return Err(Error::input(&name, format!("BAM data in a gzip stream whose first block has no valid BGZF header (BC extra field): \
-             a damaged BAM file, or one compressed with plain gzip; BAM must be BGZF (recompress it with samtools view -b)")));
+        return Err(Error::input(&name, "BAM data in a gzip stream whose first block has no valid BGZF header (BC extra field): \
+             a damaged BAM file, or one compressed with plain gzip; BAM must be BGZF (recompress it with samtools view -b)".to_string()));
     }
     check_text_start(&name, head, "uncompressed ")?;
     // The file size counts compressed bytes while the reader counts text,
@@ -243,7 +243,7 @@ fn check_text_start(name: &str, bytes: &[u8], what: &str) -> Result<()> {
         .iter()
         .position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
     {
-        return Err(Error::input(&name, format!("neither BAM nor SAM: {what}byte {i} is 0x{:02x}, which SAM text cannot contain (first bytes {first:02x?})",
+        return Err(Error::input(name, format!("neither BAM nor SAM: {what}byte {i} is 0x{:02x}, which SAM text cannot contain (first bytes {first:02x?})",
             first[i])));
     }
     Ok(())

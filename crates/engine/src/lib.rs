@@ -82,18 +82,16 @@ fn charge_cram(
     let room = 2 << 20;
     match (budget as u64).checked_sub(need).filter(|&l| l >= room) {
         Some(left) => Ok(left as usize),
-        None => {
-            return Err(Error::Refused(format!(
-                "--max-memory {} is too small for this CRAM run: of its {} reference sequence(s) \
+        None => Err(Error::Refused(format!(
+            "--max-memory {} is too small for this CRAM run: of its {} reference sequence(s) \
              up to {} are held at once, and the containers in flight take about {} beside the \
              records; use --max-memory {} or more",
-                memsize::human(total),
-                header.refs().len(),
-                memsize::human(refs),
-                memsize::human(need - refs),
-                memsize::human(total + (need + room).saturating_sub(budget as u64))
-            )))
-        }
+            memsize::human(total),
+            header.refs().len(),
+            memsize::human(refs),
+            memsize::human(need - refs),
+            memsize::human(total + (need + room).saturating_sub(budget as u64))
+        ))),
     }
 }
 
@@ -328,10 +326,11 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         InputFeed::One(input) => input.name.clone(),
         InputFeed::Many(_) => {
             if cfg.markdup.is_some() {
-                return Err(Error::Refused(format!(
+                return Err(Error::Refused(
                     "--markdup takes one input; merge the inputs first \
                      (alnsort merge -n, or alnsort sort -n IN1 IN2 ...) and mark the result"
-                )));
+                        .to_string(),
+                ));
             }
             cfg.inputs.join(", ")
         }
@@ -504,18 +503,19 @@ pub fn has_long_reference(header: &Header) -> bool {
 /// and the orders whose keys carry 64-bit positions.
 pub fn check_wide_output(cfg: &Config) -> Result<()> {
     if !matches!(cfg.format, config_format::Sam | config_format::SamGz) {
-        return Err(Error::Refused(format!("output format is not compatible with very large references: a reference is longer than \
-             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)")));
+        return Err(Error::Refused("output format is not compatible with very large references: a reference is longer than \
+             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)".to_string()));
     }
     if matches!(
         cfg.order,
         alnsort_bam::keys::SortOrder::TemplateCoordinate
             | alnsort_bam::keys::SortOrder::Minimiser(_)
     ) {
-        return Err(Error::Refused(format!(
+        return Err(Error::Refused(
             "this sort order is not supported yet for references longer than 2147483647 bases \
              (coordinate, name and tag orders are)"
-        )));
+                .to_string(),
+        ));
     }
     Ok(())
 }

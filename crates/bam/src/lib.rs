@@ -3,6 +3,8 @@
 //! memcmp-comparable sort key per order, so the sort engine only ever sees
 //! keys and byte slices.
 
+#![forbid(unsafe_code)]
+
 pub mod header;
 pub mod header_merge;
 pub mod keys;

@@ -11,6 +11,8 @@
 //!   block packer (htslib's blocking), fills its payloads.
 //! * [`BgzfError`]: every error names the byte offset it is about.
 
+#![forbid(unsafe_code)]
+
 pub mod block;
 pub mod error;
 pub mod reader;

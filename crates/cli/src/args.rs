@@ -2,25 +2,14 @@
 //! (getopt string `l:m:nNo:O:T:@:t:MI:K:uRw:H` plus the global long options),
 //! so a pipeline switches by replacing `samtools sort` with `alnsort sort`.
 //!
-//! The options are those of the engine's one table
-//! ([`alnsort_engine::options::OPTIONS`]): this parser accepts exactly the
-//! options in it (a long option also as a unique prefix, as getopt_long
-//! does) and applies each with [`SortOptions::apply`]; help is rendered
-//! from the same table.
+//! The parser is the engine's ([`alnsort_engine::sort_args`], which the
+//! Ray driver's command line goes through too): it accepts exactly the
+//! options of the one table ([`alnsort_engine::options::OPTIONS`]) and
+//! applies each with `SortOptions::apply`; help is rendered from the same
+//! table. This module keeps the top-level help.
 
-use alnsort_engine::options::{ArgError, OptId, OptionName, SortOptions, OPTIONS};
-use lexopt::prelude::*;
-use std::ffi::OsString;
-
-/// What parsing produced: run, or print something and exit.
-#[derive(Debug)]
-pub enum Parsed {
-    Run(Box<SortOptions>),
-    /// Print [`sort_help`] to stdout and exit 0 (`--help`, or no arguments
-    /// and stdin a TTY, as samtools does).
-    Usage,
-    Version,
-}
+pub(crate) use alnsort_engine::sort_args::find_option;
+pub use alnsort_engine::sort_args::{parse, stringify, Parsed};
 
 /// `alnsort --help`: what the tool is, its commands, examples, where the
 /// documentation is.
@@ -68,108 +57,15 @@ ARCHITECTURE.md in the alnsort source tree.
     )
 }
 
-/// The entry of `table` for an option as lexopt read it: `-c`, or
-/// `--name`, an exact name or a unique prefix of one (getopt_long's
-/// abbreviations, which samtools accepts).
-pub(crate) fn find_option<S: OptionName>(
-    table: &'static [S],
-    arg: &lexopt::Arg<'_>,
-) -> Result<&'static S, ArgError> {
-    let name = match arg {
-        Short(c) => {
-            return table
-                .iter()
-                .find(|s| s.short() == Some(*c))
-                .ok_or_else(|| ArgError::UnknownOption(format!("-{c}")))
-        }
-        Long(name) => *name,
-        Value(_) => unreachable!("positional arguments are not looked up"),
-    };
-    if let Some(s) = table.iter().find(|s| s.long() == Some(name)) {
-        return Ok(s);
-    }
-    let matches: Vec<&'static S> = table
-        .iter()
-        .filter(|s| !name.is_empty() && s.long().is_some_and(|l| l.starts_with(name)))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok(one),
-        [] => Err(ArgError::UnknownOption(format!("--{name}"))),
-        many => Err(ArgError::Ambiguous {
-            given: name.to_string(),
-            candidates: many
-                .iter()
-                .filter_map(|s| s.long().map(|l| format!("--{l}")))
-                .collect::<Vec<_>>()
-                .join(", "),
-        }),
-    }
-}
-
-/// htslib's `stringify_argv` for `argv0 command rest...`: arguments joined
-/// by spaces, tabs replaced (the @PG CL).
-pub fn stringify(argv0: &str, command: &str, rest: &[OsString]) -> String {
-    let mut s = argv0.to_string();
-    s.push(' ');
-    s.push_str(command);
-    for a in rest {
-        s.push(' ');
-        s.push_str(&a.to_string_lossy());
-    }
-    s.replace('\t', " ")
-}
-
-/// Parses the arguments after `alnsort sort`. `argv0` is the program name as
-/// typed (it begins the @PG CL, as samtools' does).
-pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Parsed, ArgError> {
-    let mut a = SortOptions::new(stringify(argv0, "sort", &rest));
-    let no_args = rest.is_empty();
-    let mut positional: Vec<String> = Vec::new();
-    let mut p = lexopt::Parser::from_args(rest);
-    while let Some(arg) = p.next()? {
-        if let Value(v) = arg {
-            positional.push(v.string()?);
-            continue;
-        }
-        let spec = find_option(OPTIONS, &arg)?;
-        match spec.id {
-            OptId::Unsupported(why) => {
-                return Err(ArgError::Unsupported {
-                    option: spec.name(),
-                    why,
-                })
-            }
-            OptId::Help => return Ok(Parsed::Usage),
-            OptId::Version => return Ok(Parsed::Version),
-            _ => {}
-        }
-        let value = match spec.value {
-            Some(_) => Some(p.value()?),
-            None => None,
-        };
-        a.apply(spec.id, value)?;
-    }
-    if no_args && stdin_is_tty {
-        return Ok(Parsed::Usage);
-    }
-    if let Some(first) = positional.first() {
-        a.input = first.clone();
-    }
-    if positional.len() > 1 && positional.iter().any(|p| p == "-") {
-        return Err(ArgError::Invalid(
-            "standard input ('-') can only be the one input of alnsort sort, not one of several"
-                .into(),
-        ));
-    }
-    a.inputs = positional;
-    Ok(Parsed::Run(Box::new(a)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alnsort_engine::options::{sort_help, OrderFlag, OutFormat, UnknownReference, HELP_WIDTH};
+    use alnsort_engine::options::{
+        sort_help, ArgError, OptId, OptionName, OrderFlag, OutFormat, SortOptions,
+        UnknownReference, HELP_WIDTH, OPTIONS,
+    };
     use std::collections::BTreeSet;
+    use std::ffi::OsString;
     use std::path::PathBuf;
 
     fn parse_args(args: &[&str]) -> Result<Parsed, ArgError> {

@@ -133,6 +133,19 @@ fn is_jvm_option(a: &str) -> bool {
     a.starts_with("-X") || a.starts_with("-D")
 }
 
+/// The message of a failed run: the engine's error and its causes as
+/// [`error_text`] joins them (each cause once), after what the CLI itself
+/// was doing.
+pub(crate) fn failure_text(e: &anyhow::Error) -> String {
+    error_text(e.as_ref())
+}
+
+/// The run failed writing to standard output after its reader went away.
+pub(crate) fn closed_stdout(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<alnsort_engine::Error>()
+        .is_some_and(alnsort_engine::output::is_closed_stdout)
+}
+
 /// Entry point used by `main`: argv in, exit code out. This is the
 /// program, not a library call: before a sort it changes process state
 /// (see `setup_process`), and it may end the process on a signal or a
@@ -238,20 +251,21 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             cfg.format == OutFormat::Cram,
             std::iter::once(cfg.input.as_str()).chain(cfg.inputs.iter().map(String::as_str)),
         );
-    let result = setup_process(&debris, cram)
-        .and_then(|_signals| alnsort_engine::run_sort_with(cfg, &debris));
+    let result = setup_process(&debris, cram).and_then(|_signals| {
+        alnsort_engine::run_sort_with(cfg, &debris).map_err(anyhow::Error::from)
+    });
     if result.is_err() {
         signals::yield_to_signal();
     }
     match result {
         Ok(_) => 0,
-        Err(e) if alnsort_engine::output::is_closed_stdout(&e) => {
+        Err(e) if closed_stdout(&e) => {
             // The reader of our standard output went away: end quietly by
             // SIGPIPE, as Unix filters do (the run's files are already gone).
             signals::exit_by_sigpipe()
         }
         Err(e) => {
-            eprintln!("alnsort sort: {}", error_text(&e));
+            eprintln!("alnsort sort: {}", failure_text(&e));
             EXIT_FAILURE
         }
     }

@@ -4,7 +4,6 @@
 
 use crate::signals::{self, SignalGuard};
 use alnsort_engine::cleanup::Debris;
-use alnsort_engine::error_text;
 use alnsort_engine::picard::{self, Parsed};
 use std::ffi::OsString;
 
@@ -34,16 +33,17 @@ pub fn main(argv0: &str, args: Vec<OsString>) -> i32 {
         }
     };
     let debris = Debris::default();
-    let result = crate::setup_process(&debris, false)
-        .and_then(|_signals: SignalGuard| alnsort_engine::mark_in_order::run(&run, &debris));
+    let result = crate::setup_process(&debris, false).and_then(|_signals: SignalGuard| {
+        alnsort_engine::mark_in_order::run(&run, &debris).map_err(anyhow::Error::from)
+    });
     if result.is_err() {
         signals::yield_to_signal();
     }
     match result {
         Ok(_) => 0,
-        Err(e) if alnsort_engine::output::is_closed_stdout(&e) => signals::exit_by_sigpipe(),
+        Err(e) if crate::closed_stdout(&e) => signals::exit_by_sigpipe(),
         Err(e) => {
-            eprintln!("alnsort MarkDuplicates: {}", error_text(&e));
+            eprintln!("alnsort MarkDuplicates: {}", crate::failure_text(&e));
             EXIT_FAILURE
         }
     }

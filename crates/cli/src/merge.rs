@@ -172,7 +172,7 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         m.inputs.iter().map(String::as_str),
     );
     let result = crate::setup_process(&debris, cram).and_then(|_signals| {
-        let r = run_merge(&m, &debris);
+        let r = run_merge(&m, &debris).map_err(anyhow::Error::from);
         if r.is_err() {
             debris.remove_all();
         }
@@ -183,9 +183,9 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
     }
     match result {
         Ok(()) => 0,
-        Err(e) if alnsort_engine::output::is_closed_stdout(&e) => crate::signals::exit_by_sigpipe(),
+        Err(e) if crate::closed_stdout(&e) => crate::signals::exit_by_sigpipe(),
         Err(e) => {
-            eprintln!("alnsort merge: {e:#}");
+            eprintln!("alnsort merge: {}", crate::failure_text(&e));
             1
         }
     }

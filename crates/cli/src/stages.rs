@@ -480,7 +480,7 @@ pub fn main(command: &str, argv: Vec<OsString>) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("alnsort {command}: {e:#}");
+            eprintln!("alnsort {command}: {}", crate::failure_text(&e));
             1
         }
     }

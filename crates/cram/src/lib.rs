@@ -25,6 +25,8 @@
 //!   MD5 differs is one writing, and a warning reading (each slice's own
 //!   MD5 then checks its bases; a slice without one is refused by name).
 
+#![forbid(unsafe_code)]
+
 pub mod codecs;
 pub mod container;
 mod decode;

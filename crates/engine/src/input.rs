@@ -3,6 +3,7 @@
 //! `alnsort_bam::reader` (a serial boundary scan, then per-batch decoding on
 //! the pool) and handed to the sorter in batches. This file is the wiring.
 
+use crate::error::{Context, Error, Result};
 use crate::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
@@ -15,7 +16,6 @@ use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{KeyKind, Sorter};
-use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::FromRawFd;
@@ -93,10 +93,13 @@ pub fn open_with_refs(
         // File its own descriptor to own and close.
         let fd = unsafe { libc::dup(0) };
         if fd < 0 {
-            bail!(
-                "{name}: cannot read standard input: {}",
-                std::io::Error::last_os_error()
-            );
+            return Err(Error::input(
+                &name,
+                format!(
+                    "cannot read standard input: {}",
+                    std::io::Error::last_os_error()
+                ),
+            ));
         }
         (
             Box::new(BufReader::with_capacity(INPUT_BUFFER, unsafe {
@@ -111,7 +114,10 @@ pub fn open_with_refs(
     };
     let prefix = read_prefix(&mut *raw, 4).with_context(|| format!("{name}: read error"))?;
     if prefix.is_empty() {
-        bail!("{name}: the input is empty (no header, no records)");
+        return Err(Error::input(
+            &name,
+            "the input is empty (no header, no records)".to_string(),
+        ));
     }
     if prefix.starts_with(&GZIP_MAGIC) {
         let mut prefix = prefix;
@@ -122,23 +128,27 @@ pub fn open_with_refs(
             return open_plain_gzip(name, prefix, raw);
         }
         let mut reader =
-            ParallelReader::new(raw, pool, prefix).map_err(|e| anyhow!("{name}: {e}"))?;
-        let head = reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?;
+            ParallelReader::new(raw, pool, prefix).map_err(|e| Error::context(name.as_str(), e))?;
+        let head = reader
+            .fill_buf()
+            .map_err(|e| Error::context(name.as_str(), e))?;
         // samtools fails on these too ("failed to read header", "Exec format
         // error"); say what the bytes are instead of parsing them as SAM.
         if head.is_empty() {
-            bail!("{name}: the input is empty (a BGZF stream with no data: no header, no records)");
+            return Err(Error::input(
+                &name,
+                "the input is empty (a BGZF stream with no data: no header, no records)"
+                    .to_string(),
+            ));
         }
         if head.len() >= 4 && head.starts_with(b"BAM") && &head[..4] != BAM_MAGIC {
-            bail!(
-                "{name}: not a BAM file: uncompressed bytes 0..4 are {:02x?}, expected the BAM magic \"BAM\\1\" (42 41 4d 01)",
-                &head[..4]
-            );
+            return Err(Error::input(&name, format!("not a BAM file: uncompressed bytes 0..4 are {:02x?}, expected the BAM magic \"BAM\\1\" (42 41 4d 01)",
+                &head[..4])));
         }
         if head.len() >= 4 && &head[..4] == BAM_MAGIC {
             // HeaderError messages say "BAM header" themselves.
             let header = alnsort_bam::header::read_bam_header(&mut reader)
-                .map_err(|e| anyhow!("{name}: {e}"))?;
+                .map_err(|e| Error::context(name.as_str(), e))?;
             return Ok(OpenInput {
                 name,
                 header,
@@ -148,7 +158,9 @@ pub fn open_with_refs(
         }
         check_text_start(
             &name,
-            reader.fill_buf().map_err(|e| anyhow!("{name}: {e}"))?,
+            reader
+                .fill_buf()
+                .map_err(|e| Error::context(name.as_str(), e))?,
             "uncompressed ",
         )?;
         let watch = reader.eof_watch();
@@ -164,7 +176,7 @@ pub fn open_with_refs(
                 .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
                 .filter(|l| !l.is_empty()),
         )
-        .map_err(|e| anyhow!("{name}: CRAM header: {e}"))?;
+        .map_err(|e| Error::context(format!("{name}: CRAM header"), e))?;
         return Ok(OpenInput {
             name,
             header,
@@ -173,7 +185,10 @@ pub fn open_with_refs(
         });
     }
     if prefix.starts_with(BAM_MAGIC) {
-        bail!("{name}: uncompressed raw BAM (without BGZF) is not a valid BAM file");
+        return Err(Error::input(
+            &name,
+            "uncompressed raw BAM (without BGZF) is not a valid BAM file".to_string(),
+        ));
     }
     check_text_start(&name, &prefix, "")?;
     let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(prefix).chain(raw));
@@ -187,10 +202,13 @@ pub fn open_with_refs(
 /// §4.1), so a gzip stream holding BAM is refused as samtools refuses it.
 fn open_plain_gzip(name: String, prefix: Vec<u8>, raw: Box<dyn Read + Send>) -> Result<OpenInput> {
     if !alnsort_bgzf::is_gzip(&prefix) {
-        bail!(
-            "{name}: starts with the gzip magic but is not a deflate gzip stream (first bytes {:02x?})",
-            &prefix[..prefix.len().min(4)]
-        );
+        return Err(Error::input(
+            &name,
+            format!(
+                "starts with the gzip magic but is not a deflate gzip stream (first bytes {:02x?})",
+                &prefix[..prefix.len().min(4)]
+            ),
+        ));
     }
     let stream = std::io::Cursor::new(prefix).chain(raw);
     let mut gz = BufReader::with_capacity(
@@ -199,15 +217,16 @@ fn open_plain_gzip(name: String, prefix: Vec<u8>, raw: Box<dyn Read + Send>) -> 
     );
     let head = gz
         .fill_buf()
-        .map_err(|e| anyhow!("{name}: gzip stream at its start: {e}"))?;
+        .map_err(|e| Error::context(format!("{name}: gzip stream at its start"), e))?;
     if head.is_empty() {
-        bail!("{name}: the input is empty (a gzip stream with no data: no header, no records)");
+        return Err(Error::input(
+            &name,
+            "the input is empty (a gzip stream with no data: no header, no records)".to_string(),
+        ));
     }
     if head.starts_with(b"BAM") {
-        bail!(
-            "{name}: BAM data in a gzip stream whose first block has no valid BGZF header (BC extra field): \
-             a damaged BAM file, or one compressed with plain gzip; BAM must be BGZF (recompress it with samtools view -b)"
-        );
+        return Err(Error::input(&name, "BAM data in a gzip stream whose first block has no valid BGZF header (BC extra field): \
+             a damaged BAM file, or one compressed with plain gzip; BAM must be BGZF (recompress it with samtools view -b)".to_string()));
     }
     check_text_start(&name, head, "uncompressed ")?;
     // The file size counts compressed bytes while the reader counts text,
@@ -224,10 +243,8 @@ fn check_text_start(name: &str, bytes: &[u8], what: &str) -> Result<()> {
         .iter()
         .position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
     {
-        bail!(
-            "{name}: neither BAM nor SAM: {what}byte {i} is 0x{:02x}, which SAM text cannot contain (first bytes {first:02x?})",
-            first[i]
-        );
+        return Err(Error::input(name, format!("neither BAM nor SAM: {what}byte {i} is 0x{:02x}, which SAM text cannot contain (first bytes {first:02x?})",
+            first[i])));
     }
     Ok(())
 }
@@ -257,7 +274,7 @@ fn open_sam(
     }
     let n_lines = lines.len() as u64;
     let header = alnsort_bam::header::parse_sam_header(lines.iter().map(|l| l.as_slice()))
-        .map_err(|e| anyhow!("{name}: {e}"))?;
+        .map_err(|e| Error::context(name.as_str(), e))?;
     Ok(OpenInput {
         name,
         header,
@@ -497,9 +514,12 @@ impl OpenInput {
         let mut n = 0u64;
         let mut tally = Decoded::default();
         while let Some(r) = batches.next_result() {
-            let p = r
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
+            let p = r.map_err(|e| Error::Record {
+                file: name.to_string(),
+                doing: "reading",
+                record: n + 1,
+                source: Box::new(e.into()),
+            })??;
             for w in &p.warnings {
                 eprintln!("[W::alnsort] {name}: {w}");
             }
@@ -516,8 +536,12 @@ impl OpenInput {
                 .push_batch_then(p.batch, move |b| {
                     let _ = spare.try_send(b);
                 })
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("{name}: sorting records from record {}", n + 1))?;
+                .map_err(|e| Error::Record {
+                    file: name.to_string(),
+                    doing: "sorting",
+                    record: n + 1,
+                    source: Box::new(e.into()),
+                })?;
             n += len;
             progress.add_records(len, p.bytes, p.last_block);
         }

@@ -7,6 +7,7 @@
 
 pub mod cleanup;
 pub mod config;
+pub mod error;
 pub mod generate;
 pub mod input;
 pub mod mark_in_order;
@@ -18,17 +19,20 @@ pub mod options;
 pub mod output;
 pub mod picard;
 pub mod progress;
+pub mod sort_args;
 pub mod stages;
 pub mod stages_markdup;
 pub mod stats;
 
+pub use error::{error_text, Error};
+
 use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
+use crate::error::{Context, Result};
 use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
-use anyhow::{anyhow, bail, Context, Result};
 use std::io::IsTerminal;
 use std::sync::Arc;
 
@@ -82,7 +86,7 @@ fn charge_cram(
     let room = 2 << 20;
     match (budget as u64).checked_sub(need).filter(|&l| l >= room) {
         Some(left) => Ok(left as usize),
-        None => bail!(
+        None => Err(Error::Refused(format!(
             "--max-memory {} is too small for this CRAM run: of its {} reference sequence(s) \
              up to {} are held at once, and the containers in flight take about {} beside the \
              records; use --max-memory {} or more",
@@ -91,7 +95,7 @@ fn charge_cram(
             memsize::human(refs),
             memsize::human(need - refs),
             memsize::human(total + (need + room).saturating_sub(budget as u64))
-        ),
+        ))),
     }
 }
 
@@ -203,14 +207,12 @@ fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     let reserve = reserve_bytes(cfg.threads);
     let budget = if explicit_total {
         if cfg.memory_budget < MIN_TOTAL_BUDGET.max(reserve + (2 << 20)) {
-            return Err(anyhow!(
-                "--max-memory {} is too small: with {} thread(s) alnsort needs at least {} for I/O buffers plus \
+            return Err(Error::Refused(format!("--max-memory {} is too small: with {} thread(s) alnsort needs at least {} for I/O buffers plus \
                  room for records; use --max-memory {} or more",
                 memsize::human(cfg.memory_budget),
                 cfg.threads,
                 memsize::human(reserve),
-                memsize::human(MIN_TOTAL_BUDGET.max(reserve + (2 << 20)))
-            ));
+                memsize::human(MIN_TOTAL_BUDGET.max(reserve + (2 << 20))))));
         }
         cfg.memory_budget - reserve
     } else {
@@ -422,15 +424,13 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
                 .name("alnsort-markdup".into())
                 .spawn_scoped(s, move || m.finish())
         });
-        let merged = sorter.finish().map_err(anyhow::Error::from);
+        let merged = sorter.finish().map_err(Error::from);
         let decisions = match decide {
             None => Ok(None),
-            Some(Err(e)) => {
-                Err(anyhow::Error::new(e).context("starting the duplicate-marking thread"))
-            }
+            Some(Err(e)) => Err(Error::context("starting the duplicate-marking thread", e)),
             Some(Ok(h)) => h
                 .join()
-                .map_err(|_| anyhow!("internal error: the duplicate-marking thread panicked"))
+                .map_err(|_| Error::Internal("the duplicate-marking thread panicked".to_string()))
                 .and_then(|r| r.map(Some)),
         };
         (decisions, merged)
@@ -501,9 +501,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
         }
     }
     if written != records_in || decisions.as_ref().is_some_and(|d| removed != d.removed) {
-        return Err(anyhow!(
-            "internal error: read {records_in} records but the merge produced {written}"
-        ));
+        return Err(Error::Internal(format!(
+            "read {records_in} records but the merge produced {written}"
+        )));
     }
     let sort_stats = merged.stats();
     // Every decided duplicate must have been met once by the compression
@@ -560,19 +560,18 @@ pub fn has_long_reference(header: &Header) -> bool {
 /// and the orders whose keys carry 64-bit positions.
 pub fn check_wide_output(cfg: &Config) -> Result<()> {
     if !matches!(cfg.format, config_format::Sam | config_format::SamGz) {
-        return Err(anyhow!(
-            "output format is not compatible with very large references: a reference is longer than \
-             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)"
-        ));
+        return Err(Error::Refused("output format is not compatible with very large references: a reference is longer than \
+             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)".to_string()));
     }
     if matches!(
         cfg.order,
         alnsort_bam::keys::SortOrder::TemplateCoordinate
             | alnsort_bam::keys::SortOrder::Minimiser(_)
     ) {
-        return Err(anyhow!(
+        return Err(Error::Refused(
             "this sort order is not supported yet for references longer than 2147483647 bases \
              (coordinate, name and tag orders are)"
+                .to_string(),
         ));
     }
     Ok(())
@@ -607,63 +606,6 @@ pub fn edit_header(header: &mut Header, cfg: &Config, all_unplaced: bool) {
     header.set_sort_order(&hd.so, hd.go.as_deref(), hd.ss.as_deref());
     if let Some(cl) = &cfg.pg {
         header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
-    }
-}
-
-/// The text of a failed sort, as `alnsort sort: TEXT` prints it and the
-/// Python package raises it: the error and each of its causes, joined by
-/// ": ", except a cause whose text the message before already ends with (a
-/// library error that spells out its source, such as the sort crate's
-/// "cannot write run file F at byte offset N: No space left on device",
-/// keeps that source in its chain for callers that inspect it, and it is
-/// printed once).
-pub fn error_text(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let part = cause.to_string();
-        if text.is_empty() {
-            text = part;
-        } else if !part.is_empty() && !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-    }
-    text
-}
-
-#[cfg(test)]
-mod error_text_tests {
-    use super::*;
-
-    /// A sort error keeps its I/O source in the chain (so a caller can tell
-    /// an I/O failure, as the Python package does) and its text names the
-    /// source once; other chains read as anyhow's "{:#}".
-    #[test]
-    fn sources_stay_in_the_chain_and_are_printed_once() {
-        let run = || -> Result<()> {
-            let e = alnsort_sort::SortError::Write {
-                path: "/tmp/run-1".into(),
-                offset: 7,
-                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
-            };
-            Err(e)?
-        };
-        let e = run().context("in.bam: sorting records").unwrap_err();
-        assert!(
-            e.chain()
-                .any(|c| c.downcast_ref::<std::io::Error>().is_some()),
-            "the io::Error is in the chain"
-        );
-        let text = error_text(&e);
-        assert_eq!(
-            text,
-            format!(
-                "in.bam: sorting records: cannot write run file /tmp/run-1 at byte offset 7: {}",
-                std::io::Error::from_raw_os_error(libc::ENOSPC)
-            )
-        );
-        let plain = anyhow!("inner").context("middle").context("outer");
-        assert_eq!(error_text(&plain), format!("{plain:#}"));
     }
 }
 

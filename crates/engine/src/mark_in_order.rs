@@ -20,13 +20,13 @@
 
 use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
+use crate::error::{bail, Context, Error, Result};
 use crate::input::spawn_batches;
 use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
 use crate::picard::{AssumedOrder, PgSpec, PicardRun};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{Decoder, ScanOptions};
-use anyhow::{anyhow, bail, Context, Result};
 use std::sync::Arc;
 
 /// What a run did.
@@ -284,7 +284,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
     while let Some(r) = batches.next_result() {
         let (ends, pgs, warnings) = r
-            .map_err(anyhow::Error::from)
+            .map_err(Error::from)
             .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
         for w in &warnings {
             eprintln!("[W::alnsort] {name}: {w}");
@@ -330,7 +330,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let mut m = 0u64;
     while let Some(r) = batches.next_result() {
         let (copied, count) = r
-            .map_err(anyhow::Error::from)
+            .map_err(Error::from)
             .with_context(|| format!("{name}: reading record {} or later", m + 1))??;
         m += count;
         let kept = copied.starts.len() as u64;
@@ -341,11 +341,11 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     }
     drop(batches);
     if m != n || removed != decisions.removed {
-        return Err(anyhow!(
+        return Err(Error::msg(format!(
             "internal error: {path} gave {n} records on the first reading and {m} on the second \
              ({removed} left out, {} decided): was it changed while it was read?",
             decisions.removed
-        ));
+        )));
     }
     out.finish_releasing((), || decisions.check_all_met())?;
     let mut picard = alnsort_markdup::PicardCommandLine::new(
@@ -395,7 +395,7 @@ fn copy_marked(
     let mut buf = Vec::new();
     let mut starts = Vec::with_capacity(raw.voffsets.len());
     let mut count = 0u64;
-    let mut failure: Option<anyhow::Error> = None;
+    let mut failure: Option<Error> = None;
     decoder
         .decode(
             raw,
@@ -427,7 +427,7 @@ fn copy_marked(
         )
         .map_err(|e| match failure.take() {
             Some(f) => f,
-            None => anyhow::Error::from(e),
+            None => Error::from(e),
         })?;
     Ok((CopiedBatch { bytes: out, starts }, count))
 }

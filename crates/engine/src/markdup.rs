@@ -44,6 +44,7 @@
 //! appended ordinals are record bytes the sorter counts itself.
 
 use crate::config::ConfigError;
+use crate::error::{bail, Context, Error, Result};
 use crate::options::ArgError;
 use alnsort_bam::header::Header;
 use alnsort_bam::RecordRef;
@@ -52,7 +53,6 @@ use alnsort_markdup::{
     base_quality_score, five_prime_coordinate, reference_length_score, InputOrder, MarkDuplicates,
     MetricsReport, ReadGroups, ReadInfo, RgInfo,
 };
-use anyhow::{anyhow, bail, Context, Result};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -635,23 +635,20 @@ impl Marker {
             self.records += 1;
             if let Some(g) = &mut self.group {
                 if let Err(s) = g.push(name, e.flag) {
-                    bail!(
-                        "{}: --markdup needs the records of each template together (grouped by name, as aligners \
+                    return Err(Error::Refused(format!("{}: --markdup needs the records of each template together (grouped by name, as aligners \
                          write them) or a coordinate-sorted input whose @HD says SO:coordinate, but record {} \
                          (read {}) belongs to a template seen earlier in the file; group the input first with \
                          'samtools collate' or 'alnsort sort -n', or, if it is coordinate-sorted, give it an \
                          @HD line with SO:coordinate",
                         self.file,
                         s.record + 1,
-                        String::from_utf8_lossy(&s.name)
-                    );
+                        String::from_utf8_lossy(&s.name))));
                 }
             } else {
                 let at = (e.ref_id as u32, e.pos);
                 if let Some(last) = self.last {
                     if at < last {
-                        bail!(
-                            "{}: the header says SO:coordinate, but record {} (read {}, reference {} position {}) \
+                        return Err(Error::Refused(format!("{}: the header says SO:coordinate, but record {} (read {}, reference {} position {}) \
                              comes after a record at reference {} position {}; --markdup reads such input with \
                              Picard's coordinate-sorted semantics and needs it in order: sort it first \
                              (alnsort sort), or group it by name ('samtools collate', 'alnsort sort -n') and \
@@ -662,8 +659,7 @@ impl Marker {
                             e.ref_id,
                             e.pos + 1,
                             last.0 as i32,
-                            last.1 + 1
-                        );
+                            last.1 + 1)));
                     }
                 }
                 self.last = Some(at);
@@ -679,12 +675,12 @@ impl Marker {
                         t[0] as char, t[1] as char
                     ),
                 };
-                bail!(
+                return Err(Error::Refused(format!(
                     "{}: duplicate marking at record {} (read {}): {what}",
                     self.file,
                     record + 1,
                     String::from_utf8_lossy(name)
-                );
+                )));
             }
             let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
             self.md
@@ -701,7 +697,7 @@ impl Marker {
                     },
                     e.loc,
                 )
-                .map_err(anyhow::Error::new)
+                .map_err(Error::from)
                 .with_context(|| {
                     let what = match self.group_budget.1 {
                         Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
@@ -723,15 +719,13 @@ impl Marker {
                     Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
                     None => "-m".to_string(),
                 };
-                bail!(
-                    "{}: duplicate marking needs more memory than {what} leaves it: after {} records the names of \
+                return Err(Error::Refused(format!("{}: duplicate marking needs more memory than {what} leaves it: after {} records the names of \
                      templates without both mates (kept to check that the input is grouped by name; not spilled \
                      to disk) take {} of the {} they may use: raise {what}",
                     self.file,
                     self.records,
                     crate::memsize::human(used as u64),
-                    crate::memsize::human(limit as u64),
-                );
+                    crate::memsize::human(limit as u64))));
             }
         }
         Ok(())
@@ -748,7 +742,7 @@ impl Marker {
         let outcome = self
             .md
             .finish()
-            .map_err(anyhow::Error::new)
+            .map_err(Error::from)
             .with_context(|| format!("{file}: duplicate marking"))?;
         let bits = outcome.duplicate;
         let optical_bits = outcome.optical.unwrap_or_default();
@@ -778,8 +772,8 @@ impl Marker {
 /// The ordinal a record carries through the sorter ([`ordinal_suffix`]).
 pub fn record_ordinal(rec: &[u8]) -> Result<u64> {
     let Some(body_len) = rec.len().checked_sub(ORDINAL_BYTES) else {
-        return Err(anyhow!(
-            "internal error: a record came back without its ordinal"
+        return Err(Error::Internal(
+            "a record came back without its ordinal".to_string(),
         ));
     };
     let mut ord = [0u8; 8];
@@ -952,10 +946,10 @@ impl Decisions {
     ) -> Result<Option<&'a [u8]>> {
         let body_len = rec.len();
         if ordinal >= self.records || body_len < FLAG_AT + 2 {
-            return Err(anyhow!(
-                "internal error: record ordinal {ordinal} out of range ({} records)",
+            return Err(Error::Internal(format!(
+                "record ordinal {ordinal} out of range ({} records)",
                 self.records
-            ));
+            )));
         }
         let dup = self.bits.get(ordinal);
         if dup {
@@ -1021,7 +1015,9 @@ impl Decisions {
     /// removal and tagging options (those of the run that decided). The
     /// metrics stay with the deciding task (empty here).
     pub fn from_bytes(bytes: &[u8], cfg: &MarkdupConfig) -> Result<Decisions> {
-        let bad = || anyhow!("duplicate decisions: not the bytes Decisions::to_bytes writes");
+        let bad = || {
+            Error::Internal("duplicate decisions: not the bytes Decisions::to_bytes writes".into())
+        };
         let rest = bytes.strip_prefix(DECISIONS_MAGIC).ok_or_else(bad)?;
         let mut at = 0usize;
         let u64_at = |at: &mut usize| -> Result<u64> {
@@ -1101,10 +1097,8 @@ impl Decisions {
     pub fn check_all_met(&self) -> Result<()> {
         let seen = self.seen_marked.load(Ordering::Relaxed);
         if seen != self.marked {
-            bail!(
-                "internal error: {} records were decided duplicates but {seen} of the records written carried their ordinals",
-                self.marked
-            );
+            return Err(Error::Internal(format!("{} records were decided duplicates but {seen} of the records written carried their ordinals",
+                self.marked)));
         }
         Ok(())
     }
@@ -1282,11 +1276,14 @@ impl MetricsFile {
 
     fn write_text(mut self, text: &str) -> Result<()> {
         use std::io::Write as _;
-        let fail = |e| {
-            anyhow::Error::new(e).context(format!(
-                "the sort finished and its output is complete, but writing the metrics to {} failed",
-                self.path.display()
-            ))
+        let fail = |e: std::io::Error| {
+            Error::context(
+                format!(
+                    "the sort finished and its output is complete, but writing the metrics to {} failed",
+                    self.path.display()
+                ),
+                e,
+            )
         };
         self.file.write_all(text.as_bytes()).map_err(fail)?;
         if !self.pending.is_direct() {

@@ -32,6 +32,7 @@
 
 use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
+use crate::error::{bail, Context, Result};
 use crate::input;
 use crate::markdup::{BatchEnds, Decisions, MarkdupConfig, Marker};
 use crate::merge::{self, MergePlan};
@@ -40,7 +41,6 @@ use alnsort_bam::header_merge::{HeaderMerger, MergeOptions};
 use alnsort_bam::keys::SortOrder;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::InputOrder;
-use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -11,6 +11,7 @@
 
 use crate::cleanup::Debris;
 use crate::config::{self, Config};
+use crate::error::{Context, Error, Result};
 use crate::input::{self, Fed, Records};
 use crate::options::{self, SortOptions};
 use crate::output;
@@ -28,7 +29,6 @@ use alnsort_pipeline::Ordered;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
 use alnsort_sort::{KeyKind, Sorter};
-use anyhow::{anyhow, bail, Context, Result};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::fs::File;
@@ -336,7 +336,7 @@ pub struct MergedInputs {
     /// Bytes of the input files, when every one is a regular file.
     pub size: Option<u64>,
     sources: Vec<Source>,
-    failure: Rc<RefCell<Option<anyhow::Error>>>,
+    failure: Rc<RefCell<Option<Error>>>,
     /// What decoding found besides records so far (unknown reference
     /// names read as unmapped, inputs without their EOF block).
     tally: Rc<Cell<Decoded>>,
@@ -417,16 +417,16 @@ pub fn merged_inputs(
     let region = match region {
         Some(r) => {
             let parsed = parse_region(&header, r).ok_or_else(|| {
-                anyhow!("-R: badly formatted region or unknown reference name: \"{r}\"")
+                Error::Refused(format!(
+                    "-R: badly formatted region or unknown reference name: \"{r}\""
+                ))
             })?;
             for path in paths {
                 let found = IndexReader::find_beside(Path::new(path))
                     .with_context(|| format!("-R: failed to load index for {path}"))?;
                 let Some((_, index)) = found else {
-                    bail!(
-                        "-R: failed to load index for {path}; merging a region needs indexed inputs \
-                         ({path}.bai or {path}.csi), as in samtools"
-                    );
+                    return Err(Error::Refused(format!("-R: failed to load index for {path}; merging a region needs indexed inputs \
+                         ({path}.bai or {path}.csi), as in samtools")));
                 };
                 indexes.push(index);
             }
@@ -530,7 +530,7 @@ impl MergedInputs {
             sink(src.input, taken[src.input], key, src.record())?;
             taken[src.input] += 1;
             n += 1;
-            tree.pop().map_err(|e| anyhow!(e))?;
+            tree.pop()?;
         }
         if let Some(e) = failure.borrow_mut().take() {
             return Err(e);
@@ -572,7 +572,7 @@ impl MergedInputs {
             let Some(b) = best else { break };
             sink(b, sources[b].record())?;
             n += 1;
-            sources[b].advance().map_err(|e| anyhow!(e))?;
+            sources[b].advance()?;
         }
         if let Some(e) = failure.borrow_mut().take() {
             return Err(e);
@@ -625,7 +625,7 @@ pub fn feed_sorter(
             .push_batch_then(full, move |b| {
                 let _ = spare.try_send(b);
             })
-            .map_err(anyhow::Error::from)
+            .map_err(Error::from)
             .context("sorting the merged inputs")?;
         progress.add_records(len, *bytes, 0);
         *bytes = 0;
@@ -634,10 +634,10 @@ pub fn feed_sorter(
     let tally = Rc::clone(&m.tally);
     let records = m.for_each_from(|input, at, key, rec| {
         if kind == KeyKind::Fixed8 && key.len() != 8 {
-            bail!(
-                "internal error: the key is {} bytes, but this sort needs 8-byte keys",
+            return Err(Error::Internal(format!(
+                "the key is {} bytes, but this sort needs 8-byte keys",
                 key.len()
-            );
+            )));
         }
         let taken = match bases {
             Some(b) => {
@@ -646,7 +646,9 @@ pub fn feed_sorter(
             None => batch.try_push(key, rec),
         };
         if !taken {
-            bail!("a record too large for a batch (4 GiB)");
+            return Err(Error::Refused(
+                "a record too large for a batch (4 GiB)".to_string(),
+            ));
         }
         bytes += rec.len() as u64;
         if batch.record_bytes() >= target {
@@ -831,7 +833,7 @@ struct Source {
     done: bool,
     check: bool,
     last_own: Vec<u8>,
-    failure: Rc<RefCell<Option<anyhow::Error>>>,
+    failure: Rc<RefCell<Option<Error>>>,
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
     /// Adds up what decoding found besides records.
     tally: Rc<Cell<Decoded>>,
@@ -887,7 +889,7 @@ impl Source {
         translation: Translation,
         shared: &Shared,
         pool: &Arc<rayon::ThreadPool>,
-        failure: Rc<RefCell<Option<anyhow::Error>>>,
+        failure: Rc<RefCell<Option<Error>>>,
         tally: Rc<Cell<Decoded>>,
     ) -> Result<Source> {
         let encoder = &shared.encoder;
@@ -977,7 +979,7 @@ impl Source {
         Ok(s)
     }
 
-    fn fail(&mut self, e: anyhow::Error) {
+    fn fail(&mut self, e: Error) {
         self.done = true;
         let mut f = self.failure.borrow_mut();
         if f.is_none() {
@@ -999,7 +1001,7 @@ impl Source {
                     return;
                 }
                 Some(r) => {
-                    let r = r.map_err(anyhow::Error::from).and_then(|c| c);
+                    let r = r.map_err(Error::from).and_then(|c| c);
                     match r {
                         Ok(c) => {
                             for (tag, id, read) in &c.unknown_tags {
@@ -1018,11 +1020,9 @@ impl Source {
                                 };
                                 if let Some((i, name)) = bad {
                                     let number = self.before + i as u64 + 1;
-                                    let e = anyhow!(
-                                        "{}: record {number} (read {name:?}) is out of order: the input is not sorted in the \
+                                    let e = Error::Refused(format!("{}: record {number} (read {name:?}) is out of order: the input is not sorted in the \
                                          order merged; sort it first (alnsort sort), or merge and sort with 'alnsort sort IN1 IN2 ...'",
-                                        self.name
-                                    );
+                                        self.name));
                                     self.fail(e);
                                     return;
                                 }
@@ -1037,11 +1037,12 @@ impl Source {
                             }
                         }
                         Err(e) => {
-                            let e = e.context(format!(
-                                "{}: reading record {} or later",
-                                self.name,
-                                self.before + 1
-                            ));
+                            let e = Error::Record {
+                                file: self.name.to_string(),
+                                doing: "reading",
+                                record: self.before + 1,
+                                source: Box::new(e),
+                            };
                             self.fail(e);
                             return;
                         }
@@ -1191,10 +1192,10 @@ pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
     if !m.force {
         if let Some(out) = &cfg.output {
             if std::fs::metadata(out).is_ok_and(|md| md.is_file()) {
-                bail!(
+                return Err(Error::Refused(format!(
                     "[bam_merge] File '{}' exists. Please apply '-f' to overwrite. Abort.",
                     out.display()
-                );
+                )));
             }
         }
     }

@@ -10,13 +10,13 @@
 
 use crate::cleanup::{CreateError, Debris, PendingFile};
 use crate::config::{Config, IndexKind};
+use crate::error::{Context, Error, Result};
 use crate::options::OutFormat;
 use crate::progress::thread_cpu_seconds;
 use alnsort_bam::header::Header;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bgzf::CompressionLevel;
 use alnsort_index::IndexFormat;
-use anyhow::{anyhow, Context, Result};
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -69,8 +69,8 @@ impl Cause {
     }
 }
 
-fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> anyhow::Error {
-    anyhow::Error::new(WriteError {
+fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> Error {
+    Error::from(WriteError {
         name: name.to_string(),
         to_stdout,
         cause: cause.into(),
@@ -80,11 +80,9 @@ fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> anyhow::
 /// True when ERR comes from writing to standard output after its reader went
 /// away (EPIPE): the run should end by SIGPIPE, quietly, as Unix filters do.
 /// EPIPE on any other file stays an ordinary error.
-pub fn is_closed_stdout(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<WriteError>()
-            .is_some_and(|w| w.to_stdout && w.cause.io_kind() == Some(io::ErrorKind::BrokenPipe))
-    })
+pub fn is_closed_stdout(err: &Error) -> bool {
+    err.find::<WriteError>()
+        .is_some_and(|w| w.to_stdout && w.cause.io_kind() == Some(io::ErrorKind::BrokenPipe))
 }
 
 /// A destination file reserved at the start of the run.
@@ -188,10 +186,10 @@ fn stdout_file() -> Result<File> {
     // its own descriptor to own and close.
     let fd = unsafe { libc::dup(1) };
     if fd < 0 {
-        return Err(anyhow!(
+        return Err(Error::Refused(format!(
             "cannot write to standard output: {}",
             std::io::Error::last_os_error()
-        ));
+        )));
     }
     Ok(unsafe { File::from_raw_fd(fd) })
 }
@@ -214,10 +212,10 @@ impl Output {
             }
             (None, _) => (stdout_file()?, None, "standard output".to_string()),
             (Some(p), None) => {
-                return Err(anyhow!(
-                    "internal error: no file was reserved for the output {}",
+                return Err(Error::Internal(format!(
+                    "no file was reserved for the output {}",
                     p.display()
-                ))
+                )))
             }
         };
         let to_stdout = pending.is_none();
@@ -231,10 +229,10 @@ impl Output {
             }
             (None, _) => None,
             (Some(t), None) => {
-                return Err(anyhow!(
-                    "internal error: no file was reserved for the index {}",
+                return Err(Error::Internal(format!(
+                    "no file was reserved for the index {}",
                     t.path.display()
-                ))
+                )))
             }
         };
         let options = WriterOptions {
@@ -437,7 +435,7 @@ impl Output {
                     .with_context(|| format!("writing the index {}", path.display()))?;
             } else {
                 let built = built.ok_or_else(|| {
-                    anyhow!("internal error: no index was built for {}", path.display())
+                    Error::Internal(format!("no index was built for {}", path.display()))
                 })?;
                 built.write_file(&mut f, &path, !p.is_direct())?;
             }

@@ -42,6 +42,7 @@ use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::error::{bail, Context, Error, Result};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
@@ -59,7 +60,6 @@ use alnsort_sort::stages::{
     merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally, BLOCK_BUFFERS,
 };
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
-use anyhow::{anyhow, bail, Context, Result};
 
 use crate::cleanup::{Debris, PendingFile, TempDir};
 use crate::config::{self, Config, IndexKind};
@@ -137,7 +137,9 @@ pub fn stage_config(
     a.inputs = vec![STAGE_INPUT.into()];
     let cfg = config::resolve(&a)?;
     if cfg.format == OutFormat::Cram {
-        bail!("CRAM output is not supported by the distributed stages yet");
+        return Err(Error::Refused(
+            "CRAM output is not supported by the distributed stages yet".to_string(),
+        ));
     }
     Ok(cfg)
 }
@@ -239,7 +241,7 @@ const TIE_LEN: usize = 8;
 /// there are several.
 fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<InputSet> {
     if inputs.is_empty() {
-        bail!("no input files");
+        return Err(Error::Refused("no input files".to_string()));
     }
     let mut heads: Vec<(Header, u64, u64)> = Vec::new();
     for path in inputs {
@@ -320,7 +322,8 @@ pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<Spl
                 input: i,
                 start,
                 end: starts.get(j + 1).copied(),
-                ordinal: u32::try_from(out.len()).context("too many splits")?,
+                ordinal: u32::try_from(out.len())
+                    .map_err(|_| Error::Refused("too many splits".into()))?,
             });
         }
     }
@@ -337,12 +340,12 @@ const SAMPLE_BATCH: usize = 64 << 10;
 /// The path of split `split`'s input.
 fn split_input<'a>(inputs: &'a [PathBuf], split: &SplitSpec) -> Result<&'a PathBuf> {
     inputs.get(split.input).ok_or_else(|| {
-        anyhow!(
+        Error::Refused(format!(
             "split {} names input {}, but there are {} inputs",
             split.ordinal,
             split.input,
             inputs.len()
-        )
+        ))
     })
 }
 
@@ -509,10 +512,10 @@ pub fn splitters(samples: &[Vec<u8>], partitions: usize) -> Result<Vec<Vec<u8>>>
         .enumerate()
         .map(|(i, s)| {
             Splitter::decode(s).ok_or_else(|| {
-                anyhow!(
+                Error::Refused(format!(
                     "sample {i} is {} bytes, shorter than its tie-break fields",
                     s.len()
-                )
+                ))
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -527,8 +530,9 @@ fn decode_splitters(splitters: &[Vec<u8>]) -> Result<Vec<Splitter>> {
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            Splitter::decode(s)
-                .ok_or_else(|| anyhow!("splitter {i} is {} bytes, too short", s.len()))
+            Splitter::decode(s).ok_or_else(|| {
+                Error::Refused(format!("splitter {i} is {} bytes, too short", s.len()))
+            })
         })
         .collect()
 }
@@ -735,9 +739,12 @@ pub fn map(
         let mut last = None;
         let mut reported = std::collections::HashSet::new();
         while let Some(r) = batches.next_result() {
-            let d = r
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("{name}: reading record {} or later", records + 1))??;
+            let d = r.map_err(|e| Error::Record {
+                file: name.to_string(),
+                doing: "reading",
+                record: records + 1,
+                source: Box::new(e.into()),
+            })??;
             for w in &d.warnings {
                 eprintln!("[W::alnsort] {name}: {w}");
             }
@@ -763,7 +770,9 @@ pub fn map(
             out += 1;
         }
         if out != records {
-            bail!("internal error: read {records} records but the sort gave {out}");
+            return Err(Error::Internal(format!(
+                "read {records} records but the sort gave {out}"
+            )));
         }
         let end = match split.end {
             Some(end) => bsplit::proven_end(
@@ -886,7 +895,9 @@ pub fn reduce_marked(
     marks: Option<&crate::stages_markdup::Marks>,
 ) -> Result<ReduceOutput> {
     if range_index >= partitions.max(1) {
-        bail!("range {range_index} is not one of the {partitions} ranges");
+        return Err(Error::Refused(format!(
+            "range {range_index} is not one of the {partitions} ranges"
+        )));
     }
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
@@ -914,7 +925,9 @@ pub fn reduce_marked(
         index: None,
     };
     if index && format != Format::Bam {
-        bail!("an index can only be built for BAM output");
+        return Err(Error::Refused(
+            "an index can only be built for BAM output".to_string(),
+        ));
     }
     let mut writer = Writer::new(file, Arc::clone(&header), options, Arc::clone(&pool))?;
     if index {
@@ -1131,7 +1144,9 @@ pub fn assemble(
         let mut index_path = None;
         if let Some(target) = &cfg.index {
             if format != Format::Bam {
-                bail!("an index can only be built for BAM output");
+                return Err(Error::Refused(
+                    "an index can only be built for BAM output".to_string(),
+                ));
             }
             let idx: Vec<Vec<u8>> = parts.iter().map(|p| read_idx(p)).collect::<Result<_>>()?;
             let list: Vec<(&[u8], u64)> = idx.iter().map(|d| d.as_slice()).zip(starts).collect();
@@ -1157,10 +1172,10 @@ pub fn assemble(
     }
     // Sharded: a directory made beside the destination, renamed into place.
     if output.exists() {
-        bail!(
+        return Err(Error::Refused(format!(
             "{}: already exists; the sharded output must be a new directory",
             output.display()
-        );
+        )));
     }
     let parent = output
         .parent()
@@ -1193,7 +1208,9 @@ pub fn assemble(
             )?;
             if let Some(target) = &cfg.index {
                 if format != Format::Bam {
-                    bail!("an index can only be built for BAM output");
+                    return Err(Error::Refused(
+                        "an index can only be built for BAM output".to_string(),
+                    ));
                 }
                 let idx = read_idx(part)?;
                 let file = alnsort_index::merge_part_indexes(

@@ -27,6 +27,8 @@
 //! # Ok::<(), alnsort_index::IndexError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod bins;
 mod builder;
 mod error;

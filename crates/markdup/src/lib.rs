@@ -41,6 +41,8 @@
 //! ([`PicardCommandLine`]: `INPUT=` names the sample for MultiQC), then the
 //! caller's own command line where Picard writes its start time.
 
+#![forbid(unsafe_code)]
+
 pub mod bits;
 pub mod grouping;
 pub mod metrics;

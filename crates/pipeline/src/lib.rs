@@ -22,6 +22,8 @@
 //!   that reads items from a source (a record scanner, a CRAM container
 //!   reader) runs [`pump`], the one reader-thread loop.
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;

@@ -100,12 +100,8 @@ impl Failure {
 /// True when `e`'s chain holds an operating-system I/O error. Errors of
 /// kind InvalidData, InvalidInput and UnexpectedEof are the input's
 /// fault (a truncated or corrupt file), not I/O.
-pub fn is_io(e: &anyhow::Error) -> bool {
-    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| !matches!(io.kind(), InvalidData | InvalidInput | UnexpectedEof))
-    })
+pub fn is_io(e: &alnsort_engine::Error) -> bool {
+    e.io_error().is_some()
 }
 
 /// Where the index goes: `false` none, `true` OUTPUT.csi, a path that file
@@ -220,6 +216,202 @@ fn sort(
         .map_err(|f| raise_failure(py, f))
 }
 
+/// The name of the order the options choose, as `alnsort.sort(order=)`
+/// takes it.
+fn order_name(o: &SortOptions) -> &'static str {
+    match (o.order, o.lexicographic) {
+        (OrderFlag::Coordinate, _) => "coordinate",
+        (OrderFlag::Name, false) => "name",
+        (OrderFlag::Name, true) => "name-lexicographic",
+        (OrderFlag::TemplateCoordinate, _) => "template-coordinate",
+        (OrderFlag::Minimiser, _) => "minimiser",
+    }
+}
+
+/// Reads ARGS (what follows `sort` in a driver's command line; ARGV0 begins
+/// the recorded command line) with `alnsort sort`'s own parser and option
+/// table, plus EXTRAS, the driver's own long options as (name, takes a
+/// value); CHECK is called with the list of the table's options given
+/// (named as messages name them) before anything is resolved, and refuses
+/// one by raising; then the result is resolved as `alnsort sort` does (output format
+/// from `-O` or the name, `##idx##`, the index kind, the warnings).
+/// Returns a dict: `action` ("run", "help", "version"), `given` (the name
+/// of each table option given, as messages name it: `-n`,
+/// `--write-index`), `extra` ((name, value) of each extra option) and, for
+/// a run, `inputs`, `output` (None: standard output), `format` ("bam",
+/// "sam", "sam.gz", "cram"), `level`, `order`, `tag`, `threads`,
+/// `max_memory`, `mem_per_thread`, `no_pg`, `unknown_reference`, `index`
+/// (None or (kind, path)), `warnings` and `command_line`. A refused
+/// option or value raises alnsort.AlnsortError with the message
+/// `alnsort sort` prints.
+#[pyfunction]
+fn parse_sort_args<'py>(
+    py: Python<'py>,
+    argv0: String,
+    args: Vec<String>,
+    extras: Vec<(String, bool)>,
+    check: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use alnsort_engine::sort_args::{parse_with, Extra, Parsed};
+    use pyo3::types::PyDict;
+    let extras: Vec<Extra> = extras
+        .into_iter()
+        .map(|(long, takes_value)| Extra { long, takes_value })
+        .collect();
+    let rest = args.into_iter().map(std::ffi::OsString::from).collect();
+    let parsed = parse_with(&argv0, rest, false, &extras)
+        .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+    let d = PyDict::new(py);
+    let given: Vec<String> = parsed
+        .given
+        .iter()
+        .map(|s| options::OptionName::name(*s))
+        .collect();
+    check.call1((given.clone(),))?;
+    d.set_item("given", given.clone())?;
+    // (name, value) of each table option given, for a driver to pass on.
+    let given_values: Vec<(String, Option<String>)> = given
+        .into_iter()
+        .zip(parsed.values.iter().cloned())
+        .collect();
+    d.set_item("given_values", given_values)?;
+    d.set_item("extra", parsed.extra)?;
+    let o = match parsed.parsed {
+        Parsed::Usage => {
+            d.set_item("action", "help")?;
+            return Ok(d);
+        }
+        Parsed::Version => {
+            d.set_item("action", "version")?;
+            return Ok(d);
+        }
+        Parsed::Run(o) => o,
+    };
+    let cfg = config::resolve(&o).map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+    d.set_item("action", "run")?;
+    d.set_item("inputs", o.inputs.clone())?;
+    d.set_item(
+        "output",
+        cfg.output.as_ref().map(|p| p.display().to_string()),
+    )?;
+    d.set_item(
+        "format",
+        match cfg.format {
+            options::OutFormat::Bam => "bam",
+            options::OutFormat::Sam => "sam",
+            options::OutFormat::SamGz => "sam.gz",
+            options::OutFormat::Cram => "cram",
+        },
+    )?;
+    d.set_item("level", cfg.level)?;
+    d.set_item("order", order_name(&o))?;
+    d.set_item("tag", o.tag.clone())?;
+    d.set_item("threads", o.threads)?;
+    d.set_item("max_memory", o.max_memory.clone())?;
+    d.set_item("mem_per_thread", o.mem_per_thread)?;
+    d.set_item("no_pg", o.no_pg)?;
+    d.set_item(
+        "unknown_reference",
+        match o.unknown_reference {
+            UnknownReference::Error => "error",
+            UnknownReference::Unmapped => "unmapped",
+        },
+    )?;
+    d.set_item(
+        "index",
+        cfg.index.as_ref().map(|i| {
+            (
+                match i.kind {
+                    config::IndexKind::Bai => "bai",
+                    config::IndexKind::Csi => "csi",
+                },
+                i.path.display().to_string(),
+            )
+        }),
+    )?;
+    d.set_item("warnings", cfg.warnings.clone())?;
+    d.set_item("command_line", cfg.command_line.clone())?;
+    Ok(d)
+}
+
+/// Every option of `alnsort sort`'s table, as (name as messages write it,
+/// the help's synopsis, its help group in lower case: "order", "output",
+/// "resources", "additions", "markdup", "other", or "unsupported" for an
+/// option alnsort refuses), in the table's order.
+#[pyfunction]
+fn sort_option_table() -> Vec<(String, String, String)> {
+    use options::OptionName;
+    options::OPTIONS
+        .iter()
+        .map(|s| {
+            (
+                s.name(),
+                s.synopsis().trim().to_string(),
+                format!("{:?}", s.group).to_lowercase(),
+            )
+        })
+        .collect()
+}
+
+/// Merges the sorted INPUTS into OUTPUT as `alnsort merge` does, with the
+/// typed options of [`Keywords`] (the order, `threads`, `level`,
+/// `output_format`, `tag`, `no_pg`; the command line recorded in @PG CL),
+/// `index` (bool or path, as for [`sort`]), `force` (`-f`), `combine_rg`
+/// (`-c`), `combine_pg` (`-p`), `seed` (`-s`) and `region` (`-R`), without
+/// the GIL. Raises alnsort.AlnsortError (AlnsortIOError when the cause is
+/// I/O) with the message `alnsort merge` prints after "alnsort merge: ";
+/// the run's files are removed on failure. Use alnsort.merge().
+#[pyfunction]
+#[pyo3(signature = (inputs, output, options, index, force, combine_rg, combine_pg, seed, region=None))]
+#[allow(clippy::too_many_arguments)]
+fn merge(
+    py: Python<'_>,
+    inputs: Vec<String>,
+    output: String,
+    options: Keywords,
+    index: IndexArg,
+    force: bool,
+    combine_rg: bool,
+    combine_pg: bool,
+    seed: i64,
+    region: Option<String>,
+) -> PyResult<()> {
+    use alnsort_engine::merge::{run_merge, MergeArgs, MergeOptions};
+    let Some(first) = inputs.first() else {
+        return Err(raise_failure(
+            py,
+            Failure::usage(
+                "You must specify at least one (and usually two or more) input files".into(),
+            ),
+        ));
+    };
+    let mut sort = sort_options(first, &output, &options, &index, false, None)
+        .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+    sort.inputs = inputs.clone();
+    let m = MergeArgs {
+        sort,
+        inputs,
+        force,
+        merge: MergeOptions {
+            combine_rg,
+            combine_pg,
+            seed,
+        },
+        region,
+    };
+    py.detach(move || {
+        let debris = alnsort_engine::cleanup::Debris::default();
+        run_merge(&m, &debris).map_err(|e| {
+            debris.remove_all();
+            Failure {
+                message: alnsort_engine::error_text(&e),
+                io: is_io(&e),
+            }
+        })
+    })
+    .map_err(|f| raise_failure(py, f))
+}
+
 /// The text of `alnsort sort --help`: every option, with its differences
 /// from samtools.
 #[pyfunction]
@@ -233,6 +425,9 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ARGV0", ARGV0)?;
     m.add_function(wrap_pyfunction!(sort, m)?)?;
     m.add_function(wrap_pyfunction!(sort_help, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_sort_args, m)?)?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
+    m.add_function(wrap_pyfunction!(sort_option_table, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_split, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_splitters, m)?)?;
@@ -312,9 +507,10 @@ mod tests {
 
     #[test]
     fn data_errors_are_not_io() {
+        use alnsort_engine::Error;
         let bad = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "truncated");
-        assert!(!is_io(&anyhow::Error::new(bad).context("reading")));
+        assert!(!is_io(&Error::context("reading", bad)));
         let gone = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        assert!(is_io(&anyhow::Error::new(gone).context("opening")));
+        assert!(is_io(&Error::context("opening", gone)));
     }
 }

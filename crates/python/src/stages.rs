@@ -27,7 +27,7 @@ pub(crate) fn spec(t: SplitTuple) -> SplitSpec {
 }
 
 /// Raises the package's exception for a failed stage.
-pub(crate) fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
+pub(crate) fn raise(py: Python<'_>, e: alnsort_engine::Error) -> PyErr {
     let class = match py.import("alnsort").and_then(|m| {
         m.getattr(if is_io(&e) {
             "AlnsortIOError"
@@ -38,7 +38,7 @@ pub(crate) fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
         Ok(c) => c,
         Err(err) => return err,
     };
-    match class.call1((format!("{e:#}"),)) {
+    match class.call1((alnsort_engine::error_text(&e),)) {
         Ok(v) => PyErr::from_value(v),
         Err(err) => err,
     }
@@ -47,8 +47,7 @@ pub(crate) fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
 /// The engine's options for a stage's keywords; a refused value raises
 /// the package's exception with the setter's message.
 pub(crate) fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
-    kw.sort_options()
-        .map_err(|e| raise(py, anyhow::Error::new(e)))
+    kw.sort_options().map_err(|e| raise(py, e.into()))
 }
 
 fn bytes_list(py: Python<'_>, v: Vec<Vec<u8>>) -> Vec<Py<PyBytes>> {
@@ -145,7 +144,7 @@ pub fn stage_map(
 /// A map's outcome as the Python half takes it.
 pub(crate) fn map_result(
     py: Python<'_>,
-    got: anyhow::Result<stages::MapOutput>,
+    got: alnsort_engine::error::Result<stages::MapOutput>,
 ) -> PyResult<MapResult> {
     match got {
         Ok(m) => {

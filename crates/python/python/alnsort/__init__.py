@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _alnsort
 
@@ -27,6 +27,7 @@ __all__ = [
     "ORDERS",
     "UNKNOWN_REFERENCE",
     "__version__",
+    "merge",
     "sort",
     "sort_argv",
     "sort_options",
@@ -349,3 +350,72 @@ def sort(
         )
     )
     return report
+
+
+def merge(
+    inputs: Sequence[PathArg],
+    output: PathArg,
+    *,
+    order: str = "coordinate",
+    tag: Optional[str] = None,
+    threads: int = 1,
+    level: Optional[int] = None,
+    output_format: Optional[str] = None,
+    index: Union[bool, PathArg] = False,
+    no_pg: bool = False,
+    force: bool = False,
+    combine_rg: bool = False,
+    combine_pg: bool = False,
+    seed: int = 0,
+    region: Optional[str] = None,
+) -> None:
+    """Merge the sorted files ``inputs`` (SAM, BAM or CRAM, each sorted in
+    ``order``) into ``output`` as ``alnsort merge`` (``samtools merge``
+    1.24) does, in this process without the GIL.
+
+    ``order``, ``tag``, ``threads``, ``level``, ``output_format``, ``index``
+    and ``no_pg`` mean what they mean for :func:`sort` (for merge,
+    ``order``/``tag`` say how the inputs are sorted); ``force`` overwrites
+    an existing output (``-f``; without it an existing output is refused as
+    samtools refuses it); ``combine_rg``/``combine_pg`` merge ``@RG``/``@PG``
+    lines with the same ID (``-c``/``-p``); ``seed`` seeds the suffixes of
+    renamed IDs (``-s``; the command's default is the time, this one's is 0
+    so a call is reproducible); ``region`` merges only the records
+    overlapping it (``-R``, indexed inputs).
+
+    Raises :class:`AlnsortError` (:class:`AlnsortIOError` for I/O causes)
+    with ``alnsort merge``'s message; ``TypeError``/``ValueError`` for a
+    wrong Python argument. The output appears only when the merge succeeds.
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        raise TypeError("inputs must be a sequence of paths (a list), not one path")
+    ins = [_file(p, "input") for p in inputs]
+    if not ins:
+        raise ValueError("inputs is empty: name the sorted files to merge")
+    out = _file(output, "output")
+    for flag, what in ((force, "force"), (combine_rg, "combine_rg"), (combine_pg, "combine_pg")):
+        _check(flag, (bool,), what)
+    _check(seed, (int,), "seed")
+    if region is not None:
+        _check(region, (str,), "region")
+    if order == "minimiser":
+        raise ValueError("order 'minimiser' is not an order alnsort merge (samtools merge) reads")
+    options = _keywords(
+        order=order, threads=threads, level=level, output_format=output_format, tag=tag, no_pg=no_pg
+    )
+    # The @PG CL: the alnsort merge command these arguments stand for.
+    words = [w for w in options["command_line"][2:]]
+    if force:
+        words.append("-f")
+    words += [w for flag, w in ((combine_rg, "-c"), (combine_pg, "-p")) if flag]
+    words += ["-s", str(seed)]
+    if region is not None:
+        words += ["-R", region]
+    idx = index if isinstance(index, bool) else _path(index, "index")
+    if idx is True:
+        words.append("--write-index")
+    target = out if isinstance(idx, bool) else f"{out}##idx##{idx}"
+    if not isinstance(idx, bool):
+        words.append("--write-index")
+    options["command_line"] = [_alnsort.ARGV0, "merge", *words, "-o", target, *ins]
+    _alnsort.merge(ins, out, options, idx, force, combine_rg, combine_pg, seed, region)

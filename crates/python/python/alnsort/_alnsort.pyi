@@ -1,7 +1,7 @@
 """Type stub of the extension module alnsort._alnsort (crates/python/src/lib.rs)."""
 
 import os
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 __version__: str
 ARGV0: str
@@ -15,6 +15,24 @@ def sort(
     input: str, output: str, options: _Keywords, index: Union[bool, str], markdup: bool, metrics: Optional[str] = None
 ) -> str: ...
 def sort_help() -> str: ...
+def merge(
+    inputs: Sequence[str],
+    output: str,
+    options: _Keywords,
+    index: Union[bool, str],
+    force: bool,
+    combine_rg: bool,
+    combine_pg: bool,
+    seed: int,
+    region: Optional[str] = None,
+) -> None: ...
+
+# alnsort sort's parser and option table, for a driver's command line
+# (alnsort.ray): see parse_sort_args in crates/python/src/lib.rs.
+def parse_sort_args(
+    argv0: str, args: Sequence[str], extras: Sequence[tuple[str, bool]], check: Callable[[list[str]], None]
+) -> Dict[str, Any]: ...
+def sort_option_table() -> list[tuple[str, str, str]]: ...
 
 # The distributed stages (crates/python/src/stages.rs); use alnsort.stages.
 # A split crosses as (input, start, end, ordinal).

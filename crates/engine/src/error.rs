@@ -1,0 +1,302 @@
+//! The engine's one error type. Every run (`run_sort`, `merge::run_merge`,
+//! the `stages`) returns [`Error`]: the library crates' own errors kept as
+//! they are (each with its file, byte offset or record number), wrapped in
+//! what the engine was doing ([`Error::Context`], [`Error::Record`]), so
+//! the whole source chain reaches the caller: the CLI prints it with
+//! [`error_text`], the Python binding raises it, and either can look into
+//! it ([`Error::find`], [`Error::io_error`]).
+
+use std::error::Error as StdError;
+use std::io;
+
+/// A failed run of the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input that cannot be read as what it must be, named by file
+    /// (standard input is `-`) with what is wrong and where.
+    #[error("{file}: {what}")]
+    Input { file: String, what: String },
+    /// A failure reading, decoding or sorting FILE's records, at record
+    /// number RECORD (1-based, counted from the start of what this run
+    /// reads) or in the batch that follows it.
+    #[error("{file}: {doing} record {record} or later")]
+    Record {
+        file: String,
+        /// "reading", "sorting".
+        doing: &'static str,
+        record: u64,
+        #[source]
+        source: Box<Error>,
+    },
+    /// Options, inputs or sizes the run refuses, with the text saying which.
+    #[error("{0}")]
+    Refused(String),
+    /// What the engine was doing (and on which file) when SOURCE failed.
+    #[error("{what}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<Error>,
+    },
+    /// A broken promise inside the engine (a thread that panicked, counts
+    /// that disagree): a bug, never bad input.
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Arg(#[from] crate::options::ArgError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Write(#[from] crate::output::WriteError),
+    #[error(transparent)]
+    Sort(#[from] alnsort_sort::SortError),
+    #[error(transparent)]
+    Read(#[from] alnsort_bam::reader::ReadError),
+    #[error(transparent)]
+    Header(#[from] alnsort_bam::header::HeaderError),
+    #[error(transparent)]
+    HeaderMerge(#[from] alnsort_bam::header_merge::HeaderMergeError),
+    #[error(transparent)]
+    Split(#[from] alnsort_bam::split::SplitError),
+    #[error(transparent)]
+    BamWrite(#[from] alnsort_bam::writer::WriteError),
+    #[error(transparent)]
+    Cram(#[from] alnsort_cram::CramError),
+    #[error(transparent)]
+    Bgzf(#[from] alnsort_bgzf::BgzfError),
+    #[error(transparent)]
+    Level(#[from] alnsort_bgzf::block::InvalidLevel),
+    #[error(transparent)]
+    Index(#[from] alnsort_index::IndexError),
+    #[error(transparent)]
+    IndexRead(#[from] alnsort_index::IndexReadError),
+    #[error(transparent)]
+    Markdup(#[from] alnsort_markdup::MarkdupError),
+    #[error(transparent)]
+    Lost(#[from] alnsort_pipeline::Lost),
+    #[error(transparent)]
+    Create(#[from] crate::cleanup::CreateError),
+    #[error(transparent)]
+    IndexWrite(#[from] alnsort_index::IndexWriteError),
+    #[error(transparent)]
+    Pool(#[from] rayon::ThreadPoolBuildError),
+}
+
+/// Returns `Err(Error::msg(format!(...)))`: a refusal, or an internal
+/// error when the text starts with "internal error: ".
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err($crate::error::Error::msg(format!($($t)*)))
+    };
+}
+pub(crate) use bail;
+
+/// The engine's result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// `what` failed: the message names the file and where.
+    pub fn input(file: impl std::fmt::Display, what: impl Into<String>) -> Error {
+        Error::Input {
+            file: file.to_string(),
+            what: what.into(),
+        }
+    }
+
+    /// An error from its message alone: [`Error::Internal`] for a text
+    /// that starts with "internal error: " (a bug), else [`Error::Refused`].
+    pub fn msg(text: String) -> Error {
+        match text.strip_prefix("internal error: ") {
+            Some(rest) => Error::Internal(rest.to_string()),
+            None => Error::Refused(text),
+        }
+    }
+
+    /// SOURCE, met while doing WHAT (printed "WHAT: SOURCE").
+    pub fn context(what: impl Into<String>, source: impl Into<Error>) -> Error {
+        Error::Context {
+            what: what.into(),
+            source: Box::new(source.into()),
+        }
+    }
+
+    /// The error a transparent variant wraps (whose source is this
+    /// variant's source), for looking into the chain.
+    fn wrapped(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(match self {
+            Error::Input { .. }
+            | Error::Record { .. }
+            | Error::Refused(_)
+            | Error::Context { .. }
+            | Error::Internal(_) => return None,
+            Error::Io(e) => e,
+            Error::Arg(e) => e,
+            Error::Config(e) => e,
+            Error::Write(e) => e,
+            Error::Sort(e) => e,
+            Error::Read(e) => e,
+            Error::Header(e) => e,
+            Error::HeaderMerge(e) => e,
+            Error::Split(e) => e,
+            Error::BamWrite(e) => e,
+            Error::Cram(e) => e,
+            Error::Bgzf(e) => e,
+            Error::Level(e) => e,
+            Error::Index(e) => e,
+            Error::IndexRead(e) => e,
+            Error::Markdup(e) => e,
+            Error::Lost(e) => e,
+            Error::Create(e) => e,
+            Error::IndexWrite(e) => e,
+            Error::Pool(e) => e,
+        })
+    }
+
+    /// The first error of type T in the chain (this error, its sources,
+    /// and what the transparent variants wrap).
+    pub fn find<T: StdError + 'static>(&self) -> Option<&T> {
+        let mut node: Option<&(dyn StdError + 'static)> = Some(self);
+        while let Some(e) = node {
+            if let Some(t) = e.downcast_ref::<T>() {
+                return Some(t);
+            }
+            if let Some(t) = engine(e)
+                .and_then(Error::wrapped)
+                .and_then(|w| w.downcast_ref::<T>())
+            {
+                return Some(t);
+            }
+            node = e.source();
+        }
+        None
+    }
+
+    /// An operating-system I/O error in the chain (a missing file, a
+    /// permission, a full disk): kinds InvalidData, InvalidInput and
+    /// UnexpectedEof are the input's fault (a truncated or corrupt file),
+    /// not I/O, and are passed over.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        let mut node: Option<&(dyn StdError + 'static)> = Some(self);
+        while let Some(e) = node {
+            let io = e.downcast_ref::<io::Error>().or_else(|| match engine(e) {
+                Some(Error::Io(io)) => Some(io),
+                _ => None,
+            });
+            if let Some(io) =
+                io.filter(|io| !matches!(io.kind(), InvalidData | InvalidInput | UnexpectedEof))
+            {
+                return Some(io);
+            }
+            node = e.source();
+        }
+        None
+    }
+}
+
+/// E as the engine's error: itself, or the box a context holds it in
+/// (a boxed source is its own node of the chain).
+fn engine<'a>(e: &'a (dyn StdError + 'static)) -> Option<&'a Error> {
+    e.downcast_ref::<Error>()
+        .or_else(|| e.downcast_ref::<Box<Error>>().map(|b| &**b))
+}
+
+/// Context for a failure: `result.context("what")?`, as the engine says
+/// what it was doing around a library call.
+pub trait Context<T> {
+    fn context(self, what: impl Into<String>) -> Result<T>;
+    fn with_context<S: Into<String>>(self, what: impl FnOnce() -> S) -> Result<T>;
+}
+
+impl<T, E: Into<Error>> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: impl Into<String>) -> Result<T> {
+        self.map_err(|e| Error::context(what, e))
+    }
+
+    fn with_context<S: Into<String>>(self, what: impl FnOnce() -> S) -> Result<T> {
+        self.map_err(|e| Error::context(what(), e))
+    }
+}
+
+/// The text of a failed run, as `alnsort sort: TEXT` prints it and the
+/// Python package raises it: the error and each of its causes, joined by
+/// ": ", except a cause whose text the message before already ends with (a
+/// library error that spells out its source, such as the sort crate's
+/// "cannot write run file F at byte offset N: No space left on device",
+/// keeps that source in its chain for callers that inspect it, and it is
+/// printed once).
+pub fn error_text(e: &(dyn StdError + 'static)) -> String {
+    let mut text = String::new();
+    let mut node = Some(e);
+    while let Some(cause) = node {
+        let part = cause.to_string();
+        if text.is_empty() {
+            text = part;
+        } else if !part.is_empty() && !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        node = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sort error keeps its I/O source in the chain (so a caller can tell
+    /// an I/O failure, as the Python package does) and its text names the
+    /// source once.
+    #[test]
+    fn sources_stay_in_the_chain_and_are_printed_once() {
+        let run = || -> Result<()> {
+            let e = alnsort_sort::SortError::Write {
+                path: "/tmp/run-1".into(),
+                offset: 7,
+                source: io::Error::from_raw_os_error(libc::ENOSPC),
+            };
+            Err(e)?
+        };
+        let e = run().context("in.bam: sorting records").unwrap_err();
+        assert_eq!(
+            e.io_error().and_then(io::Error::raw_os_error),
+            Some(libc::ENOSPC),
+            "the io::Error is in the chain"
+        );
+        assert!(e.find::<alnsort_sort::SortError>().is_some());
+        assert_eq!(
+            error_text(&e),
+            format!(
+                "in.bam: sorting records: cannot write run file /tmp/run-1 at byte offset 7: {}",
+                io::Error::from_raw_os_error(libc::ENOSPC)
+            )
+        );
+    }
+
+    /// Context and record positions read outermost first; a bare I/O error
+    /// under a context is found and is I/O, a truncated input is not.
+    #[test]
+    fn chains_read_outermost_first() {
+        let e = Error::context(
+            "outer",
+            Error::Record {
+                file: "in.bam".into(),
+                doing: "reading",
+                record: 12,
+                source: Box::new(Error::input("in.bam", "cut short")),
+            },
+        );
+        assert_eq!(
+            error_text(&e),
+            "outer: in.bam: reading record 12 or later: in.bam: cut short"
+        );
+        let gone = Error::context("opening", io::Error::from(io::ErrorKind::NotFound));
+        assert!(gone.io_error().is_some());
+        let cut = Error::context("reading", io::Error::from(io::ErrorKind::UnexpectedEof));
+        assert!(cut.io_error().is_none());
+        assert!(Error::Refused("no".into()).io_error().is_none());
+    }
+}

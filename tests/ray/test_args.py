@@ -124,10 +124,10 @@ def test_options_mean_what_they_mean_for_alnsort_sort(bam):
 
 def test_duplicate_marking_options_reach_the_dataflow(bam):
     a = aray.parse_args(["--markdup", "--metrics", "m.txt", "--optical-dist", "100", "--remove-duplicates",
-                         "--tagging-policy=All", "-o", "o.bam", bam])
+                         "--tagging-policy=all", "-o", "o.bam", bam])
     assert aray._markdup_kwargs(a) == {
         "markdup": True, "metrics": "m.txt",
-        "markdup_options": ["--optical-distance", "100", "--remove-duplicates", "--tagging-policy", "All"]}
+        "markdup_options": ["--optical-distance", "100", "--remove-duplicates", "--tagging-policy", "all"]}
     assert aray._markdup_kwargs(aray.parse_args(["-o", "o.bam", bam])) == {}
     # The group's options without --markdup: alnsort sort's own refusal.
     with pytest.raises(alnsort.AlnsortError, match="--markdup"):

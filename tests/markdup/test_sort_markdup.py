@@ -291,6 +291,7 @@ def test_unsorted_input_claiming_coordinate_is_refused(tmp_path, alnsort):
     assert not (tmp_path / "o.bam").exists()
 
 
+@pytest.mark.slow
 def test_markdup_state_beyond_max_memory_spills(tmp_path, picard, alnsort):
     """--max-memory too small for the marker's read ends: they are sorted
     into runs in the temporary directory and merged back, and the output

@@ -21,6 +21,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +35,7 @@ def cargo_version() -> str:
     return tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
 
 
+@pytest.mark.slow
 def test_wheel_installs_offline_into_a_fresh_venv(tmp_path, alnsort_bin):
     dist = tmp_path / "dist"
     # maturin (the build backend) from this Python's environment, as

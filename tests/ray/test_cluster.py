@@ -45,6 +45,10 @@ import alnsort.ray as aray  # noqa: E402
 from faults import Barrier  # noqa: E402
 from simcluster import add_worker, header_end, inflate_bgzf, records, simulated_cluster  # noqa: E402
 
+# Minutes of simulated-cluster runs with nodes killed: CI runs them (ALNSORT_SLOW_TESTS=1);
+# tests/ray/test_markdup.py keeps a simulated cluster with a killed node in every run.
+pytestmark = pytest.mark.slow
+
 STORE = 80 << 20  # just above Ray's minimum object store (75 MiB)
 SPLITS = 6
 PARTITIONS = 5

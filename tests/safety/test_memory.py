@@ -118,6 +118,7 @@ def check_budget(what: str, budget: int, args: list[str], tmp_path: Path) -> Non
     out.unlink()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", BUDGETS, ids=lambda b: f"{b // MiB}M")
 def test_budget_short_reads_sam(budget: int, short_sam: Path, tmp_path: Path):
     check_budget("short reads, SAM, 600 MB", budget, [str(short_sam)], tmp_path)
@@ -133,6 +134,7 @@ def test_budget_long_reads_bam(budget: int, long_bam: Path, tmp_path: Path):
     check_budget("long reads (100-500 kb), BAM", budget, [str(long_bam)], tmp_path)
 
 
+@pytest.mark.slow
 def test_budget_with_two_threads(short_sam: Path, tmp_path: Path):
     check_budget("short reads, SAM, -@ 2", 128 * MiB, ["-@", "2", str(short_sam)], tmp_path)
 
@@ -244,6 +246,7 @@ def cram_long_sam(cram_inputs: dict[str, Path]) -> Path:
     return sam
 
 
+@pytest.mark.slow
 def test_budget_cram_output_long_reads(cram_inputs: dict[str, Path], cram_long_sam: Path, tmp_path: Path):
     """CRAM slices of long reads end at htslib's 5,120,000 bases (and at a
     byte size), not only at 10,240 records, so the containers in flight
@@ -357,6 +360,7 @@ def test_cram_output_reference_loads(cram_inputs: dict[str, Path], tmp_path: Pat
     assert s["cram_reference_loads"] == 0, s
 
 
+@pytest.mark.slow
 def test_cram_31_names_noodles_could_not_decode_sort_as_samtools(cram_inputs: dict[str, Path], tmp_path: Path):
     """samtools 1.24 writes these 200,000 names (`r<10 hex>.<n>`) in CRAM 3.1
     with a name-tokeniser stream that copies a zero-padded digits' length

@@ -114,11 +114,11 @@ bash scripts/picard.sh || failed+=("scripts/picard.sh (Picard install)")
 echo "== cargo clippy --workspace --all-targets --release -- -D warnings"
 cargo clippy --workspace --all-targets --release -- -D warnings || failed+=("cargo clippy")
 
-echo "== cargo test --workspace --release"
+echo "== cargo test --workspace --profile test-release"
 # The Rust differential tests run `python3 -c "import pysam ..."` (the
 # samtools 1.24 oracle): the venv's python3 first on PATH, so they find the
 # pysam installed above rather than whatever python3 the machine has.
-PATH="$venv/bin:$PATH" cargo test --workspace --release --no-fail-fast || failed+=("cargo test")
+PATH="$venv/bin:$PATH" cargo test --workspace --profile test-release --no-fail-fast || failed+=("cargo test")
 
 echo "== fuzz targets: replay the committed corpus and build the targets (fuzz/check.sh)"
 bash fuzz/check.sh || failed+=("fuzz/check.sh")

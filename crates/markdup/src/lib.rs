@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bits;
+pub mod dist;
 pub mod grouping;
 pub mod metrics;
 pub mod optical;
@@ -83,6 +84,14 @@ pub enum MarkdupError {
     /// Picard stops with "Found an unexpected orientation".
     #[error("duplicate set at reference {ref_id} position {coordinate} has an unexpected orientation for optical duplicate detection")]
     UnexpectedOrientation { ref_id: i32, coordinate: i32 },
+    /// A block of ends, halves, slots or indexes handed from another task
+    /// of the distributed marking ([`dist`]) is cut short.
+    #[error("a block of {what} of {len} bytes ends within the entry at byte {at}: it was cut short on its way between tasks")]
+    BadBlock {
+        what: &'static str,
+        len: usize,
+        at: usize,
+    },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {
@@ -1040,26 +1049,10 @@ impl MarkDuplicates {
         if r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0 {
             return Ok(());
         }
-        let reverse = r.flag & flags::REVERSE != 0;
-        let mate_mapped = r.flag & flags::PAIRED != 0 && r.flag & flags::MATE_UNMAPPED == 0;
-        let read_one = r.flag & flags::PAIRED == 0 || r.flag & flags::READ1 != 0;
-        let frag = End {
-            library: self.library_id(r.rg.library)?,
-            barcode: r.barcodes.umi,
-            r1_barcode: if read_one { r.barcodes.read_one } else { 0 },
-            r2_barcode: if read_one { 0 } else { r.barcodes.read_two },
-            orientation: if reverse { R } else { F },
-            r1_ref: r.ref_id,
-            r1_coord: r.five_prime,
-            r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
-            r2_coord: -1,
-            loc: self.location(r, parsed),
-            optical_orientation: -1,
-            score: r.score,
-            r1_index: self.template_index,
-            r2_index: -1,
-            pair: false,
-        };
+        let library = self.library_id(r.rg.library)?;
+        let loc = self.location(r, parsed);
+        let frag = fragment_end(r, library, loc, self.template_index);
+        let mate_mapped = frag.r2_ref != -1;
         self.add_end(frag)?;
         if !mate_mapped {
             return Ok(());
@@ -1491,6 +1484,32 @@ pub fn metrics_report(
     }
 }
 
+/// The fragment end of a mapped primary record `r` of template
+/// `template_index` (its library's id, its name's location); `r2_ref` is
+/// the mate's reference when the mate is mapped, else -1.
+fn fragment_end(r: &ReadInfo<'_>, library: i16, loc: Location, template_index: i64) -> End {
+    let reverse = r.flag & flags::REVERSE != 0;
+    let mate_mapped = r.flag & flags::PAIRED != 0 && r.flag & flags::MATE_UNMAPPED == 0;
+    let read_one = r.flag & flags::PAIRED == 0 || r.flag & flags::READ1 != 0;
+    End {
+        library,
+        barcode: r.barcodes.umi,
+        r1_barcode: if read_one { r.barcodes.read_one } else { 0 },
+        r2_barcode: if read_one { 0 } else { r.barcodes.read_two },
+        orientation: if reverse { R } else { F },
+        r1_ref: r.ref_id,
+        r1_coord: r.five_prime,
+        r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
+        r2_coord: -1,
+        loc,
+        optical_orientation: -1,
+        score: r.score,
+        r1_index: template_index,
+        r2_index: -1,
+        pair: false,
+    }
+}
+
 /// The pair end of a waiting mate's fragment end `p` and its other half
 /// (`second`: that record's fragment end; `read1`: it is the first of
 /// pair; its barcodes): the lower 5' end first, Picard's orientation, the
@@ -1662,18 +1681,7 @@ impl Found<'_> {
         singles: u64,
         by_library: HashMap<i16, u64>,
     ) {
-        let add = |to: &mut BTreeMap<u64, u64>, from: BTreeMap<u64, u64>| {
-            for (k, v) in from {
-                *to.entry(k).or_default() += v;
-            }
-        };
-        add(&mut self.set_sizes.all_sets, sizes.all_sets);
-        add(&mut self.set_sizes.optical_sets, sizes.optical_sets);
-        add(&mut self.set_sizes.non_optical_sets, sizes.non_optical_sets);
-        if singles > 0 {
-            *self.set_sizes.all_sets.entry(1).or_default() += singles;
-            *self.set_sizes.non_optical_sets.entry(1).or_default() += singles;
-        }
+        self.set_sizes.add(sizes, singles);
         for (lib, n) in by_library {
             *self.optical_by_library.entry(lib).or_default() += n;
         }

@@ -280,6 +280,25 @@ impl SplitCollector {
 
     /// Adds the split's next record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
+        self.push_record(r, None)
+    }
+
+    /// [`SplitCollector::push`] of a record whose name the caller parsed
+    /// with this collector's parser ([`NameParser::parse`]), as
+    /// [`MarkDuplicates::push_parsed`].
+    pub fn push_parsed(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: crate::optical::Location,
+    ) -> Result<(), MarkdupError> {
+        self.push_record(r, Some(parsed))
+    }
+
+    fn push_record(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Option<crate::optical::Location>,
+    ) -> Result<(), MarkdupError> {
         let ord = ordinal(self.split, self.index);
         self.index += 1;
         if self.first_name.is_none() {
@@ -316,7 +335,10 @@ impl SplitCollector {
         // seen; only their equality matters to the sets).
         let library =
             i16::try_from(r.rg.library + 1).map_err(|_| MarkdupError::TooManyLibraries)?;
-        let loc = self.parser.location(r.name, r.rg.ordinal);
+        let loc = match parsed {
+            Some(loc) => loc.with_read_group(r.rg.ordinal),
+            None => self.parser.location(r.name, r.rg.ordinal),
+        };
         let frag = fragment_end(r, library, loc, self.template_index);
         self.ends.push(frag);
         if frag.r2_ref != -1 {

@@ -37,8 +37,9 @@ use crate::error::{bail, Context, Result};
 use crate::cleanup::Debris;
 use crate::markdup::{Decisions, MetricsFile};
 use crate::options::SortOptions;
-use alnsort_markdup::dist::{self, Fixups, SetsDecided, SplitOutcome, SplitShare};
+pub use alnsort_markdup::dist::{self, Fixups, SetsDecided, SplitOutcome, SplitShare};
 use alnsort_markdup::MetricsReport;
+pub use alnsort_markdup::WalkCarry;
 
 /// A record's place as a map appends it: split ordinal and index in the
 /// split ([`alnsort_markdup::dist::ordinal`], the number the distributed
@@ -252,7 +253,8 @@ pub fn collect(
                 4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
             });
             let rec = &raw.data[at..(at + len).min(raw.data.len())];
-            if let Err(e) = alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref) {
+            if let Err(e) = alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
+            {
                 return Err(crate::error::Error::Record {
                     file: file.clone(),
                     doing: "reading",
@@ -307,7 +309,7 @@ pub fn finish_split(
     continued: bool,
     duplicates: &[&[u8]],
     optical: Option<&[&[u8]]>,
-    carry: alnsort_markdup::WalkCarry,
+    carry: WalkCarry,
 ) -> Result<SplitOutcome> {
     dist::finish_split(slots, continued, duplicates, optical, carry)
         .map_err(crate::error::Error::from)
@@ -329,7 +331,8 @@ pub fn assemble(
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();
-    let track = md.remove_sequencing_duplicates || md.tagging != crate::markdup::TaggingPolicy::None;
+    let track =
+        md.remove_sequencing_duplicates || md.tagging != crate::markdup::TaggingPolicy::None;
     let mut dup = alnsort_markdup::Bits::new(records);
     let mut optical = alnsort_markdup::Bits::new(if track { records } else { 0 });
     let mut counts = Vec::new();
@@ -365,7 +368,11 @@ pub fn assemble(
         optical,
         Default::default(),
         metrics,
-        (md.remove_duplicates, md.remove_sequencing_duplicates, md.tagging),
+        (
+            md.remove_duplicates,
+            md.remove_sequencing_duplicates,
+            md.tagging,
+        ),
     );
     Ok(StageDecision {
         decisions: d.to_bytes(),

@@ -222,7 +222,8 @@ fn decode_indexes(b: &[u8], out: &mut Vec<u64>) -> Result<(), MarkdupError> {
 /// Where a split's templates meet its neighbours' (name-grouped input).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Boundary {
-    /// The split's first and last record names (`None`: no records).
+    /// The split's first and last record names (`None`: no records; the
+    /// last name also in coordinate order, where templates are records).
     pub first_name: Option<Vec<u8>>,
     pub last_name: Option<Vec<u8>>,
     /// The [`ordinal`] of the split's last template's first record.
@@ -391,12 +392,11 @@ impl SplitCollector {
 
 /// For each split (in input order), where its first template began when
 /// that was in an earlier split (name-grouped input: the names meet at the
-/// boundary; a split of one template passes its start on); else `None`.
-pub fn continued_templates(order: InputOrder, bounds: &[Boundary]) -> Vec<Option<i64>> {
+/// boundary; a split of one template passes its start on); else `None`
+/// (always in coordinate order, whose boundaries have no last name: every
+/// record is a template).
+pub fn continued_templates(bounds: &[Boundary]) -> Vec<Option<i64>> {
     let mut out = vec![None; bounds.len()];
-    if order == InputOrder::Coordinate {
-        return out;
-    }
     // The last name seen and where its template began.
     let mut last: Option<(&[u8], i64)> = None;
     for (b, cont) in bounds.iter().zip(&mut out) {

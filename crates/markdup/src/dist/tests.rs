@@ -59,7 +59,7 @@ fn dist_mark(
         .collect();
     let splits = shares.len();
     let bnds: Vec<Boundary> = shares.iter().map(|s| s.boundary.clone()).collect();
-    let continued = continued_templates(order, &bnds);
+    let continued = continued_templates(&bnds);
     let fixups = Fixups::new(&bnds, &continued);
     // Joins, one per name bucket: pair ends by end bucket.
     let joined: Vec<Vec<Vec<u8>>> = (0..names)

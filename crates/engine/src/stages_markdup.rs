@@ -147,10 +147,10 @@ impl Marks {
         let place = crate::markdup::record_ordinal(rec)?;
         let (split, index) = dist::split_of(place);
         let Some(&base) = self.bases.get(split) else {
-            bail!(
-                "internal error: a record of split {split}, beyond the {} splits",
+            return Err(crate::error::Error::Internal(format!(
+                "a record of split {split}, beyond the {} splits",
                 self.bases.len()
-            );
+            )));
         };
         let ordinal = base + index;
         let body = &rec[..rec.len() - crate::markdup::ORDINAL_BYTES];

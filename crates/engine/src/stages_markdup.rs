@@ -235,7 +235,12 @@ pub fn collect(
     let path = crate::stages::split_input(inputs, split)?;
     let header = &set.heads[split.input].0;
     let n_ref = header.refs().len();
-    let file = path.display().to_string();
+    // The marker's messages count records from the split's start.
+    let file = format!(
+        "{} (the split from virtual offset {:#x})",
+        path.display(),
+        split.start
+    );
     let budget = crate::markdup_budget(&cfg)?;
     let mut marker = crate::markdup::Marker::for_split(header, &md, &file, budget, split.ordinal);
     let (_, mut scanner) = crate::stages::open_scanner(

@@ -114,7 +114,7 @@ fn main() {
         blocks.extend(joined.iter().map(|j| &j[b][..]));
         let d = stages_markdup::decide_bucket(&inputs, &blocks, &fixups, &options)
             .expect("decide bucket");
-        lists.push(d.by_split(specs.len()));
+        lists.push(d.by_split(specs.len()).expect("lists by split"));
         totals.add_counts(d);
     }
     let listed: usize = lists

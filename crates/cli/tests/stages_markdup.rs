@@ -276,7 +276,7 @@ fn decide_in_tasks(
         let mut blocks: Vec<&[u8]> = shares.iter().map(|s| &s.ends[b][..]).collect();
         blocks.extend(joined.iter().map(|j| &j[b][..]));
         let d = stages_markdup::decide_bucket(inputs, &blocks, &fixups, options).expect("decide");
-        lists.push(d.by_split(specs.len()));
+        lists.push(d.by_split(specs.len()).expect("lists by split"));
         totals.add_counts(d);
     }
     let finish = |s: usize, carry: WalkCarry| {

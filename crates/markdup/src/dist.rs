@@ -505,16 +505,20 @@ pub struct SetsDecided {
 impl SetsDecided {
     /// The listed indexes of each of `splits` splits, relative to the
     /// split's first record, as bytes: (duplicates, optical).
-    pub fn by_split(&self, splits: usize) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    #[allow(clippy::type_complexity)]
+    pub fn by_split(&self, splits: usize) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), MarkdupError> {
         let cut = |list: &[u64]| {
             let mut out = vec![Vec::new(); splits];
             for &o in list {
                 let (s, i) = split_of(o);
-                out[s].extend_from_slice(&i.to_le_bytes());
+                let Some(to) = out.get_mut(s) else {
+                    return Err(MarkdupError::SplitBeyond { split: s, splits });
+                };
+                to.extend_from_slice(&i.to_le_bytes());
             }
-            out
+            Ok(out)
         };
-        (cut(&self.duplicates), cut(&self.optical))
+        Ok((cut(&self.duplicates)?, cut(&self.optical)?))
     }
 
     /// Adds the counts of another bucket (the index lists are the

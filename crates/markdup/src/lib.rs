@@ -92,6 +92,10 @@ pub enum MarkdupError {
         len: usize,
         at: usize,
     },
+    /// A read end of the distributed marking names a split beyond those
+    /// the run has.
+    #[error("a read end names split {split}, but the run has {splits} splits: the ends come from another run")]
+    SplitBeyond { split: usize, splits: usize },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {

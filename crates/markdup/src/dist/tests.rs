@@ -77,7 +77,7 @@ fn dist_mark(
         let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
         blocks.extend(joined.iter().map(|j| j[b].as_slice()));
         let d = md.decide_ends(&blocks, &fixups).unwrap();
-        lists.push(d.by_split(splits));
+        lists.push(d.by_split(splits).unwrap());
         total.add_counts(d);
     }
     let finish = |s: usize, carry: WalkCarry| {
@@ -268,6 +268,21 @@ fn a_block_cut_short_is_an_error() {
             MarkdupError::BadBlock {
                 what: "read ends",
                 ..
+            }
+        ),
+        "{e}"
+    );
+    let far = SetsDecided {
+        duplicates: vec![ordinal(3, 0) as u64],
+        ..Default::default()
+    };
+    let e = far.by_split(2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MarkdupError::SplitBeyond {
+                split: 3,
+                splits: 2
             }
         ),
         "{e}"

@@ -193,7 +193,7 @@ fn encode_ends<'a>(ends: impl IntoIterator<Item = &'a End>, out: &mut Vec<u8>) {
 }
 
 fn decode_ends(b: &[u8], out: &mut Vec<End>) -> Result<(), MarkdupError> {
-    if b.len() % END_BYTES != 0 {
+    if !b.len().is_multiple_of(END_BYTES) {
         return Err(bad_block(
             "read ends",
             b.len(),
@@ -209,7 +209,7 @@ fn decode_ends(b: &[u8], out: &mut Vec<End>) -> Result<(), MarkdupError> {
 
 /// Index lists (8 bytes each, a listed index once per listing).
 fn decode_indexes(b: &[u8], out: &mut Vec<u64>) -> Result<(), MarkdupError> {
-    if b.len() % 8 != 0 {
+    if !b.len().is_multiple_of(8) {
         return Err(bad_block("duplicate indexes", b.len(), b.len() / 8 * 8));
     }
     out.extend(
@@ -606,7 +606,7 @@ pub fn finish_split(
     optical: Option<&[&[u8]]>,
     carry: WalkCarry,
 ) -> Result<SplitOutcome, MarkdupError> {
-    if slots.len() % SLOT_BYTES != 0 {
+    if !slots.len().is_multiple_of(SLOT_BYTES) {
         return Err(bad_block(
             "record slots",
             slots.len(),

@@ -185,7 +185,24 @@ fn run_stages(
         };
         reach = Some((s.input, r));
     }
-    let decided = stages_markdup::decide(inputs, &options).expect("decide");
+    let mut decided = stages_markdup::decide(inputs, &options).expect("decide");
+    if inputs.len() == 1 {
+        // The decision cut into tasks: the same bits and metrics as the
+        // one task's; the rest of the run uses it.
+        for (buckets, names) in [(splits + 1, splits.saturating_sub(1).max(1)), (1, 1)] {
+            let tasks = decide_in_tasks(inputs, &specs, &options, buckets, names);
+            assert!(
+                tasks.decisions == decided.decisions,
+                "{splits} splits, {buckets} buckets, {names} name buckets: decisions differ"
+            );
+            assert_eq!(
+                tasks.metrics, decided.metrics,
+                "{splits} splits, {buckets} buckets"
+            );
+            assert_eq!(tasks.records, decided.records);
+            decided = tasks;
+        }
+    }
     let maps: Vec<_> = specs
         .iter()
         .zip(&priors)
@@ -225,6 +242,65 @@ fn run_stages(
     let given: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     stages_markdup::write_metrics(&decided.metrics, metrics, &given, Some(out), command_line)
         .expect("metrics");
+}
+
+/// The decision of `stages_markdup::decide` from tasks none of which
+/// reads the whole input: collect per split, join per name bucket, decide
+/// per end bucket, every split finished with the default carry and those
+/// whose carry was not the previous split's finished again, assembled.
+fn decide_in_tasks(
+    inputs: &[PathBuf],
+    specs: &[SplitSpec],
+    options: &SortOptions,
+    buckets: usize,
+    names: usize,
+) -> stages_markdup::StageDecision {
+    use stages_markdup::dist::{self, Fixups, SetsDecided};
+    use stages_markdup::WalkCarry;
+    let shares: Vec<_> = specs
+        .iter()
+        .map(|s| stages_markdup::collect(inputs, s, options, buckets, names).expect("collect"))
+        .collect();
+    let bounds: Vec<_> = shares.iter().map(|s| s.boundary.clone()).collect();
+    let continued = dist::continued_templates(&bounds);
+    let fixups = Fixups::new(&bounds, &continued);
+    let joined: Vec<Vec<Vec<u8>>> = (0..names)
+        .map(|j| {
+            let blocks: Vec<&[u8]> = shares.iter().map(|s| &s.halves[j][..]).collect();
+            stages_markdup::join(&blocks, &fixups, buckets).expect("join")
+        })
+        .collect();
+    let mut totals = SetsDecided::default();
+    let mut lists = Vec::new();
+    for b in 0..buckets {
+        let mut blocks: Vec<&[u8]> = shares.iter().map(|s| &s.ends[b][..]).collect();
+        blocks.extend(joined.iter().map(|j| &j[b][..]));
+        let d = stages_markdup::decide_bucket(inputs, &blocks, &fixups, options).expect("decide");
+        lists.push(d.by_split(specs.len()).expect("lists by split"));
+        totals.add_counts(d);
+    }
+    let finish = |s: usize, carry: WalkCarry| {
+        let dups: Vec<&[u8]> = lists.iter().map(|l| &l.0[s][..]).collect();
+        let opt: Vec<&[u8]> = lists.iter().map(|l| &l.1[s][..]).collect();
+        stages_markdup::finish_split(
+            &shares[s].slots,
+            continued[s].is_some(),
+            &dups,
+            Some(&opt),
+            carry,
+        )
+        .expect("finish")
+    };
+    let mut outcomes: Vec<_> = (0..specs.len())
+        .map(|s| finish(s, WalkCarry::default()))
+        .collect();
+    for s in 1..specs.len() {
+        let carry = outcomes[s - 1].carry;
+        if carry != WalkCarry::default() {
+            outcomes[s] = finish(s, carry);
+        }
+    }
+    stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble")
 }
 
 fn check(dir: &Path, inputs: &[PathBuf], opts: &[&str], tag: &str) {

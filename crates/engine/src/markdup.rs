@@ -482,7 +482,7 @@ fn header_sort_order(header: &Header) -> Option<&[u8]> {
 }
 
 /// The header's `@RG` lines as `(ID, LB)`.
-fn header_read_groups(header: &Header) -> ReadGroups {
+pub(crate) fn header_read_groups(header: &Header) -> ReadGroups {
     let tag = |line: &[u8], key: &[u8; 2]| -> Option<Vec<u8>> {
         line.split(|&b| b == b'\t')
             .skip(1)
@@ -505,6 +505,10 @@ fn header_read_groups(header: &Header) -> ReadGroups {
 /// Follows the input in order and collects the read ends.
 pub struct Marker {
     md: MarkDuplicates,
+    /// One split of the input for the distributed marking
+    /// ([`Marker::for_split`]): its ends go here, not to `md`, which only
+    /// resolves read groups.
+    split: Option<alnsort_markdup::dist::SplitCollector>,
     order: InputOrder,
     group: Option<GroupCheck>,
     /// Coordinate input: the last record's (reference as unsigned, so
@@ -567,6 +571,7 @@ impl Marker {
         }
         Marker {
             md,
+            split: None,
             order,
             group: (order == InputOrder::Queryname).then(GroupCheck::new),
             last: None,
@@ -683,21 +688,21 @@ impl Marker {
                 )));
             }
             let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
-            self.md
-                .push_parsed(
-                    &ReadInfo {
-                        name,
-                        flag: e.flag,
-                        ref_id: e.ref_id,
-                        mate_ref_id: e.mate_ref_id,
-                        five_prime: e.five_prime,
-                        score: e.score,
-                        rg,
-                        barcodes: e.barcodes,
-                    },
-                    e.loc,
-                )
-                .map_err(Error::from)
+            let info = ReadInfo {
+                name,
+                flag: e.flag,
+                ref_id: e.ref_id,
+                mate_ref_id: e.mate_ref_id,
+                five_prime: e.five_prime,
+                score: e.score,
+                rg,
+                barcodes: e.barcodes,
+            };
+            match &mut self.split {
+                Some(c) => c.push_parsed(&info, e.loc),
+                None => self.md.push_parsed(&info, e.loc),
+            }
+            .map_err(Error::from)
                 .with_context(|| {
                     let what = match self.group_budget.1 {
                         Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
@@ -731,6 +736,52 @@ impl Marker {
         Ok(())
     }
 
+    /// A marker for split `split` of the input (the distributed marking,
+    /// [`alnsort_markdup::dist`]): the records' checks are those of one
+    /// node (within the split), their ends are collected for the join and
+    /// the decision tasks ([`Marker::finish_split`]).
+    pub fn for_split(
+        header: &Header,
+        cfg: &MarkdupConfig,
+        file: &str,
+        budget: (usize, Option<u64>),
+        split: u32,
+    ) -> Marker {
+        let mut m = Marker::new(header, cfg, file, budget, None);
+        m.split = Some(alnsort_markdup::dist::SplitCollector::new(
+            m.order,
+            cfg.name_parser.clone(),
+            split,
+        ));
+        m
+    }
+
+    /// The split's share ([`Marker::for_split`]): its ends cut into
+    /// `end_buckets`, mates for the join into `name_buckets`.
+    pub fn finish_split(
+        self,
+        end_buckets: usize,
+        name_buckets: usize,
+    ) -> Result<alnsort_markdup::dist::SplitShare> {
+        match self.split {
+            Some(c) => Ok(c.finish(end_buckets, name_buckets)),
+            None => Err(Error::Internal(
+                "finish_split on a marker of the whole input".to_string(),
+            )),
+        }
+    }
+
+    /// The duplicate sets of one bucket of the distributed marking
+    /// ([`alnsort_markdup::MarkDuplicates::decide_ends`]) with this
+    /// marker's optical settings.
+    pub fn decide_ends(
+        &self,
+        blocks: &[&[u8]],
+        fixups: &alnsort_markdup::dist::Fixups,
+    ) -> Result<alnsort_markdup::dist::SetsDecided> {
+        Ok(self.md.decide_ends(blocks, fixups)?)
+    }
+
     /// Bytes held by the state.
     pub fn memory_bytes(&self) -> usize {
         self.md.memory_bytes() + self.group.as_ref().map_or(0, |g| g.memory_bytes())
@@ -744,28 +795,13 @@ impl Marker {
             .finish()
             .map_err(Error::from)
             .with_context(|| format!("{file}: duplicate marking"))?;
-        let bits = outcome.duplicate;
-        let optical_bits = outcome.optical.unwrap_or_default();
-        let marked = bits.count_ones();
-        let removed = match (self.remove, self.remove_sequencing) {
-            (false, false) => 0,
-            (true, false) => marked,
-            (false, true) => optical_bits.count_ones(),
-            (true, true) => bits.count_ones_or(&optical_bits),
-        };
-        Ok(Decisions {
-            records: bits.len(),
-            bits: Arc::new(bits),
-            seen_marked: Arc::new(AtomicU64::new(0)),
-            optical_bits,
-            spill: outcome.spill,
-            marked,
-            removed,
-            remove: self.remove,
-            remove_sequencing: self.remove_sequencing,
-            tagging: self.tagging,
-            metrics: outcome.metrics,
-        })
+        Ok(Decisions::new(
+            outcome.duplicate,
+            outcome.optical.unwrap_or_default(),
+            outcome.spill,
+            outcome.metrics,
+            (self.remove, self.remove_sequencing, self.tagging),
+        ))
     }
 }
 
@@ -890,6 +926,39 @@ pub fn set_string_tag(rec: &mut Vec<u8>, tag: [u8; 2], value: &[u8]) {
 const FLAG_AT: usize = 4 + 14;
 
 impl Decisions {
+    /// The decision from the duplicate and optical bits over input-order
+    /// ordinals, what the marker spilled, the metrics, and the options
+    /// that act on it: (`--remove-duplicates`,
+    /// `--remove-sequencing-duplicates`, `--tagging-policy`).
+    pub fn new(
+        bits: alnsort_markdup::Bits,
+        optical_bits: alnsort_markdup::Bits,
+        spill: alnsort_markdup::SpillStats,
+        metrics: MetricsReport,
+        (remove, remove_sequencing, tagging): (bool, bool, TaggingPolicy),
+    ) -> Decisions {
+        let marked = bits.count_ones();
+        let removed = match (remove, remove_sequencing) {
+            (false, false) => 0,
+            (true, false) => marked,
+            (false, true) => optical_bits.count_ones(),
+            (true, true) => bits.count_ones_or(&optical_bits),
+        };
+        Decisions {
+            records: bits.len(),
+            bits: Arc::new(bits),
+            seen_marked: Arc::new(AtomicU64::new(0)),
+            optical_bits,
+            spill,
+            marked,
+            removed,
+            remove,
+            remove_sequencing,
+            tagging,
+            metrics,
+        }
+    }
+
     /// The same decisions over other ordinals: `new` gives, in order, the
     /// new ordinal of each record (a permutation of `0..records`). Several
     /// inputs are decided in Picard's merge order and sorted with each

@@ -144,15 +144,15 @@ pub fn stage_config(
     Ok(cfg)
 }
 
-fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+pub(crate) fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
     crate::worker_pool(threads, "alnsort-stage")
 }
 
 /// The inputs of one sort: each input's header, first-record offset and
 /// size (`heads`), the output's header, and with several inputs how each
 /// input's records translate into it.
-struct InputSet {
-    heads: Vec<(Header, u64, u64)>,
+pub(crate) struct InputSet {
+    pub(crate) heads: Vec<(Header, u64, u64)>,
     /// The only input's header, or the merged one (`alnsort sort IN1 IN2
     /// ...`'s: `samtools merge`'s rules, clash suffixes seeded with 0).
     header: Arc<Header>,
@@ -239,7 +239,7 @@ const TIE_LEN: usize = 8;
 
 /// Headers (and first-record offsets and sizes) of `inputs`, merged when
 /// there are several.
-fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<InputSet> {
+pub(crate) fn headers(inputs: &[PathBuf], pool: &Arc<rayon::ThreadPool>) -> Result<InputSet> {
     if inputs.is_empty() {
         return Err(Error::Refused("no input files".to_string()));
     }
@@ -338,7 +338,7 @@ const SAMPLE_STRETCHES: u64 = 8;
 const SAMPLE_BATCH: usize = 64 << 10;
 
 /// The path of split `split`'s input.
-fn split_input<'a>(inputs: &'a [PathBuf], split: &SplitSpec) -> Result<&'a PathBuf> {
+pub(crate) fn split_input<'a>(inputs: &'a [PathBuf], split: &SplitSpec) -> Result<&'a PathBuf> {
     inputs.get(split.input).ok_or_else(|| {
         Error::Refused(format!(
             "split {} names input {}, but there are {} inputs",
@@ -350,7 +350,7 @@ fn split_input<'a>(inputs: &'a [PathBuf], split: &SplitSpec) -> Result<&'a PathB
 }
 
 /// A scanner of `path`'s records from the record start `from` to `end`.
-fn open_scanner(
+pub(crate) fn open_scanner(
     path: &Path,
     from: u64,
     end: Option<u64>,

@@ -21,6 +21,14 @@
 //!   the record is written as one node writes it ([`Decisions::apply_at`]:
 //!   0x400, `DT`, removal).
 //! * **metrics**: [`write_metrics`] writes the text one node writes.
+//!
+//! The decision without one task over the whole input (one input;
+//! [`alnsort_markdup::dist`] says how): [`collect`] per split (slots,
+//! fragment ends by end bucket, mate halves by name bucket), [`join`] per
+//! name bucket, [`decide_bucket`] per end bucket, [`finish_split`] per
+//! split in order (retried with the previous split's carry when it
+//! differs from the one assumed), and [`assemble`]: the same
+//! [`StageDecision`] as [`decide`].
 
 use std::path::{Path, PathBuf};
 
@@ -29,15 +37,15 @@ use crate::error::{bail, Context, Result};
 use crate::cleanup::Debris;
 use crate::markdup::{Decisions, MetricsFile};
 use crate::options::SortOptions;
+pub use alnsort_markdup::dist::{self, Fixups, SetsDecided, SplitOutcome, SplitShare};
 use alnsort_markdup::MetricsReport;
-
-/// Bits of a packed place that hold the record's index in its split.
-const INDEX_BITS: u32 = 40;
+pub use alnsort_markdup::WalkCarry;
 
 /// A record's place as a map appends it: split ordinal and index in the
-/// split (up to 2^40 records per split, 2^24 splits).
+/// split ([`alnsort_markdup::dist::ordinal`], the number the distributed
+/// marking knows each record by).
 pub fn packed(split: u32, index: u64) -> u64 {
-    (split as u64) << INDEX_BITS | index
+    dist::ordinal(split, index) as u64
 }
 
 /// What [`decide`] gives: the decisions as bytes for the reduce tasks,
@@ -137,14 +145,14 @@ impl Marks {
     /// (with its packed place); `None` when it is removed.
     pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
         let place = crate::markdup::record_ordinal(rec)?;
-        let split = (place >> INDEX_BITS) as usize;
+        let (split, index) = dist::split_of(place);
         let Some(&base) = self.bases.get(split) else {
-            bail!(
-                "internal error: a record of split {split}, beyond the {} splits",
+            return Err(crate::error::Error::Internal(format!(
+                "a record of split {split}, beyond the {} splits",
                 self.bases.len()
-            );
+            )));
         };
-        let ordinal = base + (place & ((1 << INDEX_BITS) - 1));
+        let ordinal = base + index;
         let body = &rec[..rec.len() - crate::markdup::ORDINAL_BYTES];
         self.decisions.apply_at(body, ordinal, buf)
     }
@@ -198,4 +206,182 @@ pub fn write_metrics(
     let f = MetricsFile::create(path, &debris)?;
     f.write(metrics, inputs, output, command_line)
         .with_context(|| format!("--metrics {}", path.display()))
+}
+
+/// The duplicate-marking share of split `split` of `inputs` (one input):
+/// its records read as a map reads them, checked as one node checks them
+/// (within the split), their ends cut into `end_buckets` and their mates'
+/// halves into `name_buckets` ([`dist::SplitCollector`]).
+pub fn collect(
+    inputs: &[PathBuf],
+    split: &crate::stages::SplitSpec,
+    options: &SortOptions,
+    end_buckets: usize,
+    name_buckets: usize,
+) -> Result<SplitShare> {
+    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+    let Some(md) = cfg.markdup.clone() else {
+        bail!("the duplicate-marking stages need --markdup among the options");
+    };
+    if inputs.len() != 1 {
+        bail!(
+            "duplicate marking cut into tasks takes one input ({} given): several inputs are decided in Picard's \
+             merge order by one task (decide)",
+            inputs.len()
+        );
+    }
+    let pool = crate::stages::pool(cfg.threads)?;
+    let set = crate::stages::headers(inputs, &pool)?;
+    let path = crate::stages::split_input(inputs, split)?;
+    let header = &set.heads[split.input].0;
+    let n_ref = header.refs().len();
+    // The marker's messages count records from the split's start.
+    let file = format!(
+        "{} (the split from virtual offset {:#x})",
+        path.display(),
+        split.start
+    );
+    let budget = crate::markdup_budget(&cfg)?;
+    let mut marker = crate::markdup::Marker::for_split(header, &md, &file, budget, split.ordinal);
+    let (_, mut scanner) = crate::stages::open_scanner(
+        path,
+        split.start,
+        split.end,
+        alnsort_bam::reader::ScanOptions::default(),
+        &pool,
+    )?;
+    let mut ends = crate::markdup::BatchEnds::new(marker.ends_spec());
+    while let Some(raw) = scanner.next_batch()? {
+        let mut at = 0usize;
+        for (k, &voffset) in raw.voffsets.iter().enumerate() {
+            let len = raw.data.get(at..at + 4).map_or(0, |b| {
+                4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+            });
+            let rec = &raw.data[at..(at + len).min(raw.data.len())];
+            if let Err(e) = alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
+            {
+                return Err(crate::error::Error::Record {
+                    file: file.clone(),
+                    doing: "reading",
+                    record: raw.first_record + k as u64 + 1,
+                    source: Box::new(crate::error::Error::Refused(format!(
+                        "{e} (record at virtual offset {voffset:#x})"
+                    ))),
+                });
+            }
+            ends.add_fields(rec);
+            at += len;
+        }
+        marker.push(&ends)?;
+        ends = crate::markdup::BatchEnds::new(marker.ends_spec());
+    }
+    marker.finish_split(end_buckets, name_buckets)
+}
+
+/// The pair ends of one name bucket's halves (from every split), by end
+/// bucket ([`dist::join_mates`]).
+pub fn join(blocks: &[&[u8]], fixups: &Fixups, end_buckets: usize) -> Result<Vec<Vec<u8>>> {
+    dist::join_mates(blocks, fixups, end_buckets)
+        .map_err(crate::error::Error::from)
+        .context("joining mates across splits")
+}
+
+/// The duplicate sets of one end bucket (fragment ends from the splits,
+/// pair ends from the joins), with the options' optical settings.
+pub fn decide_bucket(
+    inputs: &[PathBuf],
+    blocks: &[&[u8]],
+    fixups: &Fixups,
+    options: &SortOptions,
+) -> Result<SetsDecided> {
+    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+    let Some(md) = cfg.markdup.clone() else {
+        bail!("the duplicate-marking stages need --markdup among the options");
+    };
+    let pool = crate::stages::pool(cfg.threads)?;
+    let set = crate::stages::headers(inputs, &pool)?;
+    let file = inputs[0].display().to_string();
+    let mut marker = crate::markdup::Marker::new(&set.heads[0].0, &md, &file, (0, None), None);
+    marker.set_pool(pool);
+    marker
+        .decide_ends(blocks, fixups)
+        .with_context(|| format!("{file}: deciding a bucket of duplicate sets"))
+}
+
+/// Picard's output loop over one split ([`dist::finish_split`]).
+pub fn finish_split(
+    slots: &[u8],
+    continued: bool,
+    duplicates: &[&[u8]],
+    optical: Option<&[&[u8]]>,
+    carry: WalkCarry,
+) -> Result<SplitOutcome> {
+    dist::finish_split(slots, continued, duplicates, optical, carry)
+        .map_err(crate::error::Error::from)
+        .context("finishing a split's duplicate flags")
+}
+
+/// The decision of [`decide`] from the splits' outcomes (in split order,
+/// every carry the previous split's) and the buckets' counts added up.
+pub fn assemble(
+    inputs: &[PathBuf],
+    options: &SortOptions,
+    outcomes: Vec<SplitOutcome>,
+    totals: SetsDecided,
+) -> Result<StageDecision> {
+    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+    let Some(md) = cfg.markdup.clone() else {
+        bail!("the duplicate-marking stages need --markdup among the options");
+    };
+    let pool = crate::stages::pool(cfg.threads)?;
+    let set = crate::stages::headers(inputs, &pool)?;
+    let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();
+    let track =
+        md.remove_sequencing_duplicates || md.tagging != crate::markdup::TaggingPolicy::None;
+    let mut dup = alnsort_markdup::Bits::new(records);
+    let mut optical = alnsort_markdup::Bits::new(if track { records } else { 0 });
+    let mut counts = Vec::new();
+    let mut at = 0u64;
+    for o in &outcomes {
+        for (i, d) in o.duplicate.iter().enumerate() {
+            if d {
+                dup.set(at + i as u64);
+            }
+        }
+        if let (true, Some(opt)) = (track, &o.optical) {
+            for (i, d) in opt.iter().enumerate() {
+                if d {
+                    optical.set(at + i as u64);
+                }
+            }
+        }
+        at += o.duplicate.len();
+        dist::add_library_counts(&mut counts, &o.counts);
+    }
+    let mut groups = crate::markdup::header_read_groups(&set.heads[0].0);
+    // Records of no header read group count under Picard's unknown
+    // library, which the splits' markers added after the header's.
+    groups.resolve(None);
+    let metrics = alnsort_markdup::metrics_report(
+        &groups,
+        &counts,
+        &totals.optical_by_library,
+        totals.set_sizes,
+    );
+    let d = Decisions::new(
+        dup,
+        optical,
+        Default::default(),
+        metrics,
+        (
+            md.remove_duplicates,
+            md.remove_sequencing_duplicates,
+            md.tagging,
+        ),
+    );
+    Ok(StageDecision {
+        decisions: d.to_bytes(),
+        records: vec![records],
+        metrics: d.metrics,
+    })
 }

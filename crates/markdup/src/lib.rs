@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bits;
+pub mod dist;
 pub mod grouping;
 pub mod metrics;
 pub mod optical;
@@ -83,6 +84,18 @@ pub enum MarkdupError {
     /// Picard stops with "Found an unexpected orientation".
     #[error("duplicate set at reference {ref_id} position {coordinate} has an unexpected orientation for optical duplicate detection")]
     UnexpectedOrientation { ref_id: i32, coordinate: i32 },
+    /// A block of ends, halves, slots or indexes handed from another task
+    /// of the distributed marking ([`dist`]) is cut short.
+    #[error("a block of {what} of {len} bytes ends within the entry at byte {at}: it was cut short on its way between tasks")]
+    BadBlock {
+        what: &'static str,
+        len: usize,
+        at: usize,
+    },
+    /// A read end of the distributed marking names a split beyond those
+    /// the run has.
+    #[error("a read end names split {split}, but the run has {splits} splits: the ends come from another run")]
+    SplitBeyond { split: usize, splits: usize },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {
@@ -1040,66 +1053,23 @@ impl MarkDuplicates {
         if r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0 {
             return Ok(());
         }
-        let reverse = r.flag & flags::REVERSE != 0;
-        let mate_mapped = r.flag & flags::PAIRED != 0 && r.flag & flags::MATE_UNMAPPED == 0;
-        let read_one = r.flag & flags::PAIRED == 0 || r.flag & flags::READ1 != 0;
-        let frag = End {
-            library: self.library_id(r.rg.library)?,
-            barcode: r.barcodes.umi,
-            r1_barcode: if read_one { r.barcodes.read_one } else { 0 },
-            r2_barcode: if read_one { 0 } else { r.barcodes.read_two },
-            orientation: if reverse { R } else { F },
-            r1_ref: r.ref_id,
-            r1_coord: r.five_prime,
-            r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
-            r2_coord: -1,
-            loc: self.location(r, parsed),
-            optical_orientation: -1,
-            score: r.score,
-            r1_index: self.template_index,
-            r2_index: -1,
-            pair: false,
-        };
+        let library = self.library_id(r.rg.library)?;
+        let loc = self.location(r, parsed);
+        let frag = fragment_end(r, library, loc, self.template_index);
+        let mate_mapped = frag.r2_ref != -1;
         self.add_end(frag)?;
         if !mate_mapped {
             return Ok(());
         }
         let found = self.take_waiting(r.ref_id, r.rg.ordinal, r.name);
-        let Some(mut p) = found else {
+        let Some(p) = found else {
             self.pending_name_bytes += r.name.len();
             self.add_waiting(r.mate_ref_id, r.rg.ordinal, r.name, frag);
             return Ok(());
         };
         self.pending_name_bytes -= r.name.len();
-        let first_was_reverse = p.orientation == R;
-        p.optical_orientation = if r.flag & flags::READ1 != 0 {
-            p.r1_barcode = r.barcodes.read_one;
-            orientation_byte(reverse, first_was_reverse)
-        } else {
-            p.r2_barcode = r.barcodes.read_two;
-            orientation_byte(first_was_reverse, reverse)
-        } as i8;
-        let (mate_ref, mate_coord) = (frag.r1_ref, frag.r1_coord);
-        if mate_ref > p.r1_ref || (mate_ref == p.r1_ref && mate_coord >= p.r1_coord) {
-            p.r2_ref = mate_ref;
-            p.r2_coord = mate_coord;
-            p.r2_index = self.template_index;
-            p.orientation = orientation_byte(first_was_reverse, reverse);
-            if p.r2_ref == p.r1_ref && p.r2_coord == p.r1_coord && p.orientation == RF {
-                p.orientation = FR;
-            }
-        } else {
-            p.r2_ref = p.r1_ref;
-            p.r2_coord = p.r1_coord;
-            p.r2_index = p.r1_index;
-            p.r1_ref = mate_ref;
-            p.r1_coord = mate_coord;
-            p.r1_index = self.template_index;
-            p.orientation = orientation_byte(reverse, first_was_reverse);
-        }
-        p.score = p.score.wrapping_add(r.score);
-        p.pair = true;
-        self.add_end(p)?;
+        let read1 = r.flag & flags::READ1 != 0;
+        self.add_end(pair_end(p, &frag, read1, r.barcodes))?;
         Ok(())
     }
 
@@ -1334,9 +1304,8 @@ impl MarkDuplicates {
         Ok(())
     }
 
-    /// Picard's output loop, once over the record slots in input order:
-    /// the sorted duplicate indexes (and the optical ones) are walked as
-    /// the records go by ([`Walk`]); the metrics are counted on the way.
+    /// Picard's output loop, once over the record slots in input order
+    /// ([`walk_records`]); the metrics from its counts.
     fn output_pass(
         &mut self,
         dups: DupList,
@@ -1345,102 +1314,242 @@ impl MarkDuplicates {
         set_sizes: SetSizeHistograms,
     ) -> Result<(Bits, Option<Bits>, MetricsReport), MarkdupError> {
         let records = self.records.len();
-        let mut duplicate = Bits::new(records);
-        let mut optical_out = self.track_optical.then(|| Bits::new(records));
-        let mut walk = Walk::new(dups.iter());
-        let mut optical_walk = Walk::new(optical.iter());
-        // Counts per library index: unmapped, secondary or supplementary,
-        // unpaired, paired records; unpaired and paired duplicates.
-        let mut counts: Vec<[u64; 6]> = vec![[0; 6]; self.read_groups.libraries.len()];
-        let mut template = 0u64;
         let mut slots = self.records.reader()?;
-        let mut i = 0u64;
-        while let Some(rec) = slots.next_slot()? {
-            // Each record is its own template in coordinate order.
-            template += rec.new_template as u64;
-            let dup = walk.step(i, template);
-            if dup {
-                duplicate.set(i);
-            }
-            if let Some(o) = optical_out.as_mut() {
-                if optical_walk.step(i, template) {
-                    o.set(i);
-                }
-            }
-            let lib = rec.library as usize;
-            if lib >= counts.len() {
-                counts.resize(lib + 1, [0; 6]);
-            }
-            let c = &mut counts[lib];
-            let f = rec.flag;
-            let unpaired = f & flags::PAIRED == 0 || f & flags::MATE_UNMAPPED != 0;
-            let sec_sup = f & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0;
-            if f & flags::UNMAPPED != 0 {
-                c[0] += 1;
-            } else if sec_sup {
-                c[1] += 1;
-            } else if unpaired {
-                c[2] += 1;
-            } else {
-                c[3] += 1;
-            }
-            if dup && !sec_sup && f & flags::UNMAPPED == 0 {
-                c[if unpaired { 4 } else { 5 }] += 1;
-            }
-            i += 1;
-        }
+        let walked = walk_records(
+            records,
+            || slots.next_slot(),
+            dups.iter(),
+            self.track_optical.then(|| optical.iter()),
+            WalkCarry::default(),
+        )?;
         drop(slots);
-        let metrics = self.metrics(&counts, optical_by_library, set_sizes);
-        Ok((duplicate, optical_out, metrics))
+        // Libraries by index: their ids are numbered as first seen.
+        let by_index: HashMap<u32, u64> = self
+            .library_ids
+            .iter()
+            .filter_map(|(&lib, id)| optical_by_library.get(id).map(|&n| (lib, n)))
+            .collect();
+        let metrics = metrics_report(&self.read_groups, &walked.counts, &by_index, set_sizes);
+        Ok((walked.duplicate, walked.optical, metrics))
     }
+}
 
-    fn metrics(
-        &self,
-        counts: &[[u64; 6]],
-        optical_by_library: &HashMap<i16, u64>,
-        set_sizes: SetSizeHistograms,
-    ) -> MetricsReport {
-        // Libraries of the header's read groups are reported even when no
-        // record has them; Picard orders libraries by name (Java strings;
-        // byte order for ASCII).
-        let mut by_lib: BTreeMap<String, DuplicationMetrics> = BTreeMap::new();
-        for &l in &self.read_groups.rg_library {
-            let name = self.read_groups.library_name(l);
-            by_lib
-                .entry(name.to_string())
-                .or_insert_with(|| DuplicationMetrics::new(name));
+/// Record counts per library index, as the metrics take them: unmapped,
+/// secondary or supplementary, unpaired, paired records; unpaired and
+/// paired duplicates.
+pub type LibraryCounts = Vec<[u64; 6]>;
+
+/// Where a walk over record slots ([`walk_records`]) stands between two
+/// stretches of the input: the listed indexes it has not passed yet (all
+/// before the next stretch: they hold it back as a listing twice does),
+/// and whether the last template was a duplicate (the next stretch may
+/// continue that template). The start of the input is the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkCarry {
+    pub stale: u64,
+    pub dup_template: bool,
+    pub optical_stale: u64,
+    pub optical_dup_template: bool,
+}
+
+/// What [`walk_records`] finds over a stretch of records.
+pub struct Walked {
+    pub duplicate: Bits,
+    pub optical: Option<Bits>,
+    pub counts: LibraryCounts,
+    /// Where the walk stands after the stretch.
+    pub carry: WalkCarry,
+}
+
+/// Picard's output loop over `records` record slots in input order (from
+/// `next_slot`): the sorted duplicate indexes (and the optical ones, when
+/// given; both relative to the stretch's first record) are walked as the
+/// records go by ([`Walk`]), and the metrics counted on the way. `carry`:
+/// where the walk stood before the stretch ([`WalkCarry`]); a stretch
+/// whose first slot starts no template continues the last one.
+fn walk_records(
+    records: u64,
+    mut next_slot: impl FnMut() -> Result<Option<RecordSlot>, MarkdupError>,
+    dups: impl Iterator<Item = u64>,
+    optical: Option<impl Iterator<Item = u64>>,
+    carry: WalkCarry,
+) -> Result<Walked, MarkdupError> {
+    let mut duplicate = Bits::new(records);
+    let mut optical_out = optical.is_some().then(|| Bits::new(records));
+    let mut walk = Walk::new(shifted(carry.stale, Some(dups)));
+    walk.dup_template = carry.dup_template.then_some(0);
+    let mut optical_walk = Walk::new(shifted(carry.optical_stale, optical));
+    optical_walk.dup_template = carry.optical_dup_template.then_some(0);
+    let mut counts: LibraryCounts = Vec::new();
+    // Template 0 is the one the stretch continues, if it does.
+    let mut template = 0u64;
+    let mut i = 0u64;
+    while let Some(rec) = next_slot()? {
+        // Each record is its own template in coordinate order.
+        template += rec.new_template as u64;
+        let dup = walk.step(i + 1, template);
+        if dup {
+            duplicate.set(i);
         }
-        for (lib, c) in counts.iter().enumerate() {
-            if c.iter().all(|&n| n == 0) {
-                continue;
+        if let Some(o) = optical_out.as_mut() {
+            if optical_walk.step(i + 1, template) {
+                o.set(i);
             }
-            let name = self.read_groups.library_name(lib as u32);
-            let m = by_lib
-                .entry(name.to_string())
-                .or_insert_with(|| DuplicationMetrics::new(name));
-            m.unmapped_reads += c[0];
-            m.secondary_or_supplementary_rds += c[1];
-            m.unpaired_reads_examined += c[2];
-            m.read_pairs_examined += c[3];
-            m.unpaired_read_duplicates += c[4];
-            m.read_pair_duplicates += c[5];
         }
-        let mut libraries = Vec::new();
-        for (name, mut m) in by_lib {
-            m.read_pairs_examined /= 2;
-            m.read_pair_duplicates /= 2;
-            let lib_index = self.read_groups.libraries.iter().position(|l| *l == name);
-            if let Some(id) = lib_index.and_then(|i| self.library_ids.get(&(i as u32))) {
-                m.read_pair_optical_duplicates = optical_by_library.get(id).copied().unwrap_or(0);
-            }
-            m.calculate_derived_fields();
-            libraries.push(m);
+        let lib = rec.library as usize;
+        if lib >= counts.len() {
+            counts.resize(lib + 1, [0; 6]);
         }
-        MetricsReport {
-            libraries,
-            set_sizes,
+        let c = &mut counts[lib];
+        let f = rec.flag;
+        let unpaired = f & flags::PAIRED == 0 || f & flags::MATE_UNMAPPED != 0;
+        let sec_sup = f & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0;
+        if f & flags::UNMAPPED != 0 {
+            c[0] += 1;
+        } else if sec_sup {
+            c[1] += 1;
+        } else if unpaired {
+            c[2] += 1;
+        } else {
+            c[3] += 1;
         }
+        if dup && !sec_sup && f & flags::UNMAPPED == 0 {
+            c[if unpaired { 4 } else { 5 }] += 1;
+        }
+        i += 1;
     }
+    let carry = WalkCarry {
+        dup_template: walk.dup_template == Some(template),
+        optical_dup_template: optical_walk.dup_template == Some(template),
+        stale: walk.left(),
+        optical_stale: optical_walk.left(),
+    };
+    Ok(Walked {
+        duplicate,
+        optical: optical_out,
+        counts,
+        carry,
+    })
+}
+
+/// Listed indexes shifted by one, after `stale` zeros: the indexes a walk
+/// has not passed before the stretch, before every record of it.
+fn shifted(stale: u64, it: Option<impl Iterator<Item = u64>>) -> impl Iterator<Item = u64> {
+    std::iter::repeat_n(0, stale as usize).chain(it.into_iter().flatten().map(|i| i + 1))
+}
+
+/// Picard's metrics from the record counts per library index (summed over
+/// the input), the optical duplicate pairs per library index and the
+/// set-size histograms. Libraries of the header's read groups are reported
+/// even when no record has them; Picard orders libraries by name (Java
+/// strings; byte order for ASCII).
+pub fn metrics_report(
+    read_groups: &ReadGroups,
+    counts: &[[u64; 6]],
+    optical_by_library: &HashMap<u32, u64>,
+    set_sizes: SetSizeHistograms,
+) -> MetricsReport {
+    let mut by_lib: BTreeMap<String, DuplicationMetrics> = BTreeMap::new();
+    for &l in &read_groups.rg_library {
+        let name = read_groups.library_name(l);
+        by_lib
+            .entry(name.to_string())
+            .or_insert_with(|| DuplicationMetrics::new(name));
+    }
+    for (lib, c) in counts.iter().enumerate() {
+        if c.iter().all(|&n| n == 0) {
+            continue;
+        }
+        let name = read_groups.library_name(lib as u32);
+        let m = by_lib
+            .entry(name.to_string())
+            .or_insert_with(|| DuplicationMetrics::new(name));
+        m.unmapped_reads += c[0];
+        m.secondary_or_supplementary_rds += c[1];
+        m.unpaired_reads_examined += c[2];
+        m.read_pairs_examined += c[3];
+        m.unpaired_read_duplicates += c[4];
+        m.read_pair_duplicates += c[5];
+    }
+    let mut libraries = Vec::new();
+    for (name, mut m) in by_lib {
+        m.read_pairs_examined /= 2;
+        m.read_pair_duplicates /= 2;
+        if let Some(i) = read_groups.libraries.iter().position(|l| *l == name) {
+            m.read_pair_optical_duplicates =
+                optical_by_library.get(&(i as u32)).copied().unwrap_or(0);
+        }
+        m.calculate_derived_fields();
+        libraries.push(m);
+    }
+    MetricsReport {
+        libraries,
+        set_sizes,
+    }
+}
+
+/// The fragment end of a mapped primary record `r` of template
+/// `template_index` (its library's id, its name's location); `r2_ref` is
+/// the mate's reference when the mate is mapped, else -1.
+fn fragment_end(r: &ReadInfo<'_>, library: i16, loc: Location, template_index: i64) -> End {
+    let reverse = r.flag & flags::REVERSE != 0;
+    let mate_mapped = r.flag & flags::PAIRED != 0 && r.flag & flags::MATE_UNMAPPED == 0;
+    let read_one = r.flag & flags::PAIRED == 0 || r.flag & flags::READ1 != 0;
+    End {
+        library,
+        barcode: r.barcodes.umi,
+        r1_barcode: if read_one { r.barcodes.read_one } else { 0 },
+        r2_barcode: if read_one { 0 } else { r.barcodes.read_two },
+        orientation: if reverse { R } else { F },
+        r1_ref: r.ref_id,
+        r1_coord: r.five_prime,
+        r2_ref: if mate_mapped { r.mate_ref_id } else { -1 },
+        r2_coord: -1,
+        loc,
+        optical_orientation: -1,
+        score: r.score,
+        r1_index: template_index,
+        r2_index: -1,
+        pair: false,
+    }
+}
+
+/// The pair end of a waiting mate's fragment end `p` and its other half
+/// (`second`: that record's fragment end; `read1`: it is the first of
+/// pair; its barcodes): the lower 5' end first, Picard's orientation, the
+/// scores summed. The one pairing step of [`MarkDuplicates`] and of the
+/// distributed join ([`dist::join_mates`]).
+fn pair_end(mut p: End, second: &End, read1: bool, barcodes: Barcodes) -> End {
+    let reverse = second.orientation == R;
+    let first_was_reverse = p.orientation == R;
+    p.optical_orientation = if read1 {
+        p.r1_barcode = barcodes.read_one;
+        orientation_byte(reverse, first_was_reverse)
+    } else {
+        p.r2_barcode = barcodes.read_two;
+        orientation_byte(first_was_reverse, reverse)
+    } as i8;
+    let (mate_ref, mate_coord) = (second.r1_ref, second.r1_coord);
+    if mate_ref > p.r1_ref || (mate_ref == p.r1_ref && mate_coord >= p.r1_coord) {
+        p.r2_ref = mate_ref;
+        p.r2_coord = mate_coord;
+        p.r2_index = second.r1_index;
+        p.orientation = orientation_byte(first_was_reverse, reverse);
+        if p.r2_ref == p.r1_ref && p.r2_coord == p.r1_coord && p.orientation == RF {
+            p.orientation = FR;
+        }
+    } else {
+        p.r2_ref = p.r1_ref;
+        p.r2_coord = p.r1_coord;
+        p.r2_index = p.r1_index;
+        p.r1_ref = mate_ref;
+        p.r1_coord = mate_coord;
+        p.r1_index = second.r1_index;
+        p.orientation = orientation_byte(reverse, first_was_reverse);
+    }
+    p.score = p.score.wrapping_add(second.score);
+    p.pair = true;
+    p
 }
 
 /// Moves the ends for which `first` holds before the others (in no
@@ -1576,18 +1685,7 @@ impl Found<'_> {
         singles: u64,
         by_library: HashMap<i16, u64>,
     ) {
-        let add = |to: &mut BTreeMap<u64, u64>, from: BTreeMap<u64, u64>| {
-            for (k, v) in from {
-                *to.entry(k).or_default() += v;
-            }
-        };
-        add(&mut self.set_sizes.all_sets, sizes.all_sets);
-        add(&mut self.set_sizes.optical_sets, sizes.optical_sets);
-        add(&mut self.set_sizes.non_optical_sets, sizes.non_optical_sets);
-        if singles > 0 {
-            *self.set_sizes.all_sets.entry(1).or_default() += singles;
-            *self.set_sizes.non_optical_sets.entry(1).or_default() += singles;
-        }
+        self.set_sizes.add(sizes, singles);
         for (lib, n) in by_library {
             *self.optical_by_library.entry(lib).or_default() += n;
         }
@@ -1693,6 +1791,11 @@ impl<I: Iterator<Item = u64>> Walk<I> {
             next,
             dup_template: None,
         }
+    }
+
+    /// Listed indexes not passed yet (the current one included).
+    fn left(self) -> u64 {
+        (self.next != u64::MAX) as u64 + self.it.count() as u64
     }
 
     fn step(&mut self, i: u64, template: u64) -> bool {

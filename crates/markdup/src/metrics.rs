@@ -174,6 +174,25 @@ pub struct SetSizeHistograms {
     pub non_optical_sets: BTreeMap<u64, u64>,
 }
 
+impl SetSizeHistograms {
+    /// Adds the counts of `other` (a part of the sets), and `singles` pair
+    /// sets of one end.
+    pub fn add(&mut self, other: SetSizeHistograms, singles: u64) {
+        let add = |to: &mut BTreeMap<u64, u64>, from: BTreeMap<u64, u64>| {
+            for (k, v) in from {
+                *to.entry(k).or_default() += v;
+            }
+        };
+        add(&mut self.all_sets, other.all_sets);
+        add(&mut self.optical_sets, other.optical_sets);
+        add(&mut self.non_optical_sets, other.non_optical_sets);
+        if singles > 0 {
+            *self.all_sets.entry(1).or_default() += singles;
+            *self.non_optical_sets.entry(1).or_default() += singles;
+        }
+    }
+}
+
 /// The command line Picard MarkDuplicates writes as the first header line
 /// of its metrics file, for the same run expressed in Picard's terms:
 /// `MarkDuplicates INPUT=[in.bam] OUTPUT=out.bam METRICS_FILE=m.txt`,

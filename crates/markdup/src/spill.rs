@@ -28,10 +28,10 @@ use crate::optical::Location;
 use crate::{End, MarkdupError, RecordSlot};
 
 /// Bytes of one end in a run file.
-const END_BYTES: usize = 2 + 4 * 3 + 1 + 4 * 4 + 2 * 4 + 1 + 2 + 8 * 2 + 1;
+pub(crate) const END_BYTES: usize = 2 + 4 * 3 + 1 + 4 * 4 + 2 * 4 + 1 + 2 + 8 * 2 + 1;
 
 /// Bytes of one record slot in the slot file.
-const SLOT_BYTES: usize = 8;
+pub(crate) const SLOT_BYTES: usize = 8;
 
 /// Buffer of each file reader and writer.
 const IO_BUFFER: usize = 64 << 10;
@@ -47,7 +47,7 @@ fn io_error<'a>(
     }
 }
 
-fn encode_end(e: &End, out: &mut [u8; END_BYTES]) {
+pub(crate) fn encode_end(e: &End, out: &mut [u8; END_BYTES]) {
     let mut at = 0;
     let mut put = |b: &[u8]| {
         out[at..at + b.len()].copy_from_slice(b);
@@ -73,7 +73,7 @@ fn encode_end(e: &End, out: &mut [u8; END_BYTES]) {
     put(&[e.pair as u8]);
 }
 
-fn decode_end(b: &[u8; END_BYTES]) -> End {
+pub(crate) fn decode_end(b: &[u8; END_BYTES]) -> End {
     let mut at = 0;
     let mut take = |n: usize| {
         let s = &b[at..at + n];
@@ -369,7 +369,7 @@ pub(crate) struct SlotLog {
     on_disk: u64,
 }
 
-fn encode_slot(s: &RecordSlot) -> [u8; SLOT_BYTES] {
+pub(crate) fn encode_slot(s: &RecordSlot) -> [u8; SLOT_BYTES] {
     let mut b = [0u8; SLOT_BYTES];
     b[..4].copy_from_slice(&s.library.to_le_bytes());
     b[4..6].copy_from_slice(&s.flag.to_le_bytes());
@@ -377,7 +377,7 @@ fn encode_slot(s: &RecordSlot) -> [u8; SLOT_BYTES] {
     b
 }
 
-fn decode_slot(b: &[u8; SLOT_BYTES]) -> RecordSlot {
+pub(crate) fn decode_slot(b: &[u8; SLOT_BYTES]) -> RecordSlot {
     RecordSlot {
         library: u32::from_le_bytes(b[..4].try_into().unwrap()),
         flag: u16::from_le_bytes([b[4], b[5]]),

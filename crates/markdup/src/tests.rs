@@ -304,10 +304,10 @@ fn reference_length_score_caps_and_penalises_qc_failures() {
 }
 
 /// A small deterministic generator (xorshift) for the spill tests.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -320,7 +320,7 @@ impl Rng {
 /// flow-cell locations) on few positions, so sets of every size occur; in
 /// coordinate order when `coordinate` (mates far apart wait for each other).
 #[allow(clippy::type_complexity)]
-fn random_records(
+pub(crate) fn random_records(
     seed: u64,
     templates: usize,
     coordinate: bool,
@@ -394,7 +394,7 @@ fn random_records(
     recs
 }
 
-fn mark(
+pub(crate) fn mark(
     recs: &[(String, u16, i32, i32, i32, i16, usize)],
     order: InputOrder,
     spill: Option<(&std::path::Path, usize)>,

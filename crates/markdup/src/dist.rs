@@ -1,0 +1,662 @@
+//! Duplicate marking cut into tasks, none of which holds the whole input:
+//! the answer of one [`MarkDuplicates`] over the input, from its splits.
+//!
+//! 1. **Collect** ([`SplitCollector`], one per split of the input, in any
+//!    order): each record's slot (flag, library, whether it starts a
+//!    template), the fragment end of each mapped primary record and, for
+//!    those whose mate is mapped, a *half* (its fragment end, name and
+//!    read group) for the join. Records are numbered by [`ordinal`]
+//!    (split, index in the split), which grows with input order, so ends
+//!    compare across splits as the one-pass marker's input indexes do.
+//!    Ends go to [`end_bucket`]s (a hash of the library, barcodes and
+//!    first 5' end: every duplicate set, pair or fragment, falls in one
+//!    bucket), halves to [`name_bucket`]s (a hash of read group and name).
+//! 2. **Templates across splits** ([`continued_templates`]): in name-grouped
+//!    input a template may start in one split and go on in the next; its
+//!    ends carry the index of its first record ([`Fixups`], applied by the
+//!    join and the decision).
+//! 3. **Join** ([`join_mates`], one per name bucket): the halves of each
+//!    (read group, name) in input order, paired exactly as the one-pass
+//!    marker pairs them (a mate waits under its mate's reference, read
+//!    group and name; a later one under the same key replaces it): the
+//!    pair ends, to their end buckets.
+//! 4. **Decide** ([`MarkDuplicates::decide_ends`], one per end bucket): the
+//!    bucket's duplicate sets sorted and walked as the one-pass marker walks
+//!    them: the duplicate (and optical) indexes listed, the set-size
+//!    histograms and optical counts per library.
+//! 5. **Finish** ([`finish_split`], one per split, in order or retried):
+//!    Picard's output loop over the split's slots with the indexes listed
+//!    in it, resumed where the previous split's left it ([`WalkCarry`]):
+//!    the split's bits and record counts per library.
+//! 6. **Metrics** ([`crate::metrics_report`]): the counts summed.
+//!
+//! Between tasks everything is bytes: ends 63 bytes each (the spill
+//! files' encoding), halves the same plus name and read group, index
+//! lists 8 bytes per listed index, slots 8 bytes per record.
+
+use std::collections::HashMap;
+
+use crate::optical::NameParser;
+use crate::spill::{decode_end, decode_slot, encode_end, encode_slot, END_BYTES, SLOT_BYTES};
+use crate::{
+    flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,
+    InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
+    SetSizeHistograms, WalkCarry,
+};
+
+/// Bits of an [`ordinal`] that hold the record's index in its split (up to
+/// 2^40 records per split, 2^23 splits: ordinals stay positive).
+pub const INDEX_BITS: u32 = 40;
+
+/// The number a record goes by: its split ordinal and its index in the
+/// split. It grows with input order.
+pub fn ordinal(split: u32, index: u64) -> i64 {
+    ((split as u64) << INDEX_BITS | index) as i64
+}
+
+/// The split of an [`ordinal`], and the index in it.
+pub fn split_of(ordinal: u64) -> (usize, u64) {
+    (
+        (ordinal >> INDEX_BITS) as usize,
+        ordinal & ((1 << INDEX_BITS) - 1),
+    )
+}
+
+/// FNV-1a (64-bit): the same bucket in every process, whatever its hasher.
+fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a's offset basis.
+const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn end_bucket_of(e: &End, buckets: usize) -> usize {
+    let mut key = [0u8; 22];
+    key[..2].copy_from_slice(&e.library.to_le_bytes());
+    key[2..6].copy_from_slice(&e.barcode.to_le_bytes());
+    key[6..10].copy_from_slice(&e.r1_barcode.to_le_bytes());
+    key[10..14].copy_from_slice(&e.r2_barcode.to_le_bytes());
+    key[14..18].copy_from_slice(&e.r1_ref.to_le_bytes());
+    key[18..22].copy_from_slice(&e.r1_coord.to_le_bytes());
+    (fnv1a(&key, FNV_BASIS) % buckets as u64) as usize
+}
+
+/// The bucket of the ends whose library, barcodes and first 5' end are
+/// these: a duplicate set (pair or fragment) shares them all.
+pub fn end_bucket(
+    library: i16,
+    barcodes: (i32, i32, i32),
+    ref_id: i32,
+    five_prime: i32,
+    buckets: usize,
+) -> usize {
+    let e = End {
+        library,
+        barcode: barcodes.0,
+        r1_barcode: barcodes.1,
+        r2_barcode: barcodes.2,
+        orientation: 0,
+        r1_ref: ref_id,
+        r1_coord: five_prime,
+        r2_ref: -1,
+        r2_coord: -1,
+        loc: crate::optical::Location::NONE,
+        optical_orientation: -1,
+        score: 0,
+        r1_index: 0,
+        r2_index: 0,
+        pair: false,
+    };
+    end_bucket_of(&e, buckets)
+}
+
+/// The bucket of the halves of read group `rg` (its header position) and
+/// name `name`.
+pub fn name_bucket(rg: i16, name: &[u8], buckets: usize) -> usize {
+    (fnv1a(name, fnv1a(&rg.to_le_bytes(), FNV_BASIS)) % buckets as u64) as usize
+}
+
+/// A mapped primary record whose mate is mapped, for the join: its
+/// fragment end, its place in the input, read group, name, whether it is
+/// the first of pair, and its barcodes.
+#[derive(Clone, Debug)]
+struct Half {
+    end: End,
+    seq: i64,
+    rg: i16,
+    read1: bool,
+    barcodes: Barcodes,
+    name: Vec<u8>,
+}
+
+/// Bytes of a half before its name.
+const HALF_BYTES: usize = END_BYTES + 8 + 2 + 1 + 4 * 3 + 4;
+
+fn encode_half(h: &Half, out: &mut Vec<u8>) {
+    let mut e = [0u8; END_BYTES];
+    encode_end(&h.end, &mut e);
+    out.extend_from_slice(&e);
+    out.extend_from_slice(&h.seq.to_le_bytes());
+    out.extend_from_slice(&h.rg.to_le_bytes());
+    out.push(h.read1 as u8);
+    out.extend_from_slice(&h.barcodes.umi.to_le_bytes());
+    out.extend_from_slice(&h.barcodes.read_one.to_le_bytes());
+    out.extend_from_slice(&h.barcodes.read_two.to_le_bytes());
+    out.extend_from_slice(&(h.name.len() as u32).to_le_bytes());
+    out.extend_from_slice(&h.name);
+}
+
+fn bad_block(what: &'static str, len: usize, at: usize) -> MarkdupError {
+    MarkdupError::BadBlock { what, len, at }
+}
+
+fn decode_halves(b: &[u8], out: &mut Vec<Half>) -> Result<(), MarkdupError> {
+    let mut at = 0;
+    while at < b.len() {
+        let Some(fixed) = b.get(at..at + HALF_BYTES) else {
+            return Err(bad_block("mate halves", b.len(), at));
+        };
+        let end = decode_end(fixed[..END_BYTES].try_into().expect("sized"));
+        let f = &fixed[END_BYTES..];
+        let i32_ = |s: &[u8]| i32::from_le_bytes(s.try_into().expect("sized"));
+        let name_len = u32::from_le_bytes(f[23..27].try_into().expect("sized")) as usize;
+        let Some(name) = b.get(at + HALF_BYTES..at + HALF_BYTES + name_len) else {
+            return Err(bad_block("mate halves", b.len(), at));
+        };
+        out.push(Half {
+            end,
+            seq: i64::from_le_bytes(f[..8].try_into().expect("sized")),
+            rg: i16::from_le_bytes([f[8], f[9]]),
+            read1: f[10] != 0,
+            barcodes: Barcodes {
+                umi: i32_(&f[11..15]),
+                read_one: i32_(&f[15..19]),
+                read_two: i32_(&f[19..23]),
+            },
+            name: name.to_vec(),
+        });
+        at += HALF_BYTES + name_len;
+    }
+    Ok(())
+}
+
+fn encode_ends<'a>(ends: impl IntoIterator<Item = &'a End>, out: &mut Vec<u8>) {
+    let mut e = [0u8; END_BYTES];
+    for end in ends {
+        encode_end(end, &mut e);
+        out.extend_from_slice(&e);
+    }
+}
+
+fn decode_ends(b: &[u8], out: &mut Vec<End>) -> Result<(), MarkdupError> {
+    if !b.len().is_multiple_of(END_BYTES) {
+        return Err(bad_block(
+            "read ends",
+            b.len(),
+            b.len() / END_BYTES * END_BYTES,
+        ));
+    }
+    out.extend(
+        b.chunks_exact(END_BYTES)
+            .map(|c| decode_end(c.try_into().expect("sized"))),
+    );
+    Ok(())
+}
+
+/// Index lists (8 bytes each, a listed index once per listing).
+fn decode_indexes(b: &[u8], out: &mut Vec<u64>) -> Result<(), MarkdupError> {
+    if !b.len().is_multiple_of(8) {
+        return Err(bad_block("duplicate indexes", b.len(), b.len() / 8 * 8));
+    }
+    out.extend(
+        b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("sized"))),
+    );
+    Ok(())
+}
+
+/// Where a split's templates meet its neighbours' (name-grouped input).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Boundary {
+    /// The split's first and last record names (`None`: no records; the
+    /// last name also in coordinate order, where templates are records).
+    pub first_name: Option<Vec<u8>>,
+    pub last_name: Option<Vec<u8>>,
+    /// The [`ordinal`] of the split's last template's first record.
+    pub last_template: i64,
+    /// The ordinal of the split's first record.
+    pub first: i64,
+}
+
+/// What a split gives the other tasks.
+pub struct SplitShare {
+    /// Fragment ends, by end bucket.
+    pub ends: Vec<Vec<u8>>,
+    /// Halves for the join, by name bucket.
+    pub halves: Vec<Vec<u8>>,
+    /// The record slots, 8 bytes each, for [`finish_split`].
+    pub slots: Vec<u8>,
+    pub boundary: Boundary,
+    pub records: u64,
+}
+
+/// Takes one split's records in input order ([`ReadInfo`], resolved
+/// against the header's read groups as for [`MarkDuplicates`]).
+pub struct SplitCollector {
+    order: InputOrder,
+    parser: NameParser,
+    split: u32,
+    index: u64,
+    template_index: i64,
+    last_name: Option<Vec<u8>>,
+    first_name: Option<Vec<u8>>,
+    ends_done: bool,
+    slots: Vec<RecordSlot>,
+    ends: Vec<End>,
+    halves: Vec<Half>,
+}
+
+impl SplitCollector {
+    /// For split `split` of an input in `order`, names parsed by `parser`
+    /// (Picard's `READ_NAME_REGEX`).
+    pub fn new(order: InputOrder, parser: NameParser, split: u32) -> Self {
+        SplitCollector {
+            order,
+            parser,
+            split,
+            index: 0,
+            template_index: ordinal(split, 0),
+            last_name: None,
+            first_name: None,
+            ends_done: false,
+            slots: Vec::new(),
+            ends: Vec::new(),
+            halves: Vec::new(),
+        }
+    }
+
+    /// Adds the split's next record.
+    pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
+        self.push_record(r, None)
+    }
+
+    /// [`SplitCollector::push`] of a record whose name the caller parsed
+    /// with this collector's parser ([`NameParser::parse`]), as
+    /// [`MarkDuplicates::push_parsed`].
+    pub fn push_parsed(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: crate::optical::Location,
+    ) -> Result<(), MarkdupError> {
+        self.push_record(r, Some(parsed))
+    }
+
+    fn push_record(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Option<crate::optical::Location>,
+    ) -> Result<(), MarkdupError> {
+        let ord = ordinal(self.split, self.index);
+        self.index += 1;
+        if self.first_name.is_none() {
+            self.first_name = Some(r.name.to_vec());
+        }
+        // As MarkDuplicates::push_record: a template is a run of one name
+        // in name-grouped input, a record in coordinate order.
+        if self.order == InputOrder::Coordinate {
+            self.template_index = ord;
+        } else if self.last_name.as_deref() != Some(r.name) {
+            let last = self.last_name.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(r.name);
+            self.template_index = ord;
+        }
+        self.slots.push(RecordSlot {
+            library: r.rg.library,
+            flag: r.flag,
+            new_template: self.template_index == ord,
+        });
+        if self.ends_done {
+            return Ok(());
+        }
+        if r.flag & flags::UNMAPPED != 0 {
+            if r.ref_id == -1 && self.order == InputOrder::Coordinate {
+                self.ends_done = true;
+            }
+            return Ok(());
+        }
+        if r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0 {
+            return Ok(());
+        }
+        // Libraries by header index (MarkDuplicates numbers them as first
+        // seen; only their equality matters to the sets).
+        let library =
+            i16::try_from(r.rg.library + 1).map_err(|_| MarkdupError::TooManyLibraries)?;
+        let loc = match parsed {
+            Some(loc) => loc.with_read_group(r.rg.ordinal),
+            None => self.parser.location(r.name, r.rg.ordinal),
+        };
+        let frag = fragment_end(r, library, loc, self.template_index);
+        self.ends.push(frag);
+        if frag.r2_ref != -1 {
+            self.halves.push(Half {
+                end: frag,
+                seq: ord,
+                rg: r.rg.ordinal,
+                read1: r.flag & flags::READ1 != 0,
+                barcodes: r.barcodes,
+                name: r.name.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The split's share, ends cut into `end_buckets` and halves into
+    /// `name_buckets`.
+    pub fn finish(self, end_buckets: usize, name_buckets: usize) -> SplitShare {
+        let mut ends = vec![Vec::new(); end_buckets.max(1)];
+        for e in &self.ends {
+            encode_ends([e], &mut ends[end_bucket_of(e, end_buckets.max(1))]);
+        }
+        let mut halves = vec![Vec::new(); name_buckets.max(1)];
+        for h in &self.halves {
+            encode_half(
+                h,
+                &mut halves[name_bucket(h.rg, &h.name, name_buckets.max(1))],
+            );
+        }
+        let mut slots = Vec::with_capacity(self.slots.len() * SLOT_BYTES);
+        for s in &self.slots {
+            slots.extend_from_slice(&encode_slot(s));
+        }
+        SplitShare {
+            ends,
+            halves,
+            slots,
+            records: self.index,
+            boundary: Boundary {
+                first_name: self.first_name,
+                last_name: self
+                    .last_name
+                    .filter(|_| self.order == InputOrder::Queryname),
+                last_template: self.template_index,
+                first: ordinal(self.split, 0),
+            },
+        }
+    }
+}
+
+/// For each split (in input order), where its first template began when
+/// that was in an earlier split (name-grouped input: the names meet at the
+/// boundary; a split of one template passes its start on); else `None`
+/// (always in coordinate order, whose boundaries have no last name: every
+/// record is a template).
+pub fn continued_templates(bounds: &[Boundary]) -> Vec<Option<i64>> {
+    let mut out = vec![None; bounds.len()];
+    // The last name seen and where its template began.
+    let mut last: Option<(&[u8], i64)> = None;
+    for (b, cont) in bounds.iter().zip(&mut out) {
+        let (Some(first), Some(last_name)) = (&b.first_name, &b.last_name) else {
+            continue;
+        };
+        *cont = last.filter(|(n, _)| *n == first.as_slice()).map(|l| l.1);
+        let start = match *cont {
+            Some(s) if b.last_template == b.first => s,
+            _ => b.last_template,
+        };
+        last = Some((last_name, start));
+    }
+    out
+}
+
+/// The template indexes to replace: the first record of a split whose
+/// first template began earlier stands for that template's first record.
+#[derive(Clone, Debug, Default)]
+pub struct Fixups(Vec<(i64, i64)>);
+
+impl Fixups {
+    /// From [`continued_templates`] and the splits' first ordinals.
+    pub fn new(bounds: &[Boundary], continued: &[Option<i64>]) -> Fixups {
+        let mut v: Vec<(i64, i64)> = bounds
+            .iter()
+            .zip(continued)
+            .filter_map(|(b, c)| c.map(|c| (b.first, c)))
+            .collect();
+        v.sort_unstable();
+        Fixups(v)
+    }
+
+    fn apply(&self, i: i64) -> i64 {
+        if self.0.is_empty() {
+            return i;
+        }
+        match self.0.binary_search_by_key(&i, |f| f.0) {
+            Ok(k) => self.0[k].1,
+            Err(_) => i,
+        }
+    }
+
+    fn apply_end(&self, e: &mut End) {
+        e.r1_index = self.apply(e.r1_index);
+        if e.r2_index != -1 {
+            e.r2_index = self.apply(e.r2_index);
+        }
+    }
+}
+
+/// Pairs the halves of one name bucket (blocks from every split, any
+/// order) as [`MarkDuplicates`] pairs them over the whole input; returns
+/// the pair ends by end bucket.
+pub fn join_mates(
+    blocks: &[&[u8]],
+    fixups: &Fixups,
+    end_buckets: usize,
+) -> Result<Vec<Vec<u8>>, MarkdupError> {
+    let mut halves = Vec::new();
+    for b in blocks {
+        decode_halves(b, &mut halves)?;
+    }
+    // A name's halves in input order; the marker's waiting mates are keyed
+    // by (reference, read group, name), so names do not meet.
+    halves.sort_unstable_by(|a, b| (a.rg, &a.name, a.seq).cmp(&(b.rg, &b.name, b.seq)));
+    let mut out = vec![Vec::new(); end_buckets.max(1)];
+    let mut waiting: HashMap<i32, End> = HashMap::new();
+    for (i, h) in halves.iter().enumerate() {
+        if i == 0 || (halves[i - 1].rg, &halves[i - 1].name) != (h.rg, &h.name) {
+            waiting.clear();
+        }
+        let mut frag = h.end;
+        fixups.apply_end(&mut frag);
+        match waiting.remove(&frag.r1_ref) {
+            Some(p) => {
+                let e = pair_end(p, &frag, h.read1, h.barcodes);
+                encode_ends([&e], &mut out[end_bucket_of(&e, end_buckets.max(1))]);
+            }
+            None => {
+                waiting.insert(frag.r2_ref, frag);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl DupSink for Vec<u64> {
+    fn add(&mut self, index: i64) {
+        self.push(index as u64);
+    }
+}
+
+/// What one end bucket's decision finds.
+#[derive(Clone, Debug, Default)]
+pub struct SetsDecided {
+    /// Duplicate and optical duplicate ordinals, ascending (an ordinal
+    /// once per listing).
+    pub duplicates: Vec<u64>,
+    pub optical: Vec<u64>,
+    pub set_sizes: SetSizeHistograms,
+    /// Optical duplicate pairs per library (header library index).
+    pub optical_by_library: HashMap<u32, u64>,
+}
+
+impl SetsDecided {
+    /// The listed indexes of each of `splits` splits, relative to the
+    /// split's first record, as bytes: (duplicates, optical).
+    #[allow(clippy::type_complexity)]
+    pub fn by_split(&self, splits: usize) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), MarkdupError> {
+        let cut = |list: &[u64]| {
+            let mut out = vec![Vec::new(); splits];
+            for &o in list {
+                let (s, i) = split_of(o);
+                let Some(to) = out.get_mut(s) else {
+                    return Err(MarkdupError::SplitBeyond { split: s, splits });
+                };
+                to.extend_from_slice(&i.to_le_bytes());
+            }
+            Ok(out)
+        };
+        Ok((cut(&self.duplicates)?, cut(&self.optical)?))
+    }
+
+    /// Adds the counts of another bucket (the index lists are the
+    /// splits').
+    pub fn add_counts(&mut self, o: SetsDecided) {
+        self.set_sizes.add(o.set_sizes, 0);
+        for (lib, n) in o.optical_by_library {
+            *self.optical_by_library.entry(lib).or_default() += n;
+        }
+    }
+}
+
+impl MarkDuplicates {
+    /// The duplicate sets of one end bucket (fragment ends from the
+    /// splits, pair ends from the joins; blocks in any order), walked as
+    /// [`MarkDuplicates::finish`] walks them, with this marker's optical
+    /// settings (pixel distance, name parser, whether optical duplicates
+    /// are listed) and pool.
+    pub fn decide_ends(
+        &self,
+        blocks: &[&[u8]],
+        fixups: &Fixups,
+    ) -> Result<SetsDecided, MarkdupError> {
+        let mut ends = Vec::new();
+        for b in blocks {
+            decode_ends(b, &mut ends)?;
+        }
+        for e in &mut ends {
+            fixups.apply_end(e);
+        }
+        let k = crate::partition(&mut ends, |e| e.pair);
+        let (pairs, frags) = ends.split_at_mut(k);
+        Self::sort_slice(self.pool.as_ref(), pairs, true);
+        Self::sort_slice(self.pool.as_ref(), frags, true);
+        let mut part = PartFound::new((Vec::<u64>::new(), Vec::<u64>::new()));
+        let mut it = pairs.iter();
+        self.walk_pair_sets(|| Ok(it.next().copied()), &mut part)?;
+        let mut it = frags.iter();
+        walk_frag_sets(|| Ok(it.next().copied()), &mut part.sink.0)?;
+        let PartFound {
+            sink: (mut duplicates, mut optical),
+            set_sizes: sizes,
+            singles,
+            optical_by_library,
+        } = part;
+        duplicates.sort_unstable();
+        optical.sort_unstable();
+        let mut set_sizes = SetSizeHistograms::default();
+        set_sizes.add(sizes, singles);
+        Ok(SetsDecided {
+            duplicates,
+            optical,
+            set_sizes,
+            optical_by_library: optical_by_library
+                .into_iter()
+                .map(|(id, n)| ((id - 1) as u32, n))
+                .collect(),
+        })
+    }
+}
+
+/// What [`finish_split`] gives for one split.
+pub struct SplitOutcome {
+    /// Picard's duplicate flag per record of the split.
+    pub duplicate: crate::Bits,
+    /// The optical verdict per record, when optical lists were given.
+    pub optical: Option<crate::Bits>,
+    /// Record counts per library index, for [`crate::metrics_report`].
+    pub counts: LibraryCounts,
+    /// Where the walk stands after the split: the next split's `carry`.
+    pub carry: WalkCarry,
+}
+
+/// Picard's output loop over one split: its slots
+/// ([`SplitShare::slots`]), whether its first template began in an earlier
+/// split ([`continued_templates`]), the index lists of the split from every
+/// end bucket ([`SetsDecided::by_split`]; the optical ones when they are
+/// tracked) and where the walk stood after the previous split (the
+/// default for the first split; a split run with another carry than the
+/// one the previous split ends with must be run again with that one).
+pub fn finish_split(
+    slots: &[u8],
+    continued: bool,
+    duplicates: &[&[u8]],
+    optical: Option<&[&[u8]]>,
+    carry: WalkCarry,
+) -> Result<SplitOutcome, MarkdupError> {
+    if !slots.len().is_multiple_of(SLOT_BYTES) {
+        return Err(bad_block(
+            "record slots",
+            slots.len(),
+            slots.len() / SLOT_BYTES * SLOT_BYTES,
+        ));
+    }
+    let list = |blocks: &[&[u8]]| -> Result<Vec<u64>, MarkdupError> {
+        let mut v = Vec::new();
+        for b in blocks {
+            decode_indexes(b, &mut v)?;
+        }
+        v.sort_unstable();
+        Ok(v)
+    };
+    let duplicates = list(duplicates)?;
+    let optical = optical.map(list).transpose()?;
+    let records = (slots.len() / SLOT_BYTES) as u64;
+    let mut it = slots.chunks_exact(SLOT_BYTES).enumerate().map(|(i, c)| {
+        let mut s = decode_slot(c.try_into().expect("sized"));
+        if i == 0 && continued {
+            s.new_template = false;
+        }
+        s
+    });
+    let walked = walk_records(
+        records,
+        || Ok(it.next()),
+        duplicates.into_iter(),
+        optical.map(Vec::into_iter),
+        carry,
+    )?;
+    Ok(SplitOutcome {
+        duplicate: walked.duplicate,
+        optical: walked.optical,
+        counts: walked.counts,
+        carry: walked.carry,
+    })
+}
+
+/// Adds one split's record counts to `total`.
+pub fn add_library_counts(total: &mut LibraryCounts, counts: &LibraryCounts) {
+    if total.len() < counts.len() {
+        total.resize(counts.len(), [0; 6]);
+    }
+    for (t, c) in total.iter_mut().zip(counts) {
+        for (a, b) in t.iter_mut().zip(c) {
+            *a += b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

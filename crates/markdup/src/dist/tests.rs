@@ -1,0 +1,290 @@
+//! The distributed marking against one [`MarkDuplicates`] over the whole
+//! input: the same duplicate and optical bits and the same metrics, for
+//! any cut into splits (inside templates too, empty splits, one template
+//! over several splits) and any number of buckets.
+
+use super::*;
+use crate::tests::{mark, random_records, Rng};
+use crate::{metrics_report, Bits, MetricsReport, ReadGroups};
+
+type Rec = (String, u16, i32, i32, i32, i16, usize);
+
+fn groups() -> ReadGroups {
+    ReadGroups::new([
+        (b"rg1".to_vec(), Some("lib1".to_string())),
+        (b"rg2".to_vec(), Some("lib2".to_string())),
+    ])
+}
+
+fn bits(b: &Bits) -> Vec<bool> {
+    b.iter().collect()
+}
+
+/// The distributed marking of `recs` cut before each index of `cuts`, with
+/// `buckets` end buckets and `names` name buckets, run as a driver would:
+/// every split finished at once with the default carry, then those whose
+/// carry was not the previous split's run again.
+fn dist_mark(
+    recs: &[Rec],
+    order: InputOrder,
+    cuts: &[usize],
+    buckets: usize,
+    names: usize,
+) -> (Vec<bool>, Vec<bool>, MetricsReport) {
+    let mut groups = groups();
+    let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(cuts);
+    bounds.push(recs.len());
+    let shares: Vec<SplitShare> = bounds
+        .windows(2)
+        .enumerate()
+        .map(|(s, w)| {
+            let mut c = SplitCollector::new(order, NameParser::Default, s as u32);
+            for (name, flag, ref_id, five, mate_ref, score, lib) in &recs[w[0]..w[1]] {
+                c.push(&ReadInfo {
+                    name: name.as_bytes(),
+                    flag: *flag,
+                    ref_id: *ref_id,
+                    mate_ref_id: *mate_ref,
+                    five_prime: *five,
+                    score: *score,
+                    rg: rgs[*lib],
+                    barcodes: Default::default(),
+                })
+                .unwrap();
+            }
+            c.finish(buckets, names)
+        })
+        .collect();
+    let splits = shares.len();
+    let bnds: Vec<Boundary> = shares.iter().map(|s| s.boundary.clone()).collect();
+    let continued = continued_templates(&bnds);
+    let fixups = Fixups::new(&bnds, &continued);
+    // Joins, one per name bucket: pair ends by end bucket.
+    let joined: Vec<Vec<Vec<u8>>> = (0..names)
+        .map(|j| {
+            let blocks: Vec<&[u8]> = shares.iter().map(|s| s.halves[j].as_slice()).collect();
+            join_mates(&blocks, &fixups, buckets).unwrap()
+        })
+        .collect();
+    // Decisions, one per end bucket.
+    let mut md = MarkDuplicates::with_order(groups.clone(), order);
+    md.set_track_optical(true);
+    let mut total = SetsDecided::default();
+    let mut lists = Vec::new();
+    for b in 0..buckets {
+        let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
+        blocks.extend(joined.iter().map(|j| j[b].as_slice()));
+        let d = md.decide_ends(&blocks, &fixups).unwrap();
+        lists.push(d.by_split(splits).unwrap());
+        total.add_counts(d);
+    }
+    let finish = |s: usize, carry: WalkCarry| {
+        let dups: Vec<&[u8]> = lists.iter().map(|l| l.0[s].as_slice()).collect();
+        let opt: Vec<&[u8]> = lists.iter().map(|l| l.1[s].as_slice()).collect();
+        finish_split(
+            &shares[s].slots,
+            continued[s].is_some(),
+            &dups,
+            Some(&opt),
+            carry,
+        )
+        .unwrap()
+    };
+    let mut outcomes: Vec<SplitOutcome> = (0..splits)
+        .map(|s| finish(s, WalkCarry::default()))
+        .collect();
+    for s in 1..splits {
+        let carry = outcomes[s - 1].carry;
+        if carry != WalkCarry::default() {
+            outcomes[s] = finish(s, carry);
+        }
+    }
+    let mut counts = Vec::new();
+    let (mut dup, mut opt) = (Vec::new(), Vec::new());
+    for o in &outcomes {
+        dup.extend(bits(&o.duplicate));
+        opt.extend(bits(o.optical.as_ref().unwrap()));
+        add_library_counts(&mut counts, &o.counts);
+    }
+    let metrics = metrics_report(&groups, &counts, &total.optical_by_library, total.set_sizes);
+    (dup, opt, metrics)
+}
+
+fn check(recs: &[Rec], order: InputOrder, cuts: &[usize], buckets: usize, names: usize) {
+    let want = mark(recs, order, None);
+    let (dup, opt, metrics) = dist_mark(recs, order, cuts, buckets, names);
+    let ctx = format!("{order:?}, cuts {cuts:?}, {buckets} buckets, {names} name buckets");
+    assert_eq!(dup, bits(&want.duplicate), "duplicates: {ctx}");
+    assert_eq!(opt, bits(want.optical.as_ref().unwrap()), "optical: {ctx}");
+    assert_eq!(metrics, want.metrics, "metrics: {ctx}");
+}
+
+/// `random_records` with a third of the pairs' second mates moved to the
+/// other reference (the fields of both mates kept consistent), in
+/// coordinate order when asked.
+fn records(seed: u64, templates: usize, order: InputOrder) -> Vec<Rec> {
+    let mut recs = random_records(seed, templates, false);
+    let mut rng = Rng(seed ^ 0x5eed);
+    let primary_pair = |f: u16| {
+        f & flags::PAIRED != 0
+            && f & (flags::UNMAPPED
+                | flags::MATE_UNMAPPED
+                | flags::SECONDARY
+                | flags::SUPPLEMENTARY)
+                == 0
+    };
+    let mut i = 0;
+    while i < recs.len() {
+        let mut j = i;
+        while j < recs.len() && recs[j].0 == recs[i].0 {
+            j += 1;
+        }
+        let mates: Vec<usize> = (i..j).filter(|&k| primary_pair(recs[k].1)).collect();
+        if mates.len() == 2 && rng.below(3) == 0 {
+            let other = 1 - recs[mates[1]].2;
+            recs[mates[1]].2 = other;
+            recs[mates[0]].4 = other;
+        }
+        i = j;
+    }
+    if order == InputOrder::Coordinate {
+        recs.sort_by_key(|r| (r.2 as u32, r.3));
+    }
+    recs
+}
+
+#[test]
+fn any_cut_and_any_buckets_give_one_markers_answer() {
+    for order in [InputOrder::Queryname, InputOrder::Coordinate] {
+        for seed in [3u64, 77, 1234] {
+            let recs = records(seed, 700, order);
+            let mut rng = Rng(seed * 31 + 7);
+            for splits in [1usize, 2, 3, 5, 8] {
+                let mut cuts: Vec<usize> = (1..splits)
+                    .map(|_| rng.below(recs.len() as u64) as usize)
+                    .collect();
+                cuts.sort_unstable();
+                for (buckets, names) in [(1, 1), (3, 2), (7, 5)] {
+                    check(&recs, order, &cuts, buckets, names);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cuts_inside_templates_and_empty_splits() {
+    let recs = records(99, 300, InputOrder::Queryname);
+    // Every cut after a record whose template goes on, two at one place
+    // (an empty split) and a run of cuts inside one template.
+    let inside: Vec<usize> = (1..recs.len())
+        .filter(|&k| recs[k].0 == recs[k - 1].0)
+        .take(6)
+        .collect();
+    let mut cuts = inside.clone();
+    cuts.push(inside[2]);
+    cuts.sort_unstable();
+    check(&recs, InputOrder::Queryname, &cuts, 4, 3);
+    // One template over three splits.
+    let mut long: Vec<Rec> = recs[..40].to_vec();
+    let name = "long:1:FC:1:1101:5:5".to_string();
+    for (flag, five) in [
+        (flags::PAIRED | flags::READ1 | 0x20, 100),
+        (flags::PAIRED | flags::READ1 | flags::SECONDARY, 700),
+        (flags::PAIRED | flags::READ1 | flags::SUPPLEMENTARY, 900),
+        (flags::PAIRED | 0x80 | flags::REVERSE, 300),
+    ] {
+        long.push((name.clone(), flag, 0, five, 0, 1, 0));
+    }
+    long.extend_from_slice(&recs[40..]);
+    check(&long, InputOrder::Queryname, &[41, 42, 43], 2, 2);
+    check(&long, InputOrder::Queryname, &[40, 41, 42, 43, 44], 3, 1);
+}
+
+#[test]
+fn an_index_listed_twice_holds_back_the_next_split() {
+    // As `index_listed_twice_holds_back_the_walk`: "dd" is listed twice,
+    // and the walk then misses "e", wherever the splits are cut.
+    let recs: Vec<Rec> = [("best", 50), ("dd", 1), ("dd", 1), ("e", 1), ("f", 1)]
+        .iter()
+        .map(|&(n, score)| (n.to_string(), 0, 0, 100, -1, score, 0))
+        .collect();
+    for cuts in [
+        vec![],
+        vec![3],
+        vec![2],
+        vec![1, 3],
+        vec![3, 4],
+        vec![2, 3, 4],
+    ] {
+        check(&recs, InputOrder::Queryname, &cuts, 2, 1);
+    }
+}
+
+#[test]
+fn a_block_cut_short_is_an_error() {
+    let mut c = SplitCollector::new(InputOrder::Queryname, NameParser::Default, 0);
+    let mut groups = groups();
+    let rg = groups.resolve(Some(b"rg1"));
+    for (flag, five) in [
+        (flags::PAIRED | flags::READ1, 100),
+        (flags::PAIRED | 0x80, 300),
+    ] {
+        c.push(&ReadInfo {
+            name: b"a",
+            flag,
+            ref_id: 0,
+            mate_ref_id: 0,
+            five_prime: five,
+            score: 1,
+            rg,
+            barcodes: Default::default(),
+        })
+        .unwrap();
+    }
+    let share = c.finish(1, 1);
+    let h = &share.halves[0];
+    let e = join_mates(&[&h[..h.len() - 1]], &Fixups::default(), 1).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MarkdupError::BadBlock {
+                what: "mate halves",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let md = MarkDuplicates::new(groups);
+    let ends = &share.ends[0];
+    let e = md
+        .decide_ends(&[&ends[..ends.len() - 3]], &Fixups::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MarkdupError::BadBlock {
+                what: "read ends",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let far = SetsDecided {
+        duplicates: vec![ordinal(3, 0) as u64],
+        ..Default::default()
+    };
+    let e = far.by_split(2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MarkdupError::SplitBeyond {
+                split: 3,
+                splits: 2
+            }
+        ),
+        "{e}"
+    );
+}

@@ -110,7 +110,9 @@ macro_rules! opt {
 pub const PICARD_OPTIONS: &[PicardOpt] = &[
     opt!("INPUT", Some("I"), "File", TEXT, Action::Input,
          "Input SAM, BAM or CRAM: coordinate-sorted (@HD SO:coordinate) or grouped by read name \
-          (SO:queryname, or ASSUME_SORT_ORDER=queryname). One file, read twice (not standard input)."),
+          (SO:queryname, or ASSUME_SORT_ORDER=queryname). A file, read twice (not standard input). \
+          Given more than once, the inputs are merged as Picard merges them (htsjdk's header merge, \
+          records in the first input's order)."),
     opt!("METRICS_FILE", Some("M"), "File", TEXT, Action::Metrics,
          "Where the duplication metrics go (Picard's DuplicationMetrics text). Required."),
     opt!("OUTPUT", Some("O"), "File", TEXT, Action::Output,
@@ -638,15 +640,11 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
             }
         )));
     }
-    if run.inputs.len() > 1 {
-        return Err(ArgError::Unsupported {
-            option: "INPUT given more than once".into(),
-            why: "alnsort MarkDuplicates reads one input; merge the inputs first (alnsort merge, \
-                  or samtools merge) and mark the merged file",
-        });
-    }
-    let input = run.inputs[0].clone();
-    if input == "-" || input == "/dev/stdin" {
+    if let Some(input) = run
+        .inputs
+        .iter()
+        .find(|i| *i == "-" || *i == "/dev/stdin")
+    {
         return Err(ArgError::Unsupported {
             option: format!("INPUT={input}"),
             why: "alnsort MarkDuplicates reads its input twice (once to decide, once to write \
@@ -654,8 +652,10 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
                   it to a file first, or mark it while sorting with 'alnsort sort --markdup'",
         });
     }
-    run.sort.input = input.clone();
-    run.sort.inputs = vec![input];
+    // Several inputs are merged as Picard merges them
+    // (`crate::mark_in_order`); the engine's options name the first.
+    run.sort.input = run.inputs[0].clone();
+    run.sort.inputs = run.inputs.clone();
     let output = output.unwrap_or_default();
     run.sort.output = if output == "/dev/stdout" || output == "-" {
         "-".into()
@@ -856,7 +856,7 @@ mod tests {
             e(&["I=a.bam", "O=b.bam", "M=m", "REMOVE_DUPLICATES=maybe"]).contains("true or false")
         );
         assert!(e(&["I=/dev/stdin", "O=b.bam", "M=m"]).contains("standard input"));
-        assert!(e(&["I=a.bam", "I=b.bam", "O=c.bam", "M=m"]).contains("more than once"));
+        assert!(e(&["I=a.bam", "I=-", "O=c.bam", "M=m"]).contains("INPUT=-"));
         assert!(e(&["I=a.bam", "O=b.bam"]).contains("METRICS_FILE is required"));
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "NOT_AN_OPTION=1"]).contains("NOT_AN_OPTION"));
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "ASO=unsorted"]).contains("queryname"));

@@ -23,7 +23,9 @@ use crate::config::Config;
 use crate::error::{Context, Error, Result};
 use crate::input::spawn_batches;
 use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
-use crate::markdup_inputs::{htsjdk_coordinate_cmp, htsjdk_queryname_cmp, HtsjdkMerge};
+use crate::markdup_inputs::{
+    htsjdk_base36, htsjdk_coordinate_cmp, htsjdk_queryname_cmp, HtsjdkMerge,
+};
 use crate::merge::MergePlan;
 use crate::picard::{AssumedOrder, PgSpec, PicardRun};
 use alnsort_bam::header::Header;
@@ -105,7 +107,7 @@ fn chained_ids(
             id.to_string()
         } else {
             loop {
-                let candidate = format!("{id}.{}", base36(counter));
+                let candidate = format!("{id}.{}", htsjdk_base36(counter));
                 counter += 1;
                 if !taken.iter().any(|t| t == candidate.as_bytes()) {
                     break candidate;
@@ -116,21 +118,6 @@ fn chained_ids(
         out.push((seen[i].clone(), new));
     }
     out
-}
-
-/// htsjdk's `positiveFourDigitBase36Str`: the digits least significant
-/// first, "0" for zero.
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    if n == 0 {
-        return "0".into();
-    }
-    let mut s = String::new();
-    while n > 0 {
-        s.push(DIGITS[(n % 36) as usize] as char);
-        n /= 36;
-    }
-    s
 }
 
 /// Adds the `@PG` lines (one per chained ID) after the last `@PG` line, with
@@ -176,7 +163,11 @@ enum Inputs {
 /// without ASSUME_SORT_ORDER every other input must say the same
 /// (htsjdk's merging iterator: "Files are not compatible with sort
 /// order").
-fn sort_order_of(p: &PicardRun, headers: &mut [Header], paths: &[String]) -> Result<Option<String>> {
+fn sort_order_of(
+    p: &PicardRun,
+    headers: &mut [Header],
+    paths: &[String],
+) -> Result<Option<String>> {
     match p.assume {
         Some(AssumedOrder::Coordinate) => set_order(&mut headers[0], "coordinate", None),
         Some(AssumedOrder::Queryname) => set_order(&mut headers[0], "queryname", None),
@@ -309,7 +300,9 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     // Pass 1: read ends and PG tags, in input order to the marker.
     let (n, seen) = match &inputs {
         Inputs::One(path) => pass1_one(path, &cfg, &header, &pool, &mut marker, want_pg)?,
-        Inputs::Many(merge) => pass1_many(merge, &p.inputs, &cfg, &pool, order, &mut marker, want_pg)?,
+        Inputs::Many(merge) => {
+            pass1_many(merge, &p.inputs, &cfg, &pool, order, &mut marker, want_pg)?
+        }
     };
     let decisions = Arc::new(marker.finish()?);
 
@@ -333,9 +326,9 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     )?;
     let (m, written) = match &inputs {
         Inputs::One(path) => pass2_one(path, &cfg, &header, &pool, &decisions, &tags, &mut out)?,
-        Inputs::Many(merge) => {
-            pass2_many(merge, &p.inputs, &cfg, &pool, order, &decisions, &tags, &mut out)?
-        }
+        Inputs::Many(merge) => pass2_many(
+            merge, &p.inputs, &cfg, &pool, order, &decisions, &tags, &mut out,
+        )?,
     };
     let removed = m - written;
     if m != n || removed != decisions.removed {
@@ -678,15 +671,6 @@ fn copy_marked(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base36_is_htsjdks() {
-        assert_eq!(base36(0), "0");
-        assert_eq!(base36(1), "1");
-        assert_eq!(base36(35), "z");
-        // Least significant digit first.
-        assert_eq!(base36(36), "01");
-    }
 
     #[test]
     fn pg_ids_follow_java_hashset_order_and_avoid_taken_ids() {

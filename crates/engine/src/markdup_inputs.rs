@@ -365,8 +365,11 @@ impl HeaderRecord {
 }
 
 /// htsjdk's `SamFileHeaderMerger.positiveFourDigitBase36Str`: digits and
-/// upper-case letters, most significant first, "0" for zero.
-fn htsjdk_base36(mut n: u32) -> String {
+/// upper-case letters, most significant first, "0" for zero. The suffix of
+/// a renamed `@RG`/`@PG` ID in a header merge, and of the `@PG` IDs Picard
+/// chains (`SAMFileHeader.PgIdGenerator`).
+pub(crate) fn htsjdk_base36(n: u64) -> String {
+    let mut n = n;
     const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
     if n == 0 {
         return "0".into();
@@ -388,7 +391,7 @@ fn htsjdk_base36(mut n: u32) -> String {
 fn merge_header_records(
     records: &[(usize, HeaderRecord)],
     taken: &mut HashSet<Vec<u8>>,
-    counter: &mut u32,
+    counter: &mut u64,
     tables: &mut [Option<HashMap<Vec<u8>, Vec<u8>>>],
 ) -> (Vec<(HeaderRecord, Vec<usize>)>, bool) {
     // ID (first seen first) -> distinct records (first seen first) -> inputs.
@@ -523,7 +526,7 @@ impl HtsjdkMerge {
         // following the renames.
         let mut pg_tables: Vec<Option<HashMap<Vec<u8>, Vec<u8>>>> = vec![None; n];
         let mut taken = HashSet::new();
-        let mut counter = 0u32;
+        let mut counter = 0u64;
         let mut pg_collisions = false;
         let mut merged_pg = Vec::new();
         let mut left = lines_of(b"@PG\t", "@PG")?;
@@ -585,7 +588,7 @@ impl HtsjdkMerge {
         merged_pg.sort_by(|a, b| a.id.cmp(&b.id));
         // @RG: one level, a counter of its own.
         let mut rg_tables = vec![None; n];
-        let mut counter = 0u32;
+        let mut counter = 0u64;
         let (made, rg_collisions) = merge_header_records(
             &lines_of(b"@RG\t", "@RG")?,
             &mut HashSet::new(),
@@ -594,7 +597,8 @@ impl HtsjdkMerge {
         );
         let mut merged_rg: Vec<HeaderRecord> = made.into_iter().map(|(r, _)| r).collect();
         merged_rg.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut lines: Vec<Vec<u8>> = vec![format!("@HD\tVN:1.6\tGO:none\tSO:{sort_order}").into_bytes()];
+        let mut lines: Vec<Vec<u8>> =
+            vec![format!("@HD\tVN:1.6\tGO:none\tSO:{sort_order}").into_bytes()];
         lines.extend(
             headers[0]
                 .lines()
@@ -625,7 +629,13 @@ impl HtsjdkMerge {
     /// naming no line of its input's header is dropped (htsjdk sets it to
     /// null). The record is built in `buf` when it changes (true).
     /// `number`: the record's position in its input (1-based), for errors.
-    pub fn translate(&self, input: usize, rec: &[u8], number: u64, buf: &mut Vec<u8>) -> Result<bool> {
+    pub fn translate(
+        &self,
+        input: usize,
+        rec: &[u8],
+        number: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<bool> {
         let mut changed = false;
         for (tag, on, tables, kind) in [
             (*b"RG", self.rg_collisions, &self.rg, "@RG"),
@@ -747,5 +757,111 @@ mod tests {
             htsjdk_coordinate_cmp(&rec(b"a", 0x41, 0, 5), &rec(b"a", 0x81, 0, 5)),
             Less
         );
+    }
+
+    #[test]
+    fn base36_is_htsjdks() {
+        assert_eq!(htsjdk_base36(0), "0");
+        assert_eq!(htsjdk_base36(11), "B");
+        // Most significant digit first.
+        assert_eq!(htsjdk_base36(36), "10");
+        assert_eq!(htsjdk_base36(36 * 36 + 35), "10Z");
+    }
+
+    fn header(lines: &[&str]) -> Header {
+        alnsort_bam::header::parse_sam_header(lines.iter().map(|l| l.as_bytes())).unwrap()
+    }
+
+    fn text(h: &Header) -> Vec<String> {
+        h.lines()
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect()
+    }
+
+    /// The header Picard 3.4.0 wrote for these two inputs (observed with
+    /// `MarkDuplicates I=a.bam I=b.bam`, its own @PG line left out).
+    #[test]
+    fn header_merge_is_htsjdks() {
+        let a = header(&[
+            "@HD\tVN:1.5\tSO:coordinate\tSS:coordinate:foo",
+            "@SQ\tSN:chr1\tLN:100000\tM5:d41d8cd98f00b204e9800998ecf8427e",
+            "@RG\tID:rg1\tSM:s\tLB:libA",
+            "@RG\tID:rg2\tSM:s\tLB:libB",
+            "@PG\tID:bwa\tPN:bwa\tCL:bwa a",
+            "@PG\tID:sam\tPN:samtools\tPP:bwa",
+            "@CO\tcomment A",
+        ]);
+        let b = header(&[
+            "@HD\tVN:1.6\tSO:coordinate",
+            "@SQ\tSN:chr1\tLN:100000\tM5:d41d8cd98f00b204e9800998ecf8427e",
+            "@RG\tID:rg1\tSM:s\tLB:libC",
+            "@RG\tID:rg2\tSM:s\tLB:libB",
+            "@RG\tID:rg0\tSM:t\tLB:libA",
+            "@PG\tID:bwa\tPN:bwa\tCL:bwa b",
+            "@PG\tID:sam\tPN:samtools\tPP:bwa",
+            "@CO\tcomment B",
+        ]);
+        let paths = ["a.bam".to_string(), "b.bam".to_string()];
+        let m = HtsjdkMerge::new(&[a, b], &paths, "coordinate").unwrap();
+        assert_eq!(
+            text(&m.header),
+            [
+                "@HD\tVN:1.6\tGO:none\tSO:coordinate",
+                "@SQ\tSN:chr1\tLN:100000\tM5:d41d8cd98f00b204e9800998ecf8427e",
+                "@RG\tID:rg0\tSM:t\tLB:libA",
+                "@RG\tID:rg1\tSM:s\tLB:libA",
+                "@RG\tID:rg1.1\tSM:s\tLB:libC",
+                "@RG\tID:rg2\tSM:s\tLB:libB",
+                "@PG\tID:bwa\tPN:bwa\tCL:bwa a",
+                "@PG\tID:bwa.1\tPN:bwa\tCL:bwa b",
+                "@PG\tID:sam\tPN:samtools\tPP:bwa",
+                "@PG\tID:sam.3\tPN:samtools\tPP:bwa.1",
+                "@CO\tcomment A",
+                "@CO\tcomment B",
+            ]
+        );
+        // b's records: rg1 renamed, rg2 kept; a PG tag naming no @PG line
+        // of b's header dropped.
+        let mut rec = rec(b"q1", 0, 0, 5);
+        let tags = b"RGZrg1\0PGZzz\0";
+        rec.extend_from_slice(tags);
+        let bs = (rec.len() - 4) as u32;
+        rec[..4].copy_from_slice(&bs.to_le_bytes());
+        let mut buf = Vec::new();
+        assert!(m.translate(1, &rec, 1, &mut buf).unwrap());
+        assert_eq!(
+            crate::markdup::string_tag(&buf, *b"RG"),
+            Some(&b"rg1.1"[..])
+        );
+        assert_eq!(crate::markdup::string_tag(&buf, *b"PG"), None);
+        assert_eq!(
+            u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize,
+            buf.len() - 4
+        );
+        // a's rg1 stays.
+        let mut rec_a = rec.clone();
+        rec_a.truncate(rec.len() - tags.len());
+        rec_a.extend_from_slice(b"RGZrg1\0PGZsam\0");
+        assert!(!m.translate(0, &rec_a, 1, &mut buf).unwrap());
+    }
+
+    #[test]
+    fn header_merge_refuses_what_htsjdk_refuses() {
+        let a = header(&["@HD\tVN:1.6\tSO:coordinate", "@SQ\tSN:chr1\tLN:100"]);
+        let b = header(&["@HD\tVN:1.6\tSO:coordinate", "@SQ\tSN:chr1\tLN:101"]);
+        let paths = ["a.bam".to_string(), "b.bam".to_string()];
+        let e = HtsjdkMerge::new(&[a.clone(), b], &paths, "coordinate").unwrap_err();
+        assert!(
+            e.to_string().starts_with("b.bam: its @SQ lines differ"),
+            "{e}"
+        );
+        let c = header(&[
+            "@HD\tVN:1.6\tSO:coordinate",
+            "@SQ\tSN:chr1\tLN:100",
+            "@PG\tID:x\tPN:x\tPP:nowhere",
+        ]);
+        let e = HtsjdkMerge::new(&[a, c], &paths, "coordinate").unwrap_err();
+        assert!(e.to_string().contains("PP:nowhere"), "{e}");
     }
 }

@@ -1352,4 +1352,45 @@ mod tests {
             assert!(help.contains(&format!("  {}", s.synopsis())), "{s:?}");
         }
     }
+
+    /// java.util.PriorityQueue's order, worked by hand from OpenJDK's
+    /// siftUp/siftDown: elements that compare equal are not taken in
+    /// insertion order once the heap has been reshaped.
+    #[test]
+    fn java_heap_breaks_ties_as_java() {
+        use super::JavaHeap;
+        // Two inputs whose next records always tie: the one offered back
+        // goes behind the one waiting, so they alternate.
+        let mut h = JavaHeap::default();
+        let eq = |_: usize, _: usize| std::cmp::Ordering::Equal;
+        h.offer(0, eq);
+        h.offer(1, eq);
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            let x = h.poll(eq).unwrap();
+            out.push(x);
+            h.offer(x, eq);
+        }
+        assert_eq!(out, [0, 1, 0, 1]);
+        // Three: poll 0 moves the last (2) to the root, so 2 comes before 1.
+        let mut h = JavaHeap::default();
+        for i in 0..3 {
+            h.offer(i, eq);
+        }
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            out.push(h.poll(eq).unwrap());
+        }
+        assert_eq!(out, [0, 2, 1]);
+        assert_eq!(h.poll(eq), None);
+        // Distinct keys come out in order.
+        let keys = [5, 1, 4, 2, 3];
+        let by = |a: usize, b: usize| keys[a].cmp(&keys[b]);
+        let mut h = JavaHeap::default();
+        for i in 0..keys.len() {
+            h.offer(i, by);
+        }
+        let order: Vec<usize> = std::iter::from_fn(|| h.poll(by)).collect();
+        assert_eq!(order, [1, 3, 4, 2, 0]);
+    }
 }

@@ -640,11 +640,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
             }
         )));
     }
-    if let Some(input) = run
-        .inputs
-        .iter()
-        .find(|i| *i == "-" || *i == "/dev/stdin")
-    {
+    if let Some(input) = run.inputs.iter().find(|i| *i == "-" || *i == "/dev/stdin") {
         return Err(ArgError::Unsupported {
             option: format!("INPUT={input}"),
             why: "alnsort MarkDuplicates reads its input twice (once to decide, once to write \

@@ -152,6 +152,10 @@ pub fn run(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     r
 }
 
+/// Each distinct `PG` tag value of the input (None: no tag) and the
+/// chained `@PG` ID its records get.
+type PgChain = Vec<(Option<Vec<u8>>, String)>;
+
 /// What is read: one input, or several merged as Picard merges them.
 enum Inputs {
     One(String),
@@ -312,8 +316,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         None => Vec::new(),
     };
     add_pg_lines(&mut out_header, &chained, &p.pg, &p.sort.command_line);
-    let tags: Arc<Vec<(Option<Vec<u8>>, String)>> =
-        Arc::new(if p.pg.tag_reads { chained } else { Vec::new() });
+    let tags: Arc<PgChain> = Arc::new(if p.pg.tag_reads { chained } else { Vec::new() });
 
     // Pass 2: the records again, marked, in order.
     let out_header = Arc::new(out_header);
@@ -443,7 +446,7 @@ fn pass2_one(
     header: &Header,
     pool: &Arc<rayon::ThreadPool>,
     decisions: &Arc<Decisions>,
-    tags: &Arc<Vec<(Option<Vec<u8>>, String)>>,
+    tags: &Arc<PgChain>,
     out: &mut crate::output::Output,
 ) -> Result<(u64, u64)> {
     let input = crate::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;

@@ -300,12 +300,15 @@ pub fn decide(
     })
 }
 
+/// A header line's fields but the ID: (`TAG`, value).
+type Attrs = Vec<([u8; 2], Vec<u8>)>;
+
 /// One `@RG` or `@PG` line as htsjdk holds it: the ID, and the other
 /// fields in the line's order (`TAG`, value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct HeaderRecord {
     id: Vec<u8>,
-    attrs: Vec<([u8; 2], Vec<u8>)>,
+    attrs: Attrs,
 }
 
 impl HeaderRecord {
@@ -345,7 +348,7 @@ impl HeaderRecord {
 
     /// htsjdk's `equals` of two header records: the ID and the attributes
     /// as a map (their order does not count).
-    fn identity(&self) -> (Vec<u8>, Vec<([u8; 2], Vec<u8>)>) {
+    fn identity(&self) -> (Vec<u8>, Attrs) {
         let mut attrs = self.attrs.clone();
         attrs.sort();
         (self.id.clone(), attrs)

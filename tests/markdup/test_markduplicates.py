@@ -235,7 +235,7 @@ def test_refusals_leave_nothing(tmp_path, picard, alnsort):
         (["I=/dev/stdin"], "standard input cannot be read twice"),
         ([f"I={fifo}"], "not a regular file"),
         ([f"I={coordinate}", "I=-"], "INPUT=- is not supported yet"),
-        ([f"I={coordinate}", "CREATE_MD5_FILE=true"], "CREATE_MD5_FILE=true is not supported yet"),
+        ([f"I={coordinate}", "O=/dev/stdout", "CREATE_MD5_FILE=true"], "CREATE_MD5_FILE=true with standard output"),
         ([f"I={coordinate}", "DUPLICATE_SCORING_STRATEGY=RANDOM"], "RANDOM"),
         ([f"I={coordinate}", "TAG_DUPLICATE_SET_MEMBERS=true"], "TAG_DUPLICATE_SET_MEMBERS=true"),
         ([f"I={coordinate}", "CLEAR_DT=false"], "CLEAR_DT=false"),

@@ -21,6 +21,7 @@ every field and tag, the header (but @PG CL and VN), the metrics.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import subprocess
 import zlib
@@ -175,6 +176,25 @@ def test_ties_between_inputs_follow_javas_priority_queue(tmp_path, picard, alnso
     # The copies of one record come out of the inputs in varying orders.
     firsts = {r[11] for r in want[::3]}
     assert len({dict((t, v) for t, v, _ in tags)["RG"][-2:] for tags in firsts}) > 1
+
+
+def test_gatk_best_practices_line(tmp_path, picard, alnsort, long_refs):  # noqa: F811
+    """The MarkDuplicates step of GATK's best-practices data processing
+    (gatk4-data-processing's processing-for-variant-discovery-gatk4.wdl:
+    `MarkDuplicates --INPUT ~{sep=' --INPUT ' input_bams} --OUTPUT ..
+    --METRICS_FILE .. --VALIDATION_STRINGENCY SILENT
+    --OPTICAL_DUPLICATE_PIXEL_DISTANCE 2500 --ASSUME_SORT_ORDER "queryname"
+    --CREATE_MD5_FILE true`) over per-lane aligner outputs, with `alnsort`
+    for `picard`: Picard's records, header and metrics, and an out.bam.md5
+    holding the MD5 of the output written (as Picard's holds its own)."""
+    parts = read_groups("lanes", split(templates(7), 3, seed=11))
+    paths = write_inputs(tmp_path, picard, parts, "grouped", SAME_PGS)
+    outs, _ = run_both(tmp_path, picard, alnsort, paths, "current",
+                       ["VALIDATION_STRINGENCY=SILENT", "OPTICAL_DUPLICATE_PIXEL_DISTANCE=2500",
+                        "ASSUME_SORT_ORDER=queryname", "CREATE_MD5_FILE=true"])
+    for who, (out, _) in outs.items():
+        assert sorted(p.name for p in out.parent.iterdir()) == ["metrics.txt", "out.bam", "out.bam.md5"], who
+        assert (out.parent / "out.bam.md5").read_text() == hashlib.md5(out.read_bytes()).hexdigest(), who
 
 
 def test_what_picard_refuses_is_refused(tmp_path, picard, alnsort):

@@ -342,6 +342,12 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         )));
     }
     out.finish_releasing((), || decisions.check_all_met())?;
+    if p.create_md5 {
+        write_md5(
+            p.sort.output.split("##idx##").next().unwrap_or_default(),
+            debris,
+        )?;
+    }
     let mut picard = alnsort_markdup::PicardCommandLine::new(
         &p.inputs,
         p.sort.output.split("##idx##").next().unwrap_or("-"),
@@ -357,6 +363,32 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         marked: decisions.marked,
         removed,
     })
+}
+
+/// CREATE_MD5_FILE=true: the MD5 of the output file as written, in
+/// `OUTPUT.md5`, as htsjdk's `Md5CalculatingOutputStream` writes it (32
+/// lower-case hex digits, no newline). Read back from the finished file.
+fn write_md5(output: &str, debris: &Debris) -> Result<()> {
+    use md5::{Digest, Md5};
+    use std::io::Read;
+    let mut f = std::fs::File::open(output)
+        .with_context(|| format!("{output}: reading the output back for its MD5"))?;
+    let mut h = Md5::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("{output}: reading the output back for its MD5"))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let path = std::path::PathBuf::from(format!("{output}.md5"));
+    debris.add(path.clone());
+    std::fs::write(&path, hex).with_context(|| format!("{}: writing the MD5", path.display()))?;
+    Ok(())
 }
 
 /// The decoder both passes over one input use (the keys are not used).

@@ -35,6 +35,7 @@ pub enum Action {
     AssumeSortOrder,
     AssumeSorted,
     CreateIndex,
+    CreateMd5,
     TmpDir,
     CompressionLevel,
     Reference,
@@ -217,9 +218,8 @@ pub const PICARD_OPTIONS: &[PicardOpt] = &[
     opt!("CREATE_INDEX", None, "Boolean", BOOL, Action::CreateIndex,
          "Write a BAI beside coordinate-sorted BAM output, named as Picard names it (out.bam: \
           out.bai) [false]. Other outputs get none, as with Picard."),
-    opt!("CREATE_MD5_FILE", None, "Boolean", BOOL,
-         Action::DefaultOnly("false", "alnsort does not write the .md5 file"),
-         "Only false is supported."),
+    opt!("CREATE_MD5_FILE", None, "Boolean", BOOL, Action::CreateMd5,
+         "Write the output's MD5 (32 hex digits) to OUTPUT.md5, as htsjdk does [false]."),
     opt!("MAX_RECORDS_IN_RAM", None, "Integer", INT, Action::Neutral,
          "Accepted; no effect (memory is -Xmx's budget)."),
     opt!("QUIET", None, "Boolean", BOOL, Action::Neutral, "Accepted; no effect."),
@@ -278,6 +278,8 @@ pub struct PicardRun {
     pub metrics: String,
     pub assume: Option<AssumedOrder>,
     pub create_index: bool,
+    /// CREATE_MD5_FILE: the output's MD5 in OUTPUT.md5.
+    pub create_md5: bool,
     pub pg: PgSpec,
     pub comments: Vec<String>,
     /// The options as Picard names them (`NAME=VALUE`, in the order given,
@@ -407,6 +409,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
         metrics: String::new(),
         assume: None,
         create_index: false,
+        create_md5: false,
         pg: PgSpec {
             id: Some("MarkDuplicates".into()),
             name: "MarkDuplicates".into(),
@@ -561,6 +564,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
                 }
             }
             Action::CreateIndex => run.create_index = flag(&value)?,
+            Action::CreateMd5 => run.create_md5 = flag(&value)?,
             Action::TmpDir => {
                 if tmp_dir.is_none() {
                     tmp_dir = Some(text(&value));
@@ -658,6 +662,12 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
     } else {
         output
     };
+    if run.create_md5 && run.sort.output == "-" {
+        return Err(ArgError::Unsupported {
+            option: "CREATE_MD5_FILE=true with standard output".into(),
+            why: "the MD5 goes beside the output file (OUTPUT.md5); write the output to a file",
+        });
+    }
     run.sort.tmp_prefix = tmp_dir.or(java_tmp);
     run.sort.markdup.metrics = Some(PathBuf::from(&run.metrics));
     if run.create_index && run.sort.output != "-" {
@@ -844,8 +854,11 @@ mod tests {
     #[test]
     fn refusals_name_the_option() {
         let e = |args: &[&str]| run(args).unwrap_err().to_string();
-        assert!(e(&["I=a.bam", "O=b.bam", "M=m", "CREATE_MD5_FILE=true"])
-            .contains("CREATE_MD5_FILE=true"));
+        assert!(
+            e(&["I=a.bam", "O=/dev/stdout", "M=m", "CREATE_MD5_FILE=true"])
+                .contains("CREATE_MD5_FILE=true with standard output")
+        );
+        assert!(ok(&["I=a.bam", "O=b.bam", "M=m", "CREATE_MD5_FILE=true"]).create_md5);
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "DS=RANDOM"]).contains("RANDOM"));
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "CLEAR_DT=false"]).contains("CLEAR_DT=false"));
         assert!(

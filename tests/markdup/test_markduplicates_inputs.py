@@ -195,6 +195,16 @@ def test_gatk_best_practices_line(tmp_path, picard, alnsort, long_refs):  # noqa
     for who, (out, _) in outs.items():
         assert sorted(p.name for p in out.parent.iterdir()) == ["metrics.txt", "out.bam", "out.bam.md5"], who
         assert (out.parent / "out.bam.md5").read_text() == hashlib.md5(out.read_bytes()).hexdigest(), who
+    # The WDL runs it through GATK's launcher: `gatk --java-options "..."
+    # MarkDuplicates ...` with alnsort for gatk gives the same records.
+    gatk = tmp_path / "gatk"
+    gatk.mkdir()
+    p = run([alnsort, "--java-options", "-Dsamjdk.compression_level=5 -Xms4000m", "MarkDuplicates",
+             *one.argv("current", paths, gatk / "out.bam", gatk / "metrics.txt",
+                       ["VALIDATION_STRINGENCY=SILENT", "OPTICAL_DUPLICATE_PIXEL_DISTANCE=2500",
+                        "ASSUME_SORT_ORDER=queryname", "CREATE_MD5_FILE=true"])])
+    assert p.returncode == 0, p.stderr
+    assert one.records(gatk / "out.bam") == one.records(outs["picard"][0])
 
 
 def test_what_picard_refuses_is_refused(tmp_path, picard, alnsort):

@@ -796,6 +796,18 @@ def test_cram_output_without_a_reference_is_an_error(alnsort_bin, data, tmp_path
     assert not out.exists()
 
 
+def test_cram_output_with_an_unreadable_reference_is_refused_before_the_work(alnsort_bin, data, tmp_path):
+    """A --reference path that cannot be opened (a typo) is refused at the
+    start, naming it, not after the sort when the first container is
+    written; nothing is left."""
+    out = tmp_path / "out.cram"
+    res = run_alnsort(["--reference", str(tmp_path / "no-such.fa"), "-o", str(out), str(data["sam_norg"])],
+                      cwd=str(tmp_path))
+    err = res.stderr.decode()
+    assert res.returncode != 0 and f"--reference {tmp_path / 'no-such.fa'}: cannot open it" in err, err
+    assert "No such file" in err and not out.exists() and list(tmp_path.iterdir()) == []
+
+
 def _itf8(buf: bytes, at: int) -> tuple[int, int]:
     b0 = buf[at]
     n = 0

@@ -83,11 +83,15 @@ def make_input(tmp: Path, form: str, picard, barcodes: bool = False) -> Path:
     return out
 
 
-def argv(syntax: str, inp: Path, out: Path, metrics: Path, opts: list[str]) -> list[str]:
-    pairs = [("INPUT", str(inp)), ("OUTPUT", str(out)), ("METRICS_FILE", str(metrics))]
+def argv(syntax: str, inp, out: Path, metrics: Path, opts: list[str]) -> list[str]:
+    """The command line in one of Picard's syntaxes; `inp` a path or a list
+    of them (one INPUT each)."""
+    inputs = [str(i) for i in inp] if isinstance(inp, list) else [str(inp)]
+    pairs = [("INPUT", i) for i in inputs] + [("OUTPUT", str(out)), ("METRICS_FILE", str(metrics))]
     pairs += [tuple(o.split("=", 1)) for o in opts]
     if syntax == "legacy":
-        return [f"{SHORT.get(k, k) if i < 3 else k}={v}" for i, (k, v) in enumerate(pairs)]
+        named = len(inputs) + 2
+        return [f"{SHORT.get(k, k) if i < named else k}={v}" for i, (k, v) in enumerate(pairs)]
     args = []
     for k, v in pairs:
         args += [f"-{SHORT[k]}" if k in SHORT and k != "METRICS_FILE" else f"--{k}", v]
@@ -134,7 +138,8 @@ def run_both(tmp: Path, picard, alnsort, inp: Path, syntax: str, opts: list[str]
     assert header(ao) == header(po)
     assert g.parse_metrics(am) == g.parse_metrics(pm)
     first = am.read_text().splitlines()[1]
-    assert first.startswith(f"# MarkDuplicates INPUT=[{inp}] OUTPUT={ao} METRICS_FILE={am}"), first
+    named = ", ".join(map(str, inp)) if isinstance(inp, list) else inp
+    assert first.startswith(f"# MarkDuplicates INPUT=[{named}] OUTPUT={ao} METRICS_FILE={am}"), first
     return outs, want
 
 
@@ -229,8 +234,8 @@ def test_refusals_leave_nothing(tmp_path, picard, alnsort):
         ([f"I={grouped}"], "SO:unsorted"),
         (["I=/dev/stdin"], "standard input cannot be read twice"),
         ([f"I={fifo}"], "not a regular file"),
-        ([f"I={coordinate}", f"I={coordinate}"], "INPUT given more than once"),
-        ([f"I={coordinate}", "CREATE_MD5_FILE=true"], "CREATE_MD5_FILE=true is not supported yet"),
+        ([f"I={coordinate}", "I=-"], "INPUT=- is not supported yet"),
+        ([f"I={coordinate}", "O=/dev/stdout", "CREATE_MD5_FILE=true"], "CREATE_MD5_FILE=true with standard output"),
         ([f"I={coordinate}", "DUPLICATE_SCORING_STRATEGY=RANDOM"], "RANDOM"),
         ([f"I={coordinate}", "TAG_DUPLICATE_SET_MEMBERS=true"], "TAG_DUPLICATE_SET_MEMBERS=true"),
         ([f"I={coordinate}", "CLEAR_DT=false"], "CLEAR_DT=false"),

@@ -156,6 +156,25 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "alnsort".into());
     let mut argv = argv;
+    // GATK's launcher takes them as one word before the tool name
+    // (`gatk --java-options "-Xms4000m -Dsamjdk.compression_level=5"
+    // MarkDuplicates ...`, as GATK's best-practices WDL writes it): the
+    // same options, split as the launcher splits them (on whitespace).
+    let java_options = match argv.get(1).map(|a| a.to_string_lossy().into_owned()) {
+        Some(a) if a == "--java-options" && argv.len() > 2 => {
+            Some((2, argv[2].to_string_lossy().into_owned()))
+        }
+        Some(a) => a
+            .strip_prefix("--java-options=")
+            .map(|v| (1, v.to_string())),
+        None => None,
+    };
+    if let Some((words, value)) = java_options {
+        if argv.get(1 + words).is_some_and(|c| c == "MarkDuplicates") {
+            let options = value.split_whitespace().map(std::ffi::OsString::from);
+            argv.splice(1..1 + words, options);
+        }
+    }
     // Picard's launcher script takes the JVM's options before the tool
     // name too (`picard -Xmx4g MarkDuplicates ...`, as nf-core's module
     // writes it): they go to MarkDuplicates, which reads them.

@@ -263,6 +263,16 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             ));
         }
         cram.level = a.format_level.or(a.level);
+        // A reference that cannot be read is found now, not when the
+        // first CRAM container is written after the whole sort.
+        if let Some(r) = &a.reference {
+            if let Err(e) = std::fs::File::open(r) {
+                return Err(ConfigError(format!(
+                    "--reference {}: cannot open it ({e}); CRAM output is encoded against this FASTA",
+                    r.display()
+                )));
+            }
+        }
     }
     let level = if a.uncompressed {
         0

@@ -20,13 +20,19 @@
 
 use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
-use crate::error::{bail, Context, Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::input::spawn_batches;
 use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
+use crate::markdup_inputs::{
+    htsjdk_base36, htsjdk_coordinate_cmp, htsjdk_queryname_cmp, HtsjdkMerge,
+};
+use crate::merge::MergePlan;
 use crate::picard::{AssumedOrder, PgSpec, PicardRun};
 use alnsort_bam::header::Header;
+use alnsort_bam::header_merge::MergeOptions;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{Decoder, ScanOptions};
+use alnsort_markdup::InputOrder;
 use std::sync::Arc;
 
 /// What a run did.
@@ -101,7 +107,7 @@ fn chained_ids(
             id.to_string()
         } else {
             loop {
-                let candidate = format!("{id}.{}", base36(counter));
+                let candidate = format!("{id}.{}", htsjdk_base36(counter));
                 counter += 1;
                 if !taken.iter().any(|t| t == candidate.as_bytes()) {
                     break candidate;
@@ -112,21 +118,6 @@ fn chained_ids(
         out.push((seen[i].clone(), new));
     }
     out
-}
-
-/// htsjdk's `positiveFourDigitBase36Str`: the digits least significant
-/// first, "0" for zero.
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    if n == 0 {
-        return "0".into();
-    }
-    let mut s = String::new();
-    while n > 0 {
-        s.push(DIGITS[(n % 36) as usize] as char);
-        n /= 36;
-    }
-    s
 }
 
 /// Adds the `@PG` lines (one per chained ID) after the last `@PG` line, with
@@ -161,42 +152,107 @@ pub fn run(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     r
 }
 
+/// Each distinct `PG` tag value of the input (None: no tag) and the
+/// chained `@PG` ID its records get.
+type PgChain = Vec<(Option<Vec<u8>>, String)>;
+
+/// What is read: one input, or several merged as Picard merges them.
+enum Inputs {
+    One(String),
+    Many(HtsjdkMerge),
+}
+
+/// The order Picard reads the inputs in: the first header's `@HD SO`, or
+/// ASSUME_SORT_ORDER's (which Picard sets on the first header only);
+/// without ASSUME_SORT_ORDER every other input must say the same
+/// (htsjdk's merging iterator: "Files are not compatible with sort
+/// order").
+fn sort_order_of(
+    p: &PicardRun,
+    headers: &mut [Header],
+    paths: &[String],
+) -> Result<Option<String>> {
+    match p.assume {
+        Some(AssumedOrder::Coordinate) => set_order(&mut headers[0], "coordinate", None),
+        Some(AssumedOrder::Queryname) => set_order(&mut headers[0], "queryname", None),
+        None => {}
+    }
+    let so = |h: &Header| hd_tag(h, b"SO").map(|v| String::from_utf8_lossy(v).into_owned());
+    let first = so(&headers[0]);
+    if p.assume.is_none() {
+        for (h, path) in headers.iter().zip(paths).skip(1) {
+            let this = so(h);
+            if this != first {
+                return Err(Error::Refused(format!(
+                    "{path}: its header says SO:{} but {} says SO:{}: Picard reads several inputs in the \
+                     first one's order and refuses inputs whose @HD SO differ (\"Files are not compatible \
+                     with sort order\"); sort them alike, or give ASSUME_SORT_ORDER",
+                    this.as_deref().unwrap_or("(none)"),
+                    paths[0],
+                    first.as_deref().unwrap_or("(none)"),
+                )));
+            }
+        }
+    }
+    Ok(first)
+}
+
 fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let mut cfg: Config = crate::config::resolve(&p.sort)?;
     let Some(md) = cfg.markdup.clone() else {
-        bail!("internal error: MarkDuplicates without duplicate marking");
+        return Err(Error::Internal(
+            "MarkDuplicates without duplicate marking".into(),
+        ));
     };
-    let path = &cfg.input;
-    let meta = std::fs::metadata(path).with_context(|| format!("{path}: cannot open the input"))?;
-    if !meta.is_file() {
-        bail!(
-            "{path}: not a regular file (a pipe or a device): alnsort MarkDuplicates reads its input twice \
-             (once to decide, once to write the records in their order); write it to a file first, or mark \
-             it while sorting with 'alnsort sort --markdup'"
-        );
+    for path in &p.inputs {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("{path}: cannot open the input"))?;
+        if !meta.is_file() {
+            return Err(Error::Refused(format!(
+                "{path}: not a regular file (a pipe or a device): alnsort MarkDuplicates reads its input twice \
+                 (once to decide, once to write the records in their order); write it to a file first, or mark \
+                 it while sorting with 'alnsort sort --markdup'"
+            )));
+        }
     }
     let pool = crate::worker_pool(cfg.threads, "alnsort-worker")?;
     let metrics_file = MetricsFile::create(std::path::Path::new(&p.metrics), debris)?;
-    let input = crate::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
-    let mut header = input.header.clone();
+    // The inputs' headers, and what their CRAM readers hold.
+    let mut headers = Vec::with_capacity(p.inputs.len());
+    let mut holdings = Vec::new();
+    let mut name = String::new();
+    for path in &p.inputs {
+        let input = crate::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
+        holdings.extend(input.cram_reference_holding());
+        headers.push(input.header.clone());
+        if name.is_empty() {
+            name = input.name.clone();
+        }
+    }
     // Picard reads the header's order, or ASSUME_SORT_ORDER's; with
     // queryname assumed its output says SO:unknown GO:query.
-    match p.assume {
-        Some(AssumedOrder::Coordinate) => set_order(&mut header, "coordinate", None),
-        Some(AssumedOrder::Queryname) => set_order(&mut header, "queryname", None),
-        None => {}
-    }
-    let so = hd_tag(&header, b"SO").map(|v| String::from_utf8_lossy(v).into_owned());
+    let so = sort_order_of(p, &mut headers, &p.inputs)?;
+    let (header, inputs) = if p.inputs.len() > 1 {
+        let merge = HtsjdkMerge::new(&headers, &p.inputs, so.as_deref().unwrap_or("unsorted"))?;
+        name = format!("{} (merged as Picard merges them)", p.inputs.join(", "));
+        (merge.header.clone(), Inputs::Many(merge))
+    } else {
+        (headers.swap_remove(0), Inputs::One(p.inputs[0].clone()))
+    };
+    drop(headers);
     let coordinate = match so.as_deref() {
         Some("coordinate") => true,
         Some("queryname") => false,
-        other => bail!(
-            "{path}: MarkDuplicates needs coordinate-sorted input or input grouped by read name, as the \
-             header's @HD SO says (or ASSUME_SORT_ORDER=coordinate|queryname), as Picard does; the header \
-             says SO:{}: give ASSUME_SORT_ORDER=queryname if the records of each template are together \
-             (aligner output), or sort it first",
-            other.unwrap_or("(none)")
-        ),
+        other => {
+            return Err(Error::Refused(format!(
+                "{}: MarkDuplicates needs coordinate-sorted input or input grouped by read name, as the \
+                 header's @HD SO says (or ASSUME_SORT_ORDER=coordinate|queryname), as Picard does; the header \
+                 says SO:{}: give ASSUME_SORT_ORDER=queryname if the records of each template are together \
+                 (aligner output), or sort it first",
+                p.inputs[0],
+                other.unwrap_or("(none)")
+            )))
+        }
     };
     let mut out_header = header.clone();
     if p.assume == Some(AssumedOrder::Queryname) {
@@ -225,8 +281,6 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let budget = if cfg.explicit_total {
         // What CRAM holds (references, containers in flight) comes out of
         // the marker's share, as out of the sorter's in a sort.
-        let mut holdings = Vec::new();
-        holdings.extend(input.cram_reference_holding());
         if cfg.format == crate::options::OutFormat::Cram {
             holdings.push(alnsort_cram::RefHolding::for_order(coordinate));
         }
@@ -238,11 +292,109 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     } else {
         (cfg.memory_budget as usize, None)
     };
-    let mut marker = Marker::new(&header, &md, &input.name, budget, Some(tmp.path()));
+    let order = if coordinate {
+        InputOrder::Coordinate
+    } else {
+        InputOrder::Queryname
+    };
+    let mut marker = Marker::with_order(&header, &md, &name, budget, Some(tmp.path()), order);
     marker.set_pool(Arc::clone(&pool));
-    let name = input.name.clone();
-    let decoder = Arc::new(Decoder {
-        file: name.as_str().into(),
+    let want_pg = p.pg.id.is_some();
+
+    // Pass 1: read ends and PG tags, in input order to the marker.
+    let (n, seen) = match &inputs {
+        Inputs::One(path) => pass1_one(path, &cfg, &header, &pool, &mut marker, want_pg)?,
+        Inputs::Many(merge) => {
+            pass1_many(merge, &p.inputs, &cfg, &pool, order, &mut marker, want_pg)?
+        }
+    };
+    let decisions = Arc::new(marker.finish()?);
+
+    // The @PG lines, and the PG tag each record gets.
+    let chained = match &p.pg.id {
+        Some(id) => chained_ids(&out_header, &seen, id),
+        None => Vec::new(),
+    };
+    add_pg_lines(&mut out_header, &chained, &p.pg, &p.sort.command_line);
+    let tags: Arc<PgChain> = Arc::new(if p.pg.tag_reads { chained } else { Vec::new() });
+
+    // Pass 2: the records again, marked, in order.
+    let out_header = Arc::new(out_header);
+    let mut out = crate::output::Output::create(
+        &cfg,
+        dest,
+        Arc::clone(&out_header),
+        Arc::clone(&pool),
+        debris,
+    )?;
+    let (m, written) = match &inputs {
+        Inputs::One(path) => pass2_one(path, &cfg, &header, &pool, &decisions, &tags, &mut out)?,
+        Inputs::Many(merge) => pass2_many(
+            merge, &p.inputs, &cfg, &pool, order, &decisions, &tags, &mut out,
+        )?,
+    };
+    let removed = m - written;
+    if m != n || removed != decisions.removed {
+        return Err(Error::Internal(format!(
+            "{name} gave {n} records on the first reading and {m} on the second \
+             ({removed} left out, {} decided): was it changed while it was read?",
+            decisions.removed
+        )));
+    }
+    out.finish_releasing((), || decisions.check_all_met())?;
+    if p.create_md5 {
+        write_md5(
+            p.sort.output.split("##idx##").next().unwrap_or_default(),
+            debris,
+        )?;
+    }
+    let mut picard = alnsort_markdup::PicardCommandLine::new(
+        &p.inputs,
+        p.sort.output.split("##idx##").next().unwrap_or("-"),
+        &p.metrics,
+    );
+    for (k, v) in &p.given {
+        picard = picard.option(k, v);
+    }
+    metrics_file.write_picard(&decisions.metrics, &picard, &p.sort.command_line)?;
+    drop(tmp);
+    Ok(MarkReport {
+        records: n,
+        marked: decisions.marked,
+        removed,
+    })
+}
+
+/// CREATE_MD5_FILE=true: the MD5 of the output file as written, in
+/// `OUTPUT.md5`, as htsjdk's `Md5CalculatingOutputStream` writes it (32
+/// lower-case hex digits, no newline). Read back from the finished file.
+fn write_md5(output: &str, debris: &Debris) -> Result<()> {
+    use md5::{Digest, Md5};
+    use std::io::Read;
+    let mut f = std::fs::File::open(output)
+        .with_context(|| format!("{output}: reading the output back for its MD5"))?;
+    let mut h = Md5::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("{output}: reading the output back for its MD5"))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let path = std::path::PathBuf::from(format!("{output}.md5"));
+    debris.add(path.clone());
+    std::fs::write(&path, hex).with_context(|| format!("{}: writing the MD5", path.display()))?;
+    Ok(())
+}
+
+/// The decoder both passes over one input use (the keys are not used).
+fn decoder_for(name: &str, header: &Header, cfg: &Config) -> Arc<Decoder> {
+    Arc::new(Decoder {
+        file: name.into(),
         lookup: Arc::new(header.ref_lookup()),
         header: Arc::new(header.clone()),
         encoder: Arc::new(KeyEncoder::new(
@@ -252,15 +404,36 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         )),
         record_limit: usize::MAX,
         unknown_reference: cfg.unknown_reference,
-    });
-    let depth = pool.current_num_threads() * 2 + 2;
-    let want_pg = p.pg.id.is_some();
+    })
+}
 
-    // Pass 1: read ends and PG tags, in input order to the marker.
+/// Adds the distinct values of `PG` tags in `new` to `seen`, in order.
+fn note_pgs(seen: &mut Vec<Option<Vec<u8>>>, new: impl IntoIterator<Item = Option<Vec<u8>>>) {
+    for pg in new {
+        if !seen.contains(&pg) {
+            seen.push(pg);
+        }
+    }
+}
+
+/// Pass 1 over one input: the read jobs take the ends (and PG tags) of each
+/// batch, handed to the marker in order. Returns the records read and the
+/// distinct PG tag values.
+fn pass1_one(
+    path: &str,
+    cfg: &Config,
+    header: &Header,
+    pool: &Arc<rayon::ThreadPool>,
+    marker: &mut Marker,
+    want_pg: bool,
+) -> Result<(u64, Vec<Option<Vec<u8>>>)> {
+    let input = crate::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
+    let name = input.name.clone();
+    let dec = decoder_for(&name, header, cfg);
+    let depth = pool.current_num_threads() * 2 + 2;
     let (_, _, records) = input.into_records(ScanOptions::default());
     let spec = marker.ends_spec();
-    let dec = Arc::clone(&decoder);
-    let (mut batches, _) = spawn_batches(&name, records, &pool, "read", depth, move |raw| {
+    let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
         let mut ends = crate::markdup::BatchEnds::new(spec.clone());
         let mut pgs: Vec<Option<Vec<u8>>> = Vec::new();
         let mut warnings = Vec::new();
@@ -289,80 +462,183 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         for w in &warnings {
             eprintln!("[W::alnsort] {name}: {w}");
         }
-        for pg in pgs {
-            if !seen.contains(&pg) {
-                seen.push(pg);
-            }
-        }
+        note_pgs(&mut seen, pgs);
         n += ends.len() as u64;
         marker.push(&ends)?;
     }
-    drop(batches);
-    let decisions = Arc::new(marker.finish()?);
+    Ok((n, seen))
+}
 
-    // The @PG lines, and the PG tag each record gets.
-    let chained = match &p.pg.id {
-        Some(id) => chained_ids(&out_header, &seen, id),
-        None => Vec::new(),
-    };
-    add_pg_lines(&mut out_header, &chained, &p.pg, &p.sort.command_line);
-    let tags: Arc<Vec<(Option<Vec<u8>>, String)>> =
-        Arc::new(if p.pg.tag_reads { chained } else { Vec::new() });
-
-    // Pass 2: the records again, marked, in order.
-    let input = crate::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
+/// Pass 2 over one input: each batch's pool job copies its records marked
+/// ([`copy_marked`]); the compression jobs take them in order. Returns the
+/// records read and written.
+fn pass2_one(
+    path: &str,
+    cfg: &Config,
+    header: &Header,
+    pool: &Arc<rayon::ThreadPool>,
+    decisions: &Arc<Decisions>,
+    tags: &Arc<PgChain>,
+    out: &mut crate::output::Output,
+) -> Result<(u64, u64)> {
+    let input = crate::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
+    let name = input.name.clone();
+    let dec = decoder_for(&name, header, cfg);
+    let depth = pool.current_num_threads() * 2 + 2;
     let (_, _, records) = input.into_records(ScanOptions::default());
-    let out_header = Arc::new(out_header);
-    let mut out = crate::output::Output::create(
-        &cfg,
-        dest,
-        Arc::clone(&out_header),
-        Arc::clone(&pool),
-        debris,
-    )?;
-    let dec = Arc::clone(&decoder);
-    let d = Arc::clone(&decisions);
-    let (mut batches, _) = spawn_batches(&name, records, &pool, "mark", depth, move |raw| {
+    let d = Arc::clone(decisions);
+    let tags = Arc::clone(tags);
+    let (mut batches, _) = spawn_batches(&name, records, pool, "mark", depth, move |raw| {
         copy_marked(&dec, &d, &tags, raw)
     })?;
     let mut written = 0u64;
-    let mut removed = 0u64;
     let mut m = 0u64;
     while let Some(r) = batches.next_result() {
         let (copied, count) = r
             .map_err(Error::from)
             .with_context(|| format!("{name}: reading record {} or later", m + 1))??;
         m += count;
-        let kept = copied.starts.len() as u64;
-        removed += count - kept;
-        written += kept;
-        // The compression jobs copy the records into their blocks.
+        written += copied.starts.len() as u64;
         out.write_units(Arc::new(copied))?;
     }
-    drop(batches);
-    if m != n || removed != decisions.removed {
-        return Err(Error::msg(format!(
-            "internal error: {path} gave {n} records on the first reading and {m} on the second \
-             ({removed} left out, {} decided): was it changed while it was read?",
-            decisions.removed
-        )));
+    Ok((m, written))
+}
+
+/// The inputs merged in Picard's order, records as they are in their files
+/// (the caller translates them: [`HtsjdkMerge::translate`]).
+fn merged_stream(
+    paths: &[String],
+    cfg: &Config,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<crate::merge::MergedInputs> {
+    let plan = MergePlan {
+        paths,
+        opts: MergeOptions::default(),
+        order: &SortOrder::Coordinate,
+        sort_order: None,
+        region: None,
+        unknown_reference: cfg.unknown_reference,
+        refs: &cfg.refs,
+        check_sorted: false,
+    };
+    Ok(crate::merge::merged_inputs_untranslated(&plan, pool)?.0)
+}
+
+/// htsjdk's comparator of Picard's merge of several inputs.
+fn picard_cmp(order: InputOrder) -> fn(&[u8], &[u8]) -> std::cmp::Ordering {
+    match order {
+        InputOrder::Queryname => htsjdk_queryname_cmp,
+        InputOrder::Coordinate => htsjdk_coordinate_cmp,
     }
-    out.finish_releasing((), || decisions.check_all_met())?;
-    let mut picard = alnsort_markdup::PicardCommandLine::new(
-        &p.inputs,
-        p.sort.output.split("##idx##").next().unwrap_or("-"),
-        &p.metrics,
-    );
-    for (k, v) in &p.given {
-        picard = picard.option(k, v);
+}
+
+/// Pass 1 over several inputs, in Picard's merge order, their records
+/// translated as htsjdk's merging iterator hands them to Picard.
+fn pass1_many(
+    merge: &HtsjdkMerge,
+    paths: &[String],
+    cfg: &Config,
+    pool: &Arc<rayon::ThreadPool>,
+    order: InputOrder,
+    marker: &mut Marker,
+    want_pg: bool,
+) -> Result<(u64, Vec<Option<Vec<u8>>>)> {
+    let spec = marker.ends_spec();
+    let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+    let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut counts = vec![0u64; paths.len()];
+    let mut buf = Vec::new();
+    let n = merged_stream(paths, cfg, pool)?.for_each_by(picard_cmp(order), |input, rec| {
+        counts[input] += 1;
+        let rec = if merge.translate(input, rec, counts[input], &mut buf)? {
+            &buf[..]
+        } else {
+            rec
+        };
+        ends.add_fields(rec);
+        if want_pg {
+            note_pgs(&mut seen, [string_tag(rec, *b"PG").map(<[u8]>::to_vec)]);
+        }
+        if ends.len() >= MERGED_ENDS_BATCH {
+            marker.push(&ends)?;
+            ends = crate::markdup::BatchEnds::new(spec.clone());
+        }
+        Ok(())
+    })?;
+    marker.push(&ends)?;
+    Ok((n, seen))
+}
+
+/// Records of several inputs handed to the marker, or to the output's
+/// compression jobs, at a time (pass 1 and 2 of merged inputs).
+const MERGED_ENDS_BATCH: usize = 4096;
+
+/// Pass 2 over several inputs: the merged stream again, each record
+/// translated and marked on this thread, handed to the compression jobs in
+/// batches of about [`alnsort_bam::reader::BATCH_BYTES`].
+#[allow(clippy::too_many_arguments)]
+fn pass2_many(
+    merge: &HtsjdkMerge,
+    paths: &[String],
+    cfg: &Config,
+    pool: &Arc<rayon::ThreadPool>,
+    order: InputOrder,
+    decisions: &Decisions,
+    tags: &[(Option<Vec<u8>>, String)],
+    out: &mut crate::output::Output,
+) -> Result<(u64, u64)> {
+    let mut counts = vec![0u64; paths.len()];
+    let mut translated = Vec::new();
+    let mut marked = Vec::new();
+    let mut batch = CopiedBatch {
+        bytes: Vec::new(),
+        starts: Vec::new(),
+    };
+    let mut written = 0u64;
+    let mut ordinal = 0u64;
+    let m = merged_stream(paths, cfg, pool)?.for_each_by(picard_cmp(order), |input, rec| {
+        counts[input] += 1;
+        let rec = if merge.translate(input, rec, counts[input], &mut translated)? {
+            &translated[..]
+        } else {
+            rec
+        };
+        let kept = decisions.apply_at(rec, ordinal, &mut marked)?.is_some();
+        ordinal += 1;
+        if kept {
+            set_pg_tag(&mut marked, tags);
+            batch.starts.push(batch.bytes.len());
+            batch.bytes.extend_from_slice(&marked);
+            written += 1;
+            if batch.bytes.len() >= alnsort_bam::reader::BATCH_BYTES {
+                let full = std::mem::replace(
+                    &mut batch,
+                    CopiedBatch {
+                        bytes: Vec::with_capacity(alnsort_bam::reader::BATCH_BYTES + (64 << 10)),
+                        starts: Vec::new(),
+                    },
+                );
+                out.write_units(Arc::new(full))?;
+            }
+        }
+        Ok(())
+    })?;
+    if !batch.starts.is_empty() {
+        out.write_units(Arc::new(batch))?;
     }
-    metrics_file.write_picard(&decisions.metrics, &picard, &p.sort.command_line)?;
-    drop(tmp);
-    Ok(MarkReport {
-        records: n,
-        marked: decisions.marked,
-        removed: written.abs_diff(n),
-    })
+    Ok((m, written))
+}
+
+/// Sets a marked record's `PG` tag to the chained `@PG` ID of the value it
+/// had (Picard's `chainedPgIds`); `tags` empty: left as it is.
+fn set_pg_tag(rec: &mut Vec<u8>, tags: &[(Option<Vec<u8>>, String)]) {
+    if tags.is_empty() {
+        return;
+    }
+    let have = string_tag(rec, *b"PG").map(<[u8]>::to_vec);
+    if let Some((_, id)) = tags.iter().find(|(k, _)| *k == have) {
+        set_string_tag(rec, *b"PG", id.as_bytes());
+    }
 }
 
 /// The records of one batch as pass 2 writes them (each with its
@@ -405,12 +681,7 @@ fn copy_marked(
                 let res = d.apply_at(rec, ordinal, &mut buf);
                 match res {
                     Ok(Some(_)) => {
-                        if !tags.is_empty() {
-                            let have = string_tag(&buf, *b"PG").map(<[u8]>::to_vec);
-                            if let Some((_, id)) = tags.iter().find(|(k, _)| *k == have) {
-                                set_string_tag(&mut buf, *b"PG", id.as_bytes());
-                            }
-                        }
+                        set_pg_tag(&mut buf, tags);
                         starts.push(out.len());
                         out.extend_from_slice(&buf);
                         Ok(())
@@ -435,15 +706,6 @@ fn copy_marked(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base36_is_htsjdks() {
-        assert_eq!(base36(0), "0");
-        assert_eq!(base36(1), "1");
-        assert_eq!(base36(35), "z");
-        // Least significant digit first.
-        assert_eq!(base36(36), "01");
-    }
 
     #[test]
     fn pg_ids_follow_java_hashset_order_and_avoid_taken_ids() {

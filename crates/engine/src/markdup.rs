@@ -922,6 +922,17 @@ pub fn set_string_tag(rec: &mut Vec<u8>, tag: [u8; 2], value: &[u8]) {
     rec[..4].copy_from_slice(&block_size.to_le_bytes());
 }
 
+/// Removes the first `tag` field of a record (with its block_size), as
+/// htsjdk's `setAttribute(tag, null)` does; `block_size` follows.
+pub fn remove_tag(rec: &mut Vec<u8>, tag: [u8; 2]) {
+    let aux_at = rec.len() - RecordRef::with_block_size(rec).aux().len();
+    if let Some((a, b)) = tag_field(rec, aux_at, tag) {
+        rec.drain(a..b);
+        let block_size = (rec.len() - 4) as u32;
+        rec[..4].copy_from_slice(&block_size.to_le_bytes());
+    }
+}
+
 /// Offset of the flag field in a record with its block_size.
 const FLAG_AT: usize = 4 + 14;
 

@@ -370,6 +370,28 @@ pub fn merged_inputs(
     plan: &MergePlan<'_>,
     pool: &Arc<rayon::ThreadPool>,
 ) -> Result<(MergedInputs, Arc<KeyEncoder>)> {
+    merged_inputs_with(plan, pool, true)
+}
+
+/// [`merged_inputs`] handing on each record as its input holds it, its
+/// `RG`/`PG` tags and reference ids not translated into the merged
+/// header's terms: for a caller that merges the headers another tool's way
+/// and translates the records itself (`alnsort MarkDuplicates` with several
+/// inputs, htsjdk's header merge: [`crate::markdup_inputs::HtsjdkMerge`]).
+/// The inputs' `@SQ` lines must be the same (the keys are the merged
+/// header's only then).
+pub fn merged_inputs_untranslated(
+    plan: &MergePlan<'_>,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(MergedInputs, Arc<KeyEncoder>)> {
+    merged_inputs_with(plan, pool, false)
+}
+
+fn merged_inputs_with(
+    plan: &MergePlan<'_>,
+    pool: &Arc<rayon::ThreadPool>,
+    translate: bool,
+) -> Result<(MergedInputs, Arc<KeyEncoder>)> {
     let MergePlan {
         paths,
         opts,
@@ -448,6 +470,7 @@ pub fn merged_inputs(
     let failure = Rc::new(RefCell::new(None));
     let tally = Rc::new(Cell::new(Decoded::default()));
     let shared = Shared {
+        translate,
         encoder: Arc::clone(&encoder),
         sort_encoder: sort_encoder.clone(),
         n_ref: header.n_ref(),
@@ -539,11 +562,13 @@ impl MergedInputs {
     }
 
     /// Calls `sink(input, record)` for each record, the inputs interleaved
-    /// by `cmp` over their next records (ties: the earlier input first),
-    /// not by sort keys: the order another tool merges them in
-    /// (`--markdup` reads several inputs in Picard's merge order,
-    /// [`crate::markdup_inputs`]). A scan over the inputs per record, meant
-    /// for a few inputs (lanes).
+    /// by `cmp` over their next records, not by sort keys: the order
+    /// another tool merges them in (Picard reads several inputs through
+    /// htsjdk's `MergingSamRecordIterator`: [`crate::markdup_inputs`],
+    /// `alnsort sort --markdup IN1 IN2 ...` and `alnsort MarkDuplicates
+    /// I=a I=b`). The inputs wait in a [`JavaHeap`], so records that
+    /// compare equal come out of different inputs in the order Java's
+    /// `PriorityQueue` gives them, not always the earlier input first.
     pub fn for_each_by(
         self,
         cmp: impl Fn(&[u8], &[u8]) -> std::cmp::Ordering,
@@ -554,30 +579,85 @@ impl MergedInputs {
             failure,
             ..
         } = self;
+        let mut heap = JavaHeap::default();
+        for i in 0..sources.len() {
+            if !sources[i].done {
+                heap.offer(i, |a, b| cmp(sources[a].record(), sources[b].record()));
+            }
+        }
         let mut n = 0u64;
         loop {
             if let Some(e) = failure.borrow_mut().take() {
                 return Err(e);
             }
-            let mut best: Option<usize> = None;
-            for (i, s) in sources.iter().enumerate() {
-                if s.done {
-                    continue;
-                }
-                best = match best {
-                    Some(b) if cmp(s.record(), sources[b].record()).is_ge() => Some(b),
-                    _ => Some(i),
-                };
-            }
-            let Some(b) = best else { break };
+            let Some(b) = heap.poll(|a, b| cmp(sources[a].record(), sources[b].record())) else {
+                break;
+            };
             sink(b, sources[b].record())?;
             n += 1;
             sources[b].advance()?;
+            if !sources[b].done {
+                heap.offer(b, |a, b| cmp(sources[a].record(), sources[b].record()));
+            }
         }
         if let Some(e) = failure.borrow_mut().take() {
             return Err(e);
         }
         Ok(n)
+    }
+}
+
+/// `java.util.PriorityQueue` over input numbers, compared by the caller's
+/// `cmp` of their next records: the same sift-up and sift-down steps
+/// (OpenJDK's `siftUpComparable`/`siftDownComparable`: an element moves
+/// only past strictly greater ones), so ties between inputs are broken as
+/// htsjdk's merging iterator breaks them (`poll`, then `offer` of the
+/// input it came from).
+#[derive(Debug, Default)]
+pub struct JavaHeap {
+    queue: Vec<usize>,
+}
+
+impl JavaHeap {
+    pub fn offer(&mut self, x: usize, cmp: impl Fn(usize, usize) -> std::cmp::Ordering) {
+        let mut k = self.queue.len();
+        self.queue.push(x);
+        while k > 0 {
+            let parent = (k - 1) >> 1;
+            let e = self.queue[parent];
+            if cmp(x, e).is_ge() {
+                break;
+            }
+            self.queue[k] = e;
+            k = parent;
+        }
+        self.queue[k] = x;
+    }
+
+    pub fn poll(&mut self, cmp: impl Fn(usize, usize) -> std::cmp::Ordering) -> Option<usize> {
+        let result = *self.queue.first()?;
+        let x = self.queue.pop()?;
+        let n = self.queue.len();
+        if n > 0 {
+            let mut k = 0;
+            let half = n >> 1;
+            while k < half {
+                let mut child = 2 * k + 1;
+                let mut c = self.queue[child];
+                let right = child + 1;
+                if right < n && cmp(c, self.queue[right]).is_gt() {
+                    child = right;
+                    c = self.queue[child];
+                }
+                if cmp(x, c).is_le() {
+                    break;
+                }
+                self.queue[k] = c;
+                k = child;
+            }
+            self.queue[k] = x;
+        }
+        Some(result)
     }
 }
 
@@ -845,6 +925,9 @@ struct Source {
 
 /// What every input of one merge shares.
 struct Shared {
+    /// Records are translated into the merged header's terms (see
+    /// [`merged_inputs_untranslated`]).
+    translate: bool,
     /// Keys of the merge order in the merged header's terms.
     encoder: Arc<KeyEncoder>,
     /// Keys handed on instead (see [`MergePlan::sort_order`]).
@@ -865,7 +948,8 @@ struct Shared {
 /// The per-batch work of one input, run on the pool.
 struct ChunkDecoder {
     decoder: alnsort_bam::reader::Decoder,
-    translation: Translation,
+    /// None: records handed on as read.
+    translation: Option<Translation>,
     encoder: Arc<KeyEncoder>,
     sort_encoder: Option<Arc<KeyEncoder>>,
     /// The decoder's keys (the input's own terms) are the merged keys.
@@ -925,7 +1009,7 @@ impl Source {
             &header.library_map(),
         )
         .with_wide_positions(encoder.wide_positions());
-        let same_keys = translation.is_identity()
+        let same_keys = (translation.is_identity() || !shared.translate)
             && header.n_ref() == shared.n_ref
             && (*encoder.order() != SortOrder::TemplateCoordinate
                 || header.library_map() == shared.libraries);
@@ -940,7 +1024,7 @@ impl Source {
         let (spare_tx, spare_rx) = crossbeam_channel::bounded(CHUNK_SPARES);
         let job = ChunkDecoder {
             decoder,
-            translation,
+            translation: shared.translate.then_some(translation),
             encoder: Arc::clone(encoder),
             sort_encoder: shared.sort_encoder.clone(),
             same_keys,
@@ -1136,7 +1220,9 @@ impl ChunkDecoder {
                         String::from_utf8_lossy(read).into_owned(),
                     ))
                 };
-                let translated = translation.apply(rec, &mut scratch, &mut unknown);
+                let translated = translation
+                    .as_ref()
+                    .is_some_and(|t| t.apply(rec, &mut scratch, &mut unknown));
                 let rec = if translated { &scratch[..] } else { rec };
                 if let Some(r) = region {
                     let view = RecordRef::with_block_size(rec);
@@ -1265,5 +1351,46 @@ mod tests {
         for s in MERGE_OPTIONS {
             assert!(help.contains(&format!("  {}", s.synopsis())), "{s:?}");
         }
+    }
+
+    /// java.util.PriorityQueue's order, worked by hand from OpenJDK's
+    /// siftUp/siftDown: elements that compare equal are not taken in
+    /// insertion order once the heap has been reshaped.
+    #[test]
+    fn java_heap_breaks_ties_as_java() {
+        use super::JavaHeap;
+        // Two inputs whose next records always tie: the one offered back
+        // goes behind the one waiting, so they alternate.
+        let mut h = JavaHeap::default();
+        let eq = |_: usize, _: usize| std::cmp::Ordering::Equal;
+        h.offer(0, eq);
+        h.offer(1, eq);
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            let x = h.poll(eq).unwrap();
+            out.push(x);
+            h.offer(x, eq);
+        }
+        assert_eq!(out, [0, 1, 0, 1]);
+        // Three: poll 0 moves the last (2) to the root, so 2 comes before 1.
+        let mut h = JavaHeap::default();
+        for i in 0..3 {
+            h.offer(i, eq);
+        }
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            out.push(h.poll(eq).unwrap());
+        }
+        assert_eq!(out, [0, 2, 1]);
+        assert_eq!(h.poll(eq), None);
+        // Distinct keys come out in order.
+        let keys = [5, 1, 4, 2, 3];
+        let by = |a: usize, b: usize| keys[a].cmp(&keys[b]);
+        let mut h = JavaHeap::default();
+        for i in 0..keys.len() {
+            h.offer(i, by);
+        }
+        let order: Vec<usize> = std::iter::from_fn(|| h.poll(by)).collect();
+        assert_eq!(order, [1, 3, 4, 2, 0]);
     }
 }

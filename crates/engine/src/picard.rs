@@ -35,6 +35,7 @@ pub enum Action {
     AssumeSortOrder,
     AssumeSorted,
     CreateIndex,
+    CreateMd5,
     TmpDir,
     CompressionLevel,
     Reference,
@@ -110,7 +111,9 @@ macro_rules! opt {
 pub const PICARD_OPTIONS: &[PicardOpt] = &[
     opt!("INPUT", Some("I"), "File", TEXT, Action::Input,
          "Input SAM, BAM or CRAM: coordinate-sorted (@HD SO:coordinate) or grouped by read name \
-          (SO:queryname, or ASSUME_SORT_ORDER=queryname). One file, read twice (not standard input)."),
+          (SO:queryname, or ASSUME_SORT_ORDER=queryname). A file, read twice (not standard input). \
+          Given more than once, the inputs are merged as Picard merges them (htsjdk's header merge, \
+          records in the first input's order)."),
     opt!("METRICS_FILE", Some("M"), "File", TEXT, Action::Metrics,
          "Where the duplication metrics go (Picard's DuplicationMetrics text). Required."),
     opt!("OUTPUT", Some("O"), "File", TEXT, Action::Output,
@@ -215,9 +218,8 @@ pub const PICARD_OPTIONS: &[PicardOpt] = &[
     opt!("CREATE_INDEX", None, "Boolean", BOOL, Action::CreateIndex,
          "Write a BAI beside coordinate-sorted BAM output, named as Picard names it (out.bam: \
           out.bai) [false]. Other outputs get none, as with Picard."),
-    opt!("CREATE_MD5_FILE", None, "Boolean", BOOL,
-         Action::DefaultOnly("false", "alnsort does not write the .md5 file"),
-         "Only false is supported."),
+    opt!("CREATE_MD5_FILE", None, "Boolean", BOOL, Action::CreateMd5,
+         "Write the output's MD5 (32 hex digits) to OUTPUT.md5, as htsjdk does [false]."),
     opt!("MAX_RECORDS_IN_RAM", None, "Integer", INT, Action::Neutral,
          "Accepted; no effect (memory is -Xmx's budget)."),
     opt!("QUIET", None, "Boolean", BOOL, Action::Neutral, "Accepted; no effect."),
@@ -276,6 +278,8 @@ pub struct PicardRun {
     pub metrics: String,
     pub assume: Option<AssumedOrder>,
     pub create_index: bool,
+    /// CREATE_MD5_FILE: the output's MD5 in OUTPUT.md5.
+    pub create_md5: bool,
     pub pg: PgSpec,
     pub comments: Vec<String>,
     /// The options as Picard names them (`NAME=VALUE`, in the order given,
@@ -405,6 +409,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
         metrics: String::new(),
         assume: None,
         create_index: false,
+        create_md5: false,
         pg: PgSpec {
             id: Some("MarkDuplicates".into()),
             name: "MarkDuplicates".into(),
@@ -559,6 +564,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
                 }
             }
             Action::CreateIndex => run.create_index = flag(&value)?,
+            Action::CreateMd5 => run.create_md5 = flag(&value)?,
             Action::TmpDir => {
                 if tmp_dir.is_none() {
                     tmp_dir = Some(text(&value));
@@ -638,15 +644,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
             }
         )));
     }
-    if run.inputs.len() > 1 {
-        return Err(ArgError::Unsupported {
-            option: "INPUT given more than once".into(),
-            why: "alnsort MarkDuplicates reads one input; merge the inputs first (alnsort merge, \
-                  or samtools merge) and mark the merged file",
-        });
-    }
-    let input = run.inputs[0].clone();
-    if input == "-" || input == "/dev/stdin" {
+    if let Some(input) = run.inputs.iter().find(|i| *i == "-" || *i == "/dev/stdin") {
         return Err(ArgError::Unsupported {
             option: format!("INPUT={input}"),
             why: "alnsort MarkDuplicates reads its input twice (once to decide, once to write \
@@ -654,14 +652,22 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
                   it to a file first, or mark it while sorting with 'alnsort sort --markdup'",
         });
     }
-    run.sort.input = input.clone();
-    run.sort.inputs = vec![input];
+    // Several inputs are merged as Picard merges them
+    // (`crate::mark_in_order`); the engine's options name the first.
+    run.sort.input = run.inputs[0].clone();
+    run.sort.inputs = run.inputs.clone();
     let output = output.unwrap_or_default();
     run.sort.output = if output == "/dev/stdout" || output == "-" {
         "-".into()
     } else {
         output
     };
+    if run.create_md5 && run.sort.output == "-" {
+        return Err(ArgError::Unsupported {
+            option: "CREATE_MD5_FILE=true with standard output".into(),
+            why: "the MD5 goes beside the output file (OUTPUT.md5); write the output to a file",
+        });
+    }
     run.sort.tmp_prefix = tmp_dir.or(java_tmp);
     run.sort.markdup.metrics = Some(PathBuf::from(&run.metrics));
     if run.create_index && run.sort.output != "-" {
@@ -848,15 +854,18 @@ mod tests {
     #[test]
     fn refusals_name_the_option() {
         let e = |args: &[&str]| run(args).unwrap_err().to_string();
-        assert!(e(&["I=a.bam", "O=b.bam", "M=m", "CREATE_MD5_FILE=true"])
-            .contains("CREATE_MD5_FILE=true"));
+        assert!(
+            e(&["I=a.bam", "O=/dev/stdout", "M=m", "CREATE_MD5_FILE=true"])
+                .contains("CREATE_MD5_FILE=true with standard output")
+        );
+        assert!(ok(&["I=a.bam", "O=b.bam", "M=m", "CREATE_MD5_FILE=true"]).create_md5);
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "DS=RANDOM"]).contains("RANDOM"));
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "CLEAR_DT=false"]).contains("CLEAR_DT=false"));
         assert!(
             e(&["I=a.bam", "O=b.bam", "M=m", "REMOVE_DUPLICATES=maybe"]).contains("true or false")
         );
         assert!(e(&["I=/dev/stdin", "O=b.bam", "M=m"]).contains("standard input"));
-        assert!(e(&["I=a.bam", "I=b.bam", "O=c.bam", "M=m"]).contains("more than once"));
+        assert!(e(&["I=a.bam", "I=-", "O=c.bam", "M=m"]).contains("INPUT=-"));
         assert!(e(&["I=a.bam", "O=b.bam"]).contains("METRICS_FILE is required"));
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "NOT_AN_OPTION=1"]).contains("NOT_AN_OPTION"));
         assert!(e(&["I=a.bam", "O=b.bam", "M=m", "ASO=unsorted"]).contains("queryname"));

@@ -1,0 +1,245 @@
+"""`alnsort MarkDuplicates` with several inputs (`I=a.bam I=b.bam`, or
+`--INPUT a.bam --INPUT b.bam`) against Picard MarkDuplicates 3.4.0 given
+the same arguments.
+
+Picard reads several inputs through htsjdk: `SamFileHeaderMerger` makes a
+new header (`@HD VN:1.6 GO:none SO:<the first input's>`, the first input's
+@SQ lines, @RG and @PG lines of every input with identical ones made one
+and clashing IDs renamed `ID.N`, sorted by ID, every input's @CO lines) and
+`MergingSamRecordIterator` interleaves the records by htsjdk's comparator of
+that order in a Java `PriorityQueue`, rewriting the RG and PG tags of the
+records after a clash (a tag naming no line of its input's header is
+dropped). Each case spreads generated templates (every trap, random and
+adversarial templates, stale 0x400 bits and DT tags, PG tags) over two or
+three inputs, whole templates per input, in one form (coordinate-sorted,
+queryname-sorted by Picard SortSam, or grouped by name with
+ASSUME_SORT_ORDER=queryname), with read groups per lane of one library or
+of two, or clashing by ID, and @PG lines that clash, and asserts what
+test_markduplicates.py asserts for one input: the records in order with
+every field and tag, the header (but @PG CL and VN), the metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import subprocess
+import zlib
+from pathlib import Path
+
+import pysam
+import pytest
+
+import test_markduplicates as one
+import test_sort_markdup as sm
+import test_vs_picard as g
+from test_markduplicates import alnsort, long_refs, run, run_both  # noqa: F401  (fixtures)
+
+
+def split(recs, n: int, seed: int):
+    """Whole templates spread over n inputs (by a hash of the name)."""
+    parts = [[] for _ in range(n)]
+    for r in recs:
+        parts[zlib.crc32(f"{seed}:{r.name}".encode()) % n].append(r)
+    return parts
+
+
+def lane(recs, k: int):
+    """Read groups renamed for lane k (rg1 -> rg1.L<k>), libraries kept."""
+    out = []
+    for r in recs:
+        r = g.Rec(**{**r.__dict__, "tags": list(r.tags)})
+        if r.rg is not None:
+            r.rg = f"{r.rg}.L{k}"
+        out.append(r)
+    return out, [(f"{i}.L{k}", lb) for i, lb in g.RGS]
+
+
+def add_header_lines(path: Path, lines: list[str]) -> None:
+    """Adds header lines (@PG, @CO) to a BAM in place, records untouched."""
+    sam = pysam.view("-h", "--no-PG", str(path))
+    head = [ln for ln in sam.splitlines() if ln.startswith("@")]
+    body = [ln for ln in sam.splitlines() if not ln.startswith("@")]
+    text = path.with_suffix(".sam")
+    text.write_text("\n".join(head + lines + body) + "\n")
+    pysam.view("-b", "--no-PG", "-o", str(path), str(text), catch_stdout=False)
+    text.unlink()
+
+
+def templates(seed: int):
+    """The generated templates of one case (test_markduplicates' input)."""
+    recs = []
+    for n, name in enumerate(sorted(g.TRAPS)):
+        recs += sm.moved(g.TRAPS[name](), n)
+    recs += sm.moved(g.t_adversarial(100 + seed), len(g.TRAPS)) + \
+        sm.moved(g.t_random(5 + seed, dense=True), len(g.TRAPS) + 1)
+    recs = sm.with_mate_cigars(sm.stale_dt(sm.stale_dups(recs, 1 + seed), 2 + seed))
+    return one.with_pg_tags(recs, 3 + seed)
+
+
+def write_inputs(tmp: Path, picard, parts, form: str, pg_lines) -> list[Path]:
+    """Input k: its records and read groups `parts[k]`, header lines
+    `pg_lines[k]`, in `form` (coordinate, queryname or grouped)."""
+    paths = []
+    for k, ((recs, rgs), extra) in enumerate(zip(parts, pg_lines)):
+        grouped = tmp / f"in{k}.grouped.bam"
+        g.write_bam(grouped, recs, rgs)
+        add_header_lines(grouped, extra)
+        if form == "grouped":
+            paths.append(grouped)
+            continue
+        out = tmp / f"in{k}.{form}.bam"
+        if form == "queryname":
+            p = run(picard + ["SortSam", f"I={grouped}", f"O={out}", "SORT_ORDER=queryname", "QUIET=true",
+                              "VERBOSITY=ERROR"])
+            assert p.returncode == 0, p.stderr[-2000:]
+        else:
+            pysam.sort("--no-PG", "-o", str(out), str(grouped))
+        paths.append(out)
+    return paths
+
+
+def pg(ident: str, cl: str, pp: str | None = None) -> str:
+    return f"@PG\tID:{ident}\tPN:{ident}\tCL:{cl}" + (f"\tPP:{pp}" if pp else "")
+
+
+# Header lines per input: bwa and aln (the records' PG tag values) clash by
+# CL in every input, with a program after each, and one identical line.
+CLASHING_PGS = [[pg("bwa", f"bwa mem lane{k}"), pg("aln", "bwa aln"), pg("mark", f"mark {k}", "bwa"),
+                 f"@CO\tlane {k}"] for k in range(3)]
+SAME_PGS = [[pg("bwa", "bwa mem"), pg("aln", "bwa aln")] for _ in range(3)]
+
+CASES = {
+    # id: (form, syntax, inputs, read groups, header lines, options)
+    "coordinate-legacy-two-lanes-one-library": ("coordinate", "legacy", 2, "same", SAME_PGS, []),
+    "coordinate-current-three-lanes-clashing-pg-tag-all": (
+        "coordinate", "current", 3, "lanes", CLASHING_PGS, ["TAGGING_POLICY=All"]),
+    "queryname-current-two-lanes-two-libraries-clashing-rg": (
+        "queryname", "current", 2, "clash", CLASHING_PGS, []),
+    "queryname-legacy-three-lanes": ("queryname", "legacy", 3, "lanes", SAME_PGS, ["REMOVE_DUPLICATES=true"]),
+    "grouped-legacy-two-clashing-rg-and-pg": (
+        "grouped", "legacy", 2, "clash", CLASHING_PGS, ["ASSUME_SORT_ORDER=queryname", "COMMENT=several inputs"]),
+    "grouped-current-three-lanes-remove-sequencing": (
+        "grouped", "current", 3, "lanes", CLASHING_PGS,
+        ["ASSUME_SORT_ORDER=queryname", "TAGGING_POLICY=OpticalOnly", "REMOVE_SEQUENCING_DUPLICATES=true"]),
+    "coordinate-legacy-two-no-pg": ("coordinate", "legacy", 2, "clash", CLASHING_PGS, ["PROGRAM_RECORD_ID=null"]),
+}
+
+
+def read_groups(kind: str, parts):
+    """The read groups of each input: the same @RG lines in every one, one
+    set per lane (the same libraries), or rg1 clashing by ID with another
+    library in the second input."""
+    out = []
+    for k, recs in enumerate(parts):
+        if kind == "same":
+            out.append((recs, g.RGS))
+        elif kind == "lanes":
+            out.append(lane(recs, k))
+        else:
+            out.append((recs, g.RGS if k != 1 else [("rg1", "libC"), ("rg2", "libB"), ("rg3", None)]))
+    return out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_several_inputs_as_picard(case, tmp_path, picard, alnsort, long_refs):  # noqa: F811
+    form, syntax, n, rgs, pgs, opts = CASES[case]
+    parts = read_groups(rgs, split(templates(len(case)), n, seed=n))
+    paths = write_inputs(tmp_path, picard, parts, form, pgs)
+    _, want = run_both(tmp_path, picard, alnsort, paths, syntax, opts)
+    with pysam.AlignmentFile(str(tmp_path / "picard" / "out.bam"), check_sq=False) as f:
+        h = f.header.to_dict()
+    assert h["HD"].get("GO") in ("none", "query"), h["HD"]
+    if rgs == "clash":
+        # htsjdk renamed the second input's rg1, and its reads follow.
+        assert any(r["ID"] == "rg1.1" for r in h["RG"]), h["RG"]
+        assert any(("RG", "rg1.1", "Z") in r[11] for r in want)
+    if pgs is CLASHING_PGS and "PROGRAM_RECORD_ID=null" not in opts:
+        assert any(p["ID"].startswith("bwa.") for p in h["PG"]), h["PG"]
+
+
+def test_ties_between_inputs_follow_javas_priority_queue(tmp_path, picard, alnsort):
+    """The same templates in three coordinate-sorted inputs (a lane each):
+    every record ties with its copies under htsjdk's comparator, so the
+    order they come out in, and which copy Picard keeps, is Java's
+    PriorityQueue's, not simply the first input's first."""
+    rng = random.Random(5)
+    recs = []
+    for i in range(60):
+        pos = rng.randrange(1000, 5000, 50)
+        recs += g.pair(f"t{i:03d}:1:1:{rng.randrange(1, 90)}:{rng.randrange(1, 90)}", pos, pos + 200)
+        if i % 3 == 0:
+            recs += g.frag(f"f{i:03d}:1:1:5:5", pos)
+    parts = [lane(sm.with_mate_cigars([g.Rec(**{**r.__dict__}) for r in recs]), k) for k in range(3)]
+    paths = write_inputs(tmp_path, picard, parts, "coordinate", [[], [], []])
+    _, want = run_both(tmp_path, picard, alnsort, paths, "legacy", [])
+    # The copies of one record come out of the inputs in varying orders.
+    firsts = {r[11] for r in want[::3]}
+    assert len({dict((t, v) for t, v, _ in tags)["RG"][-2:] for tags in firsts}) > 1
+
+
+def test_gatk_best_practices_line(tmp_path, picard, alnsort, long_refs):  # noqa: F811
+    """The MarkDuplicates step of GATK's best-practices data processing
+    (gatk4-data-processing's processing-for-variant-discovery-gatk4.wdl:
+    `MarkDuplicates --INPUT ~{sep=' --INPUT ' input_bams} --OUTPUT ..
+    --METRICS_FILE .. --VALIDATION_STRINGENCY SILENT
+    --OPTICAL_DUPLICATE_PIXEL_DISTANCE 2500 --ASSUME_SORT_ORDER "queryname"
+    --CREATE_MD5_FILE true`) over per-lane aligner outputs, with `alnsort`
+    for `picard`: Picard's records, header and metrics, and an out.bam.md5
+    holding the MD5 of the output written (as Picard's holds its own)."""
+    parts = read_groups("lanes", split(templates(7), 3, seed=11))
+    paths = write_inputs(tmp_path, picard, parts, "grouped", SAME_PGS)
+    outs, _ = run_both(tmp_path, picard, alnsort, paths, "current",
+                       ["VALIDATION_STRINGENCY=SILENT", "OPTICAL_DUPLICATE_PIXEL_DISTANCE=2500",
+                        "ASSUME_SORT_ORDER=queryname", "CREATE_MD5_FILE=true"])
+    for who, (out, _) in outs.items():
+        assert sorted(p.name for p in out.parent.iterdir()) == ["metrics.txt", "out.bam", "out.bam.md5"], who
+        assert (out.parent / "out.bam.md5").read_text() == hashlib.md5(out.read_bytes()).hexdigest(), who
+    # The WDL runs it through GATK's launcher: `gatk --java-options "..."
+    # MarkDuplicates ...` with alnsort for gatk gives the same records.
+    gatk = tmp_path / "gatk"
+    gatk.mkdir()
+    p = run([alnsort, "--java-options", "-Dsamjdk.compression_level=5 -Xms4000m", "MarkDuplicates",
+             *one.argv("current", paths, gatk / "out.bam", gatk / "metrics.txt",
+                       ["VALIDATION_STRINGENCY=SILENT", "OPTICAL_DUPLICATE_PIXEL_DISTANCE=2500",
+                        "ASSUME_SORT_ORDER=queryname", "CREATE_MD5_FILE=true"])])
+    assert p.returncode == 0, p.stderr
+    assert one.records(gatk / "out.bam") == one.records(outs["picard"][0])
+
+
+def test_what_picard_refuses_is_refused(tmp_path, picard, alnsort):
+    """Inputs whose @HD SO differ (without ASSUME_SORT_ORDER) and inputs
+    with different @SQ lines: Picard stops, alnsort refuses naming the
+    file, and leaves nothing."""
+    recs = g.pair("p1:1:1:1:1", 100, 300) + g.pair("p2:1:1:1:2", 100, 300)
+    a, b = write_inputs(tmp_path, picard, [(recs, g.RGS), (recs, g.RGS)], "coordinate", [[], []])
+    qn = tmp_path / "qn.bam"
+    p = run(picard + ["SortSam", f"I={b}", f"O={qn}", "SORT_ORDER=queryname", "QUIET=true"])
+    assert p.returncode == 0, p.stderr[-1000:]
+    other = tmp_path / "other.bam"
+    refs = g.REFS
+    try:
+        g.REFS = [("chrX", 100_000)] + refs
+        g.write_bam(other, recs, g.RGS)
+    finally:
+        g.REFS = refs
+    sorted_other = tmp_path / "other.sorted.bam"
+    pysam.sort("--no-PG", "-o", str(sorted_other), str(other))
+    out, met = tmp_path / "o.bam", tmp_path / "o.txt"
+    for second, words, picard_words in [(qn, "Files are not compatible with sort order", "not compatible"),
+                                        (sorted_other, "@SQ lines differ", "equence dictionar")]:
+        p = run(picard + ["MarkDuplicates", f"I={a}", f"I={second}", f"O={out}", f"M={met}"])
+        assert p.returncode != 0 and picard_words in p.stderr, p.stderr[-1500:]
+        out.unlink(missing_ok=True)
+        met.unlink(missing_ok=True)
+        p = run([alnsort, "MarkDuplicates", f"I={a}", f"I={second}", f"O={out}", f"M={met}"])
+        assert p.returncode == 1 and words in p.stderr and str(second) in p.stderr, p.stderr
+        assert not out.exists() and not met.exists()
+    # With ASSUME_SORT_ORDER the other inputs' @HD are not checked (Picard
+    # sets it on the first header only): both tools run.
+    outs, _ = run_both(tmp_path, picard, alnsort, [a, b], "current", ["ASSUME_SORT_ORDER=coordinate"])
+
+
+def test_help_says_inputs_are_merged(alnsort):  # noqa: F811
+    p = subprocess.run([alnsort, "MarkDuplicates", "--help"], capture_output=True, text=True)
+    assert "Given more than once, the inputs are merged as Picard merges them" in " ".join(p.stdout.split())

@@ -263,16 +263,6 @@ impl<'a> Aux<'a> {
         }
         found
     }
-
-    /// How many fields have `tag`, counted up to any field that cannot be
-    /// read (`None` then).
-    pub fn count(&self, tag: [u8; 2]) -> Option<usize> {
-        let mut n = 0;
-        for f in self.fields() {
-            n += usize::from(f.ok()?.tag == tag);
-        }
-        Some(n)
-    }
 }
 
 /// The fields of an [`Aux`] area ([`Aux::fields`]).
@@ -419,8 +409,6 @@ mod tests {
             })
         );
         assert_eq!(aux.find(*b"XD"), None);
-        assert_eq!(aux.count(*b"NM"), None);
-        assert_eq!(Aux::new(&good).count(*b"NM"), Some(1));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub const FLAG_AT: usize = 14;
 /// Offset of the `flag` field in a record with its 4-byte `block_size`.
 pub const FRAMED_FLAG_AT: usize = 4 + FLAG_AT;
 
-/// Flag bits used by the sort orders (SAM spec §1.4).
+/// Flag bits (SAM spec §1.4) the sort orders and duplicate marking read.
 pub mod flags {
     pub const PAIRED: u16 = 0x1;
     pub const UNMAPPED: u16 = 0x4;
@@ -36,6 +36,7 @@ pub mod flags {
     pub const READ1: u16 = 0x40;
     pub const READ2: u16 = 0x80;
     pub const SECONDARY: u16 = 0x100;
+    pub const QC_FAIL: u16 = 0x200;
     pub const DUPLICATE: u16 = 0x400;
     pub const SUPPLEMENTARY: u16 = 0x800;
 }

@@ -95,14 +95,28 @@ fn exercise_record(rec: &[u8], header: &Header) {
         r.read_name().len() < r.l_read_name(),
         "the name excludes its NUL"
     );
-    assert_eq!(r.cigar().count(), r.n_cigar_op());
+    assert_eq!(r.cigar().len(), r.n_cigar_op());
+    assert_eq!(r.cigar().ops().count(), r.n_cigar_op());
+    if r.n_cigar_op() > 0 && r.l_seq() > 0 && r.flag() & 0x4 == 0 {
+        assert_eq!(
+            r.cigar().query_length(),
+            r.l_seq() as u64,
+            "validation checked the query length of a mapped record"
+        );
+    }
     assert_eq!(r.cigar_bytes().len(), 4 * r.n_cigar_op());
     assert_eq!(r.seq_bytes().len(), r.l_seq().div_ceil(2));
     assert_eq!(r.qual().len(), r.l_seq());
     let _ = r.reference_length();
-    let _ = r.aux();
+    // Validation read every field: the walk meets no error and each
+    // field's typed value can be taken.
+    for f in r.aux().fields() {
+        let f = f.expect("validated aux fields read back");
+        let _ = f.value();
+        assert_eq!(r.aux().find(f.tag).map(|g| g.offset <= f.offset), Some(true));
+    }
     for tag in [*b"RG", *b"XI", *b"NM", *b"CG", *b"MC", *b"ZZ"] {
-        let _ = r.aux_get(tag);
+        let _ = r.aux().find(tag);
     }
     let mut key = Vec::new();
     for order in all_orders() {
@@ -360,8 +374,8 @@ fn build_record(b: &[u8; 6], index: u32, n_ref: usize) -> Vec<u8> {
 }
 
 fn xi(rec: &[u8]) -> u32 {
-    match RecordRef::with_block_size(rec).aux_get(*b"XI") {
-        Some((b'i', v)) => u32::from_le_bytes([v[0], v[1], v[2], v[3]]),
+    match RecordRef::with_block_size(rec).aux().find(*b"XI") {
+        Some(f) if f.ty == b'i' => f.int().expect("an i value") as u32,
         other => panic!("record lost its XI tag: {other:?}"),
     }
 }

@@ -75,11 +75,7 @@ impl Rec {
 
     /// Query length implied by the CIGAR (M, I, S, =, X).
     fn query_len(&self) -> usize {
-        self.cigar
-            .iter()
-            .filter(|(op, _)| matches!(op, 0 | 1 | 4 | 7 | 8))
-            .map(|&(_, n)| n as usize)
-            .sum()
+        crate::cigar::query_length(self.cigar.iter().copied()) as usize
     }
 
     /// The record bytes without the `block_size` prefix.

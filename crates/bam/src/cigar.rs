@@ -93,7 +93,10 @@ impl<'a> Cigar<'a> {
     /// (a trailing part of an operation is not read).
     #[inline]
     pub fn new(raw: &'a [u8]) -> Self {
-        debug_assert!(raw.len().is_multiple_of(4), "CIGAR bytes not a multiple of 4");
+        debug_assert!(
+            raw.len().is_multiple_of(4),
+            "CIGAR bytes not a multiple of 4"
+        );
         Cigar { raw }
     }
 

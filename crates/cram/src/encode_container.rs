@@ -14,8 +14,8 @@
 
 use crate::options::{CramOptions, CramVersion};
 use crate::wire::{crc32, write_itf8, write_ltf8};
-use alnsort_bam::name_hash::NameHash;
 use alnsort_bam::cigar::{self, op};
+use alnsort_bam::name_hash::NameHash;
 use alnsort_bam::{Aux, RecordRef};
 use md5::{Digest, Md5};
 use std::collections::HashMap;

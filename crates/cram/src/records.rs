@@ -576,7 +576,6 @@ const CF_MATE_DOWNSTREAM: i32 = 4;
 const CF_NO_SEQ: i32 = 8;
 const CF_EXPLICIT_TLEN: i32 = 16;
 
-
 /// The substitution matrix row of a reference base.
 fn base_row(b: u8) -> usize {
     match b {
@@ -1093,7 +1092,8 @@ impl SliceDecoder {
                         }
                         self.md_cigar.push(c);
                     }
-                    self.md_cigar.extend(dels.map(|_| cigar::pack(op::DELETION, 0)));
+                    self.md_cigar
+                        .extend(dels.map(|_| cigar::pack(op::DELETION, 0)));
                     &self.md_cigar
                 };
                 if let Some(nm) = md_nm::compute(bases, cigar, at, reference, ends, &mut self.md) {

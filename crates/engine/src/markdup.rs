@@ -376,10 +376,7 @@ impl BatchEnds {
             let Some(tag) = tag else { return Ok(None) };
             match rec.aux().find(tag) {
                 None => Ok(None),
-                Some(f) => f
-                    .string()
-                    .map(Some)
-                    .ok_or(BadBarcode::NotString(tag, f.ty)),
+                Some(f) => f.string().map(Some).ok_or(BadBarcode::NotString(tag, f.ty)),
             }
         };
         let umi = string(tags.umi)?;
@@ -1345,7 +1342,10 @@ mod tests {
         let d = m.finish().unwrap();
         let mut buf = Vec::new();
         let kept = d.apply(&sorted[0], &mut buf).unwrap().unwrap().to_vec();
-        assert_eq!(RecordRef::with_block_size(&kept).aux_bytes(), b"XAZx\0NMC\x01");
+        assert_eq!(
+            RecordRef::with_block_size(&kept).aux_bytes(),
+            b"XAZx\0NMC\x01"
+        );
         assert_eq!(kept.len(), recs[0].len() - 6);
         let dup = d.apply(&sorted[1], &mut buf).unwrap().unwrap().to_vec();
         let r = RecordRef::with_block_size(&dup);

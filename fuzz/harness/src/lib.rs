@@ -16,7 +16,7 @@ use alnsort_bam::keys::{KeyEncoder, SortOrder, TagSecondary};
 use alnsort_bam::sam_format::format_sam_record;
 use alnsort_bam::sam_parse::parse_sam_record;
 use alnsort_bam::validate::{htslib_normalise, validate_record};
-use alnsort_bam::RecordRef;
+use alnsort_bam::{RecordMut, RecordRef};
 use alnsort_bgzf::block::{deflate_block, inflate_block, parse_header, CompressionLevel};
 use alnsort_bgzf::{decompress_all, MAX_BLOCK_SIZE, MAX_PAYLOAD};
 use alnsort_cram::{CramReader, RefSource};
@@ -87,6 +87,30 @@ pub fn bgzf_block(data: &[u8]) {
 
 /// Touches every accessor of a validated record and encodes its key in
 /// every order; formats it as SAM.
+/// The edits of `RecordMut` on a valid record (`rec`, without its
+/// `block_size`): a field taken out and put back where it was, the flag
+/// set and set back, give the record again with its `block_size` right.
+fn check_record_edits(rec: &[u8]) {
+    let mut framed = (rec.len() as u32).to_le_bytes().to_vec();
+    framed.extend_from_slice(rec);
+    let want = framed.clone();
+    let fields: Vec<_> = RecordRef::new(rec)
+        .aux()
+        .fields()
+        .map(|f| f.expect("validated aux fields read back"))
+        .collect();
+    for f in fields.iter().take(4) {
+        let mut m = RecordMut::new(&mut framed);
+        m.remove_aux_range(f.range());
+        assert_eq!(m.view().aux_bytes().len(), rec.len() - m.view().aux_offset() - (f.end() - f.offset));
+        m.insert_field(f.offset, f.tag, f.ty, f.value);
+        let flag = m.view().flag();
+        m.set_flag(!flag);
+        m.set_flag(flag);
+        assert_eq!(framed, want, "a field removed and put back at {}", f.offset);
+    }
+}
+
 fn exercise_record(rec: &[u8], header: &Header) {
     let r = RecordRef::new(rec);
     let _ = (r.ref_id(), r.pos(), r.mapq(), r.bin(), r.flag(), r.tlen());
@@ -118,6 +142,7 @@ fn exercise_record(rec: &[u8], header: &Header) {
     for tag in [*b"RG", *b"XI", *b"NM", *b"CG", *b"MC", *b"ZZ"] {
         let _ = r.aux().find(tag);
     }
+    check_record_edits(rec);
     let mut key = Vec::new();
     for order in all_orders() {
         let fixed = order == SortOrder::Coordinate;

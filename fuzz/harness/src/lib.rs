@@ -102,7 +102,10 @@ fn check_record_edits(rec: &[u8]) {
     for f in fields.iter().take(4) {
         let mut m = RecordMut::new(&mut framed);
         m.remove_aux_range(f.range());
-        assert_eq!(m.view().aux_bytes().len(), rec.len() - m.view().aux_offset() - (f.end() - f.offset));
+        assert_eq!(
+            m.view().aux_bytes().len(),
+            rec.len() - m.view().aux_offset() - (f.end() - f.offset)
+        );
         m.insert_field(f.offset, f.tag, f.ty, f.value);
         let flag = m.view().flag();
         m.set_flag(!flag);
@@ -137,7 +140,10 @@ fn exercise_record(rec: &[u8], header: &Header) {
     for f in r.aux().fields() {
         let f = f.expect("validated aux fields read back");
         let _ = f.value();
-        assert_eq!(r.aux().find(f.tag).map(|g| g.offset <= f.offset), Some(true));
+        assert_eq!(
+            r.aux().find(f.tag).map(|g| g.offset <= f.offset),
+            Some(true)
+        );
     }
     for tag in [*b"RG", *b"XI", *b"NM", *b"CG", *b"MC", *b"ZZ"] {
         let _ = r.aux().find(tag);

@@ -25,7 +25,7 @@
 
 use crate::header::{first_tag, line_type, parse_sam_header, remove_tag, set_tag};
 use crate::header::{Header, HeaderError};
-use crate::record::{aux_value_len, RecordRef};
+use crate::record::RecordRef;
 use std::collections::{HashMap, HashSet};
 
 /// What a header merge may fail on.
@@ -332,7 +332,7 @@ impl Translation {
         let r = RecordRef::with_block_size(rec);
         let tid = r.ref_id();
         let mtid = r.next_ref_id();
-        let aux_at = rec.len() - r.aux().len();
+        let aux_at = 4 + r.aux_offset();
         let rg = find_tag(&rec[aux_at..], *b"RG");
         let pg = find_tag(&rec[aux_at..], *b"PG");
         if self.identity_tids && self.unchanged_tags(rec, aux_at, rg, pg) {
@@ -348,7 +348,7 @@ impl Translation {
         out[4..8].copy_from_slice(&self.ref_id(tid).to_le_bytes());
         out[24..28].copy_from_slice(&self.ref_id(mtid).to_le_bytes());
         for tag in [*b"RG", *b"PG"] {
-            let aux_at = out.len() - RecordRef::with_block_size(out).aux().len();
+            let aux_at = 4 + RecordRef::with_block_size(out).aux_offset();
             let Some((start, end)) = find_tag(&out[aux_at..], tag) else {
                 continue;
             };
@@ -415,15 +415,7 @@ impl Translation {
 
 /// Byte range `[start, end)` of the first aux field `tag` in `aux`.
 fn find_tag(aux: &[u8], tag: [u8; 2]) -> Option<(usize, usize)> {
-    let mut i = 0;
-    while i + 3 <= aux.len() {
-        let len = 3 + aux_value_len(aux[i + 2], &aux[i + 3..])?;
-        if aux[i..i + 2] == tag {
-            return Some((i, i + len));
-        }
-        i += len;
-    }
-    None
+    crate::Aux::new(aux).find(tag).map(|f| (f.offset, f.end()))
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 
 use std::collections::HashMap;
 
+use crate::aux::Field;
 use crate::record::{flags, RecordRef};
 
 #[cfg(test)]
@@ -131,9 +132,7 @@ const TAG_NUMBER: u8 = b'c';
 const TC_NO_TID: i32 = i32::MAX;
 const TC_NO_POS: i64 = ((i32::MAX as i64) << 32) | i32::MAX as i64;
 
-/// CIGAR op codes (SAM spec §4.2: `MIDNSHP=X` = 0..8).
-const CIGAR_SOFT_CLIP: u8 = 4;
-const CIGAR_HARD_CLIP: u8 = 5;
+use crate::cigar::op::{HARD_CLIP as CIGAR_HARD_CLIP, SOFT_CLIP as CIGAR_SOFT_CLIP};
 
 /// Turns records into sort keys for one order.
 #[derive(Clone, Debug)]
@@ -308,15 +307,11 @@ impl KeyEncoder {
         out: &mut Vec<u8>,
     ) -> Result<(), KeyError> {
         // The four tags the key reads, found in one pass over the aux data.
-        let [mc, cb, mi, rg] = rec.aux_get_each([*b"MC", *b"CB", *b"MI", *b"RG"]);
+        let [mc, cb, mi, rg] = rec.aux().find_each([*b"MC", *b"CB", *b"MI", *b"RG"]);
         let fields = TemplateFields::from_tags(rec, mc, cb, mi)?;
-        let library = match rg {
-            Some((b'Z', v)) => self
-                .libraries
-                .get(until_nul(v))
-                .map(Vec::as_slice)
-                .unwrap_or(b""),
-            _ => b"",
+        let library = match rg.and_then(|f| f.string()) {
+            Some(id) => self.libraries.get(id).map(Vec::as_slice).unwrap_or(b""),
+            None => b"",
         };
         // tids: samtools subtracts ints (`tid1 - tid2`, built with -fwrapv),
         // which overflows only for -1 against INT32_MAX, i.e. when an end
@@ -358,12 +353,12 @@ impl<'a> TemplateFields<'a> {
     /// Computes the fields as samtools 1.24 does: 5' unclipped positions
     /// counting soft clips only (1.24 ignores hard clips; verified with
     /// `5H10M` vs `10M`), mate end from `MC`, `CB` and `MI` as strings,
-    /// given what `rec.aux_get` returns for those three tags.
+    /// given what `rec.aux().find` returns for those three tags.
     fn from_tags(
         rec: RecordRef<'a>,
-        mc: Option<(u8, &'a [u8])>,
-        cb: Option<(u8, &'a [u8])>,
-        mi: Option<(u8, &'a [u8])>,
+        mc: Option<Field<'a>>,
+        cb: Option<Field<'a>>,
+        mi: Option<Field<'a>>,
     ) -> Result<Self, KeyError> {
         let flag = rec.flag();
         let mut f = TemplateFields {
@@ -387,9 +382,9 @@ impl<'a> TemplateFields<'a> {
             };
         }
         if flag & flags::PAIRED != 0 && flag & flags::MATE_UNMAPPED == 0 {
-            let cigar = match mc {
-                Some((b'Z' | b'H', v)) => until_nul(v),
-                Some(_) => {
+            let cigar = match mc.map(|f| f.text()) {
+                Some(Some(v)) => v,
+                Some(None) => {
                     return Err(KeyError::MateCigarWrongType {
                         read_name: name_of(rec),
                     })
@@ -409,18 +404,18 @@ impl<'a> TemplateFields<'a> {
                 mate_unclipped_start(mpos, cigar)
             };
         }
-        match cb {
-            Some((b'Z' | b'H', v)) => f.cell = until_nul(v),
-            Some(_) => {
+        match cb.map(|f| f.text()) {
+            Some(Some(v)) => f.cell = v,
+            Some(None) => {
                 return Err(KeyError::CellBarcodeWrongType {
                     read_name: name_of(rec),
                 })
             }
             None => {}
         }
-        match mi {
-            Some((b'Z' | b'H', v)) => f.mid = until_nul(v),
-            Some(_) => {
+        match mi.map(|f| f.text()) {
+            Some(Some(v)) => f.mid = v,
+            Some(None) => {
                 return Err(KeyError::MolecularIdWrongType {
                     read_name: name_of(rec),
                 })
@@ -493,7 +488,7 @@ fn put_tag_value(
     tag: Option<[u8; 2]>,
     out: &mut Vec<u8>,
 ) -> Result<(), KeyError> {
-    let Some((ty, val)) = tag.and_then(|t| rec.aux_get(t)) else {
+    let Some(Field { ty, value: val, .. }) = tag.and_then(|t| rec.aux().find(t)) else {
         out.push(TAG_MISSING);
         return Ok(());
     };
@@ -582,9 +577,7 @@ pub(crate) fn unclipped_start(rec: RecordRef<'_>) -> i64 {
 pub(crate) fn unclipped_end(rec: RecordRef<'_>) -> i64 {
     let span = rec.reference_length().max(1);
     let mut clipped = 0i64;
-    for raw in rec.cigar_bytes().rchunks_exact(4) {
-        let v = u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]);
-        let (op, len) = ((v & 0xf) as u8, v >> 4);
+    for (op, len) in rec.cigar().ops().rev() {
         match op {
             CIGAR_SOFT_CLIP => clipped += len as i64,
             CIGAR_HARD_CLIP => {}

@@ -5,6 +5,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod aux;
+pub mod cigar;
 pub mod header;
 pub mod header_merge;
 pub mod keys;
@@ -17,4 +19,6 @@ pub mod split;
 pub mod validate;
 pub mod writer;
 
-pub use record::RecordRef;
+pub use aux::Aux;
+pub use cigar::Cigar;
+pub use record::{RecordMut, RecordRef};

@@ -14,10 +14,19 @@
 //!                                     seq (4-bit packed), qual, aux
 //! ```
 
+use crate::aux::Aux;
+use crate::cigar::Cigar;
+
 /// Size of the fixed part of a record (§4.2, fields refID .. tlen).
 pub const FIXED_LEN: usize = 32;
 
-/// Flag bits used by the sort orders (SAM spec §1.4).
+/// Offset of the `flag` field in a record's bytes after `block_size` (§4.2).
+pub const FLAG_AT: usize = 14;
+
+/// Offset of the `flag` field in a record with its 4-byte `block_size`.
+pub const FRAMED_FLAG_AT: usize = 4 + FLAG_AT;
+
+/// Flag bits (SAM spec §1.4) the sort orders and duplicate marking read.
 pub mod flags {
     pub const PAIRED: u16 = 0x1;
     pub const UNMAPPED: u16 = 0x4;
@@ -27,6 +36,7 @@ pub mod flags {
     pub const READ1: u16 = 0x40;
     pub const READ2: u16 = 0x80;
     pub const SECONDARY: u16 = 0x100;
+    pub const QC_FAIL: u16 = 0x200;
     pub const DUPLICATE: u16 = 0x400;
     pub const SUPPLEMENTARY: u16 = 0x800;
 }
@@ -98,7 +108,7 @@ impl<'a> RecordRef<'a> {
     }
     #[inline]
     pub fn flag(&self) -> u16 {
-        le_u16(self.data, 14)
+        le_u16(self.data, FLAG_AT)
     }
     #[inline]
     pub fn l_seq(&self) -> usize {
@@ -142,15 +152,11 @@ impl<'a> RecordRef<'a> {
         &raw[..end]
     }
 
-    /// Iterator over CIGAR operations as `(op_code, length)`; op codes follow
-    /// §4.2 (`MIDNSHP=X` = 0..8).
-    pub fn cigar(&self) -> impl Iterator<Item = (u8, u32)> + 'a {
-        let start = self.cigar_start();
-        let raw = &self.data[start..start + 4 * self.n_cigar_op()];
-        raw.chunks_exact(4).map(|c| {
-            let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            ((v & 0xf) as u8, v >> 4)
-        })
+    /// The CIGAR's operations ([`Cigar`]: `(op, len)`, reference and
+    /// query length).
+    #[inline]
+    pub fn cigar(&self) -> Cigar<'a> {
+        Cigar::new(self.cigar_bytes())
     }
 
     /// Raw CIGAR bytes (4 per op, little-endian `len<<4|op`).
@@ -174,101 +180,172 @@ impl<'a> RecordRef<'a> {
     pub fn qual(&self) -> &'a [u8] {
         &self.data[self.qual_start()..self.aux_start()]
     }
-    /// The aux (tag) area.
+    /// The aux (tag) area ([`Aux`]: its fields, found by tag).
     #[inline]
-    pub fn aux(&self) -> &'a [u8] {
+    pub fn aux(&self) -> Aux<'a> {
+        Aux::new(self.aux_bytes())
+    }
+
+    /// The aux area's bytes.
+    #[inline]
+    pub fn aux_bytes(&self) -> &'a [u8] {
         &self.data[self.aux_start()..]
+    }
+
+    /// Offset of the aux area in the record's bytes (after `block_size`).
+    #[inline]
+    pub fn aux_offset(&self) -> usize {
+        self.aux_start()
     }
 
     /// Number of reference bases the alignment covers (M, D, N, =, X);
     /// htslib's `bam_cigar2rlen`.
+    #[inline]
     pub fn reference_length(&self) -> i64 {
-        self.cigar()
-            .filter(|(op, _)| matches!(op, 0 | 2 | 3 | 7 | 8))
-            .map(|(_, len)| len as i64)
-            .sum()
-    }
-
-    /// Finds the aux field for `tag` and returns `(type_byte, value_bytes)`
-    /// where value_bytes starts right after the type byte and runs to the end
-    /// of the aux area (callers decode only what the type says). Tags are
-    /// searched in order; the first match wins, as in htslib's `bam_aux_get`.
-    pub fn aux_get(&self, tag: [u8; 2]) -> Option<(u8, &'a [u8])> {
-        let aux = self.aux();
-        let mut i = 0;
-        while i + 3 <= aux.len() {
-            let t = [aux[i], aux[i + 1]];
-            let ty = aux[i + 2];
-            let val = &aux[i + 3..];
-            if t == tag {
-                return Some((ty, val));
-            }
-            i += 3 + aux_value_len(ty, val)?;
-        }
-        None
-    }
-
-    /// [`aux_get`](RecordRef::aux_get) for each of `tags`, in one pass over
-    /// the aux area: element `j` is what `aux_get(tags[j])` returns (the
-    /// first field with that tag; `None` when it is absent or lies after a
-    /// field whose length cannot be read). For keys that need several tags
-    /// of every record.
-    pub fn aux_get_each<const N: usize>(&self, tags: [[u8; 2]; N]) -> [Option<(u8, &'a [u8])>; N] {
-        let aux = self.aux();
-        let mut found = [None; N];
-        let mut missing = N;
-        let mut i = 0;
-        while missing > 0 && i + 3 <= aux.len() {
-            let t = [aux[i], aux[i + 1]];
-            let ty = aux[i + 2];
-            let val = &aux[i + 3..];
-            for (slot, tag) in found.iter_mut().zip(tags) {
-                if slot.is_none() && t == tag {
-                    *slot = Some((ty, val));
-                    missing -= 1;
-                }
-            }
-            match aux_value_len(ty, val) {
-                Some(len) => i += 3 + len,
-                None => break,
-            }
-        }
-        found
+        self.cigar().reference_length()
     }
 }
 
-/// Length in bytes of an aux value of type `ty` whose bytes start at `val`
-/// (SAM spec §4.2.4). `None` when the type is unknown or the value runs past
-/// the end of `val`.
-pub fn aux_value_len(ty: u8, val: &[u8]) -> Option<usize> {
-    let fixed = |n: usize| if val.len() >= n { Some(n) } else { None };
-    match ty {
-        b'A' | b'c' | b'C' => fixed(1),
-        b's' | b'S' => fixed(2),
-        b'i' | b'I' | b'f' => fixed(4),
-        // Not in the SAM spec, but htslib reads and writes it (`aux_type2size`).
-        b'd' => fixed(8),
-        b'Z' | b'H' => val.iter().position(|&b| b == 0).map(|p| p + 1),
-        b'B' => {
-            if val.len() < 5 {
-                return None;
+/// A record being edited in a buffer the caller owns: its bytes with their
+/// `block_size` prefix, valid (as `validate` accepts them). Every edit that
+/// changes the length rewrites `block_size`. The edits the stages make:
+/// flags, reference ids, and aux fields removed, inserted or replaced.
+#[derive(Debug)]
+pub struct RecordMut<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl<'a> RecordMut<'a> {
+    /// Edits the record in `framed` (with its `block_size`).
+    #[inline]
+    pub fn new(framed: &'a mut Vec<u8>) -> Self {
+        assert!(
+            framed.len() >= 4 + FIXED_LEN,
+            "record shorter than its fixed part"
+        );
+        RecordMut { buf: framed }
+    }
+
+    /// The record as it stands.
+    #[inline]
+    pub fn view(&self) -> RecordRef<'_> {
+        RecordRef::with_block_size(self.buf)
+    }
+
+    #[inline]
+    pub fn set_flag(&mut self, flag: u16) {
+        self.buf[FRAMED_FLAG_AT..FRAMED_FLAG_AT + 2].copy_from_slice(&flag.to_le_bytes());
+    }
+
+    #[inline]
+    pub fn set_ref_id(&mut self, ref_id: i32) {
+        self.buf[4..8].copy_from_slice(&ref_id.to_le_bytes());
+    }
+
+    #[inline]
+    pub fn set_next_ref_id(&mut self, ref_id: i32) {
+        self.buf[4 + 20..4 + 24].copy_from_slice(&ref_id.to_le_bytes());
+    }
+
+    /// Offset of the aux area in the buffer.
+    #[inline]
+    fn aux_at(&self) -> usize {
+        4 + self.view().aux_offset()
+    }
+
+    #[inline]
+    fn sync_block_size(&mut self) {
+        let block_size = (self.buf.len() - 4) as u32;
+        self.buf[..4].copy_from_slice(&block_size.to_le_bytes());
+    }
+
+    /// Removes the aux bytes `range` (offsets in the aux area: whole
+    /// fields, as [`crate::aux::Field::range`] gives them).
+    pub fn remove_aux_range(&mut self, range: std::ops::Range<usize>) {
+        let at = self.aux_at();
+        self.buf.drain(at + range.start..at + range.end);
+        self.sync_block_size();
+    }
+
+    /// Removes the first field with `tag`; whether there was one.
+    pub fn remove_tag(&mut self, tag: [u8; 2]) -> bool {
+        match self.view().aux().find(tag).map(|f| f.range()) {
+            Some(r) => {
+                self.remove_aux_range(r);
+                true
             }
-            let sub = match val[0] {
-                b'c' | b'C' => 1,
-                b's' | b'S' => 2,
-                b'i' | b'I' | b'f' => 4,
-                _ => return None,
-            };
-            let n = u32::from_le_bytes([val[1], val[2], val[3], val[4]]) as usize;
-            let len = n.checked_mul(sub)?.checked_add(5)?;
-            if val.len() >= len {
-                Some(len)
+            None => false,
+        }
+    }
+
+    /// Inserts the field `tag`, `ty`, `value` (its bytes as stored: a `Z`
+    /// string with its NUL) at offset `at` of the aux area (a field
+    /// boundary, or the area's end).
+    pub fn insert_field(&mut self, at: usize, tag: [u8; 2], ty: u8, value: &[u8]) {
+        let at = self.aux_at() + at;
+        assert!(at <= self.buf.len(), "aux insertion past the record's end");
+        let field = tag.iter().chain(std::iter::once(&ty)).chain(value);
+        self.buf.splice(at..at, field.copied());
+        self.sync_block_size();
+    }
+
+    /// Sets `tag` to the `Z` string `value` (given without its NUL): the
+    /// first field with `tag` is replaced where it is; without one, the
+    /// field goes at the aux offset `place` gives for the area.
+    pub fn set_string(&mut self, tag: [u8; 2], value: &[u8], place: impl FnOnce(Aux<'_>) -> usize) {
+        let aux = self.view().aux();
+        let old = match aux.find(tag) {
+            Some(f) => f.range(),
+            None => {
+                let at = place(aux);
+                at..at
+            }
+        };
+        let base = self.aux_at();
+        let field = tag
+            .iter()
+            .chain(b"Z")
+            .chain(value)
+            .chain(std::iter::once(&0u8));
+        self.buf
+            .splice(base + old.start..base + old.end, field.copied());
+        self.sync_block_size();
+    }
+}
+
+/// Sets or clears the flag bits `mask` in a copy of part of a record: `part`
+/// holds bytes `start..start + part.len()` of the record with its
+/// `block_size` (a stretch of it that a BGZF block holds). When the part
+/// holds any byte of `mask`, `set()` says whether the bits are set, and
+/// those bytes are edited; returns whether they were (so a `mask` whose
+/// bits span both flag bytes, cut between two parts, asks `set` in each).
+#[inline]
+pub fn set_flag_bits_in_part(
+    part: &mut [u8],
+    start: usize,
+    mask: u16,
+    set: impl FnOnce() -> bool,
+) -> bool {
+    let mask = mask.to_le_bytes();
+    let held = |k: usize| {
+        let at = FRAMED_FLAG_AT + k;
+        (mask[k] != 0 && at >= start && at - start < part.len()).then(|| at - start)
+    };
+    let (lo, hi) = (held(0), held(1));
+    if lo.is_none() && hi.is_none() {
+        return false;
+    }
+    let on = set();
+    for (k, at) in [(0, lo), (1, hi)] {
+        if let Some(at) = at {
+            if on {
+                part[at] |= mask[k];
             } else {
-                None
+                part[at] &= !mask[k];
             }
         }
-        _ => None,
     }
+    true
 }
 
 /// The BAI/CSI bin of the 0-based half-open interval `[beg, end)` at the BAM
@@ -287,21 +364,6 @@ pub fn reg2bin(beg: i64, end: i64) -> u16 {
         t -= 1 << (3 * (l - 1));
     }
     0
-}
-
-/// The value of an integer tag of type `ty` (`cCsSiI`) whose value bytes
-/// start `val`; `None` for other types or too few bytes.
-pub fn aux_int(ty: u8, val: &[u8]) -> Option<i64> {
-    let le4 = |v: &[u8]| Some([*v.first()?, *v.get(1)?, *v.get(2)?, *v.get(3)?]);
-    Some(match ty {
-        b'c' => *val.first()? as i8 as i64,
-        b'C' => *val.first()? as i64,
-        b's' => i16::from_le_bytes([*val.first()?, *val.get(1)?]) as i64,
-        b'S' => u16::from_le_bytes([*val.first()?, *val.get(1)?]) as i64,
-        b'i' => i32::from_le_bytes(le4(val)?) as i64,
-        b'I' => u32::from_le_bytes(le4(val)?) as i64,
-        _ => return None,
-    })
 }
 
 /// htslib's `seq_nt16_str`: the letter of each 4-bit base code (SAM spec
@@ -391,47 +453,94 @@ mod tests {
         assert_eq!(r.read_name(), b"r1");
         assert_eq!(r.flag(), 0x53);
         assert_eq!(r.l_seq(), 4);
-        assert_eq!(r.cigar().collect::<Vec<_>>(), vec![(0, 4)]);
+        assert_eq!(r.cigar().ops().collect::<Vec<_>>(), vec![(0, 4)]);
         assert_eq!(r.reference_length(), 4);
         assert_eq!(r.seq_bytes(), &[0x12, 0x48]);
         assert_eq!(r.qual(), &[30, 30, 30, 30]);
-        assert_eq!(r.aux_get(*b"NM"), Some((b'c', &b"\x01"[..])));
-        assert_eq!(r.aux_get(*b"XX"), None);
+        let nm = r.aux().find(*b"NM").expect("NM");
+        assert_eq!((nm.ty, nm.value, nm.int()), (b'c', &b"\x01"[..], Some(1)));
+        assert_eq!(r.aux().find(*b"XX"), None);
     }
 
-    /// `aux_get_each` answers as `aux_get` per tag: first match wins, an
-    /// absent tag and one after an unreadable field are `None`.
+    /// `find_each` answers as `find` per tag: first match wins, an absent
+    /// tag and one after an unreadable field are `None`.
     #[test]
-    fn aux_get_each_is_aux_get_per_tag() {
+    fn find_each_is_find_per_tag() {
         let mut bytes = sample();
         bytes.extend_from_slice(b"RGZab\0NMc\x02MCZ4M\0");
         // A field of unknown type: nothing after it can be read.
         bytes.extend_from_slice(b"XXq\x00CBZc\0");
         let r = RecordRef::new(&bytes);
         let tags = [*b"MC", *b"NM", *b"CB", *b"RG", *b"MI", *b"XX"];
-        let each = r.aux_get_each(tags);
+        let each = r.aux().find_each(tags);
         for (tag, got) in tags.iter().zip(each) {
-            assert_eq!(got, r.aux_get(*tag), "{}", String::from_utf8_lossy(tag));
+            assert_eq!(got, r.aux().find(*tag), "{}", String::from_utf8_lossy(tag));
         }
-        assert_eq!(
-            each[1],
-            Some((b'c', &b"\x01RGZab\0NMc\x02MCZ4M\0XXq\x00CBZc\0"[..]))
-        );
+        assert_eq!(each[1].map(|f| (f.ty, f.value)), Some((b'c', &b"\x01"[..])));
         assert_eq!(each[2], None);
-        assert!(each[5].is_some());
+        assert_eq!(each[5], None);
+        assert_eq!(each[0].and_then(|f| f.string()), Some(&b"4M"[..]));
     }
 
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut v = (body.len() as u32).to_le_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    /// The edits keep `block_size` and the other fields, and leave the aux
+    /// area as the same edit of its bytes would.
     #[test]
-    fn aux_lengths() {
-        assert_eq!(aux_value_len(b'Z', b"ab\0rest"), Some(3));
-        assert_eq!(aux_value_len(b'Z', b"ab"), None);
+    fn record_edits_keep_block_size() {
+        let mut rec = framed(&sample());
+        rec.extend_from_slice(b"XAZx\0DTZLB\0");
+        let mut m = RecordMut::new(&mut rec);
+        m.set_flag(0x453);
+        assert!(m.remove_tag(*b"DT"));
+        assert!(!m.remove_tag(*b"DT"));
+        assert_eq!(m.view().aux_bytes(), b"NMc\x01XAZx\0");
+        m.set_string(*b"DT", b"SQ", |aux| aux.find(*b"XA").unwrap().offset);
+        assert_eq!(m.view().aux_bytes(), b"NMc\x01DTZSQ\0XAZx\0");
+        // An existing field is replaced where it is, `place` not asked.
+        m.set_string(*b"NM", b"long", |_| unreachable!());
+        assert_eq!(m.view().aux_bytes(), b"NMZlong\0DTZSQ\0XAZx\0");
+        m.insert_field(0, *b"XI", b'C', &[7]);
+        m.set_ref_id(-1);
+        m.set_next_ref_id(5);
+        let r = m.view();
+        assert_eq!(r.aux().find(*b"XI").and_then(|f| f.int()), Some(7));
+        assert_eq!((r.flag(), r.ref_id(), r.next_ref_id()), (0x453, -1, 5));
+        assert_eq!((r.read_name(), r.qual()), (&b"r1"[..], &[30u8; 4][..]));
+        let want = rec.len() - 4;
         assert_eq!(
-            aux_value_len(b'B', &[b's', 2, 0, 0, 0, 1, 0, 2, 0]),
-            Some(9)
+            u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]) as usize,
+            want
         );
-        assert_eq!(aux_value_len(b'B', &[b's', 2, 0, 0, 0, 1, 0]), None);
-        assert_eq!(aux_value_len(b'q', &[0]), None);
-        assert_eq!(aux_value_len(b'd', &[0; 8]), Some(8));
+    }
+
+    proptest::proptest! {
+        /// Editing 0x400 part by part, wherever the parts are cut, gives
+        /// the record whose flag was set whole.
+        #[test]
+        fn flag_bits_in_parts_match_the_whole_edit(
+            flag in proptest::num::u16::ANY,
+            dup in proptest::bool::ANY,
+            cut in 0usize..40,
+        ) {
+            let mut rec = framed(&sample());
+            RecordMut::new(&mut rec).set_flag(flag);
+            let mut want = rec.clone();
+            let f = if dup { flag | flags::DUPLICATE } else { flag & !flags::DUPLICATE };
+            RecordMut::new(&mut want).set_flag(f);
+            let (mut a, mut b) = (rec[..cut].to_vec(), rec[cut..].to_vec());
+            let mut asked = 0;
+            let ea = set_flag_bits_in_part(&mut a, 0, flags::DUPLICATE, || { asked += 1; dup });
+            let eb = set_flag_bits_in_part(&mut b, cut, flags::DUPLICATE, || { asked += 1; dup });
+            proptest::prop_assert_eq!(asked, 1);
+            proptest::prop_assert_eq!(ea, cut > FRAMED_FLAG_AT + 1);
+            proptest::prop_assert_eq!(eb, cut <= FRAMED_FLAG_AT + 1);
+            proptest::prop_assert_eq!([a, b].concat(), want);
+        }
     }
 
     #[test]

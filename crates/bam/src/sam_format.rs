@@ -33,7 +33,7 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
     // htslib's reader moves a CG:B:I CIGAR into place before printing.
     let cg = crate::validate::cg_cigar_field(rec);
     let cigar = match cg {
-        Some((at, n)) => &rec.aux()[at + 8..at + 8 + 4 * n],
+        Some((at, n)) => &rec.aux_bytes()[at + 8..at + 8 + 4 * n],
         None => rec.cigar_bytes(),
     };
     if cigar.is_empty() {
@@ -68,7 +68,7 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
             out.extend(qual.iter().map(|q| q.wrapping_add(33)));
         }
     }
-    let aux = rec.aux();
+    let aux = rec.aux_bytes();
     let aux = match wide {
         Some(_) => &aux[..aux.len() - crate::sam_parse::WIDE_FIELD_LEN],
         None => aux,
@@ -109,20 +109,14 @@ fn push_int(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(&buf[at..]);
 }
 
-/// htslib's aux loop: fields while at least 4 bytes remain.
+/// htslib's aux loop (fields while at least 4 bytes remain: every field
+/// of a valid record, the shortest being 4 bytes).
 fn format_aux(aux: &[u8], out: &mut Vec<u8>) {
-    let mut i = 0;
-    while aux.len() - i >= 4 {
-        let ty = aux[i + 2];
-        let val = &aux[i + 3..];
-        let Some(len) = crate::record::aux_value_len(ty, val) else {
-            return;
-        };
+    for f in crate::Aux::new(aux).fields().map_while(Result::ok) {
         out.push(b'\t');
-        out.extend_from_slice(&aux[i..i + 2]);
+        out.extend_from_slice(&f.tag);
         out.push(b':');
-        format_aux_value(ty, &val[..len], out);
-        i += 3 + len;
+        format_aux_value(f.ty, f.value, out);
     }
 }
 
@@ -131,7 +125,7 @@ fn format_aux_value(ty: u8, v: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(b"i:");
         push_int(out, x);
     };
-    if let Some(x) = crate::record::aux_int(ty, v) {
+    if let Some(x) = crate::aux::int_value(ty, v) {
         return int(out, x);
     }
     match ty {

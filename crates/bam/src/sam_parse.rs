@@ -14,7 +14,6 @@
 
 use crate::header::{Header, RefLookup};
 use crate::record::{flags, reg2bin, FIXED_LEN};
-use crate::validate::{consumes_query, consumes_ref};
 
 #[path = "sam_parse_num.rs"]
 mod num;
@@ -25,7 +24,7 @@ const HTS_POS_MAX: i64 = ((i32::MAX as i64) << 32) | i32::MAX as i64;
 /// Longest QNAME htslib accepts (`sam_parse1`: length with NUL <= 255).
 const MAX_QNAME_LEN: usize = 254;
 /// CIGAR operation letters in BAM op-code order (htslib `BAM_CIGAR_STR`).
-pub(crate) const CIGAR_OPS: &[u8; 10] = b"MIDNSHP=XB";
+pub(crate) use crate::cigar::OP_LETTERS as CIGAR_OPS;
 /// Most CIGAR operations a BAM `n_cigar_op` field holds (SAM spec §4.2.2).
 const MAX_BAM_CIGAR_OPS: usize = 0xffff;
 /// CIGAR operation codes (SAM spec §4.2).
@@ -439,19 +438,11 @@ fn parse_cigar(s: &Line, mut p: usize, cigar: &mut Vec<u32>) -> Result<usize, Sa
 }
 
 fn ref_len(cigar: &[u32]) -> i64 {
-    cigar
-        .iter()
-        .filter(|&&c| consumes_ref((c & 0xf) as u8))
-        .map(|&c| (c >> 4) as i64)
-        .sum()
+    crate::cigar::reference_length(cigar.iter().map(|&c| crate::cigar::unpack(c)))
 }
 
 fn query_len(cigar: &[u32]) -> u64 {
-    cigar
-        .iter()
-        .filter(|&&c| consumes_query((c & 0xf) as u8))
-        .map(|&c| (c >> 4) as u64)
-        .sum()
+    crate::cigar::query_length(cigar.iter().map(|&c| crate::cigar::unpack(c)))
 }
 
 /// `bam_tag2cigar`'s test: the CIGAR starts with `<l_seq>S`, the read is
@@ -485,14 +476,7 @@ fn cg_cigar(
 
 /// Offset of the first aux field named `tag` in well-formed aux bytes.
 fn aux_field(aux: &[u8], tag: [u8; 2]) -> Option<usize> {
-    let mut i = 0;
-    while i + 3 <= aux.len() {
-        if aux[i..i + 2] == tag {
-            return Some(i);
-        }
-        i += 3 + crate::record::aux_value_len(aux[i + 2], &aux[i + 3..])?;
-    }
-    None
+    crate::Aux::new(aux).find(tag).map(|f| f.offset)
 }
 
 /// `aux_parse(.., lenient = 0)`: TAG, a separator, TYPE, a separator, value;

@@ -40,10 +40,13 @@ fn encodes_a_mapped_record() {
     assert_eq!((r.next_ref_id(), r.next_pos(), r.tlen()), (0, 199, 150));
     assert_eq!(r.bin(), reg2bin(99, 103));
     assert_eq!(r.read_name(), b"r1");
-    assert_eq!(r.cigar().collect::<Vec<_>>(), vec![(0, 2), (1, 1), (0, 2)]);
+    assert_eq!(
+        r.cigar().ops().collect::<Vec<_>>(),
+        vec![(0, 2), (1, 1), (0, 2)]
+    );
     assert_eq!(r.seq_bytes(), &[0x12, 0x48, 0xf0]);
     assert_eq!(r.qual(), &[40; 5]);
-    assert_eq!(r.aux(), b"NMC\x01");
+    assert_eq!(r.aux_bytes(), b"NMC\x01");
 }
 
 #[test]
@@ -120,7 +123,7 @@ fn aux_values_as_htslib_stores_and_prints_them() {
 fn integer_tags_take_the_smallest_type() {
     let stored = |v: &str| {
         let b = parse(&format!("r\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\tXX:i:{v}")).expect("valid");
-        RecordRef::with_block_size(&b).aux()[2..].to_vec()
+        RecordRef::with_block_size(&b).aux_bytes()[2..].to_vec()
     };
     assert_eq!(stored("-128"), b"c\x80");
     assert_eq!(stored("-129"), b"s\x7f\xff");
@@ -250,7 +253,10 @@ fn cg_tag_becomes_the_cigar() {
         format!("r\t0\tc1\t100\t60\t10S\t*\t0\t0\tACGTACGTAC\t*\tXA:i:1\tCG:B:I{cg}\tXB:Z:after");
     let b = parse(&line).expect("valid");
     let r = RecordRef::with_block_size(&b);
-    assert_eq!(r.cigar().collect::<Vec<_>>(), vec![(0, 5), (1, 3), (0, 2)]);
-    assert_eq!(r.aux(), b"XAC\x01XBZafter\0");
+    assert_eq!(
+        r.cigar().ops().collect::<Vec<_>>(),
+        vec![(0, 5), (1, 3), (0, 2)]
+    );
+    assert_eq!(r.aux_bytes(), b"XAC\x01XBZafter\0");
     assert_eq!(r.bin(), reg2bin(99, 106));
 }

@@ -9,7 +9,9 @@
 //! (well-formed aux fields). Like htslib, any `pos` and `next_pos` is read.
 //! Where htslib is more lenient, it is noted at the check.
 
-use crate::record::{aux_value_len, flags, reg2bin, FIXED_LEN};
+pub use crate::aux::AuxProblem;
+use crate::cigar::{self, Cigar};
+use crate::record::{flags, reg2bin, FIXED_LEN};
 
 /// Largest `block_size` htslib accepts: it reads the field as an `int32_t`
 /// (`bam_read1`), so anything above `i32::MAX` is negative there and rejected.
@@ -44,19 +46,6 @@ pub enum RecordError {
     Aux { offset: usize, problem: AuxProblem },
     #[error("CIGAR with {n_cigar} operations covers {ref_len} reference bases, too many for BAM's CG tag")]
     LongCigarTooLong { n_cigar: usize, ref_len: i64 },
-}
-
-/// Why an aux field is malformed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuxProblem {
-    #[error("{0} trailing bytes, too few for a tag and a type")]
-    Truncated(usize),
-    #[error("tag {tag:?} has unknown type {ty:?}")]
-    UnknownType { tag: String, ty: char },
-    #[error("tag {tag:?} of type {ty:?} runs past the end of the record")]
-    ValueOverrun { tag: String, ty: char },
-    #[error("tag {tag:?} is a B array of unknown element type {sub:?}")]
-    UnknownArrayType { tag: String, sub: char },
 }
 
 /// Validates a `block_size` prefix and returns the record length it announces.
@@ -119,12 +108,7 @@ pub fn validate_record(rec: &[u8], n_ref: usize) -> Result<(), RecordError> {
     // bam_read1: a mapped read with a CIGAR and a SEQ must agree on length.
     let cigar_at = FIXED_LEN + l_read_name;
     if n_cigar > 0 && l_seq > 0 && flag & flags::UNMAPPED == 0 {
-        let qlen: u64 = rec[cigar_at..cigar_at + 4 * n_cigar as usize]
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .filter(|v| consumes_query((v & 0xf) as u8))
-            .map(|v| (v >> 4) as u64)
-            .sum();
+        let qlen = Cigar::new(&rec[cigar_at..cigar_at + 4 * n_cigar as usize]).query_length();
         if qlen != l_seq {
             return Err(RecordError::CigarSeqMismatch {
                 cigar: qlen,
@@ -132,53 +116,12 @@ pub fn validate_record(rec: &[u8], n_ref: usize) -> Result<(), RecordError> {
             });
         }
     }
-    validate_aux(&rec[needed as usize..])
-}
-
-/// htslib's `bam_cigar_type` bit 0: M, I, S, =, X consume query bases.
-#[inline]
-pub(crate) fn consumes_query(op: u8) -> bool {
-    matches!(op, 0 | 1 | 4 | 7 | 8)
-}
-
-/// htslib's `bam_cigar_type` bit 1: M, D, N, =, X consume reference bases.
-#[inline]
-pub(crate) fn consumes_ref(op: u8) -> bool {
-    matches!(op, 0 | 2 | 3 | 7 | 8)
-}
-
-fn validate_aux(aux: &[u8]) -> Result<(), RecordError> {
-    let mut i = 0;
-    while i < aux.len() {
-        let err = |problem| RecordError::Aux { offset: i, problem };
-        if aux.len() - i < 3 {
-            return Err(err(AuxProblem::Truncated(aux.len() - i)));
-        }
-        let ty = aux[i + 2];
-        let val = &aux[i + 3..];
-        match aux_value_len(ty, val) {
-            Some(n) => i += 3 + n,
-            None => {
-                // Only on the error path: the hot loop allocates nothing.
-                let tag = String::from_utf8_lossy(&aux[i..i + 2]).into_owned();
-                let ty_c = ty as char;
-                return Err(err(match ty {
-                    b'A' | b'c' | b'C' | b's' | b'S' | b'i' | b'I' | b'f' | b'd' | b'Z' | b'H' => {
-                        AuxProblem::ValueOverrun { tag, ty: ty_c }
-                    }
-                    b'B' if val.len() >= 5 && !b"cCsSiIf".contains(&val[0]) => {
-                        AuxProblem::UnknownArrayType {
-                            tag,
-                            sub: val[0] as char,
-                        }
-                    }
-                    b'B' => AuxProblem::ValueOverrun { tag, ty: ty_c },
-                    _ => AuxProblem::UnknownType { tag, ty: ty_c },
-                }));
-            }
-        }
-    }
-    Ok(())
+    crate::Aux::new(&rec[needed as usize..])
+        .validate()
+        .map_err(|e| RecordError::Aux {
+            offset: e.offset,
+            problem: e.problem,
+        })
 }
 
 /// The bin htslib's `bam_read1` stores for a record it reads: recomputed from
@@ -191,11 +134,7 @@ pub fn htslib_bin(rec: &[u8]) -> Option<u16> {
     if r.n_cigar_op() == 0 {
         return None;
     }
-    let mut rlen = r
-        .cigar()
-        .filter(|&(op, _)| consumes_ref(op))
-        .map(|(_, l)| l as i64)
-        .sum::<i64>();
+    let mut rlen = r.reference_length();
     if r.flag() & flags::UNMAPPED != 0 || rlen == 0 {
         rlen = 1;
     }
@@ -217,21 +156,12 @@ pub fn cg_cigar_field(r: crate::RecordRef) -> Option<(usize, usize)> {
     {
         return None;
     }
-    let aux = r.aux();
-    let mut i = 0;
-    while i + 3 <= aux.len() {
-        let len = aux_value_len(aux[i + 2], &aux[i + 3..])?;
-        if aux[i..i + 2] == *b"CG" {
-            let val = &aux[i + 3..];
-            if aux[i + 2] != b'B' || !matches!(val[0], b'I' | b'i') {
-                return None;
-            }
-            let n = le_u32(val, 1) as usize;
-            return (n >= r.n_cigar_op() && n < 1 << 29).then_some((i, n));
-        }
-        i += 3 + len;
+    let cg = r.aux().find(*b"CG")?;
+    if cg.ty != b'B' || !matches!(cg.value[0], b'I' | b'i') {
+        return None;
     }
-    None
+    let n = le_u32(cg.value, 1) as usize;
+    (n >= r.n_cigar_op() && n < 1 << 29).then_some((cg.offset, n))
 }
 
 /// The bytes htslib would write after reading `framed` (a valid record
@@ -260,19 +190,15 @@ pub fn htslib_normalise(framed: &[u8]) -> Result<Option<Vec<u8>>, RecordError> {
         .chunks_exact(4)
         .map(|c| le_u32(c, 0))
         .collect();
-    let mut aux = std::borrow::Cow::Borrowed(r.aux());
+    let mut aux = std::borrow::Cow::Borrowed(r.aux_bytes());
     if let Some((at, n)) = cg {
-        let ops = &r.aux()[at + 8..at + 8 + 4 * n];
+        let ops = &r.aux_bytes()[at + 8..at + 8 + 4 * n];
         cigar = ops.chunks_exact(4).map(|c| le_u32(c, 0)).collect();
-        let mut rest = r.aux()[..at].to_vec();
-        rest.extend_from_slice(&r.aux()[at + 8 + 4 * n..]);
+        let mut rest = r.aux_bytes()[..at].to_vec();
+        rest.extend_from_slice(&r.aux_bytes()[at + 8 + 4 * n..]);
         aux = std::borrow::Cow::Owned(rest);
     }
-    let ref_len: i64 = cigar
-        .iter()
-        .filter(|&&c| consumes_ref((c & 0xf) as u8))
-        .map(|&c| (c >> 4) as i64)
-        .sum();
+    let ref_len = cigar::reference_length(cigar.iter().map(|&c| cigar::unpack(c)));
     let bin = if cigar.is_empty() {
         r.bin()
     } else {
@@ -527,8 +453,8 @@ mod tests {
         framed[18..20].copy_from_slice(&0u16.to_le_bytes()); // flag: mapped
         let out = htslib_normalise(&framed).expect("ok").expect("changed");
         let r = crate::RecordRef::with_block_size(&out);
-        assert_eq!(r.cigar().collect::<Vec<_>>(), vec![(0, 2), (1, 2)]);
-        assert_eq!(r.aux(), b"XZZz\0");
+        assert_eq!(r.cigar().ops().collect::<Vec<_>>(), vec![(0, 2), (1, 2)]);
+        assert_eq!(r.aux_bytes(), b"XZZz\0");
         assert_eq!(r.bin(), reg2bin(10, 12));
         assert_eq!(
             htslib_normalise(&out),

@@ -14,8 +14,9 @@
 
 use crate::options::{CramOptions, CramVersion};
 use crate::wire::{crc32, write_itf8, write_ltf8};
+use alnsort_bam::cigar::{self, op};
 use alnsort_bam::name_hash::NameHash;
-use alnsort_bam::RecordRef;
+use alnsort_bam::{Aux, RecordRef};
 use md5::{Digest, Md5};
 use std::collections::HashMap;
 
@@ -318,30 +319,26 @@ pub(crate) fn encode(
         let ap = if sorted { apos - last_ap } else { apos };
         last_ap = apos;
         // Read group and tags.
-        let aux = r.aux();
         // A CIGAR too long for BAM (`kSmN` with the real one in CG:B,I, SAM
         // spec §4.2.2): the real one is encoded and CG left out, as htslib
         // does (it reads the real CIGAR into the record).
         s.cigar.clear();
         let long_cigar = long_cigar(r, &mut s.cigar);
         if !long_cigar {
-            s.cigar.extend(r.cigar());
+            s.cigar.extend(r.cigar().ops());
         }
         let mut rg = -1i32;
         s.line.clear();
-        let mut i = 0;
         let mut rg_seen = false;
         // What a reader computes for MD and NM (md_nm.rs), worked out at
         // the first of them: `Some(None)` when it adds none.
         let mut regenerated: Option<Option<u32>> = None;
-        while i + 3 <= aux.len() {
-            let (ty, val) = (aux[i + 2], &aux[i + 3..]);
-            let Some(len) = alnsort_bam::record::aux_value_len(ty, val) else {
+        for field in r.aux().fields() {
+            let Ok(field) = field else {
                 return Err((k, "a malformed tag area".into()));
             };
-            let tag = [aux[i], aux[i + 1]];
+            let (tag, ty, val) = (field.tag, field.ty, field.value);
             if long_cigar && tag == *b"CG" {
-                i += 3 + len;
                 continue;
             }
             if tag == *b"RG" {
@@ -354,12 +351,9 @@ pub(crate) fn encode(
                     ));
                 }
                 rg_seen = true;
-                if ty == b'Z' {
-                    if let Some(id) = groups.id(&val[..len - 1]) {
-                        rg = id;
-                        i += 3 + len;
-                        continue;
-                    }
+                if let Some(id) = field.string().and_then(|v| groups.id(v)) {
+                    rg = id;
+                    continue;
                 }
             }
             let md = tag == *b"MD" && ty == b'Z' && !opts.store_md;
@@ -372,7 +366,7 @@ pub(crate) fn encode(
                     let refseq = seq_of(r.ref_id());
                     let placed = mapped && r.ref_id() >= 0 && r.pos() >= 0 && has_seq;
                     match refseq {
-                        Some(refseq) if placed && !opts.no_ref && single_md_nm(aux) => {
+                        Some(refseq) if placed && !opts.no_ref && single_md_nm(r.aux()) => {
                             s.cigar_words.clear();
                             s.cigar_words
                                 .extend(s.cigar.iter().map(|&(op, l)| l << 4 | u32::from(op)));
@@ -392,13 +386,12 @@ pub(crate) fn encode(
                     if md {
                         // Compared as htslib compares it, ignoring case (a
                         // lower-case MD comes back upper-case, as from samtools).
-                        val[..len - 1].eq_ignore_ascii_case(&s.md)
+                        val[..val.len() - 1].eq_ignore_ascii_case(&s.md)
                     } else {
-                        alnsort_bam::record::aux_int(ty, val) == Some(i64::from(n))
+                        field.int() == Some(i64::from(n))
                     }
                 });
                 if same {
-                    i += 3 + len;
                     continue;
                 }
             }
@@ -413,9 +406,8 @@ pub(crate) fn encode(
             };
             s.cur_tags.push((key, at));
             let block = &mut s.tags[at].1;
-            write_itf8(block, len as u32);
-            block.extend_from_slice(&val[..len]);
-            i += 3 + len;
+            write_itf8(block, val.len() as u32);
+            block.extend_from_slice(val);
         }
         std::mem::swap(&mut s.prev_tags, &mut s.cur_tags);
         s.cur_tags.clear();
@@ -656,27 +648,20 @@ fn long_cigar(r: &RecordRef, out: &mut Vec<(u8, u32)>) -> bool {
     if r.n_cigar_op() != 2 || r.l_seq() == 0 {
         return false;
     }
-    let mut ops = r.cigar();
-    let (Some((4, k)), Some((3, _))) = (ops.next(), ops.next()) else {
+    let mut ops = r.cigar().ops();
+    let (Some((op::SOFT_CLIP, k)), Some((op::SKIP, _))) = (ops.next(), ops.next()) else {
         return false;
     };
     if k as usize != r.l_seq() {
         return false;
     }
-    let Some((b'B', val)) = r.aux_get(*b"CG") else {
+    let Some(cg) = r.aux().find(*b"CG") else {
         return false;
     };
-    if val.len() < 5 || val[0] != b'I' {
-        return false;
-    }
-    let n = u32::from_le_bytes([val[1], val[2], val[3], val[4]]) as usize;
-    let Some(words) = val.get(5..5 + 4 * n) else {
+    let Some(words) = cg.int_array().filter(|_| cg.value[0] == b'I') else {
         return false;
     };
-    out.extend(words.chunks_exact(4).map(|c| {
-        let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        ((v & 0xf) as u8, v >> 4)
-    }));
+    out.extend(words.map(|w| cigar::unpack(w as u32)));
     true
 }
 
@@ -706,11 +691,7 @@ fn features(
         last = at + 1;
         n += 1;
     };
-    let query_len: usize = cigar
-        .iter()
-        .filter(|&&(op, _)| matches!(op, 0 | 1 | 4 | 7 | 8))
-        .map(|&(_, l)| l as usize)
-        .sum();
+    let query_len = cigar::query_length(cigar.iter().copied()) as usize;
     if has_seq && query_len != bases.len() {
         return Err(format!(
             "a CIGAR of query length {query_len} for {} bases",
@@ -736,7 +717,7 @@ fn features(
     for &(op, len) in cigar {
         let len = len as usize;
         match op {
-            0 | 7 | 8 => {
+            op::MATCH | op::SEQ_MATCH | op::SEQ_MISMATCH => {
                 if has_seq && no_ref {
                     // No reference: the bases verbatim, as one stretch.
                     feature(ser, b'b', rp);
@@ -783,31 +764,31 @@ fn features(
                 rp += len;
                 ap += len;
             }
-            1 => {
+            op::INSERTION => {
                 feature(ser, b'I', rp);
                 stretch(ser, Ds::In, rp, len);
                 rp += len;
             }
-            2 => {
+            op::DELETION => {
                 feature(ser, b'D', rp);
                 int(&mut ser[Ds::Dl as usize], len as i32);
                 ap += len;
             }
-            3 => {
+            op::SKIP => {
                 feature(ser, b'N', rp);
                 int(&mut ser[Ds::Rs as usize], len as i32);
                 ap += len;
             }
-            4 => {
+            op::SOFT_CLIP => {
                 feature(ser, b'S', rp);
                 stretch(ser, Ds::Sc, rp, len);
                 rp += len;
             }
-            5 => {
+            op::HARD_CLIP => {
                 feature(ser, b'H', rp);
                 int(&mut ser[Ds::Hc as usize], len as i32);
             }
-            6 => {
+            op::PADDING => {
                 feature(ser, b'P', rp);
                 int(&mut ser[Ds::Pd as usize], len as i32);
             }
@@ -943,16 +924,12 @@ fn attachable(a: &RecordRef, b: &RecordRef) -> bool {
 
 /// Whether the tag area `aux` holds at most one MD and at most one NM (a
 /// reader adds either back only when the record has none).
-fn single_md_nm(aux: &[u8]) -> bool {
+fn single_md_nm(aux: Aux<'_>) -> bool {
     let (mut md, mut nm) = (0, 0);
-    let mut i = 0;
-    while i + 3 <= aux.len() {
-        let Some(len) = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..]) else {
-            return false;
-        };
-        md += usize::from(aux[i..i + 2] == *b"MD");
-        nm += usize::from(aux[i..i + 2] == *b"NM");
-        i += 3 + len;
+    for f in aux.fields() {
+        let Ok(f) = f else { return false };
+        md += usize::from(f.tag == *b"MD");
+        nm += usize::from(f.tag == *b"NM");
     }
     md <= 1 && nm <= 1
 }

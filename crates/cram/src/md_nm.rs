@@ -9,6 +9,7 @@
 //! one of the tags the record carries, so MD/NM go after it. samtools shows them, so
 //! records decoded here get them the same way; noodles-cram does not do it.
 
+use alnsort_bam::cigar::{self, op};
 use alnsort_bam::record::NT16_STR as SEQ_CODES;
 
 /// The 4-bit BAM code of a base letter as noodles-bam packs it: the
@@ -97,10 +98,10 @@ pub(crate) fn compute(
         md.extend_from_slice(&digits[k..]);
     };
     for &c in cigar {
-        let len = (c >> 4) as usize;
-        match c & 0xf {
-            // M, =, X
-            0 | 7 | 8 => {
+        let (op, len) = cigar::unpack(c);
+        let len = len as usize;
+        match op {
+            op::MATCH | op::SEQ_MATCH | op::SEQ_MISMATCH => {
                 let q = bases.get(qi..qi + len)?;
                 // Runs where the read equals the reference, all of it
                 // plain bases (a plain base equal to the reference's always
@@ -136,13 +137,11 @@ pub(crate) fn compute(
                 }
                 qi += len;
             }
-            // I
-            1 => {
+            op::INSERTION => {
                 qi += len;
                 nm += len as u32;
             }
-            // D
-            2 => {
+            op::DELETION => {
                 push_run(md, run);
                 md.push(b'^');
                 for k in 0..len {
@@ -152,10 +151,8 @@ pub(crate) fn compute(
                 ri += len;
                 nm += len as u32;
             }
-            // N
-            3 => ri += len,
-            // S
-            4 => qi += len,
+            op::SKIP => ri += len,
+            op::SOFT_CLIP => qi += len,
             _ => {}
         }
         if qi > bases.len() {

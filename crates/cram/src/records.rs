@@ -16,6 +16,7 @@ use crate::codecs::{self, CodecScratch};
 use crate::container::{content_type, read_itf8, RawBlock, SliceBlocks};
 use crate::md_nm;
 use crate::reference::Lease;
+use alnsort_bam::cigar::{self, op};
 use alnsort_bam::record::reg2bin;
 use std::io;
 use std::sync::Arc;
@@ -575,14 +576,6 @@ const CF_MATE_DOWNSTREAM: i32 = 4;
 const CF_NO_SEQ: i32 = 8;
 const CF_EXPLICIT_TLEN: i32 = 16;
 
-const BAM_CMATCH: u32 = 0;
-const BAM_CINS: u32 = 1;
-const BAM_CDEL: u32 = 2;
-const BAM_CREF_SKIP: u32 = 3;
-const BAM_CSOFT_CLIP: u32 = 4;
-const BAM_CHARD_CLIP: u32 = 5;
-const BAM_CPAD: u32 = 6;
-
 /// The substitution matrix row of a reference base.
 fn base_row(b: u8) -> usize {
     match b {
@@ -642,13 +635,13 @@ const NEAR_LINES: usize = 1 << 16;
 struct Cig<'a> {
     ops: &'a mut Vec<u32>,
     zero_dels: &'a mut Vec<usize>,
-    op: u32,
+    op: u8,
     len: u32,
 }
 
 impl Cig<'_> {
     #[inline]
-    fn switch(&mut self, op: u32) {
+    fn switch(&mut self, op: u8) {
         if self.op != op {
             self.flush();
         }
@@ -657,7 +650,7 @@ impl Cig<'_> {
 
     /// Extends the CIGAR by `n` of `op`, merged with a preceding `op`.
     #[inline]
-    fn add(&mut self, op: u32, n: u32) {
+    fn add(&mut self, op: u8, n: u32) {
         self.switch(op);
         self.len = self.len.saturating_add(n);
     }
@@ -666,7 +659,7 @@ impl Cig<'_> {
     #[inline]
     fn flush(&mut self) {
         if self.len > 0 {
-            self.ops.push(self.len << 4 | self.op);
+            self.ops.push(cigar::pack(self.op, self.len));
             self.len = 0;
         }
     }
@@ -1095,11 +1088,12 @@ impl SliceDecoder {
                     let mut dels = self.zero_dels.iter().peekable();
                     for (i, &c) in self.cigar.iter().enumerate() {
                         while dels.next_if(|&&d| d == i).is_some() {
-                            self.md_cigar.push(BAM_CDEL);
+                            self.md_cigar.push(cigar::pack(op::DELETION, 0));
                         }
                         self.md_cigar.push(c);
                     }
-                    self.md_cigar.extend(dels.map(|_| BAM_CDEL));
+                    self.md_cigar
+                        .extend(dels.map(|_| cigar::pack(op::DELETION, 0)));
                     &self.md_cigar
                 };
                 if let Some(nm) = md_nm::compute(bases, cigar, at, reference, ends, &mut self.md) {
@@ -1165,7 +1159,7 @@ impl SliceDecoder {
         let mut cig = Cig {
             ops: &mut self.cigar,
             zero_dels: &mut self.zero_dels,
-            op: BAM_CMATCH,
+            op: op::MATCH,
             len: 0,
         };
         let seq = &mut self.seq;
@@ -1208,7 +1202,7 @@ impl SliceDecoder {
                         refseq,
                     );
                 }
-                cig.add(BAM_CMATCH, n as u32);
+                cig.add(op::MATCH, n as u32);
                 ref_pos += n;
                 seq_pos = pos;
             }
@@ -1220,8 +1214,8 @@ impl SliceDecoder {
                     let n = st.array(ds(Ds::SC), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
                     cig.flush();
-                    cig.ops.push((n as u32) << 4 | BAM_CSOFT_CLIP);
-                    cig.op = BAM_CSOFT_CLIP;
+                    cig.ops.push(cigar::pack(op::SOFT_CLIP, n as u32));
+                    cig.op = op::SOFT_CLIP;
                     seq_pos += n as i64;
                 }
                 b'X' => {
@@ -1235,13 +1229,13 @@ impl SliceDecoder {
                         base_row(ref_at(ref_pos))
                     };
                     put(seq, rl, at, &[ch.substitutions[row][code]])?;
-                    cig.add(BAM_CMATCH, 1);
+                    cig.add(op::MATCH, 1);
                     seq_pos += 1;
                     ref_pos += 1;
                 }
                 b'D' => {
                     let n = nonneg(st.int(ds(Ds::DL))?)?;
-                    cig.add(BAM_CDEL, n);
+                    cig.add(op::DELETION, n);
                     if n == 0 {
                         // htslib's decoder ends the operation before it
                         // (as `add` did) and writes `^` into the MD.
@@ -1253,13 +1247,13 @@ impl SliceDecoder {
                     self.array.clear();
                     let n = st.array(ds(Ds::IN), &mut self.array, 1)?;
                     put(seq, rl, at, &self.array)?;
-                    cig.add(BAM_CINS, n as u32);
+                    cig.add(op::INSERTION, n as u32);
                     seq_pos += n as i64;
                 }
                 b'i' => {
                     let b = st.byte(ds(Ds::BA))?;
                     put(seq, rl, at, &[b])?;
-                    cig.add(BAM_CINS, 1);
+                    cig.add(op::INSERTION, 1);
                     seq_pos += 1;
                 }
                 b'b' => {
@@ -1269,12 +1263,12 @@ impl SliceDecoder {
                         md_end = md_end.min(ref_pos.max(ref_len));
                     }
                     put(seq, rl, at, &self.array)?;
-                    cig.add(BAM_CMATCH, n as u32);
+                    cig.add(op::MATCH, n as u32);
                     seq_pos += n as i64;
                     ref_pos += n as i64;
                 }
                 b'q' => {
-                    cig.switch(BAM_CMATCH);
+                    cig.switch(op::MATCH);
                     fill_qual(qual);
                     self.array.clear();
                     st.array(ds(Ds::QQ), &mut self.array, 1)?;
@@ -1289,7 +1283,7 @@ impl SliceDecoder {
                     fill_qual(qual);
                     let q = st.byte(ds(Ds::QS))?;
                     put(qual, rl, at, &[q])?;
-                    cig.add(BAM_CMATCH, 1);
+                    cig.add(op::MATCH, 1);
                     seq_pos += 1;
                     ref_pos += 1;
                 }
@@ -1299,14 +1293,14 @@ impl SliceDecoder {
                     put(qual, rl, at, &[q])?;
                 }
                 b'H' => {
-                    cig.add(BAM_CHARD_CLIP, nonneg(st.int(ds(Ds::HC))?)?);
+                    cig.add(op::HARD_CLIP, nonneg(st.int(ds(Ds::HC))?)?);
                 }
                 b'P' => {
-                    cig.add(BAM_CPAD, nonneg(st.int(ds(Ds::PD))?)?);
+                    cig.add(op::PADDING, nonneg(st.int(ds(Ds::PD))?)?);
                 }
                 b'N' => {
                     let n = nonneg(st.int(ds(Ds::RS))?)?;
-                    cig.add(BAM_CREF_SKIP, n);
+                    cig.add(op::SKIP, n);
                     ref_pos += n as i64;
                 }
                 other => {
@@ -1328,7 +1322,7 @@ impl SliceDecoder {
                 ref_len,
                 refseq,
             );
-            cig.add(BAM_CMATCH, n as u32);
+            cig.add(op::MATCH, n as u32);
             ref_pos += n;
         }
         cig.flush();

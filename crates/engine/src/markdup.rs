@@ -47,7 +47,8 @@ use crate::config::ConfigError;
 use crate::error::{bail, Context, Error, Result};
 use crate::options::ArgError;
 use alnsort_bam::header::Header;
-use alnsort_bam::RecordRef;
+use alnsort_bam::record::{set_flag_bits_in_part, FRAMED_FLAG_AT};
+use alnsort_bam::{Aux, RecordMut, RecordRef};
 use alnsort_markdup::grouping::GroupCheck;
 use alnsort_markdup::{
     base_quality_score, five_prime_coordinate, reference_length_score, InputOrder, MarkDuplicates,
@@ -353,12 +354,7 @@ pub struct BatchEnds {
 
 /// The `RG:Z` value of a record (without its NUL).
 fn record_rg<'a>(rec: &RecordRef<'a>) -> Option<&'a [u8]> {
-    let (ty, val) = rec.aux_get(*b"RG")?;
-    if ty != b'Z' {
-        return None;
-    }
-    let end = val.iter().position(|&b| b == 0)?;
-    Some(&val[..end])
+    rec.aux().find(*b"RG")?.string()
 }
 
 impl BatchEnds {
@@ -378,12 +374,9 @@ impl BatchEnds {
         }
         let string = |tag: Option<[u8; 2]>| -> Result<Option<&[u8]>, BadBarcode> {
             let Some(tag) = tag else { return Ok(None) };
-            match rec.aux_get(tag) {
+            match rec.aux().find(tag) {
                 None => Ok(None),
-                Some((b'Z', v)) => Ok(Some(
-                    &v[..v.iter().position(|&b| b == 0).unwrap_or(v.len())],
-                )),
-                Some((ty, _)) => Err(BadBarcode::NotString(tag, ty)),
+                Some(f) => f.string().map(Some).ok_or(BadBarcode::NotString(tag, f.ty)),
             }
         };
         let umi = string(tags.umi)?;
@@ -406,7 +399,7 @@ impl BatchEnds {
         let flag = rec.flag();
         let reverse = flag & alnsort_markdup::flags::REVERSE != 0;
         self.cigar.clear();
-        self.cigar.extend(rec.cigar());
+        self.cigar.extend(rec.cigar().ops());
         let at = |b: &Vec<u8>| b.len() as u32;
         let n0 = at(&self.bytes);
         self.bytes.extend_from_slice(rec.read_name());
@@ -850,91 +843,36 @@ fn htsjdk_tag_key(tag: [u8; 2]) -> u16 {
     (tag[1] as u16) << 8 | tag[0] as u16
 }
 
-/// Where Picard's `setAttribute("DT", ..)` puts the tag: before the first
-/// field whose htsjdk key is larger. Exact for tags already in htsjdk's
-/// order; Picard reorders other inputs' tags, alnsort does not.
-fn dt_insert_at(rec: &[u8], aux_at: usize) -> usize {
-    htsjdk_insert_at(rec, aux_at, DT)
-}
-
-/// Where htsjdk's `setAttribute(tag, ..)` puts a new tag: before the first
-/// field whose htsjdk key is larger (see [`dt_insert_at`]).
-fn htsjdk_insert_at(rec: &[u8], aux_at: usize, tag: [u8; 2]) -> usize {
+/// Where htsjdk's `setAttribute(tag, ..)` puts a new tag (as Picard's
+/// `setAttribute("DT", ..)` does): before the first field whose htsjdk key
+/// is larger, as an offset in the aux area. Exact for tags already in
+/// htsjdk's order; Picard reorders other inputs' tags, alnsort does not.
+fn htsjdk_insert_at(aux: Aux<'_>, tag: [u8; 2]) -> usize {
     let key = htsjdk_tag_key(tag);
-    let mut i = aux_at;
-    while i + 3 <= rec.len() {
-        // (No ties: the input's DT was dropped.)
-        if key < htsjdk_tag_key([rec[i], rec[i + 1]]) {
-            return i;
-        }
-        let Some(len) = alnsort_bam::record::aux_value_len(rec[i + 2], &rec[i + 3..]) else {
-            return rec.len();
-        };
-        i += 3 + len;
-    }
-    rec.len()
-}
-
-/// The byte range of the first `DT` field in a record's aux area (`aux_at`
-/// its offset in `rec`), tag and type included.
-fn dt_field(rec: &[u8], aux_at: usize) -> Option<(usize, usize)> {
-    tag_field(rec, aux_at, DT)
-}
-
-/// The byte range of the first `tag` field in a record's aux area.
-fn tag_field(rec: &[u8], aux_at: usize, tag: [u8; 2]) -> Option<(usize, usize)> {
-    let aux = &rec[aux_at..];
-    let mut i = 0;
-    while i + 3 <= aux.len() {
-        let len = alnsort_bam::record::aux_value_len(aux[i + 2], &aux[i + 3..])?;
-        if aux[i..i + 2] == tag {
-            return Some((aux_at + i, aux_at + i + 3 + len));
-        }
-        i += 3 + len;
-    }
-    None
+    aux.fields()
+        .map_while(std::result::Result::ok)
+        .find(|f| key < htsjdk_tag_key(f.tag))
+        .map_or(aux.len(), |f| f.offset)
 }
 
 /// The value of a record's `tag` if it is a `Z` string (`rec` with its
 /// block_size); Picard's `getStringAttribute`.
 pub fn string_tag(rec: &[u8], tag: [u8; 2]) -> Option<&[u8]> {
-    let aux_at = rec.len() - RecordRef::with_block_size(rec).aux().len();
-    let (a, b) = tag_field(rec, aux_at, tag)?;
-    (rec[a + 2] == b'Z').then(|| &rec[a + 3..b - 1])
+    RecordRef::with_block_size(rec).aux().find(tag)?.string()
 }
 
 /// Sets `tag` to the string `value` as htsjdk's `setAttribute` does: an
 /// existing `tag` field is replaced where it is, else the field is inserted
 /// where htsjdk's key order puts it (as `DT` is); `block_size` follows.
 pub fn set_string_tag(rec: &mut Vec<u8>, tag: [u8; 2], value: &[u8]) {
-    let aux_at = rec.len() - RecordRef::with_block_size(rec).aux().len();
-    let field = [&tag[..], b"Z", value, b"\0"].concat();
-    match tag_field(rec, aux_at, tag) {
-        Some((a, b)) => {
-            rec.splice(a..b, field);
-        }
-        None => {
-            let at = htsjdk_insert_at(rec, aux_at, tag);
-            rec.splice(at..at, field);
-        }
-    }
-    let block_size = (rec.len() - 4) as u32;
-    rec[..4].copy_from_slice(&block_size.to_le_bytes());
+    RecordMut::new(rec).set_string(tag, value, |aux| htsjdk_insert_at(aux, tag));
 }
 
 /// Removes the first `tag` field of a record (with its block_size), as
 /// htsjdk's `setAttribute(tag, null)` does; `block_size` follows.
 pub fn remove_tag(rec: &mut Vec<u8>, tag: [u8; 2]) {
-    let aux_at = rec.len() - RecordRef::with_block_size(rec).aux().len();
-    if let Some((a, b)) = tag_field(rec, aux_at, tag) {
-        rec.drain(a..b);
-        let block_size = (rec.len() - 4) as u32;
-        rec[..4].copy_from_slice(&block_size.to_le_bytes());
-    }
+    RecordMut::new(rec).remove_tag(tag);
 }
-
-/// Offset of the flag field in a record with its block_size.
-const FLAG_AT: usize = 4 + 14;
 
 impl Decisions {
     /// The decision from the duplicate and optical bits over input-order
@@ -1024,8 +962,7 @@ impl Decisions {
         ordinal: u64,
         buf: &'a mut Vec<u8>,
     ) -> Result<Option<&'a [u8]>> {
-        let body_len = rec.len();
-        if ordinal >= self.records || body_len < FLAG_AT + 2 {
+        if ordinal >= self.records || rec.len() < FRAMED_FLAG_AT + 2 {
             return Err(Error::Internal(format!(
                 "record ordinal {ordinal} out of range ({} records)",
                 self.records
@@ -1040,37 +977,28 @@ impl Decisions {
             return Ok(None);
         }
         buf.clear();
+        buf.extend_from_slice(rec);
+        let mut out = RecordMut::new(buf);
         // Picard (CLEAR_DT=true) drops every DT tag of the input, then tags
         // duplicates at the end of the aux fields.
-        let aux_at = body_len - RecordRef::with_block_size(&rec[..body_len]).aux().len();
-        match dt_field(&rec[..body_len], aux_at) {
-            Some((a, b)) => {
-                buf.extend_from_slice(&rec[..a]);
-                buf.extend_from_slice(&rec[b..body_len]);
-            }
-            None => buf.extend_from_slice(&rec[..body_len]),
-        }
+        out.remove_tag(DT);
+        // The value as stored, with its NUL.
         let tag: Option<&[u8]> = match (dup, optical, self.tagging) {
             (false, _, _) | (_, _, TaggingPolicy::None) => None,
-            (true, true, _) => Some(b"SQ"),
-            (true, false, TaggingPolicy::All) => Some(b"LB"),
+            (true, true, _) => Some(b"SQ\0"),
+            (true, false, TaggingPolicy::All) => Some(b"LB\0"),
             (true, false, TaggingPolicy::Optical) => None,
         };
         if let Some(v) = tag {
-            let at = dt_insert_at(buf, aux_at);
-            let field = [&DT[..], b"Z", v, b"\0"].concat();
-            buf.splice(at..at, field);
+            let at = htsjdk_insert_at(out.view().aux(), DT);
+            out.insert_field(at, DT, b'Z', v);
         }
-        if buf.len() != body_len {
-            let block_size = (buf.len() - 4) as u32;
-            buf[..4].copy_from_slice(&block_size.to_le_bytes());
-        }
-        let mut flag = u16::from_le_bytes([buf[FLAG_AT], buf[FLAG_AT + 1]]);
+        let mut flag = out.view().flag();
         flag &= !alnsort_markdup::flags::DUPLICATE;
         if dup {
             flag |= alnsort_markdup::flags::DUPLICATE;
         }
-        buf[FLAG_AT..FLAG_AT + 2].copy_from_slice(&flag.to_le_bytes());
+        out.set_flag(flag);
         Ok(Some(buf))
     }
 
@@ -1241,21 +1169,21 @@ impl FlagEdit {
     fn append(&self, rec: &[u8], range: std::ops::Range<usize>, out: &mut Vec<u8>) {
         let at = out.len();
         out.extend_from_slice(&rec[range.clone()]);
-        let high = FLAG_AT + 1;
-        if !range.contains(&high) {
-            return;
-        }
-        let body_len = rec.len() - ORDINAL_BYTES;
-        let mut ord = [0u8; 8];
-        ord.copy_from_slice(&rec[body_len..]);
-        let dup = self.bits.get(u64::from_le_bytes(ord));
-        let bit = (alnsort_markdup::flags::DUPLICATE >> 8) as u8;
-        let byte = &mut out[at + high - range.start];
-        *byte &= !bit;
-        if dup {
-            *byte |= bit;
-            self.seen_marked.fetch_add(1, Ordering::Relaxed);
-        }
+        set_flag_bits_in_part(
+            &mut out[at..],
+            range.start,
+            alnsort_markdup::flags::DUPLICATE,
+            || {
+                let body_len = rec.len() - ORDINAL_BYTES;
+                let mut ord = [0u8; 8];
+                ord.copy_from_slice(&rec[body_len..]);
+                let dup = self.bits.get(u64::from_le_bytes(ord));
+                if dup {
+                    self.seen_marked.fetch_add(1, Ordering::Relaxed);
+                }
+                dup
+            },
+        );
     }
 }
 
@@ -1489,12 +1417,15 @@ mod tests {
         let d = m.finish().unwrap();
         let mut buf = Vec::new();
         let kept = d.apply(&sorted[0], &mut buf).unwrap().unwrap().to_vec();
-        assert_eq!(RecordRef::with_block_size(&kept).aux(), b"XAZx\0NMC\x01");
+        assert_eq!(
+            RecordRef::with_block_size(&kept).aux_bytes(),
+            b"XAZx\0NMC\x01"
+        );
         assert_eq!(kept.len(), recs[0].len() - 6);
         let dup = d.apply(&sorted[1], &mut buf).unwrap().unwrap().to_vec();
         let r = RecordRef::with_block_size(&dup);
         assert_eq!(r.flag(), 0x400);
-        assert_eq!(r.aux(), b"XAZx\0NMC\x01DTZLB\0");
+        assert_eq!(r.aux_bytes(), b"XAZx\0NMC\x01DTZLB\0");
         assert_eq!(
             u32::from_le_bytes(dup[..4].try_into().unwrap()) as usize,
             dup.len() - 4

@@ -92,10 +92,7 @@ pub fn htsjdk_queryname_cmp(a: &[u8], b: &[u8]) -> Ordering {
             };
         }
     }
-    let hi = |r: &RecordRef<'_>| {
-        r.aux_get(*b"HI")
-            .and_then(|(ty, v)| alnsort_bam::record::aux_int(ty, v))
-    };
+    let hi = |r: &RecordRef<'_>| r.aux().find(*b"HI").and_then(|f| f.int());
     match (hi(&a), hi(&b)) {
         (Some(x), Some(y)) => x.cmp(&y),
         (Some(_), None) => Ordering::Greater,

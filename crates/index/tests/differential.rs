@@ -258,11 +258,8 @@ fn decode_bam(path: &Path) -> Decoded {
         let l_read_name = r[8] as usize;
         let n_cigar = u16::from_le_bytes([r[12], r[13]]) as usize;
         let flag = u16::from_le_bytes([r[14], r[15]]);
-        let span: i64 = (0..n_cigar)
-            .map(|i| u32::from_le_bytes(r[32 + l_read_name + 4 * i..][..4].try_into().expect("op")))
-            .filter(|op| matches!(op & 0xf, 0 | 2 | 3 | 7 | 8))
-            .map(|op| i64::from(op >> 4))
-            .sum();
+        let cigar_at = 32 + l_read_name;
+        let span = alnsort_bam::Cigar::new(&r[cigar_at..cigar_at + 4 * n_cigar]).reference_length();
         let mapped = flag & 4 == 0;
         let beg = i64::from(le_i32(r, 4));
         let end_pos = pos + 4 + block_size;

@@ -28,12 +28,7 @@ fn tag<'a>(line: &'a [u8], key: &[u8; 2]) -> Option<&'a [u8]> {
 
 /// The `RG:Z` value of a record, if any.
 fn record_rg(rec: &RecordRef) -> Option<Vec<u8>> {
-    let (ty, val) = rec.aux_get(*b"RG")?;
-    if ty != b'Z' {
-        return None;
-    }
-    let end = val.iter().position(|&b| b == 0)?;
-    Some(val[..end].to_vec())
+    Some(rec.aux().find(*b"RG")?.string()?.to_vec())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -74,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         buf.resize(u32::from_le_bytes(size) as usize, 0);
         input.read_exact(&mut buf)?;
         let rec = RecordRef::new(&buf);
-        let cigar: Vec<(u8, u32)> = rec.cigar().collect();
+        let cigar: Vec<(u8, u32)> = rec.cigar().ops().collect();
         let reverse = rec.flag() & alnsort_markdup::flags::REVERSE != 0;
         let rg = record_rg(&rec);
         let rg = md.read_groups_mut().resolve(rg.as_deref());

@@ -58,19 +58,8 @@ pub use bits::Bits;
 pub use metrics::{DuplicationMetrics, MetricsReport, PicardCommandLine, SetSizeHistograms};
 use optical::Location;
 
-/// SAM flag bits this crate reads.
-pub mod flags {
-    pub const PAIRED: u16 = 0x1;
-    pub const UNMAPPED: u16 = 0x4;
-    pub const MATE_UNMAPPED: u16 = 0x8;
-    pub const REVERSE: u16 = 0x10;
-    pub const READ1: u16 = 0x40;
-    pub const READ2: u16 = 0x80;
-    pub const SECONDARY: u16 = 0x100;
-    pub const QC_FAIL: u16 = 0x200;
-    pub const DUPLICATE: u16 = 0x400;
-    pub const SUPPLEMENTARY: u16 = 0x800;
-}
+/// SAM flag bits (the bam crate's, SAM spec §1.4).
+pub use alnsort_bam::record::flags;
 
 /// Picard's name for records whose read group has no `LB`.
 pub const UNKNOWN_LIBRARY: &str = "Unknown Library";
@@ -259,8 +248,7 @@ pub struct ReadInfo<'a> {
 /// forward strand, the unclipped end on the reverse strand. `pos0` is the
 /// 0-based position, `ref_len` the CIGAR's reference length.
 pub fn five_prime_coordinate(pos0: i32, ref_len: i64, cigar: &[(u8, u32)], reverse: bool) -> i32 {
-    const S: u8 = 4;
-    const H: u8 = 5;
+    use alnsort_bam::cigar::op::{HARD_CLIP as H, SOFT_CLIP as S};
     let start = pos0 as i64 + 1;
     if reverse {
         let end = start + ref_len - 1;

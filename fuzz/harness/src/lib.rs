@@ -16,7 +16,7 @@ use alnsort_bam::keys::{KeyEncoder, SortOrder, TagSecondary};
 use alnsort_bam::sam_format::format_sam_record;
 use alnsort_bam::sam_parse::parse_sam_record;
 use alnsort_bam::validate::{htslib_normalise, validate_record};
-use alnsort_bam::RecordRef;
+use alnsort_bam::{RecordMut, RecordRef};
 use alnsort_bgzf::block::{deflate_block, inflate_block, parse_header, CompressionLevel};
 use alnsort_bgzf::{decompress_all, MAX_BLOCK_SIZE, MAX_PAYLOAD};
 use alnsort_cram::{CramReader, RefSource};
@@ -87,6 +87,33 @@ pub fn bgzf_block(data: &[u8]) {
 
 /// Touches every accessor of a validated record and encodes its key in
 /// every order; formats it as SAM.
+/// The edits of `RecordMut` on a valid record (`rec`, without its
+/// `block_size`): a field taken out and put back where it was, the flag
+/// set and set back, give the record again with its `block_size` right.
+fn check_record_edits(rec: &[u8]) {
+    let mut framed = (rec.len() as u32).to_le_bytes().to_vec();
+    framed.extend_from_slice(rec);
+    let want = framed.clone();
+    let fields: Vec<_> = RecordRef::new(rec)
+        .aux()
+        .fields()
+        .map(|f| f.expect("validated aux fields read back"))
+        .collect();
+    for f in fields.iter().take(4) {
+        let mut m = RecordMut::new(&mut framed);
+        m.remove_aux_range(f.range());
+        assert_eq!(
+            m.view().aux_bytes().len(),
+            rec.len() - m.view().aux_offset() - (f.end() - f.offset)
+        );
+        m.insert_field(f.offset, f.tag, f.ty, f.value);
+        let flag = m.view().flag();
+        m.set_flag(!flag);
+        m.set_flag(flag);
+        assert_eq!(framed, want, "a field removed and put back at {}", f.offset);
+    }
+}
+
 fn exercise_record(rec: &[u8], header: &Header) {
     let r = RecordRef::new(rec);
     let _ = (r.ref_id(), r.pos(), r.mapq(), r.bin(), r.flag(), r.tlen());
@@ -95,15 +122,33 @@ fn exercise_record(rec: &[u8], header: &Header) {
         r.read_name().len() < r.l_read_name(),
         "the name excludes its NUL"
     );
-    assert_eq!(r.cigar().count(), r.n_cigar_op());
+    assert_eq!(r.cigar().len(), r.n_cigar_op());
+    assert_eq!(r.cigar().ops().count(), r.n_cigar_op());
+    if r.n_cigar_op() > 0 && r.l_seq() > 0 && r.flag() & 0x4 == 0 {
+        assert_eq!(
+            r.cigar().query_length(),
+            r.l_seq() as u64,
+            "validation checked the query length of a mapped record"
+        );
+    }
     assert_eq!(r.cigar_bytes().len(), 4 * r.n_cigar_op());
     assert_eq!(r.seq_bytes().len(), r.l_seq().div_ceil(2));
     assert_eq!(r.qual().len(), r.l_seq());
     let _ = r.reference_length();
-    let _ = r.aux();
-    for tag in [*b"RG", *b"XI", *b"NM", *b"CG", *b"MC", *b"ZZ"] {
-        let _ = r.aux_get(tag);
+    // Validation read every field: the walk meets no error and each
+    // field's typed value can be taken.
+    for f in r.aux().fields() {
+        let f = f.expect("validated aux fields read back");
+        let _ = f.value();
+        assert_eq!(
+            r.aux().find(f.tag).map(|g| g.offset <= f.offset),
+            Some(true)
+        );
     }
+    for tag in [*b"RG", *b"XI", *b"NM", *b"CG", *b"MC", *b"ZZ"] {
+        let _ = r.aux().find(tag);
+    }
+    check_record_edits(rec);
     let mut key = Vec::new();
     for order in all_orders() {
         let fixed = order == SortOrder::Coordinate;
@@ -360,8 +405,8 @@ fn build_record(b: &[u8; 6], index: u32, n_ref: usize) -> Vec<u8> {
 }
 
 fn xi(rec: &[u8]) -> u32 {
-    match RecordRef::with_block_size(rec).aux_get(*b"XI") {
-        Some((b'i', v)) => u32::from_le_bytes([v[0], v[1], v[2], v[3]]),
+    match RecordRef::with_block_size(rec).aux().find(*b"XI") {
+        Some(f) if f.ty == b'i' => f.int().expect("an i value") as u32,
         other => panic!("record lost its XI tag: {other:?}"),
     }
 }

@@ -140,7 +140,8 @@ fn tag_val(tag: &[u8], r: RecordRef<'_>) -> Option<TagVal> {
     if tag.len() < 2 || tag[0] == 0 || tag[1] == 0 {
         return None;
     }
-    let (ty, v) = r.aux_get([tag[0], tag[1]])?;
+    let f = r.aux().find([tag[0], tag[1]])?;
+    let (ty, v) = (f.ty, f.value);
     let le4 = |v: &[u8]| [v[0], v[1], v[2], v[3]];
     Some(match ty {
         b'c' => TagVal::Int(v[0] as i8 as i64),
@@ -241,13 +242,13 @@ impl TcKey {
     fn build(r: RecordRef<'_>, libs: &[(Vec<u8>, Vec<u8>)]) -> Result<TcKey, KeyError> {
         let name = || String::from_utf8_lossy(r.read_name()).into_owned();
         let zstr = |tag: [u8; 2]| -> Option<Option<Vec<u8>>> {
-            r.aux_get(tag).map(|(ty, v)| {
+            r.aux().find(tag).map(|f| (f.ty, f.value)).map(|(ty, v)| {
                 (ty == b'Z' || ty == b'H')
                     .then(|| v.iter().copied().take_while(|&c| c != 0).collect())
             })
         };
         let flag = r.flag();
-        let library = match r.aux_get(*b"RG") {
+        let library = match r.aux().find(*b"RG").map(|f| (f.ty, f.value)) {
             Some((b'Z', v)) => {
                 let id: Vec<u8> = v.iter().copied().take_while(|&c| c != 0).collect();
                 libs.iter()
@@ -270,7 +271,7 @@ impl TcKey {
             name: r.read_name().to_vec(),
             upper: false,
         };
-        let ops: Vec<(u8, u32)> = r.cigar().collect();
+        let ops: Vec<(u8, u32)> = r.cigar().ops().collect();
         if flag & 0x4 == 0 {
             k.tid1 = r.ref_id();
             k.neg1 = flag & 0x10 != 0;

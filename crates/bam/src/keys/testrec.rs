@@ -75,11 +75,7 @@ impl Rec {
 
     /// Query length implied by the CIGAR (M, I, S, =, X).
     fn query_len(&self) -> usize {
-        self.cigar
-            .iter()
-            .filter(|(op, _)| matches!(op, 0 | 1 | 4 | 7 | 8))
-            .map(|&(_, n)| n as usize)
-            .sum()
+        crate::cigar::query_length(self.cigar.iter().copied()) as usize
     }
 
     /// The record bytes without the `block_size` prefix.
@@ -152,15 +148,18 @@ mod tests {
         assert_eq!(r.read_name(), b"q7");
         assert_eq!((r.ref_id(), r.pos(), r.flag()), (2, 99, 0x53));
         assert_eq!((r.next_ref_id(), r.next_pos()), (1, 10));
-        assert_eq!(r.cigar().collect::<Vec<_>>(), vec![(4, 2), (0, 3), (5, 1)]);
+        assert_eq!(
+            r.cigar().ops().collect::<Vec<_>>(),
+            vec![(4, 2), (0, 3), (5, 1)]
+        );
         assert_eq!(r.l_seq(), 5);
         assert_eq!(
-            r.aux_get(*b"MC"),
-            Some((b'Z', &b"4M\0XIi\xfb\xff\xff\xff"[..]))
+            r.aux().find(*b"MC").map(|f| (f.ty, f.value)),
+            Some((b'Z', &b"4M\0"[..]))
         );
         assert_eq!(
-            r.aux_get(*b"XI").map(|(t, v)| (t, v.len())),
-            Some((b'i', 4))
+            r.aux().find(*b"XI").map(|f| (f.ty, f.int())),
+            Some((b'i', Some(-5)))
         );
     }
 

@@ -6,7 +6,7 @@
 //! bytes each step hands on. Checks that both give the same decision and
 //! metrics.
 //!
-//! `cargo run --release -p alnsort --example markdup_tasks -- IN.bam SPLITS BUCKETS NAME_BUCKETS [OPTION...]`
+//! `cargo run --release -p alnsort-engine --example markdup_tasks -- IN.bam SPLITS BUCKETS NAME_BUCKETS [OPTION...]`
 //! (OPTIONs: `alnsort sort`'s, `--markdup` added).
 
 use std::path::PathBuf;
@@ -59,8 +59,8 @@ fn main() {
     let mut argv: Vec<std::ffi::OsString> = vec!["--markdup".into(), "-@".into(), "1".into()];
     argv.extend(args[4..].iter().map(Into::into));
     argv.extend(["-o".into(), "unused.bam".into(), input.clone().into()]);
-    let alnsort::args::Parsed::Run(options) =
-        alnsort::args::parse("alnsort", argv, false).expect("options parse")
+    let alnsort_engine::sort_args::Parsed::Run(options) =
+        alnsort_engine::sort_args::parse("alnsort", argv, false).expect("options parse")
     else {
         panic!("the options name a run");
     };

@@ -404,6 +404,7 @@ where
                         first_position: 0,
                         sam: false,
                         missing_eof: None,
+                        ..RawBatch::default()
                     };
                     let out = job(&raw);
                     DECODED.set(raw.data);
@@ -566,10 +567,10 @@ fn prepare(
     let mut ends = with_ends.map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {
-            b.reuse_for_input(raw.data.len(), raw.voffsets.len());
+            b.reuse_for_input(raw.bytes(), raw.voffsets.len());
             b
         }
-        _ => Batch::for_input(kind, raw.data.len(), raw.voffsets.len()),
+        _ => Batch::for_input(kind, raw.bytes(), raw.voffsets.len()),
     };
     let mut bytes = 0u64;
     let mut warnings = Vec::new();

@@ -518,6 +518,9 @@ impl BamScanner {
             self.record += 1;
             at += len;
         }
+        if let Some(starts) = taken.starts {
+            self.blocks.give_back_starts(starts);
+        }
         if at > start {
             batch.pieces.push(Piece {
                 block: Some(batch.blocks.len()),

@@ -150,6 +150,8 @@ pub struct ParallelReader {
     missing_eof: EofWatch,
     /// The unit scan of the inflate jobs, once set.
     scan: Arc<OnceLock<UnitScan>>,
+    /// Where unit start lists go back to the inflate jobs.
+    starts_back: Sender<Vec<u32>>,
 }
 
 impl ParallelReader {
@@ -195,6 +197,7 @@ impl ParallelReader {
         let (decompressor_back, decompressors) = unbounded::<Decompressor>();
         let scan = Arc::new(OnceLock::<UnitScan>::new());
         let job_scan = Arc::clone(&scan);
+        let (starts_back, starts_recycled) = unbounded::<Vec<u32>>();
         let mut producer = Producer {
             input: Cursor::new(prefix).chain(inner),
             raw_recycled,
@@ -218,7 +221,11 @@ impl ParallelReader {
                     let failed = result.is_err();
                     let starts = match (scan, failed) {
                         (Some(scan), false) => {
-                            let mut starts = Vec::new();
+                            // A list freed on the consumer's thread would
+                            // go back to this thread's malloc arena under
+                            // its lock: lists are recycled instead.
+                            let mut starts = starts_recycled.try_recv().unwrap_or_default();
+                            starts.clear();
                             from = match from {
                                 Some(f) if f < data.len() => scan(&data, f, &mut starts),
                                 // A unit longer than the block: on past it.
@@ -266,6 +273,7 @@ impl ParallelReader {
             state: State::Running,
             missing_eof: EofWatch::default(),
             scan,
+            starts_back,
         })
     }
 
@@ -354,7 +362,7 @@ impl ParallelReader {
 
     /// Where taken blocks' buffers go back to ([`ParallelReader::take_block`]).
     pub fn block_recycler(&self) -> BlockRecycler {
-        BlockRecycler(self.recycle.clone())
+        BlockRecycler(self.recycle.clone(), self.starts_back.clone())
     }
 
     /// The next block in file order; `None` at the clean end of the stream.
@@ -457,7 +465,7 @@ pub struct TakenBlock {
 /// Takes taken blocks' buffers back to their reader's inflate jobs
 /// ([`ParallelReader::block_recycler`]).
 #[derive(Clone, Debug)]
-pub struct BlockRecycler(Sender<Vec<u8>>);
+pub struct BlockRecycler(Sender<Vec<u8>>, Sender<Vec<u32>>);
 
 impl BlockRecycler {
     /// Gives `data` (a [`TakenBlock`]'s, its length kept so that the next
@@ -467,6 +475,12 @@ impl BlockRecycler {
         if data.capacity() > 0 {
             let _ = self.0.send(data);
         }
+    }
+
+    /// Gives a [`TakenBlock`]'s unit starts back for the inflate jobs'
+    /// next lists.
+    pub fn give_back_starts(&self, starts: Vec<u32>) {
+        let _ = self.1.send(starts);
     }
 }
 

@@ -47,7 +47,8 @@ impl OpenInput {
 }
 
 enum Body {
-    Bam(ParallelReader),
+    /// Boxed: the reader is several times the size of the other bodies.
+    Bam(Box<ParallelReader>),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
     /// The text, the header's line count, and for BGZF-compressed text
     /// where its stream ended without the EOF block.
@@ -153,7 +154,7 @@ pub fn open_with_refs(
                 name,
                 header,
                 size,
-                body: Body::Bam(reader),
+                body: Body::Bam(Box::new(reader)),
             });
         }
         check_text_start(
@@ -430,7 +431,7 @@ impl OpenInput {
             Body::Cram(reader) => Records::Cram(reader),
             Body::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
                 Arc::clone(&file),
-                reader,
+                *reader,
                 opts,
             )))),
             Body::Sam(br, header_lines, eof_watch) => {

@@ -22,7 +22,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use alnsort_bgzf::reader::EofWatch;
-use alnsort_bgzf::{BgzfError, ParallelReader};
+use alnsort_bgzf::{BgzfError, BlockRecycler, ParallelReader};
 
 use crate::header::{Header, RefLookup};
 use crate::keys::{KeyEncoder, KeyError};
@@ -35,10 +35,6 @@ use crate::RecordRef;
 /// enough to amortise a pool hand-off, small enough to keep every worker
 /// busy and the memory in flight small.
 pub const BATCH_BYTES: usize = 256 << 10;
-
-/// Bytes of a record read (and allocated) at a time when it spans blocks:
-/// a BGZF block's worth several times over, small next to any budget.
-const READ_STEP: usize = 1 << 20;
 
 /// Where a scan stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,12 +74,25 @@ impl Default for ScanOptions {
     }
 }
 
-/// Whole records (BAM) or lines (SAM), back to back, and where they came from.
+/// Whole records (BAM) or lines (SAM), and where they came from.
+///
+/// A [`BamScanner`] leaves the records where the inflate jobs decoded them:
+/// the batch holds those blocks (`blocks`) and lists its stretches of whole
+/// records in order (`pieces`); only a record that spans blocks is copied,
+/// into `data`. Every other batch (SAM, CRAM, one built by hand) has no
+/// pieces, and `data` holds all its records (or text). [`RawBatch::records`]
+/// walks either form.
 #[derive(Debug, Default)]
 pub struct RawBatch {
-    /// BAM: framed records (each with its `block_size`). SAM: whole lines,
-    /// each ended by a newline except perhaps the last of the input.
+    /// BAM: framed records (each with its `block_size`), back to back: all
+    /// of them when `pieces` is empty, else those that span blocks. SAM:
+    /// whole lines, each ended by a newline except perhaps the last of the
+    /// input.
     pub data: Vec<u8>,
+    /// BAM read in place: decoded BGZF blocks that `pieces` point into.
+    pub blocks: Vec<Vec<u8>>,
+    /// BAM read in place: the stretches of whole records, in input order.
+    pub pieces: Vec<Piece>,
     /// Records of the input before this batch's first.
     pub first_record: u64,
     /// BAM: the virtual offset of each record's start. SAM: empty.
@@ -101,12 +110,68 @@ pub struct RawBatch {
     pub missing_eof: Option<u64>,
 }
 
+/// A stretch of whole BAM records of a [`RawBatch`]: bytes `start..end` of
+/// block `block`, or of the batch's `data` when `block` is `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub block: Option<usize>,
+    pub start: usize,
+    pub end: usize,
+    /// Uncompressed offset of the stretch's first byte in the input.
+    pub uncompressed: u64,
+}
+
 impl RawBatch {
     /// Compressed offset of the block the last record starts in (0 if
     /// unknown), for progress displays.
     pub fn last_block_offset(&self) -> u64 {
         self.voffsets.last().map_or(0, |v| v >> 16)
     }
+
+    /// Bytes of the batch's records (BAM) or text (SAM).
+    pub fn bytes(&self) -> usize {
+        if self.pieces.is_empty() {
+            self.data.len()
+        } else {
+            self.pieces.iter().map(|p| p.end - p.start).sum()
+        }
+    }
+
+    /// The BAM records, in order, each with its `block_size` and the
+    /// uncompressed offset of its first byte. The walk ends at the first
+    /// stretch whose lengths do not add up (a batch made by a scanner
+    /// never has one: it checked every `block_size`).
+    pub fn records(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        let whole = Piece {
+            block: None,
+            start: 0,
+            end: self.data.len(),
+            uncompressed: self.first_position,
+        };
+        let n = self.pieces.len().max(1);
+        (0..n).flat_map(move |i| {
+            let p = self.pieces.get(i).copied().unwrap_or(whole);
+            let bytes = match p.block {
+                Some(b) => &self.blocks[b][p.start..p.end],
+                None => &self.data[p.start..p.end],
+            };
+            stretch_records(bytes, p.uncompressed)
+        })
+    }
+}
+
+/// The framed records of `bytes` (records back to back), each with its
+/// uncompressed offset (`uncompressed` is that of `bytes[0]`).
+fn stretch_records(bytes: &[u8], uncompressed: u64) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let size = bytes.get(at..at + 4)?;
+        let len = 4 + u32::from_le_bytes([size[0], size[1], size[2], size[3]]) as usize;
+        let rec = bytes.get(at..at + len)?;
+        let out = (rec, uncompressed + at as u64);
+        at += len;
+        Some(out)
+    })
 }
 
 /// What is wrong with one record (the context is in [`ReadError`]).
@@ -197,6 +262,14 @@ pub enum ReadError {
 }
 
 /// Cuts a BAM body (the stream positioned after the header) into batches.
+///
+/// The records stay in the decoded blocks the inflate jobs wrote: the
+/// scanner takes each block whole ([`ParallelReader::take_block`]), hops
+/// from `block_size` to `block_size` to find the record starts, and hands
+/// the block to the batch with the stretch of whole records it holds. Only
+/// a record that spans blocks is copied (assembled in `carry`, then put in
+/// the batch's `data`). A batch ends at a block end, once it holds
+/// [`ScanOptions::batch_bytes`].
 pub struct BamScanner {
     file: Arc<str>,
     reader: ParallelReader,
@@ -208,21 +281,40 @@ pub struct BamScanner {
     /// first, so errors come in input order.
     pending: Option<ReadError>,
     buffers: Buffers,
+    /// Taken blocks that no batch holds go back here.
+    blocks: BlockRecycler,
+    /// The record being assembled across blocks, if one is.
+    carry: Option<Carry>,
+    /// `carry`'s buffer, kept between records that span blocks.
+    carry_bytes: Vec<u8>,
     /// Whether a batch already carried the missing EOF block's notice.
     eof_noticed: bool,
+}
+
+/// A record that spans blocks, as far as it has arrived.
+struct Carry {
+    /// Where it starts.
+    voffset: u64,
+    uncompressed: u64,
+    /// Its length with the `block_size` field, once those 4 bytes are in.
+    len: Option<usize>,
 }
 
 impl BamScanner {
     /// Scans `reader`, positioned at the first record.
     pub fn new(file: Arc<str>, reader: ParallelReader, opts: ScanOptions) -> Self {
+        reader.scan_units_with(record_starts);
         BamScanner {
             file,
+            blocks: reader.block_recycler(),
             reader,
             record: opts.first_record,
             opts,
             done: false,
             pending: None,
             buffers: Buffers::new(),
+            carry: None,
+            carry_bytes: Vec::new(),
             eof_noticed: false,
         }
     }
@@ -282,13 +374,11 @@ impl BamScanner {
         if self.done {
             return Ok(None);
         }
-        let mut batch = RawBatch {
-            data: self.buffers.take(self.opts.batch_bytes + (64 << 10)),
-            first_record: self.record,
-            ..RawBatch::default()
-        };
-        while batch.data.len() < self.opts.batch_bytes {
-            match self.next_record(&mut batch) {
+        let mut batch = self.buffers.take_batch(0);
+        batch.first_record = self.record;
+        let mut bytes = 0;
+        while bytes < self.opts.batch_bytes {
+            match self.scan_block(&mut batch, &mut bytes) {
                 Ok(true) => {}
                 Ok(false) => {
                     self.done = true;
@@ -307,7 +397,11 @@ impl BamScanner {
         // Look past a full batch for the end of the input, so that the
         // batch reaching it carries the notice of a missing EOF block (an
         // error here comes again with the next call).
-        if !self.done && self.pending.is_none() && matches!(self.reader.fill_block(), Ok([])) {
+        if !self.done
+            && self.pending.is_none()
+            && self.carry.is_none()
+            && matches!(self.reader.fill_block(), Ok([]))
+        {
             self.done = true;
         }
         if self.done && !self.eof_noticed {
@@ -317,151 +411,249 @@ impl BamScanner {
         Ok((!batch.voffsets.is_empty() || batch.missing_eof.is_some()).then_some(batch))
     }
 
-    /// Appends the next record to `batch`; false at the end of the range.
-    fn next_record(&mut self, batch: &mut RawBatch) -> Result<bool, ReadError> {
-        if let RangeEnd::Records(n) = self.opts.end {
-            if self.record - self.opts.first_record >= n {
-                return Ok(false);
-            }
+    /// Whether the range ends before a record starting at `voffset`.
+    fn range_ends_at(&self, voffset: u64) -> bool {
+        match self.opts.end {
+            RangeEnd::Eof => false,
+            RangeEnd::Records(n) => self.record - self.opts.first_record >= n,
+            RangeEnd::VirtualOffset(end) => voffset >= end,
         }
-        let record = self.record + 1;
-        let before = self.reader.position();
-        let bgzf_err = |source, file: &Arc<str>| ReadError::Bgzf {
-            file: Arc::clone(file),
-            record,
-            offset: before.uncompressed_total,
-            source,
-        };
-        match self.reader.fill_block() {
-            Ok([]) => return Ok(false),
-            Ok(_) => {}
-            Err(e) => return Err(bgzf_err(e, &self.file)),
-        }
-        let pos = self.reader.position();
-        if let RangeEnd::VirtualOffset(end) = self.opts.end {
-            if pos.virtual_offset() >= end {
-                return Ok(false);
-            }
-        }
-        let at = |problem| ReadError::Record {
-            file: Arc::clone(&self.file),
-            record,
-            offset: pos.uncompressed_total,
-            block: pos.block_offset,
-            problem,
-        };
-        let limit = self.opts.record_limit;
-        // The current block is loaded: this only returns its rest.
-        let buf = self
-            .reader
-            .fill_block()
-            .map_err(|e| bgzf_err(e, &self.file))?;
-        if buf.len() >= 4 {
-            let len = validate::read_block_size([buf[0], buf[1], buf[2], buf[3]])
-                .map_err(|e| at(e.into()))?;
-            if 4 + len > limit {
-                return Err(at(Problem::BlockTooLarge {
-                    len: 4 + len,
-                    limit,
-                }));
-            }
-            if let Some(rec) = buf.get(..4 + len) {
-                // The usual case: the whole record is in this block.
-                batch.data.extend_from_slice(rec);
-                self.reader.consume(4 + len);
-                self.finish_record(batch, pos);
-                return Ok(true);
-            }
-        }
-        // The record spans blocks.
-        let start = batch.data.len();
-        let got = read_full(&mut self.reader, &mut batch.data, 4);
-        let got = match got {
-            Ok(g) => g,
-            Err(e) => {
-                batch.data.truncate(start);
-                return Err(bgzf_err(e, &self.file));
-            }
-        };
-        if got < 4 {
-            batch.data.truncate(start);
-            return Err(at(Problem::TruncatedSize));
-        }
-        let size = [
-            batch.data[start],
-            batch.data[start + 1],
-            batch.data[start + 2],
-            batch.data[start + 3],
-        ];
-        let checked = validate::read_block_size(size)
-            .map_err(Problem::from)
-            .and_then(|len| {
-                if 4 + len > limit {
-                    Err(Problem::BlockTooLarge {
-                        len: 4 + len,
-                        limit,
-                    })
-                } else {
-                    Ok(len)
-                }
-            });
-        let len = match checked {
-            Ok(len) => len,
-            Err(p) => {
-                batch.data.truncate(start);
-                return Err(at(p));
-            }
-        };
-        // Grow as the bytes arrive, so a block_size that points past the end
-        // of a truncated file fails on the truncation, not the allocation.
-        let mut got = 0;
-        while got < len {
-            let step = (len - got).min(READ_STEP);
-            match read_full(&mut self.reader, &mut batch.data, step) {
-                Ok(k) => {
-                    got += k;
-                    if k < step {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    batch.data.truncate(start);
-                    return Err(bgzf_err(e, &self.file));
-                }
-            }
-        }
-        if got < len {
-            batch.data.truncate(start);
-            return Err(at(Problem::Truncated { len, got }));
-        }
-        self.finish_record(batch, pos);
-        Ok(true)
     }
 
-    fn finish_record(&mut self, batch: &mut RawBatch, pos: alnsort_bgzf::Position) {
-        if batch.voffsets.is_empty() {
-            batch.first_position = pos.uncompressed_total;
+    /// Takes the next block into `batch`: the end of a record carried over
+    /// from earlier blocks, then the whole records the block holds, then
+    /// the start of a record that goes on in the next block (carried).
+    /// Adds the records' bytes to `bytes`; false at the end of the range.
+    /// On an error, the records before it are in `batch`.
+    fn scan_block(&mut self, batch: &mut RawBatch, bytes: &mut usize) -> Result<bool, ReadError> {
+        let before = self.reader.position();
+        // A BGZF failure is about the record being read: the carried one,
+        // else the one that would start here.
+        let (record, offset) = match &self.carry {
+            Some(c) => (self.record + 1, c.uncompressed),
+            None => (self.record + 1, before.uncompressed_total),
+        };
+        if self.carry.is_none() && self.range_ends_at(before.virtual_offset()) {
+            return Ok(false);
         }
-        batch.voffsets.push(pos.virtual_offset());
+        let taken = match self.reader.take_block() {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                return match self.carry.take() {
+                    None => Ok(false),
+                    Some(c) => Err(self.truncated(&c)),
+                }
+            }
+            Err(source) => {
+                return Err(ReadError::Bgzf {
+                    file: Arc::clone(&self.file),
+                    record,
+                    offset,
+                    source,
+                })
+            }
+        };
+        let data = &taken.data;
+        let mut at = taken.start;
+        if self.carry.is_some() {
+            at = match self.continue_carry(batch, bytes, data, at) {
+                Ok(Some(at)) => at,
+                Ok(None) => {
+                    // The block was all the carried record's.
+                    self.blocks.give_back(taken.data);
+                    return Ok(true);
+                }
+                Err(e) => {
+                    self.blocks.give_back(taken.data);
+                    return Err(e);
+                }
+            };
+        }
+        let start = at;
+        let mut result = Ok(true);
+        let in_block = |at: usize| (taken.offset << 16) | at as u64;
+        // The inflate job's record starts ([`record_starts`]): where this
+        // walk meets them, the next start comes from the list instead of a
+        // load from a block another thread wrote (a cache miss per record).
+        let starts = taken.starts.as_deref().unwrap_or(&[]);
+        let mut j = 0;
+        while at < data.len() {
+            let voffset = in_block(at);
+            if self.range_ends_at(voffset) {
+                result = Ok(false);
+                break;
+            }
+            let uncompressed = taken.uncompressed + at as u64;
+            let rest = &data[at..];
+            while starts.get(j).is_some_and(|&s| (s as usize) < at) {
+                j += 1;
+            }
+            let listed = match (starts.get(j), starts.get(j + 1)) {
+                (Some(&s), Some(&next)) if s as usize == at => Some((next - s) as usize),
+                _ => None,
+            };
+            let len = match listed {
+                Some(len) if len <= self.opts.record_limit => len,
+                _ if rest.len() < 4 => {
+                    self.start_carry(rest, voffset, uncompressed);
+                    break;
+                }
+                _ => match self.check_size([rest[0], rest[1], rest[2], rest[3]]) {
+                    Ok(len) => len,
+                    Err(problem) => {
+                        result = Err(self.bad_record(problem, uncompressed, taken.offset));
+                        break;
+                    }
+                },
+            };
+            if rest.len() < len {
+                self.start_carry(rest, voffset, uncompressed);
+                self.carry.as_mut().expect("started").len = Some(len);
+                break;
+            }
+            if batch.voffsets.is_empty() {
+                batch.first_position = uncompressed;
+            }
+            batch.voffsets.push(voffset);
+            self.record += 1;
+            at += len;
+        }
+        if let Some(starts) = taken.starts {
+            self.blocks.give_back_starts(starts);
+        }
+        if at > start {
+            batch.pieces.push(Piece {
+                block: Some(batch.blocks.len()),
+                start,
+                end: at,
+                uncompressed: taken.uncompressed + start as u64,
+            });
+            *bytes += at - start;
+            batch.blocks.push(taken.data);
+        } else {
+            self.blocks.give_back(taken.data);
+        }
+        result
+    }
+
+    /// `block_size` read and checked against the record limit: the whole
+    /// record's length, `block_size` field included.
+    fn check_size(&self, size: [u8; 4]) -> Result<usize, Problem> {
+        let len = 4 + validate::read_block_size(size)?;
+        if len > self.opts.record_limit {
+            return Err(Problem::BlockTooLarge {
+                len,
+                limit: self.opts.record_limit,
+            });
+        }
+        Ok(len)
+    }
+
+    fn bad_record(&self, problem: Problem, offset: u64, block: u64) -> ReadError {
+        ReadError::Record {
+            file: Arc::clone(&self.file),
+            record: self.record + 1,
+            offset,
+            block,
+            problem,
+        }
+    }
+
+    /// Starts assembling the record whose first bytes are `head` (the rest
+    /// of a block).
+    fn start_carry(&mut self, head: &[u8], voffset: u64, uncompressed: u64) {
+        self.carry_bytes.clear();
+        self.carry_bytes.extend_from_slice(head);
+        self.carry = Some(Carry {
+            voffset,
+            uncompressed,
+            len: None,
+        });
+    }
+
+    /// Adds the carried record's next bytes from `data[at..]`; once it is
+    /// whole, puts it in `batch` and returns where the block's next record
+    /// starts (`None` while the record goes on past this block).
+    fn continue_carry(
+        &mut self,
+        batch: &mut RawBatch,
+        bytes: &mut usize,
+        data: &[u8],
+        mut at: usize,
+    ) -> Result<Option<usize>, ReadError> {
+        let c = self.carry.as_ref().expect("a record is carried");
+        let (voffset, uncompressed) = (c.voffset, c.uncompressed);
+        let len = match c.len {
+            Some(len) => len,
+            None => {
+                let k = (4 - self.carry_bytes.len()).min(data.len() - at);
+                self.carry_bytes.extend_from_slice(&data[at..at + k]);
+                at += k;
+                if self.carry_bytes.len() < 4 {
+                    return Ok(None);
+                }
+                let b = &self.carry_bytes;
+                let len = self
+                    .check_size([b[0], b[1], b[2], b[3]])
+                    .map_err(|p| self.bad_record(p, uncompressed, voffset >> 16))?;
+                self.carry.as_mut().expect("carried").len = Some(len);
+                len
+            }
+        };
+        // Grows as the bytes arrive, so a block_size that points past the
+        // end of a truncated file fails on the truncation, not the
+        // allocation.
+        let k = (len - self.carry_bytes.len()).min(data.len() - at);
+        self.carry_bytes.extend_from_slice(&data[at..at + k]);
+        at += k;
+        if self.carry_bytes.len() < len {
+            return Ok(None);
+        }
+        self.carry = None;
+        let start = batch.data.len();
+        batch.data.extend_from_slice(&self.carry_bytes);
+        batch.pieces.push(Piece {
+            block: None,
+            start,
+            end: batch.data.len(),
+            uncompressed,
+        });
+        if batch.voffsets.is_empty() {
+            batch.first_position = uncompressed;
+        }
+        batch.voffsets.push(voffset);
         self.record += 1;
+        *bytes += len;
+        Ok(Some(at))
+    }
+
+    /// The error for a carried record the input ends inside.
+    fn truncated(&self, c: &Carry) -> ReadError {
+        let problem = match c.len {
+            None => Problem::TruncatedSize,
+            Some(len) => Problem::Truncated {
+                len: len - 4,
+                got: self.carry_bytes.len() - 4,
+            },
+        };
+        self.bad_record(problem, c.uncompressed, c.voffset >> 16)
     }
 }
 
-/// Appends up to `n` bytes from `r` to `out`; returns how many arrived
-/// before the end of the stream.
-fn read_full(r: &mut ParallelReader, out: &mut Vec<u8>, n: usize) -> Result<usize, BgzfError> {
-    let mut got = 0;
-    while got < n {
-        let buf = r.fill_block()?;
-        if buf.is_empty() {
-            break;
-        }
-        let k = buf.len().min(n - got);
-        out.extend_from_slice(&buf[..k]);
-        r.consume(k);
-        got += k;
+/// The inflate jobs' scan of a BAM block ([`alnsort_bgzf::UnitScan`]): the
+/// offsets of the records starting in `block`, hopping from `block_size` to
+/// `block_size` from `from`; how far past the block the last one reaches,
+/// or `None` at a `block_size` that [`validate::read_block_size`] refuses
+/// or that the block's end cuts (its record is not listed).
+fn record_starts(block: &[u8], from: usize, starts: &mut Vec<u32>) -> Option<usize> {
+    let mut at = from;
+    while at < block.len() {
+        let size = block.get(at..at + 4)?;
+        let len = 4 + validate::read_block_size([size[0], size[1], size[2], size[3]]).ok()?;
+        starts.push(at as u32);
+        at += len;
     }
-    Ok(got)
+    Some(at - block.len())
 }
 
 /// Cuts SAM text (positioned after the header) into batches of whole lines.
@@ -525,7 +717,7 @@ impl SamScanner {
 
     fn cut(&mut self) -> Result<Option<RawBatch>, ReadError> {
         loop {
-            let mut text = self.buffers.take(0);
+            let mut text = self.buffers.take_batch(0).data;
             text.append(&mut self.carry);
             text.reserve(self.opts.batch_bytes + 4096);
             let start = text.len();
@@ -576,10 +768,10 @@ impl SamScanner {
             let batch = RawBatch {
                 data: text,
                 first_record: self.record,
-                voffsets: Vec::new(),
                 first_position: self.line,
                 sam: true,
                 missing_eof: if eof { self.take_eof_notice() } else { None },
+                ..RawBatch::default()
             };
             self.line += lines;
             self.record += lines;
@@ -610,8 +802,8 @@ pub fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 /// allocator); a recycled one is already resident. The buffers in
 /// existence are never more than the batches in flight at once.
 struct Buffers {
-    back: Sender<Vec<u8>>,
-    returned: Receiver<Vec<u8>>,
+    back: Sender<RawBatch>,
+    returned: Receiver<RawBatch>,
 }
 
 impl Buffers {
@@ -620,30 +812,48 @@ impl Buffers {
         Buffers { back, returned }
     }
 
-    /// An empty buffer of at least `capacity` bytes (a recycled one when
-    /// there is one; one grown past twice that by a long record is dropped).
-    fn take(&self, capacity: usize) -> Vec<u8> {
-        while let Ok(mut v) = self.returned.try_recv() {
-            if capacity == 0 || v.capacity() <= 2 * capacity {
-                v.clear();
-                v.reserve(capacity);
-                return v;
+    /// An empty batch whose `data` has room for at least `capacity` bytes
+    /// (a recycled one when there is one; one whose `data` a long record
+    /// grew past twice that is dropped, unless `capacity` is 0).
+    fn take_batch(&self, capacity: usize) -> RawBatch {
+        while let Ok(mut b) = self.returned.try_recv() {
+            if capacity == 0 || b.data.capacity() <= 2 * capacity {
+                b.data.clear();
+                b.data.reserve(capacity);
+                b.voffsets.clear();
+                b.pieces.clear();
+                b.blocks.clear();
+                b.missing_eof = None;
+                return b;
             }
         }
-        Vec::with_capacity(capacity)
+        RawBatch {
+            data: Vec::with_capacity(capacity),
+            ..RawBatch::default()
+        }
     }
 }
 
-/// Where a batch's buffer goes when its records have been decoded (see
+/// Where a batch's buffers go when its records have been decoded (see
 /// [`Scanner::recycler`]).
 #[derive(Clone)]
-pub struct Recycler(Sender<Vec<u8>>);
+pub struct Recycler {
+    back: Sender<RawBatch>,
+    /// A BAM scanner's blocks go back to its reader's inflate jobs.
+    blocks: Option<BlockRecycler>,
+}
 
 impl Recycler {
-    /// Hands `batch`'s buffer back to its scanner (dropped if the scanner
-    /// is gone).
-    pub fn give_back(&self, batch: RawBatch) {
-        let _ = self.0.send(batch.data);
+    /// Hands `batch`'s buffers back to its scanner, its blocks to the
+    /// inflate jobs (dropped if they are gone).
+    pub fn give_back(&self, mut batch: RawBatch) {
+        for b in batch.blocks.drain(..) {
+            match &self.blocks {
+                Some(r) => r.give_back(b),
+                None => drop(b),
+            }
+        }
+        let _ = self.back.send(batch);
     }
 }
 
@@ -657,14 +867,16 @@ impl Scanner {
     /// A handle through which decoded batches' buffers return to this
     /// scanner for reuse.
     pub fn recycler(&self) -> Recycler {
-        Recycler(
-            match self {
-                Scanner::Bam(s) => &s.buffers,
-                Scanner::Sam(s) => &s.buffers,
-            }
-            .back
-            .clone(),
-        )
+        match self {
+            Scanner::Bam(s) => Recycler {
+                back: s.buffers.back.clone(),
+                blocks: Some(s.blocks.clone()),
+            },
+            Scanner::Sam(s) => Recycler {
+                back: s.buffers.back.clone(),
+                blocks: None,
+            },
+        }
     }
 
     pub fn next_batch(&mut self) -> Result<Option<RawBatch>, ReadError> {
@@ -759,19 +971,15 @@ impl Decoder {
             return self.decode_sam(batch, &mut key, &mut sink, &mut warn);
         }
         let n_ref = self.header.n_ref();
-        let mut at = 0usize;
+        let mut records = batch.records();
         for (i, &vo) in batch.voffsets.iter().enumerate() {
-            let len = 4 + u32::from_le_bytes([
-                batch.data[at],
-                batch.data[at + 1],
-                batch.data[at + 2],
-                batch.data[at + 3],
-            ]) as usize;
-            let rec = &batch.data[at..at + len];
+            let (rec, offset) = records
+                .next()
+                .expect("a scanned batch holds a record for each offset");
             let err = |problem| ReadError::Record {
                 file: Arc::clone(&self.file),
                 record: batch.first_record + i as u64 + 1,
-                offset: batch.first_position + at as u64,
+                offset,
                 block: vo >> 16,
                 problem,
             };
@@ -782,7 +990,6 @@ impl Decoder {
                 .encode(RecordRef::with_block_size(rec), &mut key)
                 .map_err(|e| err(e.into()))?;
             self.check_and_sink(&key, rec, &mut sink).map_err(err)?;
-            at += len;
         }
         let mut decoded = Decoded::default();
         decoded.note_missing_eof(batch, &mut warn);

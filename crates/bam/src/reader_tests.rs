@@ -71,13 +71,13 @@ fn drain(mut s: BamScanner) -> Result<Vec<(u64, Vec<u8>)>, ReadError> {
         if let Some(n) = next_record {
             assert_eq!(b.first_record, n, "batches number records consecutively");
         }
-        let mut at = 0;
-        for &vo in &b.voffsets {
-            let len = 4 + u32::from_le_bytes(b.data[at..at + 4].try_into().unwrap()) as usize;
-            out.push((vo, b.data[at..at + len].to_vec()));
-            at += len;
+        let recs: Vec<&[u8]> = b.records().map(|(r, _)| r).collect();
+        assert_eq!(recs.len(), b.voffsets.len(), "a record for each offset");
+        let total: usize = recs.iter().map(|r| r.len()).sum();
+        assert_eq!(total, b.bytes(), "a batch holds whole records only");
+        for (&vo, r) in b.voffsets.iter().zip(recs) {
+            out.push((vo, r.to_vec()));
         }
-        assert_eq!(at, b.data.len(), "a batch holds whole records only");
         next_record = Some(b.first_record + b.voffsets.len() as u64);
     }
     Ok(out)
@@ -516,4 +516,114 @@ fn an_empty_line_is_an_error_naming_its_line_wherever_it_is() {
     let (recs, _, result) = decode_sam_text(&format!("{a}{b}\n"), UnknownReference::Error);
     result.expect("no empty line");
     assert_eq!(recs.len(), 2);
+}
+
+/// A BAM file blocked as htslib blocks it: a block ends before a record
+/// that does not fit, so every block starts at a record (except inside a
+/// record longer than a block).
+fn aligned_bam_file(records: &[Vec<u8>]) -> tempfile::NamedTempFile {
+    let mut w = alnsort_bgzf::BlockWriter::new(alnsort_bgzf::ParallelWriter::new(
+        Vec::new(),
+        pool(),
+        CompressionLevel::default(),
+    ));
+    w.write_bytes(&header().to_bam_bytes()).expect("header");
+    w.end_block().expect("flush");
+    for r in records {
+        w.write_unit(r).expect("record");
+    }
+    let file = w.finish(true).expect("finish").inner;
+    let mut f = tempfile::NamedTempFile::new().expect("temp file");
+    f.write_all(&file).expect("write");
+    f
+}
+
+#[test]
+fn record_starts_hop_from_block_size_to_block_size() {
+    let recs = records(5);
+    let mut block = recs.concat();
+    let ends: Vec<usize> = recs
+        .iter()
+        .scan(0, |at, r| {
+            *at += r.len();
+            Some(*at)
+        })
+        .collect();
+    let mut starts = Vec::new();
+    let cut = ends[3] - 10;
+    assert_eq!(record_starts(&block[..cut], 0, &mut starts), Some(10));
+    assert_eq!(starts, [0, ends[0] as u32, ends[1] as u32, ends[2] as u32]);
+    // A block_size refused, or cut by the block's end: the chain stops
+    // there, its record not listed.
+    starts.clear();
+    block[ends[1]..ends[1] + 4].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(record_starts(&block, 0, &mut starts), None);
+    assert_eq!(starts, [0, ends[0] as u32]);
+    starts.clear();
+    assert_eq!(record_starts(&block[..ends[0] + 2], 0, &mut starts), None);
+    assert_eq!(starts, [0]);
+}
+
+#[test]
+fn records_of_blocks_that_start_at_records_come_from_the_jobs_lists() {
+    let recs = records(400);
+    let f = aligned_bam_file(&recs);
+    for opts in [small_batches(), ScanOptions::default()] {
+        let got: Vec<Vec<u8>> = drain(scanner(f.path(), opts))
+            .expect("read")
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
+        assert_eq!(got, recs);
+    }
+    // The same virtual offsets as a read of the records one by one.
+    let mut reader =
+        ParallelReader::new(File::open(f.path()).expect("open"), pool(), Vec::new()).expect("r");
+    read_bam_header(&mut reader).expect("header");
+    let mut want = Vec::new();
+    for r in &recs {
+        want.push(reader.position().virtual_offset());
+        let mut buf = vec![0; r.len()];
+        reader.read_exact(&mut buf).expect("record");
+    }
+    let got: Vec<u64> = drain(scanner(f.path(), small_batches()))
+        .expect("read")
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_listed_record_over_the_limit_is_refused() {
+    // Small records, then a 20,000-byte one inside a block, past the blocks
+    // inflated before the scanner set the jobs' scan.
+    let mut recs: Vec<Vec<u8>> = records(20_000)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !matches!(i % 50, 7 | 13))
+        .map(|(_, r)| r)
+        .collect();
+    recs.insert(15_000, records(14).pop().expect("record 13"));
+    assert!((15_001..alnsort_bgzf::MAX_PAYLOAD).contains(&recs[15_000].len()));
+    let f = aligned_bam_file(&recs);
+    let err = drain(scanner(
+        f.path(),
+        ScanOptions {
+            record_limit: 15_000,
+            ..small_batches()
+        },
+    ))
+    .expect_err("record 15001 is over the limit");
+    assert!(
+        matches!(
+            err,
+            ReadError::Record {
+                record: 15_001,
+                problem: Problem::BlockTooLarge { limit: 15_000, .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

@@ -76,7 +76,27 @@ struct Block {
     data: Vec<u8>,
     offset: u64,
     csize: usize,
+    /// Unit starts found by the caller's [`UnitScan`], if one was set.
+    starts: Option<Vec<u32>>,
 }
+
+/// Finds where the caller's units (BAM records) start in a decoded block,
+/// run by the inflate job right after it inflated the block, while its
+/// bytes are still in that thread's cache: a consumer that hops from unit
+/// to unit in blocks inflated by other threads waits for a cache miss at
+/// every unit, and the job's list spares it those.
+///
+/// `scan(block, from, starts)` pushes the offsets in `block` of the units
+/// that start in it, following their lengths from offset `from`, and
+/// returns how many bytes past the block's end the last one reaches (where
+/// the next block's units start), or `None` at a length that is not valid.
+/// The job starts each of its first blocks at offset 0 (a guess: htslib
+/// starts a block at a record whenever the record fits) and each later
+/// block where the previous one's units reach. A consumer that knows a
+/// true unit start among a block's `starts` knows every later one in the
+/// block is true (the list follows the same lengths); a wrong guess only
+/// gives a list the consumer never meets.
+pub type UnitScan = fn(&[u8], usize, &mut Vec<u32>) -> Option<usize>;
 
 /// One work item of the reader thread, in file order.
 enum Item {
@@ -119,6 +139,8 @@ pub struct ParallelReader {
     ready: std::vec::IntoIter<Result<Block>>,
     recycle: Sender<Vec<u8>>,
     current: Vec<u8>,
+    /// The current block's unit starts ([`UnitScan`]), if scanned.
+    current_starts: Option<Vec<u32>>,
     pos: usize,
     current_offset: u64,
     current_csize: usize,
@@ -126,6 +148,10 @@ pub struct ParallelReader {
     state: State,
     /// Where the stream ended without its EOF block, once it has.
     missing_eof: EofWatch,
+    /// The unit scan of the inflate jobs, once set.
+    scan: Arc<OnceLock<UnitScan>>,
+    /// Where unit start lists go back to the inflate jobs.
+    starts_back: Sender<Vec<u32>>,
 }
 
 impl ParallelReader {
@@ -169,6 +195,9 @@ impl ParallelReader {
         let (recycle, recycled) = unbounded::<Vec<u8>>();
         let (raw_back, raw_recycled) = unbounded();
         let (decompressor_back, decompressors) = unbounded::<Decompressor>();
+        let scan = Arc::new(OnceLock::<UnitScan>::new());
+        let job_scan = Arc::clone(&scan);
+        let (starts_back, starts_recycled) = unbounded::<Vec<u32>>();
         let mut producer = Producer {
             input: Cursor::new(prefix).chain(inner),
             raw_recycled,
@@ -179,6 +208,10 @@ impl ParallelReader {
             Item::Blocks(blocks) => {
                 let mut d = decompressors.try_recv().unwrap_or_default();
                 let mut out = Vec::with_capacity(blocks.len());
+                let scan = job_scan.get().copied();
+                // Where the next block's units start: guessed at the job's
+                // first block, then carried from block to block.
+                let mut from = Some(0);
                 for (raw, offset) in blocks {
                     let mut data = recycled.try_recv().unwrap_or_default();
                     let csize = raw.len();
@@ -186,10 +219,28 @@ impl ParallelReader {
                     // Recycling fails only once the reader thread has gone.
                     let _ = raw_back.send(raw);
                     let failed = result.is_err();
+                    let starts = match (scan, failed) {
+                        (Some(scan), false) => {
+                            // A list freed on the consumer's thread would
+                            // go back to this thread's malloc arena under
+                            // its lock: lists are recycled instead.
+                            let mut starts = starts_recycled.try_recv().unwrap_or_default();
+                            starts.clear();
+                            from = match from {
+                                Some(f) if f < data.len() => scan(&data, f, &mut starts),
+                                // A unit longer than the block: on past it.
+                                Some(f) => Some(f - data.len()),
+                                None => scan(&data, 0, &mut starts),
+                            };
+                            Some(starts)
+                        }
+                        _ => None,
+                    };
                     out.push(result.map(|()| Block {
                         data,
                         offset,
                         csize,
+                        starts,
                     }));
                     if failed {
                         break;
@@ -214,12 +265,15 @@ impl ParallelReader {
             ready: Vec::new().into_iter(),
             recycle,
             current: Vec::new(),
+            current_starts: None,
             pos: 0,
             current_offset: start,
             current_csize: 0,
             consumed_before_current: 0,
             state: State::Running,
             missing_eof: EofWatch::default(),
+            scan,
+            starts_back,
         })
     }
 
@@ -274,6 +328,43 @@ impl ParallelReader {
         Ok(&self.current[self.pos..])
     }
 
+    /// Takes the current decoded block whole, loading it first as
+    /// [`ParallelReader::fill_block`] does; `None` at the end of the
+    /// stream. The reader is left after the block (its position is the next
+    /// block's start), and the caller gives the buffer back through
+    /// [`ParallelReader::block_recycler`] once done with it, so that it is
+    /// inflated into again instead of allocated anew. A caller that cuts
+    /// records out of the blocks (BAM scanning) reads them in place this
+    /// way rather than copying them through [`BufRead`].
+    pub fn take_block(&mut self) -> Result<Option<TakenBlock>> {
+        if self.fill_block()?.is_empty() {
+            return Ok(None);
+        }
+        let data = std::mem::take(&mut self.current);
+        let start = std::mem::take(&mut self.pos);
+        let uncompressed = self.consumed_before_current;
+        self.consumed_before_current += data.len() as u64;
+        Ok(Some(TakenBlock {
+            data,
+            start,
+            offset: self.current_offset,
+            uncompressed,
+            starts: self.current_starts.take(),
+        }))
+    }
+
+    /// Sets the inflate jobs' unit scan: blocks inflated from then on carry
+    /// the unit starts it finds ([`TakenBlock::starts`]). Set once; a
+    /// second call changes nothing.
+    pub fn scan_units_with(&self, scan: UnitScan) {
+        let _ = self.scan.set(scan);
+    }
+
+    /// Where taken blocks' buffers go back to ([`ParallelReader::take_block`]).
+    pub fn block_recycler(&self) -> BlockRecycler {
+        BlockRecycler(self.recycle.clone(), self.starts_back.clone())
+    }
+
     /// The next block in file order; `None` at the clean end of the stream.
     fn next_block(&mut self) -> Result<Option<Block>> {
         loop {
@@ -323,6 +414,7 @@ impl ParallelReader {
                 let _ = self.recycle.send(used);
             }
             self.pos = 0;
+            self.current_starts = block.starts;
             self.current_offset = block.offset;
             self.current_csize = block.csize;
             if !self.current.is_empty() {
@@ -349,6 +441,46 @@ impl BufRead for ParallelReader {
 
     fn consume(&mut self, amt: usize) {
         self.pos = (self.pos + amt).min(self.current.len());
+    }
+}
+
+/// A decoded block taken from a [`ParallelReader`] with
+/// [`ParallelReader::take_block`].
+#[derive(Debug)]
+pub struct TakenBlock {
+    /// The block's decoded bytes, all of them.
+    pub data: Vec<u8>,
+    /// Where the bytes not yet read start in `data` (non-zero when the block
+    /// was partly read through [`BufRead`] before it was taken).
+    pub start: usize,
+    /// The block's compressed offset.
+    pub offset: u64,
+    /// Uncompressed offset of `data[0]` in the stream.
+    pub uncompressed: u64,
+    /// The unit starts its inflate job found ([`UnitScan`]), ascending;
+    /// `None` when no scan was set when it was inflated.
+    pub starts: Option<Vec<u32>>,
+}
+
+/// Takes taken blocks' buffers back to their reader's inflate jobs
+/// ([`ParallelReader::block_recycler`]).
+#[derive(Clone, Debug)]
+pub struct BlockRecycler(Sender<Vec<u8>>, Sender<Vec<u32>>);
+
+impl BlockRecycler {
+    /// Gives `data` (a [`TakenBlock`]'s, its length kept so that the next
+    /// block inflated into it zeroes nothing) back; dropped if the reader
+    /// has gone.
+    pub fn give_back(&self, data: Vec<u8>) {
+        if data.capacity() > 0 {
+            let _ = self.0.send(data);
+        }
+    }
+
+    /// Gives a [`TakenBlock`]'s unit starts back for the inflate jobs'
+    /// next lists.
+    pub fn give_back_starts(&self, starts: Vec<u32>) {
+        let _ = self.1.send(starts);
     }
 }
 

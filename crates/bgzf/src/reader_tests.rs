@@ -402,3 +402,97 @@ fn a_panicking_inflate_job_is_an_error_naming_the_stage_and_block() {
         }
     }
 }
+
+/// A unit scan over units whose first byte is their length (0 is invalid).
+fn byte_len_units(block: &[u8], from: usize, starts: &mut Vec<u32>) -> Option<usize> {
+    let mut at = from;
+    while at < block.len() {
+        let len = block[at] as usize;
+        if len == 0 {
+            return None;
+        }
+        starts.push(at as u32);
+        at += len;
+    }
+    Some(at - block.len())
+}
+
+#[test]
+fn taken_blocks_carry_the_unit_starts_their_jobs_found() {
+    // Units of 1 + (i % 7) * 10 bytes, each starting with its length; the
+    // payloads are cut so that units span blocks and blocks start inside
+    // units, and one block is a zero byte (a wrong guess: invalid).
+    let mut stream = Vec::new();
+    let mut truth = Vec::new();
+    for i in 0..3000usize {
+        let len = 1 + (i % 7) * 10;
+        truth.push(stream.len());
+        stream.push(len as u8);
+        stream.extend(std::iter::repeat_n(0xaa, len - 1));
+    }
+    let cuts = [0, 500, 1000, 1003, 9000, 20000, 33000, stream.len()];
+    let payloads: Vec<&[u8]> = cuts.windows(2).map(|w| &stream[w[0]..w[1]]).collect();
+    let (file, offsets) = blocks_file(&payloads);
+    let mut reader =
+        ParallelReader::new(std::io::Cursor::new(file), pool(3), Vec::new()).expect("reader");
+    reader.scan_units_with(byte_len_units);
+    let recycler = reader.block_recycler();
+    let mut at = 0u64;
+    let mut checked = 0;
+    let mut i = 0;
+    while let Some(b) = reader.take_block().expect("block") {
+        assert_eq!(b.offset, offsets[i], "block {i}'s offset");
+        assert_eq!(b.uncompressed, at, "block {i}'s uncompressed offset");
+        assert_eq!(b.start, 0);
+        assert_eq!(&b.data[..], payloads[i]);
+        let starts = b.starts.as_ref().expect("scanned");
+        // Every true start at or after the first listed true one is listed
+        // (a wrong guess lists none).
+        let true_here: Vec<u32> = truth
+            .iter()
+            .filter(|&&t| (t as u64) >= at && (t as u64) < at + b.data.len() as u64)
+            .map(|&t| (t as u64 - at) as u32)
+            .collect();
+        if i < JOB_BLOCKS {
+            // The first job's guess (offset 0 of the stream) is right, and
+            // the chain goes on across its blocks.
+            assert_eq!(starts, &true_here, "block {i}");
+            checked += 1;
+        } else if let Some(k) = starts.iter().position(|s| true_here.contains(s)) {
+            let first = true_here.iter().position(|&t| t == starts[k]).unwrap();
+            assert_eq!(&starts[k..], &true_here[first..], "block {i}");
+        }
+        at += b.data.len() as u64;
+        recycler.give_back(b.data);
+        i += 1;
+    }
+    assert_eq!(i, payloads.len());
+    assert_eq!(checked, JOB_BLOCKS);
+    assert_eq!(reader.position().uncompressed_total, stream.len() as u64);
+}
+
+#[test]
+fn a_block_partly_read_is_taken_from_where_reading_stopped() {
+    let data = bam_like(200_000);
+    let mut reader = ParallelReader::new(
+        std::io::Cursor::new(compress_all(&data, CompressionLevel::default())),
+        pool(2),
+        Vec::new(),
+    )
+    .expect("reader");
+    let mut head = [0u8; 100];
+    reader.read_exact(&mut head).expect("read");
+    let b = reader.take_block().expect("take").expect("a block");
+    assert_eq!(
+        (b.start, b.uncompressed, b.starts.is_none()),
+        (100, 0, true)
+    );
+    let next = reader.position();
+    assert_eq!(next.in_block, 0);
+    assert_eq!(next.uncompressed_total, b.data.len() as u64);
+    let (rest, err) = drain(&mut reader);
+    assert!(err.is_none());
+    let mut all = b.data.clone();
+    all.extend_from_slice(&rest);
+    assert_eq!(all, data);
+}

@@ -47,7 +47,8 @@ impl OpenInput {
 }
 
 enum Body {
-    Bam(ParallelReader),
+    /// Boxed: the reader is several times the size of the other bodies.
+    Bam(Box<ParallelReader>),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
     /// The text, the header's line count, and for BGZF-compressed text
     /// where its stream ended without the EOF block.
@@ -153,7 +154,7 @@ pub fn open_with_refs(
                 name,
                 header,
                 size,
-                body: Body::Bam(reader),
+                body: Body::Bam(Box::new(reader)),
             });
         }
         check_text_start(
@@ -404,6 +405,7 @@ where
                         first_position: 0,
                         sam: false,
                         missing_eof: None,
+                        ..RawBatch::default()
                     };
                     let out = job(&raw);
                     DECODED.set(raw.data);
@@ -429,7 +431,7 @@ impl OpenInput {
             Body::Cram(reader) => Records::Cram(reader),
             Body::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
                 Arc::clone(&file),
-                reader,
+                *reader,
                 opts,
             )))),
             Body::Sam(br, header_lines, eof_watch) => {
@@ -566,10 +568,10 @@ fn prepare(
     let mut ends = with_ends.map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind => {
-            b.reuse_for_input(raw.data.len(), raw.voffsets.len());
+            b.reuse_for_input(raw.bytes(), raw.voffsets.len());
             b
         }
-        _ => Batch::for_input(kind, raw.data.len(), raw.voffsets.len()),
+        _ => Batch::for_input(kind, raw.bytes(), raw.voffsets.len()),
     };
     let mut bytes = 0u64;
     let mut warnings = Vec::new();

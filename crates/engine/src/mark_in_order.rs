@@ -667,7 +667,7 @@ fn copy_marked(
     tags: &[(Option<Vec<u8>>, String)],
     raw: &alnsort_bam::reader::RawBatch,
 ) -> Result<(CopiedBatch, u64)> {
-    let mut out = Vec::with_capacity(raw.data.len() + raw.voffsets.len() * 20);
+    let mut out = Vec::with_capacity(raw.bytes() + raw.voffsets.len() * 20);
     let mut buf = Vec::new();
     let mut starts = Vec::with_capacity(raw.voffsets.len());
     let mut count = 0u64;

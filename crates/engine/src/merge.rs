@@ -1190,7 +1190,7 @@ impl ChunkDecoder {
         let (same_keys, check, region) = (*same_keys, *check, *region);
         let mut c = spares.try_recv().unwrap_or_default();
         c.clear();
-        c.data.reserve(raw.data.len() + raw.data.len() / 8);
+        c.data.reserve(raw.bytes() + raw.bytes() / 8);
         c.keys.reserve(raw.voffsets.len().max(64) * 8);
         c.entries.reserve(raw.voffsets.len());
         let mut scratch = Vec::new();

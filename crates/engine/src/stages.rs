@@ -190,17 +190,13 @@ impl MergedInputs {
     /// short to hold the fields counts as nothing; its decoding fails.
     fn running_max(&self, input: usize, raw: &RawBatch, running: &mut Option<u64>) -> Vec<u64> {
         let mut out = Vec::with_capacity(raw.voffsets.len());
-        let mut at = 0usize;
+        let mut records = raw.records();
         for _ in 0..raw.voffsets.len() {
-            let len = raw.data.get(at..at + 4).map_or(0, |b| {
-                4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
-            });
-            if let Some(rec) = raw.data.get(at..at + len).filter(|r| r.len() >= 36) {
+            if let Some((rec, _)) = records.next().filter(|(r, _)| r.len() >= 36) {
                 let k = self.merge_key(input, RecordRef::with_block_size(rec));
                 *running = Some(running.map_or(k, |r| r.max(k)));
             }
             out.push(running.unwrap_or(0));
-            at += len;
         }
         out
     }
@@ -670,7 +666,7 @@ pub fn map(
                 let (raw, ties) = item?;
                 let mut tally = empty.clone();
                 let observe = tally.is_needed();
-                let mut batch = Batch::for_input(kind, raw.data.len(), raw.voffsets.len());
+                let mut batch = Batch::for_input(kind, raw.bytes(), raw.voffsets.len());
                 let mut warnings = Vec::new();
                 let mut unknown_tags = Vec::new();
                 let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());

@@ -164,12 +164,12 @@ pub fn run(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
 fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let mut cfg: Config = crate::config::resolve(&p.sort)?;
     let Some(md) = cfg.markdup.clone() else {
-        bail!("internal error: MarkDuplicates without duplicate marking");
+        bail!(Internal, "MarkDuplicates without duplicate marking");
     };
     let path = &cfg.input;
     let meta = std::fs::metadata(path).with_context(|| format!("{path}: cannot open the input"))?;
     if !meta.is_file() {
-        bail!(
+        bail!(Refused,
             "{path}: not a regular file (a pipe or a device): alnsort MarkDuplicates reads its input twice \
              (once to decide, once to write the records in their order); write it to a file first, or mark \
              it while sorting with 'alnsort sort --markdup'"
@@ -190,7 +190,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let coordinate = match so.as_deref() {
         Some("coordinate") => true,
         Some("queryname") => false,
-        other => bail!(
+        other => bail!(Refused,
             "{path}: MarkDuplicates needs coordinate-sorted input or input grouped by read name, as the \
              header's @HD SO says (or ASSUME_SORT_ORDER=coordinate|queryname), as Picard does; the header \
              says SO:{}: give ASSUME_SORT_ORDER=queryname if the records of each template are together \
@@ -341,8 +341,8 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     }
     drop(batches);
     if m != n || removed != decisions.removed {
-        return Err(Error::msg(format!(
-            "internal error: {path} gave {n} records on the first reading and {m} on the second \
+        return Err(Error::Internal(format!(
+            "{path} gave {n} records on the first reading and {m} on the second \
              ({removed} left out, {} decided): was it changed while it was read?",
             decisions.removed
         )));
@@ -419,7 +419,7 @@ fn copy_marked(
                     Err(e) => {
                         let text = e.to_string();
                         failure = Some(e);
-                        Err(text)
+                        Err(text.into())
                     }
                 }
             },

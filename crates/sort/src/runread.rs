@@ -25,7 +25,7 @@ use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
     frame_crc, max_stored_len, resize_exact, set_len_for_overwrite, FrameHeader, FrameInfo,
-    RunMeta, TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
+    TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.

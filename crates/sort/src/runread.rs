@@ -481,6 +481,7 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runfile::RunMeta;
     use std::fs::OpenOptions;
     use std::io::{Seek, SeekFrom, Write};
 

@@ -39,7 +39,7 @@ SAMPLES = {
     "STRATEGY": "sum-of-base-qualities",
     "POLICY": "none",
     "REGEX": "([0-9]+):([0-9]+):([0-9]+)",
-    "VALUE": "5",
+    "VALUE": 5,
     "STR": "ref",
 }
 
@@ -79,10 +79,11 @@ def _cli_outcome(argv: list[str], workdir: Path, command: str, timed: bool) -> t
     res = subprocess.run(argv, executable=harness.alnsort_path(), cwd=workdir, capture_output=True,
                          text=True, timeout=120)
     if res.returncode != 0:
-        first = res.stderr.splitlines()[0]
+        # Warnings may come first; the failure is the command's line.
         prefix = f"alnsort {command}: "
-        assert first.startswith(prefix), res.stderr
-        return (False, first[len(prefix):])
+        lines = [line for line in res.stderr.splitlines() if line.startswith(prefix)]
+        assert lines, res.stderr
+        return (False, lines[0][len(prefix):])
     return (True, _files(workdir, timed))
 
 

@@ -249,8 +249,8 @@ def _keywords(**options: Any) -> Dict[str, Any]:
 
 
 def sort(input: PathArg, output: PathArg, *, index: Union[bool, PathArg] = False, **options: Any) -> Dict[str, Any]:
-    """Sort the SAM, BAM or CRAM file ``input`` into ``output`` and return
-    the run's statistics.
+    """Sort the SAM or BAM file ``input`` (or CRAM) into ``output`` and
+    return the run's statistics.
 
     The records and header edits are those of ``samtools sort`` 1.24; the
     output appears (renamed into place) only when the run succeeds.

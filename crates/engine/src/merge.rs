@@ -1537,3 +1537,71 @@ mod parse_tests {
         assert!(matches!(args(&[]), Ok(ParsedMerge::Usage)));
     }
 }
+
+#[cfg(test)]
+mod keyword_tests {
+    use super::*;
+    use crate::options::{OptionId, OPTIONS};
+    use std::collections::HashSet;
+
+    /// Every option of each table has one Python keyword of its own: the
+    /// long name's, or the row's key for an option with a short name only.
+    fn keywords_are_derived_and_unique<Id: OptionId>(table: &'static [OptSpec<Id>]) {
+        let mut seen = HashSet::new();
+        for s in table {
+            match (s.long, s.key) {
+                (Some(_), Some(k)) => panic!("{k}: a long name gives the keyword"),
+                (None, None) => panic!("{}: no long name and no key", s.name()),
+                _ => {}
+            }
+            let k = s.keyword();
+            assert!(
+                k.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{k}"
+            );
+            assert!(seen.insert(k.clone()), "{k} twice");
+            assert!(std::ptr::eq(OptSpec::by_keyword(table, &k).unwrap(), s));
+        }
+    }
+
+    #[test]
+    fn every_table_gives_each_option_one_keyword() {
+        keywords_are_derived_and_unique(OPTIONS);
+        keywords_are_derived_and_unique(MERGE_OPTIONS);
+        assert_eq!(OPTIONS[0].keyword(), "name");
+        let no_pg = OPTIONS.iter().find(|s| s.long == Some("no-PG")).unwrap();
+        assert_eq!(no_pg.keyword(), "no_pg");
+    }
+
+    /// A keyword applies its option as the command line does; refused and
+    /// unknown ones are errors naming them.
+    #[test]
+    fn keywords_apply_as_options_and_refusals_name_the_option() {
+        let mut m = MergeArgs::new(String::new(), 0);
+        m.apply_keyword("combine_rg", None).unwrap();
+        m.apply_keyword("seed", Some("9")).unwrap();
+        m.apply_keyword("name_lexicographic", None).unwrap();
+        assert!(m.merge.combine_rg && m.merge.seed == 9 && m.sort.lexicographic);
+        let e = m.apply_keyword("bed", Some("x.bed")).unwrap_err();
+        assert!(e.to_string().starts_with("-L is not supported yet"), "{e}");
+        let e = m.apply_keyword("help", None).unwrap_err();
+        assert!(e.to_string().contains("--help (help=)"), "{e}");
+        assert!(matches!(
+            m.apply_keyword("nope", None),
+            Err(ArgError::UnknownOption(_))
+        ));
+        let mut o = SortOptions::new(String::new());
+        o.apply_keyword("max_memory", Some("2G".into())).unwrap();
+        o.apply_keyword("markdup", None).unwrap();
+        assert_eq!(o.max_memory.as_deref(), Some("2G"));
+        let e = o
+            .apply_keyword("input_fmt_option", Some("x=1".into()))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--input-fmt-option is not supported yet"),
+            "{e}"
+        );
+    }
+}

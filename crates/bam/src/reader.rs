@@ -201,7 +201,7 @@ pub enum Problem {
     #[error("an empty line (samtools refuses it: a SAM line is a header line or a record)")]
     EmptyLine,
     #[error("the sink refused the record: {0}")]
-    Refused(String),
+    Refused(#[source] SinkError),
     /// SAM input names a reference the header lacks (with
     /// [`UnknownReference::Error`]).
     #[error(
@@ -210,6 +210,11 @@ pub enum Problem {
     )]
     UnknownReference { field: &'static str, name: String },
 }
+
+/// Why a [`Decoder::decode`] sink refused a record: the caller's own
+/// error, kept whole as the source of [`Problem::Refused`] (a plain text
+/// becomes one with `.into()`).
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A failure to read the input, with the file and the place.
 #[derive(Debug, thiserror::Error)]
@@ -958,12 +963,12 @@ impl Decoder {
     /// record with its `block_size`); `warn` gets the warnings of SAM input
     /// (unknown reference names, with [`UnknownReference::Unmapped`]) and
     /// of a BAM without its EOF block ([`RawBatch::missing_eof`]). The
-    /// first bad record stops the batch; a sink's `Err(text)` is reported as
-    /// the record's problem.
+    /// first bad record stops the batch; a sink's `Err(e)` is reported as the
+    /// record's problem, with `e` as its source.
     pub fn decode(
         &self,
         batch: &RawBatch,
-        mut sink: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
+        mut sink: impl FnMut(&[u8], &[u8]) -> Result<(), SinkError>,
         mut warn: impl FnMut(String),
     ) -> Result<Decoded, ReadError> {
         let mut key = Vec::with_capacity(64);
@@ -1000,7 +1005,7 @@ impl Decoder {
         &self,
         key: &[u8],
         rec: &[u8],
-        sink: &mut impl FnMut(&[u8], &[u8]) -> Result<(), String>,
+        sink: &mut impl FnMut(&[u8], &[u8]) -> Result<(), SinkError>,
     ) -> Result<(), Problem> {
         if key.len() + rec.len() > self.record_limit {
             return Err(Problem::TooLarge {
@@ -1015,7 +1020,7 @@ impl Decoder {
         &self,
         batch: &RawBatch,
         key: &mut Vec<u8>,
-        sink: &mut impl FnMut(&[u8], &[u8]) -> Result<(), String>,
+        sink: &mut impl FnMut(&[u8], &[u8]) -> Result<(), SinkError>,
         warn: &mut impl FnMut(String),
     ) -> Result<Decoded, ReadError> {
         let mut decoded = Decoded::default();

@@ -8,7 +8,6 @@
 //! applies each with `SortOptions::apply`; help is rendered from the same
 //! table. This module keeps the top-level help.
 
-pub(crate) use alnsort_engine::sort_args::find_option;
 pub use alnsort_engine::sort_args::{parse, stringify, Parsed};
 
 /// `alnsort --help`: what the tool is, its commands, examples, where the

@@ -13,11 +13,12 @@
 //! version; the ones without it read 3.x.
 
 use crate::codecs::{self, CodecScratch};
+use crate::error::DecodeError;
 pub(crate) use crate::wire::{read_itf8, read_ltf8};
 use std::io::{self, Read};
 
 fn invalid(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
+    DecodeError::Container(what.into()).io()
 }
 
 /// An ITF8 integer that must be a count or size (not negative).

@@ -9,7 +9,7 @@ use crate::codecs::{self, CodecScratch};
 use crate::container::{
     content_type, read_block_bytes, ContainerHeader, RawBlock, RawContainer, SliceBlocks,
 };
-use crate::error::{take_reference_error, CramError};
+use crate::error::{take_reference_error, CramError, DecodeError};
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{M5Mismatch, RefHolding, RefSource, References};
 use noodles_sam as sam;
@@ -147,13 +147,11 @@ impl<R: Read> CramReader<R> {
                 CramError::ReadContainer {
                     file: self.ctx.file.to_string(),
                     records_before: self.records,
-                    source: io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "container header counts {} records",
-                            container.header.record_count
-                        ),
-                    ),
+                    source: DecodeError::Container(format!(
+                        "container header counts {} records",
+                        container.header.record_count
+                    ))
+                    .io(),
                 }
             })?;
             if records == 0 {
@@ -248,7 +246,7 @@ impl From<io::Error> for HeaderFault {
 /// and blocks out), refusing a version this crate does not read before
 /// anything version-specific is read. Returns (major, minor) and the text.
 fn read_file_header<R: Read>(r: &mut R) -> Result<((u8, u8), Vec<u8>), HeaderFault> {
-    let invalid = |what: String| HeaderFault::Io(io::Error::new(io::ErrorKind::InvalidData, what));
+    let invalid = |what: String| HeaderFault::Io(DecodeError::Container(what).io());
     let mut def = [0u8; FILE_DEFINITION_LEN];
     r.read_exact(&mut def)?;
     if &def[..4] != crate::MAGIC {
@@ -357,13 +355,11 @@ impl PendingContainer {
         if n != self.records {
             return Err(self.fail(
                 ctx,
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "the container header counts {} records, its slices hold {n}",
-                        self.records
-                    ),
-                ),
+                DecodeError::Container(format!(
+                    "the container header counts {} records, its slices hold {n}",
+                    self.records
+                ))
+                .io(),
             ));
         }
         Ok(n)

@@ -60,6 +60,57 @@ pub enum ReferenceError {
     },
 }
 
+/// What is malformed in a CRAM file being decoded, named by the layer of
+/// the format that found it. The decoder's functions return `io::Result`,
+/// so it travels inside an `io::Error` of kind `InvalidData`
+/// ([`DecodeError::io`]) whose text is this one's; [`DecodeError::of`]
+/// finds it again.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// ITF8/LTF8 integers and CRC32s (`wire.rs`).
+    #[error("{0}")]
+    Wire(String),
+    /// Container, slice and block headers, compression headers
+    /// (`container.rs`).
+    #[error("{0}")]
+    Container(String),
+    /// A block's compression method (`codecs/mod.rs`).
+    #[error("{0}")]
+    Block(String),
+    /// A rANS 4x8 stream.
+    #[error("{0}")]
+    Rans4x8(String),
+    /// A rANS Nx16 stream.
+    #[error("rANS Nx16: {0}")]
+    RansNx16(String),
+    /// A tok3 name-tokenizer stream.
+    #[error("{0}")]
+    Tok3(String),
+    /// The data series of a slice's records (`records.rs`).
+    #[error("{0}")]
+    Record(String),
+    /// A block whose stream did not decode: the codec's error, kept whole
+    /// (its text is part of this one's, so it is not the `source`).
+    #[error("{error} (block of content id {content_id}, {method})")]
+    InBlock {
+        content_id: i32,
+        method: String,
+        error: io::Error,
+    },
+}
+
+impl DecodeError {
+    /// As the `io::Error` (kind `InvalidData`) the decoder returns.
+    pub fn io(self) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, self)
+    }
+
+    /// The decode error an `io::Error` carries, if it carries one.
+    pub fn of(e: &io::Error) -> Option<&DecodeError> {
+        e.get_ref()?.downcast_ref()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CramError {
     #[error("{file}: CRAM file definition or header: {source}")]
@@ -153,5 +204,41 @@ pub(crate) fn take_reference_error(e: io::Error) -> Result<ReferenceError, io::E
         // Checked above; keep something readable if it ever is not.
         Some(Err(other)) => Err(io::Error::other(other)),
         None => Err(io::Error::other("reference lookup failed")),
+    }
+}
+
+#[cfg(test)]
+mod decode_error_tests {
+    use super::*;
+
+    /// A decode error keeps its text as the `io::Error` the decoder
+    /// returns, and is found again, typed, inside it.
+    #[test]
+    fn the_io_error_carries_the_typed_error_and_its_text() {
+        let e = DecodeError::RansNx16("bad order byte".into()).io();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(e.to_string(), "rANS Nx16: bad order byte");
+        assert!(matches!(
+            DecodeError::of(&e),
+            Some(DecodeError::RansNx16(_))
+        ));
+        let inner = DecodeError::Tok3("short stream".into()).io();
+        let block = io::Error::new(
+            inner.kind(),
+            DecodeError::InBlock {
+                content_id: 12,
+                method: "tok3".into(),
+                error: inner,
+            },
+        );
+        assert_eq!(
+            block.to_string(),
+            "short stream (block of content id 12, tok3)"
+        );
+        let Some(DecodeError::InBlock { error, .. }) = DecodeError::of(&block) else {
+            panic!("the block's error is typed")
+        };
+        assert!(matches!(DecodeError::of(error), Some(DecodeError::Tok3(_))));
+        assert!(DecodeError::of(&io::Error::other("plain")).is_none());
     }
 }

@@ -14,6 +14,7 @@
 
 use crate::codecs::{self, CodecScratch};
 use crate::container::{content_type, read_itf8, RawBlock, SliceBlocks};
+use crate::error::DecodeError;
 use crate::md_nm;
 use crate::reference::Lease;
 use alnsort_bam::cigar::{self, op};
@@ -22,7 +23,7 @@ use std::io;
 use std::sync::Arc;
 
 fn bad(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
+    DecodeError::Record(what.into()).io()
 }
 
 /// Reads one ITF8 value (CRAM 3 §2.3) at `*at` of `buf`.

@@ -1,10 +1,11 @@
 //! CRAM 3 wire primitives (spec §2.3): ITF8 and LTF8 integers, and the
 //! CRC32 that closes every block and container header.
 
+use crate::error::DecodeError;
 use std::io;
 
 fn invalid(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
+    DecodeError::Wire(what.into()).io()
 }
 
 /// Reads an ITF8 integer (CRAM §2.3) from the front of `src`.

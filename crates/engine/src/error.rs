@@ -84,11 +84,12 @@ pub enum Error {
     Pool(#[from] rayon::ThreadPoolBuildError),
 }
 
-/// Returns `Err(Error::msg(format!(...)))`: a refusal, or an internal
-/// error when the text starts with "internal error: ".
+/// `bail!(Refused, "...", args)` returns `Err(Error::Refused(format!(...)))`;
+/// the call names the variant (`Refused`: what the run was given cannot be
+/// done; `Internal`: a bug, printed "internal error: ...").
 macro_rules! bail {
-    ($($t:tt)*) => {
-        return Err($crate::error::Error::msg(format!($($t)*)))
+    ($variant:ident, $($t:tt)*) => {
+        return Err($crate::error::Error::$variant(format!($($t)*)))
     };
 }
 pub(crate) use bail;
@@ -102,15 +103,6 @@ impl Error {
         Error::Input {
             file: file.to_string(),
             what: what.into(),
-        }
-    }
-
-    /// An error from its message alone: [`Error::Internal`] for a text
-    /// that starts with "internal error: " (a bug), else [`Error::Refused`].
-    pub fn msg(text: String) -> Error {
-        match text.strip_prefix("internal error: ") {
-            Some(rest) => Error::Internal(rest.to_string()),
-            None => Error::Refused(text),
         }
     }
 

@@ -4,8 +4,8 @@
 //! stage subcommands' table), so an option added to a table appears in all
 //! of them. The output carries no date, so a build renders the same bytes.
 
-use crate::merge::{MergeOptId, MERGE_OPTIONS};
-use crate::options::{Group, OptionName, OPTIONS, SORT_USAGE};
+use crate::merge::MERGE_OPTIONS;
+use crate::options::{OptSpec, OptionId, OptionName, OPTIONS, SORT_USAGE};
 
 /// One option as the documents show it.
 #[derive(Debug, Clone)]
@@ -31,15 +31,15 @@ pub struct CommandDoc {
 }
 
 impl OptDoc {
-    /// An option of one of the engine's tables, through the trait both
-    /// tables' rows implement.
-    fn of(spec: &impl OptionName, help: &'static str, supported: bool) -> OptDoc {
+    /// An option of one of the engine's tables (`alnsort sort`'s,
+    /// `alnsort merge`'s).
+    fn of<Id: OptionId>(spec: &OptSpec<Id>) -> OptDoc {
         OptDoc {
-            short: spec.short(),
-            long: spec.long(),
-            value: spec.value(),
-            help,
-            supported,
+            short: spec.short,
+            long: spec.long,
+            value: spec.value,
+            help: spec.help,
+            supported: spec.id.refused().is_none(),
         }
     }
 }
@@ -51,19 +51,13 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         summary: "Sort SAM, BAM or CRAM as samtools sort 1.24 does; --markdup marks \
                   duplicates as Picard MarkDuplicates 3.4.0 in the same pass.",
         usage: SORT_USAGE.trim_start_matches("Usage: ").to_string(),
-        options: OPTIONS
-            .iter()
-            .map(|s| OptDoc::of(s, s.help, s.group != Group::Unsupported))
-            .collect(),
+        options: OPTIONS.iter().map(OptDoc::of).collect(),
     };
     let merge = CommandDoc {
         name: "merge",
         summary: "Merge sorted SAM, BAM or CRAM inputs as samtools merge 1.24 does.",
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
-        options: MERGE_OPTIONS
-            .iter()
-            .map(|s| OptDoc::of(s, s.help, !matches!(s.id, MergeOptId::Unsupported(_))))
-            .collect(),
+        options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
     vec![sort, merge, markduplicates()]
 }

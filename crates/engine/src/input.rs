@@ -582,7 +582,8 @@ fn prepare(
                 return Err(format!(
                     "internal error: the key is {} bytes, but this sort needs 8-byte keys",
                     key.len()
-                ));
+                )
+                .into());
             }
             // With --markdup the record's input ordinal follows it.
             let taken = match &mut ends {

@@ -690,7 +690,7 @@ fn copy_marked(
                     Err(e) => {
                         let text = e.to_string();
                         failure = Some(e);
-                        Err(text)
+                        Err(text.into())
                     }
                 }
             },

@@ -920,7 +920,8 @@ impl Decisions {
             let i = i as u64;
             if to >= self.records {
                 bail!(
-                    "internal error: record ordinal {to} beyond the {} decided",
+                    Internal,
+                    "record ordinal {to} beyond the {} decided",
                     self.records
                 );
             }
@@ -934,7 +935,8 @@ impl Decisions {
         }
         if n != self.records {
             bail!(
-                "internal error: {n} records renumbered of the {} decided",
+                Internal,
+                "{n} records renumbered of the {} decided",
                 self.records
             );
         }

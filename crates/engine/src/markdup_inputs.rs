@@ -174,7 +174,7 @@ pub fn decide(
 ) -> Result<Decided> {
     let paths = &cfg.inputs;
     if paths.len() > u16::MAX as usize {
-        bail!("--markdup takes at most {} inputs", u16::MAX);
+        bail!(Refused, "--markdup takes at most {} inputs", u16::MAX);
     }
     // The inputs' own headers: their semantics, dictionaries and read
     // groups.
@@ -190,7 +190,7 @@ pub fn decide(
         InputOrder::Queryname
     } else {
         let (c, n): (Vec<_>, Vec<_>) = paths.iter().zip(&coordinate).partition(|(_, &c)| c);
-        bail!(
+        bail!(Refused,
             "--markdup with several inputs reads them all with one of Picard's semantics, but {} says \
              SO:coordinate and {} does not: give inputs that are all coordinate-sorted or all grouped by name",
             c[0].0,
@@ -203,7 +203,7 @@ pub fn decide(
     let first = dict(&headers[0]);
     for (p, h) in paths.iter().zip(&headers).skip(1) {
         if dict(h) != first {
-            bail!(
+            bail!(Refused,
                 "--markdup with several inputs needs the same @SQ lines, in the same order, in every input \
                  (Picard's header merge and samtools' order references differently otherwise), but those of {p} \
                  differ from those of {}",

@@ -13,9 +13,10 @@ use crate::cleanup::Debris;
 use crate::config::{self, Config};
 use crate::error::{Context, Error, Result};
 use crate::input::{self, Fed, Records};
-use crate::options::{self, SortOptions};
+use crate::options::{self, ArgError, Group, OptSpec, OptionName, OrderFlag, SortOptions};
 use crate::output;
 use crate::progress::{thread_cpu_seconds, Progress};
+use crate::sort_args;
 use alnsort_bam::header::Header;
 pub use alnsort_bam::header_merge::MergeOptions;
 use alnsort_bam::header_merge::{HeaderMerger, Translation};
@@ -31,6 +32,7 @@ use alnsort_sort::loser::{LoserTree, MergeSource};
 use alnsort_sort::{KeyKind, Sorter};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fs::File;
 use std::path::Path;
 use std::rc::Rc;
@@ -65,29 +67,45 @@ pub enum MergeOptId {
     Unsupported(&'static str),
 }
 
-/// One option of `alnsort merge`: how it is written and what help says.
-#[derive(Debug)]
-pub struct MergeSpec {
-    pub id: MergeOptId,
-    pub short: Option<char>,
-    pub long: Option<&'static str>,
-    pub value: Option<&'static str>,
-    pub help: &'static str,
+impl options::OptionId for MergeOptId {
+    fn refused(self) -> Option<&'static str> {
+        match self {
+            MergeOptId::Unsupported(why) => Some(why),
+            _ => None,
+        }
+    }
 }
 
+/// One option of `alnsort merge` ([`MERGE_OPTIONS`]).
+pub type MergeSpec = OptSpec<MergeOptId>;
+
+/// A row of [`MERGE_OPTIONS`]; `key` is the Python keyword of an option
+/// without a long name. Its help group follows from what it does.
 const fn spec(
     id: MergeOptId,
     short: Option<char>,
     long: Option<&'static str>,
     value: Option<&'static str>,
     help: &'static str,
+    key: Option<&'static str>,
 ) -> MergeSpec {
-    MergeSpec {
+    use MergeOptId::*;
+    let group = match id {
+        Name | NameLex | Tag | TemplateCoordinate => Group::Order,
+        Output | Level1 | Level | Uncompressed | OutputFmt | OutputFmtOption | WriteIndex
+        | NoPg | Reference => Group::Output,
+        Threads => Group::Resources,
+        Unsupported(_) => Group::Unsupported,
+        _ => Group::Other,
+    };
+    OptSpec {
         id,
         short,
         long,
         value,
+        group,
         help,
+        key,
     }
 }
 
@@ -99,6 +117,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Inputs are sorted by read name (natural order).",
+        Some("name"),
     ),
     spec(
         MergeOptId::NameLex,
@@ -106,6 +125,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Inputs are sorted by read name (byte order).",
+        Some("name_lexicographic"),
     ),
     spec(
         MergeOptId::Tag,
@@ -113,6 +133,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("TAG"),
         "Inputs are sorted by the value of TAG (then position, or name with -n/-N).",
+        Some("tag"),
     ),
     spec(
         MergeOptId::TemplateCoordinate,
@@ -120,6 +141,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("template-coordinate"),
         None,
         "Inputs are sorted by template coordinate.",
+        None,
     ),
     spec(
         MergeOptId::Output,
@@ -127,6 +149,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("FILE"),
         "Output file ('-': standard output); without -o the first argument is the output.",
+        Some("output"),
     ),
     spec(
         MergeOptId::Force,
@@ -134,6 +157,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Overwrite the output if it exists (samtools refuses otherwise).",
+        Some("force"),
     ),
     spec(
         MergeOptId::FileList,
@@ -141,6 +165,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("FILE"),
         "Read input file names from FILE, one per line (before the arguments' inputs).",
+        Some("file_list"),
     ),
     spec(
         MergeOptId::CombineRg,
@@ -148,6 +173,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Combine @RG lines with the same ID (default: rename later ones ID-XXXXXXXX).",
+        Some("combine_rg"),
     ),
     spec(
         MergeOptId::CombinePg,
@@ -155,6 +181,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Combine @PG lines with the same ID (default: rename later ones).",
+        Some("combine_pg"),
     ),
     spec(
         MergeOptId::Seed,
@@ -162,6 +189,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("VALUE"),
         "Seed of the random suffixes of renamed IDs (default: the time).",
+        Some("seed"),
     ),
     spec(
         MergeOptId::Level1,
@@ -169,6 +197,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Compression level 1.",
+        Some("level1"),
     ),
     spec(
         MergeOptId::Level,
@@ -176,6 +205,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("INT"),
         "Compression level, 0 to 9.",
+        Some("level"),
     ),
     spec(
         MergeOptId::Uncompressed,
@@ -183,6 +213,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Uncompressed BAM output (level 0).",
+        Some("uncompressed"),
     ),
     spec(
         MergeOptId::OutputFmt,
@@ -191,6 +222,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("FMT[,OPT=VAL]..."),
         "Output format: SAM, BAM or CRAM (default: from the output's name: \
          .sam SAM, .cram CRAM, else BAM); CRAM options as alnsort sort's -O.",
+        None,
     ),
     spec(
         MergeOptId::OutputFmtOption,
@@ -199,6 +231,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("OPT=VAL"),
         "Output format option (level=N; for CRAM version=3.0|3.1, reference=FILE, \
          embed_ref, no_ref, store_md, store_nm).",
+        None,
     ),
     spec(
         MergeOptId::Threads,
@@ -206,6 +239,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("threads"),
         Some("INT"),
         "Threads for decoding and compression.",
+        None,
     ),
     spec(
         MergeOptId::WriteIndex,
@@ -213,6 +247,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("write-index"),
         None,
         "Write an index beside the output (coordinate order): CSI for BAM, .crai for CRAM.",
+        None,
     ),
     spec(
         MergeOptId::NoPg,
@@ -220,6 +255,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("no-PG"),
         None,
         "Do not add a @PG line.",
+        None,
     ),
     spec(
         MergeOptId::Verbosity,
@@ -227,6 +263,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("verbosity"),
         Some("INT"),
         "Verbosity (3: print a summary).",
+        None,
     ),
     spec(
         MergeOptId::Help,
@@ -234,6 +271,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("help"),
         None,
         "Print this help.",
+        None,
     ),
     spec(
         MergeOptId::Region,
@@ -243,6 +281,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         "Merge only the records overlapping region STR (chr, chr:beg, chr:beg-end); \
          each input needs an index (IN.bai or IN.csi), as in samtools, and only the \
          part of a BAM input the index names for the region is read.",
+        Some("region"),
     ),
     spec(
         MergeOptId::Unsupported("BED region lists are not supported yet"),
@@ -250,6 +289,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("FILE"),
         "Merge only the regions of a BED file (not supported yet).",
+        Some("bed"),
     ),
     spec(
         MergeOptId::Unsupported("a header from another file is not supported yet"),
@@ -257,6 +297,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         Some("FILE"),
         "Take the header from FILE (not supported yet).",
+        Some("header_file"),
     ),
     spec(
         MergeOptId::Unsupported("RG tags from file names are not supported yet"),
@@ -264,6 +305,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Attach RG tags from file names (not supported yet).",
+        Some("rg_from_names"),
     ),
     spec(
         MergeOptId::Unsupported("custom index files are not supported yet"),
@@ -271,6 +313,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         None,
         None,
         "Inputs' index files given (not supported yet).",
+        Some("index_files"),
     ),
     spec(
         MergeOptId::Reference,
@@ -278,6 +321,7 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("reference"),
         Some("FILE"),
         "Reference FASTA for CRAM inputs and CRAM output (else REF_PATH, REF_CACHE).",
+        None,
     ),
     spec(
         MergeOptId::InputFmtOption,
@@ -285,20 +329,9 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("input-fmt-option"),
         Some("OPT=VAL"),
         "Input format option: reference=FILE (as --reference).",
+        None,
     ),
 ];
-
-impl options::OptionName for MergeSpec {
-    fn short(&self) -> Option<char> {
-        self.short
-    }
-    fn long(&self) -> Option<&'static str> {
-        self.long
-    }
-    fn value(&self) -> Option<&'static str> {
-        self.value
-    }
-}
 
 /// `alnsort merge --help`, rendered from [`MERGE_OPTIONS`] as `alnsort sort
 /// --help` is from its table.
@@ -328,6 +361,177 @@ pub struct MergeArgs {
     pub merge: MergeOptions,
     /// `-R STR`.
     pub region: Option<String>,
+}
+
+/// What parsing `alnsort merge`'s arguments produced.
+#[derive(Debug)]
+pub enum ParsedMerge {
+    Run(Box<MergeArgs>),
+    /// Print [`merge_help`] and exit 0 (`--help`, or no arguments).
+    Usage,
+}
+
+impl MergeArgs {
+    /// `alnsort merge` with no option given yet: no inputs, no output,
+    /// header IDs renamed with suffixes seeded by `seed` (the command's
+    /// default is the time). `command_line` is the @PG CL.
+    pub fn new(command_line: String, seed: i64) -> MergeArgs {
+        let mut sort = SortOptions::new(command_line);
+        sort.output = String::new();
+        MergeArgs {
+            sort,
+            inputs: Vec::new(),
+            force: false,
+            merge: MergeOptions {
+                seed,
+                ..Default::default()
+            },
+            region: None,
+        }
+    }
+
+    /// Applies one option of [`MERGE_OPTIONS`] with its value (`None` for a
+    /// flag), as `alnsort merge` given it does; a later option overrides an
+    /// earlier one. `-b FILE` adds the inputs FILE names. `--help` and the
+    /// refused options are not options of a run: the parser acts on them.
+    pub fn apply(&mut self, id: MergeOptId, value: Option<&str>) -> Result<(), ArgError> {
+        let text = || value.ok_or_else(|| ArgError::Invalid(format!("{id:?} needs a value")));
+        let sort = &mut self.sort;
+        match id {
+            MergeOptId::Name => sort.order = OrderFlag::Name,
+            MergeOptId::NameLex => {
+                sort.order = OrderFlag::Name;
+                sort.lexicographic = true;
+            }
+            MergeOptId::Tag => sort.tag = Some(text()?.to_string()),
+            MergeOptId::TemplateCoordinate => sort.order = OrderFlag::TemplateCoordinate,
+            MergeOptId::Output => sort.output = text()?.to_string(),
+            MergeOptId::Force => self.force = true,
+            MergeOptId::FileList => {
+                let list = text()?;
+                let body = std::fs::read_to_string(list).map_err(|e| {
+                    ArgError::Invalid(format!("-b {list}: cannot read the file list: {e}"))
+                })?;
+                // hts_readlines: one name per line, empty lines skipped.
+                self.inputs.extend(
+                    body.lines()
+                        .map(|l| l.trim_end_matches('\r'))
+                        .filter(|l| !l.is_empty())
+                        .map(String::from),
+                );
+            }
+            MergeOptId::CombineRg => self.merge.combine_rg = true,
+            MergeOptId::CombinePg => self.merge.combine_pg = true,
+            MergeOptId::Seed => {
+                let v = text()?;
+                self.merge.seed = v
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| ArgError::Invalid(format!("Invalid random seed '{v}'")))?;
+            }
+            MergeOptId::Level1 => sort.level = Some(1),
+            MergeOptId::Level => sort.level = options::parse_level(text()?)?,
+            MergeOptId::Uncompressed => sort.uncompressed = true,
+            MergeOptId::OutputFmt => options::parse_output_fmt(text()?, sort)?,
+            MergeOptId::OutputFmtOption => options::parse_fmt_option(text()?, sort)?,
+            MergeOptId::Threads => {
+                sort.threads = options::parse_int("-@", text()?)?.max(0) as usize
+            }
+            MergeOptId::WriteIndex => sort.write_index = true,
+            MergeOptId::NoPg => sort.no_pg = true,
+            MergeOptId::Verbosity => {
+                sort.verbosity = options::parse_int("--verbosity", text()?)? as i32
+            }
+            MergeOptId::Region => self.region = Some(text()?.to_string()),
+            MergeOptId::Reference => sort.reference = Some(text()?.into()),
+            MergeOptId::InputFmtOption => {
+                let v = text()?;
+                match v.split_once('=') {
+                    Some(("reference", file)) => sort.reference = Some(file.into()),
+                    _ => {
+                        return Err(ArgError::Invalid(format!(
+                            "--input-fmt-option {v}: alnsort takes reference=FILE only"
+                        )))
+                    }
+                }
+            }
+            MergeOptId::Help | MergeOptId::Unsupported(_) => {
+                return Err(ArgError::Invalid(format!(
+                    "{id:?} is not an option of a run: the parser acts on it"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the option of [`MERGE_OPTIONS`] the Python keyword
+    /// `keyword` names, as [`MergeArgs::apply`] does for the command line.
+    pub fn apply_keyword(&mut self, keyword: &str, value: Option<&str>) -> Result<(), ArgError> {
+        let spec = options::keyword_option(MERGE_OPTIONS, keyword)?;
+        match spec.id {
+            MergeOptId::Output | MergeOptId::Help => {
+                Err(options::not_a_keyword(spec.name(), keyword))
+            }
+            id => self.apply(id, value),
+        }
+    }
+
+    /// The arguments after the options: the output first unless `-o` named
+    /// it, then the inputs (after those of `-b`).
+    pub fn finish_positional(&mut self, mut positional: Vec<String>) -> Result<(), ArgError> {
+        if self.sort.output.is_empty() {
+            if positional.is_empty() {
+                return Err(ArgError::Invalid(
+                    "You must at least specify the output file".into(),
+                ));
+            }
+            self.sort.output = positional.remove(0);
+        }
+        self.inputs.extend(positional);
+        match self.inputs.first() {
+            Some(first) => self.sort.input = first.clone(),
+            None => {
+                return Err(ArgError::Invalid(
+                    "You must specify at least one (and usually two or more) input files".into(),
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses the arguments after `alnsort merge` (`argv0` is the program name
+/// as typed; it begins the @PG CL) with [`MERGE_OPTIONS`], looked up as
+/// `alnsort sort`'s options are (unique prefixes of long names), each
+/// applied with [`MergeArgs::apply`]; `seed` is `-s`'s default.
+pub fn parse_merge(argv0: &str, rest: Vec<OsString>, seed: i64) -> Result<ParsedMerge, ArgError> {
+    use lexopt::prelude::*;
+    if rest.is_empty() {
+        return Ok(ParsedMerge::Usage);
+    }
+    let mut m = MergeArgs::new(sort_args::stringify(argv0, "merge", &rest), seed);
+    let mut positional = Vec::new();
+    let mut p = lexopt::Parser::from_args(rest);
+    while let Some(arg) = p.next()? {
+        if let Value(v) = arg {
+            positional.push(v.string()?);
+            continue;
+        }
+        let s = sort_args::find_option(MERGE_OPTIONS, &arg)?;
+        if let Some(refusal) = s.refusal() {
+            return Err(refusal);
+        }
+        if s.id == MergeOptId::Help {
+            return Ok(ParsedMerge::Usage);
+        }
+        let value = match s.value {
+            Some(_) => Some(p.value()?.string()?),
+            None => None,
+        };
+        m.apply(s.id, value.as_deref())?;
+    }
+    m.finish_positional(positional)?;
+    Ok(ParsedMerge::Run(Box::new(m)))
 }
 
 /// The inputs opened, their headers merged.
@@ -1237,9 +1441,7 @@ impl ChunkDecoder {
                 let key = if same_keys && !translated {
                     own_key
                 } else {
-                    encoder
-                        .encode(RecordRef::with_block_size(rec), &mut merged_key)
-                        .map_err(|e| e.to_string())?;
+                    encoder.encode(RecordRef::with_block_size(rec), &mut merged_key)?;
                     &merged_key[..]
                 };
                 if c.data.len() + rec.len() > u32::MAX as usize
@@ -1254,8 +1456,7 @@ impl ChunkDecoder {
                 c.entries
                     .push((ks, c.keys.len() as u32, rs, c.data.len() as u32));
                 if let Some(se) = sort_encoder.as_deref() {
-                    se.encode(RecordRef::with_block_size(rec), &mut merged_key)
-                        .map_err(|e| e.to_string())?;
+                    se.encode(RecordRef::with_block_size(rec), &mut merged_key)?;
                     let start = c.sort_keys.len() as u32;
                     c.sort_keys.extend_from_slice(&merged_key);
                     c.sort_entries.push((start, c.sort_keys.len() as u32));
@@ -1392,5 +1593,142 @@ mod tests {
         }
         let order: Vec<usize> = std::iter::from_fn(|| h.poll(by)).collect();
         assert_eq!(order, [1, 3, 4, 2, 0]);
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+    use crate::options::OutFormat;
+
+    /// Options are looked up as `alnsort sort`'s: unique prefixes of long
+    /// names, ambiguity named, refused options named as written.
+    #[test]
+    fn long_options_abbreviate_and_refusals_name_the_option() {
+        let args = |v: &[&str]| parse_merge("alnsort", v.iter().map(OsString::from).collect(), 0);
+        let Ok(ParsedMerge::Run(m)) = args(&["--write", "--templ", "-o", "x.bam", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert!(m.sort.write_index);
+        assert_eq!(m.sort.order, OrderFlag::TemplateCoordinate);
+        assert_eq!(
+            m.sort.command_line,
+            "alnsort merge --write --templ -o x.bam a.bam"
+        );
+        let e = args(&["--output-fmt", "sam", "--output", "x", "a"]).unwrap_err();
+        assert!(matches!(e, ArgError::Ambiguous { .. }), "{e}");
+        let e = args(&["--input-fmt-option", "x=1", "-o", "x", "a"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--input-fmt-option x=1: alnsort takes reference=FILE only"),
+            "{e}"
+        );
+        let Ok(ParsedMerge::Run(m)) =
+            args(&["--input-fmt-option", "reference=r.fa", "o.cram", "a"])
+        else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.reference, Some("r.fa".into()));
+        let Ok(ParsedMerge::Run(m)) = args(&["--ref", "s.fa", "-O", "cram,version=3.1", "o", "a"])
+        else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.reference, Some("s.fa".into()));
+        assert_eq!(m.sort.format, Some(OutFormat::Cram));
+        let Ok(ParsedMerge::Run(m)) = args(&["-l", "12", "-o", "x.bam", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.level, Some(9));
+    }
+
+    #[test]
+    fn output_is_the_first_argument_without_o() {
+        let args = |v: &[&str]| parse_merge("alnsort", v.iter().map(OsString::from).collect(), 0);
+        let Ok(ParsedMerge::Run(m)) = args(&["out.bam", "a.bam", "b.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(m.sort.output, "out.bam");
+        assert_eq!(m.inputs, ["a.bam", "b.bam"]);
+        let Ok(ParsedMerge::Run(m)) = args(&["-o", "x.sam", "-s", "3", "-c", "a.bam"]) else {
+            panic!("expected a run")
+        };
+        assert_eq!(
+            (m.sort.output.as_str(), m.merge.seed, m.merge.combine_rg),
+            ("x.sam", 3, true)
+        );
+        assert!(matches!(args(&["-o", "x.bam"]), Err(ArgError::Invalid(_))));
+        assert!(matches!(
+            args(&["-L", "b.bed", "-o", "x", "a"]),
+            Err(ArgError::Unsupported { .. })
+        ));
+        assert!(matches!(args(&[]), Ok(ParsedMerge::Usage)));
+    }
+}
+
+#[cfg(test)]
+mod keyword_tests {
+    use super::*;
+    use crate::options::{OptionId, OPTIONS};
+    use std::collections::HashSet;
+
+    /// Every option of each table has one Python keyword of its own: the
+    /// long name's, or the row's key for an option with a short name only.
+    fn keywords_are_derived_and_unique<Id: OptionId>(table: &'static [OptSpec<Id>]) {
+        let mut seen = HashSet::new();
+        for s in table {
+            match (s.long, s.key) {
+                (Some(_), Some(k)) => panic!("{k}: a long name gives the keyword"),
+                (None, None) => panic!("{}: no long name and no key", s.name()),
+                _ => {}
+            }
+            let k = s.keyword();
+            assert!(
+                k.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{k}"
+            );
+            assert!(seen.insert(k.clone()), "{k} twice");
+            assert!(std::ptr::eq(OptSpec::by_keyword(table, &k).unwrap(), s));
+        }
+    }
+
+    #[test]
+    fn every_table_gives_each_option_one_keyword() {
+        keywords_are_derived_and_unique(OPTIONS);
+        keywords_are_derived_and_unique(MERGE_OPTIONS);
+        assert_eq!(OPTIONS[0].keyword(), "name");
+        let no_pg = OPTIONS.iter().find(|s| s.long == Some("no-PG")).unwrap();
+        assert_eq!(no_pg.keyword(), "no_pg");
+    }
+
+    /// A keyword applies its option as the command line does; refused and
+    /// unknown ones are errors naming them.
+    #[test]
+    fn keywords_apply_as_options_and_refusals_name_the_option() {
+        let mut m = MergeArgs::new(String::new(), 0);
+        m.apply_keyword("combine_rg", None).unwrap();
+        m.apply_keyword("seed", Some("9")).unwrap();
+        m.apply_keyword("name_lexicographic", None).unwrap();
+        assert!(m.merge.combine_rg && m.merge.seed == 9 && m.sort.lexicographic);
+        let e = m.apply_keyword("bed", Some("x.bed")).unwrap_err();
+        assert!(e.to_string().starts_with("-L is not supported yet"), "{e}");
+        let e = m.apply_keyword("help", None).unwrap_err();
+        assert!(e.to_string().contains("--help (help=)"), "{e}");
+        assert!(matches!(
+            m.apply_keyword("nope", None),
+            Err(ArgError::UnknownOption(_))
+        ));
+        let mut o = SortOptions::new(String::new());
+        o.apply_keyword("max_memory", Some("2G".into())).unwrap();
+        o.apply_keyword("markdup", None).unwrap();
+        assert_eq!(o.max_memory.as_deref(), Some("2G"));
+        let e = o
+            .apply_keyword("input_fmt_option", Some("x=1".into()))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--input-fmt-option is not supported yet"),
+            "{e}"
+        );
     }
 }

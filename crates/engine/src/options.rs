@@ -221,6 +221,43 @@ impl SortOptions {
     }
 }
 
+/// The option of `table` that the Python keyword `keyword` names
+/// ([`OptSpec::keyword`]); an option the command refuses is refused as on
+/// the command line, naming it.
+pub fn keyword_option<Id: OptionId>(
+    table: &'static [OptSpec<Id>],
+    keyword: &str,
+) -> Result<&'static OptSpec<Id>, ArgError> {
+    let spec = OptSpec::by_keyword(table, keyword)
+        .ok_or_else(|| ArgError::UnknownOption(keyword.to_string()))?;
+    match spec.refusal() {
+        Some(refused) => Err(refused),
+        None => Ok(spec),
+    }
+}
+
+/// The refusal of an option that is not a setting of a run from Python
+/// (the output, which is an argument there, help, the version).
+pub fn not_a_keyword(option: String, keyword: &str) -> ArgError {
+    ArgError::Invalid(format!(
+        "{option} ({keyword}=) is not an option of a run from Python"
+    ))
+}
+
+impl SortOptions {
+    /// Applies the option of [`OPTIONS`] the Python keyword `keyword`
+    /// names, as [`SortOptions::apply`] does for the command line.
+    pub fn apply_keyword(&mut self, keyword: &str, value: Option<String>) -> Result<(), ArgError> {
+        let spec = keyword_option(OPTIONS, keyword)?;
+        match spec.id {
+            OptId::Output | OptId::Help | OptId::Version => {
+                Err(not_a_keyword(spec.name(), keyword))
+            }
+            id => self.apply(id, value.map(OsString::from)),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ArgError {
     #[error("unknown option '{0}'")]
@@ -331,16 +368,68 @@ impl Group {
     }
 }
 
-/// One option: how it is written, what it does, where help lists it.
+/// One option of a command's table (`alnsort sort`'s [`OPTIONS`] with
+/// [`OptId`]s, `alnsort merge`'s `merge::MERGE_OPTIONS` with
+/// `merge::MergeOptId`s): how it is written, what it does, where help
+/// lists it and its keyword in Python. The command's parser, its
+/// `--help`, the man page, the completions and the Python keywords all
+/// read the table.
 #[derive(Debug)]
-pub struct OptSpec {
-    pub id: OptId,
+pub struct OptSpec<Id: 'static = OptId> {
+    pub id: Id,
     pub short: Option<char>,
     pub long: Option<&'static str>,
     /// The value's name in the help; `None` for a flag.
     pub value: Option<&'static str>,
     pub group: Group,
     pub help: &'static str,
+    /// The Python keyword of an option without a long name (`-n`:
+    /// `name`); `None` where the long name gives it ([`OptSpec::keyword`]).
+    pub key: Option<&'static str>,
+}
+
+/// What every table's option ids say about themselves.
+pub trait OptionId: Copy + std::fmt::Debug {
+    /// Why the command refuses the option, when it does (options samtools
+    /// has that alnsort does not implement).
+    fn refused(self) -> Option<&'static str>;
+}
+
+impl OptionId for OptId {
+    fn refused(self) -> Option<&'static str> {
+        match self {
+            OptId::Unsupported(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+impl<Id: OptionId> OptSpec<Id> {
+    /// The option's keyword in Python: the long name with `-` as `_`, in
+    /// lower case (`--no-PG`: `no_pg`), else the table's `key`.
+    pub fn keyword(&self) -> String {
+        match (self.long, self.key) {
+            (_, Some(k)) => k.to_string(),
+            (Some(l), None) => l.replace('-', "_").to_ascii_lowercase(),
+            (None, None) => unreachable!("an option without a long name has a key"),
+        }
+    }
+
+    /// The option of `table` whose Python keyword is `keyword`.
+    pub fn by_keyword(
+        table: &'static [OptSpec<Id>],
+        keyword: &str,
+    ) -> Option<&'static OptSpec<Id>> {
+        table.iter().find(|s| s.keyword() == keyword)
+    }
+
+    /// The refusal of a refused option, naming it as the command line does.
+    pub fn refusal(&self) -> Option<ArgError> {
+        self.id.refused().map(|why| ArgError::Unsupported {
+            option: self.name(),
+            why,
+        })
+    }
 }
 
 /// How an option of a command's table is written; the lookup
@@ -377,7 +466,7 @@ pub trait OptionName {
     }
 }
 
-impl OptionName for OptSpec {
+impl<Id> OptionName for OptSpec<Id> {
     fn short(&self) -> Option<char> {
         self.short
     }
@@ -395,6 +484,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Name,
         short: Some('n'),
         long: None,
+        key: Some("name"),
         value: None,
         group: Group::Order,
         help: "Sort by read name in natural order (digit runs compare as \
@@ -404,6 +494,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::NameLex,
         short: Some('N'),
         long: None,
+        key: Some("name_lexicographic"),
         value: None,
         group: Group::Order,
         help: "Sort by read name in byte order (SS:queryname:lexicographical). \
@@ -413,6 +504,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Tag,
         short: Some('t'),
         long: None,
+        key: Some("tag"),
         value: Some("TAG"),
         group: Group::Order,
         help: "Sort by the value of aux tag TAG (its first two characters), \
@@ -423,6 +515,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::TemplateCoordinate,
         short: None,
         long: Some("template-coordinate"),
+        key: None,
         value: None,
         group: Group::Order,
         help: "Sort by template coordinate (as samtools 1.24: mate-aware, \
@@ -433,6 +526,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Output,
         short: Some('o'),
         long: None,
+        key: Some("output"),
         value: Some("FILE"),
         group: Group::Output,
         help: "Write to FILE instead of standard output (-). FILE##idx##IDX \
@@ -444,6 +538,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::OutputFmt,
         short: Some('O'),
         long: Some("output-fmt"),
+        key: None,
         value: Some("FMT[,OPT=VAL]..."),
         group: Group::Output,
         help: "Output format BAM, SAM or CRAM; it overrides FILE's extension \
@@ -461,6 +556,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::OutputFmtOption,
         short: None,
         long: Some("output-fmt-option"),
+        key: None,
         value: Some("OPT=VAL"),
         group: Group::Output,
         help: "One output format option, the same as ,OPT=VAL after -O FMT \
@@ -470,6 +566,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Level,
         short: Some('l'),
         long: None,
+        key: Some("level"),
         value: Some("INT"),
         group: Group::Output,
         help: "Compression level 0-9 of BAM output (above 9 is 9, below 0 \
@@ -481,6 +578,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Uncompressed,
         short: Some('u'),
         long: None,
+        key: Some("uncompressed"),
         value: None,
         group: Group::Output,
         help: "Uncompressed BAM (the same as -l 0).",
@@ -489,6 +587,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::WriteIndex,
         short: None,
         long: Some("write-index"),
+        key: None,
         value: None,
         group: Group::Output,
         help: "Index the output while writing it: FILE.csi, or the IDX of \
@@ -501,6 +600,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::NoPg,
         short: None,
         long: Some("no-PG"),
+        key: None,
         value: None,
         group: Group::Output,
         help: "Do not add the @PG line (alnsort's is ID:alnsort PN:alnsort \
@@ -510,6 +610,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::MemPerThread,
         short: Some('m'),
         long: None,
+        key: Some("mem_per_thread"),
         value: Some("INT[K|M|G]"),
         group: Group::Resources,
         help: "Record memory per thread, read as samtools reads it (0x: hex, \
@@ -521,6 +622,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Threads,
         short: Some('@'),
         long: Some("threads"),
+        key: None,
         value: Some("INT"),
         group: Group::Resources,
         help: "Worker threads in all: one pool of INT threads reads, sorts, \
@@ -532,6 +634,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::TmpPrefix,
         short: Some('T'),
         long: None,
+        key: Some("tmp_prefix"),
         value: Some("PREFIX"),
         group: Group::Resources,
         help: "Temporary files go in a new private directory made inside \
@@ -544,6 +647,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::MaxMemory,
         short: None,
         long: Some("max-memory"),
+        key: None,
         value: Some("SIZE"),
         group: Group::Additions,
         help: "Memory budget of the whole process, I/O buffers included: \
@@ -554,6 +658,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Progress,
         short: None,
         long: Some("progress"),
+        key: None,
         value: None,
         group: Group::Additions,
         help: "Show progress on stderr: a live display on a terminal \
@@ -563,6 +668,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::ProgressInterval,
         short: None,
         long: Some("progress-interval"),
+        key: None,
         value: Some("SECS"),
         group: Group::Additions,
         help: "Seconds between the plain progress lines written when stderr \
@@ -573,6 +679,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::NoProgress,
         short: None,
         long: Some("no-progress"),
+        key: None,
         value: None,
         group: Group::Additions,
         help: "Never show the progress display.",
@@ -581,6 +688,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::StatsJson,
         short: None,
         long: Some("stats-json"),
+        key: None,
         value: Some("FILE"),
         group: Group::Additions,
         help: "Write a JSON report to FILE: records and bytes in and out, \
@@ -591,6 +699,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Mqc,
         short: None,
         long: Some("mqc"),
+        key: None,
         value: Some("FILE"),
         group: Group::Additions,
         help: "Write the run's report as MultiQC custom content to FILE (a \
@@ -603,6 +712,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::UnknownReference,
         short: None,
         long: Some("unknown-reference"),
+        key: None,
         value: Some("error|unmapped"),
         group: Group::Additions,
         help: "What a SAM record whose RNAME, or RNEXT other than '=' and \
@@ -616,6 +726,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::Markdup),
         short: None,
         long: Some("markdup"),
+        key: None,
         value: None,
         group: Group::Markdup,
         help: "Mark duplicates while sorting, as Picard MarkDuplicates 3.4.0 \
@@ -630,6 +741,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::Metrics),
         short: None,
         long: Some("metrics"),
+        key: None,
         value: Some("FILE"),
         group: Group::Markdup,
         help: "Write Picard's DuplicationMetrics text (one row per library \
@@ -639,6 +751,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::RemoveDuplicates),
         short: None,
         long: Some("remove-duplicates"),
+        key: None,
         value: None,
         group: Group::Markdup,
         help: "Leave duplicates out of the output instead of marking them \
@@ -648,6 +761,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::OpticalDistance),
         short: None,
         long: Some("optical-distance"),
+        key: None,
         value: Some("N"),
         group: Group::Markdup,
         help: "Pixel distance within which duplicates on one tile are \
@@ -658,6 +772,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::DuplicateScoring),
         short: None,
         long: Some("duplicate-scoring"),
+        key: None,
         value: Some("STRATEGY"),
         group: Group::Markdup,
         help: "Which duplicate of a set is kept: sum-of-base-qualities (the \
@@ -670,6 +785,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::TaggingPolicy),
         short: None,
         long: Some("tagging-policy"),
+        key: None,
         value: Some("POLICY"),
         group: Group::Markdup,
         help: "DT tags on duplicates (Picard's TAGGING_POLICY): none (the \
@@ -682,6 +798,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::ReadNameRegex),
         short: None,
         long: Some("read-name-regex"),
+        key: None,
         value: Some("REGEX"),
         group: Group::Markdup,
         help: "Picard's READ_NAME_REGEX: a regex matching the whole read \
@@ -695,6 +812,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::RemoveSequencingDuplicates),
         short: None,
         long: Some("remove-sequencing-duplicates"),
+        key: None,
         value: None,
         group: Group::Markdup,
         help: "Leave sequencing (optical) duplicates out of the output and \
@@ -704,6 +822,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::BarcodeTag),
         short: None,
         long: Some("barcode-tag"),
+        key: None,
         value: Some("TAG"),
         group: Group::Markdup,
         help: "Picard's BARCODE_TAG: duplicates must also share this tag's \
@@ -713,6 +832,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::ReadOneBarcodeTag),
         short: None,
         long: Some("read-one-barcode-tag"),
+        key: None,
         value: Some("TAG"),
         group: Group::Markdup,
         help: "Picard's READ_ONE_BARCODE_TAG: duplicates must also share \
@@ -722,6 +842,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Markdup(crate::markdup::MdOpt::ReadTwoBarcodeTag),
         short: None,
         long: Some("read-two-barcode-tag"),
+        key: None,
         value: Some("TAG"),
         group: Group::Markdup,
         help: "Picard's READ_TWO_BARCODE_TAG: duplicates must also share \
@@ -731,6 +852,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Verbosity,
         short: None,
         long: Some("verbosity"),
+        key: None,
         value: Some("INT"),
         group: Group::Other,
         help: "Verbosity [2]; 3 or more also prints a summary of the run on \
@@ -740,6 +862,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Help,
         short: Some('h'),
         long: Some("help"),
+        key: None,
         value: None,
         group: Group::Other,
         help: "Print this help and exit.",
@@ -748,6 +871,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Version,
         short: None,
         long: Some("version"),
+        key: None,
         value: None,
         group: Group::Other,
         help: "Print the version and exit.",
@@ -756,6 +880,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Minimiser,
         short: Some('M'),
         long: None,
+        key: Some("minimiser"),
         value: None,
         group: Group::Order,
         help: "Minimiser order: placed reads by coordinate, then unplaced \
@@ -768,6 +893,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Kmer,
         short: Some('K'),
         long: None,
+        key: Some("kmer"),
         value: Some("INT"),
         group: Group::Order,
         help: "Minimiser k-mer size, 1 to 31 (others are clamped) [20].",
@@ -776,6 +902,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::MinimiserIndex,
         short: Some('I'),
         long: None,
+        key: Some("minimiser_index"),
         value: Some("FILE"),
         group: Group::Order,
         help: "Order minimisers by their position in FILE, a FASTA \
@@ -785,6 +912,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Window,
         short: Some('w'),
         long: None,
+        key: Some("window"),
         value: Some("INT"),
         group: Group::Order,
         help: "Window size for the -I index [100].",
@@ -793,6 +921,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::NoReverse,
         short: Some('R'),
         long: None,
+        key: Some("no_reverse"),
         value: None,
         group: Group::Order,
         help: "Minimiser of the forward strand only (no effect without -M).",
@@ -801,6 +930,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Squash,
         short: Some('H'),
         long: None,
+        key: Some("squash"),
         value: None,
         group: Group::Order,
         help: "Squash homopolymers when computing minimisers.",
@@ -809,6 +939,7 @@ pub const OPTIONS: &[OptSpec] = &[
         id: OptId::Reference,
         short: None,
         long: Some("reference"),
+        key: None,
         value: Some("FILE"),
         group: Group::Output,
         help: "Reference FASTA for CRAM input and output (with its .fai when \
@@ -823,6 +954,7 @@ pub const OPTIONS: &[OptSpec] = &[
         ),
         short: None,
         long: Some("input-fmt-option"),
+        key: None,
         value: Some("OPT=VAL"),
         group: Group::Unsupported,
         help: "Input format options, such as filter=EXPR.",

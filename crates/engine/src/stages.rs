@@ -215,15 +215,13 @@ impl MergedInputs {
         running: u64,
         key: &mut Vec<u8>,
         unknown: &mut alnsort_bam::header_merge::UnknownTag<'_>,
-    ) -> std::result::Result<&'a [u8], String> {
+    ) -> std::result::Result<&'a [u8], alnsort_bam::keys::KeyError> {
         let rec = if self.translations[input].apply(rec, scratch, unknown) {
             &scratch[..]
         } else {
             rec
         };
-        encoder
-            .encode(RecordRef::with_block_size(rec), key)
-            .map_err(|e| e.to_string())?;
+        encoder.encode(RecordRef::with_block_size(rec), key)?;
         key.extend_from_slice(&running.to_be_bytes());
         Ok(rec)
     }
@@ -932,7 +930,10 @@ pub fn reduce_marked(
         writer.collect_part_index()?;
     }
     if marks.is_none() && cfg.markdup.is_some() {
-        bail!("the maps ran with --markdup: the reduce needs the duplicate decisions");
+        bail!(
+            Refused,
+            "the maps ran with --markdup: the reduce needs the duplicate decisions"
+        );
     }
     // Duplicates met by this reduce (a `Marks` may serve several reduces
     // one after another).
@@ -954,10 +955,7 @@ pub fn reduce_marked(
     }
     let done = writer.finish()?;
     if marks.is_none() && read != done.records {
-        bail!(
-            "internal error: merged {read} records but wrote {}",
-            done.records
-        );
+        bail!(Internal, "merged {read} records but wrote {}", done.records);
     }
     done.inner
         .sync_all()

@@ -61,7 +61,10 @@ pub struct StageDecision {
 pub fn decide(inputs: &[PathBuf], options: &SortOptions) -> Result<StageDecision> {
     let mut cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
     let Some(md) = cfg.markdup.clone() else {
-        bail!("the duplicate-marking stage needs --markdup among the options");
+        bail!(
+            Refused,
+            "the duplicate-marking stage needs --markdup among the options"
+        );
     };
     cfg.inputs = inputs.iter().map(|p| p.display().to_string()).collect();
     cfg.input = cfg.inputs.first().cloned().unwrap_or_default();
@@ -94,6 +97,7 @@ pub fn split_bases(
 ) -> Result<Vec<u64>> {
     if split_records.len() != split_inputs.len() {
         bail!(
+            Refused,
             "{} split record counts for {} splits",
             split_records.len(),
             split_inputs.len()
@@ -105,6 +109,7 @@ pub fn split_bases(
     for (&n, &i) in split_records.iter().zip(split_inputs) {
         if i >= per_input.len() {
             bail!(
+                Refused,
                 "split of input {i}, but the decision read {} inputs",
                 per_input.len()
             );
@@ -114,7 +119,7 @@ pub fn split_bases(
         per_input[i] += n;
     }
     if per_input != input_records {
-        bail!(
+        bail!(Refused,
             "the maps read {per_input:?} records per input, but duplicate marking decided on {input_records:?}: \
              an input changed during the run"
         );
@@ -133,7 +138,10 @@ impl Marks {
     pub fn new(decisions: &[u8], bases: Vec<u64>, options: &SortOptions) -> Result<Marks> {
         let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
         let Some(md) = cfg.markdup.as_ref() else {
-            bail!("duplicate decisions given, but --markdup is not among the options");
+            bail!(
+                Refused,
+                "duplicate decisions given, but --markdup is not among the options"
+            );
         };
         Ok(Marks {
             decisions: Decisions::from_bytes(decisions, md)?,
@@ -170,21 +178,27 @@ pub fn with_markdup(options: &SortOptions, argv: &[String]) -> Result<SortOption
         let (name, inline) = match a.strip_prefix("--").map(|n| n.split_once('=')) {
             Some(Some((n, v))) => (n, Some(v.to_string())),
             Some(None) => (&a[2..], None),
-            None => bail!("{a:?}: not a duplicate-marking option (--markdup, --metrics FILE, ...)"),
+            None => bail!(
+                Refused,
+                "{a:?}: not a duplicate-marking option (--markdup, --metrics FILE, ...)"
+            ),
         };
         let Some(spec) = OPTIONS
             .iter()
             .find(|s| s.long == Some(name) && matches!(s.id, OptId::Markdup(_)))
         else {
-            bail!("--{name}: not a duplicate-marking option of alnsort sort");
+            bail!(
+                Refused,
+                "--{name}: not a duplicate-marking option of alnsort sort"
+            );
         };
         let value = match (spec.value, inline) {
             (None, None) => None,
-            (None, Some(_)) => bail!("--{name} takes no value"),
+            (None, Some(_)) => bail!(Refused, "--{name} takes no value"),
             (Some(_), Some(v)) => Some(v),
             (Some(_), None) => match args.next() {
                 Some(v) => Some(v.clone()),
-                None => bail!("--{name} needs a value"),
+                None => bail!(Refused, "--{name} needs a value"),
             },
         };
         o.apply(spec.id, value.map(Into::into))?;
@@ -221,10 +235,14 @@ pub fn collect(
 ) -> Result<SplitShare> {
     let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
     let Some(md) = cfg.markdup.clone() else {
-        bail!("the duplicate-marking stages need --markdup among the options");
+        bail!(
+            Refused,
+            "the duplicate-marking stages need --markdup among the options"
+        );
     };
     if inputs.len() != 1 {
         bail!(
+            Refused,
             "duplicate marking cut into tasks takes one input ({} given): several inputs are decided in Picard's \
              merge order by one task (decide)",
             inputs.len()
@@ -296,7 +314,10 @@ pub fn decide_bucket(
 ) -> Result<SetsDecided> {
     let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
     let Some(md) = cfg.markdup.clone() else {
-        bail!("the duplicate-marking stages need --markdup among the options");
+        bail!(
+            Refused,
+            "the duplicate-marking stages need --markdup among the options"
+        );
     };
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
@@ -331,7 +352,10 @@ pub fn assemble(
 ) -> Result<StageDecision> {
     let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
     let Some(md) = cfg.markdup.clone() else {
-        bail!("the duplicate-marking stages need --markdup among the options");
+        bail!(
+            Refused,
+            "the duplicate-marking stages need --markdup among the options"
+        );
     };
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;

@@ -8,8 +8,10 @@
 //! the binary's is. Nothing is turned into argv and parsed again.
 
 use alnsort_engine::config;
-use alnsort_engine::markdup::MdOpt;
-use alnsort_engine::options::{self, ArgError, OptId, OrderFlag, SortOptions, UnknownReference};
+use alnsort_engine::merge::MergeArgs;
+use alnsort_engine::options::{
+    self, ArgError, OptSpec, OptionId, OptionName, OrderFlag, SortOptions, UnknownReference,
+};
 use pyo3::prelude::*;
 
 mod markdup_stages;
@@ -19,65 +21,48 @@ mod stages;
 /// report's `command_line`, as `alnsort` typed in a shell does.
 pub const ARGV0: &str = "alnsort";
 
-/// The keyword arguments of `alnsort.sort()` that are sort options (the
-/// stages take the same), as the Python half checked them: a dict with
-/// every key.
+/// The keyword arguments of `alnsort.sort()` and `alnsort.merge()` (the
+/// stages take the sort's), as the Python half checked them: each option
+/// of the command's table by its keyword ([`OptSpec::keyword`]: the long
+/// name with `_` for `-`, or the table's key) with its value as text
+/// (`None` for a flag given as `True`), in the order given, and the
+/// command line they stand for.
+///
+/// [`OptSpec::keyword`]: alnsort_engine::options::OptSpec::keyword
 #[derive(Debug, Clone, FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct Keywords {
-    pub order: String,
-    pub threads: i64,
-    pub max_memory: Option<String>,
-    pub level: Option<i64>,
-    pub output_format: Option<String>,
-    pub tag: Option<String>,
-    pub tmp_dir: Option<String>,
-    pub no_pg: bool,
-    pub unknown_reference: String,
-    /// The `alnsort sort` command these options stand for (recorded in
-    /// @PG CL and the report, never parsed).
+    pub options: Vec<(String, Option<String>)>,
+    /// The `alnsort sort` (or `alnsort merge`) command these options stand
+    /// for (recorded in @PG CL and the report, never parsed).
     pub command_line: Vec<String>,
 }
 
 impl Keywords {
-    /// The engine's options for these keywords: what `alnsort sort` with
-    /// the matching options (`-n`, `-@`, `--max-memory`, `-l`, `-O`, ...)
-    /// sets, by the same setters.
+    /// htslib's stringify_argv, as the binary records its command line.
+    fn command_text(&self) -> String {
+        self.command_line.join(" ").replace('\t', " ")
+    }
+
+    /// The engine's options for these keywords: each applied by the
+    /// setter its `alnsort sort` option goes through.
     pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
-        // htslib's stringify_argv, as the binary records its command line.
-        let mut o = SortOptions::new(self.command_line.join(" ").replace('\t', " "));
-        match self.order.as_str() {
-            "coordinate" => {}
-            "name" => o.order = OrderFlag::Name,
-            "name-lexicographic" => {
-                o.order = OrderFlag::Name;
-                o.lexicographic = true;
-            }
-            "template-coordinate" => o.order = OrderFlag::TemplateCoordinate,
-            "minimiser" => o.order = OrderFlag::Minimiser,
-            other => return Err(ArgError::Invalid(format!("unknown order '{other}'"))),
+        let mut o = SortOptions::new(self.command_text());
+        for (keyword, value) in &self.options {
+            o.apply_keyword(keyword, value.clone())?;
         }
-        o.unknown_reference = match self.unknown_reference.as_str() {
-            "error" => UnknownReference::Error,
-            "unmapped" => UnknownReference::Unmapped,
-            other => {
-                return Err(ArgError::Invalid(format!(
-                    "--unknown-reference '{other}': expected 'error' (the default) or 'unmapped'"
-                )))
-            }
-        };
-        o.tag = self.tag.clone();
-        o.threads = self.threads.max(0) as usize;
-        o.max_memory = self.max_memory.clone();
-        if let Some(level) = self.level {
-            o.level = options::level_from(level);
-        }
-        if let Some(f) = &self.output_format {
-            options::parse_output_fmt(f, &mut o)?;
-        }
-        o.tmp_prefix = self.tmp_dir.clone();
-        o.no_pg = self.no_pg;
         Ok(o)
+    }
+
+    /// `alnsort merge`'s options for these keywords, each applied by the
+    /// setter its `alnsort merge` option goes through; `-s` is 0 unless
+    /// given (a call is reproducible).
+    pub fn merge_args(&self) -> Result<MergeArgs, ArgError> {
+        let mut m = MergeArgs::new(self.command_text(), 0);
+        for (keyword, value) in &self.options {
+            m.apply_keyword(keyword, value.as_deref())?;
+        }
+        Ok(m)
     }
 }
 
@@ -112,34 +97,32 @@ pub enum IndexArg {
     Path(String),
 }
 
-/// The typed options of one sort of `input` into `output`.
-pub fn sort_options(
-    input: &str,
-    output: &str,
-    kw: &Keywords,
-    index: &IndexArg,
-    markdup: bool,
-    metrics: Option<&str>,
-) -> Result<SortOptions, ArgError> {
-    let mut o = kw.sort_options()?;
-    if markdup {
-        o.apply(OptId::Markdup(MdOpt::Markdup), None)?;
-    }
-    if let Some(m) = metrics {
-        o.apply(OptId::Markdup(MdOpt::Metrics), Some(m.into()))?;
-    }
+/// Sets the output of `o` and its index: `false` none, `true` the
+/// output's name with `.csi`, a path that file (FILE.bai writes BAI,
+/// anything else CSI) as `-o OUTPUT##idx##PATH` does.
+fn set_output(o: &mut SortOptions, output: &str, index: &IndexArg) {
     o.output = match index {
         IndexArg::Write(false) => output.to_string(),
         IndexArg::Write(true) => {
             o.write_index = true;
             output.to_string()
         }
-        // A named index: FILE.bai writes BAI, anything else CSI.
         IndexArg::Path(p) => {
             o.write_index = true;
             format!("{output}##idx##{p}")
         }
     };
+}
+
+/// The typed options of one sort of `input` into `output`.
+pub fn sort_options(
+    input: &str,
+    output: &str,
+    kw: &Keywords,
+    index: &IndexArg,
+) -> Result<SortOptions, ArgError> {
+    let mut o = kw.sort_options()?;
+    set_output(&mut o, output, index);
     o.input = input.to_string();
     o.inputs = vec![input.to_string()];
     Ok(o)
@@ -187,31 +170,21 @@ fn raise_failure(py: Python<'_>, f: Failure) -> PyErr {
 }
 
 /// Sorts `input` into `output` with the typed options `options` (a dict
-/// of [`Keywords`]), `index` (bool or path), `markdup` and `metrics`,
-/// without the GIL, and returns the run's report as JSON text. Raises
+/// of [`Keywords`]: `markdup` and `metrics` among them) and `index` (bool
+/// or path), without the GIL, and returns the run's report as JSON text. Raises
 /// alnsort.AlnsortError (alnsort.AlnsortIOError when the cause is I/O)
 /// with the message the CLI prints after "alnsort sort: ". Use
 /// alnsort.sort(), which checks the keyword arguments.
 #[pyfunction]
-#[pyo3(signature = (input, output, options, index, markdup, metrics=None))]
 fn sort(
     py: Python<'_>,
     input: String,
     output: String,
     options: Keywords,
     index: IndexArg,
-    markdup: bool,
-    metrics: Option<String>,
 ) -> PyResult<String> {
-    let opts = sort_options(
-        &input,
-        &output,
-        &options,
-        &index,
-        markdup,
-        metrics.as_deref(),
-    )
-    .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+    let opts = sort_options(&input, &output, &options, &index)
+        .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
     py.detach(move || sort_typed(opts))
         .map_err(|f| raise_failure(py, f))
 }
@@ -262,11 +235,7 @@ fn parse_sort_args<'py>(
     let parsed = parse_with(&argv0, rest, false, &extras)
         .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
     let d = PyDict::new(py);
-    let given: Vec<String> = parsed
-        .given
-        .iter()
-        .map(|s| options::OptionName::name(*s))
-        .collect();
+    let given: Vec<String> = parsed.given.iter().map(|s| s.name()).collect();
     check.call1((given.clone(),))?;
     d.set_item("given", given.clone())?;
     // (name, value) of each table option given, for a driver to pass on.
@@ -340,7 +309,6 @@ fn parse_sort_args<'py>(
 /// option alnsort refuses), in the table's order.
 #[pyfunction]
 fn sort_option_table() -> Vec<(String, String, String)> {
-    use options::OptionName;
     options::OPTIONS
         .iter()
         .map(|s| {
@@ -354,51 +322,26 @@ fn sort_option_table() -> Vec<(String, String, String)> {
 }
 
 /// Merges the sorted INPUTS into OUTPUT as `alnsort merge` does, with the
-/// typed options of [`Keywords`] (the order, `threads`, `level`,
-/// `output_format`, `tag`, `no_pg`; the command line recorded in @PG CL),
-/// `index` (bool or path, as for [`sort`]), `force` (`-f`), `combine_rg`
-/// (`-c`), `combine_pg` (`-p`), `seed` (`-s`) and `region` (`-R`), without
-/// the GIL. Raises alnsort.AlnsortError (AlnsortIOError when the cause is
-/// I/O) with the message `alnsort merge` prints after "alnsort merge: ";
-/// the run's files are removed on failure. Use alnsort.merge().
+/// typed options of [`Keywords`] (each an option of `alnsort merge`'s
+/// table by its keyword: `force`, `combine_rg`, `seed`, `region`, ...;
+/// `-s` is 0 unless given) and `index` (bool or path, as for [`sort`]),
+/// without the GIL. Raises alnsort.AlnsortError (AlnsortIOError when the
+/// cause is I/O) with the message `alnsort merge` prints after "alnsort
+/// merge: "; the run's files are removed on failure. Use alnsort.merge().
 #[pyfunction]
-#[pyo3(signature = (inputs, output, options, index, force, combine_rg, combine_pg, seed, region=None))]
-#[allow(clippy::too_many_arguments)]
 fn merge(
     py: Python<'_>,
     inputs: Vec<String>,
     output: String,
     options: Keywords,
     index: IndexArg,
-    force: bool,
-    combine_rg: bool,
-    combine_pg: bool,
-    seed: i64,
-    region: Option<String>,
 ) -> PyResult<()> {
-    use alnsort_engine::merge::{run_merge, MergeArgs, MergeOptions};
-    let Some(first) = inputs.first() else {
-        return Err(raise_failure(
-            py,
-            Failure::usage(
-                "You must specify at least one (and usually two or more) input files".into(),
-            ),
-        ));
-    };
-    let mut sort = sort_options(first, &output, &options, &index, false, None)
-        .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
-    sort.inputs = inputs.clone();
-    let m = MergeArgs {
-        sort,
-        inputs,
-        force,
-        merge: MergeOptions {
-            combine_rg,
-            combine_pg,
-            seed,
-        },
-        region,
-    };
+    use alnsort_engine::merge::run_merge;
+    let usage = |e: ArgError| raise_failure(py, Failure::usage(e.to_string()));
+    let mut m = options.merge_args().map_err(usage)?;
+    set_output(&mut m.sort, &output, &index);
+    m.finish_positional(inputs).map_err(usage)?;
+    m.sort.inputs = m.inputs.clone();
     py.detach(move || {
         let debris = alnsort_engine::cleanup::Debris::default();
         run_merge(&m, &debris).map_err(|e| {
@@ -410,6 +353,37 @@ fn merge(
         })
     })
     .map_err(|f| raise_failure(py, f))
+}
+
+/// The options of COMMAND's table ("sort" or "merge"), in the table's
+/// order, as (keyword, name as messages write it, the value's name or
+/// None for a flag, why alnsort refuses it or None): what the Python
+/// half turns keyword arguments into.
+/// One row of [`option_table`]: (keyword, name, value name, refusal).
+type OptionRow = (String, String, Option<String>, Option<String>);
+
+#[pyfunction]
+fn option_table(command: &str) -> PyResult<Vec<OptionRow>> {
+    fn rows<Id: OptionId>(table: &'static [OptSpec<Id>]) -> Vec<OptionRow> {
+        table
+            .iter()
+            .map(|s| {
+                (
+                    s.keyword(),
+                    s.name(),
+                    s.value.map(String::from),
+                    s.id.refused().map(String::from),
+                )
+            })
+            .collect()
+    }
+    match command {
+        "sort" => Ok(rows(options::OPTIONS)),
+        "merge" => Ok(rows(alnsort_engine::merge::MERGE_OPTIONS)),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "no option table for '{other}': sort or merge"
+        ))),
+    }
 }
 
 /// The text of `alnsort sort --help`: every option, with its differences
@@ -428,6 +402,7 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_sort_args, m)?)?;
     m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(sort_option_table, m)?)?;
+    m.add_function(wrap_pyfunction!(option_table, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_split, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_splitters, m)?)?;
@@ -445,21 +420,13 @@ mod tests {
 
     fn keywords() -> Keywords {
         Keywords {
-            order: "coordinate".into(),
-            threads: 1,
-            max_memory: None,
-            level: None,
-            output_format: None,
-            tag: None,
-            tmp_dir: None,
-            no_pg: true,
-            unknown_reference: "error".into(),
+            options: vec![("no_pg".into(), None)],
             command_line: vec![ARGV0.into(), "sort".into()],
         }
     }
 
     fn typed(input: &str, output: &str, kw: &Keywords) -> Result<String, Failure> {
-        let o = sort_options(input, output, kw, &IndexArg::Write(false), false, None)
+        let o = sort_options(input, output, kw, &IndexArg::Write(false))
             .map_err(|e| Failure::usage(e.to_string()))?;
         sort_typed(o)
     }
@@ -467,7 +434,7 @@ mod tests {
     #[test]
     fn option_value_errors_are_the_setters_text() {
         let mut kw = keywords();
-        kw.output_format = Some("xyz".into());
+        kw.options.push(("output_fmt".into(), Some("xyz".into())));
         let f = typed("in.sam", "x.bam", &kw).unwrap_err();
         let mut cli = SortOptions::new(String::new());
         let want = options::parse_output_fmt("xyz", &mut cli).unwrap_err();

@@ -99,10 +99,6 @@ pub enum SortError {
         reason: String,
     },
 
-    /// Deleting a kept run file (`SortedRun::remove`) failed.
-    #[error("cannot remove run file {path}: {source}")]
-    Remove { path: PathBuf, source: io::Error },
-
     /// A pool job or the background merge thread panicked or vanished
     /// without sending its result (ARCHITECTURE.md: a missing slot is an
     /// error, never skipped).

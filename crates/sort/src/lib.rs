@@ -30,10 +30,9 @@
 //!    jobs merge at once, concatenated in order (`partition.rs`): the same
 //!    stream, byte for byte, with every core merging.
 //!
-//! For a distributed sort, [`Sorter::finish_runs`] ends a map task with
-//! its sorted runs kept on disk, [`sample_splitters`] picks key ranges and
-//! [`merge_runs`] merges runs of several map tasks, one key range at a
-//! time (`runs.rs`).
+//! For a distributed sort, the map and reduce stages (`stages.rs`) cut a
+//! map task's sorted stream into framed blocks, one per key range, and
+//! merge one range's blocks of every map task.
 //!
 //! Temp files live in `SortConfig::temp_dir`, are created with O_EXCL and
 //! are deleted once merged away (a fan-in's inputs when it ends, the final
@@ -79,7 +78,6 @@ pub mod plan;
 pub mod radix;
 mod runfile;
 mod runread;
-mod runs;
 mod sorter;
 pub mod stages;
 
@@ -92,7 +90,6 @@ pub use error::{Result, SortError};
 pub use merge::Merged;
 pub use partition::Chunk;
 pub use plan::{raise_open_file_limit, Plan};
-pub use runs::{merge_runs, sample_splitters, KeyRange, SortedRun, SortedRuns};
 pub use sorter::Sorter;
 
 /// The shape of the keys, which picks the in-memory sort.

@@ -196,14 +196,12 @@ pub(crate) struct FrameInfo {
     pub(crate) first_key: Box<[u8]>,
 }
 
-/// A run file on disk, deleted when this is dropped unless it is a kept
-/// run's (`keep`: a [`crate::SortedRun`] read by a merge that does not own it).
+/// A run file on disk, deleted when this is dropped.
 #[derive(Debug)]
 pub(crate) struct TempRun {
     path: PathBuf,
     /// One entry per frame, in file order; filled by `RunWriter::finish`.
     index: Vec<FrameInfo>,
-    keep: bool,
 }
 
 impl TempRun {
@@ -219,7 +217,6 @@ impl TempRun {
                     let run = TempRun {
                         path,
                         index: Vec::new(),
-                        keep: false,
                     };
                     return Ok((run, file));
                 }
@@ -231,26 +228,6 @@ impl TempRun {
                 Err(source) => return Err(SortError::Create { path, source }),
             }
         }
-    }
-
-    /// A finished run file that this handle reads but does not own: it is
-    /// not deleted on drop.
-    pub(crate) fn kept(path: PathBuf, index: Vec<FrameInfo>) -> TempRun {
-        TempRun {
-            path,
-            index,
-            keep: true,
-        }
-    }
-
-    /// Gives up ownership of the file: it is no longer deleted on drop.
-    /// Returns its path and frame index.
-    pub(crate) fn into_kept(mut self) -> (PathBuf, Vec<FrameInfo>) {
-        self.keep = true;
-        (
-            std::mem::take(&mut self.path),
-            std::mem::take(&mut self.index),
-        )
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -265,9 +242,6 @@ impl TempRun {
 
 impl Drop for TempRun {
     fn drop(&mut self) {
-        if self.keep {
-            return;
-        }
         // Best effort: the file may already be gone, and a failure to
         // delete a temp file must not turn into a panic.
         let _ = fs::remove_file(&self.path);

@@ -25,7 +25,7 @@ use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
     frame_crc, max_stored_len, resize_exact, set_len_for_overwrite, FrameHeader, FrameInfo,
-    RunMeta, TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
+    TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
 };
 
 /// A frame as read from disk, before checking.
@@ -452,96 +452,6 @@ pub(crate) fn read_frame_at(
     Ok((frame.raw, frame.payload))
 }
 
-/// Rebuilds a finished run's frame index and counts from its file alone:
-/// every frame is read, CRC-checked and decompressed once (on the calling
-/// thread) for its first key. The file must end right after its end
-/// marker.
-pub(crate) fn scan_index(file: &File, path: &Path) -> Result<(Vec<FrameInfo>, RunMeta)> {
-    let corrupt = |offset: u64, reason: &str| SortError::CorruptRun {
-        path: path.to_path_buf(),
-        offset,
-        reason: reason.to_string(),
-    };
-    let read_at = |buf: &mut [u8], at: u64| {
-        file.read_exact_at(buf, at)
-            .map_err(|source| match source.kind() {
-                io::ErrorKind::UnexpectedEof => {
-                    corrupt(at, "file ends without the end-of-run marker (truncated)")
-                }
-                _ => SortError::Read {
-                    path: path.to_path_buf(),
-                    offset: at,
-                    source,
-                },
-            })
-    };
-    let mut magic = [0u8; 8];
-    read_at(&mut magic, 0)?;
-    if &magic != MAGIC {
-        return Err(corrupt(0, "not a run file (bad magic)"));
-    }
-    let mut offset = MAGIC.len() as u64;
-    let mut index = Vec::new();
-    let mut meta = RunMeta::default();
-    let (mut raw, mut stored) = (Vec::new(), Vec::new());
-    loop {
-        let mut header_bytes = [0u8; HEADER_LEN];
-        read_at(&mut header_bytes, offset)?;
-        let header = FrameHeader::decode(&header_bytes);
-        if header.method == METHOD_END {
-            if header.raw_len != 0
-                || header.stored_len != 0
-                || header.crc != frame_crc(&header_bytes, &[])
-            {
-                return Err(corrupt(offset, "damaged end-of-run marker"));
-            }
-            meta.file_bytes = offset + HEADER_LEN as u64;
-            break;
-        }
-        if header.stored_len as usize > max_stored_len(header.raw_len as usize) {
-            return Err(corrupt(
-                offset,
-                "stored length exceeds what its raw length allows",
-            ));
-        }
-        if header.entries == 0 {
-            return Err(corrupt(offset, "frame without entries"));
-        }
-        let len = u32::try_from(HEADER_LEN as u64 + u64::from(header.stored_len))
-            .map_err(|_| corrupt(offset, "frame longer than 4 GiB"))?;
-        let mut info = FrameInfo {
-            offset,
-            len,
-            raw_len: header.raw_len,
-            entries: header.entries,
-            first_key: Box::default(),
-        };
-        (raw, stored) = read_frame_at(file, path, &info, raw, stored)?;
-        let (key, _) = entry_at(&raw, 0).map_err(|reason| corrupt(offset, reason))?;
-        info.first_key = raw[key].into();
-        meta.records += u64::from(header.entries);
-        meta.raw_bytes += u64::from(header.raw_len);
-        meta.frames += 1;
-        offset += u64::from(len);
-        index.push(info);
-    }
-    let size = file
-        .metadata()
-        .map_err(|source| SortError::Read {
-            path: path.to_path_buf(),
-            offset: 0,
-            source,
-        })?
-        .len();
-    if size != meta.file_bytes {
-        return Err(corrupt(
-            meta.file_bytes,
-            "bytes after the end-of-run marker",
-        ));
-    }
-    Ok((index, meta))
-}
-
 /// Reads an unsigned LEB128 varint; `(value, bytes used)`.
 fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = 0u64;
@@ -571,6 +481,7 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runfile::RunMeta;
     use std::fs::OpenOptions;
     use std::io::{Seek, SeekFrom, Write};
 

@@ -547,37 +547,6 @@ impl Sorter {
         ))
     }
 
-    /// Ends the input of a map task: every record still in memory is
-    /// spilled (the last chunk's sub-batches merged into one more run, as
-    /// any spill), and the runs are handed back, in input order, instead
-    /// of being merged. Their files are kept: they belong to the caller
-    /// from here on (see [`SortedRun`](crate::SortedRun)); on an error
-    /// every run of this sorter is deleted. No fan-in is forced: the
-    /// background fan-in may have merged runs already, and whoever merges
-    /// the runs of several map tasks ([`merge_runs`](crate::merge_runs))
-    /// bounds how many it opens at once.
-    pub fn finish_runs(mut self) -> Result<crate::SortedRuns> {
-        if self.failed {
-            return Err(SortError::AfterError);
-        }
-        self.dispatch_filling();
-        self.wait_spill()?;
-        if !self.closed.is_empty() {
-            self.start_spill(self.closed.len())?;
-            self.wait_spill()?;
-        }
-        self.wait_fanin()?;
-        self.stats.merge_passes = self.runs.iter().map(|r| r.depth).max().unwrap_or(0);
-        let stats = self.stats();
-        let runs = std::mem::take(&mut self.runs)
-            .into_iter()
-            .map(|r| {
-                crate::SortedRun::new(r.file, r.meta.records, r.meta.raw_bytes, r.meta.file_bytes)
-            })
-            .collect();
-        Ok(crate::SortedRuns { runs, stats })
-    }
-
     /// How to cut the final merge: target bytes per partition and how many
     /// partitions may be in flight, or `None` to merge in one piece (see
     /// `SortConfig::merge_partition_bytes`). Automatic plans fit in what

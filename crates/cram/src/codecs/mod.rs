@@ -12,6 +12,7 @@ pub mod tok3;
 pub(crate) mod via_noodles;
 
 use crate::container::RawBlock;
+use crate::error::DecodeError;
 use std::io::{self, Read};
 
 /// Block compression methods (CRAM 3 §8).
@@ -41,7 +42,7 @@ pub struct CodecScratch {
 }
 
 fn invalid(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
+    DecodeError::Block(what.into()).io()
 }
 
 /// The name of a block method, for messages.
@@ -113,11 +114,11 @@ pub fn decode_block(
     r.map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!(
-                "{e} (block of content id {}, {})",
-                block.content_id,
-                method_name(block.method)
-            ),
+            DecodeError::InBlock {
+                content_id: block.content_id,
+                method: method_name(block.method),
+                error: e,
+            },
         )
     })?;
     if dst.len() != raw {

@@ -10,6 +10,7 @@
 //! decoding job and reused from block to block; only the contexts a block
 //! defines are rebuilt.
 
+use crate::error::DecodeError;
 use std::io;
 
 const TOTAL_BITS: u32 = 12;
@@ -18,7 +19,7 @@ const MASK: u32 = (TOTAL as u32) - 1;
 const LOWER_BOUND: u32 = 1 << 23;
 
 fn invalid(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
+    DecodeError::Rans4x8(what.into()).io()
 }
 
 /// Reused decoding tables.

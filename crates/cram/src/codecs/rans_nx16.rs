@@ -8,6 +8,7 @@
 //! and the stream is then reported cut short), and the order-1 tables
 //! kept per worker in [`Tables`], reused from block to block.
 
+use crate::error::DecodeError;
 use std::io;
 
 const ORDER: u8 = 0x01;
@@ -24,10 +25,7 @@ const BITS0: u32 = 12;
 const SLOTS: usize = 1 << 12;
 
 fn invalid(what: impl Into<String>) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("rANS Nx16: {}", what.into()),
-    )
+    DecodeError::RansNx16(what.into()).io()
 }
 
 /// Reused decoding tables.

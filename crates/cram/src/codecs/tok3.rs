@@ -11,6 +11,7 @@
 //! as the read-name data series stores them.
 
 use super::CodecScratch;
+use crate::error::DecodeError;
 use std::io;
 
 const TYPE: u8 = 0;
@@ -33,7 +34,7 @@ const TYPES: usize = 13;
 const MAX_POSITIONS: usize = 256;
 
 fn invalid(what: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.into())
+    DecodeError::Tok3(what.into()).io()
 }
 
 /// One byte stream `B[position][type]` and how far it has been read.

@@ -27,7 +27,9 @@ __all__ = [
     "ORDERS",
     "UNKNOWN_REFERENCE",
     "__version__",
+    "ALIASES",
     "merge",
+    "option_keywords",
     "sort",
     "sort_argv",
     "sort_options",
@@ -97,206 +99,189 @@ def _check(value: Any, types: Tuple[type, ...], what: str) -> None:
         raise TypeError(f"{what} must be {names}, not {type(value).__name__}")
 
 
-def sort_argv(
-    input: PathArg,
-    output: PathArg,
-    *,
-    order: str = "coordinate",
-    threads: int = 1,
-    max_memory: Union[str, int, None] = None,
-    level: Optional[int] = None,
-    output_format: Optional[str] = None,
-    index: Union[bool, PathArg] = False,
-    tag: Optional[str] = None,
-    tmp_dir: Optional[PathArg] = None,
-    no_pg: bool = False,
-    markdup: bool = False,
-    metrics: Optional[PathArg] = None,
-    unknown_reference: str = "error",
-) -> List[str]:
+#: ``sort()``'s and ``merge()``'s keywords kept from before every option of
+#: the command's table became a keyword, with the keyword each stands for:
+#: ``order`` (see :data:`ORDERS`), ``output_format`` (``output_fmt``,
+#: ``-O``), ``tmp_dir`` (``tmp_prefix``, ``-T``). ``index`` (``True`` or
+#: the index's path) is ``write_index`` with ``-o OUTPUT##idx##PATH``.
+ALIASES: Dict[str, str] = {"output_format": "output_fmt", "tmp_dir": "tmp_prefix"}
+
+#: The keyword of each ``order`` value (``None``: coordinate, the default).
+_ORDER_KEYWORDS: Dict[str, Optional[str]] = {
+    "coordinate": None,
+    "name": "name",
+    "name-lexicographic": "name_lexicographic",
+    "template-coordinate": "template_coordinate",
+    "minimiser": "minimiser",
+}
+
+#: The keywords the stages take (those of :func:`sort` that say how records
+#: are ordered and written).
+_STAGE_KEYWORDS = (
+    "order",
+    "threads",
+    "max_memory",
+    "level",
+    "output_format",
+    "tag",
+    "tmp_dir",
+    "no_pg",
+    "unknown_reference",
+)
+
+_TABLES: Dict[str, Dict[str, Tuple[str, Optional[str], Optional[str]]]] = {}
+
+
+def option_keywords(command: str = "sort") -> Dict[str, Tuple[str, Optional[str], Optional[str]]]:
+    """Every option of ``alnsort COMMAND``'s table (``"sort"`` or
+    ``"merge"``) by its keyword: the long name with ``_`` for ``-`` in lower
+    case (``--max-memory``: ``max_memory``, ``--no-PG``: ``no_pg``), or the
+    table's name for an option with a short name only (``-n``: ``name``,
+    ``-t``: ``tag``, ``-l``: ``level``), mapped to (the option as its
+    messages name it, the name of its value or ``None`` for a flag, why
+    alnsort refuses it or ``None``)."""
+    if command not in _TABLES:
+        _TABLES[command] = {k: (name, value, why) for k, name, value, why in _alnsort.option_table(command)}
+    return _TABLES[command]
+
+
+def _options(command: str, kw: Dict[str, Any]) -> Tuple[List[Tuple[str, Optional[str]]], List[str]]:
+    """The (keyword, value as text) pairs of these keyword arguments of
+    ``sort()`` or ``merge()``, in the order given, and the command-line
+    words they stand for. A keyword that is no option of the command is a
+    ``TypeError``; a value of the wrong type too; a flag is ``True`` (given)
+    or ``False`` (not given), an option's value ``None`` (not given)."""
+    table = option_keywords(command)
+    pairs: List[Tuple[str, Optional[str]]] = []
+    words: List[str] = []
+    for key, value in kw.items():
+        if key == "order":
+            allowed = [o for o in ORDERS if command == "sort" or o != "minimiser"]
+            if value == "minimiser" and command == "merge":
+                raise ValueError("order 'minimiser' is not an order alnsort merge (samtools merge) reads")
+            if not isinstance(value, str) or value not in allowed:
+                raise ValueError(f"order must be one of {', '.join(repr(o) for o in allowed)}, not {value!r}")
+            keyword = _ORDER_KEYWORDS[value]
+            if keyword is None:
+                continue
+            key, value = keyword, True
+        elif key == "unknown_reference" and command == "sort":
+            if not isinstance(value, str) or value not in UNKNOWN_REFERENCE:
+                raise ValueError(
+                    "unknown_reference must be one of "
+                    f"{', '.join(repr(v) for v in UNKNOWN_REFERENCE)}, not {value!r}"
+                )
+            if value == "error":
+                continue
+        key = ALIASES.get(key, key)
+        if key not in table:
+            raise TypeError(f"{command}() got an unexpected keyword argument {key!r}")
+        name, value_name, _ = table[key]
+        if value_name is None:
+            _check(value, (bool,), key)
+            if value:
+                pairs.append((key, None))
+                words.append(name)
+        elif value is not None:
+            if isinstance(value, (str, os.PathLike)):
+                text = _path(value, key)
+            else:
+                _check(value, (str, int), key)
+                text = str(value)
+            pairs.append((key, text))
+            words += [name, text]
+    return pairs, words
+
+
+def _index_words(index: Union[bool, PathArg], out: str) -> Tuple[Union[bool, str], List[str], str]:
+    """``index=``: the binding's value, the words it adds and the ``-o``
+    target (``OUTPUT##idx##PATH`` for a named index)."""
+    if isinstance(index, bool):
+        return index, (["--write-index"] if index else []), out
+    idx = _path(index, "index")
+    return idx, ["--write-index"], f"{out}##idx##{idx}"
+
+
+def _sort_call(
+    input: PathArg, output: PathArg, index: Union[bool, PathArg], kw: Dict[str, Any]
+) -> Tuple[List[str], List[Tuple[str, Optional[str]]], Union[bool, str]]:
+    """The command line, the option pairs and the index of a ``sort()``."""
+    if kw.get("metrics") is not None and not kw.get("markdup"):
+        raise ValueError("metrics= is the duplicate-marking metrics file: it needs markdup=True")
+    inp = _file(input, "input")
+    out = _file(output, "output")
+    pairs, words = _options("sort", kw)
+    idx, index_words, target = _index_words(index, out)
+    argv = [_alnsort.ARGV0, "sort", *words, *index_words, "-o", target]
+    if inp.startswith("-"):
+        argv.append("--")
+    argv.append(inp)
+    return argv, pairs, idx
+
+
+def sort_argv(input: PathArg, output: PathArg, *, index: Union[bool, PathArg] = False, **options: Any) -> List[str]:
     """The ``alnsort sort`` command line that :func:`sort` runs for these
     arguments, beginning ``["alnsort", "sort", ...]``; running it in a shell
     writes the same output bytes. Raises what :func:`sort` raises for
     arguments that are refused before any run (``TypeError``,
-    ``ValueError``, ``NotImplementedError``)."""
-    _check(markdup, (bool,), "markdup")
-    if metrics is not None and not markdup:
-        raise ValueError("metrics= is the duplicate-marking metrics file: it needs markdup=True")
-    _check(no_pg, (bool,), "no_pg")
-    inp = _file(input, "input")
-    out = _file(output, "output")
-    argv: List[str] = [_alnsort.ARGV0, "sort"]
-    argv += sort_options(
-        order=order,
-        threads=threads,
-        max_memory=max_memory,
-        level=level,
-        output_format=output_format,
-        tag=tag,
-        tmp_dir=tmp_dir,
-        no_pg=no_pg,
-        unknown_reference=unknown_reference,
-    )
-    if markdup:
-        argv.append("--markdup")
-    if metrics is not None:
-        argv += ["--metrics", _path(metrics, "metrics")]
-    if isinstance(index, bool):
-        if index:
-            argv.append("--write-index")
-    else:
-        # A named index: FILE.bai writes BAI, anything else CSI.
-        out = f"{out}##idx##{_path(index, 'index')}"
-        argv.append("--write-index")
-    argv += ["-o", out]
-    if inp.startswith("-"):
-        argv.append("--")
-    argv.append(inp)
-    return argv
+    ``ValueError``)."""
+    return _sort_call(input, output, index, options)[0]
 
 
-def sort_options(
-    *,
-    order: str = "coordinate",
-    threads: int = 1,
-    max_memory: Union[str, int, None] = None,
-    level: Optional[int] = None,
-    output_format: Optional[str] = None,
-    tag: Optional[str] = None,
-    tmp_dir: Optional[PathArg] = None,
-    no_pg: bool = False,
-    unknown_reference: str = "error",
-) -> List[str]:
-    """The ``alnsort sort`` options (no output, input, index or duplicate
-    marking) for these keyword arguments of :func:`sort`, in the order
-    :func:`sort_argv` writes them; :mod:`alnsort.stages` runs every stage
-    with them. Raises ``TypeError``/``ValueError`` for a wrong argument."""
-    _check(no_pg, (bool,), "no_pg")
-    if not isinstance(order, str) or order not in ORDERS:
-        raise ValueError(
-            f"order must be one of {', '.join(repr(o) for o in ORDERS)}, not {order!r}"
-        )
-    if not isinstance(unknown_reference, str) or unknown_reference not in UNKNOWN_REFERENCE:
-        raise ValueError(
-            "unknown_reference must be one of "
-            f"{', '.join(repr(v) for v in UNKNOWN_REFERENCE)}, not {unknown_reference!r}"
-        )
-    argv: List[str] = list(ORDERS[order])
-    if unknown_reference != "error":
-        argv.append(f"--unknown-reference={unknown_reference}")
-    if tag is not None:
-        _check(tag, (str,), "tag")
-        argv += ["-t", tag]
-    _check(threads, (int,), "threads")
-    if threads != 1:
-        argv += ["-@", str(threads)]
-    if max_memory is not None:
-        _check(max_memory, (str, int), "max_memory")
-        argv += ["--max-memory", str(max_memory)]
-    if level is not None:
-        _check(level, (int,), "level")
-        argv += ["-l", str(level)]
-    if output_format is not None:
-        _check(output_format, (str,), "output_format")
-        argv += ["-O", output_format]
-    if tmp_dir is not None:
-        argv += ["-T", _path(tmp_dir, "tmp_dir")]
-    if no_pg:
-        argv.append("--no-PG")
-    return argv
+def sort_options(**options: Any) -> List[str]:
+    """The ``alnsort sort`` options (no output, input or index) for these
+    keyword arguments of :func:`sort`, in the order given; :mod:`alnsort.stages`
+    runs every stage with them. Raises ``TypeError``/``ValueError`` for a
+    wrong argument."""
+    return _options("sort", options)[1]
 
 
-def _keywords(
-    *,
-    order: str = "coordinate",
-    threads: int = 1,
-    max_memory: Union[str, int, None] = None,
-    level: Optional[int] = None,
-    output_format: Optional[str] = None,
-    tag: Optional[str] = None,
-    tmp_dir: Optional[PathArg] = None,
-    no_pg: bool = False,
-    unknown_reference: str = "error",
-) -> Dict[str, Any]:
-    """The typed options the extension module takes for these keyword
-    arguments (checked as :func:`sort_options` checks them), with
+def _keywords(**options: Any) -> Dict[str, Any]:
+    """The typed options the extension module's stages take for these
+    keyword arguments (those of :data:`_STAGE_KEYWORDS`), with
     ``command_line``: ``alnsort sort`` and those options, the command the
     run stands for."""
-    words = sort_options(
-        order=order,
-        threads=threads,
-        max_memory=max_memory,
-        level=level,
-        output_format=output_format,
-        tag=tag,
-        tmp_dir=tmp_dir,
-        no_pg=no_pg,
-        unknown_reference=unknown_reference,
-    )
-    return {
-        "order": order,
-        "threads": threads,
-        "max_memory": None if max_memory is None else str(max_memory),
-        "level": level,
-        "output_format": output_format,
-        "tag": tag,
-        "tmp_dir": None if tmp_dir is None else _path(tmp_dir, "tmp_dir"),
-        "no_pg": no_pg,
-        "unknown_reference": unknown_reference,
-        "command_line": [_alnsort.ARGV0, "sort", *words],
-    }
+    for key in options:
+        if key not in _STAGE_KEYWORDS:
+            raise TypeError(f"a stage got an unexpected keyword argument {key!r}")
+    pairs, words = _options("sort", options)
+    return {"options": pairs, "command_line": [_alnsort.ARGV0, "sort", *words]}
 
 
-def sort(
-    input: PathArg,
-    output: PathArg,
-    *,
-    order: str = "coordinate",
-    threads: int = 1,
-    max_memory: Union[str, int, None] = None,
-    level: Optional[int] = None,
-    output_format: Optional[str] = None,
-    index: Union[bool, PathArg] = False,
-    tag: Optional[str] = None,
-    tmp_dir: Optional[PathArg] = None,
-    no_pg: bool = False,
-    markdup: bool = False,
-    metrics: Optional[PathArg] = None,
-    unknown_reference: str = "error",
-) -> Dict[str, Any]:
-    """Sort the SAM or BAM file ``input`` into ``output`` and return the
-    run's statistics.
+def sort(input: PathArg, output: PathArg, *, index: Union[bool, PathArg] = False, **options: Any) -> Dict[str, Any]:
+    """Sort the SAM or BAM file ``input`` (or CRAM) into ``output`` and
+    return the run's statistics.
 
     The records and header edits are those of ``samtools sort`` 1.24; the
     output appears (renamed into place) only when the run succeeds.
 
-    Arguments (each maps onto an ``alnsort sort`` option):
+    Every option of ``alnsort sort`` is a keyword argument, named after its
+    long name (``max_memory=`` is ``--max-memory``, ``write_index=True`` is
+    ``--write-index``, ``markdup=True`` is ``--markdup``) or, for an option
+    with a short name only, as :func:`option_keywords` lists (``name=True``
+    is ``-n``, ``tag="RG"`` is ``-t RG``, ``level=1`` is ``-l 1``,
+    ``tmp_prefix=`` is ``-T``, ``kmer=`` is ``-K``). A flag takes
+    ``True``/``False``, an option with a value a ``str``, an ``int`` or a
+    path (``None``: not given). The keywords come in the order given, as
+    options on the command line do. Options ``alnsort sort`` refuses are
+    refused by name (:class:`AlnsortError`). Besides them:
 
     * ``order``: ``"coordinate"`` (default), ``"name"`` (``-n``, natural
-      read-name order), ``"name-lexicographic"`` (``-N``) or
+      read-name order), ``"name-lexicographic"`` (``-N``),
       ``"template-coordinate"`` (``--template-coordinate``) or
-      ``"minimiser"`` (``-M``, samtools' minimiser order for unplaced reads).
-    * ``tag``: sort by the value of this two-letter aux tag first, then by
-      ``order`` (``-t TAG``).
-    * ``threads``: worker threads (``-@``; below 2 is single-threaded).
-    * ``max_memory``: budget for the whole run (``--max-memory``): a size
-      such as ``"1.5G"``, ``"800M"``, ``"80%"``, or an int of bytes.
-    * ``level``: compression level 0-9 (``-l``).
-    * ``output_format``: ``"bam"`` or ``"sam"``, with an optional
-      ``",level=N"`` (``-O``); by default the output name's extension decides.
+      ``"minimiser"`` (``-M``).
+    * ``output_format`` is ``output_fmt`` (``-O``: ``"bam"``, ``"sam"``,
+      ``"cram"``, with options such as ``",level=N"``); ``tmp_dir`` is
+      ``tmp_prefix`` (``-T``).
     * ``index``: ``True`` writes ``OUTPUT.csi`` (``--write-index``); a path
-      names the index (``.bai`` for BAI). Coordinate order and BAM only.
-    * ``tmp_dir``: directory for the run's private temporary directory (``-T``).
-    * ``no_pg``: add no ``@PG`` line (``--no-PG``).
-    * ``unknown_reference``: ``"error"`` (default: a SAM record whose RNAME
-      or RNEXT is not in the header stops the run, naming its line) or
-      ``"unmapped"`` (samtools' behaviour: such records become unmapped and
-      are counted in the report's ``unknown_reference_records``).
+      names the index (``.bai`` for BAI). Coordinate order only.
+    * ``threads``: worker threads (``-@``; below 2 is single-threaded).
+    * ``max_memory``: budget for the whole run: ``"1.5G"``, ``"80%"``, or
+      an int of bytes.
+    * ``unknown_reference``: ``"error"`` (default) or ``"unmapped"``.
     * ``markdup``: mark duplicates as Picard MarkDuplicates 3.4.0 does, in
-      the same pass (``--markdup``); the report then has a ``markdup``
-      object of counts.
-    * ``metrics``: with ``markdup=True``, write Picard's DuplicationMetrics
-      text to this path (``--metrics``).
+      the same pass; the report then has a ``markdup`` object of counts;
+      ``metrics``: with ``markdup=True``, Picard's DuplicationMetrics file.
 
     ``input`` and ``output`` are ``str`` or ``os.PathLike``; ``"-"``
     (standard input or output) is refused with ``ValueError``.
@@ -311,42 +296,13 @@ def sort(
     The GIL is released while the sort runs, so other Python threads (and
     other sorts) run meanwhile.
     """
-    argv = sort_argv(
-        input,
-        output,
-        order=order,
-        threads=threads,
-        max_memory=max_memory,
-        level=level,
-        output_format=output_format,
-        index=index,
-        tag=tag,
-        tmp_dir=tmp_dir,
-        no_pg=no_pg,
-        markdup=markdup,
-        metrics=metrics,
-        unknown_reference=unknown_reference,
-    )
-    options = _keywords(
-        order=order,
-        threads=threads,
-        max_memory=max_memory,
-        level=level,
-        output_format=output_format,
-        tag=tag,
-        tmp_dir=tmp_dir,
-        no_pg=no_pg,
-        unknown_reference=unknown_reference,
-    )
-    options["command_line"] = argv
+    argv, pairs, idx = _sort_call(input, output, index, options)
     report: Dict[str, Any] = json.loads(
         _alnsort.sort(
             _file(input, "input"),
             _file(output, "output"),
-            options,
-            index if isinstance(index, bool) else _path(index, "index"),
-            markdup,
-            None if metrics is None else _path(metrics, "metrics"),
+            {"options": pairs, "command_line": argv},
+            idx,
         )
     )
     return report
@@ -356,32 +312,23 @@ def merge(
     inputs: Sequence[PathArg],
     output: PathArg,
     *,
-    order: str = "coordinate",
-    tag: Optional[str] = None,
-    threads: int = 1,
-    level: Optional[int] = None,
-    output_format: Optional[str] = None,
     index: Union[bool, PathArg] = False,
-    no_pg: bool = False,
-    force: bool = False,
-    combine_rg: bool = False,
-    combine_pg: bool = False,
     seed: int = 0,
-    region: Optional[str] = None,
+    **options: Any,
 ) -> None:
     """Merge the sorted files ``inputs`` (SAM, BAM or CRAM, each sorted in
     ``order``) into ``output`` as ``alnsort merge`` (``samtools merge``
     1.24) does, in this process without the GIL.
 
-    ``order``, ``tag``, ``threads``, ``level``, ``output_format``, ``index``
-    and ``no_pg`` mean what they mean for :func:`sort` (for merge,
-    ``order``/``tag`` say how the inputs are sorted); ``force`` overwrites
-    an existing output (``-f``; without it an existing output is refused as
-    samtools refuses it); ``combine_rg``/``combine_pg`` merge ``@RG``/``@PG``
-    lines with the same ID (``-c``/``-p``); ``seed`` seeds the suffixes of
+    Every option of ``alnsort merge`` is a keyword argument, named as for
+    :func:`sort` (:func:`option_keywords` ``("merge")``): ``force`` (``-f``;
+    without it an existing output is refused as samtools refuses it),
+    ``combine_rg``/``combine_pg`` (``-c``/``-p``), ``region`` (``-R``,
+    indexed inputs), ``threads``, ``level``, ``no_pg``, ``reference``, ...;
+    ``order`` (how the inputs are sorted), ``output_format`` and ``index``
+    mean what they mean for :func:`sort`. ``seed`` seeds the suffixes of
     renamed IDs (``-s``; the command's default is the time, this one's is 0
-    so a call is reproducible); ``region`` merges only the records
-    overlapping it (``-R``, indexed inputs).
+    so a call is reproducible).
 
     Raises :class:`AlnsortError` (:class:`AlnsortIOError` for I/O causes)
     with ``alnsort merge``'s message; ``TypeError``/``ValueError`` for a
@@ -393,29 +340,11 @@ def merge(
     if not ins:
         raise ValueError("inputs is empty: name the sorted files to merge")
     out = _file(output, "output")
-    for flag, what in ((force, "force"), (combine_rg, "combine_rg"), (combine_pg, "combine_pg")):
-        _check(flag, (bool,), what)
     _check(seed, (int,), "seed")
-    if region is not None:
-        _check(region, (str,), "region")
-    if order == "minimiser":
-        raise ValueError("order 'minimiser' is not an order alnsort merge (samtools merge) reads")
-    options = _keywords(
-        order=order, threads=threads, level=level, output_format=output_format, tag=tag, no_pg=no_pg
-    )
-    # The @PG CL: the alnsort merge command these arguments stand for.
-    words = [w for w in options["command_line"][2:]]
-    if force:
-        words.append("-f")
-    words += [w for flag, w in ((combine_rg, "-c"), (combine_pg, "-p")) if flag]
+    pairs, words = _options("merge", options)
+    pairs.append(("seed", str(seed)))
     words += ["-s", str(seed)]
-    if region is not None:
-        words += ["-R", region]
-    idx = index if isinstance(index, bool) else _path(index, "index")
-    if idx is True:
-        words.append("--write-index")
-    target = out if isinstance(idx, bool) else f"{out}##idx##{idx}"
-    if not isinstance(idx, bool):
-        words.append("--write-index")
-    options["command_line"] = [_alnsort.ARGV0, "merge", *words, "-o", target, *ins]
-    _alnsort.merge(ins, out, options, idx, force, combine_rg, combine_pg, seed, region)
+    idx, index_words, target = _index_words(index, out)
+    # The @PG CL: the alnsort merge command these arguments stand for.
+    argv = [_alnsort.ARGV0, "merge", *words, *index_words, "-o", target, *ins]
+    _alnsort.merge(ins, out, {"options": pairs, "command_line": argv}, idx)

@@ -6,26 +6,18 @@ from typing import Any, Callable, Dict, Optional, Sequence, Union
 __version__: str
 ARGV0: str
 
-# The typed options: the dict alnsort._keywords() returns (order, threads,
-# max_memory, level, output_format, tag, tmp_dir, no_pg, unknown_reference,
-# command_line).
+# The typed options: {"options": [(keyword, value or None), ...],
+# "command_line": [...]}, each keyword an option of the command's table
+# (option_table), as alnsort._options() makes them.
 _Keywords = Dict[str, Any]
 
-def sort(
-    input: str, output: str, options: _Keywords, index: Union[bool, str], markdup: bool, metrics: Optional[str] = None
-) -> str: ...
+def sort(input: str, output: str, options: _Keywords, index: Union[bool, str]) -> str: ...
 def sort_help() -> str: ...
-def merge(
-    inputs: Sequence[str],
-    output: str,
-    options: _Keywords,
-    index: Union[bool, str],
-    force: bool,
-    combine_rg: bool,
-    combine_pg: bool,
-    seed: int,
-    region: Optional[str] = None,
-) -> None: ...
+def merge(inputs: Sequence[str], output: str, options: _Keywords, index: Union[bool, str]) -> None: ...
+
+# (keyword, name as messages write it, value name or None, refusal or None)
+# of each option of "sort" or "merge".
+def option_table(command: str) -> list[tuple[str, str, Optional[str], Optional[str]]]: ...
 
 # alnsort sort's parser and option table, for a driver's command line
 # (alnsort.ray): see parse_sort_args in crates/python/src/lib.rs.

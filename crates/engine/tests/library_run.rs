@@ -1,14 +1,20 @@
 //! `alnsort_engine::run_sort` as a library call (the Python package, a Ray task):
-//! called twice in one process it gives the binary's output bytes both
-//! times and leaves the process as it found it: the calling thread's signal
-//! mask, the open-file limit, and no signal-handling thread left behind.
+//! called twice in one process it gives both times the bytes of one call in
+//! a fresh process (what the binary runs; tests/python checks the package
+//! against the binary) and leaves the process as it found it: the calling
+//! thread's signal mask, the open-file limit, and no signal-handling thread
+//! left behind.
 //!
 //! One test in this file on purpose: it lowers the soft open-file limit of
-//! the whole test process for its duration.
+//! the whole test process for its duration. The fresh process is this test
+//! binary again, running the test with [`CHILD`] set: one sort, nothing else.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Set in the child process: the output of its one sort.
+const CHILD: &str = "ALNSORT_LIBRARY_RUN_CHILD";
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/example.sam");
 
@@ -23,8 +29,9 @@ fn sort_args(output: &Path) -> Vec<OsString> {
 }
 
 fn library_sort(output: &Path) {
-    let parsed = alnsort::args::parse("alnsort", sort_args(output), false).expect("options parse");
-    let alnsort::args::Parsed::Run(args) = parsed else {
+    let parsed = alnsort_engine::sort_args::parse("alnsort", sort_args(output), false)
+        .expect("options parse");
+    let alnsort_engine::sort_args::Parsed::Run(args) = parsed else {
         panic!("the options name a run");
     };
     let cfg = alnsort_engine::config::resolve(&args).expect("options resolve");
@@ -77,7 +84,11 @@ fn thread_names() -> Vec<String> {
 }
 
 #[test]
-fn run_sort_twice_in_one_process_matches_the_binary_and_changes_no_process_state() {
+fn run_sort_twice_in_one_process_matches_a_fresh_process_and_changes_no_process_state() {
+    if let Some(out) = std::env::var_os(CHILD) {
+        library_sort(Path::new(&out));
+        return;
+    }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("library_run.{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("test directory");
@@ -105,21 +116,28 @@ fn run_sort_twice_in_one_process_matches_the_binary_and_changes_no_process_state
     let threads_after = thread_names();
     set_soft_nofile(soft_at_start);
 
-    let status = Command::new(env!("CARGO_BIN_EXE_alnsort"))
-        .arg("sort")
-        .args(sort_args(&dir.join("binary.bam")))
+    let status = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "run_sort_twice_in_one_process_matches_a_fresh_process_and_changes_no_process_state",
+            "--test-threads=1",
+        ])
+        .env(CHILD, dir.join("fresh.bam"))
         .status()
-        .expect("run the alnsort binary");
-    assert!(status.success(), "binary: {status}");
+        .expect("run the test binary again");
+    assert!(status.success(), "the fresh process: {status}");
 
     let first = std::fs::read(&first).expect("first output");
     let second = std::fs::read(&second).expect("second output");
-    let binary = std::fs::read(dir.join("binary.bam")).expect("binary output");
+    let fresh = std::fs::read(dir.join("fresh.bam")).expect("the fresh process's output");
     let _ = std::fs::remove_dir_all(&dir);
 
     assert!(first.len() > 28, "the output holds records");
     assert!(first == second, "two library runs differ");
-    assert!(first == binary, "library and binary outputs differ");
+    assert!(
+        first == fresh,
+        "a run in a used process and one in a fresh process differ"
+    );
     assert_eq!(mask_after, mask_before, "run_sort changed the signal mask");
     assert_eq!(limit_after, limit_before, "run_sort changed RLIMIT_NOFILE");
     assert!(

@@ -270,12 +270,9 @@ pub fn collect(
     )?;
     let mut ends = crate::markdup::BatchEnds::new(marker.ends_spec());
     while let Some(raw) = scanner.next_batch()? {
-        let mut at = 0usize;
-        for (k, &voffset) in raw.voffsets.iter().enumerate() {
-            let len = raw.data.get(at..at + 4).map_or(0, |b| {
-                4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
-            });
-            let rec = &raw.data[at..(at + len).min(raw.data.len())];
+        // The records in the batch's blocks and data (`RawBatch::records`:
+        // the scanner leaves whole records in the inflated blocks).
+        for (k, ((rec, _), &voffset)) in raw.records().zip(raw.voffsets.iter()).enumerate() {
             if let Err(e) = alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
             {
                 return Err(crate::error::Error::Record {
@@ -288,7 +285,6 @@ pub fn collect(
                 });
             }
             ends.add_fields(rec);
-            at += len;
         }
         marker.push(&ends)?;
         ends = crate::markdup::BatchEnds::new(marker.ends_spec());

@@ -1001,7 +1001,12 @@ fn first_record_unplaced(
                     pool,
                 )?;
                 match s.next_batch()? {
-                    Some(b) => RecordRef::with_block_size(&b.data).ref_id() < 0,
+                    // `RawBatch::records`: the scanner leaves records in
+                    // the inflated blocks, not in `data`.
+                    Some(b) => match b.records().next() {
+                        Some((rec, _)) => RecordRef::with_block_size(rec).ref_id() < 0,
+                        None => continue,
+                    },
                     None => continue,
                 }
             }

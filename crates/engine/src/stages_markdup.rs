@@ -222,6 +222,21 @@ pub fn write_metrics(
         .with_context(|| format!("--metrics {}", path.display()))
 }
 
+/// A duplicate-marking task's configuration and its `--markdup` options
+/// (the options must ask for duplicate marking).
+fn task_config(
+    options: &SortOptions,
+) -> Result<(crate::config::Config, crate::markdup::MarkdupConfig)> {
+    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+    let Some(md) = cfg.markdup.clone() else {
+        bail!(
+            Refused,
+            "the duplicate-marking stages need --markdup among the options"
+        );
+    };
+    Ok((cfg, md))
+}
+
 /// The duplicate-marking share of split `split` of `inputs` (one input):
 /// its records read as a map reads them, checked as one node checks them
 /// (within the split), their ends cut into `end_buckets` and their mates'
@@ -233,13 +248,7 @@ pub fn collect(
     end_buckets: usize,
     name_buckets: usize,
 ) -> Result<SplitShare> {
-    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
-    let Some(md) = cfg.markdup.clone() else {
-        bail!(
-            Refused,
-            "the duplicate-marking stages need --markdup among the options"
-        );
-    };
+    let (cfg, md) = task_config(options)?;
     if inputs.len() != 1 {
         bail!(
             Refused,
@@ -308,13 +317,7 @@ pub fn decide_bucket(
     fixups: &Fixups,
     options: &SortOptions,
 ) -> Result<SetsDecided> {
-    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
-    let Some(md) = cfg.markdup.clone() else {
-        bail!(
-            Refused,
-            "the duplicate-marking stages need --markdup among the options"
-        );
-    };
+    let (cfg, md) = task_config(options)?;
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let file = inputs[0].display().to_string();
@@ -346,13 +349,7 @@ pub fn assemble(
     outcomes: Vec<SplitOutcome>,
     totals: SetsDecided,
 ) -> Result<StageDecision> {
-    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
-    let Some(md) = cfg.markdup.clone() else {
-        bail!(
-            Refused,
-            "the duplicate-marking stages need --markdup among the options"
-        );
-    };
+    let (cfg, md) = task_config(options)?;
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();

@@ -5,10 +5,21 @@ fn main() {
     let isal = std::env::var("ISAL_SRC").expect("ISAL_SRC");
     let mut b = cc::Build::new();
     for f in [
-        "igzip/igzip.c", "igzip/huff_codes.c", "igzip/hufftables_c.c", "igzip/igzip_base.c", "igzip/igzip_icf_base.c",
-        "igzip/adler32_base.c", "igzip/flatten_ll.c", "igzip/encode_df.c", "igzip/igzip_icf_body.c",
-        "igzip/igzip_inflate.c", "igzip/igzip_base_aliases.c", "igzip/proc_heap_base.c",
-        "crc/crc_base.c", "crc/crc64_base.c", "crc/crc_base_aliases.c",
+        "igzip/igzip.c",
+        "igzip/huff_codes.c",
+        "igzip/hufftables_c.c",
+        "igzip/igzip_base.c",
+        "igzip/igzip_icf_base.c",
+        "igzip/adler32_base.c",
+        "igzip/flatten_ll.c",
+        "igzip/encode_df.c",
+        "igzip/igzip_icf_body.c",
+        "igzip/igzip_inflate.c",
+        "igzip/igzip_base_aliases.c",
+        "igzip/proc_heap_base.c",
+        "crc/crc_base.c",
+        "crc/crc64_base.c",
+        "crc/crc_base_aliases.c",
     ] {
         b.file(format!("{isal}/{f}"));
     }

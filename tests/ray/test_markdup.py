@@ -4,14 +4,20 @@ same inputs: the output (the same bytes with one partition, the same BGZF
 payload with several: the parts' blocks are cut at part boundaries, as
 without --markdup) and the metrics file byte for byte, on name-grouped and
 coordinate-sorted input (Picard's two semantics), one and two inputs, with
-DT tags and removal, 1 to 8 partitions; and a worker node killed in the
-middle of a reduce (Ray runs it again elsewhere) gives the same bytes.
+DT tags, removal and barcodes, 1 to 8 partitions. One input goes through
+the decision cut into tasks (collect, join, decide, finish, assemble) with
+1 to 8 buckets (templates crossing split boundaries among them); two
+inputs, and `markdup_buckets=0`, through the one decide task. A worker
+node killed in the middle of a reduce, of a join and of a decide task (Ray
+runs it again elsewhere, rebuilding the lost blocks) gives the same bytes.
 
 The inputs are the duplicate traps of tests/markdup/test_vs_picard.py
 (pairs across references, fragments at pair ends, mates unmapped,
 secondary and supplementary records, optical sets on two tiles, three read
-groups of two libraries and one without LB) spread over the inputs whole
-templates at a time. One node's flags are Picard's (tests/markdup/).
+groups of two libraries and one without LB) with UMI and read barcodes
+(tests/markdup/test_sort_markdup.py's `with_barcodes`), spread over the
+inputs whole templates at a time. One node's flags are Picard's
+(tests/markdup/).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ TESTS = HERE.parent
 sys.path.insert(0, str(TESTS / "markdup"))
 
 import test_vs_picard as g  # noqa: E402
-from test_sort_markdup import moved, stale_dups, with_mate_cigars  # noqa: E402
+from test_sort_markdup import moved, stale_dups, with_barcodes, with_mate_cigars  # noqa: E402
 
 import alnsort.ray as aray  # noqa: E402
 from faults import Barrier  # noqa: E402
@@ -65,9 +71,11 @@ def templates():
     for n, name in enumerate(sorted(g.TRAPS)):
         recs += moved(g.TRAPS[name](), n)
     recs += moved(g.t_adversarial(100), len(g.TRAPS))
-    for s in range(3):
-        recs += moved(g.t_random(10 + s), len(g.TRAPS) + 1 + s)
-    return stale_dups(recs, 9), old
+    # Enough random templates for about twenty BGZF blocks, so that up to
+    # eight splits cut the name-grouped input inside templates.
+    for s in range(12):
+        recs += moved(g.t_random(10 + s, dense=s % 3 == 0), len(g.TRAPS) + 1 + s)
+    return with_barcodes(stale_dups(recs, 9), 5), old
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +112,13 @@ def one_node(tmp: Path, ins, opts):
     return out.read_bytes(), text
 
 
-def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook=None, cluster=None):
+def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook=None, cluster=None, buckets=None):
     out, m = tmp / f"{name}.bam", tmp / f"{name}.metrics"
     # The metrics file records a command line: the one node's, so the two
     # files can be compared byte for byte.
     argv = one_text.split("\n")[3][2:].split(" ")
     kw = dict(inputs=ins, output=str(out), no_pg=True, partitions=partitions, splits=splits, markdup=True,
-              metrics=str(m), markdup_options=list(opts), argv=argv)
+              metrics=str(m), markdup_options=list(opts), argv=argv, markdup_buckets=buckets)
     stats = run_killing(cluster, hook, **kw) if hook is not None else aray.sort(**kw)
     return out.read_bytes(), m.read_text(), stats
 
@@ -121,28 +129,59 @@ def same_output(got: bytes, want: bytes, partitions: int) -> bool:
     return inflate_bgzf(got) == inflate_bgzf(want)
 
 
+BARCODES = ["--barcode-tag", "ZU", "--read-one-barcode-tag", "B1", "--read-two-barcode-tag", "B2"]
+
 CASES = [
-    # (coordinate-sorted, inputs, options, partitions, splits)
-    (False, 1, [], 1, 3),
-    (False, 2, ["--tagging-policy", "all"], 4, 5),
-    (True, 1, ["--remove-sequencing-duplicates"], 8, 8),
-    (True, 2, ["--remove-duplicates"], 2, 4),
+    # (coordinate-sorted, inputs, options, partitions, splits, buckets: None
+    # for the default, 0 for the one decide task)
+    (False, 1, [], 1, 3, 2),
+    (False, 1, ["--tagging-policy", "all", *BARCODES], 2, 6, 5),
+    (False, 1, ["--remove-sequencing-duplicates"], 4, 8, None),
+    (False, 1, [], 8, 4, 0),
+    (False, 2, ["--tagging-policy", "all"], 4, 5, None),
+    (True, 1, ["--remove-sequencing-duplicates"], 8, 8, 3),
+    (True, 1, ["--tagging-policy", "optical", *BARCODES], 2, 5, 8),
+    (True, 1, [], 4, 4, 1),
+    (True, 2, ["--remove-duplicates"], 2, 4, None),
 ]
 
 
-@pytest.mark.parametrize("coordinate,n,opts,partitions,splits", CASES)
-def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, cluster, inputs, tmp_path):
+@pytest.mark.parametrize("coordinate,n,opts,partitions,splits,buckets", CASES)
+def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, buckets, cluster, inputs, tmp_path):
     ins = inputs[(coordinate, n)]
     want, want_text = one_node(tmp_path, ins, opts)
     # The metrics name the output and metrics paths: the Ray run writes to
     # the same ones.
     (tmp_path / "one.bam").unlink()
     (tmp_path / "one.metrics").unlink()
-    got, text, stats = ray_run(tmp_path, ins, opts, partitions, splits, want_text, name="one")
+    got, text, stats = ray_run(tmp_path, ins, opts, partitions, splits, want_text, name="one", buckets=buckets)
     assert stats["partitions"] == partitions and stats["splits"] >= min(splits, 2)
-    assert stats["markdup"]["marked"] > 50, stats["markdup"]
+    md = stats["markdup"]
+    assert md["marked"] > 50, md
+    if n == 1 and buckets != 0:
+        assert md["path"] == "tasks", md
+        assert md["buckets"] == (buckets if buckets is not None else max(stats["splits"], partitions)), md
+        # No task held the whole input's ends.
+        if md["buckets"] > 1:
+            assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
+    else:
+        assert md["path"] == "one task", md
     assert same_output(got, want, partitions), "the Ray output differs from one node's"
     assert text == want_text, "the Ray metrics differ from one node's"
+    if not coordinate and n == 1 and buckets != 0:
+        ACROSS.append(md["templates_across_splits"])
+
+
+#: Templates that crossed a split boundary in the name-grouped cases above.
+ACROSS: list = []
+
+
+def test_templates_crossed_split_boundaries():
+    """The name-grouped cases above had templates that began in one split
+    and went on in the next (the boundary fix-ups were exercised)."""
+    if not ACROSS:
+        pytest.skip("the name-grouped cases did not run")
+    assert sum(ACROSS) > 0, ACROSS
 
 
 def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_path):
@@ -160,4 +199,24 @@ def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_pa
     hook = Barrier(str(barrier_dir), "reduce", 1)
     got, text, _ = ray_run(tmp_path, ins, opts, 3, 4, want_text, name="one", hook=hook, cluster=cluster)
     assert got == calm, "the disturbed run's bytes differ from the undisturbed run's"
+    assert text == want_text
+
+
+@pytest.mark.parametrize("stage,index", [("join", 1), ("decide", 2)])
+def test_a_worker_killed_mid_decision_task_gives_the_same_bytes(stage, index, cluster, inputs, tmp_path):
+    """A node killed while it runs a join or a decide task: Ray runs the task
+    again on another node (and rebuilds the collect and join blocks that
+    lived on the lost node); the output and metrics are one node's."""
+    ins = inputs[(False, 1)]
+    opts = ["--tagging-policy", "all"]
+    want, want_text = one_node(tmp_path, ins, opts)
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    barrier_dir = tmp_path / "barrier"
+    barrier_dir.mkdir()
+    hook = Barrier(str(barrier_dir), stage, index)
+    got, text, stats = ray_run(tmp_path, ins, opts, 1, 4, want_text, name="one", hook=hook, cluster=cluster,
+                               buckets=3)
+    assert stats["markdup"]["path"] == "tasks"
+    assert got == want, f"a node killed mid-{stage}: the output differs from one node's"
     assert text == want_text

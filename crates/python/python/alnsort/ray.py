@@ -1033,6 +1033,7 @@ class _MarkdupTasks:
                 "slots_bytes": sum(m["slots_bytes"] for m in metas),
                 "pair_ends_bytes": sum(m["bytes"] for m in join_metas),
                 "largest_bucket_bytes": max(m["ends_bytes"] for m in dec_metas),
+                "templates_across_splits": sum(c is not None for c in continued),
                 "finished_again": again,
             }
         )

@@ -7,7 +7,7 @@ coordinate-sorted input (Picard's two semantics), one and two inputs, with
 DT tags, removal and barcodes, 1 to 8 partitions. One input goes through
 the decision cut into tasks (collect, join, decide, finish, assemble) with
 1 to 8 buckets (templates crossing split boundaries among them); two
-inputs, and `markdup_buckets=0`, through the one decide task. A worker
+inputs, and `decision_buckets=0`, through the one decide task. A worker
 node killed in the middle of a reduce, of a join and of a decide task (Ray
 runs it again elsewhere, rebuilding the lost blocks) gives the same bytes.
 
@@ -23,6 +23,7 @@ inputs whole templates at a time. One node's flags are Picard's
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -118,7 +119,7 @@ def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook
     # files can be compared byte for byte.
     argv = one_text.split("\n")[3][2:].split(" ")
     kw = dict(inputs=ins, output=str(out), no_pg=True, partitions=partitions, splits=splits, markdup=True,
-              metrics=str(m), markdup_options=list(opts), argv=argv, markdup_buckets=buckets)
+              metrics=str(m), markdup_options=list(opts), argv=argv, decision_buckets=buckets)
     stats = run_killing(cluster, hook, **kw) if hook is not None else aray.sort(**kw)
     return out.read_bytes(), m.read_text(), stats
 
@@ -220,3 +221,29 @@ def test_a_worker_killed_mid_decision_task_gives_the_same_bytes(stage, index, cl
     assert stats["markdup"]["path"] == "tasks"
     assert got == want, f"a node killed mid-{stage}: the output differs from one node's"
     assert text == want_text
+
+
+def test_command_line_markdup_with_progress(cluster, inputs, tmp_path):
+    """`python -m alnsort.ray sort --markdup --metrics M --decision-buckets 3
+    --progress`: one node's output and metrics (the metrics file records the
+    driver's command line, so only its numbers are compared), and a line
+    per phase on standard error with its counts."""
+    ins = inputs[(False, 1)]
+    opts = ["--tagging-policy", "all"]
+    want, want_text = one_node(tmp_path, ins, opts)
+    out, m = tmp_path / "cli.bam", tmp_path / "cli.metrics"
+    argv = [sys.executable, "-m", "alnsort.ray", "sort", "--address", cluster.address, "--no-PG", "--markdup",
+            *opts, "--metrics", str(m), "--decision-buckets", "3", "--partitions", "1", "--splits", "4",
+            "--progress", "-o", str(out), *ins]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == want
+    # Past the command-line header (#-lines), the metrics are one node's.
+    body = [line for line in m.read_text().split("\n") if not line.startswith("#")]
+    assert body == [line for line in want_text.split("\n") if not line.startswith("#")]
+    lines = [line for line in p.stderr.splitlines() if line.startswith("[alnsort.ray] ")]
+    phases = [line.split()[1].rstrip(":") for line in lines]
+    assert phases == ["split", "sample", "map", "collect", "join", "decide", "finish", "reduce", "assemble"], lines
+    records = sum(1 for _ in pysam.AlignmentFile(ins[0], check_sq=False))
+    assert f"{records} records" in lines[2] and f"{records} records" in lines[3], lines
+    assert "3 name buckets" in lines[4] and "3 end buckets" in lines[5], lines

@@ -328,7 +328,7 @@ def sort(
     markdup: bool = False,
     metrics: Optional[PathArg] = None,
     markdup_options: Sequence[str] = (),
-    markdup_buckets: Optional[int] = None,
+    decision_buckets: Optional[int] = None,
     progress: Union[bool, Callable[[str], None]] = False,
 ) -> Dict[str, Any]:
     """Sort ``inputs`` (one BAM path or several, sorted together into one
@@ -374,7 +374,7 @@ def sort(
     decision is cut into tasks, none holding the whole input: collect (per
     split) -> join (per name bucket) -> decide (per end bucket) -> finish
     (per split) -> assemble (one task, the decision bits and metrics);
-    ``markdup_buckets`` (end and name buckets; default
+    ``decision_buckets`` (end and name buckets; default
     :func:`default_buckets`) says into how many, and ``0`` asks for the one
     decide task over the whole input, which several inputs always use
     (Picard's merge order of several inputs is not a split order). The
@@ -434,7 +434,7 @@ def sort(
         warm_r = ray.remote(num_cpus=1, max_retries=0)(_warm_task)
         warm = [warm_r.remote(stages) for _ in range(_cluster_cpus(ray))]
         decide_r = ray.remote(num_cpus=threads, **common)(_decide_task)
-        md_tasks = md is not None and len(ins) == 1 and markdup_buckets != 0
+        md_tasks = md is not None and len(ins) == 1 and decision_buckets != 0
 
         # 1. split (driver)
         t0 = time.perf_counter()
@@ -453,9 +453,9 @@ def sort(
         if md_tasks:
             # The decision cut into tasks: each split's share is collected
             # beside its map (and again where the map is run again).
-            buckets = markdup_buckets if markdup_buckets is not None else default_buckets(len(split_list), n_parts)
+            buckets = decision_buckets if decision_buckets is not None else default_buckets(len(split_list), n_parts)
             if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
-                raise ValueError(f"markdup_buckets must be a whole number, not {buckets!r}")
+                raise ValueError(f"decision_buckets must be a whole number, not {buckets!r}")
             md_run = _MarkdupTasks(
                 ray, common, stages, ins, md, threads, max_memory, order_opts, task_hook, buckets, say
             )
@@ -743,7 +743,7 @@ def _buffers(blocks: List[bytes]) -> List[pickle.PickleBuffer]:
 
 
 #: Compressed input bytes per end bucket (and per name bucket) when
-#: ``markdup_buckets`` is not given: a bucket then holds the ends of about
+#: ``decision_buckets`` is not given: a bucket then holds the ends of about
 #: this much input (about 1.7 bytes of ends and halves per byte of BAM on
 #: the benchmark data: docs/cluster.md), the share of one split.
 BUCKET_BYTES = SPLIT_BYTES
@@ -1113,6 +1113,16 @@ def _write_metrics(path: Optional[PathArg], text: Optional[str]) -> None:
             os.unlink(tmp)
 
 
+def _progress_given(a: Dict[str, Any]) -> bool:
+    """Whether the command line asks for progress lines (``--progress``;
+    the last of ``--progress``/``--no-progress`` counts)."""
+    on = False
+    for name, _ in a["given_values"]:
+        if name in ("--progress", "--no-progress"):
+            on = name == "--progress"
+    return on
+
+
 def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
     """``sort()``'s duplicate-marking keywords from the options of the
     command line (checked by ``alnsort sort``'s parser, which also refuses
@@ -1146,6 +1156,9 @@ RAY_OPTIONS = (
      "a cluster started here by `ray start`, else a new local Ray"),
     ("work-dir", "DIR", "shared directory for the parts [beside the output]"),
     ("max-retries", "N", "retries per task after a lost worker or node [3]"),
+    ("decision-buckets", "B", "with --markdup and one input: the duplicate decision's end and name buckets "
+     "(join and decide tasks) [max(splits, partitions)]; 0: one decide task over the whole input "
+     "(several inputs always)"),
     ("stats", None, "print the run's statistics as JSON on stdout"),
 )
 
@@ -1157,6 +1170,7 @@ HONOURED = frozenset(
         "-n", "-N", "-t", "--template-coordinate", "-M",  # order
         "-o", "-O", "--output-fmt-option", "-l", "-u", "--write-index", "--no-PG",  # output
         "-@", "-m", "--max-memory", "--unknown-reference",  # tasks
+        "--progress", "--no-progress",  # a line per phase on standard error
         "-h", "--version",  # -h, --help
         "--markdup", "--metrics",  # duplicate marking, and the options of MARKDUP_OPTIONS
     }
@@ -1173,9 +1187,7 @@ REFUSED = {
     "-H": "minimiser options are not passed to the map tasks yet",
     "-T": "the tasks' temporary files go under --work-dir",
     "--reference": "CRAM input and output are not supported by the Ray driver yet",
-    "--progress": "the Ray driver has no progress display",
-    "--no-progress": "the Ray driver has no progress display",
-    "--progress-interval": "the Ray driver has no progress display",
+    "--progress-interval": "the Ray driver prints a line per phase (--progress), not at intervals",
     "--stats-json": "the Ray driver reports its statistics with --stats",
     "--verbosity": "the Ray driver has no verbosity levels",
 }
@@ -1247,7 +1259,7 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
     a = _alnsort.parse_sort_args(PROG, list(argv), extras, refuse)
     ray: Dict[str, Any] = {"max-retries": 3}
     for name, value in a["extra"]:
-        if name in ("partitions", "splits", "max-retries"):
+        if name in ("partitions", "splits", "max-retries", "decision-buckets"):
             try:
                 ray[name] = int(value)
             except ValueError:
@@ -1349,6 +1361,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             work_dir=ray.get("work-dir"),
             max_retries=ray["max-retries"],
             argv=["python", "-m", "alnsort.ray"] + args_in,
+            decision_buckets=ray.get("decision-buckets"),
+            progress=_progress_given(a),
             **_markdup_kwargs(a),
         )
         if index is not None and not ray.get("sharded"):

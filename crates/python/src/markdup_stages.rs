@@ -302,7 +302,12 @@ fn bits_from(bytes: &[u8], len: u64, what: &str) -> PyResult<Bits> {
 type CarryTuple = (u64, bool, u64, bool);
 
 fn carry_tuple(c: WalkCarry) -> CarryTuple {
-    (c.stale, c.dup_template, c.optical_stale, c.optical_dup_template)
+    (
+        c.stale,
+        c.dup_template,
+        c.optical_stale,
+        c.optical_dup_template,
+    )
 }
 
 /// One split's outcome as Python takes it: (duplicate bits, optical bits

@@ -40,6 +40,7 @@ sys.path.insert(0, str(TESTS / "markdup"))
 import test_vs_picard as g  # noqa: E402
 from test_sort_markdup import moved, stale_dups, with_barcodes, with_mate_cigars  # noqa: E402
 
+import alnsort  # noqa: E402
 import alnsort.ray as aray  # noqa: E402
 from faults import Barrier  # noqa: E402
 from simcluster import inflate_bgzf, simulated_cluster  # noqa: E402
@@ -247,3 +248,50 @@ def test_command_line_markdup_with_progress(cluster, inputs, tmp_path):
     records = sum(1 for _ in pysam.AlignmentFile(ins[0], check_sq=False))
     assert f"{records} records" in lines[2] and f"{records} records" in lines[3], lines
     assert "3 name buckets" in lines[4] and "3 end buckets" in lines[5], lines
+
+
+def test_the_stage_functions_in_process(inputs):
+    """alnsort.stages' decision tasks called in process, as a driver
+    without Ray would: the decision bytes and metrics of the one task
+    (markdup_decide), with splits finished again where a carry says so;
+    values that are not the tasks' own are refused with the reason."""
+    from alnsort import stages
+
+    ins = inputs[(False, 1)]
+    md = ["--markdup", "--tagging-policy", "all"]
+    names = ("m.txt", ins, "out.bam", "a command line")
+    one = stages.markdup_decide(ins, md, metrics=names)
+    splits = stages.split(ins, 6)
+    assert len(splits) >= 3
+    b = 4
+    cols = [stages.markdup_collect(ins, s, md, b, b) for s in splits]
+    bounds = [c["boundary"] for c in cols]
+    continued = stages.markdup_continued(bounds)
+    joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
+    decided = [
+        stages.markdup_decide_bucket(ins, [c["ends"][e] for c in cols] + [j[e] for j in joins], bounds, md,
+                                     len(splits))
+        for e in range(b)
+    ]
+
+    def finish(s, carry=None):
+        return stages.markdup_finish(cols[s]["slots"], continued[s] is not None,
+                                     [d["duplicates"][s] for d in decided], [d["optical"][s] for d in decided], carry)
+
+    outs = [finish(s) for s in range(len(splits))]
+    for s in range(1, len(splits)):
+        if outs[s - 1]["carry"] != stages.START_CARRY:
+            outs[s] = finish(s, outs[s - 1]["carry"])
+    got = stages.markdup_assemble(ins, md, outs, [d["counts"] for d in decided], metrics=names)
+    assert got == one
+    assert sum(o["records"] for o in outs) == one["records"][0] == sum(c["records"] for c in cols)
+
+    with pytest.raises(TypeError, match="boundary"):
+        stages.markdup_continued([{"first": 0}])
+    with pytest.raises(ValueError, match="not the words of"):
+        stages.markdup_assemble(ins, md, [dict(outs[0], records=outs[0]["records"] + 64)] + outs[1:],
+                                [d["counts"] for d in decided])
+    with pytest.raises(alnsort.AlnsortError, match="read ends .* cut short"):
+        stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
+    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
+        stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)

@@ -979,6 +979,16 @@ class _MarkdupTasks:
             )
             for e in range(b)
         ]
+
+        def finish(s: int, carry: Optional[Dict[str, Any]]) -> list:
+            return self.finish_r.options(num_returns=3).remote(
+                self.stages, continued[s] is not None, carry, b, self.hook, s, cols[s][1 + 2 * b],
+                *[d[1 + s] for d in decides], *[d[1 + n + s] for d in decides],
+            )
+
+        # Every split finished with the start's carry, submitted with the
+        # joins and decides (the driver waits below only to report them).
+        fins = [finish(s, None) for s in range(n)]
         join_metas = _get(ray, [j[0] for j in joins])
         self._phase(phases, "join", t0, join_metas)
         self.say(
@@ -992,16 +1002,7 @@ class _MarkdupTasks:
             f"decide: {b} end buckets, {sum(m['ends_bytes'] for m in dec_metas) / 1e6:.1f} MB of ends, "
             f"{sum(m['listed'] for m in dec_metas)} duplicates listed ({phases['decide']['wall_waited']:.2f} s)"
         )
-
         t0 = time.perf_counter()
-
-        def finish(s: int, carry: Optional[Dict[str, Any]]) -> list:
-            return self.finish_r.options(num_returns=3).remote(
-                self.stages, continued[s] is not None, carry, b, self.hook, s, cols[s][1 + 2 * b],
-                *[d[1 + s] for d in decides], *[d[1 + n + s] for d in decides],
-            )
-
-        fins = [finish(s, None) for s in range(n)]
         fin_metas = _get(ray, [f[0] for f in fins])
         again = 0
         start = _stages(self.stages).START_CARRY

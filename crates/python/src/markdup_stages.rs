@@ -240,6 +240,10 @@ type SetCounts = (
     HashMap<u32, u64>,
 );
 
+/// One bucket's decision as Python takes it: (duplicate index lists by
+/// split, optical index lists by split, the bucket's counts).
+type BucketResult = (Vec<Py<PyBytes>>, Vec<Py<PyBytes>>, SetCounts);
+
 /// The duplicate sets of one end bucket (`stages_markdup::decide_bucket`;
 /// blocks: the bucket's fragment ends from every split and pair ends from
 /// every join): (duplicate indexes by split, optical indexes by split,
@@ -254,7 +258,7 @@ pub fn stage_markdup_decide_bucket(
     options: Keywords,
     markdup: Vec<String>,
     splits: usize,
-) -> PyResult<(Vec<Py<PyBytes>>, Vec<Py<PyBytes>>, SetCounts)> {
+) -> PyResult<BucketResult> {
     let o = self::options(py, &options, &markdup)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
@@ -289,7 +293,7 @@ fn bits_from(bytes: &[u8], len: u64, what: &str) -> PyResult<Bits> {
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
     match Bits::from_words(words, len) {
-        Some(b) if bytes.len() % 8 == 0 => Ok(b),
+        Some(b) if bytes.len().is_multiple_of(8) => Ok(b),
         _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
             "{what}: {} bytes are not the words of {len} bits",
             bytes.len()

@@ -656,7 +656,7 @@ def sort(
         if md is not None:
             _write_metrics(metrics, decided.get("metrics"))
         wall = time.perf_counter() - t_start
-        say(f"assemble: {assembled['bytes']} bytes written ({phases['assemble']['wall']:.2f} s; {wall:.2f} s in all)")
+        say(f"assemble: {n_parts} parts into {out} ({phases['assemble']['wall']:.2f} s; {wall:.2f} s in all)")
         stage_secs = sum(p["stage"] for p in phases.values())
         return {
             "records": records,

@@ -162,7 +162,7 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
     assert md["marked"] > 50, md
     if n == 1 and buckets != 0:
         assert md["path"] == "tasks", md
-        assert md["buckets"] == (buckets if buckets is not None else max(stats["splits"], partitions)), md
+        assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
         # No task held the whole input's ends.
         if md["buckets"] > 1:
             assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
@@ -295,3 +295,13 @@ def test_the_stage_functions_in_process(inputs):
         stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
     with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
         stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)
+
+
+def test_default_buckets():
+    """As many decision buckets as splits or partitions, but the driver's
+    object references for the decision (about 4 x splits x buckets) stay
+    within DECISION_OBJECTS."""
+    assert aray.default_buckets(4, 8) == 8 and aray.default_buckets(6, 2) == 6
+    for splits in (1, 100, 1000, 30_000):
+        b = aray.default_buckets(splits, 4 * splits)
+        assert b >= 1 and (b == 1 or 4 * splits * b <= aray.DECISION_OBJECTS), (splits, b)

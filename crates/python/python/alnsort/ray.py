@@ -742,19 +742,21 @@ def _buffers(blocks: List[bytes]) -> List[pickle.PickleBuffer]:
     return [pickle.PickleBuffer(b) for b in blocks]
 
 
-#: Compressed input bytes per end bucket (and per name bucket) when
-#: ``decision_buckets`` is not given: a bucket then holds the ends of about
-#: this much input (about 1.7 bytes of ends and halves per byte of BAM on
-#: the benchmark data: docs/cluster.md), the share of one split.
-BUCKET_BYTES = SPLIT_BYTES
+#: Object references the decision's tasks may give the driver to hold:
+#: each split's collect returns two blocks per bucket and each bucket's
+#: decide two lists per split, so about 4 x splits x buckets (the same
+#: bound docs/cluster.md gives for the maps' splits x partitions blocks).
+DECISION_OBJECTS = 100_000
 
 
 def default_buckets(splits: int, partitions: int) -> int:
     """End and name buckets of the duplicate decision when none are given:
-    as many as splits or partitions, whichever is more (each bucket then
-    holds about one split's share of the ends: :data:`BUCKET_BYTES`). The
-    decision does not depend on the buckets, only the tasks' sizes do."""
-    return max(1, splits, partitions)
+    as many as splits or partitions, whichever is more (a bucket then
+    holds about one split's share of the ends), but no more than keep the
+    decision's objects within :data:`DECISION_OBJECTS`. The decision does
+    not depend on the buckets, only the tasks' sizes do."""
+    cap = max(1, DECISION_OBJECTS // (4 * max(1, splits)))
+    return max(1, min(max(splits, partitions), cap))
 
 
 def _collect_task(
@@ -1158,8 +1160,8 @@ RAY_OPTIONS = (
     ("work-dir", "DIR", "shared directory for the parts [beside the output]"),
     ("max-retries", "N", "retries per task after a lost worker or node [3]"),
     ("decision-buckets", "B", "with --markdup and one input: the duplicate decision's end and name buckets "
-     "(join and decide tasks) [max(splits, partitions)]; 0: one decide task over the whole input "
-     "(several inputs always)"),
+     "(join and decide tasks) [max(splits, partitions), at most 25000 / splits]; 0: one decide task over "
+     "the whole input (several inputs always)"),
     ("stats", None, "print the run's statistics as JSON on stdout"),
 )
 

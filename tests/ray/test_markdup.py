@@ -305,3 +305,28 @@ def test_default_buckets():
     for splits in (1, 100, 1000, 30_000):
         b = aray.default_buckets(splits, 4 * splits)
         assert b >= 1 and (b == 1 or 4 * splits * b <= aray.DECISION_OBJECTS), (splits, b)
+
+
+def test_decision_buckets_that_cannot_be_honoured_are_refused(inputs, tmp_path):
+    """decision_buckets without markdup, with several inputs (decided by one
+    task), or not a whole number: refused before Ray starts, naming why."""
+    out = str(tmp_path / "o.bam")
+    for kw, words in [
+        (dict(inputs=inputs[(False, 1)], decision_buckets=4), "needs markdup=True"),
+        (dict(inputs=inputs[(False, 2)], markdup=True, decision_buckets=4), "several inputs are decided by one task"),
+        (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=-1), "whole number"),
+        (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=True), "whole number"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            aray.sort(output=out, **kw)
+    assert not (tmp_path / "o.bam").exists()
+    # The command line says it in its own terms.
+    for argv, words in [
+        (["--decision-buckets", "3", "-o", out, *inputs[(False, 1)]], "needs --markdup"),
+        (["--markdup", "--decision-buckets", "3", "-o", out, *inputs[(False, 2)]], "several inputs"),
+        (["--markdup", "--decision-buckets", "-2", "-o", out, *inputs[(False, 1)]], "whole number"),
+    ]:
+        with pytest.raises(alnsort.AlnsortError, match=words):
+            aray.parse_args(argv)
+    a = aray.parse_args(["--markdup", "--decision-buckets", "0", "-o", out, *inputs[(False, 2)]])
+    assert a["ray"]["decision-buckets"] == 0

@@ -398,6 +398,16 @@ def sort(
     for p in ins:
         if not os.path.isfile(p):
             raise AlnsortError(f"cannot open input '{p}': no such file")
+    if decision_buckets is not None:
+        if not isinstance(decision_buckets, int) or isinstance(decision_buckets, bool) or decision_buckets < 0:
+            raise ValueError(f"decision_buckets must be a whole number, not {decision_buckets!r}")
+        if md is None:
+            raise ValueError("decision_buckets= is duplicate marking's: it needs markdup=True")
+        if len(ins) > 1 and decision_buckets != 0:
+            raise ValueError(
+                "decision_buckets: several inputs are decided by one task (Picard's merge order of several "
+                "inputs is not a split order); leave it out, or give 0"
+            )
     order_opts = _order_options(order, tag, unknown_reference)
     fmt = _output_format(out, output_format)
     idx = _index_kind(index)
@@ -454,8 +464,6 @@ def sort(
             # The decision cut into tasks: each split's share is collected
             # beside its map (and again where the map is run again).
             buckets = decision_buckets if decision_buckets is not None else default_buckets(len(split_list), n_parts)
-            if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
-                raise ValueError(f"decision_buckets must be a whole number, not {buckets!r}")
             md_run = _MarkdupTasks(
                 ray, common, stages, ins, md, threads, max_memory, order_opts, task_hook, buckets, say
             )
@@ -1276,6 +1284,16 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
     a["ray"] = ray
     if a["action"] != "run":
         return a
+    if "decision-buckets" in ray:
+        if not _markdup_kwargs(a):
+            raise AlnsortError("--decision-buckets is duplicate marking's: it needs --markdup")
+        if len(a["inputs"]) > 1 and ray["decision-buckets"] != 0:
+            raise AlnsortError(
+                "--decision-buckets: several inputs are decided by one task (Picard's merge order of several "
+                "inputs is not a split order); leave it out, or give 0"
+            )
+        if ray["decision-buckets"] < 0:
+            raise AlnsortError(f"--decision-buckets {ray['decision-buckets']}: expected a whole number")
     if not a["inputs"] or "-" in a["inputs"]:
         raise AlnsortError("the Ray driver reads files: name the input BAM files (not standard input)")
     if a["output"] is None:

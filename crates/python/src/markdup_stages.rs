@@ -25,7 +25,7 @@ use alnsort_markdup::{Bits, LibraryCounts, SetSizeHistograms};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::stages::{raise, spec, typed, BlockBytes, HeldBlocks, SplitTuple};
+use crate::stages::{bytes_list, raise, spec, typed, BlockBytes, HeldBlocks, SplitTuple};
 use crate::Keywords;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -167,10 +167,6 @@ type ShareResult = (
     (Option<Py<PyBytes>>, Option<Py<PyBytes>>, i64, i64),
     u64,
 );
-
-fn bytes_list(py: Python<'_>, v: &[Vec<u8>]) -> Vec<Py<PyBytes>> {
-    v.iter().map(|b| PyBytes::new(py, b).unbind()).collect()
-}
 
 /// The duplicate-marking share of one split of one input
 /// (`stages_markdup::collect`): (fragment ends by end bucket, mate halves

@@ -50,10 +50,9 @@ pub(crate) fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
     kw.sort_options().map_err(|e| raise(py, e.into()))
 }
 
-fn bytes_list(py: Python<'_>, v: Vec<Vec<u8>>) -> Vec<Py<PyBytes>> {
-    v.into_iter()
-        .map(|b| PyBytes::new(py, &b).unbind())
-        .collect()
+/// Each buffer as a Python `bytes`.
+pub(crate) fn bytes_list(py: Python<'_>, v: &[Vec<u8>]) -> Vec<Py<PyBytes>> {
+    v.iter().map(|b| PyBytes::new(py, b).unbind()).collect()
 }
 
 fn index_kind(index: Option<&str>) -> PyResult<Option<IndexKind>> {
@@ -96,7 +95,7 @@ pub fn stage_sample(
 ) -> PyResult<Vec<Py<PyBytes>>> {
     let options = typed(py, &options)?;
     let got = py.detach(move || stages::sample(&inputs, &spec(split), count, &options));
-    got.map(|v| bytes_list(py, v)).map_err(|e| raise(py, e))
+    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
 }
 
 /// `partitions - 1` (or fewer) encoded splitters from the samples.
@@ -107,7 +106,7 @@ pub fn stage_splitters(
     partitions: usize,
 ) -> PyResult<Vec<Py<PyBytes>>> {
     let got = py.detach(move || stages::splitters(&samples, partitions));
-    got.map(|v| bytes_list(py, v)).map_err(|e| raise(py, e))
+    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
 }
 
 /// The reach of one split of several inputs (None for one input).

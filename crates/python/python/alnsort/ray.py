@@ -36,6 +36,14 @@ run as Ray Core tasks:
    index merged by shifting virtual offsets (or, ``sharded=True``, a
    directory of complete, individually indexed BAMs).
 
+With ``markdup=True`` (``--markdup``) the maps carry each record's place
+to the reduces, which set 0x400, ``DT`` and removal as one node does; the
+decision comes, for one input, from tasks none of which holds the whole
+input (collect per split beside the maps; after the check, join per name
+bucket, decide per end bucket, finish per split, one assemble task:
+:class:`_MarkdupTasks`), for several inputs from one decide task reading
+the inputs beside the maps; the metrics file is written by the driver.
+
 Fault tolerance is Ray's: a task on a node that dies is run again
 (``max_retries``) and map blocks lost with a node are rebuilt from the input
 by lineage reconstruction. Every stage is deterministic, so the output bytes

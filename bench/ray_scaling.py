@@ -19,9 +19,15 @@ With `--repeat K` the comparison (the baseline, then each node count) runs
 K times in a row, each round with the machine's load average (`uptime`)
 before it, and per phase the tasks' CPU seconds beside the wall time.
 With `--index` both write a CSI index (`--write-index`, `index=True`).
+With `--markdup` both mark duplicates (`alnsort sort --markdup -@ 1
+--metrics`, `markdup=True, metrics=...`; `--decision-buckets B` passed to
+the Ray runs, 0 for the one decide task): the metrics files must have the
+same numbers (their command-line header lines differ), and the records
+digest is of the marked records.
 
     .venv/bin/python bench/ray_scaling.py [--input X.bam | --records 1000000]
         [--nodes 1,2,3] [--splits 6] [--partitions 6] [--repeat 2] [--index]
+        [--markdup [--decision-buckets B]]
         [--out bench/results/DATE-ray-scaling.md]
 
 Needs the alnsort package with alnsort.stages and ray==2.60.0 installed
@@ -123,6 +129,13 @@ def tree_cpu() -> float:
     return sum(stats[p][1] for p in family if p in stats)
 
 
+def metrics_digest(path: str) -> str:
+    """sha256 of a metrics file without its '#' lines (the command line)."""
+    with open(path) as f:
+        body = "".join(line for line in f if not line.startswith("#"))
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
 def aray_module_file() -> str:
     import alnsort.ray as aray
 
@@ -143,9 +156,12 @@ def run_ray(n: int, inp: str, out: str, args: argparse.Namespace, sampling: str)
         # so that the output bytes can be compared across node counts.
         argv = ["python", "-m", "alnsort.ray", "sort", "-o", "out.bam", "in.bam"]
         c0 = tree_cpu()
+        md = {}
+        if args.markdup:
+            md = {"markdup": True, "metrics": out + ".metrics", "decision_buckets": args.decision_buckets}
         stats = aray.sort(
             inp, out, splits=args.splits, partitions=args.partitions, threads=1, max_memory=args.memory, argv=argv,
-            index=args.index,
+            index=args.index, **md,
         )
         stats["tree_cpu_seconds"] = tree_cpu() - c0
     stats["startup_seconds"] = startup
@@ -173,6 +189,8 @@ def main() -> int:
     )
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the whole comparison")
     ap.add_argument("--index", action="store_true", help="write a CSI index (both the baseline and Ray)")
+    ap.add_argument("--markdup", action="store_true", help="mark duplicates (both the baseline and Ray)")
+    ap.add_argument("--decision-buckets", type=int, help="with --markdup: the Ray runs' decision_buckets")
     args = ap.parse_args()
     binary = os.path.join(ROOT, "target", "release", "alnsort")
 
@@ -193,13 +211,16 @@ def main() -> int:
         c0 = children_cpu()
         t0 = time.perf_counter()
         index = ["--write-index"] if args.index else []
+        if args.markdup:
+            index += ["--markdup", "--metrics", single + ".metrics"]
         subprocess.run([binary, "sort", "-@", "1", "-m", args.memory, *index, "-o", single, inp], check=True)
         single_wall = time.perf_counter() - t0
         single_cpu = children_cpu() - c0
         single_digest = record_digest(single)
         singles.append(
             {"round": rnd, "wall": single_wall, "cpu": single_cpu, "load": load,
-             "file": file_digest(single), "records_digest": single_digest}
+             "file": file_digest(single), "records_digest": single_digest,
+             "metrics": metrics_digest(single + ".metrics") if args.markdup else ""}
         )
         print(f"round {rnd}: alnsort sort -@ 1: {single_wall:.2f} s (load {load})", file=sys.stderr)
 
@@ -209,6 +230,10 @@ def main() -> int:
             s = run_ray(n, inp, out, args, sampling)
             # The driver samples a few splits of one input itself.
             on_driver = ("split", "assemble") + (("sample",) if s["phases"]["sample"].get("tasks") == 0 else ())
+            # The decision's phases ran beside the maps: their wall is the
+            # driver's wait for them.
+            for v in s["phases"].values():
+                v.setdefault("wall", v.get("wall_waited", 0.0))
             task_stage = sum(v["stage"] for p, v in s["phases"].items() if p not in on_driver)
             driver_stage = sum(s["phases"][p]["stage"] for p in on_driver)
             outside = s["wall_seconds"] - (driver_stage + task_stage / n)
@@ -230,10 +255,12 @@ def main() -> int:
                 "tree_cpu": s["tree_cpu_seconds"],
                 "file": file_digest(out),
                 "records_digest": record_digest(out),
+                "metrics": metrics_digest(out + ".metrics") if args.markdup else "",
+                "decision": s.get("markdup", {}).get("path", ""),
             }
             rows.append(row)
             print(row, file=sys.stderr)
-            for leftover in (out, out + ".csi"):
+            for leftover in (out, out + ".csi", out + ".metrics"):
                 if os.path.exists(leftover):
                     os.unlink(leftover)
     single_digest = singles[0]["records_digest"]
@@ -245,7 +272,8 @@ def main() -> int:
         f"Python {platform.python_version()}; simulated cluster (ray.cluster_utils.Cluster): "
         "head with 0 CPUs + N one-CPU worker nodes, object store "
         f"{args.store_mib} MiB per node; `--splits {args.splits} --partitions {args.partitions}`, "
-        f"`-m {args.memory}` per map task, `-@ 1` per task{'; CSI index written' if args.index else ''}.",
+        f"`-m {args.memory}` per map task, `-@ 1` per task{'; CSI index written' if args.index else ''}"
+        f"{'; duplicates marked (--markdup)' if args.markdup else ''}.",
         f"alnsort package: {os.path.dirname(aray_module_file())} (Python {sys.executable}).",
         "",
         f"Input: `{inp if args.input else f'tests/gen.py, {args.records} records requested'}` "
@@ -254,30 +282,33 @@ def main() -> int:
         + " ".join(sys.argv[1:])
         + "`",
         "",
-        f"Baseline `alnsort sort -@ 1 -m {args.memory}{' --write-index' if args.index else ''}`, one line per round:",
+        f"Baseline `alnsort sort -@ 1 -m {args.memory}{' --write-index' if args.index else ''}"
+        f"{' --markdup --metrics M' if args.markdup else ''}`, one line per round:",
         "",
-        "| round | load before (1, 5, 15 min) | wall s | CPU s | output sha256 | records digest |",
-        "|---|---|---|---|---|---|",
+        "| round | load before (1, 5, 15 min) | wall s | CPU s | output sha256 | records digest | metrics digest |",
+        "|---|---|---|---|---|---|---|",
     ]
     for b in singles:
         lines.append(
             f"| {b['round']} | {b['load']} | **{b['wall']:.2f}** | {b['cpu']:.2f} | {b['file']} | "
-            f"{b['records_digest']} |"
+            f"{b['records_digest']} | {b['metrics'] or '-'} |"
         )
     lines += [
         "",
-        "| round | load before | nodes | sampled by | wall s | vs `alnsort sort -@ 1` (same round) | CPU s (all processes) | CPU vs `alnsort sort -@ 1` | start-up s | in stages s (sum) | outside stages s | object-store bytes/record | phases (wall s) | task CPU s | output sha256 | records digest |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| round | load before | nodes | sampled by | decision | wall s | vs `alnsort sort -@ 1` (same round) | CPU s (all processes) | CPU vs `alnsort sort -@ 1` | start-up s | in stages s (sum) | outside stages s | object-store bytes/record | phases (wall s) | task CPU s | output sha256 | records digest | metrics digest |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ph = ", ".join(f"{k} {v}" for k, v in r["phases"].items())
         cpu = ", ".join(f"{k} {v}" for k, v in r["cpu"].items())
         lines.append(
-            f"| {r['round']} | {r['load']} | {r['nodes']} | {r['sampling']} | {r['wall']:.2f} | {r['wall'] / r['single']:.2f}x | "
+            f"| {r['round']} | {r['load']} | {r['nodes']} | {r['sampling']} | {r['decision'] or '-'} | {r['wall']:.2f} | "
+            f"{r['wall'] / r['single']:.2f}x | "
             f"{r['tree_cpu']:.2f} | {r['tree_cpu'] / r['single_cpu']:.2f}x | "
             f"{r['startup']:.1f} | {r['stage']:.2f} | {r['outside']:.2f} | {r['moved_per_record']:.0f} | {ph} | "
             f"{cpu} | {r['file']} | "
-            f"{r['records_digest']}{'' if r['records_digest'] == single_digest else ' (DIFFERS)'} |"
+            f"{r['records_digest']}{'' if r['records_digest'] == single_digest else ' (DIFFERS)'} | "
+            f"{r['metrics'] or '-'}{'' if r['metrics'] == singles[0]['metrics'] else ' (DIFFERS)'} |"
         )
     lines += [
         "",
@@ -286,10 +317,12 @@ def main() -> int:
         "With 2 cores, 3 one-CPU nodes (plus the driver and Ray's own processes) oversubscribe the machine.",
     ]
     same = len({r["file"] for r in rows}) <= 1 and all(
-        r["records_digest"] == single_digest for r in rows + singles
+        r["records_digest"] == single_digest and r["metrics"] == singles[0]["metrics"] for r in rows + singles
     )
     lines.append(
-        "Output bytes identical for every node count and records identical to `alnsort sort`: "
+        "Output bytes identical for every node count and records identical to `alnsort sort`"
+        + (" (metrics numbers too)" if args.markdup else "")
+        + ": "
         + ("yes" if same else "**NO**")
     )
     text = "\n".join(lines) + "\n"

@@ -4,19 +4,26 @@ same inputs: the output (the same bytes with one partition, the same BGZF
 payload with several: the parts' blocks are cut at part boundaries, as
 without --markdup) and the metrics file byte for byte, on name-grouped and
 coordinate-sorted input (Picard's two semantics), one and two inputs, with
-DT tags and removal, 1 to 8 partitions; and a worker node killed in the
-middle of a reduce (Ray runs it again elsewhere) gives the same bytes.
+DT tags, removal and barcodes, 1 to 8 partitions. One input goes through
+the decision cut into tasks (collect, join, decide, finish, assemble) with
+1 to 8 buckets (templates crossing split boundaries among them); two
+inputs, and `decision_buckets=0`, through the one decide task. A worker
+node killed in the middle of a reduce, of a join and of a decide task (Ray
+runs it again elsewhere, rebuilding the lost blocks) gives the same bytes.
 
 The inputs are the duplicate traps of tests/markdup/test_vs_picard.py
 (pairs across references, fragments at pair ends, mates unmapped,
 secondary and supplementary records, optical sets on two tiles, three read
-groups of two libraries and one without LB) spread over the inputs whole
-templates at a time. One node's flags are Picard's (tests/markdup/).
+groups of two libraries and one without LB) with UMI and read barcodes
+(tests/markdup/test_sort_markdup.py's `with_barcodes`), spread over the
+inputs whole templates at a time. One node's flags are Picard's
+(tests/markdup/).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -31,8 +38,9 @@ TESTS = HERE.parent
 sys.path.insert(0, str(TESTS / "markdup"))
 
 import test_vs_picard as g  # noqa: E402
-from test_sort_markdup import moved, stale_dups, with_mate_cigars  # noqa: E402
+from test_sort_markdup import moved, stale_dups, with_barcodes, with_mate_cigars  # noqa: E402
 
+import alnsort  # noqa: E402
 import alnsort.ray as aray  # noqa: E402
 from faults import Barrier  # noqa: E402
 from simcluster import inflate_bgzf, simulated_cluster  # noqa: E402
@@ -65,9 +73,11 @@ def templates():
     for n, name in enumerate(sorted(g.TRAPS)):
         recs += moved(g.TRAPS[name](), n)
     recs += moved(g.t_adversarial(100), len(g.TRAPS))
-    for s in range(3):
-        recs += moved(g.t_random(10 + s), len(g.TRAPS) + 1 + s)
-    return stale_dups(recs, 9), old
+    # Enough random templates for about twenty BGZF blocks, so that up to
+    # eight splits cut the name-grouped input inside templates.
+    for s in range(12):
+        recs += moved(g.t_random(10 + s, dense=s % 3 == 0), len(g.TRAPS) + 1 + s)
+    return with_barcodes(stale_dups(recs, 9), 5), old
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +114,13 @@ def one_node(tmp: Path, ins, opts):
     return out.read_bytes(), text
 
 
-def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook=None, cluster=None):
+def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook=None, cluster=None, buckets=None):
     out, m = tmp / f"{name}.bam", tmp / f"{name}.metrics"
     # The metrics file records a command line: the one node's, so the two
     # files can be compared byte for byte.
     argv = one_text.split("\n")[3][2:].split(" ")
     kw = dict(inputs=ins, output=str(out), no_pg=True, partitions=partitions, splits=splits, markdup=True,
-              metrics=str(m), markdup_options=list(opts), argv=argv)
+              metrics=str(m), markdup_options=list(opts), argv=argv, decision_buckets=buckets)
     stats = run_killing(cluster, hook, **kw) if hook is not None else aray.sort(**kw)
     return out.read_bytes(), m.read_text(), stats
 
@@ -121,28 +131,59 @@ def same_output(got: bytes, want: bytes, partitions: int) -> bool:
     return inflate_bgzf(got) == inflate_bgzf(want)
 
 
+BARCODES = ["--barcode-tag", "ZU", "--read-one-barcode-tag", "B1", "--read-two-barcode-tag", "B2"]
+
 CASES = [
-    # (coordinate-sorted, inputs, options, partitions, splits)
-    (False, 1, [], 1, 3),
-    (False, 2, ["--tagging-policy", "all"], 4, 5),
-    (True, 1, ["--remove-sequencing-duplicates"], 8, 8),
-    (True, 2, ["--remove-duplicates"], 2, 4),
+    # (coordinate-sorted, inputs, options, partitions, splits, buckets: None
+    # for the default, 0 for the one decide task)
+    (False, 1, [], 1, 3, 2),
+    (False, 1, ["--tagging-policy", "all", *BARCODES], 2, 6, 5),
+    (False, 1, ["--remove-sequencing-duplicates"], 4, 8, None),
+    (False, 1, [], 8, 4, 0),
+    (False, 2, ["--tagging-policy", "all"], 4, 5, None),
+    (True, 1, ["--remove-sequencing-duplicates"], 8, 8, 3),
+    (True, 1, ["--tagging-policy", "optical", *BARCODES], 2, 5, 8),
+    (True, 1, [], 4, 4, 1),
+    (True, 2, ["--remove-duplicates"], 2, 4, None),
 ]
 
 
-@pytest.mark.parametrize("coordinate,n,opts,partitions,splits", CASES)
-def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, cluster, inputs, tmp_path):
+@pytest.mark.parametrize("coordinate,n,opts,partitions,splits,buckets", CASES)
+def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, buckets, cluster, inputs, tmp_path):
     ins = inputs[(coordinate, n)]
     want, want_text = one_node(tmp_path, ins, opts)
     # The metrics name the output and metrics paths: the Ray run writes to
     # the same ones.
     (tmp_path / "one.bam").unlink()
     (tmp_path / "one.metrics").unlink()
-    got, text, stats = ray_run(tmp_path, ins, opts, partitions, splits, want_text, name="one")
+    got, text, stats = ray_run(tmp_path, ins, opts, partitions, splits, want_text, name="one", buckets=buckets)
     assert stats["partitions"] == partitions and stats["splits"] >= min(splits, 2)
-    assert stats["markdup"]["marked"] > 50, stats["markdup"]
+    md = stats["markdup"]
+    assert md["marked"] > 50, md
+    if n == 1 and buckets != 0:
+        assert md["path"] == "tasks", md
+        assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
+        # No task held the whole input's ends.
+        if md["buckets"] > 1:
+            assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
+    else:
+        assert md["path"] == "one task", md
     assert same_output(got, want, partitions), "the Ray output differs from one node's"
     assert text == want_text, "the Ray metrics differ from one node's"
+    if not coordinate and n == 1 and buckets != 0:
+        ACROSS.append(md["templates_across_splits"])
+
+
+#: Templates that crossed a split boundary in the name-grouped cases above.
+ACROSS: list = []
+
+
+def test_templates_crossed_split_boundaries():
+    """The name-grouped cases above had templates that began in one split
+    and went on in the next (the boundary fix-ups were exercised)."""
+    if not ACROSS:
+        pytest.skip("the name-grouped cases did not run")
+    assert sum(ACROSS) > 0, ACROSS
 
 
 def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_path):
@@ -161,3 +202,131 @@ def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_pa
     got, text, _ = ray_run(tmp_path, ins, opts, 3, 4, want_text, name="one", hook=hook, cluster=cluster)
     assert got == calm, "the disturbed run's bytes differ from the undisturbed run's"
     assert text == want_text
+
+
+@pytest.mark.parametrize("stage,index", [("join", 1), ("decide", 2)])
+def test_a_worker_killed_mid_decision_task_gives_the_same_bytes(stage, index, cluster, inputs, tmp_path):
+    """A node killed while it runs a join or a decide task: Ray runs the task
+    again on another node (and rebuilds the collect and join blocks that
+    lived on the lost node); the output and metrics are one node's."""
+    ins = inputs[(False, 1)]
+    opts = ["--tagging-policy", "all"]
+    want, want_text = one_node(tmp_path, ins, opts)
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    barrier_dir = tmp_path / "barrier"
+    barrier_dir.mkdir()
+    hook = Barrier(str(barrier_dir), stage, index)
+    got, text, stats = ray_run(tmp_path, ins, opts, 1, 4, want_text, name="one", hook=hook, cluster=cluster,
+                               buckets=3)
+    assert stats["markdup"]["path"] == "tasks"
+    assert got == want, f"a node killed mid-{stage}: the output differs from one node's"
+    assert text == want_text
+
+
+def test_command_line_markdup_with_progress(cluster, inputs, tmp_path):
+    """`python -m alnsort.ray sort --markdup --metrics M --decision-buckets 3
+    --progress`: one node's output and metrics (the metrics file records the
+    driver's command line, so only its numbers are compared), and a line
+    per phase on standard error with its counts."""
+    ins = inputs[(False, 1)]
+    opts = ["--tagging-policy", "all"]
+    want, want_text = one_node(tmp_path, ins, opts)
+    out, m = tmp_path / "cli.bam", tmp_path / "cli.metrics"
+    argv = [sys.executable, "-m", "alnsort.ray", "sort", "--address", cluster.address, "--no-PG", "--markdup",
+            *opts, "--metrics", str(m), "--decision-buckets", "3", "--partitions", "1", "--splits", "4",
+            "--progress", "-o", str(out), *ins]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert out.read_bytes() == want
+    # Past the command-line header (#-lines), the metrics are one node's.
+    body = [line for line in m.read_text().split("\n") if not line.startswith("#")]
+    assert body == [line for line in want_text.split("\n") if not line.startswith("#")]
+    lines = [line for line in p.stderr.splitlines() if line.startswith("[alnsort.ray] ")]
+    phases = [line.split()[1].rstrip(":") for line in lines]
+    assert phases == ["split", "sample", "map", "collect", "join", "decide", "finish", "reduce", "assemble"], lines
+    records = sum(1 for _ in pysam.AlignmentFile(ins[0], check_sq=False))
+    assert f"{records} records" in lines[2] and f"{records} records" in lines[3], lines
+    assert "3 name buckets" in lines[4] and "3 end buckets" in lines[5], lines
+
+
+def test_the_stage_functions_in_process(inputs):
+    """alnsort.stages' decision tasks called in process, as a driver
+    without Ray would: the decision bytes and metrics of the one task
+    (markdup_decide), with splits finished again where a carry says so;
+    values that are not the tasks' own are refused with the reason."""
+    from alnsort import stages
+
+    ins = inputs[(False, 1)]
+    md = ["--markdup", "--tagging-policy", "all"]
+    names = ("m.txt", ins, "out.bam", "a command line")
+    one = stages.markdup_decide(ins, md, metrics=names)
+    splits = stages.split(ins, 6)
+    assert len(splits) >= 3
+    b = 4
+    cols = [stages.markdup_collect(ins, s, md, b, b) for s in splits]
+    bounds = [c["boundary"] for c in cols]
+    continued = stages.markdup_continued(bounds)
+    joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
+    decided = [
+        stages.markdup_decide_bucket(ins, [c["ends"][e] for c in cols] + [j[e] for j in joins], bounds, md,
+                                     len(splits))
+        for e in range(b)
+    ]
+
+    def finish(s, carry=None):
+        return stages.markdup_finish(cols[s]["slots"], continued[s] is not None,
+                                     [d["duplicates"][s] for d in decided], [d["optical"][s] for d in decided], carry)
+
+    outs = [finish(s) for s in range(len(splits))]
+    for s in range(1, len(splits)):
+        if outs[s - 1]["carry"] != stages.START_CARRY:
+            outs[s] = finish(s, outs[s - 1]["carry"])
+    got = stages.markdup_assemble(ins, md, outs, [d["counts"] for d in decided], metrics=names)
+    assert got == one
+    assert sum(o["records"] for o in outs) == one["records"][0] == sum(c["records"] for c in cols)
+
+    with pytest.raises(TypeError, match="boundary"):
+        stages.markdup_continued([{"first": 0}])
+    with pytest.raises(ValueError, match="not the words of"):
+        stages.markdup_assemble(ins, md, [dict(outs[0], records=outs[0]["records"] + 64)] + outs[1:],
+                                [d["counts"] for d in decided])
+    with pytest.raises(alnsort.AlnsortError, match="read ends .* cut short"):
+        stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
+    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
+        stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)
+
+
+def test_default_buckets():
+    """As many decision buckets as splits or partitions, but the driver's
+    object references for the decision (about 4 x splits x buckets) stay
+    within DECISION_OBJECTS."""
+    assert aray.default_buckets(4, 8) == 8 and aray.default_buckets(6, 2) == 6
+    for splits in (1, 100, 1000, 30_000):
+        b = aray.default_buckets(splits, 4 * splits)
+        assert b >= 1 and (b == 1 or 4 * splits * b <= aray.DECISION_OBJECTS), (splits, b)
+
+
+def test_decision_buckets_that_cannot_be_honoured_are_refused(inputs, tmp_path):
+    """decision_buckets without markdup, with several inputs (decided by one
+    task), or not a whole number: refused before Ray starts, naming why."""
+    out = str(tmp_path / "o.bam")
+    for kw, words in [
+        (dict(inputs=inputs[(False, 1)], decision_buckets=4), "needs markdup=True"),
+        (dict(inputs=inputs[(False, 2)], markdup=True, decision_buckets=4), "several inputs are decided by one task"),
+        (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=-1), "whole number"),
+        (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=True), "whole number"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            aray.sort(output=out, **kw)
+    assert not (tmp_path / "o.bam").exists()
+    # The command line says it in its own terms.
+    for argv, words in [
+        (["--decision-buckets", "3", "-o", out, *inputs[(False, 1)]], "needs --markdup"),
+        (["--markdup", "--decision-buckets", "3", "-o", out, *inputs[(False, 2)]], "several inputs"),
+        (["--markdup", "--decision-buckets", "-2", "-o", out, *inputs[(False, 1)]], "whole number"),
+    ]:
+        with pytest.raises(alnsort.AlnsortError, match=words):
+            aray.parse_args(argv)
+    a = aray.parse_args(["--markdup", "--decision-buckets", "0", "-o", out, *inputs[(False, 2)]])
+    assert a["ray"]["decision-buckets"] == 0

@@ -69,7 +69,7 @@ def test_blocks_leave_a_map_out_of_band_and_reduce_from_read_only_buffers(bam, t
         part = tmp_path / f"part-{r}"
         got = aray._reduce_task(
             "alnsort.stages", inputs, str(part), r, ranges, {"output_format": "bam", "index": None},
-            ORDER, None, None, *views,
+            ORDER, None, None, None, *views,
         )
         want_part = tmp_path / f"want-{r}"
         want = stages.reduce(inputs, [bytes(v) for v in views], want_part, r, ranges)

@@ -4,46 +4,48 @@
 //! duplicate-marking options as argv (`["--markdup", "--tagging-policy",
 //! "all"]`), applied to the stage's keywords by the engine
 //! (`stages_markdup::with_markdup`). Each runs without the GIL.
+//!
+//! The decision cut into tasks (`stages_markdup::{collect, join,
+//! decide_bucket, finish_split, assemble}`) crosses into Python as plain
+//! values: the tasks' blocks as `bytes` (read back in place through the
+//! buffer protocol), a split's boundary as `(first name, last name, last
+//! template's ordinal, first ordinal)`, set-size counts as dicts, record
+//! counts per library as lists of six, Picard's walk carry as a 4-tuple,
+//! bit sets as their 64-bit words in little-endian bytes.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use alnsort_engine::options::SortOptions;
 use alnsort_engine::stages;
-use alnsort_engine::stages_markdup::{self, Marks};
+use alnsort_engine::stages_markdup::{
+    self, dist, Fixups, Marks, SetsDecided, SplitOutcome, WalkCarry,
+};
+use alnsort_markdup::{Bits, LibraryCounts, SetSizeHistograms};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::stages::{map_result, raise, spec, typed, BlockBytes, MapResult, SplitTuple};
+use crate::stages::{bytes_list, raise, spec, typed, BlockBytes, HeldBlocks, SplitTuple};
 use crate::Keywords;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(stage_markdup_map, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_decide, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_split_bases, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_collect, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_continued, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_join, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_decide_bucket, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_finish, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_assemble, m)?)?;
     Ok(())
 }
 
-fn options(py: Python<'_>, kw: &Keywords, markdup: &[String]) -> PyResult<SortOptions> {
+/// The engine's options for a stage's keywords with `markdup`'s
+/// duplicate-marking options applied.
+pub(crate) fn options(py: Python<'_>, kw: &Keywords, markdup: &[String]) -> PyResult<SortOptions> {
     let o = typed(py, kw)?;
     stages_markdup::with_markdup(&o, markdup).map_err(|e| raise(py, e))
-}
-
-/// `stage_map` of a run with duplicate marking: each record carries its
-/// place in the input to the reduce.
-#[pyfunction]
-pub fn stage_markdup_map(
-    py: Python<'_>,
-    inputs: Vec<PathBuf>,
-    split: SplitTuple,
-    splitters: Vec<Vec<u8>>,
-    options: Keywords,
-    markdup: Vec<String>,
-    prior: Option<u64>,
-) -> PyResult<MapResult> {
-    let o = self::options(py, &options, &markdup)?;
-    let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &o, prior));
-    map_result(py, got)
 }
 
 /// The decision over all inputs: (decisions as bytes, records per input,
@@ -56,10 +58,26 @@ pub fn stage_markdup_decide(
     inputs: Vec<PathBuf>,
     options: Keywords,
     markdup: Vec<String>,
-    metrics: Option<(PathBuf, Vec<String>, Option<PathBuf>, String)>,
-) -> PyResult<(Py<PyBytes>, Vec<u64>, Option<String>)> {
+    metrics: Option<MetricsNames>,
+) -> PyResult<DecisionResult> {
     let o = self::options(py, &options, &markdup)?;
     let got = py.detach(move || stages_markdup::decide(&inputs, &o));
+    decision(py, got, metrics)
+}
+
+/// Where the metrics file goes and what it records: (metrics path,
+/// inputs and output as the user gave them, the command line).
+type MetricsNames = (PathBuf, Vec<String>, Option<PathBuf>, String);
+
+/// A decision as Python takes it: (decisions as bytes, records per
+/// input, the metrics file's text when `metrics` names it).
+type DecisionResult = (Py<PyBytes>, Vec<u64>, Option<String>);
+
+fn decision(
+    py: Python<'_>,
+    got: alnsort_engine::error::Result<stages_markdup::StageDecision>,
+    metrics: Option<MetricsNames>,
+) -> PyResult<DecisionResult> {
     let d = got.map_err(|e| raise(py, e))?;
     let text = metrics.map(|(path, given, output, line)| {
         alnsort_engine::markdup::metrics_text(&d.metrics, &path, &given, output.as_deref(), &line)
@@ -96,12 +114,9 @@ pub fn stage_markdup_reduce(
     bases: Vec<u64>,
 ) -> PyResult<(u64, u64, u64)> {
     let o = self::options(py, &options, &markdup)?;
-    let held = blocks
-        .iter()
-        .map(BlockBytes::new)
-        .collect::<PyResult<Vec<_>>>()?;
+    let held = HeldBlocks::new(&blocks)?;
     let decided = BlockBytes::new(&decisions)?;
-    let slices: Vec<&[u8]> = held.iter().map(BlockBytes::as_slice).collect();
+    let slices = held.slices();
     let decided = decided.as_slice();
     let got = py.detach(move || {
         let marks = Marks::new(decided, bases, &o)?;
@@ -118,4 +133,276 @@ pub fn stage_markdup_reduce(
     });
     got.map(|r| (r.records, r.bytes, r.marked))
         .map_err(|e| raise(py, e))
+}
+
+// ---- the decision cut into tasks --------------------------------------------
+
+/// A split's [`dist::Boundary`] as Python holds it: (first name, last
+/// name, ordinal of the last template's first record, ordinal of the
+/// first record).
+type BoundaryTuple = (Option<Vec<u8>>, Option<Vec<u8>>, i64, i64);
+
+fn boundary(t: BoundaryTuple) -> dist::Boundary {
+    dist::Boundary {
+        first_name: t.0,
+        last_name: t.1,
+        last_template: t.2,
+        first: t.3,
+    }
+}
+
+/// The fix-ups of templates crossing split boundaries, from every split's
+/// boundary (in split order): the same in every task that needs them.
+fn fixups(bounds: Vec<BoundaryTuple>) -> Fixups {
+    let bounds: Vec<_> = bounds.into_iter().map(boundary).collect();
+    Fixups::new(&bounds, &dist::continued_templates(&bounds))
+}
+
+/// A split's share as Python takes it: (fragment ends by end bucket, mate
+/// halves by name bucket, record slots, boundary, records).
+type ShareResult = (
+    Vec<Py<PyBytes>>,
+    Vec<Py<PyBytes>>,
+    Py<PyBytes>,
+    (Option<Py<PyBytes>>, Option<Py<PyBytes>>, i64, i64),
+    u64,
+);
+
+/// The duplicate-marking share of one split of one input
+/// (`stages_markdup::collect`): (fragment ends by end bucket, mate halves
+/// by name bucket, record slots, boundary, records).
+#[pyfunction]
+pub fn stage_markdup_collect(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    split: SplitTuple,
+    options: Keywords,
+    markdup: Vec<String>,
+    end_buckets: usize,
+    name_buckets: usize,
+) -> PyResult<ShareResult> {
+    let o = self::options(py, &options, &markdup)?;
+    let got = py.detach(move || {
+        stages_markdup::collect(&inputs, &spec(split), &o, end_buckets, name_buckets)
+    });
+    let share = got.map_err(|e| raise(py, e))?;
+    let name = |n: &Option<Vec<u8>>| n.as_ref().map(|n| PyBytes::new(py, n).unbind());
+    let b = &share.boundary;
+    Ok((
+        bytes_list(py, &share.ends),
+        bytes_list(py, &share.halves),
+        PyBytes::new(py, &share.slots).unbind(),
+        (
+            name(&b.first_name),
+            name(&b.last_name),
+            b.last_template,
+            b.first,
+        ),
+        share.records,
+    ))
+}
+
+/// For each split (boundaries in split order), the ordinal where its first
+/// template began when that was in an earlier split, else None
+/// (`dist::continued_templates`).
+#[pyfunction]
+pub fn stage_markdup_continued(bounds: Vec<BoundaryTuple>) -> Vec<Option<i64>> {
+    let bounds: Vec<_> = bounds.into_iter().map(boundary).collect();
+    dist::continued_templates(&bounds)
+}
+
+/// The pair ends of one name bucket's halves (a block from every split),
+/// by end bucket (`stages_markdup::join`).
+#[pyfunction]
+pub fn stage_markdup_join(
+    py: Python<'_>,
+    blocks: Vec<Bound<'_, PyAny>>,
+    bounds: Vec<BoundaryTuple>,
+    end_buckets: usize,
+) -> PyResult<Vec<Py<PyBytes>>> {
+    let held = HeldBlocks::new(&blocks)?;
+    let slices = held.slices();
+    let got = py.detach(move || stages_markdup::join(&slices, &fixups(bounds), end_buckets));
+    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
+}
+
+/// A bucket's set-size histograms and optical counts as Python holds
+/// them: ({size: sets} of all sets, of optical sets, of non-optical sets;
+/// {library index: optical duplicates}).
+type SetCounts = (
+    BTreeMap<u64, u64>,
+    BTreeMap<u64, u64>,
+    BTreeMap<u64, u64>,
+    HashMap<u32, u64>,
+);
+
+/// One bucket's decision as Python takes it: (duplicate index lists by
+/// split, optical index lists by split, the bucket's counts).
+type BucketResult = (Vec<Py<PyBytes>>, Vec<Py<PyBytes>>, SetCounts);
+
+/// The duplicate sets of one end bucket (`stages_markdup::decide_bucket`;
+/// blocks: the bucket's fragment ends from every split and pair ends from
+/// every join): (duplicate indexes by split, optical indexes by split,
+/// the bucket's counts).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn stage_markdup_decide_bucket(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    blocks: Vec<Bound<'_, PyAny>>,
+    bounds: Vec<BoundaryTuple>,
+    options: Keywords,
+    markdup: Vec<String>,
+    splits: usize,
+) -> PyResult<BucketResult> {
+    let o = self::options(py, &options, &markdup)?;
+    let held = HeldBlocks::new(&blocks)?;
+    let slices = held.slices();
+    let got = py.detach(move || {
+        let d = stages_markdup::decide_bucket(&inputs, &slices, &fixups(bounds), &o)?;
+        let lists = d.by_split(splits).map_err(alnsort_engine::Error::from)?;
+        Ok::<_, alnsort_engine::Error>((lists, d))
+    });
+    let ((dups, optical), d) = got.map_err(|e| raise(py, e))?;
+    let counts = (
+        d.set_sizes.all_sets,
+        d.set_sizes.optical_sets,
+        d.set_sizes.non_optical_sets,
+        d.optical_by_library,
+    );
+    Ok((bytes_list(py, &dups), bytes_list(py, &optical), counts))
+}
+
+/// A bit set as the little-endian bytes of its words.
+fn bits_bytes(py: Python<'_>, b: &Bits) -> Py<PyBytes> {
+    let mut out = Vec::with_capacity(b.words().len() * 8);
+    for w in b.words() {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    PyBytes::new(py, &out).unbind()
+}
+
+/// `len` bits from the bytes [`bits_bytes`] wrote.
+fn bits_from(bytes: &[u8], len: u64, what: &str) -> PyResult<Bits> {
+    let words = bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    match Bits::from_words(words, len) {
+        Some(b) if bytes.len().is_multiple_of(8) => Ok(b),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{what}: {} bytes are not the words of {len} bits",
+            bytes.len()
+        ))),
+    }
+}
+
+/// Picard's output walk's carry as Python holds it: (stale, duplicate
+/// template, optical stale, optical duplicate template).
+type CarryTuple = (u64, bool, u64, bool);
+
+fn carry_tuple(c: WalkCarry) -> CarryTuple {
+    (
+        c.stale,
+        c.dup_template,
+        c.optical_stale,
+        c.optical_dup_template,
+    )
+}
+
+/// One split's outcome as Python takes it: (duplicate bits, optical bits
+/// or None, records, record counts per library, carry).
+type OutcomeResult = (
+    Py<PyBytes>,
+    Option<Py<PyBytes>>,
+    u64,
+    LibraryCounts,
+    CarryTuple,
+);
+
+/// Picard's output walk over one split (`stages_markdup::finish_split`):
+/// its slots, whether its first template began in an earlier split, its
+/// duplicate and optical index lists from every end bucket, and the carry
+/// of the previous split's walk.
+#[pyfunction]
+pub fn stage_markdup_finish(
+    py: Python<'_>,
+    slots: Bound<'_, PyAny>,
+    continued: bool,
+    duplicates: Vec<Bound<'_, PyAny>>,
+    optical: Vec<Bound<'_, PyAny>>,
+    carry: CarryTuple,
+) -> PyResult<OutcomeResult> {
+    let slots = BlockBytes::new(&slots)?;
+    let dups = HeldBlocks::new(&duplicates)?;
+    let opt = HeldBlocks::new(&optical)?;
+    let (d, o, s) = (dups.slices(), opt.slices(), slots.as_slice());
+    let carry = WalkCarry {
+        stale: carry.0,
+        dup_template: carry.1,
+        optical_stale: carry.2,
+        optical_dup_template: carry.3,
+    };
+    let got = py.detach(move || stages_markdup::finish_split(s, continued, &d, Some(&o), carry));
+    let out = got.map_err(|e| raise(py, e))?;
+    Ok((
+        bits_bytes(py, &out.duplicate),
+        out.optical.as_ref().map(|b| bits_bytes(py, b)),
+        out.duplicate.len(),
+        out.counts,
+        carry_tuple(out.carry),
+    ))
+}
+
+/// The decision of [`stage_markdup_decide`] from the splits' outcomes (in
+/// split order, each finished with the previous split's carry: (duplicate
+/// bits, optical bits or None, records, counts per library)) and every
+/// end bucket's counts.
+#[pyfunction]
+#[pyo3(signature = (inputs, options, markdup, outcomes, buckets, metrics=None))]
+#[allow(clippy::type_complexity)]
+pub fn stage_markdup_assemble(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    options: Keywords,
+    markdup: Vec<String>,
+    outcomes: Vec<(
+        Bound<'_, PyAny>,
+        Option<Bound<'_, PyAny>>,
+        u64,
+        LibraryCounts,
+    )>,
+    buckets: Vec<SetCounts>,
+    metrics: Option<MetricsNames>,
+) -> PyResult<DecisionResult> {
+    let o = self::options(py, &options, &markdup)?;
+    let mut splits = Vec::with_capacity(outcomes.len());
+    for (k, (dup, optical, records, counts)) in outcomes.into_iter().enumerate() {
+        let what = format!("split {k}'s duplicate bits");
+        let duplicate = bits_from(BlockBytes::new(&dup)?.as_slice(), records, &what)?;
+        let optical = match optical {
+            Some(b) => Some(bits_from(BlockBytes::new(&b)?.as_slice(), records, &what)?),
+            None => None,
+        };
+        splits.push(SplitOutcome {
+            duplicate,
+            optical,
+            counts,
+            carry: WalkCarry::default(),
+        });
+    }
+    let mut totals = SetsDecided::default();
+    for (all_sets, optical_sets, non_optical_sets, optical_by_library) in buckets {
+        totals.add_counts(SetsDecided {
+            set_sizes: SetSizeHistograms {
+                all_sets,
+                optical_sets,
+                non_optical_sets,
+            },
+            optical_by_library,
+            ..SetsDecided::default()
+        });
+    }
+    let got = py.detach(move || stages_markdup::assemble(&inputs, &o, splits, totals));
+    decision(py, got, metrics)
 }

@@ -50,10 +50,9 @@ pub(crate) fn typed(py: Python<'_>, kw: &Keywords) -> PyResult<SortOptions> {
     kw.sort_options().map_err(|e| raise(py, e.into()))
 }
 
-fn bytes_list(py: Python<'_>, v: Vec<Vec<u8>>) -> Vec<Py<PyBytes>> {
-    v.into_iter()
-        .map(|b| PyBytes::new(py, &b).unbind())
-        .collect()
+/// Each buffer as a Python `bytes`.
+pub(crate) fn bytes_list(py: Python<'_>, v: &[Vec<u8>]) -> Vec<Py<PyBytes>> {
+    v.iter().map(|b| PyBytes::new(py, b).unbind()).collect()
 }
 
 fn index_kind(index: Option<&str>) -> PyResult<Option<IndexKind>> {
@@ -96,7 +95,7 @@ pub fn stage_sample(
 ) -> PyResult<Vec<Py<PyBytes>>> {
     let options = typed(py, &options)?;
     let got = py.detach(move || stages::sample(&inputs, &spec(split), count, &options));
-    got.map(|v| bytes_list(py, v)).map_err(|e| raise(py, e))
+    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
 }
 
 /// `partitions - 1` (or fewer) encoded splitters from the samples.
@@ -107,7 +106,7 @@ pub fn stage_splitters(
     partitions: usize,
 ) -> PyResult<Vec<Py<PyBytes>>> {
     let got = py.detach(move || stages::splitters(&samples, partitions));
-    got.map(|v| bytes_list(py, v)).map_err(|e| raise(py, e))
+    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
 }
 
 /// The reach of one split of several inputs (None for one input).
@@ -125,9 +124,12 @@ pub fn stage_reach(
 /// What a map task gives Python: (blocks, records, proven end, reach).
 pub(crate) type MapResult = (Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>);
 
-/// One map task: (blocks, records, proven end, reach).
+/// One map task: (blocks, records, proven end, reach). With `markdup`
+/// (`alnsort sort`'s duplicate-marking options, `["--markdup", ...]`,
+/// applied by the engine: `stages_markdup::with_markdup`) each record
+/// carries its place in the input (split ordinal, index) to the reduce.
 #[pyfunction]
-#[pyo3(signature = (inputs, split, splitters, options, prior=None))]
+#[pyo3(signature = (inputs, split, splitters, options, prior=None, markdup=None))]
 pub fn stage_map(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
@@ -135,8 +137,12 @@ pub fn stage_map(
     splitters: Vec<Vec<u8>>,
     options: Keywords,
     prior: Option<u64>,
+    markdup: Option<Vec<String>>,
 ) -> PyResult<MapResult> {
-    let options = typed(py, &options)?;
+    let options = match markdup {
+        Some(md) => crate::markdup_stages::options(py, &options, &md)?,
+        None => typed(py, &options)?,
+    };
     let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
     map_result(py, got)
 }
@@ -259,6 +265,25 @@ impl Drop for BlockBytes {
     }
 }
 
+/// Blocks a task reads in place while the GIL is released: each held
+/// (borrowed or copied, see [`BlockBytes`]) until this is dropped.
+pub(crate) struct HeldBlocks(Vec<BlockBytes>);
+
+impl HeldBlocks {
+    pub(crate) fn new(blocks: &[Bound<'_, PyAny>]) -> PyResult<HeldBlocks> {
+        blocks
+            .iter()
+            .map(BlockBytes::new)
+            .collect::<PyResult<Vec<_>>>()
+            .map(HeldBlocks)
+    }
+
+    /// The held bytes, one slice per block in the order given.
+    pub(crate) fn slices(&self) -> Vec<&[u8]> {
+        self.0.iter().map(BlockBytes::as_slice).collect()
+    }
+}
+
 /// One reduce task: (records, bytes). The blocks (any objects with the
 /// buffer protocol: `bytes`, `memoryview`, Ray's object-store buffers) are
 /// read in place while the GIL is released (writable ones are copied
@@ -277,11 +302,8 @@ pub fn stage_reduce(
     index: bool,
 ) -> PyResult<(u64, u64)> {
     let options = typed(py, &options)?;
-    let held = blocks
-        .iter()
-        .map(BlockBytes::new)
-        .collect::<PyResult<Vec<_>>>()?;
-    let slices: Vec<&[u8]> = held.iter().map(BlockBytes::as_slice).collect();
+    let held = HeldBlocks::new(&blocks)?;
+    let slices = held.slices();
     let got = py.detach(move || {
         stages::reduce(
             &inputs,

@@ -40,7 +40,10 @@ def stage_map(
     split: _SplitTuple,
     splitters: Sequence[bytes],
     options: _Keywords,
-) -> tuple[list[bytes], int, Optional[int]]: ...
+    prior: Optional[int] = None,
+    markdup: Optional[Sequence[str]] = None,
+) -> tuple[list[bytes], int, Optional[int], Optional[int]]: ...
+def stage_reach(inputs: Sequence[Union[str, "os.PathLike[str]"]], split: _SplitTuple, threads: int) -> Optional[int]: ...
 def stage_reduce(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     blocks: Sequence[bytes],
@@ -59,3 +62,68 @@ def stage_assemble(
     sharded: bool,
     argv: Optional[Sequence[str]],
 ) -> tuple[int, Optional[Union[str, "os.PathLike[str]"]], list[Union[str, "os.PathLike[str]"]]]: ...
+
+# Duplicate marking in the stages (crates/python/src/markdup_stages.rs); use
+# alnsort.stages.markdup_*. `markdup` is alnsort sort's duplicate-marking
+# options as arguments (["--markdup", ...]). A buffer is any object with
+# the buffer protocol (bytes, memoryview, Ray's object-store buffers).
+_Buffer = Any
+# (metrics path, inputs and output as the user named them, command line)
+_MetricsNames = tuple[Union[str, "os.PathLike[str]"], Sequence[str], Optional[Union[str, "os.PathLike[str]"]], str]
+# (first name, last name, ordinal of the last template's first record, first ordinal)
+_Boundary = tuple[Optional[bytes], Optional[bytes], int, int]
+# ({size: sets} of all, optical and non-optical sets, {library: optical duplicates})
+_SetCounts = tuple[Dict[int, int], Dict[int, int], Dict[int, int], Dict[int, int]]
+# Picard's output walk: (stale, duplicate template, optical stale, optical duplicate template)
+_Carry = tuple[int, bool, int, bool]
+
+def stage_markdup_decide(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    options: _Keywords,
+    markdup: Sequence[str],
+    metrics: Optional[_MetricsNames] = None,
+) -> tuple[bytes, list[int], Optional[str]]: ...
+def stage_markdup_split_bases(
+    split_records: Sequence[int], split_inputs: Sequence[int], input_records: Sequence[int]
+) -> list[int]: ...
+def stage_markdup_reduce(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    blocks: Sequence[_Buffer],
+    part_path: Union[str, "os.PathLike[str]"],
+    range_index: int,
+    partitions: int,
+    options: _Keywords,
+    index: bool,
+    markdup: Sequence[str],
+    decisions: _Buffer,
+    bases: Sequence[int],
+) -> tuple[int, int, int]: ...
+def stage_markdup_collect(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    split: _SplitTuple,
+    options: _Keywords,
+    markdup: Sequence[str],
+    end_buckets: int,
+    name_buckets: int,
+) -> tuple[list[bytes], list[bytes], bytes, _Boundary, int]: ...
+def stage_markdup_continued(bounds: Sequence[_Boundary]) -> list[Optional[int]]: ...
+def stage_markdup_join(blocks: Sequence[_Buffer], bounds: Sequence[_Boundary], end_buckets: int) -> list[bytes]: ...
+def stage_markdup_decide_bucket(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    blocks: Sequence[_Buffer],
+    bounds: Sequence[_Boundary],
+    options: _Keywords,
+    markdup: Sequence[str],
+    splits: int,
+) -> tuple[list[bytes], list[bytes], _SetCounts]: ...
+def stage_markdup_finish(
+    slots: _Buffer, continued: bool, duplicates: Sequence[_Buffer], optical: Sequence[_Buffer], carry: _Carry
+) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry]: ...
+def stage_markdup_assemble(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    options: _Keywords,
+    markdup: Sequence[str],
+    outcomes: Sequence[tuple[_Buffer, Optional[_Buffer], int, Sequence[Sequence[int]]]],
+    buckets: Sequence[_SetCounts],
+    metrics: Optional[_MetricsNames] = None,
+) -> tuple[bytes, list[int], Optional[str]]: ...

@@ -36,6 +36,14 @@ run as Ray Core tasks:
    index merged by shifting virtual offsets (or, ``sharded=True``, a
    directory of complete, individually indexed BAMs).
 
+With ``markdup=True`` (``--markdup``) the maps carry each record's place
+to the reduces, which set 0x400, ``DT`` and removal as one node does; the
+decision comes, for one input, from tasks none of which holds the whole
+input (collect per split beside the maps; after the check, join per name
+bucket, decide per end bucket, finish per split, one assemble task:
+:class:`_MarkdupTasks`), for several inputs from one decide task reading
+the inputs beside the maps; the metrics file is written by the driver.
+
 Fault tolerance is Ray's: a task on a node that dies is run again
 (``max_retries``) and map blocks lost with a node are rebuilt from the input
 by lineage reconstruction. Every stage is deterministic, so the output bytes
@@ -64,7 +72,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from . import ORDERS, AlnsortError
 
-__all__ = ["sort", "main", "parse_args", "help_text", "default_splits"]
+__all__ = ["sort", "main", "parse_args", "help_text", "default_splits", "default_buckets"]
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -179,14 +187,11 @@ def _map_task(
 ) -> tuple:
     if hook is not None:
         hook("map", index)
-    kwargs: Dict[str, Any] = dict(order, threads=threads)
-    if max_memory is not None:
-        kwargs["max_memory"] = max_memory
+    kwargs = _task_kwargs(order, threads, max_memory)
     c0 = _cpu()
     if markdup is not None:
-        out, secs = _timed(_stages(stages).markdup_map, inputs, split, splitters, markdup, prior=prior, **kwargs)
-    else:
-        out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
+        kwargs["markdup"] = markdup
+    out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
     blocks = out["blocks"]
     if len(blocks) != len(splitters) + 1:
         raise AlnsortError(
@@ -217,6 +222,7 @@ def _reduce_task(
     order: Dict[str, Any],
     hook: Optional[TaskHook],
     marks: Optional[tuple],
+    decisions: Optional[bytes],
     *blocks: bytes,
 ) -> Dict[str, Any]:
     if hook is not None:
@@ -227,10 +233,12 @@ def _reduce_task(
     c0 = _cpu()
     try:
         if marks is not None:
-            # (markdup options, decisions, split bases)
+            # marks: (markdup options, split bases); the decisions come as an
+            # argument of their own (an object in the store, read in place).
+            md, bases = marks
             out, secs = _timed(
                 _stages(stages).markdup_reduce, inputs, list(blocks), tmp, range_index, partitions,
-                *marks, **options, **order,
+                md, decisions, bases, **options, **order,
             )
         else:
             out, secs = _timed(
@@ -328,6 +336,8 @@ def sort(
     markdup: bool = False,
     metrics: Optional[PathArg] = None,
     markdup_options: Sequence[str] = (),
+    decision_buckets: Optional[int] = None,
+    progress: Union[bool, Callable[[str], None]] = False,
 ) -> Dict[str, Any]:
     """Sort ``inputs`` (one BAM path or several, sorted together into one
     output with their headers merged: the file ``alnsort sort IN1 IN2 ...``
@@ -364,10 +374,28 @@ def sort(
     process while the task function runs); the sample phase's ``tasks`` is
     0 where the driver drew the samples itself (one input, at most
     :data:`DRIVER_SAMPLE_SPLITS` splits; ``cpu`` is then the driver's).
+
+    Duplicate marking (``markdup=True``; ``metrics`` the metrics file,
+    ``markdup_options`` ``alnsort sort``'s other duplicate-marking options
+    as arguments, e.g. ``["--tagging-policy", "all"]``) gives the records,
+    flags and metrics of ``alnsort sort --markdup``. With one input the
+    decision is cut into tasks, none holding the whole input: collect (per
+    split) -> join (per name bucket) -> decide (per end bucket) -> finish
+    (per split) -> assemble (one task, the decision bits and metrics);
+    ``decision_buckets`` (end and name buckets; default
+    :func:`default_buckets`) says into how many, and ``0`` asks for the one
+    decide task over the whole input, which several inputs always use
+    (Picard's merge order of several inputs is not a split order). The
+    statistics then hold ``markdup``: ``marked``, ``path`` (``"tasks"`` or
+    ``"one task"``), ``buckets`` and the tasks' byte counts.
+
+    ``progress=True`` prints a line per phase (what it did, counts, time)
+    on standard error; a callable gets each line instead.
     """
     import ray  # only this module needs Ray
 
     md = _markdup_argv(markdup, metrics, markdup_options)
+    say = _progress(progress)
 
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -378,6 +406,16 @@ def sort(
     for p in ins:
         if not os.path.isfile(p):
             raise AlnsortError(f"cannot open input '{p}': no such file")
+    if decision_buckets is not None:
+        if not isinstance(decision_buckets, int) or isinstance(decision_buckets, bool) or decision_buckets < 0:
+            raise ValueError(f"decision_buckets must be a whole number, not {decision_buckets!r}")
+        if md is None:
+            raise ValueError("decision_buckets= is duplicate marking's: it needs markdup=True")
+        if len(ins) > 1 and decision_buckets != 0:
+            raise ValueError(
+                "decision_buckets: several inputs are decided by one task (Picard's merge order of several "
+                "inputs is not a split order); leave it out, or give 0"
+            )
     order_opts = _order_options(order, tag, unknown_reference)
     fmt = _output_format(out, output_format)
     idx = _index_kind(index)
@@ -414,20 +452,32 @@ def sort(
         warm_r = ray.remote(num_cpus=1, max_retries=0)(_warm_task)
         warm = [warm_r.remote(stages) for _ in range(_cluster_cpus(ray))]
         decide_r = ray.remote(num_cpus=threads, **common)(_decide_task)
+        md_tasks = md is not None and len(ins) == 1 and decision_buckets != 0
 
         # 1. split (driver)
         t0 = time.perf_counter()
         split_list, secs = _timed(stage_mod.split, ins, n_splits)
         phases["split"] = {"wall": time.perf_counter() - t0, "stage": secs}
+        say(f"split: {len(split_list)} splits of {len(ins)} input(s) ({time.perf_counter() - t0:.2f} s)")
         pg_argv = argv if argv is not None else _argv(
             ins, out, order_opts, level, fmt, idx, wanted_parts, n_splits, sharded, md
         )
         # --markdup: the decision reads the inputs beside the maps.
         decide_ref = None
-        if md is not None:
-            names = None
-            if metrics is not None:
-                names = (os.fsdecode(os.fspath(metrics)), ins, out, " ".join(pg_argv))
+        names = None
+        if md is not None and metrics is not None:
+            names = (os.fsdecode(os.fspath(metrics)), ins, out, " ".join(pg_argv))
+        md_run: Optional[_MarkdupTasks] = None
+        if md_tasks:
+            # The decision cut into tasks: each split's share is collected
+            # beside its map (and again where the map is run again).
+            buckets = decision_buckets if decision_buckets is not None else default_buckets(len(split_list), n_parts)
+            md_run = _MarkdupTasks(
+                ray, common, stages, ins, md, threads, max_memory, order_opts, task_hook, buckets, say
+            )
+            for i, sp in enumerate(split_list):
+                md_run.collect(i, sp)
+        elif md is not None:
             decide_ref = decide_r.remote(stages, ins, md, threads, max_memory, order_opts, names)
 
         # 2. sample -> splitters
@@ -483,6 +533,7 @@ def sort(
             "cpu": sum(x.get("cpu", 0.0) for x in samples),
             "tasks": sample_tasks,
         }
+        say(f"sample: {len(keys)} keys, {n_parts} partitions ({phases['sample']['wall']:.2f} s)")
 
         # 3. map
         t0 = time.perf_counter()
@@ -514,6 +565,8 @@ def sort(
                 if stage_mod.repair(pair, [metas[i - 1]["end"], None]):
                     repairs += 1
                     refs[i] = submit_map(i, split_list[i])
+                    if md_run is not None:
+                        md_run.collect(i, split_list[i])
                     got = outcome(i)
             if isinstance(got, Exception):
                 raise got
@@ -537,6 +590,10 @@ def sort(
             "stage": sum(m["seconds"] for m in metas),
             "cpu": sum(m.get("cpu", 0.0) for m in metas),
         }
+        say(
+            f"map: {len(metas)} splits, {records} records, {sum(m['bytes'] for m in metas) / 1e6:.1f} MB of blocks"
+            f" ({phases['map']['wall']:.2f} s; {repairs} repaired)"
+        )
 
         # 5. reduce
         t0 = time.perf_counter()
@@ -544,18 +601,25 @@ def sort(
         options: Dict[str, Any] = {"output_format": fmt, "index": idx, "threads": threads}
         if level is not None:
             options["level"] = level
-        marks_ref = None
+        marks_ref = decisions_ref = None
         decided: Dict[str, Any] = {}
-        if decide_ref is not None:
+        if md_run is not None:
+            # collect -> join -> decide -> finish -> assemble
+            decided, decisions_ref = md_run.decide(split_list, [m["records"] for m in metas], names, phases)
+        elif decide_ref is not None:
             t1 = time.perf_counter()
             decided = _get(ray, decide_ref)
             phases["decide"] = {
                 "wall_waited": time.perf_counter() - t1, "stage": decided["seconds"], "cpu": decided["cpu"],
             }
+            decisions_ref = ray.put(decided["decisions"])
+            say(f"decide: one task over {len(ins)} input(s), {sum(decided['records'])} records "
+                f"(waited {phases['decide']['wall_waited']:.2f} s)")
+        if decisions_ref is not None:
             bases = stage_mod.markdup_split_bases(
                 [m["records"] for m in metas], [s["input"] for s in split_list], decided["records"]
             )
-            marks_ref = ray.put((md, decided["decisions"], bases))
+            marks_ref = ray.put((md, bases))
         reduced = _get(
             ray,
             [
@@ -569,6 +633,7 @@ def sort(
                     order_opts,
                     task_hook,
                     marks_ref,
+                    decisions_ref,
                     *[ref[1 + r] for ref in refs],
                 )
                 for r in range(n_parts)
@@ -583,6 +648,12 @@ def sort(
         out_records = sum(x["records"] for x in reduced)
         if out_records != records:
             raise AlnsortError(f"reduce wrote {out_records} records; the maps read {records}")
+        marked = sum(x.get("marked", 0) for x in reduced)
+        say(
+            f"reduce: {n_parts} parts, {out_records} records"
+            + (f", {marked} duplicates" if md is not None else "")
+            + f" ({phases['reduce']['wall']:.2f} s)"
+        )
 
         # 6. assemble (driver)
         t0 = time.perf_counter()
@@ -601,6 +672,7 @@ def sort(
         if md is not None:
             _write_metrics(metrics, decided.get("metrics"))
         wall = time.perf_counter() - t_start
+        say(f"assemble: {n_parts} parts into {out} ({phases['assemble']['wall']:.2f} s; {wall:.2f} s in all)")
         stage_secs = sum(p["stage"] for p in phases.values())
         return {
             "records": records,
@@ -615,7 +687,7 @@ def sort(
             "cluster_cpus": _cluster_cpus(ray),
             "phases": phases,
             "assemble": assembled,
-            **({"markdup": {"marked": sum(x["marked"] for x in reduced)}} if md is not None else {}),
+            **({"markdup": _markdup_stats(marked, md_run)} if md is not None else {}),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -666,12 +738,352 @@ def _decide_task(
 ) -> Dict[str, Any]:
     """The duplicate decision of one node over all inputs (it reads them
     beside the maps); its bytes go to every reduce."""
+    c0 = _cpu()
+    out, secs = _timed(
+        _stages(stages).markdup_decide, inputs, markdup, metrics=metrics, **_task_kwargs(order, threads, max_memory)
+    )
+    return dict(out, seconds=secs, cpu=_cpu() - c0)
+
+
+def _task_kwargs(order: Dict[str, Any], threads: int, max_memory: Optional[Union[str, int]]) -> Dict[str, Any]:
     kwargs: Dict[str, Any] = dict(order, threads=threads)
     if max_memory is not None:
         kwargs["max_memory"] = max_memory
+    return kwargs
+
+
+def _buffers(blocks: List[bytes]) -> List[pickle.PickleBuffer]:
+    """Blocks a task returns out of band (one copy, straight into the
+    object store, read there in place by the next task)."""
+    return [pickle.PickleBuffer(b) for b in blocks]
+
+
+#: Object references the decision's tasks may give the driver to hold:
+#: each split's collect returns two blocks per bucket and each bucket's
+#: decide two lists per split, so about 4 x splits x buckets (the same
+#: bound docs/cluster.md gives for the maps' splits x partitions blocks).
+DECISION_OBJECTS = 100_000
+
+
+def default_buckets(splits: int, partitions: int) -> int:
+    """End and name buckets of the duplicate decision when none are given:
+    as many as splits or partitions, whichever is more (a bucket then
+    holds about one split's share of the ends), but no more than keep the
+    decision's objects within :data:`DECISION_OBJECTS`. The decision does
+    not depend on the buckets, only the tasks' sizes do."""
+    cap = max(1, DECISION_OBJECTS // (4 * max(1, splits)))
+    return max(1, min(max(splits, partitions), cap))
+
+
+def _collect_task(
+    stages: str,
+    inputs: List[str],
+    split: Dict[str, Any],
+    markdup: List[str],
+    buckets: int,
+    threads: int,
+    max_memory: Optional[Union[str, int]],
+    order: Dict[str, Any],
+    hook: Optional[TaskHook],
+    index: int,
+) -> tuple:
+    """A split's share of the decision: (meta, fragment ends by end
+    bucket..., mate halves by name bucket..., slots)."""
+    if hook is not None:
+        hook("collect", index)
     c0 = _cpu()
-    out, secs = _timed(_stages(stages).markdup_decide, inputs, markdup, metrics=metrics, **kwargs)
-    return dict(out, seconds=secs, cpu=_cpu() - c0)
+    out, secs = _timed(
+        _stages(stages).markdup_collect, inputs, split, markdup, buckets, buckets,
+        **_task_kwargs(order, threads, max_memory),
+    )
+    meta = {
+        "boundary": out["boundary"],
+        "records": out["records"],
+        "ends_bytes": sum(len(b) for b in out["ends"]),
+        "halves_bytes": sum(len(b) for b in out["halves"]),
+        "slots_bytes": len(out["slots"]),
+        "seconds": secs,
+        "cpu": _cpu() - c0,
+    }
+    return (meta, *_buffers([*out["ends"], *out["halves"], out["slots"]]))
+
+
+def _join_task(
+    stages: str, boundaries: List[Dict[str, Any]], buckets: int, hook: Optional[TaskHook], index: int, *halves: bytes
+) -> tuple:
+    """One name bucket's halves from every split paired: (meta, pair ends
+    by end bucket...)."""
+    if hook is not None:
+        hook("join", index)
+    c0 = _cpu()
+    out, secs = _timed(_stages(stages).markdup_join, list(halves), boundaries, buckets)
+    meta = {"bytes": sum(len(b) for b in out), "seconds": secs, "cpu": _cpu() - c0}
+    return (meta, *_buffers(out))
+
+
+def _decide_bucket_task(
+    stages: str,
+    inputs: List[str],
+    boundaries: List[Dict[str, Any]],
+    markdup: List[str],
+    splits: int,
+    threads: int,
+    max_memory: Optional[Union[str, int]],
+    order: Dict[str, Any],
+    hook: Optional[TaskHook],
+    index: int,
+    *blocks: bytes,
+) -> tuple:
+    """One end bucket's duplicate sets: (meta with the bucket's counts,
+    duplicate lists by split..., optical lists by split...)."""
+    if hook is not None:
+        hook("decide", index)
+    c0 = _cpu()
+    out, secs = _timed(
+        _stages(stages).markdup_decide_bucket, inputs, list(blocks), boundaries, markdup, splits,
+        **_task_kwargs(order, threads, max_memory),
+    )
+    meta = {
+        "counts": out["counts"],
+        "ends_bytes": sum(len(b) for b in blocks),
+        "listed": sum(len(b) for b in out["duplicates"]) // 8,
+        "seconds": secs,
+        "cpu": _cpu() - c0,
+    }
+    return (meta, *_buffers([*out["duplicates"], *out["optical"]]))
+
+
+def _finish_task(
+    stages: str,
+    continued: bool,
+    carry: Optional[Dict[str, Any]],
+    buckets: int,
+    hook: Optional[TaskHook],
+    index: int,
+    slots: bytes,
+    *lists: bytes,
+) -> tuple:
+    """Picard's output walk over one split: (meta with its counts and
+    carry, duplicate bits, optical bits or None)."""
+    if hook is not None:
+        hook("finish", index)
+    c0 = _cpu()
+    out, secs = _timed(
+        _stages(stages).markdup_finish, slots, continued, list(lists[:buckets]), list(lists[buckets:]), carry
+    )
+    meta = {
+        "records": out["records"],
+        "counts": out["counts"],
+        "carry": out["carry"],
+        "optical": out["optical"] is not None,
+        "seconds": secs,
+        "cpu": _cpu() - c0,
+    }
+    opt = None if out["optical"] is None else pickle.PickleBuffer(out["optical"])
+    return (meta, pickle.PickleBuffer(out["duplicate"]), opt)
+
+
+def _assemble_decision_task(
+    stages: str,
+    inputs: List[str],
+    markdup: List[str],
+    threads: int,
+    max_memory: Optional[Union[str, int]],
+    order: Dict[str, Any],
+    metrics: Optional[tuple],
+    finished: List[Dict[str, Any]],
+    bucket_counts: List[Dict[str, Any]],
+    *bits: Any,
+) -> tuple:
+    """The decision bits (for the reduces) and metrics from the splits'
+    walks and the buckets' counts: (meta, decisions)."""
+    n = len(finished)
+    outcomes = [
+        {"duplicate": bits[s], "optical": bits[n + s], "records": f["records"], "counts": f["counts"]}
+        for s, f in enumerate(finished)
+    ]
+    c0 = _cpu()
+    out, secs = _timed(
+        _stages(stages).markdup_assemble, inputs, markdup, outcomes, bucket_counts, metrics=metrics,
+        **_task_kwargs(order, threads, max_memory),
+    )
+    meta = {"records": out["records"], "metrics": out["metrics"], "seconds": secs, "cpu": _cpu() - c0}
+    return (meta, pickle.PickleBuffer(out["decisions"]))
+
+
+class _MarkdupTasks:
+    """The duplicate decision of one input cut into Ray tasks, none of
+    which holds the whole input (``alnsort.stages.markdup_*``): collect per
+    split (submitted beside each map), then, once the maps have proven the
+    splits, join per name bucket, decide per end bucket, finish per split
+    (a split whose predecessor's walk ended in another state than the one
+    assumed is finished again with it: rare), and one task that assembles
+    the decision bits and metrics."""
+
+    def __init__(
+        self,
+        ray: Any,
+        common: Dict[str, Any],
+        stages: str,
+        inputs: List[str],
+        markdup: List[str],
+        threads: int,
+        max_memory: Optional[Union[str, int]],
+        order: Dict[str, Any],
+        hook: Optional[TaskHook],
+        buckets: int,
+        say: Callable[[str], None],
+    ):
+        self.ray, self.stages, self.inputs, self.md = ray, stages, inputs, markdup
+        self.threads, self.max_memory, self.order, self.hook = threads, max_memory, order, hook
+        self.buckets = max(1, buckets)
+        self.say = say
+        self.collect_r = ray.remote(num_cpus=threads, **common)(_collect_task)
+        self.join_r = ray.remote(num_cpus=1, **common)(_join_task)
+        self.decide_r = ray.remote(num_cpus=threads, **common)(_decide_bucket_task)
+        self.finish_r = ray.remote(num_cpus=1, **common)(_finish_task)
+        self.assemble_r = ray.remote(num_cpus=1, **common)(_assemble_decision_task)
+        self.collected: Dict[int, list] = {}
+        self.stats: Dict[str, Any] = {"path": "tasks", "buckets": self.buckets}
+
+    def collect(self, i: int, split: Dict[str, Any]) -> None:
+        """Submits split ``i``'s collect (again, after a repair)."""
+        b = self.buckets
+        self.collected[i] = self.collect_r.options(num_returns=2 + 2 * b).remote(
+            self.stages, self.inputs, split, self.md, b, self.threads, self.max_memory, self.order, self.hook, i
+        )
+
+    def decide(
+        self,
+        splits: List[Dict[str, Any]],
+        map_records: List[int],
+        metrics: Optional[tuple],
+        phases: Dict[str, Dict[str, float]],
+    ) -> "tuple[Dict[str, Any], Any]":
+        """Runs the decision's tasks after the maps; returns the decision's
+        summary (``records``, ``metrics``) and the reference of its bytes."""
+        ray, b, n = self.ray, self.buckets, len(splits)
+        cols = [self.collected[i] for i in range(n)]
+        t0 = time.perf_counter()
+        metas = _get(ray, [c[0] for c in cols])
+        for i, (m, r) in enumerate(zip(metas, map_records)):
+            if m["records"] != r:
+                raise AlnsortError(
+                    f"split {i}: duplicate marking collected {m['records']} records, its map read {r}: "
+                    "an input changed during the run"
+                )
+        bounds = [m["boundary"] for m in metas]
+        continued = _stages(self.stages).markdup_continued(bounds)
+        self._phase(phases, "collect", t0, metas)
+        self.say(
+            f"collect: {n} splits, {sum(m['records'] for m in metas)} records, "
+            f"{sum(m['ends_bytes'] for m in metas) / 1e6:.1f} MB of fragment ends, "
+            f"{sum(m['halves_bytes'] for m in metas) / 1e6:.1f} MB of mate halves, "
+            f"{sum(c is not None for c in continued)} templates across split boundaries "
+            f"({phases['collect']['wall_waited']:.2f} s after the maps)"
+        )
+
+        t0 = time.perf_counter()
+        joins = [
+            self.join_r.options(num_returns=1 + b).remote(
+                self.stages, bounds, b, self.hook, j, *[c[1 + b + j] for c in cols]
+            )
+            for j in range(b)
+        ]
+        decides = [
+            self.decide_r.options(num_returns=1 + 2 * n).remote(
+                self.stages, self.inputs, bounds, self.md, n, self.threads, self.max_memory, self.order,
+                self.hook, e, *[c[1 + e] for c in cols], *[j[1 + e] for j in joins],
+            )
+            for e in range(b)
+        ]
+
+        def finish(s: int, carry: Optional[Dict[str, Any]]) -> list:
+            return self.finish_r.options(num_returns=3).remote(
+                self.stages, continued[s] is not None, carry, b, self.hook, s, cols[s][1 + 2 * b],
+                *[d[1 + s] for d in decides], *[d[1 + n + s] for d in decides],
+            )
+
+        # Every split finished with the start's carry, submitted with the
+        # joins and decides (the driver waits below only to report them).
+        fins = [finish(s, None) for s in range(n)]
+        join_metas = _get(ray, [j[0] for j in joins])
+        self._phase(phases, "join", t0, join_metas)
+        self.say(
+            f"join: {b} name buckets, {sum(m['bytes'] for m in join_metas) / 1e6:.1f} MB of pair ends "
+            f"({phases['join']['wall_waited']:.2f} s)"
+        )
+        t0 = time.perf_counter()
+        dec_metas = _get(ray, [d[0] for d in decides])
+        self._phase(phases, "decide", t0, dec_metas)
+        self.say(
+            f"decide: {b} end buckets, {sum(m['ends_bytes'] for m in dec_metas) / 1e6:.1f} MB of ends, "
+            f"{sum(m['listed'] for m in dec_metas)} duplicates listed ({phases['decide']['wall_waited']:.2f} s)"
+        )
+        t0 = time.perf_counter()
+        fin_metas = _get(ray, [f[0] for f in fins])
+        again = 0
+        start = _stages(self.stages).START_CARRY
+        for s in range(1, n):
+            carry = fin_metas[s - 1]["carry"]
+            if carry != start:
+                # Picard's walk ended split s - 1 in a state the default
+                # finish of split s did not assume: finish it again.
+                fins[s] = finish(s, carry)
+                fin_metas[s] = _get(ray, fins[s][0])
+                again += 1
+        self._phase(phases, "finish", t0, fin_metas)
+        t0 = time.perf_counter()
+        asm = self.assemble_r.options(num_returns=2).remote(
+            self.stages, self.inputs, self.md, self.threads, self.max_memory, self.order, metrics,
+            fin_metas, [m["counts"] for m in dec_metas], *[f[1] for f in fins], *[f[2] for f in fins],
+        )
+        decided = _get(ray, asm[0])
+        phases["finish"]["again"] = again
+        self._phase(phases, "assemble_decision", t0, [decided])
+        self.say(
+            f"finish: {n} splits ({again} finished again), decision assembled "
+            f"({phases['finish']['wall_waited'] + phases['assemble_decision']['wall_waited']:.2f} s)"
+        )
+        self.stats.update(
+            {
+                "fragment_ends_bytes": sum(m["ends_bytes"] for m in metas),
+                "mate_halves_bytes": sum(m["halves_bytes"] for m in metas),
+                "slots_bytes": sum(m["slots_bytes"] for m in metas),
+                "pair_ends_bytes": sum(m["bytes"] for m in join_metas),
+                "largest_bucket_bytes": max(m["ends_bytes"] for m in dec_metas),
+                "templates_across_splits": sum(c is not None for c in continued),
+                "finished_again": again,
+            }
+        )
+        return decided, asm[1]
+
+    @staticmethod
+    def _phase(phases: Dict[str, Dict[str, float]], name: str, t0: float, metas: List[Dict[str, Any]]) -> None:
+        """A phase of the decision: the driver's wait for it (its tasks ran
+        beside earlier phases), the time inside the stages, the tasks' CPU."""
+        phases[name] = {
+            "wall_waited": time.perf_counter() - t0,
+            "stage": sum(m["seconds"] for m in metas),
+            "cpu": sum(m.get("cpu", 0.0) for m in metas),
+            "tasks": len(metas),
+        }
+
+
+def _markdup_stats(marked: int, tasks: Optional[_MarkdupTasks]) -> Dict[str, Any]:
+    return {"marked": marked, **(tasks.stats if tasks is not None else {"path": "one task"})}
+
+
+def _progress(progress: Union[bool, Callable[[str], None]]) -> Callable[[str], None]:
+    """Where the driver's progress lines go: standard error with
+    ``True``, a callable's argument, or nowhere."""
+    if callable(progress):
+        return progress
+    if not isinstance(progress, bool):
+        raise ValueError(f"progress must be True, False or a callable, not {progress!r}")
+    if not progress:
+        return lambda line: None
+    return lambda line: print(f"[alnsort.ray] {line}", file=sys.stderr, flush=True)
 
 
 # alnsort sort's duplicate-marking options taken by the driver: (option,
@@ -720,6 +1132,16 @@ def _write_metrics(path: Optional[PathArg], text: Optional[str]) -> None:
             os.unlink(tmp)
 
 
+def _progress_given(a: Dict[str, Any]) -> bool:
+    """Whether the command line asks for progress lines (``--progress``;
+    the last of ``--progress``/``--no-progress`` counts)."""
+    on = False
+    for name, _ in a["given_values"]:
+        if name in ("--progress", "--no-progress"):
+            on = name == "--progress"
+    return on
+
+
 def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
     """``sort()``'s duplicate-marking keywords from the options of the
     command line (checked by ``alnsort sort``'s parser, which also refuses
@@ -753,6 +1175,9 @@ RAY_OPTIONS = (
      "a cluster started here by `ray start`, else a new local Ray"),
     ("work-dir", "DIR", "shared directory for the parts [beside the output]"),
     ("max-retries", "N", "retries per task after a lost worker or node [3]"),
+    ("decision-buckets", "B", "with --markdup and one input: the duplicate decision's end and name buckets "
+     "(join and decide tasks) [max(splits, partitions), at most 25000 / splits]; 0: one decide task over "
+     "the whole input (several inputs always)"),
     ("stats", None, "print the run's statistics as JSON on stdout"),
 )
 
@@ -764,6 +1189,7 @@ HONOURED = frozenset(
         "-n", "-N", "-t", "--template-coordinate", "-M",  # order
         "-o", "-O", "--output-fmt-option", "-l", "-u", "--write-index", "--no-PG",  # output
         "-@", "-m", "--max-memory", "--unknown-reference",  # tasks
+        "--progress", "--no-progress",  # a line per phase on standard error
         "-h", "--version",  # -h, --help
         "--markdup", "--metrics",  # duplicate marking, and the options of MARKDUP_OPTIONS
     }
@@ -780,9 +1206,7 @@ REFUSED = {
     "-H": "minimiser options are not passed to the map tasks yet",
     "-T": "the tasks' temporary files go under --work-dir",
     "--reference": "CRAM input and output are not supported by the Ray driver yet",
-    "--progress": "the Ray driver has no progress display",
-    "--no-progress": "the Ray driver has no progress display",
-    "--progress-interval": "the Ray driver has no progress display",
+    "--progress-interval": "the Ray driver prints a line per phase (--progress), not at intervals",
     "--stats-json": "the Ray driver reports its statistics with --stats",
     "--verbosity": "the Ray driver has no verbosity levels",
 }
@@ -854,7 +1278,7 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
     a = _alnsort.parse_sort_args(PROG, list(argv), extras, refuse)
     ray: Dict[str, Any] = {"max-retries": 3}
     for name, value in a["extra"]:
-        if name in ("partitions", "splits", "max-retries"):
+        if name in ("partitions", "splits", "max-retries", "decision-buckets"):
             try:
                 ray[name] = int(value)
             except ValueError:
@@ -868,6 +1292,16 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
     a["ray"] = ray
     if a["action"] != "run":
         return a
+    if "decision-buckets" in ray:
+        if not _markdup_kwargs(a):
+            raise AlnsortError("--decision-buckets is duplicate marking's: it needs --markdup")
+        if len(a["inputs"]) > 1 and ray["decision-buckets"] != 0:
+            raise AlnsortError(
+                "--decision-buckets: several inputs are decided by one task (Picard's merge order of several "
+                "inputs is not a split order); leave it out, or give 0"
+            )
+        if ray["decision-buckets"] < 0:
+            raise AlnsortError(f"--decision-buckets {ray['decision-buckets']}: expected a whole number")
     if not a["inputs"] or "-" in a["inputs"]:
         raise AlnsortError("the Ray driver reads files: name the input BAM files (not standard input)")
     if a["output"] is None:
@@ -956,6 +1390,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             work_dir=ray.get("work-dir"),
             max_retries=ray["max-retries"],
             argv=["python", "-m", "alnsort.ray"] + args_in,
+            decision_buckets=ray.get("decision-buckets"),
+            progress=_progress_given(a),
             **_markdup_kwargs(a),
         )
         if index is not None and not ray.get("sharded"):

@@ -71,6 +71,15 @@ __all__ = [
     "reduce",
     "assemble",
     "options",
+    "markdup_decide",
+    "markdup_split_bases",
+    "markdup_reduce",
+    "markdup_collect",
+    "markdup_continued",
+    "markdup_join",
+    "markdup_decide_bucket",
+    "markdup_finish",
+    "markdup_assemble",
 ]
 
 #: A split: ``{"input": int, "start": int, "end": int | None, "ordinal": int}``.
@@ -168,6 +177,7 @@ def map(  # noqa: A001 - the stage's name in the interface
     splitters: Sequence[bytes],
     *,
     prior: Optional[int] = None,
+    markdup: Optional[Sequence[str]] = None,
     **order: Any,
 ) -> Dict[str, Any]:
     """The map task of ``split``: its records read, keyed, sorted and cut
@@ -176,7 +186,10 @@ def map(  # noqa: A001 - the stage's name in the interface
     int | None, "reach": int | None}``; ``"end"`` is the proven end (see
     the module documentation): compare it with the next split's
     ``"start"``. With several inputs, ``prior`` is the split's prior (see
-    :func:`priors`) and ``"reach"`` the split's reach."""
+    :func:`priors`) and ``"reach"`` the split's reach. With ``markdup``
+    (``alnsort sort``'s duplicate-marking options, ``["--markdup", ...]``)
+    each record carries its place in the input (split ordinal, index) to
+    :func:`markdup_reduce`."""
     if prior is not None:
         _check(prior, (int,), "prior")
     blocks, records, end, got_reach = _alnsort.stage_map(
@@ -185,6 +198,7 @@ def map(  # noqa: A001 - the stage's name in the interface
         [bytes(s) for s in splitters],
         _keywords(**order),
         prior,
+        None if markdup is None else _markdup(markdup),
     )
     return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
 
@@ -290,31 +304,14 @@ def assemble(
 
 # ---- duplicate marking (alnsort_engine::stages_markdup) ---------------------
 # ``markdup`` is alnsort sort's duplicate-marking options as argv
-# (``["--markdup", "--tagging-policy", "all"]``).
+# (``["--markdup", "--tagging-policy", "all"]``), applied by the engine
+# with the same setters as the command's (other options are refused).
 
 
-def markdup_map(
-    inputs: Sequence[PathArg],
-    split: Split,
-    splitters: Sequence[bytes],
-    markdup: Sequence[str],
-    *,
-    prior: Optional[int] = None,
-    **order: Any,
-) -> Dict[str, Any]:
-    """:func:`map` of a run that marks duplicates: each record carries its
-    place in the input (split ordinal, index) to the reduce."""
-    if prior is not None:
-        _check(prior, (int,), "prior")
-    blocks, records, end, got_reach = _alnsort.stage_markdup_map(
-        _inputs(inputs),
-        _split_tuple(split),
-        [bytes(s) for s in splitters],
-        _keywords(**order),
-        [str(a) for a in markdup],
-        prior,
-    )
-    return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
+def _markdup(markdup: Sequence[str]) -> List[str]:
+    if isinstance(markdup, (str, bytes)):
+        raise TypeError("markdup must be a list of arguments, e.g. ['--markdup', '--tagging-policy', 'all']")
+    return [str(a) for a in markdup]
 
 
 def markdup_decide(
@@ -330,7 +327,7 @@ def markdup_decide(
     metrics file's text or None}``. ``metrics``: ``(metrics path, inputs
     and output as the user named them, the command line it records)``."""
     decisions, records, text = _alnsort.stage_markdup_decide(
-        _inputs(inputs), _keywords(**order), [str(a) for a in markdup], metrics
+        _inputs(inputs), _keywords(**order), _markdup(markdup), metrics
     )
     return {"decisions": decisions, "records": records, "metrics": text}
 
@@ -356,7 +353,7 @@ def markdup_reduce(
     index: Optional[str] = None,
     **order: Any,
 ) -> Dict[str, int]:
-    """:func:`reduce` of :func:`markdup_map` blocks, each record written as
+    """:func:`reduce` of blocks of :func:`map` with ``markdup``, each record written as
     one node writes it (0x400, DT tags, removal). Returns ``{"records":
     records read, "bytes": int, "marked": duplicates among them}``."""
     if index not in INDEX_KINDS:
@@ -369,8 +366,156 @@ def markdup_reduce(
         partitions,
         _keywords(**order),
         index is not None,
-        [str(a) for a in markdup],
+        _markdup(markdup),
         decisions,
         list(bases),
     )
     return {"records": records, "bytes": nbytes, "marked": marked}
+
+
+# ---- the decision cut into tasks (one input) ---------------------------------
+# collect (per split) -> markdup_continued (driver) -> join (per name
+# bucket) -> decide_bucket (per end bucket) -> finish (per split, in order:
+# each split's walk resumes the previous split's carry) -> markdup_assemble:
+# the decision of :func:`markdup_decide` with no task holding the whole
+# input. Blocks are ``bytes`` (or any read-only buffer, read in place).
+
+#: Where Picard's output walk stands at the start of the input (the carry
+#: of :func:`markdup_finish` for the first split).
+START_CARRY: Dict[str, Any] = {
+    "stale": 0,
+    "dup_template": False,
+    "optical_stale": 0,
+    "optical_dup_template": False,
+}
+
+_CARRY_KEYS = tuple(START_CARRY)
+_BOUNDARY_KEYS = ("first_name", "last_name", "last_template", "first")
+_COUNT_KEYS = ("all_sets", "optical_sets", "non_optical_sets", "optical_by_library")
+
+
+def _boundaries(boundaries: Sequence[Dict[str, Any]]) -> List[tuple]:
+    try:
+        return [tuple(b[k] for k in _BOUNDARY_KEYS) for b in boundaries]
+    except (KeyError, TypeError) as e:
+        raise TypeError(f"boundaries must be the 'boundary' dicts markdup_collect returns ({e})") from None
+
+
+def markdup_collect(
+    inputs: Sequence[PathArg],
+    split: Split,
+    markdup: Sequence[str],
+    end_buckets: int,
+    name_buckets: int,
+    **order: Any,
+) -> Dict[str, Any]:
+    """The duplicate-marking share of ``split`` (one input only): its
+    records read as :func:`map` reads them and checked as one node checks
+    them. Returns ``{"ends": list[bytes] (fragment ends, one block per end
+    bucket), "halves": list[bytes] (mate halves, one per name bucket),
+    "slots": bytes (8 per record), "boundary": {"first_name",
+    "last_name": bytes | None, "last_template", "first": int}, "records":
+    int}``."""
+    for n, what in ((end_buckets, "end_buckets"), (name_buckets, "name_buckets")):
+        _check(n, (int,), what)
+        if n < 1:
+            raise ValueError(f"{what} must be at least 1, not {n}")
+    ends, halves, slots, bound, records = _alnsort.stage_markdup_collect(
+        _inputs(inputs), _split_tuple(split), _keywords(**order), _markdup(markdup), end_buckets, name_buckets
+    )
+    return {
+        "ends": ends,
+        "halves": halves,
+        "slots": slots,
+        "boundary": dict(zip(_BOUNDARY_KEYS, bound)),
+        "records": records,
+    }
+
+
+def markdup_continued(boundaries: Sequence[Dict[str, Any]]) -> List[Optional[int]]:
+    """For each split (its ``"boundary"`` from :func:`markdup_collect`, in
+    split order): where its first template began when that was in an
+    earlier split (name-grouped input), else ``None``."""
+    return _alnsort.stage_markdup_continued(_boundaries(boundaries))
+
+
+def markdup_join(
+    blocks: Sequence[Union[bytes, memoryview]], boundaries: Sequence[Dict[str, Any]], end_buckets: int
+) -> List[bytes]:
+    """One name bucket's mate halves (its block from every split) paired
+    as one node pairs them: the pair ends, one block per end bucket."""
+    return _alnsort.stage_markdup_join(list(blocks), _boundaries(boundaries), end_buckets)
+
+
+def markdup_decide_bucket(
+    inputs: Sequence[PathArg],
+    blocks: Sequence[Union[bytes, memoryview]],
+    boundaries: Sequence[Dict[str, Any]],
+    markdup: Sequence[str],
+    splits: int,
+    **order: Any,
+) -> Dict[str, Any]:
+    """One end bucket's duplicate sets (``blocks``: its fragment ends from
+    every split and its pair ends from every join, in any order) walked as
+    one node walks them. Returns ``{"duplicates": list[bytes], "optical":
+    list[bytes]}`` (the indexes listed, one block per split, for
+    :func:`markdup_finish`) and ``"counts"`` (set-size histograms and
+    optical duplicates per library, for :func:`markdup_assemble`)."""
+    dups, optical, counts = _alnsort.stage_markdup_decide_bucket(
+        _inputs(inputs), list(blocks), _boundaries(boundaries), _keywords(**order), _markdup(markdup), splits
+    )
+    return {"duplicates": dups, "optical": optical, "counts": dict(zip(_COUNT_KEYS, counts))}
+
+
+def markdup_finish(
+    slots: Union[bytes, memoryview],
+    continued: bool,
+    duplicates: Sequence[Union[bytes, memoryview]],
+    optical: Sequence[Union[bytes, memoryview]],
+    carry: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]:
+    """Picard's output walk over one split: its ``slots``, whether its
+    first template began in an earlier split (:func:`markdup_continued`),
+    its duplicate and optical lists from every end bucket, and ``carry``,
+    where the walk stood after the previous split (default: the input's
+    start). Returns ``{"duplicate": bytes, "optical": bytes | None}`` (bit
+    sets: 64-bit little-endian words), ``"records"``, ``"counts"`` (record
+    counts per library) and ``"carry"`` (for the next split; a split
+    finished with another carry than the previous split's ``"carry"`` must
+    be finished again with that one)."""
+    c = START_CARRY if carry is None else carry
+    try:
+        ct = tuple(c[k] for k in _CARRY_KEYS)
+    except (KeyError, TypeError):
+        raise TypeError(f"carry must be a dict with {', '.join(_CARRY_KEYS)}, not {carry!r}") from None
+    dup, opt, records, counts, out = _alnsort.stage_markdup_finish(
+        slots, bool(continued), list(duplicates), list(optical), ct
+    )
+    return {
+        "duplicate": dup,
+        "optical": opt,
+        "records": records,
+        "counts": counts,
+        "carry": dict(zip(_CARRY_KEYS, out)),
+    }
+
+
+def markdup_assemble(
+    inputs: Sequence[PathArg],
+    markdup: Sequence[str],
+    outcomes: Sequence[Dict[str, Any]],
+    bucket_counts: Sequence[Dict[str, Any]],
+    *,
+    metrics: Optional[tuple] = None,
+    **order: Any,
+) -> Dict[str, Any]:
+    """The decision of :func:`markdup_decide` from every split's
+    :func:`markdup_finish` outcome (in split order, each finished with the
+    previous split's carry) and every bucket's ``"counts"``: counts summed,
+    library size and histograms computed from the sums."""
+    outs = [(o["duplicate"], o["optical"], o["records"], o["counts"]) for o in outcomes]
+    counts = [tuple(c[k] for k in _COUNT_KEYS) for c in bucket_counts]
+    decisions, records, text = _alnsort.stage_markdup_assemble(
+        _inputs(inputs), _keywords(**order), _markdup(markdup), outs, counts, metrics
+    )
+    return {"decisions": decisions, "records": records, "metrics": text}

@@ -103,6 +103,8 @@ pub fn open_with_refs(
             ));
         }
         (
+            // SAFETY: fd is the descriptor dup just opened, owned by
+            // nothing else.
             Box::new(BufReader::with_capacity(INPUT_BUFFER, unsafe {
                 File::from_raw_fd(fd)
             })),
@@ -398,17 +400,11 @@ where
                             return Err(e.into());
                         }
                     };
-                    let raw = RawBatch {
-                        data,
-                        first_record: c.first_record,
-                        voffsets: vec![0; n as usize],
-                        first_position: 0,
-                        sam: false,
-                        missing_eof: None,
-                        ..RawBatch::default()
-                    };
+                    let mut raw = RawBatch::framed(data);
+                    raw.first_record = c.first_record;
+                    raw.voffsets = vec![0; n as usize];
                     let out = job(&raw);
-                    DECODED.set(raw.data);
+                    DECODED.set(raw.into_spare());
                     out
                 },
             )

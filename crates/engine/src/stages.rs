@@ -1339,7 +1339,7 @@ mod tests {
             let mut want = Vec::new();
             for (input, (h, _, _)) in set.heads.iter().enumerate() {
                 let lookup = h.ref_lookup();
-                let mut raw = RawBatch::default();
+                let (mut framed, mut voffsets) = (Vec::new(), Vec::new());
                 for _ in 0..next(30) {
                     let t = next(h.n_ref() as u64 + 1);
                     let (rname, flag) = match t as usize {
@@ -1355,23 +1355,19 @@ mod tests {
                         line.as_bytes(),
                         h,
                         &lookup,
-                        &mut raw.data,
+                        &mut framed,
                     )
                     .unwrap();
-                    raw.voffsets.push(raw.voffsets.len() as u64);
+                    voffsets.push(voffsets.len() as u64);
                 }
+                let mut raw = RawBatch::framed(framed);
+                raw.voffsets = voffsets;
                 let mut running = None;
                 let ties = m.running_max(input, &raw, &mut running);
                 for (at, tie) in ties.iter().enumerate() {
                     want.push((*tie, input, at));
                 }
-                let mut records = Vec::new();
-                let mut at = 0;
-                while at < raw.data.len() {
-                    let len = 4 + u32::from_le_bytes(raw.data[at..at + 4].try_into().unwrap());
-                    records.push(raw.data[at..at + len as usize].to_vec());
-                    at += len as usize;
-                }
+                let records: Vec<Vec<u8>> = raw.records().map(|(r, _)| r.to_vec()).collect();
                 let mut s = Source {
                     records,
                     input,

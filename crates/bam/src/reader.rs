@@ -85,7 +85,14 @@ impl Default for ScanOptions {
 /// form for the other: BAM records are read with [`RawBatch::records`]
 /// (either form), their size with [`RawBatch::bytes`]; a batch of framed
 /// records is made with [`RawBatch::framed`], its buffer taken back for
-/// reuse, emptied, with [`RawBatch::into_spare`].
+/// reuse, emptied, with [`RawBatch::into_spare`]. A reader of the buffer
+/// does not compile:
+///
+/// ```compile_fail,E0616
+/// fn first_byte(b: &alnsort_bam::reader::RawBatch) -> Option<u8> {
+///     b.data.first().copied()
+/// }
+/// ```
 #[derive(Debug, Default)]
 pub struct RawBatch {
     /// BAM: framed records (each with its `block_size`), back to back: all

@@ -240,7 +240,10 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
         }
         MdOpt::ReadNameRegex => {
             a.name_parser = alnsort_markdup::optical::NameParser::from_picard_arg(&val())
-                .map_err(|e| ArgError::Invalid(format!("--read-name-regex: {e}")))?;
+                .map_err(|e| ArgError::Value {
+                    what: "--read-name-regex".into(),
+                    source: e.into(),
+                })?;
             a.other_given = Some("--read-name-regex");
         }
     }
@@ -264,7 +267,7 @@ pub struct MarkdupConfig {
 pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
     if !a.enabled {
         if let Some(opt) = a.other_given {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{opt} needs --markdup (it is an option of duplicate marking)"
             )));
         }
@@ -298,7 +301,7 @@ pub fn check_metrics_path(
                 .is_some_and(|c| std::fs::canonicalize(m).ok() == Some(c))
     };
     match others.iter().flatten().find(|p| same(p)) {
-        Some(p) => Err(ConfigError(format!(
+        Some(p) => Err(ConfigError::Invalid(format!(
             "--metrics {} names the same file as the output, its index or the stats ({}): the metrics would replace it",
             m.display(),
             p.display()

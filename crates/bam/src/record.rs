@@ -311,6 +311,38 @@ impl<'a> RecordMut<'a> {
             .splice(base + old.start..base + old.end, field.copied());
         self.sync_block_size();
     }
+
+    /// Takes the first `tag` field of type `Z` out of the record and, when
+    /// `retag` gives a value for its string (without its NUL), appends
+    /// `tag:Z:value` at the aux area's end (before the SAM parser's field
+    /// of 64-bit positions, [`crate::sam_parse::WIDE_TAG`], which stays
+    /// last): samtools merge's `bam_aux_del` then `bam_aux_append`. Without
+    /// such a field `retag` is not called and nothing changes; returns
+    /// whether the record changed.
+    pub fn move_string_to_end(
+        &mut self,
+        tag: [u8; 2],
+        retag: impl FnOnce(&[u8]) -> Option<Vec<u8>>,
+    ) -> bool {
+        let aux = self.view().aux();
+        let Some((range, value)) = aux
+            .find(tag)
+            .and_then(|f| Some((f.range(), f.string()?)))
+        else {
+            return false;
+        };
+        let new = retag(value);
+        self.remove_aux_range(range);
+        if let Some(v) = new {
+            let aux = self.view().aux();
+            let wide = crate::sam_parse::wide_positions(&self.buf[4..]).is_some();
+            let end = aux.len() - if wide { crate::sam_parse::WIDE_FIELD_LEN } else { 0 };
+            let mut value = v;
+            value.push(0);
+            self.insert_field(end, tag, b'Z', &value);
+        }
+        true
+    }
 }
 
 /// Sets or clears the flag bits `mask` in a copy of part of a record: `part`

@@ -249,6 +249,9 @@ fn main() {
         );
     }
     // Inflate: the file's own blocks.
+    // SAFETY: inflate_state is a C struct of integers, arrays and
+    // pointers, for which all zero bytes are a valid value (ISA-L's
+    // isal_inflate_init sets it up before use).
     let mut state: Box<isal::inflate_state> = Box::new(unsafe { std::mem::zeroed() });
     let (mut t_ld, mut t_is) = (Vec::new(), Vec::new());
     let mut buf = Vec::new();

@@ -5,6 +5,10 @@
 //! then merge and write. Each stage is a function a distributed driver can
 //! call on its own.
 
+// This crate calls libc (descriptors, rusage, mkdtemp) and so has `unsafe`:
+// each block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod cleanup;
 pub mod config;
 pub mod error;

@@ -191,6 +191,7 @@ fn stdout_file() -> Result<File> {
             std::io::Error::last_os_error()
         )));
     }
+    // SAFETY: fd is the descriptor dup just opened, owned by nothing else.
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 

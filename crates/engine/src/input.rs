@@ -94,12 +94,9 @@ pub fn open_with_refs(
         // File its own descriptor to own and close.
         let fd = unsafe { libc::dup(0) };
         if fd < 0 {
-            return Err(Error::input(
-                &name,
-                format!(
-                    "cannot read standard input: {}",
-                    std::io::Error::last_os_error()
-                ),
+            return Err(Error::context(
+                format!("{name}: cannot read standard input"),
+                std::io::Error::last_os_error(),
             ));
         }
         (
@@ -475,11 +472,7 @@ impl OpenInput {
         };
         let (file, header, records) = self.into_records(opts);
         let name = file.to_string();
-        let kind = if encoder.is_fixed8() {
-            KeyKind::Fixed8
-        } else {
-            KeyKind::Variable
-        };
+        let kind = key_kind(&encoder);
         let header = Arc::new(header);
         let decoder = Decoder {
             file,
@@ -549,6 +542,16 @@ impl OpenInput {
             read_push_s: thread_cpu_seconds() - push_start,
             tally,
         })
+    }
+}
+
+/// The sort crate's layout for keys of `encoder`: 8-byte coordinate keys
+/// are radix-sorted, every other order's keys compared.
+pub(crate) fn key_kind(encoder: &KeyEncoder) -> KeyKind {
+    if encoder.is_fixed8() {
+        KeyKind::Fixed8
+    } else {
+        KeyKind::Variable
     }
 }
 

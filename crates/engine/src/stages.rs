@@ -63,6 +63,7 @@ use alnsort_sort::{KeyKind, SortConfig, Sorter};
 
 use crate::cleanup::{Debris, PendingFile, TempDir};
 use crate::config::{self, Config, IndexKind};
+use crate::input::key_kind;
 use crate::options::{OutFormat, SortOptions};
 
 /// One split: the records of input `input` from virtual offset `start`
@@ -278,14 +279,6 @@ fn merge_heads(inputs: &[PathBuf], heads: Vec<(Header, u64, u64)>) -> Result<Inp
             warnings,
         })),
     })
-}
-
-fn key_kind(encoder: &KeyEncoder) -> KeyKind {
-    if encoder.is_fixed8() {
-        KeyKind::Fixed8
-    } else {
-        KeyKind::Variable
-    }
 }
 
 /// The key encoder of `cfg`'s order for `header`.

@@ -12,8 +12,8 @@
 //! carry CRAM flag 0x8 and features from the CIGAR only, missing qualities
 //! are stored as 0xff bytes, as htslib stores them.
 
-use crate::options::{CramOptions, CramVersion};
 use crate::error::Unencodable;
+use crate::options::{CramOptions, CramVersion};
 use crate::wire::{crc32, write_itf8, write_ltf8};
 use alnsort_bam::cigar::{self, op};
 use alnsort_bam::name_hash::NameHash;

@@ -223,10 +223,7 @@ pub enum HeaderTextError {
 
 /// The header text `text` as a SAM header, or [`CramError::HeaderText`]
 /// naming `file`.
-pub(crate) fn parse_header_text(
-    file: &str,
-    text: &[u8],
-) -> Result<noodles_sam::Header, CramError> {
+pub(crate) fn parse_header_text(file: &str, text: &[u8]) -> Result<noodles_sam::Header, CramError> {
     let parse = || -> Result<noodles_sam::Header, HeaderTextError> {
         Ok(std::str::from_utf8(text)?.parse()?)
     };

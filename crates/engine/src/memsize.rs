@@ -6,7 +6,6 @@
 //! `--max-memory` is the total budget users actually want, with decimals and
 //! percentages of the machine (or of the cgroup limit when one is set).
 
-
 /// samtools' minimum per-thread memory (`SORT_MIN_MEGS_PER_THREAD`, bam_sort.c).
 pub const MIN_PER_THREAD: u64 = 1 << 20;
 /// samtools' default per-thread memory (`SORT_DEFAULT_MEGS_PER_THREAD`, 768 MiB).

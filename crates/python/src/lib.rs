@@ -11,11 +11,11 @@
 // block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use alnsort_engine::{config, error_text};
 use alnsort_engine::merge::MergeArgs;
 use alnsort_engine::options::{
     self, ArgError, OptSpec, OptionId, OptionName, OrderFlag, SortOptions, UnknownReference,
 };
+use alnsort_engine::{config, error_text};
 use pyo3::prelude::*;
 
 mod markdup_stages;

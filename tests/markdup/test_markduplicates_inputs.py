@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import random
 import subprocess
-import zlib
 from pathlib import Path
 
 import pysam
@@ -33,46 +32,13 @@ import pytest
 import test_markduplicates as one
 import test_sort_markdup as sm
 import test_vs_picard as g
+from several_inputs import CLASHING_RGS, add_header_lines, lane, split, traps
 from test_markduplicates import alnsort, long_refs, run, run_both  # noqa: F401  (fixtures)
-
-
-def split(recs, n: int, seed: int):
-    """Whole templates spread over n inputs (by a hash of the name)."""
-    parts = [[] for _ in range(n)]
-    for r in recs:
-        parts[zlib.crc32(f"{seed}:{r.name}".encode()) % n].append(r)
-    return parts
-
-
-def lane(recs, k: int):
-    """Read groups renamed for lane k (rg1 -> rg1.L<k>), libraries kept."""
-    out = []
-    for r in recs:
-        r = g.Rec(**{**r.__dict__, "tags": list(r.tags)})
-        if r.rg is not None:
-            r.rg = f"{r.rg}.L{k}"
-        out.append(r)
-    return out, [(f"{i}.L{k}", lb) for i, lb in g.RGS]
-
-
-def add_header_lines(path: Path, lines: list[str]) -> None:
-    """Adds header lines (@PG, @CO) to a BAM in place, records untouched."""
-    sam = pysam.view("-h", "--no-PG", str(path))
-    head = [ln for ln in sam.splitlines() if ln.startswith("@")]
-    body = [ln for ln in sam.splitlines() if not ln.startswith("@")]
-    text = path.with_suffix(".sam")
-    text.write_text("\n".join(head + lines + body) + "\n")
-    pysam.view("-b", "--no-PG", "-o", str(path), str(text), catch_stdout=False)
-    text.unlink()
 
 
 def templates(seed: int):
     """The generated templates of one case (test_markduplicates' input)."""
-    recs = []
-    for n, name in enumerate(sorted(g.TRAPS)):
-        recs += sm.moved(g.TRAPS[name](), n)
-    recs += sm.moved(g.t_adversarial(100 + seed), len(g.TRAPS)) + \
-        sm.moved(g.t_random(5 + seed, dense=True), len(g.TRAPS) + 1)
+    recs = traps(100 + seed) + sm.moved(g.t_random(5 + seed, dense=True), len(g.TRAPS) + 1)
     recs = sm.with_mate_cigars(sm.stale_dt(sm.stale_dups(recs, 1 + seed), 2 + seed))
     return one.with_pg_tags(recs, 3 + seed)
 
@@ -137,7 +103,7 @@ def read_groups(kind: str, parts):
         elif kind == "lanes":
             out.append(lane(recs, k))
         else:
-            out.append((recs, g.RGS if k != 1 else [("rg1", "libC"), ("rg2", "libB"), ("rg3", None)]))
+            out.append((recs, g.RGS if k != 1 else CLASHING_RGS))
     return out
 
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import collections
 import subprocess
-import zlib
 from pathlib import Path
 
 import pysam
 import pytest
 
 import test_vs_picard as g
-from test_sort_markdup import moved, read_all, sort, stale_dups, with_mate_cigars
+from several_inputs import CLASHING_RGS, lane, split, traps
+from test_sort_markdup import read_all, sort, stale_dups, with_mate_cigars
 
 ORDERS = {"coordinate": [], "name": ["-n"]}
 
@@ -55,26 +55,6 @@ def flags(records):
     for k, dup in records:
         out[without_rg(k)].append(dup)
     return {k: sorted(v) for k, v in out.items()}
-
-
-def split(recs, n: int, seed: int):
-    """Whole templates spread over n inputs (by a hash of the name)."""
-    parts = [[] for _ in range(n)]
-    for r in recs:
-        parts[zlib.crc32(f"{seed}:{r.name}".encode()) % n].append(r)
-    return parts
-
-
-def lane_rgs(recs, lane: int):
-    """Read groups renamed per lane (rg1 -> rg1.L2), libraries kept: lanes of
-    the same libraries with their own @RG IDs."""
-    out = []
-    for r in recs:
-        r = g.Rec(**{**r.__dict__, "tags": list(r.tags)})
-        if r.rg is not None:
-            r.rg = f"{r.rg}.L{lane}"
-        out.append(r)
-    return out, [(f"{i}.L{lane}", lb) for i, lb in g.RGS]
 
 
 def write_inputs(tmp: Path, inputs, coordinate: bool):
@@ -129,13 +109,6 @@ def check_inputs(tmp: Path, picard, alnsort, inputs, coordinate: bool, orders=OR
     return picard_recs
 
 
-def traps():
-    recs = []
-    for n, name in enumerate(sorted(g.TRAPS)):
-        recs += moved(g.TRAPS[name](), n)
-    return recs + moved(g.t_adversarial(100), len(g.TRAPS))
-
-
 @pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
 def test_traps_over_two_inputs_with_the_same_read_groups(coordinate, tmp_path, picard, alnsort, long_refs):
     """Two inputs with the same @RG lines (lanes written with one header):
@@ -153,8 +126,8 @@ def test_random_templates_over_lanes_of_several_libraries(coordinate, tmp_path, 
     a different library."""
     recs = stale_dups(g.t_random(5) + g.t_adversarial(102), 5)
     parts = split(recs, 4, seed=3)
-    inputs = [lane_rgs(parts[k], k) for k in range(3)]
-    inputs.append((parts[3], [("rg1", "libC"), ("rg2", "libB"), ("rg3", None)]))
+    inputs = [lane(parts[k], k) for k in range(3)]
+    inputs.append((parts[3], CLASHING_RGS))
     check_inputs(tmp_path, picard, alnsort, inputs, coordinate)
 
 

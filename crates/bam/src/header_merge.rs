@@ -25,7 +25,7 @@
 
 use crate::header::{first_tag, line_type, parse_sam_header, remove_tag, set_tag};
 use crate::header::{Header, HeaderError};
-use crate::record::RecordRef;
+use crate::record::{RecordMut, RecordRef};
 use std::collections::{HashMap, HashSet};
 
 /// What a header merge may fail on.
@@ -340,44 +340,18 @@ impl Translation {
         }
         out.clear();
         out.extend_from_slice(rec);
-        // A field of 64-bit positions stays the last one.
-        let wide = crate::sam_parse::wide_positions(&rec[4..]).map(|_| {
-            let at = out.len() - crate::sam_parse::WIDE_FIELD_LEN;
-            out.split_off(at)
-        });
-        out[4..8].copy_from_slice(&self.ref_id(tid).to_le_bytes());
-        out[24..28].copy_from_slice(&self.ref_id(mtid).to_le_bytes());
-        for tag in [*b"RG", *b"PG"] {
-            let aux_at = 4 + RecordRef::with_block_size(out).aux_offset();
-            let Some((start, end)) = find_tag(&out[aux_at..], tag) else {
-                continue;
-            };
-            let (start, end) = (aux_at + start, aux_at + end);
-            if out[start + 2] != b'Z' {
-                continue;
-            }
-            let value = &out[start + 3..end - 1];
-            let map = if tag == *b"RG" { &self.rg } else { &self.pg };
-            let new = match map.get(value) {
-                Some(v) => Some(v.clone()),
-                None => {
+        let mut m = RecordMut::new(out);
+        m.set_ref_id(self.ref_id(tid));
+        m.set_next_ref_id(self.ref_id(mtid));
+        for (tag, map) in [(*b"RG", &self.rg), (*b"PG", &self.pg)] {
+            m.move_string_to_end(tag, |value| {
+                let new = map.get(value).cloned();
+                if new.is_none() {
                     unknown(tag, value, r.read_name());
-                    None
                 }
-            };
-            out.drain(start..end);
-            if let Some(v) = new {
-                out.extend_from_slice(&tag);
-                out.push(b'Z');
-                out.extend_from_slice(&v);
-                out.push(0);
-            }
+                new
+            });
         }
-        if let Some(w) = wide {
-            out.extend_from_slice(&w);
-        }
-        let block = (out.len() - 4) as u32;
-        out[..4].copy_from_slice(&block.to_le_bytes());
         true
     }
 }

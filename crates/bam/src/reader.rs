@@ -77,22 +77,33 @@ impl Default for ScanOptions {
 /// Whole records (BAM) or lines (SAM), and where they came from.
 ///
 /// A [`BamScanner`] leaves the records where the inflate jobs decoded them:
-/// the batch holds those blocks (`blocks`) and lists its stretches of whole
-/// records in order (`pieces`); only a record that spans blocks is copied,
-/// into `data`. Every other batch (SAM, CRAM, one built by hand) has no
-/// pieces, and `data` holds all its records (or text). [`RawBatch::records`]
-/// walks either form.
+/// the batch holds those blocks and lists its stretches of whole records in
+/// order (its pieces); only a record that spans blocks is copied, into the
+/// batch's own buffer. Every other batch (SAM, CRAM, one built by hand) has
+/// no pieces, and its buffer holds all its records (or text). The buffer,
+/// the blocks and the pieces are private, so that no reader can take one
+/// form for the other: BAM records are read with [`RawBatch::records`]
+/// (either form), their size with [`RawBatch::bytes`]; a batch of framed
+/// records is made with [`RawBatch::framed`], its buffer taken back for
+/// reuse, emptied, with [`RawBatch::into_spare`]. A reader of the buffer
+/// does not compile:
+///
+/// ```compile_fail,E0616
+/// fn first_byte(b: &alnsort_bam::reader::RawBatch) -> Option<u8> {
+///     b.data.first().copied()
+/// }
+/// ```
 #[derive(Debug, Default)]
 pub struct RawBatch {
     /// BAM: framed records (each with its `block_size`), back to back: all
     /// of them when `pieces` is empty, else those that span blocks. SAM:
     /// whole lines, each ended by a newline except perhaps the last of the
     /// input.
-    pub data: Vec<u8>,
+    data: Vec<u8>,
     /// BAM read in place: decoded BGZF blocks that `pieces` point into.
-    pub blocks: Vec<Vec<u8>>,
+    blocks: Vec<Vec<u8>>,
     /// BAM read in place: the stretches of whole records, in input order.
-    pub pieces: Vec<Piece>,
+    pieces: Vec<Piece>,
     /// Records of the input before this batch's first.
     pub first_record: u64,
     /// BAM: the virtual offset of each record's start. SAM: empty.
@@ -101,7 +112,7 @@ pub struct RawBatch {
     /// (1-based).
     pub first_position: u64,
     /// Whether `data` is SAM text.
-    pub sam: bool,
+    sam: bool,
     /// Set on the batch that reaches the end of a BGZF input (BAM, or SAM
     /// with [`SamScanner::with_eof_watch`]) whose stream ended without its
     /// EOF block, to the compressed offset where that block was expected
@@ -122,6 +133,29 @@ pub struct Piece {
 }
 
 impl RawBatch {
+    /// A batch of the BAM records `framed` holds (each with its
+    /// `block_size`, back to back), such as a CRAM container decoded: its
+    /// voffsets and first record are the caller's to set.
+    pub fn framed(framed: Vec<u8>) -> RawBatch {
+        RawBatch {
+            data: framed,
+            ..RawBatch::default()
+        }
+    }
+
+    /// The batch's own buffer, emptied (its capacity kept), for the next
+    /// [`RawBatch::framed`].
+    pub fn into_spare(self) -> Vec<u8> {
+        let mut data = self.data;
+        data.clear();
+        data
+    }
+
+    /// Whether the batch is SAM text (else BAM records).
+    pub fn is_sam(&self) -> bool {
+        self.sam
+    }
+
     /// Compressed offset of the block the last record starts in (0 if
     /// unknown), for progress displays.
     pub fn last_block_offset(&self) -> u64 {
@@ -140,8 +174,10 @@ impl RawBatch {
     /// The BAM records, in order, each with its `block_size` and the
     /// uncompressed offset of its first byte. The walk ends at the first
     /// stretch whose lengths do not add up (a batch made by a scanner
-    /// never has one: it checked every `block_size`).
+    /// never has one: it checked every `block_size`). A SAM batch has no
+    /// BAM records: asking for them is a bug.
     pub fn records(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        assert!(!self.sam, "RawBatch::records of a batch of SAM text");
         let whole = Piece {
             block: None,
             start: 0,

@@ -6,6 +6,10 @@
 //! themselves are the engine's (`alnsort_engine`), which the Python package
 //! calls too.
 
+// This crate calls libc (signals, mallopt) and so has `unsafe`: each block
+// says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod args;
 pub mod markduplicates;
 pub mod merge;

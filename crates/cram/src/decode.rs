@@ -9,7 +9,7 @@ use crate::codecs::{self, CodecScratch};
 use crate::container::{
     content_type, read_block_bytes, ContainerHeader, RawBlock, RawContainer, SliceBlocks,
 };
-use crate::error::{take_reference_error, CramError, DecodeError};
+use crate::error::{parse_header_text, take_reference_error, CramError, DecodeError};
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{M5Mismatch, RefHolding, RefSource, References};
 use noodles_sam as sam;
@@ -69,13 +69,7 @@ impl<R: Read> CramReader<R> {
         // The text block may be padded with NULs after the header.
         let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
         let text = sq_lengths_from_fasta(file, &text[..end], refs);
-        let parsed: sam::Header = std::str::from_utf8(&text)
-            .map_err(|e| e.to_string())
-            .and_then(|t| t.parse::<sam::Header>().map_err(|e| e.to_string()))
-            .map_err(|what| CramError::HeaderText {
-                file: file.to_string(),
-                what,
-            })?;
+        let parsed = parse_header_text(file, &text)?;
         let holding = RefHolding::for_order(says_coordinate(&parsed));
         let references = refs.references(&parsed, holding, M5Mismatch::Warn { file: file.into() });
         let info = FileInfo {

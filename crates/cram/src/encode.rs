@@ -1,11 +1,10 @@
 //! CRAM output: framed BAM records in, CRAM containers out.
 
 use crate::encode_container::{self as container, SliceInfo};
-use crate::error::{take_reference_error, CramError};
+use crate::error::{parse_header_text, take_reference_error, CramError, Unencodable};
 use crate::options::{CramOptions, CramVersion};
 use crate::reference::{normalized_md5_hex, Lease, M5Mismatch, RefHolding, RefSource, References};
 use alnsort_pipeline::OrderedQueue;
-use noodles_sam as sam;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -122,13 +121,7 @@ impl<W: Write> CramWriter<W> {
         holding: RefHolding,
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<CramWriter<W>, CramError> {
-        let sam_header: sam::Header = std::str::from_utf8(&header.to_sam_text())
-            .map_err(|e| e.to_string())
-            .and_then(|t| t.parse::<sam::Header>().map_err(|e| e.to_string()))
-            .map_err(|what| CramError::HeaderText {
-                file: file.to_string(),
-                what,
-            })?;
+        let sam_header = parse_header_text(file, &header.to_sam_text())?;
         let references = refs.references(&sam_header, holding, M5Mismatch::Refuse);
         let header_err = |source| match take_reference_error(source) {
             Ok(r) => CramError::EncodeReference {
@@ -428,7 +421,7 @@ fn encode_container(
             return Err(CramError::Unsupported {
                 file: file.clone(),
                 record,
-                what: format!("reference id {tid}, which is not in the header"),
+                what: Unencodable::UnknownReference(tid),
             });
         }
         if sequences[t].is_none() {

@@ -12,6 +12,7 @@
 //! carry CRAM flag 0x8 and features from the CIGAR only, missing qualities
 //! are stored as 0xff bytes, as htslib stores them.
 
+use crate::error::Unencodable;
 use crate::options::{CramOptions, CramVersion};
 use crate::wire::{crc32, write_itf8, write_ltf8};
 use alnsort_bam::cigar::{self, op};
@@ -174,7 +175,7 @@ pub(crate) struct SliceInfo {
 }
 
 /// Why a record cannot be encoded: its index in the slice and what.
-pub(crate) type Refusal = (usize, String);
+pub(crate) type Refusal = (usize, Unencodable);
 
 /// How the encoder stores a record's read group.
 pub(crate) trait ReadGroups {
@@ -288,13 +289,7 @@ pub(crate) fn encode(
         if apos < 0 {
             // htslib's `cram_encode_slice_read` fails on a position below
             // 0 (BAM input may hold one; SAM cannot), mapped or not.
-            return Err((
-                k,
-                format!(
-                    "position {apos} (POS below 0, as BAM allows); samtools refuses \
-                     to write such a record to CRAM too"
-                ),
-            ));
+            return Err((k, Unencodable::NegativePosition(apos)));
         }
 
         let ser = &mut s.series;
@@ -334,21 +329,14 @@ pub(crate) fn encode(
         // the first of them: `Some(None)` when it adds none.
         let mut regenerated: Option<Option<u32>> = None;
         for field in r.aux().fields() {
-            let Ok(field) = field else {
-                return Err((k, "a malformed tag area".into()));
-            };
+            let field = field.map_err(|e| (k, Unencodable::MalformedTags(e)))?;
             let (tag, ty, val) = (field.tag, field.ty, field.value);
             if long_cigar && tag == *b"CG" {
                 continue;
             }
             if tag == *b"RG" {
                 if rg_seen {
-                    return Err((
-                        k,
-                        "more than one RG tag (samtools would keep one of them, \
-                         alnsort does not choose)"
-                            .into(),
-                    ));
+                    return Err((k, Unencodable::SecondReadGroup));
                 }
                 rg_seen = true;
                 if let Some(id) = field.string().and_then(|v| groups.id(v)) {
@@ -454,12 +442,7 @@ pub(crate) fn encode(
         let read_len;
         if mapped {
             if r.ref_id() < 0 || r.pos() < 0 {
-                return Err((
-                    k,
-                    "no reference position but flag 0x4 (unmapped) clear; samtools \
-                     refuses such a record in CRAM too"
-                        .into(),
-                ));
+                return Err((k, Unencodable::NoPosition));
             }
             let refseq = seq_of(r.ref_id());
             read_len = features(r, &s.cigar, &s.bases, qual, refseq, opts.no_ref, ser)
@@ -677,7 +660,7 @@ fn features(
     refseq: Option<&[u8]>,
     no_ref: bool,
     ser: &mut [Vec<u8>],
-) -> Result<usize, String> {
+) -> Result<usize, Unencodable> {
     let has_seq = !bases.is_empty();
     let mut n = 0i32;
     let mut last = 0usize;
@@ -693,17 +676,13 @@ fn features(
     };
     let query_len = cigar::query_length(cigar.iter().copied()) as usize;
     if has_seq && query_len != bases.len() {
-        return Err(format!(
-            "a CIGAR of query length {query_len} for {} bases",
-            bases.len()
-        ));
+        return Err(Unencodable::CigarLength {
+            query_len,
+            bases: bases.len(),
+        });
     }
     if cigar.is_empty() && has_seq {
-        return Err(
-            "bases and flag 0x4 (unmapped) clear but no CIGAR; samtools \
-                    refuses such a record in CRAM too"
-                .into(),
-        );
+        return Err(Unencodable::NoCigar);
     }
     let stretch = |ser: &mut [Vec<u8>], ds: Ds, from: usize, len: usize| {
         let out = &mut ser[ds as usize];
@@ -792,7 +771,7 @@ fn features(
                 feature(ser, b'P', rp);
                 int(&mut ser[Ds::Pd as usize], len as i32);
             }
-            _ => return Err(format!("an unknown CIGAR operation {op}")),
+            _ => return Err(Unencodable::UnknownCigarOp(op)),
         }
     }
     // FN precedes the features in record order, but lives in its own block.

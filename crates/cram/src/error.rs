@@ -89,6 +89,22 @@ pub enum DecodeError {
     /// The data series of a slice's records (`records.rs`).
     #[error("{0}")]
     Record(String),
+    /// A gzip block that does not inflate (libdeflate's error).
+    #[error("gzip: {0}")]
+    Gzip(#[source] libdeflater::DecompressionError),
+    /// A record of a slice that did not decode: the error found in it,
+    /// kept whole (its text is part of this one's, so it is not the
+    /// `source`).
+    #[error("record {number}: {error}")]
+    InRecord { number: u64, error: io::Error },
+    /// A slice's mates that do not link up (records `first..last`): the
+    /// error, kept whole as in `InRecord`.
+    #[error("records {first}..{last}: {error}")]
+    InMates {
+        first: u64,
+        last: u64,
+        error: io::Error,
+    },
     /// A block whose stream did not decode: the codec's error, kept whole
     /// (its text is part of this one's, so it is not the `source`).
     #[error("{error} (block of content id {content_id}, {method})")]
@@ -127,8 +143,12 @@ pub enum CramError {
         minor: u8,
         supported: &'static str,
     },
-    #[error("{file}: CRAM header text: {what}")]
-    HeaderText { file: String, what: String },
+    #[error("{file}: CRAM header text: {source}")]
+    HeaderText {
+        file: String,
+        #[source]
+        source: HeaderTextError,
+    },
     #[error("{file}: reading the CRAM container after record {records_before}: {source}")]
     ReadContainer {
         file: String,
@@ -172,7 +192,8 @@ pub enum CramError {
     Unsupported {
         file: String,
         record: u64,
-        what: String,
+        #[source]
+        what: Unencodable,
     },
     #[error("{file}: writing CRAM: {source}")]
     Write {
@@ -188,6 +209,65 @@ pub enum CramError {
     },
     #[error("CRAM output option {0}")]
     Option(String),
+}
+
+/// Why a CRAM file's header text (read, or about to be written) is not a
+/// SAM header: the parser's own error, kept whole.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderTextError {
+    #[error(transparent)]
+    Utf8(#[from] std::str::Utf8Error),
+    #[error(transparent)]
+    Parse(#[from] noodles_sam::header::ParseError),
+}
+
+/// The header text `text` as a SAM header, or [`CramError::HeaderText`]
+/// naming `file`.
+pub(crate) fn parse_header_text(file: &str, text: &[u8]) -> Result<noodles_sam::Header, CramError> {
+    let parse = || -> Result<noodles_sam::Header, HeaderTextError> {
+        Ok(std::str::from_utf8(text)?.parse()?)
+    };
+    parse().map_err(|source| CramError::HeaderText {
+        file: file.to_string(),
+        source,
+    })
+}
+
+/// What a record has that the CRAM encoder does not write (the text
+/// follows "it has"; [`CramError::Unsupported`] names the file and the
+/// record).
+#[derive(Debug, thiserror::Error)]
+pub enum Unencodable {
+    /// A reference id the header has no @SQ for.
+    #[error("reference id {0}, which is not in the header")]
+    UnknownReference(i32),
+    /// htslib's `cram_encode_slice_read` fails on a position below 0.
+    #[error(
+        "position {0} (POS below 0, as BAM allows); samtools refuses \
+         to write such a record to CRAM too"
+    )]
+    NegativePosition(i64),
+    #[error("a malformed tag area")]
+    MalformedTags(#[source] alnsort_bam::aux::AuxError),
+    #[error(
+        "more than one RG tag (samtools would keep one of them, \
+         alnsort does not choose)"
+    )]
+    SecondReadGroup,
+    #[error(
+        "no reference position but flag 0x4 (unmapped) clear; samtools \
+         refuses such a record in CRAM too"
+    )]
+    NoPosition,
+    #[error("a CIGAR of query length {query_len} for {bases} bases")]
+    CigarLength { query_len: usize, bases: usize },
+    #[error(
+        "bases and flag 0x4 (unmapped) clear but no CIGAR; samtools \
+         refuses such a record in CRAM too"
+    )]
+    NoCigar,
+    #[error("an unknown CIGAR operation {0}")]
+    UnknownCigarOp(u8),
 }
 
 /// The [`ReferenceError`] an I/O error from noodles carries, if it came

@@ -757,15 +757,16 @@ impl SliceDecoder {
             )
             .map_err(|e| match crate::error::take_reference_error(e) {
                 Ok(r) => io::Error::other(r),
-                Err(e) => bad(format!("record {number}: {e}")),
+                Err(error) => DecodeError::InRecord { number, error }.io(),
             })?;
         }
-        self.resolve_mates(out).map_err(|e| {
-            bad(format!(
-                "records {}..{}: {e}",
-                first_record + 1,
-                first_record + h.record_count as u64
-            ))
+        self.resolve_mates(out).map_err(|error| {
+            DecodeError::InMates {
+                first: first_record + 1,
+                last: first_record + h.record_count as u64,
+                error,
+            }
+            .io()
         })?;
         Ok(h.record_count)
     }

@@ -18,6 +18,8 @@ use alnsort_engine::stages_markdup::{self, dist, Fixups, SetsDecided, WalkCarry}
 
 /// CPU seconds (user + system) of the process so far.
 fn cpu() -> f64 {
+    // SAFETY: rusage is plain integers and timevals, for which all zero
+    // bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct it is given.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };

@@ -82,9 +82,45 @@ pub struct Config {
     pub markdup: Option<crate::markdup::MarkdupConfig>,
 }
 
+/// Options that cannot be resolved into a run: each variant's text is
+/// the message, and a library error behind it stays its source.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// Options the run refuses, with the text saying which and why.
+    #[error("{0}")]
+    Invalid(String),
+    /// A CRAM output option (`-O cram,KEY=VALUE`) refused by the CRAM
+    /// crate.
+    #[error("{0}")]
+    Cram(#[source] alnsort_cram::CramError),
+    /// `--max-memory` that does not read as a size.
+    #[error("{0}")]
+    Size(#[source] memsize::SizeError),
+    /// `-I FILE` that cannot be opened or read.
+    #[error("-I {}: {doing}: {source}", .path.display())]
+    MinimiserFile {
+        path: PathBuf,
+        /// "cannot open", "cannot read".
+        doing: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `-I FILE` whose FASTA does not give a minimiser index.
+    #[error("-I {}: {source}", .path.display())]
+    MinimiserFasta {
+        path: PathBuf,
+        #[source]
+        source: alnsort_bam::keys::minimiser::FastaError,
+    },
+    /// A CRAM output's `--reference` that cannot be opened (found before
+    /// the sort, not at the first container after it).
+    #[error("--reference {}: cannot open it (CRAM output is encoded against this FASTA): {source}", .path.display())]
+    Reference {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// samtools' default BAM level when `-l` is not given: htslib's default for
 /// a libdeflate build (see alnsort_bgzf::block::CompressionLevel docs).
@@ -94,26 +130,29 @@ fn default_level() -> u32 {
 
 /// Builds the `-I` index as samtools does before it reads any input.
 fn minimiser_index(path: &Path, a: &SortOptions) -> Result<MinimiserIndex, ConfigError> {
-    let fail = |what: String| ConfigError(format!("-I {}: {what}", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
+    let io_fail = |doing| {
+        move |source| ConfigError::MinimiserFile {
+            path: path.to_path_buf(),
+            doing,
+            source,
+        }
+    };
+    let file = std::fs::File::open(path).map_err(io_fail("cannot open"))?;
     let mut reader = BufReader::new(file);
     let gzip = reader
         .fill_buf()
-        .map_err(|e| fail(format!("cannot read: {e}")))?
+        .map_err(io_fail("cannot read"))?
         .starts_with(&[0x1f, 0x8b]);
     let input: Box<dyn BufRead> = if gzip {
         Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader)))
     } else {
         Box::new(reader)
     };
-    MinimiserIndex::from_fasta(input, a.kmer, a.window, a.squash).map_err(|e| {
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            msg.push_str(&format!(": {s}"));
-            src = s.source();
+    MinimiserIndex::from_fasta(input, a.kmer, a.window, a.squash).map_err(|source| {
+        ConfigError::MinimiserFasta {
+            path: path.to_path_buf(),
+            source,
         }
-        fail(msg)
     })
 }
 
@@ -249,16 +288,16 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     let mut cram = alnsort_cram::CramOptions::default();
     for (k, v) in &a.cram_options {
         if format != OutFormat::Cram {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::Invalid(format!(
                 "output format option {k}={v} applies to CRAM output only"
             )));
         }
-        cram.set(k, v).map_err(|e| ConfigError(e.to_string()))?;
+        cram.set(k, v).map_err(ConfigError::Cram)?;
     }
-    cram.check().map_err(|e| ConfigError(e.to_string()))?;
+    cram.check().map_err(ConfigError::Cram)?;
     if format == OutFormat::Cram {
         if a.uncompressed {
-            return Err(ConfigError(
+            return Err(ConfigError::Invalid(
                 "-u (uncompressed output) cannot be honoured for CRAM output".into(),
             ));
         }
@@ -266,11 +305,11 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         // A reference that cannot be read is found now, not when the
         // first CRAM container is written after the whole sort.
         if let Some(r) = &a.reference {
-            if let Err(e) = std::fs::File::open(r) {
-                return Err(ConfigError(format!(
-                    "--reference {}: cannot open it ({e}); CRAM output is encoded against this FASTA",
-                    r.display()
-                )));
+            if let Err(source) = std::fs::File::open(r) {
+                return Err(ConfigError::Reference {
+                    path: r.clone(),
+                    source,
+                });
             }
         }
     }
@@ -281,7 +320,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     };
     let threads = a.threads.max(1);
     let memory_budget = match &a.max_memory {
-        Some(s) => memsize::parse_total(s, &SystemMemory).map_err(|e| ConfigError(e.0))?,
+        Some(s) => memsize::parse_total(s, &SystemMemory).map_err(ConfigError::Size)?,
         None => a.mem_per_thread.unwrap_or(memsize::DEFAULT_PER_THREAD) * threads as u64,
     };
     let (out_path, idx_path) = match a.output.split_once("##idx##") {
@@ -296,7 +335,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     let mut warnings = Vec::new();
     let index = if a.write_index {
         let Some(out) = &output else {
-            return Err(ConfigError(
+            return Err(ConfigError::Invalid(
                 "--write-index needs an output file (-o FILE); it cannot index standard output"
                     .into(),
             ));
@@ -304,7 +343,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         // An index beside a device or a pipe (`-o /dev/null --write-index`)
         // would be written as /dev/null.csi: refuse before reading anything.
         if std::fs::metadata(out).is_ok_and(|m| !m.is_file()) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::Invalid(format!(
                 "--write-index needs a regular output file, and {} is not one (a device, pipe or directory)",
                 out.display()
             )));
@@ -316,11 +355,11 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             );
             None
         } else if !matches!(format, OutFormat::Bam | OutFormat::Cram) {
-            return Err(ConfigError(
+            return Err(ConfigError::Invalid(
                 "--write-index is supported for BAM and CRAM output only".into(),
             ));
         } else if format == OutFormat::Cram && order != SortOrder::Coordinate {
-            return Err(ConfigError(
+            return Err(ConfigError::Invalid(
                 "--write-index with CRAM output is supported for coordinate order only".into(),
             ));
         } else {
@@ -364,14 +403,14 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             .filter(|o| same(o))
             .or_else(|| index.as_ref().map(|i| i.path.as_path()).filter(|i| same(i)));
         if let Some(p) = clash {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{opt} {} names the same file as the output or its index ({}): the report would replace it",
                 file.display(),
                 p.display()
             )));
         }
         if let Some((other, _)) = reports[..n].iter().find(|(_, f)| f.is_some_and(same)) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{opt} {} names the same file as {other}: give each report its own file",
                 file.display()
             )));
@@ -396,7 +435,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         ],
     )?;
     if a.progress == Some(false) && a.progress_interval.is_some() {
-        return Err(ConfigError(
+        return Err(ConfigError::Invalid(
             "--progress-interval sets how often progress is shown, and --no-progress turns it off: give one of them".into(),
         ));
     }

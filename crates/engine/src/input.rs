@@ -94,15 +94,14 @@ pub fn open_with_refs(
         // File its own descriptor to own and close.
         let fd = unsafe { libc::dup(0) };
         if fd < 0 {
-            return Err(Error::input(
-                &name,
-                format!(
-                    "cannot read standard input: {}",
-                    std::io::Error::last_os_error()
-                ),
+            return Err(Error::context(
+                format!("{name}: cannot read standard input"),
+                std::io::Error::last_os_error(),
             ));
         }
         (
+            // SAFETY: fd is the descriptor dup just opened, owned by
+            // nothing else.
             Box::new(BufReader::with_capacity(INPUT_BUFFER, unsafe {
                 File::from_raw_fd(fd)
             })),
@@ -398,17 +397,11 @@ where
                             return Err(e.into());
                         }
                     };
-                    let raw = RawBatch {
-                        data,
-                        first_record: c.first_record,
-                        voffsets: vec![0; n as usize],
-                        first_position: 0,
-                        sam: false,
-                        missing_eof: None,
-                        ..RawBatch::default()
-                    };
+                    let mut raw = RawBatch::framed(data);
+                    raw.first_record = c.first_record;
+                    raw.voffsets = vec![0; n as usize];
                     let out = job(&raw);
-                    DECODED.set(raw.data);
+                    DECODED.set(raw.into_spare());
                     out
                 },
             )
@@ -479,11 +472,7 @@ impl OpenInput {
         };
         let (file, header, records) = self.into_records(opts);
         let name = file.to_string();
-        let kind = if encoder.is_fixed8() {
-            KeyKind::Fixed8
-        } else {
-            KeyKind::Variable
-        };
+        let kind = key_kind(&encoder);
         let header = Arc::new(header);
         let decoder = Decoder {
             file,
@@ -553,6 +542,16 @@ impl OpenInput {
             read_push_s: thread_cpu_seconds() - push_start,
             tally,
         })
+    }
+}
+
+/// The sort crate's layout for keys of `encoder`: 8-byte coordinate keys
+/// are radix-sorted, every other order's keys compared.
+pub(crate) fn key_kind(encoder: &KeyEncoder) -> KeyKind {
+    if encoder.is_fixed8() {
+        KeyKind::Fixed8
+    } else {
+        KeyKind::Variable
     }
 }
 

@@ -5,6 +5,10 @@
 //! then merge and write. Each stage is a function a distributed driver can
 //! call on its own.
 
+// This crate calls libc (descriptors, rusage, mkdtemp) and so has `unsafe`:
+// each block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod cleanup;
 pub mod config;
 pub mod error;
@@ -32,7 +36,7 @@ use crate::error::{Context, Result};
 use crate::progress::{Phase, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
-use alnsort_sort::{KeyKind, SortConfig, Sorter};
+use alnsort_sort::{SortConfig, Sorter};
 use std::io::IsTerminal;
 use std::sync::Arc;
 
@@ -346,11 +350,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
     let sort_cfg = SortConfig {
         memory_budget: budget,
         temp_dir: tmp.path().to_path_buf(),
-        key_kind: if encoder.is_fixed8() {
-            KeyKind::Fixed8
-        } else {
-            KeyKind::Variable
-        },
+        key_kind: input::key_kind(&encoder),
         max_open_runs: 0,
         merge_partition_bytes: 0,
         chunk_fill: chunk_fill(cfg.explicit_total),
@@ -395,11 +395,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<stats::Report> {
             marker.as_mut(),
         )?,
         InputFeed::Many(m) => {
-            let kind = if encoder.is_fixed8() {
-                KeyKind::Fixed8
-            } else {
-                KeyKind::Variable
-            };
+            let kind = input::key_kind(&encoder);
             let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
                 d.records
                     .iter()

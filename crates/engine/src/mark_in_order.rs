@@ -23,10 +23,7 @@ use crate::config::Config;
 use crate::error::{Context, Error, Result};
 use crate::input::spawn_batches;
 use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
-use crate::markdup_inputs::{
-    htsjdk_base36, htsjdk_coordinate_cmp, htsjdk_queryname_cmp, HtsjdkMerge,
-};
-use crate::merge::MergePlan;
+use crate::markdup_inputs::{htsjdk_base36, picard_cmp, picard_plan, HtsjdkMerge};
 use crate::picard::{AssumedOrder, PgSpec, PicardRun};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::MergeOptions;
@@ -511,25 +508,8 @@ fn merged_stream(
     cfg: &Config,
     pool: &Arc<rayon::ThreadPool>,
 ) -> Result<crate::merge::MergedInputs> {
-    let plan = MergePlan {
-        paths,
-        opts: MergeOptions::default(),
-        order: &SortOrder::Coordinate,
-        sort_order: None,
-        region: None,
-        unknown_reference: cfg.unknown_reference,
-        refs: &cfg.refs,
-        check_sorted: false,
-    };
+    let plan = picard_plan(paths, cfg, MergeOptions::default());
     Ok(crate::merge::merged_inputs_untranslated(&plan, pool)?.0)
-}
-
-/// htsjdk's comparator of Picard's merge of several inputs.
-fn picard_cmp(order: InputOrder) -> fn(&[u8], &[u8]) -> std::cmp::Ordering {
-    match order {
-        InputOrder::Queryname => htsjdk_queryname_cmp,
-        InputOrder::Coordinate => htsjdk_coordinate_cmp,
-    }
 }
 
 /// Pass 1 over several inputs, in Picard's merge order, their records

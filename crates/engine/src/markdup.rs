@@ -239,8 +239,13 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
             a.other_given = Some("--read-two-barcode-tag");
         }
         MdOpt::ReadNameRegex => {
-            a.name_parser = alnsort_markdup::optical::NameParser::from_picard_arg(&val())
-                .map_err(|e| ArgError::Invalid(format!("--read-name-regex: {e}")))?;
+            a.name_parser =
+                alnsort_markdup::optical::NameParser::from_picard_arg(&val()).map_err(|e| {
+                    ArgError::Value {
+                        what: "--read-name-regex".into(),
+                        source: e.into(),
+                    }
+                })?;
             a.other_given = Some("--read-name-regex");
         }
     }
@@ -264,7 +269,7 @@ pub struct MarkdupConfig {
 pub fn resolve(a: &MarkdupArgs) -> Result<Option<MarkdupConfig>, ConfigError> {
     if !a.enabled {
         if let Some(opt) = a.other_given {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::Invalid(format!(
                 "{opt} needs --markdup (it is an option of duplicate marking)"
             )));
         }
@@ -298,7 +303,7 @@ pub fn check_metrics_path(
                 .is_some_and(|c| std::fs::canonicalize(m).ok() == Some(c))
     };
     match others.iter().flatten().find(|p| same(p)) {
-        Some(p) => Err(ConfigError(format!(
+        Some(p) => Err(ConfigError::Invalid(format!(
             "--metrics {} names the same file as the output, its index or the stats ({}): the metrics would replace it",
             m.display(),
             p.display()
@@ -1343,32 +1348,34 @@ mod tests {
         framed
     }
 
+    /// `recs` decided with `args` (`--markdup` on), as one node decides:
+    /// the decisions and each record with its input ordinal appended.
+    fn decide(mut args: MarkdupArgs, recs: &[Vec<u8>]) -> (Decisions, Vec<Vec<u8>>) {
+        args.enabled = true;
+        let header =
+            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
+        let cfg = resolve(&args).unwrap().unwrap();
+        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
+        let mut ends = BatchEnds::default();
+        let mut with_ordinals = Vec::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut out = Vec::new();
+            ends.add(r, i as u64, &mut out);
+            assert_eq!(out.len(), r.len() + ORDINAL_BYTES);
+            with_ordinals.push(out);
+        }
+        m.push(&ends).unwrap();
+        (m.finish().unwrap(), with_ordinals)
+    }
+
     /// Two fragments at the same 5' end with equal scores, both with a
     /// stale 0x400, written in reverse input order (as a sort may): the
     /// ordinal finds each one's decision; the first in input order is kept
     /// (its stale 0x400 cleared), the second marked.
     #[test]
     fn ordinals_travel_with_records_and_flags_are_rewritten() {
-        let header =
-            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
-        let cfg = resolve(&MarkdupArgs {
-            enabled: true,
-            ..Default::default()
-        })
-        .unwrap()
-        .unwrap();
-        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
         let recs = [record(b"a", 0x400), record(b"b", 0x400)];
-        let mut ends = BatchEnds::default();
-        let mut sorted = Vec::new();
-        for (i, r) in recs.iter().enumerate() {
-            let mut out = Vec::new();
-            ends.add(r, i as u64, &mut out);
-            assert_eq!(out.len(), r.len() + ORDINAL_BYTES);
-            sorted.push(out);
-        }
-        m.push(&ends).unwrap();
-        let d = m.finish().unwrap();
+        let (d, sorted) = decide(MarkdupArgs::default(), &recs);
         let mut buf = Vec::new();
         let flags: Vec<u16> = sorted
             .iter()
@@ -1395,28 +1402,13 @@ mod tests {
             r[..4].copy_from_slice(&n.to_le_bytes());
             r
         };
-        let header =
-            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
-        let mut args = MarkdupArgs {
-            enabled: true,
-            ..Default::default()
-        };
+        let mut args = MarkdupArgs::default();
         apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
-        let cfg = resolve(&args).unwrap().unwrap();
-        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
         let recs = [
             with_aux(b"a", b"XAZx\0DTZSQ\0NMC\x01"),
             with_aux(b"b", b"XAZx\0DTZLB\0NMC\x01"),
         ];
-        let mut ends = BatchEnds::default();
-        let mut sorted = Vec::new();
-        for (i, r) in recs.iter().enumerate() {
-            let mut out = Vec::new();
-            ends.add(r, i as u64, &mut out);
-            sorted.push(out);
-        }
-        m.push(&ends).unwrap();
-        let d = m.finish().unwrap();
+        let (d, sorted) = decide(args, &recs);
         let mut buf = Vec::new();
         let kept = d.apply(&sorted[0], &mut buf).unwrap().unwrap().to_vec();
         assert_eq!(
@@ -1440,25 +1432,8 @@ mod tests {
     /// kept record, and each duplicate counted once.
     #[test]
     fn flag_edit_in_parts_matches_apply() {
-        let header =
-            alnsort_bam::header::parse_sam_header([b"@SQ\tSN:c\tLN:1000".as_slice()]).unwrap();
-        let cfg = resolve(&MarkdupArgs {
-            enabled: true,
-            ..Default::default()
-        })
-        .unwrap()
-        .unwrap();
-        let mut m = Marker::new(&header, &cfg, "in.bam", (1 << 20, None), None);
         let recs = [record(b"a", 0x400), record(b"b", 0)];
-        let mut ends = BatchEnds::default();
-        let mut sorted = Vec::new();
-        for (i, r) in recs.iter().enumerate() {
-            let mut out = Vec::new();
-            ends.add(r, i as u64, &mut out);
-            sorted.push(out);
-        }
-        m.push(&ends).unwrap();
-        let d = m.finish().unwrap();
+        let (d, sorted) = decide(MarkdupArgs::default(), &recs);
         assert!(d.marks_in_place());
         let edit = FlagEdit {
             bits: Arc::clone(&d.bits),

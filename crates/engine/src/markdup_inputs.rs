@@ -55,6 +55,36 @@ pub struct Decided {
     pub records: Vec<u64>,
 }
 
+/// The plan of Picard's merge of several inputs (`decide` here,
+/// `alnsort MarkDuplicates` with several `I=`): the inputs opened and
+/// interleaved by coordinate keys, unchecked, with their headers merged by
+/// `opts`; [`merge::MergedInputs::for_each_by`] with [`picard_cmp`] then
+/// takes the records in Picard's order.
+pub(crate) fn picard_plan<'a>(
+    paths: &'a [String],
+    cfg: &'a Config,
+    opts: MergeOptions,
+) -> MergePlan<'a> {
+    MergePlan {
+        paths,
+        opts,
+        order: &SortOrder::Coordinate,
+        sort_order: None,
+        region: None,
+        unknown_reference: cfg.unknown_reference,
+        refs: &cfg.refs,
+        check_sorted: false,
+    }
+}
+
+/// htsjdk's comparator of Picard's merge of several inputs in `order`.
+pub(crate) fn picard_cmp(order: InputOrder) -> fn(&[u8], &[u8]) -> Ordering {
+    match order {
+        InputOrder::Queryname => htsjdk_queryname_cmp,
+        InputOrder::Coordinate => htsjdk_coordinate_cmp,
+    }
+}
+
 /// htsjdk's `SAMRecordQueryNameComparator.compare` on two framed BAM
 /// records: names as Java strings (`String.compareTo`: byte order for the
 /// ASCII that SAM names are), then paired before unpaired, first of pair
@@ -233,17 +263,7 @@ pub fn decide(
         }
     }
     drop(headers);
-    let plan = MergePlan {
-        paths,
-        opts: merge_opts,
-        order: &SortOrder::Coordinate,
-        sort_order: None,
-        region: None,
-        unknown_reference: cfg.unknown_reference,
-        refs: &cfg.refs,
-        check_sorted: false,
-    };
-    let (m, _) = merge::merged_inputs(&plan, pool)?;
+    let (m, _) = merge::merged_inputs(&picard_plan(paths, cfg, merge_opts), pool)?;
     let name = format!("{} (merged in Picard's order)", paths.join(", "));
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort-markdup", debris).with_context(|| {
         format!(
@@ -260,11 +280,7 @@ pub fn decide(
     let mut ends = BatchEnds::new(spec.clone());
     let mut from: Vec<u16> = Vec::new();
     let mut counts = vec![0u64; paths.len()];
-    let cmp = match order {
-        InputOrder::Queryname => htsjdk_queryname_cmp,
-        InputOrder::Coordinate => htsjdk_coordinate_cmp,
-    };
-    m.for_each_by(cmp, |input, rec| {
+    m.for_each_by(picard_cmp(order), |input, rec| {
         ends.add_fields(rec);
         from.push(input as u16);
         counts[input] += 1;
@@ -612,7 +628,7 @@ impl HtsjdkMerge {
             lines.extend(h.lines().iter().filter(|l| l.starts_with(b"@CO")).cloned());
         }
         let header = alnsort_bam::header::parse_sam_header(lines.iter().map(Vec::as_slice))
-            .map_err(|e| Error::Refused(format!("the inputs' merged header: {e}")))?;
+            .context("the inputs' merged header")?;
         Ok(HtsjdkMerge {
             header,
             rg: rg_tables,

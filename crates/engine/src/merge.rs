@@ -409,8 +409,9 @@ impl MergeArgs {
             MergeOptId::Force => self.force = true,
             MergeOptId::FileList => {
                 let list = text()?;
-                let body = std::fs::read_to_string(list).map_err(|e| {
-                    ArgError::Invalid(format!("-b {list}: cannot read the file list: {e}"))
+                let body = std::fs::read_to_string(list).map_err(|e| ArgError::Value {
+                    what: format!("-b {list}: cannot read the file list"),
+                    source: e.into(),
                 })?;
                 // hts_readlines: one name per line, empty lines skipped.
                 self.inputs.extend(

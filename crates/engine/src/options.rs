@@ -270,6 +270,15 @@ pub enum ArgError {
     /// A value or positional argument that cannot be used.
     #[error("{0}")]
     Invalid(String),
+    /// A value that cannot be used for the reason a library gives (a file
+    /// list that cannot be read, a pattern that does not compile): WHAT
+    /// names the option and value, SOURCE is the library's error, kept.
+    #[error("{what}: {source}")]
+    Value {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Missing value, value given to a flag, non-UTF-8 text.
     #[error(transparent)]
     Syntax(#[from] lexopt::Error),

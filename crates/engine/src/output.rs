@@ -186,11 +186,12 @@ fn stdout_file() -> Result<File> {
     // its own descriptor to own and close.
     let fd = unsafe { libc::dup(1) };
     if fd < 0 {
-        return Err(Error::Refused(format!(
-            "cannot write to standard output: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::context(
+            "cannot write to standard output",
+            std::io::Error::last_os_error(),
+        ));
     }
+    // SAFETY: fd is the descriptor dup just opened, owned by nothing else.
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 

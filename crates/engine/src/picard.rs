@@ -534,6 +534,10 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
                 };
                 crate::markdup::apply_arg(md, id, Some(translated)).map_err(|e| match e {
                     ArgError::Invalid(m) => ArgError::Invalid(format!("{}={v}: {m}", opt.name)),
+                    ArgError::Value { what, source } => ArgError::Value {
+                        what: format!("{}={v}: {what}", opt.name),
+                        source,
+                    },
                     other => other,
                 })?;
             }

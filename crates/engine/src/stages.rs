@@ -63,6 +63,7 @@ use alnsort_sort::{KeyKind, SortConfig, Sorter};
 
 use crate::cleanup::{Debris, PendingFile, TempDir};
 use crate::config::{self, Config, IndexKind};
+use crate::input::key_kind;
 use crate::options::{OutFormat, SortOptions};
 
 /// One split: the records of input `input` from virtual offset `start`
@@ -278,14 +279,6 @@ fn merge_heads(inputs: &[PathBuf], heads: Vec<(Header, u64, u64)>) -> Result<Inp
             warnings,
         })),
     })
-}
-
-fn key_kind(encoder: &KeyEncoder) -> KeyKind {
-    if encoder.is_fixed8() {
-        KeyKind::Fixed8
-    } else {
-        KeyKind::Variable
-    }
 }
 
 /// The key encoder of `cfg`'s order for `header`.
@@ -1339,7 +1332,7 @@ mod tests {
             let mut want = Vec::new();
             for (input, (h, _, _)) in set.heads.iter().enumerate() {
                 let lookup = h.ref_lookup();
-                let mut raw = RawBatch::default();
+                let (mut framed, mut voffsets) = (Vec::new(), Vec::new());
                 for _ in 0..next(30) {
                     let t = next(h.n_ref() as u64 + 1);
                     let (rname, flag) = match t as usize {
@@ -1355,23 +1348,19 @@ mod tests {
                         line.as_bytes(),
                         h,
                         &lookup,
-                        &mut raw.data,
+                        &mut framed,
                     )
                     .unwrap();
-                    raw.voffsets.push(raw.voffsets.len() as u64);
+                    voffsets.push(voffsets.len() as u64);
                 }
+                let mut raw = RawBatch::framed(framed);
+                raw.voffsets = voffsets;
                 let mut running = None;
                 let ties = m.running_max(input, &raw, &mut running);
                 for (at, tie) in ties.iter().enumerate() {
                     want.push((*tie, input, at));
                 }
-                let mut records = Vec::new();
-                let mut at = 0;
-                while at < raw.data.len() {
-                    let len = 4 + u32::from_le_bytes(raw.data[at..at + 4].try_into().unwrap());
-                    records.push(raw.data[at..at + len as usize].to_vec());
-                    at += len as usize;
-                }
+                let records: Vec<Vec<u8>> = raw.records().map(|(r, _)| r.to_vec()).collect();
                 let mut s = Source {
                     records,
                     input,

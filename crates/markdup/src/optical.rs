@@ -156,7 +156,7 @@ pub enum NameParser {
 }
 
 /// A `READ_NAME_REGEX` alnsort cannot honour with Picard's meaning.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ReadNameRegexError {
     #[error(
         "read-name regex '{pattern}' uses {what}, Java regex syntax alnsort does not implement"
@@ -164,8 +164,12 @@ pub enum ReadNameRegexError {
     JavaOnly { pattern: String, what: &'static str },
     #[error("read-name regex '{pattern}' has {groups} capturing group(s): Picard reads tile, x and y from groups 1, 2 and 3")]
     TooFewGroups { pattern: String, groups: usize },
-    #[error("read-name regex '{pattern}' does not compile: {message}")]
-    Invalid { pattern: String, message: String },
+    #[error("read-name regex '{pattern}' does not compile: {source}")]
+    Invalid {
+        pattern: String,
+        #[source]
+        source: regex::Error,
+    },
 }
 
 /// Java regex constructs whose meaning the `regex` crate does not share
@@ -260,9 +264,9 @@ impl NameParser {
         let re = regex::bytes::RegexBuilder::new(&format!("\\A(?:{pattern})\\z"))
             .unicode(false)
             .build()
-            .map_err(|e| ReadNameRegexError::Invalid {
+            .map_err(|source| ReadNameRegexError::Invalid {
                 pattern: pattern.to_string(),
-                message: e.to_string(),
+                source,
             })?;
         let groups = re.captures_len() - 1;
         if groups < 3 {

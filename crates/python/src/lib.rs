@@ -7,11 +7,15 @@
 //! and the run is the engine's `run_sort`, resolved by `config::resolve` as
 //! the binary's is. Nothing is turned into argv and parsed again.
 
-use alnsort_engine::config;
+// This crate calls CPython's buffer protocol and so has `unsafe`: each
+// block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use alnsort_engine::merge::MergeArgs;
 use alnsort_engine::options::{
     self, ArgError, OptSpec, OptionId, OptionName, OrderFlag, SortOptions, UnknownReference,
 };
+use alnsort_engine::{config, error_text};
 use pyo3::prelude::*;
 
 mod markdup_stages;
@@ -132,7 +136,7 @@ pub fn sort_options(
 /// the text `--stats-json` writes. Standard input and output are refused:
 /// a Python caller names files.
 pub fn sort_typed(options: SortOptions) -> Result<String, Failure> {
-    let cfg = config::resolve(&options).map_err(|e| Failure::usage(e.to_string()))?;
+    let cfg = config::resolve(&options).map_err(|e| Failure::usage(error_text(&e)))?;
     if cfg.input == "-" {
         return Err(Failure::usage(
             "standard input cannot be read from Python: name an input file".into(),
@@ -184,7 +188,7 @@ fn sort(
     index: IndexArg,
 ) -> PyResult<String> {
     let opts = sort_options(&input, &output, &options, &index)
-        .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+        .map_err(|e| raise_failure(py, Failure::usage(error_text(&e))))?;
     py.detach(move || sort_typed(opts))
         .map_err(|f| raise_failure(py, f))
 }
@@ -233,7 +237,7 @@ fn parse_sort_args<'py>(
         .collect();
     let rest = args.into_iter().map(std::ffi::OsString::from).collect();
     let parsed = parse_with(&argv0, rest, false, &extras)
-        .map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+        .map_err(|e| raise_failure(py, Failure::usage(error_text(&e))))?;
     let d = PyDict::new(py);
     let given: Vec<String> = parsed.given.iter().map(|s| s.name()).collect();
     check.call1((given.clone(),))?;
@@ -256,7 +260,7 @@ fn parse_sort_args<'py>(
         }
         Parsed::Run(o) => o,
     };
-    let cfg = config::resolve(&o).map_err(|e| raise_failure(py, Failure::usage(e.to_string())))?;
+    let cfg = config::resolve(&o).map_err(|e| raise_failure(py, Failure::usage(error_text(&e))))?;
     d.set_item("action", "run")?;
     d.set_item("inputs", o.inputs.clone())?;
     d.set_item(
@@ -337,7 +341,7 @@ fn merge(
     index: IndexArg,
 ) -> PyResult<()> {
     use alnsort_engine::merge::run_merge;
-    let usage = |e: ArgError| raise_failure(py, Failure::usage(e.to_string()));
+    let usage = |e: ArgError| raise_failure(py, Failure::usage(error_text(&e)));
     let mut m = options.merge_args().map_err(usage)?;
     set_output(&mut m.sort, &output, &index);
     m.finish_positional(inputs).map_err(usage)?;
@@ -427,7 +431,7 @@ mod tests {
 
     fn typed(input: &str, output: &str, kw: &Keywords) -> Result<String, Failure> {
         let o = sort_options(input, output, kw, &IndexArg::Write(false))
-            .map_err(|e| Failure::usage(e.to_string()))?;
+            .map_err(|e| Failure::usage(error_text(&e)))?;
         sort_typed(o)
     }
 

@@ -192,6 +192,9 @@ pub(crate) struct RawBuffer {
     internal: *mut std::ffi::c_void,
 }
 
+// SAFETY: these are the signatures of CPython's `PyObject_GetBuffer` and
+// `PyBuffer_Release`, with `RawBuffer` laid out as its `Py_buffer` (see
+// `RawBuffer`).
 unsafe extern "C" {
     fn PyObject_GetBuffer(
         obj: *mut pyo3::ffi::PyObject,

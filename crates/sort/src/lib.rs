@@ -66,6 +66,9 @@
 //! assert_eq!(out, [&b"first"[..], b"second", b"third"]);
 //! ```
 
+// This crate calls libc (limits, statvfs) and copies into reserved memory
+// from pool jobs, with `unsafe`: each block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(missing_docs)]
 
 pub mod batch;

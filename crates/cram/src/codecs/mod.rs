@@ -100,7 +100,7 @@ pub fn decode_block(
             dst.resize(raw, 0);
             let d = s.gzip.get_or_insert_with(libdeflater::Decompressor::new);
             d.gzip_decompress(src, dst)
-                .map_err(|e| invalid(format!("gzip: {e}")))
+                .map_err(|e| DecodeError::Gzip(e).io())
                 .map(|n| dst.truncate(n))
         }
         method::BZIP2 => read_all(bzip2::read::BzDecoder::new(src), raw, dst),

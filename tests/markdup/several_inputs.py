@@ -1,0 +1,61 @@
+"""Builders of the several-input duplicate-marking cases, shared by
+test_sort_markdup_inputs.py (`alnsort sort --markdup IN1 IN2 ...`) and
+test_markduplicates_inputs.py (`alnsort MarkDuplicates I=.. I=..`): the
+templates spread over inputs, their read groups per lane or clashing, and
+the inputs written in the form a case asks for.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pysam
+
+import test_vs_picard as g
+from test_sort_markdup import moved
+
+# Read groups of an input whose rg1 clashes by ID with the other inputs'
+# (g.RGS) but names another library.
+CLASHING_RGS = [("rg1", "libC"), ("rg2", "libB"), ("rg3", None)]
+
+
+def split(recs, n: int, seed: int):
+    """Whole templates spread over n inputs (by a hash of the name)."""
+    parts = [[] for _ in range(n)]
+    for r in recs:
+        parts[zlib.crc32(f"{seed}:{r.name}".encode()) % n].append(r)
+    return parts
+
+
+def lane(recs, k: int):
+    """Read groups renamed for lane k (rg1 -> rg1.L<k>), libraries kept:
+    lanes of the same libraries with their own @RG IDs. Returns the records
+    and the lane's read groups."""
+    out = []
+    for r in recs:
+        r = g.Rec(**{**r.__dict__, "tags": list(r.tags)})
+        if r.rg is not None:
+            r.rg = f"{r.rg}.L{k}"
+        out.append(r)
+    return out, [(f"{i}.L{k}", lb) for i, lb in g.RGS]
+
+
+def traps(adversarial_seed: int = 100):
+    """Every trap of test_vs_picard.py and adversarial templates, each set
+    moved to a place of its own."""
+    recs = []
+    for n, name in enumerate(sorted(g.TRAPS)):
+        recs += moved(g.TRAPS[name](), n)
+    return recs + moved(g.t_adversarial(adversarial_seed), len(g.TRAPS))
+
+
+def add_header_lines(path: Path, lines: list[str]) -> None:
+    """Adds header lines (@PG, @CO) to a BAM in place, records untouched."""
+    sam = pysam.view("-h", "--no-PG", str(path))
+    head = [ln for ln in sam.splitlines() if ln.startswith("@")]
+    body = [ln for ln in sam.splitlines() if not ln.startswith("@")]
+    text = path.with_suffix(".sam")
+    text.write_text("\n".join(head + lines + body) + "\n")
+    pysam.view("-b", "--no-PG", "-o", str(path), str(text), catch_stdout=False)
+    text.unlink()

@@ -197,21 +197,6 @@ fn encode_ends<'a>(ends: impl IntoIterator<Item = &'a End>, out: &mut Vec<u8>) {
     }
 }
 
-fn decode_ends(b: &[u8], out: &mut Vec<End>) -> Result<(), MarkdupError> {
-    if !b.len().is_multiple_of(END_BYTES) {
-        return Err(bad_block(
-            "read ends",
-            b.len(),
-            b.len() / END_BYTES * END_BYTES,
-        ));
-    }
-    out.extend(
-        b.chunks_exact(END_BYTES)
-            .map(|c| decode_end(c.try_into().expect("sized"))),
-    );
-    Ok(())
-}
-
 /// Index lists (8 bytes each, a listed index once per listing).
 fn decode_indexes(b: &[u8], out: &mut Vec<u64>) -> Result<(), MarkdupError> {
     if !b.len().is_multiple_of(8) {

@@ -74,6 +74,24 @@ def traps(tmp_path_factory) -> dict[bool, str]:
     return {False: str(name_grouped), True: str(coordinate)}
 
 
+@pytest.fixture(scope="module")
+def many(tmp_path_factory) -> str:
+    """A name-grouped input of 60 random trap sets (about 33,000 records):
+    the splits' fragment ends of one bucket take twice -m 1M."""
+    d = tmp_path_factory.mktemp("md-cli-many")
+    old = g.REFS
+    g.REFS = [(n, 8_000_000) for n, _ in old]
+    try:
+        recs = []
+        for n in range(60):
+            recs += moved(g.t_random(100 + n), n)
+        path = d / "many.bam"
+        g.write_bam(path, recs)
+    finally:
+        g.REFS = old
+    return str(path)
+
+
 def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: int,
           ranges: int, end_buckets: int, name_buckets: int, out: Path) -> dict:
     """The stage subcommands over `inp`; the output at `out`. Returns
@@ -165,11 +183,11 @@ def test_stage_subcommands_mark_as_one_node(alnsort_bin, traps, tmp_path, coordi
     assert metrics.read_text() == want_text
 
 
-def test_joins_and_decisions_within_a_small_budget_spill(alnsort_bin, traps, tmp_path):
+def test_joins_and_decisions_within_a_small_budget_spill(alnsort_bin, many, tmp_path):
     """With -m 1M (what one node's marker gets) the buckets of one
     name-grouped input spill to sorted runs under -T: the same output and
     metrics, and the -T directory is empty afterwards."""
-    inp = traps[False]
+    inp = many
     spill = tmp_path / "spill"
     spill.mkdir()
     out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
@@ -181,22 +199,23 @@ def test_joins_and_decisions_within_a_small_budget_spill(alnsort_bin, traps, tmp
     out.unlink()
     metrics.unlink()
     seen = chain(alnsort_bin, tmp_path, inp, sort_opts, 2, 1, 1, 1, out)
-    assert seen["joins"][0]["runs"] > 0 and seen["decides"][0]["runs"] > 0, seen
+    assert seen["joins"][0]["runs"] > 0 and seen["decides"][0]["runs"] > 1, seen
     assert out.read_bytes() == want
     assert metrics.read_text() == want_text
     assert list(spill.iterdir()) == []
 
-    # A failure after the spill (an ends file cut short, read last): exit 1
-    # naming the file, no decision written, the spill directory empty.
+    # A failure after the spill (the join's pair ends cut short, read after
+    # the splits' ends): exit 1 naming the file, nothing written, the spill
+    # directory empty.
     work = tmp_path / "work"
     bad = work / "cut.ends"
-    ends = json.loads((work / "collect-0.json").read_text())["ends"][0]
+    ends = json.loads((work / "join-0.json").read_text())["ends"][0]
     bad.write_bytes(Path(ends).read_bytes()[:-5])
     joined = work / "join-bad.json"
     joined.write_text(json.dumps({"ends": [str(bad)]}))
     res = run(alnsort_bin, "markdup-decide", "--collected", str(work / "collect-0.json"),
-              "--collected", str(work / "collect-1.json"), "--joined", str(work / "join-0.json"),
-              "--joined", str(joined), "--bucket", "0", "--out-dir", str(tmp_path), inp, "--", *sort_opts)
+              "--collected", str(work / "collect-1.json"), "--joined", str(joined),
+              "--bucket", "0", "--out-dir", str(tmp_path), inp, "--", *sort_opts)
     assert res.returncode == 1 and "cut.ends" in res.stderr and "read ends" in res.stderr, res.stderr
     assert list(spill.iterdir()) == []
     assert not (tmp_path / "markdup-decide-0.counts").exists()

@@ -113,6 +113,15 @@ fn json_strings(text: &str, field: &str) -> Option<Vec<String>> {
     }
 }
 
+/// The number in the JSON field `field` of `text`.
+fn json_number(text: &str, field: &str) -> Option<u64> {
+    let key = format!("\"{field}\"");
+    let at = text.find(&key)? + key.len();
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    rest[..digits].parse().ok()
+}
+
 /// The file `path` as text, for one of its JSON fields.
 fn read_json(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))
@@ -453,6 +462,15 @@ fn markdup_decide(a: &StageArgs) -> Result<String> {
         .map(|f| Ok((f.clone(), read_json(f)?)))
         .collect::<Result<Vec<_>>>()?;
     let joined_files: Vec<PathBuf> = joined.iter().map(|j| j.0.clone()).collect();
+    let name_buckets = paths_of(&collected, "halves", "markdup-collect")?[0].len();
+    if joined.len() != name_buckets {
+        bail!(
+            Refused,
+            "the splits' mate halves are in {name_buckets} name buckets, but {} --joined were given \
+             (every markdup-join's output)",
+            joined.len()
+        );
+    }
     ends.extend(nth_of(
         &paths_of(&joined, "ends", "markdup-join")?,
         &joined_files,
@@ -505,6 +523,15 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
         );
     }
     let (continued, _) = boundaries(&collected)?;
+    let end_buckets = paths_of(&collected, "ends", "markdup-collect")?[0].len();
+    if a.decided.len() != end_buckets {
+        bail!(
+            Refused,
+            "the splits' read ends are in {end_buckets} end buckets, but {} --decided were given \
+             (every markdup-decide's output)",
+            a.decided.len()
+        );
+    }
     let slots_file = PathBuf::from(
         json_field(&collected[s].0, &collected[s].1, "slots", "markdup-collect")?.remove(0),
     );
@@ -540,7 +567,8 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
         ))
     });
     Ok(format!(
-        "{{\"ordinal\": {s}, \"outcome\": {}, \"records\": {}, \"carry\": {}}}",
+        "{{\"ordinal\": {s}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"records\": {}, \"carry\": {}}}",
+        collected.len(),
         json_path(&path),
         o.duplicate.len(),
         next.unwrap_or_else(|| "null".into())
@@ -555,6 +583,26 @@ fn markdup_assemble(a: &StageArgs) -> Result<String> {
         bail!(
             Refused,
             "alnsort {command} needs --finished (every split's, in split order)"
+        );
+    }
+    let first = read_json(&a.finished[0])?;
+    let (Some(splits), Some(end_buckets)) = (
+        json_number(&first, "splits"),
+        json_number(&first, "end_buckets"),
+    ) else {
+        return Err(Error::input(
+            a.finished[0].display(),
+            "no \"splits\" and \"end_buckets\" (the JSON 'alnsort markdup-finish' prints)",
+        ));
+    };
+    if a.finished.len() as u64 != splits || a.decided.len() as u64 != end_buckets {
+        bail!(
+            Refused,
+            "{splits} splits and {end_buckets} end buckets, but {} --finished and {} --decided \
+             were given (every split's markdup-finish output, in split order, and every \
+             markdup-decide's)",
+            a.finished.len(),
+            a.decided.len()
         );
     }
     let mut outcomes = Vec::new();
@@ -634,5 +682,7 @@ mod tests {
             Vec::<String>::new()
         );
         assert!(json_strings(&text, "halves").is_none());
+        assert_eq!(json_number(&text, "n"), Some(3));
+        assert_eq!(json_number(&text, "ends"), None);
     }
 }

@@ -138,6 +138,18 @@ fn json_field(path: &Path, text: &str, field: &str, command: &str) -> Result<Vec
     })
 }
 
+/// The one path in field `field` of the JSON file `path`, which
+/// `command` printed.
+fn json_one_path(path: &Path, text: &str, field: &str, command: &str) -> Result<PathBuf> {
+    match json_field(path, text, field, command)?.as_slice() {
+        [one] => Ok(PathBuf::from(one)),
+        _ => Err(Error::input(
+            path.display(),
+            format!("\"{field}\" is not one file name (the JSON 'alnsort {command}' prints)"),
+        )),
+    }
+}
+
 /// The hex strings of the JSON list under `"field"` in `file` (the output
 /// of `alnsort sample` or `alnsort splitters`).
 fn hex_list(text: &str, field: &str, file: &Path) -> Result<Vec<Vec<u8>>> {
@@ -352,10 +364,10 @@ fn paths_of(
 /// before, and the template fix-ups of the join and the decision.
 fn boundaries(collected: &[(PathBuf, String)]) -> Result<(Vec<Option<i64>>, dist::Fixups)> {
     let mut bounds = Vec::new();
-    for paths in paths_of(collected, "boundary", "markdup-collect")? {
-        let f = paths.first().expect("a field's string");
-        bounds
-            .push(dist::Boundary::from_bytes(&read(f)?).with_context(|| f.display().to_string())?);
+    for (path, text) in collected {
+        let f = json_one_path(path, text, "boundary", "markdup-collect")?;
+        let b = dist::Boundary::from_bytes(&read(&f)?).with_context(|| f.display().to_string())?;
+        bounds.push(b);
     }
     let continued = dist::continued_templates(&bounds);
     let fixups = dist::Fixups::new(&bounds, &continued);
@@ -504,7 +516,7 @@ fn markdup_decide(a: &StageArgs) -> Result<String> {
 /// The outcome file a finish's JSON output names.
 fn outcome_of(f: &Path) -> Result<(PathBuf, dist::SplitOutcome, smd::WalkCarry)> {
     let text = read_json(f)?;
-    let path = PathBuf::from(json_field(f, &text, "outcome", "markdup-finish")?.remove(0));
+    let path = json_one_path(f, &text, "outcome", "markdup-finish")?;
     let (o, carry_in) = dist::SplitOutcome::from_bytes(&read(&path)?)
         .with_context(|| path.display().to_string())?;
     Ok((path, o, carry_in))
@@ -532,9 +544,7 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
             a.decided.len()
         );
     }
-    let slots_file = PathBuf::from(
-        json_field(&collected[s].0, &collected[s].1, "slots", "markdup-collect")?.remove(0),
-    );
+    let slots_file = json_one_path(&collected[s].0, &collected[s].1, "slots", "markdup-collect")?;
     let slots = read(&slots_file)?;
     let (mut dups, mut optical) = (Vec::new(), Vec::new());
     for f in &a.decided {
@@ -625,7 +635,7 @@ fn markdup_assemble(a: &StageArgs) -> Result<String> {
     let mut totals = dist::SetsDecided::default();
     for f in &a.decided {
         let text = read_json(f)?;
-        let path = PathBuf::from(json_field(f, &text, "counts", "markdup-decide")?.remove(0));
+        let path = json_one_path(f, &text, "counts", "markdup-decide")?;
         let counts = dist::SetsDecided::counts_from_bytes(&read(&path)?)
             .with_context(|| path.display().to_string())?;
         totals.add_counts(counts);

@@ -28,7 +28,12 @@
 //! name bucket, [`decide_bucket`] per end bucket, [`finish_split`] per
 //! split in order (retried with the previous split's carry when it
 //! differs from the one assumed), and [`assemble`]: the same
-//! [`StageDecision`] as [`decide`].
+//! [`StageDecision`] as [`decide`]. Within the options' memory budget
+//! (one node's marker's, from `-m`/`--max-memory`): [`join_within`] or
+//! [`join_files`] and [`decide_bucket`] (or [`decide_bucket_files`]) sort
+//! what goes beyond it into run files under `-T` and merge them back. The
+//! stage subcommands run these tasks with files
+//! ([`crate::stage_commands`]).
 
 use std::path::{Path, PathBuf};
 
@@ -398,6 +403,37 @@ pub fn join_files(
     }
     drop(tmp);
     Ok(JoinReport { pairs, runs })
+}
+
+/// [`join`] within the options' memory budget: the halves decoded from
+/// `blocks` beyond it are sorted into run files in a temporary directory
+/// under `-T` (removed on success and on failure) and merged back; the
+/// pair ends by end bucket, as [`join`] gives them.
+pub fn join_within(
+    blocks: &[&[u8]],
+    fixups: &Fixups,
+    end_buckets: usize,
+    options: &SortOptions,
+) -> Result<(Vec<Vec<u8>>, JoinReport)> {
+    let (cfg, _) = task_config(options)?;
+    let (tmp, budget) = task_spill(&cfg)?;
+    let mut join = dist::MateJoin::default();
+    join.set_spill(tmp.path(), budget.0);
+    for b in blocks {
+        join.add_block(b).context("joining mates across splits")?;
+    }
+    let runs = join.runs_written();
+    let mut out = vec![Vec::new(); end_buckets.max(1)];
+    let mut pairs = 0u64;
+    join.finish(fixups, end_buckets, &mut |bucket, end| {
+        pairs += 1;
+        out[bucket].extend_from_slice(end);
+        Ok(())
+    })
+    .map_err(crate::error::Error::from)
+    .context("joining mates across splits")?;
+    drop(tmp);
+    Ok((out, JoinReport { pairs, runs }))
 }
 
 /// The duplicate sets of one end bucket (fragment ends from the splits,

@@ -437,6 +437,10 @@ pub fn join_mates(
     Ok(out)
 }
 
+/// Where [`MateJoin::finish`] hands each pair end: its end bucket and its
+/// 63 bytes.
+pub type PairEndSink<'a> = dyn FnMut(usize, &[u8]) -> Result<(), MarkdupError> + 'a;
+
 /// The join of one name bucket: its halves added block by block (from
 /// every split, any order), held in memory up to a limit and beyond it
 /// sorted into run files ([`MateJoin::set_spill`]), then read back in
@@ -523,7 +527,7 @@ impl MateJoin {
         mut self,
         fixups: &Fixups,
         end_buckets: usize,
-        out: &mut dyn FnMut(usize, &[u8]) -> Result<(), MarkdupError>,
+        out: &mut PairEndSink<'_>,
     ) -> Result<(), MarkdupError> {
         // A name's halves in input order; the marker's waiting mates are
         // keyed by (reference, read group, name), so names do not meet.

@@ -37,7 +37,9 @@
 use std::collections::HashMap;
 
 use crate::optical::NameParser;
-use crate::spill::{decode_end, decode_slot, encode_end, encode_slot, END_BYTES, SLOT_BYTES};
+use crate::spill::{
+    decode_end, decode_slot, encode_end, encode_slot, io_error, END_BYTES, SLOT_BYTES,
+};
 
 mod wire;
 use crate::{
@@ -568,17 +570,6 @@ struct HalfRun {
     halves: u64,
 }
 
-fn spill_error<'a>(
-    path: &'a std::path::Path,
-    op: &'static str,
-) -> impl FnOnce(std::io::Error) -> MarkdupError + 'a {
-    move |source| MarkdupError::Spill {
-        path: path.to_path_buf(),
-        op,
-        source,
-    }
-}
-
 impl HalfRun {
     /// Writes `halves` (already in the join's order) to `path`.
     fn write(
@@ -587,7 +578,7 @@ impl HalfRun {
     ) -> Result<HalfRun, MarkdupError> {
         use std::io::Write as _;
         let file =
-            std::fs::File::create(&path).map_err(spill_error(&path, "creating a spill file"))?;
+            std::fs::File::create(&path).map_err(io_error(&path, "creating a spill file"))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
         let mut buf = Vec::new();
         let mut n = 0u64;
@@ -595,11 +586,10 @@ impl HalfRun {
             buf.clear();
             encode_half(&h?, &mut buf);
             w.write_all(&buf)
-                .map_err(spill_error(&path, "writing a spill file"))?;
+                .map_err(io_error(&path, "writing a spill file"))?;
             n += 1;
         }
-        w.flush()
-            .map_err(spill_error(&path, "writing a spill file"))?;
+        w.flush().map_err(io_error(&path, "writing a spill file"))?;
         Ok(HalfRun { path, halves: n })
     }
 }
@@ -614,8 +604,8 @@ struct HalfReader {
 
 impl HalfReader {
     fn open(run: HalfRun) -> Result<HalfReader, MarkdupError> {
-        let file = std::fs::File::open(&run.path)
-            .map_err(spill_error(&run.path, "opening a spill file"))?;
+        let file =
+            std::fs::File::open(&run.path).map_err(io_error(&run.path, "opening a spill file"))?;
         Ok(HalfReader {
             r: std::io::BufReader::with_capacity(1 << 16, file),
             left: run.halves,
@@ -632,12 +622,12 @@ impl HalfReader {
         self.buf.resize(HALF_BYTES, 0);
         self.r
             .read_exact(&mut self.buf)
-            .map_err(spill_error(&self.path, "reading a spill file"))?;
+            .map_err(io_error(&self.path, "reading a spill file"))?;
         let name_len = half_name_len(&self.buf);
         self.buf.resize(HALF_BYTES + name_len, 0);
         self.r
             .read_exact(&mut self.buf[HALF_BYTES..])
-            .map_err(spill_error(&self.path, "reading a spill file"))?;
+            .map_err(io_error(&self.path, "reading a spill file"))?;
         self.left -= 1;
         Ok(Some(half_at(&self.buf, 0)?.0))
     }

@@ -589,26 +589,13 @@ fn waiting_mates_beyond_a_soft_limit_are_kept() {
         std::env::temp_dir().join(format!("alnsort-markdup-test-{}-soft", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let memory = mark(&recs, InputOrder::Coordinate, None);
-    let mut groups = ReadGroups::new([
-        (b"rg1".to_vec(), Some("lib1".to_string())),
-        (b"rg2".to_vec(), Some("lib2".to_string())),
-    ]);
+    let mut groups = two_libraries();
     let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
     let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
     md.set_track_optical(true);
     md.set_spill(&dir, 8 << 10, false);
-    for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
-        md.push(&ReadInfo {
-            name: name.as_bytes(),
-            flag: *flag,
-            ref_id: *ref_id,
-            mate_ref_id: *mate_ref,
-            five_prime: *five,
-            score: *score,
-            rg: rgs[*lib],
-            barcodes: Default::default(),
-        })
-        .unwrap();
+    for r in &recs {
+        md.push(&read_info(r, &rgs)).unwrap();
     }
     let soft = md.finish().unwrap();
     std::fs::remove_dir(&dir).unwrap();
@@ -703,25 +690,13 @@ fn names_parsed_by_the_caller_give_the_same_answer() {
     }
     let recs = random_records(13, 6000, false);
     let outcome = |parsed: bool| {
-        let mut groups = ReadGroups::new([
-            (b"rg1".to_vec(), Some("lib1".to_string())),
-            (b"rg2".to_vec(), Some("lib2".to_string())),
-        ]);
+        let mut groups = two_libraries();
         let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
         let mut md = MarkDuplicates::new(groups);
         md.set_track_optical(true);
         let parser = optical::NameParser::Default;
-        for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
-            let r = ReadInfo {
-                name: name.as_bytes(),
-                flag: *flag,
-                ref_id: *ref_id,
-                mate_ref_id: *mate_ref,
-                five_prime: *five,
-                score: *score,
-                rg: rgs[*lib],
-                barcodes: Default::default(),
-            };
+        for rec in &recs {
+            let r = read_info(rec, &rgs);
             if parsed {
                 md.push_parsed(&r, parser.parse(r.name)).unwrap();
             } else {

@@ -30,6 +30,10 @@ Commands:
   split, sample, splitters, map, reduce, assemble
             The distributed sort's stages, for a workflow manager
             ('alnsort help map': the options of one)
+  markdup-collect, markdup-join, markdup-decide, markdup-finish,
+  markdup-assemble
+            Duplicate marking cut into the same kind of tasks (with
+            --markdup among the sort options of map and reduce)
   merge     Merge sorted SAM, BAM or CRAM inputs as samtools merge does
   MarkDuplicates
             Picard MarkDuplicates' command line (I=in.bam O=out.bam

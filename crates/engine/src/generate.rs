@@ -1,7 +1,7 @@
 //! The man page and shell completions (`alnsort generate man|bash|zsh|fish`),
 //! rendered from the same option tables the parsers and `--help` read
-//! ([`options::OPTIONS`], [`merge::MERGE_OPTIONS`]; the binary adds its
-//! stage subcommands' table), so an option added to a table appears in all
+//! ([`options::OPTIONS`], [`merge::MERGE_OPTIONS`],
+//! [`crate::stage_args::STAGE_OPTIONS`]), so an option added to a table appears in all
 //! of them. The output carries no date, so a build renders the same bytes.
 
 use crate::merge::MERGE_OPTIONS;
@@ -33,7 +33,7 @@ pub struct CommandDoc {
 impl OptDoc {
     /// An option of one of the engine's tables (`alnsort sort`'s,
     /// `alnsort merge`'s).
-    fn of<Id: OptionId>(spec: &OptSpec<Id>) -> OptDoc {
+    pub(crate) fn of<Id: OptionId>(spec: &OptSpec<Id>) -> OptDoc {
         OptDoc {
             short: spec.short,
             long: spec.long,

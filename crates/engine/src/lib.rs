@@ -24,6 +24,8 @@ pub mod output;
 pub mod picard;
 pub mod progress;
 pub mod sort_args;
+pub mod stage_args;
+pub mod stage_commands;
 pub mod stages;
 pub mod stages_markdup;
 pub mod stats;

@@ -773,11 +773,33 @@ impl Marker {
     /// ([`alnsort_markdup::MarkDuplicates::decide_ends`]) with this
     /// marker's optical settings.
     pub fn decide_ends(
-        &self,
+        &mut self,
         blocks: &[&[u8]],
         fixups: &alnsort_markdup::dist::Fixups,
     ) -> Result<alnsort_markdup::dist::SetsDecided> {
         Ok(self.md.decide_ends(blocks, fixups)?)
+    }
+
+    /// One block of a bucket's ends
+    /// ([`alnsort_markdup::MarkDuplicates::add_end_block`]), spilled beyond
+    /// the marker's limit.
+    pub fn add_end_block(
+        &mut self,
+        block: &[u8],
+        fixups: &alnsort_markdup::dist::Fixups,
+    ) -> Result<()> {
+        Ok(self.md.add_end_block(block, fixups)?)
+    }
+
+    /// The duplicate sets of the ends added
+    /// ([`alnsort_markdup::MarkDuplicates::decide_bucket`]).
+    pub fn decide_bucket(&mut self) -> Result<alnsort_markdup::dist::SetsDecided> {
+        Ok(self.md.decide_bucket()?)
+    }
+
+    /// What the marker spilled so far.
+    pub fn spill_stats(&self) -> alnsort_markdup::SpillStats {
+        self.md.spill_stats()
     }
 
     /// Bytes held by the state.
@@ -880,6 +902,11 @@ pub fn remove_tag(rec: &mut Vec<u8>, tag: [u8; 2]) {
 }
 
 impl Decisions {
+    /// The records decided on.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
     /// The decision from the duplicate and optical bits over input-order
     /// ordinals, what the marker spilled, the metrics, and the options
     /// that act on it: (`--remove-duplicates`,

@@ -28,7 +28,12 @@
 //! name bucket, [`decide_bucket`] per end bucket, [`finish_split`] per
 //! split in order (retried with the previous split's carry when it
 //! differs from the one assumed), and [`assemble`]: the same
-//! [`StageDecision`] as [`decide`].
+//! [`StageDecision`] as [`decide`]. Within the options' memory budget
+//! (one node's marker's, from `-m`/`--max-memory`): [`join_within`] or
+//! [`join_files`] and [`decide_bucket`] (or [`decide_bucket_files`]) sort
+//! what goes beyond it into run files under `-T` and merge them back. The
+//! stage subcommands run these tasks with files
+//! ([`crate::stage_commands`]).
 
 use std::path::{Path, PathBuf};
 
@@ -302,30 +307,196 @@ pub fn collect(
 }
 
 /// The pair ends of one name bucket's halves (from every split), by end
-/// bucket ([`dist::join_mates`]).
+/// bucket ([`dist::join_mates`]), all in memory.
 pub fn join(blocks: &[&[u8]], fixups: &Fixups, end_buckets: usize) -> Result<Vec<Vec<u8>>> {
     dist::join_mates(blocks, fixups, end_buckets)
         .map_err(crate::error::Error::from)
         .context("joining mates across splits")
 }
 
+/// A task's spill directory (a new directory under the options' `-T`,
+/// removed when dropped: on success and on failure) and its memory
+/// budget in bytes (what one node's marker gets from `-m` or
+/// `--max-memory`, [`crate::markdup_budget`]).
+fn task_spill(
+    cfg: &crate::config::Config,
+) -> Result<(crate::cleanup::TempDir, (usize, Option<u64>))> {
+    let budget = crate::markdup_budget(cfg)?;
+    let debris = Debris::default();
+    let tmp = crate::cleanup::TempDir::new(&cfg.temp_parent, "alnsort-markdup-task", &debris)
+        .with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                cfg.temp_parent.display()
+            )
+        })?;
+    Ok((tmp, budget))
+}
+
+/// What [`join_files`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JoinReport {
+    /// Pair ends written.
+    pub pairs: u64,
+    /// Sorted runs of halves written to the temporary directory (0: the
+    /// bucket fitted the budget).
+    pub runs: u64,
+}
+
+/// [`join`] within the options' memory budget: the name bucket's halves
+/// read from `halves` (one file per split) one file at a time, held up to
+/// the budget and beyond it sorted into run files in a temporary
+/// directory under `-T` (removed on success and on failure); the pair
+/// ends written to `out` (one file per end bucket, each complete only on
+/// success).
+pub fn join_files(
+    halves: &[PathBuf],
+    fixups: &Fixups,
+    options: &SortOptions,
+    out: &[PathBuf],
+) -> Result<JoinReport> {
+    use std::io::Write as _;
+    let (cfg, _) = task_config(options)?;
+    let (tmp, budget) = task_spill(&cfg)?;
+    let mut join = dist::MateJoin::default();
+    join.set_spill(tmp.path(), budget.0);
+    for f in halves {
+        let block = std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
+        join.add_block(&block)
+            .with_context(|| format!("{}: joining mates across splits", f.display()))?;
+    }
+    let debris = Debris::default();
+    let mut files = Vec::with_capacity(out.len());
+    for p in out {
+        let (pending, file) = crate::cleanup::PendingFile::create(p, &debris)
+            .with_context(|| format!("{}: cannot create", p.display()))?;
+        files.push((pending, std::io::BufWriter::new(file), p));
+    }
+    let runs = join.runs_written();
+    let mut pairs = 0u64;
+    let mut failed: Option<(usize, std::io::Error)> = None;
+    let joined = join.finish(fixups, out.len(), &mut |bucket, end| {
+        pairs += 1;
+        if let Err(e) = files[bucket].1.write_all(end) {
+            failed.get_or_insert((bucket, e));
+        }
+        Ok(())
+    });
+    if let Some((bucket, e)) = failed {
+        return Err(crate::error::Error::context(
+            format!("{}: writing pair ends", out[bucket].display()),
+            e,
+        ));
+    }
+    joined
+        .map_err(crate::error::Error::from)
+        .context("joining mates across splits")?;
+    for (pending, w, p) in files {
+        let file = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("{}: writing pair ends", p.display()))?;
+        drop(file);
+        pending
+            .commit()
+            .with_context(|| format!("{}: writing pair ends", p.display()))?;
+    }
+    drop(tmp);
+    Ok(JoinReport { pairs, runs })
+}
+
+/// [`join`] within the options' memory budget: the halves decoded from
+/// `blocks` beyond it are sorted into run files in a temporary directory
+/// under `-T` (removed on success and on failure) and merged back; the
+/// pair ends by end bucket, as [`join`] gives them.
+pub fn join_within(
+    blocks: &[&[u8]],
+    fixups: &Fixups,
+    end_buckets: usize,
+    options: &SortOptions,
+) -> Result<(Vec<Vec<u8>>, JoinReport)> {
+    let (cfg, _) = task_config(options)?;
+    let (tmp, budget) = task_spill(&cfg)?;
+    let mut join = dist::MateJoin::default();
+    join.set_spill(tmp.path(), budget.0);
+    for b in blocks {
+        join.add_block(b).context("joining mates across splits")?;
+    }
+    let runs = join.runs_written();
+    let mut out = vec![Vec::new(); end_buckets.max(1)];
+    let mut pairs = 0u64;
+    join.finish(fixups, end_buckets, &mut |bucket, end| {
+        pairs += 1;
+        out[bucket].extend_from_slice(end);
+        Ok(())
+    })
+    .map_err(crate::error::Error::from)
+    .context("joining mates across splits")?;
+    drop(tmp);
+    Ok((out, JoinReport { pairs, runs }))
+}
+
 /// The duplicate sets of one end bucket (fragment ends from the splits,
-/// pair ends from the joins), with the options' optical settings.
+/// pair ends from the joins), with the options' optical settings; ends
+/// beyond the options' memory budget are sorted into run files in a
+/// temporary directory under `-T` (removed on success and on failure)
+/// and merged back, as one node's marker does.
 pub fn decide_bucket(
     inputs: &[PathBuf],
     blocks: &[&[u8]],
     fixups: &Fixups,
     options: &SortOptions,
 ) -> Result<SetsDecided> {
+    decide_bucket_from(inputs, options, |marker| {
+        for b in blocks {
+            marker.add_end_block(b, fixups)?;
+        }
+        Ok(())
+    })
+    .map(|(d, _)| d)
+}
+
+/// [`decide_bucket`] of the ends in `ends` (files: the splits' and the
+/// joins' share of this bucket), read one file at a time; also the runs
+/// the ends were spilled into.
+pub fn decide_bucket_files(
+    inputs: &[PathBuf],
+    ends: &[PathBuf],
+    fixups: &Fixups,
+    options: &SortOptions,
+) -> Result<(SetsDecided, u64)> {
+    decide_bucket_from(inputs, options, |marker| {
+        for f in ends {
+            let block =
+                std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
+            marker
+                .add_end_block(&block, fixups)
+                .with_context(|| format!("{}: reading ends", f.display()))?;
+        }
+        Ok(())
+    })
+}
+
+fn decide_bucket_from(
+    inputs: &[PathBuf],
+    options: &SortOptions,
+    add: impl FnOnce(&mut crate::markdup::Marker) -> Result<()>,
+) -> Result<(SetsDecided, u64)> {
     let (cfg, md) = task_config(options)?;
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let file = inputs[0].display().to_string();
-    let mut marker = crate::markdup::Marker::new(&set.heads[0].0, &md, &file, (0, None), None);
+    let (tmp, budget) = task_spill(&cfg)?;
+    let mut marker =
+        crate::markdup::Marker::new(&set.heads[0].0, &md, &file, budget, Some(tmp.path()));
     marker.set_pool(pool);
-    marker
-        .decide_ends(blocks, fixups)
-        .with_context(|| format!("{file}: deciding a bucket of duplicate sets"))
+    add(&mut marker)?;
+    let d = marker
+        .decide_bucket()
+        .with_context(|| format!("{file}: deciding a bucket of duplicate sets"))?;
+    let runs = marker.spill_stats().runs;
+    drop(tmp);
+    Ok((d, runs))
 }
 
 /// Picard's output loop over one split ([`dist::finish_split`]).

@@ -107,7 +107,7 @@ fn format_name(f: OutFormat) -> &'static str {
 }
 
 /// Appends `s` as a JSON string literal (RFC 8259 escapes).
-fn json_string(s: &str, out: &mut String) {
+pub(crate) fn json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -37,11 +37,15 @@
 use std::collections::HashMap;
 
 use crate::optical::NameParser;
-use crate::spill::{decode_end, decode_slot, encode_end, encode_slot, END_BYTES, SLOT_BYTES};
+use crate::spill::{
+    decode_end, decode_slot, encode_end, encode_slot, io_error, END_BYTES, SLOT_BYTES,
+};
+
+mod wire;
 use crate::{
     flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,
     InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
-    SetSizeHistograms, WalkCarry,
+    SetSizeHistograms, Templates, WalkCarry,
 };
 
 /// Bits of an [`ordinal`] that hold the record's index in its split (up to
@@ -154,34 +158,37 @@ fn bad_block(what: &'static str, len: usize, at: usize) -> MarkdupError {
     MarkdupError::BadBlock { what, len, at }
 }
 
-fn decode_halves(b: &[u8], out: &mut Vec<Half>) -> Result<(), MarkdupError> {
-    let mut at = 0;
-    while at < b.len() {
-        let Some(fixed) = b.get(at..at + HALF_BYTES) else {
-            return Err(bad_block("mate halves", b.len(), at));
-        };
-        let end = decode_end(fixed[..END_BYTES].try_into().expect("sized"));
-        let f = &fixed[END_BYTES..];
-        let i32_ = |s: &[u8]| i32::from_le_bytes(s.try_into().expect("sized"));
-        let name_len = u32::from_le_bytes(f[23..27].try_into().expect("sized")) as usize;
-        let Some(name) = b.get(at + HALF_BYTES..at + HALF_BYTES + name_len) else {
-            return Err(bad_block("mate halves", b.len(), at));
-        };
-        out.push(Half {
-            end,
-            seq: i64::from_le_bytes(f[..8].try_into().expect("sized")),
-            rg: i16::from_le_bytes([f[8], f[9]]),
-            read1: f[10] != 0,
-            barcodes: Barcodes {
-                umi: i32_(&f[11..15]),
-                read_one: i32_(&f[15..19]),
-                read_two: i32_(&f[19..23]),
-            },
-            name: name.to_vec(),
-        });
-        at += HALF_BYTES + name_len;
-    }
-    Ok(())
+/// The half that starts at `at` in `b`, and where the next one starts.
+fn half_at(b: &[u8], at: usize) -> Result<(Half, usize), MarkdupError> {
+    let Some(fixed) = b.get(at..at + HALF_BYTES) else {
+        return Err(bad_block("mate halves", b.len(), at));
+    };
+    let end = decode_end(fixed[..END_BYTES].try_into().expect("sized"));
+    let f = &fixed[END_BYTES..];
+    let i32_ = |s: &[u8]| i32::from_le_bytes(s.try_into().expect("sized"));
+    let name_len = half_name_len(fixed);
+    let Some(name) = b.get(at + HALF_BYTES..at + HALF_BYTES + name_len) else {
+        return Err(bad_block("mate halves", b.len(), at));
+    };
+    let half = Half {
+        end,
+        seq: i64::from_le_bytes(f[..8].try_into().expect("sized")),
+        rg: i16::from_le_bytes([f[8], f[9]]),
+        read1: f[10] != 0,
+        barcodes: Barcodes {
+            umi: i32_(&f[11..15]),
+            read_one: i32_(&f[15..19]),
+            read_two: i32_(&f[19..23]),
+        },
+        name: name.to_vec(),
+    };
+    Ok((half, at + HALF_BYTES + name_len))
+}
+
+/// The name's length, from a half's fixed bytes.
+fn half_name_len(fixed: &[u8]) -> usize {
+    let f = &fixed[END_BYTES..];
+    u32::from_le_bytes(f[23..27].try_into().expect("sized")) as usize
 }
 
 fn encode_ends<'a>(ends: impl IntoIterator<Item = &'a End>, out: &mut Vec<u8>) {
@@ -190,21 +197,6 @@ fn encode_ends<'a>(ends: impl IntoIterator<Item = &'a End>, out: &mut Vec<u8>) {
         encode_end(end, &mut e);
         out.extend_from_slice(&e);
     }
-}
-
-fn decode_ends(b: &[u8], out: &mut Vec<End>) -> Result<(), MarkdupError> {
-    if !b.len().is_multiple_of(END_BYTES) {
-        return Err(bad_block(
-            "read ends",
-            b.len(),
-            b.len() / END_BYTES * END_BYTES,
-        ));
-    }
-    out.extend(
-        b.chunks_exact(END_BYTES)
-            .map(|c| decode_end(c.try_into().expect("sized"))),
-    );
-    Ok(())
 }
 
 /// Index lists (8 bytes each, a listed index once per listing).
@@ -251,10 +243,8 @@ pub struct SplitCollector {
     parser: NameParser,
     split: u32,
     index: u64,
-    template_index: i64,
-    last_name: Option<Vec<u8>>,
+    templates: Templates,
     first_name: Option<Vec<u8>>,
-    ends_done: bool,
     slots: Vec<RecordSlot>,
     ends: Vec<End>,
     halves: Vec<Half>,
@@ -269,10 +259,8 @@ impl SplitCollector {
             parser,
             split,
             index: 0,
-            template_index: ordinal(split, 0),
-            last_name: None,
+            templates: Templates::new(order, ordinal(split, 0)),
             first_name: None,
-            ends_done: false,
             slots: Vec::new(),
             ends: Vec::new(),
             halves: Vec::new(),
@@ -305,31 +293,13 @@ impl SplitCollector {
         if self.first_name.is_none() {
             self.first_name = Some(r.name.to_vec());
         }
-        // As MarkDuplicates::push_record: a template is a run of one name
-        // in name-grouped input, a record in coordinate order.
-        if self.order == InputOrder::Coordinate {
-            self.template_index = ord;
-        } else if self.last_name.as_deref() != Some(r.name) {
-            let last = self.last_name.get_or_insert_with(Vec::new);
-            last.clear();
-            last.extend_from_slice(r.name);
-            self.template_index = ord;
-        }
+        let new_template = self.templates.step(ord, r.name);
         self.slots.push(RecordSlot {
             library: r.rg.library,
             flag: r.flag,
-            new_template: self.template_index == ord,
+            new_template,
         });
-        if self.ends_done {
-            return Ok(());
-        }
-        if r.flag & flags::UNMAPPED != 0 {
-            if r.ref_id == -1 && self.order == InputOrder::Coordinate {
-                self.ends_done = true;
-            }
-            return Ok(());
-        }
-        if r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0 {
+        if !self.templates.gives_ends(r) {
             return Ok(());
         }
         // Libraries by header index (MarkDuplicates numbers them as first
@@ -340,7 +310,7 @@ impl SplitCollector {
             Some(loc) => loc.with_read_group(r.rg.ordinal),
             None => self.parser.location(r.name, r.rg.ordinal),
         };
-        let frag = fragment_end(r, library, loc, self.template_index);
+        let frag = fragment_end(r, library, loc, self.templates.index);
         self.ends.push(frag);
         if frag.r2_ref != -1 {
             self.halves.push(Half {
@@ -381,9 +351,10 @@ impl SplitCollector {
             boundary: Boundary {
                 first_name: self.first_name,
                 last_name: self
+                    .templates
                     .last_name
                     .filter(|_| self.order == InputOrder::Queryname),
-                last_template: self.template_index,
+                last_template: self.templates.index,
                 first: ordinal(self.split, 0),
             },
         }
@@ -450,38 +421,288 @@ impl Fixups {
 
 /// Pairs the halves of one name bucket (blocks from every split, any
 /// order) as [`MarkDuplicates`] pairs them over the whole input; returns
-/// the pair ends by end bucket.
+/// the pair ends by end bucket ([`MateJoin`] without a memory limit).
 pub fn join_mates(
     blocks: &[&[u8]],
     fixups: &Fixups,
     end_buckets: usize,
 ) -> Result<Vec<Vec<u8>>, MarkdupError> {
-    let mut halves = Vec::new();
+    let mut join = MateJoin::default();
     for b in blocks {
-        decode_halves(b, &mut halves)?;
+        join.add_block(b)?;
     }
-    // A name's halves in input order; the marker's waiting mates are keyed
-    // by (reference, read group, name), so names do not meet.
-    halves.sort_unstable_by(|a, b| (a.rg, &a.name, a.seq).cmp(&(b.rg, &b.name, b.seq)));
     let mut out = vec![Vec::new(); end_buckets.max(1)];
-    let mut waiting: HashMap<i32, End> = HashMap::new();
-    for (i, h) in halves.iter().enumerate() {
-        if i == 0 || (halves[i - 1].rg, &halves[i - 1].name) != (h.rg, &h.name) {
-            waiting.clear();
+    join.finish(fixups, end_buckets, &mut |bucket, end| {
+        out[bucket].extend_from_slice(end);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Where [`MateJoin::finish`] hands each pair end: its end bucket and its
+/// 63 bytes.
+pub type PairEndSink<'a> = dyn FnMut(usize, &[u8]) -> Result<(), MarkdupError> + 'a;
+
+/// The join of one name bucket: its halves added block by block (from
+/// every split, any order), held in memory up to a limit and beyond it
+/// sorted into run files ([`MateJoin::set_spill`]), then read back in
+/// order (runs and memory merged) and paired as [`MarkDuplicates`] pairs
+/// them over the whole input.
+#[derive(Default)]
+pub struct MateJoin {
+    halves: Vec<Half>,
+    /// Bytes `halves` holds (each half's struct and name).
+    bytes: usize,
+    spill: Option<(std::path::PathBuf, usize)>,
+    runs: Vec<HalfRun>,
+    files: u64,
+    runs_written: u64,
+}
+
+/// A half's order in the join: a name's halves together (read group and
+/// name), in input order.
+fn half_cmp(a: &Half, b: &Half) -> std::cmp::Ordering {
+    (a.rg, &a.name, a.seq).cmp(&(b.rg, &b.name, b.seq))
+}
+
+impl MateJoin {
+    /// Halves beyond `limit` bytes go to sorted run files in `dir`
+    /// (removed as they are read back; on failure the caller removes
+    /// `dir`).
+    pub fn set_spill(&mut self, dir: &std::path::Path, limit: usize) {
+        self.spill = Some((dir.to_path_buf(), limit));
+    }
+
+    /// Run files written so far (merges of runs included).
+    pub fn runs_written(&self) -> u64 {
+        self.runs_written
+    }
+
+    /// Adds a block of halves ([`SplitShare::halves`]).
+    pub fn add_block(&mut self, block: &[u8]) -> Result<(), MarkdupError> {
+        let mut at = 0;
+        while at < block.len() {
+            let (h, next) = half_at(block, at)?;
+            at = next;
+            self.bytes += std::mem::size_of::<Half>() + h.name.len();
+            self.halves.push(h);
+            if self.spill.as_ref().is_some_and(|s| self.bytes > s.1) {
+                self.spill_run()?;
+            }
         }
-        let mut frag = h.end;
-        fixups.apply_end(&mut frag);
-        match waiting.remove(&frag.r1_ref) {
-            Some(p) => {
-                let e = pair_end(p, &frag, h.read1, h.barcodes);
-                encode_ends([&e], &mut out[end_bucket_of(&e, end_buckets.max(1))]);
+        Ok(())
+    }
+
+    fn next_path(&mut self) -> std::path::PathBuf {
+        self.files += 1;
+        let dir = &self.spill.as_ref().expect("spill configured").0;
+        dir.join(format!(
+            "markdup-halves-{}-{}",
+            std::process::id(),
+            self.files
+        ))
+    }
+
+    /// The halves in memory sorted into a run file (the runs merged into
+    /// one first when there are [`spill::MAX_RUNS`]).
+    fn spill_run(&mut self) -> Result<(), MarkdupError> {
+        if self.runs.len() >= crate::spill::MAX_RUNS {
+            let old = std::mem::take(&mut self.runs);
+            let path = self.next_path();
+            let run = HalfRun::write(path, HalfStream::new(old, &[])?)?;
+            self.runs_written += 1;
+            self.runs.push(run);
+        }
+        self.halves.sort_unstable_by(half_cmp);
+        let path = self.next_path();
+        let run = HalfRun::write(path, self.halves.iter().cloned().map(Ok))?;
+        self.runs_written += 1;
+        self.runs.push(run);
+        self.halves.clear();
+        self.bytes = 0;
+        Ok(())
+    }
+
+    /// The pair ends, each handed to `out` with its end bucket (of
+    /// `end_buckets`) as its 63 bytes.
+    pub fn finish(
+        mut self,
+        fixups: &Fixups,
+        end_buckets: usize,
+        out: &mut PairEndSink<'_>,
+    ) -> Result<(), MarkdupError> {
+        // A name's halves in input order; the marker's waiting mates are
+        // keyed by (reference, read group, name), so names do not meet.
+        self.halves.sort_unstable_by(half_cmp);
+        let runs = std::mem::take(&mut self.runs);
+        let mut stream = HalfStream::new(runs, &self.halves)?;
+        let mut waiting: HashMap<i32, End> = HashMap::new();
+        let mut last: Option<Half> = None;
+        let mut buf = [0u8; END_BYTES];
+        while let Some(h) = stream.next_half()? {
+            if last
+                .as_ref()
+                .is_none_or(|l| (l.rg, &l.name) != (h.rg, &h.name))
+            {
+                waiting.clear();
             }
-            None => {
-                waiting.insert(frag.r2_ref, frag);
+            let mut frag = h.end;
+            fixups.apply_end(&mut frag);
+            match waiting.remove(&frag.r1_ref) {
+                Some(p) => {
+                    let e = pair_end(p, &frag, h.read1, h.barcodes);
+                    encode_end(&e, &mut buf);
+                    out(end_bucket_of(&e, end_buckets.max(1)), &buf)?;
+                }
+                None => {
+                    waiting.insert(frag.r2_ref, frag);
+                }
             }
+            last = Some(h);
+        }
+        Ok(())
+    }
+}
+
+/// One sorted run of halves on disk.
+struct HalfRun {
+    path: std::path::PathBuf,
+    halves: u64,
+}
+
+impl HalfRun {
+    /// Writes `halves` (already in the join's order) to `path`.
+    fn write(
+        path: std::path::PathBuf,
+        halves: impl IntoIterator<Item = Result<Half, MarkdupError>>,
+    ) -> Result<HalfRun, MarkdupError> {
+        use std::io::Write as _;
+        let file =
+            std::fs::File::create(&path).map_err(io_error(&path, "creating a spill file"))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+        let mut buf = Vec::new();
+        let mut n = 0u64;
+        for h in halves {
+            buf.clear();
+            encode_half(&h?, &mut buf);
+            w.write_all(&buf)
+                .map_err(io_error(&path, "writing a spill file"))?;
+            n += 1;
+        }
+        w.flush().map_err(io_error(&path, "writing a spill file"))?;
+        Ok(HalfRun { path, halves: n })
+    }
+}
+
+/// Reads a run of halves back, removing its file when dropped.
+struct HalfReader {
+    r: std::io::BufReader<std::fs::File>,
+    left: u64,
+    path: std::path::PathBuf,
+    buf: Vec<u8>,
+}
+
+impl HalfReader {
+    fn open(run: HalfRun) -> Result<HalfReader, MarkdupError> {
+        let file =
+            std::fs::File::open(&run.path).map_err(io_error(&run.path, "opening a spill file"))?;
+        Ok(HalfReader {
+            r: std::io::BufReader::with_capacity(1 << 16, file),
+            left: run.halves,
+            path: run.path,
+            buf: Vec::new(),
+        })
+    }
+
+    fn next(&mut self) -> Result<Option<Half>, MarkdupError> {
+        use std::io::Read as _;
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.buf.resize(HALF_BYTES, 0);
+        self.r
+            .read_exact(&mut self.buf)
+            .map_err(io_error(&self.path, "reading a spill file"))?;
+        let name_len = half_name_len(&self.buf);
+        self.buf.resize(HALF_BYTES + name_len, 0);
+        self.r
+            .read_exact(&mut self.buf[HALF_BYTES..])
+            .map_err(io_error(&self.path, "reading a spill file"))?;
+        self.left -= 1;
+        Ok(Some(half_at(&self.buf, 0)?.0))
+    }
+}
+
+impl Drop for HalfReader {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The halves in the join's order: the runs on disk and the sorted halves
+/// in memory, merged (equal keys cannot occur: a half's place is its own).
+struct HalfStream<'a> {
+    runs: Vec<HalfReader>,
+    memory: std::slice::Iter<'a, Half>,
+    /// Each source's next half, by source (the memory last).
+    heads: Vec<Option<Half>>,
+    started: bool,
+}
+
+impl<'a> HalfStream<'a> {
+    fn new(runs: Vec<HalfRun>, memory: &'a [Half]) -> Result<HalfStream<'a>, MarkdupError> {
+        Ok(HalfStream {
+            runs: runs
+                .into_iter()
+                .map(HalfReader::open)
+                .collect::<Result<_, _>>()?,
+            memory: memory.iter(),
+            heads: Vec::new(),
+            started: false,
+        })
+    }
+
+    fn pull(&mut self, source: usize) -> Result<Option<Half>, MarkdupError> {
+        match self.runs.get_mut(source) {
+            Some(r) => r.next(),
+            None => Ok(self.memory.next().cloned()),
         }
     }
-    Ok(out)
+
+    fn next_half(&mut self) -> Result<Option<Half>, MarkdupError> {
+        if self.runs.is_empty() {
+            return Ok(self.memory.next().cloned());
+        }
+        if !self.started {
+            self.started = true;
+            for source in 0..=self.runs.len() {
+                let h = self.pull(source)?;
+                self.heads.push(h);
+            }
+        }
+        // Few runs (at most MAX_RUNS + 1 sources): a scan for the least.
+        let mut best: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            if let Some(h) = h {
+                if best.is_none_or(|b| half_cmp(h, self.heads[b].as_ref().expect("a head")).is_lt())
+                {
+                    best = Some(i);
+                }
+            }
+        }
+        let Some(b) = best else {
+            return Ok(None);
+        };
+        let next = self.pull(b)?;
+        Ok(std::mem::replace(&mut self.heads[b], next))
+    }
+}
+
+impl Iterator for HalfStream<'_> {
+    type Item = Result<Half, MarkdupError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_half().transpose()
+    }
 }
 
 impl DupSink for Vec<u64> {
@@ -536,28 +757,57 @@ impl MarkDuplicates {
     /// splits, pair ends from the joins; blocks in any order), walked as
     /// [`MarkDuplicates::finish`] walks them, with this marker's optical
     /// settings (pixel distance, name parser, whether optical duplicates
-    /// are listed) and pool.
+    /// are listed), pool and spill limit: [`MarkDuplicates::add_end_block`]
+    /// of each block, then [`MarkDuplicates::decide_bucket`].
     pub fn decide_ends(
-        &self,
+        &mut self,
         blocks: &[&[u8]],
         fixups: &Fixups,
     ) -> Result<SetsDecided, MarkdupError> {
-        let mut ends = Vec::new();
         for b in blocks {
-            decode_ends(b, &mut ends)?;
+            self.add_end_block(b, fixups)?;
         }
-        for e in &mut ends {
-            fixups.apply_end(e);
+        self.decide_bucket()
+    }
+
+    /// Adds a block of one end bucket's ends (a split's fragment ends or
+    /// a join's pair ends), their template indexes fixed; beyond the
+    /// spill limit ([`MarkDuplicates::set_spill`]) the ends go to sorted
+    /// run files, as the one-pass marker's do.
+    pub fn add_end_block(&mut self, block: &[u8], fixups: &Fixups) -> Result<(), MarkdupError> {
+        if !block.len().is_multiple_of(END_BYTES) {
+            return Err(bad_block(
+                "read ends",
+                block.len(),
+                block.len() / END_BYTES * END_BYTES,
+            ));
         }
-        let k = crate::partition(&mut ends, |e| e.pair);
-        let (pairs, frags) = ends.split_at_mut(k);
-        Self::sort_slice(self.pool.as_ref(), pairs, true);
-        Self::sort_slice(self.pool.as_ref(), frags, true);
+        for c in block.chunks_exact(END_BYTES) {
+            let mut e = decode_end(c.try_into().expect("sized"));
+            fixups.apply_end(&mut e);
+            self.add_end(e)?;
+        }
+        Ok(())
+    }
+
+    /// The duplicate sets of the ends added since the last call (the runs
+    /// on disk merged with those in memory), walked as
+    /// [`MarkDuplicates::finish`] walks them.
+    pub fn decide_bucket(&mut self) -> Result<SetsDecided, MarkdupError> {
+        let k = self.sort_ends(true);
+        let ends = std::mem::take(&mut self.ends);
+        let (mut pair_runs, mut frag_runs) = (Vec::new(), Vec::new());
+        if let Some(sp) = self.spill.as_mut() {
+            pair_runs = std::mem::take(&mut sp.pair_runs);
+            frag_runs = std::mem::take(&mut sp.frag_runs);
+        }
         let mut part = PartFound::new((Vec::<u64>::new(), Vec::<u64>::new()));
-        let mut it = pairs.iter();
-        self.walk_pair_sets(|| Ok(it.next().copied()), &mut part)?;
-        let mut it = frags.iter();
-        walk_frag_sets(|| Ok(it.next().copied()), &mut part.sink.0)?;
+        let mut stream = crate::spill::EndStream::new(pair_runs, &ends[..k])?;
+        self.walk_pair_sets(|| stream.next_end(), &mut part)?;
+        drop(stream);
+        let mut stream = crate::spill::EndStream::new(frag_runs, &ends[k..])?;
+        walk_frag_sets(|| stream.next_end(), &mut part.sink.0)?;
+        drop(stream);
         let PartFound {
             sink: (mut duplicates, mut optical),
             set_sizes: sizes,
@@ -581,6 +831,7 @@ impl MarkDuplicates {
 }
 
 /// What [`finish_split`] gives for one split.
+#[derive(Debug)]
 pub struct SplitOutcome {
     /// Picard's duplicate flag per record of the split.
     pub duplicate: crate::Bits,

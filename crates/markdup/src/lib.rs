@@ -470,11 +470,71 @@ pub enum InputOrder {
     Coordinate,
 }
 
+/// Where templates start and which records give read ends, as Picard's
+/// MarkDuplicates reads its input: the one rule of the one-pass marker
+/// ([`MarkDuplicates`]) and of a split's collector
+/// ([`dist::SplitCollector`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Templates {
+    order: InputOrder,
+    /// The number of the current template's first record: a template is
+    /// a run of one name in name-grouped input, a record in coordinate
+    /// order (its ends carry that number).
+    pub(crate) index: i64,
+    /// The current template's name (name-grouped input; the buffer is
+    /// reused: one allocation, not one per template).
+    pub(crate) last_name: Option<Vec<u8>>,
+    /// Coordinate order: an unplaced unmapped record was seen, no more
+    /// ends (Picard stops collecting ends at the unplaced unmapped reads
+    /// that end a coordinate-sorted file).
+    pub(crate) ends_done: bool,
+}
+
+impl Templates {
+    pub(crate) fn new(order: InputOrder, index: i64) -> Templates {
+        Templates {
+            order,
+            index,
+            last_name: None,
+            ends_done: false,
+        }
+    }
+
+    /// The record numbered `number` (growing with input order), named
+    /// `name`: whether it starts a template.
+    pub(crate) fn step(&mut self, number: i64, name: &[u8]) -> bool {
+        if self.order == InputOrder::Coordinate {
+            self.index = number;
+        } else if self.last_name.as_deref() != Some(name) {
+            let last = self.last_name.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(name);
+            self.index = number;
+        }
+        self.index == number
+    }
+
+    /// Whether `r` gives read ends: a mapped primary record, before the
+    /// unplaced unmapped reads of coordinate-sorted input.
+    pub(crate) fn gives_ends(&mut self, r: &ReadInfo<'_>) -> bool {
+        if self.ends_done {
+            return false;
+        }
+        if r.flag & flags::UNMAPPED != 0 {
+            if r.ref_id == -1 && self.order == InputOrder::Coordinate {
+                self.ends_done = true;
+            }
+            return false;
+        }
+        r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) == 0
+    }
+}
+
 /// Collects read ends from records given in file order.
 pub struct MarkDuplicates {
     order: InputOrder,
-    /// Coordinate order: an unplaced unmapped record was seen, no more ends.
-    ends_done: bool,
+    /// Where templates start and which records give ends.
+    templates: Templates,
     read_groups: ReadGroups,
     pixel_distance: i32,
     name_parser: optical::NameParser,
@@ -505,8 +565,6 @@ pub struct MarkDuplicates {
     template_loc: Option<(i64, i16, Location)>,
     /// Bytes of the names of `pending`'s keys.
     pending_name_bytes: usize,
-    last_name: Option<Vec<u8>>,
-    template_index: i64,
     /// Where [`MarkDuplicates::finish`] sorts the read ends in parallel.
     pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     /// A `pending` key to look up with.
@@ -529,7 +587,7 @@ impl MarkDuplicates {
     pub fn with_order(read_groups: ReadGroups, order: InputOrder) -> Self {
         MarkDuplicates {
             order,
-            ends_done: false,
+            templates: Templates::new(order, -1),
             read_groups,
             pixel_distance: optical::DEFAULT_PIXEL_DISTANCE,
             name_parser: optical::NameParser::Default,
@@ -544,8 +602,6 @@ impl MarkDuplicates {
             last_library: None,
             template_loc: None,
             pending_name_bytes: 0,
-            last_name: None,
-            template_index: -1,
             pool: None,
             key_buf: (0, 0, Vec::new()),
             current_ref: -1,
@@ -972,12 +1028,12 @@ impl MarkDuplicates {
         }
         if self.order == InputOrder::Queryname {
             if let Some((t, rg, loc)) = self.template_loc {
-                if t == self.template_index && rg == r.rg.ordinal {
+                if t == self.templates.index && rg == r.rg.ordinal {
                     return loc;
                 }
             }
             let loc = self.name_parser.location(r.name, r.rg.ordinal);
-            self.template_loc = Some((self.template_index, r.rg.ordinal, loc));
+            self.template_loc = Some((self.templates.index, r.rg.ordinal, loc));
             return loc;
         }
         self.name_parser.location(r.name, r.rg.ordinal)
@@ -1004,46 +1060,27 @@ impl MarkDuplicates {
         parsed: Option<Location>,
     ) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
-        // In queryname mode a template's ends carry the index of its first
-        // record; a change of name starts a new template.
-        // In coordinate order every record is its own index.
-        if self.order == InputOrder::Coordinate {
-            self.template_index = index;
-        } else if self.last_name.as_deref() != Some(r.name) {
-            // The buffer is reused: one allocation, not one per template.
-            let last = self.last_name.get_or_insert_with(Vec::new);
-            last.clear();
-            last.extend_from_slice(r.name);
-            self.template_index = index;
-        }
+        let new_template = self.templates.step(index, r.name);
         self.records.push(
             RecordSlot {
-                new_template: self.template_index == index,
+                new_template,
                 flag: r.flag,
                 library: r.rg.library,
             },
             self.spill.as_mut(),
         )?;
-        if self.ends_done {
+        if self.templates.ends_done {
             return Ok(());
         }
         if self.order == InputOrder::Coordinate && r.ref_id > self.current_ref {
             self.reach_reference(r.ref_id)?;
         }
-        if r.flag & flags::UNMAPPED != 0 {
-            // Picard stops collecting ends at the unplaced unmapped reads
-            // that end a coordinate-sorted file.
-            if r.ref_id == -1 && self.order == InputOrder::Coordinate {
-                self.ends_done = true;
-            }
-            return Ok(());
-        }
-        if r.flag & (flags::SECONDARY | flags::SUPPLEMENTARY) != 0 {
+        if !self.templates.gives_ends(r) {
             return Ok(());
         }
         let library = self.library_id(r.rg.library)?;
         let loc = self.location(r, parsed);
-        let frag = fragment_end(r, library, loc, self.template_index);
+        let frag = fragment_end(r, library, loc, self.templates.index);
         let mate_mapped = frag.r2_ref != -1;
         self.add_end(frag)?;
         if !mate_mapped {

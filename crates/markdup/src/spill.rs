@@ -36,7 +36,7 @@ pub(crate) const SLOT_BYTES: usize = 8;
 /// Buffer of each file reader and writer.
 const IO_BUFFER: usize = 64 << 10;
 
-fn io_error<'a>(
+pub(crate) fn io_error<'a>(
     path: &'a Path,
     op: &'static str,
 ) -> impl FnOnce(std::io::Error) -> MarkdupError + 'a {

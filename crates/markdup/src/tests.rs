@@ -320,11 +320,7 @@ impl Rng {
 /// flow-cell locations) on few positions, so sets of every size occur; in
 /// coordinate order when `coordinate` (mates far apart wait for each other).
 #[allow(clippy::type_complexity)]
-pub(crate) fn random_records(
-    seed: u64,
-    templates: usize,
-    coordinate: bool,
-) -> Vec<(String, u16, i32, i32, i32, i16, usize)> {
+pub(crate) fn random_records(seed: u64, templates: usize, coordinate: bool) -> Vec<Rec> {
     let mut rng = Rng(seed);
     let mut recs = Vec::new();
     for t in 0..templates {
@@ -394,8 +390,36 @@ pub(crate) fn random_records(
     recs
 }
 
+/// A generated record: name, flag, reference, 5' end, mate's reference,
+/// score, library (0 or 1: [`two_libraries`]' read groups).
+pub(crate) type Rec = (String, u16, i32, i32, i32, i16, usize);
+
+/// Read groups `rg1` (library `lib1`) and `rg2` (`lib2`).
+pub(crate) fn two_libraries() -> ReadGroups {
+    ReadGroups::new([
+        (b"rg1".to_vec(), Some("lib1".to_string())),
+        (b"rg2".to_vec(), Some("lib2".to_string())),
+    ])
+}
+
+/// The record `r` as the marker takes it, `rgs` the two read groups
+/// resolved.
+pub(crate) fn read_info<'a>(r: &'a Rec, rgs: &[RgInfo; 2]) -> ReadInfo<'a> {
+    let (name, flag, ref_id, five, mate_ref, score, lib) = r;
+    ReadInfo {
+        name: name.as_bytes(),
+        flag: *flag,
+        ref_id: *ref_id,
+        mate_ref_id: *mate_ref,
+        five_prime: *five,
+        score: *score,
+        rg: rgs[*lib],
+        barcodes: Default::default(),
+    }
+}
+
 pub(crate) fn mark(
-    recs: &[(String, u16, i32, i32, i32, i16, usize)],
+    recs: &[Rec],
     order: InputOrder,
     spill: Option<(&std::path::Path, usize)>,
 ) -> Outcome {
@@ -403,15 +427,12 @@ pub(crate) fn mark(
 }
 
 fn mark_on(
-    recs: &[(String, u16, i32, i32, i32, i16, usize)],
+    recs: &[Rec],
     order: InputOrder,
     spill: Option<(&std::path::Path, usize)>,
     pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 ) -> Outcome {
-    let mut groups = ReadGroups::new([
-        (b"rg1".to_vec(), Some("lib1".to_string())),
-        (b"rg2".to_vec(), Some("lib2".to_string())),
-    ]);
+    let mut groups = two_libraries();
     let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
     let mut md = MarkDuplicates::with_order(groups, order);
     md.set_track_optical(true);
@@ -421,18 +442,8 @@ fn mark_on(
     if let Some(pool) = pool {
         md.set_pool(pool);
     }
-    for (name, flag, ref_id, five, mate_ref, score, lib) in recs {
-        md.push(&ReadInfo {
-            name: name.as_bytes(),
-            flag: *flag,
-            ref_id: *ref_id,
-            mate_ref_id: *mate_ref,
-            five_prime: *five,
-            score: *score,
-            rg: rgs[*lib],
-            barcodes: Default::default(),
-        })
-        .unwrap();
+    for r in recs {
+        md.push(&read_info(r, &rgs)).unwrap();
         if let Some((_, limit)) = spill {
             assert!(
                 md.memory_bytes() <= limit,
@@ -578,26 +589,13 @@ fn waiting_mates_beyond_a_soft_limit_are_kept() {
         std::env::temp_dir().join(format!("alnsort-markdup-test-{}-soft", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let memory = mark(&recs, InputOrder::Coordinate, None);
-    let mut groups = ReadGroups::new([
-        (b"rg1".to_vec(), Some("lib1".to_string())),
-        (b"rg2".to_vec(), Some("lib2".to_string())),
-    ]);
+    let mut groups = two_libraries();
     let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
     let mut md = MarkDuplicates::with_order(groups, InputOrder::Coordinate);
     md.set_track_optical(true);
     md.set_spill(&dir, 8 << 10, false);
-    for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
-        md.push(&ReadInfo {
-            name: name.as_bytes(),
-            flag: *flag,
-            ref_id: *ref_id,
-            mate_ref_id: *mate_ref,
-            five_prime: *five,
-            score: *score,
-            rg: rgs[*lib],
-            barcodes: Default::default(),
-        })
-        .unwrap();
+    for r in &recs {
+        md.push(&read_info(r, &rgs)).unwrap();
     }
     let soft = md.finish().unwrap();
     std::fs::remove_dir(&dir).unwrap();
@@ -692,25 +690,13 @@ fn names_parsed_by_the_caller_give_the_same_answer() {
     }
     let recs = random_records(13, 6000, false);
     let outcome = |parsed: bool| {
-        let mut groups = ReadGroups::new([
-            (b"rg1".to_vec(), Some("lib1".to_string())),
-            (b"rg2".to_vec(), Some("lib2".to_string())),
-        ]);
+        let mut groups = two_libraries();
         let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
         let mut md = MarkDuplicates::new(groups);
         md.set_track_optical(true);
         let parser = optical::NameParser::Default;
-        for (name, flag, ref_id, five, mate_ref, score, lib) in &recs {
-            let r = ReadInfo {
-                name: name.as_bytes(),
-                flag: *flag,
-                ref_id: *ref_id,
-                mate_ref_id: *mate_ref,
-                five_prime: *five,
-                score: *score,
-                rg: rgs[*lib],
-                barcodes: Default::default(),
-            };
+        for rec in &recs {
+            let r = read_info(rec, &rgs);
             if parsed {
                 md.push_parsed(&r, parser.parse(r.name)).unwrap();
             } else {

@@ -4,17 +4,8 @@
 //! over several splits) and any number of buckets.
 
 use super::*;
-use crate::tests::{mark, random_records, Rng};
-use crate::{metrics_report, Bits, MetricsReport, ReadGroups};
-
-type Rec = (String, u16, i32, i32, i32, i16, usize);
-
-fn groups() -> ReadGroups {
-    ReadGroups::new([
-        (b"rg1".to_vec(), Some("lib1".to_string())),
-        (b"rg2".to_vec(), Some("lib2".to_string())),
-    ])
-}
+use crate::tests::{mark, random_records, read_info, two_libraries as groups, Rec, Rng};
+use crate::{metrics_report, Bits, MetricsReport};
 
 fn bits(b: &Bits) -> Vec<bool> {
     b.iter().collect()
@@ -30,6 +21,7 @@ fn dist_mark(
     cuts: &[usize],
     buckets: usize,
     names: usize,
+    spill: Option<(&std::path::Path, usize)>,
 ) -> (Vec<bool>, Vec<bool>, MetricsReport) {
     let mut groups = groups();
     let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
@@ -41,18 +33,8 @@ fn dist_mark(
         .enumerate()
         .map(|(s, w)| {
             let mut c = SplitCollector::new(order, NameParser::Default, s as u32);
-            for (name, flag, ref_id, five, mate_ref, score, lib) in &recs[w[0]..w[1]] {
-                c.push(&ReadInfo {
-                    name: name.as_bytes(),
-                    flag: *flag,
-                    ref_id: *ref_id,
-                    mate_ref_id: *mate_ref,
-                    five_prime: *five,
-                    score: *score,
-                    rg: rgs[*lib],
-                    barcodes: Default::default(),
-                })
-                .unwrap();
+            for r in &recs[w[0]..w[1]] {
+                c.push(&read_info(r, &rgs)).unwrap();
             }
             c.finish(buckets, names)
         })
@@ -65,12 +47,30 @@ fn dist_mark(
     let joined: Vec<Vec<Vec<u8>>> = (0..names)
         .map(|j| {
             let blocks: Vec<&[u8]> = shares.iter().map(|s| s.halves[j].as_slice()).collect();
-            join_mates(&blocks, &fixups, buckets).unwrap()
+            let Some((dir, limit)) = spill else {
+                return join_mates(&blocks, &fixups, buckets).unwrap();
+            };
+            let mut join = MateJoin::default();
+            join.set_spill(dir, limit);
+            for b in blocks {
+                join.add_block(b).unwrap();
+            }
+            assert!(join.runs_written() > 0, "the halves spill");
+            let mut out = vec![Vec::new(); buckets];
+            join.finish(&fixups, buckets, &mut |b, e| {
+                out[b].extend_from_slice(e);
+                Ok(())
+            })
+            .unwrap();
+            out
         })
         .collect();
     // Decisions, one per end bucket.
     let mut md = MarkDuplicates::with_order(groups.clone(), order);
     md.set_track_optical(true);
+    if let Some((dir, limit)) = spill {
+        md.set_spill(dir, limit, true);
+    }
     let mut total = SetsDecided::default();
     let mut lists = Vec::new();
     for b in 0..buckets {
@@ -79,6 +79,9 @@ fn dist_mark(
         let d = md.decide_ends(&blocks, &fixups).unwrap();
         lists.push(d.by_split(splits).unwrap());
         total.add_counts(d);
+    }
+    if spill.is_some() {
+        assert!(md.spill_stats().runs > 0, "the ends spill");
     }
     let finish = |s: usize, carry: WalkCarry| {
         let dups: Vec<&[u8]> = lists.iter().map(|l| l.0[s].as_slice()).collect();
@@ -113,8 +116,19 @@ fn dist_mark(
 }
 
 fn check(recs: &[Rec], order: InputOrder, cuts: &[usize], buckets: usize, names: usize) {
+    check_within(recs, order, cuts, buckets, names, None)
+}
+
+fn check_within(
+    recs: &[Rec],
+    order: InputOrder,
+    cuts: &[usize],
+    buckets: usize,
+    names: usize,
+    spill: Option<(&std::path::Path, usize)>,
+) {
     let want = mark(recs, order, None);
-    let (dup, opt, metrics) = dist_mark(recs, order, cuts, buckets, names);
+    let (dup, opt, metrics) = dist_mark(recs, order, cuts, buckets, names, spill);
     let ctx = format!("{order:?}, cuts {cuts:?}, {buckets} buckets, {names} name buckets");
     assert_eq!(dup, bits(&want.duplicate), "duplicates: {ctx}");
     assert_eq!(opt, bits(want.optical.as_ref().unwrap()), "optical: {ctx}");
@@ -172,6 +186,54 @@ fn any_cut_and_any_buckets_give_one_markers_answer() {
             }
         }
     }
+}
+
+/// The join and the decision within a small limit: halves and ends spill
+/// into many sorted runs (merged into runs too), the same answer; every
+/// run file is gone afterwards, and after a failure the caller's directory
+/// holds what is left.
+#[test]
+fn joins_and_decisions_beyond_a_limit_spill_and_give_the_same_answer() {
+    let dir = std::env::temp_dir().join(format!("alnsort-dist-spill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for order in [InputOrder::Queryname, InputOrder::Coordinate] {
+        let recs = records(11, 1500, order);
+        let cuts = [recs.len() / 3, recs.len() / 2];
+        check_within(&recs, order, &cuts, 2, 1, Some((&dir, 4_000)));
+        check_within(&recs, order, &cuts, 3, 2, Some((&dir, 40_000)));
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "run files left"
+        );
+    }
+    // The decision spills: more runs than are merged at once.
+    let recs = records(5, 1500, InputOrder::Queryname);
+    let mut c = SplitCollector::new(InputOrder::Queryname, NameParser::Default, 0);
+    let mut g = groups();
+    let rgs = [g.resolve(Some(b"rg1")), g.resolve(Some(b"rg2"))];
+    for r in &recs {
+        c.push(&read_info(r, &rgs)).unwrap();
+    }
+    let share = c.finish(1, 1);
+    let mut md = MarkDuplicates::with_order(g.clone(), InputOrder::Queryname);
+    md.set_spill(&dir, 3_000, true);
+    let spilled = md
+        .decide_ends(&[&share.ends[0]], &Fixups::default())
+        .unwrap();
+    assert!(md.spill_stats().runs > 32, "{:?}", md.spill_stats());
+    let mut md = MarkDuplicates::with_order(g, InputOrder::Queryname);
+    let held = md
+        .decide_ends(&[&share.ends[0]], &Fixups::default())
+        .unwrap();
+    assert_eq!(spilled.duplicates, held.duplicates);
+    assert_eq!(spilled.set_sizes, held.set_sizes);
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "run files left"
+    );
+    std::fs::remove_dir(&dir).unwrap();
 }
 
 #[test]
@@ -257,7 +319,7 @@ fn a_block_cut_short_is_an_error() {
         ),
         "{e}"
     );
-    let md = MarkDuplicates::new(groups);
+    let mut md = MarkDuplicates::new(groups);
     let ends = &share.ends[0];
     let e = md
         .decide_ends(&[&ends[..ends.len() - 3]], &Fixups::default())

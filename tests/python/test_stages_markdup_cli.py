@@ -1,0 +1,236 @@
+"""Duplicate marking through the stage subcommands, driven as a workflow
+manager would (no Ray): split -> sample -> splitters -> map (with
+--markdup) -> markdup-collect per split -> markdup-join per name bucket
+-> markdup-decide per end bucket -> markdup-finish per split (run again
+with --after where the previous split's walk ends with a carry) ->
+markdup-assemble -> reduce --marks per range -> assemble. The output BAM
+(the same bytes with one range, the same BGZF payload with several) and
+the metrics file equal one-node `alnsort sort --markdup`'s, on
+name-grouped and coordinate-sorted input (Picard's two semantics), with
+several splits and buckets, DT tags, removal, and a memory budget small
+enough that the joins and decisions spill their buckets to run files;
+the spill files are gone after success and after a failure.
+
+The input is the duplicate traps of tests/markdup/test_vs_picard.py
+(pairs across references, fragments at pair ends, mates unmapped,
+secondary and supplementary records, optical sets on two tiles, read
+groups of two libraries and one without LB). One node's flags are
+Picard's (tests/markdup/)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pysam
+import pytest
+
+import harness
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "markdup"))
+
+import test_vs_picard as g  # noqa: E402
+from test_sort_markdup import moved, stale_dups  # noqa: E402
+
+
+def run(alnsort_bin: str, *argv: str) -> subprocess.CompletedProcess:
+    # argv[0] 'alnsort': the command line the metrics file records is the
+    # one-node run's and the stages' ('alnsort sort ...') alike.
+    return subprocess.run(["alnsort", *argv], executable=alnsort_bin, capture_output=True,
+                          text=True, timeout=600)
+
+
+def stage(alnsort_bin: str, tmp: Path, name: str, *argv: str) -> tuple[dict | list, str]:
+    """Runs a stage; returns its JSON and the file it was saved to."""
+    res = run(alnsort_bin, *argv)
+    assert res.returncode == 0, f"alnsort {' '.join(argv)}: {res.stderr}"
+    path = tmp / f"{name}.json"
+    path.write_text(res.stdout)
+    return json.loads(res.stdout), str(path)
+
+
+@pytest.fixture(scope="module")
+def traps(tmp_path_factory) -> dict[bool, str]:
+    """{coordinate-sorted: the input BAM}."""
+    d = tmp_path_factory.mktemp("md-cli-in")
+    old = g.REFS
+    g.REFS = [(n, 4_000_000) for n, _ in old]
+    try:
+        recs = []
+        for n, name in enumerate(sorted(g.TRAPS)):
+            recs += moved(g.TRAPS[name](), n)
+        for s in range(2):
+            recs += moved(g.t_random(20 + s), len(g.TRAPS) + s)
+        recs = stale_dups(recs, 3)
+        name_grouped = d / "in.bam"
+        g.write_bam(name_grouped, recs)
+    finally:
+        g.REFS = old
+    coordinate = d / "in.sorted.bam"
+    pysam.sort("-o", str(coordinate), str(name_grouped))
+    return {False: str(name_grouped), True: str(coordinate)}
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory) -> str:
+    """A name-grouped input of 60 random trap sets (about 33,000 records):
+    the splits' fragment ends of one bucket take twice -m 1M."""
+    d = tmp_path_factory.mktemp("md-cli-many")
+    old = g.REFS
+    g.REFS = [(n, 8_000_000) for n, _ in old]
+    try:
+        recs = []
+        for n in range(60):
+            recs += moved(g.t_random(100 + n), n)
+        path = d / "many.bam"
+        g.write_bam(path, recs)
+    finally:
+        g.REFS = old
+    return str(path)
+
+
+def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: int,
+          ranges: int, end_buckets: int, name_buckets: int, out: Path) -> dict:
+    """The stage subcommands over `inp`; the output at `out`. Returns
+    what the joins and decisions printed."""
+    opts = ["--", *sort_opts]
+    work = tmp / "work"
+    work.mkdir()
+    spl, _ = stage(alnsort_bin, work, "split", "split", "--parts", str(splits), inp)
+    samples = [stage(alnsort_bin, work, f"sample-{s['ordinal']}", "sample", "--split", s["arg"], inp, *opts)[1]
+               for s in spl]
+    _, cuts = stage(alnsort_bin, work, "splitters", "splitters", "--partitions", str(ranges), *samples)
+    maps = [stage(alnsort_bin, work, f"map-{s['ordinal']}", "map", "--split", s["arg"], "--splitters", cuts,
+                  "--out-dir", str(work), inp, *opts)[0] for s in spl]
+    collected = [stage(alnsort_bin, work, f"collect-{s['ordinal']}", "markdup-collect", "--split", s["arg"],
+                       "--end-buckets", str(end_buckets), "--name-buckets", str(name_buckets),
+                       "--out-dir", str(work), inp, *opts) for s in spl]
+    for (c, _), m in zip(collected, maps):
+        assert c["records"] == m["records"], "collect and map read the same split"
+    coll = [a for _, f in collected for a in ("--collected", f)]
+    joins = [stage(alnsort_bin, work, f"join-{j}", "markdup-join", *coll, "--bucket", str(j),
+                   "--out-dir", str(work), *opts) for j in range(name_buckets)]
+    joined = [a for _, f in joins for a in ("--joined", f)]
+    decides = [stage(alnsort_bin, work, f"decide-{b}", "markdup-decide", *coll, *joined, "--bucket", str(b),
+                     "--out-dir", str(work), inp, *opts) for b in range(end_buckets)]
+    decided = [a for _, f in decides for a in ("--decided", f)]
+
+    def finish(s: int, after: str | None):
+        extra = ["--after", after] if after else []
+        return stage(alnsort_bin, work, f"finish-{s}", "markdup-finish", *coll, *decided, "--ordinal", str(s),
+                     *extra, "--out-dir", str(work), *opts)
+
+    # Every split at once from the start of the walk; then, in order, those
+    # whose previous split's walk ended with a carry, again after it.
+    finished = [finish(s, None) for s in range(len(spl))]
+    reruns = 0
+    for s in range(1, len(spl)):
+        if finished[s - 1][0]["carry"] is not None:
+            finished[s] = finish(s, finished[s - 1][1])
+            reruns += 1
+    decisions = work / "decisions"
+    done, _ = stage(alnsort_bin, work, "md-assemble", "markdup-assemble",
+                    *[a for _, f in finished for a in ("--finished", f)], *decided,
+                    "--decisions", str(decisions), "--output", str(out), inp, *opts)
+    assert done["records"] == sum(m["records"] for m in maps)
+    records = [a for m in maps for a in ("--records", str(m["records"]))]
+    parts = []
+    for r in range(ranges):
+        part = work / f"part-{r}"
+        stage(alnsort_bin, work, f"reduce-{r}", "reduce", "--range", str(r), "--partitions", str(ranges),
+              "--part", str(part), *[a for m in maps for a in ("--block", m["blocks"][r])],
+              "--marks", str(decisions), *records, inp, *opts)
+        parts.append(str(part))
+    stage(alnsort_bin, work, "assemble", "assemble", "--output", str(out),
+          *[a for p in parts for a in ("--part", p)], inp, *opts)
+    return {"joins": [j for j, _ in joins], "decides": [d for d, _ in decides], "reruns": reruns}
+
+
+def inflated(path: Path) -> bytes:
+    with gzip.open(path, "rb") as f:
+        return f.read()
+
+
+CASES = [
+    # (coordinate-sorted, options, splits, ranges, end buckets, name buckets)
+    (False, [], 3, 1, 4, 2),
+    (False, ["-n", "--tagging-policy", "all"], 5, 3, 2, 3),
+    (True, ["--remove-sequencing-duplicates"], 4, 2, 3, 2),
+    (True, ["--remove-duplicates", "--tagging-policy", "optical"], 2, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("coordinate,opts,splits,ranges,ends,names", CASES)
+def test_stage_subcommands_mark_as_one_node(alnsort_bin, traps, tmp_path, coordinate, opts, splits, ranges,
+                                            ends, names):
+    inp = traps[coordinate]
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", *opts, "--metrics", str(metrics), "-o", str(out), inp]
+    res = run(alnsort_bin, "sort", *sort_opts)
+    assert res.returncode == 0, res.stderr
+    want, want_text = out.read_bytes(), metrics.read_text()
+    assert "\tREAD_PAIR_DUPLICATES" in want_text and want_text.count("\n") > 10
+    out.unlink()
+    metrics.unlink()
+    chain(alnsort_bin, tmp_path, inp, sort_opts, splits, ranges, ends, names, out)
+    if ranges == 1:
+        assert out.read_bytes() == want
+    else:
+        assert inflated(out) == gzip.decompress(want)
+    assert metrics.read_text() == want_text
+
+
+def test_joins_and_decisions_within_a_small_budget_spill(alnsort_bin, many, tmp_path):
+    """With -m 1M (what one node's marker gets) the buckets of one
+    name-grouped input spill to sorted runs under -T: the same output and
+    metrics, and the -T directory is empty afterwards."""
+    inp = many
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", "-m", "1M", "-T", str(spill), "--metrics", str(metrics),
+                 "-o", str(out), inp]
+    res = run(alnsort_bin, "sort", *sort_opts)
+    assert res.returncode == 0, res.stderr
+    want, want_text = out.read_bytes(), metrics.read_text()
+    out.unlink()
+    metrics.unlink()
+    seen = chain(alnsort_bin, tmp_path, inp, sort_opts, 2, 1, 1, 1, out)
+    assert seen["joins"][0]["runs"] > 0 and seen["decides"][0]["runs"] > 1, seen
+    assert out.read_bytes() == want
+    assert metrics.read_text() == want_text
+    assert list(spill.iterdir()) == []
+
+    # A failure after the spill (the join's pair ends cut short, read after
+    # the splits' ends): exit 1 naming the file, nothing written, the spill
+    # directory empty.
+    work = tmp_path / "work"
+    bad = work / "cut.ends"
+    ends = json.loads((work / "join-0.json").read_text())["ends"][0]
+    bad.write_bytes(Path(ends).read_bytes()[:-5])
+    joined = work / "join-bad.json"
+    joined.write_text(json.dumps({"ends": [str(bad)]}))
+    res = run(alnsort_bin, "markdup-decide", "--collected", str(work / "collect-0.json"),
+              "--collected", str(work / "collect-1.json"), "--joined", str(joined),
+              "--bucket", "0", "--out-dir", str(tmp_path), inp, "--", *sort_opts)
+    assert res.returncode == 1 and "cut.ends" in res.stderr and "read ends" in res.stderr, res.stderr
+    assert list(spill.iterdir()) == []
+    assert not (tmp_path / "markdup-decide-0.counts").exists()
+
+
+def test_errors_name_the_problem(alnsort_bin, traps, tmp_path):
+    inp = traps[False]
+    res = run(alnsort_bin, "markdup-collect", "--bucket", "1", inp)
+    assert res.returncode == 2 and "unknown option '--bucket' for alnsort markdup-collect" in res.stderr
+    res = run(alnsort_bin, "markdup-collect", "--end-buckets", "0", inp)
+    assert res.returncode == 2 and "--end-buckets 0: at least 1" in res.stderr
+    res = run(alnsort_bin, "markdup-collect", "--split", "0:0:-:0", "--out-dir", str(tmp_path), inp, "--", "-n")
+    assert res.returncode == 1 and "need --markdup" in res.stderr, res.stderr
+    res = run(alnsort_bin, "markdup-join", "--bucket", "0", "--out-dir", str(tmp_path), "--", "--markdup")
+    assert res.returncode == 1 and "needs --collected" in res.stderr, res.stderr
+    res = run(alnsort_bin, "markdup-decide", "--help")
+    assert res.returncode == 0 and "--joined FILE" in res.stdout
+    assert all(len(line) <= 80 for line in res.stdout.splitlines())

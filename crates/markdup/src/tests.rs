@@ -765,11 +765,8 @@ fn waiting_mates_for_later_references_spill_and_come_back() {
             recs.push((format!("f{t}"), 0, ref1, a, -1, q(&mut rng), lib));
         }
     }
-    // Two mates waiting under the same key (a name used twice): the later
-    // one replaces the earlier, spilled or not.
-    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 0, 150, 3, 30, 0));
-    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 1, 150, 3, 20, 0));
-    recs.push(("dup:1:FC:1:1101:5:5".into(), R2 | REV, 3, 400, 0, 30, 0));
+    // (Two mates waiting under the same key are an error, as in Picard:
+    // a_mate_waiting_twice_in_coordinate_order_is_an_error.)
     recs.sort_by_key(|r| (r.2 as u32, r.3));
     let dir =
         std::env::temp_dir().join(format!("alnsort-markdup-test-{}-wait", std::process::id()));
@@ -811,6 +808,8 @@ fn spilled_waiting_mates_behave_as_one_map() {
     for run in 0..40i64 {
         let mut md = MarkDuplicates::with_order(ReadGroups::default(), InputOrder::Coordinate);
         md.set_spill(&dir, 1 << 30, true);
+        // The map itself (input with a template twice is refused before).
+        md.waiting_twice_fails = false;
         let mut model: HashMap<(i32, i16, Vec<u8>), i64> = HashMap::new();
         md.reach_reference(0).unwrap();
         for step in 0..2000i64 {
@@ -851,4 +850,54 @@ fn spilled_waiting_mates_behave_as_one_map() {
     );
     std::fs::remove_dir(&dir).unwrap();
     assert!(hits > 1000 && spilled > 1000, "{hits} {spilled}");
+}
+
+/// A mate waiting under a key another mate already waits under (a
+/// template twice in coordinate-sorted input): Picard's waiting map for
+/// coordinate-sorted input stops, and so does the marker, naming the
+/// read, the mate's reference and the read group; whether the first one
+/// waits in memory or was spilled. Name-grouped input replaces the first,
+/// as Picard's map for it does.
+#[test]
+fn a_mate_waiting_twice_in_coordinate_order_is_an_error() {
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-twice", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (order, spill_first) in [
+        (InputOrder::Coordinate, false),
+        (InputOrder::Coordinate, true),
+        (InputOrder::Queryname, false),
+    ] {
+        let mut groups = ReadGroups::new([(b"rg1".to_vec(), Some("lib1".to_string()))]);
+        let rg = groups.resolve(Some(b"rg1"));
+        let mut md = MarkDuplicates::with_order(groups, order);
+        md.set_spill(&dir, 1 << 30, true);
+        let read = |pos| ReadInfo {
+            name: b"x:1:1:1:1",
+            flag: R1 | MREV,
+            ref_id: 0,
+            mate_ref_id: 1,
+            five_prime: pos,
+            score: 30,
+            rg,
+            barcodes: Default::default(),
+        };
+        md.push(&read(100)).unwrap();
+        if spill_first {
+            md.spill_waiting().unwrap();
+        }
+        let second = md.push(&read(100)).and_then(|()| md.reach_reference(1));
+        if order == InputOrder::Queryname {
+            second.unwrap();
+            assert_eq!(md.waiting(), 1);
+            continue;
+        }
+        let e = second.expect_err("a mate waiting twice").to_string();
+        assert!(
+            e.contains("read x:1:1:1:1 waits for its mate on reference 1 in read group rg1")
+                && e.contains("Value was put into PairInfoMap more than once"),
+            "{e}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -599,7 +599,11 @@ impl Marker {
     /// the same name in another (a template whose mates were written to
     /// two inputs, or the same reads in both), and Picard pairs the mates
     /// by read group and name wherever they are (as the core does).
+    /// In coordinate-sorted inputs, a template (read group and name) in two
+    /// of them stops the marking where Picard stops
+    /// ([`MarkDuplicates::set_waiting_twice_fails`]).
     pub fn check_inputs_apart(&mut self, paths: &[String]) {
+        self.md.set_waiting_twice_fails(true);
         self.inputs = paths.iter().map(|p| (p.clone(), 0)).collect();
         if self.order == InputOrder::Queryname {
             self.group = paths.iter().map(|_| GroupCheck::new()).collect();

@@ -543,9 +543,10 @@ pub struct MarkDuplicates {
     /// Mates left in `pending` by the last spill of waiting mates: the
     /// next one waits for twice as many (each spill scans them all).
     waiting_floor: usize,
-    /// Coordinate order: a second mate waiting under a key is an error,
-    /// as in Picard ([`MarkdupError::WaitingTwice`]); otherwise it
-    /// replaces the first, as Picard's map for name-grouped input does.
+    /// A second mate waiting under a key is an error, as in Picard on
+    /// coordinate-sorted input ([`MarkdupError::WaitingTwice`],
+    /// [`MarkDuplicates::set_waiting_twice_fails`]); otherwise it replaces
+    /// the first, as Picard's map for name-grouped input does.
     waiting_twice_fails: bool,
 }
 
@@ -579,8 +580,17 @@ impl MarkDuplicates {
             key_buf: (0, 0, Vec::new()),
             current_ref: -1,
             waiting_floor: 0,
-            waiting_twice_fails: order == InputOrder::Coordinate,
+            waiting_twice_fails: false,
         }
+    }
+
+    /// Coordinate order: a mate waiting under a key (its mate's reference,
+    /// read group, name) another mate waits under is an error
+    /// ([`MarkdupError::WaitingTwice`]), as Picard's waiting map for
+    /// coordinate-sorted input stops on it, instead of replacing it.
+    /// Several merged inputs ask for it: one read name in two of them.
+    pub fn set_waiting_twice_fails(&mut self, fails: bool) {
+        self.waiting_twice_fails = fails && self.order == InputOrder::Coordinate;
     }
 
     /// A pool for [`MarkDuplicates::finish`] to sort the read ends on (in

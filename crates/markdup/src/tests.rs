@@ -765,8 +765,12 @@ fn waiting_mates_for_later_references_spill_and_come_back() {
             recs.push((format!("f{t}"), 0, ref1, a, -1, q(&mut rng), lib));
         }
     }
-    // (Two mates waiting under the same key are an error, as in Picard:
-    // a_mate_waiting_twice_in_coordinate_order_is_an_error.)
+    // Two mates waiting under the same key (a name used twice): the later
+    // one replaces the earlier, spilled or not (unless it is asked to be an
+    // error: a_mate_waiting_twice_in_coordinate_order_is_an_error).
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 0, 150, 3, 30, 0));
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 1, 150, 3, 20, 0));
+    recs.push(("dup:1:FC:1:1101:5:5".into(), R2 | REV, 3, 400, 0, 30, 0));
     recs.sort_by_key(|r| (r.2 as u32, r.3));
     let dir =
         std::env::temp_dir().join(format!("alnsort-markdup-test-{}-wait", std::process::id()));
@@ -808,8 +812,6 @@ fn spilled_waiting_mates_behave_as_one_map() {
     for run in 0..40i64 {
         let mut md = MarkDuplicates::with_order(ReadGroups::default(), InputOrder::Coordinate);
         md.set_spill(&dir, 1 << 30, true);
-        // The map itself (input with a template twice is refused before).
-        md.waiting_twice_fails = false;
         let mut model: HashMap<(i32, i16, Vec<u8>), i64> = HashMap::new();
         md.reach_reference(0).unwrap();
         for step in 0..2000i64 {
@@ -854,10 +856,10 @@ fn spilled_waiting_mates_behave_as_one_map() {
 
 /// A mate waiting under a key another mate already waits under (a
 /// template twice in coordinate-sorted input): Picard's waiting map for
-/// coordinate-sorted input stops, and so does the marker, naming the
-/// read, the mate's reference and the read group; whether the first one
-/// waits in memory or was spilled. Name-grouped input replaces the first,
-/// as Picard's map for it does.
+/// coordinate-sorted input stops, and so does the marker when asked
+/// (several merged inputs), naming the read, the mate's reference and the
+/// read group; whether the first one waits in memory or was spilled.
+/// Name-grouped input replaces the first, as Picard's map for it does.
 #[test]
 fn a_mate_waiting_twice_in_coordinate_order_is_an_error() {
     let dir =
@@ -872,6 +874,7 @@ fn a_mate_waiting_twice_in_coordinate_order_is_an_error() {
         let rg = groups.resolve(Some(b"rg1"));
         let mut md = MarkDuplicates::with_order(groups, order);
         md.set_spill(&dir, 1 << 30, true);
+        md.set_waiting_twice_fails(true);
         let read = |pos| ReadInfo {
             name: b"x:1:1:1:1",
             flag: R1 | MREV,

@@ -209,3 +209,107 @@ def test_what_picard_refuses_is_refused(tmp_path, picard, alnsort):
 def test_help_says_inputs_are_merged(alnsort):  # noqa: F811
     p = subprocess.run([alnsort, "MarkDuplicates", "--help"], capture_output=True, text=True)
     assert "Given more than once, the inputs are merged as Picard merges them" in " ".join(p.stdout.split())
+
+
+def meeting_names(recs, n: int, seed: int, copies: bool = True):
+    """Templates over n inputs where read names meet across inputs: most
+    whole in one input, some with their mates in two (read 1's records in
+    one, the rest in another: mates aligned apart), and with `copies` some
+    whole in two (the same reads in both). Returns the records of each
+    input and the names split or copied."""
+    rng = random.Random(seed)
+    by_name: dict[str, list] = {}
+    for r in recs:
+        by_name.setdefault(r.name, []).append(r)
+    parts = [[] for _ in range(n)]
+    met = set()
+    for name, t in by_name.items():
+        a, b = rng.sample(range(n), 2)
+        how = rng.choice(["whole", "whole", "whole", "mates"] + (["copy"] if copies else []))
+        if how == "mates" and any(r.flag & 0x40 for r in t) and any(r.flag & 0x80 for r in t):
+            parts[a] += [r for r in t if r.flag & 0x40]
+            parts[b] += [r for r in t if not r.flag & 0x40]
+            met.add(name)
+        elif how == "copy":
+            parts[a] += t
+            parts[b] += [g.Rec(**{**r.__dict__, "tags": list(r.tags)}) for r in t]
+            met.add(name)
+        else:
+            parts[a] += t
+    return parts, met
+
+
+NAMES_MEET = {
+    # id: (form, syntax, inputs, read groups, options)
+    "grouped-legacy-two-same-read-groups": ("grouped", "legacy", 2, "same", ["ASSUME_SORT_ORDER=queryname"]),
+    "grouped-current-three-lanes-tag-all": (
+        "grouped", "current", 3, "lanes", ["ASSUME_SORT_ORDER=queryname", "TAGGING_POLICY=All"]),
+    "queryname-current-two-same-read-groups": ("queryname", "current", 2, "same", []),
+    "queryname-legacy-three-lanes-remove": ("queryname", "legacy", 3, "lanes", ["REMOVE_DUPLICATES=true"]),
+    "coordinate-legacy-two-same-read-groups": ("coordinate", "legacy", 2, "same", []),
+}
+
+
+@pytest.mark.parametrize("case", list(NAMES_MEET))
+def test_one_read_name_in_two_inputs_as_picard(case, tmp_path, picard, alnsort, long_refs):  # noqa: F811
+    """A read name in two inputs: the mates of a template in two inputs, or
+    the same template in both. Each input is grouped by name (or sorted);
+    Picard's merge may put one input's records of the name apart from the
+    other's (grouped inputs are not sorted), and Picard pairs mates by read
+    group and name wherever they are, each run of the name a template of
+    its own. alnsort gives Picard's records, header and metrics."""
+    form, syntax, n, rgs, opts = NAMES_MEET[case]
+    # Copies of a template only in queryname-sorted inputs: Picard stops on
+    # them in coordinate-sorted ones (test below), and grouped ones may
+    # differ (the name of the last duplicate, docs/markdup.md).
+    parts, met = meeting_names(templates(len(case)), n, seed=n + len(case), copies=form == "queryname")
+    assert len(met) > 20
+    paths = write_inputs(tmp_path, picard, read_groups(rgs, parts), form, SAME_PGS[:n])
+    _, want = run_both(tmp_path, picard, alnsort, paths, syntax, opts)
+    # The case proves something: in Picard's order some name comes in runs
+    # apart (grouped inputs), or in one run from two inputs.
+    runs = [name for i, (name, *_) in enumerate(want) if i == 0 or want[i - 1][0] != name]
+    if form == "grouped":
+        assert len(runs) > len(set(runs)), "no read name came apart in Picard's merge"
+
+
+def test_an_input_not_grouped_by_itself_is_refused(tmp_path, picard, alnsort):
+    """Names meeting across inputs are Picard's answer; a template scattered
+    within one name-grouped input is still refused (as for one input),
+    naming that input and the record's number in it, and leaving nothing."""
+    good = g.pair("a:1:1:1:1", 100, 300) + g.pair("b:1:1:1:2", 100, 300)
+    x = g.pair("x:1:1:1:3", 500, 700)
+    scattered = [x[0]] + g.pair("c:1:1:1:4", 100, 300) + [x[1]]
+    a, b = write_inputs(tmp_path, picard, [(good, g.RGS), (scattered, g.RGS)], "grouped", [[], []])
+    out, met = tmp_path / "o.bam", tmp_path / "o.txt"
+    p = run([alnsort, "MarkDuplicates", f"I={a}", f"I={b}", f"O={out}", f"M={met}", "ASSUME_SORT_ORDER=queryname"])
+    assert p.returncode == 1, p.stderr
+    assert f"{b}: --markdup needs the records of each template together" in p.stderr, p.stderr
+    assert "record 4 (read x:1:1:1:3)" in p.stderr, p.stderr
+    assert not out.exists() and not met.exists()
+
+
+def test_a_template_in_two_coordinate_sorted_inputs_stops_as_picard(tmp_path, picard, alnsort):
+    """The same template (read group and name) in two coordinate-sorted
+    inputs, its mates on two references: both of its first mates wait for
+    the second on the other reference, and Picard stops ("Value was put
+    into PairInfoMap more than once"). alnsort stops too, naming both
+    inputs and the read, and leaves nothing; so does `alnsort sort
+    --markdup` with the same inputs."""
+    x = g.pair("x:1:1:1:3", 500, 700, mref=1)
+    a_recs = g.pair("a:1:1:1:1", 100, 300) + x
+    b_recs = g.pair("b:1:1:1:2", 100, 300) + [g.Rec(**{**r.__dict__}) for r in x]
+    a, b = write_inputs(tmp_path, picard, [(a_recs, g.RGS), (b_recs, g.RGS)], "coordinate", [[], []])
+    out, met = tmp_path / "o.bam", tmp_path / "o.txt"
+    p = run(picard + ["MarkDuplicates", f"I={a}", f"I={b}", f"O={out}", f"M={met}"])
+    assert p.returncode != 0 and "Value was put into PairInfoMap more than once" in p.stderr, p.stderr[-1500:]
+    out.unlink(missing_ok=True)
+    met.unlink(missing_ok=True)
+    for cmd in ([alnsort, "MarkDuplicates", f"I={a}", f"I={b}", f"O={out}", f"M={met}"],
+                [alnsort, "sort", "--markdup", "--metrics", str(met), "-o", str(out), str(a), str(b)]):
+        p = run(cmd)
+        assert p.returncode == 1, p.stderr
+        assert f"{a}, {b} (merged" in p.stderr and "duplicate marking at record" in p.stderr, p.stderr
+        assert "read x:1:1:1:3 waits for its mate on reference 1 in read group rg1" in p.stderr, p.stderr
+        assert "Value was put into PairInfoMap more than once" in p.stderr, p.stderr
+        assert not out.exists() and not met.exists()

@@ -161,3 +161,16 @@ def test_equal_scores_in_two_inputs_keep_the_first_name(tmp_path, picard, alnsor
                         orders={"coordinate": []})
     marked = sorted({k[0] for k, d in recs if d})
     assert marked == ["m1", "zzz"]
+
+
+@pytest.mark.parametrize("coordinate", [False, True], ids=["name-grouped", "coordinate-sorted"])
+def test_one_read_name_in_two_inputs(coordinate, tmp_path, picard, alnsort, long_refs):
+    """Mates of a template in two inputs (test_markduplicates_inputs.
+    meeting_names): Picard pairs mates by read group and name wherever its
+    merge puts them; `alnsort sort --markdup IN1 IN2` gives its flags and
+    metrics."""
+    from test_markduplicates_inputs import meeting_names
+
+    parts, met = meeting_names(stale_dups(traps(), 4), 2, seed=9, copies=False)
+    assert len(met) > 20
+    check_inputs(tmp_path, picard, alnsort, [(p, g.RGS) for p in parts], coordinate)

@@ -20,7 +20,7 @@
 
 use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
-use crate::error::{Context, Error, Result};
+use crate::error::{bail, Context, Error, Result};
 use crate::input::spawn_batches;
 use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
 use crate::markdup_inputs::{htsjdk_base36, picard_cmp, picard_plan, HtsjdkMerge};
@@ -523,13 +523,19 @@ fn pass1_many(
     marker: &mut Marker,
     want_pg: bool,
 ) -> Result<(u64, Vec<Option<Vec<u8>>>)> {
+    if paths.len() > u16::MAX as usize {
+        bail!(Refused, "MarkDuplicates takes at most {} inputs", u16::MAX);
+    }
     let spec = marker.ends_spec();
     let mut ends = crate::markdup::BatchEnds::new(spec.clone());
     let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
     let mut counts = vec![0u64; paths.len()];
+    let mut from: Vec<u16> = Vec::new();
     let mut buf = Vec::new();
+    marker.check_inputs_apart(paths);
     let n = merged_stream(paths, cfg, pool)?.for_each_by(picard_cmp(order), |input, rec| {
         counts[input] += 1;
+        from.push(input as u16);
         let rec = if merge.translate(input, rec, counts[input], &mut buf)? {
             &buf[..]
         } else {
@@ -540,12 +546,13 @@ fn pass1_many(
             note_pgs(&mut seen, [string_tag(rec, *b"PG").map(<[u8]>::to_vec)]);
         }
         if ends.len() >= MERGED_ENDS_BATCH {
-            marker.push(&ends)?;
+            marker.push_from(&ends, &from)?;
+            from.clear();
             ends = crate::markdup::BatchEnds::new(spec.clone());
         }
         Ok(())
     })?;
-    marker.push(&ends)?;
+    marker.push_from(&ends, &from)?;
     Ok((n, seen))
 }
 

@@ -52,7 +52,7 @@ use alnsort_bam::{Aux, RecordMut, RecordRef};
 use alnsort_markdup::grouping::GroupCheck;
 use alnsort_markdup::{
     base_quality_score, five_prime_coordinate, reference_length_score, InputOrder, MarkDuplicates,
-    MetricsReport, ReadGroups, ReadInfo, RgInfo,
+    MarkdupError, MetricsReport, ReadGroups, ReadInfo, RgInfo,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -508,7 +508,11 @@ pub struct Marker {
     /// resolves read groups.
     split: Option<alnsort_markdup::dist::SplitCollector>,
     order: InputOrder,
-    group: Option<GroupCheck>,
+    /// The grouping check of name-grouped input: one, or one per input
+    /// when several are merged ([`Marker::check_inputs_apart`]).
+    group: Vec<GroupCheck>,
+    /// Several merged inputs: each one's path and records seen so far.
+    inputs: Vec<(String, u64)>,
     /// Coordinate input: the last record's (reference as unsigned, so
     /// unplaced sorts last; position; ordinal).
     last: Option<(u32, i32)>,
@@ -571,7 +575,12 @@ impl Marker {
             md,
             split: None,
             order,
-            group: (order == InputOrder::Queryname).then(GroupCheck::new),
+            group: if order == InputOrder::Queryname {
+                vec![GroupCheck::new()]
+            } else {
+                Vec::new()
+            },
+            inputs: Vec::new(),
             last: None,
             records: 0,
             file: file.to_string(),
@@ -586,6 +595,23 @@ impl Marker {
                 barcode_tags: cfg.barcode_tags,
                 name_parser: Arc::new(cfg.name_parser.clone()),
             },
+        }
+    }
+
+    /// Several inputs merged in Picard's order ([`Marker::push_from`]
+    /// names each record's input): name-grouped inputs are checked one by
+    /// one, since the merge may put a read name of one input apart from
+    /// the same name in another (a template whose mates were written to
+    /// two inputs, or the same reads in both), and Picard pairs the mates
+    /// by read group and name wherever they are (as the core does).
+    /// In coordinate-sorted inputs, a template (read group and name) in two
+    /// of them stops the marking where Picard stops
+    /// ([`MarkDuplicates::set_waiting_twice_fails`]).
+    pub fn check_inputs_apart(&mut self, paths: &[String]) {
+        self.md.set_waiting_twice_fails(true);
+        self.inputs = paths.iter().map(|p| (p.clone(), 0)).collect();
+        if self.order == InputOrder::Queryname {
+            self.group = paths.iter().map(|_| GroupCheck::new()).collect();
         }
     }
 
@@ -632,18 +658,41 @@ impl Marker {
 
     /// The next batch's ends, in input order.
     pub fn push(&mut self, ends: &BatchEnds) -> Result<()> {
-        for e in &ends.recs {
+        self.push_from(ends, &[])
+    }
+
+    /// [`Marker::push`] of merged inputs ([`Marker::check_inputs_apart`]):
+    /// `from[i]` is the input of the batch's record `i`.
+    pub fn push_from(&mut self, ends: &BatchEnds, from: &[u16]) -> Result<()> {
+        if !self.inputs.is_empty() && from.len() != ends.recs.len() {
+            bail!(
+                Internal,
+                "{} records pushed from merged inputs with {} input numbers",
+                ends.recs.len(),
+                from.len()
+            );
+        }
+        for (i, e) in ends.recs.iter().enumerate() {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
             let record = self.records;
             self.records += 1;
-            if let Some(g) = &mut self.group {
+            // The input the record comes from (the one input, or the merged
+            // input it came out of) and its record number there.
+            let (k, file) = match from.get(i) {
+                Some(&k) => {
+                    let input = &mut self.inputs[k as usize];
+                    input.1 += 1;
+                    (k as usize, input.0.as_str())
+                }
+                None => (0, self.file.as_str()),
+            };
+            if let Some(g) = self.group.get_mut(k) {
                 if let Err(s) = g.push(name, e.flag) {
-                    return Err(Error::Refused(format!("{}: --markdup needs the records of each template together (grouped by name, as aligners \
+                    return Err(Error::Refused(format!("{file}: --markdup needs the records of each template together (grouped by name, as aligners \
                          write them) or a coordinate-sorted input whose @HD says SO:coordinate, but record {} \
                          (read {}) belongs to a template seen earlier in the file; group the input first with \
                          'samtools collate' or 'alnsort sort -n', or, if it is coordinate-sorted, give it an \
                          @HD line with SO:coordinate",
-                        self.file,
                         s.record + 1,
                         String::from_utf8_lossy(&s.name))));
                 }
@@ -696,27 +745,33 @@ impl Marker {
                 rg,
                 barcodes: e.barcodes,
             };
-            match &mut self.split {
+            let pushed = match &mut self.split {
                 Some(c) => c.push_parsed(&info, e.loc),
                 None => self.md.push_parsed(&info, e.loc),
-            }
-            .map_err(Error::from)
-                .with_context(|| {
-                    let what = match self.group_budget.1 {
-                        Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
-                        None => "-m".to_string(),
-                    };
+            };
+            if let Err(err) = pushed {
+                // Only the limit's errors are about memory.
+                let within = match (&err, self.group_budget.1) {
+                    (MarkdupError::WaitingTwice { .. }, _) => String::new(),
+                    (_, Some(total)) => format!(
+                        ", within the part of --max-memory {} it may use",
+                        crate::memsize::human(total)
+                    ),
+                    (_, None) => ", within the part of -m it may use".to_string(),
+                };
+                return Err(Error::from(err)).with_context(|| {
                     format!(
-                        "{}: duplicate marking at record {} (read {}), within the part of {what} it may use",
+                        "{}: duplicate marking at record {} (read {}){within}",
                         self.file,
                         record + 1,
                         String::from_utf8_lossy(name)
                     )
-                })?;
+                });
+            }
         }
-        if let Some(g) = &self.group {
+        if !self.group.is_empty() {
             let (limit, total) = self.group_budget;
-            let used = g.memory_bytes();
+            let used: usize = self.group.iter().map(GroupCheck::memory_bytes).sum();
             if used > limit {
                 let what = match total {
                     Some(total) => format!("--max-memory {}", crate::memsize::human(total)),
@@ -804,7 +859,12 @@ impl Marker {
 
     /// Bytes held by the state.
     pub fn memory_bytes(&self) -> usize {
-        self.md.memory_bytes() + self.group.as_ref().map_or(0, |g| g.memory_bytes())
+        self.md.memory_bytes()
+            + self
+                .group
+                .iter()
+                .map(GroupCheck::memory_bytes)
+                .sum::<usize>()
     }
 
     /// Decides, once every record has been pushed.

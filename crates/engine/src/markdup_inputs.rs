@@ -273,24 +273,29 @@ pub fn decide(
     })?;
     let mut marker = Marker::with_order(&m.header, md, &name, budget, Some(tmp.path()), order);
     marker.set_pool(Arc::clone(pool));
+    marker.check_inputs_apart(paths);
     for (id, same_as) in &aliases {
         marker.alias_read_group(id, same_as);
     }
     let spec = marker.ends_spec();
     let mut ends = BatchEnds::new(spec.clone());
+    // The input of each record, in Picard's order (`batch`: of the ends
+    // not pushed yet).
     let mut from: Vec<u16> = Vec::new();
+    let mut batch = 0usize;
     let mut counts = vec![0u64; paths.len()];
     m.for_each_by(picard_cmp(order), |input, rec| {
         ends.add_fields(rec);
         from.push(input as u16);
         counts[input] += 1;
         if ends.len() >= ENDS_BATCH {
-            marker.push(&ends)?;
+            marker.push_from(&ends, &from[batch..])?;
+            batch = from.len();
             ends = BatchEnds::new(spec.clone());
         }
         Ok(())
     })?;
-    marker.push(&ends)?;
+    marker.push_from(&ends, &from[batch..])?;
     let decisions = marker.finish()?;
     drop(tmp);
     // Record p of Picard's order is record `next[i]` of its input i.

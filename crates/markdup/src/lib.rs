@@ -108,6 +108,22 @@ pub enum MarkdupError {
         min_bytes: usize,
         limit: usize,
     },
+    /// Coordinate-sorted input: a mate waits under a key (reference of its
+    /// mate, read group, name) another mate already waits under (a
+    /// template twice in the input, or in two merged inputs). Picard
+    /// 3.4.0's waiting map for coordinate-sorted input (htsjdk's
+    /// `CoordinateSortedPairInfoMap`) stops there.
+    #[error(
+        "read {name} waits for its mate on reference {mate_ref} in read group {read_group} while \
+         another read of that name and read group already waits there: the template is twice in \
+         the input (or in two of the inputs). Picard 3.4.0 stops on such coordinate-sorted input \
+         (\"Value was put into PairInfoMap more than once\")"
+    )]
+    WaitingTwice {
+        name: String,
+        mate_ref: i32,
+        read_group: String,
+    },
 }
 
 /// A record's read group as Picard sees it, resolved against the header by
@@ -157,6 +173,15 @@ impl ReadGroups {
             self.unknown = Some(self.libraries.len() as u32 - 1);
         }
         self.libraries.len() as u32 - 1
+    }
+
+    /// The ID of the read group of ordinal `ordinal` ([`RgInfo::ordinal`]),
+    /// for messages.
+    pub fn id_name(&self, ordinal: i16) -> String {
+        match self.ids.get(ordinal as usize) {
+            Some(id) => String::from_utf8_lossy(id).into_owned(),
+            None => "(none in the header)".to_string(),
+        }
     }
 
     /// Resolves a record's `RG` value (`None` when it has none).
@@ -576,6 +601,11 @@ pub struct MarkDuplicates {
     /// Mates left in `pending` by the last spill of waiting mates: the
     /// next one waits for twice as many (each spill scans them all).
     waiting_floor: usize,
+    /// A second mate waiting under a key is an error, as in Picard on
+    /// coordinate-sorted input ([`MarkdupError::WaitingTwice`],
+    /// [`MarkDuplicates::set_waiting_twice_fails`]); otherwise it replaces
+    /// the first, as Picard's map for name-grouped input does.
+    waiting_twice_fails: bool,
 }
 
 impl MarkDuplicates {
@@ -606,7 +636,17 @@ impl MarkDuplicates {
             key_buf: (0, 0, Vec::new()),
             current_ref: -1,
             waiting_floor: 0,
+            waiting_twice_fails: false,
         }
+    }
+
+    /// Coordinate order: a mate waiting under a key (its mate's reference,
+    /// read group, name) another mate waits under is an error
+    /// ([`MarkdupError::WaitingTwice`]), as Picard's waiting map for
+    /// coordinate-sorted input stops on it, instead of replacing it.
+    /// Several merged inputs ask for it: one read name in two of them.
+    pub fn set_waiting_twice_fails(&mut self, fails: bool) {
+        self.waiting_twice_fails = fails && self.order == InputOrder::Coordinate;
     }
 
     /// A pool for [`MarkDuplicates::finish`] to sort the read ends on (in
@@ -686,6 +726,32 @@ impl MarkDuplicates {
         let found = self.pending.remove(&key);
         self.key_buf = key;
         found
+    }
+
+    /// A mate waits under `(ref_id, rg, name)` (in memory: the spilled
+    /// ones are checked when read back, [`MarkDuplicates::reach_reference`]).
+    fn is_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> bool {
+        if let Some(w) = &self.recent {
+            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+                return true;
+            }
+        }
+        let mut key = std::mem::take(&mut self.key_buf);
+        key.0 = ref_id;
+        key.1 = rg;
+        key.2.clear();
+        key.2.extend_from_slice(name);
+        let found = self.pending.contains_key(&key);
+        self.key_buf = key;
+        found
+    }
+
+    fn waiting_twice(groups: &ReadGroups, ref_id: i32, rg: i16, name: &[u8]) -> MarkdupError {
+        MarkdupError::WaitingTwice {
+            name: String::from_utf8_lossy(name).into_owned(),
+            mate_ref: ref_id,
+            read_group: groups.id_name(rg),
+        }
     }
 
     /// Makes `end` wait under `(ref_id, rg, name)`, replacing any mate
@@ -971,14 +1037,23 @@ impl MarkDuplicates {
         for (r, (rg, name, end)) in back.into_iter().rev() {
             if let Some(w) = &self.recent {
                 if w.ref_id == r && w.rg == rg && w.name == name {
+                    if self.waiting_twice_fails {
+                        return Err(Self::waiting_twice(&self.read_groups, r, rg, &name));
+                    }
                     continue;
                 }
             }
             let len = name.len();
-            if let std::collections::hash_map::Entry::Vacant(v) = self.pending.entry((r, rg, name))
-            {
-                v.insert(end);
-                self.pending_name_bytes += len;
+            match self.pending.entry((r, rg, name)) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(end);
+                    self.pending_name_bytes += len;
+                }
+                std::collections::hash_map::Entry::Occupied(o) if self.waiting_twice_fails => {
+                    let (r, rg, name) = o.key();
+                    return Err(Self::waiting_twice(&self.read_groups, *r, *rg, name));
+                }
+                std::collections::hash_map::Entry::Occupied(_) => {}
             }
         }
         Ok(())
@@ -1088,6 +1163,14 @@ impl MarkDuplicates {
         }
         let found = self.take_waiting(r.ref_id, r.rg.ordinal, r.name);
         let Some(p) = found else {
+            if self.waiting_twice_fails && self.is_waiting(r.mate_ref_id, r.rg.ordinal, r.name) {
+                return Err(Self::waiting_twice(
+                    &self.read_groups,
+                    r.mate_ref_id,
+                    r.rg.ordinal,
+                    r.name,
+                ));
+            }
             self.pending_name_bytes += r.name.len();
             self.add_waiting(r.mate_ref_id, r.rg.ordinal, r.name, frag);
             return Ok(());

@@ -752,7 +752,8 @@ fn waiting_mates_for_later_references_spill_and_come_back() {
         }
     }
     // Two mates waiting under the same key (a name used twice): the later
-    // one replaces the earlier, spilled or not.
+    // one replaces the earlier, spilled or not (unless it is asked to be an
+    // error: a_mate_waiting_twice_in_coordinate_order_is_an_error).
     recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 0, 150, 3, 30, 0));
     recs.push(("dup:1:FC:1:1101:5:5".into(), R1 | MREV, 1, 150, 3, 20, 0));
     recs.push(("dup:1:FC:1:1101:5:5".into(), R2 | REV, 3, 400, 0, 30, 0));
@@ -837,4 +838,55 @@ fn spilled_waiting_mates_behave_as_one_map() {
     );
     std::fs::remove_dir(&dir).unwrap();
     assert!(hits > 1000 && spilled > 1000, "{hits} {spilled}");
+}
+
+/// A mate waiting under a key another mate already waits under (a
+/// template twice in coordinate-sorted input): Picard's waiting map for
+/// coordinate-sorted input stops, and so does the marker when asked
+/// (several merged inputs), naming the read, the mate's reference and the
+/// read group; whether the first one waits in memory or was spilled.
+/// Name-grouped input replaces the first, as Picard's map for it does.
+#[test]
+fn a_mate_waiting_twice_in_coordinate_order_is_an_error() {
+    let dir =
+        std::env::temp_dir().join(format!("alnsort-markdup-test-{}-twice", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (order, spill_first) in [
+        (InputOrder::Coordinate, false),
+        (InputOrder::Coordinate, true),
+        (InputOrder::Queryname, false),
+    ] {
+        let mut groups = ReadGroups::new([(b"rg1".to_vec(), Some("lib1".to_string()))]);
+        let rg = groups.resolve(Some(b"rg1"));
+        let mut md = MarkDuplicates::with_order(groups, order);
+        md.set_spill(&dir, 1 << 30, true);
+        md.set_waiting_twice_fails(true);
+        let read = |pos| ReadInfo {
+            name: b"x:1:1:1:1",
+            flag: R1 | MREV,
+            ref_id: 0,
+            mate_ref_id: 1,
+            five_prime: pos,
+            score: 30,
+            rg,
+            barcodes: Default::default(),
+        };
+        md.push(&read(100)).unwrap();
+        if spill_first {
+            md.spill_waiting().unwrap();
+        }
+        let second = md.push(&read(100)).and_then(|()| md.reach_reference(1));
+        if order == InputOrder::Queryname {
+            second.unwrap();
+            assert_eq!(md.waiting(), 1);
+            continue;
+        }
+        let e = second.expect_err("a mate waiting twice").to_string();
+        assert!(
+            e.contains("read x:1:1:1:1 waits for its mate on reference 1 in read group rg1")
+                && e.contains("Value was put into PairInfoMap more than once"),
+            "{e}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -102,11 +102,12 @@ impl Piece {
 /// job, as the reader inflates them, divide both by four.
 pub const JOB_BLOCKS: usize = 4;
 
-/// Jobs in flight per pool thread: bounds memory at about
-/// 4 x threads x [`JOB_BLOCKS`] x 128 KiB (payload and deflated block), 4 MiB
-/// at `-@2`, and gives the writer thread 16 blocks per pool thread of
-/// slack when it is not scheduled at once.
-const QUEUE_JOBS_PER_THREAD: usize = 4;
+/// Jobs queued for the writer thread per pool thread: [`JOB_BLOCKS`] blocks
+/// each, so the blocks in flight are the 4 per pool thread of 128 KiB
+/// (payload and deflated block) that the engine's memory reserve counts
+/// (`reserve_bytes`), plus the job being queued and the blocks gathering
+/// for the next one.
+const QUEUE_JOBS_PER_THREAD: usize = 1;
 
 /// The stage name of the deflate jobs, in errors.
 const DEFLATE_STAGE: &str = "BGZF deflate";

@@ -1,26 +1,24 @@
 //! Ordered parallel BGZF compression.
 //!
 //! The caller hands over one payload per block (the BAM layer decides block
-//! boundaries, htslib-style). Each block's one-shot result receiver is queued
-//! in a bounded FIFO *before* its deflate job is spawned on the injected
-//! pool; a dedicated writer thread pops the FIFO in order and writes the
-//! compressed blocks to the output, recording each block's compressed
-//! offset for the index. Any write error stops the writer thread, which
-//! closes the FIFO, so the error comes back from the next `write_block` or
-//! from `finish`, and every later call returns it again.
+//! boundaries, htslib-style). Blocks are deflated on the injected pool in
+//! jobs of [`JOB_BLOCKS`] blocks, through `alnsort_pipeline::OrderedSink`:
+//! each job's result slot is queued before the job is dispatched, and the
+//! sink's consumer thread writes the compressed blocks in order, recording
+//! each block's compressed offset for the index. Any write error stops that
+//! thread, which closes the FIFO, so the error comes back from a later
+//! `write_block` or from `finish`, and every later call returns it again.
 
 use std::io::{self, Write};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::thread;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 use libdeflater::Compressor;
 use rayon::ThreadPool;
 
 use crate::block::{encode_block, CompressionLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD};
 use crate::error::{BgzfError, Result};
-use alnsort_pipeline as wait;
+use alnsort_pipeline::{Lost, OrderedSink};
 
 /// What a block's deflate job runs first to append the rest of its payload.
 type Fill = Box<dyn FnOnce(&mut Vec<u8>) + Send>;
@@ -96,9 +94,23 @@ impl Piece {
     }
 }
 
-/// Blocks in flight per pool thread (see the reader's constant of the same
-/// name): bounds memory at about 4 x threads x 128 KiB.
-const QUEUE_BLOCKS_PER_THREAD: usize = 4;
+/// Blocks deflated per pool job. One job per 64 KiB block cost the
+/// writing thread a job, a slot and a FIFO handoff per block (about 0.25 s
+/// of serial time on the benchmark BAM, bench/results/
+/// 2026-11-27-scan-profile-speed22.md), and each handoff is a thread
+/// wakeup that waits for the scheduler on a loaded machine; four blocks per
+/// job, as the reader inflates them, divide both by four.
+pub const JOB_BLOCKS: usize = 4;
+
+/// Jobs queued for the writer thread per pool thread: [`JOB_BLOCKS`] blocks
+/// each, so the blocks in flight are the 4 per pool thread of 128 KiB
+/// (payload and deflated block) that the engine's memory reserve counts
+/// (`reserve_bytes`), plus the job being queued and the blocks gathering
+/// for the next one.
+const QUEUE_JOBS_PER_THREAD: usize = 1;
+
+/// The stage name of the deflate jobs, in errors.
+const DEFLATE_STAGE: &str = "BGZF deflate";
 
 /// What [`ParallelWriter::finish`] returns.
 #[derive(Debug)]
@@ -114,16 +126,65 @@ pub struct WriterSummary<W> {
     pub uncompressed_bytes: u64,
 }
 
-/// One FIFO entry, in block order.
-enum Msg {
-    Block(Receiver<Vec<u8>>),
-    /// Write the EOF block (when true) and flush.
-    Finish {
-        eof: bool,
-    },
+/// One block waiting for its job: its first bytes, and what its job appends
+/// to them (`len` bytes in all).
+struct PendingBlock {
+    payload: Vec<u8>,
+    fill: Option<(usize, Fill)>,
 }
 
-/// What the writer thread hands back on a successful finish.
+/// A job's result: its blocks deflated, in order; `None` when a fill broke
+/// its promise (the blocks are lost, an error).
+type Deflated = Vec<Vec<u8>>;
+
+/// Buffers and compressors that jobs hand back for later jobs, taken and
+/// returned on the pool rather than on the writing thread.
+struct Recycled {
+    level: CompressionLevel,
+    payloads: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    blocks: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+    compressors: (Sender<Compressor>, Receiver<Compressor>),
+}
+
+impl Recycled {
+    /// Deflates `pending` in order, each block into its own buffer.
+    fn deflate(&self, pending: Vec<PendingBlock>) -> Option<Deflated> {
+        let mut compressor = match self.level.is_uncompressed() {
+            true => None,
+            false => Some(
+                self.compressors
+                    .1
+                    .try_recv()
+                    .unwrap_or_else(|_| self.level.compressor()),
+            ),
+        };
+        let mut out = Vec::with_capacity(pending.len());
+        for PendingBlock { mut payload, fill } in pending {
+            if let Some((len, fill)) = fill {
+                fill(&mut payload);
+                if payload.len() != len {
+                    return None;
+                }
+            }
+            let mut block = self
+                .blocks
+                .1
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(MAX_BLOCK_SIZE));
+            encode_block(&payload, compressor.as_mut(), &mut block);
+            out.push(block);
+            payload.clear();
+            // Recycling fails only once the writer itself has been dropped.
+            let _ = self.payloads.0.send(payload);
+        }
+        if let Some(c) = compressor {
+            let _ = self.compressors.0.send(c);
+        }
+        Some(out)
+    }
+}
+
+/// What the writer thread hands back once the caller finishes.
 struct Written<W> {
     inner: W,
     block_offsets: Vec<u64>,
@@ -132,13 +193,10 @@ struct Written<W> {
 
 /// Compresses blocks on a thread pool and writes them in order.
 pub struct ParallelWriter<W> {
-    pool: Arc<ThreadPool>,
-    level: CompressionLevel,
-    queue: Option<Sender<Msg>>,
-    done: Receiver<Result<Written<W>>>,
-    payloads: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
-    block_bufs: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
-    compressors: (Sender<Compressor>, Receiver<Compressor>),
+    sink: Option<OrderedSink<Option<Deflated>, Result<Written<W>>>>,
+    recycled: Arc<Recycled>,
+    /// Blocks queued but not yet handed to a job (fewer than [`JOB_BLOCKS`]).
+    pending: Vec<PendingBlock>,
     blocks: u64,
     uncompressed: u64,
     failed: Option<BgzfError>,
@@ -149,34 +207,35 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     /// writer thread cannot be started, the first `write_block` or `finish`
     /// returns that error.
     pub fn new(inner: W, pool: Arc<ThreadPool>, level: CompressionLevel) -> Self {
-        let capacity = QUEUE_BLOCKS_PER_THREAD * pool.current_num_threads().max(1);
-        let (queue, fifo) = bounded(capacity);
-        let (done_tx, done) = bounded(1);
-        let block_bufs = unbounded();
-        let recycle = block_bufs.0.clone();
-        let started = thread::Builder::new()
-            .name("bgzf-writer".into())
-            .spawn(move || {
-                let _ = done_tx.send(write_blocks(inner, &fifo, &recycle));
-            });
+        let depth = QUEUE_JOBS_PER_THREAD * pool.current_num_threads().max(1);
+        let blocks = unbounded();
+        let recycle = blocks.0.clone();
+        let started = OrderedSink::spawn(pool, DEFLATE_STAGE, depth, move |next| {
+            write_blocks(inner, next, &recycle)
+        });
+        let (sink, failed) = match started {
+            Ok(sink) => (Some(sink), None),
+            Err(e) => (None, Some(BgzfError::io(0, e))),
+        };
         ParallelWriter {
-            pool,
-            level,
-            queue: Some(queue),
-            done,
-            payloads: unbounded(),
-            block_bufs,
-            compressors: unbounded(),
+            sink,
+            recycled: Arc::new(Recycled {
+                level,
+                payloads: unbounded(),
+                blocks,
+                compressors: unbounded(),
+            }),
+            pending: Vec::with_capacity(JOB_BLOCKS),
             blocks: 0,
             uncompressed: 0,
-            failed: started.err().map(|e| BgzfError::io(0, e)),
+            failed,
         }
     }
 
     /// An empty payload buffer with capacity [`MAX_PAYLOAD`], recycled from
     /// earlier blocks when possible.
     pub fn buffer(&self) -> Vec<u8> {
-        match self.payloads.1.try_recv() {
+        match self.recycled.payloads.1.try_recv() {
             Ok(buf) => buf,
             Err(_) => Vec::with_capacity(MAX_PAYLOAD),
         }
@@ -206,49 +265,30 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
             };
             return Err(self.fail(err));
         }
-        let (tx, rx) = bounded(1);
-        if !self.enqueue(Msg::Block(rx)) {
-            return Err(self.fail_from_thread());
-        }
-        let mut out = match self.block_bufs.1.try_recv() {
-            Ok(buf) => buf,
-            Err(_) => Vec::with_capacity(MAX_BLOCK_SIZE),
-        };
-        let mut compressor = match self.level.is_uncompressed() {
-            true => None,
-            false => Some(
-                self.compressors
-                    .1
-                    .try_recv()
-                    .unwrap_or_else(|_| self.level.compressor()),
-            ),
-        };
-        let payload_back = self.payloads.0.clone();
-        let compressor_back = self.compressors.0.clone();
-        self.pool.spawn(move || {
-            // A panic (in a fill) or a fill that broke its promise leaves
-            // the slot empty: the writer thread reports the block as lost.
-            let _ = catch_unwind(AssertUnwindSafe(move || {
-                let mut payload = payload;
-                if let Some((len, fill)) = fill {
-                    fill(&mut payload);
-                    if payload.len() != len {
-                        return;
-                    }
-                }
-                encode_block(&payload, compressor.as_mut(), &mut out);
-                payload.clear();
-                // Recycling fails only once the writer itself has been dropped.
-                let _ = payload_back.send(payload);
-                if let Some(c) = compressor {
-                    let _ = compressor_back.send(c);
-                }
-                let _ = tx.send(out);
-            }));
-        });
+        self.pending.push(PendingBlock { payload, fill });
         self.blocks += 1;
         self.uncompressed += len as u64;
+        if self.pending.len() == JOB_BLOCKS {
+            self.dispatch()?;
+        }
         Ok(index)
+    }
+
+    /// Hands the pending blocks to one deflate job.
+    fn dispatch(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let blocks = std::mem::replace(&mut self.pending, Vec::with_capacity(JOB_BLOCKS));
+        let recycled = Arc::clone(&self.recycled);
+        let pushed = self
+            .sink
+            .as_mut()
+            .is_some_and(|sink| sink.push(move || recycled.deflate(blocks)));
+        if !pushed {
+            return Err(self.fail_from_thread());
+        }
+        Ok(())
     }
 
     /// Waits for every queued block, writes the EOF block and flushes.
@@ -263,18 +303,30 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        if !self.enqueue(Msg::Finish { eof }) {
-            return Err(self.fail_from_thread());
+        self.dispatch()?;
+        let written = match self.wait_for_thread() {
+            Ok(written) => written,
+            Err(e) => return Err(self.fail(e)),
+        };
+        let Written {
+            mut inner,
+            mut block_offsets,
+            compressed_bytes: mut offset,
+        } = written;
+        block_offsets.push(offset);
+        if eof {
+            inner
+                .write_all(&EOF_BLOCK)
+                .map_err(|e| BgzfError::io(offset, e))?;
+            offset += EOF_BLOCK.len() as u64;
         }
-        match self.wait_for_thread() {
-            Ok(written) => Ok(WriterSummary {
-                inner: written.inner,
-                block_offsets: written.block_offsets,
-                compressed_bytes: written.compressed_bytes,
-                uncompressed_bytes: self.uncompressed,
-            }),
-            Err(e) => Err(self.fail(e)),
-        }
+        inner.flush().map_err(|e| BgzfError::io(offset, e))?;
+        Ok(WriterSummary {
+            inner,
+            block_offsets,
+            compressed_bytes: offset,
+            uncompressed_bytes: self.uncompressed,
+        })
     }
 
     /// Blocks queued so far.
@@ -282,20 +334,11 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         self.blocks
     }
 
-    /// False if the writer thread has gone (after an error).
-    fn enqueue(&mut self, msg: Msg) -> bool {
-        match &self.queue {
-            Some(queue) => wait::send(&self.pool, queue, msg).is_ok(),
-            None => false,
-        }
-    }
-
     /// The writer thread's result, waited for without starving the pool.
     fn wait_for_thread(&mut self) -> Result<Written<W>> {
-        self.queue = None;
-        match wait::recv(&self.pool, &self.done) {
-            Ok(result) => result,
-            Err(_) => Err(BgzfError::WriterLost {
+        match self.sink.take().map(|mut sink| sink.finish()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) | None => Err(BgzfError::WriterLost {
                 block_index: self.blocks,
             }),
         }
@@ -318,45 +361,32 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     }
 }
 
-/// The writer thread: writes blocks in FIFO order, then (if asked) the EOF
-/// block when told to finish. Returns early on the first error; if the writer is
-/// dropped without `finish`, no EOF block is written, so the output reads
-/// as truncated rather than as complete.
+/// The writer thread: writes each job's blocks in order until the caller
+/// finishes (`next` gives `None`). Returns early on the first error. The
+/// EOF block is written by `finish` after it, so an output whose writer is
+/// dropped without `finish` reads as truncated rather than as complete.
 fn write_blocks<W: Write>(
     mut inner: W,
-    fifo: &Receiver<Msg>,
+    next: &mut dyn FnMut() -> Option<std::result::Result<Option<Deflated>, Lost>>,
     recycle: &Sender<Vec<u8>>,
 ) -> Result<Written<W>> {
     let mut offset = 0u64;
     let mut block_offsets = Vec::new();
-    let eof = loop {
-        let rx = match fifo.recv() {
-            Ok(Msg::Block(rx)) => rx,
-            Ok(Msg::Finish { eof }) => break eof,
-            Err(_) => {
-                return Err(BgzfError::WriterLost {
-                    block_index: block_offsets.len() as u64,
-                });
-            }
+    while let Some(result) = next() {
+        let Ok(Some(blocks)) = result else {
+            return Err(BgzfError::WriterLost {
+                block_index: block_offsets.len() as u64,
+            });
         };
-        let block = rx.recv().map_err(|_| BgzfError::WriterLost {
-            block_index: block_offsets.len() as u64,
-        })?;
-        inner
-            .write_all(&block)
-            .map_err(|e| BgzfError::io(offset, e))?;
-        block_offsets.push(offset);
-        offset += block.len() as u64;
-        let _ = recycle.send(block);
-    };
-    block_offsets.push(offset);
-    if eof {
-        inner
-            .write_all(&EOF_BLOCK)
-            .map_err(|e| BgzfError::io(offset, e))?;
-        offset += EOF_BLOCK.len() as u64;
+        for block in blocks {
+            inner
+                .write_all(&block)
+                .map_err(|e| BgzfError::io(offset, e))?;
+            block_offsets.push(offset);
+            offset += block.len() as u64;
+            let _ = recycle.send(block);
+        }
     }
-    inner.flush().map_err(|e| BgzfError::io(offset, e))?;
     Ok(Written {
         inner,
         block_offsets,

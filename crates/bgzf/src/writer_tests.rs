@@ -552,3 +552,20 @@ fn write_units_prefetches_each_unit_before_copying_it() {
         .collect();
     assert!(counts.iter().all(|&c| c == 1), "prefetch counts {counts:?}");
 }
+
+/// Jobs of several blocks write the same bytes as deflating every block on
+/// one thread, for block counts on and off a multiple of `JOB_BLOCKS` and
+/// for any number of pool threads.
+#[test]
+fn jobs_of_several_blocks_write_what_one_thread_writes_block_by_block() {
+    let level = CompressionLevel::new(6).expect("level");
+    for blocks in [1, JOB_BLOCKS - 1, JOB_BLOCKS, 3 * JOB_BLOCKS + 2] {
+        let data = bam_like(blocks * MAX_PAYLOAD - 100);
+        let want = block::compress_all(&data, level);
+        for threads in [1, 2, 3] {
+            let got = write_blocks_of(&data, &[MAX_PAYLOAD], threads, 6);
+            assert_eq!(got.inner, want, "{blocks} blocks, {threads} threads");
+            assert_eq!(got.block_offsets, walk_blocks(&want), "{blocks} blocks");
+        }
+    }
+}

@@ -21,6 +21,9 @@
 //!   results in production order (bounded FIFO between them). A producer
 //!   that reads items from a source (a record scanner, a CRAM container
 //!   reader) runs [`pump`], the one reader-thread loop.
+//! * [`OrderedSink`]: the mirror of [`Ordered`]: the caller pushes jobs and
+//!   a consumer thread takes their results in push order (the BGZF writer's
+//!   thread, which writes the compressed blocks).
 
 #![forbid(unsafe_code)]
 
@@ -210,6 +213,79 @@ impl<T> Drop for Ordered<T> {
         let (_tx, empty) = bounded(0);
         drop(std::mem::replace(&mut self.slots, empty));
         drop(self.producer.take());
+    }
+}
+
+/// Jobs pushed by the caller whose results a consumer thread takes in push
+/// order: the caller's thread cuts the work, and `consume` (on its own
+/// thread) gets each result through `next` until the caller finishes. The
+/// FIFO between them holds at most `depth` pending slots; a push blocks
+/// while it is full (running pool jobs meanwhile if the caller is a pool
+/// worker).
+pub struct OrderedSink<T, R> {
+    pool: Arc<ThreadPool>,
+    stage: &'static str,
+    slots: Option<Sender<Slot<T>>>,
+    done: Receiver<R>,
+}
+
+impl<T: Send + 'static, R: Send + 'static> OrderedSink<T, R> {
+    /// Starts the consumer thread, named after `stage`. `consume` calls
+    /// `next()` for each result in push order: `Some(Ok(value))`,
+    /// `Some(Err(Lost))` for a job that delivered nothing, `None` once the
+    /// caller has finished and every pushed result was taken. What
+    /// `consume` returns is [`OrderedSink::finish`]'s result. When `consume`
+    /// returns early (an error), later pushes return false.
+    pub fn spawn<C>(
+        pool: Arc<ThreadPool>,
+        stage: &'static str,
+        depth: usize,
+        consume: C,
+    ) -> std::io::Result<Self>
+    where
+        C: FnOnce(&mut dyn FnMut() -> Option<Result<T, Lost>>) -> R + Send + 'static,
+    {
+        let (slots, fifo) = bounded::<Slot<T>>(depth.max(1));
+        let (done_tx, done) = bounded(1);
+        let job_pool = Arc::clone(&pool);
+        std::thread::Builder::new()
+            .name(format!("alnsort-{stage}"))
+            .spawn(move || {
+                let mut next = || {
+                    let slot = fifo.recv().ok()?;
+                    Some(slot.wait(&job_pool, stage))
+                };
+                let _ = done_tx.send(consume(&mut next));
+            })?;
+        Ok(OrderedSink {
+            pool,
+            stage,
+            slots: Some(slots),
+            done,
+        })
+    }
+
+    /// Dispatches `job` on the pool with its slot queued for the consumer.
+    /// False when the consumer has stopped (then [`OrderedSink::finish`]
+    /// says why).
+    pub fn push<F>(&mut self, job: F) -> bool
+    where
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let Some(slots) = &self.slots else {
+            return false;
+        };
+        // The slot enters the FIFO before the next job is pushed, so the
+        // consumer meets results in push order.
+        let slot = spawn(&self.pool, job);
+        send(&self.pool, slots, slot).is_ok()
+    }
+
+    /// Ends the stream and waits for what `consume` returns; [`Lost`] if
+    /// its thread ended without returning (it panicked).
+    pub fn finish(&mut self) -> Result<R, Lost> {
+        self.slots = None;
+        recv(&self.pool, &self.done).map_err(|_| Lost { stage: self.stage })
     }
 }
 

@@ -242,3 +242,86 @@ fn pump_stops_at_the_end_and_when_the_consumer_is_gone() {
     );
     assert_eq!(calls, 1, "no read after the consumer went away");
 }
+
+/// The consumer thread of an `OrderedSink` meets results in push order
+/// whatever order the jobs finish in, a panicking job as `Lost` in its
+/// place, and `finish` returns what the consumer returned.
+#[test]
+fn ordered_sink_consumer_takes_results_in_push_order() {
+    let p = pool(4);
+    let mut sink = OrderedSink::spawn(Arc::clone(&p), "sink test", 3, |next| {
+        let mut got = Vec::new();
+        while let Some(r) = next() {
+            got.push(r.map_err(|lost| lost.stage));
+        }
+        got
+    })
+    .unwrap();
+    for i in 0..24u64 {
+        assert!(sink.push(move || {
+            std::thread::sleep(Duration::from_micros((24 - i) * 200));
+            if i == 7 {
+                panic!("job 7");
+            }
+            i
+        }));
+    }
+    let got = sink.finish().unwrap();
+    let want: Vec<Result<u64, &str>> = (0..24)
+        .map(|i| if i == 7 { Err("sink test") } else { Ok(i) })
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// A consumer that stops early makes later pushes return false, and
+/// `finish` still hands back what it returned; a consumer that panics is
+/// `Lost`.
+#[test]
+fn ordered_sink_consumer_stopping_or_panicking_is_reported() {
+    let p = pool(2);
+    let mut sink = OrderedSink::spawn(Arc::clone(&p), "stopper", 1, |next| {
+        next().map(|r| r.unwrap())
+    })
+    .unwrap();
+    let mut pushed = 0;
+    while sink.push(|| 5u32) {
+        pushed += 1;
+        assert!(
+            pushed < 1000,
+            "pushes kept succeeding after the consumer stopped"
+        );
+    }
+    assert!(!sink.push(|| 6));
+    assert_eq!(sink.finish(), Ok(Some(5)));
+
+    let mut sink = OrderedSink::spawn(Arc::clone(&p), "panicker", 1, |next| -> u32 {
+        next();
+        panic!("consumer gone")
+    })
+    .unwrap();
+    sink.push(|| 1u32);
+    assert_eq!(sink.finish(), Err(Lost { stage: "panicker" }));
+}
+
+/// A pool worker pushing into a full sink runs the queued jobs meanwhile,
+/// so a one-thread pool does not deadlock.
+#[test]
+fn ordered_sink_pushed_from_a_one_thread_pool_does_not_deadlock() {
+    let p = pool(1);
+    let inner = Arc::clone(&p);
+    let total = p.install(move || {
+        let mut sink = OrderedSink::spawn(Arc::clone(&inner), "one", 2, |next| {
+            let mut sum = 0u64;
+            while let Some(r) = next() {
+                sum += r.unwrap();
+            }
+            sum
+        })
+        .unwrap();
+        for i in 0..100u64 {
+            assert!(sink.push(move || i));
+        }
+        sink.finish()
+    });
+    assert_eq!(total, Ok(4950));
+}

@@ -265,6 +265,13 @@ def test_the_stage_functions_in_process(inputs):
     assert len(splits) >= 3
     b = 4
     cols = [stages.markdup_collect(ins, s, md, b, b) for s in splits]
+    # A map that collects as it reads: the same share, the plain map's blocks.
+    keys = [k for s in splits for k in stages.sample(ins, s, 16)]
+    splitters = stages.splitters(keys, 3)
+    for s, c in zip(splits, cols):
+        folded = stages.map_collecting(ins, s, splitters, md, b, b)
+        assert folded.pop("share") == c, s
+        assert folded == stages.map(ins, s, splitters, markdup=md), s
     bounds = [c["boundary"] for c in cols]
     continued = stages.markdup_continued(bounds)
     joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
@@ -295,6 +302,10 @@ def test_the_stage_functions_in_process(inputs):
         stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
     with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
         stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)
+    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
+        stages.map_collecting(ins, splits[0], [], ["--markdup", "-n"], b, b)
+    with pytest.raises(ValueError, match="end_buckets must be at least 1"):
+        stages.map_collecting(ins, splits[0], [], md, 0, b)
 
 
 def test_default_buckets():

@@ -233,7 +233,10 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                     )?;
                     (out, Some(share))
                 }
-                None => (map(&a.positional, s, &cuts, &a.sort_options()?, a.prior)?, None),
+                None => (
+                    map(&a.positional, s, &cuts, &a.sort_options()?, a.prior)?,
+                    None,
+                ),
             };
             let debris = Debris::default();
             let mut files = Vec::new();

@@ -226,7 +226,14 @@ pub fn stage_map_collecting(
 ) -> PyResult<(crate::stages::MapResult, ShareResult)> {
     let o = self::options(py, &options, &markdup)?;
     let got = py.detach(move || {
-        stages::map_collecting(&inputs, &spec(split), &splitters, &o, end_buckets, name_buckets)
+        stages::map_collecting(
+            &inputs,
+            &spec(split),
+            &splitters,
+            &o,
+            end_buckets,
+            name_buckets,
+        )
     });
     let (mapped, share) = got.map_err(|e| raise(py, e))?;
     let share = share_result(py, &share);

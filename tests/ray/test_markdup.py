@@ -204,6 +204,26 @@ def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_pa
     assert text == want_text
 
 
+@pytest.mark.parametrize("coordinate", [False, True])
+def test_a_wrong_split_guess_is_repaired_with_its_share(coordinate, cluster, inputs, tmp_path):
+    """The second split's start guessed wrong (tests/ray/
+    wrong_guess_stages.py): its map fails, is run again from the proven
+    start and collects the repaired split's share; one node's output and
+    metrics."""
+    ins = inputs[(coordinate, 1)]
+    opts = ["--tagging-policy", "all"]
+    want, want_text = one_node(tmp_path, ins, opts)
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    out, m = tmp_path / "one.bam", tmp_path / "one.metrics"
+    stats = aray.sort(inputs=ins, output=str(out), no_pg=True, partitions=2, splits=4, markdup=True,
+                      metrics=str(m), markdup_options=opts, argv=want_text.split("\n")[3][2:].split(" "),
+                      decision_buckets=3, stages_module="wrong_guess_stages")
+    assert stats["repairs"] == 1 and stats["markdup"]["path"] == "tasks", stats
+    assert same_output(out.read_bytes(), want, 2), "the repaired run's output differs from one node's"
+    assert m.read_text() == want_text
+
+
 @pytest.mark.parametrize("stage,index", [("join", 1), ("decide", 2)])
 def test_a_worker_killed_mid_decision_task_gives_the_same_bytes(stage, index, cluster, inputs, tmp_path):
     """A node killed while it runs a join or a decide task: Ray runs the task

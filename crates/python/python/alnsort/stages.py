@@ -81,6 +81,7 @@ __all__ = [
     "markdup_decide_bucket",
     "markdup_finish",
     "markdup_assemble",
+    "START_CARRY",
 ]
 
 #: A split: ``{"input": int, "start": int, "end": int | None, "ordinal": int}``.

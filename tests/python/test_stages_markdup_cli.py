@@ -1,6 +1,7 @@
 """Duplicate marking through the stage subcommands, driven as a workflow
 manager would (no Ray): split -> sample -> splitters -> map (with
---markdup) -> markdup-collect per split -> markdup-join per name bucket
+--markdup) -> markdup-collect per split (or the maps collect, with
+--end-buckets/--name-buckets) -> markdup-join per name bucket
 -> markdup-decide per end bucket -> markdup-finish per split (run again
 with --after where the previous split's walk ends with a carry) ->
 markdup-assemble -> reduce --marks per range -> assemble. The output BAM
@@ -93,9 +94,12 @@ def many(tmp_path_factory) -> str:
 
 
 def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: int,
-          ranges: int, end_buckets: int, name_buckets: int, out: Path) -> dict:
+          ranges: int, end_buckets: int, name_buckets: int, out: Path, folded: bool = False) -> dict:
     """The stage subcommands over `inp`; the output at `out`. Returns
-    what the joins and decisions printed."""
+    what the joins and decisions printed. With `folded` the maps collect
+    the splits' shares (map --end-buckets --name-buckets) and their JSON
+    is the --collected of the later tasks; markdup-collect then runs apart
+    only to check that it writes the same files."""
     opts = ["--", *sort_opts]
     work = tmp / "work"
     work.mkdir()
@@ -103,13 +107,26 @@ def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: i
     samples = [stage(alnsort_bin, work, f"sample-{s['ordinal']}", "sample", "--split", s["arg"], inp, *opts)[1]
                for s in spl]
     _, cuts = stage(alnsort_bin, work, "splitters", "splitters", "--partitions", str(ranges), *samples)
-    maps = [stage(alnsort_bin, work, f"map-{s['ordinal']}", "map", "--split", s["arg"], "--splitters", cuts,
-                  "--out-dir", str(work), inp, *opts)[0] for s in spl]
-    collected = [stage(alnsort_bin, work, f"collect-{s['ordinal']}", "markdup-collect", "--split", s["arg"],
-                       "--end-buckets", str(end_buckets), "--name-buckets", str(name_buckets),
-                       "--out-dir", str(work), inp, *opts) for s in spl]
+    buckets = ["--end-buckets", str(end_buckets), "--name-buckets", str(name_buckets)]
+    mapped = [stage(alnsort_bin, work, f"map-{s['ordinal']}", "map", "--split", s["arg"], "--splitters", cuts,
+                    *(buckets if folded else []), "--out-dir", str(work), inp, *opts) for s in spl]
+    maps = [m for m, _ in mapped]
+    apart = work / "apart" if folded else work
+    apart.mkdir(exist_ok=True)
+    collected = [stage(alnsort_bin, apart, f"collect-{s['ordinal']}", "markdup-collect", "--split", s["arg"],
+                       *buckets, "--out-dir", str(apart), inp, *opts) for s in spl]
     for (c, _), m in zip(collected, maps):
         assert c["records"] == m["records"], "collect and map read the same split"
+    if folded:
+        for (c, _), m in zip(collected, maps):
+            for field in ("ends", "halves", "slots", "boundary"):
+                ours, theirs = m[field], c[field]
+                if isinstance(ours, str):
+                    ours, theirs = [ours], [theirs]
+                assert len(ours) == len(theirs) and ours != theirs, field
+                for a, b in zip(ours, theirs):
+                    assert Path(a).read_bytes() == Path(b).read_bytes(), (field, a, b)
+        collected = mapped
     coll = [a for _, f in collected for a in ("--collected", f)]
     joins = [stage(alnsort_bin, work, f"join-{j}", "markdup-join", *coll, "--bucket", str(j),
                    "--out-dir", str(work), *opts) for j in range(name_buckets)]
@@ -181,6 +198,29 @@ def test_stage_subcommands_mark_as_one_node(alnsort_bin, traps, tmp_path, coordi
     else:
         assert inflated(out) == gzip.decompress(want)
     assert metrics.read_text() == want_text
+
+
+@pytest.mark.parametrize("coordinate,opts,splits,ranges,ends,names", [CASES[1], CASES[2]])
+def test_maps_that_collect_make_markdup_collect_unneeded(alnsort_bin, traps, tmp_path, coordinate, opts, splits,
+                                                         ranges, ends, names):
+    """`map --end-buckets B --name-buckets J` (with --markdup) writes the
+    split's share beside its blocks, the same files as markdup-collect's;
+    its JSON serves as --collected: one node's output and metrics."""
+    inp = traps[coordinate]
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", *opts, "--metrics", str(metrics), "-o", str(out), inp]
+    res = run(alnsort_bin, "sort", *sort_opts)
+    assert res.returncode == 0, res.stderr
+    want, want_text = out.read_bytes(), metrics.read_text()
+    out.unlink()
+    metrics.unlink()
+    chain(alnsort_bin, tmp_path, inp, sort_opts, splits, ranges, ends, names, out, folded=True)
+    assert inflated(out) == gzip.decompress(want)
+    assert metrics.read_text() == want_text
+    # Without --markdup the map refuses to collect, by name.
+    res = run(alnsort_bin, "map", "--split", "0:0:-:0", "--end-buckets", "2", "--out-dir", str(tmp_path), inp,
+              "--", "--no-PG", "-o", str(out), inp)
+    assert res.returncode != 0 and "only with --markdup" in res.stderr, res.stderr
 
 
 def test_joins_and_decisions_within_a_small_budget_spill(alnsort_bin, many, tmp_path):

@@ -204,6 +204,26 @@ def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_pa
     assert text == want_text
 
 
+@pytest.mark.parametrize("coordinate", [False, True])
+def test_a_wrong_split_guess_is_repaired_with_its_share(coordinate, cluster, inputs, tmp_path):
+    """The second split's start guessed wrong (tests/ray/
+    wrong_guess_stages.py): its map fails, is run again from the proven
+    start and collects the repaired split's share; one node's output and
+    metrics."""
+    ins = inputs[(coordinate, 1)]
+    opts = ["--tagging-policy", "all"]
+    want, want_text = one_node(tmp_path, ins, opts)
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    out, m = tmp_path / "one.bam", tmp_path / "one.metrics"
+    stats = aray.sort(inputs=ins, output=str(out), no_pg=True, partitions=2, splits=4, markdup=True,
+                      metrics=str(m), markdup_options=opts, argv=want_text.split("\n")[3][2:].split(" "),
+                      decision_buckets=3, stages_module="wrong_guess_stages")
+    assert stats["repairs"] == 1 and stats["markdup"]["path"] == "tasks", stats
+    assert same_output(out.read_bytes(), want, 2), "the repaired run's output differs from one node's"
+    assert m.read_text() == want_text
+
+
 @pytest.mark.parametrize("stage,index", [("join", 1), ("decide", 2)])
 def test_a_worker_killed_mid_decision_task_gives_the_same_bytes(stage, index, cluster, inputs, tmp_path):
     """A node killed while it runs a join or a decide task: Ray runs the task
@@ -265,6 +285,13 @@ def test_the_stage_functions_in_process(inputs):
     assert len(splits) >= 3
     b = 4
     cols = [stages.markdup_collect(ins, s, md, b, b) for s in splits]
+    # A map that collects as it reads: the same share, the plain map's blocks.
+    keys = [k for s in splits for k in stages.sample(ins, s, 16)]
+    splitters = stages.splitters(keys, 3)
+    for s, c in zip(splits, cols):
+        folded = stages.map_collecting(ins, s, splitters, md, b, b)
+        assert folded.pop("share") == c, s
+        assert folded == stages.map(ins, s, splitters, markdup=md), s
     bounds = [c["boundary"] for c in cols]
     continued = stages.markdup_continued(bounds)
     joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
@@ -295,6 +322,10 @@ def test_the_stage_functions_in_process(inputs):
         stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
     with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
         stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)
+    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
+        stages.map_collecting(ins, splits[0], [], ["--markdup", "-n"], b, b)
+    with pytest.raises(ValueError, match="end_buckets must be at least 1"):
+        stages.map_collecting(ins, splits[0], [], md, 0, b)
 
 
 def test_default_buckets():

@@ -190,7 +190,7 @@ fn run_stages(
         // The decision cut into tasks: the same bits and metrics as the
         // one task's; the rest of the run uses it.
         for (buckets, names) in [(splits + 1, splits.saturating_sub(1).max(1)), (1, 1)] {
-            let tasks = decide_in_tasks(inputs, &specs, &options, buckets, names);
+            let tasks = decide_in_tasks(inputs, &specs, &splitters, &options, buckets, names);
             assert!(
                 tasks.decisions == decided.decisions,
                 "{splits} splits, {buckets} buckets, {names} name buckets: decisions differ"
@@ -248,9 +248,14 @@ fn run_stages(
 /// reads the whole input: collect per split, join per name bucket, decide
 /// per end bucket, every split finished with the default carry and those
 /// whose carry was not the previous split's finished again, assembled.
+///
+/// Each split's share is also collected by its map
+/// (`stages::map_collecting`): the same share as the separate collect's,
+/// and the same blocks as the plain map's.
 fn decide_in_tasks(
     inputs: &[PathBuf],
     specs: &[SplitSpec],
+    splitters: &[Vec<u8>],
     options: &SortOptions,
     buckets: usize,
     names: usize,
@@ -261,6 +266,29 @@ fn decide_in_tasks(
         .iter()
         .map(|s| stages_markdup::collect(inputs, s, options, buckets, names).expect("collect"))
         .collect();
+    for (s, share) in specs.iter().zip(&shares) {
+        let (mapped, folded) =
+            stages::map_collecting(inputs, s, splitters, options, buckets, names)
+                .expect("map collecting");
+        let what = format!(
+            "split {} of {}, {buckets} buckets, {names} name buckets",
+            s.ordinal,
+            specs.len()
+        );
+        assert_eq!(folded.records, share.records, "{what}: records");
+        assert_eq!(folded.boundary, share.boundary, "{what}: boundary");
+        assert!(folded.slots == share.slots, "{what}: slots differ");
+        assert!(folded.ends == share.ends, "{what}: fragment ends differ");
+        assert!(folded.halves == share.halves, "{what}: mate halves differ");
+        assert_eq!(mapped.records, share.records, "{what}: map records");
+        let plain = stages::map(inputs, s, splitters, options, None).expect("map");
+        assert!(plain.blocks == mapped.blocks, "{what}: blocks differ");
+        assert_eq!(
+            (plain.end, plain.reach),
+            (mapped.end, mapped.reach),
+            "{what}"
+        );
+    }
     let bounds: Vec<_> = shares.iter().map(|s| s.boundary.clone()).collect();
     let continued = dist::continued_templates(&bounds);
     let fixups = Fixups::new(&bounds, &continued);

@@ -216,7 +216,28 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 None => Vec::new(),
             };
             let dir = need(&a.out_dir, command, "out-dir")?;
-            let out = map(&a.positional, s, &cuts, &a.sort_options()?, a.prior)?;
+            // With --end-buckets or --name-buckets (and --markdup) the map
+            // also writes its split's duplicate-marking share, as
+            // markdup-collect does: its JSON then serves as --collected.
+            let collect = (a.end_buckets.is_some() || a.name_buckets.is_some())
+                .then(|| (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1)));
+            let (out, share) = match collect {
+                Some((ends_n, names_n)) => {
+                    let (out, share) = crate::stages::map_collecting(
+                        &a.positional,
+                        s,
+                        &cuts,
+                        &a.sort_options()?,
+                        ends_n,
+                        names_n,
+                    )?;
+                    (out, Some(share))
+                }
+                None => (
+                    map(&a.positional, s, &cuts, &a.sort_options()?, a.prior)?,
+                    None,
+                ),
+            };
             let debris = Debris::default();
             let mut files = Vec::new();
             for (r, block) in out.blocks.iter().enumerate() {
@@ -224,8 +245,16 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 write_atomic(&path, block, &debris)?;
                 files.push(path);
             }
+            let shared = match &share {
+                Some(share) => format!(
+                    ", \"split\": {}, {}",
+                    s.ordinal,
+                    write_share(dir, s, share)?
+                ),
+                None => String::new(),
+            };
             Ok(format!(
-                "{{\"blocks\": {}, \"records\": {}, \"end\": {}, \"reach\": {}}}",
+                "{{\"blocks\": {}, \"records\": {}, \"end\": {}, \"reach\": {}{shared}}}",
                 json_paths(&files),
                 out.records,
                 json_opt(out.end),
@@ -403,6 +432,19 @@ fn markdup_collect(a: &StageArgs) -> Result<String> {
     let dir = need(&a.out_dir, command, "out-dir")?;
     let (ends_n, names_n) = (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1));
     let share = smd::collect(inputs, s, &a.sort_options()?, ends_n, names_n)?;
+    Ok(format!(
+        "{{\"split\": {}, \"records\": {}, {}}}",
+        s.ordinal,
+        share.records,
+        write_share(dir, s, &share)?
+    ))
+}
+
+/// Writes split `s`'s duplicate-marking share into `dir` (the files of
+/// `markdup-collect`); returns the JSON fields that name them (`ends`,
+/// `halves`, `slots`, `boundary`), which the later tasks read through
+/// `--collected`.
+fn write_share(dir: &Path, s: &SplitSpec, share: &smd::SplitShare) -> Result<String> {
     let debris = Debris::default();
     let name = |what: String| dir.join(format!("markdup-split-{}.{what}", s.ordinal));
     let write = |path: PathBuf, bytes: &[u8]| -> Result<PathBuf> {
@@ -418,9 +460,7 @@ fn markdup_collect(a: &StageArgs) -> Result<String> {
     let slots = write(name("slots".into()), &share.slots)?;
     let boundary = write(name("boundary".into()), &share.boundary.to_bytes())?;
     Ok(format!(
-        "{{\"split\": {}, \"records\": {}, \"ends\": {}, \"halves\": {}, \"slots\": {}, \"boundary\": {}}}",
-        s.ordinal,
-        share.records,
+        "\"ends\": {}, \"halves\": {}, \"slots\": {}, \"boundary\": {}",
         json_paths(&ends),
         json_paths(&halves),
         json_path(&slots),

@@ -533,6 +533,9 @@ struct Decoded {
     unknown_tags: Vec<(Vec<u8>, String)>,
     /// The virtual offset of the batch's last record.
     last: Option<u64>,
+    /// The records' read ends, when the map collects the split's
+    /// duplicate-marking share.
+    ends: Option<crate::markdup::BatchEnds>,
 }
 
 /// The reach of split `split` of several inputs: the largest coordinate
@@ -569,6 +572,46 @@ pub fn map(
     options: &SortOptions,
     prior: Option<u64>,
 ) -> Result<MapOutput> {
+    map_with_share(inputs, split, splitters, options, prior, None).map(|(out, _)| out)
+}
+
+/// [`map`] of split `split` of one input with `--markdup` among the
+/// options, which also gives the split's duplicate-marking share as
+/// [`crate::stages_markdup::collect`] gives it (the same bytes), from the
+/// records the map reads and decodes (one read, one decode): fragment
+/// ends cut into `end_buckets`, mate halves into `name_buckets`.
+pub fn map_collecting(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    splitters: &[Vec<u8>],
+    options: &SortOptions,
+    end_buckets: usize,
+    name_buckets: usize,
+) -> Result<(MapOutput, crate::stages_markdup::SplitShare)> {
+    let (out, share) = map_with_share(
+        inputs,
+        split,
+        splitters,
+        options,
+        None,
+        Some((end_buckets, name_buckets)),
+    )?;
+    let share = share.ok_or_else(|| {
+        Error::Internal("the map collected no duplicate-marking share".to_string())
+    })?;
+    Ok((out, share))
+}
+
+/// [`map`], and with `collect` (end buckets, name buckets) the split's
+/// duplicate-marking share ([`map_collecting`]).
+fn map_with_share(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    splitters: &[Vec<u8>],
+    options: &SortOptions,
+    prior: Option<u64>,
+    collect: Option<(usize, usize)>,
+) -> Result<(MapOutput, Option<crate::stages_markdup::SplitShare>)> {
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
     let set = headers(inputs, &pool)?;
@@ -588,6 +631,39 @@ pub fn map(
     // (crate::stages_markdup).
     let markdup = cfg.markdup.is_some();
     let split_ordinal = split.ordinal;
+    // With `collect`: the split's duplicate-marking share, from the same
+    // records (as crate::stages_markdup::collect reads them: one input,
+    // the marker's messages counting records from the split's start).
+    let mut marker = match (collect, &cfg.markdup) {
+        (None, _) => None,
+        (Some(_), None) => return Err(Error::Refused(
+            "the map collects the duplicate-marking share only with --markdup among the options"
+                .to_string(),
+        )),
+        (Some(_), Some(md)) => {
+            if inputs.len() != 1 {
+                return Err(Error::Refused(format!(
+                    "duplicate marking cut into tasks takes one input ({} given): several inputs are \
+                     decided in Picard's merge order by one task (decide)",
+                    inputs.len()
+                )));
+            }
+            let file = format!(
+                "{} (the split from virtual offset {:#x})",
+                inputs[split.input].display(),
+                split.start
+            );
+            let budget = crate::markdup_budget(&cfg)?;
+            Some(crate::markdup::Marker::for_split(
+                &header,
+                md,
+                &file,
+                budget,
+                split.ordinal,
+            ))
+        }
+    };
+    let ends_spec = marker.as_ref().map(|m| m.ends_spec());
     let debris = Debris::default();
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort-map", &debris).with_context(|| {
         format!(
@@ -655,6 +731,9 @@ pub fn map(
             },
             move |item: std::result::Result<(RawBatch, Vec<u64>), ReadError>| -> Result<Decoded> {
                 let (raw, ties) = item?;
+                let mut ends = ends_spec
+                    .as_ref()
+                    .map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
                 let mut tally = empty.clone();
                 let observe = tally.is_needed();
                 let mut batch = Batch::for_input(kind, raw.bytes(), raw.voffsets.len());
@@ -691,6 +770,9 @@ pub fn map(
                         if observe {
                             tally.observe(key, raw.voffsets[i]);
                         }
+                        if let Some(e) = &mut ends {
+                            e.add_fields(rec);
+                        }
                         let taken = if markdup {
                             let place = crate::stages_markdup::packed(
                                 split_ordinal,
@@ -718,6 +800,7 @@ pub fn map(
                     warnings,
                     unknown_tags,
                     last,
+                    ends,
                 })
             },
         )
@@ -741,6 +824,9 @@ pub fn map(
                 }
             }
             partitioner.add(&d.tally);
+            if let (Some(m), Some(e)) = (&mut marker, &d.ends) {
+                m.push(e)?;
+            }
             records += d.batch.len() as u64;
             sorter.push_batch(d.batch)?;
             last = d.last.or(last);
@@ -772,12 +858,21 @@ pub fn map(
             None => None,
         };
         let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(MapOutput {
-            blocks: writers.into_iter().map(BlockWriter::finish).collect(),
-            records,
-            end,
-            reach,
-        })
+        let share = match (marker, collect) {
+            (Some(m), Some((end_buckets, name_buckets))) => {
+                Some(m.finish_split(end_buckets, name_buckets)?)
+            }
+            _ => None,
+        };
+        Ok((
+            MapOutput {
+                blocks: writers.into_iter().map(BlockWriter::finish).collect(),
+                records,
+                end,
+                reach,
+            },
+            share,
+        ))
     })();
     drop(tmp);
     result

@@ -33,6 +33,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_split_bases, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_collect, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_map_collecting, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_continued, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_join, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_decide_bucket, m)?)?;
@@ -186,9 +187,14 @@ pub fn stage_markdup_collect(
         stages_markdup::collect(&inputs, &spec(split), &o, end_buckets, name_buckets)
     });
     let share = got.map_err(|e| raise(py, e))?;
+    Ok(share_result(py, &share))
+}
+
+/// A split's share as Python takes it ([`ShareResult`]).
+fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
     let name = |n: &Option<Vec<u8>>| n.as_ref().map(|n| PyBytes::new(py, n).unbind());
     let b = &share.boundary;
-    Ok((
+    (
         bytes_list(py, &share.ends),
         bytes_list(py, &share.halves),
         PyBytes::new(py, &share.slots).unbind(),
@@ -199,7 +205,39 @@ pub fn stage_markdup_collect(
             b.first,
         ),
         share.records,
-    ))
+    )
+}
+
+/// One map task of one input with `--markdup` that also gives the
+/// split's duplicate-marking share (`stages::map_collecting`: the records
+/// read and decoded once): (the map's (blocks, records, proven end,
+/// reach), the share as `stage_markdup_collect` gives it).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn stage_map_collecting(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    split: SplitTuple,
+    splitters: Vec<Vec<u8>>,
+    options: Keywords,
+    markdup: Vec<String>,
+    end_buckets: usize,
+    name_buckets: usize,
+) -> PyResult<(crate::stages::MapResult, ShareResult)> {
+    let o = self::options(py, &options, &markdup)?;
+    let got = py.detach(move || {
+        stages::map_collecting(
+            &inputs,
+            &spec(split),
+            &splitters,
+            &o,
+            end_buckets,
+            name_buckets,
+        )
+    });
+    let (mapped, share) = got.map_err(|e| raise(py, e))?;
+    let share = share_result(py, &share);
+    Ok((crate::stages::map_result(py, Ok(mapped))?, share))
 }
 
 /// For each split (boundaries in split order), the ordinal where its first

@@ -106,6 +106,17 @@ def stage_markdup_collect(
     end_buckets: int,
     name_buckets: int,
 ) -> tuple[list[bytes], list[bytes], bytes, _Boundary, int]: ...
+def stage_map_collecting(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    split: _SplitTuple,
+    splitters: Sequence[bytes],
+    options: _Keywords,
+    markdup: Sequence[str],
+    end_buckets: int,
+    name_buckets: int,
+) -> tuple[
+    tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int]
+]: ...
 def stage_markdup_continued(bounds: Sequence[_Boundary]) -> list[Optional[int]]: ...
 def stage_markdup_join(blocks: Sequence[_Buffer], bounds: Sequence[_Boundary], end_buckets: int) -> list[bytes]: ...
 def stage_markdup_decide_bucket(

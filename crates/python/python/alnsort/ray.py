@@ -39,9 +39,9 @@ run as Ray Core tasks:
 With ``markdup=True`` (``--markdup``) the maps carry each record's place
 to the reduces, which set 0x400, ``DT`` and removal as one node does; the
 decision comes, for one input, from tasks none of which holds the whole
-input (collect per split beside the maps; after the check, join per name
-bucket, decide per end bucket, finish per split, one assemble task:
-:class:`_MarkdupTasks`), for several inputs from one decide task reading
+input (each map collects its split's share as it reads it; after the
+check, join per name bucket, decide per end bucket, finish per split, one
+assemble task: :class:`_MarkdupTasks`), for several inputs from one decide task reading
 the inputs beside the maps; the metrics file is written by the driver.
 
 Fault tolerance is Ray's: a task on a node that dies is run again
@@ -184,14 +184,29 @@ def _map_task(
     index: int,
     prior: Optional[int],
     markdup: Optional[List[str]] = None,
+    buckets: Optional[int] = None,
 ) -> tuple:
+    """A split's map: (meta, a block per partition...). With ``buckets``
+    (duplicate marking cut into tasks) the map also collects the split's
+    share of the decision from the records it reads (``map_collecting``):
+    (meta with ``"collect"``, blocks..., then what :func:`_collect_task`
+    returns after its meta)."""
     if hook is not None:
         hook("map", index)
     kwargs = _task_kwargs(order, threads, max_memory)
     c0 = _cpu()
-    if markdup is not None:
-        kwargs["markdup"] = markdup
-    out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
+    share = None
+    if buckets is not None:
+        if markdup is None:
+            raise AlnsortError("the map collects the duplicate-marking share only with --markdup")
+        out, secs = _timed(
+            _stages(stages).map_collecting, inputs, split, splitters, markdup, buckets, buckets, **kwargs
+        )
+        share = out["share"]
+    else:
+        if markdup is not None:
+            kwargs["markdup"] = markdup
+        out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
     blocks = out["blocks"]
     if len(blocks) != len(splitters) + 1:
         raise AlnsortError(
@@ -209,7 +224,11 @@ def _map_task(
     # Out-of-band (pickle protocol 5): Ray copies each block once, straight
     # into the object store, and a reduce reads it there as a buffer,
     # instead of pickling it into a stream and unpickling a copy.
-    return (meta, *[pickle.PickleBuffer(b) for b in blocks])
+    if share is None:
+        return (meta, *[pickle.PickleBuffer(b) for b in blocks])
+    # The share's time and CPU are the map's (one read of the split).
+    meta["collect"] = dict(_share_meta(share), seconds=0.0, cpu=0.0)
+    return (meta, *_buffers(blocks), *_share_buffers(share))
 
 
 def _reduce_task(
@@ -380,7 +399,7 @@ def sort(
     as arguments, e.g. ``["--tagging-policy", "all"]``) gives the records,
     flags and metrics of ``alnsort sort --markdup``. With one input the
     decision is cut into tasks, none holding the whole input: collect (per
-    split) -> join (per name bucket) -> decide (per end bucket) -> finish
+    split, by its map as it reads the split) -> join (per name bucket) -> decide (per end bucket) -> finish
     (per split) -> assemble (one task, the decision bits and metrics);
     ``decision_buckets`` (end and name buckets; default
     :func:`default_buckets`) says into how many, and ``0`` asks for the one
@@ -470,13 +489,11 @@ def sort(
         md_run: Optional[_MarkdupTasks] = None
         if md_tasks:
             # The decision cut into tasks: each split's share is collected
-            # beside its map (and again where the map is run again).
+            # by its map (submit_map below; again where the map runs again).
             buckets = decision_buckets if decision_buckets is not None else default_buckets(len(split_list), n_parts)
             md_run = _MarkdupTasks(
                 ray, common, stages, ins, md, threads, max_memory, order_opts, task_hook, buckets, say
             )
-            for i, sp in enumerate(split_list):
-                md_run.collect(i, sp)
         elif md is not None:
             decide_ref = decide_r.remote(stages, ins, md, threads, max_memory, order_opts, names)
 
@@ -540,10 +557,20 @@ def sort(
         splitters_ref = ray.put(splitters)
 
         def submit_map(i: int, split: Dict[str, Any]) -> list:
-            return map_r.options(num_returns=n_parts + 1).remote(
+            if md_run is None:
+                return map_r.options(num_returns=n_parts + 1).remote(
+                    stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i,
+                    priors[i], md,
+                )
+            # The map collects the split's share of the decision too (one
+            # read of the split); its blocks are the first n_parts returns
+            # after the meta.
+            got = map_r.options(num_returns=n_parts + 1 + md_run.map_returns()).remote(
                 stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i,
-                priors[i], md,
+                priors[i], md, md_run.buckets,
             )
+            md_run.from_map(i, got, n_parts)
+            return got[: n_parts + 1]
 
         refs = [submit_map(i, s) for i, s in enumerate(split_list)]
 
@@ -565,8 +592,6 @@ def sort(
                 if stage_mod.repair(pair, [metas[i - 1]["end"], None]):
                     repairs += 1
                     refs[i] = submit_map(i, split_list[i])
-                    if md_run is not None:
-                        md_run.collect(i, split_list[i])
                     got = outcome(i)
             if isinstance(got, Exception):
                 raise got
@@ -796,16 +821,25 @@ def _collect_task(
         _stages(stages).markdup_collect, inputs, split, markdup, buckets, buckets,
         **_task_kwargs(order, threads, max_memory),
     )
-    meta = {
-        "boundary": out["boundary"],
-        "records": out["records"],
-        "ends_bytes": sum(len(b) for b in out["ends"]),
-        "halves_bytes": sum(len(b) for b in out["halves"]),
-        "slots_bytes": len(out["slots"]),
-        "seconds": secs,
-        "cpu": _cpu() - c0,
+    meta = dict(_share_meta(out), seconds=secs, cpu=_cpu() - c0)
+    return (meta, *_share_buffers(out))
+
+
+def _share_meta(share: Dict[str, Any]) -> Dict[str, Any]:
+    """What the driver reads of a split's share (``markdup_collect``'s)."""
+    return {
+        "boundary": share["boundary"],
+        "records": share["records"],
+        "ends_bytes": sum(len(b) for b in share["ends"]),
+        "halves_bytes": sum(len(b) for b in share["halves"]),
+        "slots_bytes": len(share["slots"]),
     }
-    return (meta, *_buffers([*out["ends"], *out["halves"], out["slots"]]))
+
+
+def _share_buffers(share: Dict[str, Any]) -> List[pickle.PickleBuffer]:
+    """A split's share as task returns: fragment ends by end bucket, mate
+    halves by name bucket, slots."""
+    return _buffers([*share["ends"], *share["halves"], share["slots"]])
 
 
 def _join_task(
@@ -914,7 +948,8 @@ def _assemble_decision_task(
 class _MarkdupTasks:
     """The duplicate decision of one input cut into Ray tasks, none of
     which holds the whole input (``alnsort.stages.markdup_*``): collect per
-    split (submitted beside each map), then, once the maps have proven the
+    split (by each map, :meth:`from_map`; or a task of its own,
+    :meth:`collect`), then, once the maps have proven the
     splits, join per name bucket, decide per end bucket, finish per split
     (a split whose predecessor's walk ended in another state than the one
     assumed is finished again with it: rare), and one task that assembles
@@ -947,11 +982,22 @@ class _MarkdupTasks:
         self.stats: Dict[str, Any] = {"path": "tasks", "buckets": self.buckets}
 
     def collect(self, i: int, split: Dict[str, Any]) -> None:
-        """Submits split ``i``'s collect (again, after a repair)."""
+        """Submits split ``i``'s collect as a task of its own (a driver
+        whose maps do not collect: :meth:`from_map` is the usual way)."""
         b = self.buckets
         self.collected[i] = self.collect_r.options(num_returns=2 + 2 * b).remote(
             self.stages, self.inputs, split, self.md, b, self.threads, self.max_memory, self.order, self.hook, i
         )
+
+    def map_returns(self) -> int:
+        """The references a collecting map returns beyond its meta and
+        blocks (:func:`_map_task` with ``buckets``)."""
+        return 2 * self.buckets + 1
+
+    def from_map(self, i: int, refs: list, partitions: int) -> None:
+        """Split ``i``'s share from its map's references (the map ran with
+        ``buckets``; again after a repair)."""
+        self.collected[i] = [refs[0], *refs[1 + partitions :]]
 
     def decide(
         self,
@@ -965,7 +1011,8 @@ class _MarkdupTasks:
         ray, b, n = self.ray, self.buckets, len(splits)
         cols = [self.collected[i] for i in range(n)]
         t0 = time.perf_counter()
-        metas = _get(ray, [c[0] for c in cols])
+        # A collecting map's meta holds the share's under "collect".
+        metas = [m.get("collect", m) for m in _get(ray, [c[0] for c in cols])]
         for i, (m, r) in enumerate(zip(metas, map_records)):
             if m["records"] != r:
                 raise AlnsortError(

@@ -75,11 +75,13 @@ __all__ = [
     "markdup_split_bases",
     "markdup_reduce",
     "markdup_collect",
+    "map_collecting",
     "markdup_continued",
     "markdup_join",
     "markdup_decide_bucket",
     "markdup_finish",
     "markdup_assemble",
+    "START_CARRY",
 ]
 
 #: A split: ``{"input": int, "start": int, "end": int | None, "ordinal": int}``.
@@ -416,13 +418,24 @@ def markdup_collect(
     "slots": bytes (8 per record), "boundary": {"first_name",
     "last_name": bytes | None, "last_template", "first": int}, "records":
     int}``."""
+    _check_buckets(end_buckets, name_buckets)
+    return _share(
+        _alnsort.stage_markdup_collect(
+            _inputs(inputs), _split_tuple(split), _keywords(**order), _markdup(markdup), end_buckets, name_buckets
+        )
+    )
+
+
+def _check_buckets(end_buckets: int, name_buckets: int) -> None:
     for n, what in ((end_buckets, "end_buckets"), (name_buckets, "name_buckets")):
         _check(n, (int,), what)
         if n < 1:
             raise ValueError(f"{what} must be at least 1, not {n}")
-    ends, halves, slots, bound, records = _alnsort.stage_markdup_collect(
-        _inputs(inputs), _split_tuple(split), _keywords(**order), _markdup(markdup), end_buckets, name_buckets
-    )
+
+
+def _share(got: tuple) -> Dict[str, Any]:
+    """A split's share as :func:`markdup_collect` returns it."""
+    ends, halves, slots, bound, records = got
     return {
         "ends": ends,
         "halves": halves,
@@ -430,6 +443,33 @@ def markdup_collect(
         "boundary": dict(zip(_BOUNDARY_KEYS, bound)),
         "records": records,
     }
+
+
+def map_collecting(
+    inputs: Sequence[PathArg],
+    split: Split,
+    splitters: Sequence[bytes],
+    markdup: Sequence[str],
+    end_buckets: int,
+    name_buckets: int,
+    **order: Any,
+) -> Dict[str, Any]:
+    """:func:`map` of ``split`` (one input only) with ``markdup``, which
+    also collects the split's duplicate-marking share from the records it
+    reads (one read and decode instead of :func:`map` and
+    :func:`markdup_collect`): :func:`map`'s dict with ``"share"``, the
+    dict :func:`markdup_collect` returns (the same bytes)."""
+    _check_buckets(end_buckets, name_buckets)
+    (blocks, records, end, got_reach), share = _alnsort.stage_map_collecting(
+        _inputs(inputs),
+        _split_tuple(split),
+        [bytes(s) for s in splitters],
+        _keywords(**order),
+        _markdup(markdup),
+        end_buckets,
+        name_buckets,
+    )
+    return {"blocks": blocks, "records": records, "end": end, "reach": got_reach, "share": _share(share)}
 
 
 def markdup_continued(boundaries: Sequence[Dict[str, Any]]) -> List[Optional[int]]:

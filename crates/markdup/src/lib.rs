@@ -705,6 +705,28 @@ impl MarkDuplicates {
         self.pending.len() + self.recent.is_some() as usize
     }
 
+    /// Runs `f` on `pending` with the key `(ref_id, rg, name)`, built in a
+    /// reused buffer: no allocation per lookup.
+    fn with_pending_key<R>(
+        &mut self,
+        ref_id: i32,
+        rg: i16,
+        name: &[u8],
+        f: impl FnOnce(
+            &mut HashMap<(i32, i16, Vec<u8>), End, alnsort_bam::name_hash::NameHash>,
+            &(i32, i16, Vec<u8>),
+        ) -> R,
+    ) -> R {
+        let mut key = std::mem::take(&mut self.key_buf);
+        key.0 = ref_id;
+        key.1 = rg;
+        key.2.clear();
+        key.2.extend_from_slice(name);
+        let out = f(&mut self.pending, &key);
+        self.key_buf = key;
+        out
+    }
+
     /// Takes the mate waiting under `(ref_id, rg, name)`, if any.
     fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End> {
         if let Some(w) = &self.recent {
@@ -717,15 +739,7 @@ impl MarkDuplicates {
         if self.pending.is_empty() {
             return None;
         }
-        // The key is built in a reused buffer: no allocation per lookup.
-        let mut key = std::mem::take(&mut self.key_buf);
-        key.0 = ref_id;
-        key.1 = rg;
-        key.2.clear();
-        key.2.extend_from_slice(name);
-        let found = self.pending.remove(&key);
-        self.key_buf = key;
-        found
+        self.with_pending_key(ref_id, rg, name, |pending, key| pending.remove(key))
     }
 
     /// A mate waits under `(ref_id, rg, name)` (in memory: the spilled
@@ -736,14 +750,7 @@ impl MarkDuplicates {
                 return true;
             }
         }
-        let mut key = std::mem::take(&mut self.key_buf);
-        key.0 = ref_id;
-        key.1 = rg;
-        key.2.clear();
-        key.2.extend_from_slice(name);
-        let found = self.pending.contains_key(&key);
-        self.key_buf = key;
-        found
+        self.with_pending_key(ref_id, rg, name, |pending, key| pending.contains_key(key))
     }
 
     fn waiting_twice(groups: &ReadGroups, ref_id: i32, rg: i16, name: &[u8]) -> MarkdupError {
@@ -764,13 +771,7 @@ impl MarkDuplicates {
             }
         }
         if !self.pending.is_empty() {
-            let mut key = std::mem::take(&mut self.key_buf);
-            key.0 = ref_id;
-            key.1 = rg;
-            key.2.clear();
-            key.2.extend_from_slice(name);
-            self.pending.remove(&key);
-            self.key_buf = key;
+            self.with_pending_key(ref_id, rg, name, |pending, key| pending.remove(key));
         }
         let mut buf = std::mem::take(&mut self.recent_spare);
         buf.clear();

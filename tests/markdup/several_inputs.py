@@ -59,3 +59,14 @@ def add_header_lines(path: Path, lines: list[str]) -> None:
     text.write_text("\n".join(head + lines + body) + "\n")
     pysam.view("-b", "--no-PG", "-o", str(path), str(text), catch_stdout=False)
     text.unlink()
+
+
+def write_with_other_refs(path: Path, recs) -> None:
+    """`recs` written as `g.write_bam` writes them, but under @SQ lines
+    that differ from the other inputs' (a chrX before `g.REFS`)."""
+    refs = g.REFS
+    try:
+        g.REFS = [("chrX", 100_000)] + refs
+        g.write_bam(path, recs, g.RGS)
+    finally:
+        g.REFS = refs

@@ -32,7 +32,7 @@ import pytest
 import test_markduplicates as one
 import test_sort_markdup as sm
 import test_vs_picard as g
-from several_inputs import CLASHING_RGS, add_header_lines, lane, split, traps
+from several_inputs import CLASHING_RGS, add_header_lines, lane, split, traps, write_with_other_refs
 from test_markduplicates import alnsort, long_refs, run, run_both  # noqa: F401  (fixtures)
 
 
@@ -183,12 +183,7 @@ def test_what_picard_refuses_is_refused(tmp_path, picard, alnsort):
     p = run(picard + ["SortSam", f"I={b}", f"O={qn}", "SORT_ORDER=queryname", "QUIET=true"])
     assert p.returncode == 0, p.stderr[-1000:]
     other = tmp_path / "other.bam"
-    refs = g.REFS
-    try:
-        g.REFS = [("chrX", 100_000)] + refs
-        g.write_bam(other, recs, g.RGS)
-    finally:
-        g.REFS = refs
+    write_with_other_refs(other, recs)
     sorted_other = tmp_path / "other.sorted.bam"
     pysam.sort("--no-PG", "-o", str(sorted_other), str(other))
     out, met = tmp_path / "o.bam", tmp_path / "o.txt"

@@ -23,7 +23,7 @@ import pysam
 import pytest
 
 import test_vs_picard as g
-from several_inputs import CLASHING_RGS, lane, split, traps
+from several_inputs import CLASHING_RGS, lane, split, traps, write_with_other_refs
 from test_sort_markdup import read_all, sort, stale_dups, with_mate_cigars
 
 ORDERS = {"coordinate": [], "name": ["-n"]}
@@ -141,12 +141,7 @@ def test_mixed_semantics_and_dictionaries_are_refused(tmp_path, alnsort):
     assert p.returncode != 0 and "SO:coordinate" in p.stderr and str(srt) in p.stderr, p.stderr
     assert not out.exists()
     other = tmp_path / "other.bam"
-    refs = g.REFS
-    try:
-        g.REFS = [("chrX", 100_000)] + refs
-        g.write_bam(other, recs, g.RGS)
-    finally:
-        g.REFS = refs
+    write_with_other_refs(other, recs)
     p = sort(alnsort, ["--markdup", "-o", str(out), str(grouped), str(other)], check=False)
     assert p.returncode != 0 and "@SQ" in p.stderr and str(other) in p.stderr, p.stderr
     assert not out.exists()

@@ -69,9 +69,9 @@ import textwrap
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import ORDERS, AlnsortError
+from . import ORDERS, AlnsortError, option_keywords, sort_options
 
 __all__ = ["sort", "main", "parse_args", "help_text", "default_splits", "default_buckets"]
 
@@ -138,7 +138,7 @@ class _Run:
     order: Dict[str, Any] = field(default_factory=dict)
     threads: int = 1
     max_memory: Optional[Union[str, int]] = None
-    markdup: Optional[List[str]] = None
+    markdup: Optional[Dict[str, Any]] = None
     hook: Optional[TaskHook] = None
 
     def kwargs(self) -> Dict[str, Any]:
@@ -365,7 +365,7 @@ def sort(
     stages_module: str = STAGES,
     markdup: bool = False,
     metrics: Optional[PathArg] = None,
-    markdup_options: Sequence[str] = (),
+    markdup_options: Union[Mapping[str, Any], Sequence[str]] = (),
     decision_buckets: Optional[int] = None,
     progress: Union[bool, Callable[[str], None]] = False,
 ) -> Dict[str, Any]:
@@ -407,7 +407,8 @@ def sort(
 
     Duplicate marking (``markdup=True``; ``metrics`` the metrics file,
     ``markdup_options`` ``alnsort sort``'s other duplicate-marking options
-    as arguments, e.g. ``["--tagging-policy", "all"]``) gives the records,
+    by keyword, e.g. ``{"tagging_policy": "all"}``, or as command-line
+    words, ``["--tagging-policy", "all"]``) gives the records,
     flags and metrics of ``alnsort sort --markdup``. With one input the
     decision is cut into tasks, none holding the whole input: collect (per
     split, by its map as it reads the split) -> join (per name bucket) -> decide (per end bucket) -> finish
@@ -424,7 +425,7 @@ def sort(
     """
     import ray  # only this module needs Ray
 
-    md = _markdup_argv(markdup, metrics, markdup_options)
+    md = _markdup_keywords(markdup, metrics, markdup_options)
     say = _progress(progress)
 
     if isinstance(inputs, (str, os.PathLike)):
@@ -719,7 +720,7 @@ def _argv(
     parts: int,
     splits: int,
     sharded: bool,
-    markdup: Optional[List[str]] = None,
+    markdup: Optional[Dict[str, Any]] = None,
 ) -> List[str]:
     """The command line for the @PG line of a run started from Python."""
     argv = ["python", "-m", "alnsort.ray", "sort"] + ORDERS[order["order"]]
@@ -734,7 +735,7 @@ def _argv(
     if sharded:
         argv.append("--sharded")
     if markdup is not None:
-        argv += markdup
+        argv += sort_options(**markdup)
     return argv + ["-o", out] + ins
 
 
@@ -1053,18 +1054,25 @@ MARKDUP_OPTIONS = (
 )
 
 
-def _markdup_argv(markdup: bool, metrics: Optional[PathArg], options: Sequence[str]) -> Optional[List[str]]:
-    """The duplicate-marking options the stages take, or None without
-    ``markdup``; the options themselves are checked by the engine."""
+def _markdup_keywords(
+    markdup: bool, metrics: Optional[PathArg], options: Union[Mapping[str, Any], Sequence[str]]
+) -> Optional[Dict[str, Any]]:
+    """The duplicate-marking keywords the stages take (``markdup`` of
+    :mod:`alnsort.stages`), or None without ``markdup``; the options
+    themselves are checked by the engine."""
     if not isinstance(markdup, bool):
         raise ValueError(f"markdup must be True or False, not {markdup!r}")
     if not markdup:
         if metrics is not None or options:
             raise ValueError("metrics= and markdup_options= are duplicate marking's: they need markdup=True")
         return None
+    if isinstance(options, Mapping):
+        return {"markdup": True, **options}
     if isinstance(options, str):
-        raise ValueError("markdup_options must be a list of arguments, e.g. ['--tagging-policy', 'all']")
-    return ["--markdup", *[str(o) for o in options]]
+        raise ValueError("markdup_options must be keywords or a list of words, e.g. ['--tagging-policy', 'all']")
+    from .stages import markdup_keywords
+
+    return {"markdup": True, **markdup_keywords(options)}
 
 
 def _write_metrics(path: Optional[PathArg], text: Optional[str]) -> None:
@@ -1098,15 +1106,16 @@ def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
     """``sort()``'s duplicate-marking keywords from the options of the
     command line (checked by ``alnsort sort``'s parser, which also refuses
     the group's options without ``--markdup``)."""
-    markdup, metrics, opts = False, None, []
+    markdup, metrics, opts = False, None, {}
     names = {opt for opt, _ in MARKDUP_OPTIONS}
+    keyword = {name: key for key, (name, _, _) in option_keywords("sort").items()}
     for name, value in a["given_values"]:
         if name == "--markdup":
             markdup = True
         elif name == "--metrics":
             metrics = value
         elif name in names:
-            opts += [name] if value is None else [name, value]
+            opts[keyword[name]] = True if value is None else value
     if not markdup:
         return {}
     return {"markdup": True, "metrics": metrics, "markdup_options": opts}

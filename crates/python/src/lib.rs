@@ -488,7 +488,10 @@ mod tests {
         assert_eq!(format!("{:?}", o.markdup), format!("{:?}", cli.markdup));
         kw.markdup = Some(vec![("name".into(), None)]);
         let e = kw.sort_options().unwrap_err().to_string();
-        assert!(e.contains("-n (name=): not a duplicate-marking option"), "{e}");
+        assert!(
+            e.contains("-n (name=): not a duplicate-marking option"),
+            "{e}"
+        );
         kw.markdup = None;
         assert!(!kw.sort_options().unwrap().markdup.enabled);
         kw.markdup = Some(vec![]);

@@ -18,9 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use alnsort_engine::stages;
-use alnsort_engine::stages_markdup::{
-    self, dist, Fixups, SetsDecided, SplitOutcome, WalkCarry,
-};
+use alnsort_engine::stages_markdup::{self, dist, Fixups, SetsDecided, SplitOutcome, WalkCarry};
 use alnsort_markdup::{Bits, LibraryCounts, SetSizeHistograms};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;

@@ -337,6 +337,12 @@ def test_the_stage_functions_in_process(inputs):
         stages.markdup_collect(ins, splits[0], {"tagging": "all"}, b, b)
     with pytest.raises(TypeError, match="markdup must be a dict"):
         stages.markdup_collect(ins, splits[0], "--markdup", b, b)
+    with pytest.raises(alnsort.AlnsortError, match="'x.bam': not a duplicate-marking option"):
+        stages.markdup_keywords(["--tagging-policy", "all", "x.bam"])
+    with pytest.raises(alnsort.AlnsortError, match="missing argument for option '--metrics'"):
+        stages.markdup_keywords(["--metrics"])
+    with pytest.raises(ValueError, match="it marks duplicates"):
+        stages.markdup_collect(ins, splits[0], {"markdup": False}, b, b)
     with pytest.raises(ValueError, match="end_buckets must be at least 1"):
         stages.map_collecting(ins, splits[0], [], md, 0, b)
 

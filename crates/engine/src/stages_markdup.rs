@@ -293,9 +293,10 @@ pub fn collect(
                     file: file.clone(),
                     doing: "reading",
                     record: raw.first_record + k as u64 + 1,
-                    source: Box::new(crate::error::Error::Refused(format!(
-                        "{e} (record at virtual offset {voffset:#x})"
-                    ))),
+                    source: Box::new(crate::error::Error::context(
+                        format!("the record at virtual offset {voffset:#x}"),
+                        e,
+                    )),
                 });
             }
             ends.add_fields(rec);

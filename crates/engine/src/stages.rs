@@ -46,9 +46,7 @@ use crate::error::{bail, Context, Error, Result};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
-use alnsort_bam::reader::{
-    BamScanner, Decoder, RangeEnd, RawBatch, ScanOptions, Scanner,
-};
+use alnsort_bam::reader::{BamScanner, Decoder, RangeEnd, RawBatch, ScanOptions, Scanner};
 use alnsort_bam::split as bsplit;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
@@ -585,7 +583,11 @@ pub fn reach(inputs: &[PathBuf], split: &SplitSpec, threads: usize) -> Result<Op
         "reach read",
         depth,
         move |b: &RawBatch| {
-            m.running_max(input, b, &mut seen.lock().unwrap_or_else(|e| e.into_inner()));
+            m.running_max(
+                input,
+                b,
+                &mut seen.lock().unwrap_or_else(|e| e.into_inner()),
+            );
         },
         |_, ()| Ok(()),
     )?;
@@ -1105,7 +1107,9 @@ fn first_record_unplaced(
     Ok(true)
 }
 
-/// The header bytes of the output (BGZF blocks for BAM and SAM.gz).
+/// The header bytes of the output (BGZF blocks for BAM and SAM.gz): the
+/// writer's own header form, kept in memory for [`concatenate`] to put
+/// before the parts (no records, no file: not an [`Output`]).
 fn header_bytes(
     header: &Arc<Header>,
     cfg: &Config,

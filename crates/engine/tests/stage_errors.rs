@@ -40,9 +40,11 @@ fn collect_keeps_the_validation_error_of_a_bad_record() {
     let dir = std::env::temp_dir().join(format!("alnsort-stage-errors-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let path = dir.join("bad.bam");
-    let header =
-        parse_sam_header([b"@HD\tVN:1.6\tSO:queryname".as_slice(), b"@SQ\tSN:c\tLN:1000"])
-            .expect("header");
+    let header = parse_sam_header([
+        b"@HD\tVN:1.6\tSO:queryname".as_slice(),
+        b"@SQ\tSN:c\tLN:1000",
+    ])
+    .expect("header");
     let pool = Arc::new(
         rayon::ThreadPoolBuilder::new()
             .num_threads(1)

@@ -745,7 +745,7 @@ fn map_with_share(
             move |b: &RawBatch| match &producer_merged {
                 Some(m) => {
                     let mut own = producer_reach.lock().unwrap_or_else(|e| e.into_inner());
-                    let mut v = m.running_max(input, b, &mut *own);
+                    let mut v = m.running_max(input, b, &mut own);
                     if let Some(p) = prior {
                         v.iter_mut().for_each(|t| *t = (*t).max(p));
                     }

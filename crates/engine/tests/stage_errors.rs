@@ -7,7 +7,8 @@ use alnsort_bam::header::parse_sam_header;
 use alnsort_bam::validate::RecordError;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bgzf::CompressionLevel;
-use alnsort_engine::options::SortOptions;
+use alnsort_engine::markdup::MdOpt;
+use alnsort_engine::options::{OptId, SortOptions};
 use alnsort_engine::{error::error_text, stages, stages_markdup};
 
 /// A BAM record (with its block_size) named `name` on reference `ref_id`
@@ -65,11 +66,10 @@ fn collect_keeps_the_validation_error_of_a_bad_record() {
 
     let inputs = vec![path.clone()];
     let splits = stages::split(&inputs, 1, 1).expect("split");
-    let options = stages_markdup::with_markdup(
-        &SortOptions::new("alnsort sort".into()),
-        &["--markdup".to_string()],
-    )
-    .expect("--markdup");
+    let mut options = SortOptions::new("alnsort sort".into());
+    options
+        .apply(OptId::Markdup(MdOpt::Markdup), None)
+        .expect("--markdup");
     let got = stages_markdup::collect(&inputs, &splits[0], &options, 1, 1);
     let _ = std::fs::remove_dir_all(&dir);
     let e = got.err().expect("the bad record is refused");

@@ -235,33 +235,50 @@ pub fn collect(
     );
     let budget = crate::markdup_budget(&cfg)?;
     let mut marker = crate::markdup::Marker::for_split(header, &md, &file, budget, split.ordinal);
-    let (_, mut scanner) = crate::stages::open_scanner(
+    let (name, scanner) = crate::stages::open_scanner(
         path,
         split.start,
         split.end,
         alnsort_bam::reader::ScanOptions::default(),
         &pool,
     )?;
-    let mut ends = crate::markdup::BatchEnds::new(marker.ends_spec());
-    while let Some(raw) = scanner.next_batch()? {
-        // The records in the batch's blocks and data (`RawBatch::records`:
-        // the scanner leaves whole records in the inflated blocks).
-        for (k, ((rec, _), &voffset)) in raw.records().zip(raw.voffsets.iter()).enumerate() {
-            if let Err(e) = alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
-            {
-                return Err(crate::error::Error::Record {
-                    file: file.clone(),
-                    doing: "reading",
-                    record: raw.first_record + k as u64 + 1,
-                    source: Box::new(crate::error::Error::Refused(format!(
-                        "{e} (record at virtual offset {voffset:#x})"
-                    ))),
-                });
+    // Each batch checked and its ends taken by a pool job (the loop every
+    // reader shares, `input::spawn_scanned`), handed to the marker in order.
+    let spec = marker.ends_spec();
+    let depth = pool.current_num_threads() * 2 + 2;
+    let (mut batches, _) = crate::input::spawn_scanned(
+        &name,
+        alnsort_bam::reader::Scanner::Bam(Box::new(scanner)),
+        &pool,
+        "collect read",
+        depth,
+        |_| (),
+        move |raw, ()| {
+            let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+            // The records in the batch's blocks and data
+            // (`RawBatch::records`: the scanner leaves whole records in
+            // the inflated blocks).
+            for (k, ((rec, _), &voffset)) in raw.records().zip(raw.voffsets.iter()).enumerate() {
+                if let Err(e) =
+                    alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
+                {
+                    return Err(crate::error::Error::Record {
+                        file: file.clone(),
+                        doing: "reading",
+                        record: raw.first_record + k as u64 + 1,
+                        source: Box::new(crate::error::Error::context(
+                            format!("the record at virtual offset {voffset:#x}"),
+                            e,
+                        )),
+                    });
+                }
+                ends.add_fields(rec);
             }
-            ends.add_fields(rec);
-        }
-        marker.push(&ends)?;
-        ends = crate::markdup::BatchEnds::new(marker.ends_spec());
+            Ok(ends)
+        },
+    )?;
+    while let Some(r) = batches.next_result() {
+        marker.push(&r??)?;
     }
     marker.finish_split(end_buckets, name_buckets)
 }

@@ -640,7 +640,7 @@ fn map_with_share(
             "the map collects the duplicate-marking share only with --markdup among the options"
                 .to_string(),
         )),
-        (Some(_), Some(md)) => {
+        (Some(buckets), Some(md)) => {
             if inputs.len() != 1 {
                 return Err(Error::Refused(format!(
                     "duplicate marking cut into tasks takes one input ({} given): several inputs are \
@@ -660,6 +660,7 @@ fn map_with_share(
                 &file,
                 budget,
                 split.ordinal,
+                buckets,
             ))
         }
     };
@@ -858,12 +859,7 @@ fn map_with_share(
             None => None,
         };
         let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
-        let share = match (marker, collect) {
-            (Some(m), Some((end_buckets, name_buckets))) => {
-                Some(m.finish_split(end_buckets, name_buckets)?)
-            }
-            _ => None,
-        };
+        let share = marker.map(crate::markdup::Marker::finish_split).transpose()?;
         Ok((
             MapOutput {
                 blocks: writers.into_iter().map(BlockWriter::finish).collect(),

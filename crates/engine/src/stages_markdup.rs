@@ -274,7 +274,14 @@ pub fn collect(
         split.start
     );
     let budget = crate::markdup_budget(&cfg)?;
-    let mut marker = crate::markdup::Marker::for_split(header, &md, &file, budget, split.ordinal);
+    let mut marker = crate::markdup::Marker::for_split(
+        header,
+        &md,
+        &file,
+        budget,
+        split.ordinal,
+        (end_buckets, name_buckets),
+    );
     let (_, mut scanner) = crate::stages::open_scanner(
         path,
         split.start,
@@ -303,7 +310,7 @@ pub fn collect(
         marker.push(&ends)?;
         ends = crate::markdup::BatchEnds::new(marker.ends_spec());
     }
-    marker.finish_split(end_buckets, name_buckets)
+    marker.finish_split()
 }
 
 /// The pair ends of one name bucket's halves (from every split), by end

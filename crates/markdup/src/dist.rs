@@ -66,27 +66,43 @@ pub fn split_of(ordinal: u64) -> (usize, u64) {
     )
 }
 
-/// FNV-1a (64-bit): the same bucket in every process, whatever its hasher.
-fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// A hash of `bytes` from `h`, eight bytes at a time (little-endian
+/// words, the tail zero-padded): the same bucket in every process,
+/// whatever its hasher. Each word is folded in with FxHash's step
+/// (rustc-hash's multiplier), and the result is mixed with MurmurHash3's
+/// 64-bit finaliser (`fmix64`) so that its remainder by a bucket count
+/// depends on every bit.
+fn hash_bytes(bytes: &[u8], mut h: u64) -> u64 {
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w.try_into().expect("8"))).wrapping_mul(K);
     }
-    h
+    let rest = words.remainder();
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail) ^ (bytes.len() as u64) << 56).wrapping_mul(K);
+    fmix64(h)
 }
 
-/// FNV-1a's offset basis.
-const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+/// MurmurHash3's 64-bit finaliser.
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ h >> 33
+}
 
 fn end_bucket_of(e: &End, buckets: usize) -> usize {
-    let mut key = [0u8; 22];
+    let mut key = [0u8; 24];
     key[..2].copy_from_slice(&e.library.to_le_bytes());
     key[2..6].copy_from_slice(&e.barcode.to_le_bytes());
     key[6..10].copy_from_slice(&e.r1_barcode.to_le_bytes());
     key[10..14].copy_from_slice(&e.r2_barcode.to_le_bytes());
     key[14..18].copy_from_slice(&e.r1_ref.to_le_bytes());
     key[18..22].copy_from_slice(&e.r1_coord.to_le_bytes());
-    (fnv1a(&key, FNV_BASIS) % buckets as u64) as usize
+    (hash_bytes(&key, 0) % buckets as u64) as usize
 }
 
 /// The bucket of the ends whose library, barcodes and first 5' end are
@@ -121,7 +137,7 @@ pub fn end_bucket(
 /// The bucket of the halves of read group `rg` (its header position) and
 /// name `name`.
 pub fn name_bucket(rg: i16, name: &[u8], buckets: usize) -> usize {
-    (fnv1a(name, fnv1a(&rg.to_le_bytes(), FNV_BASIS)) % buckets as u64) as usize
+    (join_key(rg, name) % buckets as u64) as usize
 }
 
 /// What the join needs of a mapped primary record whose mate is mapped
@@ -472,7 +488,7 @@ struct Held {
 /// name's halves together; which name comes first does not matter, the
 /// hash spares most comparisons of whole names), then input order.
 fn join_key(rg: i16, name: &[u8]) -> u64 {
-    fnv1a(name, fnv1a(&rg.to_le_bytes(), FNV_BASIS))
+    hash_bytes(name, rg as u16 as u64)
 }
 
 /// [`join_key`]'s order of two halves, each (key, fields, name).

@@ -42,6 +42,7 @@ use crate::spill::{
 };
 
 mod wire;
+pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 use crate::{
     flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,
     InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
@@ -265,6 +266,11 @@ pub struct SplitShare {
     pub slots: Vec<u8>,
     pub boundary: Boundary,
     pub records: u64,
+    /// The range of the output each record went to, [`RANGE_BYTES`] per
+    /// record in the split's order ([`set_range`]): set by the map that
+    /// sorts the split (empty from a collector alone), for
+    /// [`SplitOutcome::slices`].
+    pub ranges: Vec<u8>,
 }
 
 /// Takes one split's records in input order ([`ReadInfo`], resolved
@@ -380,6 +386,7 @@ impl SplitCollector {
             halves: self.halves,
             slots: self.slots,
             records: self.index,
+            ranges: Vec::new(),
             boundary: Boundary {
                 first_name: self.first_name,
                 last_name: self

@@ -1061,11 +1061,30 @@ impl Decisions {
                 self.records
             )));
         }
-        let dup = self.bits.get(ordinal);
+        let (dup, optical) = (self.bits.get(ordinal), self.optical_bits.get(ordinal));
+        self.apply_flags(rec, dup, optical, buf)
+    }
+
+    /// [`Decisions::apply_at`] of a record whose duplicate and optical
+    /// verdicts the caller looked up (a reduce of the distributed stages
+    /// holding only its range's part of the decision:
+    /// `crate::stages_markdup::Marks::sliced`).
+    pub fn apply_flags<'a>(
+        &self,
+        rec: &[u8],
+        dup: bool,
+        optical: bool,
+        buf: &'a mut Vec<u8>,
+    ) -> Result<Option<&'a [u8]>> {
+        if rec.len() < FRAMED_FLAG_AT + 2 {
+            return Err(Error::Internal(format!(
+                "a record of {} bytes, too short for its flag",
+                rec.len()
+            )));
+        }
         if dup {
             self.seen_marked.fetch_add(1, Ordering::Relaxed);
         }
-        let optical = self.optical_bits.get(ordinal);
         if (dup && self.remove) || (optical && self.remove_sequencing) {
             return Ok(None);
         }

@@ -641,6 +641,13 @@ fn map_with_share(
                 .to_string(),
         )),
         (Some(buckets), Some(md)) => {
+            if splitters.len() + 1 > crate::stages_markdup::dist::MAX_RANGES {
+                return Err(Error::Refused(format!(
+                    "the map collects the duplicate-marking share for at most {} ranges, not {}",
+                    crate::stages_markdup::dist::MAX_RANGES,
+                    splitters.len() + 1
+                )));
+            }
             if inputs.len() != 1 {
                 return Err(Error::Refused(format!(
                     "duplicate marking cut into tasks takes one input ({} given): several inputs are \
@@ -837,9 +844,25 @@ fn map_with_share(
         // it back ([`recycle_block`]).
         let mut writers = BLOCK_BUFFERS.writers(partitioner.ranges(), cfg.memory_budget as usize);
         let mut assigner = partitioner.clone().into_assigner();
+        // Collecting the share: the range each record goes to, for each
+        // reduce's slice of the decision (crate::stages_markdup::Marks).
+        let mut ranges = match &marker {
+            Some(_) => vec![0u8; records as usize * crate::stages_markdup::dist::RANGE_BYTES],
+            None => Vec::new(),
+        };
         let mut out = 0u64;
         while let Some((key, rec)) = merged.next_entry()? {
             let r = assigner.range_of(key);
+            if marker.is_some() {
+                let (_, index) =
+                    crate::stages_markdup::dist::split_of(crate::markdup::record_ordinal(rec)?);
+                if !crate::stages_markdup::dist::set_range(&mut ranges, index, r) {
+                    return Err(Error::Internal(format!(
+                        "record {index} of the split sorted into range {r}, beyond the split's {records} records or {} ranges",
+                        crate::stages_markdup::dist::MAX_RANGES
+                    )));
+                }
+            }
             writers[r].push(key, rec);
             out += 1;
         }
@@ -859,7 +882,14 @@ fn map_with_share(
             None => None,
         };
         let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
-        let share = marker.map(crate::markdup::Marker::finish_split).transpose()?;
+        let share = match marker {
+            Some(m) => {
+                let mut share = m.finish_split()?;
+                share.ranges = ranges;
+                Some(share)
+            }
+            None => None,
+        };
         Ok((
             MapOutput {
                 blocks: writers.into_iter().map(BlockWriter::finish).collect(),
@@ -1036,6 +1066,10 @@ pub fn reduce_marked(
             None => rec,
         };
         writer.write_record(enc.finish_record(key, rec, &mut scratch))?;
+    }
+    if let Some(m) = marks {
+        m.check_complete()
+            .with_context(|| format!("range {range_index}"))?;
     }
     let done = writer.finish()?;
     if marks.is_none() && read != done.records {

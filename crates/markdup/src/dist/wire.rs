@@ -57,6 +57,20 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An unsigned LEB128 varint (at most 10 bytes).
+    fn varint(&mut self) -> Result<u64, MarkdupError> {
+        let at = self.at;
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(bad_block(self.what, self.b.len(), at))
+    }
+
     fn bits(&mut self) -> Result<Bits, MarkdupError> {
         let len = self.u64()?;
         let n = len.div_ceil(64);
@@ -100,6 +114,14 @@ fn put_bytes(out: &mut Vec<u8>, v: Option<&[u8]>) {
             out.extend_from_slice(v);
         }
     }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 fn put_bits(out: &mut Vec<u8>, b: &Bits) {
@@ -273,7 +295,10 @@ pub fn set_range(ranges: &mut [u8], index: u64, range: usize) -> bool {
 /// reduce): how many of the split's records went to the range, and the
 /// indexes (in the split) of the duplicates and optical duplicates among
 /// them, ascending. A reduce holds the slices of its own range: memory
-/// by its partition's duplicates, not by the input.
+/// by its partition's duplicates, not by the input. As bytes
+/// ([`RangeSlice::to_bytes`]) each list is its length and the gaps
+/// between its indexes as LEB128 varints (a byte or two per duplicate
+/// where duplicates are dense).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RangeSlice {
     pub records: u64,
@@ -292,35 +317,39 @@ impl RangeSlice {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(8 * (3 + self.duplicates.len() + self.optical.len()));
+        let mut out = Vec::with_capacity(24 + 2 * (self.duplicates.len() + self.optical.len()));
         out.extend_from_slice(&self.records.to_le_bytes());
         for list in [&self.duplicates, &self.optical] {
             out.extend_from_slice(&(list.len() as u64).to_le_bytes());
-            for i in list {
-                out.extend_from_slice(&i.to_le_bytes());
+            let mut next = 0u64;
+            for &i in list {
+                put_varint(&mut out, i - next);
+                next = i.saturating_add(1);
             }
         }
         out
     }
 
-    /// The slice [`RangeSlice::to_bytes`] wrote; its lists must ascend.
+    /// The slice [`RangeSlice::to_bytes`] wrote.
     pub fn from_bytes(b: &[u8]) -> Result<RangeSlice, MarkdupError> {
         let mut f = Fields::new(b, "range slice");
         let records = f.u64()?;
         let list = |f: &mut Fields<'_>| -> Result<Vec<u64>, MarkdupError> {
             let n = f.u64()?;
-            if n > (b.len() - f.at) as u64 / 8 {
+            // At least a byte per index.
+            if n > (b.len() - f.at) as u64 {
                 return Err(bad_block(f.what, b.len(), f.at));
             }
             let mut v = Vec::with_capacity(n as usize);
+            let mut next = 0u64;
             for _ in 0..n {
                 let at = f.at;
-                let i = f.u64()?;
-                if v.last().is_some_and(|&l| l >= i) {
-                    return Err(bad_block(f.what, b.len(), at));
-                }
+                let i = f
+                    .varint()?
+                    .checked_add(next)
+                    .ok_or_else(|| bad_block(f.what, b.len(), at))?;
                 v.push(i);
+                next = i.saturating_add(1);
             }
             Ok(v)
         };
@@ -496,17 +525,21 @@ mod tests {
         assert!(matches!(e, MarkdupError::RangesCount { got: 299, records: 300 }), "{e}");
         let e = o.slices(&ranges, 3).unwrap_err();
         assert!(matches!(e, MarkdupError::RangeBeyond { partitions: 3, .. }), "{e}");
-        // A cut slice, and one whose list does not ascend.
+        // Gaps as varints: large indexes round-trip, a cut slice or a
+        // varint that does not end is refused.
+        let far = RangeSlice {
+            records: 3,
+            duplicates: vec![0, 1, 300, 1 << 40],
+            optical: vec![u64::MAX - 1],
+        };
+        assert_eq!(RangeSlice::from_bytes(&far.to_bytes()).unwrap(), far);
         let bytes = slices[1].to_bytes();
         assert!(RangeSlice::from_bytes(&bytes[..bytes.len() - 1]).is_err());
-        let mut swapped = RangeSlice {
-            records: 3,
-            duplicates: vec![1, 2],
-            optical: Vec::new(),
-        }
-        .to_bytes();
-        swapped[16..24].copy_from_slice(&5u64.to_le_bytes());
-        let e = RangeSlice::from_bytes(&swapped).unwrap_err();
-        assert!(matches!(e, MarkdupError::BadBlock { what: "range slice", at: 24, .. }), "{e}");
+        let mut endless = far.to_bytes();
+        let n = endless.len();
+        endless[n - 1] |= 0x80;
+        endless.push(0x80);
+        let e = RangeSlice::from_bytes(&endless).unwrap_err();
+        assert!(matches!(e, MarkdupError::BadBlock { what: "range slice", .. }), "{e}");
     }
 }

@@ -256,7 +256,11 @@ fn run_stages(
                 Some(&sliced),
             )
             .expect("sliced reduce");
-            assert_eq!((s.records, s.marked), (got.records, got.marked), "range {r}");
+            assert_eq!(
+                (s.records, s.marked),
+                (got.records, got.marked),
+                "range {r}"
+            );
             assert!(
                 std::fs::read(&spart).expect("sliced part") == std::fs::read(&part).expect("part"),
                 "range {r}: the sliced reduce's part differs"

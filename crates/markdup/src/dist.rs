@@ -42,12 +42,12 @@ use crate::spill::{
 };
 
 mod wire;
-pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 use crate::{
     flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,
     InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
     SetSizeHistograms, Templates, WalkCarry,
 };
+pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 
 /// Bits of an [`ordinal`] that hold the record's index in its split (up to
 /// 2^40 records per split, 2^23 splits: ordinals stay positive).
@@ -498,8 +498,11 @@ fn join_key(rg: i16, name: &[u8]) -> u64 {
     hash_bytes(name, rg as u16 as u64)
 }
 
-/// [`join_key`]'s order of two halves, each (key, fields, name).
-fn join_cmp(a: (u64, &HalfFields, &[u8]), b: (u64, &HalfFields, &[u8])) -> std::cmp::Ordering {
+/// A half as the join compares it: its [`join_key`], fields and name.
+type HalfView<'a> = (u64, &'a HalfFields, &'a [u8]);
+
+/// [`join_key`]'s order of two halves.
+fn join_cmp(a: HalfView<'_>, b: HalfView<'_>) -> std::cmp::Ordering {
     a.0.cmp(&b.0)
         .then_with(|| a.1.rg.cmp(&b.1.rg))
         .then_with(|| a.2.cmp(b.2))
@@ -573,8 +576,12 @@ impl MateJoin {
     /// The halves in memory in the join's order, as (key, place in
     /// `held`): 16 bytes moved per step of the sort, not the half.
     fn sorted(&self) -> Vec<(u64, usize)> {
-        let mut order: Vec<(u64, usize)> =
-            self.held.iter().enumerate().map(|(i, h)| (h.key, i)).collect();
+        let mut order: Vec<(u64, usize)> = self
+            .held
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.key, i))
+            .collect();
         let names = &self.names;
         let half = |i: usize| {
             let h = &self.held[i];
@@ -803,7 +810,7 @@ impl<'a> HalfStream<'a> {
         })
     }
 
-    fn memory_head(&self) -> Option<(u64, &'a HalfFields, &'a [u8])> {
+    fn memory_head(&self) -> Option<HalfView<'a>> {
         let h = &self.held[self.order.get(self.at)?.1];
         Some((
             h.key,
@@ -814,7 +821,7 @@ impl<'a> HalfStream<'a> {
 
     /// The next half in the join's order (its [`join_key`], fields and
     /// name).
-    fn next_half(&mut self) -> Result<Option<(u64, &HalfFields, &[u8])>, MarkdupError> {
+    fn next_half(&mut self) -> Result<Option<HalfView<'_>>, MarkdupError> {
         match self.given.take() {
             Some(r) if r < self.runs.len() => self.runs[r].advance()?,
             Some(_) => self.at += 1,

@@ -124,11 +124,9 @@ pub fn stage_markdup_reduce(
     let whole = match (decisions, bases, &slices) {
         (Some(d), Some(b), None) => Some((BlockBytes::new(&d)?, b)),
         (None, None, Some(_)) => None,
-        _ => {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "the duplicate decisions: either the whole decision and the splits' bases, or slices",
-            ))
-        }
+        _ => return Err(pyo3::exceptions::PyValueError::new_err(
+            "the duplicate decisions: either the whole decision and the splits' bases, or slices",
+        )),
     };
     let range_slices = slices.as_deref().map(HeldBlocks::new).transpose()?;
     let slices = held.slices();

@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{bad_block, Boundary, SetsDecided, SplitOutcome};
 #[cfg(doc)]
 use super::SplitShare;
+use super::{bad_block, Boundary, SetsDecided, SplitOutcome};
 use crate::{Bits, MarkdupError, SetSizeHistograms, WalkCarry};
 
 /// Reads fixed-width fields from a block, checking each one's room.
@@ -514,17 +514,35 @@ mod tests {
             .collect();
         assert_eq!(back, slices);
         for i in 0..n {
-            assert_eq!(back[range(i)].get(i), (dup.get(i), optical.get(i)), "record {i}");
+            assert_eq!(
+                back[range(i)].get(i),
+                (dup.get(i), optical.get(i)),
+                "record {i}"
+            );
         }
         // Every listed index is in its own range's slice only.
         let listed: usize = slices.iter().map(|s| s.duplicates.len()).sum();
         assert_eq!(listed as u64, dup.count_ones());
 
         // Range numbers of another run: refused by name.
-        let e = o.slices(&ranges[..ranges.len() - RANGE_BYTES], partitions).unwrap_err();
-        assert!(matches!(e, MarkdupError::RangesCount { got: 299, records: 300 }), "{e}");
+        let e = o
+            .slices(&ranges[..ranges.len() - RANGE_BYTES], partitions)
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                MarkdupError::RangesCount {
+                    got: 299,
+                    records: 300
+                }
+            ),
+            "{e}"
+        );
         let e = o.slices(&ranges, 3).unwrap_err();
-        assert!(matches!(e, MarkdupError::RangeBeyond { partitions: 3, .. }), "{e}");
+        assert!(
+            matches!(e, MarkdupError::RangeBeyond { partitions: 3, .. }),
+            "{e}"
+        );
         // Gaps as varints: large indexes round-trip, a cut slice or a
         // varint that does not end is refused.
         let far = RangeSlice {
@@ -540,6 +558,15 @@ mod tests {
         endless[n - 1] |= 0x80;
         endless.push(0x80);
         let e = RangeSlice::from_bytes(&endless).unwrap_err();
-        assert!(matches!(e, MarkdupError::BadBlock { what: "range slice", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                MarkdupError::BadBlock {
+                    what: "range slice",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

@@ -166,6 +166,9 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
         # No task held the whole input's ends.
         if md["buckets"] > 1:
             assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
+        # Each reduce received its range's slices only: 24 bytes a split
+        # and at most 10 per duplicate or optical duplicate listed.
+        assert 0 < md["largest_reduce_decision_bytes"] <= 24 * stats["splits"] + 20 * md["marked"], md
     else:
         assert md["path"] == "one task", md
     assert same_output(got, want, partitions), "the Ray output differs from one node's"

@@ -279,13 +279,20 @@ def test_the_stage_functions_in_process(inputs, tmp_path):
     (markdup_decide), with splits finished again where a carry says so;
     each reduce given only its range's slices of the splits' outcomes
     writes the part it writes with the whole decision; values that are not
-    the tasks' own are refused with the reason."""
+    the tasks' own are refused with the reason. The duplicate-marking
+    options are alnsort.sort()'s keywords (typed values, applied by the
+    engine's setters), or the same options as command-line words, read
+    once by alnsort sort's parser: the same decision."""
     from alnsort import stages
 
     ins = inputs[(False, 1)]
-    md = ["--markdup", "--tagging-policy", "all"]
+    md = {"tagging_policy": "all"}
+    words = ["--markdup", "--tagging-policy", "all"]
+    assert stages.markdup_keywords(words) == {"markdup": True, **md}
     names = ("m.txt", ins, "out.bam", "a command line")
     one = stages.markdup_decide(ins, md, metrics=names)
+    assert stages.markdup_decide(ins, words, metrics=names) == one
+    assert one != stages.markdup_decide(ins, {}, metrics=names)  # the policy reaches the engine
     splits = stages.split(ins, 6)
     assert len(splits) >= 3
     b = 4
@@ -352,10 +359,22 @@ def test_the_stage_functions_in_process(inputs, tmp_path):
                                 [d["counts"] for d in decided])
     with pytest.raises(alnsort.AlnsortError, match="read ends .* cut short"):
         stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
-    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
+    with pytest.raises(alnsort.AlnsortError, match="-n: not a duplicate-marking option"):
         stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)
-    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
-        stages.map_collecting(ins, splits[0], [], ["--markdup", "-n"], b, b)
+    with pytest.raises(alnsort.AlnsortError, match=r"-n \(name=\): not a duplicate-marking option"):
+        stages.map_collecting(ins, splits[0], [], {"name": True}, b, b)
+    with pytest.raises(alnsort.AlnsortError, match="optical-distance 'x'"):
+        stages.markdup_collect(ins, splits[0], {"optical_distance": "x"}, b, b)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tagging'"):
+        stages.markdup_collect(ins, splits[0], {"tagging": "all"}, b, b)
+    with pytest.raises(TypeError, match="markdup must be a dict"):
+        stages.markdup_collect(ins, splits[0], "--markdup", b, b)
+    with pytest.raises(alnsort.AlnsortError, match="'x.bam': not a duplicate-marking option"):
+        stages.markdup_keywords(["--tagging-policy", "all", "x.bam"])
+    with pytest.raises(alnsort.AlnsortError, match="missing argument for option '--metrics'"):
+        stages.markdup_keywords(["--metrics"])
+    with pytest.raises(ValueError, match="it marks duplicates"):
+        stages.markdup_collect(ins, splits[0], {"markdup": False}, b, b)
     with pytest.raises(ValueError, match="end_buckets must be at least 1"):
         stages.map_collecting(ins, splits[0], [], md, 0, b)
 

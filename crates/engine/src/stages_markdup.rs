@@ -301,46 +301,6 @@ pub fn range_slices(
     Ok(slices.iter().map(dist::RangeSlice::to_bytes).collect())
 }
 
-/// `options` with the duplicate-marking options of `argv` (`--markdup`,
-/// `--metrics FILE`, `--tagging-policy all`, ...: the long names and values
-/// `alnsort sort` takes, from its option table) applied; any other option
-/// is refused by name.
-pub fn with_markdup(options: &SortOptions, argv: &[String]) -> Result<SortOptions> {
-    use crate::options::{OptId, OPTIONS};
-    let mut o = options.clone();
-    let mut args = argv.iter();
-    while let Some(a) = args.next() {
-        let (name, inline) = match a.strip_prefix("--").map(|n| n.split_once('=')) {
-            Some(Some((n, v))) => (n, Some(v.to_string())),
-            Some(None) => (&a[2..], None),
-            None => bail!(
-                Refused,
-                "{a:?}: not a duplicate-marking option (--markdup, --metrics FILE, ...)"
-            ),
-        };
-        let Some(spec) = OPTIONS
-            .iter()
-            .find(|s| s.long == Some(name) && matches!(s.id, OptId::Markdup(_)))
-        else {
-            bail!(
-                Refused,
-                "--{name}: not a duplicate-marking option of alnsort sort"
-            );
-        };
-        let value = match (spec.value, inline) {
-            (None, None) => None,
-            (None, Some(_)) => bail!(Refused, "--{name} takes no value"),
-            (Some(_), Some(v)) => Some(v),
-            (Some(_), None) => match args.next() {
-                Some(v) => Some(v.clone()),
-                None => bail!(Refused, "--{name} needs a value"),
-            },
-        };
-        o.apply(spec.id, value.map(Into::into))?;
-    }
-    Ok(o)
-}
-
 /// Writes the metrics file of `alnsort sort --markdup --metrics PATH`:
 /// `inputs` and `output` as the user gave them, `command_line` the line
 /// the file records.

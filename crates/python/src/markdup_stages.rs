@@ -1,9 +1,10 @@
 //! The extension functions behind duplicate marking in the distributed
 //! stages (`alnsort_engine::stages_markdup`), for `alnsort.ray`'s
-//! `markdup=True`. `markdup` is the list of `alnsort sort`'s
-//! duplicate-marking options as argv (`["--markdup", "--tagging-policy",
-//! "all"]`), applied to the stage's keywords by the engine
-//! (`stages_markdup::with_markdup`). Each runs without the GIL.
+//! `markdup=True`. Their options are the stage's [`Keywords`] with
+//! `markdup`, the keywords of `alnsort sort`'s duplicate-marking options
+//! (`tagging_policy`, `optical_distance`, ...), each applied by the
+//! engine's setter (`SortOptions::apply_markdup_keyword`): no argv is built
+//! or parsed. Each runs without the GIL.
 //!
 //! The decision cut into tasks (`stages_markdup::{collect, join,
 //! decide_bucket, finish_split, assemble}`) crosses into Python as plain
@@ -16,11 +17,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use alnsort_engine::options::SortOptions;
 use alnsort_engine::stages;
-use alnsort_engine::stages_markdup::{
-    self, dist, Fixups, Marks, SetsDecided, SplitOutcome, WalkCarry,
-};
+use alnsort_engine::stages_markdup::{self, dist, Fixups, SetsDecided, SplitOutcome, WalkCarry};
 use alnsort_markdup::{Bits, LibraryCounts, SetSizeHistograms};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -31,7 +29,6 @@ use crate::Keywords;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_decide, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_split_bases, m)?)?;
-    m.add_function(wrap_pyfunction!(stage_markdup_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_collect, m)?)?;
     m.add_function(wrap_pyfunction!(stage_map_collecting, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_continued, m)?)?;
@@ -42,26 +39,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The engine's options for a stage's keywords with `markdup`'s
-/// duplicate-marking options applied.
-pub(crate) fn options(py: Python<'_>, kw: &Keywords, markdup: &[String]) -> PyResult<SortOptions> {
-    let o = typed(py, kw)?;
-    stages_markdup::with_markdup(&o, markdup).map_err(|e| raise(py, e))
-}
-
 /// The decision over all inputs: (decisions as bytes, records per input,
 /// the metrics file's text or None). `metrics`: (metrics path, inputs and
 /// output as the user gave them, the command line the file records).
 #[pyfunction]
-#[pyo3(signature = (inputs, options, markdup, metrics=None))]
+#[pyo3(signature = (inputs, options, metrics=None))]
 pub fn stage_markdup_decide(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     options: Keywords,
-    markdup: Vec<String>,
     metrics: Option<MetricsNames>,
 ) -> PyResult<DecisionResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let got = py.detach(move || stages_markdup::decide(&inputs, &o));
     decision(py, got, metrics)
 }
@@ -95,60 +84,6 @@ pub fn stage_markdup_split_bases(
     input_records: Vec<u64>,
 ) -> PyResult<Vec<u64>> {
     stages_markdup::split_bases(&split_records, &split_inputs, &input_records)
-        .map_err(|e| raise(py, e))
-}
-
-/// `stage_reduce` with the decisions applied: (records, bytes,
-/// duplicates). The whole decision and the splits' bases, or `slices`:
-/// the reduce's own range's slice of every split (`stage_markdup_finish`
-/// with the split's range numbers).
-#[pyfunction]
-#[pyo3(signature = (inputs, blocks, part_path, range_index, partitions, options, index, markdup, decisions, bases, slices=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn stage_markdup_reduce(
-    py: Python<'_>,
-    inputs: Vec<PathBuf>,
-    blocks: Vec<Bound<'_, PyAny>>,
-    part_path: PathBuf,
-    range_index: usize,
-    partitions: usize,
-    options: Keywords,
-    index: bool,
-    markdup: Vec<String>,
-    decisions: Option<Bound<'_, PyAny>>,
-    bases: Option<Vec<u64>>,
-    slices: Option<Vec<Bound<'_, PyAny>>>,
-) -> PyResult<(u64, u64, u64)> {
-    let o = self::options(py, &options, &markdup)?;
-    let held = HeldBlocks::new(&blocks)?;
-    let whole = match (decisions, bases, &slices) {
-        (Some(d), Some(b), None) => Some((BlockBytes::new(&d)?, b)),
-        (None, None, Some(_)) => None,
-        _ => return Err(pyo3::exceptions::PyValueError::new_err(
-            "the duplicate decisions: either the whole decision and the splits' bases, or slices",
-        )),
-    };
-    let range_slices = slices.as_deref().map(HeldBlocks::new).transpose()?;
-    let slices = held.slices();
-    let whole = whole.as_ref().map(|(d, b)| (d.as_slice(), b.clone()));
-    let parts = range_slices.as_ref().map(HeldBlocks::slices);
-    let got = py.detach(move || {
-        let marks = match (whole, parts) {
-            (Some((decided, bases)), _) => Marks::new(decided, bases, &o)?,
-            (None, parts) => Marks::sliced(&parts.unwrap_or_default(), &o)?,
-        };
-        stages::reduce_marked(
-            &inputs,
-            &slices,
-            &part_path,
-            range_index,
-            partitions,
-            &o,
-            index,
-            Some(&marks),
-        )
-    });
-    got.map(|r| (r.records, r.bytes, r.marked))
         .map_err(|e| raise(py, e))
 }
 
@@ -196,11 +131,10 @@ pub fn stage_markdup_collect(
     inputs: Vec<PathBuf>,
     split: SplitTuple,
     options: Keywords,
-    markdup: Vec<String>,
     end_buckets: usize,
     name_buckets: usize,
 ) -> PyResult<ShareResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let got = py.detach(move || {
         stages_markdup::collect(&inputs, &spec(split), &o, end_buckets, name_buckets)
     });
@@ -239,11 +173,10 @@ pub fn stage_map_collecting(
     split: SplitTuple,
     splitters: Vec<Vec<u8>>,
     options: Keywords,
-    markdup: Vec<String>,
     end_buckets: usize,
     name_buckets: usize,
 ) -> PyResult<(crate::stages::MapResult, ShareResult)> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let got = py.detach(move || {
         stages::map_collecting(
             &inputs,
@@ -309,10 +242,9 @@ pub fn stage_markdup_decide_bucket(
     blocks: Vec<Bound<'_, PyAny>>,
     bounds: Vec<BoundaryTuple>,
     options: Keywords,
-    markdup: Vec<String>,
     splits: usize,
 ) -> PyResult<BucketResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
     let got = py.detach(move || {
@@ -434,13 +366,12 @@ pub fn stage_markdup_finish(
 /// bits, optical bits or None, records, counts per library)) and every
 /// end bucket's counts.
 #[pyfunction]
-#[pyo3(signature = (inputs, options, markdup, outcomes, buckets, metrics=None))]
+#[pyo3(signature = (inputs, options, outcomes, buckets, metrics=None))]
 #[allow(clippy::type_complexity)]
 pub fn stage_markdup_assemble(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     options: Keywords,
-    markdup: Vec<String>,
     outcomes: Vec<(
         Bound<'_, PyAny>,
         Option<Bound<'_, PyAny>>,
@@ -450,7 +381,7 @@ pub fn stage_markdup_assemble(
     buckets: Vec<SetCounts>,
     metrics: Option<MetricsNames>,
 ) -> PyResult<DecisionResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let mut splits = Vec::with_capacity(outcomes.len());
     for (k, (dup, optical, records, counts)) in outcomes.into_iter().enumerate() {
         let what = format!("split {k}'s duplicate bits");

@@ -55,9 +55,9 @@ causes) on bad input, naming the file, offset and record.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _alnsort, _check, _keywords, _path, sort_options, PathArg
+from . import AlnsortError, _alnsort, _check, _keywords, _options, _path, option_keywords, sort_options, PathArg
 
 __all__ = [
     "Split",
@@ -71,6 +71,7 @@ __all__ = [
     "reduce",
     "assemble",
     "options",
+    "markdup_keywords",
     "markdup_decide",
     "markdup_split_bases",
     "markdup_reduce",
@@ -179,7 +180,7 @@ def map(  # noqa: A001 - the stage's name in the interface
     splitters: Sequence[bytes],
     *,
     prior: Optional[int] = None,
-    markdup: Optional[Sequence[str]] = None,
+    markdup: "Optional[Markdup]" = None,
     **order: Any,
 ) -> Dict[str, Any]:
     """The map task of ``split``: its records read, keyed, sorted and cut
@@ -189,18 +190,16 @@ def map(  # noqa: A001 - the stage's name in the interface
     the module documentation): compare it with the next split's
     ``"start"``. With several inputs, ``prior`` is the split's prior (see
     :func:`priors`) and ``"reach"`` the split's reach. With ``markdup``
-    (``alnsort sort``'s duplicate-marking options, ``["--markdup", ...]``)
-    each record carries its place in the input (split ordinal, index) to
-    :func:`markdup_reduce`."""
+    (duplicate marking: see :data:`Markdup`) each record carries its place
+    in the input (split ordinal, index) to :func:`markdup_reduce`."""
     if prior is not None:
         _check(prior, (int,), "prior")
     blocks, records, end, got_reach = _alnsort.stage_map(
         _inputs(inputs),
         _split_tuple(split),
         [bytes(s) for s in splitters],
-        _keywords(**order),
+        _keywords(**order) if markdup is None else _marking(markdup, order),
         prior,
-        None if markdup is None else _markdup(markdup),
     )
     return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
 
@@ -254,7 +253,7 @@ def reduce(
     Returns ``{"records": int, "bytes": int}``."""
     if index not in INDEX_KINDS:
         raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
-    records, nbytes = _alnsort.stage_reduce(
+    records, nbytes, _ = _alnsort.stage_reduce(
         _inputs(inputs),
         list(blocks),
         _path(part_path, "part_path"),
@@ -305,20 +304,62 @@ def assemble(
 
 
 # ---- duplicate marking (alnsort_engine::stages_markdup) ---------------------
-# ``markdup`` is alnsort sort's duplicate-marking options as argv
-# (``["--markdup", "--tagging-policy", "all"]``), applied by the engine
-# with the same setters as the command's (other options are refused).
+
+#: A stage's ``markdup``: the keywords of :func:`alnsort.sort`'s
+#: duplicate-marking options (``{"tagging_policy": "all",
+#: "optical_distance": 2500}``; ``markdup=True`` implied, ``{}`` for
+#: Picard's defaults), each applied by the engine with the setter of its
+#: ``alnsort sort`` option (any other option is refused by name); or those
+#: options as written on the command line (``["--markdup",
+#: "--tagging-policy", "all"]``), read once by ``alnsort sort``'s own
+#: parser (:func:`markdup_keywords`).
+Markdup = Union[Mapping[str, Any], Sequence[str]]
 
 
-def _markdup(markdup: Sequence[str]) -> List[str]:
-    if isinstance(markdup, (str, bytes)):
-        raise TypeError("markdup must be a list of arguments, e.g. ['--markdup', '--tagging-policy', 'all']")
-    return [str(a) for a in markdup]
+def markdup_keywords(words: Sequence[str]) -> Dict[str, Any]:
+    """``alnsort sort``'s duplicate-marking options as written on its
+    command line (``["--tagging-policy", "all"]``; ``--markdup`` may be
+    among them) as the keywords a stage's ``markdup`` takes
+    (``{"markdup": True, "tagging_policy": "all"}``), read by the
+    command's own parser; any other option raises :class:`AlnsortError`
+    naming it."""
+    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+        raise TypeError(f"markdup's options must be a list of words, e.g. ['--tagging-policy', 'all'], not {words!r}")
+    group = {name for name, _, g in _alnsort.sort_option_table() if g == "markdup"}
+
+    def only_markdup(given: List[str]) -> None:
+        for name in given:
+            if name not in group:
+                raise AlnsortError(f"{name}: not a duplicate-marking option of alnsort sort")
+
+    # Read as `alnsort sort --markdup WORDS` (nothing is opened).
+    got = _alnsort.parse_sort_args(_alnsort.ARGV0, ["--markdup", *[str(w) for w in words]], [], only_markdup)
+    if got.get("inputs"):
+        raise AlnsortError(f"{got['inputs'][0]!r}: not a duplicate-marking option of alnsort sort")
+    keyword = {name: key for key, (name, _, _) in option_keywords("sort").items()}
+    return {keyword[name]: True if value is None else value for name, value in got["given_values"]}
+
+
+def _marking(markdup: Markdup, order: Dict[str, Any]) -> Dict[str, Any]:
+    """The typed options of a stage that marks duplicates: ``order``'s
+    (:func:`alnsort._keywords`) with ``markdup``'s keywords."""
+    if isinstance(markdup, Mapping):
+        kw = dict(markdup)
+    elif isinstance(markdup, Sequence) and not isinstance(markdup, (str, bytes)):
+        kw = markdup_keywords(markdup)
+    else:
+        raise TypeError(
+            "markdup must be a dict of alnsort.sort()'s duplicate-marking keywords, e.g. {'tagging_policy': 'all'} "
+            f"(or those options as command-line words), not {type(markdup).__name__}"
+        )
+    if kw.get("markdup", True) is not True:
+        raise ValueError(f"markdup={kw['markdup']!r} among a duplicate-marking stage's keywords: it marks duplicates")
+    return dict(_keywords(**order), markdup=_options("sort", kw)[0])
 
 
 def markdup_decide(
     inputs: Sequence[PathArg],
-    markdup: Sequence[str],
+    markdup: Markdup,
     *,
     metrics: Optional[tuple] = None,
     **order: Any,
@@ -328,9 +369,7 @@ def markdup_decide(
     :func:`markdup_reduce`), "records": records per input, "metrics": the
     metrics file's text or None}``. ``metrics``: ``(metrics path, inputs
     and output as the user named them, the command line it records)``."""
-    decisions, records, text = _alnsort.stage_markdup_decide(
-        _inputs(inputs), _keywords(**order), _markdup(markdup), metrics
-    )
+    decisions, records, text = _alnsort.stage_markdup_decide(_inputs(inputs), _marking(markdup, order), metrics)
     return {"decisions": decisions, "records": records, "metrics": text}
 
 
@@ -348,7 +387,7 @@ def markdup_reduce(
     part_path: PathArg,
     range_index: int,
     partitions: int,
-    markdup: Sequence[str],
+    markdup: Markdup,
     decisions: Optional[Union[bytes, memoryview]],
     bases: Optional[Sequence[int]],
     *,
@@ -366,17 +405,18 @@ def markdup_reduce(
     them}``."""
     if index not in INDEX_KINDS:
         raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
-    records, nbytes, marked = _alnsort.stage_markdup_reduce(
+    given = (decisions is not None, bases is not None, slices is not None)
+    if given not in ((True, True, False), (False, False, True)):
+        raise ValueError("the duplicate decisions: either the whole decision and the splits' bases, or slices")
+    records, nbytes, marked = _alnsort.stage_reduce(
         _inputs(inputs),
         list(blocks),
         _path(part_path, "part_path"),
         range_index,
         partitions,
-        _keywords(**order),
+        _marking(markdup, order),
         index is not None,
-        _markdup(markdup),
-        decisions,
-        None if bases is None else list(bases),
+        None if slices is not None else (decisions, list(bases)),
         None if slices is None else list(slices),
     )
     return {"records": records, "bytes": nbytes, "marked": marked}
@@ -413,7 +453,7 @@ def _boundaries(boundaries: Sequence[Dict[str, Any]]) -> List[tuple]:
 def markdup_collect(
     inputs: Sequence[PathArg],
     split: Split,
-    markdup: Sequence[str],
+    markdup: Markdup,
     end_buckets: int,
     name_buckets: int,
     **order: Any,
@@ -429,7 +469,7 @@ def markdup_collect(
     _check_buckets(end_buckets, name_buckets)
     return _share(
         _alnsort.stage_markdup_collect(
-            _inputs(inputs), _split_tuple(split), _keywords(**order), _markdup(markdup), end_buckets, name_buckets
+            _inputs(inputs), _split_tuple(split), _marking(markdup, order), end_buckets, name_buckets
         )
     )
 
@@ -458,7 +498,7 @@ def map_collecting(
     inputs: Sequence[PathArg],
     split: Split,
     splitters: Sequence[bytes],
-    markdup: Sequence[str],
+    markdup: Markdup,
     end_buckets: int,
     name_buckets: int,
     **order: Any,
@@ -475,8 +515,7 @@ def map_collecting(
         _inputs(inputs),
         _split_tuple(split),
         [bytes(s) for s in splitters],
-        _keywords(**order),
-        _markdup(markdup),
+        _marking(markdup, order),
         end_buckets,
         name_buckets,
     )
@@ -502,7 +541,7 @@ def markdup_decide_bucket(
     inputs: Sequence[PathArg],
     blocks: Sequence[Union[bytes, memoryview]],
     boundaries: Sequence[Dict[str, Any]],
-    markdup: Sequence[str],
+    markdup: Markdup,
     splits: int,
     **order: Any,
 ) -> Dict[str, Any]:
@@ -513,7 +552,7 @@ def markdup_decide_bucket(
     :func:`markdup_finish`) and ``"counts"`` (set-size histograms and
     optical duplicates per library, for :func:`markdup_assemble`)."""
     dups, optical, counts = _alnsort.stage_markdup_decide_bucket(
-        _inputs(inputs), list(blocks), _boundaries(boundaries), _keywords(**order), _markdup(markdup), splits
+        _inputs(inputs), list(blocks), _boundaries(boundaries), _marking(markdup, order), splits
     )
     return {"duplicates": dups, "optical": optical, "counts": dict(zip(_COUNT_KEYS, counts))}
 
@@ -563,7 +602,7 @@ def markdup_finish(
 
 def markdup_assemble(
     inputs: Sequence[PathArg],
-    markdup: Sequence[str],
+    markdup: Markdup,
     outcomes: Sequence[Dict[str, Any]],
     bucket_counts: Sequence[Dict[str, Any]],
     *,
@@ -577,6 +616,6 @@ def markdup_assemble(
     outs = [(o["duplicate"], o["optical"], o["records"], o["counts"]) for o in outcomes]
     counts = [tuple(c[k] for k in _COUNT_KEYS) for c in bucket_counts]
     decisions, records, text = _alnsort.stage_markdup_assemble(
-        _inputs(inputs), _keywords(**order), _markdup(markdup), outs, counts, metrics
+        _inputs(inputs), _marking(markdup, order), outs, counts, metrics
     )
     return {"decisions": decisions, "records": records, "metrics": text}

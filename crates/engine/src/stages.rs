@@ -677,7 +677,14 @@ fn map_with_share(
             "the map collects the duplicate-marking share only with --markdup among the options"
                 .to_string(),
         )),
-        (Some(_), Some(md)) => {
+        (Some(buckets), Some(md)) => {
+            if splitters.len() + 1 > crate::stages_markdup::dist::MAX_RANGES {
+                return Err(Error::Refused(format!(
+                    "the map collects the duplicate-marking share for at most {} ranges, not {}",
+                    crate::stages_markdup::dist::MAX_RANGES,
+                    splitters.len() + 1
+                )));
+            }
             if inputs.len() != 1 {
                 return Err(Error::Refused(format!(
                     "duplicate marking cut into tasks takes one input ({} given): several inputs are \
@@ -697,6 +704,7 @@ fn map_with_share(
                 &file,
                 budget,
                 split.ordinal,
+                buckets,
             ))
         }
     };
@@ -857,9 +865,25 @@ fn map_with_share(
         // it back ([`recycle_block`]).
         let mut writers = BLOCK_BUFFERS.writers(partitioner.ranges(), cfg.memory_budget as usize);
         let mut assigner = partitioner.clone().into_assigner();
+        // Collecting the share: the range each record goes to, for each
+        // reduce's slice of the decision (crate::stages_markdup::Marks).
+        let mut ranges = match &marker {
+            Some(_) => vec![0u8; records as usize * crate::stages_markdup::dist::RANGE_BYTES],
+            None => Vec::new(),
+        };
         let mut out = 0u64;
         while let Some((key, rec)) = merged.next_entry()? {
             let r = assigner.range_of(key);
+            if marker.is_some() {
+                let (_, index) =
+                    crate::stages_markdup::dist::split_of(crate::markdup::record_ordinal(rec)?);
+                if !crate::stages_markdup::dist::set_range(&mut ranges, index, r) {
+                    return Err(Error::Internal(format!(
+                        "record {index} of the split sorted into range {r}, beyond the split's {records} records or {} ranges",
+                        crate::stages_markdup::dist::MAX_RANGES
+                    )));
+                }
+            }
             writers[r].push(key, rec);
             out += 1;
         }
@@ -879,11 +903,13 @@ fn map_with_share(
             None => None,
         };
         let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
-        let share = match (marker, collect) {
-            (Some(m), Some((end_buckets, name_buckets))) => {
-                Some(m.finish_split(end_buckets, name_buckets)?)
+        let share = match marker {
+            Some(m) => {
+                let mut share = m.finish_split()?;
+                share.ranges = ranges;
+                Some(share)
             }
-            _ => None,
+            None => None,
         };
         Ok((
             MapOutput {
@@ -1041,6 +1067,10 @@ pub fn reduce_marked(
             None => rec,
         };
         out.write_record(enc.finish_record(key, rec, &mut scratch))?;
+    }
+    if let Some(m) = marks {
+        m.check_complete()
+            .with_context(|| format!("range {range_index}"))?;
     }
     let written = out.records();
     let done = out.finish_releasing((), || {

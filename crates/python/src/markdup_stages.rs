@@ -111,13 +111,15 @@ fn fixups(bounds: Vec<BoundaryTuple>) -> Fixups {
 }
 
 /// A split's share as Python takes it: (fragment ends by end bucket, mate
-/// halves by name bucket, record slots, boundary, records).
+/// halves by name bucket, record slots, boundary, records, each record's
+/// range: empty unless a map collected it).
 type ShareResult = (
     Vec<Py<PyBytes>>,
     Vec<Py<PyBytes>>,
     Py<PyBytes>,
     (Option<Py<PyBytes>>, Option<Py<PyBytes>>, i64, i64),
     u64,
+    Py<PyBytes>,
 );
 
 /// The duplicate-marking share of one split of one input
@@ -155,6 +157,7 @@ fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
             b.first,
         ),
         share.records,
+        PyBytes::new(py, &share.ranges).unbind(),
     )
 }
 
@@ -297,20 +300,26 @@ fn carry_tuple(c: WalkCarry) -> CarryTuple {
 }
 
 /// One split's outcome as Python takes it: (duplicate bits, optical bits
-/// or None, records, record counts per library, carry).
+/// or None, records, record counts per library, carry, the outcome's
+/// slice per range: empty without range numbers).
 type OutcomeResult = (
     Py<PyBytes>,
     Option<Py<PyBytes>>,
     u64,
     LibraryCounts,
     CarryTuple,
+    Vec<Py<PyBytes>>,
 );
 
 /// Picard's output walk over one split (`stages_markdup::finish_split`):
 /// its slots, whether its first template began in an earlier split, its
 /// duplicate and optical index lists from every end bucket, and the carry
-/// of the previous split's walk.
+/// of the previous split's walk; with `ranges` (each record's range, from
+/// the split's map) the outcome cut into `partitions` slices, one per
+/// reduce (`stages_markdup::range_slices`).
 #[pyfunction]
+#[pyo3(signature = (slots, continued, duplicates, optical, carry, ranges=None, partitions=0))]
+#[allow(clippy::too_many_arguments)]
 pub fn stage_markdup_finish(
     py: Python<'_>,
     slots: Bound<'_, PyAny>,
@@ -318,8 +327,12 @@ pub fn stage_markdup_finish(
     duplicates: Vec<Bound<'_, PyAny>>,
     optical: Vec<Bound<'_, PyAny>>,
     carry: CarryTuple,
+    ranges: Option<Bound<'_, PyAny>>,
+    partitions: usize,
 ) -> PyResult<OutcomeResult> {
     let slots = BlockBytes::new(&slots)?;
+    let ranges = ranges.as_ref().map(BlockBytes::new).transpose()?;
+    let ranges = ranges.as_ref().map(BlockBytes::as_slice);
     let dups = HeldBlocks::new(&duplicates)?;
     let opt = HeldBlocks::new(&optical)?;
     let (d, o, s) = (dups.slices(), opt.slices(), slots.as_slice());
@@ -329,14 +342,22 @@ pub fn stage_markdup_finish(
         optical_stale: carry.2,
         optical_dup_template: carry.3,
     };
-    let got = py.detach(move || stages_markdup::finish_split(s, continued, &d, Some(&o), carry));
-    let out = got.map_err(|e| raise(py, e))?;
+    let got = py.detach(move || {
+        let out = stages_markdup::finish_split(s, continued, &d, Some(&o), carry)?;
+        let slices = match ranges {
+            Some(r) => stages_markdup::range_slices(&out, r, partitions)?,
+            None => Vec::new(),
+        };
+        Ok::<_, alnsort_engine::error::Error>((out, slices))
+    });
+    let (out, slices) = got.map_err(|e| raise(py, e))?;
     Ok((
         bits_bytes(py, &out.duplicate),
         out.optical.as_ref().map(|b| bits_bytes(py, b)),
         out.duplicate.len(),
         out.counts,
         carry_tuple(out.carry),
+        bytes_list(py, &slices),
     ))
 }
 

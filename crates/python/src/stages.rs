@@ -275,13 +275,17 @@ impl HeldBlocks {
 /// objects with the buffer protocol: `bytes`, `memoryview`, Ray's
 /// object-store buffers) are read in place while the GIL is released
 /// (writable ones are copied first, see [`BlockBytes`]); the list holds
-/// them until the reduce returns. `marks`, for maps that ran with
-/// `markdup`: (the decisions `stage_markdup_decide` or
-/// `stage_markdup_assemble` gave, read in place as the blocks are; where
-/// each split's records start in input order), each record then written
-/// as one node writes it (`stages::reduce_marked`).
+/// them until the reduce returns. For maps that ran with `markdup`, the
+/// duplicate decisions, each record then written as one node writes it
+/// (`stages::reduce_marked`): `marks`, (the whole decision
+/// `stage_markdup_decide` or `stage_markdup_assemble` gave, read in place
+/// as the blocks are; where each split's records start in input order),
+/// or `slices`, the reduce's own range's slice of every split, in split
+/// order (`stage_markdup_finish` with the split's range numbers; read in
+/// place too), checked against the records of each split the reduce
+/// meets. Not both.
 #[pyfunction]
-#[pyo3(signature = (inputs, blocks, part_path, range_index, partitions, options, index, marks=None))]
+#[pyo3(signature = (inputs, blocks, part_path, range_index, partitions, options, index, marks=None, slices=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_reduce(
     py: Python<'_>,
@@ -293,23 +297,32 @@ pub fn stage_reduce(
     options: Keywords,
     index: bool,
     marks: Option<(Bound<'_, PyAny>, Vec<u64>)>,
+    slices: Option<Vec<Bound<'_, PyAny>>>,
 ) -> PyResult<(u64, u64, u64)> {
+    if marks.is_some() && slices.is_some() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "the duplicate decisions: either the whole decision and the splits' bases, or slices, not both",
+        ));
+    }
     let options = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
-    let slices = held.slices();
+    let blocks = held.slices();
     let (decided, bases) = match marks {
         Some((d, bases)) => (Some(BlockBytes::new(&d)?), bases),
         None => (None, Vec::new()),
     };
     let decided = decided.as_ref().map(BlockBytes::as_slice);
+    let range_slices = slices.as_deref().map(HeldBlocks::new).transpose()?;
+    let range_slices = range_slices.as_ref().map(HeldBlocks::slices);
     let got = py.detach(move || {
-        let marks = match decided {
-            Some(d) => Some(Marks::new(d, bases, &options)?),
-            None => None,
+        let marks = match (decided, range_slices) {
+            (Some(d), _) => Some(Marks::new(d, bases, &options)?),
+            (None, Some(s)) => Some(Marks::sliced(&s, &options)?),
+            (None, None) => None,
         };
         stages::reduce_marked(
             &inputs,
-            &slices,
+            &blocks,
             &part_path,
             range_index,
             partitions,

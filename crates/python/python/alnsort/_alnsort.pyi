@@ -56,6 +56,7 @@ def stage_reduce(
     options: _Keywords,
     index: bool,
     marks: Optional[tuple[Any, Sequence[int]]] = None,
+    slices: Optional[Sequence[Any]] = None,
 ) -> tuple[int, int, int]: ...
 def stage_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
@@ -95,7 +96,7 @@ def stage_markdup_collect(
     options: _Keywords,
     end_buckets: int,
     name_buckets: int,
-) -> tuple[list[bytes], list[bytes], bytes, _Boundary, int]: ...
+) -> tuple[list[bytes], list[bytes], bytes, _Boundary, int, bytes]: ...
 def stage_map_collecting(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     split: _SplitTuple,
@@ -104,7 +105,7 @@ def stage_map_collecting(
     end_buckets: int,
     name_buckets: int,
 ) -> tuple[
-    tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int]
+    tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int, bytes]
 ]: ...
 def stage_markdup_continued(bounds: Sequence[_Boundary]) -> list[Optional[int]]: ...
 def stage_markdup_join(blocks: Sequence[_Buffer], bounds: Sequence[_Boundary], end_buckets: int) -> list[bytes]: ...
@@ -116,8 +117,14 @@ def stage_markdup_decide_bucket(
     splits: int,
 ) -> tuple[list[bytes], list[bytes], _SetCounts]: ...
 def stage_markdup_finish(
-    slots: _Buffer, continued: bool, duplicates: Sequence[_Buffer], optical: Sequence[_Buffer], carry: _Carry
-) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry]: ...
+    slots: _Buffer,
+    continued: bool,
+    duplicates: Sequence[_Buffer],
+    optical: Sequence[_Buffer],
+    carry: _Carry,
+    ranges: Optional[_Buffer] = None,
+    partitions: int = 0,
+) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry, list[bytes]]: ...
 def stage_markdup_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     options: _Keywords,

@@ -270,12 +270,15 @@ def _reduce_task(
     task = ("reduce", range_index)
     try:
         if marks is not None:
-            # marks: (markdup options, split bases); the decisions come as an
-            # argument of their own (an object in the store, read in place).
-            md, bases = marks
+            # marks: (markdup options, split bases, slices): the whole decision
+            # comes as an argument of its own (an object in the store, read in
+            # place); or, with `slices` > 0, the first `slices` blocks are this
+            # range's slices of the decision, one per split.
+            md, bases, sliced = marks
+            parts = list(blocks[:sliced]) if sliced else None
             out, secs, cpu = run.call(
-                "markdup_reduce", run.inputs, list(blocks), tmp, range_index, partitions,
-                md, decisions, bases, task=task, **options, **run.order,
+                "markdup_reduce", run.inputs, list(blocks[sliced:]), tmp, range_index, partitions,
+                md, decisions, bases, task=task, slices=parts, **options, **run.order,
             )
         else:
             out, secs, cpu = run.call(
@@ -627,10 +630,13 @@ def sort(
         if level is not None:
             options["level"] = level
         marks_ref = decisions_ref = None
+        slices: Optional[List[list]] = None
         decided: Dict[str, Any] = {}
         if md_run is not None:
             # collect -> join -> decide -> finish -> assemble
-            decided, decisions_ref = md_run.decide(split_list, [m["records"] for m in metas], names, phases)
+            decided, decisions_ref, slices = md_run.decide(
+                split_list, [m["records"] for m in metas], names, phases, n_parts
+            )
         elif decide_ref is not None:
             t1 = time.perf_counter()
             decided = _get(ray, decide_ref)
@@ -640,16 +646,20 @@ def sort(
             decisions_ref = ray.put(decided["decisions"])
             say(f"decide: one task over {len(ins)} input(s), {sum(decided['records'])} records "
                 f"(waited {phases['decide']['wall_waited']:.2f} s)")
-        if decisions_ref is not None:
+        if slices is not None:
+            # Each reduce receives its range's slice of every split's outcome.
+            marks_ref, decisions_ref = ray.put((md, None, len(split_list))), None
+        elif decisions_ref is not None:
             bases = stage_mod.markdup_split_bases(
                 [m["records"] for m in metas], [s["input"] for s in split_list], decided["records"]
             )
-            marks_ref = ray.put((md, bases))
+            marks_ref = ray.put((md, bases, 0))
         reduced = _get(
             ray,
             [
                 reduce_r.remote(
-                    run, r, parts[r], n_parts, options, marks_ref, decisions_ref, *[ref[1 + r] for ref in refs]
+                    run, r, parts[r], n_parts, options, marks_ref, decisions_ref,
+                    *(slices[r] if slices is not None else []), *[ref[1 + r] for ref in refs],
                 )
                 for r in range(n_parts)
             ]
@@ -774,7 +784,8 @@ def default_buckets(splits: int, partitions: int) -> int:
 
 def _collect_task(run: _Run, index: int, split: Dict[str, Any], buckets: int) -> tuple:
     """A split's share of the decision: (meta, fragment ends by end
-    bucket..., mate halves by name bucket..., slots)."""
+    bucket..., mate halves by name bucket..., slots, each record's range:
+    empty, only a map knows its ranges)."""
     out, secs, cpu = run.call(
         "markdup_collect", run.inputs, split, run.markdup, buckets, buckets, task=("collect", index), **run.kwargs()
     )
@@ -790,13 +801,14 @@ def _share_meta(share: Dict[str, Any]) -> Dict[str, Any]:
         "ends_bytes": sum(len(b) for b in share["ends"]),
         "halves_bytes": sum(len(b) for b in share["halves"]),
         "slots_bytes": len(share["slots"]),
+        "ranges": len(share["ranges"]) > 0,
     }
 
 
 def _share_buffers(share: Dict[str, Any]) -> List[pickle.PickleBuffer]:
     """A split's share as task returns: fragment ends by end bucket, mate
-    halves by name bucket, slots."""
-    return _buffers([*share["ends"], *share["halves"], share["slots"]])
+    halves by name bucket, slots, each record's range."""
+    return _buffers([*share["ends"], *share["halves"], share["slots"], share["ranges"]])
 
 
 def _join_task(run: _Run, index: int, boundaries: List[Dict[str, Any]], buckets: int, *halves: bytes) -> tuple:
@@ -827,24 +839,34 @@ def _decide_bucket_task(
 
 
 def _finish_task(
-    run: _Run, index: int, continued: bool, carry: Optional[Dict[str, Any]], buckets: int, slots: bytes, *lists: bytes
+    run: _Run,
+    index: int,
+    continued: bool,
+    carry: Optional[Dict[str, Any]],
+    buckets: int,
+    partitions: int,
+    slots: bytes,
+    ranges: bytes,
+    *lists: bytes,
 ) -> tuple:
     """Picard's output walk over one split: (meta with its counts and
-    carry, duplicate bits, optical bits or None)."""
+    carry, duplicate bits, optical bits or None, its slice for each of
+    ``partitions`` reduces...: none without ``ranges``)."""
     out, secs, cpu = run.call(
         "markdup_finish", slots, continued, list(lists[:buckets]), list(lists[buckets:]), carry,
-        task=("finish", index),
+        task=("finish", index), ranges=ranges if partitions else None, partitions=partitions,
     )
     meta = {
         "records": out["records"],
         "counts": out["counts"],
         "carry": out["carry"],
         "optical": out["optical"] is not None,
+        "slices_bytes": [len(x) for x in out["slices"]],
         "seconds": secs,
         "cpu": cpu,
     }
     opt = None if out["optical"] is None else pickle.PickleBuffer(out["optical"])
-    return (meta, pickle.PickleBuffer(out["duplicate"]), opt)
+    return (meta, pickle.PickleBuffer(out["duplicate"]), opt, *_buffers(out["slices"]))
 
 
 def _assemble_decision_task(
@@ -897,12 +919,12 @@ class _MarkdupTasks:
         """Submits split ``i``'s collect as a task of its own (a driver
         whose maps do not collect: :meth:`from_map` is the usual way)."""
         b = self.buckets
-        self.collected[i] = self.collect_r.options(num_returns=2 + 2 * b).remote(self.run, i, split, b)
+        self.collected[i] = self.collect_r.options(num_returns=3 + 2 * b).remote(self.run, i, split, b)
 
     def map_returns(self) -> int:
         """The references a collecting map returns beyond its meta and
         blocks (:func:`_map_task` with ``buckets``)."""
-        return 2 * self.buckets + 1
+        return 2 * self.buckets + 2
 
     def from_map(self, i: int, refs: list, partitions: int) -> None:
         """Split ``i``'s share from its map's references (the map ran with
@@ -915,9 +937,12 @@ class _MarkdupTasks:
         map_records: List[int],
         metrics: Optional[tuple],
         phases: Dict[str, Dict[str, float]],
-    ) -> "tuple[Dict[str, Any], Any]":
+        partitions: int,
+    ) -> "tuple[Dict[str, Any], Any, Optional[List[list]]]":
         """Runs the decision's tasks after the maps; returns the decision's
-        summary (``records``, ``metrics``) and the reference of its bytes."""
+        summary (``records``, ``metrics``), the reference of its bytes and,
+        when the maps gave each record's range, each range's slices (one
+        reference per split: what that range's reduce receives)."""
         ray, b, n = self.ray, self.buckets, len(splits)
         cols = [self.collected[i] for i in range(n)]
         t0 = time.perf_counter()
@@ -952,9 +977,13 @@ class _MarkdupTasks:
             for e in range(b)
         ]
 
+        # The maps gave each record's range (a collect task gives none): each
+        # finish cuts its split's outcome into one slice per reduce.
+        sliced = partitions if all(m.get("ranges", False) for m in metas) else 0
+
         def finish(s: int, carry: Optional[Dict[str, Any]]) -> list:
-            return self.finish_r.options(num_returns=3).remote(
-                self.run, s, continued[s] is not None, carry, b, cols[s][1 + 2 * b],
+            return self.finish_r.options(num_returns=3 + sliced).remote(
+                self.run, s, continued[s] is not None, carry, b, sliced, cols[s][1 + 2 * b], cols[s][2 + 2 * b],
                 *[d[1 + s] for d in decides], *[d[1 + n + s] for d in decides],
             )
 
@@ -1007,9 +1036,17 @@ class _MarkdupTasks:
                 "largest_bucket_bytes": max(m["ends_bytes"] for m in dec_metas),
                 "templates_across_splits": sum(c is not None for c in continued),
                 "finished_again": again,
+                # What the reduce receiving the most of the decision receives
+                # (the whole decision's bytes when the reduces are not sliced).
+                "largest_reduce_decision_bytes": (
+                    max(sum(m["slices_bytes"][r] for m in fin_metas) for r in range(sliced))
+                    if sliced
+                    else None
+                ),
             }
         )
-        return decided, asm[1]
+        slices = [[f[3 + r] for f in fins] for r in range(sliced)] if sliced else None
+        return decided, asm[1], slices
 
     @staticmethod
     def _phase(phases: Dict[str, Dict[str, float]], name: str, t0: float, metas: List[Dict[str, Any]]) -> None:

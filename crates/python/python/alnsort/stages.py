@@ -388,17 +388,26 @@ def markdup_reduce(
     range_index: int,
     partitions: int,
     markdup: Markdup,
-    decisions: Union[bytes, memoryview],
-    bases: Sequence[int],
+    decisions: Optional[Union[bytes, memoryview]],
+    bases: Optional[Sequence[int]],
     *,
+    slices: Optional[Sequence[Union[bytes, memoryview]]] = None,
     index: Optional[str] = None,
     **order: Any,
 ) -> Dict[str, int]:
     """:func:`reduce` of blocks of :func:`map` with ``markdup``, each record written as
-    one node writes it (0x400, DT tags, removal). Returns ``{"records":
-    records read, "bytes": int, "marked": duplicates among them}``."""
+    one node writes it (0x400, DT tags, removal). The decisions: the whole
+    decision and the splits' ``bases`` (:func:`markdup_split_bases`), or,
+    with ``decisions`` and ``bases`` None, ``slices``: this range's slice
+    of every split, in split order (:func:`markdup_finish` with
+    ``ranges``), checked against the records met of each split. Returns
+    ``{"records": records read, "bytes": int, "marked": duplicates among
+    them}``."""
     if index not in INDEX_KINDS:
         raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
+    given = (decisions is not None, bases is not None, slices is not None)
+    if given not in ((True, True, False), (False, False, True)):
+        raise ValueError("the duplicate decisions: either the whole decision and the splits' bases, or slices")
     records, nbytes, marked = _alnsort.stage_reduce(
         _inputs(inputs),
         list(blocks),
@@ -407,7 +416,8 @@ def markdup_reduce(
         partitions,
         _marking(markdup, order),
         index is not None,
-        (decisions, list(bases)),
+        None if slices is not None else (decisions, list(bases)),
+        None if slices is None else list(slices),
     )
     return {"records": records, "bytes": nbytes, "marked": marked}
 
@@ -454,7 +464,8 @@ def markdup_collect(
     bucket), "halves": list[bytes] (mate halves, one per name bucket),
     "slots": bytes (8 per record), "boundary": {"first_name",
     "last_name": bytes | None, "last_template", "first": int}, "records":
-    int}``."""
+    int, "ranges": bytes (each record's range of the output: empty here,
+    set by :func:`map_collecting`)}``."""
     _check_buckets(end_buckets, name_buckets)
     return _share(
         _alnsort.stage_markdup_collect(
@@ -472,13 +483,14 @@ def _check_buckets(end_buckets: int, name_buckets: int) -> None:
 
 def _share(got: tuple) -> Dict[str, Any]:
     """A split's share as :func:`markdup_collect` returns it."""
-    ends, halves, slots, bound, records = got
+    ends, halves, slots, bound, records, ranges = got
     return {
         "ends": ends,
         "halves": halves,
         "slots": slots,
         "boundary": dict(zip(_BOUNDARY_KEYS, bound)),
         "records": records,
+        "ranges": ranges,
     }
 
 
@@ -495,7 +507,9 @@ def map_collecting(
     also collects the split's duplicate-marking share from the records it
     reads (one read and decode instead of :func:`map` and
     :func:`markdup_collect`): :func:`map`'s dict with ``"share"``, the
-    dict :func:`markdup_collect` returns (the same bytes)."""
+    dict :func:`markdup_collect` returns (the same bytes), whose
+    ``"ranges"`` holds each record's range of the output (2 bytes per
+    record, for :func:`markdup_finish`)."""
     _check_buckets(end_buckets, name_buckets)
     (blocks, records, end, got_reach), share = _alnsort.stage_map_collecting(
         _inputs(inputs),
@@ -549,6 +563,9 @@ def markdup_finish(
     duplicates: Sequence[Union[bytes, memoryview]],
     optical: Sequence[Union[bytes, memoryview]],
     carry: Optional[Dict[str, Any]] = None,
+    *,
+    ranges: Optional[Union[bytes, memoryview]] = None,
+    partitions: int = 0,
 ) -> Dict[str, Any]:
     """Picard's output walk over one split: its ``slots``, whether its
     first template began in an earlier split (:func:`markdup_continued`),
@@ -558,14 +575,20 @@ def markdup_finish(
     sets: 64-bit little-endian words), ``"records"``, ``"counts"`` (record
     counts per library) and ``"carry"`` (for the next split; a split
     finished with another carry than the previous split's ``"carry"`` must
-    be finished again with that one)."""
+    be finished again with that one); with ``ranges`` (the share's
+    ``"ranges"`` from :func:`map_collecting`) also ``"slices"``: the
+    outcome cut into ``partitions`` slices, one per reduce
+    (:func:`markdup_reduce` with ``slices``)."""
     c = START_CARRY if carry is None else carry
     try:
         ct = tuple(c[k] for k in _CARRY_KEYS)
     except (KeyError, TypeError):
         raise TypeError(f"carry must be a dict with {', '.join(_CARRY_KEYS)}, not {carry!r}") from None
-    dup, opt, records, counts, out = _alnsort.stage_markdup_finish(
-        slots, bool(continued), list(duplicates), list(optical), ct
+    _check(partitions, (int,), "partitions")
+    if ranges is not None and partitions < 1:
+        raise ValueError(f"ranges need the number of partitions (at least 1), not {partitions}")
+    dup, opt, records, counts, out, slices = _alnsort.stage_markdup_finish(
+        slots, bool(continued), list(duplicates), list(optical), ct, ranges, partitions
     )
     return {
         "duplicate": dup,
@@ -573,6 +596,7 @@ def markdup_finish(
         "records": records,
         "counts": counts,
         "carry": dict(zip(_CARRY_KEYS, out)),
+        "slices": slices,
     }
 
 

@@ -507,13 +507,8 @@ impl MatedFrags {
     const PACKED_REFS: i32 = 1 << 24;
 
     fn push(&mut self, e: &End) {
-        let (library, barcode, r1_barcode, r2_barcode, r1_ref, r1_coord, orientation) =
-            e.frag_key();
-        if (barcode, r1_barcode, r2_barcode) == (0, 0, 0)
-            && (0..Self::PACKED_LIBRARIES).contains(&library)
-            && (0..Self::PACKED_REFS).contains(&r1_ref)
-            && orientation <= R
-        {
+        let (library, _, _, _, r1_ref, r1_coord, orientation) = e.frag_key();
+        if Self::packs(e) {
             self.packed.push(
                 (library as u64) << 57
                     | (orientation as u64) << 56
@@ -545,9 +540,45 @@ impl MatedFrags {
         self.len() == 0
     }
 
-    /// Whether the next key may grow a buffer.
-    fn is_full(&self) -> bool {
-        self.packed.len() == self.packed.capacity() || self.wide.len() == self.wide.capacity()
+    /// Whether `e`'s key would pack ([`MatedFrags::push`]).
+    fn packs(e: &End) -> bool {
+        let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = e.frag_key();
+        (barcode, r1_barcode, r2_barcode) == (0, 0, 0)
+            && (0..Self::PACKED_LIBRARIES).contains(&library)
+            && (0..Self::PACKED_REFS).contains(&r1_ref)
+            && orientation <= R
+    }
+
+    /// Whether `e`'s key finds its buffer full.
+    fn is_full_for(&self, e: &End) -> bool {
+        if Self::packs(e) {
+            self.packed.len() == self.packed.capacity()
+        } else {
+            self.wide.len() == self.wide.capacity()
+        }
+    }
+
+    /// Grows the buffer `e`'s key goes to: doubled, to at least
+    /// `MIN_ENDS` keys, to at most `max_bytes` (but one key).
+    fn grow_for(&mut self, e: &End, max_bytes: usize) {
+        fn grow<T>(v: &mut Vec<T>, max_bytes: usize) {
+            let most = (max_bytes / std::mem::size_of::<T>()).max(v.len() + 1);
+            let want = (v.capacity() * 2).max(MIN_ENDS).min(most);
+            v.reserve_exact(want.saturating_sub(v.len()));
+        }
+        if Self::packs(e) {
+            grow(&mut self.packed, max_bytes);
+        } else {
+            grow(&mut self.wide, max_bytes);
+        }
+    }
+
+    /// Empties the buffers, keeping room for `MIN_ENDS` keys each.
+    fn clear(&mut self) {
+        self.packed.clear();
+        self.packed.shrink_to(MIN_ENDS);
+        self.wide.clear();
+        self.wide.shrink_to(MIN_ENDS);
     }
 
     fn memory_bytes(&self) -> usize {
@@ -1019,12 +1050,37 @@ impl MarkDuplicates {
     /// runs first when a key buffer would grow beyond it.
     fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError> {
         if let Some(limit) = self.spill.as_ref().map(|s| s.limit) {
-            let growth = self
-                .mated
-                .memory_bytes()
-                .max(1024 * std::mem::size_of::<FragKey>());
-            if self.mated.is_full() && self.memory_bytes() + growth > limit {
-                self.spill_ends()?;
+            if self.mated.is_full_for(e) {
+                // What the limit leaves beside the other parts and the
+                // ends' buffer (as the ends' own room is counted).
+                let free = |md: &Self| {
+                    md.ends_room(limit).saturating_sub(md.ends.capacity())
+                        * std::mem::size_of::<End>()
+                };
+                let min_bytes = MIN_ENDS * std::mem::size_of::<FragKey>();
+                // As in `enforce_limit`: the mates waiting for a later
+                // reference go to their files first when they hold a good
+                // part of the limit, then the ends and keys to runs.
+                if free(self) < min_bytes && self.ends.len() < self.ends.capacity() {
+                    // The ends' unused room first.
+                    self.ends.shrink_to_fit();
+                }
+                let hard = self.spill.as_ref().is_some_and(|s| s.hard);
+                if free(self) < min_bytes
+                    && hard
+                    && self.order == InputOrder::Coordinate
+                    && self.pending_bytes() > limit / 4
+                    && self.pending.len() >= 2 * self.waiting_floor
+                {
+                    self.spill_waiting()?;
+                }
+                if free(self) < min_bytes {
+                    self.spill_ends()?;
+                    self.enforce_limit()?;
+                }
+                if self.mated.is_full_for(e) {
+                    self.mated.grow_for(e, free(self).max(min_bytes));
+                }
             }
         }
         self.mated.push(e);
@@ -1207,23 +1263,25 @@ impl MarkDuplicates {
     /// Writes the mated fragments' keys as fragment ends
     /// ([`MatedFrags::end`]) into fragment runs, as many at a time as the
     /// ends' buffer holds (empty: [`MarkDuplicates::spill_ends`] has just
-    /// written its ends), and frees their buffers.
+    /// written its ends), and empties their buffers.
     fn spill_mated(&mut self) -> Result<(), MarkdupError> {
         debug_assert!(self.ends.is_empty(), "spill_mated fills the ends' buffer");
-        let mated = std::mem::take(&mut self.mated);
         let chunk = self.ends.capacity().max(MIN_ENDS);
-        let mut keys = mated.keys();
+        let mut keys = self.mated.keys();
         let spill = self.spill.as_mut().expect("spill configured");
         loop {
             self.ends
                 .extend(keys.by_ref().take(chunk).map(MatedFrags::end));
             if self.ends.is_empty() {
-                return Ok(());
+                break;
             }
             Self::sort_slice(None, &mut self.ends, false);
             spill.add_run(false, &self.ends)?;
             self.ends.clear();
         }
+        drop(keys);
+        self.mated.clear();
+        Ok(())
     }
 
     pub fn read_groups_mut(&mut self) -> &mut ReadGroups {

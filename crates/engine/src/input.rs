@@ -529,6 +529,7 @@ impl OpenInput {
         let (file, header, records) = self.into_records(opts);
         let name = file.to_string();
         let kind = key_kind(&encoder);
+        let fill = sorter.chunk_fill();
         let header = Arc::new(header);
         let decoder = Decoder {
             file,
@@ -552,7 +553,7 @@ impl OpenInput {
             spawn_batches(&name, records, &pool, "read", depth, move |raw| {
                 Ok(prepare(
                     &decoder,
-                    kind,
+                    (kind, fill),
                     raw,
                     spare_rx.try_recv().ok(),
                     with_ends.as_ref(),
@@ -612,21 +613,23 @@ pub(crate) fn key_kind(encoder: &KeyEncoder) -> KeyKind {
 }
 
 /// The pool job of one batch: validation, normalisation (or SAM parsing),
-/// key encoding, and the copy into a sort batch.
+/// key encoding, and the copy into a sort batch of the sorter's key kind
+/// and chunk fill (`layout`), which the sorter then takes whole.
 fn prepare(
     decoder: &Decoder,
-    kind: KeyKind,
+    layout: (KeyKind, alnsort_sort::ChunkFill),
     raw: &RawBatch,
     spare: Option<Batch>,
     with_ends: Option<&crate::markdup::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
     let mut ends = with_ends.map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
+    let (kind, fill) = layout;
     let mut batch = match spare {
-        Some(mut b) if b.kind() == kind => {
+        Some(mut b) if b.kind() == kind && b.chunk_fill() == fill => {
             b.reuse_for_input(raw.bytes(), raw.voffsets.len());
             b
         }
-        _ => Batch::for_input(kind, raw.bytes(), raw.voffsets.len()),
+        _ => Batch::for_input_filling(kind, fill, raw.bytes(), raw.voffsets.len()),
     };
     let mut bytes = 0u64;
     let mut warnings = Vec::new();

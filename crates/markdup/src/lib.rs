@@ -489,6 +489,143 @@ pub struct SpillStats {
 /// The fewest read ends the memory limit must leave room for.
 const MIN_ENDS: usize = if cfg!(test) { 16 } else { 4096 };
 
+/// A fragment end's set key ([`End::frag_key`]).
+type FragKey = (i16, i32, i32, i32, i32, i32, u8);
+
+/// The fragment ends of mapped records whose mate is mapped too, kept as
+/// their set keys alone. In a fragment set such an end is never marked and
+/// never the kept one: the decision asks only whether the set holds one
+/// ([`mark_fragments`]'s `contains_pairs`), and a set of them alone is
+/// passed over. So an end rebuilt from its key ([`MatedFrags::end`])
+/// decides exactly as the record's own end did. A key takes 8 bytes
+/// (packed, the usual case: no barcodes, fewer than 128 libraries and
+/// 2^24 references) or 24, where the full end takes 64: with every mate
+/// mapped these are two thirds of the ends.
+#[derive(Default)]
+struct MatedFrags {
+    packed: Vec<u64>,
+    wide: Vec<FragKey>,
+}
+
+impl MatedFrags {
+    /// Libraries below this id fit the packed form (7 bits).
+    const PACKED_LIBRARIES: i16 = 1 << 7;
+    /// References below this id fit the packed form (24 bits).
+    const PACKED_REFS: i32 = 1 << 24;
+
+    fn push(&mut self, e: &End) {
+        let (library, _, _, _, r1_ref, r1_coord, orientation) = e.frag_key();
+        if Self::packs(e) {
+            self.packed.push(
+                (library as u64) << 57
+                    | (orientation as u64) << 56
+                    | (r1_ref as u64) << 32
+                    | r1_coord as u32 as u64,
+            );
+        } else {
+            self.wide.push(e.frag_key());
+        }
+    }
+
+    fn unpack(k: u64) -> FragKey {
+        (
+            (k >> 57) as i16,
+            0,
+            0,
+            0,
+            (k >> 32 & 0xff_ffff) as i32,
+            k as u32 as i32,
+            (k >> 56 & 1) as u8,
+        )
+    }
+
+    fn len(&self) -> usize {
+        self.packed.len() + self.wide.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `e`'s key would pack ([`MatedFrags::push`]).
+    fn packs(e: &End) -> bool {
+        let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = e.frag_key();
+        (barcode, r1_barcode, r2_barcode) == (0, 0, 0)
+            && (0..Self::PACKED_LIBRARIES).contains(&library)
+            && (0..Self::PACKED_REFS).contains(&r1_ref)
+            && orientation <= R
+    }
+
+    /// Whether `e`'s key finds its buffer full.
+    fn is_full_for(&self, e: &End) -> bool {
+        if Self::packs(e) {
+            self.packed.len() == self.packed.capacity()
+        } else {
+            self.wide.len() == self.wide.capacity()
+        }
+    }
+
+    /// Grows the buffer `e`'s key goes to: doubled, to at least
+    /// `MIN_ENDS` keys, to at most `max_bytes` (but one key).
+    fn grow_for(&mut self, e: &End, max_bytes: usize) {
+        fn grow<T>(v: &mut Vec<T>, max_bytes: usize) {
+            let most = (max_bytes / std::mem::size_of::<T>()).max(v.len() + 1);
+            let want = (v.capacity() * 2).max(MIN_ENDS).min(most);
+            v.reserve_exact(want.saturating_sub(v.len()));
+        }
+        if Self::packs(e) {
+            grow(&mut self.packed, max_bytes);
+        } else {
+            grow(&mut self.wide, max_bytes);
+        }
+    }
+
+    /// Empties the buffers, keeping room for `MIN_ENDS` keys each.
+    fn clear(&mut self) {
+        self.packed.clear();
+        self.packed.shrink_to(MIN_ENDS);
+        self.wide.clear();
+        self.wide.shrink_to(MIN_ENDS);
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.packed.capacity() * std::mem::size_of::<u64>()
+            + self.wide.capacity() * std::mem::size_of::<FragKey>()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = FragKey> + '_ {
+        (self.packed.iter().map(|&k| Self::unpack(k))).chain(self.wide.iter().copied())
+    }
+
+    /// A fragment end with `key` whose mate is mapped (`r2_ref` 0: any
+    /// reference; the rest no record's).
+    fn end(key: FragKey) -> End {
+        let (library, barcode, r1_barcode, r2_barcode, r1_ref, r1_coord, orientation) = key;
+        End {
+            library,
+            barcode,
+            r1_barcode,
+            r2_barcode,
+            orientation,
+            r1_ref,
+            r1_coord,
+            r2_ref: 0,
+            r2_coord: -1,
+            loc: Location {
+                read_group: 0,
+                tile: -1,
+                x: 0,
+                y: 0,
+            },
+            optical_orientation: -1,
+            score: 0,
+            r1_index: -1,
+            r2_index: -1,
+            pair: false,
+        }
+    }
+}
+
 /// How Picard is told the input is ordered (`ASSUME_SORT_ORDER`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum InputOrder {
@@ -572,8 +709,12 @@ pub struct MarkDuplicates {
     name_parser: optical::NameParser,
     track_optical: bool,
     records: spill::SlotLog,
-    /// Pair and fragment ends not yet spilled.
+    /// Pair and fragment ends not yet spilled (the fragment ends of
+    /// records whose mate is mapped are in `mated`).
     ends: Vec<End>,
+    /// The fragment ends of records whose mate is mapped, as their keys,
+    /// not yet spilled.
+    mated: MatedFrags,
     /// With a memory limit: where the ends and slots go beyond it.
     spill: Option<spill::Spill>,
     /// Mates waiting for their other half, keyed as Picard keys them: the
@@ -631,6 +772,7 @@ impl MarkDuplicates {
             track_optical: false,
             records: spill::SlotLog::default(),
             ends: Vec::new(),
+            mated: MatedFrags::default(),
             spill: None,
             pending: HashMap::default(),
             recent: None,
@@ -805,6 +947,7 @@ impl MarkDuplicates {
     pub fn memory_bytes(&self) -> usize {
         self.records.memory_bytes()
             + self.ends.capacity() * std::mem::size_of::<End>()
+            + self.mated.memory_bytes()
             + self.pending_bytes()
             + self.bitset_bytes()
     }
@@ -825,7 +968,10 @@ impl MarkDuplicates {
     /// record would push the state over the limit once the ends' buffer
     /// is full, and each would spill a handful of ends).
     fn ends_room(&self, limit: usize) -> usize {
-        let other = self.records.memory_bytes() + self.pending_bytes() + self.bitset_bytes();
+        let other = self.records.memory_bytes()
+            + self.mated.memory_bytes()
+            + self.pending_bytes()
+            + self.bitset_bytes();
         limit.saturating_sub(other).saturating_sub(limit / 16) / std::mem::size_of::<End>()
     }
 
@@ -855,7 +1001,7 @@ impl MarkDuplicates {
                 return Ok(());
             }
         }
-        if !self.ends.is_empty() {
+        if !self.ends.is_empty() || !self.mated.is_empty() {
             self.spill_ends()?;
         }
         let mut room = self.ends_room(limit);
@@ -906,6 +1052,48 @@ impl MarkDuplicates {
         Ok(())
     }
 
+    /// Keeps the fragment end `e` of a record whose mate is mapped, by its
+    /// key ([`MatedFrags`]); with a memory limit, the ends and keys go to
+    /// runs first when a key buffer would grow beyond it.
+    fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError> {
+        if let Some(limit) = self.spill.as_ref().map(|s| s.limit) {
+            if self.mated.is_full_for(e) {
+                // What the limit leaves beside the other parts and the
+                // ends' buffer (as the ends' own room is counted).
+                let free = |md: &Self| {
+                    md.ends_room(limit).saturating_sub(md.ends.capacity())
+                        * std::mem::size_of::<End>()
+                };
+                let min_bytes = MIN_ENDS * std::mem::size_of::<FragKey>();
+                // As in `enforce_limit`: the mates waiting for a later
+                // reference go to their files first when they hold a good
+                // part of the limit, then the ends and keys to runs.
+                if free(self) < min_bytes && self.ends.len() < self.ends.capacity() {
+                    // The ends' unused room first.
+                    self.ends.shrink_to_fit();
+                }
+                let hard = self.spill.as_ref().is_some_and(|s| s.hard);
+                if free(self) < min_bytes
+                    && hard
+                    && self.order == InputOrder::Coordinate
+                    && self.pending_bytes() > limit / 4
+                    && self.pending.len() >= 2 * self.waiting_floor
+                {
+                    self.spill_waiting()?;
+                }
+                if free(self) < min_bytes {
+                    self.spill_ends()?;
+                    self.enforce_limit()?;
+                }
+                if self.mated.is_full_for(e) {
+                    self.mated.grow_for(e, free(self).max(min_bytes));
+                }
+            }
+        }
+        self.mated.push(e);
+        Ok(())
+    }
+
     /// Sorts the ends in memory: pair ends first, each kind in
     /// [`End::total_cmp`] order; returns where the fragment ends start.
     /// `parallel`: on the pool, if there is one.
@@ -936,54 +1124,56 @@ impl MarkDuplicates {
 
     /// [`MarkDuplicates::sort_ends`] once the input is read, with every
     /// fragment end in memory: the fragment ends of records whose mate is
-    /// mapped matter only in a set that holds a fragment end of another
-    /// kind (Picard passes over sets of them alone), so those whose 5' end
-    /// no such fragment shares are left out before the sort (with mates
-    /// mapped throughout, all of them: two thirds of the ends). Returns
-    /// where the fragment ends start.
+    /// mapped (`mated`, by their keys) matter only in a set that holds a
+    /// fragment end of another kind (Picard passes over sets of them
+    /// alone), so only those whose key such a fragment shares join the
+    /// ends (with mates mapped throughout, none). Returns where the
+    /// fragment ends start.
     fn sort_ends_for_decision(&mut self) -> usize {
         let k = partition(&mut self.ends, |e| e.pair);
-        let n = self.ends.len();
+        // (A fragment end with its mate mapped among the ends, as
+        // `add_end` takes them, joins the keys.)
+        let t = k + partition(&mut self.ends[k..], |e| !e.is_paired());
+        for e in &self.ends[t..] {
+            self.mated.push(e);
+        }
+        self.ends.truncate(t);
         let pool = self.pool.as_ref();
-        let (pairs, frags) = self.ends.split_at_mut(k);
+        let (pairs, lone) = self.ends.split_at_mut(k);
         Self::sort_slice(pool, pairs, true);
         // Fragments of unpaired records and of mates whose mate is
-        // unmapped first, sorted: sets are runs of equal `frag_key`.
-        let t = partition(frags, |e| !e.is_paired());
-        let (lone, paired) = frags.split_at_mut(t);
+        // unmapped, sorted: sets are runs of equal `frag_key`.
         Self::sort_slice(pool, lone, true);
         // A filter over the lone fragments' 5' ends spares most of the
         // searches.
         const FILTER_BITS: u32 = 20;
-        let slot = |e: &End| {
-            let h = (e.r1_ref as u32 as u64) << 32 | e.r1_coord as u32 as u64;
+        let slot = |r1_ref: i32, r1_coord: i32| {
+            let h = (r1_ref as u32 as u64) << 32 | r1_coord as u32 as u64;
             (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - FILTER_BITS)) as usize
         };
         let mut filter = vec![0u64; (1 << FILTER_BITS) / 64];
         for e in lone.iter() {
-            let s = slot(e);
+            let s = slot(e.r1_ref, e.r1_coord);
             filter[s / 64] |= 1 << (s % 64);
         }
-        let mut kept = 0;
-        for i in 0..paired.len() {
-            let e = &paired[i];
-            let s = slot(e);
-            if filter[s / 64] >> (s % 64) & 1 == 0 {
-                continue;
-            }
-            let key = e.frag_key();
-            let at = lone.partition_point(|f| f.frag_key() < key);
-            if lone.get(at).is_some_and(|f| f.frag_key() == key) {
-                paired.swap(kept, i);
-                kept += 1;
+        let mut kept = Vec::new();
+        if !lone.is_empty() {
+            for key in self.mated.keys() {
+                let s = slot(key.4, key.5);
+                if filter[s / 64] >> (s % 64) & 1 == 0 {
+                    continue;
+                }
+                let at = lone.partition_point(|f| f.frag_key() < key);
+                if lone.get(at).is_some_and(|f| f.frag_key() == key) {
+                    kept.push(MatedFrags::end(key));
+                }
             }
         }
-        self.ends.truncate(k + t + kept);
-        let frags = &mut self.ends[k..];
-        if kept > 0 {
-            frags.sort_unstable_by(|a, b| a.total_cmp(b));
+        self.mated = MatedFrags::default();
+        if !kept.is_empty() {
+            self.ends.extend(kept);
+            self.ends[k..].sort_unstable_by(|a, b| a.total_cmp(b));
         }
-        debug_assert!(self.ends.len() <= n);
         k
     }
 
@@ -1074,6 +1264,30 @@ impl MarkDuplicates {
         spill.add_run(true, &self.ends[..k])?;
         spill.add_run(false, &self.ends[k..])?;
         self.ends.clear();
+        self.spill_mated()
+    }
+
+    /// Writes the mated fragments' keys as fragment ends
+    /// ([`MatedFrags::end`]) into fragment runs, as many at a time as the
+    /// ends' buffer holds (empty: [`MarkDuplicates::spill_ends`] has just
+    /// written its ends), and empties their buffers.
+    fn spill_mated(&mut self) -> Result<(), MarkdupError> {
+        debug_assert!(self.ends.is_empty(), "spill_mated fills the ends' buffer");
+        let chunk = self.ends.capacity().max(MIN_ENDS);
+        let mut keys = self.mated.keys();
+        let spill = self.spill.as_mut().expect("spill configured");
+        loop {
+            self.ends
+                .extend(keys.by_ref().take(chunk).map(MatedFrags::end));
+            if self.ends.is_empty() {
+                break;
+            }
+            Self::sort_slice(None, &mut self.ends, false);
+            spill.add_run(false, &self.ends)?;
+            self.ends.clear();
+        }
+        drop(keys);
+        self.mated.clear();
         Ok(())
     }
 
@@ -1165,10 +1379,10 @@ impl MarkDuplicates {
         let loc = self.location(r, parsed);
         let frag = fragment_end(r, library, loc, self.templates.index);
         let mate_mapped = frag.r2_ref != -1;
-        self.add_end(frag)?;
         if !mate_mapped {
-            return Ok(());
+            return self.add_end(frag);
         }
+        self.add_mated(&frag)?;
         let found = self.take_waiting(r.ref_id, r.rg.ordinal, r.name);
         let Some(p) = found else {
             if self.waiting_twice_fails && self.is_waiting(r.mate_ref_id, r.rg.ordinal, r.name) {
@@ -1201,6 +1415,9 @@ impl MarkDuplicates {
         // the runs on disk merged with what is still in memory.
         let frags_spilled = self.spill.as_ref().is_some_and(|s| !s.frag_runs.is_empty());
         let k = if frags_spilled {
+            // The mated fragments' keys join the runs, and the ends in
+            // memory with them (`spill_mated` fills the ends' buffer).
+            self.spill_ends()?;
             self.sort_ends(true)
         } else {
             self.sort_ends_for_decision()

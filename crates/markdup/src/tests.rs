@@ -890,3 +890,44 @@ fn a_mate_waiting_twice_in_coordinate_order_is_an_error() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The fragment ends of records whose mate is mapped are kept by their set
+/// keys: packed (no barcodes, small library and reference ids, any 5' end)
+/// or whole, and each comes back exactly, as a fragment end whose mate is
+/// mapped (what the fragment walk asks of it).
+#[test]
+fn mated_fragment_keys_come_back_whole() {
+    let mut mated = MatedFrags::default();
+    let mut want = Vec::new();
+    for (library, barcodes, r1_ref, r1_coord, orientation, packed) in [
+        (0, (0, 0, 0), 0, -5, F, true),
+        (127, (0, 0, 0), (1 << 24) - 1, i32::MAX, R, true),
+        (3, (0, 0, 0), 2, i32::MIN, F, true),
+        (128, (0, 0, 0), 1, 10, R, false),
+        (1, (7, 0, -2), 1, 10, F, false),
+        (1, (0, 0, 0), 1 << 24, 10, F, false),
+    ] {
+        let key = (
+            library,
+            barcodes.0,
+            barcodes.1,
+            barcodes.2,
+            r1_ref,
+            r1_coord,
+            orientation,
+        );
+        let before = mated.packed.len();
+        mated.push(&MatedFrags::end(key));
+        assert_eq!(mated.packed.len() > before, packed, "{key:?}");
+        want.push(key);
+    }
+    let mut got: Vec<FragKey> = mated.keys().collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    let e = MatedFrags::end(want[0]);
+    assert!(
+        e.is_paired() && !e.pair,
+        "a fragment end whose mate is mapped"
+    );
+}

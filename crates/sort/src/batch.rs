@@ -200,6 +200,10 @@ pub struct Batch {
     /// What the records count against `limit` (see [`ChunkFill`]).
     fill: ChunkFill,
     filled: usize,
+    /// The largest key plus record length of the records held (0 when
+    /// empty): the sorter checks a whole input batch against its record
+    /// limit with it instead of walking the entries.
+    max_len: usize,
     unsettled: Option<Unsettled>,
 }
 
@@ -243,6 +247,7 @@ impl Batch {
             used: 0,
             fill,
             filled: 0,
+            max_len: 0,
             unsettled: None,
         }
     }
@@ -260,6 +265,36 @@ impl Batch {
             Body::Variable { entries, .. } => entries.reserve_exact(records),
         }
         batch
+    }
+
+    /// [`Batch::for_input`] whose records also add up what they count
+    /// against a sorter's chunk as `fill` says (the sorter's
+    /// [`chunk_fill`](crate::Sorter::chunk_fill)): the input batch then
+    /// holds that sum, and [`Sorter::push_batch`](crate::Sorter::push_batch)
+    /// takes a batch that fits the filling sub-batch whole without walking
+    /// its records (a batch of another fill is walked record by record, as
+    /// before, with the same result).
+    pub fn for_input_filling(
+        kind: KeyKind,
+        fill: ChunkFill,
+        capacity: usize,
+        records: usize,
+    ) -> Self {
+        let mut batch = Batch::for_input(kind, capacity, records);
+        batch.fill = fill;
+        batch
+    }
+
+    /// What this batch's records count against its limit (see
+    /// [`Batch::for_input_filling`]).
+    pub fn chunk_fill(&self) -> ChunkFill {
+        self.fill
+    }
+
+    /// The largest key plus record length among the records held (0 when
+    /// empty).
+    pub(crate) fn max_len(&self) -> usize {
+        self.max_len
     }
 
     /// Empties a [`Batch::for_input`] batch for the next input batch,
@@ -383,6 +418,7 @@ impl Batch {
         self.data.extend_from_slice(tail);
         self.used += cost;
         self.filled += fill;
+        self.max_len = self.max_len.max(key.len() + record_len);
         true
     }
 
@@ -480,7 +516,32 @@ impl Batch {
         let (mut data_len, mut keys_len) = (base, key_base);
         let mut bytes = 0u64;
         let mut to = from;
-        while to < src.len() {
+        let mut max_len = self.max_len;
+        // The whole of `src` at once when it fits: its sums are what the
+        // walk below would add up record by record (the same fill, the
+        // same kind), and each record's prefix of the sums is below their
+        // total, so the walk would take every record too.
+        let (src_data, src_keys) = (src.data_len(), src.keys_len());
+        let whole = from == 0
+            && !src.is_empty()
+            && src.fill == self.fill
+            && filled + src.filled <= self.limit
+            && base + src_data <= MAX_OFFSET
+            && key_base + src_keys <= MAX_OFFSET;
+        if whole {
+            to = src.len();
+            used += src.used;
+            filled += src.filled;
+            data_len += src_data;
+            keys_len += src_keys;
+            let key_bytes = match self.kind() {
+                KeyKind::Fixed8 => 8 * src.len(),
+                KeyKind::Variable => src_keys,
+            };
+            bytes = (key_bytes + src_data) as u64;
+            max_len = max_len.max(src.max_len);
+        }
+        while !whole && to < src.len() {
             let (key_len, len) = src.lens(to);
             let cost = record_cost(self.kind(), key_len, len);
             let fill = self.fill.cost(len, cost);
@@ -496,6 +557,7 @@ impl Batch {
             data_len += len;
             keys_len += key_len;
             bytes += (key_len + len) as u64;
+            max_len = max_len.max(key_len + len);
             to += 1;
         }
         if to == from {
@@ -592,6 +654,7 @@ impl Batch {
         unsettled.copies.push(copy);
         self.used = used;
         self.filled = filled;
+        self.max_len = max_len;
         Ok((to - from, bytes))
     }
 
@@ -742,6 +805,7 @@ impl Batch {
         }
         self.used = 0;
         self.filled = 0;
+        self.max_len = 0;
     }
 }
 

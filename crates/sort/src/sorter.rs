@@ -51,7 +51,7 @@ use crate::partition::{PartSource, Partitioned, RunSource, Shared};
 use crate::plan::{ensure_space, Plan};
 use crate::runfile::{RunMeta, RunWriter, TempRun};
 use crate::runread::RunReader;
-use crate::{KeyKind, SortConfig, SortStats};
+use crate::{ChunkFill, KeyKind, SortConfig, SortStats};
 
 /// Smallest automatic final-merge partition: below this the per-partition
 /// work (cuts, a loser tree, a pool hand-off) is no longer noise next to
@@ -311,6 +311,14 @@ impl Sorter {
         &self.plan
     }
 
+    /// What a record counts against the chunk here: input batches made
+    /// with it ([`Batch::for_input_filling`]) are taken by
+    /// [`Sorter::push_batch`] without a walk over their records when they
+    /// fit.
+    pub fn chunk_fill(&self) -> ChunkFill {
+        self.config.chunk_fill
+    }
+
     /// Adds one record. `key` must be 8 bytes for `KeyKind::Fixed8`; a
     /// key + record longer than half the budget is `RecordTooLarge`. Bad
     /// input leaves the sorter usable; any other error is final, including
@@ -386,14 +394,18 @@ impl Sorter {
             self.config.key_kind,
             "push_batch: the batch's key kind is not the sorter's"
         );
-        for i in 0..batch.len() {
-            let (key_len, len) = batch.lens(i);
-            if key_len + len > self.plan.record_limit {
-                return Err(SortError::RecordTooLarge {
-                    record: self.stats.records + i as u64,
-                    len: key_len + len,
-                    limit: self.plan.record_limit,
-                });
+        // The batch knows its longest record: only a batch holding one
+        // over the limit is walked, to name it.
+        if batch.max_len() > self.plan.record_limit {
+            for i in 0..batch.len() {
+                let (key_len, len) = batch.lens(i);
+                if key_len + len > self.plan.record_limit {
+                    return Err(SortError::RecordTooLarge {
+                        record: self.stats.records + i as u64,
+                        len: key_len + len,
+                        limit: self.plan.record_limit,
+                    });
+                }
             }
         }
         let batch = Lent::new(batch, then);

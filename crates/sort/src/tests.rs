@@ -700,15 +700,34 @@ fn dropping_a_partitioned_merge_midway_removes_the_runs() {
 }
 
 /// `push_batch` with input batches of any size is `push` record by record:
-/// the same output and the same sub-batches, spills and runs.
+/// the same output and the same sub-batches, spills and runs, whether the
+/// input batches add up the sorter's chunk fill (taken whole when they fit,
+/// `Batch::for_input_filling`) or not (walked record by record), under
+/// either fill.
 #[test]
 fn push_batch_is_push_record_by_record() {
-    for (kind, budget, threads) in [
+    let arena = crate::ChunkFill::Arena {
+        overhead: 44,
+        align: 8,
+    };
+    let cases = [
         (KeyKind::Fixed8, 4_096, 1),
         (KeyKind::Fixed8, 20_000, 3),
         (KeyKind::Variable, 6_000, 2),
         (KeyKind::Variable, 1 << 24, 2),
-    ] {
+    ];
+    for ((kind, budget, threads), fill, filling) in cases.into_iter().flat_map(|c| {
+        [
+            (c, crate::ChunkFill::Held, false),
+            (c, crate::ChunkFill::Held, true),
+            (c, arena, false),
+            (c, arena, true),
+        ]
+    }) {
+        let config = |dir: &Path| SortConfig {
+            chunk_fill: fill,
+            ..config(dir, kind, budget, 3)
+        };
         let keys: Vec<Vec<u8>> = (0..4_000u64)
             .map(|i| match kind {
                 KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
@@ -717,14 +736,17 @@ fn push_batch_is_push_record_by_record() {
             .collect();
         let input = make_input(keys, &[0, 13, 70, 5, 300]);
         let dir = tempfile::tempdir().expect("tempdir");
-        let (want, want_stats) = run_sort(&input, config(dir.path(), kind, budget, 3), threads);
-        let mut sorter =
-            Sorter::new(config(dir.path(), kind, budget, 3), pool(threads)).expect("sorter");
+        let (want, want_stats) = run_sort(&input, config(dir.path()), threads);
+        let mut sorter = Sorter::new(config(dir.path()), pool(threads)).expect("sorter");
         let mut rest = &input[..];
         let mut size = 1;
         while !rest.is_empty() {
             let (now, later) = rest.split_at(size.min(rest.len()));
-            let mut batch = crate::batch::Batch::for_input(kind, 1 << 10, 16);
+            let mut batch = if filling {
+                crate::batch::Batch::for_input_filling(kind, sorter.chunk_fill(), 1 << 10, 16)
+            } else {
+                crate::batch::Batch::for_input(kind, 1 << 10, 16)
+            };
             for (k, r) in now {
                 assert!(batch.try_push(k, r));
             }
@@ -733,7 +755,8 @@ fn push_batch_is_push_record_by_record() {
             size = size * 3 % 1_000 + 1;
         }
         let (got, stats) = finish_and_collect(sorter);
-        assert_eq!(got, want, "{kind:?} budget {budget}");
+        let case = format!("{kind:?} budget {budget} {fill:?} filling {filling}");
+        assert_eq!(got, want, "{case}");
         assert_eq!(
             (
                 stats.records,
@@ -749,10 +772,10 @@ fn push_batch_is_push_record_by_record() {
                 want_stats.runs_written,
                 want_stats.final_sources
             ),
-            "{kind:?} budget {budget}"
+            "{case}"
         );
         if budget < 1 << 20 {
-            assert!(stats.spills > 0, "budget {budget} should spill");
+            assert!(stats.spills > 0, "{case} should spill");
         }
     }
 }

@@ -268,7 +268,34 @@ pub enum CramError {
         source: alnsort_pipeline::Lost,
     },
     #[error("CRAM output option {0}")]
-    Option(String),
+    Option(#[from] OptionError),
+}
+
+/// A `-O cram,KEY=VALUE` option this encoder refuses (the text follows
+/// "CRAM output option").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    #[error("version={0}: alnsort writes CRAM 3.0 or 3.1")]
+    Version(String),
+    /// `embed_ref`, `no_ref`, `store_md` or `store_nm` with a value other
+    /// than 0 or 1.
+    #[error("{key}={value}: expected 0 or 1")]
+    NotZeroOrOne { key: String, value: String },
+    #[error(
+        "embed_ref=2 cannot be honoured: alnsort does not build a consensus to embed \
+         when there is no reference; use embed_ref=1 with --reference, or no_ref=1"
+    )]
+    Consensus,
+    #[error(
+        "{key}={value} is not supported (alnsort knows version, embed_ref, no_ref, \
+         store_md, store_nm, level, reference)"
+    )]
+    Unknown { key: String, value: String },
+    #[error(
+        "embed_ref=1 and no_ref=1 contradict each other: a file without reference \
+         bases (no_ref) has none to embed"
+    )]
+    EmbedAndNoRef,
 }
 
 /// Why a CRAM file's header text (read, or about to be written) is not a

@@ -58,12 +58,55 @@ pub enum ReferenceError {
         #[source]
         source: io::Error,
     },
+    /// A slice or record names a reference id the header has no @SQ for.
+    #[error("reference id {id} is not in the header")]
+    UnknownId { id: usize },
+    /// The reference repository has no sequence for this @SQ.
+    #[error("reference {sn} is not available")]
+    Unavailable { sn: String },
+}
+
+/// A FASTA file's `.fai` index that does not describe it: a line that is
+/// not an index line, or a sequence whose bases are not as many as its
+/// line says. It travels inside an `io::Error` of kind `InvalidData` (the
+/// source of [`ReferenceError::Read`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FaiError {
+    /// A line with fewer than five columns.
+    #[error("{}: line {line} is not a .fai line: it has no column {column}", path.display())]
+    MissingColumn {
+        path: std::path::PathBuf,
+        line: usize,
+        column: usize,
+    },
+    /// A column (2 to 5) that is not a number.
+    #[error(
+        "{}: line {line} is not a .fai line: column {column} ({text:?}) is not a number: {source}",
+        path.display()
+    )]
+    NotANumber {
+        path: std::path::PathBuf,
+        line: usize,
+        column: usize,
+        text: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// A sequence whose bases, read where the index says, are not as many
+    /// as its length column.
+    #[error("{}: {read} bases read for {sn}, its .fai says {len}", path.display())]
+    Length {
+        path: std::path::PathBuf,
+        sn: String,
+        read: u64,
+        len: u64,
+    },
 }
 
 /// What is malformed in a CRAM file being decoded, named by the layer of
 /// the format that found it. The decoder's functions return `io::Result`,
 /// so it travels inside an `io::Error` of kind `InvalidData`
-/// ([`DecodeError::io`]) whose text is this one's; [`DecodeError::of`]
+/// ([`DecodeError::io`]; [`DecodeError::CodecPanicked`] as `Unsupported`) whose text is this one's; [`DecodeError::of`]
 /// finds it again.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -92,6 +135,23 @@ pub enum DecodeError {
     /// A gzip block that does not inflate (libdeflate's error).
     #[error("gzip: {0}")]
     Gzip(#[source] libdeflater::DecompressionError),
+    /// An arithmetic-coder or fqzcomp stream too long to wrap as the one
+    /// block of a container for noodles-cram (`codecs/via_noodles.rs`).
+    #[error("a stream of {len} bytes is too large for the noodles-cram decoder (at most {max})")]
+    StreamTooLarge { len: usize, max: usize },
+    /// noodles-cram read the container wrapping a stream but found no
+    /// slice in it.
+    #[error("the noodles-cram decoder found no slice in the container wrapping the stream")]
+    NoSlice,
+    /// noodles-cram panicked decoding a stream: its panic message. This
+    /// one travels as an `io::Error` of kind `Unsupported` (the file may
+    /// be sound; the decoder cannot read it).
+    #[error(
+        "a block of this slice uses a codec stream that the CRAM decoder (noodles-cram) \
+         cannot decode ({message}); convert the file with `samtools view -O cram,version=3.0` \
+         or to BAM and sort that"
+    )]
+    CodecPanicked { message: String },
     /// A record of a slice that did not decode: the error found in it,
     /// kept whole (its text is part of this one's, so it is not the
     /// `source`).
@@ -208,7 +268,34 @@ pub enum CramError {
         source: alnsort_pipeline::Lost,
     },
     #[error("CRAM output option {0}")]
-    Option(String),
+    Option(#[from] OptionError),
+}
+
+/// A `-O cram,KEY=VALUE` option this encoder refuses (the text follows
+/// "CRAM output option").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    #[error("version={0}: alnsort writes CRAM 3.0 or 3.1")]
+    Version(String),
+    /// `embed_ref`, `no_ref`, `store_md` or `store_nm` with a value other
+    /// than 0 or 1.
+    #[error("{key}={value}: expected 0 or 1")]
+    NotZeroOrOne { key: String, value: String },
+    #[error(
+        "embed_ref=2 cannot be honoured: alnsort does not build a consensus to embed \
+         when there is no reference; use embed_ref=1 with --reference, or no_ref=1"
+    )]
+    Consensus,
+    #[error(
+        "{key}={value} is not supported (alnsort knows version, embed_ref, no_ref, \
+         store_md, store_nm, level, reference)"
+    )]
+    Unknown { key: String, value: String },
+    #[error(
+        "embed_ref=1 and no_ref=1 contradict each other: a file without reference \
+         bases (no_ref) has none to embed"
+    )]
+    EmbedAndNoRef,
 }
 
 /// Why a CRAM file's header text (read, or about to be written) is not a
@@ -273,18 +360,7 @@ pub enum Unencodable {
 /// The [`ReferenceError`] an I/O error from noodles carries, if it came
 /// from this crate's reference lookup.
 pub(crate) fn take_reference_error(e: io::Error) -> Result<ReferenceError, io::Error> {
-    let is_ref = e
-        .get_ref()
-        .is_some_and(|inner| inner.downcast_ref::<ReferenceError>().is_some());
-    if !is_ref {
-        return Err(e);
-    }
-    match e.into_inner().map(|b| b.downcast::<ReferenceError>()) {
-        Some(Ok(r)) => Ok(*r),
-        // Checked above; keep something readable if it ever is not.
-        Some(Err(other)) => Err(io::Error::other(other)),
-        None => Err(io::Error::other("reference lookup failed")),
-    }
+    e.downcast::<ReferenceError>()
 }
 
 #[cfg(test)]

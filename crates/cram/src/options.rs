@@ -1,7 +1,7 @@
 //! `-O cram,OPT=VAL` options as samtools takes them, limited to what this
 //! encoder can honour; anything else is refused by name.
 
-use crate::error::CramError;
+use crate::error::{CramError, OptionError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CramVersion {
@@ -41,30 +41,26 @@ impl CramOptions {
         match (key, value) {
             ("version", "3.0" | "3") => self.version = CramVersion::V3_0,
             ("version", "3.1") => self.version = CramVersion::V3_1,
-            ("version", v) => {
-                return Err(CramError::Option(format!(
-                    "version={v}: alnsort writes CRAM 3.0 or 3.1"
-                )))
-            }
+            ("version", v) => return Err(OptionError::Version(v.to_string()).into()),
             ("embed_ref", "0" | "1") => self.embed_ref = value == "1",
             ("store_md", "0" | "1") => self.store_md = value == "1",
             ("store_nm", "0" | "1") => self.store_nm = value == "1",
             ("no_ref", "0") => self.no_ref = false,
             ("no_ref", "1") => self.no_ref = true,
-            ("embed_ref", "2") => {
-                return Err(CramError::Option(
-                    "embed_ref=2 cannot be honoured: alnsort does not build a consensus to embed \
-                     when there is no reference; use embed_ref=1 with --reference, or no_ref=1"
-                        .into(),
-                ))
-            }
+            ("embed_ref", "2") => return Err(OptionError::Consensus.into()),
             (k @ ("embed_ref" | "no_ref" | "store_md" | "store_nm"), v) => {
-                return Err(CramError::Option(format!("{k}={v}: expected 0 or 1")))
+                return Err(OptionError::NotZeroOrOne {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                }
+                .into());
             }
             (k, _) => {
-                return Err(CramError::Option(format!(
-                    "{k}={value} is not supported (alnsort knows version, embed_ref, no_ref, store_md, store_nm, level, reference)"
-                )))
+                return Err(OptionError::Unknown {
+                    key: k.to_string(),
+                    value: value.to_string(),
+                }
+                .into())
             }
         }
         Ok(())
@@ -73,11 +69,7 @@ impl CramOptions {
     /// Refuses options that contradict each other (after every `set`).
     pub fn check(&self) -> Result<(), CramError> {
         if self.embed_ref && self.no_ref {
-            return Err(CramError::Option(
-                "embed_ref=1 and no_ref=1 contradict each other: a file without reference \
-                 bases (no_ref) has none to embed"
-                    .into(),
-            ));
+            return Err(OptionError::EmbedAndNoRef.into());
         }
         Ok(())
     }
@@ -117,5 +109,52 @@ mod tests {
             let e = o.set(k, v).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    /// A refused option is a typed error a caller can match, with the
+    /// text it always had.
+    #[test]
+    fn refused_options_are_typed() {
+        let mut o = CramOptions::default();
+        let refused = |r: Result<(), CramError>| match r {
+            Err(CramError::Option(e)) => e,
+            other => panic!("an option error: {other:?}"),
+        };
+        let e = refused(o.set("version", "2.1"));
+        assert_eq!(e, OptionError::Version("2.1".into()));
+        assert_eq!(
+            CramError::from(e).to_string(),
+            "CRAM output option version=2.1: alnsort writes CRAM 3.0 or 3.1"
+        );
+        let e = refused(o.set("store_md", "yes"));
+        assert_eq!(
+            e,
+            OptionError::NotZeroOrOne {
+                key: "store_md".into(),
+                value: "yes".into()
+            }
+        );
+        assert_eq!(e.to_string(), "store_md=yes: expected 0 or 1");
+        let e = refused(o.set("embed_ref", "2"));
+        assert_eq!(e, OptionError::Consensus);
+        assert!(e
+            .to_string()
+            .starts_with("embed_ref=2 cannot be honoured: "));
+        let e = refused(o.set("seqs_per_slice", "100"));
+        assert!(
+            matches!(&e, OptionError::Unknown { key, value } if key == "seqs_per_slice" && value == "100")
+        );
+        assert_eq!(
+            e.to_string(),
+            "seqs_per_slice=100 is not supported (alnsort knows version, embed_ref, no_ref, \
+             store_md, store_nm, level, reference)"
+        );
+        o.set("embed_ref", "1").expect("embed_ref=1");
+        o.set("no_ref", "1").expect("no_ref=1");
+        let e = refused(o.check());
+        assert_eq!(e, OptionError::EmbedAndNoRef);
+        assert!(e
+            .to_string()
+            .starts_with("embed_ref=1 and no_ref=1 contradict each other"));
     }
 }

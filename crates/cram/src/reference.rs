@@ -23,7 +23,7 @@
 //!   ([`Lease::sequence_unchecked`]) where htslib would decode it against
 //!   bases that may not be the ones it was written with.
 
-use crate::error::ReferenceError;
+use crate::error::{FaiError, ReferenceError};
 use md5::{Digest, Md5};
 use noodles_fasta as fasta;
 use noodles_sam as sam;
@@ -287,10 +287,7 @@ impl References {
 
     fn name(&self, id: usize) -> io::Result<&[u8]> {
         self.names.get(id).map(Vec::as_slice).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("reference id {id} is not in the header"),
-            )
+            io::Error::new(io::ErrorKind::InvalidData, ReferenceError::UnknownId { id })
         })
     }
 
@@ -487,12 +484,10 @@ impl Lease {
         }
         let name = self.refs.name(id)?.to_vec();
         let repository = self.repository(Some(id));
-        let seq = repository.get(&name).transpose()?.ok_or_else(|| {
-            io::Error::other(format!(
-                "reference {} is not available",
-                String::from_utf8_lossy(&name)
-            ))
-        })?;
+        let seq = repository
+            .get(&name)
+            .transpose()?
+            .ok_or_else(|| unavailable(&name))?;
         self.last = Some((id, Arc::clone(&seq)));
         Ok(seq)
     }
@@ -535,6 +530,14 @@ impl Drop for Lease {
 /// of a reference's own repository, and of [`RefHolding::All`]'s).
 struct Loader {
     resolver: Arc<Resolver>,
+}
+
+/// The error for a reference the repository has no sequence for (its
+/// adapters always answer, so this is a broken promise, kept typed).
+fn unavailable(name: &[u8]) -> io::Error {
+    io::Error::other(ReferenceError::Unavailable {
+        sn: String::from_utf8_lossy(name).into_owned(),
+    })
 }
 
 impl fasta::repository::Adapter for Loader {
@@ -907,16 +910,26 @@ impl FastaFile {
         for (i, line) in text.lines().enumerate() {
             let f: Vec<&str> = line.split('\t').collect();
             let num = |k: usize| -> io::Result<u64> {
-                f.get(k).and_then(|v| v.parse().ok()).ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "{}: line {} is not a .fai line",
-                            Path::new(&fai_path).display(),
-                            i + 1
-                        ),
-                    )
-                })
+                let path = || PathBuf::from(&fai_path);
+                let (line, column) = (i + 1, k + 1);
+                let e = match f.get(k) {
+                    None => FaiError::MissingColumn {
+                        path: path(),
+                        line,
+                        column,
+                    },
+                    Some(v) => match v.parse() {
+                        Ok(n) => return Ok(n),
+                        Err(source) => FaiError::NotANumber {
+                            path: path(),
+                            line,
+                            column,
+                            text: v.to_string(),
+                            source,
+                        },
+                    },
+                };
+                Err(io::Error::new(io::ErrorKind::InvalidData, e))
             };
             let e = FaiEntry {
                 len: num(1)?,
@@ -982,13 +995,12 @@ impl FastaFile {
             if seq.len() as u64 != e.len {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: {} bases read for {}, its .fai says {}",
-                        self.path.display(),
-                        seq.len(),
-                        String::from_utf8_lossy(name),
-                        e.len
-                    ),
+                    FaiError::Length {
+                        path: self.path.clone(),
+                        sn: String::from_utf8_lossy(name).into_owned(),
+                        read: seq.len() as u64,
+                        len: e.len,
+                    },
                 ));
             }
             return Ok(Some(seq));
@@ -1395,5 +1407,147 @@ mod tests {
         assert_eq!(f.get(b"x").expect("ok").expect("x"), b"ACGTA");
         assert_eq!(f.get(b"y").expect("ok").expect("y"), b"GG");
         assert!(f.fai.is_some());
+    }
+
+    /// The typed error an I/O error carries, if it is a `T`.
+    fn typed<T: std::error::Error + 'static>(e: &io::Error) -> Option<&T> {
+        e.get_ref().and_then(|e| e.downcast_ref::<T>())
+    }
+
+    #[test]
+    fn a_reference_id_not_in_the_header_is_a_typed_error() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (h, src) = four_references(dir.path(), 100);
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Refuse);
+        let e = refs.lease().sequence(7).expect_err("no id 7");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(matches!(
+            typed::<ReferenceError>(&e),
+            Some(ReferenceError::UnknownId { id: 7 })
+        ));
+        assert_eq!(e.to_string(), "reference id 7 is not in the header");
+        // The decoder takes it out of the io::Error whole.
+        assert!(matches!(
+            crate::error::take_reference_error(e),
+            Ok(ReferenceError::UnknownId { id: 7 })
+        ));
+    }
+
+    #[test]
+    fn a_reference_not_available_is_a_typed_error_naming_it() {
+        let e = unavailable(b"chr2");
+        assert!(matches!(
+            typed::<ReferenceError>(&e),
+            Some(ReferenceError::Unavailable { sn }) if sn == "chr2"
+        ));
+        assert_eq!(e.to_string(), "reference chr2 is not available");
+    }
+
+    /// `r.fa` holding `>x ACGTA` in `dir`, with `fai` as its index.
+    fn fasta_with_fai(dir: &Path, fai: &str) -> FastaFile {
+        let fa = dir.join("r.fa");
+        std::fs::write(&fa, ">x\nACG\nTA\n").expect("write");
+        std::fs::write(dir.join("r.fa.fai"), fai).expect("fai");
+        FastaFile::new(fa)
+    }
+
+    #[test]
+    fn a_fai_column_that_is_not_a_number_keeps_the_parse_error() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let fai_path = dir.path().join("r.fa.fai");
+        let mut f = fasta_with_fai(dir.path(), "x\t5\t3\t3\t4\ny\t2\tabc\t2\t3\n");
+        let e = f.get(b"x").expect_err("line 2 is bad");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        let Some(FaiError::NotANumber {
+            path,
+            line,
+            column,
+            text,
+            source,
+        }) = typed::<FaiError>(&e)
+        else {
+            panic!("typed: {e:?}")
+        };
+        assert_eq!(
+            (path, *line, *column, text.as_str()),
+            (&fai_path, 2, 3, "abc")
+        );
+        assert_eq!(source, &"abc".parse::<u64>().expect_err("not a number"));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: line 2 is not a .fai line: column 3 (\"abc\") is not a number: \
+                 invalid digit found in string",
+                fai_path.display()
+            )
+        );
+        let inner = typed::<FaiError>(&e).expect("typed");
+        let source = std::error::Error::source(inner).expect("source kept");
+        assert!(source.downcast_ref::<std::num::ParseIntError>().is_some());
+    }
+
+    #[test]
+    fn a_fai_line_short_of_columns_names_the_file_line_and_column() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let fai_path = dir.path().join("r.fa.fai");
+        let mut f = fasta_with_fai(dir.path(), "x\t5\t3\n");
+        let e = f.get(b"x").expect_err("short line");
+        assert!(matches!(
+            typed::<FaiError>(&e),
+            Some(FaiError::MissingColumn { line: 1, column: 4, path }) if *path == fai_path
+        ));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: line 1 is not a .fai line: it has no column 4",
+                fai_path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_fai_length_the_file_does_not_hold_is_a_typed_error() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut f = fasta_with_fai(dir.path(), "x\t50\t3\t3\t4\n");
+        let e = f.get(b"x").expect_err("too short");
+        assert!(matches!(
+            typed::<FaiError>(&e),
+            Some(FaiError::Length { sn, read: 5, len: 50, .. }) if sn == "x"
+        ));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: 5 bases read for x, its .fai says 50",
+                dir.path().join("r.fa").display()
+            )
+        );
+    }
+
+    /// Through the reference lookup, a bad `.fai` is the source of the
+    /// reference's read error, typed at both levels.
+    #[test]
+    fn a_bad_fai_is_the_source_of_the_reference_read_error() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (h, src) = four_references(dir.path(), 100);
+        std::fs::write(dir.path().join("r.fa.fai"), "c0\tlong\n").expect("fai");
+        let refs = src.references(&h, RefHolding::InUse, M5Mismatch::Refuse);
+        let e = refs.lease().sequence(0).expect_err("bad fai");
+        let Some(ReferenceError::Read { sn, source, .. }) = typed::<ReferenceError>(&e) else {
+            panic!("typed: {e:?}")
+        };
+        assert_eq!(sn, "c0");
+        assert!(matches!(
+            typed::<FaiError>(source),
+            Some(FaiError::NotANumber {
+                line: 1,
+                column: 2,
+                ..
+            })
+        ));
+        let text = e.to_string();
+        assert!(
+            text.contains("r.fa.fai: line 1 is not a .fai line"),
+            "{text}"
+        );
     }
 }

@@ -8,8 +8,12 @@
 //! CRC32) and decoded by noodles from there. A panic in noodles' decoders
 //! is turned into an error.
 
+use crate::error::DecodeError;
 use crate::wire::{crc32, write_itf8};
 use std::io;
+
+/// The longest stream wrapped for noodles-cram.
+const MAX_STREAM: usize = 1 << 30;
 
 /// The raw slice header block: no reference (-1, 0, 0), 0 records,
 /// counter 0, 1 block (id 0), no embedded reference, MD5 all zero.
@@ -45,10 +49,7 @@ impl Shim {
         raw: usize,
         dst: &mut Vec<u8>,
     ) -> io::Result<()> {
-        let len = u32::try_from(src.len())
-            .ok()
-            .filter(|&l| l < 1 << 30)
-            .ok_or_else(|| io::Error::other("stream too large"))?;
+        let len = stream_len(src.len())?;
         let b = &mut self.body;
         b.clear();
         b.extend_from_slice(&slice_header_block());
@@ -77,7 +78,7 @@ impl Shim {
             let slice = container
                 .slices()
                 .next()
-                .ok_or_else(|| io::Error::other("no slice"))??;
+                .ok_or_else(|| DecodeError::NoSlice.io())??;
             let (core, _) = slice.decode_blocks()?;
             Ok(core.into_owned())
         })?;
@@ -86,21 +87,79 @@ impl Shim {
     }
 }
 
+/// A stream's length as the block header's ITF8, if noodles-cram takes
+/// a stream that long.
+fn stream_len(len: usize) -> io::Result<u32> {
+    u32::try_from(len)
+        .ok()
+        .filter(|&l| (l as usize) < MAX_STREAM)
+        .ok_or_else(|| {
+            DecodeError::StreamTooLarge {
+                len,
+                max: MAX_STREAM - 1,
+            }
+            .io()
+        })
+}
+
 /// `f`, with a panic inside noodles-cram made an error that says what to do.
 pub(crate) fn catch<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let why = panic
+        let message = panic
             .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "no message".to_string());
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            format!(
-                "a block of this slice uses a codec stream that the CRAM decoder (noodles-cram) \
-                 cannot decode ({why}); convert the file with `samtools view -O cram,version=3.0` \
-                 or to BAM and sort that"
-            ),
+            DecodeError::CodecPanicked { message },
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_too_large_is_a_typed_decode_error_naming_its_length() {
+        assert_eq!(stream_len(100).expect("small"), 100);
+        let e = stream_len(MAX_STREAM).expect_err("too large");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(matches!(
+            DecodeError::of(&e),
+            Some(DecodeError::StreamTooLarge { len, .. }) if *len == MAX_STREAM
+        ));
+        assert_eq!(
+            e.to_string(),
+            "a stream of 1073741824 bytes is too large for the noodles-cram decoder \
+             (at most 1073741823)"
+        );
+    }
+
+    #[test]
+    fn no_slice_is_a_typed_decode_error() {
+        let e = DecodeError::NoSlice.io();
+        assert!(matches!(DecodeError::of(&e), Some(DecodeError::NoSlice)));
+        assert!(e.to_string().contains("no slice"), "{e}");
+    }
+
+    #[test]
+    fn a_panic_in_the_decoder_is_a_typed_error_keeping_its_message() {
+        let e =
+            catch(|| -> io::Result<()> { panic!("bad {} table", "fqzcomp") }).expect_err("caught");
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        let Some(DecodeError::CodecPanicked { message }) = DecodeError::of(&e) else {
+            panic!("typed: {e:?}")
+        };
+        assert_eq!(message, "bad fqzcomp table");
+        let text = e.to_string();
+        assert!(text.contains("cannot decode (bad fqzcomp table)"), "{text}");
+        assert!(text.contains("samtools view -O cram,version=3.0"), "{text}");
+        let e = catch(|| -> io::Result<()> { panic!("static text") }).expect_err("caught");
+        assert!(matches!(
+            DecodeError::of(&e),
+            Some(DecodeError::CodecPanicked { message }) if message == "static text"
+        ));
+    }
 }

@@ -588,12 +588,33 @@ pub fn map_collecting(
     end_buckets: usize,
     name_buckets: usize,
 ) -> Result<(MapOutput, crate::stages_markdup::SplitShare)> {
+    if inputs.len() != 1 {
+        return Err(Error::Refused(format!(
+            "map_collecting takes one input ({} given): a map of several inputs needs its prior \
+             (map_collecting_after)",
+            inputs.len()
+        )));
+    }
+    map_collecting_after(inputs, split, splitters, options, None, end_buckets, name_buckets)
+}
+
+/// [`map_collecting`] of split `split` of one of several inputs, `prior`
+/// as [`map`] takes it.
+pub fn map_collecting_after(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    splitters: &[Vec<u8>],
+    options: &SortOptions,
+    prior: Option<u64>,
+    end_buckets: usize,
+    name_buckets: usize,
+) -> Result<(MapOutput, crate::stages_markdup::SplitShare)> {
     let (out, share) = map_with_share(
         inputs,
         split,
         splitters,
         options,
-        None,
+        prior,
         Some((end_buckets, name_buckets)),
     )?;
     let share = share.ok_or_else(|| {
@@ -641,26 +662,15 @@ fn map_with_share(
                 .to_string(),
         )),
         (Some(_), Some(md)) => {
-            if inputs.len() != 1 {
-                return Err(Error::Refused(format!(
-                    "duplicate marking cut into tasks takes one input ({} given): several inputs are \
-                     decided in Picard's merge order by one task (decide)",
-                    inputs.len()
-                )));
-            }
             let file = format!(
                 "{} (the split from virtual offset {:#x})",
                 inputs[split.input].display(),
                 split.start
             );
             let budget = crate::markdup_budget(&cfg)?;
-            Some(crate::markdup::Marker::for_split(
-                &header,
-                md,
-                &file,
-                budget,
-                split.ordinal,
-            ))
+            Some(crate::stages_markdup::split_marker(
+                inputs, &set, split, md, &file, budget,
+            )?)
         }
     };
     let ends_spec = marker.as_ref().map(|m| m.ends_spec());

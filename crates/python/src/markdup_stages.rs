@@ -39,6 +39,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_decide_bucket, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_finish, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_assemble, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_tasks_refusal, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_walk_refusal, m)?)?;
     Ok(())
 }
 
@@ -84,6 +86,45 @@ fn decision(
         alnsort_engine::markdup::metrics_text(&d.metrics, &path, &given, output.as_deref(), &line)
     });
     Ok((PyBytes::new(py, &d.decisions).unbind(), d.records, text))
+}
+
+/// Why the decision of several inputs cannot be cut into tasks
+/// (`stages_markdup::tasks_refusal`), or None.
+#[pyfunction]
+pub fn stage_markdup_tasks_refusal(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    options: Keywords,
+    markdup: Vec<String>,
+) -> PyResult<Option<String>> {
+    let o = self::options(py, &options, &markdup)?;
+    py.detach(move || stages_markdup::tasks_refusal(&inputs, &o))
+        .map_err(|e| raise(py, e))
+}
+
+/// Why the splits' walks of several inputs are not Picard's walk of their
+/// merged stream (`stages_markdup::walk_refusal`), or None: each split's
+/// input, record counts per library and carry at its end.
+#[pyfunction]
+pub fn stage_markdup_walk_refusal(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    split_inputs: Vec<usize>,
+    counts: Vec<LibraryCounts>,
+    carries: Vec<CarryTuple>,
+) -> PyResult<Option<String>> {
+    let walked: Vec<_> = (split_inputs.iter().zip(&counts).zip(&carries))
+        .map(|((&i, c), t)| {
+            let carry = WalkCarry {
+                stale: t.0,
+                dup_template: t.1,
+                optical_stale: t.2,
+                optical_dup_template: t.3,
+            };
+            (i, c, carry)
+        })
+        .collect();
+    stages_markdup::walk_refusal(&inputs, &walked).map_err(|e| raise(py, e))
 }
 
 /// Where each split's records start in input order (by split ordinal).

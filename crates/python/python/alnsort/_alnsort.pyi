@@ -83,6 +83,15 @@ def stage_markdup_decide(
     markdup: Sequence[str],
     metrics: Optional[_MetricsNames] = None,
 ) -> tuple[bytes, list[int], Optional[str]]: ...
+def stage_markdup_tasks_refusal(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]], options: _Keywords, markdup: Sequence[str]
+) -> Optional[str]: ...
+def stage_markdup_walk_refusal(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    split_inputs: Sequence[int],
+    counts: Sequence[Sequence[Sequence[int]]],
+    carries: Sequence[_Carry],
+) -> Optional[str]: ...
 def stage_markdup_split_bases(
     split_records: Sequence[int], split_inputs: Sequence[int], input_records: Sequence[int]
 ) -> list[int]: ...

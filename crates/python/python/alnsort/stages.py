@@ -82,6 +82,8 @@ __all__ = [
     "markdup_finish",
     "markdup_assemble",
     "START_CARRY",
+    "markdup_tasks_refusal",
+    "markdup_walk_refusal",
 ]
 
 #: A split: ``{"input": int, "start": int, "end": int | None, "ordinal": int}``.
@@ -538,6 +540,27 @@ def markdup_finish(
         "counts": counts,
         "carry": dict(zip(_CARRY_KEYS, out)),
     }
+
+
+def markdup_tasks_refusal(inputs: Sequence[PathArg], markdup: Sequence[str], **order: Any) -> Optional[str]:
+    """Why the decision of several ``inputs`` cannot be cut into tasks
+    exactly (name-grouped inputs; a library in two inputs' headers), or
+    None (one input; coordinate-sorted inputs whose libraries are apart)."""
+    return _alnsort.stage_markdup_tasks_refusal(_inputs(inputs), _keywords(**order), _markdup(markdup))
+
+
+def markdup_walk_refusal(
+    inputs: Sequence[PathArg], split_inputs: Sequence[int], finished: Sequence[Dict[str, Any]]
+) -> Optional[str]:
+    """Why the splits' walks (``finished``: each split's
+    :func:`markdup_finish` result or its ``"counts"`` and ``"carry"``; its
+    input in ``split_inputs``) are not Picard's walk of the inputs' merged
+    stream (a library with records in two inputs; a walk left behind a
+    listed index), or None."""
+    carries = [tuple(f["carry"][k] for k in _CARRY_KEYS) for f in finished]
+    return _alnsort.stage_markdup_walk_refusal(
+        _inputs(inputs), list(split_inputs), [f["counts"] for f in finished], carries
+    )
 
 
 def markdup_assemble(

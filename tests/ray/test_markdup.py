@@ -7,7 +7,11 @@ coordinate-sorted input (Picard's two semantics), one and two inputs, with
 DT tags, removal and barcodes, 1 to 8 partitions. One input goes through
 the decision cut into tasks (collect, join, decide, finish, assemble) with
 1 to 8 buckets (templates crossing split boundaries among them); two
-inputs, and `decision_buckets=0`, through the one decide task. A worker
+inputs spread by name (lanes of one library, or name-grouped), and
+`decision_buckets=0`, through the one decide task, which the statistics
+say why; two coordinate-sorted inputs whose libraries are apart through
+the tasks, and with the unknown library in both (no header says so) the
+tasks' decision discarded for the one task's. A worker
 node killed in the middle of a reduce, of a join and of a decide task (Ray
 runs it again elsewhere, rebuilding the lost blocks) gives the same bytes.
 

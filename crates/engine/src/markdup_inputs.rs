@@ -259,9 +259,11 @@ impl SeveralInputs {
             for (id, fields) in read_groups(h) {
                 let merged = t.read_group(&id).to_vec();
                 let lb = fields.iter().find(|f| f.starts_with(b"LB:"));
-                libs.insert(lb.map_or(alnsort_markdup::UNKNOWN_LIBRARY.to_string(), |l| {
-                    String::from_utf8_lossy(&l[3..]).into_owned()
-                }));
+                libs.insert(
+                    lb.map_or(alnsort_markdup::UNKNOWN_LIBRARY.to_string(), |l| {
+                        String::from_utf8_lossy(&l[3..]).into_owned()
+                    }),
+                );
                 match seen.get(&fields) {
                     Some(first) if *first != merged => aliases.push((merged, first.clone())),
                     Some(_) => {}
@@ -972,7 +974,10 @@ mod tests {
         assert_eq!(apart.order, InputOrder::Coordinate);
         assert_eq!(apart.tasks_refusal(&paths), None);
         // The clashing ID x is renamed for b's records.
-        assert_ne!(apart.translations[1].known_read_group(b"x"), Some(&b"x"[..]));
+        assert_ne!(
+            apart.translations[1].known_read_group(b"x"),
+            Some(&b"x"[..])
+        );
         assert_eq!(apart.translations[1].known_read_group(b"z"), None);
         // Lanes of one library.
         let lanes = plan(
@@ -986,12 +991,12 @@ mod tests {
         );
         // No @RG in either: the unknown library in both.
         let none = plan(&[coord, sq], &[coord, sq]);
-        assert!(none.tasks_refusal(&paths).unwrap().contains("Unknown Library"));
+        assert!(none
+            .tasks_refusal(&paths)
+            .unwrap()
+            .contains("Unknown Library"));
         // Name-grouped inputs.
-        let grouped = plan(
-            &[sq, "@RG\tID:x\tLB:libA"],
-            &[sq, "@RG\tID:y\tLB:libB"],
-        );
+        let grouped = plan(&[sq, "@RG\tID:x\tLB:libA"], &[sq, "@RG\tID:y\tLB:libB"]);
         assert_eq!(grouped.order, InputOrder::Queryname);
         assert!(grouped
             .tasks_refusal(&paths)

@@ -305,16 +305,12 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
         None if !a.records.is_empty() => bail!(Refused, "--records goes with --marks"),
         None => None,
         Some(f) => {
-            if a.positional.len() != 1 {
-                bail!(
-                    Refused,
-                    "duplicate marking from the stage subcommands takes one input ({} given)",
-                    a.positional.len()
-                );
-            }
             let bytes = read(f)?;
             let d = crate::markdup::Decisions::from_bytes(&bytes, &marks_config(&options)?)
                 .with_context(|| format!("--marks {}", f.display()))?;
+            // Every split's records counted in split order, which is input
+            // order with several inputs too: the bases are running sums,
+            // checked against the decision's total.
             let split_inputs = vec![0; a.records.len()];
             let bases = smd::split_bases(&a.records, &split_inputs, &[d.records()])
                 .context("--records: the maps' record counts")?;
@@ -630,10 +626,11 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
         ))
     });
     Ok(format!(
-        "{{\"ordinal\": {s}, \"input\": {input}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"records\": {}, \"carry\": {}}}",
+        "{{\"ordinal\": {s}, \"input\": {input}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"records\": {}, \"repeated\": {}, \"carry\": {}}}",
         collected.len(),
         json_path(&path),
         o.duplicate.len(),
+        o.repeated,
         next.unwrap_or_else(|| "null".into())
     ))
 }
@@ -702,7 +699,7 @@ fn markdup_assemble(a: &StageArgs) -> Result<String> {
     }
     if inputs.len() > 1 {
         let walked: Vec<_> = (outcomes.iter().zip(&split_inputs))
-            .map(|(o, &i)| (i, &o.counts, o.carry))
+            .map(|(o, &i)| (i, &o.counts, o.repeated))
             .collect();
         if let Some(why) = smd::walk_refusal(inputs, &walked)? {
             bail!(

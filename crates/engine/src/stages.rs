@@ -595,7 +595,15 @@ pub fn map_collecting(
             inputs.len()
         )));
     }
-    map_collecting_after(inputs, split, splitters, options, None, end_buckets, name_buckets)
+    map_collecting_after(
+        inputs,
+        split,
+        splitters,
+        options,
+        None,
+        end_buckets,
+        name_buckets,
+    )
 }
 
 /// [`map_collecting`] of split `split` of one of several inputs, `prior`

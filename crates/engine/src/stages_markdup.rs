@@ -373,20 +373,26 @@ pub(crate) fn split_marker(
     })
 }
 
+/// A split's walk as [`walk_refusal`] checks it: the split's input, its
+/// record counts per library and the listed indexes it found repeated
+/// ([`SplitOutcome::repeated`]).
+pub type WalkedSplit<'a> = (usize, &'a alnsort_markdup::LibraryCounts, u64);
+
 /// Why the walk of several inputs' splits, each input on its own, is not
 /// Picard's walk of their merged stream, or `None` when it is: a library
 /// with records in two inputs (their headers did not say so: records of
-/// no known read group fall in Picard's unknown library), or a walk left
-/// behind a listed index (Picard's output loop then passes no later
-/// duplicate of its stream, whichever input it comes from).
-/// `splits[s]`: split `s`'s input, its record counts per library and the
-/// walk's carry at its end.
-pub fn walk_refusal(
-    inputs: &[PathBuf],
-    splits: &[(usize, &alnsort_markdup::LibraryCounts, WalkCarry)],
-) -> Result<Option<String>> {
+/// no known read group fall in Picard's unknown library), or an index
+/// listed twice, which puts Picard's walk behind its list for the records
+/// that follow in its merged stream, of whichever input. Without repeats
+/// the walk marks exactly the listed records, wherever it starts (a carry
+/// into the next split only says whether the split's last record was
+/// listed), so one walk per input is Picard's.
+/// `splits[s]`: split `s`'s [`WalkedSplit`].
+pub fn walk_refusal(inputs: &[PathBuf], splits: &[WalkedSplit<'_>]) -> Result<Option<String>> {
     Ok(walk_refusal_named(splits, |i| {
-        inputs.get(i).map_or("?".into(), |p| p.display().to_string())
+        inputs
+            .get(i)
+            .map_or("?".into(), |p| p.display().to_string())
     })
     .map(|(why, lib)| match lib {
         None => why,
@@ -422,16 +428,17 @@ fn library_name(inputs: &[PathBuf], lib: usize) -> String {
 /// [`walk_refusal`] with the inputs named by `name`; the reason has
 /// `{library}` where the library's name goes (its index beside it).
 fn walk_refusal_named(
-    splits: &[(usize, &alnsort_markdup::LibraryCounts, WalkCarry)],
+    splits: &[WalkedSplit<'_>],
     name: impl Fn(usize) -> String,
 ) -> Option<(String, Option<usize>)> {
     let mut library_input: Vec<Option<usize>> = Vec::new();
-    for (s, &(input, counts, carry)) in splits.iter().enumerate() {
-        if carry.stale != 0 || carry.optical_stale != 0 {
+    for (s, &(input, counts, repeated)) in splits.iter().enumerate() {
+        if repeated != 0 {
             return Some((
                 format!(
-                    "Picard's output loop stops passing duplicates after split {s} (of {}), and in its \
-                     merged stream that stops them in every input",
+                    "split {s} (of {}) lists {repeated} record(s) twice as duplicates, which puts Picard's \
+                     output loop behind its list, and in its merged stream that reaches the records of the \
+                     other inputs",
                     name(input)
                 ),
                 None,
@@ -755,33 +762,23 @@ mod tests {
     #[test]
     fn a_walk_of_several_inputs_is_refused_where_it_is_not_picards() {
         let name = |i: usize| format!("in{i}.bam");
-        let walk = |splits: &[(usize, &alnsort_markdup::LibraryCounts, WalkCarry)]| {
-            walk_refusal_named(splits, name)
-        };
+        let walk = |splits: &[WalkedSplit<'_>]| walk_refusal_named(splits, name);
         let a: alnsort_markdup::LibraryCounts = vec![[1, 0, 2, 4, 0, 0]];
         let b: alnsort_markdup::LibraryCounts = vec![[0; 6], [0, 0, 3, 0, 1, 0]];
-        let start = WalkCarry::default();
         // Libraries apart (two splits of input 0, one of input 1).
-        assert_eq!(walk(&[(0, &a, start), (0, &a, start), (1, &b, start)]), None);
+        assert_eq!(walk(&[(0, &a, 0), (0, &a, 0), (1, &b, 0)]), None);
         // Library 0 in both inputs.
-        let (why, lib) = walk(&[(0, &a, start), (1, &a, start)]).unwrap();
+        let (why, lib) = walk(&[(0, &a, 0), (1, &a, 0)]).unwrap();
         assert_eq!(lib, Some(0));
         assert!(
             why.contains("library {library} has records in in0.bam and in in1.bam"),
             "{why}"
         );
-        // A walk left behind a listed index.
-        let stuck = WalkCarry {
-            stale: 1,
-            ..start
-        };
-        let (why, lib) = walk(&[(0, &a, stuck), (1, &b, start)]).unwrap();
-        assert!(lib.is_none() && why.contains("after split 0 (of in0.bam)"), "{why}");
-        // A last template left a duplicate: no matter (coordinate order).
-        let dup = WalkCarry {
-            dup_template: true,
-            ..start
-        };
-        assert_eq!(walk(&[(0, &a, dup), (1, &b, start)]), None);
+        // An index listed twice.
+        let (why, lib) = walk(&[(0, &a, 0), (1, &b, 1)]).unwrap();
+        assert!(
+            lib.is_none() && why.contains("split 1 (of in1.bam) lists 1 record(s) twice"),
+            "{why}"
+        );
     }
 }

@@ -104,25 +104,17 @@ pub fn stage_markdup_tasks_refusal(
 
 /// Why the splits' walks of several inputs are not Picard's walk of their
 /// merged stream (`stages_markdup::walk_refusal`), or None: each split's
-/// input, record counts per library and carry at its end.
+/// input, record counts per library and repeated listed indexes.
 #[pyfunction]
 pub fn stage_markdup_walk_refusal(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     split_inputs: Vec<usize>,
     counts: Vec<LibraryCounts>,
-    carries: Vec<CarryTuple>,
+    repeated: Vec<u64>,
 ) -> PyResult<Option<String>> {
-    let walked: Vec<_> = (split_inputs.iter().zip(&counts).zip(&carries))
-        .map(|((&i, c), t)| {
-            let carry = WalkCarry {
-                stale: t.0,
-                dup_template: t.1,
-                optical_stale: t.2,
-                optical_dup_template: t.3,
-            };
-            (i, c, carry)
-        })
+    let walked: Vec<_> = (split_inputs.iter().zip(&counts).zip(&repeated))
+        .map(|((&i, c), &r)| (i, c, r))
         .collect();
     stages_markdup::walk_refusal(&inputs, &walked).map_err(|e| raise(py, e))
 }
@@ -397,6 +389,7 @@ type OutcomeResult = (
     u64,
     LibraryCounts,
     CarryTuple,
+    u64,
 );
 
 /// Picard's output walk over one split (`stages_markdup::finish_split`):
@@ -430,6 +423,7 @@ pub fn stage_markdup_finish(
         out.duplicate.len(),
         out.counts,
         carry_tuple(out.carry),
+        out.repeated,
     ))
 }
 
@@ -468,6 +462,7 @@ pub fn stage_markdup_assemble(
             optical,
             counts,
             carry: WalkCarry::default(),
+            repeated: 0,
         });
     }
     let mut totals = SetsDecided::default();

@@ -209,6 +209,7 @@ impl SplitOutcome {
                 out.extend_from_slice(&n.to_le_bytes());
             }
         }
+        out.extend_from_slice(&self.repeated.to_le_bytes());
         out
     }
 
@@ -233,6 +234,7 @@ impl SplitOutcome {
                 Ok(row)
             })
             .collect::<Result<Vec<_>, MarkdupError>>()?;
+        let repeated = f.u64()?;
         f.end()?;
         Ok((
             SplitOutcome {
@@ -240,6 +242,7 @@ impl SplitOutcome {
                 optical,
                 counts,
                 carry,
+                repeated,
             },
             carry_in,
         ))
@@ -285,6 +288,7 @@ mod tests {
                 optical_stale: 0,
                 optical_dup_template: false,
             },
+            repeated: 2,
         };
         let carry_in = WalkCarry {
             stale: 1,
@@ -295,6 +299,7 @@ mod tests {
         assert_eq!(c, carry_in);
         assert_eq!(back.duplicate, o.duplicate);
         assert_eq!(back.optical, o.optical);
+        assert_eq!(back.repeated, 2);
         assert_eq!(back.counts, o.counts);
         assert_eq!(back.carry, o.carry);
         let e = SplitOutcome::from_bytes(&bytes[..bytes.len() - 4]).unwrap_err();

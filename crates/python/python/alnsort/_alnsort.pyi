@@ -90,7 +90,7 @@ def stage_markdup_walk_refusal(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     split_inputs: Sequence[int],
     counts: Sequence[Sequence[Sequence[int]]],
-    carries: Sequence[_Carry],
+    repeated: Sequence[int],
 ) -> Optional[str]: ...
 def stage_markdup_split_bases(
     split_records: Sequence[int], split_inputs: Sequence[int], input_records: Sequence[int]
@@ -138,7 +138,7 @@ def stage_markdup_decide_bucket(
 ) -> tuple[list[bytes], list[bytes], _SetCounts]: ...
 def stage_markdup_finish(
     slots: _Buffer, continued: bool, duplicates: Sequence[_Buffer], optical: Sequence[_Buffer], carry: _Carry
-) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry]: ...
+) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry, int]: ...
 def stage_markdup_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     options: _Keywords,

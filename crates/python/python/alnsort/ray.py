@@ -928,6 +928,7 @@ def _finish_task(
         "records": out["records"],
         "counts": out["counts"],
         "carry": out["carry"],
+        "repeated": out["repeated"],
         "optical": out["optical"] is not None,
         "seconds": secs,
         "cpu": _cpu() - c0,

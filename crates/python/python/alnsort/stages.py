@@ -530,7 +530,7 @@ def markdup_finish(
         ct = tuple(c[k] for k in _CARRY_KEYS)
     except (KeyError, TypeError):
         raise TypeError(f"carry must be a dict with {', '.join(_CARRY_KEYS)}, not {carry!r}") from None
-    dup, opt, records, counts, out = _alnsort.stage_markdup_finish(
+    dup, opt, records, counts, out, repeated = _alnsort.stage_markdup_finish(
         slots, bool(continued), list(duplicates), list(optical), ct
     )
     return {
@@ -539,6 +539,7 @@ def markdup_finish(
         "records": records,
         "counts": counts,
         "carry": dict(zip(_CARRY_KEYS, out)),
+        "repeated": repeated,
     }
 
 
@@ -553,13 +554,13 @@ def markdup_walk_refusal(
     inputs: Sequence[PathArg], split_inputs: Sequence[int], finished: Sequence[Dict[str, Any]]
 ) -> Optional[str]:
     """Why the splits' walks (``finished``: each split's
-    :func:`markdup_finish` result or its ``"counts"`` and ``"carry"``; its
+    :func:`markdup_finish` result or its ``"counts"`` and ``"repeated"``;
+    its
     input in ``split_inputs``) are not Picard's walk of the inputs' merged
-    stream (a library with records in two inputs; a walk left behind a
-    listed index), or None."""
-    carries = [tuple(f["carry"][k] for k in _CARRY_KEYS) for f in finished]
+    stream (a library with records in two inputs; an index listed twice),
+    or None."""
     return _alnsort.stage_markdup_walk_refusal(
-        _inputs(inputs), list(split_inputs), [f["counts"] for f in finished], carries
+        _inputs(inputs), list(split_inputs), [f["counts"] for f in finished], [f["repeated"] for f in finished]
     )
 
 

@@ -966,7 +966,9 @@ def _assemble_decision_task(
 
 
 class _MarkdupTasks:
-    """The duplicate decision of one input cut into Ray tasks, none of
+    """The duplicate decision of one input (or of several coordinate-sorted
+    inputs whose libraries are apart: each input's walk starts afresh, and
+    the walks are checked by ``markdup_walk_refusal``) cut into Ray tasks, none of
     which holds the whole input (``alnsort.stages.markdup_*``): collect per
     split (by each map, :meth:`from_map`; or a task of its own,
     :meth:`collect`), then, once the maps have proven the

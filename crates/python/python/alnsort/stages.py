@@ -377,7 +377,7 @@ def markdup_reduce(
     return {"records": records, "bytes": nbytes, "marked": marked}
 
 
-# ---- the decision cut into tasks (one input) ---------------------------------
+# ---- the decision cut into tasks (one input, or several: markdup_tasks_refusal)
 # collect (per split) -> markdup_continued (driver) -> join (per name
 # bucket) -> decide_bucket (per end bucket) -> finish (per split, in order:
 # each split's walk resumes the previous split's carry) -> markdup_assemble:
@@ -413,7 +413,8 @@ def markdup_collect(
     name_buckets: int,
     **order: Any,
 ) -> Dict[str, Any]:
-    """The duplicate-marking share of ``split`` (one input only): its
+    """The duplicate-marking share of ``split`` (of one input, or of several
+    that :func:`markdup_tasks_refusal` lets through; others refused): its
     records read as :func:`map` reads them and checked as one node checks
     them. Returns ``{"ends": list[bytes] (fragment ends, one block per end
     bucket), "halves": list[bytes] (mate halves, one per name bucket),

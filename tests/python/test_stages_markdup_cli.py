@@ -173,6 +173,23 @@ def chain(alnsort_bin: str, tmp: Path, inp: str | list[str], sort_opts: list[str
               "--part", str(part), *[a for m in maps for a in ("--block", m["blocks"][r])],
               "--marks", str(decisions), *records, *ins, *opts)
         parts.append(str(part))
+    if len(maps) >= 2:
+        # Record counts of the right total but cut elsewhere between the
+        # first two splits: split 0's last record lies beyond its count,
+        # and the reduce that meets it says so (nothing written).
+        counts = [m["records"] for m in maps]
+        counts[0], counts[1] = counts[0] - 1, counts[1] + 1
+        wrong = [a for n in counts for a in ("--records", str(n))]
+        said = []
+        for r in range(ranges):
+            part = work / f"wrong-{r}"
+            res = run(alnsort_bin, "reduce", "--range", str(r), "--partitions", str(ranges), "--part", str(part),
+                      *[a for m in maps for a in ("--block", m["blocks"][r])], "--marks", str(decisions),
+                      *wrong, *ins, *opts)
+            if res.returncode != 0:
+                assert res.returncode == 1 and not part.exists(), res.stderr
+                said.append(res.stderr)
+        assert any(f"a record at index {counts[0]} of split 0, which has {counts[0]} records" in e for e in said), said
     stage(alnsort_bin, work, "assemble", "assemble", "--output", str(out),
           *[a for p in parts for a in ("--part", p)], *ins, *opts)
     return {"joins": [j for j, _ in joins], "decides": [d for d, _ in decides], "reruns": reruns}

@@ -127,7 +127,7 @@ def test_duplicate_marking_options_reach_the_dataflow(bam):
                          "--tagging-policy=all", "-o", "o.bam", bam])
     assert aray._markdup_kwargs(a) == {
         "markdup": True, "metrics": "m.txt",
-        "markdup_options": ["--optical-distance", "100", "--remove-duplicates", "--tagging-policy", "all"]}
+        "markdup_options": {"optical_distance": "100", "remove_duplicates": True, "tagging_policy": "all"}}
     assert aray._markdup_kwargs(aray.parse_args(["-o", "o.bam", bam])) == {}
     # The group's options without --markdup: alnsort sort's own refusal.
     with pytest.raises(alnsort.AlnsortError, match="--markdup"):

@@ -180,9 +180,15 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
     if n == 1 and buckets != 0:
         assert md["path"] == "tasks", md
         assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
+        # The maps collected (with their priors): each reduce got only its
+        # range's slices of the decision.
+        assert md["largest_reduce_decision_bytes"] is not None, md
         # No task held the whole input's ends.
         if md["buckets"] > 1:
             assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
+        # Each reduce received its range's slices only: 24 bytes a split
+        # and at most 10 per duplicate or optical duplicate listed.
+        assert 0 < md["largest_reduce_decision_bytes"] <= 24 * stats["splits"] + 20 * md["marked"], md
     else:
         assert md["path"] == "one task", md
         if buckets != 0:
@@ -229,6 +235,9 @@ def test_several_inputs_whose_libraries_are_apart_go_through_the_tasks(shape, op
     if shape == "apart":
         assert md["path"] == "tasks", md
         assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
+        # The maps collected (with their priors): each reduce got only its
+        # range's slices of the decision.
+        assert md["largest_reduce_decision_bytes"] is not None, md
     else:
         assert md["path"] == "one task" and md["tasks_discarded"], md
         assert f"library Unknown Library has records in {ins[0]} and in {ins[1]}" in md["one_task_because"], md
@@ -332,17 +341,26 @@ def test_command_line_markdup_with_progress(cluster, inputs, tmp_path):
     assert "3 name buckets" in lines[4] and "3 end buckets" in lines[5], lines
 
 
-def test_the_stage_functions_in_process(inputs):
+def test_the_stage_functions_in_process(inputs, tmp_path):
     """alnsort.stages' decision tasks called in process, as a driver
     without Ray would: the decision bytes and metrics of the one task
     (markdup_decide), with splits finished again where a carry says so;
-    values that are not the tasks' own are refused with the reason."""
+    each reduce given only its range's slices of the splits' outcomes
+    writes the part it writes with the whole decision; values that are not
+    the tasks' own are refused with the reason. The duplicate-marking
+    options are alnsort.sort()'s keywords (typed values, applied by the
+    engine's setters), or the same options as command-line words, read
+    once by alnsort sort's parser: the same decision."""
     from alnsort import stages
 
     ins = inputs[(False, 1)]
-    md = ["--markdup", "--tagging-policy", "all"]
+    md = {"tagging_policy": "all"}
+    words = ["--markdup", "--tagging-policy", "all"]
+    assert stages.markdup_keywords(words) == {"markdup": True, **md}
     names = ("m.txt", ins, "out.bam", "a command line")
     one = stages.markdup_decide(ins, md, metrics=names)
+    assert stages.markdup_decide(ins, words, metrics=names) == one
+    assert one != stages.markdup_decide(ins, {}, metrics=names)  # the policy reaches the engine
     splits = stages.split(ins, 6)
     assert len(splits) >= 3
     b = 4
@@ -350,10 +368,16 @@ def test_the_stage_functions_in_process(inputs):
     # A map that collects as it reads: the same share, the plain map's blocks.
     keys = [k for s in splits for k in stages.sample(ins, s, 16)]
     splitters = stages.splitters(keys, 3)
+    maps = []
     for s, c in zip(splits, cols):
         folded = stages.map_collecting(ins, s, splitters, md, b, b)
-        assert folded.pop("share") == c, s
+        share = folded.pop("share")
+        # The map also gives the range each record went to (2 bytes each).
+        ranges = share.pop("ranges")
+        assert len(ranges) == 2 * share["records"] and c.pop("ranges") == b"", s
+        assert share == c, s
         assert folded == stages.map(ins, s, splitters, markdup=md), s
+        maps.append((folded, ranges))
     bounds = [c["boundary"] for c in cols]
     continued = stages.markdup_continued(bounds)
     joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
@@ -363,9 +387,12 @@ def test_the_stage_functions_in_process(inputs):
         for e in range(b)
     ]
 
+    parts = len(splitters) + 1
+
     def finish(s, carry=None):
         return stages.markdup_finish(cols[s]["slots"], continued[s] is not None,
-                                     [d["duplicates"][s] for d in decided], [d["optical"][s] for d in decided], carry)
+                                     [d["duplicates"][s] for d in decided], [d["optical"][s] for d in decided], carry,
+                                     ranges=maps[s][1], partitions=parts)
 
     outs = [finish(s) for s in range(len(splits))]
     for s in range(1, len(splits)):
@@ -375,6 +402,24 @@ def test_the_stage_functions_in_process(inputs):
     assert got == one
     assert sum(o["records"] for o in outs) == one["records"][0] == sum(c["records"] for c in cols)
 
+    # Each reduce from its range's slices: the part of the whole decision.
+    bases = stages.markdup_split_bases([m["records"] for m, _ in maps], [0] * len(splits), one["records"])
+    assert all(len(o["slices"]) == parts for o in outs)
+    for r in range(parts):
+        blocks = [m["blocks"][r] for m, _ in maps]
+        whole = stages.markdup_reduce(ins, blocks, tmp_path / f"w{r}", r, parts, md, one["decisions"], bases)
+        sliced = stages.markdup_reduce(ins, blocks, tmp_path / f"s{r}", r, parts, md, None, None,
+                                       slices=[o["slices"][r] for o in outs])
+        assert sliced == whole and (tmp_path / f"s{r}").read_bytes() == (tmp_path / f"w{r}").read_bytes(), r
+    # Slices of another range: the reduce meets other counts, and says so.
+    with pytest.raises(alnsort.AlnsortError, match="range 0: the blocks held .* records of split .* slice says"):
+        stages.markdup_reduce(ins, [m["blocks"][0] for m, _ in maps], tmp_path / "x", 0, parts, md, None, None,
+                              slices=[o["slices"][1] for o in outs])
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="either the whole decision and the splits' bases, or slices"):
+        stages.markdup_reduce(ins, [m["blocks"][0] for m, _ in maps], tmp_path / "x", 0, parts, md,
+                              one["decisions"], None)
+
     with pytest.raises(TypeError, match="boundary"):
         stages.markdup_continued([{"first": 0}])
     with pytest.raises(ValueError, match="not the words of"):
@@ -382,10 +427,22 @@ def test_the_stage_functions_in_process(inputs):
                                 [d["counts"] for d in decided])
     with pytest.raises(alnsort.AlnsortError, match="read ends .* cut short"):
         stages.markdup_decide_bucket(ins, [cols[0]["ends"][0][:-1]], bounds, md, len(splits))
-    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
+    with pytest.raises(alnsort.AlnsortError, match="-n: not a duplicate-marking option"):
         stages.markdup_collect(ins, splits[0], ["--markdup", "-n"], b, b)
-    with pytest.raises(alnsort.AlnsortError, match="not a duplicate-marking option"):
-        stages.map_collecting(ins, splits[0], [], ["--markdup", "-n"], b, b)
+    with pytest.raises(alnsort.AlnsortError, match=r"-n \(name=\): not a duplicate-marking option"):
+        stages.map_collecting(ins, splits[0], [], {"name": True}, b, b)
+    with pytest.raises(alnsort.AlnsortError, match="optical-distance 'x'"):
+        stages.markdup_collect(ins, splits[0], {"optical_distance": "x"}, b, b)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tagging'"):
+        stages.markdup_collect(ins, splits[0], {"tagging": "all"}, b, b)
+    with pytest.raises(TypeError, match="markdup must be a dict"):
+        stages.markdup_collect(ins, splits[0], "--markdup", b, b)
+    with pytest.raises(alnsort.AlnsortError, match="'x.bam': not a duplicate-marking option"):
+        stages.markdup_keywords(["--tagging-policy", "all", "x.bam"])
+    with pytest.raises(alnsort.AlnsortError, match="missing argument for option '--metrics'"):
+        stages.markdup_keywords(["--metrics"])
+    with pytest.raises(ValueError, match="it marks duplicates"):
+        stages.markdup_collect(ins, splits[0], {"markdup": False}, b, b)
     with pytest.raises(ValueError, match="end_buckets must be at least 1"):
         stages.map_collecting(ins, splits[0], [], md, 0, b)
 

@@ -29,6 +29,11 @@ from alnsort import stages  # noqa: E402
 ORDER = {"order": "coordinate"}
 
 
+def run(inputs) -> "aray._Run":
+    """What the driver gives every task of a run: one input's stages."""
+    return aray._Run("alnsort.stages", inputs, ORDER)
+
+
 @pytest.fixture(scope="module")
 def bam(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("transfer-input")
@@ -47,7 +52,7 @@ def test_blocks_leave_a_map_out_of_band_and_reduce_from_read_only_buffers(bam, t
     cuts = stages.splitters(samples, 3)
     ranges = len(cuts) + 1
     results = [
-        aray._map_task("alnsort.stages", inputs, s, cuts, 1, None, ORDER, None, i, None)
+        aray._map_task(run(inputs), i, s, cuts, None)
         for i, s in enumerate(splits)
     ]
     for meta, *blocks in results:
@@ -68,8 +73,7 @@ def test_blocks_leave_a_map_out_of_band_and_reduce_from_read_only_buffers(bam, t
         views = [memoryview(res[1 + r]).toreadonly() for res in results]
         part = tmp_path / f"part-{r}"
         got = aray._reduce_task(
-            "alnsort.stages", inputs, str(part), r, ranges, {"output_format": "bam", "index": None},
-            ORDER, None, None, None, *views,
+            run(inputs), r, str(part), ranges, {"output_format": "bam", "index": None}, None, None, *views
         )
         want_part = tmp_path / f"want-{r}"
         want = stages.reduce(inputs, [bytes(v) for v in views], want_part, r, ranges)
@@ -92,13 +96,13 @@ def test_sample_groups_cover_the_splits_in_order(n):
 def test_a_sample_task_samples_each_split_of_its_group(bam):
     inputs = [bam]
     splits = stages.split(inputs, 3)
-    got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER, [False] * len(splits))
+    got = aray._sample_task(run(inputs), splits, 20, [False] * len(splits))
     assert [g["keys"] for g in got] == [stages.sample(inputs, s, 20) for s in splits]
     assert all(len(g["keys"]) == 20 and g["cpu"] >= 0 for g in got)
     assert all(g["reach"] is None for g in got)
     # Where asked, each split's reach comes with its samples.
     want = [i % 2 == 0 for i in range(len(splits))]
-    got = aray._sample_task("alnsort.stages", inputs, splits, 20, ORDER, want)
+    got = aray._sample_task(run(inputs), splits, 20, want)
     assert [g["reach"] for g in got] == [stages.reach(inputs, s) if w else None for s, w in zip(splits, want)]
 
 

@@ -186,11 +186,16 @@ fn run_stages(
         reach = Some((s.input, r));
     }
     let mut decided = stages_markdup::decide(inputs, &options).expect("decide");
+    // One input: each range's slices of the splits' outcomes (by range,
+    // then split), from the maps' ranges.
+    let mut slices: Option<Vec<Vec<Vec<u8>>>> = None;
     if inputs.len() == 1 {
         // The decision cut into tasks: the same bits and metrics as the
         // one task's; the rest of the run uses it.
         for (buckets, names) in [(splits + 1, splits.saturating_sub(1).max(1)), (1, 1)] {
-            let tasks = decide_in_tasks(inputs, &specs, &splitters, &options, buckets, names);
+            let (tasks, sliced) =
+                decide_in_tasks(inputs, &specs, &splitters, &options, buckets, names);
+            slices = Some(sliced);
             assert!(
                 tasks.decisions == decided.decisions,
                 "{splits} splits, {buckets} buckets, {names} name buckets: decisions differ"
@@ -235,6 +240,33 @@ fn run_stages(
         )
         .expect("reduce");
         marked += got.marked;
+        if let Some(slices) = &slices {
+            // The reduce given only its range's slices writes the same part.
+            let own: Vec<&[u8]> = slices[r].iter().map(Vec::as_slice).collect();
+            let sliced = Marks::sliced(&own, &options).expect("sliced marks");
+            let spart = dir.join(format!("part{r}.sliced"));
+            let s = stages::reduce_marked(
+                inputs,
+                &blocks,
+                &spart,
+                r,
+                ranges,
+                &options,
+                false,
+                Some(&sliced),
+            )
+            .expect("sliced reduce");
+            assert_eq!(
+                (s.records, s.marked),
+                (got.records, got.marked),
+                "range {r}"
+            );
+            assert!(
+                std::fs::read(&spart).expect("sliced part") == std::fs::read(&part).expect("part"),
+                "range {r}: the sliced reduce's part differs"
+            );
+            std::fs::remove_file(&spart).expect("remove");
+        }
         parts.push(part);
     }
     assert_eq!(marked, marks.decisions.marked, "every duplicate met once");
@@ -250,8 +282,10 @@ fn run_stages(
 /// whose carry was not the previous split's finished again, assembled.
 ///
 /// Each split's share is also collected by its map
-/// (`stages::map_collecting`): the same share as the separate collect's,
-/// and the same blocks as the plain map's.
+/// (`stages::map_collecting`): the same share as the separate collect's
+/// with each record's range besides, and the same blocks as the plain
+/// map's. Also each range's slice of every split's outcome (by range, then
+/// split), from the maps' ranges.
 fn decide_in_tasks(
     inputs: &[PathBuf],
     specs: &[SplitSpec],
@@ -259,13 +293,14 @@ fn decide_in_tasks(
     options: &SortOptions,
     buckets: usize,
     names: usize,
-) -> stages_markdup::StageDecision {
+) -> (stages_markdup::StageDecision, Vec<Vec<Vec<u8>>>) {
     use stages_markdup::dist::{self, Fixups, SetsDecided};
     use stages_markdup::WalkCarry;
     let shares: Vec<_> = specs
         .iter()
         .map(|s| stages_markdup::collect(inputs, s, options, buckets, names).expect("collect"))
         .collect();
+    let mut ranges = Vec::new();
     for (s, share) in specs.iter().zip(&shares) {
         let (mapped, folded) =
             stages::map_collecting(inputs, s, splitters, options, buckets, names)
@@ -281,6 +316,13 @@ fn decide_in_tasks(
         assert!(folded.ends == share.ends, "{what}: fragment ends differ");
         assert!(folded.halves == share.halves, "{what}: mate halves differ");
         assert_eq!(mapped.records, share.records, "{what}: map records");
+        assert!(share.ranges.is_empty(), "{what}: collect knows no ranges");
+        assert_eq!(
+            folded.ranges.len() as u64,
+            2 * share.records,
+            "{what}: a range per record"
+        );
+        ranges.push(folded.ranges);
         let plain = stages::map(inputs, s, splitters, options, None).expect("map");
         assert!(plain.blocks == mapped.blocks, "{what}: blocks differ");
         assert_eq!(
@@ -328,7 +370,18 @@ fn decide_in_tasks(
             outcomes[s] = finish(s, carry);
         }
     }
-    stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble")
+    let partitions = splitters.len() + 1;
+    let mut slices = vec![Vec::new(); partitions];
+    for (o, r) in outcomes.iter().zip(&ranges) {
+        let cut = stages_markdup::range_slices(o, r, partitions).expect("slices");
+        for (to, s) in slices.iter_mut().zip(cut) {
+            to.push(s);
+        }
+    }
+    (
+        stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble"),
+        slices,
+    )
 }
 
 fn check(dir: &Path, inputs: &[PathBuf], opts: &[&str], tag: &str) {

@@ -54,6 +54,10 @@ pub enum Error {
     Sort(#[from] alnsort_sort::SortError),
     #[error(transparent)]
     Read(#[from] alnsort_bam::reader::ReadError),
+    /// A BAM record that does not hold together (`alnsort_bam::validate`),
+    /// met where no reader wraps it with its place.
+    #[error(transparent)]
+    Validate(#[from] alnsort_bam::validate::RecordError),
     #[error(transparent)]
     Header(#[from] alnsort_bam::header::HeaderError),
     #[error(transparent)]
@@ -129,6 +133,7 @@ impl Error {
             Error::Write(e) => e,
             Error::Sort(e) => e,
             Error::Read(e) => e,
+            Error::Validate(e) => e,
             Error::Header(e) => e,
             Error::HeaderMerge(e) => e,
             Error::Split(e) => e,

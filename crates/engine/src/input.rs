@@ -330,13 +330,25 @@ impl ScanTime {
     pub fn seconds(&self) -> f64 {
         self.0.load(Ordering::Relaxed) as f64 / 1e9
     }
+
+    /// Runs the reading thread's loop, then keeps its CPU seconds here.
+    fn timer(&self) -> impl FnOnce(&mut dyn FnMut()) + Send + 'static {
+        let time = self.clone();
+        move |run: &mut dyn FnMut()| {
+            let start = thread_cpu_seconds();
+            run();
+            let secs = thread_cpu_seconds() - start;
+            time.0.store((secs * 1e9) as u64, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Starts reading `records`: one thread cuts the input (scanner batches or
 /// CRAM containers), and each piece becomes a [`RawBatch`] of BAM (or SAM)
 /// records on the pool and is handed to `job` there, results in input
 /// order (`alnsort_pipeline::Ordered`). The one reading mechanism of
-/// `alnsort sort` (one input) and of `alnsort merge` (each input).
+/// `alnsort sort` (one input) and of `alnsort merge` (each input); a
+/// scanner's batches go through [`spawn_scanned`].
 pub fn spawn_batches<T, F>(
     name: &str,
     records: Records,
@@ -349,64 +361,108 @@ where
     T: Send + 'static,
     F: Fn(&RawBatch) -> Result<T> + Send + Sync + 'static,
 {
+    let mut reader = match records {
+        Records::Scan(scanner) => {
+            return spawn_scanned(
+                name,
+                scanner,
+                pool,
+                stage,
+                depth,
+                |_| (),
+                move |raw, ()| job(raw),
+            )
+        }
+        Records::Cram(reader) => reader,
+    };
     let time = ScanTime::default();
-    let time_w = time.clone();
-    let timed = move |run: &mut dyn FnMut()| {
-        let start = thread_cpu_seconds();
-        run();
-        let secs = thread_cpu_seconds() - start;
-        time_w.0.store((secs * 1e9) as u64, Ordering::Relaxed);
-    };
-    let started = match records {
-        Records::Scan(mut scanner) => {
-            let recycler = scanner.recycler();
-            Ordered::spawn(
-                Arc::clone(pool),
-                stage,
-                depth,
-                move |emit| timed(&mut || pump(|| scanner.next_batch(), emit)),
-                move |item: std::result::Result<RawBatch, ReadError>| -> Result<T> {
-                    let raw = item?;
-                    let out = job(&raw);
-                    recycler.give_back(raw);
-                    out
-                },
-            )
-        }
-        Records::Cram(mut reader) => {
-            let ctx = reader.context();
-            Ordered::spawn(
-                Arc::clone(pool),
-                stage,
-                depth,
-                move |emit| timed(&mut || pump(|| reader.next_container(), emit)),
-                move |item: std::result::Result<PendingContainer, CramError>| -> Result<T> {
-                    thread_local! {
-                        // The decoded container's bytes, reused by each
-                        // worker: fresh megabytes per container cost page
-                        // faults.
-                        static DECODED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-                    }
-                    let c = item?;
-                    let mut data = DECODED.take();
-                    data.clear();
-                    let n = match c.decode(&ctx, &mut data) {
-                        Ok(n) => n,
-                        Err(e) => {
-                            DECODED.set(data);
-                            return Err(e.into());
-                        }
-                    };
-                    let mut raw = RawBatch::framed(data);
-                    raw.first_record = c.first_record;
-                    raw.voffsets = vec![0; n as usize];
-                    let out = job(&raw);
-                    DECODED.set(raw.into_spare());
-                    out
-                },
-            )
-        }
-    };
+    let timed = time.timer();
+    let ctx = reader.context();
+    let started = Ordered::spawn(
+        Arc::clone(pool),
+        stage,
+        depth,
+        move |emit| timed(&mut || pump(|| reader.next_container(), emit)),
+        move |item: std::result::Result<PendingContainer, CramError>| -> Result<T> {
+            thread_local! {
+                // The decoded container's bytes, reused by each worker:
+                // fresh megabytes per container cost page faults.
+                static DECODED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+            }
+            let c = item?;
+            let mut data = DECODED.take();
+            data.clear();
+            let n = match c.decode(&ctx, &mut data) {
+                Ok(n) => n,
+                Err(e) => {
+                    DECODED.set(data);
+                    return Err(e.into());
+                }
+            };
+            let mut raw = RawBatch::framed(data);
+            raw.first_record = c.first_record;
+            raw.voffsets = vec![0; n as usize];
+            let out = job(&raw);
+            DECODED.set(raw.into_spare());
+            out
+        },
+    );
+    let batches = started.with_context(|| format!("{name}: starting the input reader thread"))?;
+    Ok((batches, time))
+}
+
+/// Starts reading `scanner`'s batches: the one loop that drives a scanner
+/// (`alnsort sort` and `merge` through [`spawn_batches`], the stage maps,
+/// samples and reaches of `crate::stages`). The reading thread cuts each
+/// batch and hands it to `ordered` there, in input order, so that state
+/// carried from batch to batch (the running maximum of the stage maps'
+/// tie-break with several inputs) is known before the batch is decoded;
+/// `job(batch, what ordered gave)` then runs on the pool, results taken
+/// in input order. The batch's buffers go back to the scanner after the
+/// job.
+pub fn spawn_scanned<S, T, O, F>(
+    name: &str,
+    mut scanner: Scanner,
+    pool: &Arc<rayon::ThreadPool>,
+    stage: &'static str,
+    depth: usize,
+    mut ordered: O,
+    job: F,
+) -> Result<(Ordered<Result<T>>, ScanTime)>
+where
+    S: Send + 'static,
+    T: Send + 'static,
+    O: FnMut(&RawBatch) -> S + Send + 'static,
+    F: Fn(&RawBatch, S) -> Result<T> + Send + Sync + 'static,
+{
+    let time = ScanTime::default();
+    let timed = time.timer();
+    let recycler = scanner.recycler();
+    let started = Ordered::spawn(
+        Arc::clone(pool),
+        stage,
+        depth,
+        move |emit| {
+            timed(&mut || {
+                pump(
+                    || {
+                        let got = scanner.next_batch()?;
+                        Ok(got.map(|b| {
+                            let s = ordered(&b);
+                            (b, s)
+                        }))
+                    },
+                    emit,
+                )
+            })
+        },
+        move |item: std::result::Result<(RawBatch, S), ReadError>| -> Result<T> {
+            let (raw, s) = item?;
+            let out = job(&raw, s);
+            recycler.give_back(raw);
+            out
+        },
+    );
     let batches = started.with_context(|| format!("{name}: starting the input reader thread"))?;
     Ok((batches, time))
 }

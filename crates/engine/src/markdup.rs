@@ -804,19 +804,23 @@ impl Marker {
     /// A marker for split `split` of the input (the distributed marking,
     /// [`alnsort_markdup::dist`]): the records' checks are those of one
     /// node (within the split), their ends are collected for the join and
-    /// the decision tasks ([`Marker::finish_split`]).
+    /// the decision tasks, cut into `end_buckets` and mates for the join
+    /// into `name_buckets` as they come ([`Marker::finish_split`]).
     pub fn for_split(
         header: &Header,
         cfg: &MarkdupConfig,
         file: &str,
         budget: (usize, Option<u64>),
         split: u32,
+        (end_buckets, name_buckets): (usize, usize),
     ) -> Marker {
         let mut m = Marker::new(header, cfg, file, budget, None);
         m.split = Some(alnsort_markdup::dist::SplitCollector::new(
             m.order,
             cfg.name_parser.clone(),
             split,
+            end_buckets,
+            name_buckets,
         ));
         m
     }
@@ -833,12 +837,15 @@ impl Marker {
         file: &str,
         budget: (usize, Option<u64>),
         split: u32,
+        (end_buckets, name_buckets): (usize, usize),
     ) -> Marker {
         let mut m = Marker::with_order(&several.header, cfg, file, budget, None, several.order);
         m.split = Some(alnsort_markdup::dist::SplitCollector::new(
             m.order,
             cfg.name_parser.clone(),
             split,
+            end_buckets,
+            name_buckets,
         ));
         for (id, same_as) in &several.aliases {
             m.alias_read_group(id, same_as);
@@ -847,15 +854,10 @@ impl Marker {
         m
     }
 
-    /// The split's share ([`Marker::for_split`]): its ends cut into
-    /// `end_buckets`, mates for the join into `name_buckets`.
-    pub fn finish_split(
-        self,
-        end_buckets: usize,
-        name_buckets: usize,
-    ) -> Result<alnsort_markdup::dist::SplitShare> {
+    /// The split's share ([`Marker::for_split`]).
+    pub fn finish_split(self) -> Result<alnsort_markdup::dist::SplitShare> {
         match self.split {
-            Some(c) => Ok(c.finish(end_buckets, name_buckets)),
+            Some(c) => Ok(c.finish()),
             None => Err(Error::Internal(
                 "finish_split on a marker of the whole input".to_string(),
             )),
@@ -1100,11 +1102,30 @@ impl Decisions {
                 self.records
             )));
         }
-        let dup = self.bits.get(ordinal);
+        let (dup, optical) = (self.bits.get(ordinal), self.optical_bits.get(ordinal));
+        self.apply_flags(rec, dup, optical, buf)
+    }
+
+    /// [`Decisions::apply_at`] of a record whose duplicate and optical
+    /// verdicts the caller looked up (a reduce of the distributed stages
+    /// holding only its range's part of the decision:
+    /// `crate::stages_markdup::Marks::sliced`).
+    pub fn apply_flags<'a>(
+        &self,
+        rec: &[u8],
+        dup: bool,
+        optical: bool,
+        buf: &'a mut Vec<u8>,
+    ) -> Result<Option<&'a [u8]>> {
+        if rec.len() < FRAMED_FLAG_AT + 2 {
+            return Err(Error::Internal(format!(
+                "a record of {} bytes, too short for its flag",
+                rec.len()
+            )));
+        }
         if dup {
             self.seen_marked.fetch_add(1, Ordering::Relaxed);
         }
-        let optical = self.optical_bits.get(ordinal);
         if (dup && self.remove) || (optical && self.remove_sequencing) {
             return Ok(None);
         }

@@ -256,6 +256,27 @@ impl SortOptions {
             id => self.apply(id, value.map(OsString::from)),
         }
     }
+
+    /// Applies the option of `alnsort sort`'s group "Duplicate marking"
+    /// (an [`OptId::Markdup`] row) that the Python keyword `keyword` names, as
+    /// [`SortOptions::apply_keyword`] does, and turns duplicate marking on
+    /// (the stage tasks that mark duplicates take the group's options
+    /// alone, `--markdup` implied); any other option is refused by name.
+    pub fn apply_markdup_keyword(
+        &mut self,
+        keyword: &str,
+        value: Option<String>,
+    ) -> Result<(), ArgError> {
+        let spec = keyword_option(OPTIONS, keyword)?;
+        if !matches!(spec.id, OptId::Markdup(_)) {
+            return Err(ArgError::Invalid(format!(
+                "{} ({keyword}=): not a duplicate-marking option of alnsort sort",
+                spec.name()
+            )));
+        }
+        self.apply(spec.id, value.map(OsString::from))?;
+        self.apply(OptId::Markdup(crate::markdup::MdOpt::Markdup), None)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -172,13 +172,26 @@ impl alnsort_bgzf::Units for ChunkRecords {
     }
 }
 
+/// The one record sink of the runs: `alnsort sort` and `merge` write
+/// whole files through it ([`Output::create`]), a stage reduce a part of
+/// one ([`Output::part`]).
 pub struct Output {
     writer: Sink,
     pending: Option<PendingFile>,
-    index: Option<(PathBuf, PendingFile, File)>,
+    index: Option<IndexOut>,
     name: String,
     to_stdout: bool,
     cpu_at_start: f64,
+}
+
+/// The index file being written beside the output, and what goes in it.
+struct IndexOut {
+    path: PathBuf,
+    pending: PendingFile,
+    file: File,
+    /// A part index (`alnsort_index::PartIndexWriter`'s bytes, merged by
+    /// the stages' assemble), not an index file of its own.
+    part: bool,
 }
 
 fn stdout_file() -> Result<File> {
@@ -225,8 +238,13 @@ impl Output {
         let durable = pending.as_ref().is_some_and(|p| !p.is_direct());
         let index = match (&cfg.index, dest.index) {
             (Some(t), Some(r)) => {
-                let (p, f) = r.open("index", debris)?;
-                Some((t.path.clone(), p, f))
+                let (pending, file) = r.open("index", debris)?;
+                Some(IndexOut {
+                    path: t.path.clone(),
+                    pending,
+                    file,
+                    part: false,
+                })
             }
             (None, _) => None,
             (Some(t), None) => {
@@ -237,11 +255,7 @@ impl Output {
             }
         };
         let options = WriterOptions {
-            format: match cfg.format {
-                OutFormat::Sam => Format::Sam,
-                OutFormat::SamGz => Format::SamBgzf,
-                OutFormat::Bam | OutFormat::Cram => Format::Bam,
-            },
+            format: hts_format(cfg),
             level: CompressionLevel::new(cfg.level).context("output compression level")?,
             header: true,
             eof: true,
@@ -284,6 +298,87 @@ impl Output {
             to_stdout,
             cpu_at_start,
         })
+    }
+
+    /// Starts a part of a distributed sort's output at `path` (a stage
+    /// reduce's): the records of one key range in `cfg`'s format, without
+    /// header or EOF block, and with `index` its part index at
+    /// `index_path` (offsets relative to the part's first byte). The
+    /// stages' assemble puts the header before the parts and the EOF block
+    /// after them, byte for byte, and merges the part indexes: so a part is
+    /// BAM, SAM or BGZF-compressed SAM, whose pieces concatenate. CRAM is
+    /// not (each file starts with its own file definition and header
+    /// container, and a container's slices name their records' places in
+    /// the whole file): refused here as `stages::stage_config` refuses it.
+    pub fn part(
+        cfg: &Config,
+        path: &Path,
+        index_path: Option<&Path>,
+        header: Arc<Header>,
+        pool: Arc<rayon::ThreadPool>,
+        debris: &Debris,
+    ) -> Result<Output> {
+        let cpu_at_start = thread_cpu_seconds();
+        let name = path.display().to_string();
+        if cfg.format == OutFormat::Cram {
+            return Err(Error::Refused(format!(
+                "{name}: a part of a distributed sort's output cannot be CRAM (CRAM files do not concatenate)"
+            )));
+        }
+        let format = hts_format(cfg);
+        if index_path.is_some() && format != Format::Bam {
+            return Err(Error::Refused(
+                "an index can only be built for BAM output".to_string(),
+            ));
+        }
+        let (pending, file) = PendingFile::create(path, debris)
+            .with_context(|| format!("{name}: cannot create the part"))?;
+        let index = match index_path {
+            Some(p) => {
+                let (pending, file) = PendingFile::create(p, debris)
+                    .with_context(|| format!("{}: cannot create", p.display()))?;
+                Some(IndexOut {
+                    path: p.to_path_buf(),
+                    pending,
+                    file,
+                    part: true,
+                })
+            }
+            None => None,
+        };
+        let options = WriterOptions {
+            format,
+            level: CompressionLevel::new(cfg.level).context("compression level")?,
+            header: false,
+            eof: false,
+            index: None,
+        };
+        let durable = !pending.is_direct();
+        let mut writer = Writer::new(Writeback::new(file, durable), header, options, pool)
+            .map_err(|e| write_error(&name, false, e))?;
+        if index.is_some() {
+            // Each record's index fields are kept as it is written: the
+            // part is not read again to index it.
+            writer
+                .collect_part_index()
+                .map_err(|e| write_error(&name, false, e))?;
+        }
+        Ok(Output {
+            writer: Sink::Hts(Box::new(writer)),
+            pending: Some(pending),
+            index,
+            name,
+            to_stdout: false,
+            cpu_at_start,
+        })
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        match &self.writer {
+            Sink::Hts(w) => w.records(),
+            Sink::Cram { records, .. } => *records,
+        }
     }
 
     /// Appends one record (with its block_size prefix).
@@ -394,6 +489,7 @@ impl Output {
             ..
         } = self;
         let mut crai = None;
+        let mut part_index = None;
         let (built, records, bytes_uncompressed, bytes_written) = match writer {
             Sink::Hts(writer) => {
                 let done = (*writer)
@@ -403,6 +499,7 @@ impl Output {
                 done.inner
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                part_index = done.part_index;
                 (
                     done.index,
                     done.records,
@@ -428,10 +525,23 @@ impl Output {
             }
         };
         check()?;
-        if let Some((path, p, mut f)) = index {
-            if let Some(crai) = crai {
+        if let Some(IndexOut {
+            path,
+            pending: p,
+            file: mut f,
+            part,
+        }) = index
+        {
+            let bytes = if part {
+                Some(part_index.ok_or_else(|| {
+                    Error::Internal(format!("no part index was kept for {}", path.display()))
+                })?)
+            } else {
+                crai
+            };
+            if let Some(bytes) = bytes {
                 let sync = !p.is_direct();
-                f.write_all(&crai)
+                f.write_all(&bytes)
                     .and_then(|_| if sync { f.sync_all() } else { Ok(()) })
                     .with_context(|| format!("writing the index {}", path.display()))?;
             } else {
@@ -456,6 +566,16 @@ impl Output {
             bytes_written,
             write_consume_s,
         })
+    }
+}
+
+/// The `alnsort_bam::writer` form of `cfg`'s output (CRAM output is
+/// written by `alnsort_cram` instead; its records pass through BAM form).
+pub(crate) fn hts_format(cfg: &Config) -> Format {
+    match cfg.format {
+        OutFormat::Sam => Format::Sam,
+        OutFormat::SamGz => Format::SamBgzf,
+        OutFormat::Bam | OutFormat::Cram => Format::Bam,
     }
 }
 

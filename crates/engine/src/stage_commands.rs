@@ -306,7 +306,7 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
         None => None,
         Some(f) => {
             let bytes = read(f)?;
-            let d = crate::markdup::Decisions::from_bytes(&bytes, &marks_config(&options)?)
+            let d = crate::markdup::Decisions::from_bytes(&bytes, &smd::marks_config(&options)?)
                 .with_context(|| format!("--marks {}", f.display()))?;
             // Every split's records counted in split order, which is input
             // order with several inputs too: the bases are running sums,
@@ -332,14 +332,6 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
         "{{\"records\": {}, \"bytes\": {}, \"marked\": {}}}",
         r.records, r.bytes, r.marked
     ))
-}
-
-/// The `--markdup` options of a run, which the decisions are read with.
-fn marks_config(options: &crate::options::SortOptions) -> Result<crate::markdup::MarkdupConfig> {
-    let cfg = stage_config(options, Path::new("stage.bam"), None)?;
-    cfg.markdup.ok_or_else(|| {
-        Error::Refused("duplicate decisions given, but --markdup is not among the options".into())
-    })
 }
 
 /// The one input of a duplicate-marking task.

@@ -46,15 +46,12 @@ use crate::error::{bail, Context, Error, Result};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
-use alnsort_bam::reader::{
-    BamScanner, Decoder, RangeEnd, RawBatch, ReadError, ScanOptions, Scanner,
-};
+use alnsort_bam::reader::{BamScanner, Decoder, RangeEnd, RawBatch, ScanOptions, Scanner};
 use alnsort_bam::split as bsplit;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::IndexFormat;
-use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
     merge_blocks, splitters_from_samples, BlockWriter, Partitioner, Splitter, Tally, BLOCK_BUFFERS,
@@ -65,6 +62,7 @@ use crate::cleanup::{Debris, PendingFile, TempDir};
 use crate::config::{self, Config, IndexKind};
 use crate::input::key_kind;
 use crate::options::{OutFormat, SortOptions};
+use crate::output::Output;
 
 /// One split: the records of input `input` from virtual offset `start`
 /// (a record start) to `end` (the next split's start; `None`: to the end
@@ -429,51 +427,69 @@ pub fn sample(
                 batch_bytes: SAMPLE_BATCH,
                 ..ScanOptions::default()
             };
-            let (name, mut scanner) = open_scanner(path, from, end, opts, &pool)?;
+            let (name, scanner) = open_scanner(path, from, end, opts, &pool)?;
             let dec = decoder(&name, &cfg, &header, &enc, usize::MAX);
-            let mut out = Vec::new();
+            let (merged, merged_enc) = (set.merged.clone(), merged_enc.clone());
+            let producer_merged = set.merged.clone();
+            let (input, ordinal) = (split.input, split.ordinal);
             let mut running = None;
-            let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
+            // Few batches ahead: reading stops once `per` are taken.
+            let depth = pool.current_num_threads() + 1;
+            let (mut batches, _) = crate::input::spawn_scanned(
+                &name,
+                Scanner::Bam(Box::new(scanner)),
+                &pool,
+                "sample read",
+                depth,
+                move |b: &RawBatch| match &producer_merged {
+                    Some(m) => m.running_max(input, b, &mut running),
+                    None => Vec::new(),
+                },
+                move |raw: &RawBatch, ties: Vec<u64>| -> Result<Vec<Splitter>> {
+                    let mut out = Vec::new();
+                    let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
+                    let mut i = 0;
+                    dec.decode(
+                        raw,
+                        |key, rec| {
+                            if out.len() < per {
+                                let key = match (&merged, &merged_enc) {
+                                    (Some(m), Some(menc)) => {
+                                        m.rekey(
+                                            input,
+                                            rec,
+                                            &mut scratch,
+                                            menc,
+                                            ties[i],
+                                            &mut merged_key,
+                                            &mut |_, _, _| {},
+                                        )?;
+                                        &merged_key[..]
+                                    }
+                                    _ => key,
+                                };
+                                out.push(Splitter {
+                                    key: key.to_vec(),
+                                    split: ordinal,
+                                    position: raw.voffsets[i],
+                                });
+                            }
+                            i += 1;
+                            Ok(())
+                        },
+                        |_| {},
+                    )?;
+                    Ok(out)
+                },
+            )?;
+            let mut out = Vec::new();
             while out.len() < per {
-                let Some(raw) = scanner.next_batch()? else {
+                let Some(r) = batches.next_result() else {
                     break;
                 };
-                let ties = match &set.merged {
-                    Some(m) => m.running_max(split.input, &raw, &mut running),
-                    None => Vec::new(),
-                };
-                let mut i = 0;
-                dec.decode(
-                    &raw,
-                    |key, rec| {
-                        if out.len() < per {
-                            let key = match (&set.merged, &merged_enc) {
-                                (Some(m), Some(menc)) => {
-                                    m.rekey(
-                                        split.input,
-                                        rec,
-                                        &mut scratch,
-                                        menc,
-                                        ties[i],
-                                        &mut merged_key,
-                                        &mut |_, _, _| {},
-                                    )?;
-                                    &merged_key[..]
-                                }
-                                _ => key,
-                            };
-                            out.push(Splitter {
-                                key: key.to_vec(),
-                                split: split.ordinal,
-                                position: raw.voffsets[i],
-                            });
-                        }
-                        i += 1;
-                        Ok(())
-                    },
-                    |_| {},
-                )?;
+                out.extend(r??);
             }
+            out.truncate(per);
             Ok(out)
         })();
         match got {
@@ -552,13 +568,34 @@ pub fn reach(inputs: &[PathBuf], split: &SplitSpec, threads: usize) -> Result<Op
     let Some(m) = &set.merged else {
         return Ok(None);
     };
-    let (_, mut scanner) =
+    let (name, scanner) =
         open_scanner(path, split.start, split.end, ScanOptions::default(), &pool)?;
-    let mut running = None;
-    while let Some(raw) = scanner.next_batch()? {
-        m.running_max(split.input, &raw, &mut running);
+    // The running maximum is the reading thread's ordered state; the pool
+    // jobs have nothing to do.
+    let (m, input) = (Arc::clone(m), split.input);
+    let running = Arc::new(std::sync::Mutex::new(None));
+    let seen = Arc::clone(&running);
+    let depth = pool.current_num_threads() * 2 + 2;
+    let (mut batches, _) = crate::input::spawn_scanned(
+        &name,
+        Scanner::Bam(Box::new(scanner)),
+        &pool,
+        "reach read",
+        depth,
+        move |b: &RawBatch| {
+            m.running_max(
+                input,
+                b,
+                &mut seen.lock().unwrap_or_else(|e| e.into_inner()),
+            );
+        },
+        |_, ()| Ok(()),
+    )?;
+    while let Some(r) = batches.next_result() {
+        r??;
     }
-    Ok(running)
+    let reach = *running.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(reach)
 }
 
 /// The map task of split `split`: its records sorted and cut into
@@ -669,7 +706,14 @@ fn map_with_share(
             "the map collects the duplicate-marking share only with --markdup among the options"
                 .to_string(),
         )),
-        (Some(_), Some(md)) => {
+        (Some(buckets), Some(md)) => {
+            if splitters.len() + 1 > crate::stages_markdup::dist::MAX_RANGES {
+                return Err(Error::Refused(format!(
+                    "the map collects the duplicate-marking share for at most {} ranges, not {}",
+                    crate::stages_markdup::dist::MAX_RANGES,
+                    splitters.len() + 1
+                )));
+            }
             let file = format!(
                 "{} (the split from virtual offset {:#x})",
                 inputs[split.input].display(),
@@ -677,7 +721,7 @@ fn map_with_share(
             );
             let budget = crate::markdup_budget(&cfg)?;
             Some(crate::stages_markdup::split_marker(
-                inputs, &set, split, md, &file, budget,
+                inputs, &set, split, md, &file, budget, buckets,
             )?)
         }
     };
@@ -706,9 +750,7 @@ fn map_with_share(
             ..ScanOptions::default()
         };
         let (name, scanner) = open_scanner(path, split.start, split.end, opts, &pool)?;
-        let mut scanner = Scanner::Bam(Box::new(scanner));
         let dec = decoder(&name, &cfg, &header, &enc, limit);
-        let recycler = scanner.recycler();
         let empty = partitioner.tally();
         // The split's own reach (the reading thread keeps the running
         // maximum: each record's tie-break needs every record before it).
@@ -719,36 +761,24 @@ fn map_with_share(
         // Batches are decoded, keyed and copied into sort batches on the
         // pool (as `alnsort sort` reads), in input order.
         let depth = pool.current_num_threads() * 2 + 2;
-        let mut batches = Ordered::spawn(
-            Arc::clone(&pool),
+        let (mut batches, _) = crate::input::spawn_scanned(
+            &name,
+            Scanner::Bam(Box::new(scanner)),
+            &pool,
             "map read",
             depth,
-            move |emit| {
-                let mut own = None;
-                pump(
-                    || {
-                        scanner.next_batch().map(|got| {
-                            got.map(|b| {
-                                let ties = match &producer_merged {
-                                    Some(m) => {
-                                        let mut v = m.running_max(input, &b, &mut own);
-                                        if let Some(p) = prior {
-                                            v.iter_mut().for_each(|t| *t = (*t).max(p));
-                                        }
-                                        v
-                                    }
-                                    None => Vec::new(),
-                                };
-                                (b, ties)
-                            })
-                        })
-                    },
-                    emit,
-                );
-                *producer_reach.lock().unwrap_or_else(|e| e.into_inner()) = own;
+            move |b: &RawBatch| match &producer_merged {
+                Some(m) => {
+                    let mut own = producer_reach.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut v = m.running_max(input, b, &mut own);
+                    if let Some(p) = prior {
+                        v.iter_mut().for_each(|t| *t = (*t).max(p));
+                    }
+                    v
+                }
+                None => Vec::new(),
             },
-            move |item: std::result::Result<(RawBatch, Vec<u64>), ReadError>| -> Result<Decoded> {
-                let (raw, ties) = item?;
+            move |raw: &RawBatch, ties: Vec<u64>| -> Result<Decoded> {
                 let mut ends = ends_spec
                     .as_ref()
                     .map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
@@ -760,7 +790,7 @@ fn map_with_share(
                 let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
                 let mut i = 0;
                 dec.decode(
-                    &raw,
+                    raw,
                     |key, rec| {
                         let (key, rec) = match &merged {
                             Some(m) => {
@@ -811,7 +841,6 @@ fn map_with_share(
                     |w| warnings.push(w),
                 )?;
                 let last = raw.voffsets.last().copied();
-                recycler.give_back(raw);
                 Ok(Decoded {
                     batch,
                     tally,
@@ -821,8 +850,7 @@ fn map_with_share(
                     ends,
                 })
             },
-        )
-        .with_context(|| format!("{name}: starting the input reader thread"))?;
+        )?;
         let mut records = 0u64;
         let mut last = None;
         let mut reported = std::collections::HashSet::new();
@@ -854,9 +882,25 @@ fn map_with_share(
         // it back ([`recycle_block`]).
         let mut writers = BLOCK_BUFFERS.writers(partitioner.ranges(), cfg.memory_budget as usize);
         let mut assigner = partitioner.clone().into_assigner();
+        // Collecting the share: the range each record goes to, for each
+        // reduce's slice of the decision (crate::stages_markdup::Marks).
+        let mut ranges = match &marker {
+            Some(_) => vec![0u8; records as usize * crate::stages_markdup::dist::RANGE_BYTES],
+            None => Vec::new(),
+        };
         let mut out = 0u64;
         while let Some((key, rec)) = merged.next_entry()? {
             let r = assigner.range_of(key);
+            if marker.is_some() {
+                let (_, index) =
+                    crate::stages_markdup::dist::split_of(crate::markdup::record_ordinal(rec)?);
+                if !crate::stages_markdup::dist::set_range(&mut ranges, index, r) {
+                    return Err(Error::Internal(format!(
+                        "record {index} of the split sorted into range {r}, beyond the split's {records} records or {} ranges",
+                        crate::stages_markdup::dist::MAX_RANGES
+                    )));
+                }
+            }
             writers[r].push(key, rec);
             out += 1;
         }
@@ -876,11 +920,13 @@ fn map_with_share(
             None => None,
         };
         let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
-        let share = match (marker, collect) {
-            (Some(m), Some((end_buckets, name_buckets))) => {
-                Some(m.finish_split(end_buckets, name_buckets)?)
+        let share = match marker {
+            Some(m) => {
+                let mut share = m.finish_split()?;
+                share.ranges = ranges;
+                Some(share)
             }
-            _ => None,
+            None => None,
         };
         Ok((
             MapOutput {
@@ -894,14 +940,6 @@ fn map_with_share(
     })();
     drop(tmp);
     result
-}
-
-fn writer_format(cfg: &Config) -> Format {
-    match cfg.format {
-        OutFormat::Sam => Format::Sam,
-        OutFormat::SamGz => Format::SamBgzf,
-        OutFormat::Bam | OutFormat::Cram => Format::Bam,
-    }
 }
 
 fn index_format(kind: IndexKind) -> IndexFormat {
@@ -1013,34 +1051,22 @@ pub fn reduce_marked(
         .map(|s| format!("block of range {range_index} from split {s}"))
         .collect();
     let mut merged = merge_blocks(blocks, names, kind)?;
-    let format = writer_format(&cfg);
-    let debris = Debris::default();
-    let (pending, file) = PendingFile::create(part, &debris)
-        .with_context(|| format!("{}: cannot create the part", part.display()))?;
-    let options = WriterOptions {
-        format,
-        level: CompressionLevel::new(cfg.level).context("compression level")?,
-        header: false,
-        eof: false,
-        index: None,
-    };
-    if index && format != Format::Bam {
-        return Err(Error::Refused(
-            "an index can only be built for BAM output".to_string(),
-        ));
-    }
-    let mut writer = Writer::new(file, Arc::clone(&header), options, Arc::clone(&pool))?;
-    if index {
-        // Each record's index fields are kept as it is written: the part
-        // is not read again to index it.
-        writer.collect_part_index()?;
-    }
     if marks.is_none() && cfg.markdup.is_some() {
         bail!(
             Refused,
             "the maps ran with --markdup: the reduce needs the duplicate decisions"
         );
     }
+    let debris = Debris::default();
+    let index_path = index.then(|| part_index_path(part));
+    let mut out = Output::part(
+        &cfg,
+        part,
+        index_path.as_deref(),
+        Arc::clone(&header),
+        Arc::clone(&pool),
+        &debris,
+    )?;
     // Duplicates met by this reduce (a `Marks` may serve several reduces
     // one after another).
     let seen_before = marks.map_or(0, |m| m.decisions.seen_marked());
@@ -1057,22 +1083,19 @@ pub fn reduce_marked(
             },
             None => rec,
         };
-        writer.write_record(enc.finish_record(key, rec, &mut scratch))?;
+        out.write_record(enc.finish_record(key, rec, &mut scratch))?;
     }
-    let done = writer.finish()?;
-    if marks.is_none() && read != done.records {
-        bail!(Internal, "merged {read} records but wrote {}", done.records);
+    if let Some(m) = marks {
+        m.check_complete()
+            .with_context(|| format!("range {range_index}"))?;
     }
-    done.inner
-        .sync_all()
-        .with_context(|| format!("{}: cannot write the part", part.display()))?;
-    drop(done.inner);
-    if let Some(idx) = &done.part_index {
-        write_atomic(&part_index_path(part), idx, &debris)?;
-    }
-    pending
-        .commit()
-        .with_context(|| format!("{}: cannot rename the part into place", part.display()))?;
+    let written = out.records();
+    let done = out.finish_releasing((), || {
+        if marks.is_none() && read != written {
+            bail!(Internal, "merged {read} records but wrote {written}");
+        }
+        Ok(())
+    })?;
     Ok(ReduceOutput {
         records: read,
         bytes: done.bytes_written,
@@ -1131,14 +1154,16 @@ fn first_record_unplaced(
     Ok(true)
 }
 
-/// The header bytes of the output (BGZF blocks for BAM and SAM.gz).
+/// The header bytes of the output (BGZF blocks for BAM and SAM.gz): the
+/// writer's own header form, kept in memory for [`concatenate`] to put
+/// before the parts (no records, no file: not an [`Output`]).
 fn header_bytes(
     header: &Arc<Header>,
     cfg: &Config,
     pool: &Arc<rayon::ThreadPool>,
 ) -> Result<Vec<u8>> {
     let options = WriterOptions {
-        format: writer_format(cfg),
+        format: crate::output::hts_format(cfg),
         level: CompressionLevel::new(cfg.level).context("compression level")?,
         header: true,
         eof: false,
@@ -1222,7 +1247,7 @@ pub fn assemble(
     }
     let pool = pool(cfg.threads)?;
     let set = headers(inputs, &pool)?;
-    let format = writer_format(&cfg);
+    let format = crate::output::hts_format(&cfg);
     let mut header = (*set.header).clone();
     let all_unplaced = if cfg.hd_all_unplaced.is_some() {
         first_record_unplaced(parts, format, &pool)?

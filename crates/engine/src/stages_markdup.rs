@@ -132,25 +132,98 @@ pub fn split_bases(
     Ok(bases)
 }
 
-/// The decisions a reduce applies, and where each split's records start
-/// in input order.
+/// The decisions a reduce applies: the whole decision with where each
+/// split's records start in input order ([`Marks::new`]), or only the
+/// reduce's own range's slice of each split ([`Marks::sliced`]).
 pub struct Marks {
     pub decisions: Decisions,
-    pub bases: Vec<u64>,
+    lookup: Lookup,
+}
+
+enum Lookup {
+    /// Each split's first input ordinal and record count.
+    Whole { bases: Vec<u64>, records: Vec<u64> },
+    /// Each split's slice of one range, and the records of each split met.
+    Sliced {
+        slices: Vec<dist::RangeSlice>,
+        met: Vec<std::sync::atomic::AtomicU64>,
+    },
+}
+
+/// The `--markdup` settings of `options` (which must ask for them), which
+/// the decisions are read with.
+pub(crate) fn marks_config(options: &SortOptions) -> Result<crate::markdup::MarkdupConfig> {
+    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+    match cfg.markdup {
+        Some(md) => Ok(md),
+        None => bail!(
+            Refused,
+            "duplicate decisions given, but --markdup is not among the options"
+        ),
+    }
 }
 
 impl Marks {
+    /// The whole decision ([`Decisions::to_bytes`]) and where each split's
+    /// records start in input order ([`split_bases`]).
     pub fn new(decisions: &[u8], bases: Vec<u64>, options: &SortOptions) -> Result<Marks> {
-        let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
-        let Some(md) = cfg.markdup.as_ref() else {
-            bail!(
-                Refused,
-                "duplicate decisions given, but --markdup is not among the options"
-            );
-        };
+        let md = marks_config(options)?;
+        let decisions = Decisions::from_bytes(decisions, &md)?;
+        // Each split's record count: up to the next split's start, the
+        // last one's up to the decision's end.
+        let mut records = Vec::with_capacity(bases.len());
+        for (s, &b) in bases.iter().enumerate() {
+            let next = bases.get(s + 1).copied().unwrap_or(decisions.records());
+            if next < b {
+                bail!(
+                    Refused,
+                    "split {s} starts at record {b}, after the next split's start or the decision's {} records",
+                    decisions.records()
+                );
+            }
+            records.push(next - b);
+        }
         Ok(Marks {
-            decisions: Decisions::from_bytes(decisions, md)?,
-            bases,
+            decisions,
+            lookup: Lookup::Whole { bases, records },
+        })
+    }
+
+    /// The slices of one range of the output, one per split in split
+    /// order ([`dist::RangeSlice::to_bytes`], from
+    /// [`dist::SplitOutcome::slices`]): the reduce holds its range's
+    /// duplicates, not the whole decision, and checks at the end
+    /// ([`Marks::check_complete`]) that it met exactly the records of each
+    /// split the slices say went to its range.
+    pub fn sliced(slices: &[&[u8]], options: &SortOptions) -> Result<Marks> {
+        let md = marks_config(options)?;
+        let slices = slices
+            .iter()
+            .enumerate()
+            .map(|(s, b)| {
+                dist::RangeSlice::from_bytes(b)
+                    .map_err(crate::error::Error::from)
+                    .with_context(|| format!("the duplicate decision's slice of split {s}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let flags = (
+            md.remove_duplicates,
+            md.remove_sequencing_duplicates,
+            md.tagging,
+        );
+        let none = alnsort_markdup::Bits::new(0);
+        Ok(Marks {
+            decisions: Decisions::new(
+                none.clone(),
+                none,
+                Default::default(),
+                Default::default(),
+                flags,
+            ),
+            lookup: Lookup::Sliced {
+                met: slices.iter().map(|_| Default::default()).collect(),
+                slices,
+            },
         })
     }
 
@@ -159,56 +232,73 @@ impl Marks {
     pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
         let place = crate::markdup::record_ordinal(rec)?;
         let (split, index) = dist::split_of(place);
-        let Some(&base) = self.bases.get(split) else {
-            return Err(crate::error::Error::Internal(format!(
-                "a record of split {split}, beyond the {} splits",
-                self.bases.len()
-            )));
-        };
-        let ordinal = base + index;
         let body = &rec[..rec.len() - crate::markdup::ORDINAL_BYTES];
-        self.decisions.apply_at(body, ordinal, buf)
+        let splits = match &self.lookup {
+            Lookup::Whole { bases, .. } => bases.len(),
+            Lookup::Sliced { slices, .. } => slices.len(),
+        };
+        if split >= splits {
+            bail!(
+                Refused,
+                "a record of split {split}, but the duplicate decision has {splits} splits: the blocks and the decision \
+                 come from different runs"
+            );
+        }
+        match &self.lookup {
+            Lookup::Whole { bases, records } => {
+                if index >= records[split] {
+                    bail!(
+                        Refused,
+                        "a record at index {index} of split {split}, which has {} records in the duplicate decision: \
+                         the blocks and the decision come from different runs",
+                        records[split]
+                    );
+                }
+                self.decisions.apply_at(body, bases[split] + index, buf)
+            }
+            Lookup::Sliced { slices, met } => {
+                met[split].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let (dup, optical) = slices[split].get(index);
+                self.decisions.apply_flags(body, dup, optical, buf)
+            }
+        }
+    }
+
+    /// With [`Marks::sliced`]: whether the reduce met as many records of
+    /// each split as its slices say went to its range (a whole decision
+    /// may serve several reduces: nothing to check).
+    pub fn check_complete(&self) -> Result<()> {
+        let Lookup::Sliced { slices, met } = &self.lookup else {
+            return Ok(());
+        };
+        for (s, (slice, met)) in slices.iter().zip(met).enumerate() {
+            let met = met.load(std::sync::atomic::Ordering::Relaxed);
+            if met != slice.records {
+                bail!(
+                    Refused,
+                    "the blocks held {met} records of split {s}, but the duplicate decision's slice says {} went \
+                     to this range: the blocks and the decision come from different runs",
+                    slice.records
+                );
+            }
+        }
+        Ok(())
     }
 }
 
-/// `options` with the duplicate-marking options of `argv` (`--markdup`,
-/// `--metrics FILE`, `--tagging-policy all`, ...: the long names and values
-/// `alnsort sort` takes, from its option table) applied; any other option
-/// is refused by name.
-pub fn with_markdup(options: &SortOptions, argv: &[String]) -> Result<SortOptions> {
-    use crate::options::{OptId, OPTIONS};
-    let mut o = options.clone();
-    let mut args = argv.iter();
-    while let Some(a) = args.next() {
-        let (name, inline) = match a.strip_prefix("--").map(|n| n.split_once('=')) {
-            Some(Some((n, v))) => (n, Some(v.to_string())),
-            Some(None) => (&a[2..], None),
-            None => bail!(
-                Refused,
-                "{a:?}: not a duplicate-marking option (--markdup, --metrics FILE, ...)"
-            ),
-        };
-        let Some(spec) = OPTIONS
-            .iter()
-            .find(|s| s.long == Some(name) && matches!(s.id, OptId::Markdup(_)))
-        else {
-            bail!(
-                Refused,
-                "--{name}: not a duplicate-marking option of alnsort sort"
-            );
-        };
-        let value = match (spec.value, inline) {
-            (None, None) => None,
-            (None, Some(_)) => bail!(Refused, "--{name} takes no value"),
-            (Some(_), Some(v)) => Some(v),
-            (Some(_), None) => match args.next() {
-                Some(v) => Some(v.clone()),
-                None => bail!(Refused, "--{name} needs a value"),
-            },
-        };
-        o.apply(spec.id, value.map(Into::into))?;
-    }
-    Ok(o)
+/// One split's decision cut by range of the output
+/// ([`dist::SplitOutcome::slices`]): `ranges` from the split's map
+/// ([`SplitShare::ranges`]), one slice's bytes per range.
+pub fn range_slices(
+    outcome: &SplitOutcome,
+    ranges: &[u8],
+    partitions: usize,
+) -> Result<Vec<Vec<u8>>> {
+    let slices = outcome
+        .slices(ranges, partitions)
+        .map_err(crate::error::Error::from)
+        .context("cutting a split's duplicate decision by range")?;
+    Ok(slices.iter().map(dist::RangeSlice::to_bytes).collect())
 }
 
 /// Writes the metrics file of `alnsort sort --markdup --metrics PATH`:
@@ -266,36 +356,61 @@ pub fn collect(
         split.start
     );
     let budget = crate::markdup_budget(&cfg)?;
-    let mut marker = split_marker(inputs, &set, split, &md, &file, budget)?;
-    let (_, mut scanner) = crate::stages::open_scanner(
+    let mut marker = split_marker(
+        inputs,
+        &set,
+        split,
+        &md,
+        &file,
+        budget,
+        (end_buckets, name_buckets),
+    )?;
+    let (name, scanner) = crate::stages::open_scanner(
         path,
         split.start,
         split.end,
         alnsort_bam::reader::ScanOptions::default(),
         &pool,
     )?;
-    let mut ends = crate::markdup::BatchEnds::new(marker.ends_spec());
-    while let Some(raw) = scanner.next_batch()? {
-        // The records in the batch's blocks and data (`RawBatch::records`:
-        // the scanner leaves whole records in the inflated blocks).
-        for (k, ((rec, _), &voffset)) in raw.records().zip(raw.voffsets.iter()).enumerate() {
-            if let Err(e) = alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
-            {
-                return Err(crate::error::Error::Record {
-                    file: file.clone(),
-                    doing: "reading",
-                    record: raw.first_record + k as u64 + 1,
-                    source: Box::new(crate::error::Error::Refused(format!(
-                        "{e} (record at virtual offset {voffset:#x})"
-                    ))),
-                });
+    // Each batch checked and its ends taken by a pool job (the loop every
+    // reader shares, `input::spawn_scanned`), handed to the marker in order.
+    let spec = marker.ends_spec();
+    let depth = pool.current_num_threads() * 2 + 2;
+    let (mut batches, _) = crate::input::spawn_scanned(
+        &name,
+        alnsort_bam::reader::Scanner::Bam(Box::new(scanner)),
+        &pool,
+        "collect read",
+        depth,
+        |_| (),
+        move |raw, ()| {
+            let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+            // The records in the batch's blocks and data
+            // (`RawBatch::records`: the scanner leaves whole records in
+            // the inflated blocks).
+            for (k, ((rec, _), &voffset)) in raw.records().zip(raw.voffsets.iter()).enumerate() {
+                if let Err(e) =
+                    alnsort_bam::validate::validate_record(&rec[4.min(rec.len())..], n_ref)
+                {
+                    return Err(crate::error::Error::Record {
+                        file: file.clone(),
+                        doing: "reading",
+                        record: raw.first_record + k as u64 + 1,
+                        source: Box::new(crate::error::Error::context(
+                            format!("the record at virtual offset {voffset:#x}"),
+                            e,
+                        )),
+                    });
+                }
+                ends.add_fields(rec);
             }
-            ends.add_fields(rec);
-        }
-        marker.push(&ends)?;
-        ends = crate::markdup::BatchEnds::new(marker.ends_spec());
+            Ok(ends)
+        },
+    )?;
+    while let Some(r) = batches.next_result() {
+        marker.push(&r??)?;
     }
-    marker.finish_split(end_buckets, name_buckets)
+    marker.finish_split()
 }
 
 /// Several inputs as their duplicate-marking tasks read them
@@ -353,6 +468,7 @@ pub(crate) fn split_marker(
     md: &crate::markdup::MarkdupConfig,
     file: &str,
     budget: (usize, Option<u64>),
+    buckets: (usize, usize),
 ) -> Result<crate::markdup::Marker> {
     Ok(match several(inputs, set)? {
         None => crate::markdup::Marker::for_split(
@@ -361,6 +477,7 @@ pub(crate) fn split_marker(
             file,
             budget,
             split.ordinal,
+            buckets,
         ),
         Some(s) => crate::markdup::Marker::for_split_of_several(
             &s,
@@ -369,6 +486,7 @@ pub(crate) fn split_marker(
             file,
             budget,
             split.ordinal,
+            buckets,
         ),
     })
 }

@@ -47,6 +47,7 @@ use crate::{
     InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
     SetSizeHistograms, Templates, WalkCarry,
 };
+pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 
 /// Bits of an [`ordinal`] that hold the record's index in its split (up to
 /// 2^40 records per split, 2^23 splits: ordinals stay positive).
@@ -66,27 +67,43 @@ pub fn split_of(ordinal: u64) -> (usize, u64) {
     )
 }
 
-/// FNV-1a (64-bit): the same bucket in every process, whatever its hasher.
-fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// A hash of `bytes` from `h`, eight bytes at a time (little-endian
+/// words, the tail zero-padded): the same bucket in every process,
+/// whatever its hasher. Each word is folded in with FxHash's step
+/// (rustc-hash's multiplier), and the result is mixed with MurmurHash3's
+/// 64-bit finaliser (`fmix64`) so that its remainder by a bucket count
+/// depends on every bit.
+fn hash_bytes(bytes: &[u8], mut h: u64) -> u64 {
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w.try_into().expect("8"))).wrapping_mul(K);
     }
-    h
+    let rest = words.remainder();
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail) ^ (bytes.len() as u64) << 56).wrapping_mul(K);
+    fmix64(h)
 }
 
-/// FNV-1a's offset basis.
-const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+/// MurmurHash3's 64-bit finaliser.
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ h >> 33
+}
 
 fn end_bucket_of(e: &End, buckets: usize) -> usize {
-    let mut key = [0u8; 22];
+    let mut key = [0u8; 24];
     key[..2].copy_from_slice(&e.library.to_le_bytes());
     key[2..6].copy_from_slice(&e.barcode.to_le_bytes());
     key[6..10].copy_from_slice(&e.r1_barcode.to_le_bytes());
     key[10..14].copy_from_slice(&e.r2_barcode.to_le_bytes());
     key[14..18].copy_from_slice(&e.r1_ref.to_le_bytes());
     key[18..22].copy_from_slice(&e.r1_coord.to_le_bytes());
-    (fnv1a(&key, FNV_BASIS) % buckets as u64) as usize
+    (hash_bytes(&key, 0) % buckets as u64) as usize
 }
 
 /// The bucket of the ends whose library, barcodes and first 5' end are
@@ -121,56 +138,66 @@ pub fn end_bucket(
 /// The bucket of the halves of read group `rg` (its header position) and
 /// name `name`.
 pub fn name_bucket(rg: i16, name: &[u8], buckets: usize) -> usize {
-    (fnv1a(name, fnv1a(&rg.to_le_bytes(), FNV_BASIS)) % buckets as u64) as usize
+    (join_key(rg, name) % buckets as u64) as usize
 }
 
-/// A mapped primary record whose mate is mapped, for the join: its
-/// fragment end, its place in the input, read group, name, whether it is
-/// the first of pair, and its barcodes.
-#[derive(Clone, Debug)]
-struct Half {
+/// What the join needs of a mapped primary record whose mate is mapped
+/// (a *half*), besides its name: its fragment end, its place in the
+/// input, read group, whether it is the first of pair, and its barcodes.
+#[derive(Clone, Copy, Debug)]
+struct HalfFields {
     end: End,
     seq: i64,
     rg: i16,
     read1: bool,
     barcodes: Barcodes,
-    name: Vec<u8>,
 }
 
-/// Bytes of a half before its name.
+/// Bytes of a half before its name: its fragment end, then `seq`, `rg`,
+/// `read1`, the three barcodes and the name's length.
 const HALF_BYTES: usize = END_BYTES + 8 + 2 + 1 + 4 * 3 + 4;
 
-fn encode_half(h: &Half, out: &mut Vec<u8>) {
+/// Appends a half (its fragment end already encoded as `end`) to `out`.
+fn put_half(
+    end: &[u8; END_BYTES],
+    seq: i64,
+    rg: i16,
+    read1: bool,
+    barcodes: Barcodes,
+    name: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let mut f = [0u8; HALF_BYTES];
+    f[..END_BYTES].copy_from_slice(end);
+    let t = &mut f[END_BYTES..];
+    t[..8].copy_from_slice(&seq.to_le_bytes());
+    t[8..10].copy_from_slice(&rg.to_le_bytes());
+    t[10] = read1 as u8;
+    t[11..15].copy_from_slice(&barcodes.umi.to_le_bytes());
+    t[15..19].copy_from_slice(&barcodes.read_one.to_le_bytes());
+    t[19..23].copy_from_slice(&barcodes.read_two.to_le_bytes());
+    t[23..27].copy_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(&f);
+    out.extend_from_slice(name);
+}
+
+/// [`put_half`] of decoded fields.
+fn encode_half(h: &HalfFields, name: &[u8], out: &mut Vec<u8>) {
     let mut e = [0u8; END_BYTES];
     encode_end(&h.end, &mut e);
-    out.extend_from_slice(&e);
-    out.extend_from_slice(&h.seq.to_le_bytes());
-    out.extend_from_slice(&h.rg.to_le_bytes());
-    out.push(h.read1 as u8);
-    out.extend_from_slice(&h.barcodes.umi.to_le_bytes());
-    out.extend_from_slice(&h.barcodes.read_one.to_le_bytes());
-    out.extend_from_slice(&h.barcodes.read_two.to_le_bytes());
-    out.extend_from_slice(&(h.name.len() as u32).to_le_bytes());
-    out.extend_from_slice(&h.name);
+    put_half(&e, h.seq, h.rg, h.read1, h.barcodes, name, out);
 }
 
 fn bad_block(what: &'static str, len: usize, at: usize) -> MarkdupError {
     MarkdupError::BadBlock { what, len, at }
 }
 
-/// The half that starts at `at` in `b`, and where the next one starts.
-fn half_at(b: &[u8], at: usize) -> Result<(Half, usize), MarkdupError> {
-    let Some(fixed) = b.get(at..at + HALF_BYTES) else {
-        return Err(bad_block("mate halves", b.len(), at));
-    };
+/// The fields of a half from its fixed bytes ([`HALF_BYTES`]).
+fn half_fields(fixed: &[u8; HALF_BYTES]) -> HalfFields {
     let end = decode_end(fixed[..END_BYTES].try_into().expect("sized"));
     let f = &fixed[END_BYTES..];
     let i32_ = |s: &[u8]| i32::from_le_bytes(s.try_into().expect("sized"));
-    let name_len = half_name_len(fixed);
-    let Some(name) = b.get(at + HALF_BYTES..at + HALF_BYTES + name_len) else {
-        return Err(bad_block("mate halves", b.len(), at));
-    };
-    let half = Half {
+    HalfFields {
         end,
         seq: i64::from_le_bytes(f[..8].try_into().expect("sized")),
         rg: i16::from_le_bytes([f[8], f[9]]),
@@ -180,23 +207,28 @@ fn half_at(b: &[u8], at: usize) -> Result<(Half, usize), MarkdupError> {
             read_one: i32_(&f[15..19]),
             read_two: i32_(&f[19..23]),
         },
-        name: name.to_vec(),
-    };
-    Ok((half, at + HALF_BYTES + name_len))
+    }
 }
 
 /// The name's length, from a half's fixed bytes.
-fn half_name_len(fixed: &[u8]) -> usize {
-    let f = &fixed[END_BYTES..];
-    u32::from_le_bytes(f[23..27].try_into().expect("sized")) as usize
+fn half_name_len(fixed: &[u8; HALF_BYTES]) -> usize {
+    u32::from_le_bytes(fixed[HALF_BYTES - 4..].try_into().expect("sized")) as usize
 }
 
-fn encode_ends<'a>(ends: impl IntoIterator<Item = &'a End>, out: &mut Vec<u8>) {
-    let mut e = [0u8; END_BYTES];
-    for end in ends {
-        encode_end(end, &mut e);
-        out.extend_from_slice(&e);
-    }
+/// The half that starts at `at` in `b` (its fields and name), and where
+/// the next one starts.
+fn half_at(b: &[u8], at: usize) -> Result<(HalfFields, &[u8], usize), MarkdupError> {
+    let bad = || bad_block("mate halves", b.len(), at);
+    let fixed: &[u8; HALF_BYTES] = b
+        .get(at..at + HALF_BYTES)
+        .ok_or_else(bad)?
+        .try_into()
+        .expect("sized");
+    let name_at = at + HALF_BYTES;
+    let name = b
+        .get(name_at..name_at + half_name_len(fixed))
+        .ok_or_else(bad)?;
+    Ok((half_fields(fixed), name, name_at + name.len()))
 }
 
 /// Index lists (8 bytes each, a listed index once per listing).
@@ -234,10 +266,17 @@ pub struct SplitShare {
     pub slots: Vec<u8>,
     pub boundary: Boundary,
     pub records: u64,
+    /// The range of the output each record went to, [`RANGE_BYTES`] per
+    /// record in the split's order ([`set_range`]): set by the map that
+    /// sorts the split (empty from a collector alone), for
+    /// [`SplitOutcome::slices`].
+    pub ranges: Vec<u8>,
 }
 
 /// Takes one split's records in input order ([`ReadInfo`], resolved
-/// against the header's read groups as for [`MarkDuplicates`]).
+/// against the header's read groups as for [`MarkDuplicates`]), each
+/// encoded as it comes: its slot, its fragment end straight into its end
+/// bucket's bytes, its half (with its name) into its name bucket's.
 pub struct SplitCollector {
     order: InputOrder,
     parser: NameParser,
@@ -245,15 +284,25 @@ pub struct SplitCollector {
     index: u64,
     templates: Templates,
     first_name: Option<Vec<u8>>,
-    slots: Vec<RecordSlot>,
-    ends: Vec<End>,
-    halves: Vec<Half>,
+    /// The record slots, [`SLOT_BYTES`] each.
+    slots: Vec<u8>,
+    /// Fragment ends by end bucket.
+    ends: Vec<Vec<u8>>,
+    /// Halves by name bucket.
+    halves: Vec<Vec<u8>>,
 }
 
 impl SplitCollector {
     /// For split `split` of an input in `order`, names parsed by `parser`
-    /// (Picard's `READ_NAME_REGEX`).
-    pub fn new(order: InputOrder, parser: NameParser, split: u32) -> Self {
+    /// (Picard's `READ_NAME_REGEX`), ends cut into `end_buckets` and
+    /// halves into `name_buckets` (0 counts as 1).
+    pub fn new(
+        order: InputOrder,
+        parser: NameParser,
+        split: u32,
+        end_buckets: usize,
+        name_buckets: usize,
+    ) -> Self {
         SplitCollector {
             order,
             parser,
@@ -262,8 +311,8 @@ impl SplitCollector {
             templates: Templates::new(order, ordinal(split, 0)),
             first_name: None,
             slots: Vec::new(),
-            ends: Vec::new(),
-            halves: Vec::new(),
+            ends: vec![Vec::new(); end_buckets.max(1)],
+            halves: vec![Vec::new(); name_buckets.max(1)],
         }
     }
 
@@ -294,11 +343,11 @@ impl SplitCollector {
             self.first_name = Some(r.name.to_vec());
         }
         let new_template = self.templates.step(ord, r.name);
-        self.slots.push(RecordSlot {
+        self.slots.extend_from_slice(&encode_slot(&RecordSlot {
             library: r.rg.library,
             flag: r.flag,
             new_template,
-        });
+        }));
         if !self.templates.gives_ends(r) {
             return Ok(());
         }
@@ -311,43 +360,33 @@ impl SplitCollector {
             None => self.parser.location(r.name, r.rg.ordinal),
         };
         let frag = fragment_end(r, library, loc, self.templates.index);
-        self.ends.push(frag);
+        let mut e = [0u8; END_BYTES];
+        encode_end(&frag, &mut e);
+        let bucket = end_bucket_of(&frag, self.ends.len());
+        self.ends[bucket].extend_from_slice(&e);
         if frag.r2_ref != -1 {
-            self.halves.push(Half {
-                end: frag,
-                seq: ord,
-                rg: r.rg.ordinal,
-                read1: r.flag & flags::READ1 != 0,
-                barcodes: r.barcodes,
-                name: r.name.to_vec(),
-            });
+            let bucket = name_bucket(r.rg.ordinal, r.name, self.halves.len());
+            put_half(
+                &e,
+                ord,
+                r.rg.ordinal,
+                r.flag & flags::READ1 != 0,
+                r.barcodes,
+                r.name,
+                &mut self.halves[bucket],
+            );
         }
         Ok(())
     }
 
-    /// The split's share, ends cut into `end_buckets` and halves into
-    /// `name_buckets`.
-    pub fn finish(self, end_buckets: usize, name_buckets: usize) -> SplitShare {
-        let mut ends = vec![Vec::new(); end_buckets.max(1)];
-        for e in &self.ends {
-            encode_ends([e], &mut ends[end_bucket_of(e, end_buckets.max(1))]);
-        }
-        let mut halves = vec![Vec::new(); name_buckets.max(1)];
-        for h in &self.halves {
-            encode_half(
-                h,
-                &mut halves[name_bucket(h.rg, &h.name, name_buckets.max(1))],
-            );
-        }
-        let mut slots = Vec::with_capacity(self.slots.len() * SLOT_BYTES);
-        for s in &self.slots {
-            slots.extend_from_slice(&encode_slot(s));
-        }
+    /// The split's share.
+    pub fn finish(self) -> SplitShare {
         SplitShare {
-            ends,
-            halves,
-            slots,
+            ends: self.ends,
+            halves: self.halves,
+            slots: self.slots,
             records: self.index,
+            ranges: Vec::new(),
             boundary: Boundary {
                 first_name: self.first_name,
                 last_name: self
@@ -443,26 +482,47 @@ pub fn join_mates(
 /// 63 bytes.
 pub type PairEndSink<'a> = dyn FnMut(usize, &[u8]) -> Result<(), MarkdupError> + 'a;
 
+/// A half held in memory by the join: its fields, its [`join_key`], and
+/// where its name is in the join's name bytes.
+struct Held {
+    h: HalfFields,
+    key: u64,
+    name_at: usize,
+    name_len: u32,
+}
+
+/// The join's order of halves: by [`join_key`], read group and name (a
+/// name's halves together; which name comes first does not matter, the
+/// hash spares most comparisons of whole names), then input order.
+fn join_key(rg: i16, name: &[u8]) -> u64 {
+    hash_bytes(name, rg as u16 as u64)
+}
+
+/// A half as the join compares it: its [`join_key`], fields and name.
+type HalfView<'a> = (u64, &'a HalfFields, &'a [u8]);
+
+/// [`join_key`]'s order of two halves.
+fn join_cmp(a: HalfView<'_>, b: HalfView<'_>) -> std::cmp::Ordering {
+    a.0.cmp(&b.0)
+        .then_with(|| a.1.rg.cmp(&b.1.rg))
+        .then_with(|| a.2.cmp(b.2))
+        .then_with(|| a.1.seq.cmp(&b.1.seq))
+}
+
 /// The join of one name bucket: its halves added block by block (from
 /// every split, any order), held in memory up to a limit and beyond it
 /// sorted into run files ([`MateJoin::set_spill`]), then read back in
 /// order (runs and memory merged) and paired as [`MarkDuplicates`] pairs
-/// them over the whole input.
+/// them over the whole input. The halves' names are held in one buffer.
 #[derive(Default)]
 pub struct MateJoin {
-    halves: Vec<Half>,
-    /// Bytes `halves` holds (each half's struct and name).
-    bytes: usize,
+    held: Vec<Held>,
+    /// The held halves' names, one after the other.
+    names: Vec<u8>,
     spill: Option<(std::path::PathBuf, usize)>,
     runs: Vec<HalfRun>,
     files: u64,
     runs_written: u64,
-}
-
-/// A half's order in the join: a name's halves together (read group and
-/// name), in input order.
-fn half_cmp(a: &Half, b: &Half) -> std::cmp::Ordering {
-    (a.rg, &a.name, a.seq).cmp(&(b.rg, &b.name, b.seq))
 }
 
 impl MateJoin {
@@ -478,15 +538,25 @@ impl MateJoin {
         self.runs_written
     }
 
+    /// Bytes the halves in memory take (each one's fields and name).
+    fn bytes(&self) -> usize {
+        self.held.len() * std::mem::size_of::<Held>() + self.names.len()
+    }
+
     /// Adds a block of halves ([`SplitShare::halves`]).
     pub fn add_block(&mut self, block: &[u8]) -> Result<(), MarkdupError> {
         let mut at = 0;
         while at < block.len() {
-            let (h, next) = half_at(block, at)?;
+            let (h, name, next) = half_at(block, at)?;
             at = next;
-            self.bytes += std::mem::size_of::<Half>() + h.name.len();
-            self.halves.push(h);
-            if self.spill.as_ref().is_some_and(|s| self.bytes > s.1) {
+            self.held.push(Held {
+                h,
+                key: join_key(h.rg, name),
+                name_at: self.names.len(),
+                name_len: name.len() as u32,
+            });
+            self.names.extend_from_slice(name);
+            if self.spill.as_ref().is_some_and(|s| self.bytes() > s.1) {
                 self.spill_run()?;
             }
         }
@@ -503,23 +573,54 @@ impl MateJoin {
         ))
     }
 
+    /// The halves in memory in the join's order, as (key, place in
+    /// `held`): 16 bytes moved per step of the sort, not the half.
+    fn sorted(&self) -> Vec<(u64, usize)> {
+        let mut order: Vec<(u64, usize)> = self
+            .held
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.key, i))
+            .collect();
+        let names = &self.names;
+        let half = |i: usize| {
+            let h = &self.held[i];
+            (
+                h.key,
+                &h.h,
+                &names[h.name_at..h.name_at + h.name_len as usize],
+            )
+        };
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| join_cmp(half(a.1), half(b.1))));
+        order
+    }
+
     /// The halves in memory sorted into a run file (the runs merged into
     /// one first when there are [`spill::MAX_RUNS`]).
     fn spill_run(&mut self) -> Result<(), MarkdupError> {
         if self.runs.len() >= crate::spill::MAX_RUNS {
             let old = std::mem::take(&mut self.runs);
             let path = self.next_path();
-            let run = HalfRun::write(path, HalfStream::new(old, &[])?)?;
+            let mut stream = HalfStream::new(old, &[], &[], &[])?;
+            let mut w = HalfWriter::create(path)?;
+            while let Some((_, h, name)) = stream.next_half()? {
+                w.put(h, name)?;
+            }
             self.runs_written += 1;
-            self.runs.push(run);
+            self.runs.push(w.finish()?);
         }
-        self.halves.sort_unstable_by(half_cmp);
+        let order = self.sorted();
         let path = self.next_path();
-        let run = HalfRun::write(path, self.halves.iter().cloned().map(Ok))?;
+        let mut w = HalfWriter::create(path)?;
+        for &(_, i) in &order {
+            let held = &self.held[i];
+            let name = &self.names[held.name_at..held.name_at + held.name_len as usize];
+            w.put(&held.h, name)?;
+        }
         self.runs_written += 1;
-        self.runs.push(run);
-        self.halves.clear();
-        self.bytes = 0;
+        self.runs.push(w.finish()?);
+        self.held.clear();
+        self.names.clear();
         Ok(())
     }
 
@@ -533,32 +634,38 @@ impl MateJoin {
     ) -> Result<(), MarkdupError> {
         // A name's halves in input order; the marker's waiting mates are
         // keyed by (reference, read group, name), so names do not meet.
-        self.halves.sort_unstable_by(half_cmp);
+        let order = self.sorted();
         let runs = std::mem::take(&mut self.runs);
-        let mut stream = HalfStream::new(runs, &self.halves)?;
-        let mut waiting: HashMap<i32, End> = HashMap::new();
-        let mut last: Option<Half> = None;
+        let mut stream = HalfStream::new(runs, &self.held, &order, &self.names)?;
+        // The name's waiting mates by the reference they wait under (a
+        // name has few: a list, searched).
+        let mut waiting: Vec<(i32, End)> = Vec::new();
+        let mut last: Option<(u64, i16)> = None;
+        let mut last_name: Vec<u8> = Vec::new();
         let mut buf = [0u8; END_BYTES];
-        while let Some(h) = stream.next_half()? {
-            if last
-                .as_ref()
-                .is_none_or(|l| (l.rg, &l.name) != (h.rg, &h.name))
-            {
+        while let Some((key, h, name)) = stream.next_half()? {
+            if last != Some((key, h.rg)) || last_name != name {
                 waiting.clear();
+                last = Some((key, h.rg));
+                last_name.clear();
+                last_name.extend_from_slice(name);
             }
             let mut frag = h.end;
             fixups.apply_end(&mut frag);
-            match waiting.remove(&frag.r1_ref) {
-                Some(p) => {
+            match waiting.iter().position(|w| w.0 == frag.r1_ref) {
+                Some(i) => {
+                    let p = waiting.swap_remove(i).1;
                     let e = pair_end(p, &frag, h.read1, h.barcodes);
                     encode_end(&e, &mut buf);
                     out(end_bucket_of(&e, end_buckets.max(1)), &buf)?;
                 }
-                None => {
-                    waiting.insert(frag.r2_ref, frag);
-                }
+                // A later half waiting under the same reference replaces
+                // the earlier one.
+                None => match waiting.iter_mut().find(|w| w.0 == frag.r2_ref) {
+                    Some(w) => w.1 = frag,
+                    None => waiting.push((frag.r2_ref, frag)),
+                },
             }
-            last = Some(h);
         }
         Ok(())
     }
@@ -570,36 +677,57 @@ struct HalfRun {
     halves: u64,
 }
 
-impl HalfRun {
-    /// Writes `halves` (already in the join's order) to `path`.
-    fn write(
-        path: std::path::PathBuf,
-        halves: impl IntoIterator<Item = Result<Half, MarkdupError>>,
-    ) -> Result<HalfRun, MarkdupError> {
-        use std::io::Write as _;
+/// Writes a run of halves (given in the join's order).
+struct HalfWriter {
+    w: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    buf: Vec<u8>,
+    halves: u64,
+}
+
+impl HalfWriter {
+    fn create(path: std::path::PathBuf) -> Result<HalfWriter, MarkdupError> {
         let file =
             std::fs::File::create(&path).map_err(io_error(&path, "creating a spill file"))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
-        let mut buf = Vec::new();
-        let mut n = 0u64;
-        for h in halves {
-            buf.clear();
-            encode_half(&h?, &mut buf);
-            w.write_all(&buf)
-                .map_err(io_error(&path, "writing a spill file"))?;
-            n += 1;
-        }
-        w.flush().map_err(io_error(&path, "writing a spill file"))?;
-        Ok(HalfRun { path, halves: n })
+        Ok(HalfWriter {
+            w: std::io::BufWriter::with_capacity(1 << 16, file),
+            path,
+            buf: Vec::new(),
+            halves: 0,
+        })
+    }
+
+    fn put(&mut self, h: &HalfFields, name: &[u8]) -> Result<(), MarkdupError> {
+        use std::io::Write as _;
+        self.buf.clear();
+        encode_half(h, name, &mut self.buf);
+        self.w
+            .write_all(&self.buf)
+            .map_err(io_error(&self.path, "writing a spill file"))?;
+        self.halves += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<HalfRun, MarkdupError> {
+        use std::io::Write as _;
+        self.w
+            .flush()
+            .map_err(io_error(&self.path, "writing a spill file"))?;
+        Ok(HalfRun {
+            path: self.path,
+            halves: self.halves,
+        })
     }
 }
 
-/// Reads a run of halves back, removing its file when dropped.
+/// Reads a run of halves back, removing its file when dropped; holds the
+/// half read last (its fields, key and name).
 struct HalfReader {
     r: std::io::BufReader<std::fs::File>,
     left: u64,
     path: std::path::PathBuf,
-    buf: Vec<u8>,
+    head: Option<(u64, HalfFields)>,
+    name: Vec<u8>,
 }
 
 impl HalfReader {
@@ -610,26 +738,30 @@ impl HalfReader {
             r: std::io::BufReader::with_capacity(1 << 16, file),
             left: run.halves,
             path: run.path,
-            buf: Vec::new(),
+            head: None,
+            name: Vec::new(),
         })
     }
 
-    fn next(&mut self) -> Result<Option<Half>, MarkdupError> {
+    /// Reads the next half into the head (`None` at the run's end).
+    fn advance(&mut self) -> Result<(), MarkdupError> {
         use std::io::Read as _;
         if self.left == 0 {
-            return Ok(None);
+            self.head = None;
+            return Ok(());
         }
-        self.buf.resize(HALF_BYTES, 0);
+        let mut fixed = [0u8; HALF_BYTES];
         self.r
-            .read_exact(&mut self.buf)
+            .read_exact(&mut fixed)
             .map_err(io_error(&self.path, "reading a spill file"))?;
-        let name_len = half_name_len(&self.buf);
-        self.buf.resize(HALF_BYTES + name_len, 0);
+        self.name.resize(half_name_len(&fixed), 0);
         self.r
-            .read_exact(&mut self.buf[HALF_BYTES..])
+            .read_exact(&mut self.name)
             .map_err(io_error(&self.path, "reading a spill file"))?;
         self.left -= 1;
-        Ok(Some(half_at(&self.buf, 0)?.0))
+        let h = half_fields(&fixed);
+        self.head = Some((join_key(h.rg, &self.name), h));
+        Ok(())
     }
 }
 
@@ -643,65 +775,73 @@ impl Drop for HalfReader {
 /// in memory, merged (equal keys cannot occur: a half's place is its own).
 struct HalfStream<'a> {
     runs: Vec<HalfReader>,
-    memory: std::slice::Iter<'a, Half>,
-    /// Each source's next half, by source (the memory last).
-    heads: Vec<Option<Half>>,
-    started: bool,
+    held: &'a [Held],
+    /// `held` in the join's order.
+    order: &'a [(u64, usize)],
+    names: &'a [u8],
+    /// The next half in memory (in `order`).
+    at: usize,
+    /// The source of the half given last, advanced at the next call (the
+    /// runs by number, the memory last).
+    given: Option<usize>,
 }
 
 impl<'a> HalfStream<'a> {
-    fn new(runs: Vec<HalfRun>, memory: &'a [Half]) -> Result<HalfStream<'a>, MarkdupError> {
+    fn new(
+        runs: Vec<HalfRun>,
+        held: &'a [Held],
+        order: &'a [(u64, usize)],
+        names: &'a [u8],
+    ) -> Result<HalfStream<'a>, MarkdupError> {
+        let mut runs = runs
+            .into_iter()
+            .map(HalfReader::open)
+            .collect::<Result<Vec<_>, _>>()?;
+        for r in &mut runs {
+            r.advance()?;
+        }
         Ok(HalfStream {
-            runs: runs
-                .into_iter()
-                .map(HalfReader::open)
-                .collect::<Result<_, _>>()?,
-            memory: memory.iter(),
-            heads: Vec::new(),
-            started: false,
+            runs,
+            held,
+            order,
+            names,
+            at: 0,
+            given: None,
         })
     }
 
-    fn pull(&mut self, source: usize) -> Result<Option<Half>, MarkdupError> {
-        match self.runs.get_mut(source) {
-            Some(r) => r.next(),
-            None => Ok(self.memory.next().cloned()),
-        }
+    fn memory_head(&self) -> Option<HalfView<'a>> {
+        let h = &self.held[self.order.get(self.at)?.1];
+        Some((
+            h.key,
+            &h.h,
+            &self.names[h.name_at..h.name_at + h.name_len as usize],
+        ))
     }
 
-    fn next_half(&mut self) -> Result<Option<Half>, MarkdupError> {
-        if self.runs.is_empty() {
-            return Ok(self.memory.next().cloned());
-        }
-        if !self.started {
-            self.started = true;
-            for source in 0..=self.runs.len() {
-                let h = self.pull(source)?;
-                self.heads.push(h);
-            }
+    /// The next half in the join's order (its [`join_key`], fields and
+    /// name).
+    fn next_half(&mut self) -> Result<Option<HalfView<'_>>, MarkdupError> {
+        match self.given.take() {
+            Some(r) if r < self.runs.len() => self.runs[r].advance()?,
+            Some(_) => self.at += 1,
+            None => {}
         }
         // Few runs (at most MAX_RUNS + 1 sources): a scan for the least.
-        let mut best: Option<usize> = None;
-        for (i, h) in self.heads.iter().enumerate() {
-            if let Some(h) = h {
-                if best.is_none_or(|b| half_cmp(h, self.heads[b].as_ref().expect("a head")).is_lt())
-                {
-                    best = Some(i);
+        let mut best = self.memory_head().map(|m| (self.runs.len(), m));
+        for (i, r) in self.runs.iter().enumerate() {
+            if let Some((key, h)) = &r.head {
+                let cand = (*key, h, r.name.as_slice());
+                if best.is_none_or(|(_, b)| join_cmp(cand, b).is_lt()) {
+                    best = Some((i, cand));
                 }
             }
         }
-        let Some(b) = best else {
+        let Some((source, half)) = best else {
             return Ok(None);
         };
-        let next = self.pull(b)?;
-        Ok(std::mem::replace(&mut self.heads[b], next))
-    }
-}
-
-impl Iterator for HalfStream<'_> {
-    type Item = Result<Half, MarkdupError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_half().transpose()
+        self.given = Some(source);
+        Ok(Some(half))
     }
 }
 
@@ -794,7 +934,15 @@ impl MarkDuplicates {
     /// on disk merged with those in memory), walked as
     /// [`MarkDuplicates::finish`] walks them.
     pub fn decide_bucket(&mut self) -> Result<SetsDecided, MarkdupError> {
-        let k = self.sort_ends(true);
+        // With every fragment end in memory, those no set needs are left
+        // out before the sort, as one node's decision leaves them out (a
+        // fragment set lies in one bucket).
+        let frags_spilled = self.spill.as_ref().is_some_and(|s| !s.frag_runs.is_empty());
+        let k = if frags_spilled {
+            self.sort_ends(true)
+        } else {
+            self.sort_ends_for_decision()
+        };
         let ends = std::mem::take(&mut self.ends);
         let (mut pair_runs, mut frag_runs) = (Vec::new(), Vec::new());
         if let Some(sp) = self.spill.as_mut() {

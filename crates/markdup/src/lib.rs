@@ -85,6 +85,13 @@ pub enum MarkdupError {
     /// the run has.
     #[error("a read end names split {split}, but the run has {splits} splits: the ends come from another run")]
     SplitBeyond { split: usize, splits: usize },
+    /// A split's range numbers (which range of the output each record
+    /// went to, from its map) do not fit its outcome.
+    #[error("the range numbers of a split cover {got} records, but its duplicate walk has {records}: they come from another run")]
+    RangesCount { got: usize, records: u64 },
+    /// A record went to a range beyond those the run has.
+    #[error("a record went to range {range}, but the run has {partitions} ranges: the range numbers come from another run")]
+    RangeBeyond { range: usize, partitions: usize },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {

@@ -25,21 +25,30 @@ mod stages;
 /// report's `command_line`, as `alnsort` typed in a shell does.
 pub const ARGV0: &str = "alnsort";
 
-/// The keyword arguments of `alnsort.sort()` and `alnsort.merge()` (the
-/// stages take the sort's), as the Python half checked them: each option
-/// of the command's table by its keyword ([`OptSpec::keyword`]: the long
-/// name with `_` for `-`, or the table's key) with its value as text
-/// (`None` for a flag given as `True`), in the order given, and the
-/// command line they stand for.
+/// Keyword arguments as the Python half checked them (`alnsort._options`,
+/// the one conversion of every call): each option of the command's table
+/// by its keyword ([`OptSpec::keyword`]: the long name with `_` for `-`,
+/// or the table's key) with its value as text (`None` for a flag given as
+/// `True`), in the order given.
 ///
 /// [`OptSpec::keyword`]: alnsort_engine::options::OptSpec::keyword
+pub type KeywordPairs = Vec<(String, Option<String>)>;
+
+/// The keyword arguments of `alnsort.sort()` and `alnsort.merge()` (the
+/// stages take the sort's) as typed values, and the command line they
+/// stand for; a stage that marks duplicates also has `markdup`.
 #[derive(Debug, Clone, FromPyObject)]
 #[pyo3(from_item_all)]
 pub struct Keywords {
-    pub options: Vec<(String, Option<String>)>,
+    pub options: KeywordPairs,
     /// The `alnsort sort` (or `alnsort merge`) command these options stand
     /// for (recorded in @PG CL and the report, never parsed).
     pub command_line: Vec<String>,
+    /// A stage's duplicate marking: the keywords of `alnsort sort`'s
+    /// group "Duplicate marking" (`--markdup` implied), or `None` (no
+    /// duplicate marking; absent from the dict).
+    #[pyo3(default)]
+    pub markdup: Option<KeywordPairs>,
 }
 
 impl Keywords {
@@ -49,19 +58,32 @@ impl Keywords {
     }
 
     /// The engine's options for these keywords: each applied by the
-    /// setter its `alnsort sort` option goes through.
+    /// setter its `alnsort sort` option goes through, then the
+    /// duplicate-marking ones (`SortOptions::apply_markdup_keyword`).
     pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
         let mut o = SortOptions::new(self.command_text());
         for (keyword, value) in &self.options {
             o.apply_keyword(keyword, value.clone())?;
+        }
+        if let Some(markdup) = &self.markdup {
+            // `--markdup` itself first: an empty list asks for Picard's defaults.
+            o.apply_markdup_keyword("markdup", None)?;
+            for (keyword, value) in markdup {
+                o.apply_markdup_keyword(keyword, value.clone())?;
+            }
         }
         Ok(o)
     }
 
     /// `alnsort merge`'s options for these keywords, each applied by the
     /// setter its `alnsort merge` option goes through; `-s` is 0 unless
-    /// given (a call is reproducible).
+    /// given (a call is reproducible). `alnsort merge` marks no duplicates.
     pub fn merge_args(&self) -> Result<MergeArgs, ArgError> {
+        if self.markdup.is_some() {
+            return Err(ArgError::Invalid(
+                "alnsort merge marks no duplicates: markdup is a sort's".into(),
+            ));
+        }
         let mut m = MergeArgs::new(self.command_text(), 0);
         for (keyword, value) in &self.options {
             m.apply_keyword(keyword, value.as_deref())?;
@@ -83,6 +105,15 @@ pub struct Failure {
 impl Failure {
     fn usage(message: String) -> Failure {
         Failure { message, io: false }
+    }
+
+    /// A failed run: the engine's message, and whether an OS error is in
+    /// its chain.
+    fn of(e: &alnsort_engine::Error) -> Failure {
+        Failure {
+            message: error_text(e),
+            io: is_io(e),
+        }
     }
 }
 
@@ -147,15 +178,12 @@ pub fn sort_typed(options: SortOptions) -> Result<String, Failure> {
             "standard output cannot be written from Python: name an output file (-o FILE)".into(),
         ));
     }
-    let report = alnsort_engine::run_sort(cfg).map_err(|e| Failure {
-        message: alnsort_engine::error_text(&e),
-        io: is_io(&e),
-    })?;
+    let report = alnsort_engine::run_sort(cfg).map_err(|e| Failure::of(&e))?;
     Ok(report.json())
 }
 
 /// Raises the package's exception for a failure.
-fn raise_failure(py: Python<'_>, f: Failure) -> PyErr {
+pub(crate) fn raise_failure(py: Python<'_>, f: Failure) -> PyErr {
     // The exception classes live in the package's Python half.
     let class = match py.import("alnsort").and_then(|m| {
         m.getattr(if f.io {
@@ -350,10 +378,7 @@ fn merge(
         let debris = alnsort_engine::cleanup::Debris::default();
         run_merge(&m, &debris).map_err(|e| {
             debris.remove_all();
-            Failure {
-                message: alnsort_engine::error_text(&e),
-                io: is_io(&e),
-            }
+            Failure::of(&e)
         })
     })
     .map_err(|f| raise_failure(py, f))
@@ -426,6 +451,7 @@ mod tests {
         Keywords {
             options: vec![("no_pg".into(), None)],
             command_line: vec![ARGV0.into(), "sort".into()],
+            markdup: None,
         }
     }
 
@@ -444,6 +470,32 @@ mod tests {
         let want = options::parse_output_fmt("xyz", &mut cli).unwrap_err();
         assert_eq!(f.message, want.to_string());
         assert!(!f.io);
+    }
+
+    #[test]
+    fn a_stage_marks_duplicates_with_the_groups_keywords_only() {
+        let mut kw = keywords();
+        kw.markdup = Some(vec![]);
+        assert!(kw.sort_options().unwrap().markdup.enabled);
+        kw.markdup = Some(vec![("tagging_policy".into(), Some("all".into()))]);
+        let o = kw.sort_options().unwrap();
+        let mut cli = SortOptions::new(String::new());
+        for id in ["--markdup", "--tagging-policy"] {
+            let spec = options::OPTIONS.iter().find(|s| s.name() == id).unwrap();
+            let value = spec.value.map(|_| "all".into());
+            cli.apply(spec.id, value).unwrap();
+        }
+        assert_eq!(format!("{:?}", o.markdup), format!("{:?}", cli.markdup));
+        kw.markdup = Some(vec![("name".into(), None)]);
+        let e = kw.sort_options().unwrap_err().to_string();
+        assert!(
+            e.contains("-n (name=): not a duplicate-marking option"),
+            "{e}"
+        );
+        kw.markdup = None;
+        assert!(!kw.sort_options().unwrap().markdup.enabled);
+        kw.markdup = Some(vec![]);
+        assert!(kw.merge_args().is_err());
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The extension functions behind duplicate marking in the distributed
 //! stages (`alnsort_engine::stages_markdup`), for `alnsort.ray`'s
-//! `markdup=True`. `markdup` is the list of `alnsort sort`'s
-//! duplicate-marking options as argv (`["--markdup", "--tagging-policy",
-//! "all"]`), applied to the stage's keywords by the engine
-//! (`stages_markdup::with_markdup`). Each runs without the GIL.
+//! `markdup=True`. Their options are the stage's [`Keywords`] with
+//! `markdup`, the keywords of `alnsort sort`'s duplicate-marking options
+//! (`tagging_policy`, `optical_distance`, ...), each applied by the
+//! engine's setter (`SortOptions::apply_markdup_keyword`): no argv is built
+//! or parsed. Each runs without the GIL.
 //!
 //! The decision cut into tasks (`stages_markdup::{collect, join,
 //! decide_bucket, finish_split, assemble}`) crosses into Python as plain
@@ -16,11 +17,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use alnsort_engine::options::SortOptions;
 use alnsort_engine::stages;
-use alnsort_engine::stages_markdup::{
-    self, dist, Fixups, Marks, SetsDecided, SplitOutcome, WalkCarry,
-};
+use alnsort_engine::stages_markdup::{self, dist, Fixups, SetsDecided, SplitOutcome, WalkCarry};
 use alnsort_markdup::{Bits, LibraryCounts, SetSizeHistograms};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -31,7 +29,6 @@ use crate::Keywords;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_decide, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_split_bases, m)?)?;
-    m.add_function(wrap_pyfunction!(stage_markdup_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_collect, m)?)?;
     m.add_function(wrap_pyfunction!(stage_map_collecting, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_continued, m)?)?;
@@ -44,26 +41,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The engine's options for a stage's keywords with `markdup`'s
-/// duplicate-marking options applied.
-pub(crate) fn options(py: Python<'_>, kw: &Keywords, markdup: &[String]) -> PyResult<SortOptions> {
-    let o = typed(py, kw)?;
-    stages_markdup::with_markdup(&o, markdup).map_err(|e| raise(py, e))
-}
-
 /// The decision over all inputs: (decisions as bytes, records per input,
 /// the metrics file's text or None). `metrics`: (metrics path, inputs and
 /// output as the user gave them, the command line the file records).
 #[pyfunction]
-#[pyo3(signature = (inputs, options, markdup, metrics=None))]
+#[pyo3(signature = (inputs, options, metrics=None))]
 pub fn stage_markdup_decide(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     options: Keywords,
-    markdup: Vec<String>,
     metrics: Option<MetricsNames>,
 ) -> PyResult<DecisionResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let got = py.detach(move || stages_markdup::decide(&inputs, &o));
     decision(py, got, metrics)
 }
@@ -95,9 +84,8 @@ pub fn stage_markdup_tasks_refusal(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     options: Keywords,
-    markdup: Vec<String>,
 ) -> PyResult<Option<String>> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     py.detach(move || stages_markdup::tasks_refusal(&inputs, &o))
         .map_err(|e| raise(py, e))
 }
@@ -131,44 +119,6 @@ pub fn stage_markdup_split_bases(
         .map_err(|e| raise(py, e))
 }
 
-/// `stage_reduce` with the decisions applied: (records, bytes, duplicates).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub fn stage_markdup_reduce(
-    py: Python<'_>,
-    inputs: Vec<PathBuf>,
-    blocks: Vec<Bound<'_, PyAny>>,
-    part_path: PathBuf,
-    range_index: usize,
-    partitions: usize,
-    options: Keywords,
-    index: bool,
-    markdup: Vec<String>,
-    decisions: Bound<'_, PyAny>,
-    bases: Vec<u64>,
-) -> PyResult<(u64, u64, u64)> {
-    let o = self::options(py, &options, &markdup)?;
-    let held = HeldBlocks::new(&blocks)?;
-    let decided = BlockBytes::new(&decisions)?;
-    let slices = held.slices();
-    let decided = decided.as_slice();
-    let got = py.detach(move || {
-        let marks = Marks::new(decided, bases, &o)?;
-        stages::reduce_marked(
-            &inputs,
-            &slices,
-            &part_path,
-            range_index,
-            partitions,
-            &o,
-            index,
-            Some(&marks),
-        )
-    });
-    got.map(|r| (r.records, r.bytes, r.marked))
-        .map_err(|e| raise(py, e))
-}
-
 // ---- the decision cut into tasks --------------------------------------------
 
 /// A split's [`dist::Boundary`] as Python holds it: (first name, last
@@ -193,13 +143,15 @@ fn fixups(bounds: Vec<BoundaryTuple>) -> Fixups {
 }
 
 /// A split's share as Python takes it: (fragment ends by end bucket, mate
-/// halves by name bucket, record slots, boundary, records).
+/// halves by name bucket, record slots, boundary, records, each record's
+/// range: empty unless a map collected it).
 type ShareResult = (
     Vec<Py<PyBytes>>,
     Vec<Py<PyBytes>>,
     Py<PyBytes>,
     (Option<Py<PyBytes>>, Option<Py<PyBytes>>, i64, i64),
     u64,
+    Py<PyBytes>,
 );
 
 /// The duplicate-marking share of one split of one input
@@ -211,11 +163,10 @@ pub fn stage_markdup_collect(
     inputs: Vec<PathBuf>,
     split: SplitTuple,
     options: Keywords,
-    markdup: Vec<String>,
     end_buckets: usize,
     name_buckets: usize,
 ) -> PyResult<ShareResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let got = py.detach(move || {
         stages_markdup::collect(&inputs, &spec(split), &o, end_buckets, name_buckets)
     });
@@ -238,14 +189,17 @@ fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
             b.first,
         ),
         share.records,
+        PyBytes::new(py, &share.ranges).unbind(),
     )
 }
 
-/// One map task of one input with `--markdup` that also gives the
-/// split's duplicate-marking share (`stages::map_collecting`: the records
-/// read and decoded once): (the map's (blocks, records, proven end,
+/// One map task with `--markdup` that also gives the split's
+/// duplicate-marking share (`stages::map_collecting_after`: the records
+/// read and decoded once; `prior` as `stage_map` takes it, for a split of
+/// one of several inputs): (the map's (blocks, records, proven end,
 /// reach), the share as `stage_markdup_collect` gives it).
 #[pyfunction]
+#[pyo3(signature = (inputs, split, splitters, options, end_buckets, name_buckets, prior=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_map_collecting(
     py: Python<'_>,
@@ -253,17 +207,18 @@ pub fn stage_map_collecting(
     split: SplitTuple,
     splitters: Vec<Vec<u8>>,
     options: Keywords,
-    markdup: Vec<String>,
     end_buckets: usize,
     name_buckets: usize,
+    prior: Option<u64>,
 ) -> PyResult<(crate::stages::MapResult, ShareResult)> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let got = py.detach(move || {
-        stages::map_collecting(
+        stages::map_collecting_after(
             &inputs,
             &spec(split),
             &splitters,
             &o,
+            prior,
             end_buckets,
             name_buckets,
         )
@@ -323,10 +278,9 @@ pub fn stage_markdup_decide_bucket(
     blocks: Vec<Bound<'_, PyAny>>,
     bounds: Vec<BoundaryTuple>,
     options: Keywords,
-    markdup: Vec<String>,
     splits: usize,
 ) -> PyResult<BucketResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
     let got = py.detach(move || {
@@ -382,21 +336,28 @@ fn carry_tuple(c: WalkCarry) -> CarryTuple {
 }
 
 /// One split's outcome as Python takes it: (duplicate bits, optical bits
-/// or None, records, record counts per library, carry).
+/// or None, records, record counts per library, carry, the outcome's
+/// slice per range: empty without range numbers, the listed indexes found
+/// repeated: `SplitOutcome::repeated`).
 type OutcomeResult = (
     Py<PyBytes>,
     Option<Py<PyBytes>>,
     u64,
     LibraryCounts,
     CarryTuple,
+    Vec<Py<PyBytes>>,
     u64,
 );
 
 /// Picard's output walk over one split (`stages_markdup::finish_split`):
 /// its slots, whether its first template began in an earlier split, its
 /// duplicate and optical index lists from every end bucket, and the carry
-/// of the previous split's walk.
+/// of the previous split's walk; with `ranges` (each record's range, from
+/// the split's map) the outcome cut into `partitions` slices, one per
+/// reduce (`stages_markdup::range_slices`).
 #[pyfunction]
+#[pyo3(signature = (slots, continued, duplicates, optical, carry, ranges=None, partitions=0))]
+#[allow(clippy::too_many_arguments)]
 pub fn stage_markdup_finish(
     py: Python<'_>,
     slots: Bound<'_, PyAny>,
@@ -404,8 +365,12 @@ pub fn stage_markdup_finish(
     duplicates: Vec<Bound<'_, PyAny>>,
     optical: Vec<Bound<'_, PyAny>>,
     carry: CarryTuple,
+    ranges: Option<Bound<'_, PyAny>>,
+    partitions: usize,
 ) -> PyResult<OutcomeResult> {
     let slots = BlockBytes::new(&slots)?;
+    let ranges = ranges.as_ref().map(BlockBytes::new).transpose()?;
+    let ranges = ranges.as_ref().map(BlockBytes::as_slice);
     let dups = HeldBlocks::new(&duplicates)?;
     let opt = HeldBlocks::new(&optical)?;
     let (d, o, s) = (dups.slices(), opt.slices(), slots.as_slice());
@@ -415,14 +380,22 @@ pub fn stage_markdup_finish(
         optical_stale: carry.2,
         optical_dup_template: carry.3,
     };
-    let got = py.detach(move || stages_markdup::finish_split(s, continued, &d, Some(&o), carry));
-    let out = got.map_err(|e| raise(py, e))?;
+    let got = py.detach(move || {
+        let out = stages_markdup::finish_split(s, continued, &d, Some(&o), carry)?;
+        let slices = match ranges {
+            Some(r) => stages_markdup::range_slices(&out, r, partitions)?,
+            None => Vec::new(),
+        };
+        Ok::<_, alnsort_engine::error::Error>((out, slices))
+    });
+    let (out, slices) = got.map_err(|e| raise(py, e))?;
     Ok((
         bits_bytes(py, &out.duplicate),
         out.optical.as_ref().map(|b| bits_bytes(py, b)),
         out.duplicate.len(),
         out.counts,
         carry_tuple(out.carry),
+        bytes_list(py, &slices),
         out.repeated,
     ))
 }
@@ -432,13 +405,12 @@ pub fn stage_markdup_finish(
 /// bits, optical bits or None, records, counts per library)) and every
 /// end bucket's counts.
 #[pyfunction]
-#[pyo3(signature = (inputs, options, markdup, outcomes, buckets, metrics=None))]
+#[pyo3(signature = (inputs, options, outcomes, buckets, metrics=None))]
 #[allow(clippy::type_complexity)]
 pub fn stage_markdup_assemble(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
     options: Keywords,
-    markdup: Vec<String>,
     outcomes: Vec<(
         Bound<'_, PyAny>,
         Option<Bound<'_, PyAny>>,
@@ -448,7 +420,7 @@ pub fn stage_markdup_assemble(
     buckets: Vec<SetCounts>,
     metrics: Option<MetricsNames>,
 ) -> PyResult<DecisionResult> {
-    let o = self::options(py, &options, &markdup)?;
+    let o = typed(py, &options)?;
     let mut splits = Vec::with_capacity(outcomes.len());
     for (k, (dup, optical, records, counts)) in outcomes.into_iter().enumerate() {
         let what = format!("split {k}'s duplicate bits");

@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use alnsort_engine::config::IndexKind;
 use alnsort_engine::options::SortOptions;
 use alnsort_engine::stages::{self, SplitSpec};
+use alnsort_engine::stages_markdup::Marks;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::{is_io, Keywords};
+use crate::Keywords;
 
 /// A split as the Python half passes it: (input, start, end, ordinal).
 pub(crate) type SplitTuple = (usize, u64, Option<u64>, u32);
@@ -28,20 +29,7 @@ pub(crate) fn spec(t: SplitTuple) -> SplitSpec {
 
 /// Raises the package's exception for a failed stage.
 pub(crate) fn raise(py: Python<'_>, e: alnsort_engine::Error) -> PyErr {
-    let class = match py.import("alnsort").and_then(|m| {
-        m.getattr(if is_io(&e) {
-            "AlnsortIOError"
-        } else {
-            "AlnsortError"
-        })
-    }) {
-        Ok(c) => c,
-        Err(err) => return err,
-    };
-    match class.call1((alnsort_engine::error_text(&e),)) {
-        Ok(v) => PyErr::from_value(v),
-        Err(err) => err,
-    }
+    crate::raise_failure(py, crate::Failure::of(&e))
 }
 
 /// The engine's options for a stage's keywords; a refused value raises
@@ -125,11 +113,11 @@ pub fn stage_reach(
 pub(crate) type MapResult = (Vec<Py<PyBytes>>, u64, Option<u64>, Option<u64>);
 
 /// One map task: (blocks, records, proven end, reach). With `markdup`
-/// (`alnsort sort`'s duplicate-marking options, `["--markdup", ...]`,
-/// applied by the engine: `stages_markdup::with_markdup`) each record
-/// carries its place in the input (split ordinal, index) to the reduce.
+/// among the options (duplicate marking, [`Keywords::markdup`]) each
+/// record carries its place in the input (split ordinal, index) to the
+/// reduce.
 #[pyfunction]
-#[pyo3(signature = (inputs, split, splitters, options, prior=None, markdup=None))]
+#[pyo3(signature = (inputs, split, splitters, options, prior=None))]
 pub fn stage_map(
     py: Python<'_>,
     inputs: Vec<PathBuf>,
@@ -137,12 +125,8 @@ pub fn stage_map(
     splitters: Vec<Vec<u8>>,
     options: Keywords,
     prior: Option<u64>,
-    markdup: Option<Vec<String>>,
 ) -> PyResult<MapResult> {
-    let options = match markdup {
-        Some(md) => crate::markdup_stages::options(py, &options, &md)?,
-        None => typed(py, &options)?,
-    };
+    let options = typed(py, &options)?;
     let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
     map_result(py, got)
 }
@@ -287,12 +271,21 @@ impl HeldBlocks {
     }
 }
 
-/// One reduce task: (records, bytes). The blocks (any objects with the
-/// buffer protocol: `bytes`, `memoryview`, Ray's object-store buffers) are
-/// read in place while the GIL is released (writable ones are copied
-/// first, see [`BlockBytes`]); the list holds them until the reduce
-/// returns.
+/// One reduce task: (records, bytes, duplicates marked). The blocks (any
+/// objects with the buffer protocol: `bytes`, `memoryview`, Ray's
+/// object-store buffers) are read in place while the GIL is released
+/// (writable ones are copied first, see [`BlockBytes`]); the list holds
+/// them until the reduce returns. For maps that ran with `markdup`, the
+/// duplicate decisions, each record then written as one node writes it
+/// (`stages::reduce_marked`): `marks`, (the whole decision
+/// `stage_markdup_decide` or `stage_markdup_assemble` gave, read in place
+/// as the blocks are; where each split's records start in input order),
+/// or `slices`, the reduce's own range's slice of every split, in split
+/// order (`stage_markdup_finish` with the split's range numbers; read in
+/// place too), checked against the records of each split the reduce
+/// meets. Not both.
 #[pyfunction]
+#[pyo3(signature = (inputs, blocks, part_path, range_index, partitions, options, index, marks=None, slices=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_reduce(
     py: Python<'_>,
@@ -303,22 +296,43 @@ pub fn stage_reduce(
     partitions: usize,
     options: Keywords,
     index: bool,
-) -> PyResult<(u64, u64)> {
+    marks: Option<(Bound<'_, PyAny>, Vec<u64>)>,
+    slices: Option<Vec<Bound<'_, PyAny>>>,
+) -> PyResult<(u64, u64, u64)> {
+    if marks.is_some() && slices.is_some() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "the duplicate decisions: either the whole decision and the splits' bases, or slices, not both",
+        ));
+    }
     let options = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
-    let slices = held.slices();
+    let blocks = held.slices();
+    let (decided, bases) = match marks {
+        Some((d, bases)) => (Some(BlockBytes::new(&d)?), bases),
+        None => (None, Vec::new()),
+    };
+    let decided = decided.as_ref().map(BlockBytes::as_slice);
+    let range_slices = slices.as_deref().map(HeldBlocks::new).transpose()?;
+    let range_slices = range_slices.as_ref().map(HeldBlocks::slices);
     let got = py.detach(move || {
-        stages::reduce(
+        let marks = match (decided, range_slices) {
+            (Some(d), _) => Some(Marks::new(d, bases, &options)?),
+            (None, Some(s)) => Some(Marks::sliced(&s, &options)?),
+            (None, None) => None,
+        };
+        stages::reduce_marked(
             &inputs,
-            &slices,
+            &blocks,
             &part_path,
             range_index,
             partitions,
             &options,
             index,
+            marks.as_ref(),
         )
     });
-    got.map(|r| (r.records, r.bytes)).map_err(|e| raise(py, e))
+    got.map(|r| (r.records, r.bytes, r.marked))
+        .map_err(|e| raise(py, e))
 }
 
 /// The assemble step: (bytes, index path or None, shard files).

@@ -32,11 +32,11 @@ fn dist_mark(
         .windows(2)
         .enumerate()
         .map(|(s, w)| {
-            let mut c = SplitCollector::new(order, NameParser::Default, s as u32);
+            let mut c = SplitCollector::new(order, NameParser::Default, s as u32, buckets, names);
             for r in &recs[w[0]..w[1]] {
                 c.push(&read_info(r, &rgs)).unwrap();
             }
-            c.finish(buckets, names)
+            c.finish()
         })
         .collect();
     let splits = shares.len();
@@ -209,13 +209,13 @@ fn joins_and_decisions_beyond_a_limit_spill_and_give_the_same_answer() {
     }
     // The decision spills: more runs than are merged at once.
     let recs = records(5, 1500, InputOrder::Queryname);
-    let mut c = SplitCollector::new(InputOrder::Queryname, NameParser::Default, 0);
+    let mut c = SplitCollector::new(InputOrder::Queryname, NameParser::Default, 0, 1, 1);
     let mut g = groups();
     let rgs = [g.resolve(Some(b"rg1")), g.resolve(Some(b"rg2"))];
     for r in &recs {
         c.push(&read_info(r, &rgs)).unwrap();
     }
-    let share = c.finish(1, 1);
+    let share = c.finish();
     let mut md = MarkDuplicates::with_order(g.clone(), InputOrder::Queryname);
     md.set_spill(&dir, 3_000, true);
     let spilled = md
@@ -287,7 +287,7 @@ fn an_index_listed_twice_holds_back_the_next_split() {
 
 #[test]
 fn a_block_cut_short_is_an_error() {
-    let mut c = SplitCollector::new(InputOrder::Queryname, NameParser::Default, 0);
+    let mut c = SplitCollector::new(InputOrder::Queryname, NameParser::Default, 0, 1, 1);
     let mut groups = groups();
     let rg = groups.resolve(Some(b"rg1"));
     for (flag, five) in [
@@ -306,7 +306,7 @@ fn a_block_cut_short_is_an_error() {
         })
         .unwrap();
     }
-    let share = c.finish(1, 1);
+    let share = c.finish();
     let h = &share.halves[0];
     let e = join_mates(&[&h[..h.len() - 1]], &Fixups::default(), 1).unwrap_err();
     assert!(

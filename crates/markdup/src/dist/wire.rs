@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(doc)]
+use super::SplitShare;
 use super::{bad_block, Boundary, SetsDecided, SplitOutcome};
 use crate::{Bits, MarkdupError, SetSizeHistograms, WalkCarry};
 
@@ -55,6 +57,20 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An unsigned LEB128 varint (at most 10 bytes).
+    fn varint(&mut self) -> Result<u64, MarkdupError> {
+        let at = self.at;
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(bad_block(self.what, self.b.len(), at))
+    }
+
     fn bits(&mut self) -> Result<Bits, MarkdupError> {
         let len = self.u64()?;
         let n = len.div_ceil(64);
@@ -98,6 +114,14 @@ fn put_bytes(out: &mut Vec<u8>, v: Option<&[u8]>) {
             out.extend_from_slice(v);
         }
     }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 fn put_bits(out: &mut Vec<u8>, b: &Bits) {
@@ -249,6 +273,153 @@ impl SplitOutcome {
     }
 }
 
+/// Bytes of a record's range number in a split's [`SplitShare::ranges`]
+/// (`u16`, little-endian: up to 65536 ranges).
+pub const RANGE_BYTES: usize = 2;
+
+/// The most ranges a split's range numbers can name.
+pub const MAX_RANGES: usize = 1 << (8 * RANGE_BYTES);
+
+/// Sets record `index`'s range number in `ranges` (a split's
+/// [`SplitShare::ranges`], [`RANGE_BYTES`] per record); `false` when the
+/// index or the range is beyond them.
+pub fn set_range(ranges: &mut [u8], index: u64, range: usize) -> bool {
+    let at = index as usize * RANGE_BYTES;
+    match (ranges.get_mut(at..at + RANGE_BYTES), u16::try_from(range)) {
+        (Some(to), Ok(r)) => {
+            to.copy_from_slice(&r.to_le_bytes());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// One split's part of the decision for one range of the output (one
+/// reduce): how many of the split's records went to the range, and the
+/// indexes (in the split) of the duplicates and optical duplicates among
+/// them, ascending. A reduce holds the slices of its own range: memory
+/// by its partition's duplicates, not by the input. As bytes
+/// ([`RangeSlice::to_bytes`]) each list is its length and the gaps
+/// between its indexes as LEB128 varints (a byte or two per duplicate
+/// where duplicates are dense).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangeSlice {
+    pub records: u64,
+    pub duplicates: Vec<u64>,
+    pub optical: Vec<u64>,
+}
+
+impl RangeSlice {
+    /// Whether the split's record `index` is a duplicate, and an optical
+    /// one.
+    pub fn get(&self, index: u64) -> (bool, bool) {
+        (
+            self.duplicates.binary_search(&index).is_ok(),
+            !self.optical.is_empty() && self.optical.binary_search(&index).is_ok(),
+        )
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(24 + 2 * (self.duplicates.len() + self.optical.len()));
+        out.extend_from_slice(&self.records.to_le_bytes());
+        for list in [&self.duplicates, &self.optical] {
+            out.extend_from_slice(&(list.len() as u64).to_le_bytes());
+            let mut next = 0u64;
+            for &i in list {
+                put_varint(&mut out, i - next);
+                next = i.saturating_add(1);
+            }
+        }
+        out
+    }
+
+    /// The slice [`RangeSlice::to_bytes`] wrote.
+    pub fn from_bytes(b: &[u8]) -> Result<RangeSlice, MarkdupError> {
+        let mut f = Fields::new(b, "range slice");
+        let records = f.u64()?;
+        let list = |f: &mut Fields<'_>| -> Result<Vec<u64>, MarkdupError> {
+            let n = f.u64()?;
+            // At least a byte per index.
+            if n > (b.len() - f.at) as u64 {
+                return Err(bad_block(f.what, b.len(), f.at));
+            }
+            let mut v = Vec::with_capacity(n as usize);
+            let mut next = 0u64;
+            for _ in 0..n {
+                let at = f.at;
+                let i = f
+                    .varint()?
+                    .checked_add(next)
+                    .ok_or_else(|| bad_block(f.what, b.len(), at))?;
+                v.push(i);
+                next = i.saturating_add(1);
+            }
+            Ok(v)
+        };
+        let duplicates = list(&mut f)?;
+        let optical = list(&mut f)?;
+        f.end()?;
+        Ok(RangeSlice {
+            records,
+            duplicates,
+            optical,
+        })
+    }
+}
+
+impl SplitOutcome {
+    /// The split's decision cut by range of the output: `ranges` holds
+    /// each record's range number ([`set_range`]), of `partitions`
+    /// ranges; one [`RangeSlice`] per range.
+    pub fn slices(
+        &self,
+        ranges: &[u8],
+        partitions: usize,
+    ) -> Result<Vec<RangeSlice>, MarkdupError> {
+        let records = self.duplicate.len();
+        if ranges.len() as u64 != records * RANGE_BYTES as u64 {
+            return Err(MarkdupError::RangesCount {
+                got: ranges.len() / RANGE_BYTES,
+                records,
+            });
+        }
+        let mut out = vec![RangeSlice::default(); partitions.max(1)];
+        let range_of = |i: u64| {
+            let at = i as usize * RANGE_BYTES;
+            u16::from_le_bytes([ranges[at], ranges[at + 1]]) as usize
+        };
+        for i in 0..records {
+            let r = range_of(i);
+            let Some(slice) = out.get_mut(r) else {
+                return Err(MarkdupError::RangeBeyond {
+                    range: r,
+                    partitions,
+                });
+            };
+            slice.records += 1;
+        }
+        let mut listed = |bits: &Bits, optical: bool| {
+            for (w, &word) in bits.words().iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let i = w as u64 * 64 + word.trailing_zeros() as u64;
+                    word &= word - 1;
+                    let slice = &mut out[range_of(i)];
+                    match optical {
+                        false => slice.duplicates.push(i),
+                        true => slice.optical.push(i),
+                    }
+                }
+            }
+        };
+        listed(&self.duplicate, false);
+        if let Some(o) = &self.optical {
+            listed(o, true);
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +479,96 @@ mod tests {
                 e,
                 MarkdupError::BadBlock {
                     what: "split outcome",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_split_outcome_cut_by_range_gives_each_record_its_bits() {
+        let n = 300u64;
+        let (mut dup, mut optical) = (Bits::new(n), Bits::new(n));
+        for i in (0..n).filter(|i| i % 7 == 3 || i % 64 == 63) {
+            dup.set(i);
+            if i % 3 == 0 {
+                optical.set(i);
+            }
+        }
+        let o = SplitOutcome {
+            duplicate: dup.clone(),
+            optical: Some(optical.clone()),
+            counts: Vec::new(),
+            carry: WalkCarry::default(),
+            repeated: 0,
+        };
+        let partitions = 5;
+        let range = |i: u64| ((i * 31 + i / 9) % partitions as u64) as usize;
+        let mut ranges = vec![0u8; n as usize * RANGE_BYTES];
+        for i in 0..n {
+            assert!(set_range(&mut ranges, i, range(i)));
+        }
+        assert!(!set_range(&mut ranges, n, 0), "an index beyond the split");
+        assert!(!set_range(&mut ranges, 0, MAX_RANGES), "a range beyond u16");
+        let slices = o.slices(&ranges, partitions).unwrap();
+        assert_eq!(slices.len(), partitions);
+        assert_eq!(slices.iter().map(|s| s.records).sum::<u64>(), n);
+        let back: Vec<RangeSlice> = slices
+            .iter()
+            .map(|s| RangeSlice::from_bytes(&s.to_bytes()).unwrap())
+            .collect();
+        assert_eq!(back, slices);
+        for i in 0..n {
+            assert_eq!(
+                back[range(i)].get(i),
+                (dup.get(i), optical.get(i)),
+                "record {i}"
+            );
+        }
+        // Every listed index is in its own range's slice only.
+        let listed: usize = slices.iter().map(|s| s.duplicates.len()).sum();
+        assert_eq!(listed as u64, dup.count_ones());
+
+        // Range numbers of another run: refused by name.
+        let e = o
+            .slices(&ranges[..ranges.len() - RANGE_BYTES], partitions)
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                MarkdupError::RangesCount {
+                    got: 299,
+                    records: 300
+                }
+            ),
+            "{e}"
+        );
+        let e = o.slices(&ranges, 3).unwrap_err();
+        assert!(
+            matches!(e, MarkdupError::RangeBeyond { partitions: 3, .. }),
+            "{e}"
+        );
+        // Gaps as varints: large indexes round-trip, a cut slice or a
+        // varint that does not end is refused.
+        let far = RangeSlice {
+            records: 3,
+            duplicates: vec![0, 1, 300, 1 << 40],
+            optical: vec![u64::MAX - 1],
+        };
+        assert_eq!(RangeSlice::from_bytes(&far.to_bytes()).unwrap(), far);
+        let bytes = slices[1].to_bytes();
+        assert!(RangeSlice::from_bytes(&bytes[..bytes.len() - 1]).is_err());
+        let mut endless = far.to_bytes();
+        let n = endless.len();
+        endless[n - 1] |= 0x80;
+        endless.push(0x80);
+        let e = RangeSlice::from_bytes(&endless).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                MarkdupError::BadBlock {
+                    what: "range slice",
                     ..
                 }
             ),

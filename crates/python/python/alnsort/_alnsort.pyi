@@ -1,4 +1,6 @@
-"""Type stub of the extension module alnsort._alnsort (crates/python/src/lib.rs)."""
+"""Type stub of the extension module alnsort._alnsort (crates/python/src/lib.rs).
+tests/python/test_stubs.py checks that every function here has the module's
+parameters, in its order, with its defaults."""
 
 import os
 from typing import Any, Callable, Dict, Optional, Sequence, Union
@@ -8,7 +10,9 @@ ARGV0: str
 
 # The typed options: {"options": [(keyword, value or None), ...],
 # "command_line": [...]}, each keyword an option of the command's table
-# (option_table), as alnsort._options() makes them.
+# (option_table), as alnsort._options() makes them; a stage that marks
+# duplicates also has "markdup": [(keyword, value or None), ...], the
+# keywords of alnsort sort's duplicate-marking options.
 _Keywords = Dict[str, Any]
 
 def sort(input: str, output: str, options: _Keywords, index: Union[bool, str]) -> str: ...
@@ -41,7 +45,6 @@ def stage_map(
     splitters: Sequence[bytes],
     options: _Keywords,
     prior: Optional[int] = None,
-    markdup: Optional[Sequence[str]] = None,
 ) -> tuple[list[bytes], int, Optional[int], Optional[int]]: ...
 def stage_reach(inputs: Sequence[Union[str, "os.PathLike[str]"]], split: _SplitTuple, threads: int) -> Optional[int]: ...
 def stage_reduce(
@@ -52,7 +55,9 @@ def stage_reduce(
     partitions: int,
     options: _Keywords,
     index: bool,
-) -> tuple[int, int]: ...
+    marks: Optional[tuple[Any, Sequence[int]]] = None,
+    slices: Optional[Sequence[Any]] = None,
+) -> tuple[int, int, int]: ...
 def stage_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     parts: Sequence[Union[str, "os.PathLike[str]"]],
@@ -64,9 +69,9 @@ def stage_assemble(
 ) -> tuple[int, Optional[Union[str, "os.PathLike[str]"]], list[Union[str, "os.PathLike[str]"]]]: ...
 
 # Duplicate marking in the stages (crates/python/src/markdup_stages.rs); use
-# alnsort.stages.markdup_*. `markdup` is alnsort sort's duplicate-marking
-# options as arguments (["--markdup", ...]). A buffer is any object with
-# the buffer protocol (bytes, memoryview, Ray's object-store buffers).
+# alnsort.stages.markdup_*. Their options have "markdup" (see _Keywords).
+# A buffer is any object with the buffer protocol (bytes, memoryview, Ray's
+# object-store buffers).
 _Buffer = Any
 # (metrics path, inputs and output as the user named them, command line)
 _MetricsNames = tuple[Union[str, "os.PathLike[str]"], Sequence[str], Optional[Union[str, "os.PathLike[str]"]], str]
@@ -80,11 +85,10 @@ _Carry = tuple[int, bool, int, bool]
 def stage_markdup_decide(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     options: _Keywords,
-    markdup: Sequence[str],
     metrics: Optional[_MetricsNames] = None,
 ) -> tuple[bytes, list[int], Optional[str]]: ...
 def stage_markdup_tasks_refusal(
-    inputs: Sequence[Union[str, "os.PathLike[str]"]], options: _Keywords, markdup: Sequence[str]
+    inputs: Sequence[Union[str, "os.PathLike[str]"]], options: _Keywords
 ) -> Optional[str]: ...
 def stage_markdup_walk_refusal(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
@@ -95,36 +99,23 @@ def stage_markdup_walk_refusal(
 def stage_markdup_split_bases(
     split_records: Sequence[int], split_inputs: Sequence[int], input_records: Sequence[int]
 ) -> list[int]: ...
-def stage_markdup_reduce(
-    inputs: Sequence[Union[str, "os.PathLike[str]"]],
-    blocks: Sequence[_Buffer],
-    part_path: Union[str, "os.PathLike[str]"],
-    range_index: int,
-    partitions: int,
-    options: _Keywords,
-    index: bool,
-    markdup: Sequence[str],
-    decisions: _Buffer,
-    bases: Sequence[int],
-) -> tuple[int, int, int]: ...
 def stage_markdup_collect(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     split: _SplitTuple,
     options: _Keywords,
-    markdup: Sequence[str],
     end_buckets: int,
     name_buckets: int,
-) -> tuple[list[bytes], list[bytes], bytes, _Boundary, int]: ...
+) -> tuple[list[bytes], list[bytes], bytes, _Boundary, int, bytes]: ...
 def stage_map_collecting(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     split: _SplitTuple,
     splitters: Sequence[bytes],
     options: _Keywords,
-    markdup: Sequence[str],
     end_buckets: int,
     name_buckets: int,
+    prior: Optional[int] = None,
 ) -> tuple[
-    tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int]
+    tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int, bytes]
 ]: ...
 def stage_markdup_continued(bounds: Sequence[_Boundary]) -> list[Optional[int]]: ...
 def stage_markdup_join(blocks: Sequence[_Buffer], bounds: Sequence[_Boundary], end_buckets: int) -> list[bytes]: ...
@@ -133,16 +124,20 @@ def stage_markdup_decide_bucket(
     blocks: Sequence[_Buffer],
     bounds: Sequence[_Boundary],
     options: _Keywords,
-    markdup: Sequence[str],
     splits: int,
 ) -> tuple[list[bytes], list[bytes], _SetCounts]: ...
 def stage_markdup_finish(
-    slots: _Buffer, continued: bool, duplicates: Sequence[_Buffer], optical: Sequence[_Buffer], carry: _Carry
-) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry, int]: ...
+    slots: _Buffer,
+    continued: bool,
+    duplicates: Sequence[_Buffer],
+    optical: Sequence[_Buffer],
+    carry: _Carry,
+    ranges: Optional[_Buffer] = None,
+    partitions: int = 0,
+) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry, list[bytes], int]: ...
 def stage_markdup_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     options: _Keywords,
-    markdup: Sequence[str],
     outcomes: Sequence[tuple[_Buffer, Optional[_Buffer], int, Sequence[Sequence[int]]]],
     buckets: Sequence[_SetCounts],
     metrics: Optional[_MetricsNames] = None,

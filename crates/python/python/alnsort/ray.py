@@ -43,7 +43,7 @@ input (each map collects its split's share as it reads it; after the
 check, join per name bucket, decide per end bucket, finish per split, one
 assemble task: :class:`_MarkdupTasks`); several inputs go through those tasks too
 where that is Picard's answer (coordinate-sorted, no library in two inputs;
-their shares collected by tasks of their own), else through one decide task
+their maps, given their priors, collect their shares too), else through one decide task
 reading the inputs beside the maps; the metrics file is written by the driver.
 
 Fault tolerance is Ray's: a task on a node that dies is run again
@@ -70,9 +70,10 @@ import tempfile
 import textwrap
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import ORDERS, AlnsortError
+from . import ORDERS, AlnsortError, option_keywords, sort_options
 
 __all__ = ["sort", "main", "parse_args", "help_text", "default_splits", "default_buckets"]
 
@@ -125,29 +126,59 @@ def _cpu() -> float:
     return time.process_time()
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every task of one run takes, as one value: the stage module's
+    name (a stand-in in the driver's own tests; a name travels to the
+    tasks, a module does not), the inputs, the order options of
+    :func:`_order_options`, each task's ``threads`` and ``max_memory``,
+    ``alnsort sort``'s duplicate-marking options (``None`` without
+    ``--markdup``) and the fault-injection hook."""
+
+    stages: str
+    inputs: List[str]
+    order: Dict[str, Any] = field(default_factory=dict)
+    threads: int = 1
+    max_memory: Optional[Union[str, int]] = None
+    markdup: Optional[Dict[str, Any]] = None
+    hook: Optional[TaskHook] = None
+
+    def kwargs(self) -> Dict[str, Any]:
+        """The stages' keyword arguments of a task that sorts or decides:
+        the order options with the task's threads and memory."""
+        kwargs: Dict[str, Any] = dict(self.order, threads=self.threads)
+        if self.max_memory is not None:
+            kwargs["max_memory"] = self.max_memory
+        return kwargs
+
+    def call(self, fn: str, *args: Any, task: Optional[Tuple[str, int]] = None, **kwargs: Any) -> Tuple[Any, float, float]:
+        """The stage function ``fn`` of the stage module called with these
+        arguments, after the hook (with ``task``: (stage, index)): (its
+        result, seconds inside it, CPU seconds of this process meanwhile)."""
+        if task is not None and self.hook is not None:
+            self.hook(*task)
+        c0 = _cpu()
+        out, secs = _timed(getattr(_stages(self.stages), fn), *args, **kwargs)
+        return out, secs, _cpu() - c0
+
+
 # ---- the tasks (plain functions; made remote once Ray is imported) ----------
 
 
 def _sample_task(
-    stages: str,
-    inputs: List[str],
-    splits: List[Dict[str, Any]],
-    count: int,
-    order: Dict[str, Any],
-    with_reach: List[bool],
+    run: _Run, splits: List[Dict[str, Any]], count: int, with_reach: List[bool]
 ) -> List[Dict[str, Any]]:
     """The samples (and, where asked, the reaches) of several splits (one
     task per group of splits: a sample reads little, so a task per split
     would cost more in Ray's scheduling than in the stage)."""
-    mod = _stages(stages)
     out: List[Dict[str, Any]] = []
     for split, reach_too in zip(splits, with_reach):
         c0 = _cpu()
         try:
-            keys, secs = _timed(mod.sample, inputs, split, count, **order)
+            keys, secs, _ = run.call("sample", run.inputs, split, count, **run.order)
             reach = None
             if reach_too:
-                reach, more = _timed(mod.reach, inputs, split)
+                reach, more, _ = run.call("reach", run.inputs, split)
                 secs += more
         except AlnsortError as e:
             # A split whose start is a wrong guess may fail here; samples only
@@ -175,17 +206,11 @@ def _groups(items: List[Any], n: int) -> List[List[Any]]:
 
 
 def _map_task(
-    stages: str,
-    inputs: List[str],
+    run: _Run,
+    index: int,
     split: Dict[str, Any],
     splitters: List[bytes],
-    threads: int,
-    max_memory: Optional[Union[str, int]],
-    order: Dict[str, Any],
-    hook: Optional[TaskHook],
-    index: int,
     prior: Optional[int],
-    markdup: Optional[List[str]] = None,
     buckets: Optional[int] = None,
 ) -> tuple:
     """A split's map: (meta, a block per partition...). With ``buckets``
@@ -193,22 +218,20 @@ def _map_task(
     share of the decision from the records it reads (``map_collecting``):
     (meta with ``"collect"``, blocks..., then what :func:`_collect_task`
     returns after its meta)."""
-    if hook is not None:
-        hook("map", index)
-    kwargs = _task_kwargs(order, threads, max_memory)
-    c0 = _cpu()
+    kwargs = run.kwargs()
     share = None
     if buckets is not None:
-        if markdup is None:
+        if run.markdup is None:
             raise AlnsortError("the map collects the duplicate-marking share only with --markdup")
-        out, secs = _timed(
-            _stages(stages).map_collecting, inputs, split, splitters, markdup, buckets, buckets, **kwargs
+        out, secs, cpu = run.call(
+            "map_collecting", run.inputs, split, splitters, run.markdup, buckets, buckets, task=("map", index),
+            prior=prior, **kwargs,
         )
         share = out["share"]
     else:
-        if markdup is not None:
-            kwargs["markdup"] = markdup
-        out, secs = _timed(_stages(stages).map, inputs, split, splitters, prior=prior, **kwargs)
+        if run.markdup is not None:
+            kwargs["markdup"] = run.markdup
+        out, secs, cpu = run.call("map", run.inputs, split, splitters, task=("map", index), prior=prior, **kwargs)
     blocks = out["blocks"]
     if len(blocks) != len(splitters) + 1:
         raise AlnsortError(
@@ -221,7 +244,7 @@ def _map_task(
         "reach": out["reach"],
         "bytes": sum(len(b) for b in blocks),
         "seconds": secs,
-        "cpu": _cpu() - c0,
+        "cpu": cpu,
     }
     # Out-of-band (pickle protocol 5): Ray copies each block once, straight
     # into the object store, and a reduce reads it there as a buffer,
@@ -234,43 +257,34 @@ def _map_task(
 
 
 def _reduce_task(
-    stages: str,
-    inputs: List[str],
-    part_path: str,
+    run: _Run,
     range_index: int,
+    part_path: str,
     partitions: int,
     options: Dict[str, Any],
-    order: Dict[str, Any],
-    hook: Optional[TaskHook],
     marks: Optional[tuple],
     decisions: Optional[bytes],
     *blocks: bytes,
 ) -> Dict[str, Any]:
-    if hook is not None:
-        hook("reduce", range_index)
     # Each attempt writes its own temporary part, renamed into place when
     # complete: a retried or duplicated reduce writes the same bytes again.
     tmp = f"{part_path}.tmp-{uuid.uuid4().hex}"
-    c0 = _cpu()
+    task = ("reduce", range_index)
     try:
         if marks is not None:
-            # marks: (markdup options, split bases); the decisions come as an
-            # argument of their own (an object in the store, read in place).
-            md, bases = marks
-            out, secs = _timed(
-                _stages(stages).markdup_reduce, inputs, list(blocks), tmp, range_index, partitions,
-                md, decisions, bases, **options, **order,
+            # marks: (markdup options, split bases, slices): the whole decision
+            # comes as an argument of its own (an object in the store, read in
+            # place); or, with `slices` > 0, the first `slices` blocks are this
+            # range's slices of the decision, one per split.
+            md, bases, sliced = marks
+            parts = list(blocks[:sliced]) if sliced else None
+            out, secs, cpu = run.call(
+                "markdup_reduce", run.inputs, list(blocks[sliced:]), tmp, range_index, partitions,
+                md, decisions, bases, task=task, slices=parts, **options, **run.order,
             )
         else:
-            out, secs = _timed(
-                _stages(stages).reduce,
-                inputs,
-                list(blocks),
-                tmp,
-                range_index,
-                partitions,
-                **options,
-                **order,
+            out, secs, cpu = run.call(
+                "reduce", run.inputs, list(blocks), tmp, range_index, partitions, task=task, **options, **run.order
             )
         if os.path.exists(tmp + ".idx"):
             os.replace(tmp + ".idx", part_path + ".idx")
@@ -279,7 +293,7 @@ def _reduce_task(
         for leftover in (tmp, tmp + ".idx"):
             if os.path.exists(leftover):
                 os.unlink(leftover)
-    return dict(out, seconds=secs, cpu=_cpu() - c0)
+    return dict(out, seconds=secs, cpu=cpu)
 
 
 # ---- the driver --------------------------------------------------------------
@@ -356,7 +370,7 @@ def sort(
     stages_module: str = STAGES,
     markdup: bool = False,
     metrics: Optional[PathArg] = None,
-    markdup_options: Sequence[str] = (),
+    markdup_options: Union[Mapping[str, Any], Sequence[str]] = (),
     decision_buckets: Optional[int] = None,
     progress: Union[bool, Callable[[str], None]] = False,
 ) -> Dict[str, Any]:
@@ -398,7 +412,8 @@ def sort(
 
     Duplicate marking (``markdup=True``; ``metrics`` the metrics file,
     ``markdup_options`` ``alnsort sort``'s other duplicate-marking options
-    as arguments, e.g. ``["--tagging-policy", "all"]``) gives the records,
+    by keyword, e.g. ``{"tagging_policy": "all"}``, or as command-line
+    words, ``["--tagging-policy", "all"]``) gives the records,
     flags and metrics of ``alnsort sort --markdup``. With one input the
     decision is cut into tasks, none holding the whole input: collect (per
     split, by its map as it reads the split) -> join (per name bucket) -> decide (per end bucket) -> finish
@@ -421,7 +436,7 @@ def sort(
     """
     import ray  # only this module needs Ray
 
-    md = _markdup_argv(markdup, metrics, markdup_options)
+    md = _markdup_keywords(markdup, metrics, markdup_options)
     say = _progress(progress)
 
     if isinstance(inputs, (str, os.PathLike)):
@@ -449,12 +464,13 @@ def sort(
         raise ValueError("splits and partitions must be at least 1")
     stages = stages_module  # a module name: it travels to the tasks
     stage_mod = importlib.import_module(stages)
+    run = _Run(stages, ins, order_opts, threads, max_memory, md, task_hook)
     # Several inputs: the decision is cut into tasks where that gives
     # Picard's answer (coordinate-sorted inputs whose libraries are apart),
     # else one decide task, the reason in the statistics.
     one_task_because = None
     if md is not None and len(ins) > 1 and decision_buckets != 0:
-        one_task_because = stage_mod.markdup_tasks_refusal(ins, md, **_task_kwargs(order_opts, threads, max_memory))
+        one_task_because = stage_mod.markdup_tasks_refusal(ins, md, **run.kwargs())
         if one_task_because is not None and decision_buckets is not None:
             raise ValueError(f"decision_buckets: {one_task_because}; leave it out, or give 0")
 
@@ -502,11 +518,9 @@ def sort(
             # The decision cut into tasks: each split's share is collected
             # by its map (submit_map below; again where the map runs again).
             buckets = decision_buckets if decision_buckets is not None else default_buckets(len(split_list), n_parts)
-            md_run = _MarkdupTasks(
-                ray, common, stages, ins, md, threads, max_memory, order_opts, task_hook, buckets, say
-            )
+            md_run = _MarkdupTasks(ray, common, run, buckets, say)
         elif md is not None:
-            decide_ref = decide_r.remote(stages, ins, md, threads, max_memory, order_opts, names)
+            decide_ref = decide_r.remote(run, names)
 
         # 2. sample -> splitters
         t0 = time.perf_counter()
@@ -521,9 +535,7 @@ def sort(
         if len(ins) == 1 and len(split_list) <= DRIVER_SAMPLE_SPLITS:
             # A few splits of one input: sampled here, while workers start.
             sample_tasks = 0
-            samples = _sample_task(
-                stages, ins, split_list, per_split, order_opts, [needs_reach(i) for i in every]
-            )
+            samples = _sample_task(run, split_list, per_split, [needs_reach(i) for i in every])
         else:
             # One sample task per CPU of the cluster (the samples do not
             # depend on how the splits are grouped).
@@ -535,12 +547,7 @@ def sort(
                     ray,
                     [
                         sample_r.remote(
-                            stages,
-                            ins,
-                            [split_list[i] for i in g],
-                            per_split,
-                            order_opts,
-                            [needs_reach(i) for i in g],
+                            run, [split_list[i] for i in g], per_split, [needs_reach(i) for i in g]
                         )
                         for g in groups
                     ],
@@ -568,21 +575,13 @@ def sort(
         splitters_ref = ray.put(splitters)
 
         def submit_map(i: int, split: Dict[str, Any]) -> list:
-            if md_run is None or len(ins) > 1:
-                if md_run is not None:
-                    # Several inputs: the share is collected by a task of
-                    # its own (a collecting map takes no prior).
-                    md_run.collect(i, split)
-                return map_r.options(num_returns=n_parts + 1).remote(
-                    stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i,
-                    priors[i], md,
-                )
+            if md_run is None:
+                return map_r.options(num_returns=n_parts + 1).remote(run, i, split, splitters_ref, priors[i])
             # The map collects the split's share of the decision too (one
             # read of the split); its blocks are the first n_parts returns
             # after the meta.
             got = map_r.options(num_returns=n_parts + 1 + md_run.map_returns()).remote(
-                stages, ins, split, splitters_ref, threads, max_memory, order_opts, task_hook, i,
-                priors[i], md, md_run.buckets,
+                run, i, split, splitters_ref, priors[i], md_run.buckets
             )
             md_run.from_map(i, got, n_parts)
             return got[: n_parts + 1]
@@ -642,14 +641,17 @@ def sort(
         if level is not None:
             options["level"] = level
         marks_ref = decisions_ref = None
+        slices: Optional[List[list]] = None
         decided: Dict[str, Any] = {}
         if md_run is not None:
             # collect -> join -> decide -> finish -> assemble
-            decided, decisions_ref = md_run.decide(split_list, [m["records"] for m in metas], names, phases)
+            decided, decisions_ref, slices = md_run.decide(
+                split_list, [m["records"] for m in metas], names, phases, n_parts
+            )
             if decisions_ref is None:
                 # Several inputs whose records the tasks cannot decide as
                 # Picard does (md_run.stats says why): one decide task.
-                decide_ref = decide_r.remote(stages, ins, md, threads, max_memory, order_opts, names)
+                decide_ref = decide_r.remote(run, names)
         if decide_ref is not None:
             t1 = time.perf_counter()
             decided = _get(ray, decide_ref)
@@ -659,26 +661,20 @@ def sort(
             decisions_ref = ray.put(decided["decisions"])
             say(f"decide: one task over {len(ins)} input(s), {sum(decided['records'])} records "
                 f"(waited {phases['decide']['wall_waited']:.2f} s)")
-        if decisions_ref is not None:
+        if slices is not None:
+            # Each reduce receives its range's slice of every split's outcome.
+            marks_ref, decisions_ref = ray.put((md, None, len(split_list))), None
+        elif decisions_ref is not None:
             bases = stage_mod.markdup_split_bases(
                 [m["records"] for m in metas], [s["input"] for s in split_list], decided["records"]
             )
-            marks_ref = ray.put((md, bases))
+            marks_ref = ray.put((md, bases, 0))
         reduced = _get(
             ray,
             [
                 reduce_r.remote(
-                    stages,
-                    ins,
-                    parts[r],
-                    r,
-                    n_parts,
-                    options,
-                    order_opts,
-                    task_hook,
-                    marks_ref,
-                    decisions_ref,
-                    *[ref[1 + r] for ref in refs],
+                    run, r, parts[r], n_parts, options, marks_ref, decisions_ref,
+                    *(slices[r] if slices is not None else []), *[ref[1 + r] for ref in refs],
                 )
                 for r in range(n_parts)
             ]
@@ -749,7 +745,7 @@ def _argv(
     parts: int,
     splits: int,
     sharded: bool,
-    markdup: Optional[List[str]] = None,
+    markdup: Optional[Dict[str, Any]] = None,
 ) -> List[str]:
     """The command line for the @PG line of a run started from Python."""
     argv = ["python", "-m", "alnsort.ray", "sort"] + ORDERS[order["order"]]
@@ -764,36 +760,18 @@ def _argv(
     if sharded:
         argv.append("--sharded")
     if markdup is not None:
-        argv += markdup
+        argv += sort_options(**markdup)
     return argv + ["-o", out] + ins
 
 
 # ---- duplicate marking (--markdup) -------------------------------------------
 
 
-def _decide_task(
-    stages: str,
-    inputs: List[str],
-    markdup: List[str],
-    threads: int,
-    max_memory: Optional[Union[str, int]],
-    order: Dict[str, Any],
-    metrics: Optional[tuple],
-) -> Dict[str, Any]:
+def _decide_task(run: _Run, metrics: Optional[tuple]) -> Dict[str, Any]:
     """The duplicate decision of one node over all inputs (it reads them
     beside the maps); its bytes go to every reduce."""
-    c0 = _cpu()
-    out, secs = _timed(
-        _stages(stages).markdup_decide, inputs, markdup, metrics=metrics, **_task_kwargs(order, threads, max_memory)
-    )
-    return dict(out, seconds=secs, cpu=_cpu() - c0)
-
-
-def _task_kwargs(order: Dict[str, Any], threads: int, max_memory: Optional[Union[str, int]]) -> Dict[str, Any]:
-    kwargs: Dict[str, Any] = dict(order, threads=threads)
-    if max_memory is not None:
-        kwargs["max_memory"] = max_memory
-    return kwargs
+    out, secs, cpu = run.call("markdup_decide", run.inputs, run.markdup, metrics=metrics, **run.kwargs())
+    return dict(out, seconds=secs, cpu=cpu)
 
 
 def _buffers(blocks: List[bytes]) -> List[pickle.PickleBuffer]:
@@ -819,28 +797,14 @@ def default_buckets(splits: int, partitions: int) -> int:
     return max(1, min(max(splits, partitions), cap))
 
 
-def _collect_task(
-    stages: str,
-    inputs: List[str],
-    split: Dict[str, Any],
-    markdup: List[str],
-    buckets: int,
-    threads: int,
-    max_memory: Optional[Union[str, int]],
-    order: Dict[str, Any],
-    hook: Optional[TaskHook],
-    index: int,
-) -> tuple:
+def _collect_task(run: _Run, index: int, split: Dict[str, Any], buckets: int) -> tuple:
     """A split's share of the decision: (meta, fragment ends by end
-    bucket..., mate halves by name bucket..., slots)."""
-    if hook is not None:
-        hook("collect", index)
-    c0 = _cpu()
-    out, secs = _timed(
-        _stages(stages).markdup_collect, inputs, split, markdup, buckets, buckets,
-        **_task_kwargs(order, threads, max_memory),
+    bucket..., mate halves by name bucket..., slots, each record's range:
+    empty, only a map knows its ranges)."""
+    out, secs, cpu = run.call(
+        "markdup_collect", run.inputs, split, run.markdup, buckets, buckets, task=("collect", index), **run.kwargs()
     )
-    meta = dict(_share_meta(out), seconds=secs, cpu=_cpu() - c0)
+    meta = dict(_share_meta(out), seconds=secs, cpu=cpu)
     return (meta, *_share_buffers(out))
 
 
@@ -852,77 +816,60 @@ def _share_meta(share: Dict[str, Any]) -> Dict[str, Any]:
         "ends_bytes": sum(len(b) for b in share["ends"]),
         "halves_bytes": sum(len(b) for b in share["halves"]),
         "slots_bytes": len(share["slots"]),
+        "ranges": len(share["ranges"]) > 0,
     }
 
 
 def _share_buffers(share: Dict[str, Any]) -> List[pickle.PickleBuffer]:
     """A split's share as task returns: fragment ends by end bucket, mate
-    halves by name bucket, slots."""
-    return _buffers([*share["ends"], *share["halves"], share["slots"]])
+    halves by name bucket, slots, each record's range."""
+    return _buffers([*share["ends"], *share["halves"], share["slots"], share["ranges"]])
 
 
-def _join_task(
-    stages: str, boundaries: List[Dict[str, Any]], buckets: int, hook: Optional[TaskHook], index: int, *halves: bytes
-) -> tuple:
+def _join_task(run: _Run, index: int, boundaries: List[Dict[str, Any]], buckets: int, *halves: bytes) -> tuple:
     """One name bucket's halves from every split paired: (meta, pair ends
     by end bucket...)."""
-    if hook is not None:
-        hook("join", index)
-    c0 = _cpu()
-    out, secs = _timed(_stages(stages).markdup_join, list(halves), boundaries, buckets)
-    meta = {"bytes": sum(len(b) for b in out), "seconds": secs, "cpu": _cpu() - c0}
+    out, secs, cpu = run.call("markdup_join", list(halves), boundaries, buckets, task=("join", index))
+    meta = {"bytes": sum(len(b) for b in out), "seconds": secs, "cpu": cpu}
     return (meta, *_buffers(out))
 
 
 def _decide_bucket_task(
-    stages: str,
-    inputs: List[str],
-    boundaries: List[Dict[str, Any]],
-    markdup: List[str],
-    splits: int,
-    threads: int,
-    max_memory: Optional[Union[str, int]],
-    order: Dict[str, Any],
-    hook: Optional[TaskHook],
-    index: int,
-    *blocks: bytes,
+    run: _Run, index: int, boundaries: List[Dict[str, Any]], splits: int, *blocks: bytes
 ) -> tuple:
     """One end bucket's duplicate sets: (meta with the bucket's counts,
     duplicate lists by split..., optical lists by split...)."""
-    if hook is not None:
-        hook("decide", index)
-    c0 = _cpu()
-    out, secs = _timed(
-        _stages(stages).markdup_decide_bucket, inputs, list(blocks), boundaries, markdup, splits,
-        **_task_kwargs(order, threads, max_memory),
+    out, secs, cpu = run.call(
+        "markdup_decide_bucket", run.inputs, list(blocks), boundaries, run.markdup, splits, task=("decide", index),
+        **run.kwargs(),
     )
     meta = {
         "counts": out["counts"],
         "ends_bytes": sum(len(b) for b in blocks),
         "listed": sum(len(b) for b in out["duplicates"]) // 8,
         "seconds": secs,
-        "cpu": _cpu() - c0,
+        "cpu": cpu,
     }
     return (meta, *_buffers([*out["duplicates"], *out["optical"]]))
 
 
 def _finish_task(
-    stages: str,
+    run: _Run,
+    index: int,
     continued: bool,
     carry: Optional[Dict[str, Any]],
     buckets: int,
-    hook: Optional[TaskHook],
-    index: int,
+    partitions: int,
     slots: bytes,
+    ranges: bytes,
     *lists: bytes,
 ) -> tuple:
     """Picard's output walk over one split: (meta with its counts and
-    carry, duplicate bits, optical bits or None)."""
-    if hook is not None:
-        hook("finish", index)
-    c0 = _cpu()
-    out, secs = _timed(
-        _stages(stages).markdup_finish, slots, continued, list(lists[:buckets]), list(lists[buckets:]), carry
+    carry, duplicate bits, optical bits or None, its slice for each of
+    ``partitions`` reduces...: none without ``ranges``)."""
+    out, secs, cpu = run.call(
+        "markdup_finish", slots, continued, list(lists[:buckets]), list(lists[buckets:]), carry,
+        task=("finish", index), ranges=ranges if partitions else None, partitions=partitions,
     )
     meta = {
         "records": out["records"],
@@ -930,20 +877,16 @@ def _finish_task(
         "carry": out["carry"],
         "repeated": out["repeated"],
         "optical": out["optical"] is not None,
+        "slices_bytes": [len(x) for x in out["slices"]],
         "seconds": secs,
-        "cpu": _cpu() - c0,
+        "cpu": cpu,
     }
     opt = None if out["optical"] is None else pickle.PickleBuffer(out["optical"])
-    return (meta, pickle.PickleBuffer(out["duplicate"]), opt)
+    return (meta, pickle.PickleBuffer(out["duplicate"]), opt, *_buffers(out["slices"]))
 
 
 def _assemble_decision_task(
-    stages: str,
-    inputs: List[str],
-    markdup: List[str],
-    threads: int,
-    max_memory: Optional[Union[str, int]],
-    order: Dict[str, Any],
+    run: _Run,
     metrics: Optional[tuple],
     finished: List[Dict[str, Any]],
     bucket_counts: List[Dict[str, Any]],
@@ -956,12 +899,10 @@ def _assemble_decision_task(
         {"duplicate": bits[s], "optical": bits[n + s], "records": f["records"], "counts": f["counts"]}
         for s, f in enumerate(finished)
     ]
-    c0 = _cpu()
-    out, secs = _timed(
-        _stages(stages).markdup_assemble, inputs, markdup, outcomes, bucket_counts, metrics=metrics,
-        **_task_kwargs(order, threads, max_memory),
+    out, secs, cpu = run.call(
+        "markdup_assemble", run.inputs, run.markdup, outcomes, bucket_counts, metrics=metrics, **run.kwargs()
     )
-    meta = {"records": out["records"], "metrics": out["metrics"], "seconds": secs, "cpu": _cpu() - c0}
+    meta = {"records": out["records"], "metrics": out["metrics"], "seconds": secs, "cpu": cpu}
     return (meta, pickle.PickleBuffer(out["decisions"]))
 
 
@@ -978,21 +919,10 @@ class _MarkdupTasks:
     the decision bits and metrics."""
 
     def __init__(
-        self,
-        ray: Any,
-        common: Dict[str, Any],
-        stages: str,
-        inputs: List[str],
-        markdup: List[str],
-        threads: int,
-        max_memory: Optional[Union[str, int]],
-        order: Dict[str, Any],
-        hook: Optional[TaskHook],
-        buckets: int,
-        say: Callable[[str], None],
+        self, ray: Any, common: Dict[str, Any], run: _Run, buckets: int, say: Callable[[str], None]
     ):
-        self.ray, self.stages, self.inputs, self.md = ray, stages, inputs, markdup
-        self.threads, self.max_memory, self.order, self.hook = threads, max_memory, order, hook
+        self.ray, self.run = ray, run
+        threads = run.threads
         self.buckets = max(1, buckets)
         self.say = say
         self.collect_r = ray.remote(num_cpus=threads, **common)(_collect_task)
@@ -1007,14 +937,12 @@ class _MarkdupTasks:
         """Submits split ``i``'s collect as a task of its own (a driver
         whose maps do not collect: :meth:`from_map` is the usual way)."""
         b = self.buckets
-        self.collected[i] = self.collect_r.options(num_returns=2 + 2 * b).remote(
-            self.stages, self.inputs, split, self.md, b, self.threads, self.max_memory, self.order, self.hook, i
-        )
+        self.collected[i] = self.collect_r.options(num_returns=3 + 2 * b).remote(self.run, i, split, b)
 
     def map_returns(self) -> int:
         """The references a collecting map returns beyond its meta and
         blocks (:func:`_map_task` with ``buckets``)."""
-        return 2 * self.buckets + 1
+        return 2 * self.buckets + 2
 
     def from_map(self, i: int, refs: list, partitions: int) -> None:
         """Split ``i``'s share from its map's references (the map ran with
@@ -1027,9 +955,12 @@ class _MarkdupTasks:
         map_records: List[int],
         metrics: Optional[tuple],
         phases: Dict[str, Dict[str, float]],
-    ) -> "tuple[Dict[str, Any], Any]":
+        partitions: int,
+    ) -> "tuple[Dict[str, Any], Any, Optional[List[list]]]":
         """Runs the decision's tasks after the maps; returns the decision's
-        summary (``records``, ``metrics``) and the reference of its bytes."""
+        summary (``records``, ``metrics``), the reference of its bytes and,
+        when the maps gave each record's range, each range's slices (one
+        reference per split: what that range's reduce receives)."""
         ray, b, n = self.ray, self.buckets, len(splits)
         cols = [self.collected[i] for i in range(n)]
         t0 = time.perf_counter()
@@ -1042,7 +973,7 @@ class _MarkdupTasks:
                     "an input changed during the run"
                 )
         bounds = [m["boundary"] for m in metas]
-        continued = _stages(self.stages).markdup_continued(bounds)
+        continued = _stages(self.run.stages).markdup_continued(bounds)
         self._phase(phases, "collect", t0, metas)
         self.say(
             f"collect: {n} splits, {sum(m['records'] for m in metas)} records, "
@@ -1054,22 +985,23 @@ class _MarkdupTasks:
 
         t0 = time.perf_counter()
         joins = [
-            self.join_r.options(num_returns=1 + b).remote(
-                self.stages, bounds, b, self.hook, j, *[c[1 + b + j] for c in cols]
-            )
+            self.join_r.options(num_returns=1 + b).remote(self.run, j, bounds, b, *[c[1 + b + j] for c in cols])
             for j in range(b)
         ]
         decides = [
             self.decide_r.options(num_returns=1 + 2 * n).remote(
-                self.stages, self.inputs, bounds, self.md, n, self.threads, self.max_memory, self.order,
-                self.hook, e, *[c[1 + e] for c in cols], *[j[1 + e] for j in joins],
+                self.run, e, bounds, n, *[c[1 + e] for c in cols], *[j[1 + e] for j in joins]
             )
             for e in range(b)
         ]
 
+        # The maps gave each record's range (a collect task gives none): each
+        # finish cuts its split's outcome into one slice per reduce.
+        sliced = partitions if all(m.get("ranges", False) for m in metas) else 0
+
         def finish(s: int, carry: Optional[Dict[str, Any]]) -> list:
-            return self.finish_r.options(num_returns=3).remote(
-                self.stages, continued[s] is not None, carry, b, self.hook, s, cols[s][1 + 2 * b],
+            return self.finish_r.options(num_returns=3 + sliced).remote(
+                self.run, s, continued[s] is not None, carry, b, sliced, cols[s][1 + 2 * b], cols[s][2 + 2 * b],
                 *[d[1 + s] for d in decides], *[d[1 + n + s] for d in decides],
             )
 
@@ -1092,7 +1024,7 @@ class _MarkdupTasks:
         t0 = time.perf_counter()
         fin_metas = _get(ray, [f[0] for f in fins])
         again = 0
-        start = _stages(self.stages).START_CARRY
+        start = _stages(self.run.stages).START_CARRY
         for s in range(1, n):
             carry = fin_metas[s - 1]["carry"]
             if splits[s]["input"] != splits[s - 1]["input"]:
@@ -1105,22 +1037,21 @@ class _MarkdupTasks:
                 again += 1
         self._phase(phases, "finish", t0, fin_metas)
         split_inputs = [sp["input"] for sp in splits]
-        if len(self.inputs) > 1:
-            why = _stages(self.stages).markdup_walk_refusal(self.inputs, split_inputs, fin_metas)
+        if len(self.run.inputs) > 1:
+            why = _stages(self.run.stages).markdup_walk_refusal(self.run.inputs, split_inputs, fin_metas)
             if why is not None:
                 self.stats.update({"path": "one task", "one_task_because": why, "tasks_discarded": True})
                 self.say(f"finish: {why}: the decision goes to one task")
-                return {}, None
+                return {}, None, None
         t0 = time.perf_counter()
         asm = self.assemble_r.options(num_returns=2).remote(
-            self.stages, self.inputs, self.md, self.threads, self.max_memory, self.order, metrics,
-            fin_metas, [m["counts"] for m in dec_metas], *[f[1] for f in fins], *[f[2] for f in fins],
+            self.run, metrics, fin_metas, [m["counts"] for m in dec_metas], *[f[1] for f in fins], *[f[2] for f in fins],
         )
         decided = _get(ray, asm[0])
-        if len(self.inputs) > 1:
+        if len(self.run.inputs) > 1:
             # The records per input, for the reduces' split bases (the
             # collect of each split counted the map's records, above).
-            per_input = [0] * len(self.inputs)
+            per_input = [0] * len(self.run.inputs)
             for i, m in zip(split_inputs, metas):
                 per_input[i] += m["records"]
             decided = dict(decided, records=per_input)
@@ -1139,9 +1070,17 @@ class _MarkdupTasks:
                 "largest_bucket_bytes": max(m["ends_bytes"] for m in dec_metas),
                 "templates_across_splits": sum(c is not None for c in continued),
                 "finished_again": again,
+                # What the reduce receiving the most of the decision receives
+                # (the whole decision's bytes when the reduces are not sliced).
+                "largest_reduce_decision_bytes": (
+                    max(sum(m["slices_bytes"][r] for m in fin_metas) for r in range(sliced))
+                    if sliced
+                    else None
+                ),
             }
         )
-        return decided, asm[1]
+        slices = [[f[3 + r] for f in fins] for r in range(sliced)] if sliced else None
+        return decided, asm[1], slices
 
     @staticmethod
     def _phase(phases: Dict[str, Dict[str, float]], name: str, t0: float, metas: List[Dict[str, Any]]) -> None:
@@ -1188,18 +1127,25 @@ MARKDUP_OPTIONS = (
 )
 
 
-def _markdup_argv(markdup: bool, metrics: Optional[PathArg], options: Sequence[str]) -> Optional[List[str]]:
-    """The duplicate-marking options the stages take, or None without
-    ``markdup``; the options themselves are checked by the engine."""
+def _markdup_keywords(
+    markdup: bool, metrics: Optional[PathArg], options: Union[Mapping[str, Any], Sequence[str]]
+) -> Optional[Dict[str, Any]]:
+    """The duplicate-marking keywords the stages take (``markdup`` of
+    :mod:`alnsort.stages`), or None without ``markdup``; the options
+    themselves are checked by the engine."""
     if not isinstance(markdup, bool):
         raise ValueError(f"markdup must be True or False, not {markdup!r}")
     if not markdup:
         if metrics is not None or options:
             raise ValueError("metrics= and markdup_options= are duplicate marking's: they need markdup=True")
         return None
+    if isinstance(options, Mapping):
+        return {"markdup": True, **options}
     if isinstance(options, str):
-        raise ValueError("markdup_options must be a list of arguments, e.g. ['--tagging-policy', 'all']")
-    return ["--markdup", *[str(o) for o in options]]
+        raise ValueError("markdup_options must be keywords or a list of words, e.g. ['--tagging-policy', 'all']")
+    from .stages import markdup_keywords
+
+    return {"markdup": True, **markdup_keywords(options)}
 
 
 def _write_metrics(path: Optional[PathArg], text: Optional[str]) -> None:
@@ -1233,15 +1179,16 @@ def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
     """``sort()``'s duplicate-marking keywords from the options of the
     command line (checked by ``alnsort sort``'s parser, which also refuses
     the group's options without ``--markdup``)."""
-    markdup, metrics, opts = False, None, []
+    markdup, metrics, opts = False, None, {}
     names = {opt for opt, _ in MARKDUP_OPTIONS}
+    keyword = {name: key for key, (name, _, _) in option_keywords("sort").items()}
     for name, value in a["given_values"]:
         if name == "--markdup":
             markdup = True
         elif name == "--metrics":
             metrics = value
         elif name in names:
-            opts += [name] if value is None else [name, value]
+            opts[keyword[name]] = True if value is None else value
     if not markdup:
         return {}
     return {"markdup": True, "metrics": metrics, "markdup_options": opts}

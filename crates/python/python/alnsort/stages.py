@@ -55,9 +55,9 @@ causes) on bad input, naming the file, offset and record.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _alnsort, _check, _keywords, _path, sort_options, PathArg
+from . import AlnsortError, _alnsort, _check, _keywords, _options, _path, option_keywords, sort_options, PathArg
 
 __all__ = [
     "Split",
@@ -71,6 +71,7 @@ __all__ = [
     "reduce",
     "assemble",
     "options",
+    "markdup_keywords",
     "markdup_decide",
     "markdup_split_bases",
     "markdup_reduce",
@@ -181,7 +182,7 @@ def map(  # noqa: A001 - the stage's name in the interface
     splitters: Sequence[bytes],
     *,
     prior: Optional[int] = None,
-    markdup: Optional[Sequence[str]] = None,
+    markdup: "Optional[Markdup]" = None,
     **order: Any,
 ) -> Dict[str, Any]:
     """The map task of ``split``: its records read, keyed, sorted and cut
@@ -191,18 +192,16 @@ def map(  # noqa: A001 - the stage's name in the interface
     the module documentation): compare it with the next split's
     ``"start"``. With several inputs, ``prior`` is the split's prior (see
     :func:`priors`) and ``"reach"`` the split's reach. With ``markdup``
-    (``alnsort sort``'s duplicate-marking options, ``["--markdup", ...]``)
-    each record carries its place in the input (split ordinal, index) to
-    :func:`markdup_reduce`."""
+    (duplicate marking: see :data:`Markdup`) each record carries its place
+    in the input (split ordinal, index) to :func:`markdup_reduce`."""
     if prior is not None:
         _check(prior, (int,), "prior")
     blocks, records, end, got_reach = _alnsort.stage_map(
         _inputs(inputs),
         _split_tuple(split),
         [bytes(s) for s in splitters],
-        _keywords(**order),
+        _keywords(**order) if markdup is None else _marking(markdup, order),
         prior,
-        None if markdup is None else _markdup(markdup),
     )
     return {"blocks": blocks, "records": records, "end": end, "reach": got_reach}
 
@@ -256,7 +255,7 @@ def reduce(
     Returns ``{"records": int, "bytes": int}``."""
     if index not in INDEX_KINDS:
         raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
-    records, nbytes = _alnsort.stage_reduce(
+    records, nbytes, _ = _alnsort.stage_reduce(
         _inputs(inputs),
         list(blocks),
         _path(part_path, "part_path"),
@@ -307,20 +306,62 @@ def assemble(
 
 
 # ---- duplicate marking (alnsort_engine::stages_markdup) ---------------------
-# ``markdup`` is alnsort sort's duplicate-marking options as argv
-# (``["--markdup", "--tagging-policy", "all"]``), applied by the engine
-# with the same setters as the command's (other options are refused).
+
+#: A stage's ``markdup``: the keywords of :func:`alnsort.sort`'s
+#: duplicate-marking options (``{"tagging_policy": "all",
+#: "optical_distance": 2500}``; ``markdup=True`` implied, ``{}`` for
+#: Picard's defaults), each applied by the engine with the setter of its
+#: ``alnsort sort`` option (any other option is refused by name); or those
+#: options as written on the command line (``["--markdup",
+#: "--tagging-policy", "all"]``), read once by ``alnsort sort``'s own
+#: parser (:func:`markdup_keywords`).
+Markdup = Union[Mapping[str, Any], Sequence[str]]
 
 
-def _markdup(markdup: Sequence[str]) -> List[str]:
-    if isinstance(markdup, (str, bytes)):
-        raise TypeError("markdup must be a list of arguments, e.g. ['--markdup', '--tagging-policy', 'all']")
-    return [str(a) for a in markdup]
+def markdup_keywords(words: Sequence[str]) -> Dict[str, Any]:
+    """``alnsort sort``'s duplicate-marking options as written on its
+    command line (``["--tagging-policy", "all"]``; ``--markdup`` may be
+    among them) as the keywords a stage's ``markdup`` takes
+    (``{"markdup": True, "tagging_policy": "all"}``), read by the
+    command's own parser; any other option raises :class:`AlnsortError`
+    naming it."""
+    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+        raise TypeError(f"markdup's options must be a list of words, e.g. ['--tagging-policy', 'all'], not {words!r}")
+    group = {name for name, _, g in _alnsort.sort_option_table() if g == "markdup"}
+
+    def only_markdup(given: List[str]) -> None:
+        for name in given:
+            if name not in group:
+                raise AlnsortError(f"{name}: not a duplicate-marking option of alnsort sort")
+
+    # Read as `alnsort sort --markdup WORDS` (nothing is opened).
+    got = _alnsort.parse_sort_args(_alnsort.ARGV0, ["--markdup", *[str(w) for w in words]], [], only_markdup)
+    if got.get("inputs"):
+        raise AlnsortError(f"{got['inputs'][0]!r}: not a duplicate-marking option of alnsort sort")
+    keyword = {name: key for key, (name, _, _) in option_keywords("sort").items()}
+    return {keyword[name]: True if value is None else value for name, value in got["given_values"]}
+
+
+def _marking(markdup: Markdup, order: Dict[str, Any]) -> Dict[str, Any]:
+    """The typed options of a stage that marks duplicates: ``order``'s
+    (:func:`alnsort._keywords`) with ``markdup``'s keywords."""
+    if isinstance(markdup, Mapping):
+        kw = dict(markdup)
+    elif isinstance(markdup, Sequence) and not isinstance(markdup, (str, bytes)):
+        kw = markdup_keywords(markdup)
+    else:
+        raise TypeError(
+            "markdup must be a dict of alnsort.sort()'s duplicate-marking keywords, e.g. {'tagging_policy': 'all'} "
+            f"(or those options as command-line words), not {type(markdup).__name__}"
+        )
+    if kw.get("markdup", True) is not True:
+        raise ValueError(f"markdup={kw['markdup']!r} among a duplicate-marking stage's keywords: it marks duplicates")
+    return dict(_keywords(**order), markdup=_options("sort", kw)[0])
 
 
 def markdup_decide(
     inputs: Sequence[PathArg],
-    markdup: Sequence[str],
+    markdup: Markdup,
     *,
     metrics: Optional[tuple] = None,
     **order: Any,
@@ -330,9 +371,7 @@ def markdup_decide(
     :func:`markdup_reduce`), "records": records per input, "metrics": the
     metrics file's text or None}``. ``metrics``: ``(metrics path, inputs
     and output as the user named them, the command line it records)``."""
-    decisions, records, text = _alnsort.stage_markdup_decide(
-        _inputs(inputs), _keywords(**order), _markdup(markdup), metrics
-    )
+    decisions, records, text = _alnsort.stage_markdup_decide(_inputs(inputs), _marking(markdup, order), metrics)
     return {"decisions": decisions, "records": records, "metrics": text}
 
 
@@ -350,29 +389,37 @@ def markdup_reduce(
     part_path: PathArg,
     range_index: int,
     partitions: int,
-    markdup: Sequence[str],
-    decisions: Union[bytes, memoryview],
-    bases: Sequence[int],
+    markdup: Markdup,
+    decisions: Optional[Union[bytes, memoryview]],
+    bases: Optional[Sequence[int]],
     *,
+    slices: Optional[Sequence[Union[bytes, memoryview]]] = None,
     index: Optional[str] = None,
     **order: Any,
 ) -> Dict[str, int]:
     """:func:`reduce` of blocks of :func:`map` with ``markdup``, each record written as
-    one node writes it (0x400, DT tags, removal). Returns ``{"records":
-    records read, "bytes": int, "marked": duplicates among them}``."""
+    one node writes it (0x400, DT tags, removal). The decisions: the whole
+    decision and the splits' ``bases`` (:func:`markdup_split_bases`), or,
+    with ``decisions`` and ``bases`` None, ``slices``: this range's slice
+    of every split, in split order (:func:`markdup_finish` with
+    ``ranges``), checked against the records met of each split. Returns
+    ``{"records": records read, "bytes": int, "marked": duplicates among
+    them}``."""
     if index not in INDEX_KINDS:
         raise ValueError(f"index must be None, 'bai' or 'csi', not {index!r}")
-    records, nbytes, marked = _alnsort.stage_markdup_reduce(
+    given = (decisions is not None, bases is not None, slices is not None)
+    if given not in ((True, True, False), (False, False, True)):
+        raise ValueError("the duplicate decisions: either the whole decision and the splits' bases, or slices")
+    records, nbytes, marked = _alnsort.stage_reduce(
         _inputs(inputs),
         list(blocks),
         _path(part_path, "part_path"),
         range_index,
         partitions,
-        _keywords(**order),
+        _marking(markdup, order),
         index is not None,
-        _markdup(markdup),
-        decisions,
-        list(bases),
+        None if slices is not None else (decisions, list(bases)),
+        None if slices is None else list(slices),
     )
     return {"records": records, "bytes": nbytes, "marked": marked}
 
@@ -408,7 +455,7 @@ def _boundaries(boundaries: Sequence[Dict[str, Any]]) -> List[tuple]:
 def markdup_collect(
     inputs: Sequence[PathArg],
     split: Split,
-    markdup: Sequence[str],
+    markdup: Markdup,
     end_buckets: int,
     name_buckets: int,
     **order: Any,
@@ -420,11 +467,12 @@ def markdup_collect(
     bucket), "halves": list[bytes] (mate halves, one per name bucket),
     "slots": bytes (8 per record), "boundary": {"first_name",
     "last_name": bytes | None, "last_template", "first": int}, "records":
-    int}``."""
+    int, "ranges": bytes (each record's range of the output: empty here,
+    set by :func:`map_collecting`)}``."""
     _check_buckets(end_buckets, name_buckets)
     return _share(
         _alnsort.stage_markdup_collect(
-            _inputs(inputs), _split_tuple(split), _keywords(**order), _markdup(markdup), end_buckets, name_buckets
+            _inputs(inputs), _split_tuple(split), _marking(markdup, order), end_buckets, name_buckets
         )
     )
 
@@ -438,13 +486,14 @@ def _check_buckets(end_buckets: int, name_buckets: int) -> None:
 
 def _share(got: tuple) -> Dict[str, Any]:
     """A split's share as :func:`markdup_collect` returns it."""
-    ends, halves, slots, bound, records = got
+    ends, halves, slots, bound, records, ranges = got
     return {
         "ends": ends,
         "halves": halves,
         "slots": slots,
         "boundary": dict(zip(_BOUNDARY_KEYS, bound)),
         "records": records,
+        "ranges": ranges,
     }
 
 
@@ -452,25 +501,29 @@ def map_collecting(
     inputs: Sequence[PathArg],
     split: Split,
     splitters: Sequence[bytes],
-    markdup: Sequence[str],
+    markdup: Markdup,
     end_buckets: int,
     name_buckets: int,
+    *,
+    prior: Optional[int] = None,
     **order: Any,
 ) -> Dict[str, Any]:
-    """:func:`map` of ``split`` (one input only) with ``markdup``, which
-    also collects the split's duplicate-marking share from the records it
-    reads (one read and decode instead of :func:`map` and
-    :func:`markdup_collect`): :func:`map`'s dict with ``"share"``, the
-    dict :func:`markdup_collect` returns (the same bytes)."""
+    """:func:`map` of ``split`` with ``markdup`` (``prior`` as :func:`map`
+    takes it: several inputs), which also collects the split's
+    duplicate-marking share from the records it reads (one read and
+    decode instead of :func:`map` and :func:`markdup_collect`):
+    :func:`map`'s dict with ``"share"``, the dict :func:`markdup_collect`
+    returns (the same bytes), whose ``"ranges"`` holds each record's range
+    of the output (2 bytes per record, for :func:`markdup_finish`)."""
     _check_buckets(end_buckets, name_buckets)
     (blocks, records, end, got_reach), share = _alnsort.stage_map_collecting(
         _inputs(inputs),
         _split_tuple(split),
         [bytes(s) for s in splitters],
-        _keywords(**order),
-        _markdup(markdup),
+        _marking(markdup, order),
         end_buckets,
         name_buckets,
+        prior,
     )
     return {"blocks": blocks, "records": records, "end": end, "reach": got_reach, "share": _share(share)}
 
@@ -494,7 +547,7 @@ def markdup_decide_bucket(
     inputs: Sequence[PathArg],
     blocks: Sequence[Union[bytes, memoryview]],
     boundaries: Sequence[Dict[str, Any]],
-    markdup: Sequence[str],
+    markdup: Markdup,
     splits: int,
     **order: Any,
 ) -> Dict[str, Any]:
@@ -505,7 +558,7 @@ def markdup_decide_bucket(
     :func:`markdup_finish`) and ``"counts"`` (set-size histograms and
     optical duplicates per library, for :func:`markdup_assemble`)."""
     dups, optical, counts = _alnsort.stage_markdup_decide_bucket(
-        _inputs(inputs), list(blocks), _boundaries(boundaries), _keywords(**order), _markdup(markdup), splits
+        _inputs(inputs), list(blocks), _boundaries(boundaries), _marking(markdup, order), splits
     )
     return {"duplicates": dups, "optical": optical, "counts": dict(zip(_COUNT_KEYS, counts))}
 
@@ -516,6 +569,9 @@ def markdup_finish(
     duplicates: Sequence[Union[bytes, memoryview]],
     optical: Sequence[Union[bytes, memoryview]],
     carry: Optional[Dict[str, Any]] = None,
+    *,
+    ranges: Optional[Union[bytes, memoryview]] = None,
+    partitions: int = 0,
 ) -> Dict[str, Any]:
     """Picard's output walk over one split: its ``slots``, whether its
     first template began in an earlier split (:func:`markdup_continued`),
@@ -525,14 +581,21 @@ def markdup_finish(
     sets: 64-bit little-endian words), ``"records"``, ``"counts"`` (record
     counts per library) and ``"carry"`` (for the next split; a split
     finished with another carry than the previous split's ``"carry"`` must
-    be finished again with that one)."""
+    be finished again with that one); with ``ranges`` (the share's
+    ``"ranges"`` from :func:`map_collecting`) also ``"slices"``: the
+    outcome cut into ``partitions`` slices, one per reduce
+    (:func:`markdup_reduce` with ``slices``); ``"repeated"``: the listed
+    indexes found twice (for :func:`markdup_walk_refusal`)."""
     c = START_CARRY if carry is None else carry
     try:
         ct = tuple(c[k] for k in _CARRY_KEYS)
     except (KeyError, TypeError):
         raise TypeError(f"carry must be a dict with {', '.join(_CARRY_KEYS)}, not {carry!r}") from None
-    dup, opt, records, counts, out, repeated = _alnsort.stage_markdup_finish(
-        slots, bool(continued), list(duplicates), list(optical), ct
+    _check(partitions, (int,), "partitions")
+    if ranges is not None and partitions < 1:
+        raise ValueError(f"ranges need the number of partitions (at least 1), not {partitions}")
+    dup, opt, records, counts, out, slices, repeated = _alnsort.stage_markdup_finish(
+        slots, bool(continued), list(duplicates), list(optical), ct, ranges, partitions
     )
     return {
         "duplicate": dup,
@@ -540,15 +603,16 @@ def markdup_finish(
         "records": records,
         "counts": counts,
         "carry": dict(zip(_CARRY_KEYS, out)),
+        "slices": slices,
         "repeated": repeated,
     }
 
 
-def markdup_tasks_refusal(inputs: Sequence[PathArg], markdup: Sequence[str], **order: Any) -> Optional[str]:
+def markdup_tasks_refusal(inputs: Sequence[PathArg], markdup: Markdup, **order: Any) -> Optional[str]:
     """Why the decision of several ``inputs`` cannot be cut into tasks
     exactly (name-grouped inputs; a library in two inputs' headers), or
     None (one input; coordinate-sorted inputs whose libraries are apart)."""
-    return _alnsort.stage_markdup_tasks_refusal(_inputs(inputs), _keywords(**order), _markdup(markdup))
+    return _alnsort.stage_markdup_tasks_refusal(_inputs(inputs), _marking(markdup, order))
 
 
 def markdup_walk_refusal(
@@ -556,8 +620,7 @@ def markdup_walk_refusal(
 ) -> Optional[str]:
     """Why the splits' walks (``finished``: each split's
     :func:`markdup_finish` result or its ``"counts"`` and ``"repeated"``;
-    its
-    input in ``split_inputs``) are not Picard's walk of the inputs' merged
+    its input in ``split_inputs``) are not Picard's walk of the inputs' merged
     stream (a library with records in two inputs; an index listed twice),
     or None."""
     return _alnsort.stage_markdup_walk_refusal(
@@ -567,7 +630,7 @@ def markdup_walk_refusal(
 
 def markdup_assemble(
     inputs: Sequence[PathArg],
-    markdup: Sequence[str],
+    markdup: Markdup,
     outcomes: Sequence[Dict[str, Any]],
     bucket_counts: Sequence[Dict[str, Any]],
     *,
@@ -581,6 +644,6 @@ def markdup_assemble(
     outs = [(o["duplicate"], o["optical"], o["records"], o["counts"]) for o in outcomes]
     counts = [tuple(c[k] for k in _COUNT_KEYS) for c in bucket_counts]
     decisions, records, text = _alnsort.stage_markdup_assemble(
-        _inputs(inputs), _keywords(**order), _markdup(markdup), outs, counts, metrics
+        _inputs(inputs), _marking(markdup, order), outs, counts, metrics
     )
     return {"decisions": decisions, "records": records, "metrics": text}

@@ -70,3 +70,28 @@ def write_with_other_refs(path: Path, recs) -> None:
         g.write_bam(path, recs, g.RGS)
     finally:
         g.REFS = refs
+
+
+def by_library(recs, unknown_in_both: bool = False):
+    """Whole templates spread over two inputs by library, each input's
+    header naming only its own: input 0 holds libA's templates (rg1),
+    input 1 libB's (rg2) and those of rg3 and of no read group (Picard's
+    unknown library). A template's records take its first record's read
+    group. With `unknown_in_both`, input 0 also holds some of the unknown
+    library's templates, without RG tags: Picard's unknown library then has records in both inputs
+    though no header says so. Returns [(records, read groups)] per input."""
+    first = {}
+    for r in recs:
+        first.setdefault(r.name, r.rg)
+    parts = [[], []]
+    for r in recs:
+        rg = first[r.name]
+        r = g.Rec(**{**r.__dict__, "tags": list(r.tags)})
+        if rg == "rg1":
+            k, r.rg = 0, "rg1"
+        elif unknown_in_both and rg in (None, "rg3") and zlib.crc32(r.name.encode()) % 2 == 0:
+            k, r.rg = 0, None
+        else:
+            k, r.rg = 1, rg
+        parts[k].append(r)
+    return [(parts[0], [g.RGS[0]]), (parts[1], g.RGS[1:])]

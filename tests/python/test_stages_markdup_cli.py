@@ -93,28 +93,39 @@ def many(tmp_path_factory) -> str:
     return str(path)
 
 
-def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: int,
+def chain(alnsort_bin: str, tmp: Path, inp: str | list[str], sort_opts: list[str], splits: int,
           ranges: int, end_buckets: int, name_buckets: int, out: Path, folded: bool = False) -> dict:
-    """The stage subcommands over `inp`; the output at `out`. Returns
-    what the joins and decisions printed. With `folded` the maps collect
-    the splits' shares (map --end-buckets --name-buckets) and their JSON
-    is the --collected of the later tasks; markdup-collect then runs apart
-    only to check that it writes the same files."""
+    """The stage subcommands over `inp` (one input, or several: each
+    map then gets its --prior from `alnsort reach` of the earlier splits
+    of its input); the output at `out`. Returns what the joins and
+    decisions printed. With `folded` the maps collect the splits' shares
+    (map --end-buckets --name-buckets) and their JSON is the --collected
+    of the later tasks; markdup-collect then runs apart only to check that
+    it writes the same files."""
+    ins = [inp] if isinstance(inp, str) else list(inp)
     opts = ["--", *sort_opts]
     work = tmp / "work"
     work.mkdir()
-    spl, _ = stage(alnsort_bin, work, "split", "split", "--parts", str(splits), inp)
-    samples = [stage(alnsort_bin, work, f"sample-{s['ordinal']}", "sample", "--split", s["arg"], inp, *opts)[1]
+    spl, _ = stage(alnsort_bin, work, "split", "split", "--parts", str(splits), *ins)
+    samples = [stage(alnsort_bin, work, f"sample-{s['ordinal']}", "sample", "--split", s["arg"], *ins, *opts)[1]
                for s in spl]
     _, cuts = stage(alnsort_bin, work, "splitters", "splitters", "--partitions", str(ranges), *samples)
     buckets = ["--end-buckets", str(end_buckets), "--name-buckets", str(name_buckets)]
+    reaches = ([stage(alnsort_bin, work, f"reach-{s['ordinal']}", "reach", "--split", s["arg"], *ins)[0]["reach"]
+                for s in spl] if len(ins) > 1 else [])
+
+    def prior(i: int) -> list[str]:
+        earlier = [reaches[j] for j in range(i) if reaches and spl[j]["input"] == spl[i]["input"]]
+        return ["--prior", str(max(earlier))] if earlier else []
+
     mapped = [stage(alnsort_bin, work, f"map-{s['ordinal']}", "map", "--split", s["arg"], "--splitters", cuts,
-                    *(buckets if folded else []), "--out-dir", str(work), inp, *opts) for s in spl]
+                    *prior(i), *(buckets if folded else []), "--out-dir", str(work), *ins, *opts)
+              for i, s in enumerate(spl)]
     maps = [m for m, _ in mapped]
     apart = work / "apart" if folded else work
     apart.mkdir(exist_ok=True)
     collected = [stage(alnsort_bin, apart, f"collect-{s['ordinal']}", "markdup-collect", "--split", s["arg"],
-                       *buckets, "--out-dir", str(apart), inp, *opts) for s in spl]
+                       *buckets, "--out-dir", str(apart), *ins, *opts) for s in spl]
     for (c, _), m in zip(collected, maps):
         assert c["records"] == m["records"], "collect and map read the same split"
     if folded:
@@ -132,7 +143,7 @@ def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: i
                    "--out-dir", str(work), *opts) for j in range(name_buckets)]
     joined = [a for _, f in joins for a in ("--joined", f)]
     decides = [stage(alnsort_bin, work, f"decide-{b}", "markdup-decide", *coll, *joined, "--bucket", str(b),
-                     "--out-dir", str(work), inp, *opts) for b in range(end_buckets)]
+                     "--out-dir", str(work), *ins, *opts) for b in range(end_buckets)]
     decided = [a for _, f in decides for a in ("--decided", f)]
 
     def finish(s: int, after: str | None):
@@ -145,13 +156,14 @@ def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: i
     finished = [finish(s, None) for s in range(len(spl))]
     reruns = 0
     for s in range(1, len(spl)):
-        if finished[s - 1][0]["carry"] is not None:
+        # (Several inputs: each input's walk starts afresh.)
+        if finished[s - 1][0]["carry"] is not None and spl[s]["input"] == spl[s - 1]["input"]:
             finished[s] = finish(s, finished[s - 1][1])
             reruns += 1
     decisions = work / "decisions"
     done, _ = stage(alnsort_bin, work, "md-assemble", "markdup-assemble",
                     *[a for _, f in finished for a in ("--finished", f)], *decided,
-                    "--decisions", str(decisions), "--output", str(out), inp, *opts)
+                    "--decisions", str(decisions), "--output", str(out), *ins, *opts)
     assert done["records"] == sum(m["records"] for m in maps)
     records = [a for m in maps for a in ("--records", str(m["records"]))]
     parts = []
@@ -159,7 +171,7 @@ def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: i
         part = work / f"part-{r}"
         stage(alnsort_bin, work, f"reduce-{r}", "reduce", "--range", str(r), "--partitions", str(ranges),
               "--part", str(part), *[a for m in maps for a in ("--block", m["blocks"][r])],
-              "--marks", str(decisions), *records, inp, *opts)
+              "--marks", str(decisions), *records, *ins, *opts)
         parts.append(str(part))
     if len(maps) >= 2:
         # Record counts of the right total but cut elsewhere between the
@@ -173,13 +185,13 @@ def chain(alnsort_bin: str, tmp: Path, inp: str, sort_opts: list[str], splits: i
             part = work / f"wrong-{r}"
             res = run(alnsort_bin, "reduce", "--range", str(r), "--partitions", str(ranges), "--part", str(part),
                       *[a for m in maps for a in ("--block", m["blocks"][r])], "--marks", str(decisions),
-                      *wrong, inp, *opts)
+                      *wrong, *ins, *opts)
             if res.returncode != 0:
                 assert res.returncode == 1 and not part.exists(), res.stderr
                 said.append(res.stderr)
         assert any(f"a record at index {counts[0]} of split 0, which has {counts[0]} records" in e for e in said), said
     stage(alnsort_bin, work, "assemble", "assemble", "--output", str(out),
-          *[a for p in parts for a in ("--part", p)], inp, *opts)
+          *[a for p in parts for a in ("--part", p)], *ins, *opts)
     return {"joins": [j for j, _ in joins], "decides": [d for d, _ in decides], "reruns": reruns}
 
 
@@ -291,3 +303,106 @@ def test_errors_name_the_problem(alnsort_bin, traps, tmp_path):
     res = run(alnsort_bin, "markdup-decide", "--help")
     assert res.returncode == 0 and "--joined FILE" in res.stdout
     assert all(len(line) <= 80 for line in res.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def several(tmp_path_factory) -> dict[str, list[str]]:
+    """Coordinate-sorted inputs of the traps, whole templates spread over
+    two inputs (several_inputs.py): {"apart": libA in one input, libB and
+    the unknown library in the other; "unknown": the same, but some of the
+    unknown library's templates in the first input too (no header says
+    so); "lanes": both libraries in both inputs, each under its own @RG
+    IDs; "grouped": "apart" grouped by name}."""
+    import several_inputs as si
+
+    d = tmp_path_factory.mktemp("md-cli-several")
+    old = g.REFS
+    g.REFS = [(n, 4_000_000) for n, _ in old]
+    out: dict[str, list[str]] = {}
+    try:
+        recs = si.traps()
+        for s in range(4):
+            recs += moved(g.t_random(40 + s, dense=s % 2 == 0), len(g.TRAPS) + 1 + s)
+        recs = stale_dups(recs, 5)
+        shapes = {
+            "apart": si.by_library(recs),
+            "unknown": si.by_library(recs, unknown_in_both=True),
+            "lanes": [si.lane(p, k) for k, p in enumerate(si.split(recs, 2, 7))],
+        }
+        for shape, parts in shapes.items():
+            paths = []
+            for k, (part, rgs) in enumerate(parts):
+                grouped = d / f"{shape}.{k}.bam"
+                g.write_bam(grouped, part, rgs)
+                sorted_ = d / f"{shape}.{k}.sorted.bam"
+                pysam.sort("-o", str(sorted_), str(grouped))
+                paths.append(str(sorted_))
+                if shape == "apart":
+                    out.setdefault("grouped", []).append(str(grouped))
+            out[shape] = paths
+    finally:
+        g.REFS = old
+    return out
+
+
+SEVERAL = [
+    # (options, splits, ranges, end buckets, name buckets)
+    ([], 2, 1, 1, 1),
+    (["--tagging-policy", "all"], 3, 2, 4, 2),
+    (["--remove-sequencing-duplicates"], 4, 3, 2, 3),
+]
+
+
+@pytest.mark.parametrize("opts,splits,ranges,ends,names", SEVERAL)
+def test_several_inputs_whose_libraries_are_apart_are_decided_per_bucket(alnsort_bin, several, tmp_path, opts,
+                                                                         splits, ranges, ends, names):
+    """Coordinate-sorted inputs of which no two hold one library: the
+    tasks number records by input, split and place, which orders every two
+    ends they compare (of one library, so of one input) as Picard's merged
+    stream does: one node's output and metrics (one node's flags are
+    Picard's: tests/markdup/test_sort_markdup_inputs.py)."""
+    ins = several["apart"]
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", *opts, "--metrics", str(metrics), "-o", str(out), *ins]
+    res = run(alnsort_bin, "sort", *sort_opts)
+    assert res.returncode == 0, res.stderr
+    want, want_text = out.read_bytes(), metrics.read_text()
+    assert "libA" in want_text and "libB" in want_text and "Unknown Library" in want_text
+    out.unlink()
+    metrics.unlink()
+    seen = chain(alnsort_bin, tmp_path, ins, sort_opts, splits, ranges, ends, names, out)
+    assert len(seen["decides"]) == ends and all(d["bucket"] == b for b, d in enumerate(seen["decides"]))
+    assert inflated(out) == gzip.decompress(want)
+    assert metrics.read_text() == want_text
+
+
+@pytest.mark.parametrize("shape,why", [
+    ("lanes", "is in {0} and in {1} (lanes of one library)"),
+    ("grouped", "the inputs are grouped by name"),
+])
+def test_several_inputs_the_tasks_cannot_decide_are_refused_by_name(alnsort_bin, several, tmp_path, shape, why):
+    """Lanes of one library (Picard breaks ties between their duplicates by
+    their place in its merged stream) and name-grouped inputs (one
+    template of a name's records in two inputs): markdup-collect refuses,
+    saying why and what decides them."""
+    ins = several[shape]
+    spl, _ = stage(alnsort_bin, tmp_path, "split", "split", "--parts", "2", *ins)
+    res = run(alnsort_bin, "markdup-collect", "--split", spl[0]["arg"], "--out-dir", str(tmp_path), *ins,
+              "--", "--markdup", "-o", str(tmp_path / "o.bam"), *ins)
+    assert res.returncode == 1, res.stderr
+    assert why.format(*ins) in res.stderr and "--decision-buckets 0" in res.stderr, res.stderr
+    assert "alnsort sort --markdup" in res.stderr
+
+
+def test_a_library_the_headers_keep_apart_but_the_records_do_not_is_refused(alnsort_bin, several, tmp_path):
+    """Records of no read group in both inputs (Picard's unknown library,
+    though their headers name other libraries): the maps and tasks run,
+    markdup-assemble then refuses, naming the library's inputs."""
+    ins = several["unknown"]
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", "--metrics", str(metrics), "-o", str(out), *ins]
+    with pytest.raises(AssertionError) as e:
+        chain(alnsort_bin, tmp_path, ins, sort_opts, 2, 1, 2, 2, out)
+    msg = str(e.value)
+    assert "markdup-assemble" in msg and f"has records in {ins[0]} and in {ins[1]}" in msg, msg
+    assert not out.exists() and not metrics.exists()

@@ -7,7 +7,11 @@ coordinate-sorted input (Picard's two semantics), one and two inputs, with
 DT tags, removal and barcodes, 1 to 8 partitions. One input goes through
 the decision cut into tasks (collect, join, decide, finish, assemble) with
 1 to 8 buckets (templates crossing split boundaries among them); two
-inputs, and `decision_buckets=0`, through the one decide task. A worker
+inputs spread by name (lanes of one library, or name-grouped), and
+`decision_buckets=0`, through the one decide task, which the statistics
+say why; two coordinate-sorted inputs whose libraries are apart through
+the tasks, and with the unknown library in both (no header says so) the
+tasks' decision discarded for the one task's. A worker
 node killed in the middle of a reduce, of a join and of a decide task (Ray
 runs it again elsewhere, rebuilding the lost blocks) gives the same bytes.
 
@@ -37,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 sys.path.insert(0, str(TESTS / "markdup"))
 
+import several_inputs as si  # noqa: E402
 import test_vs_picard as g  # noqa: E402
 from test_sort_markdup import moved, stale_dups, with_barcodes, with_mate_cigars  # noqa: E402
 
@@ -102,6 +107,18 @@ def inputs(tmp_path_factory):
                         path = s
                     paths.append(str(path))
                 out[(coordinate, n)] = paths
+        # Coordinate-sorted inputs of which no two hold one library, and
+        # the same with the unknown library's records in both (no header
+        # says so).
+        for shape, unknown in (("apart", False), ("unknown", True)):
+            paths = []
+            for k, (part, rgs) in enumerate(si.by_library(recs, unknown_in_both=unknown)):
+                path = d / f"{shape}.{k}.bam"
+                g.write_bam(path, with_mate_cigars(part), rgs)
+                s = d / f"{shape}.{k}.sorted.bam"
+                pysam.sort("-o", str(s), str(path))
+                paths.append(str(s))
+            out[shape] = paths
     finally:
         g.REFS = old
     return out
@@ -163,6 +180,9 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
     if n == 1 and buckets != 0:
         assert md["path"] == "tasks", md
         assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
+        # The maps collected (with their priors): each reduce got only its
+        # range's slices of the decision.
+        assert md["largest_reduce_decision_bytes"] is not None, md
         # No task held the whole input's ends.
         if md["buckets"] > 1:
             assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
@@ -171,10 +191,58 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
         assert 0 < md["largest_reduce_decision_bytes"] <= 24 * stats["splits"] + 20 * md["marked"], md
     else:
         assert md["path"] == "one task", md
+        if buckets != 0:
+            # Two inputs spread by name: name-grouped, or every library in
+            # both (lanes): one decide task, which says why.
+            assert WHY[coordinate] in md["one_task_because"], md
     assert same_output(got, want, partitions), "the Ray output differs from one node's"
     assert text == want_text, "the Ray metrics differ from one node's"
     if not coordinate and n == 1 and buckets != 0:
         ACROSS.append(md["templates_across_splits"])
+
+
+#: Why two inputs of each semantics (templates spread by name) are decided
+#: by one task.
+WHY = {False: "the inputs are grouped by name", True: "(lanes of one library)"}
+
+SEVERAL = [
+    # (inputs, options, partitions, splits, buckets: None for the default)
+    ("apart", [], 1, 2, 1),
+    ("apart", ["--tagging-policy", "all", *BARCODES], 2, 4, 2),
+    ("apart", ["--remove-sequencing-duplicates"], 3, 5, 4),
+    ("apart", ["--remove-duplicates"], 4, 3, None),
+    ("unknown", ["--tagging-policy", "optical"], 2, 4, 3),
+]
+
+
+@pytest.mark.parametrize("shape,opts,partitions,splits,buckets", SEVERAL)
+def test_several_inputs_whose_libraries_are_apart_go_through_the_tasks(shape, opts, partitions, splits, buckets,
+                                                                       cluster, inputs, tmp_path):
+    """Two coordinate-sorted inputs, libA in one, libB and the unknown
+    library in the other: decided per bucket (no two compared ends come
+    from two inputs, so the tasks' numbering orders them as Picard's merged
+    stream does), one node's bytes and metrics. With the unknown library's
+    records in both inputs (no header says so) the walk's check finds it:
+    the tasks' decision is discarded for the one decide task's, which the
+    statistics say, and the bytes are one node's still."""
+    ins = inputs[shape]
+    want, want_text = one_node(tmp_path, ins, opts)
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    got, text, stats = ray_run(tmp_path, ins, opts, partitions, splits, want_text, name="one", buckets=buckets)
+    md = stats["markdup"]
+    assert md["marked"] > 50, md
+    if shape == "apart":
+        assert md["path"] == "tasks", md
+        assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
+        # The maps collected (with their priors): each reduce got only its
+        # range's slices of the decision.
+        assert md["largest_reduce_decision_bytes"] is not None, md
+    else:
+        assert md["path"] == "one task" and md["tasks_discarded"], md
+        assert f"library Unknown Library has records in {ins[0]} and in {ins[1]}" in md["one_task_because"], md
+    assert same_output(got, want, partitions), "the Ray output differs from one node's"
+    assert text == want_text, "the Ray metrics differ from one node's"
 
 
 #: Templates that crossed a split boundary in the name-grouped cases above.
@@ -395,7 +463,8 @@ def test_decision_buckets_that_cannot_be_honoured_are_refused(inputs, tmp_path):
     out = str(tmp_path / "o.bam")
     for kw, words in [
         (dict(inputs=inputs[(False, 1)], decision_buckets=4), "needs markdup=True"),
-        (dict(inputs=inputs[(False, 2)], markdup=True, decision_buckets=4), "several inputs are decided by one task"),
+        (dict(inputs=inputs[(False, 2)], markdup=True, decision_buckets=4), "the inputs are grouped by name"),
+        (dict(inputs=inputs[(True, 2)], markdup=True, decision_buckets=4), "lanes of one library"),
         (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=-1), "whole number"),
         (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=True), "whole number"),
     ]:
@@ -405,10 +474,13 @@ def test_decision_buckets_that_cannot_be_honoured_are_refused(inputs, tmp_path):
     # The command line says it in its own terms.
     for argv, words in [
         (["--decision-buckets", "3", "-o", out, *inputs[(False, 1)]], "needs --markdup"),
-        (["--markdup", "--decision-buckets", "3", "-o", out, *inputs[(False, 2)]], "several inputs"),
         (["--markdup", "--decision-buckets", "-2", "-o", out, *inputs[(False, 1)]], "whole number"),
     ]:
         with pytest.raises(alnsort.AlnsortError, match=words):
             aray.parse_args(argv)
     a = aray.parse_args(["--markdup", "--decision-buckets", "0", "-o", out, *inputs[(False, 2)]])
     assert a["ray"]["decision-buckets"] == 0
+    # Several inputs: whether they can be cut into tasks is the run's to say
+    # (it reads their headers).
+    a = aray.parse_args(["--markdup", "--decision-buckets", "3", "-o", out, *inputs[(True, 2)]])
+    assert a["ray"]["decision-buckets"] == 3

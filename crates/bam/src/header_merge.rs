@@ -313,6 +313,13 @@ impl Translation {
         self.rg.get(id).map_or(id, Vec::as_slice)
     }
 
+    /// The merged header's ID of the input's read group `id`, or `None`
+    /// when the input's header has no such read group (samtools' merge
+    /// then drops the record's `RG` tag: [`Translation::apply`]).
+    pub fn known_read_group(&self, id: &[u8]) -> Option<&[u8]> {
+        self.rg.get(id).map(Vec::as_slice)
+    }
+
     /// The merged header's reference id of the input's reference `tid`
     /// (negative ids, and ids the input's header lacks, stay as they are).
     pub fn ref_id(&self, tid: i32) -> i32 {

@@ -523,6 +523,9 @@ pub struct Marker {
     group_budget: (usize, Option<u64>),
     last_rg: Option<(Vec<u8>, RgInfo)>,
     no_rg: Option<RgInfo>,
+    /// A split of one of several inputs: its records' `RG` IDs in the
+    /// merged header's terms ([`Marker::for_split_of_several`]).
+    rg_translation: Option<alnsort_bam::header_merge::Translation>,
     remove: bool,
     remove_sequencing: bool,
     tagging: TaggingPolicy,
@@ -587,6 +590,7 @@ impl Marker {
             group_budget: (group_share, budget.1),
             last_rg: None,
             no_rg: None,
+            rg_translation: None,
             remove: cfg.remove_duplicates,
             remove_sequencing: cfg.remove_sequencing_duplicates,
             tagging: cfg.tagging,
@@ -649,7 +653,15 @@ impl Marker {
                         return *info;
                     }
                 }
-                let info = self.md.read_groups_mut().resolve(Some(id));
+                let info = match &self.rg_translation {
+                    None => self.md.read_groups_mut().resolve(Some(id)),
+                    // As the merge of several inputs hands the record on:
+                    // renamed, or without RG when its header lacks it.
+                    Some(t) => match t.known_read_group(id).map(<[u8]>::to_vec) {
+                        Some(merged) => self.md.read_groups_mut().resolve(Some(&merged)),
+                        None => self.resolve_rg(None),
+                    },
+                };
                 self.last_rg = Some((id.to_vec(), info));
                 info
             }
@@ -810,6 +822,35 @@ impl Marker {
             end_buckets,
             name_buckets,
         ));
+        m
+    }
+
+    /// [`Marker::for_split`] of a split of input `input` of `several`
+    /// (split ordinals count the splits of every input, in input order):
+    /// the records' read groups and libraries are the merged header's, as
+    /// the one-node marker of the inputs together resolves them
+    /// ([`crate::markdup_inputs::decide`]).
+    pub fn for_split_of_several(
+        several: &crate::markdup_inputs::SeveralInputs,
+        input: usize,
+        cfg: &MarkdupConfig,
+        file: &str,
+        budget: (usize, Option<u64>),
+        split: u32,
+        (end_buckets, name_buckets): (usize, usize),
+    ) -> Marker {
+        let mut m = Marker::with_order(&several.header, cfg, file, budget, None, several.order);
+        m.split = Some(alnsort_markdup::dist::SplitCollector::new(
+            m.order,
+            cfg.name_parser.clone(),
+            split,
+            end_buckets,
+            name_buckets,
+        ));
+        for (id, same_as) in &several.aliases {
+            m.alias_read_group(id, same_as);
+        }
+        m.rg_translation = several.translations.get(input).cloned();
         m
     }
 

@@ -37,12 +37,12 @@ use crate::input;
 use crate::markdup::{BatchEnds, Decisions, MarkdupConfig, Marker};
 use crate::merge::{self, MergePlan};
 use alnsort_bam::header::Header;
-use alnsort_bam::header_merge::{HeaderMerger, MergeOptions};
+use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::SortOrder;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::InputOrder;
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Records handed to the marker at a time.
@@ -191,6 +191,144 @@ fn read_groups(h: &Header) -> Vec<(Vec<u8>, Vec<Vec<u8>>)> {
         .collect()
 }
 
+/// Several inputs as Picard reads them together: the semantics all of
+/// them get, and their read groups in the merged header's terms (what the
+/// one-node marker and every task of the distributed one resolve the
+/// records' `RG` tags against).
+pub struct SeveralInputs {
+    pub order: InputOrder,
+    /// The inputs' headers merged (samtools' header merge, the options
+    /// given): its `@RG` lines are the read groups the records name once
+    /// their `RG` tags are translated.
+    pub header: Header,
+    /// Read groups (merged IDs) that are one with an earlier one: the same
+    /// `@RG` fields in two inputs, one read group in htsjdk's merged header.
+    pub aliases: Vec<(Vec<u8>, Vec<u8>)>,
+    /// How each input's `RG` IDs map into `header`.
+    pub translations: Vec<Translation>,
+    /// The libraries each input's header names (Picard's unknown library
+    /// for an `@RG` line without `LB`, or an input without `@RG` lines).
+    libraries: Vec<BTreeSet<String>>,
+}
+
+impl SeveralInputs {
+    /// Checks what one-node marking of `paths` (with these `headers`)
+    /// checks: one semantics for all, the same dictionaries.
+    pub fn new(paths: &[String], headers: &[Header], opts: MergeOptions) -> Result<SeveralInputs> {
+        let coordinate: Vec<bool> = headers.iter().map(says_coordinate).collect();
+        let order = if coordinate.iter().all(|&c| c) {
+            InputOrder::Coordinate
+        } else if coordinate.iter().all(|&c| !c) {
+            InputOrder::Queryname
+        } else {
+            let (c, n): (Vec<_>, Vec<_>) = paths.iter().zip(&coordinate).partition(|(_, &c)| c);
+            bail!(Refused,
+                "--markdup with several inputs reads them all with one of Picard's semantics, but {} says \
+                 SO:coordinate and {} does not: give inputs that are all coordinate-sorted or all grouped by name",
+                c[0].0,
+                n[0].0
+            );
+        };
+        let dict = |h: &Header| -> Vec<(Vec<u8>, u64)> {
+            h.refs().iter().map(|r| (r.name.clone(), r.len)).collect()
+        };
+        let first = dict(&headers[0]);
+        for (p, h) in paths.iter().zip(headers).skip(1) {
+            if dict(h) != first {
+                bail!(Refused,
+                    "--markdup with several inputs needs the same @SQ lines, in the same order, in every input \
+                     (Picard's header merge and samtools' order references differently otherwise), but those of {p} \
+                     differ from those of {}",
+                    paths[0]
+                );
+            }
+        }
+        // Read groups: an @RG line an earlier input has too (same fields) is
+        // one read group, as in htsjdk's merged header; samtools' merge (the
+        // records' RG tags here) renamed it.
+        let mut merger = HeaderMerger::new(opts);
+        let mut aliases = Vec::new();
+        let mut seen: HashMap<Vec<Vec<u8>>, Vec<u8>> = HashMap::new();
+        let mut translations = Vec::with_capacity(paths.len());
+        let mut libraries = Vec::with_capacity(paths.len());
+        for (p, h) in paths.iter().zip(headers) {
+            let t = merger
+                .add(h)
+                .with_context(|| format!("{p}: merging its header"))?;
+            let mut libs = BTreeSet::new();
+            for (id, fields) in read_groups(h) {
+                let merged = t.read_group(&id).to_vec();
+                let lb = fields.iter().find(|f| f.starts_with(b"LB:"));
+                libs.insert(
+                    lb.map_or(alnsort_markdup::UNKNOWN_LIBRARY.to_string(), |l| {
+                        String::from_utf8_lossy(&l[3..]).into_owned()
+                    }),
+                );
+                match seen.get(&fields) {
+                    Some(first) if *first != merged => aliases.push((merged, first.clone())),
+                    Some(_) => {}
+                    None => {
+                        seen.insert(fields, merged);
+                    }
+                }
+            }
+            if libs.is_empty() {
+                libs.insert(alnsort_markdup::UNKNOWN_LIBRARY.to_string());
+            }
+            translations.push(t);
+            libraries.push(libs);
+        }
+        let header = merger
+            .finish(false)
+            .context("merging the inputs' headers")?;
+        Ok(SeveralInputs {
+            order,
+            header,
+            aliases,
+            translations,
+            libraries,
+        })
+    }
+
+    /// Why the duplicate decision of these inputs cannot be cut into tasks
+    /// per split and end bucket, or `None` when it can. The tasks number a
+    /// record by its input, split and place in the split; Picard numbers
+    /// it by its place in its merged stream (htsjdk's
+    /// `MergingSamRecordIterator`: a priority queue over the inputs' next
+    /// records), and breaks ties between ends by that number. The two
+    /// agree wherever two compared ends come from one input. They need not
+    /// otherwise: the inputs are not sorted by htsjdk's comparators
+    /// (samtools orders records of one position, and names, differently),
+    /// so where a record lands depends on the records of every input
+    /// around it, and on Java's heap where two inputs' next records compare
+    /// equal. Ends are compared only within a library, so coordinate-sorted
+    /// inputs whose libraries are apart are decided per bucket exactly
+    /// (the records' libraries are checked after the walk:
+    /// [`crate::stages_markdup::walk_refusal`]).
+    pub fn tasks_refusal(&self, paths: &[String]) -> Option<String> {
+        if self.order == InputOrder::Queryname {
+            return Some(
+                "the inputs are grouped by name: Picard's merged stream (htsjdk's MergingSamRecordIterator, by \
+                 read name) makes one template of a name's records in two inputs, which no split of one input sees"
+                    .to_string(),
+            );
+        }
+        for (i, libs) in self.libraries.iter().enumerate() {
+            for (j, other) in self.libraries.iter().enumerate().skip(i + 1) {
+                if let Some(lib) = libs.intersection(other).next() {
+                    return Some(format!(
+                        "library {lib} is in {} and in {} (lanes of one library): Picard breaks ties between \
+                         its duplicates by their place in its merged stream, which a split of one input does \
+                         not know",
+                        paths[i], paths[j]
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
 /// Decides duplicates on `cfg.inputs` together as Picard does with one
 /// `I=` per input; the marker's state is kept within `budget` (as for one
 /// input), spilling into a temporary directory of its own.
@@ -213,55 +351,8 @@ pub fn decide(
         let inp = input::open_with_refs(p, Arc::clone(pool), &cfg.refs)?;
         headers.push(inp.header.clone());
     }
-    let coordinate: Vec<bool> = headers.iter().map(says_coordinate).collect();
-    let order = if coordinate.iter().all(|&c| c) {
-        InputOrder::Coordinate
-    } else if coordinate.iter().all(|&c| !c) {
-        InputOrder::Queryname
-    } else {
-        let (c, n): (Vec<_>, Vec<_>) = paths.iter().zip(&coordinate).partition(|(_, &c)| c);
-        bail!(Refused,
-            "--markdup with several inputs reads them all with one of Picard's semantics, but {} says \
-             SO:coordinate and {} does not: give inputs that are all coordinate-sorted or all grouped by name",
-            c[0].0,
-            n[0].0
-        );
-    };
-    let dict = |h: &Header| -> Vec<(Vec<u8>, u64)> {
-        h.refs().iter().map(|r| (r.name.clone(), r.len)).collect()
-    };
-    let first = dict(&headers[0]);
-    for (p, h) in paths.iter().zip(&headers).skip(1) {
-        if dict(h) != first {
-            bail!(Refused,
-                "--markdup with several inputs needs the same @SQ lines, in the same order, in every input \
-                 (Picard's header merge and samtools' order references differently otherwise), but those of {p} \
-                 differ from those of {}",
-                paths[0]
-            );
-        }
-    }
-    // Read groups: an @RG line an earlier input has too (same fields) is
-    // one read group, as in htsjdk's merged header; samtools' merge (the
-    // records' RG tags here) renamed it.
-    let mut merger = HeaderMerger::new(merge_opts);
-    let mut aliases = Vec::new();
-    let mut seen: HashMap<Vec<Vec<u8>>, Vec<u8>> = HashMap::new();
-    for (p, h) in paths.iter().zip(&headers) {
-        let t = merger
-            .add(h)
-            .with_context(|| format!("{p}: merging its header"))?;
-        for (id, fields) in read_groups(h) {
-            let merged = t.read_group(&id).to_vec();
-            match seen.get(&fields) {
-                Some(first) if *first != merged => aliases.push((merged, first.clone())),
-                Some(_) => {}
-                None => {
-                    seen.insert(fields, merged);
-                }
-            }
-        }
-    }
+    let several = SeveralInputs::new(paths, &headers, merge_opts)?;
+    let (order, aliases) = (several.order, several.aliases);
     drop(headers);
     let (m, _) = merge::merged_inputs(&picard_plan(paths, cfg, merge_opts), pool)?;
     let name = format!("{} (merged in Picard's order)", paths.join(", "));
@@ -865,6 +956,52 @@ mod tests {
         rec_a.truncate(rec.len() - tags.len());
         rec_a.extend_from_slice(b"RGZrg1\0PGZsam\0");
         assert!(!m.translate(0, &rec_a, 1, &mut buf).unwrap());
+    }
+
+    #[test]
+    fn several_inputs_are_cut_into_tasks_only_where_that_is_picards_answer() {
+        let sq = "@SQ\tSN:chr1\tLN:100";
+        let coord = "@HD\tVN:1.6\tSO:coordinate";
+        let paths = ["a.bam".to_string(), "b.bam".to_string()];
+        let plan = |a: &[&str], b: &[&str]| {
+            SeveralInputs::new(&paths, &[header(a), header(b)], Default::default()).unwrap()
+        };
+        // Libraries apart (an @RG without LB is the unknown library).
+        let apart = plan(
+            &[coord, sq, "@RG\tID:x\tLB:libA"],
+            &[coord, sq, "@RG\tID:x\tLB:libB", "@RG\tID:y"],
+        );
+        assert_eq!(apart.order, InputOrder::Coordinate);
+        assert_eq!(apart.tasks_refusal(&paths), None);
+        // The clashing ID x is renamed for b's records.
+        assert_ne!(
+            apart.translations[1].known_read_group(b"x"),
+            Some(&b"x"[..])
+        );
+        assert_eq!(apart.translations[1].known_read_group(b"z"), None);
+        // Lanes of one library.
+        let lanes = plan(
+            &[coord, sq, "@RG\tID:x.1\tLB:libA"],
+            &[coord, sq, "@RG\tID:x.2\tLB:libA"],
+        );
+        let why = lanes.tasks_refusal(&paths).unwrap();
+        assert!(
+            why.contains("library libA is in a.bam and in b.bam (lanes of one library)"),
+            "{why}"
+        );
+        // No @RG in either: the unknown library in both.
+        let none = plan(&[coord, sq], &[coord, sq]);
+        assert!(none
+            .tasks_refusal(&paths)
+            .unwrap()
+            .contains("Unknown Library"));
+        // Name-grouped inputs.
+        let grouped = plan(&[sq, "@RG\tID:x\tLB:libA"], &[sq, "@RG\tID:y\tLB:libB"]);
+        assert_eq!(grouped.order, InputOrder::Queryname);
+        assert!(grouped
+            .tasks_refusal(&paths)
+            .unwrap()
+            .contains("grouped by name"));
     }
 
     #[test]

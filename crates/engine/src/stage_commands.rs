@@ -223,11 +223,12 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 .then(|| (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1)));
             let (out, share) = match collect {
                 Some((ends_n, names_n)) => {
-                    let (out, share) = crate::stages::map_collecting(
+                    let (out, share) = crate::stages::map_collecting_after(
                         &a.positional,
                         s,
                         &cuts,
                         &a.sort_options()?,
+                        a.prior,
                         ends_n,
                         names_n,
                     )?;
@@ -247,8 +248,9 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
             }
             let shared = match &share {
                 Some(share) => format!(
-                    ", \"split\": {}, {}",
+                    ", \"split\": {}, \"input\": {}, {}",
                     s.ordinal,
+                    s.input,
                     write_share(dir, s, share)?
                 ),
                 None => String::new(),
@@ -303,16 +305,12 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
         None if !a.records.is_empty() => bail!(Refused, "--records goes with --marks"),
         None => None,
         Some(f) => {
-            if a.positional.len() != 1 {
-                bail!(
-                    Refused,
-                    "duplicate marking from the stage subcommands takes one input ({} given)",
-                    a.positional.len()
-                );
-            }
             let bytes = read(f)?;
             let d = crate::markdup::Decisions::from_bytes(&bytes, &smd::marks_config(&options)?)
                 .with_context(|| format!("--marks {}", f.display()))?;
+            // Every split's records counted in split order, which is input
+            // order with several inputs too: the bases are running sums,
+            // checked against the decision's total.
             let split_inputs = vec![0; a.records.len()];
             let bases = smd::split_bases(&a.records, &split_inputs, &[d.records()])
                 .context("--records: the maps' record counts")?;
@@ -337,14 +335,11 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
 }
 
 /// The one input of a duplicate-marking task.
-fn one_input<'a>(a: &'a StageArgs, command: &str) -> Result<&'a [PathBuf]> {
-    if a.positional.len() != 1 {
-        bail!(
-            Refused,
-            "alnsort {command} takes one input ({} given): duplicate marking cut into tasks \
-             decides one input",
-            a.positional.len()
-        );
+/// The inputs of a duplicate-marking task (several: those the decision
+/// can be cut into tasks for, `crate::stages_markdup::tasks_refusal`).
+fn task_inputs<'a>(a: &'a StageArgs, command: &str) -> Result<&'a [PathBuf]> {
+    if a.positional.is_empty() {
+        bail!(Refused, "alnsort {command} needs its input files");
     }
     Ok(&a.positional)
 }
@@ -419,14 +414,15 @@ fn nth_of(
 
 fn markdup_collect(a: &StageArgs) -> Result<String> {
     let command = "markdup-collect";
-    let inputs = one_input(a, command)?;
+    let inputs = task_inputs(a, command)?;
     let s = need(&a.split, command, "split")?;
     let dir = need(&a.out_dir, command, "out-dir")?;
     let (ends_n, names_n) = (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1));
     let share = smd::collect(inputs, s, &a.sort_options()?, ends_n, names_n)?;
     Ok(format!(
-        "{{\"split\": {}, \"records\": {}, {}}}",
+        "{{\"split\": {}, \"input\": {}, \"records\": {}, {}}}",
         s.ordinal,
+        s.input,
         share.records,
         write_share(dir, s, &share)?
     ))
@@ -488,7 +484,7 @@ fn markdup_join(a: &StageArgs) -> Result<String> {
 
 fn markdup_decide(a: &StageArgs) -> Result<String> {
     let command = "markdup-decide";
-    let inputs = one_input(a, command)?;
+    let inputs = task_inputs(a, command)?;
     let collected = collected(a, command)?;
     let bucket = *need(&a.bucket, command, "bucket")?;
     let dir = need(&a.out_dir, command, "out-dir")?;
@@ -590,9 +586,22 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
         dups.push(read(&pick("duplicates")?)?);
         optical.push(read(&pick("optical")?)?);
     }
+    // The split's input (several inputs: each input's walk starts afresh);
+    // 0 from a collect output that does not say.
+    let input = json_number(&collected[s].1, "input").unwrap_or(0);
     let carry = match &a.after {
         None => smd::WalkCarry::default(),
-        Some(f) => outcome_of(f)?.1.carry,
+        Some(f) => {
+            if json_number(&read_json(f)?, "input").unwrap_or(0) != input {
+                bail!(
+                    Refused,
+                    "--after {}: a split of another input than split {s}'s; each input's walk starts \
+                     afresh (finish split {s} without --after)",
+                    f.display()
+                );
+            }
+            outcome_of(f)?.1.carry
+        }
     };
     let dups: Vec<&[u8]> = dups.iter().map(Vec::as_slice).collect();
     let optical: Vec<&[u8]> = optical.iter().map(Vec::as_slice).collect();
@@ -609,17 +618,18 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
         ))
     });
     Ok(format!(
-        "{{\"ordinal\": {s}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"records\": {}, \"carry\": {}}}",
+        "{{\"ordinal\": {s}, \"input\": {input}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"records\": {}, \"repeated\": {}, \"carry\": {}}}",
         collected.len(),
         json_path(&path),
         o.duplicate.len(),
+        o.repeated,
         next.unwrap_or_else(|| "null".into())
     ))
 }
 
 fn markdup_assemble(a: &StageArgs) -> Result<String> {
     let command = "markdup-assemble";
-    let inputs = one_input(a, command)?;
+    let inputs = task_inputs(a, command)?;
     let out = need(&a.decisions, command, "decisions")?;
     if a.finished.is_empty() {
         bail!(
@@ -648,9 +658,16 @@ fn markdup_assemble(a: &StageArgs) -> Result<String> {
         );
     }
     let mut outcomes = Vec::new();
+    let mut split_inputs = Vec::new();
     let mut before = smd::WalkCarry::default();
     for (s, f) in a.finished.iter().enumerate() {
         let (path, o, carry_in) = outcome_of(f)?;
+        // Several inputs: each input's walk starts afresh.
+        let input = json_number(&read_json(f)?, "input").unwrap_or(0) as usize;
+        if split_inputs.last().is_some_and(|&last| last != input) {
+            before = smd::WalkCarry::default();
+        }
+        split_inputs.push(input);
         if carry_in != before {
             bail!(
                 Refused,
@@ -671,6 +688,18 @@ fn markdup_assemble(a: &StageArgs) -> Result<String> {
         let counts = dist::SetsDecided::counts_from_bytes(&read(&path)?)
             .with_context(|| path.display().to_string())?;
         totals.add_counts(counts);
+    }
+    if inputs.len() > 1 {
+        let walked: Vec<_> = (outcomes.iter().zip(&split_inputs))
+            .map(|(o, &i)| (i, &o.counts, o.repeated))
+            .collect();
+        if let Some(why) = smd::walk_refusal(inputs, &walked)? {
+            bail!(
+                Refused,
+                "the decision of these inputs cut into tasks is not Picard's: {why}; decide them with one \
+                 task (alnsort.ray with --decision-buckets 0) or on one node (alnsort sort --markdup)"
+            );
+        }
     }
     let options = a.sort_options()?;
     let d = smd::assemble(inputs, &options, outcomes, totals)?;

@@ -625,12 +625,41 @@ pub fn map_collecting(
     end_buckets: usize,
     name_buckets: usize,
 ) -> Result<(MapOutput, crate::stages_markdup::SplitShare)> {
-    let (out, share) = map_with_share(
+    if inputs.len() != 1 {
+        return Err(Error::Refused(format!(
+            "map_collecting takes one input ({} given): a map of several inputs needs its prior \
+             (map_collecting_after)",
+            inputs.len()
+        )));
+    }
+    map_collecting_after(
         inputs,
         split,
         splitters,
         options,
         None,
+        end_buckets,
+        name_buckets,
+    )
+}
+
+/// [`map_collecting`] of split `split` of one of several inputs, `prior`
+/// as [`map`] takes it.
+pub fn map_collecting_after(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    splitters: &[Vec<u8>],
+    options: &SortOptions,
+    prior: Option<u64>,
+    end_buckets: usize,
+    name_buckets: usize,
+) -> Result<(MapOutput, crate::stages_markdup::SplitShare)> {
+    let (out, share) = map_with_share(
+        inputs,
+        split,
+        splitters,
+        options,
+        prior,
         Some((end_buckets, name_buckets)),
     )?;
     let share = share.ok_or_else(|| {
@@ -685,27 +714,15 @@ fn map_with_share(
                     splitters.len() + 1
                 )));
             }
-            if inputs.len() != 1 {
-                return Err(Error::Refused(format!(
-                    "duplicate marking cut into tasks takes one input ({} given): several inputs are \
-                     decided in Picard's merge order by one task (decide)",
-                    inputs.len()
-                )));
-            }
             let file = format!(
                 "{} (the split from virtual offset {:#x})",
                 inputs[split.input].display(),
                 split.start
             );
             let budget = crate::markdup_budget(&cfg)?;
-            Some(crate::markdup::Marker::for_split(
-                &header,
-                md,
-                &file,
-                budget,
-                split.ordinal,
-                buckets,
-            ))
+            Some(crate::stages_markdup::split_marker(
+                inputs, &set, split, md, &file, budget, buckets,
+            )?)
         }
     };
     let ends_spec = marker.as_ref().map(|m| m.ends_spec());

@@ -344,14 +344,6 @@ pub fn collect(
     name_buckets: usize,
 ) -> Result<SplitShare> {
     let (cfg, md) = task_config(options)?;
-    if inputs.len() != 1 {
-        bail!(
-            Refused,
-            "duplicate marking cut into tasks takes one input ({} given): several inputs are decided in Picard's \
-             merge order by one task (decide)",
-            inputs.len()
-        );
-    }
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let path = crate::stages::split_input(inputs, split)?;
@@ -364,14 +356,15 @@ pub fn collect(
         split.start
     );
     let budget = crate::markdup_budget(&cfg)?;
-    let mut marker = crate::markdup::Marker::for_split(
-        header,
+    let mut marker = split_marker(
+        inputs,
+        &set,
+        split,
         &md,
         &file,
         budget,
-        split.ordinal,
         (end_buckets, name_buckets),
-    );
+    )?;
     let (name, scanner) = crate::stages::open_scanner(
         path,
         split.start,
@@ -418,6 +411,180 @@ pub fn collect(
         marker.push(&r??)?;
     }
     marker.finish_split()
+}
+
+/// Several inputs as their duplicate-marking tasks read them
+/// ([`crate::markdup_inputs::SeveralInputs`]), refused by name where the
+/// decision cannot be cut into tasks exactly
+/// ([`crate::markdup_inputs::SeveralInputs::tasks_refusal`]); `None` for
+/// one input.
+fn several(
+    inputs: &[PathBuf],
+    set: &crate::stages::InputSet,
+) -> Result<Option<crate::markdup_inputs::SeveralInputs>> {
+    if inputs.len() == 1 {
+        return Ok(None);
+    }
+    let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
+    let several = crate::markdup_inputs::SeveralInputs::new(
+        &paths,
+        &headers,
+        crate::several_inputs_merge_options(),
+    )?;
+    if let Some(why) = several.tasks_refusal(&paths) {
+        bail!(
+            Refused,
+            "duplicate marking of these inputs cut into tasks would not be Picard's: {why}; decide them with \
+             one task (alnsort.ray with --decision-buckets 0) or on one node (alnsort sort --markdup)"
+        );
+    }
+    Ok(Some(several))
+}
+
+/// Why the duplicate decision of several inputs cut into tasks cannot be
+/// cut into tasks, or `None`: [`crate::markdup_inputs::SeveralInputs::tasks_refusal`]
+/// on the inputs' headers.
+pub fn tasks_refusal(inputs: &[PathBuf], options: &SortOptions) -> Result<Option<String>> {
+    if inputs.len() < 2 {
+        return Ok(None);
+    }
+    let (cfg, _) = task_config(options)?;
+    let pool = crate::stages::pool(cfg.threads)?;
+    let set = crate::stages::headers(inputs, &pool)?;
+    match several(inputs, &set) {
+        Ok(_) => Ok(None),
+        Err(crate::error::Error::Refused(why)) => Ok(Some(why)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The marker that collects split `split`'s share: of its input, or of
+/// one of several inputs in the merged header's terms.
+pub(crate) fn split_marker(
+    inputs: &[PathBuf],
+    set: &crate::stages::InputSet,
+    split: &crate::stages::SplitSpec,
+    md: &crate::markdup::MarkdupConfig,
+    file: &str,
+    budget: (usize, Option<u64>),
+    buckets: (usize, usize),
+) -> Result<crate::markdup::Marker> {
+    Ok(match several(inputs, set)? {
+        None => crate::markdup::Marker::for_split(
+            &set.heads[split.input].0,
+            md,
+            file,
+            budget,
+            split.ordinal,
+            buckets,
+        ),
+        Some(s) => crate::markdup::Marker::for_split_of_several(
+            &s,
+            split.input,
+            md,
+            file,
+            budget,
+            split.ordinal,
+            buckets,
+        ),
+    })
+}
+
+/// A split's walk as [`walk_refusal`] checks it: the split's input, its
+/// record counts per library and the listed indexes it found repeated
+/// ([`SplitOutcome::repeated`]).
+pub type WalkedSplit<'a> = (usize, &'a alnsort_markdup::LibraryCounts, u64);
+
+/// Why the walk of several inputs' splits, each input on its own, is not
+/// Picard's walk of their merged stream, or `None` when it is: a library
+/// with records in two inputs (their headers did not say so: records of
+/// no known read group fall in Picard's unknown library), or an index
+/// listed twice, which puts Picard's walk behind its list for the records
+/// that follow in its merged stream, of whichever input. Without repeats
+/// the walk marks exactly the listed records, wherever it starts (a carry
+/// into the next split only says whether the split's last record was
+/// listed), so one walk per input is Picard's.
+/// `splits[s]`: split `s`'s [`WalkedSplit`].
+pub fn walk_refusal(inputs: &[PathBuf], splits: &[WalkedSplit<'_>]) -> Result<Option<String>> {
+    Ok(walk_refusal_named(splits, |i| {
+        inputs
+            .get(i)
+            .map_or("?".into(), |p| p.display().to_string())
+    })
+    .map(|(why, lib)| match lib {
+        None => why,
+        Some(lib) => why.replacen("{library}", &library_name(inputs, lib), 1),
+    }))
+}
+
+/// The name of library index `lib` as the tasks of several inputs number
+/// libraries (the merged header's read groups, then Picard's unknown
+/// library).
+fn library_name(inputs: &[PathBuf], lib: usize) -> String {
+    let named = (|| -> Result<String> {
+        let pool = crate::stages::pool(1)?;
+        let set = crate::stages::headers(inputs, &pool)?;
+        let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+        let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
+        let several = crate::markdup_inputs::SeveralInputs::new(
+            &paths,
+            &headers,
+            crate::several_inputs_merge_options(),
+        )?;
+        let mut groups = crate::markdup::header_read_groups(&several.header);
+        groups.resolve(None);
+        Ok(groups
+            .libraries()
+            .get(lib)
+            .cloned()
+            .unwrap_or_else(|| format!("number {lib}")))
+    })();
+    named.unwrap_or_else(|_| format!("number {lib}"))
+}
+
+/// [`walk_refusal`] with the inputs named by `name`; the reason has
+/// `{library}` where the library's name goes (its index beside it).
+fn walk_refusal_named(
+    splits: &[WalkedSplit<'_>],
+    name: impl Fn(usize) -> String,
+) -> Option<(String, Option<usize>)> {
+    let mut library_input: Vec<Option<usize>> = Vec::new();
+    for (s, &(input, counts, repeated)) in splits.iter().enumerate() {
+        if repeated != 0 {
+            return Some((
+                format!(
+                    "split {s} (of {}) lists {repeated} record(s) twice as duplicates, which puts Picard's \
+                     output loop behind its list, and in its merged stream that reaches the records of the \
+                     other inputs",
+                    name(input)
+                ),
+                None,
+            ));
+        }
+        for (lib, c) in counts.iter().enumerate() {
+            if c.iter().all(|&n| n == 0) {
+                continue;
+            }
+            if lib >= library_input.len() {
+                library_input.resize(lib + 1, None);
+            }
+            match library_input[lib] {
+                Some(other) if other != input => {
+                    return Some((
+                        format!(
+                            "library {{library}} has records in {} and in {}",
+                            name(other),
+                            name(input)
+                        ),
+                        Some(lib),
+                    ));
+                }
+                _ => library_input[lib] = Some(input),
+            }
+        }
+    }
+    None
 }
 
 /// The pair ends of one name bucket's halves (from every split), by end
@@ -601,8 +768,23 @@ fn decide_bucket_from(
     let set = crate::stages::headers(inputs, &pool)?;
     let file = inputs[0].display().to_string();
     let (tmp, budget) = task_spill(&cfg)?;
-    let mut marker =
-        crate::markdup::Marker::new(&set.heads[0].0, &md, &file, budget, Some(tmp.path()));
+    let mut marker = match several(inputs, &set)? {
+        None => crate::markdup::Marker::new(&set.heads[0].0, &md, &file, budget, Some(tmp.path())),
+        Some(s) => {
+            let mut m = crate::markdup::Marker::with_order(
+                &s.header,
+                &md,
+                &file,
+                budget,
+                Some(tmp.path()),
+                s.order,
+            );
+            for (id, same_as) in &s.aliases {
+                m.alias_read_group(id, same_as);
+            }
+            m
+        }
+    };
     marker.set_pool(pool);
     add(&mut marker)?;
     let d = marker
@@ -660,7 +842,10 @@ pub fn assemble(
         at += o.duplicate.len();
         dist::add_library_counts(&mut counts, &o.counts);
     }
-    let mut groups = crate::markdup::header_read_groups(&set.heads[0].0);
+    // Several inputs: library indexes are the merged header's.
+    let several = several(inputs, &set)?;
+    let mut groups =
+        crate::markdup::header_read_groups(several.as_ref().map_or(&set.heads[0].0, |s| &s.header));
     // Records of no header read group count under Picard's unknown
     // library, which the splits' markers added after the header's.
     groups.resolve(None);
@@ -686,4 +871,32 @@ pub fn assemble(
         records: vec![records],
         metrics: d.metrics,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_of_several_inputs_is_refused_where_it_is_not_picards() {
+        let name = |i: usize| format!("in{i}.bam");
+        let walk = |splits: &[WalkedSplit<'_>]| walk_refusal_named(splits, name);
+        let a: alnsort_markdup::LibraryCounts = vec![[1, 0, 2, 4, 0, 0]];
+        let b: alnsort_markdup::LibraryCounts = vec![[0; 6], [0, 0, 3, 0, 1, 0]];
+        // Libraries apart (two splits of input 0, one of input 1).
+        assert_eq!(walk(&[(0, &a, 0), (0, &a, 0), (1, &b, 0)]), None);
+        // Library 0 in both inputs.
+        let (why, lib) = walk(&[(0, &a, 0), (1, &a, 0)]).unwrap();
+        assert_eq!(lib, Some(0));
+        assert!(
+            why.contains("library {library} has records in in0.bam and in in1.bam"),
+            "{why}"
+        );
+        // An index listed twice.
+        let (why, lib) = walk(&[(0, &a, 0), (1, &b, 1)]).unwrap();
+        assert!(
+            lib.is_none() && why.contains("split 1 (of in1.bam) lists 1 record(s) twice"),
+            "{why}"
+        );
+    }
 }

@@ -989,6 +989,10 @@ pub struct SplitOutcome {
     pub counts: LibraryCounts,
     /// Where the walk stands after the split: the next split's `carry`.
     pub carry: WalkCarry,
+    /// Listed indexes (duplicate or optical) equal to the one before them:
+    /// Picard's walk then falls behind its list, which in a merged stream
+    /// of several inputs reaches the records of the other inputs too.
+    pub repeated: u64,
 }
 
 /// Picard's output loop over one split: its slots
@@ -1022,6 +1026,8 @@ pub fn finish_split(
     };
     let duplicates = list(duplicates)?;
     let optical = optical.map(list).transpose()?;
+    let repeats = |v: &[u64]| v.windows(2).filter(|w| w[0] == w[1]).count() as u64;
+    let repeated = repeats(&duplicates) + optical.as_deref().map_or(0, repeats);
     let records = (slots.len() / SLOT_BYTES) as u64;
     let mut it = slots.chunks_exact(SLOT_BYTES).enumerate().map(|(i, c)| {
         let mut s = decode_slot(c.try_into().expect("sized"));
@@ -1042,6 +1048,7 @@ pub fn finish_split(
         optical: walked.optical,
         counts: walked.counts,
         carry: walked.carry,
+        repeated,
     })
 }
 

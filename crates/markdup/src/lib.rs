@@ -220,6 +220,11 @@ impl ReadGroups {
         }
     }
 
+    /// The library names, by library index.
+    pub fn libraries(&self) -> &[String] {
+        &self.libraries
+    }
+
     pub fn library_name(&self, i: u32) -> &str {
         &self.libraries[i as usize]
     }

@@ -36,6 +36,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_decide_bucket, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_finish, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_assemble, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_tasks_refusal, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_walk_refusal, m)?)?;
     Ok(())
 }
 
@@ -73,6 +75,36 @@ fn decision(
         alnsort_engine::markdup::metrics_text(&d.metrics, &path, &given, output.as_deref(), &line)
     });
     Ok((PyBytes::new(py, &d.decisions).unbind(), d.records, text))
+}
+
+/// Why the decision of several inputs cannot be cut into tasks
+/// (`stages_markdup::tasks_refusal`), or None.
+#[pyfunction]
+pub fn stage_markdup_tasks_refusal(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    options: Keywords,
+) -> PyResult<Option<String>> {
+    let o = typed(py, &options)?;
+    py.detach(move || stages_markdup::tasks_refusal(&inputs, &o))
+        .map_err(|e| raise(py, e))
+}
+
+/// Why the splits' walks of several inputs are not Picard's walk of their
+/// merged stream (`stages_markdup::walk_refusal`), or None: each split's
+/// input, record counts per library and repeated listed indexes.
+#[pyfunction]
+pub fn stage_markdup_walk_refusal(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    split_inputs: Vec<usize>,
+    counts: Vec<LibraryCounts>,
+    repeated: Vec<u64>,
+) -> PyResult<Option<String>> {
+    let walked: Vec<_> = (split_inputs.iter().zip(&counts).zip(&repeated))
+        .map(|((&i, c), &r)| (i, c, r))
+        .collect();
+    stages_markdup::walk_refusal(&inputs, &walked).map_err(|e| raise(py, e))
 }
 
 /// Where each split's records start in input order (by split ordinal).
@@ -161,11 +193,13 @@ fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
     )
 }
 
-/// One map task of one input with `--markdup` that also gives the
-/// split's duplicate-marking share (`stages::map_collecting`: the records
-/// read and decoded once): (the map's (blocks, records, proven end,
+/// One map task with `--markdup` that also gives the split's
+/// duplicate-marking share (`stages::map_collecting_after`: the records
+/// read and decoded once; `prior` as `stage_map` takes it, for a split of
+/// one of several inputs): (the map's (blocks, records, proven end,
 /// reach), the share as `stage_markdup_collect` gives it).
 #[pyfunction]
+#[pyo3(signature = (inputs, split, splitters, options, end_buckets, name_buckets, prior=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_map_collecting(
     py: Python<'_>,
@@ -175,14 +209,16 @@ pub fn stage_map_collecting(
     options: Keywords,
     end_buckets: usize,
     name_buckets: usize,
+    prior: Option<u64>,
 ) -> PyResult<(crate::stages::MapResult, ShareResult)> {
     let o = typed(py, &options)?;
     let got = py.detach(move || {
-        stages::map_collecting(
+        stages::map_collecting_after(
             &inputs,
             &spec(split),
             &splitters,
             &o,
+            prior,
             end_buckets,
             name_buckets,
         )
@@ -301,7 +337,8 @@ fn carry_tuple(c: WalkCarry) -> CarryTuple {
 
 /// One split's outcome as Python takes it: (duplicate bits, optical bits
 /// or None, records, record counts per library, carry, the outcome's
-/// slice per range: empty without range numbers).
+/// slice per range: empty without range numbers, the listed indexes found
+/// repeated: `SplitOutcome::repeated`).
 type OutcomeResult = (
     Py<PyBytes>,
     Option<Py<PyBytes>>,
@@ -309,6 +346,7 @@ type OutcomeResult = (
     LibraryCounts,
     CarryTuple,
     Vec<Py<PyBytes>>,
+    u64,
 );
 
 /// Picard's output walk over one split (`stages_markdup::finish_split`):
@@ -358,6 +396,7 @@ pub fn stage_markdup_finish(
         out.counts,
         carry_tuple(out.carry),
         bytes_list(py, &slices),
+        out.repeated,
     ))
 }
 
@@ -395,6 +434,7 @@ pub fn stage_markdup_assemble(
             optical,
             counts,
             carry: WalkCarry::default(),
+            repeated: 0,
         });
     }
     let mut totals = SetsDecided::default();

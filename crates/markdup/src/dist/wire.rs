@@ -233,6 +233,7 @@ impl SplitOutcome {
                 out.extend_from_slice(&n.to_le_bytes());
             }
         }
+        out.extend_from_slice(&self.repeated.to_le_bytes());
         out
     }
 
@@ -257,6 +258,7 @@ impl SplitOutcome {
                 Ok(row)
             })
             .collect::<Result<Vec<_>, MarkdupError>>()?;
+        let repeated = f.u64()?;
         f.end()?;
         Ok((
             SplitOutcome {
@@ -264,6 +266,7 @@ impl SplitOutcome {
                 optical,
                 counts,
                 carry,
+                repeated,
             },
             carry_in,
         ))
@@ -456,6 +459,7 @@ mod tests {
                 optical_stale: 0,
                 optical_dup_template: false,
             },
+            repeated: 2,
         };
         let carry_in = WalkCarry {
             stale: 1,
@@ -466,6 +470,7 @@ mod tests {
         assert_eq!(c, carry_in);
         assert_eq!(back.duplicate, o.duplicate);
         assert_eq!(back.optical, o.optical);
+        assert_eq!(back.repeated, 2);
         assert_eq!(back.counts, o.counts);
         assert_eq!(back.carry, o.carry);
         let e = SplitOutcome::from_bytes(&bytes[..bytes.len() - 4]).unwrap_err();
@@ -496,6 +501,7 @@ mod tests {
             optical: Some(optical.clone()),
             counts: Vec::new(),
             carry: WalkCarry::default(),
+            repeated: 0,
         };
         let partitions = 5;
         let range = |i: u64| ((i * 31 + i / 9) % partitions as u64) as usize;

@@ -87,6 +87,15 @@ def stage_markdup_decide(
     options: _Keywords,
     metrics: Optional[_MetricsNames] = None,
 ) -> tuple[bytes, list[int], Optional[str]]: ...
+def stage_markdup_tasks_refusal(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]], options: _Keywords
+) -> Optional[str]: ...
+def stage_markdup_walk_refusal(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    split_inputs: Sequence[int],
+    counts: Sequence[Sequence[Sequence[int]]],
+    repeated: Sequence[int],
+) -> Optional[str]: ...
 def stage_markdup_split_bases(
     split_records: Sequence[int], split_inputs: Sequence[int], input_records: Sequence[int]
 ) -> list[int]: ...
@@ -104,6 +113,7 @@ def stage_map_collecting(
     options: _Keywords,
     end_buckets: int,
     name_buckets: int,
+    prior: Optional[int] = None,
 ) -> tuple[
     tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int, bytes]
 ]: ...
@@ -124,7 +134,7 @@ def stage_markdup_finish(
     carry: _Carry,
     ranges: Optional[_Buffer] = None,
     partitions: int = 0,
-) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry, list[bytes]]: ...
+) -> tuple[bytes, Optional[bytes], int, list[list[int]], _Carry, list[bytes], int]: ...
 def stage_markdup_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     options: _Keywords,

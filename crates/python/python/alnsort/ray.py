@@ -41,8 +41,10 @@ to the reduces, which set 0x400, ``DT`` and removal as one node does; the
 decision comes, for one input, from tasks none of which holds the whole
 input (each map collects its split's share as it reads it; after the
 check, join per name bucket, decide per end bucket, finish per split, one
-assemble task: :class:`_MarkdupTasks`), for several inputs from one decide task reading
-the inputs beside the maps; the metrics file is written by the driver.
+assemble task: :class:`_MarkdupTasks`); several inputs go through those tasks too
+where that is Picard's answer (coordinate-sorted, no library in two inputs;
+their maps, given their priors, collect their shares too), else through one decide task
+reading the inputs beside the maps; the metrics file is written by the driver.
 
 Fault tolerance is Ray's: a task on a node that dies is run again
 (``max_retries``) and map blocks lost with a node are rebuilt from the input
@@ -223,7 +225,7 @@ def _map_task(
             raise AlnsortError("the map collects the duplicate-marking share only with --markdup")
         out, secs, cpu = run.call(
             "map_collecting", run.inputs, split, splitters, run.markdup, buckets, buckets, task=("map", index),
-            **kwargs,
+            prior=prior, **kwargs,
         )
         share = out["share"]
     else:
@@ -418,10 +420,16 @@ def sort(
     (per split) -> assemble (one task, the decision bits and metrics);
     ``decision_buckets`` (end and name buckets; default
     :func:`default_buckets`) says into how many, and ``0`` asks for the one
-    decide task over the whole input, which several inputs always use
-    (Picard's merge order of several inputs is not a split order). The
+    decide task over the whole input. Several inputs are cut into those
+    tasks when they are coordinate-sorted and no library is in two of them
+    (Picard breaks ties by the place in its merged stream, which a split of
+    one input knows only within its input); others (lanes of one library,
+    name-grouped inputs) go to the one decide task, and an explicit
+    ``decision_buckets`` > 0 is refused for them, saying why. The
     statistics then hold ``markdup``: ``marked``, ``path`` (``"tasks"`` or
-    ``"one task"``), ``buckets`` and the tasks' byte counts.
+    ``"one task"``; then ``one_task_because`` for several inputs, and
+    ``tasks_discarded`` when the tasks ran but their walk found a library
+    in two inputs), ``buckets`` and the tasks' byte counts.
 
     ``progress=True`` prints a line per phase (what it did, counts, time)
     on standard error; a callable gets each line instead.
@@ -445,11 +453,6 @@ def sort(
             raise ValueError(f"decision_buckets must be a whole number, not {decision_buckets!r}")
         if md is None:
             raise ValueError("decision_buckets= is duplicate marking's: it needs markdup=True")
-        if len(ins) > 1 and decision_buckets != 0:
-            raise ValueError(
-                "decision_buckets: several inputs are decided by one task (Picard's merge order of several "
-                "inputs is not a split order); leave it out, or give 0"
-            )
     order_opts = _order_options(order, tag, unknown_reference)
     fmt = _output_format(out, output_format)
     idx = _index_kind(index)
@@ -462,6 +465,14 @@ def sort(
     stages = stages_module  # a module name: it travels to the tasks
     stage_mod = importlib.import_module(stages)
     run = _Run(stages, ins, order_opts, threads, max_memory, md, task_hook)
+    # Several inputs: the decision is cut into tasks where that gives
+    # Picard's answer (coordinate-sorted inputs whose libraries are apart),
+    # else one decide task, the reason in the statistics.
+    one_task_because = None
+    if md is not None and len(ins) > 1 and decision_buckets != 0:
+        one_task_because = stage_mod.markdup_tasks_refusal(ins, md, **run.kwargs())
+        if one_task_because is not None and decision_buckets is not None:
+            raise ValueError(f"decision_buckets: {one_task_because}; leave it out, or give 0")
 
     started_ray = False
     if not ray.is_initialized():
@@ -487,7 +498,7 @@ def sort(
         warm_r = ray.remote(num_cpus=1, max_retries=0)(_warm_task)
         warm = [warm_r.remote(stages) for _ in range(_cluster_cpus(ray))]
         decide_r = ray.remote(num_cpus=threads, **common)(_decide_task)
-        md_tasks = md is not None and len(ins) == 1 and decision_buckets != 0
+        md_tasks = md is not None and decision_buckets != 0 and one_task_because is None
 
         # 1. split (driver)
         t0 = time.perf_counter()
@@ -637,7 +648,11 @@ def sort(
             decided, decisions_ref, slices = md_run.decide(
                 split_list, [m["records"] for m in metas], names, phases, n_parts
             )
-        elif decide_ref is not None:
+            if decisions_ref is None:
+                # Several inputs whose records the tasks cannot decide as
+                # Picard does (md_run.stats says why): one decide task.
+                decide_ref = decide_r.remote(run, names)
+        if decide_ref is not None:
             t1 = time.perf_counter()
             decided = _get(ray, decide_ref)
             phases["decide"] = {
@@ -712,7 +727,7 @@ def sort(
             "cluster_cpus": _cluster_cpus(ray),
             "phases": phases,
             "assemble": assembled,
-            **({"markdup": _markdup_stats(marked, md_run)} if md is not None else {}),
+            **({"markdup": _markdup_stats(marked, md_run, one_task_because)} if md is not None else {}),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -860,6 +875,7 @@ def _finish_task(
         "records": out["records"],
         "counts": out["counts"],
         "carry": out["carry"],
+        "repeated": out["repeated"],
         "optical": out["optical"] is not None,
         "slices_bytes": [len(x) for x in out["slices"]],
         "seconds": secs,
@@ -891,7 +907,9 @@ def _assemble_decision_task(
 
 
 class _MarkdupTasks:
-    """The duplicate decision of one input cut into Ray tasks, none of
+    """The duplicate decision of one input (or of several coordinate-sorted
+    inputs whose libraries are apart: each input's walk starts afresh, and
+    the walks are checked by ``markdup_walk_refusal``) cut into Ray tasks, none of
     which holds the whole input (``alnsort.stages.markdup_*``): collect per
     split (by each map, :meth:`from_map`; or a task of its own,
     :meth:`collect`), then, once the maps have proven the
@@ -1009,6 +1027,8 @@ class _MarkdupTasks:
         start = _stages(self.run.stages).START_CARRY
         for s in range(1, n):
             carry = fin_metas[s - 1]["carry"]
+            if splits[s]["input"] != splits[s - 1]["input"]:
+                continue  # several inputs: each input's walk starts afresh
             if carry != start:
                 # Picard's walk ended split s - 1 in a state the default
                 # finish of split s did not assume: finish it again.
@@ -1016,11 +1036,25 @@ class _MarkdupTasks:
                 fin_metas[s] = _get(ray, fins[s][0])
                 again += 1
         self._phase(phases, "finish", t0, fin_metas)
+        split_inputs = [sp["input"] for sp in splits]
+        if len(self.run.inputs) > 1:
+            why = _stages(self.run.stages).markdup_walk_refusal(self.run.inputs, split_inputs, fin_metas)
+            if why is not None:
+                self.stats.update({"path": "one task", "one_task_because": why, "tasks_discarded": True})
+                self.say(f"finish: {why}: the decision goes to one task")
+                return {}, None, None
         t0 = time.perf_counter()
         asm = self.assemble_r.options(num_returns=2).remote(
             self.run, metrics, fin_metas, [m["counts"] for m in dec_metas], *[f[1] for f in fins], *[f[2] for f in fins],
         )
         decided = _get(ray, asm[0])
+        if len(self.run.inputs) > 1:
+            # The records per input, for the reduces' split bases (the
+            # collect of each split counted the map's records, above).
+            per_input = [0] * len(self.run.inputs)
+            for i, m in zip(split_inputs, metas):
+                per_input[i] += m["records"]
+            decided = dict(decided, records=per_input)
         phases["finish"]["again"] = again
         self._phase(phases, "assemble_decision", t0, [decided])
         self.say(
@@ -1060,8 +1094,10 @@ class _MarkdupTasks:
         }
 
 
-def _markdup_stats(marked: int, tasks: Optional[_MarkdupTasks]) -> Dict[str, Any]:
-    return {"marked": marked, **(tasks.stats if tasks is not None else {"path": "one task"})}
+def _markdup_stats(marked: int, tasks: Optional[_MarkdupTasks], one_task_because: Optional[str]) -> Dict[str, Any]:
+    if tasks is not None:
+        return {"marked": marked, **tasks.stats}
+    return {"marked": marked, "path": "one task", **({"one_task_because": one_task_because} if one_task_because else {})}
 
 
 def _progress(progress: Union[bool, Callable[[str], None]]) -> Callable[[str], None]:
@@ -1173,9 +1209,9 @@ RAY_OPTIONS = (
      "a cluster started here by `ray start`, else a new local Ray"),
     ("work-dir", "DIR", "shared directory for the parts [beside the output]"),
     ("max-retries", "N", "retries per task after a lost worker or node [3]"),
-    ("decision-buckets", "B", "with --markdup and one input: the duplicate decision's end and name buckets "
+    ("decision-buckets", "B", "with --markdup: the duplicate decision's end and name buckets "
      "(join and decide tasks) [max(splits, partitions), at most 25000 / splits]; 0: one decide task over "
-     "the whole input (several inputs always)"),
+     "the whole input (several inputs that are lanes of one library, or grouped by name, always)"),
     ("stats", None, "print the run's statistics as JSON on stdout"),
 )
 
@@ -1293,11 +1329,6 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
     if "decision-buckets" in ray:
         if not _markdup_kwargs(a):
             raise AlnsortError("--decision-buckets is duplicate marking's: it needs --markdup")
-        if len(a["inputs"]) > 1 and ray["decision-buckets"] != 0:
-            raise AlnsortError(
-                "--decision-buckets: several inputs are decided by one task (Picard's merge order of several "
-                "inputs is not a split order); leave it out, or give 0"
-            )
         if ray["decision-buckets"] < 0:
             raise AlnsortError(f"--decision-buckets {ray['decision-buckets']}: expected a whole number")
     if not a["inputs"] or "-" in a["inputs"]:

@@ -83,6 +83,8 @@ __all__ = [
     "markdup_finish",
     "markdup_assemble",
     "START_CARRY",
+    "markdup_tasks_refusal",
+    "markdup_walk_refusal",
 ]
 
 #: A split: ``{"input": int, "start": int, "end": int | None, "ordinal": int}``.
@@ -422,7 +424,7 @@ def markdup_reduce(
     return {"records": records, "bytes": nbytes, "marked": marked}
 
 
-# ---- the decision cut into tasks (one input) ---------------------------------
+# ---- the decision cut into tasks (one input, or several: markdup_tasks_refusal)
 # collect (per split) -> markdup_continued (driver) -> join (per name
 # bucket) -> decide_bucket (per end bucket) -> finish (per split, in order:
 # each split's walk resumes the previous split's carry) -> markdup_assemble:
@@ -458,7 +460,8 @@ def markdup_collect(
     name_buckets: int,
     **order: Any,
 ) -> Dict[str, Any]:
-    """The duplicate-marking share of ``split`` (one input only): its
+    """The duplicate-marking share of ``split`` (of one input, or of several
+    that :func:`markdup_tasks_refusal` lets through; others refused): its
     records read as :func:`map` reads them and checked as one node checks
     them. Returns ``{"ends": list[bytes] (fragment ends, one block per end
     bucket), "halves": list[bytes] (mate halves, one per name bucket),
@@ -501,15 +504,17 @@ def map_collecting(
     markdup: Markdup,
     end_buckets: int,
     name_buckets: int,
+    *,
+    prior: Optional[int] = None,
     **order: Any,
 ) -> Dict[str, Any]:
-    """:func:`map` of ``split`` (one input only) with ``markdup``, which
-    also collects the split's duplicate-marking share from the records it
-    reads (one read and decode instead of :func:`map` and
-    :func:`markdup_collect`): :func:`map`'s dict with ``"share"``, the
-    dict :func:`markdup_collect` returns (the same bytes), whose
-    ``"ranges"`` holds each record's range of the output (2 bytes per
-    record, for :func:`markdup_finish`)."""
+    """:func:`map` of ``split`` with ``markdup`` (``prior`` as :func:`map`
+    takes it: several inputs), which also collects the split's
+    duplicate-marking share from the records it reads (one read and
+    decode instead of :func:`map` and :func:`markdup_collect`):
+    :func:`map`'s dict with ``"share"``, the dict :func:`markdup_collect`
+    returns (the same bytes), whose ``"ranges"`` holds each record's range
+    of the output (2 bytes per record, for :func:`markdup_finish`)."""
     _check_buckets(end_buckets, name_buckets)
     (blocks, records, end, got_reach), share = _alnsort.stage_map_collecting(
         _inputs(inputs),
@@ -518,6 +523,7 @@ def map_collecting(
         _marking(markdup, order),
         end_buckets,
         name_buckets,
+        prior,
     )
     return {"blocks": blocks, "records": records, "end": end, "reach": got_reach, "share": _share(share)}
 
@@ -578,7 +584,8 @@ def markdup_finish(
     be finished again with that one); with ``ranges`` (the share's
     ``"ranges"`` from :func:`map_collecting`) also ``"slices"``: the
     outcome cut into ``partitions`` slices, one per reduce
-    (:func:`markdup_reduce` with ``slices``)."""
+    (:func:`markdup_reduce` with ``slices``); ``"repeated"``: the listed
+    indexes found twice (for :func:`markdup_walk_refusal`)."""
     c = START_CARRY if carry is None else carry
     try:
         ct = tuple(c[k] for k in _CARRY_KEYS)
@@ -587,7 +594,7 @@ def markdup_finish(
     _check(partitions, (int,), "partitions")
     if ranges is not None and partitions < 1:
         raise ValueError(f"ranges need the number of partitions (at least 1), not {partitions}")
-    dup, opt, records, counts, out, slices = _alnsort.stage_markdup_finish(
+    dup, opt, records, counts, out, slices, repeated = _alnsort.stage_markdup_finish(
         slots, bool(continued), list(duplicates), list(optical), ct, ranges, partitions
     )
     return {
@@ -597,7 +604,28 @@ def markdup_finish(
         "counts": counts,
         "carry": dict(zip(_CARRY_KEYS, out)),
         "slices": slices,
+        "repeated": repeated,
     }
+
+
+def markdup_tasks_refusal(inputs: Sequence[PathArg], markdup: Markdup, **order: Any) -> Optional[str]:
+    """Why the decision of several ``inputs`` cannot be cut into tasks
+    exactly (name-grouped inputs; a library in two inputs' headers), or
+    None (one input; coordinate-sorted inputs whose libraries are apart)."""
+    return _alnsort.stage_markdup_tasks_refusal(_inputs(inputs), _marking(markdup, order))
+
+
+def markdup_walk_refusal(
+    inputs: Sequence[PathArg], split_inputs: Sequence[int], finished: Sequence[Dict[str, Any]]
+) -> Optional[str]:
+    """Why the splits' walks (``finished``: each split's
+    :func:`markdup_finish` result or its ``"counts"`` and ``"repeated"``;
+    its input in ``split_inputs``) are not Picard's walk of the inputs' merged
+    stream (a library with records in two inputs; an index listed twice),
+    or None."""
+    return _alnsort.stage_markdup_walk_refusal(
+        _inputs(inputs), list(split_inputs), [f["counts"] for f in finished], [f["repeated"] for f in finished]
+    )
 
 
 def markdup_assemble(

@@ -102,19 +102,12 @@ impl Piece {
 /// job, as the reader inflates them, divide both by four.
 pub const JOB_BLOCKS: usize = 4;
 
-/// Jobs queued for the writer thread per pool thread, [`JOB_BLOCKS`]
-/// blocks each. Every refill of the queue waits for the writer thread and
-/// then the calling thread to be scheduled; with one job per worker queued
-/// the workers slept, out of work, in 21% of the output phase's samples
-/// on a loaded machine, with four in 4% (bench/results/
-/// 2026-11-27-loaded-output-load22.md).
-const QUEUE_JOBS_PER_THREAD: usize = 4;
-
-/// Blocks the writer holds in flight per pool thread: the queued jobs'
-/// blocks plus the job being gathered, each with its payload and deflated
-/// block ([`MAX_BLOCK_SIZE`] each, 64 KiB). The engine's memory reserve
-/// counts them (`reserve_bytes`).
-pub const IN_FLIGHT_BLOCKS_PER_THREAD: usize = (QUEUE_JOBS_PER_THREAD + 1) * JOB_BLOCKS;
+/// Jobs queued for the writer thread per pool thread: [`JOB_BLOCKS`] blocks
+/// each, so the blocks in flight are the 4 per pool thread of 128 KiB
+/// (payload and deflated block) that the engine's memory reserve counts
+/// (`reserve_bytes`), plus the job being queued and the blocks gathering
+/// for the next one.
+const QUEUE_JOBS_PER_THREAD: usize = 1;
 
 /// The stage name of the deflate jobs, in errors.
 const DEFLATE_STAGE: &str = "BGZF deflate";

@@ -43,9 +43,8 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 /// Bytes of the total budget kept back for what the sorter does not own:
-/// in-flight BGZF blocks of the reader (4 per pool thread) and of the
-/// writer ([`alnsort_bgzf::writer::IN_FLIGHT_BLOCKS_PER_THREAD`]), each
-/// 64 KiB compressed + 64 KiB payload, read batches in flight
+/// in-flight BGZF blocks of the reader and of the writer (4 per pool thread
+/// each, 64 KiB compressed + 64 KiB payload), read batches in flight
 /// (`alnsort_bam::reader::BATCH_BYTES`, 2 per thread + 4 counting the one
 /// being cut and the one being handed over, each with its raw bytes, a
 /// recycled raw buffer waiting for reuse, and its sort-layout copy with its
@@ -54,9 +53,7 @@ use std::sync::Arc;
 fn reserve_bytes(threads: usize) -> u64 {
     let batch = alnsort_bam::reader::BATCH_BYTES as u64;
     let per_batch = batch * 3;
-    let block = 2 * alnsort_bgzf::MAX_BLOCK_SIZE as u64;
-    let blocks = (4 + alnsort_bgzf::writer::IN_FLIGHT_BLOCKS_PER_THREAD) as u64;
-    let per_thread = blocks * block + 2 * per_batch;
+    let per_thread = 2 * 4 * 2 * 65536 + 2 * per_batch;
     (6 << 20) + 4 * per_batch + per_thread * threads as u64
 }
 

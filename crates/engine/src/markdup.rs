@@ -814,15 +814,29 @@ impl Marker {
         split: u32,
         (end_buckets, name_buckets): (usize, usize),
     ) -> Marker {
-        let mut m = Marker::new(header, cfg, file, budget, None);
-        m.split = Some(alnsort_markdup::dist::SplitCollector::new(
-            m.order,
+        Marker::new(header, cfg, file, budget, None).collecting(
+            cfg,
+            split,
+            (end_buckets, name_buckets),
+        )
+    }
+
+    /// This marker collecting split `split`'s share cut into (end, name)
+    /// buckets ([`Marker::for_split`], [`Marker::for_split_of_several`]).
+    fn collecting(
+        mut self,
+        cfg: &MarkdupConfig,
+        split: u32,
+        (end_buckets, name_buckets): (usize, usize),
+    ) -> Marker {
+        self.split = Some(alnsort_markdup::dist::SplitCollector::new(
+            self.order,
             cfg.name_parser.clone(),
             split,
             end_buckets,
             name_buckets,
         ));
-        m
+        self
     }
 
     /// [`Marker::for_split`] of a split of input `input` of `several`
@@ -839,14 +853,8 @@ impl Marker {
         split: u32,
         (end_buckets, name_buckets): (usize, usize),
     ) -> Marker {
-        let mut m = Marker::with_order(&several.header, cfg, file, budget, None, several.order);
-        m.split = Some(alnsort_markdup::dist::SplitCollector::new(
-            m.order,
-            cfg.name_parser.clone(),
-            split,
-            end_buckets,
-            name_buckets,
-        ));
+        let mut m = Marker::with_order(&several.header, cfg, file, budget, None, several.order)
+            .collecting(cfg, split, (end_buckets, name_buckets));
         for (id, same_as) in &several.aliases {
             m.alias_read_group(id, same_as);
         }

@@ -425,13 +425,7 @@ fn several(
     if inputs.len() == 1 {
         return Ok(None);
     }
-    let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
-    let several = crate::markdup_inputs::SeveralInputs::new(
-        &paths,
-        &headers,
-        crate::several_inputs_merge_options(),
-    )?;
+    let (several, paths) = several_inputs(inputs, set)?;
     if let Some(why) = several.tasks_refusal(&paths) {
         bail!(
             Refused,
@@ -440,6 +434,23 @@ fn several(
         );
     }
     Ok(Some(several))
+}
+
+/// The inputs' headers merged and checked as one node's several-input
+/// marking does ([`crate::markdup_inputs::SeveralInputs`]), with the
+/// inputs' names.
+fn several_inputs(
+    inputs: &[PathBuf],
+    set: &crate::stages::InputSet,
+) -> Result<(crate::markdup_inputs::SeveralInputs, Vec<String>)> {
+    let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
+    let several = crate::markdup_inputs::SeveralInputs::new(
+        &paths,
+        &headers,
+        crate::several_inputs_merge_options(),
+    )?;
+    Ok((several, paths))
 }
 
 /// Why the duplicate decision of several inputs cut into tasks cannot be
@@ -525,13 +536,7 @@ fn library_name(inputs: &[PathBuf], lib: usize) -> String {
     let named = (|| -> Result<String> {
         let pool = crate::stages::pool(1)?;
         let set = crate::stages::headers(inputs, &pool)?;
-        let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-        let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
-        let several = crate::markdup_inputs::SeveralInputs::new(
-            &paths,
-            &headers,
-            crate::several_inputs_merge_options(),
-        )?;
+        let (several, _) = several_inputs(inputs, &set)?;
         let mut groups = crate::markdup::header_read_groups(&several.header);
         groups.resolve(None);
         Ok(groups

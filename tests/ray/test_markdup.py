@@ -380,7 +380,19 @@ def test_the_stage_functions_in_process(inputs, tmp_path):
         maps.append((folded, ranges))
     bounds = [c["boundary"] for c in cols]
     continued = stages.markdup_continued(bounds)
-    joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
+    joins = [
+        stages.markdup_join([c["halves"][j] for c in cols], bounds, b, md, inputs=ins, splits=splits)["ends"]
+        for j in range(b)
+    ]
+    # Within a tiny budget the halves go to sorted run files under tmp_dir
+    # (removed afterwards): the same pair ends.
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    for j in range(b):
+        tiny = stages.markdup_join([c["halves"][j] for c in cols], bounds, b, md, inputs=ins, splits=splits,
+                                   max_memory="1K", tmp_dir=str(spill))
+        assert tiny["ends"] == joins[j] and tiny["runs"] > 0, j
+    assert list(spill.iterdir()) == []
     decided = [
         stages.markdup_decide_bucket(ins, [c["ends"][e] for c in cols] + [j[e] for j in joins], bounds, md,
                                      len(splits))

@@ -248,9 +248,10 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
             }
             let shared = match &share {
                 Some(share) => format!(
-                    ", \"split\": {}, \"input\": {}, {}",
+                    ", \"split\": {}, \"input\": {}, \"start\": {}, {}",
                     s.ordinal,
                     s.input,
+                    s.start,
                     write_share(dir, s, share)?
                 ),
                 None => String::new(),
@@ -420,9 +421,10 @@ fn markdup_collect(a: &StageArgs) -> Result<String> {
     let (ends_n, names_n) = (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1));
     let share = smd::collect(inputs, s, &a.sort_options()?, ends_n, names_n)?;
     Ok(format!(
-        "{{\"split\": {}, \"input\": {}, \"records\": {}, {}}}",
+        "{{\"split\": {}, \"input\": {}, \"start\": {}, \"records\": {}, {}}}",
         s.ordinal,
         s.input,
+        s.start,
         share.records,
         write_share(dir, s, &share)?
     ))
@@ -456,6 +458,27 @@ fn write_share(dir: &Path, s: &SplitSpec, share: &smd::SplitShare) -> Result<Str
     ))
 }
 
+/// How the tasks' messages name each split ([`smd::split_file`]), from
+/// the collect outputs' `split`, `input` and `start` and the inputs
+/// (`split S` where they do not say).
+fn split_names(inputs: &[PathBuf], collected: &[(PathBuf, String)]) -> Vec<String> {
+    (collected.iter().enumerate())
+        .map(|(k, (_, text))| {
+            let ordinal = json_number(text, "split").unwrap_or(k as u64);
+            let spec = SplitSpec {
+                input: json_number(text, "input").unwrap_or(0) as usize,
+                start: json_number(text, "start").unwrap_or(0),
+                end: None,
+                ordinal: ordinal as u32,
+            };
+            match json_number(text, "start") {
+                Some(_) => smd::split_file(inputs, &spec).unwrap_or_else(|_| format!("split {ordinal}")),
+                None => format!("split {ordinal}"),
+            }
+        })
+        .collect()
+}
+
 fn markdup_join(a: &StageArgs) -> Result<String> {
     let command = "markdup-join";
     let collected = collected(a, command)?;
@@ -473,7 +496,8 @@ fn markdup_join(a: &StageArgs) -> Result<String> {
     let out: Vec<PathBuf> = (0..end_buckets)
         .map(|b| dir.join(format!("markdup-join-{bucket}.ends-{b}")))
         .collect();
-    let got = smd::join_files(&halves, &fixups, &a.sort_options()?, &out)?;
+    let names = split_names(&a.positional, &collected);
+    let got = smd::join_files(&halves, &fixups, &a.sort_options()?, &out, &names)?;
     Ok(format!(
         "{{\"bucket\": {bucket}, \"ends\": {}, \"pairs\": {}, \"runs\": {}}}",
         json_paths(&out),

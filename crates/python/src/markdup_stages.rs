@@ -6,7 +6,7 @@
 //! engine's setter (`SortOptions::apply_markdup_keyword`): no argv is built
 //! or parsed. Each runs without the GIL.
 //!
-//! The decision cut into tasks (`stages_markdup::{collect, join,
+//! The decision cut into tasks (`stages_markdup::{collect, join_within,
 //! decide_bucket, finish_split, assemble}`) crosses into Python as plain
 //! values: the tasks' blocks as `bytes` (read back in place through the
 //! buffer protocol), a split's boundary as `(first name, last name, last
@@ -238,18 +238,36 @@ pub fn stage_markdup_continued(bounds: Vec<BoundaryTuple>) -> Vec<Option<i64>> {
 }
 
 /// The pair ends of one name bucket's halves (a block from every split),
-/// by end bucket (`stages_markdup::join`).
+/// by end bucket, within the options' duplicate-marking budget (beyond it
+/// the halves are sorted into run files under the options' temporary
+/// directory, removed on success and on failure:
+/// `stages_markdup::join_within`); a template scattered over `splits`
+/// (of `inputs`, in split order: they name the record in the message) is
+/// refused as one node refuses it. Returns (pair ends by end bucket, the
+/// runs written).
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn stage_markdup_join(
     py: Python<'_>,
     blocks: Vec<Bound<'_, PyAny>>,
     bounds: Vec<BoundaryTuple>,
     end_buckets: usize,
-) -> PyResult<Vec<Py<PyBytes>>> {
+    options: Keywords,
+    inputs: Vec<PathBuf>,
+    splits: Vec<SplitTuple>,
+) -> PyResult<(Vec<Py<PyBytes>>, u64)> {
+    let o = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
-    let got = py.detach(move || stages_markdup::join(&slices, &fixups(bounds), end_buckets));
-    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
+    let got = py.detach(move || {
+        let names = splits
+            .into_iter()
+            .map(|t| stages_markdup::split_file(&inputs, &spec(t)))
+            .collect::<alnsort_engine::error::Result<Vec<_>>>()?;
+        stages_markdup::join_within(&slices, &fixups(bounds), end_buckets, &o, &names)
+    });
+    let (ends, report) = got.map_err(|e| raise(py, e))?;
+    Ok((bytes_list(py, &ends), report.runs))
 }
 
 /// A bucket's set-size histograms and optical counts as Python holds

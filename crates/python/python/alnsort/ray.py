@@ -826,12 +826,23 @@ def _share_buffers(share: Dict[str, Any]) -> List[pickle.PickleBuffer]:
     return _buffers([*share["ends"], *share["halves"], share["slots"], share["ranges"]])
 
 
-def _join_task(run: _Run, index: int, boundaries: List[Dict[str, Any]], buckets: int, *halves: bytes) -> tuple:
-    """One name bucket's halves from every split paired: (meta, pair ends
-    by end bucket...)."""
-    out, secs, cpu = run.call("markdup_join", list(halves), boundaries, buckets, task=("join", index))
-    meta = {"bytes": sum(len(b) for b in out), "seconds": secs, "cpu": cpu}
-    return (meta, *_buffers(out))
+def _join_task(
+    run: _Run,
+    index: int,
+    boundaries: List[Dict[str, Any]],
+    splits: List[Dict[str, Any]],
+    buckets: int,
+    *halves: bytes,
+) -> tuple:
+    """One name bucket's halves from every split paired, within the task's
+    duplicate-marking budget (beyond it spilled under the task's
+    temporary directory): (meta, pair ends by end bucket...)."""
+    out, secs, cpu = run.call(
+        "markdup_join", list(halves), boundaries, buckets, run.markdup, task=("join", index),
+        inputs=run.inputs, splits=splits, tmp_dir=tempfile.gettempdir(), **run.kwargs(),
+    )
+    meta = {"bytes": sum(len(b) for b in out["ends"]), "runs": out["runs"], "seconds": secs, "cpu": cpu}
+    return (meta, *_buffers(out["ends"]))
 
 
 def _decide_bucket_task(
@@ -841,7 +852,7 @@ def _decide_bucket_task(
     duplicate lists by split..., optical lists by split...)."""
     out, secs, cpu = run.call(
         "markdup_decide_bucket", run.inputs, list(blocks), boundaries, run.markdup, splits, task=("decide", index),
-        **run.kwargs(),
+        tmp_dir=tempfile.gettempdir(), **run.kwargs(),
     )
     meta = {
         "counts": out["counts"],
@@ -985,7 +996,9 @@ class _MarkdupTasks:
 
         t0 = time.perf_counter()
         joins = [
-            self.join_r.options(num_returns=1 + b).remote(self.run, j, bounds, b, *[c[1 + b + j] for c in cols])
+            self.join_r.options(num_returns=1 + b).remote(
+                self.run, j, bounds, splits, b, *[c[1 + b + j] for c in cols]
+            )
             for j in range(b)
         ]
         decides = [

@@ -536,11 +536,33 @@ def markdup_continued(boundaries: Sequence[Dict[str, Any]]) -> List[Optional[int
 
 
 def markdup_join(
-    blocks: Sequence[Union[bytes, memoryview]], boundaries: Sequence[Dict[str, Any]], end_buckets: int
-) -> List[bytes]:
+    blocks: Sequence[Union[bytes, memoryview]],
+    boundaries: Sequence[Dict[str, Any]],
+    end_buckets: int,
+    markdup: Markdup,
+    *,
+    inputs: Sequence[PathArg] = (),
+    splits: Sequence[Split] = (),
+    **order: Any,
+) -> Dict[str, Any]:
     """One name bucket's mate halves (its block from every split) paired
-    as one node pairs them: the pair ends, one block per end bucket."""
-    return _alnsort.stage_markdup_join(list(blocks), _boundaries(boundaries), end_buckets)
+    as one node pairs them, within the duplicate-marking budget of the
+    options (``max_memory``; beyond it the halves are sorted into run
+    files under ``tmp_dir``, removed on success and on failure). A
+    template of name-grouped input scattered over the splits is refused
+    as one node refuses it; ``inputs`` and ``splits`` (every split, in
+    split order) name its record. Returns ``{"ends": list[bytes]}`` (the
+    pair ends, one block per end bucket) and ``"runs"`` (run files
+    written: 0 when the halves fitted)."""
+    ends, runs = _alnsort.stage_markdup_join(
+        list(blocks),
+        _boundaries(boundaries),
+        end_buckets,
+        _marking(markdup, order),
+        _inputs(inputs),
+        [_split_tuple(s) for s in splits],
+    )
+    return {"ends": ends, "runs": runs}
 
 
 def markdup_decide_bucket(

@@ -854,6 +854,9 @@ pub fn assemble(
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();
+    // The whole decision, n/4 bytes for n records (the reduces of `--marks`
+    // read it); reduces that take their ranges' slices need only
+    // [`assemble_metrics`].
     let track =
         md.remove_sequencing_duplicates || md.tagging != crate::markdup::TaggingPolicy::None;
     let mut dup = alnsort_markdup::Bits::new(records);
@@ -876,19 +879,7 @@ pub fn assemble(
         at += o.duplicate.len();
         dist::add_library_counts(&mut counts, &o.counts);
     }
-    // Several inputs: library indexes are the merged header's.
-    let several = several(inputs, &set)?;
-    let mut groups =
-        crate::markdup::header_read_groups(several.as_ref().map_or(&set.heads[0].0, |s| &s.header));
-    // Records of no header read group count under Picard's unknown
-    // library, which the splits' markers added after the header's.
-    groups.resolve(None);
-    let metrics = alnsort_markdup::metrics_report(
-        &groups,
-        &counts,
-        &totals.optical_by_library,
-        totals.set_sizes,
-    );
+    let metrics = metrics_of(inputs, &set, &counts, totals)?;
     let d = Decisions::new(
         dup,
         optical,
@@ -905,6 +896,51 @@ pub fn assemble(
         records: vec![records],
         metrics: d.metrics,
     })
+}
+
+/// The metrics of [`assemble`] alone, from each split's record counts
+/// per library ([`SplitOutcome::counts`], in split order) and the
+/// buckets' counts added up: what a run whose reduces take their ranges'
+/// slices needs of the assemble, without joining the splits' bits into
+/// the whole decision.
+pub fn assemble_metrics(
+    inputs: &[PathBuf],
+    options: &SortOptions,
+    split_counts: &[&alnsort_markdup::LibraryCounts],
+    totals: SetsDecided,
+) -> Result<MetricsReport> {
+    let (cfg, _) = task_config(options)?;
+    let pool = crate::stages::pool(cfg.threads)?;
+    let set = crate::stages::headers(inputs, &pool)?;
+    let mut counts = Vec::new();
+    for c in split_counts {
+        dist::add_library_counts(&mut counts, c);
+    }
+    metrics_of(inputs, &set, &counts, totals)
+}
+
+/// The metrics from the record counts per library summed over the
+/// splits and the buckets' counts added up: the libraries named by the
+/// inputs' header (several inputs: the merged header's, whose library
+/// indexes the splits' markers used).
+fn metrics_of(
+    inputs: &[PathBuf],
+    set: &crate::stages::InputSet,
+    counts: &alnsort_markdup::LibraryCounts,
+    totals: SetsDecided,
+) -> Result<MetricsReport> {
+    let several = several(inputs, set)?;
+    let mut groups =
+        crate::markdup::header_read_groups(several.as_ref().map_or(&set.heads[0].0, |s| &s.header));
+    // Records of no header read group count under Picard's unknown
+    // library, which the splits' markers added after the header's.
+    groups.resolve(None);
+    Ok(alnsort_markdup::metrics_report(
+        &groups,
+        counts,
+        &totals.optical_by_library,
+        totals.set_sizes,
+    ))
 }
 
 #[cfg(test)]

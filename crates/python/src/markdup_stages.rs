@@ -36,6 +36,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_decide_bucket, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_finish, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_assemble, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_tasks_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_walk_refusal, m)?)?;
     Ok(())
@@ -455,6 +456,13 @@ pub fn stage_markdup_assemble(
             repeated: 0,
         });
     }
+    let totals = bucket_totals(buckets);
+    let got = py.detach(move || stages_markdup::assemble(&inputs, &o, splits, totals));
+    decision(py, got, metrics)
+}
+
+/// Every end bucket's counts added up.
+fn bucket_totals(buckets: Vec<SetCounts>) -> SetsDecided {
     let mut totals = SetsDecided::default();
     for (all_sets, optical_sets, non_optical_sets, optical_by_library) in buckets {
         totals.add_counts(SetsDecided {
@@ -467,6 +475,31 @@ pub fn stage_markdup_assemble(
             ..SetsDecided::default()
         });
     }
-    let got = py.detach(move || stages_markdup::assemble(&inputs, &o, splits, totals));
-    decision(py, got, metrics)
+    totals
+}
+
+/// The metrics of [`stage_markdup_assemble`] without the decision (for
+/// reduces that take their ranges' slices: `stages_markdup::assemble_metrics`),
+/// from each split's record counts per library (in split order) and every
+/// end bucket's counts: the metrics file's text when `metrics` names it.
+#[pyfunction]
+#[pyo3(signature = (inputs, options, counts, buckets, metrics=None))]
+pub fn stage_markdup_metrics(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    options: Keywords,
+    counts: Vec<LibraryCounts>,
+    buckets: Vec<SetCounts>,
+    metrics: Option<MetricsNames>,
+) -> PyResult<Option<String>> {
+    let o = typed(py, &options)?;
+    let totals = bucket_totals(buckets);
+    let got = py.detach(move || {
+        let refs: Vec<&LibraryCounts> = counts.iter().collect();
+        stages_markdup::assemble_metrics(&inputs, &o, &refs, totals)
+    });
+    let report = got.map_err(|e| raise(py, e))?;
+    Ok(metrics.map(|(path, given, output, line)| {
+        alnsort_engine::markdup::metrics_text(&report, &path, &given, output.as_deref(), &line)
+    }))
 }

@@ -149,3 +149,10 @@ def stage_markdup_assemble(
     buckets: Sequence[_SetCounts],
     metrics: Optional[_MetricsNames] = None,
 ) -> tuple[bytes, list[int], Optional[str]]: ...
+def stage_markdup_metrics(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    options: _Keywords,
+    counts: Sequence[Sequence[Sequence[int]]],
+    buckets: Sequence[_SetCounts],
+    metrics: Optional[_MetricsNames] = None,
+) -> Optional[str]: ...

@@ -648,7 +648,7 @@ def sort(
             decided, decisions_ref, slices = md_run.decide(
                 split_list, [m["records"] for m in metas], names, phases, n_parts
             )
-            if decisions_ref is None:
+            if not decided:
                 # Several inputs whose records the tasks cannot decide as
                 # Picard does (md_run.stats says why): one decide task.
                 decide_ref = decide_r.remote(run, names)
@@ -892,6 +892,9 @@ def _finish_task(
         "seconds": secs,
         "cpu": cpu,
     }
+    if partitions:
+        # The reduces take the slices; the split's bits go nowhere.
+        return (meta, None, None, *_buffers(out["slices"]))
     opt = None if out["optical"] is None else pickle.PickleBuffer(out["optical"])
     return (meta, pickle.PickleBuffer(out["duplicate"]), opt, *_buffers(out["slices"]))
 
@@ -904,7 +907,14 @@ def _assemble_decision_task(
     *bits: Any,
 ) -> tuple:
     """The decision bits (for the reduces) and metrics from the splits'
-    walks and the buckets' counts: (meta, decisions)."""
+    walks and the buckets' counts: (meta, decisions); with no ``bits``
+    (the reduces take their ranges' slices) the metrics alone, from the
+    walks' counts: (meta, None)."""
+    if not bits:
+        out, secs, cpu = run.call(
+            "markdup_metrics", run.inputs, run.markdup, finished, bucket_counts, metrics=metrics, **run.kwargs()
+        )
+        return ({"records": out["records"], "metrics": out["metrics"], "seconds": secs, "cpu": cpu}, None)
     n = len(finished)
     outcomes = [
         {"duplicate": bits[s], "optical": bits[n + s], "records": f["records"], "counts": f["counts"]}
@@ -969,9 +979,11 @@ class _MarkdupTasks:
         partitions: int,
     ) -> "tuple[Dict[str, Any], Any, Optional[List[list]]]":
         """Runs the decision's tasks after the maps; returns the decision's
-        summary (``records``, ``metrics``), the reference of its bytes and,
-        when the maps gave each record's range, each range's slices (one
-        reference per split: what that range's reduce receives)."""
+        summary (``records``, ``metrics``; empty when the walks of several
+        inputs are not Picard's), and either, when the maps gave each
+        record's range, each range's slices (one reference per split: what
+        that range's reduce receives; no whole decision is built), or the
+        reference of the whole decision's bytes."""
         ray, b, n = self.ray, self.buckets, len(splits)
         cols = [self.collected[i] for i in range(n)]
         t0 = time.perf_counter()
@@ -1057,8 +1069,11 @@ class _MarkdupTasks:
                 self.say(f"finish: {why}: the decision goes to one task")
                 return {}, None, None
         t0 = time.perf_counter()
+        # Reduces that take their ranges' slices need only the metrics; the
+        # one-task reduces the whole decision, joined from the splits' bits.
+        bits = [] if sliced else [*[f[1] for f in fins], *[f[2] for f in fins]]
         asm = self.assemble_r.options(num_returns=2).remote(
-            self.run, metrics, fin_metas, [m["counts"] for m in dec_metas], *[f[1] for f in fins], *[f[2] for f in fins],
+            self.run, metrics, fin_metas, [m["counts"] for m in dec_metas], *bits,
         )
         decided = _get(ray, asm[0])
         if len(self.run.inputs) > 1:
@@ -1092,8 +1107,9 @@ class _MarkdupTasks:
                 ),
             }
         )
-        slices = [[f[3 + r] for f in fins] for r in range(sliced)] if sliced else None
-        return decided, asm[1], slices
+        if sliced:
+            return decided, None, [[f[3 + r] for f in fins] for r in range(sliced)]
+        return decided, asm[1], None
 
     @staticmethod
     def _phase(phases: Dict[str, Dict[str, float]], name: str, t0: float, metas: List[Dict[str, Any]]) -> None:

@@ -82,6 +82,7 @@ __all__ = [
     "markdup_decide_bucket",
     "markdup_finish",
     "markdup_assemble",
+    "markdup_metrics",
     "START_CARRY",
     "markdup_tasks_refusal",
     "markdup_walk_refusal",
@@ -669,3 +670,24 @@ def markdup_assemble(
         _inputs(inputs), _marking(markdup, order), outs, counts, metrics
     )
     return {"decisions": decisions, "records": records, "metrics": text}
+
+
+def markdup_metrics(
+    inputs: Sequence[PathArg],
+    markdup: Markdup,
+    finished: Sequence[Dict[str, Any]],
+    bucket_counts: Sequence[Dict[str, Any]],
+    *,
+    metrics: Optional[tuple] = None,
+    **order: Any,
+) -> Dict[str, Any]:
+    """The metrics of :func:`markdup_assemble` without the decision's bytes
+    (for reduces that take their ranges' slices): from every split's
+    :func:`markdup_finish` ``"counts"`` and ``"records"`` (in split order;
+    the bits are not needed) and every bucket's ``"counts"``. Returns
+    ``{"records": int, "metrics": the metrics file's text or None}``."""
+    counts = [tuple(c[k] for k in _COUNT_KEYS) for c in bucket_counts]
+    text = _alnsort.stage_markdup_metrics(
+        _inputs(inputs), _marking(markdup, order), [f["counts"] for f in finished], counts, metrics
+    )
+    return {"records": sum(f["records"] for f in finished), "metrics": text}

@@ -490,15 +490,16 @@ def test_a_template_scattered_over_splits_is_refused_as_one_node_refuses_it(alns
         if res.returncode != 0:
             assert res.returncode == 1, res.stderr
             said.append(res.stderr)
+            failed = j
     assert len(said) == 1, said
     err = said[0]
     last = spl[-1]
     assert f"{inp} (the split from virtual offset {last['start']:#x}): --markdup needs the records of each " \
            "template together" in err, err
     assert f"(read {name}) belongs to a template seen earlier in the file (at record " in err, err
-    assert f"of {inp} (the split from virtual offset 0x0), without both mates)" in err, err
+    assert f"of {inp} (the split from virtual offset {spl[0]['start']:#x}), without both mates)" in err, err
     # The same record as one node's: its split's first record's place plus
     # its index in the split.
     k = int(err.split("but record ")[1].split(" ")[0])
     assert sum(c["records"] for c, _ in cols[:-1]) + k == record, (record, k, [c["records"] for c, _ in cols])
-    assert not list(work.glob("markdup-join-*.ends-*"))
+    assert not list(work.glob(f"markdup-join-{failed}.*")), "the refused join wrote nothing"

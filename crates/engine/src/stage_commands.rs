@@ -538,8 +538,16 @@ fn markdup_join(a: &StageArgs) -> Result<String> {
     let out: Vec<PathBuf> = (0..end_buckets)
         .map(|b| dir.join(format!("markdup-join-{bucket}.ends-{b}")))
         .collect();
-    let names = split_names(&a.positional, &collected);
-    let got = smd::join_files(&halves, &fixups, &a.sort_options()?, &out, &names)?;
+    let options = a.sort_options()?;
+    // The inputs name the splits in a refusal: those given, else the sort
+    // options' (every stage of one sort takes the same).
+    let inputs: Vec<PathBuf> = if a.positional.is_empty() {
+        options.inputs.iter().map(PathBuf::from).collect()
+    } else {
+        a.positional.clone()
+    };
+    let names = split_names(&inputs, &collected);
+    let got = smd::join_files(&halves, &fixups, &options, &out, &names)?;
     Ok(format!(
         "{{\"bucket\": {bucket}, \"ends\": {}, \"pairs\": {}, \"runs\": {}}}",
         json_paths(&out),

@@ -716,7 +716,7 @@ impl Marker {
             if let Some(g) = self.group.get_mut(k) {
                 if let Err(s) = g.push(name, e.flag) {
                     return Err(Error::Refused(scattered_message(
-                        &file,
+                        file,
                         s.record + 1,
                         &s.name,
                         "",

@@ -514,7 +514,9 @@ fn split_names(inputs: &[PathBuf], collected: &[(PathBuf, String)]) -> Vec<Strin
                 ordinal: ordinal as u32,
             };
             match json_number(text, "start") {
-                Some(_) => smd::split_file(inputs, &spec).unwrap_or_else(|_| format!("split {ordinal}")),
+                Some(_) => {
+                    smd::split_file(inputs, &spec).unwrap_or_else(|_| format!("split {ordinal}"))
+                }
                 None => format!("split {ordinal}"),
             }
         })

@@ -614,7 +614,10 @@ fn join_error(e: alnsort_markdup::MarkdupError, splits: &[String]) -> crate::err
     };
     let place = |o: i64| {
         let (s, i) = dist::split_of(o as u64);
-        let file = splits.get(s).cloned().unwrap_or_else(|| format!("split {s}"));
+        let file = splits
+            .get(s)
+            .cloned()
+            .unwrap_or_else(|| format!("split {s}"));
         (file, i + 1)
     };
     let (file, record) = place(*ordinal);

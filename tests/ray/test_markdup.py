@@ -183,6 +183,8 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
         # The maps collected (with their priors): each reduce got only its
         # range's slices of the decision.
         assert md["largest_reduce_decision_bytes"] is not None, md
+        # The joins' halves fitted the default budget: nothing spilled.
+        assert md["join_runs"] == 0, md
         # No task held the whole input's ends.
         if md["buckets"] > 1:
             assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md

@@ -1095,6 +1095,9 @@ class _MarkdupTasks:
                 "mate_halves_bytes": sum(m["halves_bytes"] for m in metas),
                 "slots_bytes": sum(m["slots_bytes"] for m in metas),
                 "pair_ends_bytes": sum(m["bytes"] for m in join_metas),
+                # Sorted runs the joins spilled beyond their budget (0: every
+                # join's halves fitted).
+                "join_runs": sum(m["runs"] for m in join_metas),
                 "largest_bucket_bytes": max(m["ends_bytes"] for m in dec_metas),
                 "templates_across_splits": sum(c is not None for c in continued),
                 "finished_again": again,

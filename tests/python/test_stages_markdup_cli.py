@@ -4,7 +4,10 @@ manager would (no Ray): split -> sample -> splitters -> map (with
 --end-buckets/--name-buckets) -> markdup-join per name bucket
 -> markdup-decide per end bucket -> markdup-finish per split (run again
 with --after where the previous split's walk ends with a carry) ->
-markdup-assemble -> reduce --marks per range -> assemble. The output BAM
+markdup-assemble -> reduce --marks per range (or, where the maps
+collected, markdup-finish --partitions cuts each split's outcome into
+one slice per range and each reduce takes its range's: --finished) ->
+assemble. The output BAM
 (the same bytes with one range, the same BGZF payload with several) and
 the metrics file equal one-node `alnsort sort --markdup`'s, on
 name-grouped and coordinate-sorted input (Picard's two semantics), with
@@ -137,6 +140,8 @@ def chain(alnsort_bin: str, tmp: Path, inp: str | list[str], sort_opts: list[str
                 assert len(ours) == len(theirs) and ours != theirs, field
                 for a, b in zip(ours, theirs):
                     assert Path(a).read_bytes() == Path(b).read_bytes(), (field, a, b)
+    apart_json = collected
+    if folded:
         collected = mapped
     coll = [a for _, f in collected for a in ("--collected", f)]
     joins = [stage(alnsort_bin, work, f"join-{j}", "markdup-join", *coll, "--bucket", str(j),
@@ -146,10 +151,14 @@ def chain(alnsort_bin: str, tmp: Path, inp: str | list[str], sort_opts: list[str
                      "--out-dir", str(work), *ins, *opts) for b in range(end_buckets)]
     decided = [a for _, f in decides for a in ("--decided", f)]
 
+    # Maps that collect give each record's range: each finish cuts its
+    # split's outcome into one slice per reduce.
+    sliced = ["--partitions", str(ranges)] if folded else []
+
     def finish(s: int, after: str | None):
         extra = ["--after", after] if after else []
         return stage(alnsort_bin, work, f"finish-{s}", "markdup-finish", *coll, *decided, "--ordinal", str(s),
-                     *extra, "--out-dir", str(work), *opts)
+                     *extra, *sliced, "--out-dir", str(work), *opts)
 
     # Every split at once from the start of the walk; then, in order, those
     # whose previous split's walk ended with a carry, again after it.
@@ -161,19 +170,35 @@ def chain(alnsort_bin: str, tmp: Path, inp: str | list[str], sort_opts: list[str
             finished[s] = finish(s, finished[s - 1][1])
             reruns += 1
     decisions = work / "decisions"
-    done, _ = stage(alnsort_bin, work, "md-assemble", "markdup-assemble",
-                    *[a for _, f in finished for a in ("--finished", f)], *decided,
-                    "--decisions", str(decisions), "--output", str(out), *ins, *opts)
+    fin = [a for _, f in finished for a in ("--finished", f)]
+    done, _ = stage(alnsort_bin, work, "md-assemble", "markdup-assemble", *fin, *decided,
+                    *([] if folded else ["--decisions", str(decisions)]), "--output", str(out), *ins, *opts)
     assert done["records"] == sum(m["records"] for m in maps)
     records = [a for m in maps for a in ("--records", str(m["records"]))]
     parts = []
     for r in range(ranges):
         part = work / f"part-{r}"
+        # Sliced: this range's slice of every split (--finished), not the
+        # whole decision (--marks with the maps' record counts).
+        marks = fin if folded else ["--marks", str(decisions), *records]
         stage(alnsort_bin, work, f"reduce-{r}", "reduce", "--range", str(r), "--partitions", str(ranges),
               "--part", str(part), *[a for m in maps for a in ("--block", m["blocks"][r])],
-              "--marks", str(decisions), *records, *ins, *opts)
+              *marks, *ins, *opts)
         parts.append(str(part))
-    if len(maps) >= 2:
+    if folded:
+        assert done["decisions"] is None and not decisions.exists()
+        assert all(len(f["slices"]) == ranges for f, _ in finished)
+        if ranges >= 2:
+            # Another range's slices: the reduce meets other counts, says so.
+            res = run(alnsort_bin, "reduce", "--range", "0", "--partitions", str(ranges), "--part",
+                      str(work / "wrong"), *[a for m in maps for a in ("--block", m["blocks"][1])], *fin,
+                      *ins, *opts)
+            assert res.returncode == 1 and "slice says" in res.stderr and not (work / "wrong").exists(), res.stderr
+        # Slices need the maps' ranges: markdup-collect's JSON has none.
+        res = run(alnsort_bin, "markdup-finish", *[a for _, f in apart_json for a in ("--collected", f)],
+                  *decided, "--ordinal", "0", "--partitions", str(ranges), "--out-dir", str(work), *opts)
+        assert res.returncode == 1 and 'names no "ranges"' in res.stderr, res.stderr
+    elif len(maps) >= 2:
         # Record counts of the right total but cut elsewhere between the
         # first two splits: split 0's last record lies beyond its count,
         # and the reduce that meets it says so (nothing written).
@@ -406,3 +431,75 @@ def test_a_library_the_headers_keep_apart_but_the_records_do_not_is_refused(alns
     msg = str(e.value)
     assert "markdup-assemble" in msg and f"has records in {ins[0]} and in {ins[1]}" in msg, msg
     assert not out.exists() and not metrics.exists()
+
+
+@pytest.fixture(scope="module")
+def scattered(many, tmp_path_factory) -> tuple[str, str]:
+    """`many` (name-grouped) with the second mate of its first pair (both
+    mates mapped) moved to the end: that template is scattered over the
+    first and the last split. Returns (the input, the read name)."""
+    d = tmp_path_factory.mktemp("md-cli-scattered")
+    with pysam.AlignmentFile(many, "rb") as f:
+        header = f.header
+        recs = list(f)
+    for i in range(len(recs) - 1):
+        a, b = recs[i], recs[i + 1]
+        primary = all(r.is_paired and not (r.is_unmapped or r.mate_is_unmapped or r.is_secondary
+                                           or r.is_supplementary) for r in (a, b))
+        if a.query_name == b.query_name and primary and (i == 0 or recs[i - 1].query_name != a.query_name) \
+                and (i + 2 == len(recs) or recs[i + 2].query_name != a.query_name):
+            break
+    else:
+        raise AssertionError("no plain pair in the input")
+    moved_rec = recs.pop(i + 1)
+    recs.append(moved_rec)
+    path = d / "scattered.bam"
+    with pysam.AlignmentFile(str(path), "wb", header=header) as out:
+        for r in recs:
+            out.write(r)
+    return str(path), a.query_name
+
+
+def test_a_template_scattered_over_splits_is_refused_as_one_node_refuses_it(alnsort_bin, scattered, tmp_path):
+    """Name-grouped input whose template is scattered over two splits that
+    are not neighbours: every split alone is grouped, and the join of the
+    template's name bucket refuses it with one node's message: the input,
+    the record (counted from its split's start, the split named by its
+    virtual offset) and the read."""
+    inp, name = scattered
+    out = tmp_path / "out.bam"
+    sort_opts = ["--no-PG", "--markdup", "-o", str(out), inp]
+    res = run(alnsort_bin, "sort", *sort_opts)
+    assert res.returncode == 1 and not out.exists(), res.stderr
+    one = res.stderr
+    assert f"(read {name}) belongs to a template seen earlier in the file" in one and inp in one, one
+    record = int(one.split("but record ")[1].split(" ")[0])
+
+    work = tmp_path / "work"
+    work.mkdir()
+    opts = ["--", *sort_opts]
+    spl, _ = stage(alnsort_bin, work, "split", "split", "--parts", "3", inp)
+    assert len(spl) == 3, spl
+    buckets = ["--end-buckets", "2", "--name-buckets", "2"]
+    cols = [stage(alnsort_bin, work, f"collect-{s['ordinal']}", "markdup-collect", "--split", s["arg"], *buckets,
+                  "--out-dir", str(work), inp, *opts) for s in spl]
+    coll = [a for _, f in cols for a in ("--collected", f)]
+    said = []
+    for j in range(2):
+        res = run(alnsort_bin, "markdup-join", *coll, "--bucket", str(j), "--out-dir", str(work), *opts)
+        if res.returncode != 0:
+            assert res.returncode == 1, res.stderr
+            said.append(res.stderr)
+            failed = j
+    assert len(said) == 1, said
+    err = said[0]
+    last = spl[-1]
+    assert f"{inp} (the split from virtual offset {last['start']:#x}): --markdup needs the records of each " \
+           "template together" in err, err
+    assert f"(read {name}) belongs to a template seen earlier in the file (at record " in err, err
+    assert f"of {inp} (the split from virtual offset {spl[0]['start']:#x}), without both mates)" in err, err
+    # The same record as one node's: its split's first record's place plus
+    # its index in the split.
+    k = int(err.split("but record ")[1].split(" ")[0])
+    assert sum(c["records"] for c, _ in cols[:-1]) + k == record, (record, k, [c["records"] for c, _ in cols])
+    assert not list(work.glob(f"markdup-join-{failed}.*")), "the refused join wrote nothing"

@@ -183,6 +183,8 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
         # The maps collected (with their priors): each reduce got only its
         # range's slices of the decision.
         assert md["largest_reduce_decision_bytes"] is not None, md
+        # The joins' halves fitted the default budget: nothing spilled.
+        assert md["join_runs"] == 0, md
         # No task held the whole input's ends.
         if md["buckets"] > 1:
             assert md["largest_bucket_bytes"] < md["fragment_ends_bytes"] + md["pair_ends_bytes"], md
@@ -273,6 +275,66 @@ def test_a_worker_killed_mid_reduce_gives_the_same_bytes(cluster, inputs, tmp_pa
     got, text, _ = ray_run(tmp_path, ins, opts, 3, 4, want_text, name="one", hook=hook, cluster=cluster)
     assert got == calm, "the disturbed run's bytes differ from the undisturbed run's"
     assert text == want_text
+
+
+def scattered_copy(inp: str, out: Path) -> str:
+    """`inp` (name-grouped) with the second mate of its first plain pair
+    (both mates mapped primaries, nothing else of the name) moved to the
+    end; returns the read name."""
+    with pysam.AlignmentFile(inp, "rb") as f:
+        header, recs = f.header, list(f)
+    plain = lambda r: r.is_paired and not (r.is_unmapped or r.mate_is_unmapped or r.is_secondary  # noqa: E731
+                                           or r.is_supplementary)
+    for i in range(1, len(recs) - 2):
+        a, b = recs[i], recs[i + 1]
+        if (a.query_name == b.query_name and plain(a) and plain(b) and recs[i - 1].query_name != a.query_name
+                and recs[i + 2].query_name != a.query_name):
+            break
+    else:
+        raise AssertionError("no plain pair in the input")
+    recs.append(recs.pop(i + 1))
+    with pysam.AlignmentFile(str(out), "wb", header=header) as w:
+        for r in recs:
+            w.write(r)
+    return a.query_name
+
+
+def test_a_template_scattered_over_splits_is_refused_as_one_node_refuses_it(cluster, inputs, tmp_path):
+    """Name-grouped input whose template is scattered over the first and
+    the last of four splits: each split alone is grouped; the join of the
+    name's bucket refuses it with one node's message: the input, the split
+    (its virtual offset), the record (counted from the split's start: the
+    same record as one node's) and the read. Nothing is written."""
+    from alnsort import stages
+
+    inp = str(tmp_path / "scattered.bam")
+    name = scattered_copy(inputs[(False, 1)][0], Path(inp))
+    res = harness.run_alnsort(["--no-PG", "--markdup", "-o", str(tmp_path / "one.bam"), inp])
+    one = res.stderr if isinstance(res.stderr, str) else res.stderr.decode()
+    assert res.returncode == 1, one
+    assert f"{inp}: --markdup needs the records of each template together" in one, one
+    assert f"(read {name}) belongs to a template seen earlier in the file" in one, one
+    record = int(one.split("but record ")[1].split(" ")[0])
+    out = tmp_path / "ray.bam"
+    with pytest.raises(alnsort.AlnsortError) as e:
+        aray.sort(inputs=[inp], output=str(out), no_pg=True, partitions=2, splits=4, markdup=True,
+                  decision_buckets=3)
+    err = str(e.value)
+    splits = stages.split([inp], 4)
+    assert len(splits) == 4, splits
+    last, first = splits[-1]["start"], splits[0]["start"]
+    assert f"{inp} (the split from virtual offset {last:#x}): --markdup needs the records of each template " \
+           "together" in err, err
+    assert f"(read {name}) belongs to a template seen earlier in the file (at record " in err, err
+    assert f"of {inp} (the split from virtual offset {first:#x}), without both mates)" in err, err
+    # One node's record: the records before the last split plus the index.
+    with pysam.AlignmentFile(inp, "rb") as f:
+        before = 0
+        while f.tell() < last:
+            next(f)
+            before += 1
+    assert before + int(err.split("but record ")[1].split(" ")[0]) == record, (record, before, err)
+    assert not out.exists() and not list(tmp_path.glob(".ray.bam.alnsort-ray-*"))
 
 
 @pytest.mark.parametrize("coordinate", [False, True])
@@ -380,7 +442,24 @@ def test_the_stage_functions_in_process(inputs, tmp_path):
         maps.append((folded, ranges))
     bounds = [c["boundary"] for c in cols]
     continued = stages.markdup_continued(bounds)
-    joins = [stages.markdup_join([c["halves"][j] for c in cols], bounds, b) for j in range(b)]
+    joins = [
+        stages.markdup_join([c["halves"][j] for c in cols], bounds, b, md, inputs=ins, splits=splits)["ends"]
+        for j in range(b)
+    ]
+    # Within the smallest budget (--max-memory 16M: 1.1 MiB for duplicate
+    # marking) the halves of one bucket, every split's block given four
+    # times (2 MB), go to sorted run files under tmp_dir, removed
+    # afterwards: the same pair ends as in memory.
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    whole = stages.markdup_collect(ins, {"input": 0, "start": splits[0]["start"], "end": None, "ordinal": 0}, md, 1, 1)
+    one_split = [dict(splits[0], end=None)]
+    four = [whole["halves"][0]] * 4
+    held = stages.markdup_join(four, [whole["boundary"]], 2, md, inputs=ins, splits=one_split)
+    tiny = stages.markdup_join(four, [whole["boundary"]], 2, md, inputs=ins, splits=one_split, max_memory="16M",
+                               tmp_dir=str(spill))
+    assert held["runs"] == 0 and tiny["runs"] > 0 and tiny["ends"] == held["ends"], (held["runs"], tiny["runs"])
+    assert list(spill.iterdir()) == []
     decided = [
         stages.markdup_decide_bucket(ins, [c["ends"][e] for c in cols] + [j[e] for j in joins], bounds, md,
                                      len(splits))

@@ -337,7 +337,9 @@ fn decide_in_tasks(
     let joined: Vec<Vec<Vec<u8>>> = (0..names)
         .map(|j| {
             let blocks: Vec<&[u8]> = shares.iter().map(|s| &s.halves[j][..]).collect();
-            stages_markdup::join(&blocks, &fixups, buckets).expect("join")
+            stages_markdup::join_within(&blocks, &fixups, buckets, options, &[])
+                .expect("join")
+                .0
         })
         .collect();
     let mut totals = SetsDecided::default();

@@ -1,5 +1,5 @@
 //! What each step of the duplicate-marking decision cut into tasks costs
-//! (`alnsort_engine::stages_markdup::{collect, join, decide_bucket,
+//! (`alnsort_engine::stages_markdup::{collect, join_within, decide_bucket,
 //! finish_split, assemble}`), against the one decide task over the whole
 //! input (`stages_markdup::decide`), in one process with one thread: CPU
 //! seconds (user + system, `getrusage`) and wall seconds per step, and the
@@ -102,7 +102,9 @@ fn main() {
     let joined: Vec<Vec<Vec<u8>>> = (0..names)
         .map(|j| {
             let blocks: Vec<&[u8]> = shares.iter().map(|sh| &sh.halves[j][..]).collect();
-            stages_markdup::join(&blocks, &fixups, buckets).expect("join")
+            stages_markdup::join_within(&blocks, &fixups, buckets, &options, &[])
+                .expect("join")
+                .0
         })
         .collect();
     let pairs: usize = joined.iter().flatten().map(Vec::len).sum();

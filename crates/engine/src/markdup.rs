@@ -500,6 +500,21 @@ pub(crate) fn header_read_groups(header: &Header) -> ReadGroups {
     )
 }
 
+/// The refusal of name-grouped input whose template is scattered: in
+/// `file`, record `record` (1-based) of read `name` belongs to a template
+/// seen earlier (`earlier`: where, or empty). One node's grouping check
+/// and the distributed join's ([`crate::stages_markdup`]) give it.
+pub(crate) fn scattered_message(file: &str, record: u64, name: &[u8], earlier: &str) -> String {
+    format!(
+        "{file}: --markdup needs the records of each template together (grouped by name, as aligners \
+         write them) or a coordinate-sorted input whose @HD says SO:coordinate, but record {record} \
+         (read {}) belongs to a template seen earlier in the file{earlier}; group the input first with \
+         'samtools collate' or 'alnsort sort -n', or, if it is coordinate-sorted, give it an \
+         @HD line with SO:coordinate",
+        String::from_utf8_lossy(name)
+    )
+}
+
 /// Follows the input in order and collects the read ends.
 pub struct Marker {
     md: MarkDuplicates,
@@ -700,13 +715,12 @@ impl Marker {
             };
             if let Some(g) = self.group.get_mut(k) {
                 if let Err(s) = g.push(name, e.flag) {
-                    return Err(Error::Refused(format!("{file}: --markdup needs the records of each template together (grouped by name, as aligners \
-                         write them) or a coordinate-sorted input whose @HD says SO:coordinate, but record {} \
-                         (read {}) belongs to a template seen earlier in the file; group the input first with \
-                         'samtools collate' or 'alnsort sort -n', or, if it is coordinate-sorted, give it an \
-                         @HD line with SO:coordinate",
+                    return Err(Error::Refused(scattered_message(
+                        file,
                         s.record + 1,
-                        String::from_utf8_lossy(&s.name))));
+                        &s.name,
+                        "",
+                    )));
                 }
             } else {
                 let at = (e.ref_id as u32, e.pos);

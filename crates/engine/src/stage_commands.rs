@@ -12,9 +12,11 @@
 //! `markdup-join` per name bucket `markdup-join-J.ends-B`;
 //! `markdup-decide` per end bucket `markdup-decide-B.split-S.dup` and
 //! `.opt` (the indexes it lists in split S) and `markdup-decide-B.counts`;
-//! `markdup-finish` per split `markdup-finish-S.outcome`;
-//! `markdup-assemble` the `--decisions` file `reduce --marks` applies, and
-//! the metrics file. Each later task finds the files of the earlier ones
+//! `markdup-finish` per split `markdup-finish-S.outcome` (and with
+//! `--partitions R`, from the map's `markdup-split-S.ranges`, one slice
+//! per reduce, `markdup-finish-S.slice-R`, which `reduce --finished`
+//! takes); `markdup-assemble` the metrics file, and with `--decisions` the
+//! whole decision `reduce --marks` applies. Each later task finds the files of the earlier ones
 //! in the JSON they printed (`--collected`, `--joined`, `--decided`,
 //! `--finished`), as `map` finds the splitters in `--splitters`.
 
@@ -248,9 +250,10 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
             }
             let shared = match &share {
                 Some(share) => format!(
-                    ", \"split\": {}, \"input\": {}, {}",
+                    ", \"split\": {}, \"input\": {}, \"start\": {}, {}",
                     s.ordinal,
                     s.input,
+                    s.start,
                     write_share(dir, s, share)?
                 ),
                 None => String::new(),
@@ -301,9 +304,42 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
     let part = need(&a.part_files.last().cloned(), command, "part")?.clone();
     let range = *need(&a.range, command, "range")?;
     let options = a.sort_options()?;
+    let range_slices = if a.finished.is_empty() {
+        None
+    } else {
+        if a.marks.is_some() {
+            bail!(
+                Refused,
+                "--marks (the whole decision) and --finished (this range's slices) are two ways to give the \
+                 duplicate decision: give one"
+            );
+        }
+        // This range's slice of every split, from each finish's "slices".
+        let mut bytes = Vec::with_capacity(a.finished.len());
+        for f in &a.finished {
+            let list = json_field(f, &read_json(f)?, "slices", "markdup-finish")?;
+            let Some(p) = list.get(range) else {
+                bail!(
+                    Refused,
+                    "{}: {} slices, none for range {range} (finish every split with --partitions as many as \
+                     the ranges)",
+                    f.display(),
+                    list.len()
+                );
+            };
+            bytes.push(read(Path::new(p))?);
+        }
+        Some(bytes)
+    };
     let marks = match &a.marks {
         None if !a.records.is_empty() => bail!(Refused, "--records goes with --marks"),
-        None => None,
+        None => match &range_slices {
+            Some(b) => {
+                let b: Vec<&[u8]> = b.iter().map(Vec::as_slice).collect();
+                Some(smd::Marks::sliced(&b, &options)?)
+            }
+            None => None,
+        },
         Some(f) => {
             let bytes = read(f)?;
             let d = crate::markdup::Decisions::from_bytes(&bytes, &smd::marks_config(&options)?)
@@ -420,9 +456,10 @@ fn markdup_collect(a: &StageArgs) -> Result<String> {
     let (ends_n, names_n) = (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1));
     let share = smd::collect(inputs, s, &a.sort_options()?, ends_n, names_n)?;
     Ok(format!(
-        "{{\"split\": {}, \"input\": {}, \"records\": {}, {}}}",
+        "{{\"split\": {}, \"input\": {}, \"start\": {}, \"records\": {}, {}}}",
         s.ordinal,
         s.input,
+        s.start,
         share.records,
         write_share(dir, s, &share)?
     ))
@@ -447,13 +484,43 @@ fn write_share(dir: &Path, s: &SplitSpec, share: &smd::SplitShare) -> Result<Str
         .collect::<Result<Vec<_>>>()?;
     let slots = write(name("slots".into()), &share.slots)?;
     let boundary = write(name("boundary".into()), &share.boundary.to_bytes())?;
+    // A map's share: each record's range, for markdup-finish --partitions.
+    let ranges = if share.ranges.is_empty() {
+        String::new()
+    } else {
+        let path = write(name("ranges".into()), &share.ranges)?;
+        format!(", \"ranges\": {}", json_path(&path))
+    };
     Ok(format!(
-        "\"ends\": {}, \"halves\": {}, \"slots\": {}, \"boundary\": {}",
+        "\"ends\": {}, \"halves\": {}, \"slots\": {}, \"boundary\": {}{ranges}",
         json_paths(&ends),
         json_paths(&halves),
         json_path(&slots),
         json_path(&boundary)
     ))
+}
+
+/// How the tasks' messages name each split ([`smd::split_file`]), from
+/// the collect outputs' `split`, `input` and `start` and the inputs
+/// (`split S` where they do not say).
+fn split_names(inputs: &[PathBuf], collected: &[(PathBuf, String)]) -> Vec<String> {
+    (collected.iter().enumerate())
+        .map(|(k, (_, text))| {
+            let ordinal = json_number(text, "split").unwrap_or(k as u64);
+            let spec = SplitSpec {
+                input: json_number(text, "input").unwrap_or(0) as usize,
+                start: json_number(text, "start").unwrap_or(0),
+                end: None,
+                ordinal: ordinal as u32,
+            };
+            match json_number(text, "start") {
+                Some(_) => {
+                    smd::split_file(inputs, &spec).unwrap_or_else(|_| format!("split {ordinal}"))
+                }
+                None => format!("split {ordinal}"),
+            }
+        })
+        .collect()
 }
 
 fn markdup_join(a: &StageArgs) -> Result<String> {
@@ -473,7 +540,16 @@ fn markdup_join(a: &StageArgs) -> Result<String> {
     let out: Vec<PathBuf> = (0..end_buckets)
         .map(|b| dir.join(format!("markdup-join-{bucket}.ends-{b}")))
         .collect();
-    let got = smd::join_files(&halves, &fixups, &a.sort_options()?, &out)?;
+    let options = a.sort_options()?;
+    // The inputs name the splits in a refusal: those given, else the sort
+    // options' (every stage of one sort takes the same).
+    let inputs: Vec<PathBuf> = if a.positional.is_empty() {
+        options.inputs.iter().map(PathBuf::from).collect()
+    } else {
+        a.positional.clone()
+    };
+    let names = split_names(&inputs, &collected);
+    let got = smd::join_files(&halves, &fixups, &options, &out, &names)?;
     Ok(format!(
         "{{\"bucket\": {bucket}, \"ends\": {}, \"pairs\": {}, \"runs\": {}}}",
         json_paths(&out),
@@ -608,6 +684,33 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
     let o = smd::finish_split(&slots, continued[s].is_some(), &dups, Some(&optical), carry)?;
     let path = dir.join(format!("markdup-finish-{s}.outcome"));
     write_atomic(&path, &o.to_bytes(carry), &Debris::default())?;
+    // With --partitions: the outcome cut into one slice per reduce, by the
+    // range each record went to (the map's "ranges").
+    let mut slices = Vec::new();
+    if let Some(partitions) = a.partitions {
+        let (file, text) = &collected[s];
+        let Some(ranges) = json_strings(text, "ranges") else {
+            bail!(
+                Refused,
+                "--partitions {partitions}: {} names no \"ranges\" (each record's range of the output, which a map \
+                 writes: give the JSON of 'alnsort map --end-buckets ...' as --collected, not markdup-collect's)",
+                file.display()
+            );
+        };
+        let [ranges] = ranges.as_slice() else {
+            return Err(Error::input(
+                file.display(),
+                "\"ranges\" is not one file name (the JSON 'alnsort map' prints)",
+            ));
+        };
+        let cut = smd::range_slices(&o, &read(Path::new(ranges))?, partitions)
+            .with_context(|| format!("{ranges}: the ranges of split {s}"))?;
+        for (r, bytes) in cut.iter().enumerate() {
+            let p = dir.join(format!("markdup-finish-{s}.slice-{r}"));
+            write_atomic(&p, bytes, &Debris::default())?;
+            slices.push(p);
+        }
+    }
     let next = (o.carry != smd::WalkCarry::default()).then(|| {
         json_str(&format!(
             "{}:{}:{}:{}",
@@ -618,9 +721,10 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
         ))
     });
     Ok(format!(
-        "{{\"ordinal\": {s}, \"input\": {input}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"records\": {}, \"repeated\": {}, \"carry\": {}}}",
+        "{{\"ordinal\": {s}, \"input\": {input}, \"splits\": {}, \"end_buckets\": {end_buckets}, \"outcome\": {}, \"slices\": {}, \"records\": {}, \"repeated\": {}, \"carry\": {}}}",
         collected.len(),
         json_path(&path),
+        json_paths(&slices),
         o.duplicate.len(),
         o.repeated,
         next.unwrap_or_else(|| "null".into())
@@ -630,7 +734,6 @@ fn markdup_finish(a: &StageArgs) -> Result<String> {
 fn markdup_assemble(a: &StageArgs) -> Result<String> {
     let command = "markdup-assemble";
     let inputs = task_inputs(a, command)?;
-    let out = need(&a.decisions, command, "decisions")?;
     if a.finished.is_empty() {
         bail!(
             Refused,
@@ -702,21 +805,33 @@ fn markdup_assemble(a: &StageArgs) -> Result<String> {
         }
     }
     let options = a.sort_options()?;
-    let d = smd::assemble(inputs, &options, outcomes, totals)?;
-    write_atomic(out, &d.decisions, &Debris::default())?;
+    let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();
+    // With --decisions the whole decision for 'reduce --marks'; without,
+    // the reduces take their ranges' slices (--finished) and only the
+    // metrics are made.
+    let report = match &a.decisions {
+        Some(out) => {
+            let d = smd::assemble(inputs, &options, outcomes, totals)?;
+            write_atomic(out, &d.decisions, &Debris::default())?;
+            d.metrics
+        }
+        None => {
+            let counts: Vec<_> = outcomes.iter().map(|o| &o.counts).collect();
+            smd::assemble_metrics(inputs, &options, &counts, totals)?
+        }
+    };
     let metrics = match &options.markdup.metrics {
         None => None,
         Some(m) => {
             let given: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
             let output = a.output.as_deref().filter(|o| *o != Path::new("-"));
-            smd::write_metrics(&d.metrics, m, &given, output, &options.command_line)?;
+            smd::write_metrics(&report, m, &given, output, &options.command_line)?;
             Some(m.clone())
         }
     };
     Ok(format!(
-        "{{\"decisions\": {}, \"records\": {}, \"metrics\": {}}}",
-        json_path(out),
-        d.records.iter().sum::<u64>(),
+        "{{\"decisions\": {}, \"records\": {records}, \"metrics\": {}}}",
+        a.decisions.as_deref().map_or("null".into(), json_path),
         metrics.as_deref().map_or("null".into(), json_path)
     ))
 }

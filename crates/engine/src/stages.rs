@@ -714,11 +714,7 @@ fn map_with_share(
                     splitters.len() + 1
                 )));
             }
-            let file = format!(
-                "{} (the split from virtual offset {:#x})",
-                inputs[split.input].display(),
-                split.start
-            );
+            let file = crate::stages_markdup::split_file(inputs, split)?;
             let budget = crate::markdup_budget(&cfg)?;
             Some(crate::stages_markdup::split_marker(
                 inputs, &set, split, md, &file, budget, buckets,

@@ -24,7 +24,7 @@
 //!
 //! The decision without one task over the whole input (one input;
 //! [`alnsort_markdup::dist`] says how): [`collect`] per split (slots,
-//! fragment ends by end bucket, mate halves by name bucket), [`join`] per
+//! fragment ends by end bucket, mate halves by name bucket), [`join_within`] per
 //! name bucket, [`decide_bucket`] per end bucket, [`finish_split`] per
 //! split in order (retried with the previous split's carry when it
 //! differs from the one assumed), and [`assemble`]: the same
@@ -350,11 +350,7 @@ pub fn collect(
     let header = &set.heads[split.input].0;
     let n_ref = header.refs().len();
     // The marker's messages count records from the split's start.
-    let file = format!(
-        "{} (the split from virtual offset {:#x})",
-        path.display(),
-        split.start
-    );
+    let file = split_file(inputs, split)?;
     let budget = crate::markdup_budget(&cfg)?;
     let mut marker = split_marker(
         inputs,
@@ -411,6 +407,18 @@ pub fn collect(
         marker.push(&r??)?;
     }
     marker.finish_split()
+}
+
+/// How the duplicate-marking tasks name split `split` of `inputs` in
+/// their messages (whose record numbers count from the split's start):
+/// its input and the virtual offset it starts at.
+pub fn split_file(inputs: &[PathBuf], split: &crate::stages::SplitSpec) -> Result<String> {
+    let path = crate::stages::split_input(inputs, split)?;
+    Ok(format!(
+        "{} (the split from virtual offset {:#x})",
+        path.display(),
+        split.start
+    ))
 }
 
 /// Several inputs as their duplicate-marking tasks read them
@@ -592,12 +600,34 @@ fn walk_refusal_named(
     None
 }
 
-/// The pair ends of one name bucket's halves (from every split), by end
-/// bucket ([`dist::join_mates`]), all in memory.
-pub fn join(blocks: &[&[u8]], fixups: &Fixups, end_buckets: usize) -> Result<Vec<Vec<u8>>> {
-    dist::join_mates(blocks, fixups, end_buckets)
-        .map_err(crate::error::Error::from)
-        .context("joining mates across splits")
+/// A join's error, a template scattered over splits named as one node
+/// names it ([`crate::markdup::scattered_message`]): `splits[s]` names
+/// split `s` ([`split_file`]; `split s` where it is missing).
+fn join_error(e: alnsort_markdup::MarkdupError, splits: &[String]) -> crate::error::Error {
+    let alnsort_markdup::MarkdupError::ScatteredTemplate {
+        name,
+        ordinal,
+        earlier,
+    } = &e
+    else {
+        return crate::error::Error::context("joining mates across splits", e);
+    };
+    let place = |o: i64| {
+        let (s, i) = dist::split_of(o as u64);
+        let file = splits
+            .get(s)
+            .cloned()
+            .unwrap_or_else(|| format!("split {s}"));
+        (file, i + 1)
+    };
+    let (file, record) = place(*ordinal);
+    let (before, at) = place(*earlier);
+    crate::error::Error::Refused(crate::markdup::scattered_message(
+        &file,
+        record,
+        name,
+        &format!(" (at record {at} of {before}, without both mates)"),
+    ))
 }
 
 /// A task's spill directory (a new directory under the options' `-T`,
@@ -629,7 +659,7 @@ pub struct JoinReport {
     pub runs: u64,
 }
 
-/// [`join`] within the options' memory budget: the name bucket's halves
+/// [`join_within`] of files: the name bucket's halves
 /// read from `halves` (one file per split) one file at a time, held up to
 /// the budget and beyond it sorted into run files in a temporary
 /// directory under `-T` (removed on success and on failure); the pair
@@ -640,6 +670,7 @@ pub fn join_files(
     fixups: &Fixups,
     options: &SortOptions,
     out: &[PathBuf],
+    splits: &[String],
 ) -> Result<JoinReport> {
     use std::io::Write as _;
     let (cfg, _) = task_config(options)?;
@@ -674,9 +705,7 @@ pub fn join_files(
             e,
         ));
     }
-    joined
-        .map_err(crate::error::Error::from)
-        .context("joining mates across splits")?;
+    joined.map_err(|e| join_error(e, splits))?;
     for (pending, w, p) in files {
         let file = w
             .into_inner()
@@ -691,15 +720,19 @@ pub fn join_files(
     Ok(JoinReport { pairs, runs })
 }
 
-/// [`join`] within the options' memory budget: the halves decoded from
-/// `blocks` beyond it are sorted into run files in a temporary directory
-/// under `-T` (removed on success and on failure) and merged back; the
-/// pair ends by end bucket, as [`join`] gives them.
+/// The pair ends of one name bucket's halves (`blocks`, from every
+/// split), by end bucket ([`dist::MateJoin`]), within the options' memory
+/// budget: the halves beyond it are sorted into run files in a temporary
+/// directory under `-T` (removed on success and on failure) and merged
+/// back. A template scattered over splits of name-grouped input is
+/// refused as one node refuses it, `splits[s]` naming split `s`
+/// ([`split_file`]).
 pub fn join_within(
     blocks: &[&[u8]],
     fixups: &Fixups,
     end_buckets: usize,
     options: &SortOptions,
+    splits: &[String],
 ) -> Result<(Vec<Vec<u8>>, JoinReport)> {
     let (cfg, _) = task_config(options)?;
     let (tmp, budget) = task_spill(&cfg)?;
@@ -716,8 +749,7 @@ pub fn join_within(
         out[bucket].extend_from_slice(end);
         Ok(())
     })
-    .map_err(crate::error::Error::from)
-    .context("joining mates across splits")?;
+    .map_err(|e| join_error(e, splits))?;
     drop(tmp);
     Ok((out, JoinReport { pairs, runs }))
 }
@@ -825,6 +857,9 @@ pub fn assemble(
     let pool = crate::stages::pool(cfg.threads)?;
     let set = crate::stages::headers(inputs, &pool)?;
     let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();
+    // The whole decision, n/4 bytes for n records (the reduces of `--marks`
+    // read it); reduces that take their ranges' slices need only
+    // [`assemble_metrics`].
     let track =
         md.remove_sequencing_duplicates || md.tagging != crate::markdup::TaggingPolicy::None;
     let mut dup = alnsort_markdup::Bits::new(records);
@@ -847,19 +882,7 @@ pub fn assemble(
         at += o.duplicate.len();
         dist::add_library_counts(&mut counts, &o.counts);
     }
-    // Several inputs: library indexes are the merged header's.
-    let several = several(inputs, &set)?;
-    let mut groups =
-        crate::markdup::header_read_groups(several.as_ref().map_or(&set.heads[0].0, |s| &s.header));
-    // Records of no header read group count under Picard's unknown
-    // library, which the splits' markers added after the header's.
-    groups.resolve(None);
-    let metrics = alnsort_markdup::metrics_report(
-        &groups,
-        &counts,
-        &totals.optical_by_library,
-        totals.set_sizes,
-    );
+    let metrics = metrics_of(inputs, &set, &counts, totals)?;
     let d = Decisions::new(
         dup,
         optical,
@@ -876,6 +899,51 @@ pub fn assemble(
         records: vec![records],
         metrics: d.metrics,
     })
+}
+
+/// The metrics of [`assemble`] alone, from each split's record counts
+/// per library ([`SplitOutcome::counts`], in split order) and the
+/// buckets' counts added up: what a run whose reduces take their ranges'
+/// slices needs of the assemble, without joining the splits' bits into
+/// the whole decision.
+pub fn assemble_metrics(
+    inputs: &[PathBuf],
+    options: &SortOptions,
+    split_counts: &[&alnsort_markdup::LibraryCounts],
+    totals: SetsDecided,
+) -> Result<MetricsReport> {
+    let (cfg, _) = task_config(options)?;
+    let pool = crate::stages::pool(cfg.threads)?;
+    let set = crate::stages::headers(inputs, &pool)?;
+    let mut counts = Vec::new();
+    for c in split_counts {
+        dist::add_library_counts(&mut counts, c);
+    }
+    metrics_of(inputs, &set, &counts, totals)
+}
+
+/// The metrics from the record counts per library summed over the
+/// splits and the buckets' counts added up: the libraries named by the
+/// inputs' header (several inputs: the merged header's, whose library
+/// indexes the splits' markers used).
+fn metrics_of(
+    inputs: &[PathBuf],
+    set: &crate::stages::InputSet,
+    counts: &alnsort_markdup::LibraryCounts,
+    totals: SetsDecided,
+) -> Result<MetricsReport> {
+    let several = several(inputs, set)?;
+    let mut groups =
+        crate::markdup::header_read_groups(several.as_ref().map_or(&set.heads[0].0, |s| &s.header));
+    // Records of no header read group count under Picard's unknown
+    // library, which the splits' markers added after the header's.
+    groups.resolve(None);
+    Ok(alnsort_markdup::metrics_report(
+        &groups,
+        counts,
+        &totals.optical_by_library,
+        totals.set_sizes,
+    ))
 }
 
 #[cfg(test)]

@@ -425,8 +425,14 @@ pub fn continued_templates(bounds: &[Boundary]) -> Vec<Option<i64>> {
 
 /// The template indexes to replace: the first record of a split whose
 /// first template began earlier stands for that template's first record.
+/// Also whether the input is grouped by name (the boundaries have last
+/// names), where the join checks that a name's templates are not
+/// scattered ([`MateJoin::finish`]).
 #[derive(Clone, Debug, Default)]
-pub struct Fixups(Vec<(i64, i64)>);
+pub struct Fixups {
+    fixes: Vec<(i64, i64)>,
+    grouped: bool,
+}
 
 impl Fixups {
     /// From [`continued_templates`] and the splits' first ordinals.
@@ -437,15 +443,18 @@ impl Fixups {
             .filter_map(|(b, c)| c.map(|c| (b.first, c)))
             .collect();
         v.sort_unstable();
-        Fixups(v)
+        Fixups {
+            fixes: v,
+            grouped: bounds.iter().any(|b| b.last_name.is_some()),
+        }
     }
 
     fn apply(&self, i: i64) -> i64 {
-        if self.0.is_empty() {
+        if self.fixes.is_empty() {
             return i;
         }
-        match self.0.binary_search_by_key(&i, |f| f.0) {
-            Ok(k) => self.0[k].1,
+        match self.fixes.binary_search_by_key(&i, |f| f.0) {
+            Ok(k) => self.fixes[k].1,
             Err(_) => i,
         }
     }
@@ -642,16 +651,24 @@ impl MateJoin {
         let mut waiting: Vec<(i32, End)> = Vec::new();
         let mut last: Option<(u64, i16)> = None;
         let mut last_name: Vec<u8> = Vec::new();
+        // Name-grouped input: the name's current template (its first
+        // record's ordinal) and whether it held a first and a second of
+        // pair.
+        let mut template: Option<(i64, bool, bool)> = None;
         let mut buf = [0u8; END_BYTES];
         while let Some((key, h, name)) = stream.next_half()? {
             if last != Some((key, h.rg)) || last_name != name {
                 waiting.clear();
+                template = None;
                 last = Some((key, h.rg));
                 last_name.clear();
                 last_name.extend_from_slice(name);
             }
             let mut frag = h.end;
             fixups.apply_end(&mut frag);
+            if fixups.grouped {
+                template = Some(scatter_step(template, frag.r1_index, h.read1, name)?);
+            }
             match waiting.iter().position(|w| w.0 == frag.r1_ref) {
                 Some(i) => {
                     let p = waiting.swap_remove(i).1;
@@ -668,6 +685,33 @@ impl MateJoin {
             }
         }
         Ok(())
+    }
+}
+
+/// The grouping check across splits, one half of a name at a time (in
+/// input order): a template of the name that begins after an earlier one
+/// of the name without both primary mates among its halves is scattered
+/// (one node's [`crate::grouping::GroupCheck`] remembers that earlier
+/// template as incomplete and refuses the later one at its first record,
+/// the template's index). Halves are the mapped primary records whose
+/// mate is mapped, so a template scattered over two splits is found when
+/// both its parts hold one (the split's own check finds it within a
+/// split). Returns the name's current template.
+fn scatter_step(
+    template: Option<(i64, bool, bool)>,
+    index: i64,
+    read1: bool,
+    name: &[u8],
+) -> Result<(i64, bool, bool), MarkdupError> {
+    let (r1, r2) = (read1, !read1);
+    match template {
+        Some((t, a, b)) if t == index => Ok((t, a || r1, b || r2)),
+        Some((t, a, b)) if !(a && b) => Err(MarkdupError::ScatteredTemplate {
+            name: name.to_vec(),
+            ordinal: index,
+            earlier: t,
+        }),
+        _ => Ok((index, r1, r2)),
     }
 }
 

@@ -92,6 +92,25 @@ pub enum MarkdupError {
     /// A record went to a range beyond those the run has.
     #[error("a record went to range {range}, but the run has {partitions} ranges: the range numbers come from another run")]
     RangeBeyond { range: usize, partitions: usize },
+    /// Name-grouped input cut into splits: a template of read `name`
+    /// begins at `ordinal` ([`dist::ordinal`] of its first record) after
+    /// an earlier template of that name (beginning at `earlier`) that
+    /// lacks a primary mate: the records of one template are scattered,
+    /// which one node refuses ([`grouping::GroupCheck`]).
+    #[error(
+        "read {}: a template begins at record {} of split {} after a template of that name without both \
+         mates (at record {} of split {}): the input is not grouped by name",
+        String::from_utf8_lossy(name),
+        dist::split_of(*ordinal as u64).1 + 1,
+        dist::split_of(*ordinal as u64).0,
+        dist::split_of(*earlier as u64).1 + 1,
+        dist::split_of(*earlier as u64).0
+    )]
+    ScatteredTemplate {
+        name: Vec<u8>,
+        ordinal: i64,
+        earlier: i64,
+    },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {

@@ -6,7 +6,7 @@
 //! engine's setter (`SortOptions::apply_markdup_keyword`): no argv is built
 //! or parsed. Each runs without the GIL.
 //!
-//! The decision cut into tasks (`stages_markdup::{collect, join,
+//! The decision cut into tasks (`stages_markdup::{collect, join_within,
 //! decide_bucket, finish_split, assemble}`) crosses into Python as plain
 //! values: the tasks' blocks as `bytes` (read back in place through the
 //! buffer protocol), a split's boundary as `(first name, last name, last
@@ -36,6 +36,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage_markdup_decide_bucket, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_finish, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_assemble, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_markdup_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_tasks_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(stage_markdup_walk_refusal, m)?)?;
     Ok(())
@@ -238,18 +239,36 @@ pub fn stage_markdup_continued(bounds: Vec<BoundaryTuple>) -> Vec<Option<i64>> {
 }
 
 /// The pair ends of one name bucket's halves (a block from every split),
-/// by end bucket (`stages_markdup::join`).
+/// by end bucket, within the options' duplicate-marking budget (beyond it
+/// the halves are sorted into run files under the options' temporary
+/// directory, removed on success and on failure:
+/// `stages_markdup::join_within`); a template scattered over `splits`
+/// (of `inputs`, in split order: they name the record in the message) is
+/// refused as one node refuses it. Returns (pair ends by end bucket, the
+/// runs written).
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn stage_markdup_join(
     py: Python<'_>,
     blocks: Vec<Bound<'_, PyAny>>,
     bounds: Vec<BoundaryTuple>,
     end_buckets: usize,
-) -> PyResult<Vec<Py<PyBytes>>> {
+    options: Keywords,
+    inputs: Vec<PathBuf>,
+    splits: Vec<SplitTuple>,
+) -> PyResult<(Vec<Py<PyBytes>>, u64)> {
+    let o = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
-    let got = py.detach(move || stages_markdup::join(&slices, &fixups(bounds), end_buckets));
-    got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
+    let got = py.detach(move || {
+        let names = splits
+            .into_iter()
+            .map(|t| stages_markdup::split_file(&inputs, &spec(t)))
+            .collect::<alnsort_engine::error::Result<Vec<_>>>()?;
+        stages_markdup::join_within(&slices, &fixups(bounds), end_buckets, &o, &names)
+    });
+    let (ends, report) = got.map_err(|e| raise(py, e))?;
+    Ok((bytes_list(py, &ends), report.runs))
 }
 
 /// A bucket's set-size histograms and optical counts as Python holds
@@ -437,6 +456,13 @@ pub fn stage_markdup_assemble(
             repeated: 0,
         });
     }
+    let totals = bucket_totals(buckets);
+    let got = py.detach(move || stages_markdup::assemble(&inputs, &o, splits, totals));
+    decision(py, got, metrics)
+}
+
+/// Every end bucket's counts added up.
+fn bucket_totals(buckets: Vec<SetCounts>) -> SetsDecided {
     let mut totals = SetsDecided::default();
     for (all_sets, optical_sets, non_optical_sets, optical_by_library) in buckets {
         totals.add_counts(SetsDecided {
@@ -449,6 +475,31 @@ pub fn stage_markdup_assemble(
             ..SetsDecided::default()
         });
     }
-    let got = py.detach(move || stages_markdup::assemble(&inputs, &o, splits, totals));
-    decision(py, got, metrics)
+    totals
+}
+
+/// The metrics of [`stage_markdup_assemble`] without the decision (for
+/// reduces that take their ranges' slices: `stages_markdup::assemble_metrics`),
+/// from each split's record counts per library (in split order) and every
+/// end bucket's counts: the metrics file's text when `metrics` names it.
+#[pyfunction]
+#[pyo3(signature = (inputs, options, counts, buckets, metrics=None))]
+pub fn stage_markdup_metrics(
+    py: Python<'_>,
+    inputs: Vec<PathBuf>,
+    options: Keywords,
+    counts: Vec<LibraryCounts>,
+    buckets: Vec<SetCounts>,
+    metrics: Option<MetricsNames>,
+) -> PyResult<Option<String>> {
+    let o = typed(py, &options)?;
+    let totals = bucket_totals(buckets);
+    let got = py.detach(move || {
+        let refs: Vec<&LibraryCounts> = counts.iter().collect();
+        stages_markdup::assemble_metrics(&inputs, &o, &refs, totals)
+    });
+    let report = got.map_err(|e| raise(py, e))?;
+    Ok(metrics.map(|(path, given, output, line)| {
+        alnsort_engine::markdup::metrics_text(&report, &path, &given, output.as_deref(), &line)
+    }))
 }

@@ -250,7 +250,9 @@ fn cuts_inside_templates_and_empty_splits() {
     cuts.sort_unstable();
     check(&recs, InputOrder::Queryname, &cuts, 4, 3);
     // One template over three splits.
-    let mut long: Vec<Rec> = recs[..40].to_vec();
+    // (After record 40, which ends template r19: inside it the input
+    // would not be grouped by name, which the join refuses.)
+    let mut long: Vec<Rec> = recs[..41].to_vec();
     let name = "long:1:FC:1:1101:5:5".to_string();
     for (flag, five) in [
         (flags::PAIRED | flags::READ1 | 0x20, 100),
@@ -260,9 +262,9 @@ fn cuts_inside_templates_and_empty_splits() {
     ] {
         long.push((name.clone(), flag, 0, five, 0, 1, 0));
     }
-    long.extend_from_slice(&recs[40..]);
-    check(&long, InputOrder::Queryname, &[41, 42, 43], 2, 2);
-    check(&long, InputOrder::Queryname, &[40, 41, 42, 43, 44], 3, 1);
+    long.extend_from_slice(&recs[41..]);
+    check(&long, InputOrder::Queryname, &[42, 43, 44], 2, 2);
+    check(&long, InputOrder::Queryname, &[41, 42, 43, 44, 45], 3, 1);
 }
 
 #[test]
@@ -349,4 +351,71 @@ fn a_block_cut_short_is_an_error() {
         ),
         "{e}"
     );
+}
+
+/// Name-grouped input whose template "a" is scattered (its first mate,
+/// then template "b", then its second mate): wherever the splits are cut,
+/// the join refuses it at the second part's first record, as one node's
+/// grouping check does; a template continued over a cut is one template.
+#[test]
+fn a_template_scattered_over_splits_is_refused_by_the_join() {
+    let mut groups = groups();
+    let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+    let p = flags::PAIRED;
+    let recs: Vec<Rec> = [
+        ("a", p | flags::READ1, 100),
+        ("b", p | flags::READ1, 200),
+        ("b", p | 0x80 | flags::REVERSE, 400),
+        ("a", p | 0x80 | flags::REVERSE, 300),
+    ]
+    .iter()
+    .map(|&(n, f, five)| (n.to_string(), f, 0, five, 0, 1, 0))
+    .collect();
+    let join = |cuts: &[usize]| {
+        let mut at = vec![0];
+        at.extend_from_slice(cuts);
+        at.push(recs.len());
+        let shares: Vec<SplitShare> = at
+            .windows(2)
+            .enumerate()
+            .map(|(s, w)| {
+                let mut c =
+                    SplitCollector::new(InputOrder::Queryname, NameParser::Default, s as u32, 1, 1);
+                for r in &recs[w[0]..w[1]] {
+                    c.push(&read_info(r, &rgs)).unwrap();
+                }
+                c.finish()
+            })
+            .collect();
+        let bnds: Vec<Boundary> = shares.iter().map(|s| s.boundary.clone()).collect();
+        let fixups = Fixups::new(&bnds, &continued_templates(&bnds));
+        let blocks: Vec<&[u8]> = shares.iter().map(|s| s.halves[0].as_slice()).collect();
+        join_mates(&blocks, &fixups, 1)
+    };
+    for (cuts, split, index) in [
+        (vec![], 0, 3),
+        (vec![1], 1, 2),
+        (vec![1, 3], 2, 0),
+        (vec![2, 3], 2, 0),
+    ] {
+        match join(&cuts) {
+            Err(MarkdupError::ScatteredTemplate {
+                name,
+                ordinal: o,
+                earlier,
+            }) => {
+                assert_eq!(name, b"a", "cuts {cuts:?}");
+                assert_eq!(o, ordinal(split, index), "cuts {cuts:?}");
+                assert_eq!(earlier, ordinal(0, 0), "cuts {cuts:?}");
+            }
+            other => panic!("cuts {cuts:?}: {:?}", other.map(|_| ())),
+        }
+    }
+    // Grouped: "a" cut between its mates is one template, not refused; in
+    // coordinate order names recur freely.
+    let grouped = [0, 3, 1, 2].map(|k| recs[k].clone());
+    for cuts in [[1usize], [2], [3]] {
+        check(&grouped, InputOrder::Queryname, &cuts, 1, 1);
+    }
+    check(&recs, InputOrder::Coordinate, &[2], 1, 1);
 }

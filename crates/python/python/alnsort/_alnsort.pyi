@@ -118,7 +118,14 @@ def stage_map_collecting(
     tuple[list[bytes], int, Optional[int], Optional[int]], tuple[list[bytes], list[bytes], bytes, _Boundary, int, bytes]
 ]: ...
 def stage_markdup_continued(bounds: Sequence[_Boundary]) -> list[Optional[int]]: ...
-def stage_markdup_join(blocks: Sequence[_Buffer], bounds: Sequence[_Boundary], end_buckets: int) -> list[bytes]: ...
+def stage_markdup_join(
+    blocks: Sequence[_Buffer],
+    bounds: Sequence[_Boundary],
+    end_buckets: int,
+    options: _Keywords,
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    splits: Sequence[_SplitTuple],
+) -> tuple[list[bytes], int]: ...
 def stage_markdup_decide_bucket(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],
     blocks: Sequence[_Buffer],
@@ -142,3 +149,10 @@ def stage_markdup_assemble(
     buckets: Sequence[_SetCounts],
     metrics: Optional[_MetricsNames] = None,
 ) -> tuple[bytes, list[int], Optional[str]]: ...
+def stage_markdup_metrics(
+    inputs: Sequence[Union[str, "os.PathLike[str]"]],
+    options: _Keywords,
+    counts: Sequence[Sequence[Sequence[int]]],
+    buckets: Sequence[_SetCounts],
+    metrics: Optional[_MetricsNames] = None,
+) -> Optional[str]: ...

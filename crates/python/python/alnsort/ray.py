@@ -648,7 +648,7 @@ def sort(
             decided, decisions_ref, slices = md_run.decide(
                 split_list, [m["records"] for m in metas], names, phases, n_parts
             )
-            if decisions_ref is None:
+            if not decided:
                 # Several inputs whose records the tasks cannot decide as
                 # Picard does (md_run.stats says why): one decide task.
                 decide_ref = decide_r.remote(run, names)
@@ -826,12 +826,23 @@ def _share_buffers(share: Dict[str, Any]) -> List[pickle.PickleBuffer]:
     return _buffers([*share["ends"], *share["halves"], share["slots"], share["ranges"]])
 
 
-def _join_task(run: _Run, index: int, boundaries: List[Dict[str, Any]], buckets: int, *halves: bytes) -> tuple:
-    """One name bucket's halves from every split paired: (meta, pair ends
-    by end bucket...)."""
-    out, secs, cpu = run.call("markdup_join", list(halves), boundaries, buckets, task=("join", index))
-    meta = {"bytes": sum(len(b) for b in out), "seconds": secs, "cpu": cpu}
-    return (meta, *_buffers(out))
+def _join_task(
+    run: _Run,
+    index: int,
+    boundaries: List[Dict[str, Any]],
+    splits: List[Dict[str, Any]],
+    buckets: int,
+    *halves: bytes,
+) -> tuple:
+    """One name bucket's halves from every split paired, within the task's
+    duplicate-marking budget (beyond it spilled under the task's
+    temporary directory): (meta, pair ends by end bucket...)."""
+    out, secs, cpu = run.call(
+        "markdup_join", list(halves), boundaries, buckets, run.markdup, task=("join", index),
+        inputs=run.inputs, splits=splits, tmp_dir=tempfile.gettempdir(), **run.kwargs(),
+    )
+    meta = {"bytes": sum(len(b) for b in out["ends"]), "runs": out["runs"], "seconds": secs, "cpu": cpu}
+    return (meta, *_buffers(out["ends"]))
 
 
 def _decide_bucket_task(
@@ -841,7 +852,7 @@ def _decide_bucket_task(
     duplicate lists by split..., optical lists by split...)."""
     out, secs, cpu = run.call(
         "markdup_decide_bucket", run.inputs, list(blocks), boundaries, run.markdup, splits, task=("decide", index),
-        **run.kwargs(),
+        tmp_dir=tempfile.gettempdir(), **run.kwargs(),
     )
     meta = {
         "counts": out["counts"],
@@ -881,6 +892,9 @@ def _finish_task(
         "seconds": secs,
         "cpu": cpu,
     }
+    if partitions:
+        # The reduces take the slices; the split's bits go nowhere.
+        return (meta, None, None, *_buffers(out["slices"]))
     opt = None if out["optical"] is None else pickle.PickleBuffer(out["optical"])
     return (meta, pickle.PickleBuffer(out["duplicate"]), opt, *_buffers(out["slices"]))
 
@@ -893,7 +907,14 @@ def _assemble_decision_task(
     *bits: Any,
 ) -> tuple:
     """The decision bits (for the reduces) and metrics from the splits'
-    walks and the buckets' counts: (meta, decisions)."""
+    walks and the buckets' counts: (meta, decisions); with no ``bits``
+    (the reduces take their ranges' slices) the metrics alone, from the
+    walks' counts: (meta, None)."""
+    if not bits:
+        out, secs, cpu = run.call(
+            "markdup_metrics", run.inputs, run.markdup, finished, bucket_counts, metrics=metrics, **run.kwargs()
+        )
+        return ({"records": out["records"], "metrics": out["metrics"], "seconds": secs, "cpu": cpu}, None)
     n = len(finished)
     outcomes = [
         {"duplicate": bits[s], "optical": bits[n + s], "records": f["records"], "counts": f["counts"]}
@@ -958,9 +979,11 @@ class _MarkdupTasks:
         partitions: int,
     ) -> "tuple[Dict[str, Any], Any, Optional[List[list]]]":
         """Runs the decision's tasks after the maps; returns the decision's
-        summary (``records``, ``metrics``), the reference of its bytes and,
-        when the maps gave each record's range, each range's slices (one
-        reference per split: what that range's reduce receives)."""
+        summary (``records``, ``metrics``; empty when the walks of several
+        inputs are not Picard's), and either, when the maps gave each
+        record's range, each range's slices (one reference per split: what
+        that range's reduce receives; no whole decision is built), or the
+        reference of the whole decision's bytes."""
         ray, b, n = self.ray, self.buckets, len(splits)
         cols = [self.collected[i] for i in range(n)]
         t0 = time.perf_counter()
@@ -985,7 +1008,9 @@ class _MarkdupTasks:
 
         t0 = time.perf_counter()
         joins = [
-            self.join_r.options(num_returns=1 + b).remote(self.run, j, bounds, b, *[c[1 + b + j] for c in cols])
+            self.join_r.options(num_returns=1 + b).remote(
+                self.run, j, bounds, splits, b, *[c[1 + b + j] for c in cols]
+            )
             for j in range(b)
         ]
         decides = [
@@ -1044,8 +1069,11 @@ class _MarkdupTasks:
                 self.say(f"finish: {why}: the decision goes to one task")
                 return {}, None, None
         t0 = time.perf_counter()
+        # Reduces that take their ranges' slices need only the metrics; the
+        # one-task reduces the whole decision, joined from the splits' bits.
+        bits = [] if sliced else [*[f[1] for f in fins], *[f[2] for f in fins]]
         asm = self.assemble_r.options(num_returns=2).remote(
-            self.run, metrics, fin_metas, [m["counts"] for m in dec_metas], *[f[1] for f in fins], *[f[2] for f in fins],
+            self.run, metrics, fin_metas, [m["counts"] for m in dec_metas], *bits,
         )
         decided = _get(ray, asm[0])
         if len(self.run.inputs) > 1:
@@ -1067,6 +1095,9 @@ class _MarkdupTasks:
                 "mate_halves_bytes": sum(m["halves_bytes"] for m in metas),
                 "slots_bytes": sum(m["slots_bytes"] for m in metas),
                 "pair_ends_bytes": sum(m["bytes"] for m in join_metas),
+                # Sorted runs the joins spilled beyond their budget (0: every
+                # join's halves fitted).
+                "join_runs": sum(m["runs"] for m in join_metas),
                 "largest_bucket_bytes": max(m["ends_bytes"] for m in dec_metas),
                 "templates_across_splits": sum(c is not None for c in continued),
                 "finished_again": again,
@@ -1079,8 +1110,9 @@ class _MarkdupTasks:
                 ),
             }
         )
-        slices = [[f[3 + r] for f in fins] for r in range(sliced)] if sliced else None
-        return decided, asm[1], slices
+        if sliced:
+            return decided, None, [[f[3 + r] for f in fins] for r in range(sliced)]
+        return decided, asm[1], None
 
     @staticmethod
     def _phase(phases: Dict[str, Dict[str, float]], name: str, t0: float, metas: List[Dict[str, Any]]) -> None:

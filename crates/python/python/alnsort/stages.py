@@ -82,6 +82,7 @@ __all__ = [
     "markdup_decide_bucket",
     "markdup_finish",
     "markdup_assemble",
+    "markdup_metrics",
     "START_CARRY",
     "markdup_tasks_refusal",
     "markdup_walk_refusal",
@@ -536,11 +537,33 @@ def markdup_continued(boundaries: Sequence[Dict[str, Any]]) -> List[Optional[int
 
 
 def markdup_join(
-    blocks: Sequence[Union[bytes, memoryview]], boundaries: Sequence[Dict[str, Any]], end_buckets: int
-) -> List[bytes]:
+    blocks: Sequence[Union[bytes, memoryview]],
+    boundaries: Sequence[Dict[str, Any]],
+    end_buckets: int,
+    markdup: Markdup,
+    *,
+    inputs: Sequence[PathArg] = (),
+    splits: Sequence[Split] = (),
+    **order: Any,
+) -> Dict[str, Any]:
     """One name bucket's mate halves (its block from every split) paired
-    as one node pairs them: the pair ends, one block per end bucket."""
-    return _alnsort.stage_markdup_join(list(blocks), _boundaries(boundaries), end_buckets)
+    as one node pairs them, within the duplicate-marking budget of the
+    options (``max_memory``; beyond it the halves are sorted into run
+    files under ``tmp_dir``, removed on success and on failure). A
+    template of name-grouped input scattered over the splits is refused
+    as one node refuses it; ``inputs`` and ``splits`` (every split, in
+    split order) name its record. Returns ``{"ends": list[bytes]}`` (the
+    pair ends, one block per end bucket) and ``"runs"`` (run files
+    written: 0 when the halves fitted)."""
+    ends, runs = _alnsort.stage_markdup_join(
+        list(blocks),
+        _boundaries(boundaries),
+        end_buckets,
+        _marking(markdup, order),
+        _inputs(inputs),
+        [_split_tuple(s) for s in splits],
+    )
+    return {"ends": ends, "runs": runs}
 
 
 def markdup_decide_bucket(
@@ -647,3 +670,24 @@ def markdup_assemble(
         _inputs(inputs), _marking(markdup, order), outs, counts, metrics
     )
     return {"decisions": decisions, "records": records, "metrics": text}
+
+
+def markdup_metrics(
+    inputs: Sequence[PathArg],
+    markdup: Markdup,
+    finished: Sequence[Dict[str, Any]],
+    bucket_counts: Sequence[Dict[str, Any]],
+    *,
+    metrics: Optional[tuple] = None,
+    **order: Any,
+) -> Dict[str, Any]:
+    """The metrics of :func:`markdup_assemble` without the decision's bytes
+    (for reduces that take their ranges' slices): from every split's
+    :func:`markdup_finish` ``"counts"`` and ``"records"`` (in split order;
+    the bits are not needed) and every bucket's ``"counts"``. Returns
+    ``{"records": int, "metrics": the metrics file's text or None}``."""
+    counts = [tuple(c[k] for k in _COUNT_KEYS) for c in bucket_counts]
+    text = _alnsort.stage_markdup_metrics(
+        _inputs(inputs), _marking(markdup, order), [f["counts"] for f in finished], counts, metrics
+    )
+    return {"records": sum(f["records"] for f in finished), "metrics": text}

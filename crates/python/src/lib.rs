@@ -415,6 +415,25 @@ fn option_table(command: &str) -> PyResult<Vec<OptionRow>> {
     }
 }
 
+/// The options of `alnsort sort`'s group "Duplicate marking"
+/// (`options::markdup_options`), in the table's order, as (keyword, name
+/// as messages write it, the value's name or None for a flag): what a
+/// marking stage's `markdup` and the Ray driver's duplicate marking take.
+#[pyfunction]
+fn markdup_options() -> Vec<(String, String, Option<String>)> {
+    options::markdup_options()
+        .map(|s| (s.keyword(), s.name(), s.value.map(String::from)))
+        .collect()
+}
+
+/// The keywords of the options of `alnsort sort` that a stage takes as its
+/// own (`options::stage_options`: order, output format and level, threads,
+/// memory, temporary files, ...), in the table's order.
+#[pyfunction]
+fn stage_option_keywords() -> Vec<String> {
+    options::stage_options().map(|s| s.keyword()).collect()
+}
+
 /// The text of `alnsort sort --help`: every option, with its differences
 /// from samtools.
 #[pyfunction]
@@ -432,6 +451,8 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(sort_option_table, m)?)?;
     m.add_function(wrap_pyfunction!(option_table, m)?)?;
+    m.add_function(wrap_pyfunction!(markdup_options, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_option_keywords, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_split, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_splitters, m)?)?;

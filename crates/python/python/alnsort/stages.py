@@ -327,7 +327,7 @@ def markdup_keywords(words: Sequence[str]) -> Dict[str, Any]:
     naming it."""
     if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
         raise TypeError(f"markdup's options must be a list of words, e.g. ['--tagging-policy', 'all'], not {words!r}")
-    group = {name for name, _, g in _alnsort.sort_option_table() if g == "markdup"}
+    group = {name for _, name, _ in _alnsort.markdup_options()}
 
     def only_markdup(given: List[str]) -> None:
         for name in given:

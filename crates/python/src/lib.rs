@@ -62,15 +62,11 @@ impl Keywords {
     /// duplicate-marking ones (`SortOptions::apply_markdup_keyword`).
     pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
         let mut o = SortOptions::new(self.command_text());
-        for (keyword, value) in &self.options {
-            o.apply_keyword(keyword, value.clone())?;
-        }
+        apply_each(&self.options, |k, v| o.apply_keyword(k, v))?;
         if let Some(markdup) = &self.markdup {
             // `--markdup` itself first: an empty list asks for Picard's defaults.
             o.apply_markdup_keyword("markdup", None)?;
-            for (keyword, value) in markdup {
-                o.apply_markdup_keyword(keyword, value.clone())?;
-            }
+            apply_each(markdup, |k, v| o.apply_markdup_keyword(k, v))?;
         }
         Ok(o)
     }
@@ -85,11 +81,20 @@ impl Keywords {
             ));
         }
         let mut m = MergeArgs::new(self.command_text(), 0);
-        for (keyword, value) in &self.options {
-            m.apply_keyword(keyword, value.as_deref())?;
-        }
+        apply_each(&self.options, |k, v| m.apply_keyword(k, v.as_deref()))?;
         Ok(m)
     }
+}
+
+/// Applies each keyword pair, in the order given, with a command's
+/// keyword setter; the first refusal stops it.
+fn apply_each(
+    pairs: &KeywordPairs,
+    mut set: impl FnMut(&str, Option<String>) -> Result<(), ArgError>,
+) -> Result<(), ArgError> {
+    pairs
+        .iter()
+        .try_for_each(|(keyword, value)| set(keyword, value.clone()))
 }
 
 /// A failed `alnsort sort`.

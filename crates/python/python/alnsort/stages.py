@@ -28,9 +28,11 @@ they differ (a wrong guess), it runs the next split's ``map`` again with
 the first run's blocks. Every record is then read exactly once.
 
 **Order options** are the keyword arguments of :func:`alnsort.sort`
-(``order``, ``tag``, ``threads``, ``max_memory``, ``level``,
-``output_format``, ``tmp_dir``, ``no_pg``, ``unknown_reference``); every
-stage of one sort must get the same ones. They become ``alnsort sort``
+that the engine's option table gives the stages
+(``_alnsort.stage_option_keywords()``: ``order``, ``tag``, ``threads``,
+``max_memory``, ``level``, ``output_format``, ``tmp_dir``, ``no_pg``,
+``unknown_reference`` and the keywords these stand for); any other is a
+``TypeError``. Every stage of one sort must get the same ones. They become ``alnsort sort``
 options parsed by the command's own parser, so a refused option raises
 :class:`alnsort.AlnsortError` with the command's message.
 

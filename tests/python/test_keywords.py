@@ -177,3 +177,35 @@ def test_the_older_keywords_are_aliases(tmp_path):
     y = alnsort.sort(EXAMPLE, tmp_path / "y.sam", name=True, output_fmt="sam", no_pg=True)
     assert x["records_out"] == y["records_out"]
     assert (tmp_path / "x.sam").read_bytes() == (tmp_path / "y.sam").read_bytes()
+
+
+def test_the_stages_take_the_keywords_the_engine_table_gives_them():
+    """A stage's keywords (`alnsort._keywords`, the one conversion every
+    stage's options go through) are those the engine's table gives the
+    stages (`_alnsort.stage_option_keywords()`), with `order` and their
+    aliases: each is taken and stands for its option on the stage's
+    command line; every other option of the table is refused as no
+    keyword of a stage, so a new option reaches the stages (or is refused
+    there) by its row of the table alone."""
+    from alnsort import _alnsort
+
+    table = alnsort.option_keywords("sort")
+    stage = set(_alnsort.stage_option_keywords())
+    assert stage <= set(table), stage - set(table)
+    # The keywords the stages took before they came from the table still work.
+    older = {"order", "threads", "max_memory", "level", "output_format", "tag", "tmp_dir", "no_pg", "unknown_reference"}
+    assert {alnsort.ALIASES.get(k, k) for k in older - {"order"}} <= stage
+    # A whole run's options (its output, index, report) are no stage's.
+    assert not stage & {"output", "write_index", "stats_json", "progress", "markdup", "metrics", "help"}
+    for keyword, (name, value_name, _) in table.items():
+        value = _value(keyword, value_name)
+        if keyword in stage:
+            got = alnsort._keywords(**{keyword: value})
+            assert got["command_line"][:2] == ["alnsort", "sort"] and name in got["command_line"], (keyword, got)
+        else:
+            with pytest.raises(TypeError, match=f"a stage got an unexpected keyword argument '{keyword}'"):
+                alnsort._keywords(**{keyword: value})
+    for alias in older - {"order"}:
+        value = _value(alias, table[alnsort.ALIASES.get(alias, alias)][1])
+        assert alnsort._keywords(**{alias: value})["options"], alias
+    assert alnsort._keywords(order="name")["command_line"] == ["alnsort", "sort", "-n"]

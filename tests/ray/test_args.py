@@ -208,3 +208,24 @@ def test_nf_core_idx_form_runs_on_ray(bam, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "[W::alnsort] Ignoring --write-index as it only works for position sorted files" in res.stderr
     assert not os.path.exists(byname + ".csi")
+
+
+def test_every_duplicate_marking_option_reaches_the_dataflow(bam):
+    """Every option of alnsort sort's group "Duplicate marking", as the
+    table lists it, is read by the driver into sort()'s duplicate-marking
+    keywords with its value: the driver's list (MARKDUP_OPTIONS) comes
+    from the engine's table, so an option added there reaches the Ray
+    dataflow with nothing else to update."""
+    keyword = {name: key for key, (name, _, _) in alnsort.option_keywords("sort").items()}
+    group = [(name, synopsis) for name, synopsis, g in _alnsort.sort_option_table() if g == "markdup"]
+    assert len(group) >= 11, group
+    for name, synopsis in group:
+        value = _value(synopsis)
+        args = ([] if name == "--markdup" else ["--markdup"]) + [name, *value, "-o", "o.bam", bam]
+        got = aray._markdup_kwargs(aray.parse_args(args))
+        assert got["markdup"] is True, (name, got)
+        if name == "--metrics":
+            assert got["metrics"] == value[0] and got["markdup_options"] == {}, (name, got)
+        elif name != "--markdup":
+            want = {keyword[name]: value[0] if value else True}
+            assert got["markdup_options"] == want, (name, got)

@@ -22,6 +22,7 @@ use alnsort_bgzf::{BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Uni
 use alnsort_index::{
     IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord, PartIndexWriter,
 };
+use alnsort_pipeline::varint::{self, unzigzag, zigzag};
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
 
@@ -141,37 +142,6 @@ struct PartRecords {
     previous: u64,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// The varint at `*at` of `bytes` (written by [`put_varint`]).
-fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
-    let mut v = 0u64;
-    let mut shift = 0;
-    loop {
-        let b = bytes[*at];
-        *at += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return v;
-        }
-        shift += 7;
-    }
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
 impl PartRecords {
     fn push(&mut self, r: RecordRef<'_>, vstart: u64, n_ref: usize) -> Result<(), WriteError> {
         let rec = index_record(r, vstart, vstart);
@@ -192,10 +162,10 @@ impl PartRecords {
             });
         };
         let tid = u64::from((rec.ref_id.max(-1) + 1) as u32);
-        put_varint(&mut self.fields, tid << 1 | u64::from(rec.mapped));
-        put_varint(&mut self.fields, zigzag(rec.beg));
-        put_varint(&mut self.fields, zigzag(rec.end.wrapping_sub(rec.beg)));
-        put_varint(&mut self.fields, step);
+        varint::put(&mut self.fields, tid << 1 | u64::from(rec.mapped));
+        varint::put(&mut self.fields, zigzag(rec.beg));
+        varint::put(&mut self.fields, zigzag(rec.end.wrapping_sub(rec.beg)));
+        varint::put(&mut self.fields, step);
         self.previous = vstart;
         self.records += 1;
         Ok(())
@@ -227,10 +197,12 @@ impl PartRecords {
         let mut at = 0usize;
         let mut logical = 0u64;
         let mut read = |at: &mut usize| {
-            let tid = get_varint(&self.fields, at);
-            let beg = unzigzag(get_varint(&self.fields, at));
-            let len = unzigzag(get_varint(&self.fields, at));
-            logical += get_varint(&self.fields, at);
+            // Its own bytes, four varints a record written by `push`.
+            let mut field = || varint::read(&self.fields, at).expect("a varint push wrote");
+            let tid = field();
+            let beg = unzigzag(field());
+            let len = unzigzag(field());
+            logical += field();
             let rec = IndexRecord {
                 ref_id: (tid >> 1) as i32 - 1,
                 beg,

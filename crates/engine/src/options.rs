@@ -434,6 +434,43 @@ impl OptionId for OptId {
     }
 }
 
+impl OptId {
+    /// Whether a stage task of the distributed sort (`alnsort.stages`, the
+    /// Ray driver's tasks) takes the option as a keyword of its own: those
+    /// that say how records are ordered and written and what a task may
+    /// use. Duplicate marking's options come as a marking stage's group
+    /// ([`markdup_options`]); the others are a whole run's (its output,
+    /// index, report, progress), minimiser settings the stages are not
+    /// given, or refused. Every id is named, no wildcard: a new option
+    /// does not compile until it is placed here.
+    pub fn taken_by_stages(self) -> bool {
+        use OptId::*;
+        match self {
+            Name | NameLex | TemplateCoordinate | Minimiser | Tag => true,
+            OutputFmt | Level | NoPg => true,
+            Threads | TmpPrefix | MaxMemory | UnknownReference => true,
+            MinimiserIndex | Kmer | Window | NoReverse | Squash => false,
+            Output | OutputFmtOption | Uncompressed | WriteIndex | Reference => false,
+            MemPerThread | Progress | NoProgress | ProgressInterval | StatsJson | Mqc => false,
+            Verbosity | Help | Version | Markdup(_) | Unsupported(_) => false,
+        }
+    }
+}
+
+/// The rows of [`OPTIONS`] in the group "Duplicate marking" (the
+/// [`OptId::Markdup`] ids), in the table's order: `--markdup`, `--metrics`
+/// and the options a marking stage takes
+/// ([`SortOptions::apply_markdup_keyword`]).
+pub fn markdup_options() -> impl Iterator<Item = &'static OptSpec> {
+    OPTIONS.iter().filter(|s| matches!(s.id, OptId::Markdup(_)))
+}
+
+/// The rows of [`OPTIONS`] a stage task takes as its own keywords
+/// ([`OptId::taken_by_stages`]), in the table's order.
+pub fn stage_options() -> impl Iterator<Item = &'static OptSpec> {
+    OPTIONS.iter().filter(|s| s.id.taken_by_stages())
+}
+
 impl<Id: OptionId> OptSpec<Id> {
     /// The option's keyword in Python: the long name with `-` as `_`, in
     /// lower case (`--no-PG`: `no_pg`), else the table's `key`.
@@ -1163,5 +1200,79 @@ pub fn parse_fmt_option(opt: &str, args: &mut SortOptions) -> Result<(), ArgErro
             "unsupported output format option '{opt}' (alnsort knows level=N, reference=FILE, \
              nthreads=N, and for CRAM version, embed_ref, no_ref, store_md, store_nm)"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The group "Duplicate marking" of the help and the ids the marking
+    /// stages' setter takes are the same rows, every one applied as a
+    /// marking stage's keyword; none of them is a stage's own keyword.
+    #[test]
+    fn the_markdup_group_is_its_ids_and_every_one_applies() {
+        let group: Vec<String> = OPTIONS
+            .iter()
+            .filter(|s| s.group == Group::Markdup)
+            .map(|s| s.name())
+            .collect();
+        let ids: Vec<String> = markdup_options().map(|s| s.name()).collect();
+        assert_eq!(ids, group);
+        assert!(ids.len() >= 11, "{ids:?}");
+        for s in markdup_options() {
+            assert!(!s.id.taken_by_stages(), "{}", s.name());
+            let value = s.value.map(|v| match v {
+                "N" => "50".to_string(),
+                "STRATEGY" => "total-mapped-reference-length".into(),
+                "POLICY" => "all".into(),
+                "REGEX" => "null".into(),
+                "TAG" => "BC".into(),
+                other => format!("x.{}", other.to_lowercase()),
+            });
+            let mut o = SortOptions::new("alnsort sort".into());
+            o.apply_markdup_keyword(&s.keyword(), value)
+                .unwrap_or_else(|e| panic!("{}: {e}", s.name()));
+            assert!(o.markdup.enabled, "{}", s.name());
+        }
+    }
+
+    /// The stages' keywords are settings of a run from Python, none
+    /// refused, and the whole-run options (output, index, report) are not
+    /// among them.
+    #[test]
+    fn the_stages_options_are_keywords_of_a_run() {
+        let names: Vec<String> = stage_options().map(|s| s.name()).collect();
+        for s in stage_options() {
+            assert!(s.refusal().is_none(), "{}", s.name());
+            assert!(!matches!(
+                s.id,
+                OptId::Output | OptId::Help | OptId::Version
+            ));
+        }
+        for whole_run in [
+            "-o",
+            "--write-index",
+            "--stats-json",
+            "--progress",
+            "--markdup",
+        ] {
+            assert!(
+                !names.iter().any(|n| n == whole_run),
+                "{whole_run}: {names:?}"
+            );
+        }
+        for own in [
+            "-n",
+            "-t",
+            "-@",
+            "-O",
+            "-l",
+            "-T",
+            "--no-PG",
+            "--max-memory",
+        ] {
+            assert!(names.iter().any(|n| n == own), "{own}: {names:?}");
+        }
     }
 }

@@ -26,6 +26,8 @@
 //! About 10 bytes a record; replaying is a few seconds per hundred
 //! million records.
 
+use alnsort_pipeline::varint::{self, unzigzag, zigzag, VarintError};
+
 use crate::builder::{IndexBuilder, IndexRecord};
 use crate::error::IndexError;
 use crate::write::IndexFile;
@@ -33,22 +35,6 @@ use crate::IndexFormat;
 
 const MAGIC: &[u8; 8] = b"ALNSPIX1";
 const HEAD: usize = 24;
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
 
 /// Builds one part's index, record by record, in the part's order.
 #[derive(Debug, Clone, Default)]
@@ -76,11 +62,11 @@ impl PartIndexWriter {
             });
         }
         let tid = u64::from((rec.ref_id.max(-1) + 1) as u32);
-        put_varint(&mut self.body, tid << 1 | u64::from(rec.mapped));
-        put_varint(&mut self.body, zigzag(rec.beg));
-        put_varint(&mut self.body, zigzag(rec.end.wrapping_sub(rec.beg)));
-        put_varint(&mut self.body, rec.vstart - self.previous_end);
-        put_varint(&mut self.body, rec.vend - rec.vstart);
+        varint::put(&mut self.body, tid << 1 | u64::from(rec.mapped));
+        varint::put(&mut self.body, zigzag(rec.beg));
+        varint::put(&mut self.body, zigzag(rec.end.wrapping_sub(rec.beg)));
+        varint::put(&mut self.body, rec.vstart - self.previous_end);
+        varint::put(&mut self.body, rec.vend - rec.vstart);
         self.previous_end = rec.vend;
         self.records += 1;
         Ok(())
@@ -133,18 +119,12 @@ impl<'a> PartReader<'a> {
     }
 
     fn varint(&mut self) -> Result<u64, IndexError> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let Some(&b) = self.data.get(self.at) else {
-                return Err(self.bad("truncated"));
-            };
-            self.at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(self.bad("overlong varint"))
+        varint::read(self.data, &mut self.at).map_err(|e| {
+            self.bad(match e {
+                VarintError::Truncated => "truncated",
+                VarintError::Overlong => "overlong varint",
+            })
+        })
     }
 
     fn bad(&self, reason: &'static str) -> IndexError {

@@ -24,8 +24,13 @@
 //! * [`OrderedSink`]: the mirror of [`Ordered`]: the caller pushes jobs and
 //!   a consumer thread takes their results in push order (the BGZF writer's
 //!   thread, which writes the compressed blocks).
+//!
+//! Besides, [`varint`]: the workspace's one LEB128 varint, here because
+//! this is the one crate every user of it already depends on.
 
 #![forbid(unsafe_code)]
+
+pub mod varint;
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};

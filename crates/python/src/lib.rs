@@ -62,15 +62,11 @@ impl Keywords {
     /// duplicate-marking ones (`SortOptions::apply_markdup_keyword`).
     pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
         let mut o = SortOptions::new(self.command_text());
-        for (keyword, value) in &self.options {
-            o.apply_keyword(keyword, value.clone())?;
-        }
+        apply_each(&self.options, |k, v| o.apply_keyword(k, v))?;
         if let Some(markdup) = &self.markdup {
             // `--markdup` itself first: an empty list asks for Picard's defaults.
             o.apply_markdup_keyword("markdup", None)?;
-            for (keyword, value) in markdup {
-                o.apply_markdup_keyword(keyword, value.clone())?;
-            }
+            apply_each(markdup, |k, v| o.apply_markdup_keyword(k, v))?;
         }
         Ok(o)
     }
@@ -85,11 +81,20 @@ impl Keywords {
             ));
         }
         let mut m = MergeArgs::new(self.command_text(), 0);
-        for (keyword, value) in &self.options {
-            m.apply_keyword(keyword, value.as_deref())?;
-        }
+        apply_each(&self.options, |k, v| m.apply_keyword(k, v.as_deref()))?;
         Ok(m)
     }
+}
+
+/// Applies each keyword pair, in the order given, with a command's
+/// keyword setter; the first refusal stops it.
+fn apply_each(
+    pairs: &KeywordPairs,
+    mut set: impl FnMut(&str, Option<String>) -> Result<(), ArgError>,
+) -> Result<(), ArgError> {
+    pairs
+        .iter()
+        .try_for_each(|(keyword, value)| set(keyword, value.clone()))
 }
 
 /// A failed `alnsort sort`.
@@ -415,6 +420,25 @@ fn option_table(command: &str) -> PyResult<Vec<OptionRow>> {
     }
 }
 
+/// The options of `alnsort sort`'s group "Duplicate marking"
+/// (`options::markdup_options`), in the table's order, as (keyword, name
+/// as messages write it, the value's name or None for a flag): what a
+/// marking stage's `markdup` and the Ray driver's duplicate marking take.
+#[pyfunction]
+fn markdup_options() -> Vec<(String, String, Option<String>)> {
+    options::markdup_options()
+        .map(|s| (s.keyword(), s.name(), s.value.map(String::from)))
+        .collect()
+}
+
+/// The keywords of the options of `alnsort sort` that a stage takes as its
+/// own (`options::stage_options`: order, output format and level, threads,
+/// memory, temporary files, ...), in the table's order.
+#[pyfunction]
+fn stage_option_keywords() -> Vec<String> {
+    options::stage_options().map(|s| s.keyword()).collect()
+}
+
 /// The text of `alnsort sort --help`: every option, with its differences
 /// from samtools.
 #[pyfunction]
@@ -432,6 +456,8 @@ fn _alnsort(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge, m)?)?;
     m.add_function(wrap_pyfunction!(sort_option_table, m)?)?;
     m.add_function(wrap_pyfunction!(option_table, m)?)?;
+    m.add_function(wrap_pyfunction!(markdup_options, m)?)?;
+    m.add_function(wrap_pyfunction!(stage_option_keywords, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_split, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_sample, m)?)?;
     m.add_function(wrap_pyfunction!(stages::stage_splitters, m)?)?;

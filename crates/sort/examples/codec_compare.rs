@@ -137,12 +137,8 @@ fn frames() -> Vec<Vec<u8>> {
         let frame = frames.last_mut().expect("never empty");
         frame.push(key.len() as u8);
         frame.extend_from_slice(&key);
-        let mut len = rec.len() as u64; // varint, as runfile.rs writes it
-        while len >= 0x80 {
-            frame.push((len as u8) | 0x80);
-            len >>= 7;
-        }
-        frame.push(len as u8);
+        // The length as runfile.rs writes it.
+        alnsort_pipeline::varint::put(frame, rec.len() as u64);
         frame.extend_from_slice(&rec);
         if frame.len() >= FRAME_BYTES {
             frames.push(Vec::new());

@@ -41,7 +41,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use alnsort_pipeline::OrderedQueue;
+use alnsort_pipeline::{varint, OrderedQueue};
 use rayon::ThreadPool;
 
 use crate::error::{Result, SortError};
@@ -119,15 +119,6 @@ pub(crate) fn frame_crc(header: &[u8; HEADER_LEN], payload: &[u8]) -> u32 {
     hasher.update(&header[..16]);
     hasher.update(payload);
     hasher.finalize()
-}
-
-/// Appends `v` as an unsigned LEB128 varint.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// `Vec::resize(len, 0)` for a reused frame buffer, except that a buffer
@@ -345,9 +336,9 @@ impl RunWriter {
         // The entry that takes a frame past its target grows the buffer by
         // itself only (two varints of at most 10 bytes), not by doubling it.
         self.raw.reserve_exact(key.len() + record.len() + 20);
-        put_varint(&mut self.raw, key.len() as u64);
+        varint::put(&mut self.raw, key.len() as u64);
         self.raw.extend_from_slice(key);
-        put_varint(&mut self.raw, record.len() as u64);
+        varint::put(&mut self.raw, record.len() as u64);
         self.raw.extend_from_slice(record);
         self.raw_entries += 1;
         self.meta.records += 1;

@@ -17,6 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use alnsort_pipeline::varint::{self, VarintError};
 use alnsort_pipeline::{spawn, Slot};
 use rayon::ThreadPool;
 
@@ -384,8 +385,10 @@ pub(crate) fn entry_at(
     pos: usize,
 ) -> std::result::Result<(Range<usize>, Range<usize>), &'static str> {
     let field = |at: usize| {
-        let (len, used) =
-            get_varint(raw.get(at..).unwrap_or_default()).ok_or("bad length varint")?;
+        let (len, used) = varint::get(raw.get(at..).unwrap_or_default()).map_err(|e| match e {
+            VarintError::Truncated => "length varint cut short",
+            VarintError::Overlong => "overlong length varint",
+        })?;
         let start = at + used;
         usize::try_from(len)
             .ok()
@@ -450,18 +453,6 @@ pub(crate) fn read_frame_at(
     };
     let frame = decode(frame, raw, path)?;
     Ok((frame.raw, frame.payload))
-}
-
-/// Reads an unsigned LEB128 varint; `(value, bytes used)`.
-fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
 }
 
 /// `read_exact` that reports a clean or partial EOF as `Ok(false)`.
@@ -671,17 +662,6 @@ mod tests {
         drop(f);
         let err = read_run(run).expect_err("truncated");
         assert!(err.to_string().contains("truncated"), "{err}");
-    }
-
-    #[test]
-    fn varint_round_trip_and_overlong() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
-            let mut buf = Vec::new();
-            crate::runfile::put_varint(&mut buf, v);
-            assert_eq!(get_varint(&buf), Some((v, buf.len())));
-        }
-        assert_eq!(get_varint(&[0x80; 11]), None);
-        assert_eq!(get_varint(&[0x80]), None);
     }
 
     #[test]

@@ -34,9 +34,9 @@ use std::path::PathBuf;
 
 use crate::error::{Result, SortError};
 use crate::loser::{LoserTree, MergeSource};
-use crate::runfile::{
-    frame_crc, put_varint, FrameHeader, HEADER_LEN, MAGIC, METHOD_END, METHOD_STORED,
-};
+use alnsort_pipeline::varint;
+
+use crate::runfile::{frame_crc, FrameHeader, HEADER_LEN, MAGIC, METHOD_END, METHOD_STORED};
 use crate::runread::{decode, entry_at, StoredFrame};
 use crate::KeyKind;
 
@@ -326,9 +326,9 @@ impl BlockWriter {
             self.frame = self.out.len();
             self.out.extend_from_slice(&[0u8; HEADER_LEN]);
         }
-        put_varint(&mut self.out, key.len() as u64);
+        varint::put(&mut self.out, key.len() as u64);
         self.out.extend_from_slice(key);
-        put_varint(&mut self.out, record.len() as u64);
+        varint::put(&mut self.out, record.len() as u64);
         self.out.extend_from_slice(record);
         self.entries += 1;
         self.records += 1;
@@ -995,9 +995,9 @@ mod tests {
         for part in entries.chunks(1000) {
             let mut raw = Vec::new();
             for (k, r) in part {
-                put_varint(&mut raw, k.len() as u64);
+                varint::put(&mut raw, k.len() as u64);
                 raw.extend_from_slice(&key(u64::from_be_bytes(k[..].try_into().unwrap()) + 1));
-                put_varint(&mut raw, r.len() as u64);
+                varint::put(&mut raw, r.len() as u64);
                 raw.extend_from_slice(r);
             }
             let len = crate::runfile::encode_frame(&raw, part.len() as u32, &mut frame);

@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use alnsort_pipeline::varint;
+
 #[cfg(doc)]
 use super::SplitShare;
 use super::{bad_block, Boundary, SetsDecided, SplitOutcome};
@@ -57,18 +59,10 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// An unsigned LEB128 varint (at most 10 bytes).
+    /// An unsigned LEB128 varint ([`varint`]); a cut or overlong one is
+    /// [`MarkdupError::BadBlock`] at its first byte.
     fn varint(&mut self) -> Result<u64, MarkdupError> {
-        let at = self.at;
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(bad_block(self.what, self.b.len(), at))
+        varint::read(self.b, &mut self.at).map_err(|_| bad_block(self.what, self.b.len(), self.at))
     }
 
     fn bits(&mut self) -> Result<Bits, MarkdupError> {
@@ -114,14 +108,6 @@ fn put_bytes(out: &mut Vec<u8>, v: Option<&[u8]>) {
             out.extend_from_slice(v);
         }
     }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 fn put_bits(out: &mut Vec<u8>, b: &Bits) {
@@ -326,7 +312,7 @@ impl RangeSlice {
             out.extend_from_slice(&(list.len() as u64).to_le_bytes());
             let mut next = 0u64;
             for &i in list {
-                put_varint(&mut out, i - next);
+                varint::put(&mut out, i - next);
                 next = i.saturating_add(1);
             }
         }

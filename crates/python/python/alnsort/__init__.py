@@ -115,18 +115,16 @@ _ORDER_KEYWORDS: Dict[str, Optional[str]] = {
     "minimiser": "minimiser",
 }
 
-#: The keywords the stages take (those of :func:`sort` that say how records
-#: are ordered and written).
+#: The keywords the stages take: those of :func:`sort` whose options the
+#: engine's table says a stage takes as its own (how records are ordered
+#: and written, threads, memory, temporary files:
+#: ``_alnsort.stage_option_keywords()``), with ``order`` and the aliases of
+#: those (:data:`ALIASES`).
+_STAGE_OPTION_KEYWORDS = frozenset(_alnsort.stage_option_keywords())
 _STAGE_KEYWORDS = (
-    "order",
-    "threads",
-    "max_memory",
-    "level",
-    "output_format",
-    "tag",
-    "tmp_dir",
-    "no_pg",
-    "unknown_reference",
+    frozenset({"order"})
+    | _STAGE_OPTION_KEYWORDS
+    | {alias for alias, key in ALIASES.items() if key in _STAGE_OPTION_KEYWORDS}
 )
 
 _TABLES: Dict[str, Dict[str, Tuple[str, Optional[str], Optional[str]]]] = {}

@@ -22,6 +22,10 @@ def merge(inputs: Sequence[str], output: str, options: _Keywords, index: Union[b
 # (keyword, name as messages write it, value name or None, refusal or None)
 # of each option of "sort" or "merge".
 def option_table(command: str) -> list[tuple[str, str, Optional[str], Optional[str]]]: ...
+# alnsort sort's group "Duplicate marking" as (keyword, name, value name or
+# None), and the keywords a stage takes as its own (crates/engine/src/options.rs).
+def markdup_options() -> list[tuple[str, str, Optional[str]]]: ...
+def stage_option_keywords() -> list[str]: ...
 
 # alnsort sort's parser and option table, for a driver's command line
 # (alnsort.ray): see parse_sort_args in crates/python/src/lib.rs.

@@ -73,7 +73,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import ORDERS, AlnsortError, option_keywords, sort_options
+from . import ORDERS, AlnsortError, _alnsort, option_keywords, sort_options
 
 __all__ = ["sort", "main", "parse_args", "help_text", "default_splits", "default_buckets"]
 
@@ -1144,18 +1144,13 @@ def _progress(progress: Union[bool, Callable[[str], None]]) -> Callable[[str], N
     return lambda line: print(f"[alnsort.ray] {line}", file=sys.stderr, flush=True)
 
 
-# alnsort sort's duplicate-marking options taken by the driver: (option,
-# takes a value). --markdup and --metrics are sort()'s own keywords.
-MARKDUP_OPTIONS = (
-    ("--remove-duplicates", False),
-    ("--remove-sequencing-duplicates", False),
-    ("--optical-distance", True),
-    ("--duplicate-scoring", True),
-    ("--tagging-policy", True),
-    ("--read-name-regex", True),
-    ("--barcode-tag", True),
-    ("--read-one-barcode-tag", True),
-    ("--read-two-barcode-tag", True),
+# alnsort sort's duplicate-marking options taken by the driver, from the
+# engine's table (its group "Duplicate marking"): (option, takes a value).
+# --markdup and --metrics are sort()'s own keywords.
+MARKDUP_OPTIONS = tuple(
+    (name, value is not None)
+    for _, name, value in _alnsort.markdup_options()
+    if name not in ("--markdup", "--metrics")
 )
 
 

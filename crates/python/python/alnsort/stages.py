@@ -28,9 +28,11 @@ they differ (a wrong guess), it runs the next split's ``map`` again with
 the first run's blocks. Every record is then read exactly once.
 
 **Order options** are the keyword arguments of :func:`alnsort.sort`
-(``order``, ``tag``, ``threads``, ``max_memory``, ``level``,
-``output_format``, ``tmp_dir``, ``no_pg``, ``unknown_reference``); every
-stage of one sort must get the same ones. They become ``alnsort sort``
+that the engine's option table gives the stages
+(``_alnsort.stage_option_keywords()``: ``order``, ``tag``, ``threads``,
+``max_memory``, ``level``, ``output_format``, ``tmp_dir``, ``no_pg``,
+``unknown_reference`` and the keywords these stand for); any other is a
+``TypeError``. Every stage of one sort must get the same ones. They become ``alnsort sort``
 options parsed by the command's own parser, so a refused option raises
 :class:`alnsort.AlnsortError` with the command's message.
 
@@ -328,7 +330,7 @@ def markdup_keywords(words: Sequence[str]) -> Dict[str, Any]:
     naming it."""
     if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
         raise TypeError(f"markdup's options must be a list of words, e.g. ['--tagging-policy', 'all'], not {words!r}")
-    group = {name for name, _, g in _alnsort.sort_option_table() if g == "markdup"}
+    group = {name for _, name, _ in _alnsort.markdup_options()}
 
     def only_markdup(given: List[str]) -> None:
         for name in given:

@@ -22,7 +22,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use alnsort_bgzf::reader::EofWatch;
-use alnsort_bgzf::{BgzfError, BlockRecycler, ParallelReader};
+use alnsort_bgzf::{BgzfError, BlockRecycler, ParallelReader, ReadAhead};
 
 use crate::header::{Header, RefLookup};
 use crate::keys::{KeyEncoder, KeyError};
@@ -61,6 +61,9 @@ pub struct ScanOptions {
     pub end: RangeEnd,
     /// Records before the first one read (for record numbers in errors).
     pub first_record: u64,
+    /// How far the BGZF reader inflates ahead ([`ReadAhead::Peek`] for a
+    /// few records read at one place).
+    pub read_ahead: ReadAhead,
 }
 
 impl Default for ScanOptions {
@@ -70,7 +73,19 @@ impl Default for ScanOptions {
             record_limit: usize::MAX,
             end: RangeEnd::Eof,
             first_record: 0,
+            read_ahead: ReadAhead::Stream,
         }
+    }
+}
+
+/// The file buffer under a BAM reader: a streaming read takes 1 MiB a
+/// system call; a peek takes a block's worth (most peeks need a block or
+/// two, and a 1 MiB buffer filled for them was a sample's largest kernel
+/// cost after the inflation).
+pub(crate) fn read_buffer(ahead: ReadAhead) -> usize {
+    match ahead {
+        ReadAhead::Stream => 1 << 20,
+        ReadAhead::Peek => alnsort_bgzf::MAX_BLOCK_SIZE,
     }
 }
 
@@ -378,11 +393,12 @@ impl BamScanner {
         let block = voffset >> 16;
         let mut skip = (voffset & 0xffff) as usize;
         input.seek(SeekFrom::Start(block)).map_err(seek_err)?;
-        let mut reader = ParallelReader::starting_at(
-            io::BufReader::with_capacity(1 << 20, input),
+        let mut reader = ParallelReader::starting_at_with(
+            io::BufReader::with_capacity(read_buffer(opts.read_ahead), input),
             pool,
             Vec::new(),
             block,
+            opts.read_ahead,
         )
         .map_err(|e| seek_err(e.into()))?;
         while skip > 0 {

@@ -29,10 +29,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use alnsort_bgzf::block::parse_header;
-use alnsort_bgzf::{BgzfError, ParallelReader};
+use alnsort_bgzf::{BgzfError, ParallelReader, ReadAhead};
 
 use crate::header::{read_bam_header, Header, HeaderError};
-use crate::reader::{BamScanner, RangeEnd, ReadError, ScanOptions};
+use crate::reader::{read_buffer, BamScanner, RangeEnd, ReadError, ScanOptions};
 use crate::validate::validate_record;
 
 /// Records in a row that must check out after a guessed record start.
@@ -104,11 +104,18 @@ pub fn read_header(
         return Err(SplitError::NotBam { file: name });
     }
     file.seek(SeekFrom::Start(0)).map_err(|e| io_err(0, e))?;
-    let mut reader =
-        ParallelReader::new(file, pool, Vec::new()).map_err(|source| SplitError::Bgzf {
-            file: Arc::clone(&name),
-            source,
-        })?;
+    // Every task reads the header: a block or two, not a stream's worth.
+    let mut reader = ParallelReader::starting_at_with(
+        io::BufReader::with_capacity(read_buffer(ReadAhead::Peek), file),
+        pool,
+        Vec::new(),
+        0,
+        ReadAhead::Peek,
+    )
+    .map_err(|source| SplitError::Bgzf {
+        file: Arc::clone(&name),
+        source,
+    })?;
     let header = read_bam_header(&mut reader).map_err(|source| SplitError::Header {
         file: Arc::clone(&name),
         source,
@@ -219,11 +226,14 @@ pub fn guess_record_start(
     };
     file.seek(SeekFrom::Start(block))
         .map_err(|e| io_err(block, e))?;
-    let mut reader = ParallelReader::starting_at(
-        io::BufReader::with_capacity(1 << 20, file),
+    // The search stops at the first offset that checks out, mostly in the
+    // first block.
+    let mut reader = ParallelReader::starting_at_with(
+        io::BufReader::with_capacity(read_buffer(ReadAhead::Peek), file),
         Arc::clone(pool),
         Vec::new(),
         block,
+        ReadAhead::Peek,
     )
     .map_err(|source| SplitError::Bgzf {
         file: Arc::clone(&name),
@@ -388,6 +398,7 @@ pub fn proven_end(
         ScanOptions {
             batch_bytes: 1,
             end: RangeEnd::Records(if last.is_some() { 2 } else { 1 }),
+            read_ahead: ReadAhead::Peek,
             ..ScanOptions::default()
         },
     )?;

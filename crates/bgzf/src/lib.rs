@@ -25,5 +25,5 @@ pub use block::{
     MAX_BLOCK_SIZE, MAX_PAYLOAD,
 };
 pub use error::{BgzfError, BgzfError as Error, Result};
-pub use reader::{BlockRecycler, ParallelReader, Position, TakenBlock, UnitScan};
+pub use reader::{BlockRecycler, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan};
 pub use writer::{BlockWriter, ParallelWriter, Units, WriterSummary};

@@ -35,6 +35,22 @@ use crate::error::{BgzfError, Result};
 /// extra slack absorbs the consumer's own bursts.
 const QUEUE_BLOCKS_PER_THREAD: usize = 4;
 
+/// How far a [`ParallelReader`] inflates ahead of its consumer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadAhead {
+    /// A stream read through: [`QUEUE_BLOCKS_PER_THREAD`] blocks per pool
+    /// thread in jobs of [`JOB_BLOCKS`] (the default).
+    #[default]
+    Stream,
+    /// A few records or a header read at one place (a split's sample
+    /// stretches, a guessed record start, a header): one block per job, one
+    /// job queued. A streaming reader opened there inflates a dozen blocks
+    /// (some 800 KiB) to hand over the first one; a split's sample, eight
+    /// stretches and seven guessed starts, then inflated about a third of
+    /// the split.
+    Peek,
+}
+
 /// The stage name of the inflate jobs, in errors.
 const INFLATE_STAGE: &str = "BGZF inflate";
 
@@ -177,7 +193,26 @@ impl ParallelReader {
         prefix: Vec<u8>,
         start: u64,
     ) -> Result<Self> {
-        Self::with_inflate(inner, pool, prefix, start, block::inflate_block)
+        Self::with_inflate(
+            inner,
+            pool,
+            prefix,
+            start,
+            block::inflate_block,
+            ReadAhead::Stream,
+        )
+    }
+
+    /// [`ParallelReader::starting_at`] inflating only as far ahead as
+    /// `ahead` says.
+    pub fn starting_at_with<R: Read + Send + 'static>(
+        inner: R,
+        pool: Arc<ThreadPool>,
+        prefix: Vec<u8>,
+        start: u64,
+        ahead: ReadAhead,
+    ) -> Result<Self> {
+        Self::with_inflate(inner, pool, prefix, start, block::inflate_block, ahead)
     }
 
     fn with_inflate<R: Read + Send + 'static>(
@@ -186,12 +221,20 @@ impl ParallelReader {
         prefix: Vec<u8>,
         start: u64,
         inflate: InflateFn,
+        ahead: ReadAhead,
     ) -> Result<Self> {
         // Jobs in flight: the same number of blocks per thread as one job
-        // per block would queue, and at least two jobs.
-        let depth = (QUEUE_BLOCKS_PER_THREAD * pool.current_num_threads().max(1))
-            .div_ceil(JOB_BLOCKS)
-            .max(2);
+        // per block would queue, and at least two jobs; a peek, one job of
+        // one block.
+        let (depth, job_blocks) = match ahead {
+            ReadAhead::Stream => (
+                (QUEUE_BLOCKS_PER_THREAD * pool.current_num_threads().max(1))
+                    .div_ceil(JOB_BLOCKS)
+                    .max(2),
+                JOB_BLOCKS,
+            ),
+            ReadAhead::Peek => (1, 1),
+        };
         let (recycle, recycled) = unbounded::<Vec<u8>>();
         let (raw_back, raw_recycled) = unbounded();
         let (decompressor_back, decompressors) = unbounded::<Decompressor>();
@@ -202,7 +245,8 @@ impl ParallelReader {
             input: Cursor::new(prefix).chain(inner),
             raw_recycled,
             offset: start,
-            job: Vec::with_capacity(JOB_BLOCKS),
+            job: Vec::with_capacity(job_blocks),
+            job_blocks,
         };
         let work = move |item: Item| match item {
             Item::Blocks(blocks) => {
@@ -492,6 +536,8 @@ struct Producer<R> {
     offset: u64,
     /// Blocks read, waiting to be inflated by one job.
     job: Vec<(Vec<u8>, u64)>,
+    /// Blocks per job ([`JOB_BLOCKS`], or one for [`ReadAhead::Peek`]).
+    job_blocks: usize,
 }
 
 /// Blocks inflated per pool job. One job per 64 KiB block left the workers
@@ -520,7 +566,7 @@ impl<R: Read> Producer<R> {
             let offset = self.offset;
             self.offset += raw.len() as u64;
             self.job.push((raw, offset));
-            if self.job.len() >= JOB_BLOCKS && !self.emit_job(emit) {
+            if self.job.len() >= self.job_blocks && !self.emit_job(emit) {
                 return;
             }
         }
@@ -538,7 +584,7 @@ impl<R: Read> Producer<R> {
         }
         emit(Item::Blocks(std::mem::replace(
             &mut self.job,
-            Vec::with_capacity(JOB_BLOCKS),
+            Vec::with_capacity(self.job_blocks),
         )))
     }
 

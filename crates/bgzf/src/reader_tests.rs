@@ -40,11 +40,27 @@ fn many_blocks_come_out_in_order() {
         .map(|i| i.to_le_bytes().repeat(1 + i as usize % 5))
         .collect();
     let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
-    let (file, _) = blocks_file(&refs);
+    let (file, offsets) = blocks_file(&refs);
     for threads in [1, 3] {
         let (data, err) = read_file(file.clone(), threads);
         assert!(err.is_none(), "{err:?}");
         assert_eq!(data, payloads.concat(), "threads = {threads}");
+        // A peeking reader (one block per job) gives the same stream, from
+        // a block in the middle too, with the file's offsets.
+        let at = offsets[1500];
+        let mut reader = ParallelReader::starting_at_with(
+            std::io::Cursor::new(file[at as usize..].to_vec()),
+            pool(threads),
+            Vec::new(),
+            at,
+            ReadAhead::Peek,
+        )
+        .expect("reader");
+        assert_eq!(reader.fill_block().expect("block"), &payloads[1500][..]);
+        assert_eq!(reader.position().block_offset, at);
+        let (data, err) = drain(&mut reader);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(data, payloads[1500..].concat(), "peek, threads = {threads}");
     }
 }
 
@@ -368,25 +384,35 @@ fn inflate_then_panic(
 fn a_panicking_inflate_job_is_an_error_naming_the_stage_and_block() {
     // Block 8 starts the third job of `JOB_BLOCKS` blocks: the two jobs
     // before it are delivered, then the lost job is an error at its first
-    // block, never an abort, a hang or a skipped block.
+    // block, never an abort, a hang or a skipped block. A peeking reader's
+    // jobs are one block each: every block before the lost one comes.
     assert_eq!(JOB_BLOCKS, 4);
-    for panic_block in [0usize, 8, 10] {
+    for (panic_block, ahead, threads) in [0usize, 8, 10]
+        .into_iter()
+        .flat_map(|b| [ReadAhead::Stream, ReadAhead::Peek].map(|a| (b, a)))
+        .flat_map(|(b, a)| [1, 3].map(|t| (b, a, t)))
+    {
         let mut payloads: Vec<Vec<u8>> = (0..40u32).map(|i| noise(5000, u64::from(i))).collect();
         payloads[panic_block].splice(0..0, PANIC_MARK.iter().copied());
         let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
         let (file, offsets) = blocks_file(&refs);
-        let job_start = panic_block - panic_block % JOB_BLOCKS;
-        for threads in [1, 3] {
+        let job_blocks = match ahead {
+            ReadAhead::Stream => JOB_BLOCKS,
+            ReadAhead::Peek => 1,
+        };
+        let job_start = panic_block - panic_block % job_blocks;
+        {
             let mut reader = ParallelReader::with_inflate(
                 std::io::Cursor::new(file.clone()),
                 pool(threads),
                 Vec::new(),
                 0,
                 inflate_then_panic,
+                ahead,
             )
             .expect("reader");
             let (data, err) = drain(&mut reader);
-            let case = format!("panic in block {panic_block}, threads = {threads}");
+            let case = format!("panic in block {panic_block}, {ahead:?}, threads = {threads}");
             assert_eq!(data, payloads[..job_start].concat(), "{case}");
             match &err {
                 Some(BgzfError::WorkerLost { what, offset }) => {

@@ -50,7 +50,7 @@ use alnsort_bam::reader::{BamScanner, Decoder, RangeEnd, RawBatch, ScanOptions, 
 use alnsort_bam::split as bsplit;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bam::RecordRef;
-use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
+use alnsort_bgzf::{CompressionLevel, ParallelReader, ReadAhead, EOF_BLOCK};
 use alnsort_index::IndexFormat;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::stages::{
@@ -319,8 +319,11 @@ pub fn split(inputs: &[PathBuf], parts: usize, threads: usize) -> Result<Vec<Spl
 /// record starts evenly spaced in its compressed bytes.
 const SAMPLE_STRETCHES: u64 = 8;
 
-/// Uncompressed bytes per batch while sampling (a stretch is short).
-const SAMPLE_BATCH: usize = 64 << 10;
+/// Uncompressed bytes per batch while sampling: a stretch is short (the
+/// Ray driver draws 128 keys per partition over a split's eight
+/// stretches: 16 records per stretch of 4 partitions and 4 splits, about
+/// 5 KiB of the benchmark's records).
+const SAMPLE_BATCH: usize = 16 << 10;
 
 /// The path of split `split`'s input.
 pub(crate) fn split_input<'a>(inputs: &'a [PathBuf], split: &SplitSpec) -> Result<&'a PathBuf> {
@@ -425,6 +428,7 @@ pub fn sample(
         let got = (|| -> Result<Vec<Splitter>> {
             let opts = ScanOptions {
                 batch_bytes: SAMPLE_BATCH,
+                read_ahead: ReadAhead::Peek,
                 ..ScanOptions::default()
             };
             let (name, scanner) = open_scanner(path, from, end, opts, &pool)?;
@@ -433,8 +437,9 @@ pub fn sample(
             let producer_merged = set.merged.clone();
             let (input, ordinal) = (split.input, split.ordinal);
             let mut running = None;
-            // Few batches ahead: reading stops once `per` are taken.
-            let depth = pool.current_num_threads() + 1;
+            // One batch ahead: reading stops once `per` are taken, mostly
+            // within the first batch.
+            let depth = 1;
             let (mut batches, _) = crate::input::spawn_scanned(
                 &name,
                 Scanner::Bam(Box::new(scanner)),

@@ -197,7 +197,9 @@ def big_input(tmp: Path, n: int = 30_000) -> Path:
         else:
             recs += g.half_mapped(name, a)
     inp = tmp / "big.bam"
-    g.write_bam(inp, stale_dups(recs, 4))
+    # Stale 0x400 and DT tags: Picard clears both, so output that keeps
+    # its records' lengths (no DT written) still drops the DT tags.
+    g.write_bam(inp, stale_dt(stale_dups(recs, 4), 5))
     return inp
 
 

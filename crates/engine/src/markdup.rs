@@ -355,11 +355,16 @@ pub struct BatchEnds {
     bytes: Vec<u8>,
     cigar: Vec<(u8, u32)>,
     spec: EndsSpec,
+    /// Whether a record of the batch carries a `DT` tag (Picard drops
+    /// every input `DT` tag, so such records change length when written).
+    any_dt: bool,
 }
 
-/// The `RG:Z` value of a record (without its NUL).
-fn record_rg<'a>(rec: &RecordRef<'a>) -> Option<&'a [u8]> {
-    rec.aux().find(*b"RG")?.string()
+/// The `RG:Z` value of a record (without its NUL), and whether the
+/// record has a `DT` tag (one walk over its tags).
+fn record_rg_dt<'a>(rec: &RecordRef<'a>) -> (Option<&'a [u8]>, bool) {
+    let [rg, dt] = rec.aux().find_each([*b"RG", DT]);
+    (rg.and_then(|f| f.string()), dt.is_some())
 }
 
 impl BatchEnds {
@@ -409,7 +414,9 @@ impl BatchEnds {
         let n0 = at(&self.bytes);
         self.bytes.extend_from_slice(rec.read_name());
         let name = (n0, at(&self.bytes));
-        let rg = record_rg(&rec).map(|v| {
+        let (rg, dt) = record_rg_dt(&rec);
+        self.any_dt |= dt;
+        let rg = rg.map(|v| {
             let r0 = at(&self.bytes);
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
@@ -545,6 +552,8 @@ pub struct Marker {
     remove_sequencing: bool,
     tagging: TaggingPolicy,
     spec: EndsSpec,
+    /// Whether a record pushed so far carries a `DT` tag.
+    input_dt: bool,
 }
 
 impl Marker {
@@ -614,6 +623,7 @@ impl Marker {
                 barcode_tags: cfg.barcode_tags,
                 name_parser: Arc::new(cfg.name_parser.clone()),
             },
+            input_dt: false,
         }
     }
 
@@ -699,6 +709,7 @@ impl Marker {
                 from.len()
             );
         }
+        self.input_dt |= ends.any_dt;
         for (i, e) in ends.recs.iter().enumerate() {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
             let record = self.records;
@@ -937,13 +948,15 @@ impl Marker {
             .finish()
             .map_err(Error::from)
             .with_context(|| format!("{file}: duplicate marking"))?;
-        Ok(Decisions::new(
+        let mut d = Decisions::new(
             outcome.duplicate,
             outcome.optical.unwrap_or_default(),
             outcome.spill,
             outcome.metrics,
             (self.remove, self.remove_sequencing, self.tagging),
-        ))
+        );
+        d.input_dt = self.input_dt;
+        Ok(d)
     }
 }
 
@@ -981,6 +994,11 @@ pub struct Decisions {
     remove_sequencing: bool,
     tagging: TaggingPolicy,
     pub metrics: MetricsReport,
+    /// Whether an input record carries a `DT` tag, which [`Decisions::apply`]
+    /// drops (Picard's `CLEAR_DT=true`): its record changes length, so
+    /// whole chunks cannot be written in place. True where unknown (the
+    /// decision made in another process).
+    input_dt: bool,
 }
 
 /// Picard's duplicate-type tag.
@@ -1059,6 +1077,7 @@ impl Decisions {
             remove_sequencing,
             tagging,
             metrics,
+            input_dt: true,
         }
     }
 
@@ -1246,6 +1265,7 @@ impl Decisions {
             remove_sequencing,
             tagging: cfg.tagging,
             metrics: MetricsReport::default(),
+            input_dt: true,
         })
     }
 
@@ -1255,10 +1275,14 @@ impl Decisions {
     }
 
     /// Whether every record keeps its place and length in the output (no
-    /// record removed, no `DT` tag): then whole chunks of the sorted
-    /// stream are written as [`MarkedChunk`]s.
+    /// record removed, no `DT` tag written and none in the input to
+    /// drop): then whole chunks of the sorted stream are written as
+    /// [`MarkedChunk`]s.
     pub fn marks_in_place(&self) -> bool {
-        !self.remove && !self.remove_sequencing && self.tagging == TaggingPolicy::None
+        !self.remove
+            && !self.remove_sequencing
+            && self.tagging == TaggingPolicy::None
+            && !self.input_dt
     }
 
     /// `chunk` as the records to write, their ordinals cut off and 0x400
@@ -1598,6 +1622,32 @@ mod tests {
     /// than a block): the same bytes as `Decisions::apply` writes, the
     /// ordinal cut off and 0x400 set on the duplicate and cleared on the
     /// kept record, and each duplicate counted once.
+    /// A `DT` tag in the input (which Picard drops: `CLEAR_DT=true`)
+    /// changes the record's length as it is written, so even without
+    /// tagging or removal the chunks are not marked in place; without one
+    /// they are.
+    #[test]
+    fn an_input_dt_tag_keeps_records_off_the_in_place_path() {
+        let with_aux = |name: &[u8], aux: &[u8]| {
+            let mut r = record(name, 0);
+            r.extend_from_slice(aux);
+            let n = (r.len() - 4) as u32;
+            r[..4].copy_from_slice(&n.to_le_bytes());
+            r
+        };
+        let plain = [record(b"a", 0), record(b"b", 0)];
+        let tagged = [record(b"a", 0), with_aux(b"b", b"DTZSQ\0")];
+        let (d, _) = decide(MarkdupArgs::default(), &plain);
+        assert!(d.marks_in_place());
+        let (d, sorted) = decide(MarkdupArgs::default(), &tagged);
+        assert!(!d.marks_in_place());
+        let mut buf = Vec::new();
+        for rec in &sorted {
+            let out = d.apply(rec, &mut buf).unwrap().unwrap().to_vec();
+            assert!(RecordRef::with_block_size(&out).aux().find(DT).is_none());
+        }
+    }
+
     #[test]
     fn flag_edit_in_parts_matches_apply() {
         let recs = [record(b"a", 0x400), record(b"b", 0)];

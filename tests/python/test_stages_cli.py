@@ -167,3 +167,30 @@ def test_subcommands_sort_lanes_with_other_headers(alnsort_bin, tmp_path):
         maps.append(m)
     out = reduce_and_assemble(alnsort_bin, maps, 2, paths, sort_opts, tmp_path)
     assert inflated(out) == inflated(want)
+
+
+def test_sort_options_no_stage_reads_are_refused(alnsort_bin, inputs, tmp_path):
+    """A sort option that no stage reads (run statistics, MultiQC, progress,
+    verbosity, a CRAM reference) is refused by name by every stage, split
+    included, never ignored; the options the stages honour are taken."""
+    inp = inputs.bam("main")
+    splits = stage(alnsort_bin, "split", "--parts", "2", inp)
+    arg = splits[0]["arg"]
+    refused = {
+        "--stats-json": [str(tmp_path / "s.json")],
+        "--mqc": [str(tmp_path / "s_mqc.json")],
+        "--progress": [],
+        "--progress-interval": ["5"],
+        "--verbosity": ["3"],
+        "--reference": [str(tmp_path / "ref.fa")],
+    }
+    for opt, value in refused.items():
+        for argv in (["split", "--parts", "2", inp], ["sample", "--split", arg, inp],
+                     ["map", "--split", arg, "--out-dir", str(tmp_path), inp]):
+            res = subprocess.run([alnsort_bin, *argv, "--", opt, *value], capture_output=True, text=True)
+            assert res.returncode != 0 and f"{opt} is not supported" in res.stderr, (argv[0], opt, res.stderr)
+            assert res.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    # Honoured (or, for --no-progress, already so): taken.
+    assert stage(alnsort_bin, "split", "--parts", "2", inp, "--", "-n", "--no-progress", "-l", "1") == splits
+    assert stage(alnsort_bin, "sample", "--split", arg, inp, "--", "--no-progress", "-m", "100M")["samples"]

@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::config::IndexKind;
-use crate::options::{self, ArgError, Group, OptSpec, OptionId, SortOptions};
+use crate::options::{self, ArgError, Group, OptId, OptSpec, OptionId, OptionName, SortOptions};
 use crate::stages::SplitSpec;
 
 /// The stage subcommands, with their arguments and what each does.
@@ -292,7 +292,19 @@ impl StageArgs {
     /// The sort options given after `--`, as `alnsort sort` reads them;
     /// the command line the stages record is `alnsort sort` with them.
     pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
-        match crate::sort_args::parse("alnsort", self.sort_options.clone(), false)? {
+        let parsed =
+            crate::sort_args::parse_with("alnsort", self.sort_options.clone(), false, &[])?;
+        if let Some((spec, why)) = parsed
+            .given
+            .iter()
+            .find_map(|s| not_for_stages(s.id).map(|why| (s, why)))
+        {
+            return Err(ArgError::Unsupported {
+                option: spec.name(),
+                why,
+            });
+        }
+        match parsed.parsed {
             crate::sort_args::Parsed::Run(o) => Ok(*o),
             crate::sort_args::Parsed::Usage | crate::sort_args::Parsed::Version => {
                 Err(ArgError::Invalid(
@@ -300,6 +312,27 @@ impl StageArgs {
                 ))
             }
         }
+    }
+}
+
+/// Why an option of `alnsort sort` that no stage reads is refused among
+/// a stage's sort options (the stages resolve the options into the run's
+/// configuration, of which they use the order, format, level, index,
+/// threads, memory, temporary directory, unknown-reference policy, @PG
+/// and duplicate marking); `None` for the options they honour.
+fn not_for_stages(id: OptId) -> Option<&'static str> {
+    use crate::options::OptId::*;
+    match id {
+        StatsJson => {
+            Some("the stage subcommands write no run statistics; each prints JSON of what it wrote")
+        }
+        Mqc => Some("the stage subcommands write no MultiQC report"),
+        Progress | ProgressInterval => {
+            Some("the stage subcommands print no progress; a workflow manager reports the tasks")
+        }
+        Verbosity => Some("the stage subcommands have no verbosity levels"),
+        Reference => Some("the stages read BAM and write BAM or SAM: CRAM needs no reference here"),
+        _ => None,
     }
 }
 

@@ -175,6 +175,11 @@ fn read(path: &Path) -> Result<Vec<u8>> {
 pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
     match command {
         "split" => {
+            // Split reads no sort option, but checks them as every stage
+            // does (one stage's refusal is every stage's).
+            if !a.sort_options.is_empty() {
+                a.sort_options()?;
+            }
             let splits = split(&a.positional, a.parts.unwrap_or(1), a.threads.unwrap_or(1))?;
             let rows: Vec<String> = splits
                 .iter()

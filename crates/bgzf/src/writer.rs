@@ -521,6 +521,12 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                     let full = self.len + bytes == MAX_PAYLOAD;
                     let mut pos = self.len;
                     for u in from..from + k {
+                        // `at` reads each unit (an index reads the
+                        // record's position fields): sorted records lie
+                        // scattered, so the next ones are asked for early.
+                        if u + PREFETCH_AHEAD < n {
+                            units.prefetch(u + PREFETCH_AHEAD);
+                        }
                         let start = block | pos as u64;
                         pos += units.unit_len(u);
                         // Units of one piece share a block, so offsets

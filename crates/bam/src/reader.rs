@@ -22,7 +22,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
 use alnsort_bgzf::reader::EofWatch;
-use alnsort_bgzf::{BgzfError, BlockRecycler, ParallelReader, ReadAhead};
+use alnsort_bgzf::{BgzfError, BlockRecycler, ParallelReader, ReadAhead, TakenBlock};
 
 use crate::header::{Header, RefLookup};
 use crate::keys::{KeyEncoder, KeyError};
@@ -545,6 +545,14 @@ impl BamScanner {
             while starts.get(j).is_some_and(|&s| (s as usize) < at) {
                 j += 1;
             }
+            if starts.get(j).is_some_and(|&s| s as usize == at) {
+                let n = self.take_listed(batch, &starts[j..], at, &taken, &in_block);
+                if n > 0 {
+                    j += n;
+                    at = starts[j] as usize;
+                    continue;
+                }
+            }
             let listed = match (starts.get(j), starts.get(j + 1)) {
                 (Some(&s), Some(&next)) if s as usize == at => Some((next - s) as usize),
                 _ => None,
@@ -591,6 +599,46 @@ impl BamScanner {
             self.blocks.give_back(taken.data);
         }
         result
+    }
+
+    /// Takes at once the records the inflate job listed from `listed[0]`
+    /// (where the walk is) on whose ends the list also tells (every
+    /// listed start but the last), when none of them is over the record
+    /// limit and the range cannot end among them; returns how many (0:
+    /// the walk goes on record by record, as it does for the block's last
+    /// record). The same records, offsets and count as that walk.
+    fn take_listed(
+        &mut self,
+        batch: &mut RawBatch,
+        listed: &[u32],
+        at: usize,
+        taken: &TakenBlock,
+        in_block: &impl Fn(usize) -> u64,
+    ) -> usize {
+        let whole = listed.len().saturating_sub(1);
+        if whole == 0 {
+            return 0;
+        }
+        let longest = listed.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        if longest as usize > self.opts.record_limit {
+            return 0;
+        }
+        let fits = match self.opts.end {
+            RangeEnd::Eof => true,
+            RangeEnd::Records(n) => self.record - self.opts.first_record + whole as u64 <= n,
+            RangeEnd::VirtualOffset(end) => in_block(listed[whole - 1] as usize) < end,
+        };
+        if !fits {
+            return 0;
+        }
+        if batch.voffsets.is_empty() {
+            batch.first_position = taken.uncompressed + at as u64;
+        }
+        batch
+            .voffsets
+            .extend(listed[..whole].iter().map(|&s| in_block(s as usize)));
+        self.record += whole as u64;
+        whole
     }
 
     /// `block_size` read and checked against the record limit: the whole

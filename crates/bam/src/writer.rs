@@ -445,21 +445,28 @@ impl<W: Write + Send + 'static> Writer<W> {
         let part = &mut self.part;
         let n_ref = self.header.n_ref();
         let units = Arc::clone(&records);
+        // Each record's offsets only for an index: without one, the blocks
+        // are cut from the records' running lengths (`Units::fitting`).
+        let wants_offsets = index.is_some() || part.is_some();
+        let mut at = |i: usize, vstart: u64, vend: u64| {
+            if let (Some(index), None) = (index.as_mut(), &index_error) {
+                let r = RecordRef::with_block_size(units.unit(i));
+                if let Err(e) = index.push(&index_record(r, vstart, vend)) {
+                    index_error = Some(e);
+                }
+            }
+            if let (Some(part), None) = (part.as_mut(), &part_error) {
+                let r = RecordRef::with_block_size(units.unit(i));
+                if let Err(e) = part.push(r, vstart, n_ref) {
+                    part_error = Some(e);
+                }
+            }
+        };
         packer
-            .write_units(records, |i, vstart, vend| {
-                if let (Some(index), None) = (index.as_mut(), &index_error) {
-                    let r = RecordRef::with_block_size(units.unit(i));
-                    if let Err(e) = index.push(&index_record(r, vstart, vend)) {
-                        index_error = Some(e);
-                    }
-                }
-                if let (Some(part), None) = (part.as_mut(), &part_error) {
-                    let r = RecordRef::with_block_size(units.unit(i));
-                    if let Err(e) = part.push(r, vstart, n_ref) {
-                        part_error = Some(e);
-                    }
-                }
-            })
+            .write_units(
+                records,
+                wants_offsets.then_some(&mut at as &mut dyn FnMut(usize, u64, u64)),
+            )
             .map_err(|source| WriteError::Bgzf {
                 records: first,
                 source,

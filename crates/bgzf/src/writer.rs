@@ -37,6 +37,29 @@ pub trait Units: Send + Sync {
     fn unit_len(&self, i: usize) -> usize {
         self.unit(i).len()
     }
+    /// How many units from `from` on go into a block with `room` bytes
+    /// left, and their bytes: units are taken in order while their running
+    /// total stays within `room`, and no more once it reaches `room`
+    /// exactly (the blocking of [`BlockWriter::write_unit`]). What
+    /// [`BlockWriter::write_units`] asks per block when no unit's offsets
+    /// are wanted. The default adds up [`Units::unit_len`]; a `Units` that
+    /// keeps running sums of its lengths answers from them (a binary
+    /// search), so the writing thread does work per block, not per unit.
+    fn fitting(&self, from: usize, room: usize) -> (usize, usize) {
+        let (mut k, mut bytes) = (0, 0);
+        while from + k < self.count() {
+            let len = self.unit_len(from + k);
+            if bytes + len > room {
+                break;
+            }
+            bytes += len;
+            k += 1;
+            if bytes == room {
+                break;
+            }
+        }
+        (k, bytes)
+    }
     /// A hint that unit `i` (`i < count()`) is copied soon: units whose
     /// bytes lie scattered in memory (sorted records) can start loading it
     /// into the cache. The default does nothing.
@@ -413,9 +436,6 @@ pub struct BlockWriter<W> {
     buf: Vec<u8>,
     pieces: Vec<Piece>,
     len: usize,
-    /// `write_units`' list of each unit's start and length in the block
-    /// being filled, kept between calls for its capacity.
-    starts: Vec<(u64, usize)>,
 }
 
 impl<W: Write + Send + 'static> BlockWriter<W> {
@@ -427,7 +447,6 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
             buf,
             pieces: Vec::new(),
             len: 0,
-            starts: Vec::new(),
         }
     }
 
@@ -481,55 +500,55 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
     /// [`BlockWriter::write_unit`] for every unit of `units` in turn, with
     /// the same blocks and offsets, but without copying: each block's
     /// deflate job copies its own payload from `units`, which it holds
-    /// until then. `at(i, start, end)` gets unit `i`'s start and end as
-    /// logical virtual offsets (as `write_unit` and `virtual_offset` after
-    /// it give them).
+    /// until then. With `at`, `at(i, start, end)` gets unit `i`'s start and
+    /// end as logical virtual offsets (as `write_unit` and
+    /// `virtual_offset` after it give them), read from each unit's length;
+    /// without it, each block's units are found by [`Units::fitting`].
     pub fn write_units(
         &mut self,
         units: Arc<dyn Units>,
-        mut at: impl FnMut(usize, u64, u64),
+        mut at: Option<&mut dyn FnMut(usize, u64, u64)>,
     ) -> Result<()> {
         let n = units.count();
         let mut i = 0;
         while i < n {
             // Whole units while they fit: one piece per block.
             let from = i;
-            let mut starts = std::mem::take(&mut self.starts);
-            starts.clear();
-            while i < n {
-                let len = units.unit_len(i);
-                if self.len + len > MAX_PAYLOAD {
-                    break;
+            let (k, bytes) = units.fitting(from, MAX_PAYLOAD - self.len);
+            if k > 0 {
+                if let Some(at) = at.as_deref_mut() {
+                    let block = self.writer.blocks_written() << 16;
+                    let full = self.len + bytes == MAX_PAYLOAD;
+                    let mut pos = self.len;
+                    for u in from..from + k {
+                        // `at` reads each unit (an index reads the
+                        // record's position fields): sorted records lie
+                        // scattered, so the next ones are asked for early.
+                        if u + PREFETCH_AHEAD < n {
+                            units.prefetch(u + PREFETCH_AHEAD);
+                        }
+                        let start = block | pos as u64;
+                        pos += units.unit_len(u);
+                        // Units of one piece share a block, so offsets
+                        // add; the last one of a full block ends at the
+                        // next block's start.
+                        let end = if u + 1 == from + k && full {
+                            (self.writer.blocks_written() + 1) << 16
+                        } else {
+                            block | pos as u64
+                        };
+                        at(u, start, end);
+                    }
                 }
-                starts.push(((self.writer.blocks_written() << 16) | self.len as u64, len));
-                self.len += len;
-                i += 1;
-                if self.len == MAX_PAYLOAD {
-                    break;
-                }
-            }
-            if i > from {
                 self.pieces.push(Piece {
                     units: Arc::clone(&units),
                     from,
-                    to: i,
+                    to: from + k,
                     part: None,
                 });
-                let full = self.len == MAX_PAYLOAD;
-                let last = starts.len() - 1;
-                for (k, &(start, len)) in starts.iter().enumerate() {
-                    // Units of one piece share a block, so offsets add.
-                    let end = if k < last {
-                        start + len as u64
-                    } else if full {
-                        (self.writer.blocks_written() + 1) << 16
-                    } else {
-                        self.virtual_offset()
-                    };
-                    at(from + k, start, end);
-                }
-                self.starts = starts;
-                if full {
+                self.len += bytes;
+                i += k;
+                if self.len == MAX_PAYLOAD {
                     self.end_block()?;
                 }
                 continue;
@@ -557,7 +576,9 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                     self.end_block()?;
                 }
             }
-            at(i, start, self.virtual_offset());
+            if let Some(at) = at.as_deref_mut() {
+                at(i, start, self.virtual_offset());
+            }
             i += 1;
         }
         Ok(())

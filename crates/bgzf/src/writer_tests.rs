@@ -321,6 +321,13 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
         7,
         MAX_PAYLOAD,
         1,
+        // Units of no bytes: inside a block, and after one that fills
+        // its block exactly (they start the next block).
+        0,
+        MAX_PAYLOAD - 32,
+        30,
+        0,
+        5,
     ];
     lens.extend((0..3000).map(|i| 40 + (i * 7919) % 900));
     let units: Vec<Vec<u8>> = lens
@@ -335,46 +342,59 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
                 at.push((start, bw.virtual_offset()));
             }
         };
-        let script = |bw: &mut BlockWriter<Vec<u8>>, at: &mut Vec<(u64, u64)>, batched: bool| {
-            bw.write_bytes(b"header").expect("bytes");
-            bw.end_block().expect("end");
-            for (k, part) in [&units[..5], &units[5..1000], &units[1000..]]
-                .iter()
-                .enumerate()
-            {
-                if batched {
-                    let base = at.len();
-                    at.resize(base + part.len(), (0, 0));
+        // `batched`: by `write_units`, with each unit's offsets asked for
+        // (`Some(true)`) or not (`Some(false)`: the blocks then come from
+        // `Units::fitting`); `None`: by `write_unit`, one by one.
+        let script =
+            |bw: &mut BlockWriter<Vec<u8>>, at: &mut Vec<(u64, u64)>, batched: Option<bool>| {
+                bw.write_bytes(b"header").expect("bytes");
+                bw.end_block().expect("end");
+                for (k, part) in [&units[..5], &units[5..1000], &units[1000..]]
+                    .iter()
+                    .enumerate()
+                {
                     let shared: Arc<dyn Units> = Arc::new(VecUnits(part.to_vec()));
-                    bw.write_units(shared, |i, s, e| at[base + i] = (s, e))
-                        .expect("units");
-                } else {
-                    one(bw, part, at);
+                    match batched {
+                        Some(true) => {
+                            let base = at.len();
+                            at.resize(base + part.len(), (0, 0));
+                            bw.write_units(shared, Some(&mut |i, s, e| at[base + i] = (s, e)))
+                                .expect("units");
+                        }
+                        Some(false) => bw.write_units(shared, None).expect("units"),
+                        None => one(bw, part, at),
+                    }
+                    if k == 1 {
+                        bw.write_bytes(&[9u8; 300]).expect("bytes between");
+                    }
                 }
-                if k == 1 {
-                    bw.write_bytes(&[9u8; 300]).expect("bytes between");
-                }
-            }
-        };
+            };
         let mut want_at = Vec::new();
         let mut bw = BlockWriter::new(ParallelWriter::new(
             Vec::new(),
             pool(threads),
             CompressionLevel::FASTEST,
         ));
-        script(&mut bw, &mut want_at, false);
+        script(&mut bw, &mut want_at, None);
         let want = bw.finish(true).expect("finish");
-        let mut got_at = Vec::new();
-        let mut bw = BlockWriter::new(ParallelWriter::new(
-            Vec::new(),
-            pool(threads),
-            CompressionLevel::FASTEST,
-        ));
-        script(&mut bw, &mut got_at, true);
-        let got = bw.finish(true).expect("finish");
-        assert_eq!(got_at, want_at, "offsets, {threads} threads");
-        assert_eq!(got.block_offsets, want.block_offsets);
-        assert!(got.inner == want.inner, "bytes, {threads} threads");
+        for offsets in [true, false] {
+            let mut got_at = Vec::new();
+            let mut bw = BlockWriter::new(ParallelWriter::new(
+                Vec::new(),
+                pool(threads),
+                CompressionLevel::FASTEST,
+            ));
+            script(&mut bw, &mut got_at, Some(offsets));
+            let got = bw.finish(true).expect("finish");
+            if offsets {
+                assert_eq!(got_at, want_at, "offsets, {threads} threads");
+            }
+            assert_eq!(got.block_offsets, want.block_offsets);
+            assert!(
+                got.inner == want.inner,
+                "bytes, {threads} threads, offsets {offsets}"
+            );
+        }
     }
 
     struct Broken;
@@ -396,7 +416,7 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
         pool(2),
         CompressionLevel::FASTEST,
     ));
-    bw.write_units(Arc::new(Broken), |_, _, _| {})
+    bw.write_units(Arc::new(Broken), None)
         .expect("blocking needs only lengths");
     let err = bw.finish(true).expect_err("the lost block is an error");
     assert!(matches!(err, BgzfError::WriterLost { .. }), "{err:?}");
@@ -458,7 +478,7 @@ fn write_units_writes_what_append_unit_and_append_part_give() {
         pool(3),
         CompressionLevel::FASTEST,
     ));
-    bw.write_units(Arc::new(Edited(units)), |_, _, _| {})
+    bw.write_units(Arc::new(Edited(units)), None)
         .expect("units");
     let got = bw.finish(true).expect("finish");
     let data = decompress_all(&got.inner).expect("valid");
@@ -532,7 +552,7 @@ fn write_units_prefetches_each_unit_before_copying_it() {
         CompressionLevel::FASTEST,
     ));
     let shared: Arc<dyn Units> = Arc::clone(&watched) as Arc<dyn Units>;
-    bw.write_units(shared, |_, _, _| {}).expect("units");
+    bw.write_units(shared, None).expect("units");
     let got = bw.finish(true).expect("finish");
     let mut bw = BlockWriter::new(ParallelWriter::new(
         Vec::new(),

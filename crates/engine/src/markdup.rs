@@ -1400,6 +1400,10 @@ impl alnsort_bgzf::Units for MarkedChunk {
         self.chunk.record_len(i) - ORDINAL_BYTES
     }
 
+    fn fitting(&self, from: usize, room: usize) -> (usize, usize) {
+        self.chunk.fitting(from, room, ORDINAL_BYTES)
+    }
+
     fn prefetch(&self, i: usize) {
         self.chunk.prefetch(i);
     }

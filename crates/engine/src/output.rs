@@ -167,6 +167,10 @@ impl alnsort_bgzf::Units for ChunkRecords {
         self.0.record_len(i)
     }
 
+    fn fitting(&self, from: usize, room: usize) -> (usize, usize) {
+        self.0.fitting(from, room, 0)
+    }
+
     fn prefetch(&self, i: usize) {
         self.0.prefetch(i);
     }

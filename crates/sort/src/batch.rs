@@ -170,21 +170,43 @@ impl Drop for Lent {
 struct Unsettled {
     data_len: usize,
     keys_len: usize,
+    entries_len: usize,
     copies: Vec<Slot<()>>,
     pool: Arc<ThreadPool>,
 }
 
 /// A destination in a batch's reserved capacity, handed to a copy job.
-struct Dest(*mut u8);
+struct Dest<T = u8>(*mut T);
 
 // SAFETY: the pointer is only written by the one job it is given to, into
 // a region no one else reads or writes until that job has finished (see
 // `Unsettled`).
-unsafe impl Send for Dest {}
+unsafe impl<T> Send for Dest<T> {}
 
-impl Dest {
-    fn ptr(&self) -> *mut u8 {
+impl<T> Dest<T> {
+    fn ptr(&self) -> *mut T {
         self.0
+    }
+}
+
+/// Where a copy job writes the entries it takes, moved to their place in
+/// the batch: record offsets by `shift` (and `Variable` key offsets by
+/// `key_shift`), both as `new = old - from + to`.
+enum EntryCopy {
+    Fixed(Dest<FixedEntry>),
+    Variable(Dest<VarEntry>),
+}
+
+/// `offset - from + to`, the move of an offset from one buffer to another.
+#[derive(Clone, Copy)]
+struct Shift {
+    from: usize,
+    to: usize,
+}
+
+impl Shift {
+    fn apply(self, offset: u32) -> u32 {
+        (offset as usize - self.from + self.to) as u32
     }
 }
 
@@ -319,11 +341,28 @@ impl Batch {
         }
     }
 
-    /// Number of records.
+    /// Number of records, counting those whose entries are still being
+    /// copied in.
     pub fn len(&self) -> usize {
+        if let Some(u) = &self.unsettled {
+            return u.entries_len;
+        }
+        self.entries_len()
+    }
+
+    /// Length of the entry list as it is now (without pending copies).
+    fn entries_len(&self) -> usize {
         match &self.body {
             Body::Fixed { entries, .. } => entries.len(),
             Body::Variable { entries, .. } => entries.len(),
+        }
+    }
+
+    /// Capacity of the entry list.
+    fn entries_capacity(&self) -> usize {
+        match &self.body {
+            Body::Fixed { entries, .. } => entries.capacity(),
+            Body::Variable { entries, .. } => entries.capacity(),
         }
     }
 
@@ -353,7 +392,7 @@ impl Batch {
     /// records and at most 5 + 5 varint bytes of lengths each.
     pub(crate) fn raw_bytes(&self) -> u64 {
         let keys = match &self.body {
-            Body::Fixed { entries, .. } => 8 * entries.len(),
+            Body::Fixed { .. } => 8 * self.len(),
             Body::Variable { .. } => self.keys_len(),
         };
         (self.data_len() + keys + 10 * self.len()) as u64
@@ -483,10 +522,20 @@ impl Batch {
         // jobs, which filled exactly the ranges reserved for them, back to
         // back from the old length.
         unsafe { self.data.set_len(u.data_len) };
-        if let Body::Variable { keys, .. } = &mut self.body {
-            debug_assert!(u.keys_len <= keys.capacity());
-            // SAFETY: as for the record bytes.
-            unsafe { keys.set_len(u.keys_len) };
+        debug_assert!(u.entries_len <= self.entries_capacity());
+        match &mut self.body {
+            Body::Fixed { entries, .. } => {
+                // SAFETY: as for the record bytes: the jobs wrote every
+                // entry from the old length to `entries_len`.
+                unsafe { entries.set_len(u.entries_len) };
+            }
+            Body::Variable { entries, keys } => {
+                debug_assert!(u.keys_len <= keys.capacity());
+                // SAFETY: as for the record bytes.
+                unsafe { keys.set_len(u.keys_len) };
+                // SAFETY: as for the fixed entries.
+                unsafe { entries.set_len(u.entries_len) };
+            }
         }
         Ok(())
     }
@@ -579,24 +628,36 @@ impl Batch {
                 }
             }
         }
+        // Room for the entries, which the copy job writes too: the
+        // reading thread only adds up lengths. Grown (after the jobs
+        // writing into it are done) to what the batch is likely to hold
+        // once full, as its records so far say.
+        let entries_base = self.len();
+        let entries_len = entries_base + (to - from);
+        if self.entries_capacity() < entries_len {
+            self.settle()?;
+            let likely = entries_len.saturating_mul(self.limit) / filled.max(1);
+            let want = entries_len.max(likely + likely / 8);
+            match &mut self.body {
+                Body::Fixed { entries, .. } => entries.reserve_exact(want - entries.len()),
+                Body::Variable { entries, .. } => entries.reserve_exact(want - entries.len()),
+            }
+        }
         let src_start = src.entry_offset(from);
         let src_end = src.entry_offset(to - 1) + src.lens(to - 1).1;
         debug_assert_eq!(src_end - src_start, data_len - base);
         // Offsets move by `base - src_start`; records are contiguous in
         // `src` because it is in input order.
-        let shift = |offset: u32| (offset as usize - src_start + base) as u32;
+        let shift = Shift {
+            from: src_start,
+            to: base,
+        };
         let mut key_copy = None;
-        match (&mut self.body, &src.body) {
-            (
-                Body::Fixed { entries, .. },
-                Body::Fixed {
-                    entries: theirs, ..
-                },
-            ) => {
-                entries.extend(theirs[from..to].iter().map(|e| FixedEntry {
-                    offset: shift(e.offset),
-                    ..*e
-                }));
+        let entry_copy = match (&mut self.body, &src.body) {
+            (Body::Fixed { entries, .. }, Body::Fixed { .. }) => {
+                // SAFETY: `entries_base + (to - from)` is within the
+                // capacity reserved above.
+                EntryCopy::Fixed(Dest(unsafe { entries.as_mut_ptr().add(entries_base) }))
             }
             (
                 Body::Variable { entries, keys },
@@ -610,15 +671,19 @@ impl Batch {
                 // SAFETY: `key_base + (key_end - key_start)` is within the
                 // capacity reserved above.
                 let dest = Dest(unsafe { keys.as_mut_ptr().add(key_base) });
-                key_copy = Some((key_start..key_end, dest));
-                entries.extend(theirs[from..to].iter().map(|e| VarEntry {
-                    offset: shift(e.offset),
-                    key_offset: (e.key_offset as usize - key_start + key_base) as u32,
-                    ..*e
-                }));
+                key_copy = Some((
+                    key_start..key_end,
+                    dest,
+                    Shift {
+                        from: key_start,
+                        to: key_base,
+                    },
+                ));
+                // SAFETY: as for the fixed entries.
+                EntryCopy::Variable(Dest(unsafe { entries.as_mut_ptr().add(entries_base) }))
             }
             _ => unreachable!("kinds checked above"),
-        }
+        };
         // SAFETY: `base + (src_end - src_start)` is within the capacity
         // reserved above.
         let dest = Dest(unsafe { self.data.as_mut_ptr().add(base) });
@@ -630,27 +695,58 @@ impl Batch {
             // the batch's buffer (see `Unsettled`), which does not overlap
             // the source, another batch's buffer.
             unsafe { std::ptr::copy_nonoverlapping(records.as_ptr(), dest.ptr(), records.len()) };
-            if let (Body::Variable { keys, .. }, Some((range, dest))) = (&src.body, key_copy) {
-                let keys = &keys[range];
-                // SAFETY: as for the records.
-                unsafe { std::ptr::copy_nonoverlapping(keys.as_ptr(), dest.ptr(), keys.len()) };
+            match (&src.body, entry_copy) {
+                (Body::Fixed { entries, .. }, EntryCopy::Fixed(dest)) => {
+                    for (k, e) in entries[from..to].iter().enumerate() {
+                        let moved = FixedEntry {
+                            offset: shift.apply(e.offset),
+                            ..*e
+                        };
+                        // SAFETY: entry `k` of this job's own reserved
+                        // range of the entry list, as for the records.
+                        unsafe { dest.ptr().add(k).write(moved) };
+                    }
+                }
+                (Body::Variable { entries, keys }, EntryCopy::Variable(dest)) => {
+                    let Some((range, key_dest, key_shift)) = key_copy else {
+                        unreachable!("variable entries come with their keys")
+                    };
+                    let keys = &keys[range];
+                    // SAFETY: as for the records.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(keys.as_ptr(), key_dest.ptr(), keys.len())
+                    };
+                    for (k, e) in entries[from..to].iter().enumerate() {
+                        let moved = VarEntry {
+                            offset: shift.apply(e.offset),
+                            key_offset: key_shift.apply(e.key_offset),
+                            ..*e
+                        };
+                        // SAFETY: as for the fixed entries.
+                        unsafe { dest.ptr().add(k).write(moved) };
+                    }
+                }
+                _ => unreachable!("kinds checked by append_from"),
             }
         });
-        let (data_now, keys_now) = (
+        let (data_now, keys_now, entries_now) = (
             self.data.len(),
             match &self.body {
                 Body::Fixed { .. } => 0,
                 Body::Variable { keys, .. } => keys.len(),
             },
+            self.entries_len(),
         );
         let unsettled = self.unsettled.get_or_insert_with(|| Unsettled {
             data_len: data_now,
             keys_len: keys_now,
+            entries_len: entries_now,
             copies: Vec::new(),
             pool: Arc::clone(pool),
         });
         unsettled.data_len = data_len;
         unsettled.keys_len = keys_len;
+        unsettled.entries_len = entries_len;
         unsettled.copies.push(copy);
         self.used = used;
         self.filled = filled;

@@ -58,6 +58,7 @@ use crate::runread::entry_at;
 use source::{cursor, Cursor, FrameBuf, Spare};
 pub(crate) use source::{PartSource, RunSource};
 pub use stream::Chunk;
+#[cfg(test)]
 use stream::Item;
 pub(crate) use stream::{Partitioned, Segment};
 
@@ -376,8 +377,8 @@ impl Shared {
         }
         self.done_with_cut(p);
         self.done_with_cut(p + 1);
-        seg.charge
-            .set(seg.items.capacity() * std::mem::size_of::<Item>());
+        seg.sum_lengths();
+        seg.charge.set(seg.list_bytes());
         Ok(())
     }
 }

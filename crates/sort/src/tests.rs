@@ -897,6 +897,7 @@ fn chunks_give_the_same_stream_as_entries() {
             chunks
                 .iter()
                 .map(|c| {
+                    check_fitting(c);
                     (0..c.len())
                         .map(|i| {
                             // The length the writer cuts blocks by is the record's.
@@ -918,6 +919,47 @@ fn chunks_give_the_same_stream_as_entries() {
             }
         }
         assert_eq!(stream, want, "{kind:?}");
+    }
+}
+
+/// `Chunk::fitting` (running sums, searched) is the walk that takes the
+/// records one by one: from every start, for rooms that a prefix of the
+/// records fills exactly (with the zero-length records after it left out),
+/// overshoots by one byte, or that hold all the rest, with each record
+/// counted as it is and as many bytes shorter as the shortest has.
+fn check_fitting(c: &crate::Chunk) {
+    let one_by_one = |from: usize, room: usize, less: usize| {
+        let (mut k, mut bytes) = (0, 0);
+        while from + k < c.len() {
+            let len = c.record_len(from + k) - less;
+            if bytes + len > room {
+                break;
+            }
+            bytes += len;
+            k += 1;
+            if bytes == room {
+                break;
+            }
+        }
+        (k, bytes)
+    };
+    let shortest = (0..c.len()).map(|i| c.record_len(i)).min().unwrap_or(0);
+    for less in [0, shortest] {
+        for from in (0..c.len()).step_by(7) {
+            let mut rooms = vec![1, 300, 1 << 16, usize::MAX / 2];
+            let mut total = 0;
+            for i in from..c.len().min(from + 40) {
+                total += c.record_len(i) - less;
+                rooms.extend([total, total + 1, total.saturating_sub(1)]);
+            }
+            for room in rooms {
+                assert_eq!(
+                    c.fitting(from, room, less),
+                    one_by_one(from, room, less),
+                    "from {from}, room {room}, less {less}"
+                );
+            }
+        }
     }
 }
 

@@ -30,11 +30,26 @@ pub(super) enum Item {
     },
 }
 
+impl Item {
+    /// The length of the item's record.
+    fn record_len(&self) -> u32 {
+        match *self {
+            Item::Batch { len, .. } => len,
+            Item::Run { record_len, .. } => record_len,
+        }
+    }
+}
+
 /// One partition's merged stream: references to batch entries, and to run
 /// entries in decoded frames the segment keeps alive (their memory is
 /// charged by the frames themselves).
 pub(crate) struct Segment {
     pub(super) items: Vec<Item>,
+    /// The running sums of the items' record lengths (`ends[j]`: the bytes
+    /// of items `0..=j`), taken by the merge job once the items are in
+    /// ([`Segment::sum_lengths`]): a writer cuts its blocks from them
+    /// without a look at each record ([`Chunk::fitting`]).
+    pub(super) ends: Vec<u64>,
     pub(super) frames: Vec<Arc<FrameBuf>>,
     pub(super) charge: Charge,
 }
@@ -43,6 +58,7 @@ impl Segment {
     pub(super) fn new(meter: &Arc<Meter>) -> Self {
         Segment {
             items: Vec::new(),
+            ends: Vec::new(),
             frames: Vec::new(),
             charge: Charge::new(meter),
         }
@@ -50,12 +66,31 @@ impl Segment {
 
     pub(super) fn clear(&mut self) {
         self.items.clear();
+        self.ends.clear();
         self.frames.clear();
+    }
+
+    /// Fills `ends` from the items, on the merge job's thread.
+    pub(super) fn sum_lengths(&mut self) {
+        self.ends.clear();
+        self.ends.reserve(self.items.len());
+        let mut total = 0u64;
+        self.ends.extend(self.items.iter().map(|item| {
+            total += u64::from(item.record_len());
+            total
+        }));
+    }
+
+    /// Bytes the segment's lists hold (what its charge counts).
+    pub(super) fn list_bytes(&self) -> usize {
+        self.items.capacity() * std::mem::size_of::<Item>()
+            + self.ends.capacity() * std::mem::size_of::<u64>()
     }
 
     /// Empties the segment, recycling frame buffers no one else holds.
     fn recycle(&mut self, spare: &Spare) {
         self.items.clear();
+        self.ends.clear();
         for frame in self.frames.drain(..) {
             if let Ok(buf) = Arc::try_unwrap(frame) {
                 spare.give(buf.raw);
@@ -262,10 +297,62 @@ impl Chunk {
     /// The length of record `i` (`i < len()`): `record(i).len()`, from the
     /// chunk's own list without reading the batch entry.
     pub fn record_len(&self, i: usize) -> usize {
-        match self.segment.items[self.start + i] {
-            Item::Batch { len, .. } => len as usize,
-            Item::Run { record_len, .. } => record_len as usize,
+        self.segment.items[self.start + i].record_len() as usize
+    }
+
+    /// How many records from `from` on fit in `room` bytes, each counted
+    /// `less` bytes shorter than it is (bytes the caller cuts off, at most
+    /// the record's length), and their bytes so counted: records are
+    /// taken in order while their running total stays within `room`, and
+    /// no more once it reaches `room` exactly (a BGZF block's units,
+    /// `alnsort_bgzf::Units::fitting`). Answered from the running sums the
+    /// merge job took, by a binary search.
+    pub fn fitting(&self, from: usize, room: usize, less: usize) -> (usize, usize) {
+        let ends = &self.segment.ends[self.start..self.end];
+        let base = match from {
+            0 => self
+                .start
+                .checked_sub(1)
+                .map_or(0, |j| self.segment.ends[j]),
+            f => ends[f - 1],
+        };
+        let ends = &ends[from..];
+        if ends.is_empty() {
+            return (0, 0);
         }
+        // The bytes of the first `k` records (k >= 1), as counted.
+        let sum = |k: usize| (ends[k - 1] - base) as usize - k * less;
+        // The largest k whose records fit (sums grow with k): a block
+        // holds a few hundred records of the chunk's thousands, so the
+        // search gallops from the start, then halves.
+        let (mut lo, mut hi) = (0usize, 1usize);
+        while hi < ends.len() && sum(hi) <= room {
+            lo = hi;
+            hi *= 2;
+        }
+        let mut hi = hi.min(ends.len());
+        if sum(hi) <= room {
+            lo = hi;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if sum(mid + 1) <= room {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut k = lo;
+        if k == 0 {
+            return (0, 0);
+        }
+        let bytes = sum(k);
+        // Records of no bytes after the total reached `room` go to the
+        // next block, as one by one.
+        while bytes == room && k > 1 && sum(k - 1) == room {
+            k -= 1;
+        }
+        (k, bytes)
     }
 
     /// A hint that record `i` (`i < len()`) is read soon: starts loading

@@ -550,10 +550,7 @@ impl<W: Write + Send + 'static> Writer<W> {
         };
         // The block-writing thread has ended: every note is in.
         let Indexing {
-            index,
-            part,
-            error,
-            ..
+            index, part, error, ..
         } = std::mem::take(&mut *locked(&self.indexing));
         if let Some(source) = error {
             return Err(WriteError::Index { source });

@@ -305,6 +305,13 @@ impl Units for VecUnits {
     }
 }
 
+/// A note is as small as the memory reserve counts on (alnsort-engine's
+/// `reserve_bytes`).
+#[test]
+fn a_note_is_24_bytes() {
+    assert_eq!(std::mem::size_of::<UnitNote>(), 24);
+}
+
 /// `write_units` is `write_unit` for each unit in turn: the same blocks
 /// (so the same file) and the same start and end offsets, around units
 /// that fill a block exactly, overflow it, span blocks, and between plain
@@ -392,7 +399,10 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
         };
         let (want, want_at, want_notes) = run(false, true);
         assert_eq!(want_notes, want_at, "write_unit's notes, {threads} threads");
-        assert_eq!(want_at.len(), units.iter().filter(|u| !u.is_empty()).count());
+        assert_eq!(
+            want_at.len(),
+            units.iter().filter(|u| !u.is_empty()).count()
+        );
         for noted in [true, false] {
             let (got, _, got_notes) = run(true, noted);
             if noted {
@@ -489,8 +499,7 @@ fn write_units_writes_what_append_unit_and_append_part_give() {
         pool(3),
         CompressionLevel::FASTEST,
     ));
-    bw.write_units(Arc::new(Edited(units)))
-        .expect("units");
+    bw.write_units(Arc::new(Edited(units))).expect("units");
     let got = bw.finish(true).expect("finish");
     let data = decompress_all(&got.inner).expect("valid");
     assert_eq!(data.len(), want.len());

@@ -481,9 +481,9 @@ impl<W: Write + Send + 'static> Writer<W> {
     /// Appends every record of `records` in turn, as
     /// [`Writer::write_record`] would, each in its BAM form with the
     /// `block_size` prefix. For BAM the records are not copied here: the
-    /// blocks are cut from their lengths (the index reads each record's
-    /// position fields) and each block's compression job copies its own
-    /// payload from `records`. SAM text is formatted here, record by record.
+    /// blocks are cut from their lengths and each block's compression job
+    /// copies its own payload from `records` (noting each record's index
+    /// fields there, for an index). SAM text is formatted here, record by record.
     pub fn write_records(&mut self, records: Arc<dyn Units>) -> Result<(), WriteError> {
         let Sink::Bgzf {
             packer,

@@ -119,8 +119,7 @@ pub trait Units: Send + Sync {
     /// left, and their bytes: units are taken in order while their running
     /// total stays within `room`, and no more once it reaches `room`
     /// exactly (the blocking of [`BlockWriter::write_unit`]). What
-    /// [`BlockWriter::write_units`] asks per block when no unit's offsets
-    /// are wanted. The default adds up [`Units::unit_len`]; a `Units` that
+    /// [`BlockWriter::write_units`] asks per block. The default adds up [`Units::unit_len`]; a `Units` that
     /// keeps running sums of its lengths answers from them (a binary
     /// search), so the writing thread does work per block, not per unit.
     fn fitting(&self, from: usize, room: usize) -> (usize, usize) {

@@ -343,11 +343,15 @@ fn part_index_by_reading(part: &[u8]) -> Vec<u8> {
         let end = starts
             .get(i + 1)
             .map_or((part.len() as u64) << 16, |&n| voffset(n));
-        let rec = index_record(
-            RecordRef::with_block_size(&payload[start..]),
-            voffset(start),
-            end,
-        );
+        let f = index_fields(&payload[start..]);
+        let rec = IndexRecord {
+            ref_id: f.ref_id,
+            beg: i64::from(f.beg),
+            end: f.end,
+            mapped: f.mapped,
+            vstart: voffset(start),
+            vend: end,
+        };
         idx.push(&rec).expect("part index record");
     }
     idx.finish(part.len() as u64)

@@ -348,7 +348,7 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
             ref_id: i32::from(unit[0]),
             beg: unit.len() as i32,
             end: i64::from(unit[unit.len() - 1]),
-            mapped: unit.len() % 2 == 0,
+            mapped: unit.len().is_multiple_of(2),
         }
     }
     for threads in [1, 3] {

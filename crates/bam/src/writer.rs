@@ -5,11 +5,15 @@
 //! starts a new block when it does not fit in what is left of the current one
 //! (htslib's `bam_write1`); a SAM line is appended as a stream (htslib's
 //! `bgzf_write`). A record is copied once, straight into the payload that the
-//! deflate job on the pool takes. The BAM form reports each record's logical
-//! virtual offsets to an optional [`IndexBuilder`], and [`Writer::finish`]
-//! returns the finished index with the output. A writer of a part can
-//! instead keep each record's index fields and give back the part's index
-//! ([`Writer::collect_part_index`]), without reading the part again.
+//! deflate job on the pool takes. For an index, the BAM form notes each
+//! record's index fields where its bytes are copied (the deflate job, for
+//! [`Writer::write_records`]), and the thread that writes the blocks feeds
+//! them with their logical virtual offsets to an [`IndexBuilder`], in
+//! order, so that the caller's thread never reads the records;
+//! [`Writer::finish`] returns the finished index with the output. A writer
+//! of a part can instead keep each record's index fields and give back the
+//! part's index ([`Writer::collect_part_index`]), without reading the part
+//! again.
 //!
 //! [`WriterOptions`] can leave out the header and the EOF block, so that a
 //! writer produces a part of a larger file (its blocks concatenate with the
@@ -18,13 +22,15 @@
 use crate::header::Header;
 use crate::record::{flags, RecordRef};
 use crate::sam_format::format_sam_record;
-use alnsort_bgzf::{BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Units};
+use alnsort_bgzf::{
+    BgzfError, BlockWriter, CompressionLevel, ParallelWriter, UnitFields, UnitNote, Units,
+};
 use alnsort_index::{
     IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord, PartIndexWriter,
 };
 use alnsort_pipeline::varint::{self, unzigzag, zigzag};
 use std::io::{self, BufWriter, Write};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Bytes collected before one write of SAM text or of compressed blocks.
 const OUT_BUFFER: usize = 1 << 20;
@@ -143,9 +149,9 @@ struct PartRecords {
 }
 
 impl PartRecords {
-    fn push(&mut self, r: RecordRef<'_>, vstart: u64, n_ref: usize) -> Result<(), WriteError> {
-        let rec = index_record(r, vstart, vstart);
-        let fail = |source| Err(WriteError::Index { source });
+    fn push(&mut self, rec: &IndexRecord, n_ref: usize) -> Result<(), IndexError> {
+        let vstart = rec.vstart;
+        let fail = Err;
         if rec.ref_id >= 0 && rec.ref_id as usize >= n_ref {
             return fail(IndexError::ReferenceOutOfRange {
                 record: self.records,
@@ -239,6 +245,52 @@ impl PartRecords {
     }
 }
 
+/// What the records' notes feed, on the thread that writes the blocks: the
+/// index, the part index, and the first error either gave.
+#[derive(Default)]
+struct Indexing {
+    index: Option<IndexBuilder>,
+    part: Option<PartRecords>,
+    n_ref: usize,
+    error: Option<IndexError>,
+}
+
+impl Indexing {
+    /// Takes one block's notes (`block` its logical index), in order.
+    fn take(&mut self, block: u64, notes: &[UnitNote]) {
+        if self.error.is_some() {
+            return;
+        }
+        for note in notes {
+            let (vstart, vend) = note.offsets(block);
+            let f = note.fields();
+            let rec = IndexRecord {
+                ref_id: f.ref_id,
+                beg: i64::from(f.beg),
+                end: f.end,
+                mapped: f.mapped,
+                vstart,
+                vend,
+            };
+            let pushed = match (&mut self.index, &mut self.part) {
+                (Some(index), _) => index.push(&rec),
+                (None, Some(part)) => part.push(&rec, self.n_ref),
+                (None, None) => Ok(()),
+            };
+            if let Err(e) = pushed {
+                self.error = Some(e);
+                return;
+            }
+        }
+    }
+}
+
+/// The shared [`Indexing`], locked (a panic elsewhere cannot leave it
+/// half-updated in a way that matters: its error or its index is read).
+fn locked(indexing: &Mutex<Indexing>) -> std::sync::MutexGuard<'_, Indexing> {
+    indexing.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 enum Sink<W: Write + Send + 'static> {
     Bgzf {
         packer: Box<BlockWriter<BufWriter<W>>>,
@@ -254,8 +306,9 @@ enum Sink<W: Write + Send + 'static> {
 pub struct Writer<W: Write + Send + 'static> {
     sink: Sink<W>,
     header: Arc<Header>,
-    index: Option<IndexBuilder>,
-    part: Option<PartRecords>,
+    /// Fed on the block-writing thread; whole again after `finish` has
+    /// waited for that thread.
+    indexing: Arc<Mutex<Indexing>>,
     eof: bool,
     records: u64,
     line: Vec<u8>,
@@ -285,6 +338,13 @@ impl<W: Write + Send + 'static> Writer<W> {
             }
             None => None,
         };
+        let noting = index.is_some();
+        let indexing = Arc::new(Mutex::new(Indexing {
+            index,
+            part: None,
+            n_ref: header.n_ref(),
+            error: None,
+        }));
         let sink = match options.format {
             Format::Sam => Sink::Text {
                 out: BufWriter::with_capacity(OUT_BUFFER, inner),
@@ -292,12 +352,18 @@ impl<W: Write + Send + 'static> Writer<W> {
             },
             Format::Bam | Format::SamBgzf => {
                 let out = BufWriter::with_capacity(OUT_BUFFER, inner);
+                let fed = Arc::clone(&indexing);
+                let mut packer = BlockWriter::new(ParallelWriter::with_notes(
+                    out,
+                    pool,
+                    options.level,
+                    Box::new(move |block, notes| locked(&fed).take(block, notes)),
+                ));
+                if noting {
+                    packer.noting(index_fields);
+                }
                 Sink::Bgzf {
-                    packer: Box::new(BlockWriter::new(ParallelWriter::new(
-                        out,
-                        pool,
-                        options.level,
-                    ))),
+                    packer: Box::new(packer),
                     text: options.format == Format::SamBgzf,
                 }
             }
@@ -305,8 +371,7 @@ impl<W: Write + Send + 'static> Writer<W> {
         let mut w = Writer {
             sink,
             header,
-            index,
-            part: None,
+            indexing,
             eof: options.eof,
             records: 0,
             line: Vec::with_capacity(1024),
@@ -324,17 +389,22 @@ impl<W: Write + Send + 'static> Writer<W> {
     /// the output's first byte, as a reader of it sees them. For a
     /// headerless, EOF-less BAM part; called before the first record.
     pub fn collect_part_index(&mut self) -> Result<(), WriteError> {
-        if !matches!(self.sink, Sink::Bgzf { text: false, .. }) {
+        let Sink::Bgzf {
+            packer,
+            text: false,
+        } = &mut self.sink
+        else {
             return Err(WriteError::Unsupported(
                 "an index can only be built for BAM output",
             ));
-        }
+        };
         if self.records != 0 {
             return Err(WriteError::Unsupported(
                 "a part index must be asked for before the first record",
             ));
         }
-        self.part = Some(PartRecords::default());
+        packer.noting(index_fields);
+        locked(&self.indexing).part = Some(PartRecords::default());
         Ok(())
     }
 
@@ -400,18 +470,9 @@ impl<W: Write + Send + 'static> Writer<W> {
                 packer,
                 text: false,
             } => {
-                let vstart = packer
+                packer
                     .write_unit(rec)
                     .map_err(|source| WriteError::Bgzf { records, source })?;
-                if let Some(index) = &mut self.index {
-                    let r = RecordRef::with_block_size(rec);
-                    index
-                        .push(&index_record(r, vstart, packer.virtual_offset()))
-                        .map_err(|source| WriteError::Index { source })?;
-                }
-                if let Some(part) = &mut self.part {
-                    part.push(RecordRef::with_block_size(rec), vstart, self.header.n_ref())?;
-                }
             }
         }
         Ok(())
@@ -420,9 +481,9 @@ impl<W: Write + Send + 'static> Writer<W> {
     /// Appends every record of `records` in turn, as
     /// [`Writer::write_record`] would, each in its BAM form with the
     /// `block_size` prefix. For BAM the records are not copied here: the
-    /// blocks are cut from their lengths (the index reads each record's
-    /// position fields) and each block's compression job copies its own
-    /// payload from `records`. SAM text is formatted here, record by record.
+    /// blocks are cut from their lengths and each block's compression job
+    /// copies its own payload from `records` (noting each record's index
+    /// fields there, for an index). SAM text is formatted here, record by record.
     pub fn write_records(&mut self, records: Arc<dyn Units>) -> Result<(), WriteError> {
         let Sink::Bgzf {
             packer,
@@ -439,43 +500,16 @@ impl<W: Write + Send + 'static> Writer<W> {
         };
         let first = self.records;
         let n = records.count() as u64;
-        let mut index_error = None;
-        let mut part_error = None;
-        let index = &mut self.index;
-        let part = &mut self.part;
-        let n_ref = self.header.n_ref();
-        let units = Arc::clone(&records);
-        // Each record's offsets only for an index: without one, the blocks
-        // are cut from the records' running lengths (`Units::fitting`).
-        let wants_offsets = index.is_some() || part.is_some();
-        let mut at = |i: usize, vstart: u64, vend: u64| {
-            if let (Some(index), None) = (index.as_mut(), &index_error) {
-                let r = RecordRef::with_block_size(units.unit(i));
-                if let Err(e) = index.push(&index_record(r, vstart, vend)) {
-                    index_error = Some(e);
-                }
-            }
-            if let (Some(part), None) = (part.as_mut(), &part_error) {
-                let r = RecordRef::with_block_size(units.unit(i));
-                if let Err(e) = part.push(r, vstart, n_ref) {
-                    part_error = Some(e);
-                }
-            }
-        };
         packer
-            .write_units(
-                records,
-                wants_offsets.then_some(&mut at as &mut dyn FnMut(usize, u64, u64)),
-            )
+            .write_units(records)
             .map_err(|source| WriteError::Bgzf {
                 records: first,
                 source,
             })?;
         self.records += n;
-        if let Some(e) = part_error {
-            return Err(e);
-        }
-        match index_error {
+        // An index error found so far (the notes are taken as their blocks
+        // are written): the rest of the output would be wasted.
+        match locked(&self.indexing).error.clone() {
             Some(source) => Err(WriteError::Index { source }),
             None => Ok(()),
         }
@@ -514,7 +548,14 @@ impl<W: Write + Send + 'static> Writer<W> {
                 )
             }
         };
-        let index = match self.index {
+        // The block-writing thread has ended: every note is in.
+        let Indexing {
+            index, part, error, ..
+        } = std::mem::take(&mut *locked(&self.indexing));
+        if let Some(source) = error {
+            return Err(WriteError::Index { source });
+        }
+        let index = match index {
             Some(builder) => Some(
                 builder
                     .finish(&block_offsets)
@@ -522,7 +563,7 @@ impl<W: Write + Send + 'static> Writer<W> {
             ),
             None => None,
         };
-        let part_index = match self.part {
+        let part_index = match part {
             Some(part) => Some(
                 part.finish(&block_offsets, bytes_written)
                     .map_err(|source| WriteError::Index { source })?,
@@ -540,18 +581,17 @@ impl<W: Write + Send + 'static> Writer<W> {
     }
 }
 
-/// What the index needs of a record written between two logical virtual
-/// offsets.
-fn index_record(r: RecordRef<'_>, vstart: u64, vend: u64) -> IndexRecord {
-    let beg = r.pos() as i64;
+/// What the index needs of a record (with its `block_size` prefix): the
+/// [`alnsort_bgzf::NoteFn`] of the BAM form, run where the record is copied.
+fn index_fields(rec: &[u8]) -> UnitFields {
+    let r = RecordRef::with_block_size(rec);
+    let beg = r.pos();
     let mapped = r.flag() & flags::UNMAPPED == 0;
-    IndexRecord {
+    UnitFields {
         ref_id: r.ref_id(),
         beg,
-        end: alnsort_index::record_end(beg, r.reference_length(), mapped),
+        end: alnsort_index::record_end(i64::from(beg), r.reference_length(), mapped),
         mapped,
-        vstart,
-        vend,
     }
 }
 

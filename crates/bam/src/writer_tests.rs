@@ -307,6 +307,47 @@ fn write_records_is_write_record_one_by_one() {
     }
 }
 
+/// Records out of order for the index (noted by the deflate jobs, taken on
+/// the block-writing thread) fail the write with the index's error, naming
+/// the record, whether written one by one or in batches: at the latest
+/// from `finish`, never an index left out silently.
+#[test]
+fn an_unsorted_record_fails_the_index_with_its_number() {
+    let h = header();
+    let mut recs = records(&h, 2000);
+    recs.swap(1200, 1300);
+    let options = WriterOptions {
+        index: Some(IndexFormat::DEFAULT_CSI),
+        ..WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST)
+    };
+    for batched in [false, true] {
+        let mut w = Writer::new(Vec::new(), Arc::clone(&h), options, pool()).expect("writer");
+        let mut failed = None;
+        if batched {
+            for part in recs.chunks(100) {
+                if let Err(e) = w.write_records(Arc::new(Recs(part.to_vec()))) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        } else {
+            for r in &recs {
+                w.write_record(r).expect("written; the index is fed later");
+            }
+        }
+        let err = match failed {
+            Some(e) => e,
+            None => w.finish().expect_err("the index refuses the order"),
+        };
+        match err {
+            WriteError::Index {
+                source: IndexError::Unsorted { record, .. },
+            } => assert_eq!(record, 1201, "batched {batched}"),
+            other => panic!("batched {batched}: {other}"),
+        }
+    }
+}
+
 /// The part index of a headerless, EOF-less BAM part as a reader of it
 /// sees the records: each record's index fields with the virtual offset
 /// where it starts (offset 0 of a block for a record that opens one) and
@@ -343,11 +384,15 @@ fn part_index_by_reading(part: &[u8]) -> Vec<u8> {
         let end = starts
             .get(i + 1)
             .map_or((part.len() as u64) << 16, |&n| voffset(n));
-        let rec = index_record(
-            RecordRef::with_block_size(&payload[start..]),
-            voffset(start),
-            end,
-        );
+        let f = index_fields(&payload[start..]);
+        let rec = IndexRecord {
+            ref_id: f.ref_id,
+            beg: i64::from(f.beg),
+            end: f.end,
+            mapped: f.mapped,
+            vstart: voffset(start),
+            vend: end,
+        };
         idx.push(&rec).expect("part index record");
     }
     idx.finish(part.len() as u64)

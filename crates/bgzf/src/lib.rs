@@ -26,4 +26,7 @@ pub use block::{
 };
 pub use error::{BgzfError, BgzfError as Error, Result};
 pub use reader::{BlockRecycler, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan};
-pub use writer::{BlockWriter, ParallelWriter, Units, WriterSummary};
+pub use writer::{
+    BlockWriter, NoteFn, NotesSink, ParallelWriter, UnitFields, UnitNote, Units, WriterSummary,
+    MAX_NOTES_PER_BLOCK,
+};

@@ -20,8 +20,86 @@ use crate::block::{encode_block, CompressionLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MA
 use crate::error::{BgzfError, Result};
 use alnsort_pipeline::{Lost, OrderedSink};
 
-/// What a block's deflate job runs first to append the rest of its payload.
-type Fill = Box<dyn FnOnce(&mut Vec<u8>) + Send>;
+/// What a block's deflate job runs first to append the rest of its payload
+/// (and the notes of the units it copies, see [`UnitNote`]).
+type Fill = Box<dyn FnOnce(&mut Vec<u8>, &mut Vec<UnitNote>) + Send>;
+
+/// What an index needs of one unit (a BAM record), as the caller's
+/// [`NoteFn`] reads it from the unit's bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnitFields {
+    pub ref_id: i32,
+    pub beg: i32,
+    pub end: i64,
+    pub mapped: bool,
+}
+
+/// Reads a unit's [`UnitFields`] from its bytes (whole, as written).
+pub type NoteFn = fn(&[u8]) -> UnitFields;
+
+/// One unit's note, made where its bytes are copied into a block (by the
+/// block's deflate job for [`BlockWriter::write_units`]' units, which are
+/// then in the cache) and handed, in write order, with the block the unit
+/// starts in to the [`NotesSink`] on the thread that writes the blocks:
+/// so the thread that cuts the blocks never reads a unit's bytes. 24 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnitNote {
+    pub end: i64,
+    pub ref_id: i32,
+    pub beg: i32,
+    /// The unit's length in bytes.
+    pub len: u32,
+    /// Where the unit starts in its (first) block's payload.
+    pub offset: u16,
+    pub mapped: bool,
+}
+
+/// The most notes one block can carry: one per unit, the shortest unit
+/// being a BAM record without a sequence (its 4-byte `block_size`, 32
+/// fixed bytes and a 1-byte name, SAM spec section 4.2). What the memory
+/// reserve charges per block in flight.
+pub const MAX_NOTES_PER_BLOCK: usize = MAX_PAYLOAD / 37 + 1;
+
+impl UnitNote {
+    fn new(f: UnitFields, offset: usize, len: usize) -> UnitNote {
+        UnitNote {
+            end: f.end,
+            ref_id: f.ref_id,
+            beg: f.beg,
+            len: len as u32,
+            offset: offset as u16,
+            mapped: f.mapped,
+        }
+    }
+
+    /// The unit's fields.
+    pub fn fields(&self) -> UnitFields {
+        UnitFields {
+            ref_id: self.ref_id,
+            beg: self.beg,
+            end: self.end,
+            mapped: self.mapped,
+        }
+    }
+
+    /// The unit's start and end as logical virtual offsets (as
+    /// [`BlockWriter::write_unit`] and [`BlockWriter::virtual_offset`]
+    /// after it give them), `block` being the index of the block it starts
+    /// in: a unit that ends exactly at a block's end ends at the next
+    /// block's start.
+    pub fn offsets(&self, block: u64) -> (u64, u64) {
+        let end = self.offset as u64 + self.len as u64;
+        let max = MAX_PAYLOAD as u64;
+        (
+            (block << 16) | self.offset as u64,
+            ((block + end / max) << 16) | (end % max),
+        )
+    }
+}
+
+/// Takes the notes of each block in write order, with the block's index
+/// (0 for the writer's first block), on the thread that writes the blocks.
+pub type NotesSink = Box<dyn FnMut(u64, &[UnitNote]) + Send>;
 
 /// Records (or any byte strings) whose bytes a deflate job may copy on the
 /// pool: [`BlockWriter::write_units`] cuts blocks from their lengths alone
@@ -41,8 +119,7 @@ pub trait Units: Send + Sync {
     /// left, and their bytes: units are taken in order while their running
     /// total stays within `room`, and no more once it reaches `room`
     /// exactly (the blocking of [`BlockWriter::write_unit`]). What
-    /// [`BlockWriter::write_units`] asks per block when no unit's offsets
-    /// are wanted. The default adds up [`Units::unit_len`]; a `Units` that
+    /// [`BlockWriter::write_units`] asks per block. The default adds up [`Units::unit_len`]; a `Units` that
     /// keeps running sums of its lengths answers from them (a binary
     /// search), so the writing thread does work per block, not per unit.
     fn fitting(&self, from: usize, room: usize) -> (usize, usize) {
@@ -98,9 +175,18 @@ struct Piece {
 const PREFETCH_AHEAD: usize = 8;
 
 impl Piece {
-    fn append_to(&self, out: &mut Vec<u8>) {
+    /// Appends the piece's bytes to `out`, and with `noting` the note of
+    /// each unit that starts in it to `notes`.
+    fn append_to(&self, out: &mut Vec<u8>, noting: Option<NoteFn>, notes: &mut Vec<UnitNote>) {
         match &self.part {
-            Some(bytes) => self.units.append_part(self.from, bytes.clone(), out),
+            Some(bytes) => {
+                if let (Some(note), 0) = (noting, bytes.start) {
+                    let fields = note(self.units.unit(self.from));
+                    let len = self.units.unit_len(self.from);
+                    notes.push(UnitNote::new(fields, out.len(), len));
+                }
+                self.units.append_part(self.from, bytes.clone(), out)
+            }
             None => {
                 let (from, to) = (self.from, self.to);
                 for i in from..to.min(from + PREFETCH_AHEAD) {
@@ -110,7 +196,12 @@ impl Piece {
                     if i + PREFETCH_AHEAD < to {
                         self.units.prefetch(i + PREFETCH_AHEAD);
                     }
+                    let start = out.len();
                     self.units.append_unit(i, out);
+                    if let (Some(note), true) = (noting, out.len() > start) {
+                        let fields = note(&out[start..]);
+                        notes.push(UnitNote::new(fields, start, out.len() - start));
+                    }
                 }
             }
         }
@@ -150,15 +241,17 @@ pub struct WriterSummary<W> {
 }
 
 /// One block waiting for its job: its first bytes, and what its job appends
-/// to them (`len` bytes in all).
+/// to them (`len` bytes in all), and the notes of the units that start in
+/// it (those of `payload`'s units; the fill adds its own).
 struct PendingBlock {
     payload: Vec<u8>,
     fill: Option<(usize, Fill)>,
+    notes: Vec<UnitNote>,
 }
 
-/// A job's result: its blocks deflated, in order; `None` when a fill broke
-/// its promise (the blocks are lost, an error).
-type Deflated = Vec<Vec<u8>>;
+/// A job's result: its blocks deflated, in order, each with its notes;
+/// `None` when a fill broke its promise (the blocks are lost, an error).
+type Deflated = Vec<(Vec<u8>, Vec<UnitNote>)>;
 
 /// Buffers and compressors that jobs hand back for later jobs, taken and
 /// returned on the pool rather than on the writing thread.
@@ -182,9 +275,14 @@ impl Recycled {
             ),
         };
         let mut out = Vec::with_capacity(pending.len());
-        for PendingBlock { mut payload, fill } in pending {
+        for PendingBlock {
+            mut payload,
+            fill,
+            mut notes,
+        } in pending
+        {
             if let Some((len, fill)) = fill {
-                fill(&mut payload);
+                fill(&mut payload, &mut notes);
                 if payload.len() != len {
                     return None;
                 }
@@ -195,7 +293,7 @@ impl Recycled {
                 .try_recv()
                 .unwrap_or_else(|_| Vec::with_capacity(MAX_BLOCK_SIZE));
             encode_block(&payload, compressor.as_mut(), &mut block);
-            out.push(block);
+            out.push((block, notes));
             payload.clear();
             // Recycling fails only once the writer itself has been dropped.
             let _ = self.payloads.0.send(payload);
@@ -230,11 +328,22 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     /// writer thread cannot be started, the first `write_block` or `finish`
     /// returns that error.
     pub fn new(inner: W, pool: Arc<ThreadPool>, level: CompressionLevel) -> Self {
+        Self::with_notes(inner, pool, level, Box::new(|_, _| {}))
+    }
+
+    /// [`ParallelWriter::new`], handing the notes of each block (see
+    /// [`BlockWriter::noting`]) to `notes` as the block is written.
+    pub fn with_notes(
+        inner: W,
+        pool: Arc<ThreadPool>,
+        level: CompressionLevel,
+        mut notes: NotesSink,
+    ) -> Self {
         let depth = QUEUE_JOBS_PER_THREAD * pool.current_num_threads().max(1);
         let blocks = unbounded();
         let recycle = blocks.0.clone();
         let started = OrderedSink::spawn(pool, DEFLATE_STAGE, depth, move |next| {
-            write_blocks(inner, next, &recycle)
+            write_blocks(inner, next, &recycle, &mut notes)
         });
         let (sink, failed) = match started {
             Ok(sink) => (Some(sink), None),
@@ -267,14 +376,19 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
     /// Queues `payload` (1..=[`MAX_PAYLOAD`] bytes) as the next block and
     /// returns its block index (0-based). Blocks while the queue is full.
     pub fn write_block(&mut self, payload: Vec<u8>) -> Result<u64> {
-        self.queue_block(payload, None)
+        self.queue_block(payload, None, Vec::new())
     }
 
     /// Queues the next block: `payload`'s bytes followed by what `fill`
     /// appends to them, `len` bytes in all, assembled by the block's deflate
     /// job on the pool. `fill` must append exactly `len - payload.len()`
     /// bytes (checked: a short or long fill loses the block, an error).
-    fn queue_block(&mut self, payload: Vec<u8>, fill: Option<(usize, Fill)>) -> Result<u64> {
+    fn queue_block(
+        &mut self,
+        payload: Vec<u8>,
+        fill: Option<(usize, Fill)>,
+        notes: Vec<UnitNote>,
+    ) -> Result<u64> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -288,7 +402,11 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
             };
             return Err(self.fail(err));
         }
-        self.pending.push(PendingBlock { payload, fill });
+        self.pending.push(PendingBlock {
+            payload,
+            fill,
+            notes,
+        });
         self.blocks += 1;
         self.uncompressed += len as u64;
         if self.pending.len() == JOB_BLOCKS {
@@ -392,6 +510,7 @@ fn write_blocks<W: Write>(
     mut inner: W,
     next: &mut dyn FnMut() -> Option<std::result::Result<Option<Deflated>, Lost>>,
     recycle: &Sender<Vec<u8>>,
+    notes: &mut NotesSink,
 ) -> Result<Written<W>> {
     let mut offset = 0u64;
     let mut block_offsets = Vec::new();
@@ -401,10 +520,13 @@ fn write_blocks<W: Write>(
                 block_index: block_offsets.len() as u64,
             });
         };
-        for block in blocks {
+        for (block, noted) in blocks {
             inner
                 .write_all(&block)
                 .map_err(|e| BgzfError::io(offset, e))?;
+            if !noted.is_empty() {
+                notes(block_offsets.len() as u64, &noted);
+            }
             block_offsets.push(offset);
             offset += block.len() as u64;
             let _ = recycle.send(block);
@@ -436,6 +558,10 @@ pub struct BlockWriter<W> {
     buf: Vec<u8>,
     pieces: Vec<Piece>,
     len: usize,
+    /// Whether units are noted ([`BlockWriter::noting`]), and how.
+    noting: Option<NoteFn>,
+    /// The notes of the units that start in `buf`.
+    notes: Vec<UnitNote>,
 }
 
 impl<W: Write + Send + 'static> BlockWriter<W> {
@@ -447,7 +573,18 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
             buf,
             pieces: Vec::new(),
             len: 0,
+            noting: None,
+            notes: Vec::new(),
         }
+    }
+
+    /// Notes every unit written from now on ([`BlockWriter::write_unit`],
+    /// [`BlockWriter::write_units`]) with `note`, for the writer's
+    /// [`NotesSink`] ([`ParallelWriter::with_notes`]). The units of
+    /// `write_units` are noted by the deflate jobs that copy them. Units of
+    /// no bytes (never a BAM record) are not noted.
+    pub fn noting(&mut self, note: NoteFn) {
+        self.noting = Some(note);
     }
 
     /// Where the next byte goes, as a logical virtual offset
@@ -463,7 +600,7 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
     /// writes pays one copy on its thread at each switch).
     fn materialise(&mut self) {
         for piece in self.pieces.drain(..) {
-            piece.append_to(&mut self.buf);
+            piece.append_to(&mut self.buf, self.noting, &mut self.notes);
         }
         debug_assert_eq!(self.buf.len(), self.len);
     }
@@ -493,22 +630,23 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
             self.end_block()?;
         }
         let start = self.virtual_offset();
+        if let (Some(note), false) = (self.noting, unit.is_empty()) {
+            if !self.pieces.is_empty() {
+                self.materialise();
+            }
+            self.notes
+                .push(UnitNote::new(note(unit), self.len, unit.len()));
+        }
         self.write_bytes(unit)?;
         Ok(start)
     }
 
     /// [`BlockWriter::write_unit`] for every unit of `units` in turn, with
-    /// the same blocks and offsets, but without copying: each block's
+    /// the same blocks (and notes), but without copying: each block's
     /// deflate job copies its own payload from `units`, which it holds
-    /// until then. With `at`, `at(i, start, end)` gets unit `i`'s start and
-    /// end as logical virtual offsets (as `write_unit` and
-    /// `virtual_offset` after it give them), read from each unit's length;
-    /// without it, each block's units are found by [`Units::fitting`].
-    pub fn write_units(
-        &mut self,
-        units: Arc<dyn Units>,
-        mut at: Option<&mut dyn FnMut(usize, u64, u64)>,
-    ) -> Result<()> {
+    /// until then, and notes its units there. Each block's units are found
+    /// by [`Units::fitting`], so this thread reads no unit's bytes.
+    pub fn write_units(&mut self, units: Arc<dyn Units>) -> Result<()> {
         let n = units.count();
         let mut i = 0;
         while i < n {
@@ -516,30 +654,6 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
             let from = i;
             let (k, bytes) = units.fitting(from, MAX_PAYLOAD - self.len);
             if k > 0 {
-                if let Some(at) = at.as_deref_mut() {
-                    let block = self.writer.blocks_written() << 16;
-                    let full = self.len + bytes == MAX_PAYLOAD;
-                    let mut pos = self.len;
-                    for u in from..from + k {
-                        // `at` reads each unit (an index reads the
-                        // record's position fields): sorted records lie
-                        // scattered, so the next ones are asked for early.
-                        if u + PREFETCH_AHEAD < n {
-                            units.prefetch(u + PREFETCH_AHEAD);
-                        }
-                        let start = block | pos as u64;
-                        pos += units.unit_len(u);
-                        // Units of one piece share a block, so offsets
-                        // add; the last one of a full block ends at the
-                        // next block's start.
-                        let end = if u + 1 == from + k && full {
-                            (self.writer.blocks_written() + 1) << 16
-                        } else {
-                            block | pos as u64
-                        };
-                        at(u, start, end);
-                    }
-                }
                 self.pieces.push(Piece {
                     units: Arc::clone(&units),
                     from,
@@ -560,7 +674,6 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
             }
             // An empty block and a unit longer than a block: it spans.
             let len = units.unit_len(i);
-            let start = self.virtual_offset();
             let mut done = 0;
             while done < len {
                 let take = (len - done).min(MAX_PAYLOAD - self.len);
@@ -576,9 +689,6 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
                     self.end_block()?;
                 }
             }
-            if let Some(at) = at.as_deref_mut() {
-                at(i, start, self.virtual_offset());
-            }
             i += 1;
         }
         Ok(())
@@ -592,16 +702,18 @@ impl<W: Write + Send + 'static> BlockWriter<W> {
         }
         let head = std::mem::replace(&mut self.buf, self.writer.buffer());
         let len = std::mem::take(&mut self.len);
+        let notes = std::mem::take(&mut self.notes);
         if self.pieces.is_empty() {
-            self.writer.write_block(head)?;
+            self.writer.queue_block(head, None, notes)?;
         } else {
             let pieces = std::mem::take(&mut self.pieces);
-            let fill: Fill = Box::new(move |payload: &mut Vec<u8>| {
+            let noting = self.noting;
+            let fill: Fill = Box::new(move |payload: &mut Vec<u8>, notes: &mut Vec<UnitNote>| {
                 for piece in &pieces {
-                    piece.append_to(payload);
+                    piece.append_to(payload, noting, notes);
                 }
             });
-            self.writer.queue_block(head, Some((len, fill)))?;
+            self.writer.queue_block(head, Some((len, fill)), notes)?;
         }
         Ok(())
     }

@@ -305,6 +305,13 @@ impl Units for VecUnits {
     }
 }
 
+/// A note is as small as the memory reserve counts on (alnsort-engine's
+/// `reserve_bytes`).
+#[test]
+fn a_note_is_24_bytes() {
+    assert_eq!(std::mem::size_of::<UnitNote>(), 24);
+}
+
 /// `write_units` is `write_unit` for each unit in turn: the same blocks
 /// (so the same file) and the same start and end offsets, around units
 /// that fill a block exactly, overflow it, span blocks, and between plain
@@ -335,64 +342,78 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
         .enumerate()
         .map(|(i, &len)| (0..len).map(|j| (i * 31 + j) as u8).collect())
         .collect();
+    // A note that tells units apart: their first byte and length.
+    fn note(unit: &[u8]) -> UnitFields {
+        UnitFields {
+            ref_id: i32::from(unit[0]),
+            beg: unit.len() as i32,
+            end: i64::from(unit[unit.len() - 1]),
+            mapped: unit.len().is_multiple_of(2),
+        }
+    }
     for threads in [1, 3] {
-        let one = |bw: &mut BlockWriter<Vec<u8>>, us: &[Vec<u8>], at: &mut Vec<(u64, u64)>| {
-            for u in us {
-                let start = bw.write_unit(u).expect("unit");
-                at.push((start, bw.virtual_offset()));
-            }
-        };
-        // `batched`: by `write_units`, with each unit's offsets asked for
-        // (`Some(true)`) or not (`Some(false)`: the blocks then come from
-        // `Units::fitting`); `None`: by `write_unit`, one by one.
-        let script =
-            |bw: &mut BlockWriter<Vec<u8>>, at: &mut Vec<(u64, u64)>, batched: Option<bool>| {
-                bw.write_bytes(b"header").expect("bytes");
-                bw.end_block().expect("end");
-                for (k, part) in [&units[..5], &units[5..1000], &units[1000..]]
-                    .iter()
-                    .enumerate()
-                {
-                    let shared: Arc<dyn Units> = Arc::new(VecUnits(part.to_vec()));
-                    match batched {
-                        Some(true) => {
-                            let base = at.len();
-                            at.resize(base + part.len(), (0, 0));
-                            bw.write_units(shared, Some(&mut |i, s, e| at[base + i] = (s, e)))
-                                .expect("units");
-                        }
-                        Some(false) => bw.write_units(shared, None).expect("units"),
-                        None => one(bw, part, at),
-                    }
-                    if k == 1 {
-                        bw.write_bytes(&[9u8; 300]).expect("bytes between");
-                    }
-                }
-            };
-        let mut want_at = Vec::new();
-        let mut bw = BlockWriter::new(ParallelWriter::new(
-            Vec::new(),
-            pool(threads),
-            CompressionLevel::FASTEST,
-        ));
-        script(&mut bw, &mut want_at, None);
-        let want = bw.finish(true).expect("finish");
-        for offsets in [true, false] {
-            let mut got_at = Vec::new();
-            let mut bw = BlockWriter::new(ParallelWriter::new(
+        // `batched`: by `write_units` (the blocks then come from
+        // `Units::fitting` and the notes from the deflate jobs), or by
+        // `write_unit`, one by one (recording each unit's offsets); noted
+        // or not.
+        let run = |batched: bool, noted: bool| {
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let sink = Arc::clone(&seen);
+            let mut bw = BlockWriter::new(ParallelWriter::with_notes(
                 Vec::new(),
                 pool(threads),
                 CompressionLevel::FASTEST,
+                Box::new(move |block, notes: &[UnitNote]| {
+                    let mut seen = sink.lock().expect("notes");
+                    seen.extend(notes.iter().map(|n| (n.offsets(block), n.fields())));
+                }),
             ));
-            script(&mut bw, &mut got_at, Some(offsets));
-            let got = bw.finish(true).expect("finish");
-            if offsets {
-                assert_eq!(got_at, want_at, "offsets, {threads} threads");
+            if noted {
+                bw.noting(note);
+            }
+            let mut at = Vec::new();
+            bw.write_bytes(b"header").expect("bytes");
+            bw.end_block().expect("end");
+            for (k, part) in [&units[..5], &units[5..1000], &units[1000..]]
+                .iter()
+                .enumerate()
+            {
+                if batched {
+                    let shared: Arc<dyn Units> = Arc::new(VecUnits(part.to_vec()));
+                    bw.write_units(shared).expect("units");
+                } else {
+                    for u in part.iter() {
+                        let start = bw.write_unit(u).expect("unit");
+                        if !u.is_empty() {
+                            at.push(((start, bw.virtual_offset()), note(u)));
+                        }
+                    }
+                }
+                if k == 1 {
+                    bw.write_bytes(&[9u8; 300]).expect("bytes between");
+                }
+            }
+            let done = bw.finish(true).expect("finish");
+            let seen = seen.lock().expect("notes").clone();
+            (done, at, seen)
+        };
+        let (want, want_at, want_notes) = run(false, true);
+        assert_eq!(want_notes, want_at, "write_unit's notes, {threads} threads");
+        assert_eq!(
+            want_at.len(),
+            units.iter().filter(|u| !u.is_empty()).count()
+        );
+        for noted in [true, false] {
+            let (got, _, got_notes) = run(true, noted);
+            if noted {
+                assert_eq!(got_notes, want_at, "notes, {threads} threads");
+            } else {
+                assert!(got_notes.is_empty());
             }
             assert_eq!(got.block_offsets, want.block_offsets);
             assert!(
                 got.inner == want.inner,
-                "bytes, {threads} threads, offsets {offsets}"
+                "bytes, {threads} threads, noted {noted}"
             );
         }
     }
@@ -416,7 +437,7 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
         pool(2),
         CompressionLevel::FASTEST,
     ));
-    bw.write_units(Arc::new(Broken), None)
+    bw.write_units(Arc::new(Broken))
         .expect("blocking needs only lengths");
     let err = bw.finish(true).expect_err("the lost block is an error");
     assert!(matches!(err, BgzfError::WriterLost { .. }), "{err:?}");
@@ -478,8 +499,7 @@ fn write_units_writes_what_append_unit_and_append_part_give() {
         pool(3),
         CompressionLevel::FASTEST,
     ));
-    bw.write_units(Arc::new(Edited(units)), None)
-        .expect("units");
+    bw.write_units(Arc::new(Edited(units))).expect("units");
     let got = bw.finish(true).expect("finish");
     let data = decompress_all(&got.inner).expect("valid");
     assert_eq!(data.len(), want.len());
@@ -552,7 +572,7 @@ fn write_units_prefetches_each_unit_before_copying_it() {
         CompressionLevel::FASTEST,
     ));
     let shared: Arc<dyn Units> = Arc::clone(&watched) as Arc<dyn Units>;
-    bw.write_units(shared, None).expect("units");
+    bw.write_units(shared).expect("units");
     let got = bw.finish(true).expect("finish");
     let mut bw = BlockWriter::new(ParallelWriter::new(
         Vec::new(),

@@ -49,11 +49,21 @@ use std::sync::Arc;
 /// being cut and the one being handed over, each with its raw bytes, a
 /// recycled raw buffer waiting for reuse, and its sort-layout copy with its
 /// entries and keys: 3 batches' worth), and the program's own baseline
-/// (about 6 MiB of code, stacks and allocator state).
-fn reserve_bytes(threads: usize) -> u64 {
+/// (about 6 MiB of code, stacks and allocator state). With an index
+/// (`indexed`), each of the writer's blocks in flight also carries its
+/// records' index notes (`alnsort_bgzf::UnitNote`: at most
+/// `MAX_NOTES_PER_BLOCK`, in a vector that grows by doubling).
+fn reserve_bytes(threads: usize, indexed: bool) -> u64 {
     let batch = alnsort_bam::reader::BATCH_BYTES as u64;
     let per_batch = batch * 3;
-    let per_thread = 2 * 4 * 2 * 65536 + 2 * per_batch;
+    let notes = match indexed {
+        true => {
+            alnsort_bgzf::MAX_NOTES_PER_BLOCK.next_power_of_two()
+                * std::mem::size_of::<alnsort_bgzf::UnitNote>()
+        }
+        false => 0,
+    } as u64;
+    let per_thread = 2 * 4 * 2 * 65536 + 4 * notes + 2 * per_batch;
     (6 << 20) + 4 * per_batch + per_thread * threads as u64
 }
 
@@ -210,7 +220,9 @@ pub(crate) fn markdup_budget(cfg: &Config) -> Result<(usize, Option<u64>)> {
 }
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
-    let reserve = reserve_bytes(cfg.threads);
+    // A CRAM output's index (.crai) is built from containers, not notes.
+    let noted = cfg.index.is_some() && cfg.format == options::OutFormat::Bam;
+    let reserve = reserve_bytes(cfg.threads, noted);
     let budget = if explicit_total {
         if cfg.memory_budget < MIN_TOTAL_BUDGET.max(reserve + (2 << 20)) {
             return Err(Error::Refused(format!("--max-memory {} is too small: with {} thread(s) alnsort needs at least {} for I/O buffers plus \

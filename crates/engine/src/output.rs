@@ -30,7 +30,8 @@ pub struct OutputSummary {
     pub bytes_uncompressed: u64,
     pub bytes_written: u64,
     /// CPU seconds of the thread that took the merged records and handed
-    /// them to the writer (merge consumer, block packing, index), from the
+    /// them to the writer (merge consumer, block packing; an index is fed
+    /// on the block-writing thread), from the
     /// output's start to its finish: the serial part of the write stage.
     pub write_consume_s: f64,
 }

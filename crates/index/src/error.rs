@@ -6,7 +6,7 @@
 use thiserror::Error;
 
 /// Errors from building or finishing an index.
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum IndexError {
     /// Positions went backwards within one reference.
     #[error("record {record}: unsorted positions on reference {ref_id}: {previous} followed by {beg} (0-based)")]

@@ -1520,6 +1520,16 @@ mod tests {
         }
     }
 
+    /// [`record`] (flag 0) with `aux` appended to its tags, block_size
+    /// following.
+    fn with_aux(name: &[u8], aux: &[u8]) -> Vec<u8> {
+        let mut r = record(name, 0);
+        r.extend_from_slice(aux);
+        let n = (r.len() - 4) as u32;
+        r[..4].copy_from_slice(&n.to_le_bytes());
+        r
+    }
+
     fn record(name: &[u8], flag: u16) -> Vec<u8> {
         // refID 0, pos 99, one 10M CIGAR op, 10 bases of quality 30.
         let mut r = Vec::new();
@@ -1591,13 +1601,6 @@ mod tests {
     /// and the duplicate's DT:Z appended last, block_size following.
     #[test]
     fn dt_tags_are_cleared_and_appended_last() {
-        let with_aux = |name: &[u8], aux: &[u8]| {
-            let mut r = record(name, 0);
-            r.extend_from_slice(aux);
-            let n = (r.len() - 4) as u32;
-            r[..4].copy_from_slice(&n.to_le_bytes());
-            r
-        };
         let mut args = MarkdupArgs::default();
         apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
         let recs = [
@@ -1632,13 +1635,6 @@ mod tests {
     /// they are.
     #[test]
     fn an_input_dt_tag_keeps_records_off_the_in_place_path() {
-        let with_aux = |name: &[u8], aux: &[u8]| {
-            let mut r = record(name, 0);
-            r.extend_from_slice(aux);
-            let n = (r.len() - 4) as u32;
-            r[..4].copy_from_slice(&n.to_le_bytes());
-            r
-        };
         let plain = [record(b"a", 0), record(b"b", 0)];
         let tagged = [record(b"a", 0), with_aux(b"b", b"DTZSQ\0")];
         let (d, _) = decide(MarkdupArgs::default(), &plain);

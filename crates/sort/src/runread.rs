@@ -670,13 +670,8 @@ mod tests {
         // bytes do not compress): each frame needs more than the buffers
         // the one before left, which is where amortised growth would
         // double them.
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut byte = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        };
+        let mut rng = crate::test_support::XorShift64::new(0x9e37_79b9_7f4a_7c15);
+        let mut byte = move || rng.next_u64() as u8;
         let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..400u64)
             .map(|i| {
                 let rec = (0..40 + i as usize).map(|_| byte()).collect();

@@ -1,0 +1,21 @@
+//! What the sort crate's tests share.
+
+/// The crate's one test random number generator: Marsaglia's xorshift64
+/// (shifts 13, 7, 17; "Xorshift RNGs", J. Stat. Softw. 8(14), 2003),
+/// deterministic and free of dependencies, so every test that draws keys
+/// or bytes is reproducible. The seed must not be zero (its fixed point).
+pub(crate) struct XorShift64(u64);
+
+impl XorShift64 {
+    pub(crate) fn new(seed: u64) -> Self {
+        assert_ne!(seed, 0, "xorshift64 stays at zero from a zero seed");
+        XorShift64(seed)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}

@@ -472,18 +472,10 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::pool;
     use crate::runfile::RunMeta;
     use std::fs::OpenOptions;
     use std::io::{Seek, SeekFrom, Write};
-
-    fn pool() -> Arc<ThreadPool> {
-        Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .expect("pool"),
-        )
-    }
 
     /// Writes `entries` as a run with tiny frames; returns the run.
     fn write_run(
@@ -494,7 +486,7 @@ mod tests {
         let meter = Arc::new(Meter::default());
         let out = TempRun::create(dir, &mut 0).expect("create");
         let mut writer =
-            crate::runfile::RunWriter::new(out, pool(), frame, &meter).expect("writer");
+            crate::runfile::RunWriter::new(out, pool(2), frame, &meter).expect("writer");
         for (k, r) in entries {
             writer.push(k, r).expect("push");
         }
@@ -503,7 +495,7 @@ mod tests {
 
     fn read_run(run: TempRun) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let meter = Arc::new(Meter::default());
-        let mut reader = RunReader::open(run, pool(), &meter)?;
+        let mut reader = RunReader::open(run, pool(2), &meter)?;
         let mut out = Vec::new();
         while let Some(key) = reader.key() {
             out.push((key.to_vec(), reader.record().to_vec()));
@@ -530,7 +522,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let meter = Arc::new(Meter::default());
         let out = TempRun::create(dir.path(), &mut 0).expect("create");
-        let mut writer = crate::runfile::RunWriter::new(out, pool(), 1024, &meter).expect("writer");
+        let mut writer = crate::runfile::RunWriter::new(out, pool(2), 1024, &meter).expect("writer");
         writer.panic_from_frame = Some(5);
         let mut result = Ok(());
         for (k, r) in &sample(2_000) {
@@ -561,7 +553,7 @@ mod tests {
         let entries = sample(2_000);
         let (run, _) = write_run(dir.path(), &entries, 1024);
         let meter = Arc::new(Meter::default());
-        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        let mut reader = RunReader::open(run, pool(2), &meter).expect("open");
         reader.panic_in_decode = true;
         let mut read = 0;
         let err = loop {
@@ -696,7 +688,7 @@ mod tests {
             .max()
             .expect("frames");
         let meter = Arc::new(Meter::default());
-        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        let mut reader = RunReader::open(run, pool(2), &meter).expect("open");
         let mut read = Vec::new();
         while let Some(key) = reader.key() {
             read.push((key.to_vec(), reader.record().to_vec()));

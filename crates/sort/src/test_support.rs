@@ -1,5 +1,17 @@
 //! What the sort crate's tests share.
 
+use std::sync::Arc;
+
+/// A pool of `threads` workers for a test's sorter, runs and merges.
+pub(crate) fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool"),
+    )
+}
+
 /// The crate's one test random number generator: Marsaglia's xorshift64
 /// (shifts 13, 7, 17; "Xorshift RNGs", J. Stat. Softw. 8(14), 2003),
 /// deterministic and free of dependencies, so every test that draws keys

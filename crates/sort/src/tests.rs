@@ -7,18 +7,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use crate::test_support::pool;
 use crate::{KeyKind, SortConfig, SortError, SortStats, Sorter};
 
 type Input = Vec<(Vec<u8>, Vec<u8>)>;
-
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
-    Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .expect("pool"),
-    )
-}
 
 fn config(dir: &Path, kind: KeyKind, budget: usize, max_open_runs: usize) -> SortConfig {
     SortConfig {

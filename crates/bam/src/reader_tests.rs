@@ -1,8 +1,8 @@
 use super::*;
-use crate::test_util::pool;
 use crate::header::{parse_sam_header, read_bam_header};
 use crate::keys::SortOrder;
 use crate::record::flags;
+use crate::test_util::pool;
 use alnsort_bgzf::{compress_all, CompressionLevel};
 use std::io::Write;
 

@@ -2,9 +2,9 @@
 //! that concatenate into the whole file, SAM text, and refusals.
 
 use super::*;
-use crate::test_util::pool;
 use crate::header::parse_sam_header;
 use crate::sam_parse::parse_sam_record;
+use crate::test_util::pool;
 use alnsort_bgzf::{decompress_all, EOF_BLOCK, MAX_PAYLOAD};
 
 fn header() -> Arc<Header> {

@@ -472,8 +472,8 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::pool;
     use crate::runfile::RunMeta;
+    use crate::test_support::pool;
     use std::fs::OpenOptions;
     use std::io::{Seek, SeekFrom, Write};
 
@@ -522,7 +522,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let meter = Arc::new(Meter::default());
         let out = TempRun::create(dir.path(), &mut 0).expect("create");
-        let mut writer = crate::runfile::RunWriter::new(out, pool(2), 1024, &meter).expect("writer");
+        let mut writer =
+            crate::runfile::RunWriter::new(out, pool(2), 1024, &meter).expect("writer");
         writer.panic_from_frame = Some(5);
         let mut result = Ok(());
         for (k, r) in &sample(2_000) {

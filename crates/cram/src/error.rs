@@ -121,9 +121,9 @@ pub enum DecodeError {
     /// A block's compression method and sizes (`codecs/mod.rs`).
     #[error(transparent)]
     Block(BlockFault),
-    /// A rANS 4x8 stream.
-    #[error("{0}")]
-    Rans4x8(String),
+    /// A rANS 4x8 stream (`codecs/rans4x8.rs`).
+    #[error(transparent)]
+    Rans4x8(Rans4x8Fault),
     /// A rANS Nx16 stream.
     #[error("rANS Nx16: {0}")]
     RansNx16(String),
@@ -304,6 +304,49 @@ pub enum BlockFault {
     /// A bzip2 or xz stream that decodes to more than the block's raw size.
     #[error("the stream decodes to more than the {raw} bytes the block claims")]
     StreamLonger { raw: usize },
+}
+
+/// What is wrong in a rANS 4x8 stream (CRAMcodecs §2), with the values
+/// read; the block holding it is named by [`DecodeError::InBlock`].
+#[derive(Debug, thiserror::Error)]
+pub enum Rans4x8Fault {
+    /// No byte at all: not even the order.
+    #[error("empty rANS 4x8 stream")]
+    Empty,
+    /// An order other than 0 and 1.
+    #[error("rANS 4x8 order {order} (only 0 and 1 exist)")]
+    Order { order: u8 },
+    /// The output length the stream gives is not the block's raw size.
+    #[error("rANS 4x8 stream of {found} bytes where {expected} were expected")]
+    OutputLength { found: usize, expected: usize },
+    /// The input length the stream gives is more than the bytes after it.
+    #[error("rANS 4x8 stream says {said} bytes follow, {left} do")]
+    InputLength { said: usize, left: usize },
+    /// The frequency table ends inside a value.
+    #[error("rANS 4x8 frequency table cut short")]
+    TableCutShort,
+    /// The states or the renormalisation bytes end early.
+    #[error("rANS 4x8 stream cut short")]
+    CutShort,
+    /// A frequency above the table's total (`max`).
+    #[error("rANS 4x8 frequency {found} above {max}")]
+    Frequency { found: u32, max: usize },
+    /// Frequencies that add up to more than the table's total (`max`).
+    #[error("rANS 4x8 frequencies add up to more than {max}")]
+    FrequencySum { max: usize },
+    /// A frequency table that goes on past the last symbol.
+    #[error("rANS 4x8 frequency table runs past symbol 255")]
+    PastSymbol255,
+    /// An order-1 table that goes on past the last context.
+    #[error("rANS 4x8 order-1 table runs past context 255")]
+    PastContext255,
+}
+
+impl From<Rans4x8Fault> for io::Error {
+    /// As the decoder returns it: a [`DecodeError::Rans4x8`].
+    fn from(fault: Rans4x8Fault) -> io::Error {
+        DecodeError::Rans4x8(fault).io()
+    }
 }
 
 impl From<BlockFault> for io::Error {

@@ -44,8 +44,8 @@ pub use container::{ContainerHeader, RawBlock, RawContainer, SliceBlocks, SliceH
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;
 pub use error::{
-    BlockFault, ContainerFault, CramError, DecodeError, FaiError, HeaderTextError, ReferenceError,
-    Unencodable,
+    BlockFault, ContainerFault, CramError, DecodeError, FaiError, HeaderTextError, Rans4x8Fault,
+    ReferenceError, Unencodable,
 };
 pub use options::{CramOptions, CramVersion};
 pub use reference::{RefHolding, RefSource, KEPT_UNUSED};

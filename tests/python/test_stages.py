@@ -340,7 +340,7 @@ def test_pg_line_and_refusals(alnsort_bin, inputs, tmp_path):
     with pysam.AlignmentFile(str(out)) as f:
         pg = [p for p in f.header.to_dict().get("PG", []) if p["ID"] == "alnsort"]
     assert len(pg) == 1 and pg[0]["CL"].startswith("alnsort sort -o "), pg
-    # SAM cannot be split; an index is refused for name order, as by sort.
+    # SAM cannot be split; CRAM output and an unknown order are refused.
     with pytest.raises(alnsort.AlnsortError, match="only BAM inputs can be split"):
         stages.split([inputs.sam("main")], 2)
     with pytest.raises(alnsort.AlnsortError, match="CRAM output is not supported"):
@@ -349,6 +349,24 @@ def test_pg_line_and_refusals(alnsort_bin, inputs, tmp_path):
         stages.sample([inp], {"input": 0, "start": 0, "end": None, "ordinal": 0}, 4,
                       order="random")
     assert not (tmp_path / "x.bam").exists()
+
+
+def test_index_of_a_name_order_is_warned_about_once_as_by_sort(alnsort_bin, inputs, tmp_path, capfd):
+    """An index asked of a name-sorted output: the stages, like `alnsort
+    sort -n --write-index`, write none and say so once (the assemble, which
+    decides the index, with `alnsort sort`'s own warning); nothing else
+    is printed."""
+    inp = inputs.bam("main")
+    res = subprocess.run([alnsort_bin, "sort", "-n", "--write-index", "-o", str(tmp_path / "want.bam"), inp],
+                         capture_output=True, text=True, timeout=600)
+    harness.check_ok(res)
+    assert "Ignoring --write-index" in res.stderr
+    capfd.readouterr()
+    out = tmp_path / "out.bam"
+    seen = distributed([inp], out, 2, 2, index="csi", order="name")
+    assert capfd.readouterr().err == res.stderr
+    assert seen["done"]["index"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bam", "out.bam.work", "want.bam"]
 
 
 def cli_sort_many(alnsort_bin: str, args: list[str], paths: list[str], out: Path) -> None:

@@ -194,3 +194,42 @@ def test_sort_options_no_stage_reads_are_refused(alnsort_bin, inputs, tmp_path):
     # Honoured (or, for --no-progress, already so): taken.
     assert stage(alnsort_bin, "split", "--parts", "2", inp, "--", "-n", "--no-progress", "-l", "1") == splits
     assert stage(alnsort_bin, "sample", "--split", arg, inp, "--", "--no-progress", "-m", "100M")["samples"]
+
+
+def test_configuration_warnings_come_from_the_assemble_as_alnsort_sort_gives_them(alnsort_bin, inputs, tmp_path):
+    """An index asked of a name-sorted output: `alnsort sort -n
+    --write-index` warns that it is ignored and writes none. Through the
+    stage subcommands the assemble, which decides the index, gives the same
+    warning once (asked with its own --write-index or among the sort
+    options), writes no index, and the stages before it print nothing."""
+    inp = inputs.bam("main")
+    res = subprocess.run([alnsort_bin, "sort", "-n", "--write-index", "-o", str(tmp_path / "want.bam"), inp],
+                         capture_output=True, text=True, timeout=600)
+    harness.check_ok(res)
+    warning = "[W::alnsort] Ignoring --write-index as it only works for position sorted files"
+    assert res.stderr.splitlines() == [warning], res.stderr
+    assert not (tmp_path / "want.bam.csi").exists()
+
+    def quiet(*argv: str) -> dict | list:
+        res = subprocess.run([alnsort_bin, *argv], capture_output=True, text=True, timeout=600)
+        harness.check_ok(res)
+        assert res.stderr == "", (argv[0], res.stderr)
+        return json.loads(res.stdout)
+
+    sort_opts = ["--", "-n", "--write-index"]
+    (split,) = quiet("split", "--parts", "1", inp, *sort_opts)
+    blocks = tmp_path / "blocks"
+    blocks.mkdir()
+    m = quiet("map", "--split", split["arg"], "--out-dir", str(blocks), inp, *sort_opts)
+    part = tmp_path / "part-0"
+    quiet("reduce", "--range", "0", "--part", str(part), "--index", "--block", m["blocks"][0], inp, *sort_opts)
+    for i, (stage_opts, opts) in enumerate([(["--write-index", "csi"], ["--", "-n"]),
+                                             (["--write-index", "bai"], ["--", "-n"]),
+                                             ([], sort_opts)]):
+        out = tmp_path / f"out{i}.bam"
+        res = subprocess.run([alnsort_bin, "assemble", "--output", str(out), "--part", str(part), *stage_opts,
+                              inp, *opts], capture_output=True, text=True, timeout=600)
+        harness.check_ok(res)
+        assert res.stderr.splitlines() == [warning], (stage_opts, res.stderr)
+        assert json.loads(res.stdout)["index"] is None
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f"out{i}")) == [out.name]

@@ -65,3 +65,32 @@ def test_local_ray_init_sorts_as_one_machine(tmp_path):
                 got = [r.query_name for r in a.fetch(name, beg, beg + 3_000)]
                 exp = [r.query_name for r in b.fetch(name, beg, beg + 3_000)]
                 assert got == exp, (name, beg)
+
+
+def test_an_index_of_a_name_order_is_warned_about_once(tmp_path):
+    """`alnsort.ray.sort(order="name", index=True)`: as `alnsort sort -n
+    --write-index`, no index and that command's warning, printed once (by
+    the assemble in the driver; no task prints it)."""
+    sam = tmp_path / "in.sam"
+    sam.write_text(gen.generate(gen.Params(seed=54, n_templates=1_000)))
+    bam = str(tmp_path / "in.bam")
+    oracle.to_bam(str(sam), bam)
+    want = harness.run_alnsort(["-n", "--write-index", "-o", str(tmp_path / "want.bam"), bam])
+    harness.check_ok(want)
+    warning = "[W::alnsort] Ignoring --write-index as it only works for position sorted files"
+    assert want.stderr.decode().splitlines() == [warning]
+
+    out = tmp_path / "ray.bam"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    script = (
+        "import sys, alnsort.ray as r\n"
+        "s = r.sort([sys.argv[1]], sys.argv[2], order='name', index=True, splits=2, partitions=2)\n"
+        "print(s['records'])\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script, bam, str(out)],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    said = [line for line in (res.stdout + res.stderr).splitlines() if "Ignoring --write-index" in line]
+    assert said == [warning], res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ray.bam")) == ["ray.bam"]
+    assert records(str(out)) == records(str(tmp_path / "want.bam"))

@@ -16,6 +16,8 @@ pub mod record;
 pub mod sam_format;
 pub mod sam_parse;
 pub mod split;
+#[cfg(test)]
+mod test_util;
 pub mod validate;
 pub mod writer;
 

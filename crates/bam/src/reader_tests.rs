@@ -2,17 +2,9 @@ use super::*;
 use crate::header::{parse_sam_header, read_bam_header};
 use crate::keys::SortOrder;
 use crate::record::flags;
+use crate::test_util::pool;
 use alnsort_bgzf::{compress_all, CompressionLevel};
 use std::io::Write;
-
-fn pool() -> Arc<rayon::ThreadPool> {
-    Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .expect("pool"),
-    )
-}
 
 fn header() -> Header {
     parse_sam_header([&b"@SQ\tSN:chr1\tLN:1000000"[..]]).expect("header")

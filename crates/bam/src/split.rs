@@ -418,17 +418,9 @@ pub fn proven_end(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::pool;
     use crate::writer::{Format, Writer, WriterOptions};
     use alnsort_bgzf::CompressionLevel;
-
-    fn pool() -> Arc<rayon::ThreadPool> {
-        Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .expect("pool"),
-        )
-    }
 
     /// A framed record on reference `tid` at `pos` with a name and bases.
     fn record(tid: i32, pos: i32, name: &str, l_seq: usize) -> Vec<u8> {

@@ -4,16 +4,8 @@
 use super::*;
 use crate::header::parse_sam_header;
 use crate::sam_parse::parse_sam_record;
+use crate::test_util::pool;
 use alnsort_bgzf::{decompress_all, EOF_BLOCK, MAX_PAYLOAD};
-
-fn pool() -> Arc<rayon::ThreadPool> {
-    Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .expect("pool"),
-    )
-}
 
 fn header() -> Arc<Header> {
     let text = b"@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:100000\n";

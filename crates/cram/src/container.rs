@@ -13,24 +13,34 @@
 //! version; the ones without it read 3.x.
 
 use crate::codecs::{self, CodecScratch};
-use crate::error::DecodeError;
+use crate::error::ContainerFault;
 pub(crate) use crate::wire::{read_itf8, read_ltf8};
 use std::io::{self, Read};
 
-fn invalid(what: impl Into<String>) -> io::Error {
-    DecodeError::Container(what.into()).io()
-}
+/// The most landmarks (slices) a container header may list: a bound of
+/// this decoder, not of the format (htslib has none; writers put a few
+/// slices in a container), so that a damaged count is refused before that
+/// many integers are read.
+const MAX_LANDMARKS: usize = 1 << 20;
 
 /// An ITF8 integer that must be a count or size (not negative).
-fn read_size(src: &mut &[u8], what: &str) -> io::Result<usize> {
+fn read_size(src: &mut &[u8], what: &'static str) -> io::Result<usize> {
     let v = read_itf8(src)?;
-    usize::try_from(v).map_err(|_| invalid(format!("{what} is negative ({v})")))
+    usize::try_from(v).map_err(|_| {
+        ContainerFault::Negative {
+            what,
+            value: v.into(),
+        }
+        .into()
+    })
 }
 
 fn read_u32_le(src: &mut &[u8]) -> io::Result<u32> {
     let (b, rest) = src
         .split_first_chunk::<4>()
-        .ok_or_else(|| invalid("32-bit integer cut short"))?;
+        .ok_or(ContainerFault::CutShort {
+            what: "32-bit integer",
+        })?;
     *src = rest;
     Ok(u32::from_le_bytes(*b))
 }
@@ -127,9 +137,12 @@ impl RawContainer {
         // not allocate it before finding out.
         let n = r.take(length as u64).read_to_end(&mut self.body)?;
         if n != length {
-            return Err(invalid(format!(
-                "container body cut short: {n} of {length} bytes"
-            )));
+            return Err(ContainerFault::Bytes {
+                what: "container body",
+                found: n as u64,
+                expected: length as u64,
+            }
+            .into());
         }
         Ok(true)
     }
@@ -178,10 +191,12 @@ impl ContainerHeader {
         let bases = read_ltf8(&mut s)?;
         let block_count = read_itf8(&mut s)?;
         let landmark_count = read_size(&mut s, "the container's landmark count")?;
-        if landmark_count > 1 << 20 {
-            return Err(invalid(format!(
-                "container header with {landmark_count} landmarks"
-            )));
+        if landmark_count > MAX_LANDMARKS {
+            return Err(ContainerFault::Landmarks {
+                count: landmark_count,
+                max: MAX_LANDMARKS,
+            }
+            .into());
         }
         let at = head.len();
         for _ in 0..landmark_count {
@@ -199,14 +214,18 @@ impl ContainerHeader {
             let actual = crate::wire::crc32(&head);
             head.extend_from_slice(&crc);
             if actual != crc32 {
-                return Err(invalid(format!(
-                    "container header CRC32 mismatch: stored {crc32:08x}, computed {actual:08x}"
-                )));
+                return Err(ContainerFault::HeaderCrc32 {
+                    stored: crc32,
+                    computed: actual,
+                }
+                .into());
             }
         }
         let length = i32::from_le_bytes(len);
-        let length = usize::try_from(length)
-            .map_err(|_| invalid(format!("container length is negative ({length})")))?;
+        let length = usize::try_from(length).map_err(|_| ContainerFault::Negative {
+            what: "container length",
+            value: length.into(),
+        })?;
         let header = ContainerHeader {
             length,
             reference_id,
@@ -242,10 +261,12 @@ pub(crate) fn read_block_bytes<R: Read + ?Sized>(
     let want = size as u64 + if major >= 3 { 4 } else { 0 };
     let n = r.take(want).read_to_end(buf)?;
     if n as u64 != want {
-        return Err(invalid(format!(
-            "block cut short: {} of {want} bytes",
-            buf.len() - at
-        )));
+        return Err(ContainerFault::Bytes {
+            what: "block",
+            found: (buf.len() - at) as u64,
+            expected: want,
+        }
+        .into());
     }
     Ok(())
 }
@@ -265,10 +286,11 @@ impl RawContainer {
             .ok()
             .filter(|&l| l <= self.body.len())
             .ok_or_else(|| {
-                invalid(format!(
-                    "container landmark {landmark} outside its body of {} bytes",
-                    self.body.len()
-                ))
+                ContainerFault::LandmarkOutside {
+                    landmark,
+                    body: self.body.len(),
+                }
+                .into()
             })
     }
 
@@ -285,9 +307,7 @@ impl RawContainer {
             None => self.body.len(),
         };
         if end < start {
-            return Err(invalid(format!(
-                "container landmarks out of order ({start} then {end})"
-            )));
+            return Err(ContainerFault::LandmarksOutOfOrder { start, end }.into());
         }
         Ok(&self.body[start..end])
     }
@@ -323,18 +343,21 @@ impl<'a> RawBlock<'a> {
     pub fn read_version(src: &mut &'a [u8], major: u8) -> io::Result<RawBlock<'a>> {
         let start = *src;
         let mut s = *src;
-        let (&method, rest) = s.split_first().ok_or_else(|| invalid("block cut short"))?;
+        let cut_short = || ContainerFault::CutShort { what: "block" };
+        let (&method, rest) = s.split_first().ok_or_else(cut_short)?;
         s = rest;
-        let (&content_type, rest) = s.split_first().ok_or_else(|| invalid("block cut short"))?;
+        let (&content_type, rest) = s.split_first().ok_or_else(cut_short)?;
         s = rest;
         let content_id = read_itf8(&mut s)?;
         let size = read_size(&mut s, "a block's compressed size")?;
         let raw_size = read_size(&mut s, "a block's raw size")?;
         if s.len() < size {
-            return Err(invalid(format!(
-                "block of content id {content_id} cut short: {size} bytes stored, {} left",
-                s.len()
-            )));
+            return Err(ContainerFault::BlockBytes {
+                content_id,
+                size,
+                left: s.len(),
+            }
+            .into());
         }
         let (data, rest) = s.split_at(size);
         let mut after = rest;
@@ -343,9 +366,12 @@ impl<'a> RawBlock<'a> {
             let stored = read_u32_le(&mut after)?;
             let actual = crate::wire::crc32(&start[..covered]);
             if stored != actual {
-                return Err(invalid(format!(
-                    "block of content id {content_id}: CRC32 mismatch: stored {stored:08x}, computed {actual:08x}"
-                )));
+                return Err(ContainerFault::BlockCrc32 {
+                    content_id,
+                    stored,
+                    computed: actual,
+                }
+                .into());
             }
         }
         *src = after;
@@ -392,10 +418,11 @@ impl SliceHeader {
         let block_count = read_size(&mut s, "a slice's block count")?;
         let n = read_size(&mut s, "a slice's block id count")?;
         if n > s.len() {
-            return Err(invalid(format!(
-                "slice header lists {n} block ids in {} bytes",
-                s.len()
-            )));
+            return Err(ContainerFault::BlockIds {
+                count: n,
+                bytes: s.len(),
+            }
+            .into());
         }
         let block_content_ids = (0..n)
             .map(|_| read_itf8(&mut s))
@@ -403,7 +430,10 @@ impl SliceHeader {
         let embedded = read_itf8(&mut s)?;
         let (md5, rest) = s
             .split_first_chunk::<16>()
-            .ok_or_else(|| invalid("slice header cut short before its MD5"))?;
+            .ok_or(ContainerFault::CutShortBefore {
+                what: "slice header",
+                field: "MD5",
+            })?;
         Ok(SliceHeader {
             reference_id,
             alignment_start,
@@ -454,10 +484,10 @@ impl SliceBlocks {
         let mut src = bytes;
         let head = RawBlock::read_version(&mut src, major)?;
         if head.content_type != content_type::SLICE_HEADER {
-            return Err(invalid(format!(
-                "slice starts with a block of content type {}, not a slice header",
-                head.content_type
-            )));
+            return Err(ContainerFault::SliceStart {
+                content_type: head.content_type,
+            }
+            .into());
         }
         let mut hb = std::mem::take(&mut self.header_buf);
         codecs::decode_block(&head, &mut hb, &mut self.scratch)?;
@@ -471,7 +501,7 @@ impl SliceBlocks {
                 content_type::CORE => {
                     cores += 1;
                     if cores > 1 {
-                        return Err(invalid("slice with two core data blocks"));
+                        return Err(ContainerFault::TwoCoreBlocks.into());
                     }
                     let mut core = std::mem::take(&mut self.core);
                     let r = codecs::decode_block(&block, &mut core, &mut self.scratch);
@@ -488,15 +518,16 @@ impl SliceBlocks {
                     r?;
                 }
                 other => {
-                    return Err(invalid(format!(
-                        "slice block of content id {} has content type {other}, not core or external data",
-                        block.content_id
-                    )))
+                    return Err(ContainerFault::SliceBlockType {
+                        content_id: block.content_id,
+                        content_type: other,
+                    }
+                    .into())
                 }
             }
         }
         if cores == 0 {
-            return Err(invalid("slice without a core data block"));
+            return Err(ContainerFault::NoCoreBlock.into());
         }
         Ok(())
     }
@@ -505,6 +536,7 @@ impl SliceBlocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::DecodeError;
 
     #[test]
     fn itf8_and_ltf8_forms() {
@@ -524,7 +556,15 @@ mod tests {
             assert!(s.is_empty());
         }
         let mut s: &[u8] = &[0xe0, 0x20];
-        assert!(read_itf8(&mut s).is_err());
+        let e = read_itf8(&mut s).unwrap_err();
+        assert!(
+            matches!(
+                DecodeError::of(&e),
+                Some(DecodeError::Wire { kind: "ITF8" })
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "ITF8 integer cut short");
         let cases: &[(&[u8], i64)] = &[
             (&[0x05], 5),
             (&[0x80, 0xff], 255),
@@ -557,7 +597,40 @@ mod tests {
         let mut bad = b.clone();
         bad[6] ^= 1;
         let e = RawBlock::read(&mut &bad[..]).unwrap_err();
-        assert!(e.to_string().contains("CRC32 mismatch"), "{e}");
+        let stored = u32::from_le_bytes(b[9..13].try_into().unwrap());
+        let computed = crate::wire::crc32(&bad[..9]);
+        let Some(DecodeError::Container(ContainerFault::BlockCrc32 {
+            content_id: 1,
+            stored: s,
+            computed: c,
+        })) = DecodeError::of(&e)
+        else {
+            panic!("a typed CRC32 fault: {e:?}")
+        };
+        assert_eq!((*s, *c), (stored, computed));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "block of content id 1: CRC32 mismatch: stored {stored:08x}, computed {computed:08x}"
+            )
+        );
+        // Cut inside its data: the sizes it holds and says, typed.
+        let e = RawBlock::read(&mut &b[..7]).unwrap_err();
+        assert!(
+            matches!(
+                DecodeError::of(&e),
+                Some(DecodeError::Container(ContainerFault::BlockBytes {
+                    content_id: 1,
+                    size: 4,
+                    left: 2
+                }))
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "block of content id 1 cut short: 4 bytes stored, 2 left"
+        );
     }
 
     proptest::proptest! {

@@ -9,7 +9,7 @@ use crate::codecs::{self, CodecScratch};
 use crate::container::{
     content_type, read_block_bytes, ContainerHeader, RawBlock, RawContainer, SliceBlocks,
 };
-use crate::error::{parse_header_text, take_reference_error, CramError, DecodeError};
+use crate::error::{parse_header_text, take_reference_error, ContainerFault, CramError};
 use crate::records::{CompressionHeader, FileInfo, SliceDecoder};
 use crate::reference::{M5Mismatch, RefHolding, RefSource, References};
 use noodles_sam as sam;
@@ -141,11 +141,10 @@ impl<R: Read> CramReader<R> {
                 CramError::ReadContainer {
                     file: self.ctx.file.to_string(),
                     records_before: self.records,
-                    source: DecodeError::Container(format!(
-                        "container header counts {} records",
-                        container.header.record_count
-                    ))
-                    .io(),
+                    source: ContainerFault::RecordCount {
+                        count: container.header.record_count,
+                    }
+                    .into(),
                 }
             })?;
             if records == 0 {
@@ -240,11 +239,11 @@ impl From<io::Error> for HeaderFault {
 /// and blocks out), refusing a version this crate does not read before
 /// anything version-specific is read. Returns (major, minor) and the text.
 fn read_file_header<R: Read>(r: &mut R) -> Result<((u8, u8), Vec<u8>), HeaderFault> {
-    let invalid = |what: String| HeaderFault::Io(DecodeError::Container(what).io());
+    let invalid = |fault: ContainerFault| HeaderFault::Io(fault.into());
     let mut def = [0u8; FILE_DEFINITION_LEN];
     r.read_exact(&mut def)?;
     if &def[..4] != crate::MAGIC {
-        return Err(invalid("not a CRAM file: no CRAM magic number".into()));
+        return Err(invalid(ContainerFault::NotCram));
     }
     let version = (def[4], def[5]);
     if !SUPPORTED.contains(&version) {
@@ -255,10 +254,10 @@ fn read_file_header<R: Read>(r: &mut R) -> Result<((u8, u8), Vec<u8>), HeaderFau
     // lengths short of them), then any padding its length leaves after
     // them is skipped.
     let (container, _) = ContainerHeader::read_from_version(r, version.0)?
-        .ok_or_else(|| invalid("the file ends before its header container".into()))?;
+        .ok_or_else(|| invalid(ContainerFault::NoHeaderContainer))?;
     let blocks = usize::try_from(container.block_count).unwrap_or(0);
     if blocks == 0 {
-        return Err(invalid("the header container has no blocks".into()));
+        return Err(invalid(ContainerFault::EmptyHeaderContainer));
     }
     let mut first = Vec::new();
     read_block_bytes(r, version.0, &mut first)?;
@@ -272,33 +271,37 @@ fn read_file_header<R: Read>(r: &mut R) -> Result<((u8, u8), Vec<u8>), HeaderFau
         let pad = (container.length - consumed) as u64;
         let n = io::copy(&mut r.take(pad), &mut io::sink())?;
         if n != pad {
-            return Err(invalid(format!(
-                "the header container's padding is cut short: {n} of {pad} bytes"
-            )));
+            return Err(invalid(ContainerFault::Bytes {
+                what: "the header container's padding",
+                found: n,
+                expected: pad,
+            }));
         }
     }
     let mut body = &first[..];
     let block = RawBlock::read_version(&mut body, version.0)?;
     if block.content_type != content_type::FILE_HEADER {
-        return Err(invalid(format!(
-            "the header container's first block has content type {}, not the file header",
-            block.content_type
-        )));
+        return Err(invalid(ContainerFault::HeaderBlockType {
+            content_type: block.content_type,
+        }));
     }
     let mut data = Vec::new();
     codecs::decode_block(&block, &mut data, &mut CodecScratch::default())?;
-    let (len, rest) = data
-        .split_first_chunk::<4>()
-        .ok_or_else(|| invalid("the header block is cut short before its length".into()))?;
+    let (len, rest) = data.split_first_chunk::<4>().ok_or_else(|| {
+        invalid(ContainerFault::CutShortBefore {
+            what: "the header block",
+            field: "length",
+        })
+    })?;
     let len = i32::from_le_bytes(*len);
     let text = usize::try_from(len)
         .ok()
         .and_then(|n| rest.get(..n))
         .ok_or_else(|| {
-            invalid(format!(
-                "the header block gives its text {len} bytes and holds {}",
-                rest.len()
-            ))
+            invalid(ContainerFault::HeaderTextLength {
+                length: len,
+                held: rest.len(),
+            })
         })?;
     Ok((version, text.to_vec()))
 }
@@ -349,11 +352,11 @@ impl PendingContainer {
         if n != self.records {
             return Err(self.fail(
                 ctx,
-                DecodeError::Container(format!(
-                    "the container header counts {} records, its slices hold {n}",
-                    self.records
-                ))
-                .io(),
+                ContainerFault::RecordsInSlices {
+                    header: self.records,
+                    slices: n,
+                }
+                .into(),
             ));
         }
         Ok(n)

@@ -110,19 +110,20 @@ pub enum FaiError {
 /// finds it again.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
-    /// ITF8/LTF8 integers and CRC32s (`wire.rs`).
-    #[error("{0}")]
-    Wire(String),
-    /// Container, slice and block headers, compression headers
-    /// (`container.rs`).
-    #[error("{0}")]
-    Container(String),
-    /// A block's compression method (`codecs/mod.rs`).
-    #[error("{0}")]
-    Block(String),
-    /// A rANS 4x8 stream.
-    #[error("{0}")]
-    Rans4x8(String),
+    /// An ITF8 or LTF8 integer (`wire.rs`) that the data ends inside:
+    /// `kind` is `"ITF8"` or `"LTF8"`.
+    #[error("{kind} integer cut short")]
+    Wire { kind: &'static str },
+    /// The file definition, a container, slice or block header
+    /// (`container.rs`, `decode.rs`): what is wrong, with what was read.
+    #[error(transparent)]
+    Container(ContainerFault),
+    /// A block's compression method and sizes (`codecs/mod.rs`).
+    #[error(transparent)]
+    Block(BlockFault),
+    /// A rANS 4x8 stream (`codecs/rans4x8.rs`).
+    #[error(transparent)]
+    Rans4x8(Rans4x8Fault),
     /// A rANS Nx16 stream.
     #[error("rANS Nx16: {0}")]
     RansNx16(String),
@@ -173,6 +174,193 @@ pub enum DecodeError {
         method: String,
         error: io::Error,
     },
+}
+
+/// What is wrong in the framing of a CRAM file (CRAM 3.1 §6-§8: file
+/// definition, containers, slices, blocks), with the values read and the
+/// values they had to match; the file and the container's place are named
+/// by the [`CramError`] around it.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerFault {
+    /// The data ends inside a field (`what`: "32-bit integer", "block").
+    #[error("{what} cut short")]
+    CutShort { what: &'static str },
+    /// The data ends before a field of `what` (its `field`).
+    #[error("{what} cut short before its {field}")]
+    CutShortBefore {
+        what: &'static str,
+        field: &'static str,
+    },
+    /// Fewer bytes than `what` says it holds.
+    #[error("{what} cut short: {found} of {expected} bytes")]
+    Bytes {
+        what: &'static str,
+        found: u64,
+        expected: u64,
+    },
+    /// A block whose data runs past the slice or container holding it.
+    #[error("block of content id {content_id} cut short: {size} bytes stored, {left} left")]
+    BlockBytes {
+        content_id: i32,
+        size: usize,
+        left: usize,
+    },
+    /// A count or size that is negative.
+    #[error("{what} is negative ({value})")]
+    Negative { what: &'static str, value: i64 },
+    /// A container header whose stored CRC32 is not its bytes'.
+    #[error("container header CRC32 mismatch: stored {stored:08x}, computed {computed:08x}")]
+    HeaderCrc32 { stored: u32, computed: u32 },
+    /// A block whose stored CRC32 is not its bytes'.
+    #[error("block of content id {content_id}: CRC32 mismatch: stored {stored:08x}, computed {computed:08x}")]
+    BlockCrc32 {
+        content_id: i32,
+        stored: u32,
+        computed: u32,
+    },
+    /// More landmarks than a container can hold (at most `max`).
+    #[error("container header with {count} landmarks")]
+    Landmarks { count: usize, max: usize },
+    /// A landmark (a slice's offset) outside the container's body.
+    #[error("container landmark {landmark} outside its body of {body} bytes")]
+    LandmarkOutside { landmark: i32, body: usize },
+    /// A slice that starts after the next one.
+    #[error("container landmarks out of order ({start} then {end})")]
+    LandmarksOutOfOrder { start: usize, end: usize },
+    /// A container header's record count that is not a count.
+    #[error("container header counts {count} records")]
+    RecordCount { count: i32 },
+    /// A container whose slices hold other than its header's records.
+    #[error("the container header counts {header} records, its slices hold {slices}")]
+    RecordsInSlices { header: u64, slices: u64 },
+    /// A slice header listing more block ids than its bytes can hold.
+    #[error("slice header lists {count} block ids in {bytes} bytes")]
+    BlockIds { count: usize, bytes: usize },
+    /// A slice whose first block is not its header.
+    #[error("slice starts with a block of content type {content_type}, not a slice header")]
+    SliceStart { content_type: u8 },
+    /// A slice block of another content type than core or external data.
+    #[error("slice block of content id {content_id} has content type {content_type}, not core or external data")]
+    SliceBlockType { content_id: i32, content_type: u8 },
+    /// A slice with a second core data block.
+    #[error("slice with two core data blocks")]
+    TwoCoreBlocks,
+    /// A slice without a core data block.
+    #[error("slice without a core data block")]
+    NoCoreBlock,
+    /// No CRAM magic number at the start.
+    #[error("not a CRAM file: no CRAM magic number")]
+    NotCram,
+    /// The file ends before its header container.
+    #[error("the file ends before its header container")]
+    NoHeaderContainer,
+    /// A header container without blocks.
+    #[error("the header container has no blocks")]
+    EmptyHeaderContainer,
+    /// A header container whose first block is not the file header.
+    #[error(
+        "the header container's first block has content type {content_type}, not the file header"
+    )]
+    HeaderBlockType { content_type: u8 },
+    /// A header block whose text length is more than it holds.
+    #[error("the header block gives its text {length} bytes and holds {held}")]
+    HeaderTextLength { length: i32, held: usize },
+}
+
+/// What is wrong with a block's compression method or sizes, before or
+/// after its codec ran (`codecs/mod.rs`); a codec's own error is
+/// [`DecodeError::InBlock`].
+#[derive(Debug, thiserror::Error)]
+pub enum BlockFault {
+    /// A raw size beyond what this decoder allocates for a block (`max`).
+    #[error("block of content id {content_id} claims {raw} bytes uncompressed (more than {max})")]
+    RawTooLarge {
+        content_id: i32,
+        raw: usize,
+        max: usize,
+    },
+    /// A gzip block whose raw size is more than deflate expands its
+    /// compressed bytes to.
+    #[error(
+        "gzip block of content id {content_id} claims {raw} bytes uncompressed from {compressed} \
+         compressed (more than deflate can expand to)"
+    )]
+    GzipExpansion {
+        content_id: i32,
+        raw: usize,
+        compressed: usize,
+    },
+    /// A compression method CRAM does not define.
+    #[error("unknown block compression method {method}")]
+    UnknownMethod { method: u8 },
+    /// A block that decoded to other than its raw size.
+    #[error("block of content id {content_id} ({method}) decoded to {decoded} bytes, its header says {raw}")]
+    RawSize {
+        content_id: i32,
+        method: String,
+        decoded: usize,
+        raw: usize,
+    },
+    /// A bzip2 or xz stream that decodes to more than the block's raw size.
+    #[error("the stream decodes to more than the {raw} bytes the block claims")]
+    StreamLonger { raw: usize },
+}
+
+/// What is wrong in a rANS 4x8 stream (CRAMcodecs §2), with the values
+/// read; the block holding it is named by [`DecodeError::InBlock`].
+#[derive(Debug, thiserror::Error)]
+pub enum Rans4x8Fault {
+    /// No byte at all: not even the order.
+    #[error("empty rANS 4x8 stream")]
+    Empty,
+    /// An order other than 0 and 1.
+    #[error("rANS 4x8 order {order} (only 0 and 1 exist)")]
+    Order { order: u8 },
+    /// The output length the stream gives is not the block's raw size.
+    #[error("rANS 4x8 stream of {found} bytes where {expected} were expected")]
+    OutputLength { found: usize, expected: usize },
+    /// The input length the stream gives is more than the bytes after it.
+    #[error("rANS 4x8 stream says {said} bytes follow, {left} do")]
+    InputLength { said: usize, left: usize },
+    /// The frequency table ends inside a value.
+    #[error("rANS 4x8 frequency table cut short")]
+    TableCutShort,
+    /// The states or the renormalisation bytes end early.
+    #[error("rANS 4x8 stream cut short")]
+    CutShort,
+    /// A frequency above the table's total (`max`).
+    #[error("rANS 4x8 frequency {found} above {max}")]
+    Frequency { found: u32, max: usize },
+    /// Frequencies that add up to more than the table's total (`max`).
+    #[error("rANS 4x8 frequencies add up to more than {max}")]
+    FrequencySum { max: usize },
+    /// A frequency table that goes on past the last symbol.
+    #[error("rANS 4x8 frequency table runs past symbol 255")]
+    PastSymbol255,
+    /// An order-1 table that goes on past the last context.
+    #[error("rANS 4x8 order-1 table runs past context 255")]
+    PastContext255,
+}
+
+impl From<Rans4x8Fault> for io::Error {
+    /// As the decoder returns it: a [`DecodeError::Rans4x8`].
+    fn from(fault: Rans4x8Fault) -> io::Error {
+        DecodeError::Rans4x8(fault).io()
+    }
+}
+
+impl From<BlockFault> for io::Error {
+    /// As the decoder returns it: a [`DecodeError::Block`].
+    fn from(fault: BlockFault) -> io::Error {
+        DecodeError::Block(fault).io()
+    }
+}
+
+impl From<ContainerFault> for io::Error {
+    /// As the decoder returns it: a [`DecodeError::Container`].
+    fn from(fault: ContainerFault) -> io::Error {
+        DecodeError::Container(fault).io()
+    }
 }
 
 impl DecodeError {

@@ -43,7 +43,10 @@ mod wire;
 pub use container::{ContainerHeader, RawBlock, RawContainer, SliceBlocks, SliceHeader};
 pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;
-pub use error::{CramError, DecodeError, FaiError, HeaderTextError, ReferenceError, Unencodable};
+pub use error::{
+    BlockFault, ContainerFault, CramError, DecodeError, FaiError, HeaderTextError, Rans4x8Fault,
+    ReferenceError, Unencodable,
+};
 pub use options::{CramOptions, CramVersion};
 pub use reference::{RefHolding, RefSource, KEPT_UNUSED};
 

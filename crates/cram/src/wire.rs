@@ -4,18 +4,17 @@
 use crate::error::DecodeError;
 use std::io;
 
-fn invalid(what: &str) -> io::Error {
-    DecodeError::Wire(what.into()).io()
+/// An integer of `kind` ("ITF8", "LTF8") that the data ends inside.
+fn cut_short(kind: &'static str) -> io::Error {
+    DecodeError::Wire { kind }.io()
 }
 
 /// Reads an ITF8 integer (CRAM §2.3) from the front of `src`.
 pub(crate) fn read_itf8(src: &mut &[u8]) -> io::Result<i32> {
-    let (&b0, rest) = src
-        .split_first()
-        .ok_or_else(|| invalid("ITF8 integer cut short"))?;
+    let (&b0, rest) = src.split_first().ok_or_else(|| cut_short("ITF8"))?;
     let extra = (b0.leading_ones() as usize).min(4);
     if rest.len() < extra {
-        return Err(invalid("ITF8 integer cut short"));
+        return Err(cut_short("ITF8"));
     }
     let v = if extra < 4 {
         let mut v = u32::from(b0 & (0xff >> (extra + 1)));
@@ -36,12 +35,10 @@ pub(crate) fn read_itf8(src: &mut &[u8]) -> io::Result<i32> {
 
 /// Reads an LTF8 integer (CRAM §2.3) from the front of `src`.
 pub(crate) fn read_ltf8(src: &mut &[u8]) -> io::Result<i64> {
-    let (&b0, rest) = src
-        .split_first()
-        .ok_or_else(|| invalid("LTF8 integer cut short"))?;
+    let (&b0, rest) = src.split_first().ok_or_else(|| cut_short("LTF8"))?;
     let extra = b0.leading_ones() as usize;
     if rest.len() < extra {
-        return Err(invalid("LTF8 integer cut short"));
+        return Err(cut_short("LTF8"));
     }
     let mut v = if extra >= 7 {
         0

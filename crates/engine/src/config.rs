@@ -82,6 +82,20 @@ pub struct Config {
     pub markdup: Option<crate::markdup::MarkdupConfig>,
 }
 
+impl Config {
+    /// Prints [`Config::warnings`] on standard error, one line each, as
+    /// `alnsort sort` prints them when its run starts. Every run that
+    /// decides from a configuration calls this once: `run_sort`,
+    /// `run_merge` and the stages' assemble (the step that writes the
+    /// output and its index), so `alnsort sort`, `alnsort merge`, the
+    /// stage subcommands and the Python stages warn alike.
+    pub fn print_warnings(&self) {
+        for w in &self.warnings {
+            eprintln!("[W::alnsort] {w}");
+        }
+    }
+}
+
 /// Options that cannot be resolved into a run: each variant's text is
 /// the message, and a library error behind it stays its source.
 #[derive(Debug, thiserror::Error)]

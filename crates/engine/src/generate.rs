@@ -7,7 +7,15 @@
 use crate::merge::MERGE_OPTIONS;
 use crate::options::{OptSpec, OptionId, OptionName, OPTIONS, SORT_USAGE};
 
-/// One option as the documents show it.
+/// One option as the documents show it: what the man page and the
+/// completions need of a row, and no more. Not a second [`OptSpec`]: the
+/// documents list the rows of four tables of three shapes, `OptSpec<Id>`
+/// over three id types (`alnsort sort`'s, `alnsort merge`'s, the stage
+/// subcommands') and Picard's `PicardOpt` (short names of several
+/// letters, no group, an action where the others have an id), so each row
+/// is taken into this one plain form ([`OptDoc::of`], `markduplicates`)
+/// and the renderers read that. The tables stay the one place an option
+/// is described; this is built from them on each `alnsort generate`.
 #[derive(Debug, Clone)]
 pub struct OptDoc {
     pub short: Option<char>,

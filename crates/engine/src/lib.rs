@@ -150,9 +150,7 @@ pub fn run_sort(cfg: Config) -> Result<stats::Report> {
 /// [`run_sort`], registering the run's files in `debris`, which the caller
 /// may share with a signal handler (the binary's signal thread).
 pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<stats::Report> {
-    for w in &cfg.warnings {
-        eprintln!("[W::alnsort] {w}");
-    }
+    cfg.print_warnings();
     // Created before any input is read, so an unwritable path costs no sort
     // and touches nothing else (no output is removed for it).
     let create = |opt: &str, p: &std::path::PathBuf| {

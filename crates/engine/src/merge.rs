@@ -1474,9 +1474,7 @@ impl ChunkDecoder {
 /// Runs `alnsort merge` with parsed arguments.
 pub fn run_merge(m: &MergeArgs, debris: &Debris) -> Result<()> {
     let cfg: Config = config::resolve(&m.sort)?;
-    for w in &cfg.warnings {
-        eprintln!("[W::alnsort] {w}");
-    }
+    cfg.print_warnings();
     if !m.force {
         if let Some(out) = &cfg.output {
             if std::fs::metadata(out).is_ok_and(|md| md.is_file()) {

@@ -1232,6 +1232,10 @@ pub fn assemble(
         output
     };
     let mut cfg = stage_config(options, cfg_out, index)?;
+    // The configuration's warnings (an index asked of an order that has
+    // none), once per sort: the other stages resolve the same options
+    // but leave the warning to the assemble, which decides the index.
+    cfg.print_warnings();
     if cfg.pg.is_some() {
         // The @PG command line: the one given, or `alnsort sort` with these
         // options over the inputs.

@@ -993,13 +993,8 @@ mod tests {
     /// bytes against a key's end.
     #[test]
     fn variable_batch_with_shared_key_prefix_sorts_like_memcmp() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::test_support::XorShift64::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move || rng.next_u64();
         for shared in [&b""[..], b"A", b"A00917:42:HKWJ3DSX2:1:"] {
             let mut input: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
             for i in 0..3000u32 {

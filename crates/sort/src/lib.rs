@@ -85,6 +85,8 @@ mod sorter;
 pub mod stages;
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 
 use std::path::PathBuf;

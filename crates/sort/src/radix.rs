@@ -115,15 +115,10 @@ mod tests {
         assert_eq!(got, want);
     }
 
-    /// xorshift64*, so the tests need no RNG crate and are reproducible.
+    /// The crate's test generator, as a closure.
     fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed | 1;
-        move || {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            s.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
+        let mut rng = crate::test_support::XorShift64::new(seed);
+        move || rng.next_u64()
     }
 
     #[test]

@@ -473,17 +473,9 @@ fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<bool> {
 mod tests {
     use super::*;
     use crate::runfile::RunMeta;
+    use crate::test_support::pool;
     use std::fs::OpenOptions;
     use std::io::{Seek, SeekFrom, Write};
-
-    fn pool() -> Arc<ThreadPool> {
-        Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .expect("pool"),
-        )
-    }
 
     /// Writes `entries` as a run with tiny frames; returns the run.
     fn write_run(
@@ -494,7 +486,7 @@ mod tests {
         let meter = Arc::new(Meter::default());
         let out = TempRun::create(dir, &mut 0).expect("create");
         let mut writer =
-            crate::runfile::RunWriter::new(out, pool(), frame, &meter).expect("writer");
+            crate::runfile::RunWriter::new(out, pool(2), frame, &meter).expect("writer");
         for (k, r) in entries {
             writer.push(k, r).expect("push");
         }
@@ -503,7 +495,7 @@ mod tests {
 
     fn read_run(run: TempRun) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let meter = Arc::new(Meter::default());
-        let mut reader = RunReader::open(run, pool(), &meter)?;
+        let mut reader = RunReader::open(run, pool(2), &meter)?;
         let mut out = Vec::new();
         while let Some(key) = reader.key() {
             out.push((key.to_vec(), reader.record().to_vec()));
@@ -530,7 +522,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let meter = Arc::new(Meter::default());
         let out = TempRun::create(dir.path(), &mut 0).expect("create");
-        let mut writer = crate::runfile::RunWriter::new(out, pool(), 1024, &meter).expect("writer");
+        let mut writer =
+            crate::runfile::RunWriter::new(out, pool(2), 1024, &meter).expect("writer");
         writer.panic_from_frame = Some(5);
         let mut result = Ok(());
         for (k, r) in &sample(2_000) {
@@ -561,7 +554,7 @@ mod tests {
         let entries = sample(2_000);
         let (run, _) = write_run(dir.path(), &entries, 1024);
         let meter = Arc::new(Meter::default());
-        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        let mut reader = RunReader::open(run, pool(2), &meter).expect("open");
         reader.panic_in_decode = true;
         let mut read = 0;
         let err = loop {
@@ -670,13 +663,8 @@ mod tests {
         // bytes do not compress): each frame needs more than the buffers
         // the one before left, which is where amortised growth would
         // double them.
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut byte = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        };
+        let mut rng = crate::test_support::XorShift64::new(0x9e37_79b9_7f4a_7c15);
+        let mut byte = move || rng.next_u64() as u8;
         let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..400u64)
             .map(|i| {
                 let rec = (0..40 + i as usize).map(|_| byte()).collect();
@@ -701,7 +689,7 @@ mod tests {
             .max()
             .expect("frames");
         let meter = Arc::new(Meter::default());
-        let mut reader = RunReader::open(run, pool(), &meter).expect("open");
+        let mut reader = RunReader::open(run, pool(2), &meter).expect("open");
         let mut read = Vec::new();
         while let Some(key) = reader.key() {
             read.push((key.to_vec(), reader.record().to_vec()));

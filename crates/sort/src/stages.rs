@@ -803,13 +803,8 @@ mod tests {
 
     #[test]
     fn a_hot_key_among_others_keeps_the_single_node_order() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::test_support::XorShift64::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = || rng.next_u64();
         let splits: Vec<Vec<u64>> = (0..3)
             .map(|_| {
                 (0..900)

@@ -7,18 +7,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use crate::test_support::pool;
 use crate::{KeyKind, SortConfig, SortError, SortStats, Sorter};
 
 type Input = Vec<(Vec<u8>, Vec<u8>)>;
-
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
-    Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .expect("pool"),
-    )
-}
 
 fn config(dir: &Path, kind: KeyKind, budget: usize, max_open_runs: usize) -> SortConfig {
     SortConfig {
@@ -88,6 +80,18 @@ fn index_of(record: &[u8]) -> usize {
             .try_into()
             .expect("records start with their index"),
     ) as usize
+}
+
+/// `n` records of `kind` keys with many ties (97 distinct fixed keys, or
+/// 1000 variable ones) and payloads of mixed lengths, empty included.
+fn tied_input(kind: KeyKind, n: u64) -> Input {
+    let keys = (0..n)
+        .map(|i| match kind {
+            KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
+            KeyKind::Variable => format!("k{}", (i * 31) % 1000).into_bytes(),
+        })
+        .collect();
+    make_input(keys, &[0, 13, 70, 5, 300])
 }
 
 fn make_input(keys: Vec<Vec<u8>>, payload_lens: &[usize]) -> Input {
@@ -728,13 +732,7 @@ fn push_batch_is_push_record_by_record() {
             chunk_fill: fill,
             ..config(dir, kind, budget, 3)
         };
-        let keys: Vec<Vec<u8>> = (0..4_000u64)
-            .map(|i| match kind {
-                KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
-                KeyKind::Variable => format!("k{}", (i * 31) % 1000).into_bytes(),
-            })
-            .collect();
-        let input = make_input(keys, &[0, 13, 70, 5, 300]);
+        let input = tied_input(kind, 4_000);
         let dir = tempfile::tempdir().expect("tempdir");
         let (want, want_stats) = run_sort(&input, config(dir.path()), threads);
         let mut sorter = Sorter::new(config(dir.path()), pool(threads)).expect("sorter");
@@ -853,13 +851,7 @@ fn push_batch_refuses_a_record_over_the_limit_and_adds_nothing() {
 #[test]
 fn chunks_give_the_same_stream_as_entries() {
     for (kind, budget) in [(KeyKind::Fixed8, 40_000), (KeyKind::Variable, 1 << 24)] {
-        let keys: Vec<Vec<u8>> = (0..5_000u64)
-            .map(|i| match kind {
-                KeyKind::Fixed8 => ((i * 7919) % 97).to_be_bytes().to_vec(),
-                KeyKind::Variable => format!("k{}", (i * 31) % 1000).into_bytes(),
-            })
-            .collect();
-        let input = make_input(keys, &[0, 13, 70, 5, 300]);
+        let input = tied_input(kind, 5_000);
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cfg = config(dir.path(), kind, budget, 0);
         cfg.merge_partition_bytes = 8 << 10;

@@ -12,7 +12,7 @@ pub mod tok3;
 pub(crate) mod via_noodles;
 
 use crate::container::RawBlock;
-use crate::error::DecodeError;
+use crate::error::{BlockFault, DecodeError};
 use std::io::{self, Read};
 
 /// Block compression methods (CRAM 3 §8).
@@ -39,10 +39,6 @@ pub struct CodecScratch {
     pub(crate) rans: rans4x8::Tables,
     pub(crate) nx16: rans_nx16::Tables,
     pub(crate) noodles: via_noodles::Shim,
-}
-
-fn invalid(what: impl Into<String>) -> io::Error {
-    DecodeError::Block(what.into()).io()
 }
 
 /// The name of a block method, for messages.
@@ -75,10 +71,12 @@ pub fn decode_block(
         return Ok(());
     }
     if raw > MAX_RAW_SIZE {
-        return Err(invalid(format!(
-            "block of content id {} claims {raw} bytes uncompressed (more than {MAX_RAW_SIZE})",
-            block.content_id
-        )));
+        return Err(BlockFault::RawTooLarge {
+            content_id: block.content_id,
+            raw,
+            max: MAX_RAW_SIZE,
+        }
+        .into());
     }
     let src = block.data;
     let r = match block.method {
@@ -90,12 +88,12 @@ pub fn decode_block(
             // Deflate expands at most 1032:1: a larger claim is corrupt,
             // refused before the buffer is sized and zero-filled to it.
             if raw > src.len().saturating_mul(1032).saturating_add(64) {
-                return Err(invalid(format!(
-                    "gzip block of content id {} claims {raw} bytes uncompressed from {} \
-                     compressed (more than deflate can expand to)",
-                    block.content_id,
-                    src.len()
-                )));
+                return Err(BlockFault::GzipExpansion {
+                    content_id: block.content_id,
+                    raw,
+                    compressed: src.len(),
+                }
+                .into());
             }
             dst.resize(raw, 0);
             let d = s.gzip.get_or_insert_with(libdeflater::Decompressor::new);
@@ -109,7 +107,7 @@ pub fn decode_block(
         method::TOK3 => tok3::decode(src, raw, dst, s),
         method::RANSNX16 => rans_nx16::decode(src, Some(raw), dst, &mut s.nx16),
         method::ARITH | method::FQZCOMP => s.noodles.decode(block.method, src, raw, dst),
-        other => Err(invalid(format!("unknown block compression method {other}"))),
+        other => Err(BlockFault::UnknownMethod { method: other }.into()),
     };
     r.map_err(|e| {
         io::Error::new(
@@ -122,12 +120,13 @@ pub fn decode_block(
         )
     })?;
     if dst.len() != raw {
-        return Err(invalid(format!(
-            "block of content id {} ({}) decoded to {} bytes, its header says {raw}",
-            block.content_id,
-            method_name(block.method),
-            dst.len()
-        )));
+        return Err(BlockFault::RawSize {
+            content_id: block.content_id,
+            method: method_name(block.method),
+            decoded: dst.len(),
+            raw,
+        }
+        .into());
     }
     Ok(())
 }
@@ -142,9 +141,7 @@ fn read_all(r: impl Read, raw: usize, dst: &mut Vec<u8>) -> io::Result<()> {
     dst.reserve(raw.min(STREAM_FIRST_CAPACITY));
     let got = r.take(raw as u64 + 1).read_to_end(dst)?;
     if got > raw {
-        return Err(invalid(format!(
-            "the stream decodes to more than the {raw} bytes the block claims"
-        )));
+        return Err(BlockFault::StreamLonger { raw }.into());
     }
     Ok(())
 }
@@ -355,6 +352,18 @@ mod tests {
             // and both sizes, with no buffer near the claim.
             let mut dst = Vec::new();
             let e = decode_block(&block(MAX_RAW_SIZE), &mut dst, &mut s).unwrap_err();
+            assert!(
+                matches!(
+                    DecodeError::of(&e),
+                    Some(DecodeError::Block(BlockFault::RawSize {
+                        content_id: 11,
+                        decoded: 1000,
+                        raw: MAX_RAW_SIZE,
+                        ..
+                    }))
+                ),
+                "{e:?}"
+            );
             let msg = e.to_string();
             assert!(
                 msg.contains("block of content id 11")
@@ -369,6 +378,16 @@ mod tests {
             );
             // A claim short of the output.
             let e = decode_block(&block(999), &mut Vec::new(), &mut s).unwrap_err();
+            let Some(DecodeError::InBlock { error, .. }) = DecodeError::of(&e) else {
+                panic!("the codec's error inside the block's: {e:?}")
+            };
+            assert!(
+                matches!(
+                    DecodeError::of(error),
+                    Some(DecodeError::Block(BlockFault::StreamLonger { raw: 999 }))
+                ),
+                "{error:?}"
+            );
             let msg = e.to_string();
             assert!(
                 msg.contains("decodes to more than the 999 bytes the block claims")

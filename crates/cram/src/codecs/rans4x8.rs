@@ -10,17 +10,13 @@
 //! decoding job and reused from block to block; only the contexts a block
 //! defines are rebuilt.
 
-use crate::error::DecodeError;
+use crate::error::Rans4x8Fault as Fault;
 use std::io;
 
 const TOTAL_BITS: u32 = 12;
 const TOTAL: usize = 1 << TOTAL_BITS;
 const MASK: u32 = (TOTAL as u32) - 1;
 const LOWER_BOUND: u32 = 1 << 23;
-
-fn invalid(what: impl Into<String>) -> io::Error {
-    DecodeError::Rans4x8(what.into()).io()
-}
 
 /// Reused decoding tables.
 #[derive(Default)]
@@ -41,10 +37,7 @@ struct Input<'a> {
 
 impl Input<'_> {
     fn strict_byte(&mut self) -> io::Result<u8> {
-        let b = *self
-            .src
-            .get(self.pos)
-            .ok_or_else(|| invalid("rANS 4x8 frequency table cut short"))?;
+        let b = *self.src.get(self.pos).ok_or(Fault::TableCutShort)?;
         self.pos += 1;
         Ok(b)
     }
@@ -53,7 +46,7 @@ impl Input<'_> {
         let b = self
             .src
             .get(self.pos..self.pos + 4)
-            .ok_or_else(|| invalid("rANS 4x8 stream cut short"))?;
+            .ok_or(Fault::CutShort)?;
         self.pos += 4;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
@@ -67,7 +60,11 @@ impl Input<'_> {
             ((b0 & 0x7f) << 8) | u32::from(self.strict_byte()?)
         };
         if f as usize > TOTAL {
-            return Err(invalid(format!("rANS 4x8 frequency {f} above {TOTAL}")));
+            return Err(Fault::Frequency {
+                found: f,
+                max: TOTAL,
+            }
+            .into());
         }
         Ok(f)
     }
@@ -110,14 +107,12 @@ fn read_freqs(inp: &mut Input<'_>, mut set: impl FnMut(u8, u32)) -> io::Result<(
     let mut total = 0u32;
     loop {
         if sym > 255 {
-            return Err(invalid("rANS 4x8 frequency table runs past symbol 255"));
+            return Err(Fault::PastSymbol255.into());
         }
         let f = inp.freq()?;
         total += f;
         if total as usize > TOTAL {
-            return Err(invalid(format!(
-                "rANS 4x8 frequencies add up to more than {TOTAL}"
-            )));
+            return Err(Fault::FrequencySum { max: TOTAL }.into());
         }
         set(sym as u8, f);
         if rle > 0 {
@@ -141,32 +136,33 @@ fn read_freqs(inp: &mut Input<'_>, mut set: impl FnMut(u8, u32)) -> io::Result<(
 pub fn decode(src: &[u8], expected: usize, dst: &mut Vec<u8>, t: &mut Tables) -> io::Result<()> {
     dst.clear();
     let mut inp = Input { src, pos: 0 };
-    let order = inp
-        .strict_byte()
-        .map_err(|_| invalid("empty rANS 4x8 stream"))?;
+    let order = inp.strict_byte().map_err(|_| Fault::Empty)?;
     let n_in = inp.u32_le()? as usize;
     let n_out = inp.u32_le()? as usize;
     if n_out != expected {
-        return Err(invalid(format!(
-            "rANS 4x8 stream of {n_out} bytes where {expected} were expected"
-        )));
+        return Err(Fault::OutputLength {
+            found: n_out,
+            expected,
+        }
+        .into());
     }
     if n_in > src.len() - inp.pos {
-        return Err(invalid(format!(
-            "rANS 4x8 stream says {n_in} bytes follow, {} do",
-            src.len() - inp.pos
-        )));
+        return Err(Fault::InputLength {
+            said: n_in,
+            left: src.len() - inp.pos,
+        }
+        .into());
     }
     inp.src = &src[..inp.pos + n_in];
     dst.resize(n_out, 0);
     match order {
         0 => decode0(&mut inp, dst, t)?,
         1 => decode1(&mut inp, dst, t)?,
-        o => return Err(invalid(format!("rANS 4x8 order {o} (only 0 and 1 exist)"))),
+        order => return Err(Fault::Order { order }.into()),
     }
     if inp.pos > inp.src.len() {
         dst.clear();
-        return Err(invalid("rANS 4x8 stream cut short"));
+        return Err(Fault::CutShort.into());
     }
     Ok(())
 }
@@ -241,7 +237,7 @@ fn decode1(inp: &mut Input<'_>, out: &mut [u8], t: &mut Tables) -> io::Result<()
     let mut rle = 0u32;
     loop {
         if ctx > 255 {
-            return Err(invalid("rANS 4x8 order-1 table runs past context 255"));
+            return Err(Fault::PastContext255.into());
         }
         let cx = ctx as usize;
         let fc = &mut t.fc1[cx * 256..cx * 256 + 256];
@@ -402,6 +398,16 @@ mod tests {
         let mut t = Tables::default();
         let mut out = Vec::new();
         let e = decode(&enc, plain.len(), &mut out, &mut t).unwrap_err();
+        assert!(
+            matches!(
+                crate::DecodeError::of(&e),
+                Some(crate::DecodeError::Rans4x8(Fault::OutputLength {
+                    found: 0xffff_ffff,
+                    expected
+                })) if *expected == plain.len()
+            ),
+            "{e:?}"
+        );
         assert!(e.to_string().contains("were expected"), "{e}");
         assert!(out.capacity() < 1 << 20);
     }

@@ -1286,8 +1286,6 @@ def help_text() -> str:
     """``python -m alnsort.ray --help``: the Ray driver's own options, then
     every option of ``alnsort sort`` (the same table and help), then those
     the driver refuses."""
-    from . import _alnsort
-
     lines = [
         f"Usage: {PROG} sort [options] -o OUT.bam IN.bam [IN2.bam ...]",
         "",
@@ -1327,8 +1325,6 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
     driver cannot honour, and returns the resolved options with the Ray
     driver's own under ``"ray"``. Raises :class:`AlnsortError` with the
     message ``alnsort sort`` would print, or naming the refused option."""
-    from . import _alnsort
-
     extras = [(name, value is not None) for name, value, _ in RAY_OPTIONS]
 
     def refuse(given: List[str]) -> None:

@@ -41,6 +41,7 @@ use crate::spill::{
     decode_end, decode_slot, encode_end, encode_slot, io_error, END_BYTES, SLOT_BYTES,
 };
 
+pub mod merge_order;
 mod wire;
 use crate::{
     flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,

@@ -35,9 +35,10 @@ use alnsort_bam::record::{flags, RecordRef};
 use crate::MarkdupError;
 
 /// The fields of one record that htsjdk's `SAMRecordCoordinateComparator`
-/// compares.
+/// compares; the name owned (`Vec<u8>`, kept and sent between tasks) or
+/// borrowed from the record (`&[u8]`, compared as it is read).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct MergeKey {
+pub struct MergeKey<N = Vec<u8>> {
     pub ref_id: i32,
     /// 0-based position (the comparator's 1-based start, less one).
     pub pos: i32,
@@ -46,15 +47,15 @@ pub struct MergeKey {
     pub mate_ref: i32,
     pub mate_pos: i32,
     pub tlen: i32,
-    pub name: Vec<u8>,
+    pub name: N,
 }
 
 /// Bytes of a [`MergeKey`] before its name (whose length they end with).
 const KEY_FIXED: usize = 4 + 4 + 2 + 1 + 4 + 4 + 4 + 4;
 
-impl MergeKey {
-    /// The key of a BAM record.
-    pub fn of(r: &RecordRef<'_>) -> MergeKey {
+impl<'a> MergeKey<&'a [u8]> {
+    /// The key of a BAM record, its name borrowed.
+    pub fn of(r: &RecordRef<'a>) -> Self {
         MergeKey {
             ref_id: r.ref_id(),
             pos: r.pos(),
@@ -63,32 +64,57 @@ impl MergeKey {
             mate_ref: r.next_ref_id(),
             mate_pos: r.next_pos(),
             tlen: r.tlen(),
-            name: r.read_name().to_vec(),
+            name: r.read_name(),
         }
     }
+
+    /// The key with its name copied.
+    pub fn to_owned(&self) -> MergeKey {
+        self.with_name(self.name.to_vec())
+    }
+}
+
+impl<N: AsRef<[u8]>> MergeKey<N> {
+    /// The same fields with the name `name`.
+    fn with_name<M>(&self, name: M) -> MergeKey<M> {
+        MergeKey {
+            ref_id: self.ref_id,
+            pos: self.pos,
+            flag: self.flag,
+            mapq: self.mapq,
+            mate_ref: self.mate_ref,
+            mate_pos: self.mate_pos,
+            tlen: self.tlen,
+            name,
+        }
+    }
+
 
     /// htsjdk's `SAMRecordCoordinateComparator.compare`: reference (no
     /// reference last, and then the position is not compared), start,
     /// forward before reverse, then name (Java's `String.compareTo`: byte
     /// order for the ASCII of SAM names), flags, mapping quality, mate
     /// reference, mate start, insert size.
-    pub fn cmp(&self, o: &MergeKey) -> Ordering {
+    pub fn cmp<M: AsRef<[u8]>>(&self, o: &MergeKey<M>) -> Ordering {
         let place = match (self.ref_id == -1, o.ref_id == -1) {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Greater,
             (false, true) => Ordering::Less,
             (false, false) => self.ref_id.cmp(&o.ref_id).then(self.pos.cmp(&o.pos)),
         };
-        let reverse = |k: &MergeKey| k.flag & flags::REVERSE != 0;
+        let (ra, rb) = (self.flag & flags::REVERSE, o.flag & flags::REVERSE);
         place
-            .then(reverse(self).cmp(&reverse(o)))
-            .then_with(|| self.name.cmp(&o.name))
+            .then(ra.cmp(&rb))
+            .then_with(|| self.name.as_ref().cmp(o.name.as_ref()))
             .then(self.flag.cmp(&o.flag))
             .then(self.mapq.cmp(&o.mapq))
             .then(self.mate_ref.cmp(&o.mate_ref))
             .then(self.mate_pos.cmp(&o.mate_pos))
             .then(self.tlen.cmp(&o.tlen))
     }
+}
+
+impl MergeKey {
 
     /// Appends the key's bytes to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -139,11 +165,12 @@ pub struct RunningMax {
 }
 
 impl RunningMax {
-    /// Takes the input's next record; gives its running maximum.
-    pub fn push(&mut self, key: MergeKey) -> &MergeKey {
+    /// Takes the input's next record; gives its running maximum (the
+    /// name is copied only when the record is a new maximum).
+    pub fn push(&mut self, key: &MergeKey<&[u8]>) -> &MergeKey {
         match &mut self.max {
-            Some(m) if m.cmp(&key) != Ordering::Less => {}
-            slot => *slot = Some(key),
+            Some(m) if m.cmp(key) != Ordering::Less => {}
+            slot => *slot = Some(key.to_owned()),
         }
         self.max.as_ref().expect("set above")
     }
@@ -235,6 +262,12 @@ pub fn order_places(places: &[Place]) -> Result<Vec<usize>, MergeTie> {
 mod tests {
     use super::*;
 
+    impl MergeKey {
+        fn borrowed(&self) -> MergeKey<&[u8]> {
+            self.with_name(&self.name[..])
+        }
+    }
+
     fn key(pos: i32, reverse: bool, name: &str, flag: u16) -> MergeKey {
         MergeKey {
             ref_id: 0,
@@ -304,7 +337,7 @@ mod tests {
             .map(|(i, n)| Place {
                 input: 0,
                 ordinal: i as i64,
-                max: m.push(key(5, false, n, 0)).clone(),
+                max: m.push(&key(5, false, n, 0).borrowed()).clone(),
             })
             .collect();
         // Input 1: c (before input 0's d), then e.
@@ -315,7 +348,7 @@ mod tests {
             .map(|(i, n)| Place {
                 input: 1,
                 ordinal: i as i64,
-                max: m.push(key(5, false, n, 0)).clone(),
+                max: m.push(&key(5, false, n, 0).borrowed()).clone(),
             })
             .collect();
         let all: Vec<Place> = p0.iter().chain(&p1).cloned().collect();

@@ -51,7 +51,12 @@ pub struct MergeKey<N = Vec<u8>> {
 }
 
 /// Bytes of a [`MergeKey`] before its name (whose length they end with).
-const KEY_FIXED: usize = 4 + 4 + 2 + 1 + 4 + 4 + 4 + 4;
+pub(crate) const KEY_FIXED: usize = 4 + 4 + 2 + 1 + 4 + 4 + 4 + 4;
+
+/// The name's length, from a key's fixed bytes.
+pub(crate) fn key_name_len(fixed: &[u8; KEY_FIXED]) -> usize {
+    u32::from_le_bytes(fixed[23..27].try_into().expect("sized")) as usize
+}
 
 impl<'a> MergeKey<&'a [u8]> {
     /// The key of a BAM record, its name borrowed.
@@ -138,7 +143,7 @@ impl MergeKey {
         };
         let f = block.get(at..at + KEY_FIXED).ok_or_else(short)?;
         let i32_ = |s: &[u8]| i32::from_le_bytes(s.try_into().expect("sized"));
-        let len = u32::from_le_bytes(f[23..27].try_into().expect("sized")) as usize;
+        let len = key_name_len(f.try_into().expect("sized"));
         let name_at = at + KEY_FIXED;
         let name = block.get(name_at..name_at + len).ok_or_else(short)?;
         Ok((
@@ -210,6 +215,49 @@ pub fn with_prior(local: MergeKey, prior: Option<&MergeKey>) -> MergeKey {
     match prior {
         Some(p) if p.cmp(&local) == Ordering::Greater => p.clone(),
         _ => local,
+    }
+}
+
+/// What the tasks need to put the records of several coordinate-sorted
+/// inputs in Picard's merged order: each split's input and prior (splits
+/// numbered across the inputs, in input order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MergeOrder {
+    pub split_input: Vec<u32>,
+    pub priors: Vec<Option<MergeKey>>,
+}
+
+impl MergeOrder {
+    /// From each split's input and largest record ([`super::SplitShare::largest`]).
+    pub fn new(splits: &[(usize, Option<&MergeKey>)]) -> MergeOrder {
+        MergeOrder {
+            split_input: splits.iter().map(|s| s.0 as u32).collect(),
+            priors: priors(splits),
+        }
+    }
+
+    /// The input of the record numbered `ordinal` ([`super::ordinal`]).
+    pub fn input_of(&self, ordinal: i64) -> Result<u32, MarkdupError> {
+        let (split, _) = super::split_of(ordinal as u64);
+        self.split_input
+            .get(split)
+            .copied()
+            .ok_or(MarkdupError::SplitBeyond {
+                split,
+                splits: self.split_input.len(),
+            })
+    }
+
+    /// The place of record `ordinal`, whose running maximum within its
+    /// split is `local`.
+    pub fn place(&self, ordinal: i64, local: MergeKey) -> Result<Place, MarkdupError> {
+        let input = self.input_of(ordinal)?;
+        let (split, _) = super::split_of(ordinal as u64);
+        Ok(Place {
+            input,
+            ordinal,
+            max: with_prior(local, self.priors[split].as_ref()),
+        })
     }
 }
 

@@ -261,6 +261,17 @@ pub struct Boundary {
     pub last_template: i64,
     /// The ordinal of the split's first record.
     pub first: i64,
+    /// Keeping Picard's merge order ([`SplitCollector::keeping_merge_order`]).
+    pub merge: Option<MergeBoundary>,
+}
+
+/// What the next splits need of a split keeping Picard's merge order of
+/// several coordinate-sorted inputs: its input, and its largest record by
+/// htsjdk's coordinate comparator (their priors: [`merge_order::priors`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MergeBoundary {
+    pub input: u32,
+    pub largest: Option<MergeKey>,
 }
 
 /// What a split gives the other tasks.
@@ -278,10 +289,6 @@ pub struct SplitShare {
     /// sorts the split (empty from a collector alone), for
     /// [`SplitOutcome::slices`].
     pub ranges: Vec<u8>,
-    /// Keeping Picard's merge order ([`SplitCollector::keeping_merge_order`]):
-    /// the split's largest record by htsjdk's coordinate comparator, for
-    /// the next splits' priors ([`merge_order::priors`]).
-    pub largest: Option<MergeKey>,
 }
 
 /// Takes one split's records in input order ([`ReadInfo`], resolved
@@ -301,9 +308,9 @@ pub struct SplitCollector {
     ends: Vec<Vec<u8>>,
     /// Halves by name bucket.
     halves: Vec<Vec<u8>>,
-    /// Keeping Picard's merge order: the running maximum of the split's
-    /// records.
-    merge: Option<RunningMax>,
+    /// Keeping Picard's merge order: the split's input and the running
+    /// maximum of its records.
+    merge: Option<(u32, RunningMax)>,
 }
 
 impl SplitCollector {
@@ -334,9 +341,11 @@ impl SplitCollector {
     /// Each end and half carries the running maximum of its record within
     /// the split ([`merge_order`]), for the decision of coordinate-sorted
     /// inputs that share a library ([`MarkDuplicates::decide_merged`]);
-    /// records are then pushed with [`SplitCollector::push_keyed`].
-    pub fn keeping_merge_order(mut self) -> Self {
-        self.merge = Some(RunningMax::default());
+    /// records are then pushed with [`SplitCollector::push_keyed`]. The
+    /// split is of input `input` (its splits' ordinals counted across
+    /// every input, in input order).
+    pub fn keeping_merge_order(mut self, input: u32) -> Self {
+        self.merge = Some((input, RunningMax::default()));
         self
     }
 
@@ -375,7 +384,7 @@ impl SplitCollector {
         key: Option<&MergeKey<&[u8]>>,
     ) -> Result<(), MarkdupError> {
         let running = match (&mut self.merge, key) {
-            (Some(m), Some(k)) => Some(m.push(k)),
+            (Some((_, m)), Some(k)) => Some(m.push(k)),
             (None, None) => None,
             _ => return Err(MarkdupError::MergeKeys),
         };
@@ -435,8 +444,11 @@ impl SplitCollector {
             slots: self.slots,
             records: self.index,
             ranges: Vec::new(),
-            largest: self.merge.and_then(|m| m.max().cloned()),
             boundary: Boundary {
+                merge: self.merge.map(|(input, m)| MergeBoundary {
+                    input,
+                    largest: m.max().cloned(),
+                }),
                 first_name: self.first_name,
                 last_name: self
                     .templates
@@ -481,6 +493,9 @@ pub fn continued_templates(bounds: &[Boundary]) -> Vec<Option<i64>> {
 pub struct Fixups {
     fixes: Vec<(i64, i64)>,
     grouped: bool,
+    /// The splits keep Picard's merge order (every boundary has its
+    /// [`MergeBoundary`]): their inputs and priors.
+    merge: Option<MergeOrder>,
 }
 
 impl Fixups {
@@ -492,10 +507,20 @@ impl Fixups {
             .filter_map(|(b, c)| c.map(|c| (b.first, c)))
             .collect();
         v.sort_unstable();
+        let merge: Option<Vec<(usize, Option<&MergeKey>)>> = bounds
+            .iter()
+            .map(|b| b.merge.as_ref().map(|m| (m.input as usize, m.largest.as_ref())))
+            .collect();
         Fixups {
             fixes: v,
             grouped: bounds.iter().any(|b| b.last_name.is_some()),
+            merge: merge.filter(|m| !m.is_empty()).map(|m| MergeOrder::new(&m)),
         }
+    }
+
+    /// The splits' inputs and priors when they keep Picard's merge order.
+    pub fn merge_order(&self) -> Option<&MergeOrder> {
+        self.merge.as_ref()
     }
 
     fn apply(&self, i: i64) -> i64 {
@@ -524,7 +549,7 @@ pub fn join_mates(
     fixups: &Fixups,
     end_buckets: usize,
 ) -> Result<Vec<Vec<u8>>, MarkdupError> {
-    let mut join = MateJoin::default();
+    let mut join = MateJoin::for_fixups(fixups);
     for b in blocks {
         join.add_block(b)?;
     }
@@ -604,12 +629,15 @@ pub struct MateJoin {
 }
 
 impl MateJoin {
-    /// The halves come from collectors keeping the merge order
-    /// ([`SplitCollector::keeping_merge_order`]) of the splits `order`
-    /// describes; the pair ends carry their first mate's running maximum,
+    /// A join of the splits whose `fixups` these are: when they keep
+    /// Picard's merge order ([`Fixups::merge_order`]) the halves carry
+    /// their records' running maxima and the pair ends their first mate's,
     /// for [`MarkDuplicates::decide_merged`].
-    pub fn keeping_merge_order(&mut self, order: MergeOrder) {
-        self.merge = Some(order);
+    pub fn for_fixups(fixups: &Fixups) -> MateJoin {
+        MateJoin {
+            merge: fixups.merge.clone(),
+            ..MateJoin::default()
+        }
     }
 
     /// Halves beyond `limit` bytes go to sorted run files in `dir`
@@ -1072,6 +1100,9 @@ impl MarkDuplicates {
         blocks: &[&[u8]],
         fixups: &Fixups,
     ) -> Result<SetsDecided, MarkdupError> {
+        if let Some(order) = fixups.merge_order() {
+            return self.decide_merged(blocks, fixups, order);
+        }
         for b in blocks {
             self.add_end_block(b, fixups)?;
         }

@@ -537,7 +537,7 @@ fn lanes_dist(
         for w in bounds.windows(2) {
             let s = shares.len() as u32;
             let mut c = SplitCollector::new(InputOrder::Coordinate, NameParser::Default, s, buckets, names)
-                .keeping_merge_order();
+                .keeping_merge_order(i as u32);
             for r in &recs[w[0]..w[1]] {
                 c.push_keyed(&read_info(r, &rgs), None, &merge_key(r))?;
             }
@@ -546,20 +546,12 @@ fn lanes_dist(
         }
     }
     let splits = shares.len();
-    let order = merge_order::MergeOrder::new(
-        &shares
-            .iter()
-            .zip(&split_input)
-            .map(|(s, &i)| (i, s.largest.as_ref()))
-            .collect::<Vec<_>>(),
-    );
     let bnds: Vec<Boundary> = shares.iter().map(|s| s.boundary.clone()).collect();
     let continued = continued_templates(&bnds);
     let fixups = Fixups::new(&bnds, &continued);
     let mut joined = Vec::new();
     for j in 0..names {
-        let mut join = MateJoin::default();
-        join.keeping_merge_order(order.clone());
+        let mut join = MateJoin::for_fixups(&fixups);
         if let Some((dir, limit)) = spill {
             join.set_spill(dir, limit);
         }
@@ -583,7 +575,7 @@ fn lanes_dist(
     for b in 0..buckets {
         let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
         blocks.extend(joined.iter().map(|j| j[b].as_slice()));
-        let d = md.decide_merged(&blocks, &fixups, &order)?;
+        let d = md.decide_ends(&blocks, &fixups)?;
         lists.push(d.by_split(splits)?);
         total.add_counts(d);
     }

@@ -282,7 +282,7 @@ impl SeveralInputs {
     /// inputs whose libraries are apart are decided per bucket exactly
     /// (the records' libraries are checked after the walk:
     /// [`crate::stages_markdup::walk_refusal`]).
-    pub fn tasks_refusal(&self, paths: &[String]) -> Option<String> {
+    pub fn tasks_refusal(&self, _paths: &[String]) -> Option<String> {
         if self.order == InputOrder::Queryname {
             return Some(
                 "the inputs are grouped by name: Picard's merged stream (htsjdk's MergingSamRecordIterator, by \
@@ -290,19 +290,23 @@ impl SeveralInputs {
                     .to_string(),
             );
         }
-        for (i, libs) in self.libraries.iter().enumerate() {
-            for (j, other) in self.libraries.iter().enumerate().skip(i + 1) {
-                if let Some(lib) = libs.intersection(other).next() {
-                    return Some(format!(
-                        "library {lib} is in {} and in {} (lanes of one library): Picard breaks ties between \
-                         its duplicates by their place in its merged stream, which a split of one input does \
-                         not know",
-                        paths[i], paths[j]
-                    ));
-                }
-            }
-        }
         None
+    }
+
+    /// Whether the tasks must put the records of these inputs in Picard's
+    /// merged order (`alnsort_markdup::dist::merge_order`): coordinate-sorted
+    /// inputs of which two share a library (lanes of one library), whose
+    /// duplicate sets hold records of both, ordered by that stream where
+    /// their scores and locations tie. The tasks' splits then carry each
+    /// end's running maximum; where two inputs' maxima tie the decision
+    /// goes to one task.
+    pub fn keeps_merge_order(&self) -> bool {
+        self.order == InputOrder::Coordinate
+            && self.libraries.iter().enumerate().any(|(i, libs)| {
+                self.libraries[i + 1..]
+                    .iter()
+                    .any(|other| libs.intersection(other).next().is_some())
+            })
     }
 }
 
@@ -859,15 +863,19 @@ mod tests {
                         .map(|(o, r)| Place {
                             input: i as u32,
                             ordinal: o as i64,
-                            max: m.push(&MergeKey::of(&RecordRef::with_block_size(r))).clone(),
+                            max: m
+                                .push(&MergeKey::of(&RecordRef::with_block_size(r)))
+                                .clone(),
                         })
                         .collect::<Vec<_>>()
                 })
                 .collect();
             match order_places(&places) {
                 Ok(order) => {
-                    let got: Vec<(u32, i64)> =
-                        order.iter().map(|&p| (places[p].input, places[p].ordinal)).collect();
+                    let got: Vec<(u32, i64)> = order
+                        .iter()
+                        .map(|&p| (places[p].input, places[p].ordinal))
+                        .collect();
                     assert_eq!(got, merged);
                     exact += 1;
                     // Not the order of the records' own keys (and input):
@@ -881,13 +889,22 @@ mod tests {
                 }
                 Err(t) => {
                     assert_ne!(t.a.0, t.b.0);
-                    let at = |(i, o): (u32, i64)| &places.iter().find(|p| (p.input, p.ordinal) == (i, o)).unwrap().max;
+                    let at = |(i, o): (u32, i64)| {
+                        &places
+                            .iter()
+                            .find(|p| (p.input, p.ordinal) == (i, o))
+                            .unwrap()
+                            .max
+                    };
                     assert_eq!(at(t.a).cmp(at(t.b)), Ordering::Equal);
                     ties += 1;
                 }
             }
         }
-        assert!(exact > 1000 && ties > 100 && interleaved > 500, "{exact} {ties} {interleaved}");
+        assert!(
+            exact > 1000 && ties > 100 && interleaved > 500,
+            "{exact} {ties} {interleaved}"
+        );
     }
 
     #[test]
@@ -1061,17 +1078,15 @@ mod tests {
             &[coord, sq, "@RG\tID:x.1\tLB:libA"],
             &[coord, sq, "@RG\tID:x.2\tLB:libA"],
         );
-        let why = lanes.tasks_refusal(&paths).unwrap();
-        assert!(
-            why.contains("library libA is in a.bam and in b.bam (lanes of one library)"),
-            "{why}"
-        );
+        // Lanes of one library: decided by the tasks in Picard's merged
+        // order; libraries apart need no such order.
+        assert_eq!(lanes.tasks_refusal(&paths), None);
+        assert!(lanes.keeps_merge_order());
+        assert!(!apart.keeps_merge_order());
         // No @RG in either: the unknown library in both.
         let none = plan(&[coord, sq], &[coord, sq]);
-        assert!(none
-            .tasks_refusal(&paths)
-            .unwrap()
-            .contains("Unknown Library"));
+        assert_eq!(none.tasks_refusal(&paths), None);
+        assert!(none.keeps_merge_order());
         // Name-grouped inputs.
         let grouped = plan(&[sq, "@RG\tID:x\tLB:libA"], &[sq, "@RG\tID:y\tLB:libB"]);
         assert_eq!(grouped.order, InputOrder::Queryname);

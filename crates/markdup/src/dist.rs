@@ -43,12 +43,12 @@ use crate::spill::{
 
 pub mod merge_order;
 mod wire;
-use merge_order::{MergeKey, MergeOrder, RunningMax};
 use crate::{
     flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,
     InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
     SetSizeHistograms, Templates, WalkCarry,
 };
+use merge_order::{MergeKey, MergeOrder, RunningMax};
 pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 
 /// Bits of an [`ordinal`] that hold the record's index in its split (up to
@@ -509,7 +509,11 @@ impl Fixups {
         v.sort_unstable();
         let merge: Option<Vec<(usize, Option<&MergeKey>)>> = bounds
             .iter()
-            .map(|b| b.merge.as_ref().map(|m| (m.input as usize, m.largest.as_ref())))
+            .map(|b| {
+                b.merge
+                    .as_ref()
+                    .map(|m| (m.input as usize, m.largest.as_ref()))
+            })
             .collect();
         Fixups {
             fixes: v,
@@ -953,7 +957,8 @@ impl HalfReader {
                 .map_err(io_error(&self.path, "reading a spill file"))?;
             self.merge.clear();
             self.merge.extend_from_slice(&fixed);
-            self.merge.resize(fixed.len() + merge_order::key_name_len(&fixed), 0);
+            self.merge
+                .resize(fixed.len() + merge_order::key_name_len(&fixed), 0);
             self.r
                 .read_exact(&mut self.merge[fixed.len()..])
                 .map_err(io_error(&self.path, "reading a spill file"))?;
@@ -1012,7 +1017,10 @@ impl<'a> HalfStream<'a> {
     }
 
     fn memory_head(&self) -> Option<HalfView<'a>> {
-        Some(held_view(&self.held[self.order.get(self.at)?.1], self.names))
+        Some(held_view(
+            &self.held[self.order.get(self.at)?.1],
+            self.names,
+        ))
     }
 
     /// The next half in the join's order (its [`join_key`], fields and

@@ -131,7 +131,10 @@ pub enum MarkdupError {
     },
     /// Several coordinate-sorted inputs: a template's mates are in two
     /// inputs, which Picard pairs in its merged stream's order.
-    #[error("the mates of read {} are in two inputs: Picard pairs them in its merged stream's order", String::from_utf8_lossy(name))]
+    #[error(
+        "the mates of read {} are in two inputs: Picard pairs them in its merged stream's order",
+        String::from_utf8_lossy(name)
+    )]
     MatesInTwoInputs { name: Vec<u8> },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]

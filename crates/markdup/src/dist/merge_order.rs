@@ -94,7 +94,6 @@ impl<N: AsRef<[u8]>> MergeKey<N> {
         }
     }
 
-
     /// htsjdk's `SAMRecordCoordinateComparator.compare`: reference (no
     /// reference last, and then the position is not compared), start,
     /// forward before reverse, then name (Java's `String.compareTo`: byte
@@ -120,7 +119,6 @@ impl<N: AsRef<[u8]>> MergeKey<N> {
 }
 
 impl MergeKey {
-
     /// Appends the key's bytes to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.ref_id.to_le_bytes());
@@ -342,7 +340,10 @@ mod tests {
             ..key(0, false, "a", 0)
         };
         assert_eq!(unplaced(5).cmp(&unplaced(1)), Ordering::Equal);
-        assert_eq!(unplaced(0).cmp(&key(1 << 30, false, "z", 0)), Ordering::Greater);
+        assert_eq!(
+            unplaced(0).cmp(&key(1 << 30, false, "z", 0)),
+            Ordering::Greater
+        );
     }
 
     #[test]
@@ -362,7 +363,11 @@ mod tests {
 
     #[test]
     fn prior_of_a_split_is_the_largest_of_its_inputs_earlier_splits() {
-        let (a, b, c) = (key(1, false, "z", 0), key(2, false, "a", 0), key(2, false, "b", 0));
+        let (a, b, c) = (
+            key(1, false, "z", 0),
+            key(2, false, "a", 0),
+            key(2, false, "b", 0),
+        );
         let got = priors(&[
             (0, Some(&a)),
             (0, None),
@@ -370,8 +375,14 @@ mod tests {
             (0, Some(&b)),
             (1, Some(&b)),
         ]);
-        assert_eq!(got, vec![None, Some(a.clone()), Some(a), Some(c.clone()), None]);
-        assert_eq!(with_prior(b.clone(), got[3].as_ref()), got[3].clone().unwrap());
+        assert_eq!(
+            got,
+            vec![None, Some(a.clone()), Some(a), Some(c.clone()), None]
+        );
+        assert_eq!(
+            with_prior(b.clone(), got[3].as_ref()),
+            got[3].clone().unwrap()
+        );
         assert_eq!(with_prior(c.clone(), Some(&b)), c);
     }
 

@@ -487,7 +487,9 @@ fn lanes_one_marker(inputs: &[Vec<Rec>]) -> Option<(Vec<bool>, Vec<bool>, Metric
         let least = (0..inputs.len())
             .filter(|&i| next[i] < inputs[i].len())
             .min_by(|&a, &b| {
-                merge_key(&inputs[a][next[a]]).cmp(&merge_key(&inputs[b][next[b]])).then(a.cmp(&b))
+                merge_key(&inputs[a][next[a]])
+                    .cmp(&merge_key(&inputs[b][next[b]]))
+                    .then(a.cmp(&b))
             });
         let Some(i) = least else { break };
         merged.push((i, next[i]));
@@ -536,8 +538,14 @@ fn lanes_dist(
         bounds.push(recs.len());
         for w in bounds.windows(2) {
             let s = shares.len() as u32;
-            let mut c = SplitCollector::new(InputOrder::Coordinate, NameParser::Default, s, buckets, names)
-                .keeping_merge_order(i as u32);
+            let mut c = SplitCollector::new(
+                InputOrder::Coordinate,
+                NameParser::Default,
+                s,
+                buckets,
+                names,
+            )
+            .keeping_merge_order(i as u32);
             for r in &recs[w[0]..w[1]] {
                 c.push_keyed(&read_info(r, &rgs), None, &merge_key(r))?;
             }
@@ -588,7 +596,13 @@ fn lanes_dist(
         }
         let dups: Vec<&[u8]> = lists.iter().map(|l| l.0[s].as_slice()).collect();
         let op: Vec<&[u8]> = lists.iter().map(|l| l.1[s].as_slice()).collect();
-        let o = finish_split(&shares[s].slots, continued[s].is_some(), &dups, Some(&op), carry)?;
+        let o = finish_split(
+            &shares[s].slots,
+            continued[s].is_some(),
+            &dups,
+            Some(&op),
+            carry,
+        )?;
         assert_eq!(o.repeated, 0);
         carry = o.carry;
         dup.extend(bits(&o.duplicate));
@@ -632,11 +646,13 @@ fn lanes_of_one_library_decided_per_bucket_give_one_markers_answer() {
         };
         // Input order instead of Picard's merged order changes some flag.
         let concatenated: Vec<Rec> = inputs.concat();
-        differ += (bits(&mark(&concatenated, InputOrder::Coordinate, None).duplicate) != dup) as u32;
+        differ +=
+            (bits(&mark(&concatenated, InputOrder::Coordinate, None).duplicate) != dup) as u32;
         let mut rng = Rng(seed * 131 + 1);
         for (how, buckets, names) in [(0, 1, 1), (1, 3, 2), (2, 8, 5), (2, 4, 8), (1, 2, 1)] {
             let cuts = lanes_cuts(&inputs, &mut rng, how);
-            let ctx = format!("seed {seed}, cuts {cuts:?}, {buckets} buckets, {names} name buckets");
+            let ctx =
+                format!("seed {seed}, cuts {cuts:?}, {buckets} buckets, {names} name buckets");
             let (d, o, m) = lanes_dist(&inputs, &cuts, buckets, names, None)
                 .unwrap_or_else(|e| panic!("{ctx}: {e}"));
             assert_eq!(d, dup, "duplicates: {ctx}");
@@ -645,7 +661,10 @@ fn lanes_of_one_library_decided_per_bucket_give_one_markers_answer() {
         }
         exact += 1;
     }
-    assert!(exact >= 20 && differ >= 10, "{exact} exact, {ties} ties, {differ} differ");
+    assert!(
+        exact >= 20 && differ >= 10,
+        "{exact} exact, {ties} ties, {differ} differ"
+    );
 }
 
 #[test]
@@ -706,7 +725,14 @@ fn lanes_with_one_record_in_two_inputs_are_refused_as_a_tie() {
         for buckets in [1, 3] {
             let e = lanes_dist(&inputs, &[vec![5], vec![]], buckets, 2, None).unwrap_err();
             assert!(
-                matches!(&e, MarkdupError::MergeTie { a_input: 0, b_input: 1, .. }),
+                matches!(
+                    &e,
+                    MarkdupError::MergeTie {
+                        a_input: 0,
+                        b_input: 1,
+                        ..
+                    }
+                ),
                 "seed {seed}: {e}"
             );
         }

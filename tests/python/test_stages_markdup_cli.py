@@ -378,15 +378,19 @@ SEVERAL = [
 ]
 
 
+@pytest.mark.parametrize("shape", ["apart", "lanes"])
 @pytest.mark.parametrize("opts,splits,ranges,ends,names", SEVERAL)
-def test_several_inputs_whose_libraries_are_apart_are_decided_per_bucket(alnsort_bin, several, tmp_path, opts,
-                                                                         splits, ranges, ends, names):
-    """Coordinate-sorted inputs of which no two hold one library: the
+def test_several_coordinate_sorted_inputs_are_decided_per_bucket(alnsort_bin, several, tmp_path, shape, opts,
+                                                                 splits, ranges, ends, names):
+    """Coordinate-sorted inputs: of which no two hold one library (the
     tasks number records by input, split and place, which orders every two
-    ends they compare (of one library, so of one input) as Picard's merged
-    stream does: one node's output and metrics (one node's flags are
-    Picard's: tests/markdup/test_sort_markdup_inputs.py)."""
-    ins = several["apart"]
+    ends they compare, of one library so of one input, as Picard's merged
+    stream does), and lanes of one library (each end carries its record's
+    running maximum by htsjdk's coordinate comparator, in the splits'
+    boundaries the largest record of each split: the ends are compared in
+    Picard's merged order): one node's output and metrics (one node's flags
+    are Picard's: tests/markdup/test_sort_markdup_inputs.py)."""
+    ins = several[shape]
     out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
     sort_opts = ["--no-PG", "--markdup", *opts, "--metrics", str(metrics), "-o", str(out), *ins]
     res = run(alnsort_bin, "sort", *sort_opts)
@@ -402,14 +406,11 @@ def test_several_inputs_whose_libraries_are_apart_are_decided_per_bucket(alnsort
 
 
 @pytest.mark.parametrize("shape,why", [
-    ("lanes", "is in {0} and in {1} (lanes of one library)"),
     ("grouped", "the inputs are grouped by name"),
 ])
 def test_several_inputs_the_tasks_cannot_decide_are_refused_by_name(alnsort_bin, several, tmp_path, shape, why):
-    """Lanes of one library (Picard breaks ties between their duplicates by
-    their place in its merged stream) and name-grouped inputs (one
-    template of a name's records in two inputs): markdup-collect refuses,
-    saying why and what decides them."""
+    """Name-grouped inputs (one template of a name's records in two
+    inputs): markdup-collect refuses, saying why and what decides them."""
     ins = several[shape]
     spl, _ = stage(alnsort_bin, tmp_path, "split", "split", "--parts", "2", *ins)
     res = run(alnsort_bin, "markdup-collect", "--split", spl[0]["arg"], "--out-dir", str(tmp_path), *ins,

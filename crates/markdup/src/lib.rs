@@ -177,6 +177,18 @@ pub enum MarkdupError {
     },
 }
 
+impl MarkdupError {
+    /// Whether the tasks of several coordinate-sorted inputs cannot put
+    /// these records in Picard's merged order ([`dist::merge_order`]): the
+    /// decision then goes to one task, not an error of the input.
+    pub fn needs_one_task(&self) -> bool {
+        matches!(
+            self,
+            MarkdupError::MergeTie { .. } | MarkdupError::MatesInTwoInputs { .. }
+        )
+    }
+}
+
 /// A record's read group as Picard sees it, resolved against the header by
 /// [`ReadGroups::resolve`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

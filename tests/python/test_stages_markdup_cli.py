@@ -337,7 +337,9 @@ def several(tmp_path_factory) -> dict[str, list[str]]:
     the unknown library in the other; "unknown": the same, but some of the
     unknown library's templates in the first input too (no header says
     so); "lanes": both libraries in both inputs, each under its own @RG
-    IDs; "grouped": "apart" grouped by name}."""
+    IDs; "same": both under the same @RG lines (one read group each to
+    Picard; samtools' merge renames the second input's IDs); "grouped":
+    "apart" grouped by name}."""
     import several_inputs as si
 
     d = tmp_path_factory.mktemp("md-cli-several")
@@ -353,6 +355,7 @@ def several(tmp_path_factory) -> dict[str, list[str]]:
             "apart": si.by_library(recs),
             "unknown": si.by_library(recs, unknown_in_both=True),
             "lanes": [si.lane(p, k) for k, p in enumerate(si.split(recs, 2, 7))],
+            "same": [(p, g.RGS) for p in si.split(recs, 2, 7)],
         }
         for shape, parts in shapes.items():
             paths = []
@@ -378,7 +381,7 @@ SEVERAL = [
 ]
 
 
-@pytest.mark.parametrize("shape", ["apart", "lanes"])
+@pytest.mark.parametrize("shape", ["apart", "lanes", "same"])
 @pytest.mark.parametrize("opts,splits,ranges,ends,names", SEVERAL)
 def test_several_coordinate_sorted_inputs_are_decided_per_bucket(alnsort_bin, several, tmp_path, shape, opts,
                                                                  splits, ranges, ends, names):
@@ -388,8 +391,11 @@ def test_several_coordinate_sorted_inputs_are_decided_per_bucket(alnsort_bin, se
     stream does), and lanes of one library (each end carries its record's
     running maximum by htsjdk's coordinate comparator, in the splits'
     boundaries the largest record of each split: the ends are compared in
-    Picard's merged order): one node's output and metrics (one node's flags
-    are Picard's: tests/markdup/test_sort_markdup_inputs.py)."""
+    Picard's merged order), under their own or the same @RG lines: one
+    node's output and metrics (one node's flags are Picard's:
+    tests/markdup/test_sort_markdup_inputs.py). The maps collect (their
+    shares the same bytes as markdup-collect's: the map takes the records'
+    read groups before the merge renames them)."""
     ins = several[shape]
     out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
     sort_opts = ["--no-PG", "--markdup", *opts, "--metrics", str(metrics), "-o", str(out), *ins]
@@ -399,7 +405,7 @@ def test_several_coordinate_sorted_inputs_are_decided_per_bucket(alnsort_bin, se
     assert "libA" in want_text and "libB" in want_text and "Unknown Library" in want_text
     out.unlink()
     metrics.unlink()
-    seen = chain(alnsort_bin, tmp_path, ins, sort_opts, splits, ranges, ends, names, out)
+    seen = chain(alnsort_bin, tmp_path, ins, sort_opts, splits, ranges, ends, names, out, folded=True)
     assert len(seen["decides"]) == ends and all(d["bucket"] == b for b, d in enumerate(seen["decides"]))
     assert inflated(out) == gzip.decompress(want)
     assert metrics.read_text() == want_text

@@ -199,8 +199,9 @@ fn run_stages(
         // The decision cut into tasks: the same bits and metrics as the
         // one task's; the rest of the run uses it.
         for (buckets, names) in [(splits + 1, splits.saturating_sub(1).max(1)), (1, 1)] {
-            let (tasks, sliced) =
-                decide_in_tasks(inputs, &specs, &priors, &splitters, &options, buckets, names);
+            let (tasks, sliced) = decide_in_tasks(
+                inputs, &specs, &priors, &splitters, &options, buckets, names,
+            );
             slices = Some(sliced);
             assert!(
                 tasks.decisions == decided.decisions,

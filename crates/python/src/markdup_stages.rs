@@ -326,7 +326,11 @@ pub fn stage_markdup_join(
     match got {
         Ok((ends, report)) => Ok((bytes_list(py, &ends), report.runs, None)),
         Err(e) => match one_task_because(&e) {
-            Some(why) => Ok((bytes_list(py, &vec![Vec::new(); end_buckets.max(1)]), 0, Some(why))),
+            Some(why) => Ok((
+                bytes_list(py, &vec![Vec::new(); end_buckets.max(1)]),
+                0,
+                Some(why),
+            )),
             None => Err(raise(py, e)),
         },
     }
@@ -346,7 +350,12 @@ type SetCounts = (
 /// split, optical index lists by split, the bucket's counts, why the
 /// decision goes to one task: two of several inputs' records the tasks
 /// cannot order, else None).
-type BucketResult = (Vec<Py<PyBytes>>, Vec<Py<PyBytes>>, SetCounts, Option<String>);
+type BucketResult = (
+    Vec<Py<PyBytes>>,
+    Vec<Py<PyBytes>>,
+    SetCounts,
+    Option<String>,
+);
 
 /// The duplicate sets of one end bucket (`stages_markdup::decide_bucket`;
 /// blocks: the bucket's fragment ends from every split and pair ends from

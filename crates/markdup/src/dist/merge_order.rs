@@ -99,7 +99,7 @@ impl<N: AsRef<[u8]>> MergeKey<N> {
     /// forward before reverse, then name (Java's `String.compareTo`: byte
     /// order for the ASCII of SAM names), flags, mapping quality, mate
     /// reference, mate start, insert size.
-    pub fn cmp<M: AsRef<[u8]>>(&self, o: &MergeKey<M>) -> Ordering {
+    pub fn htsjdk_cmp<M: AsRef<[u8]>>(&self, o: &MergeKey<M>) -> Ordering {
         let place = match (self.ref_id == -1, o.ref_id == -1) {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Greater,
@@ -172,7 +172,7 @@ impl RunningMax {
     /// name is copied only when the record is a new maximum).
     pub fn push(&mut self, key: &MergeKey<&[u8]>) -> &MergeKey {
         match &mut self.max {
-            Some(m) if m.cmp(key) != Ordering::Less => {}
+            Some(m) if m.htsjdk_cmp(key) != Ordering::Less => {}
             slot => *slot = Some(key.to_owned()),
         }
         self.max.as_ref().expect("set above")
@@ -198,7 +198,7 @@ pub fn priors(splits: &[(usize, Option<&MergeKey>)]) -> Vec<Option<MergeKey>> {
         };
         out.push(before.clone());
         let after = match (before, largest) {
-            (Some(b), Some(l)) if b.cmp(l) != Ordering::Less => Some(b),
+            (Some(b), Some(l)) if b.htsjdk_cmp(l) != Ordering::Less => Some(b),
             (b, None) => b,
             (_, Some(l)) => Some(l.clone()),
         };
@@ -211,7 +211,7 @@ pub fn priors(splits: &[(usize, Option<&MergeKey>)]) -> Vec<Option<MergeKey>> {
 /// (`local`) and the split's prior.
 pub fn with_prior(local: MergeKey, prior: Option<&MergeKey>) -> MergeKey {
     match prior {
-        Some(p) if p.cmp(&local) == Ordering::Greater => p.clone(),
+        Some(p) if p.htsjdk_cmp(&local) == Ordering::Greater => p.clone(),
         _ => local,
     }
 }
@@ -287,13 +287,13 @@ pub fn order_places(places: &[Place]) -> Result<Vec<usize>, MergeTie> {
     order.sort_unstable_by(|&a, &b| {
         let (a, b) = (&places[a], &places[b]);
         a.max
-            .cmp(&b.max)
+            .htsjdk_cmp(&b.max)
             .then(a.input.cmp(&b.input))
             .then(a.ordinal.cmp(&b.ordinal))
     });
     for w in order.windows(2) {
         let (a, b) = (&places[w[0]], &places[w[1]]);
-        if a.input != b.input && a.max.cmp(&b.max) == Ordering::Equal {
+        if a.input != b.input && a.max.htsjdk_cmp(&b.max) == Ordering::Equal {
             return Err(MergeTie {
                 a: (a.input, a.ordinal),
                 b: (b.input, b.ordinal),
@@ -330,18 +330,18 @@ mod tests {
     #[test]
     fn compares_as_htsjdk() {
         let a = key(10, false, "b", 0);
-        assert_eq!(a.cmp(&key(11, false, "a", 0)), Ordering::Less);
-        assert_eq!(a.cmp(&key(10, true, "a", 0)), Ordering::Less);
-        assert_eq!(a.cmp(&key(10, false, "a", 0)), Ordering::Greater);
-        assert_eq!(a.cmp(&key(10, false, "b", 1)), Ordering::Less);
+        assert_eq!(a.htsjdk_cmp(&key(11, false, "a", 0)), Ordering::Less);
+        assert_eq!(a.htsjdk_cmp(&key(10, true, "a", 0)), Ordering::Less);
+        assert_eq!(a.htsjdk_cmp(&key(10, false, "a", 0)), Ordering::Greater);
+        assert_eq!(a.htsjdk_cmp(&key(10, false, "b", 1)), Ordering::Less);
         let unplaced = |pos| MergeKey {
             ref_id: -1,
             pos,
             ..key(0, false, "a", 0)
         };
-        assert_eq!(unplaced(5).cmp(&unplaced(1)), Ordering::Equal);
+        assert_eq!(unplaced(5).htsjdk_cmp(&unplaced(1)), Ordering::Equal);
         assert_eq!(
-            unplaced(0).cmp(&key(1 << 30, false, "z", 0)),
+            unplaced(0).htsjdk_cmp(&key(1 << 30, false, "z", 0)),
             Ordering::Greater
         );
     }

@@ -488,7 +488,7 @@ fn lanes_one_marker(inputs: &[Vec<Rec>]) -> Option<(Vec<bool>, Vec<bool>, Metric
             .filter(|&i| next[i] < inputs[i].len())
             .min_by(|&a, &b| {
                 merge_key(&inputs[a][next[a]])
-                    .cmp(&merge_key(&inputs[b][next[b]]))
+                    .htsjdk_cmp(&merge_key(&inputs[b][next[b]]))
                     .then(a.cmp(&b))
             });
         let Some(i) = least else { break };

@@ -399,10 +399,22 @@ fn decide_in_tasks(
             to.push(s);
         }
     }
-    (
-        stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble"),
-        slices,
-    )
+    let mut decided =
+        stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble");
+    if inputs.len() > 1 {
+        // The records per input (the assemble counts them all, as the Ray
+        // driver's does; the driver counts them per input from the maps).
+        let mut per_input = vec![0u64; inputs.len()];
+        for (s, share) in specs.iter().zip(&shares) {
+            per_input[s.input] += share.records;
+        }
+        assert_eq!(
+            per_input.iter().sum::<u64>(),
+            decided.records.iter().sum::<u64>()
+        );
+        decided.records = per_input;
+    }
+    (decided, slices)
 }
 
 fn check(dir: &Path, inputs: &[PathBuf], opts: &[&str], tag: &str) {

@@ -357,6 +357,12 @@ def several(tmp_path_factory) -> dict[str, list[str]]:
             "lanes": [si.lane(p, k) for k, p in enumerate(si.split(recs, 2, 7))],
             "same": [(p, g.RGS) for p in si.split(recs, 2, 7)],
         }
+        # "lanes" with one mapped fragment in both inputs, alone at its
+        # position: the two inputs' running maxima are equal there.
+        frag = next(r for r in recs if r.flag & 0x905 == 0 and r.ref >= 0)
+        tie = g.Rec(**{**frag.__dict__, "name": "tie:1:FC:1:1101:1:1", "pos": 3_900_000, "tags": list(frag.tags)})
+        rest = [r for r in recs if r.name != frag.name]
+        shapes["tie"] = [si.lane(p + [tie], k) for k, p in enumerate(si.split(rest, 2, 7))]
         for shape, parts in shapes.items():
             paths = []
             for k, (part, rgs) in enumerate(parts):
@@ -424,6 +430,23 @@ def test_several_inputs_the_tasks_cannot_decide_are_refused_by_name(alnsort_bin,
     assert res.returncode == 1, res.stderr
     assert why.format(*ins) in res.stderr and "--decision-buckets 0" in res.stderr, res.stderr
     assert "alnsort sort --markdup" in res.stderr
+
+
+def test_lanes_whose_records_tie_in_the_merged_order_are_refused_by_the_decide(alnsort_bin, several, tmp_path):
+    """A record equal in every field htsjdk's coordinate comparator reads
+    in two lanes, the first of its position in both: Java's heap orders
+    the two in Picard's merged stream, which the tasks do not know, so the
+    decide of its bucket refuses (exit 1), naming the read, the inputs and
+    what decides them; nothing is written."""
+    ins = several["tie"]
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", "--metrics", str(metrics), "-o", str(out), *ins]
+    with pytest.raises(AssertionError) as e:
+        chain(alnsort_bin, tmp_path, ins, sort_opts, 3, 1, 1, 2, out)
+    msg = str(e.value)
+    assert "markdup-decide" in msg and "equal running maxima (read tie:1:FC:1:1101:1:1)" in msg, msg
+    assert f"{ins[0]}, {ins[1]}" in msg and "--decision-buckets 0" in msg, msg
+    assert not out.exists() and not metrics.exists()
 
 
 def test_a_library_the_headers_keep_apart_but_the_records_do_not_is_refused(alnsort_bin, several, tmp_path):

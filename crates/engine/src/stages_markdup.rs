@@ -831,8 +831,26 @@ fn decide_bucket_from(
         }
     };
     marker.set_pool(pool);
-    let d = decide(&mut marker)
-        .with_context(|| format!("{file}: deciding a bucket of duplicate sets"))?;
+    let d = decide(&mut marker).map_err(|e| {
+        let one_task = e
+            .find::<alnsort_markdup::MarkdupError>()
+            .is_some_and(|m| m.needs_one_task());
+        let what = if one_task {
+            // The tasks cannot put these inputs' records in Picard's merged
+            // order (the typed error kept as the source: the Ray driver
+            // then decides with one task).
+            let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "{}: the duplicate decision of these inputs cut into tasks would not be Picard's; decide \
+                 them with one task (alnsort.ray with --decision-buckets 0) or on one node (alnsort sort \
+                 --markdup)",
+                names.join(", ")
+            )
+        } else {
+            format!("{file}: deciding a bucket of duplicate sets")
+        };
+        crate::error::Error::context(what, e)
+    })?;
     let runs = marker.spill_stats().runs;
     drop(tmp);
     Ok((d, runs))

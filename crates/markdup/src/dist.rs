@@ -32,7 +32,13 @@
 //!
 //! Between tasks everything is bytes: ends 63 bytes each (the spill
 //! files' encoding), halves the same plus name and read group, index
-//! lists 8 bytes per listed index, slots 8 bytes per record.
+//! lists 8 bytes per listed index, slots 8 bytes per record. Several
+//! coordinate-sorted inputs that share a library (lanes of one library)
+//! keep Picard's merged order ([`merge_order`]): each end and half is
+//! followed by its (first) record's running maximum by htsjdk's
+//! coordinate comparator, each split's boundary carries its input and
+//! largest record, and the decision ranks each bucket's records in that
+//! order ([`MarkDuplicates::decide_merged`]).
 
 use std::collections::HashMap;
 

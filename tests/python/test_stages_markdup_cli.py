@@ -337,7 +337,9 @@ def several(tmp_path_factory) -> dict[str, list[str]]:
     the unknown library in the other; "unknown": the same, but some of the
     unknown library's templates in the first input too (no header says
     so); "lanes": both libraries in both inputs, each under its own @RG
-    IDs; "grouped": "apart" grouped by name}."""
+    IDs; "same": both under the same @RG lines (one read group each to
+    Picard; samtools' merge renames the second input's IDs); "grouped":
+    "apart" grouped by name}."""
     import several_inputs as si
 
     d = tmp_path_factory.mktemp("md-cli-several")
@@ -353,7 +355,14 @@ def several(tmp_path_factory) -> dict[str, list[str]]:
             "apart": si.by_library(recs),
             "unknown": si.by_library(recs, unknown_in_both=True),
             "lanes": [si.lane(p, k) for k, p in enumerate(si.split(recs, 2, 7))],
+            "same": [(p, g.RGS) for p in si.split(recs, 2, 7)],
         }
+        # "lanes" with one mapped fragment in both inputs, alone at its
+        # position: the two inputs' running maxima are equal there.
+        frag = next(r for r in recs if r.flag & 0x905 == 0 and r.ref >= 0)
+        tie = g.Rec(**{**frag.__dict__, "name": "tie:1:FC:1:1101:1:1", "pos": 3_900_000, "tags": list(frag.tags)})
+        rest = [r for r in recs if r.name != frag.name]
+        shapes["tie"] = [si.lane(p + [tie], k) for k, p in enumerate(si.split(rest, 2, 7))]
         for shape, parts in shapes.items():
             paths = []
             for k, (part, rgs) in enumerate(parts):
@@ -378,15 +387,22 @@ SEVERAL = [
 ]
 
 
+@pytest.mark.parametrize("shape", ["apart", "lanes", "same"])
 @pytest.mark.parametrize("opts,splits,ranges,ends,names", SEVERAL)
-def test_several_inputs_whose_libraries_are_apart_are_decided_per_bucket(alnsort_bin, several, tmp_path, opts,
-                                                                         splits, ranges, ends, names):
-    """Coordinate-sorted inputs of which no two hold one library: the
+def test_several_coordinate_sorted_inputs_are_decided_per_bucket(alnsort_bin, several, tmp_path, shape, opts,
+                                                                 splits, ranges, ends, names):
+    """Coordinate-sorted inputs: of which no two hold one library (the
     tasks number records by input, split and place, which orders every two
-    ends they compare (of one library, so of one input) as Picard's merged
-    stream does: one node's output and metrics (one node's flags are
-    Picard's: tests/markdup/test_sort_markdup_inputs.py)."""
-    ins = several["apart"]
+    ends they compare, of one library so of one input, as Picard's merged
+    stream does), and lanes of one library (each end carries its record's
+    running maximum by htsjdk's coordinate comparator, in the splits'
+    boundaries the largest record of each split: the ends are compared in
+    Picard's merged order), under their own or the same @RG lines: one
+    node's output and metrics (one node's flags are Picard's:
+    tests/markdup/test_sort_markdup_inputs.py). The maps collect (their
+    shares the same bytes as markdup-collect's: the map takes the records'
+    read groups before the merge renames them)."""
+    ins = several[shape]
     out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
     sort_opts = ["--no-PG", "--markdup", *opts, "--metrics", str(metrics), "-o", str(out), *ins]
     res = run(alnsort_bin, "sort", *sort_opts)
@@ -395,21 +411,18 @@ def test_several_inputs_whose_libraries_are_apart_are_decided_per_bucket(alnsort
     assert "libA" in want_text and "libB" in want_text and "Unknown Library" in want_text
     out.unlink()
     metrics.unlink()
-    seen = chain(alnsort_bin, tmp_path, ins, sort_opts, splits, ranges, ends, names, out)
+    seen = chain(alnsort_bin, tmp_path, ins, sort_opts, splits, ranges, ends, names, out, folded=True)
     assert len(seen["decides"]) == ends and all(d["bucket"] == b for b, d in enumerate(seen["decides"]))
     assert inflated(out) == gzip.decompress(want)
     assert metrics.read_text() == want_text
 
 
 @pytest.mark.parametrize("shape,why", [
-    ("lanes", "is in {0} and in {1} (lanes of one library)"),
     ("grouped", "the inputs are grouped by name"),
 ])
 def test_several_inputs_the_tasks_cannot_decide_are_refused_by_name(alnsort_bin, several, tmp_path, shape, why):
-    """Lanes of one library (Picard breaks ties between their duplicates by
-    their place in its merged stream) and name-grouped inputs (one
-    template of a name's records in two inputs): markdup-collect refuses,
-    saying why and what decides them."""
+    """Name-grouped inputs (one template of a name's records in two
+    inputs): markdup-collect refuses, saying why and what decides them."""
     ins = several[shape]
     spl, _ = stage(alnsort_bin, tmp_path, "split", "split", "--parts", "2", *ins)
     res = run(alnsort_bin, "markdup-collect", "--split", spl[0]["arg"], "--out-dir", str(tmp_path), *ins,
@@ -417,6 +430,23 @@ def test_several_inputs_the_tasks_cannot_decide_are_refused_by_name(alnsort_bin,
     assert res.returncode == 1, res.stderr
     assert why.format(*ins) in res.stderr and "--decision-buckets 0" in res.stderr, res.stderr
     assert "alnsort sort --markdup" in res.stderr
+
+
+def test_lanes_whose_records_tie_in_the_merged_order_are_refused_by_the_decide(alnsort_bin, several, tmp_path):
+    """A record equal in every field htsjdk's coordinate comparator reads
+    in two lanes, the first of its position in both: Java's heap orders
+    the two in Picard's merged stream, which the tasks do not know, so the
+    decide of its bucket refuses (exit 1), naming the read, the inputs and
+    what decides them; nothing is written."""
+    ins = several["tie"]
+    out, metrics = tmp_path / "out.bam", tmp_path / "out.metrics"
+    sort_opts = ["--no-PG", "--markdup", "--metrics", str(metrics), "-o", str(out), *ins]
+    with pytest.raises(AssertionError) as e:
+        chain(alnsort_bin, tmp_path, ins, sort_opts, 3, 1, 1, 2, out)
+    msg = str(e.value)
+    assert "markdup-decide" in msg and "equal running maxima (read tie:1:FC:1:1101:1:1)" in msg, msg
+    assert f"{ins[0]}, {ins[1]}" in msg and "--decision-buckets 0" in msg, msg
+    assert not out.exists() and not metrics.exists()
 
 
 def test_a_library_the_headers_keep_apart_but_the_records_do_not_is_refused(alnsort_bin, several, tmp_path):

@@ -7,11 +7,14 @@ coordinate-sorted input (Picard's two semantics), one and two inputs, with
 DT tags, removal and barcodes, 1 to 8 partitions. One input goes through
 the decision cut into tasks (collect, join, decide, finish, assemble) with
 1 to 8 buckets (templates crossing split boundaries among them); two
-inputs spread by name (lanes of one library, or name-grouped), and
-`decision_buckets=0`, through the one decide task, which the statistics
-say why; two coordinate-sorted inputs whose libraries are apart through
-the tasks, and with the unknown library in both (no header says so) the
-tasks' decision discarded for the one task's. A worker
+name-grouped inputs, and `decision_buckets=0`, through the one decide
+task, which the statistics say why; coordinate-sorted inputs through the
+tasks: libraries apart, and lanes of one library (two and three inputs,
+one library in two inputs beside a library of its own; each end carrying
+its record's place in Picard's merged stream), and with the unknown
+library in inputs whose headers are apart, or a record equal in every
+compared field in two inputs, the tasks' decision discarded for the one
+task's. A worker
 node killed in the middle of a reduce, of a join and of a decide task (Ray
 runs it again elsewhere, rebuilding the lost blocks) gives the same bytes.
 
@@ -177,7 +180,7 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
     assert stats["partitions"] == partitions and stats["splits"] >= min(splits, 2)
     md = stats["markdup"]
     assert md["marked"] > 50, md
-    if n == 1 and buckets != 0:
+    if (n == 1 or coordinate) and buckets != 0:
         assert md["path"] == "tasks", md
         assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
         # The maps collected (with their priors): each reduce got only its
@@ -194,18 +197,13 @@ def test_ray_markdup_is_one_nodes(coordinate, n, opts, partitions, splits, bucke
     else:
         assert md["path"] == "one task", md
         if buckets != 0:
-            # Two inputs spread by name: name-grouped, or every library in
-            # both (lanes): one decide task, which says why.
-            assert WHY[coordinate] in md["one_task_because"], md
+            # Two name-grouped inputs: one decide task, which says why.
+            assert "the inputs are grouped by name" in md["one_task_because"], md
     assert same_output(got, want, partitions), "the Ray output differs from one node's"
     assert text == want_text, "the Ray metrics differ from one node's"
     if not coordinate and n == 1 and buckets != 0:
         ACROSS.append(md["templates_across_splits"])
 
-
-#: Why two inputs of each semantics (templates spread by name) are decided
-#: by one task.
-WHY = {False: "the inputs are grouped by name", True: "(lanes of one library)"}
 
 SEVERAL = [
     # (inputs, options, partitions, splits, buckets: None for the default)
@@ -543,7 +541,6 @@ def test_decision_buckets_that_cannot_be_honoured_are_refused(inputs, tmp_path):
     for kw, words in [
         (dict(inputs=inputs[(False, 1)], decision_buckets=4), "needs markdup=True"),
         (dict(inputs=inputs[(False, 2)], markdup=True, decision_buckets=4), "the inputs are grouped by name"),
-        (dict(inputs=inputs[(True, 2)], markdup=True, decision_buckets=4), "lanes of one library"),
         (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=-1), "whole number"),
         (dict(inputs=inputs[(False, 1)], markdup=True, decision_buckets=True), "whole number"),
     ]:
@@ -563,3 +560,79 @@ def test_decision_buckets_that_cannot_be_honoured_are_refused(inputs, tmp_path):
     # (it reads their headers).
     a = aray.parse_args(["--markdup", "--decision-buckets", "3", "-o", out, *inputs[(True, 2)]])
     assert a["ray"]["decision-buckets"] == 3
+
+
+@pytest.fixture(scope="module")
+def lanes(tmp_path_factory):
+    """Coordinate-sorted lanes of one library: {shape: [paths]}. "lanes2"
+    and "lanes3": the templates spread over two and three inputs by name,
+    each input's read groups its own (rg1.L<k>: the same libraries);
+    "mix": libA's templates in two lanes, the other libraries' in a third
+    input of their own; "tie": "lanes2" with one mapped fragment in both
+    inputs (equal in every field htsjdk's coordinate comparator reads, at
+    the start of its position in both, so the two inputs' running maxima
+    are equal there: Java's heap orders them)."""
+    d = tmp_path_factory.mktemp("md-lanes")
+    recs, old = templates()
+    out = {}
+
+    def write(shape, k, part, rgs):
+        path, s = d / f"{shape}.{k}.bam", d / f"{shape}.{k}.sorted.bam"
+        g.write_bam(path, with_mate_cigars(part), rgs)
+        pysam.sort("-o", str(s), str(path))
+        return str(s)
+
+    try:
+        for shape, n in (("lanes2", 2), ("lanes3", 3)):
+            out[shape] = [write(shape, k, *si.lane(p, k)) for k, p in enumerate(si.split(recs, n, 24))]
+        (liba, _), (rest, rest_rgs) = si.by_library(recs)
+        mix = [write("mix", k, si.lane(p, k)[0], [(f"rg1.L{k}", "libA")]) for k, p in enumerate(si.split(liba, 2, 5))]
+        out["mix"] = [*mix, write("mix", 2, rest, rest_rgs)]
+        frag = next(r for r in recs if r.flag & 0x905 == 0 and r.ref >= 0)
+        twice = [r for r in recs if r.name != frag.name]
+        parts = si.split(twice, 2, 24)
+        tie = g.Rec(**{**frag.__dict__, "name": "tie:1:FC:1:1101:1:1", "pos": 3_900_000, "tags": list(frag.tags)})
+        out["tie"] = [write("tie", k, *si.lane(p + [tie], k)) for k, p in enumerate(parts)]
+    finally:
+        g.REFS = old
+    return out
+
+
+LANES = [
+    # (shape, options, partitions, splits, buckets: None for the default)
+    ("lanes2", [], 1, 8, 1),
+    ("lanes2", ["--tagging-policy", "all", *BARCODES], 3, 12, 5),
+    ("lanes3", ["--remove-sequencing-duplicates"], 4, 9, 8),
+    ("lanes3", [], 2, 3, None),
+    ("mix", ["--tagging-policy", "optical"], 2, 7, 3),
+    ("tie", [], 2, 4, 2),
+]
+
+
+@pytest.mark.parametrize("shape,opts,partitions,splits,buckets", LANES)
+def test_lanes_of_one_library_are_decided_per_bucket(shape, opts, partitions, splits, buckets, cluster, lanes,
+                                                     tmp_path):
+    """Coordinate-sorted lanes of one library through the tasks: each end
+    carries its record's running maximum by htsjdk's coordinate comparator
+    (a split's first records take the earlier splits' maximum), which puts
+    a bucket's records in Picard's merged order; one node's bytes and
+    metrics (one node's several-input marking is checked against Picard
+    3.4.0 with several I= in tests/markdup). An exact tie between two
+    inputs' maxima sends the decision to one task, which the statistics
+    say; the bytes are one node's still."""
+    ins = lanes[shape]
+    want, want_text = one_node(tmp_path, ins, opts)
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    got, text, stats = ray_run(tmp_path, ins, opts, partitions, splits, want_text, name="one", buckets=buckets)
+    md = stats["markdup"]
+    assert md["marked"] > 50, md
+    if shape == "tie":
+        assert md["path"] == "one task" and md["tasks_discarded"], md
+        assert "equal running maxima (read tie:1:FC:1:1101:1:1)" in md["one_task_because"], md
+    else:
+        assert md["path"] == "tasks", md
+        assert md["buckets"] == (buckets if buckets is not None else aray.default_buckets(stats["splits"], partitions)), md
+        assert md["largest_reduce_decision_bytes"] is not None, md
+    assert same_output(got, want, partitions), "the Ray output differs from one node's"
+    assert text == want_text, "the Ray metrics differ from one node's"

@@ -4,7 +4,8 @@
 //! `alnsort sort --markdup` (output BAM and metrics file; with several
 //! ranges the same BGZF payload, blocks cut at the parts), on name-grouped
 //! and coordinate-sorted input, one and several inputs (lanes of two
-//! libraries), 1 to 8 splits and partitions, with `DT` tags and removal.
+//! libraries; coordinate-sorted lanes also through the decision cut into
+//! tasks, in Picard's merged order), 1 to 8 splits and partitions, with `DT` tags and removal.
 //! One node's flags are Picard's (tests/markdup/); this pins the stages to
 //! one node.
 
@@ -186,15 +187,21 @@ fn run_stages(
         reach = Some((s.input, r));
     }
     let mut decided = stages_markdup::decide(inputs, &options).expect("decide");
-    // One input: each range's slices of the splits' outcomes (by range,
-    // then split), from the maps' ranges.
+    // One input, or several coordinate-sorted ones (libraries apart, or
+    // lanes of one library: ends compared in Picard's merged order): each
+    // range's slices of the splits' outcomes (by range, then split), from
+    // the maps' ranges.
     let mut slices: Option<Vec<Vec<Vec<u8>>>> = None;
-    if inputs.len() == 1 {
+    let tasks_decide = stages_markdup::tasks_refusal(inputs, &options)
+        .expect("tasks refusal")
+        .is_none();
+    if tasks_decide {
         // The decision cut into tasks: the same bits and metrics as the
         // one task's; the rest of the run uses it.
         for (buckets, names) in [(splits + 1, splits.saturating_sub(1).max(1)), (1, 1)] {
-            let (tasks, sliced) =
-                decide_in_tasks(inputs, &specs, &splitters, &options, buckets, names);
+            let (tasks, sliced) = decide_in_tasks(
+                inputs, &specs, &priors, &splitters, &options, buckets, names,
+            );
             slices = Some(sliced);
             assert!(
                 tasks.decisions == decided.decisions,
@@ -289,6 +296,7 @@ fn run_stages(
 fn decide_in_tasks(
     inputs: &[PathBuf],
     specs: &[SplitSpec],
+    priors: &[Option<u64>],
     splitters: &[Vec<u8>],
     options: &SortOptions,
     buckets: usize,
@@ -301,9 +309,10 @@ fn decide_in_tasks(
         .map(|s| stages_markdup::collect(inputs, s, options, buckets, names).expect("collect"))
         .collect();
     let mut ranges = Vec::new();
-    for (s, share) in specs.iter().zip(&shares) {
+    for ((s, share), &prior) in specs.iter().zip(&shares).zip(priors) {
+        let prior = if inputs.len() > 1 { prior } else { None };
         let (mapped, folded) =
-            stages::map_collecting(inputs, s, splitters, options, buckets, names)
+            stages::map_collecting_after(inputs, s, splitters, options, prior, buckets, names)
                 .expect("map collecting");
         let what = format!(
             "split {} of {}, {buckets} buckets, {names} name buckets",
@@ -323,7 +332,7 @@ fn decide_in_tasks(
             "{what}: a range per record"
         );
         ranges.push(folded.ranges);
-        let plain = stages::map(inputs, s, splitters, options, None).expect("map");
+        let plain = stages::map(inputs, s, splitters, options, prior).expect("map");
         assert!(plain.blocks == mapped.blocks, "{what}: blocks differ");
         assert_eq!(
             (plain.end, plain.reach),
@@ -368,10 +377,20 @@ fn decide_in_tasks(
         .collect();
     for s in 1..specs.len() {
         let carry = outcomes[s - 1].carry;
-        if carry != WalkCarry::default() {
+        // Several inputs: each input's walk starts afresh.
+        if carry != WalkCarry::default() && specs[s].input == specs[s - 1].input {
             outcomes[s] = finish(s, carry);
         }
     }
+    let walked: Vec<stages_markdup::WalkedSplit<'_>> = specs
+        .iter()
+        .zip(&outcomes)
+        .map(|(s, o)| (s.input, &o.counts, o.repeated))
+        .collect();
+    assert_eq!(
+        stages_markdup::walk_refusal(inputs, &walked).expect("walk refusal"),
+        None
+    );
     let partitions = splitters.len() + 1;
     let mut slices = vec![Vec::new(); partitions];
     for (o, r) in outcomes.iter().zip(&ranges) {
@@ -380,10 +399,22 @@ fn decide_in_tasks(
             to.push(s);
         }
     }
-    (
-        stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble"),
-        slices,
-    )
+    let mut decided =
+        stages_markdup::assemble(inputs, options, outcomes, totals).expect("assemble");
+    if inputs.len() > 1 {
+        // The records per input (the assemble counts them all, as the Ray
+        // driver's does; the driver counts them per input from the maps).
+        let mut per_input = vec![0u64; inputs.len()];
+        for (s, share) in specs.iter().zip(&shares) {
+            per_input[s.input] += share.records;
+        }
+        assert_eq!(
+            per_input.iter().sum::<u64>(),
+            decided.records.iter().sum::<u64>()
+        );
+        decided.records = per_input;
+    }
+    (decided, slices)
 }
 
 fn check(dir: &Path, inputs: &[PathBuf], opts: &[&str], tag: &str) {
@@ -510,5 +541,14 @@ fn stages_mark_as_one_node_on_coordinate_sorted_input() {
         &two,
         &["--no-PG", "--markdup", "--remove-duplicates"],
         "coord2",
+    );
+    // Three lanes of the same two libraries: decided by the tasks in
+    // Picard's merged order.
+    let three = inputs(dir.path(), 3, true);
+    check(
+        dir.path(),
+        &three,
+        &["--no-PG", "--markdup", "--tagging-policy", "all"],
+        "coord3",
     );
 }

@@ -90,6 +90,10 @@ pub struct EndsSpec {
     pub scoring: Scoring,
     pub barcode_tags: BarcodeTags,
     pub name_parser: Arc<alnsort_markdup::optical::NameParser>,
+    /// Also the fields of htsjdk's coordinate comparator that the others
+    /// leave out (a split of coordinate-sorted inputs sharing a library:
+    /// `SplitCollector::keeping_merge_order`).
+    pub merge_order: bool,
 }
 
 /// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
@@ -354,6 +358,9 @@ pub struct BatchEnds {
     recs: Vec<Extracted>,
     bytes: Vec<u8>,
     cigar: Vec<(u8, u32)>,
+    /// With [`EndsSpec::merge_order`]: each record's mapping quality, mate
+    /// position and insert size (the rest of its `MergeKey` is in `recs`).
+    merge: Vec<(u8, i32, i32)>,
     spec: EndsSpec,
     /// Whether a record of the batch carries a `DT` tag (Picard drops
     /// every input `DT` tag, so such records change length when written).
@@ -406,6 +413,9 @@ impl BatchEnds {
     /// record enters the sorter followed by [`ordinal_suffix`].
     pub fn add_fields(&mut self, framed: &[u8]) {
         let rec = RecordRef::with_block_size(framed);
+        if self.spec.merge_order {
+            self.merge.push((rec.mapq(), rec.next_pos(), rec.tlen()));
+        }
         let flag = rec.flag();
         let reverse = flag & alnsort_markdup::flags::REVERSE != 0;
         self.cigar.clear();
@@ -622,6 +632,7 @@ impl Marker {
                 scoring: cfg.scoring,
                 barcode_tags: cfg.barcode_tags,
                 name_parser: Arc::new(cfg.name_parser.clone()),
+                merge_order: false,
             },
             input_dt: false,
         }
@@ -782,9 +793,22 @@ impl Marker {
                 rg,
                 barcodes: e.barcodes,
             };
-            let pushed = match &mut self.split {
-                Some(c) => c.push_parsed(&info, e.loc),
-                None => self.md.push_parsed(&info, e.loc),
+            let pushed = match (&mut self.split, ends.merge.get(i)) {
+                (Some(c), Some(&(mapq, mate_pos, tlen))) => {
+                    let key = alnsort_markdup::dist::merge_order::MergeKey {
+                        ref_id: e.ref_id,
+                        pos: e.pos,
+                        flag: e.flag,
+                        mapq,
+                        mate_ref: e.mate_ref_id,
+                        mate_pos,
+                        tlen,
+                        name,
+                    };
+                    c.push_keyed(&info, Some(e.loc), &key)
+                }
+                (Some(c), None) => c.push_parsed(&info, e.loc),
+                (None, _) => self.md.push_parsed(&info, e.loc),
             };
             if let Err(err) = pushed {
                 // Only the limit's errors are about memory.
@@ -880,6 +904,10 @@ impl Marker {
     ) -> Marker {
         let mut m = Marker::with_order(&several.header, cfg, file, budget, None, several.order)
             .collecting(cfg, split, (end_buckets, name_buckets));
+        if several.keeps_merge_order() {
+            m.spec.merge_order = true;
+            m.split = m.split.map(|c| c.keeping_merge_order(input as u32));
+        }
         for (id, same_as) in &several.aliases {
             m.alias_read_group(id, same_as);
         }

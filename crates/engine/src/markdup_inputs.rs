@@ -40,6 +40,7 @@ use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
 use alnsort_bam::keys::SortOrder;
 use alnsort_bam::RecordRef;
+use alnsort_markdup::dist::merge_order::MergeKey;
 use alnsort_markdup::InputOrder;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -131,37 +132,13 @@ pub fn htsjdk_queryname_cmp(a: &[u8], b: &[u8]) -> Ordering {
     }
 }
 
-/// htsjdk's `SAMRecordCoordinateComparator.compare`: reference (no
-/// reference last), 1-based start, forward before reverse, then name,
-/// flags, mapping quality, mate reference, mate start, insert size.
+/// htsjdk's `SAMRecordCoordinateComparator.compare` on two framed BAM
+/// records ([`MergeKey::cmp`]: reference (no reference last), 1-based
+/// start, forward before reverse, then name, flags, mapping quality, mate
+/// reference, mate start, insert size).
 pub fn htsjdk_coordinate_cmp(a: &[u8], b: &[u8]) -> Ordering {
     let (a, b) = (RecordRef::with_block_size(a), RecordRef::with_block_size(b));
-    let (ra, rb) = (a.ref_id(), b.ref_id());
-    let c = match (ra == -1, rb == -1) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        (false, false) => ra.cmp(&rb).then(a.pos().cmp(&b.pos())),
-    };
-    if c != Ordering::Equal {
-        return c;
-    }
-    use alnsort_markdup::flags;
-    let (fa, fb) = (a.flag(), b.flag());
-    if (fa & flags::REVERSE) != (fb & flags::REVERSE) {
-        return if fa & flags::REVERSE != 0 {
-            Ordering::Greater
-        } else {
-            Ordering::Less
-        };
-    }
-    a.read_name()
-        .cmp(b.read_name())
-        .then(fa.cmp(&fb))
-        .then(a.mapq().cmp(&b.mapq()))
-        .then(a.next_ref_id().cmp(&b.next_ref_id()))
-        .then(a.next_pos().cmp(&b.next_pos()))
-        .then(a.tlen().cmp(&b.tlen()))
+    MergeKey::of(&a).htsjdk_cmp(&MergeKey::of(&b))
 }
 
 /// The `@HD` sort order of a header says coordinate.
@@ -305,7 +282,7 @@ impl SeveralInputs {
     /// inputs whose libraries are apart are decided per bucket exactly
     /// (the records' libraries are checked after the walk:
     /// [`crate::stages_markdup::walk_refusal`]).
-    pub fn tasks_refusal(&self, paths: &[String]) -> Option<String> {
+    pub fn tasks_refusal(&self, _paths: &[String]) -> Option<String> {
         if self.order == InputOrder::Queryname {
             return Some(
                 "the inputs are grouped by name: Picard's merged stream (htsjdk's MergingSamRecordIterator, by \
@@ -313,19 +290,23 @@ impl SeveralInputs {
                     .to_string(),
             );
         }
-        for (i, libs) in self.libraries.iter().enumerate() {
-            for (j, other) in self.libraries.iter().enumerate().skip(i + 1) {
-                if let Some(lib) = libs.intersection(other).next() {
-                    return Some(format!(
-                        "library {lib} is in {} and in {} (lanes of one library): Picard breaks ties between \
-                         its duplicates by their place in its merged stream, which a split of one input does \
-                         not know",
-                        paths[i], paths[j]
-                    ));
-                }
-            }
-        }
         None
+    }
+
+    /// Whether the tasks must put the records of these inputs in Picard's
+    /// merged order (`alnsort_markdup::dist::merge_order`): coordinate-sorted
+    /// inputs of which two share a library (lanes of one library), whose
+    /// duplicate sets hold records of both, ordered by that stream where
+    /// their scores and locations tie. The tasks' splits then carry each
+    /// end's running maximum; where two inputs' maxima tie the decision
+    /// goes to one task.
+    pub fn keeps_merge_order(&self) -> bool {
+        self.order == InputOrder::Coordinate
+            && self.libraries.iter().enumerate().any(|(i, libs)| {
+                self.libraries[i + 1..]
+                    .iter()
+                    .any(|other| libs.intersection(other).next().is_some())
+            })
     }
 }
 
@@ -792,6 +773,7 @@ impl HtsjdkMerge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alnsort_markdup::flags;
 
     fn rec(name: &[u8], flag: u16, ref_id: i32, pos: i32) -> Vec<u8> {
         let mut body = Vec::new();
@@ -811,6 +793,118 @@ mod tests {
         let mut out = (body.len() as u32).to_le_bytes().to_vec();
         out.extend(body);
         out
+    }
+
+    /// The running-maximum order of `dist::merge_order` against htsjdk's
+    /// merging iterator as one node runs it (a Java heap over the inputs'
+    /// next records, compared by htsjdk's coordinate comparator): random
+    /// coordinate-sorted inputs whose records of one position are in no
+    /// order of names, so that runs interleave; wherever no two inputs'
+    /// running maxima tie, the order is the heap's, and a tie is reported
+    /// only between two inputs' equal records.
+    #[test]
+    fn running_maximum_gives_the_merged_order_of_coordinate_inputs() {
+        use crate::merge::JavaHeap;
+        use alnsort_markdup::dist::merge_order::{order_places, Place, RunningMax};
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut below = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut exact, mut ties, mut interleaved) = (0, 0, 0);
+        for _ in 0..3000 {
+            let inputs = 2 + below(3) as usize;
+            let names = 4 + below(40);
+            let recs: Vec<Vec<Vec<u8>>> = (0..inputs)
+                .map(|_| {
+                    let mut v = Vec::new();
+                    for pos in 0..3 {
+                        for strand in [0u16, flags::REVERSE] {
+                            for _ in 0..below(4) {
+                                let name = format!("r{}", below(names));
+                                let flag = strand | [0x41, 0x81, 0x1][below(3) as usize];
+                                v.push(rec(name.as_bytes(), flag, 0, pos));
+                            }
+                        }
+                    }
+                    v
+                })
+                .collect();
+            // htsjdk's merge, as `MergedInputs::for_each_by` runs it.
+            let mut next = vec![0usize; inputs];
+            let head = |next: &[usize], i: usize| recs[i].get(next[i]);
+            let mut heap = JavaHeap::default();
+            let cmp = |next: &[usize], a: usize, b: usize| {
+                htsjdk_coordinate_cmp(head(next, a).unwrap(), head(next, b).unwrap())
+            };
+            for i in 0..inputs {
+                if head(&next, i).is_some() {
+                    heap.offer(i, |a, b| cmp(&next, a, b));
+                }
+            }
+            let mut merged = Vec::new();
+            while let Some(i) = heap.poll(|a, b| cmp(&next, a, b)) {
+                merged.push((i as u32, next[i] as i64));
+                next[i] += 1;
+                if head(&next, i).is_some() {
+                    heap.offer(i, |a, b| cmp(&next, a, b));
+                }
+            }
+            // Each input alone: its records' running maxima.
+            let places: Vec<Place> = recs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, v)| {
+                    let mut m = RunningMax::default();
+                    v.iter()
+                        .enumerate()
+                        .map(|(o, r)| Place {
+                            input: i as u32,
+                            ordinal: o as i64,
+                            max: m
+                                .push(&MergeKey::of(&RecordRef::with_block_size(r)))
+                                .clone(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            match order_places(&places) {
+                Ok(order) => {
+                    let got: Vec<(u32, i64)> = order
+                        .iter()
+                        .map(|&p| (places[p].input, places[p].ordinal))
+                        .collect();
+                    assert_eq!(got, merged);
+                    exact += 1;
+                    // Not the order of the records' own keys (and input):
+                    // a smaller record waited behind a larger one.
+                    let mut own: Vec<(u32, i64)> = merged.clone();
+                    own.sort_by(|a, b| {
+                        let r = |p: &(u32, i64)| &recs[p.0 as usize][p.1 as usize];
+                        htsjdk_coordinate_cmp(r(a), r(b)).then(a.cmp(b))
+                    });
+                    interleaved += (own != merged) as u32;
+                }
+                Err(t) => {
+                    assert_ne!(t.a.0, t.b.0);
+                    let at = |(i, o): (u32, i64)| {
+                        &places
+                            .iter()
+                            .find(|p| (p.input, p.ordinal) == (i, o))
+                            .unwrap()
+                            .max
+                    };
+                    assert_eq!(at(t.a).htsjdk_cmp(at(t.b)), Ordering::Equal);
+                    ties += 1;
+                }
+            }
+        }
+        assert!(
+            exact > 1000 && ties > 100 && interleaved > 500,
+            "{exact} {ties} {interleaved}"
+        );
     }
 
     #[test]
@@ -984,17 +1078,15 @@ mod tests {
             &[coord, sq, "@RG\tID:x.1\tLB:libA"],
             &[coord, sq, "@RG\tID:x.2\tLB:libA"],
         );
-        let why = lanes.tasks_refusal(&paths).unwrap();
-        assert!(
-            why.contains("library libA is in a.bam and in b.bam (lanes of one library)"),
-            "{why}"
-        );
+        // Lanes of one library: decided by the tasks in Picard's merged
+        // order; libraries apart need no such order.
+        assert_eq!(lanes.tasks_refusal(&paths), None);
+        assert!(lanes.keeps_merge_order());
+        assert!(!apart.keeps_merge_order());
         // No @RG in either: the unknown library in both.
         let none = plan(&[coord, sq], &[coord, sq]);
-        assert!(none
-            .tasks_refusal(&paths)
-            .unwrap()
-            .contains("Unknown Library"));
+        assert_eq!(none.tasks_refusal(&paths), None);
+        assert!(none.keeps_merge_order());
         // Name-grouped inputs.
         let grouped = plan(&[sq, "@RG\tID:x\tLB:libA"], &[sq, "@RG\tID:y\tLB:libB"]);
         assert_eq!(grouped.order, InputOrder::Queryname);

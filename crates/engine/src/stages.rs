@@ -793,6 +793,10 @@ fn map_with_share(
                 dec.decode(
                     raw,
                     |key, rec| {
+                        // The marker takes the record as its input has it
+                        // (it translates read groups into the merged
+                        // header itself: `Marker::for_split_of_several`).
+                        let as_read = rec;
                         let (key, rec) = match &merged {
                             Some(m) => {
                                 let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
@@ -820,7 +824,7 @@ fn map_with_share(
                             tally.observe(key, raw.voffsets[i]);
                         }
                         if let Some(e) = &mut ends {
-                            e.add_fields(rec);
+                            e.add_fields(as_read);
                         }
                         let taken = if markdup {
                             let place = crate::stages_markdup::packed(

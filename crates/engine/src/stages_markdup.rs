@@ -526,7 +526,14 @@ pub type WalkedSplit<'a> = (usize, &'a alnsort_markdup::LibraryCounts, u64);
 /// listed), so one walk per input is Picard's.
 /// `splits[s]`: split `s`'s [`WalkedSplit`].
 pub fn walk_refusal(inputs: &[PathBuf], splits: &[WalkedSplit<'_>]) -> Result<Option<String>> {
-    Ok(walk_refusal_named(splits, |i| {
+    // Inputs whose headers share a library were decided in Picard's merged
+    // order: a library's records may be in any of them.
+    let merged_order = inputs.len() > 1 && {
+        let pool = crate::stages::pool(1)?;
+        let set = crate::stages::headers(inputs, &pool)?;
+        several_inputs(inputs, &set)?.0.keeps_merge_order()
+    };
+    Ok(walk_refusal_named(splits, merged_order, |i| {
         inputs
             .get(i)
             .map_or("?".into(), |p| p.display().to_string())
@@ -560,6 +567,7 @@ fn library_name(inputs: &[PathBuf], lib: usize) -> String {
 /// `{library}` where the library's name goes (its index beside it).
 fn walk_refusal_named(
     splits: &[WalkedSplit<'_>],
+    merged_order: bool,
     name: impl Fn(usize) -> String,
 ) -> Option<(String, Option<usize>)> {
     let mut library_input: Vec<Option<usize>> = Vec::new();
@@ -576,7 +584,7 @@ fn walk_refusal_named(
             ));
         }
         for (lib, c) in counts.iter().enumerate() {
-            if c.iter().all(|&n| n == 0) {
+            if merged_order || c.iter().all(|&n| n == 0) {
                 continue;
             }
             if lib >= library_input.len() {
@@ -675,7 +683,7 @@ pub fn join_files(
     use std::io::Write as _;
     let (cfg, _) = task_config(options)?;
     let (tmp, budget) = task_spill(&cfg)?;
-    let mut join = dist::MateJoin::default();
+    let mut join = dist::MateJoin::for_fixups(fixups);
     join.set_spill(tmp.path(), budget.0);
     for f in halves {
         let block = std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
@@ -736,7 +744,7 @@ pub fn join_within(
 ) -> Result<(Vec<Vec<u8>>, JoinReport)> {
     let (cfg, _) = task_config(options)?;
     let (tmp, budget) = task_spill(&cfg)?;
-    let mut join = dist::MateJoin::default();
+    let mut join = dist::MateJoin::for_fixups(fixups);
     join.set_spill(tmp.path(), budget.0);
     for b in blocks {
         join.add_block(b).context("joining mates across splits")?;
@@ -765,13 +773,7 @@ pub fn decide_bucket(
     fixups: &Fixups,
     options: &SortOptions,
 ) -> Result<SetsDecided> {
-    decide_bucket_from(inputs, options, |marker| {
-        for b in blocks {
-            marker.add_end_block(b, fixups)?;
-        }
-        Ok(())
-    })
-    .map(|(d, _)| d)
+    decide_bucket_from(inputs, options, |marker| marker.decide_ends(blocks, fixups)).map(|(d, _)| d)
 }
 
 /// [`decide_bucket`] of the ends in `ends` (files: the splits' and the
@@ -783,22 +785,28 @@ pub fn decide_bucket_files(
     fixups: &Fixups,
     options: &SortOptions,
 ) -> Result<(SetsDecided, u64)> {
+    let read =
+        |f: &PathBuf| std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()));
     decide_bucket_from(inputs, options, |marker| {
+        if fixups.merge_order().is_some() {
+            // Ranked in Picard's merged order once all are read.
+            let blocks = ends.iter().map(read).collect::<Result<Vec<_>>>()?;
+            let blocks: Vec<&[u8]> = blocks.iter().map(|b| b.as_slice()).collect();
+            return marker.decide_ends(&blocks, fixups);
+        }
         for f in ends {
-            let block =
-                std::fs::read(f).with_context(|| format!("{}: cannot read", f.display()))?;
             marker
-                .add_end_block(&block, fixups)
+                .add_end_block(&read(f)?, fixups)
                 .with_context(|| format!("{}: reading ends", f.display()))?;
         }
-        Ok(())
+        marker.decide_bucket()
     })
 }
 
 fn decide_bucket_from(
     inputs: &[PathBuf],
     options: &SortOptions,
-    add: impl FnOnce(&mut crate::markdup::Marker) -> Result<()>,
+    decide: impl FnOnce(&mut crate::markdup::Marker) -> Result<SetsDecided>,
 ) -> Result<(SetsDecided, u64)> {
     let (cfg, md) = task_config(options)?;
     let pool = crate::stages::pool(cfg.threads)?;
@@ -823,10 +831,26 @@ fn decide_bucket_from(
         }
     };
     marker.set_pool(pool);
-    add(&mut marker)?;
-    let d = marker
-        .decide_bucket()
-        .with_context(|| format!("{file}: deciding a bucket of duplicate sets"))?;
+    let d = decide(&mut marker).map_err(|e| {
+        let one_task = e
+            .find::<alnsort_markdup::MarkdupError>()
+            .is_some_and(|m| m.needs_one_task());
+        let what = if one_task {
+            // The tasks cannot put these inputs' records in Picard's merged
+            // order (the typed error kept as the source: the Ray driver
+            // then decides with one task).
+            let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "{}: the duplicate decision of these inputs cut into tasks would not be Picard's; decide \
+                 them with one task (alnsort.ray with --decision-buckets 0) or on one node (alnsort sort \
+                 --markdup)",
+                names.join(", ")
+            )
+        } else {
+            format!("{file}: deciding a bucket of duplicate sets")
+        };
+        crate::error::Error::context(what, e)
+    })?;
     let runs = marker.spill_stats().runs;
     drop(tmp);
     Ok((d, runs))
@@ -953,7 +977,7 @@ mod tests {
     #[test]
     fn a_walk_of_several_inputs_is_refused_where_it_is_not_picards() {
         let name = |i: usize| format!("in{i}.bam");
-        let walk = |splits: &[WalkedSplit<'_>]| walk_refusal_named(splits, name);
+        let walk = |splits: &[WalkedSplit<'_>]| walk_refusal_named(splits, false, name);
         let a: alnsort_markdup::LibraryCounts = vec![[1, 0, 2, 4, 0, 0]];
         let b: alnsort_markdup::LibraryCounts = vec![[0; 6], [0, 0, 3, 0, 1, 0]];
         // Libraries apart (two splits of input 0, one of input 1).

@@ -32,7 +32,13 @@
 //!
 //! Between tasks everything is bytes: ends 63 bytes each (the spill
 //! files' encoding), halves the same plus name and read group, index
-//! lists 8 bytes per listed index, slots 8 bytes per record.
+//! lists 8 bytes per listed index, slots 8 bytes per record. Several
+//! coordinate-sorted inputs that share a library (lanes of one library)
+//! keep Picard's merged order ([`merge_order`]): each end and half is
+//! followed by its (first) record's running maximum by htsjdk's
+//! coordinate comparator, each split's boundary carries its input and
+//! largest record, and the decision ranks each bucket's records in that
+//! order ([`MarkDuplicates::decide_merged`]).
 
 use std::collections::HashMap;
 
@@ -41,12 +47,14 @@ use crate::spill::{
     decode_end, decode_slot, encode_end, encode_slot, io_error, END_BYTES, SLOT_BYTES,
 };
 
+pub mod merge_order;
 mod wire;
 use crate::{
     flags, fragment_end, pair_end, walk_frag_sets, walk_records, Barcodes, DupSink, End,
     InputOrder, LibraryCounts, MarkDuplicates, MarkdupError, PartFound, ReadInfo, RecordSlot,
     SetSizeHistograms, Templates, WalkCarry,
 };
+use merge_order::{MergeKey, MergeOrder, RunningMax};
 pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 
 /// Bits of an [`ordinal`] that hold the record's index in its split (up to
@@ -58,6 +66,11 @@ pub const INDEX_BITS: u32 = 40;
 pub fn ordinal(split: u32, index: u64) -> i64 {
     ((split as u64) << INDEX_BITS | index) as i64
 }
+
+/// The bit that marks a first end's place in Picard's merged order
+/// ([`MarkDuplicates::decide_merged`]) among ordinals: above any
+/// ordinal of fewer than 2^22 splits.
+const RANK_BIT: u64 = 1 << 62;
 
 /// The split of an [`ordinal`], and the index in it.
 pub fn split_of(ordinal: u64) -> (usize, u64) {
@@ -254,6 +267,17 @@ pub struct Boundary {
     pub last_template: i64,
     /// The ordinal of the split's first record.
     pub first: i64,
+    /// Keeping Picard's merge order ([`SplitCollector::keeping_merge_order`]).
+    pub merge: Option<MergeBoundary>,
+}
+
+/// What the next splits need of a split keeping Picard's merge order of
+/// several coordinate-sorted inputs: its input, and its largest record by
+/// htsjdk's coordinate comparator (their priors: [`merge_order::priors`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MergeBoundary {
+    pub input: u32,
+    pub largest: Option<MergeKey>,
 }
 
 /// What a split gives the other tasks.
@@ -290,6 +314,9 @@ pub struct SplitCollector {
     ends: Vec<Vec<u8>>,
     /// Halves by name bucket.
     halves: Vec<Vec<u8>>,
+    /// Keeping Picard's merge order: the split's input and the running
+    /// maximum of its records.
+    merge: Option<(u32, RunningMax)>,
 }
 
 impl SplitCollector {
@@ -313,12 +340,36 @@ impl SplitCollector {
             slots: Vec::new(),
             ends: vec![Vec::new(); end_buckets.max(1)],
             halves: vec![Vec::new(); name_buckets.max(1)],
+            merge: None,
         }
+    }
+
+    /// Each end and half carries the running maximum of its record within
+    /// the split ([`merge_order`]), for the decision of coordinate-sorted
+    /// inputs that share a library ([`MarkDuplicates::decide_merged`]);
+    /// records are then pushed with [`SplitCollector::push_keyed`]. The
+    /// split is of input `input` (its splits' ordinals counted across
+    /// every input, in input order).
+    pub fn keeping_merge_order(mut self, input: u32) -> Self {
+        self.merge = Some((input, RunningMax::default()));
+        self
     }
 
     /// Adds the split's next record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
-        self.push_record(r, None)
+        self.push_record(r, None, None)
+    }
+
+    /// [`SplitCollector::push_parsed`] (`parsed`: `None` to parse here) of
+    /// a collector keeping the merge order: `key` is the record's fields
+    /// that htsjdk's coordinate comparator compares.
+    pub fn push_keyed(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Option<crate::optical::Location>,
+        key: &MergeKey<&[u8]>,
+    ) -> Result<(), MarkdupError> {
+        self.push_record(r, parsed, Some(key))
     }
 
     /// [`SplitCollector::push`] of a record whose name the caller parsed
@@ -329,14 +380,20 @@ impl SplitCollector {
         r: &ReadInfo<'_>,
         parsed: crate::optical::Location,
     ) -> Result<(), MarkdupError> {
-        self.push_record(r, Some(parsed))
+        self.push_record(r, Some(parsed), None)
     }
 
     fn push_record(
         &mut self,
         r: &ReadInfo<'_>,
         parsed: Option<crate::optical::Location>,
+        key: Option<&MergeKey<&[u8]>>,
     ) -> Result<(), MarkdupError> {
+        let running = match (&mut self.merge, key) {
+            (Some((_, m)), Some(k)) => Some(m.push(k)),
+            (None, None) => None,
+            _ => return Err(MarkdupError::MergeKeys),
+        };
         let ord = ordinal(self.split, self.index);
         self.index += 1;
         if self.first_name.is_none() {
@@ -364,6 +421,9 @@ impl SplitCollector {
         encode_end(&frag, &mut e);
         let bucket = end_bucket_of(&frag, self.ends.len());
         self.ends[bucket].extend_from_slice(&e);
+        if let Some(k) = running {
+            k.encode(&mut self.ends[bucket]);
+        }
         if frag.r2_ref != -1 {
             let bucket = name_bucket(r.rg.ordinal, r.name, self.halves.len());
             put_half(
@@ -375,6 +435,9 @@ impl SplitCollector {
                 r.name,
                 &mut self.halves[bucket],
             );
+            if let Some(k) = running {
+                k.encode(&mut self.halves[bucket]);
+            }
         }
         Ok(())
     }
@@ -388,6 +451,10 @@ impl SplitCollector {
             records: self.index,
             ranges: Vec::new(),
             boundary: Boundary {
+                merge: self.merge.map(|(input, m)| MergeBoundary {
+                    input,
+                    largest: m.max().cloned(),
+                }),
                 first_name: self.first_name,
                 last_name: self
                     .templates
@@ -432,6 +499,9 @@ pub fn continued_templates(bounds: &[Boundary]) -> Vec<Option<i64>> {
 pub struct Fixups {
     fixes: Vec<(i64, i64)>,
     grouped: bool,
+    /// The splits keep Picard's merge order (every boundary has its
+    /// [`MergeBoundary`]): their inputs and priors.
+    merge: Option<MergeOrder>,
 }
 
 impl Fixups {
@@ -443,10 +513,24 @@ impl Fixups {
             .filter_map(|(b, c)| c.map(|c| (b.first, c)))
             .collect();
         v.sort_unstable();
+        let merge: Option<Vec<(usize, Option<&MergeKey>)>> = bounds
+            .iter()
+            .map(|b| {
+                b.merge
+                    .as_ref()
+                    .map(|m| (m.input as usize, m.largest.as_ref()))
+            })
+            .collect();
         Fixups {
             fixes: v,
             grouped: bounds.iter().any(|b| b.last_name.is_some()),
+            merge: merge.filter(|m| !m.is_empty()).map(|m| MergeOrder::new(&m)),
         }
+    }
+
+    /// The splits' inputs and priors when they keep Picard's merge order.
+    pub fn merge_order(&self) -> Option<&MergeOrder> {
+        self.merge.as_ref()
     }
 
     fn apply(&self, i: i64) -> i64 {
@@ -475,7 +559,7 @@ pub fn join_mates(
     fixups: &Fixups,
     end_buckets: usize,
 ) -> Result<Vec<Vec<u8>>, MarkdupError> {
-    let mut join = MateJoin::default();
+    let mut join = MateJoin::for_fixups(fixups);
     for b in blocks {
         join.add_block(b)?;
     }
@@ -498,6 +582,9 @@ struct Held {
     key: u64,
     name_at: usize,
     name_len: u32,
+    /// The bytes of its record's running maximum ([`MergeKey::encode`]),
+    /// after its name: 0 unless the join keeps the merge order.
+    merge_len: u32,
 }
 
 /// The join's order of halves: by [`join_key`], read group and name (a
@@ -507,8 +594,21 @@ fn join_key(rg: i16, name: &[u8]) -> u64 {
     hash_bytes(name, rg as u16 as u64)
 }
 
-/// A half as the join compares it: its [`join_key`], fields and name.
-type HalfView<'a> = (u64, &'a HalfFields, &'a [u8]);
+/// A half as the join compares it: its [`join_key`], fields and name;
+/// then the bytes of its record's running maximum (empty unless the join
+/// keeps the merge order).
+type HalfView<'a> = (u64, &'a HalfFields, &'a [u8], &'a [u8]);
+
+/// A held half as the join compares it; `names`: the join's name bytes.
+fn held_view<'a>(h: &'a Held, names: &'a [u8]) -> HalfView<'a> {
+    let name_end = h.name_at + h.name_len as usize;
+    (
+        h.key,
+        &h.h,
+        &names[h.name_at..name_end],
+        &names[name_end..name_end + h.merge_len as usize],
+    )
+}
 
 /// [`join_key`]'s order of two halves.
 fn join_cmp(a: HalfView<'_>, b: HalfView<'_>) -> std::cmp::Ordering {
@@ -532,9 +632,24 @@ pub struct MateJoin {
     runs: Vec<HalfRun>,
     files: u64,
     runs_written: u64,
+    /// Keeping Picard's merge order of several inputs: the halves carry
+    /// their records' running maxima, and the pair ends their first
+    /// mate's.
+    merge: Option<MergeOrder>,
 }
 
 impl MateJoin {
+    /// A join of the splits whose `fixups` these are: when they keep
+    /// Picard's merge order ([`Fixups::merge_order`]) the halves carry
+    /// their records' running maxima and the pair ends their first mate's,
+    /// for [`MarkDuplicates::decide_merged`].
+    pub fn for_fixups(fixups: &Fixups) -> MateJoin {
+        MateJoin {
+            merge: fixups.merge.clone(),
+            ..MateJoin::default()
+        }
+    }
+
     /// Halves beyond `limit` bytes go to sorted run files in `dir`
     /// (removed as they are read back; on failure the caller removes
     /// `dir`).
@@ -547,7 +662,8 @@ impl MateJoin {
         self.runs_written
     }
 
-    /// Bytes the halves in memory take (each one's fields and name).
+    /// Bytes the halves in memory take (each one's fields, name and
+    /// running maximum).
     fn bytes(&self) -> usize {
         self.held.len() * std::mem::size_of::<Held>() + self.names.len()
     }
@@ -556,15 +672,25 @@ impl MateJoin {
     pub fn add_block(&mut self, block: &[u8]) -> Result<(), MarkdupError> {
         let mut at = 0;
         while at < block.len() {
-            let (h, name, next) = half_at(block, at)?;
+            let (h, name, mut next) = half_at(block, at)?;
+            let merge = if self.merge.is_some() {
+                let end = MergeKey::decode(block, next)?.1;
+                let key = &block[next..end];
+                next = end;
+                key
+            } else {
+                &[]
+            };
             at = next;
             self.held.push(Held {
                 h,
                 key: join_key(h.rg, name),
                 name_at: self.names.len(),
                 name_len: name.len() as u32,
+                merge_len: merge.len() as u32,
             });
             self.names.extend_from_slice(name);
+            self.names.extend_from_slice(merge);
             if self.spill.as_ref().is_some_and(|s| self.bytes() > s.1) {
                 self.spill_run()?;
             }
@@ -592,14 +718,7 @@ impl MateJoin {
             .map(|(i, h)| (h.key, i))
             .collect();
         let names = &self.names;
-        let half = |i: usize| {
-            let h = &self.held[i];
-            (
-                h.key,
-                &h.h,
-                &names[h.name_at..h.name_at + h.name_len as usize],
-            )
-        };
+        let half = |i: usize| held_view(&self.held[i], names);
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| join_cmp(half(a.1), half(b.1))));
         order
     }
@@ -610,10 +729,11 @@ impl MateJoin {
         if self.runs.len() >= crate::spill::MAX_RUNS {
             let old = std::mem::take(&mut self.runs);
             let path = self.next_path();
-            let mut stream = HalfStream::new(old, &[], &[], &[])?;
+            let keyed = self.merge.is_some();
+            let mut stream = HalfStream::new(old, &[], &[], &[], keyed)?;
             let mut w = HalfWriter::create(path)?;
-            while let Some((_, h, name)) = stream.next_half()? {
-                w.put(h, name)?;
+            while let Some((_, h, name, merge)) = stream.next_half()? {
+                w.put(h, name, merge)?;
             }
             self.runs_written += 1;
             self.runs.push(w.finish()?);
@@ -622,9 +742,8 @@ impl MateJoin {
         let path = self.next_path();
         let mut w = HalfWriter::create(path)?;
         for &(_, i) in &order {
-            let held = &self.held[i];
-            let name = &self.names[held.name_at..held.name_at + held.name_len as usize];
-            w.put(&held.h, name)?;
+            let (_, h, name, merge) = held_view(&self.held[i], &self.names);
+            w.put(h, name, merge)?;
         }
         self.runs_written += 1;
         self.runs.push(w.finish()?);
@@ -645,10 +764,12 @@ impl MateJoin {
         // keyed by (reference, read group, name), so names do not meet.
         let order = self.sorted();
         let runs = std::mem::take(&mut self.runs);
-        let mut stream = HalfStream::new(runs, &self.held, &order, &self.names)?;
+        let merge = self.merge.take();
+        let mut stream = HalfStream::new(runs, &self.held, &order, &self.names, merge.is_some())?;
         // The name's waiting mates by the reference they wait under (a
-        // name has few: a list, searched).
-        let mut waiting: Vec<(i32, End)> = Vec::new();
+        // name has few: a list, searched), with their running maxima.
+        let mut waiting: Vec<(i32, End, Vec<u8>)> = Vec::new();
+        let mut entry: Vec<u8> = Vec::new();
         let mut last: Option<(u64, i16)> = None;
         let mut last_name: Vec<u8> = Vec::new();
         // Name-grouped input: the name's current template (its first
@@ -656,7 +777,7 @@ impl MateJoin {
         // pair.
         let mut template: Option<(i64, bool, bool)> = None;
         let mut buf = [0u8; END_BYTES];
-        while let Some((key, h, name)) = stream.next_half()? {
+        while let Some((key, h, name, running)) = stream.next_half()? {
             if last != Some((key, h.rg)) || last_name != name {
                 waiting.clear();
                 template = None;
@@ -671,16 +792,42 @@ impl MateJoin {
             }
             match waiting.iter().position(|w| w.0 == frag.r1_ref) {
                 Some(i) => {
-                    let p = waiting.swap_remove(i).1;
+                    let (_, p, p_running) = waiting.swap_remove(i);
                     let e = pair_end(p, &frag, h.read1, h.barcodes);
                     encode_end(&e, &mut buf);
-                    out(end_bucket_of(&e, end_buckets.max(1)), &buf)?;
+                    let bucket = end_bucket_of(&e, end_buckets.max(1));
+                    match &merge {
+                        None => out(bucket, &buf)?,
+                        Some(m) => {
+                            // Mates in two inputs: Picard meets them in its
+                            // merged stream, whose order of the two the
+                            // pairing would need.
+                            if m.input_of(p.r1_index)? != m.input_of(frag.r1_index)? {
+                                return Err(MarkdupError::MatesInTwoInputs {
+                                    name: name.to_vec(),
+                                });
+                            }
+                            entry.clear();
+                            entry.extend_from_slice(&buf);
+                            let first = if e.r1_index == p.r1_index {
+                                &p_running[..]
+                            } else {
+                                running
+                            };
+                            entry.extend_from_slice(first);
+                            out(bucket, &entry)?;
+                        }
+                    }
                 }
                 // A later half waiting under the same reference replaces
                 // the earlier one.
                 None => match waiting.iter_mut().find(|w| w.0 == frag.r2_ref) {
-                    Some(w) => w.1 = frag,
-                    None => waiting.push((frag.r2_ref, frag)),
+                    Some(w) => {
+                        w.1 = frag;
+                        w.2.clear();
+                        w.2.extend_from_slice(running);
+                    }
+                    None => waiting.push((frag.r2_ref, frag, running.to_vec())),
                 },
             }
         }
@@ -741,10 +888,11 @@ impl HalfWriter {
         })
     }
 
-    fn put(&mut self, h: &HalfFields, name: &[u8]) -> Result<(), MarkdupError> {
+    fn put(&mut self, h: &HalfFields, name: &[u8], merge: &[u8]) -> Result<(), MarkdupError> {
         use std::io::Write as _;
         self.buf.clear();
         encode_half(h, name, &mut self.buf);
+        self.buf.extend_from_slice(merge);
         self.w
             .write_all(&self.buf)
             .map_err(io_error(&self.path, "writing a spill file"))?;
@@ -772,10 +920,14 @@ struct HalfReader {
     path: std::path::PathBuf,
     head: Option<(u64, HalfFields)>,
     name: Vec<u8>,
+    /// Whether each half is followed by its record's running maximum, and
+    /// the head's.
+    keyed: bool,
+    merge: Vec<u8>,
 }
 
 impl HalfReader {
-    fn open(run: HalfRun) -> Result<HalfReader, MarkdupError> {
+    fn open(run: HalfRun, keyed: bool) -> Result<HalfReader, MarkdupError> {
         let file =
             std::fs::File::open(&run.path).map_err(io_error(&run.path, "opening a spill file"))?;
         Ok(HalfReader {
@@ -784,6 +936,8 @@ impl HalfReader {
             path: run.path,
             head: None,
             name: Vec::new(),
+            keyed,
+            merge: Vec::new(),
         })
     }
 
@@ -802,6 +956,19 @@ impl HalfReader {
         self.r
             .read_exact(&mut self.name)
             .map_err(io_error(&self.path, "reading a spill file"))?;
+        if self.keyed {
+            let mut fixed = [0u8; merge_order::KEY_FIXED];
+            self.r
+                .read_exact(&mut fixed)
+                .map_err(io_error(&self.path, "reading a spill file"))?;
+            self.merge.clear();
+            self.merge.extend_from_slice(&fixed);
+            self.merge
+                .resize(fixed.len() + merge_order::key_name_len(&fixed), 0);
+            self.r
+                .read_exact(&mut self.merge[fixed.len()..])
+                .map_err(io_error(&self.path, "reading a spill file"))?;
+        }
         self.left -= 1;
         let h = half_fields(&fixed);
         self.head = Some((join_key(h.rg, &self.name), h));
@@ -836,10 +1003,11 @@ impl<'a> HalfStream<'a> {
         held: &'a [Held],
         order: &'a [(u64, usize)],
         names: &'a [u8],
+        keyed: bool,
     ) -> Result<HalfStream<'a>, MarkdupError> {
         let mut runs = runs
             .into_iter()
-            .map(HalfReader::open)
+            .map(|r| HalfReader::open(r, keyed))
             .collect::<Result<Vec<_>, _>>()?;
         for r in &mut runs {
             r.advance()?;
@@ -855,11 +1023,9 @@ impl<'a> HalfStream<'a> {
     }
 
     fn memory_head(&self) -> Option<HalfView<'a>> {
-        let h = &self.held[self.order.get(self.at)?.1];
-        Some((
-            h.key,
-            &h.h,
-            &self.names[h.name_at..h.name_at + h.name_len as usize],
+        Some(held_view(
+            &self.held[self.order.get(self.at)?.1],
+            self.names,
         ))
     }
 
@@ -875,7 +1041,7 @@ impl<'a> HalfStream<'a> {
         let mut best = self.memory_head().map(|m| (self.runs.len(), m));
         for (i, r) in self.runs.iter().enumerate() {
             if let Some((key, h)) = &r.head {
-                let cand = (*key, h, r.name.as_slice());
+                let cand = (*key, h, r.name.as_slice(), r.merge.as_slice());
                 if best.is_none_or(|(_, b)| join_cmp(cand, b).is_lt()) {
                     best = Some((i, cand));
                 }
@@ -948,6 +1114,9 @@ impl MarkDuplicates {
         blocks: &[&[u8]],
         fixups: &Fixups,
     ) -> Result<SetsDecided, MarkdupError> {
+        if let Some(order) = fixups.merge_order() {
+            return self.decide_merged(blocks, fixups, order);
+        }
         for b in blocks {
             self.add_end_block(b, fixups)?;
         }
@@ -972,6 +1141,78 @@ impl MarkDuplicates {
             self.add_end(e)?;
         }
         Ok(())
+    }
+
+    /// [`MarkDuplicates::decide_ends`] of ends that carry their first
+    /// record's running maximum within its split (collectors and joins
+    /// keeping the merge order of several coordinate-sorted inputs,
+    /// `order`): the records are put in Picard's merged order
+    /// ([`merge_order::order_places`]) and the ends compared by their
+    /// places in it; the listed indexes are the records' ordinals as
+    /// always. Two inputs' equal running maxima are refused
+    /// ([`MarkdupError::MergeTie`]): one task decides then. The ends and
+    /// their keys are held in memory until all are read (the marker's
+    /// spill limit applies from then on).
+    pub fn decide_merged(
+        &mut self,
+        blocks: &[&[u8]],
+        fixups: &Fixups,
+        order: &MergeOrder,
+    ) -> Result<SetsDecided, MarkdupError> {
+        let mut ends: Vec<End> = Vec::new();
+        let mut places: Vec<merge_order::Place> = Vec::new();
+        for b in blocks {
+            let mut at = 0;
+            while at < b.len() {
+                let fixed = b
+                    .get(at..at + END_BYTES)
+                    .ok_or_else(|| bad_block("read ends", b.len(), at))?;
+                let mut e = decode_end(fixed.try_into().expect("sized"));
+                fixups.apply_end(&mut e);
+                let (local, next) = MergeKey::decode(b, at + END_BYTES)?;
+                at = next;
+                places.push(order.place(e.r1_index, local)?);
+                ends.push(e);
+            }
+        }
+        // One place per record (a record's fragment end and its pair end
+        // name it both, with one running maximum).
+        places.sort_unstable_by_key(|p| p.ordinal);
+        places.dedup_by_key(|p| p.ordinal);
+        let merged = merge_order::order_places(&places).map_err(|t| MarkdupError::MergeTie {
+            a_input: t.a.0,
+            b_input: t.b.0,
+            name: t.name,
+        })?;
+        // Ranks stand for the records' first-end indexes, above every
+        // ordinal so that listed ranks and listed ordinals (second ends)
+        // are told apart.
+        let mut rank_of = vec![0u64; places.len()];
+        for (rank, &p) in merged.iter().enumerate() {
+            rank_of[p] = rank as u64;
+        }
+        for mut e in ends {
+            let p = places
+                .binary_search_by_key(&e.r1_index, |p| p.ordinal)
+                .expect("every end's place is listed");
+            e.r1_index = (RANK_BIT | rank_of[p]) as i64;
+            self.add_end(e)?;
+        }
+        let mut d = self.decide_bucket()?;
+        let ordinal_of = |v: u64| {
+            if v & RANK_BIT != 0 {
+                places[merged[(v & !RANK_BIT) as usize]].ordinal as u64
+            } else {
+                v
+            }
+        };
+        for list in [&mut d.duplicates, &mut d.optical] {
+            for v in list.iter_mut() {
+                *v = ordinal_of(*v);
+            }
+            list.sort_unstable();
+        }
+        Ok(d)
     }
 
     /// The duplicate sets of the ends added since the last call (the runs

@@ -111,6 +111,31 @@ pub enum MarkdupError {
         ordinal: i64,
         earlier: i64,
     },
+    /// A collector keeping Picard's merge order was given a record without
+    /// its comparator fields, or one not keeping it a record with them.
+    #[error("a split's records were collected with and without their merge keys: a caller mixed the paths")]
+    MergeKeys,
+    /// Several coordinate-sorted inputs: two records of two inputs have
+    /// equal running maxima by htsjdk's coordinate comparator
+    /// ([`dist::merge_order`]), so Java's heap orders them in Picard's
+    /// merged stream, which the tasks do not know; one task decides.
+    #[error(
+        "records of input {} and input {} have equal running maxima (read {}) by htsjdk's coordinate comparator: \
+         Java's heap orders them in Picard's merged stream",
+        a_input, b_input, String::from_utf8_lossy(name)
+    )]
+    MergeTie {
+        a_input: u32,
+        b_input: u32,
+        name: Vec<u8>,
+    },
+    /// Several coordinate-sorted inputs: a template's mates are in two
+    /// inputs, which Picard pairs in its merged stream's order.
+    #[error(
+        "the mates of read {} are in two inputs: Picard pairs them in its merged stream's order",
+        String::from_utf8_lossy(name)
+    )]
+    MatesInTwoInputs { name: Vec<u8> },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {
@@ -150,6 +175,18 @@ pub enum MarkdupError {
         mate_ref: i32,
         read_group: String,
     },
+}
+
+impl MarkdupError {
+    /// Whether the tasks of several coordinate-sorted inputs cannot put
+    /// these records in Picard's merged order ([`dist::merge_order`]): the
+    /// decision then goes to one task, not an error of the input.
+    pub fn needs_one_task(&self) -> bool {
+        matches!(
+            self,
+            MarkdupError::MergeTie { .. } | MarkdupError::MatesInTwoInputs { .. }
+        )
+    }
 }
 
 /// A record's read group as Picard sees it, resolved against the header by

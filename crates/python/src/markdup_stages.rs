@@ -124,23 +124,56 @@ pub fn stage_markdup_split_bases(
 
 /// A split's [`dist::Boundary`] as Python holds it: (first name, last
 /// name, ordinal of the last template's first record, ordinal of the
-/// first record).
-type BoundaryTuple = (Option<Vec<u8>>, Option<Vec<u8>>, i64, i64);
+/// first record, keeping Picard's merge order: (its input, its largest
+/// record's merge key as bytes) or None).
+type BoundaryTuple = (
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    i64,
+    i64,
+    Option<(u32, Option<Vec<u8>>)>,
+);
 
-fn boundary(t: BoundaryTuple) -> dist::Boundary {
-    dist::Boundary {
+fn boundary(t: BoundaryTuple) -> PyResult<dist::Boundary> {
+    let merge = match t.4 {
+        None => None,
+        Some((input, key)) => Some(dist::MergeBoundary {
+            input,
+            largest: match key {
+                None => None,
+                Some(k) => Some(
+                    dist::merge_order::MergeKey::decode(&k, 0)
+                        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?
+                        .0,
+                ),
+            },
+        }),
+    };
+    Ok(dist::Boundary {
         first_name: t.0,
         last_name: t.1,
         last_template: t.2,
         first: t.3,
-    }
+        merge,
+    })
+}
+
+/// Why the tasks cannot put several inputs' records in Picard's merged
+/// order (the decision goes to one task), when that is what `e` says.
+fn one_task_because(e: &alnsort_engine::Error) -> Option<String> {
+    e.find::<alnsort_markdup::MarkdupError>()
+        .filter(|m| m.needs_one_task())
+        .map(|m| m.to_string())
 }
 
 /// The fix-ups of templates crossing split boundaries, from every split's
 /// boundary (in split order): the same in every task that needs them.
-fn fixups(bounds: Vec<BoundaryTuple>) -> Fixups {
-    let bounds: Vec<_> = bounds.into_iter().map(boundary).collect();
-    Fixups::new(&bounds, &dist::continued_templates(&bounds))
+fn fixups(bounds: Vec<BoundaryTuple>) -> PyResult<Fixups> {
+    let bounds = bounds
+        .into_iter()
+        .map(boundary)
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(Fixups::new(&bounds, &dist::continued_templates(&bounds)))
 }
 
 /// A split's share as Python takes it: (fragment ends by end bucket, mate
@@ -150,7 +183,7 @@ type ShareResult = (
     Vec<Py<PyBytes>>,
     Vec<Py<PyBytes>>,
     Py<PyBytes>,
-    (Option<Py<PyBytes>>, Option<Py<PyBytes>>, i64, i64),
+    BoundaryOut,
     u64,
     Py<PyBytes>,
 );
@@ -175,10 +208,27 @@ pub fn stage_markdup_collect(
     Ok(share_result(py, &share))
 }
 
+/// A [`BoundaryTuple`] as Rust gives it to Python.
+type BoundaryOut = (
+    Option<Py<PyBytes>>,
+    Option<Py<PyBytes>>,
+    i64,
+    i64,
+    Option<(u32, Option<Py<PyBytes>>)>,
+);
+
 /// A split's share as Python takes it ([`ShareResult`]).
 fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
     let name = |n: &Option<Vec<u8>>| n.as_ref().map(|n| PyBytes::new(py, n).unbind());
     let b = &share.boundary;
+    let merge = b.merge.as_ref().map(|m| {
+        let key = m.largest.as_ref().map(|k| {
+            let mut bytes = Vec::new();
+            k.encode(&mut bytes);
+            PyBytes::new(py, &bytes).unbind()
+        });
+        (m.input, key)
+    });
     (
         bytes_list(py, &share.ends),
         bytes_list(py, &share.halves),
@@ -188,6 +238,7 @@ fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
             name(&b.last_name),
             b.last_template,
             b.first,
+            merge,
         ),
         share.records,
         PyBytes::new(py, &share.ranges).unbind(),
@@ -233,9 +284,12 @@ pub fn stage_map_collecting(
 /// template began when that was in an earlier split, else None
 /// (`dist::continued_templates`).
 #[pyfunction]
-pub fn stage_markdup_continued(bounds: Vec<BoundaryTuple>) -> Vec<Option<i64>> {
-    let bounds: Vec<_> = bounds.into_iter().map(boundary).collect();
-    dist::continued_templates(&bounds)
+pub fn stage_markdup_continued(bounds: Vec<BoundaryTuple>) -> PyResult<Vec<Option<i64>>> {
+    let bounds = bounds
+        .into_iter()
+        .map(boundary)
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(dist::continued_templates(&bounds))
 }
 
 /// The pair ends of one name bucket's halves (a block from every split),
@@ -245,7 +299,8 @@ pub fn stage_markdup_continued(bounds: Vec<BoundaryTuple>) -> Vec<Option<i64>> {
 /// `stages_markdup::join_within`); a template scattered over `splits`
 /// (of `inputs`, in split order: they name the record in the message) is
 /// refused as one node refuses it. Returns (pair ends by end bucket, the
-/// runs written).
+/// runs written, why the decision goes to one task: a template's mates in
+/// two of several coordinate-sorted inputs, else None).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_markdup_join(
@@ -256,19 +311,29 @@ pub fn stage_markdup_join(
     options: Keywords,
     inputs: Vec<PathBuf>,
     splits: Vec<SplitTuple>,
-) -> PyResult<(Vec<Py<PyBytes>>, u64)> {
+) -> PyResult<(Vec<Py<PyBytes>>, u64, Option<String>)> {
     let o = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
+    let fixups = fixups(bounds)?;
     let got = py.detach(move || {
         let names = splits
             .into_iter()
             .map(|t| stages_markdup::split_file(&inputs, &spec(t)))
             .collect::<alnsort_engine::error::Result<Vec<_>>>()?;
-        stages_markdup::join_within(&slices, &fixups(bounds), end_buckets, &o, &names)
+        stages_markdup::join_within(&slices, &fixups, end_buckets, &o, &names)
     });
-    let (ends, report) = got.map_err(|e| raise(py, e))?;
-    Ok((bytes_list(py, &ends), report.runs))
+    match got {
+        Ok((ends, report)) => Ok((bytes_list(py, &ends), report.runs, None)),
+        Err(e) => match one_task_because(&e) {
+            Some(why) => Ok((
+                bytes_list(py, &vec![Vec::new(); end_buckets.max(1)]),
+                0,
+                Some(why),
+            )),
+            None => Err(raise(py, e)),
+        },
+    }
 }
 
 /// A bucket's set-size histograms and optical counts as Python holds
@@ -282,8 +347,15 @@ type SetCounts = (
 );
 
 /// One bucket's decision as Python takes it: (duplicate index lists by
-/// split, optical index lists by split, the bucket's counts).
-type BucketResult = (Vec<Py<PyBytes>>, Vec<Py<PyBytes>>, SetCounts);
+/// split, optical index lists by split, the bucket's counts, why the
+/// decision goes to one task: two of several inputs' records the tasks
+/// cannot order, else None).
+type BucketResult = (
+    Vec<Py<PyBytes>>,
+    Vec<Py<PyBytes>>,
+    SetCounts,
+    Option<String>,
+);
 
 /// The duplicate sets of one end bucket (`stages_markdup::decide_bucket`;
 /// blocks: the bucket's fragment ends from every split and pair ends from
@@ -302,19 +374,32 @@ pub fn stage_markdup_decide_bucket(
     let o = typed(py, &options)?;
     let held = HeldBlocks::new(&blocks)?;
     let slices = held.slices();
+    let fixups = fixups(bounds)?;
     let got = py.detach(move || {
-        let d = stages_markdup::decide_bucket(&inputs, &slices, &fixups(bounds), &o)?;
+        let d = stages_markdup::decide_bucket(&inputs, &slices, &fixups, &o)?;
         let lists = d.by_split(splits).map_err(alnsort_engine::Error::from)?;
         Ok::<_, alnsort_engine::Error>((lists, d))
     });
-    let ((dups, optical), d) = got.map_err(|e| raise(py, e))?;
+    let (((dups, optical), d), why) = match got {
+        Ok(x) => (x, None),
+        Err(e) => match one_task_because(&e) {
+            Some(why) => (
+                (
+                    (vec![Vec::new(); splits], vec![Vec::new(); splits]),
+                    dist::SetsDecided::default(),
+                ),
+                Some(why),
+            ),
+            None => return Err(raise(py, e)),
+        },
+    };
     let counts = (
         d.set_sizes.all_sets,
         d.set_sizes.optical_sets,
         d.set_sizes.non_optical_sets,
         d.optical_by_library,
     );
-    Ok((bytes_list(py, &dups), bytes_list(py, &optical), counts))
+    Ok((bytes_list(py, &dups), bytes_list(py, &optical), counts, why))
 }
 
 /// A bit set as the little-endian bytes of its words.

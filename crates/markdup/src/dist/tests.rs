@@ -4,6 +4,7 @@
 //! over several splits) and any number of buckets.
 
 use super::*;
+use crate::flags;
 use crate::tests::{mark, random_records, read_info, two_libraries as groups, Rec, Rng};
 use crate::{metrics_report, Bits, MetricsReport};
 
@@ -418,4 +419,324 @@ fn a_template_scattered_over_splits_is_refused_by_the_join() {
         check(&grouped, InputOrder::Queryname, &cuts, 1, 1);
     }
     check(&recs, InputOrder::Coordinate, &[2], 1, 1);
+}
+
+/// The fields htsjdk's coordinate comparator compares of a generated
+/// record (its 5' end standing for its position).
+fn merge_key(r: &Rec) -> merge_order::MergeKey<&[u8]> {
+    merge_order::MergeKey {
+        ref_id: r.2,
+        pos: r.3,
+        flag: r.1,
+        mapq: 0,
+        mate_ref: r.4,
+        mate_pos: 0,
+        tlen: 0,
+        name: r.0.as_bytes(),
+    }
+}
+
+/// Several coordinate-sorted inputs whose libraries are in each (lanes
+/// of one library): input `i`'s templates are named `r{t}_{i}:...`, so
+/// names interleave across inputs, and sorted by (reference, position,
+/// strand) only, as samtools sorts them. For odd seeds the names have no
+/// flow-cell location (as SRA's), so that ends of equal scores are told
+/// apart by their records' places alone (with a location the tile and
+/// coordinates come first).
+fn lanes(seed: u64, inputs: usize, templates: usize) -> Vec<Vec<Rec>> {
+    (0..inputs)
+        .map(|i| {
+            let mut recs = random_records(seed * 7 + i as u64, templates, false);
+            for r in &mut recs {
+                let (t, rest) = r.0.split_once(':').unwrap();
+                r.0 = if seed % 2 == 1 {
+                    format!("{t}_{i}")
+                } else {
+                    format!("{t}_{i}:{rest}")
+                };
+            }
+            recs.sort_by_key(|r| (r.2 as u32, r.3, r.1 & flags::REVERSE));
+            recs
+        })
+        .collect()
+}
+
+/// One marker over the inputs merged as htsjdk merges them (the smallest
+/// of the inputs' next records by its coordinate comparator taken each
+/// time; the earlier input on equal records, which decides nothing where
+/// no two inputs' running maxima are equal): the bits in each input's
+/// order, inputs one after the other; `None` where two inputs' running
+/// maxima are equal (Java's heap order, which the tasks refuse).
+fn lanes_one_marker(inputs: &[Vec<Rec>]) -> Option<(Vec<bool>, Vec<bool>, MetricsReport)> {
+    let mut places = Vec::new();
+    for (i, recs) in inputs.iter().enumerate() {
+        let mut m = merge_order::RunningMax::default();
+        for (o, r) in recs.iter().enumerate() {
+            let max = m.push(&merge_key(r)).clone();
+            places.push(merge_order::Place {
+                input: i as u32,
+                ordinal: o as i64,
+                max,
+            });
+        }
+    }
+    merge_order::order_places(&places).ok()?;
+    let mut next = vec![0usize; inputs.len()];
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    loop {
+        let least = (0..inputs.len())
+            .filter(|&i| next[i] < inputs[i].len())
+            .min_by(|&a, &b| {
+                merge_key(&inputs[a][next[a]])
+                    .htsjdk_cmp(&merge_key(&inputs[b][next[b]]))
+                    .then(a.cmp(&b))
+            });
+        let Some(i) = least else { break };
+        merged.push((i, next[i]));
+        next[i] += 1;
+    }
+    let recs: Vec<Rec> = merged.iter().map(|&(i, o)| inputs[i][o].clone()).collect();
+    let want = mark(&recs, InputOrder::Coordinate, None);
+    let (dup, opt) = (bits(&want.duplicate), bits(want.optical.as_ref().unwrap()));
+    // Back to input order, inputs one after the other.
+    let base: Vec<usize> = inputs
+        .iter()
+        .scan(0, |b, v| {
+            let here = *b;
+            *b += v.len();
+            Some(here)
+        })
+        .collect();
+    let mut by_input = vec![(false, false); recs.len()];
+    for (k, &(i, o)) in merged.iter().enumerate() {
+        by_input[base[i] + o] = (dup[k], opt[k]);
+    }
+    Some((
+        by_input.iter().map(|b| b.0).collect(),
+        by_input.iter().map(|b| b.1).collect(),
+        want.metrics,
+    ))
+}
+
+/// The tasks on lanes: each input cut before the indexes of its `cuts`,
+/// collectors and joins keeping the merge order, each input's walk
+/// started afresh.
+fn lanes_dist(
+    inputs: &[Vec<Rec>],
+    cuts: &[Vec<usize>],
+    buckets: usize,
+    names: usize,
+    spill: Option<(&std::path::Path, usize)>,
+) -> Result<(Vec<bool>, Vec<bool>, MetricsReport), MarkdupError> {
+    let mut groups = groups();
+    let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+    let mut shares = Vec::new();
+    let mut split_input = Vec::new();
+    for (i, recs) in inputs.iter().enumerate() {
+        let mut bounds = vec![0];
+        bounds.extend_from_slice(&cuts[i]);
+        bounds.push(recs.len());
+        for w in bounds.windows(2) {
+            let s = shares.len() as u32;
+            let mut c = SplitCollector::new(
+                InputOrder::Coordinate,
+                NameParser::Default,
+                s,
+                buckets,
+                names,
+            )
+            .keeping_merge_order(i as u32);
+            for r in &recs[w[0]..w[1]] {
+                c.push_keyed(&read_info(r, &rgs), None, &merge_key(r))?;
+            }
+            shares.push(c.finish());
+            split_input.push(i);
+        }
+    }
+    let splits = shares.len();
+    let bnds: Vec<Boundary> = shares.iter().map(|s| s.boundary.clone()).collect();
+    let continued = continued_templates(&bnds);
+    let fixups = Fixups::new(&bnds, &continued);
+    let mut joined = Vec::new();
+    for j in 0..names {
+        let mut join = MateJoin::for_fixups(&fixups);
+        if let Some((dir, limit)) = spill {
+            join.set_spill(dir, limit);
+        }
+        for s in &shares {
+            join.add_block(&s.halves[j])?;
+        }
+        let mut out = vec![Vec::new(); buckets];
+        join.finish(&fixups, buckets, &mut |b, e| {
+            out[b].extend_from_slice(e);
+            Ok(())
+        })?;
+        joined.push(out);
+    }
+    let mut md = MarkDuplicates::with_order(groups.clone(), InputOrder::Coordinate);
+    md.set_track_optical(true);
+    if let Some((dir, limit)) = spill {
+        md.set_spill(dir, limit, true);
+    }
+    let mut total = SetsDecided::default();
+    let mut lists = Vec::new();
+    for b in 0..buckets {
+        let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
+        blocks.extend(joined.iter().map(|j| j[b].as_slice()));
+        let d = md.decide_ends(&blocks, &fixups)?;
+        lists.push(d.by_split(splits)?);
+        total.add_counts(d);
+    }
+    let mut counts = Vec::new();
+    let (mut dup, mut opt) = (Vec::new(), Vec::new());
+    let mut carry = WalkCarry::default();
+    for s in 0..splits {
+        if s == 0 || split_input[s] != split_input[s - 1] {
+            carry = WalkCarry::default();
+        }
+        let dups: Vec<&[u8]> = lists.iter().map(|l| l.0[s].as_slice()).collect();
+        let op: Vec<&[u8]> = lists.iter().map(|l| l.1[s].as_slice()).collect();
+        let o = finish_split(
+            &shares[s].slots,
+            continued[s].is_some(),
+            &dups,
+            Some(&op),
+            carry,
+        )?;
+        assert_eq!(o.repeated, 0);
+        carry = o.carry;
+        dup.extend(bits(&o.duplicate));
+        opt.extend(bits(o.optical.as_ref().unwrap()));
+        add_library_counts(&mut counts, &o.counts);
+    }
+    let metrics = metrics_report(&groups, &counts, &total.optical_by_library, total.set_sizes);
+    Ok((dup, opt, metrics))
+}
+
+/// Cuts of each input: none, every `every` records, or at random places
+/// (empty splits among them).
+fn lanes_cuts(inputs: &[Vec<Rec>], rng: &mut Rng, how: usize) -> Vec<Vec<usize>> {
+    inputs
+        .iter()
+        .map(|recs| match how {
+            0 => Vec::new(),
+            1 => (1..recs.len()).step_by(3).collect(),
+            _ => {
+                let mut c: Vec<usize> = (0..1 + rng.below(6))
+                    .map(|_| rng.below(recs.len() as u64 + 1) as usize)
+                    .collect();
+                c.sort_unstable();
+                c
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn lanes_of_one_library_decided_per_bucket_give_one_markers_answer() {
+    let (mut exact, mut ties, mut differ) = (0, 0, 0);
+    for seed in 1..40u64 {
+        let inputs = lanes(seed, 2 + seed as usize % 2, 60 + seed as usize * 5);
+        let Some((dup, opt, metrics)) = lanes_one_marker(&inputs) else {
+            // Equal running maxima in two inputs: the tasks must refuse.
+            let e = lanes_dist(&inputs, &vec![Vec::new(); inputs.len()], 2, 2, None).unwrap_err();
+            assert!(matches!(e, MarkdupError::MergeTie { .. }), "{e}");
+            ties += 1;
+            continue;
+        };
+        // Input order instead of Picard's merged order changes some flag.
+        let concatenated: Vec<Rec> = inputs.concat();
+        differ +=
+            (bits(&mark(&concatenated, InputOrder::Coordinate, None).duplicate) != dup) as u32;
+        let mut rng = Rng(seed * 131 + 1);
+        for (how, buckets, names) in [(0, 1, 1), (1, 3, 2), (2, 8, 5), (2, 4, 8), (1, 2, 1)] {
+            let cuts = lanes_cuts(&inputs, &mut rng, how);
+            let ctx =
+                format!("seed {seed}, cuts {cuts:?}, {buckets} buckets, {names} name buckets");
+            let (d, o, m) = lanes_dist(&inputs, &cuts, buckets, names, None)
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(d, dup, "duplicates: {ctx}");
+            assert_eq!(o, opt, "optical: {ctx}");
+            assert_eq!(m, metrics, "metrics: {ctx}");
+        }
+        exact += 1;
+    }
+    assert!(
+        exact >= 20 && differ >= 10,
+        "{exact} exact, {ties} ties, {differ} differ"
+    );
+}
+
+#[test]
+fn lanes_joins_and_decisions_beyond_a_limit_spill_and_give_the_same_answer() {
+    let dir = std::env::temp_dir().join(format!("alnsort-lanes-spill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checked = 0;
+    for seed in 50..60u64 {
+        let inputs = lanes(seed, 2, 300);
+        let Some(want) = lanes_one_marker(&inputs) else {
+            continue;
+        };
+        let mut rng = Rng(seed);
+        let cuts = lanes_cuts(&inputs, &mut rng, 2);
+        let got = lanes_dist(&inputs, &cuts, 2, 2, Some((&dir, 4096))).unwrap();
+        assert_eq!(got, want, "seed {seed}");
+        checked += 1;
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(checked >= 5, "{checked}");
+}
+
+#[test]
+fn lanes_mates_in_two_inputs_are_refused() {
+    let inputs = lanes(3, 2, 40);
+    let mut moved = inputs.clone();
+    // Give a pair's second mate to the other input (same name and group).
+    let at = moved[0]
+        .iter()
+        .position(|r| r.1 & flags::READ2 != 0 && r.1 & flags::UNMAPPED == 0 && r.4 != -1)
+        .unwrap();
+    let r = moved[0].remove(at);
+    moved[1].push(r);
+    moved[1].sort_by_key(|r| (r.2 as u32, r.3, r.1 & flags::REVERSE));
+    let e = lanes_dist(&moved, &[Vec::new(), Vec::new()], 2, 2, None).unwrap_err();
+    assert!(matches!(e, MarkdupError::MatesInTwoInputs { .. }), "{e}");
+}
+
+#[test]
+fn lanes_with_one_record_in_two_inputs_are_refused_as_a_tie() {
+    let mut tried = 0;
+    for seed in 1..10u64 {
+        let mut inputs = lanes(seed, 2, 60);
+        // A mapped fragment that begins its (reference, position, strand)
+        // in input 0, copied to the start of that group in input 1: the
+        // two records' running maxima are equal.
+        let key = |r: &Rec| (r.2 as u32, r.3, r.1 & flags::REVERSE);
+        let Some(at) = (0..inputs[0].len()).find(|&k| {
+            let r = &inputs[0][k];
+            r.4 == -1 && r.1 & flags::UNMAPPED == 0 && (k == 0 || key(&inputs[0][k - 1]) != key(r))
+        }) else {
+            continue;
+        };
+        let copy = inputs[0][at].clone();
+        inputs[1].insert(0, copy);
+        inputs[1].sort_by_key(key);
+        assert!(lanes_one_marker(&inputs).is_none(), "seed {seed}: a tie");
+        for buckets in [1, 3] {
+            let e = lanes_dist(&inputs, &[vec![5], vec![]], buckets, 2, None).unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    MarkdupError::MergeTie {
+                        a_input: 0,
+                        b_input: 1,
+                        ..
+                    }
+                ),
+                "seed {seed}: {e}"
+            );
+        }
+        tried += 1;
+    }
+    assert!(tried >= 5, "{tried}");
 }

@@ -139,6 +139,21 @@ impl Boundary {
         put_bytes(&mut out, self.last_name.as_deref());
         out.extend_from_slice(&self.last_template.to_le_bytes());
         out.extend_from_slice(&self.first.to_le_bytes());
+        // Keeping the merge order: 1, the input, the largest record's key
+        // (as bytes, absent for an empty split); else 0.
+        match &self.merge {
+            None => out.push(0),
+            Some(m) => {
+                out.push(1);
+                out.extend_from_slice(&m.input.to_le_bytes());
+                let key = m.largest.as_ref().map(|k| {
+                    let mut b = Vec::new();
+                    k.encode(&mut b);
+                    b
+                });
+                put_bytes(&mut out, key.as_deref());
+            }
+        }
         out
     }
 
@@ -149,6 +164,16 @@ impl Boundary {
             last_name: f.bytes()?,
             last_template: f.u64()? as i64,
             first: f.u64()? as i64,
+            merge: match f.u8()? {
+                0 => None,
+                _ => Some(super::MergeBoundary {
+                    input: f.u32()?,
+                    largest: match f.bytes()? {
+                        None => None,
+                        Some(k) => Some(super::merge_order::MergeKey::decode(&k, 0)?.0),
+                    },
+                }),
+            },
         };
         f.end()?;
         Ok(got)
@@ -417,9 +442,31 @@ mod tests {
             last_name: None,
             last_template: 77,
             first: 5,
+            merge: None,
         };
         let bytes = b.to_bytes();
         assert_eq!(Boundary::from_bytes(&bytes).unwrap(), b);
+        for largest in [
+            None,
+            Some(super::super::merge_order::MergeKey {
+                ref_id: 2,
+                pos: 9,
+                flag: 0x63,
+                mapq: 60,
+                mate_ref: 2,
+                mate_pos: 99,
+                tlen: -90,
+                name: b"q1".to_vec(),
+            }),
+        ] {
+            let keyed = Boundary {
+                merge: Some(super::super::MergeBoundary { input: 3, largest }),
+                ..b.clone()
+            };
+            let kb = keyed.to_bytes();
+            assert_eq!(Boundary::from_bytes(&kb).unwrap(), keyed);
+            assert!(Boundary::from_bytes(&kb[..kb.len() - 1]).is_err());
+        }
         assert!(Boundary::from_bytes(&bytes[..bytes.len() - 1]).is_err());
         let mut padded = bytes.clone();
         padded.push(0);

@@ -420,16 +420,19 @@ def sort(
     (per split) -> assemble (one task, the decision bits and metrics);
     ``decision_buckets`` (end and name buckets; default
     :func:`default_buckets`) says into how many, and ``0`` asks for the one
-    decide task over the whole input. Several inputs are cut into those
-    tasks when they are coordinate-sorted and no library is in two of them
-    (Picard breaks ties by the place in its merged stream, which a split of
-    one input knows only within its input); others (lanes of one library,
-    name-grouped inputs) go to the one decide task, and an explicit
-    ``decision_buckets`` > 0 is refused for them, saying why. The
+    decide task over the whole input. Several coordinate-sorted inputs are
+    cut into those tasks; where a library is in two of them (lanes of one
+    library) each end carries its record's running maximum by htsjdk's
+    coordinate comparator, which puts the records of a bucket in Picard's
+    merged order. Name-grouped inputs go to the one decide task, and an
+    explicit ``decision_buckets`` > 0 is refused for them, saying why. The
     statistics then hold ``markdup``: ``marked``, ``path`` (``"tasks"`` or
     ``"one task"``; then ``one_task_because`` for several inputs, and
-    ``tasks_discarded`` when the tasks ran but their walk found a library
-    in two inputs), ``buckets`` and the tasks' byte counts.
+    ``tasks_discarded`` when the tasks ran but found records they cannot
+    decide as Picard does: a library in two inputs whose headers did not
+    say so, two inputs' records equal in every compared field, a
+    template's mates in two inputs), ``buckets`` and the tasks' byte
+    counts.
 
     ``progress=True`` prints a line per phase (what it did, counts, time)
     on standard error; a callable gets each line instead.
@@ -841,7 +844,10 @@ def _join_task(
         "markdup_join", list(halves), boundaries, buckets, run.markdup, task=("join", index),
         inputs=run.inputs, splits=splits, tmp_dir=tempfile.gettempdir(), **run.kwargs(),
     )
-    meta = {"bytes": sum(len(b) for b in out["ends"]), "runs": out["runs"], "seconds": secs, "cpu": cpu}
+    meta = {
+        "bytes": sum(len(b) for b in out["ends"]), "runs": out["runs"], "seconds": secs, "cpu": cpu,
+        "one_task_because": out.get("one_task_because"),
+    }
     return (meta, *_buffers(out["ends"]))
 
 
@@ -860,6 +866,7 @@ def _decide_bucket_task(
         "listed": sum(len(b) for b in out["duplicates"]) // 8,
         "seconds": secs,
         "cpu": cpu,
+        "one_task_because": out.get("one_task_because"),
     }
     return (meta, *_buffers([*out["duplicates"], *out["optical"]]))
 
@@ -1046,6 +1053,13 @@ class _MarkdupTasks:
             f"decide: {b} end buckets, {sum(m['ends_bytes'] for m in dec_metas) / 1e6:.1f} MB of ends, "
             f"{sum(m['listed'] for m in dec_metas)} duplicates listed ({phases['decide']['wall_waited']:.2f} s)"
         )
+        # Records of several inputs the tasks could not put in Picard's
+        # merged order (mates in two inputs, two inputs' equal records).
+        why = next((m["one_task_because"] for m in [*join_metas, *dec_metas] if m.get("one_task_because")), None)
+        if why is not None:
+            self.stats.update({"path": "one task", "one_task_because": why, "tasks_discarded": True})
+            self.say(f"decide: {why}: the decision goes to one task")
+            return {}, None, None
         t0 = time.perf_counter()
         fin_metas = _get(ray, [f[0] for f in fins])
         again = 0
@@ -1238,7 +1252,7 @@ RAY_OPTIONS = (
     ("max-retries", "N", "retries per task after a lost worker or node [3]"),
     ("decision-buckets", "B", "with --markdup: the duplicate decision's end and name buckets "
      "(join and decide tasks) [max(splits, partitions), at most 25000 / splits]; 0: one decide task over "
-     "the whole input (several inputs that are lanes of one library, or grouped by name, always)"),
+     "the whole input (several inputs grouped by name always)"),
     ("stats", None, "print the run's statistics as JSON on stdout"),
 )
 

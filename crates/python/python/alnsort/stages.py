@@ -444,13 +444,13 @@ START_CARRY: Dict[str, Any] = {
 }
 
 _CARRY_KEYS = tuple(START_CARRY)
-_BOUNDARY_KEYS = ("first_name", "last_name", "last_template", "first")
+_BOUNDARY_KEYS = ("first_name", "last_name", "last_template", "first", "merge")
 _COUNT_KEYS = ("all_sets", "optical_sets", "non_optical_sets", "optical_by_library")
 
 
 def _boundaries(boundaries: Sequence[Dict[str, Any]]) -> List[tuple]:
     try:
-        return [tuple(b[k] for k in _BOUNDARY_KEYS) for b in boundaries]
+        return [(*(b[k] for k in _BOUNDARY_KEYS[:4]), b.get("merge")) for b in boundaries]
     except (KeyError, TypeError) as e:
         raise TypeError(f"boundaries must be the 'boundary' dicts markdup_collect returns ({e})") from None
 
@@ -556,8 +556,11 @@ def markdup_join(
     as one node refuses it; ``inputs`` and ``splits`` (every split, in
     split order) name its record. Returns ``{"ends": list[bytes]}`` (the
     pair ends, one block per end bucket) and ``"runs"`` (run files
-    written: 0 when the halves fitted)."""
-    ends, runs = _alnsort.stage_markdup_join(
+    written: 0 when the halves fitted); with ``"one_task_because"`` (and
+    no ends) when the mates of a template are in two of several
+    coordinate-sorted inputs, whose order Picard's merged stream decides:
+    the decision then goes to one task (:func:`markdup_decide`)."""
+    ends, runs, why = _alnsort.stage_markdup_join(
         list(blocks),
         _boundaries(boundaries),
         end_buckets,
@@ -565,7 +568,7 @@ def markdup_join(
         _inputs(inputs),
         [_split_tuple(s) for s in splits],
     )
-    return {"ends": ends, "runs": runs}
+    return {"ends": ends, "runs": runs, **({"one_task_because": why} if why is not None else {})}
 
 
 def markdup_decide_bucket(
@@ -581,11 +584,20 @@ def markdup_decide_bucket(
     one node walks them. Returns ``{"duplicates": list[bytes], "optical":
     list[bytes]}`` (the indexes listed, one block per split, for
     :func:`markdup_finish`) and ``"counts"`` (set-size histograms and
-    optical duplicates per library, for :func:`markdup_assemble`)."""
-    dups, optical, counts = _alnsort.stage_markdup_decide_bucket(
+    optical duplicates per library, for :func:`markdup_assemble`). Ends of
+    several coordinate-sorted inputs sharing a library (whose boundaries
+    carry ``"merge"``) are compared by their records' places in Picard's
+    merged stream; where two inputs' records tie there (equal in every
+    field htsjdk's coordinate comparator reads), the result has
+    ``"one_task_because"`` (and no lists): the decision then goes to one
+    task (:func:`markdup_decide`)."""
+    dups, optical, counts, why = _alnsort.stage_markdup_decide_bucket(
         _inputs(inputs), list(blocks), _boundaries(boundaries), _marking(markdup, order), splits
     )
-    return {"duplicates": dups, "optical": optical, "counts": dict(zip(_COUNT_KEYS, counts))}
+    out = {"duplicates": dups, "optical": optical, "counts": dict(zip(_COUNT_KEYS, counts))}
+    if why is not None:
+        out["one_task_because"] = why
+    return out
 
 
 def markdup_finish(

@@ -330,6 +330,10 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    /// Whether the name is the previous record's in the batch (`None` for
+    /// the batch's first record): compared here, on the pool, for the
+    /// marker's template and grouping checks on the reading thread.
+    same_name: Option<bool>,
     /// The name's flow-cell location without the read group
     /// (`NameParser::parse`; only for mapped primary records, which make
     /// read ends).
@@ -421,18 +425,16 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        let same_name = self.recs.last().map(|prev| {
+            self.bytes[prev.name.0 as usize..prev.name.1 as usize]
+                == self.bytes[name.0 as usize..name.1 as usize]
+        });
         // Mates have one name: parsed once per template in a batch.
         let loc = if flag & NO_END != 0 {
             alnsort_markdup::optical::Location::NONE
         } else {
             match self.recs.last() {
-                Some(prev)
-                    if prev.flag & NO_END == 0
-                        && self.bytes[prev.name.0 as usize..prev.name.1 as usize]
-                            == self.bytes[name.0 as usize..name.1 as usize] =>
-                {
-                    prev.loc
-                }
+                Some(prev) if prev.flag & NO_END == 0 && same_name == Some(true) => prev.loc,
                 _ => self
                     .spec
                     .name_parser
@@ -464,6 +466,7 @@ impl BatchEnds {
             ),
             name,
             rg,
+            same_name,
             loc,
         });
     }
@@ -724,8 +727,10 @@ impl Marker {
                 }
                 None => (0, self.file.as_str()),
             };
+            // With several inputs the previous record may be another's.
+            let same_name = e.same_name.filter(|_| from.is_empty());
             if let Some(g) = self.group.get_mut(k) {
-                if let Err(s) = g.push(name, e.flag) {
+                if let Err(s) = g.push_known(name, e.flag, same_name) {
                     return Err(Error::Refused(scattered_message(
                         file,
                         s.record + 1,
@@ -784,7 +789,7 @@ impl Marker {
             };
             let pushed = match &mut self.split {
                 Some(c) => c.push_parsed(&info, e.loc),
-                None => self.md.push_parsed(&info, e.loc),
+                None => self.md.push_known(&info, e.loc, e.same_name),
             };
             if let Err(err) = pushed {
                 // Only the limit's errors are about memory.

@@ -472,6 +472,10 @@ struct Waiting {
     rg: i16,
     name: Vec<u8>,
     end: End,
+    /// The template it waits in ([`Templates::index`]): in name-grouped
+    /// input a record of the same template has the same name
+    /// ([`MarkDuplicates::waits_as`]).
+    template: i64,
 }
 
 /// What the output pass needs of each record (8 bytes).
@@ -706,9 +710,15 @@ impl Templates {
     /// The record numbered `number` (growing with input order), named
     /// `name`: whether it starts a template.
     pub(crate) fn step(&mut self, number: i64, name: &[u8]) -> bool {
+        self.step_known(number, name, None)
+    }
+
+    /// [`Templates::step`], told whether `name` is the previous record's
+    /// (`same_name`, when the caller compared them off the serial path).
+    pub(crate) fn step_known(&mut self, number: i64, name: &[u8], same_name: Option<bool>) -> bool {
         if self.order == InputOrder::Coordinate {
             self.index = number;
-        } else if self.last_name.as_deref() != Some(name) {
+        } else if !same_name.unwrap_or_else(|| self.last_name.as_deref() == Some(name)) {
             let last = self.last_name.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(name);
@@ -916,10 +926,21 @@ impl MarkDuplicates {
         out
     }
 
+    /// Whether `w` waits under `(ref_id, rg, name)`. In name-grouped input
+    /// a template is a run of one name, so a mate that waits in the current
+    /// template has the current record's name (no need to compare them).
+    #[inline]
+    fn waits_as(&self, w: &Waiting, ref_id: i32, rg: i16, name: &[u8]) -> bool {
+        w.ref_id == ref_id
+            && w.rg == rg
+            && ((self.order == InputOrder::Queryname && w.template == self.templates.index)
+                || w.name == name)
+    }
+
     /// Takes the mate waiting under `(ref_id, rg, name)`, if any.
     fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End> {
         if let Some(w) = &self.recent {
-            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+            if self.waits_as(w, ref_id, rg, name) {
                 let w = self.recent.take().expect("checked");
                 self.recent_spare = w.name;
                 return Some(w.end);
@@ -935,7 +956,7 @@ impl MarkDuplicates {
     /// ones are checked when read back, [`MarkDuplicates::reach_reference`]).
     fn is_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> bool {
         if let Some(w) = &self.recent {
-            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+            if self.waits_as(w, ref_id, rg, name) {
                 return true;
             }
         }
@@ -953,9 +974,9 @@ impl MarkDuplicates {
     /// Makes `end` wait under `(ref_id, rg, name)`, replacing any mate
     /// waiting under that key (as a map insert does).
     fn add_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8], end: End) {
-        if let Some(w) = &mut self.recent {
-            if w.ref_id == ref_id && w.rg == rg && w.name == name {
-                w.end = end;
+        if let Some(w) = &self.recent {
+            if self.waits_as(w, ref_id, rg, name) {
+                self.recent.as_mut().expect("checked").end = end;
                 return;
             }
         }
@@ -970,6 +991,7 @@ impl MarkDuplicates {
             rg,
             name: buf,
             end,
+            template: self.templates.index,
         };
         if let Some(old) = self.recent.replace(new) {
             self.pending.insert((old.ref_id, old.rg, old.name), old.end);
@@ -1378,7 +1400,7 @@ impl MarkDuplicates {
 
     /// Adds the next input record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
-        self.push_record(r, None)?;
+        self.push_record(r, None, None)?;
         self.prefault();
         self.enforce_limit()
     }
@@ -1388,7 +1410,19 @@ impl MarkDuplicates {
     /// another thread); `parsed` is used only when the record makes a read
     /// end (mapped, primary).
     pub fn push_parsed(&mut self, r: &ReadInfo<'_>, parsed: Location) -> Result<(), MarkdupError> {
-        self.push_record(r, Some(parsed))?;
+        self.push_known(r, parsed, None)
+    }
+
+    /// [`MarkDuplicates::push_parsed`] told whether `r`'s name is the
+    /// previous record's (`same_name`: compared by the caller off the
+    /// serial path, e.g. within a batch on the pool; `None`: not known).
+    pub fn push_known(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Location,
+        same_name: Option<bool>,
+    ) -> Result<(), MarkdupError> {
+        self.push_record(r, Some(parsed), same_name)?;
         self.prefault();
         self.enforce_limit()
     }
@@ -1411,9 +1445,10 @@ impl MarkDuplicates {
         &mut self,
         r: &ReadInfo<'_>,
         parsed: Option<Location>,
+        same_name: Option<bool>,
     ) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
-        let new_template = self.templates.step(index, r.name);
+        let new_template = self.templates.step_known(index, r.name, same_name);
         self.records.push(
             RecordSlot {
                 new_template,

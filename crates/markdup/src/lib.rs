@@ -516,13 +516,17 @@ pub struct SpillStats {
 }
 
 /// Bytes of a pushed buffer a prefault job makes resident at a time, and
-/// how far beyond the buffer's length at most ([`MarkDuplicates::prefault`];
-/// each buffer's resident set grows by at most their sum over what it
-/// holds; the sorter's own prefaulting, `alnsort_sort::Sorter`, steps
-/// 4 MiB; these buffers grow 8 to 64 bytes a record, a few times slower
-/// than its record bytes).
-const PREFAULT_STEP: usize = 1 << 20;
-const PREFAULT_AHEAD: usize = 3 << 20;
+/// how far beyond the buffer's length at most ([`MarkDuplicates::prefault`]):
+/// each buffer's resident set exceeds what it holds by at most their sum,
+/// which counts against the peak (`sort --markdup`'s peak is at the end of
+/// input, when the buffers are fullest). An input batch (256 KiB of
+/// records, `alnsort_bam::reader::BATCH_BYTES`: about 750 records on the
+/// benchmark BAM) adds about 24 KiB of pair ends and 6 KiB of keys or
+/// slots, so 512 KiB is tens of batches ahead: a job queued behind the
+/// pool's decode jobs is seldom late. With 3 MiB ahead, 1 MiB steps, the
+/// peak was 10 MB higher.
+const PREFAULT_STEP: usize = 256 << 10;
+const PREFAULT_AHEAD: usize = 512 << 10;
 
 /// The fewest read ends the memory limit must leave room for.
 const MIN_ENDS: usize = if cfg!(test) { 16 } else { 4096 };

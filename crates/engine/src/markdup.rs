@@ -330,6 +330,9 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    /// Whether the `RG:Z` value (or its absence) is the previous record's
+    /// in the batch, which then has the same read group.
+    same_rg: bool,
     /// Whether the name is the previous record's in the batch (`None` for
     /// the batch's first record): compared here, on the pool, for the
     /// marker's template and grouping checks on the reading thread.
@@ -425,6 +428,10 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        let same_rg = self.recs.last().is_some_and(|prev| {
+            let value = |r: Option<(u32, u32)>| r.map(|(a, b)| &self.bytes[a as usize..b as usize]);
+            value(prev.rg) == value(rg)
+        });
         let same_name = self.recs.last().map(|prev| {
             self.bytes[prev.name.0 as usize..prev.name.1 as usize]
                 == self.bytes[name.0 as usize..name.1 as usize]
@@ -466,6 +473,7 @@ impl BatchEnds {
             ),
             name,
             rg,
+            same_rg,
             same_name,
             loc,
         });
@@ -713,6 +721,7 @@ impl Marker {
             );
         }
         self.input_dt |= ends.any_dt;
+        let mut rg_before: Option<RgInfo> = None;
         for (i, e) in ends.recs.iter().enumerate() {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
             let record = self.records;
@@ -776,7 +785,12 @@ impl Marker {
                     String::from_utf8_lossy(name)
                 )));
             }
-            let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
+            // The previous record of the batch was pushed just before.
+            let rg = match rg_before {
+                Some(info) if e.same_rg => info,
+                _ => self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize])),
+            };
+            rg_before = Some(rg);
             let info = ReadInfo {
                 name,
                 flag: e.flag,
@@ -811,6 +825,9 @@ impl Marker {
                 });
             }
         }
+        // The pages the next batches' ends will take, made resident on the
+        // pool.
+        self.md.prefault();
         if !self.group.is_empty() {
             let (limit, total) = self.group_budget;
             let used: usize = self.group.iter().map(GroupCheck::memory_bytes).sum();

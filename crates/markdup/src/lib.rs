@@ -1427,7 +1427,6 @@ impl MarkDuplicates {
         same_name: Option<bool>,
     ) -> Result<(), MarkdupError> {
         self.push_record(r, Some(parsed), same_name)?;
-        self.prefault();
         self.enforce_limit()
     }
 
@@ -1436,7 +1435,10 @@ impl MarkDuplicates {
     /// records of the benchmark BAM) resident a little ahead of them, made
     /// so by pool jobs ([`alnsort_pipeline::prefault`]): the page faults
     /// were a quarter of the reading thread's time with `--markdup`.
-    fn prefault(&mut self) {
+    /// [`MarkDuplicates::push`] calls it for each record; a caller of
+    /// [`MarkDuplicates::push_known`] calls it once per batch of records
+    /// (a batch is far smaller than [`PREFAULT_AHEAD`]).
+    pub fn prefault(&mut self) {
         if let Some(pool) = &self.pool {
             let [ends, mated, slots] = &mut self.prefaulted;
             ends.check(&self.ends, pool);

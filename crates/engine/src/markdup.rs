@@ -4,7 +4,9 @@
 //! How it rides along the sort without the sort engine knowing:
 //! * read stage (pool jobs, [`BatchEnds::add_fields`]): each record's
 //!   read-end fields are taken out (its name's flow-cell location parsed,
-//!   once per template), and the record enters the sorter with its input
+//!   once per template; whether its name and `RG` value are the previous
+//!   record's, so that the serial push compares neither), and the record
+//!   enters the sorter with its input
 //!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`],
 //!   [`ordinal_suffix`]) after its BAM bytes (the sorter sees opaque
 //!   slices; `block_size` is untouched);

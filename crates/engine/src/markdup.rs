@@ -4,7 +4,9 @@
 //! How it rides along the sort without the sort engine knowing:
 //! * read stage (pool jobs, [`BatchEnds::add_fields`]): each record's
 //!   read-end fields are taken out (its name's flow-cell location parsed,
-//!   once per template), and the record enters the sorter with its input
+//!   once per template; whether its name and `RG` value are the previous
+//!   record's, so that the serial push compares neither), and the record
+//!   enters the sorter with its input
 //!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`],
 //!   [`ordinal_suffix`]) after its BAM bytes (the sorter sees opaque
 //!   slices; `block_size` is untouched);
@@ -334,6 +336,13 @@ struct Extracted {
     name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
     rg: Option<(u32, u32)>,
+    /// Whether the `RG:Z` value (or its absence) is the previous record's
+    /// in the batch, which then has the same read group.
+    same_rg: bool,
+    /// Whether the name is the previous record's in the batch (`None` for
+    /// the batch's first record): compared here, on the pool, for the
+    /// marker's template and grouping checks on the reading thread.
+    same_name: Option<bool>,
     /// The name's flow-cell location without the read group
     /// (`NameParser::parse`; only for mapped primary records, which make
     /// read ends).
@@ -431,18 +440,20 @@ impl BatchEnds {
             self.bytes.extend_from_slice(v);
             (r0, at(&self.bytes))
         });
+        let same_rg = self.recs.last().is_some_and(|prev| {
+            let value = |r: Option<(u32, u32)>| r.map(|(a, b)| &self.bytes[a as usize..b as usize]);
+            value(prev.rg) == value(rg)
+        });
+        let same_name = self.recs.last().map(|prev| {
+            self.bytes[prev.name.0 as usize..prev.name.1 as usize]
+                == self.bytes[name.0 as usize..name.1 as usize]
+        });
         // Mates have one name: parsed once per template in a batch.
         let loc = if flag & NO_END != 0 {
             alnsort_markdup::optical::Location::NONE
         } else {
             match self.recs.last() {
-                Some(prev)
-                    if prev.flag & NO_END == 0
-                        && self.bytes[prev.name.0 as usize..prev.name.1 as usize]
-                            == self.bytes[name.0 as usize..name.1 as usize] =>
-                {
-                    prev.loc
-                }
+                Some(prev) if prev.flag & NO_END == 0 && same_name == Some(true) => prev.loc,
                 _ => self
                     .spec
                     .name_parser
@@ -474,6 +485,8 @@ impl BatchEnds {
             ),
             name,
             rg,
+            same_rg,
+            same_name,
             loc,
         });
     }
@@ -721,6 +734,7 @@ impl Marker {
             );
         }
         self.input_dt |= ends.any_dt;
+        let mut rg_before: Option<RgInfo> = None;
         for (i, e) in ends.recs.iter().enumerate() {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
             let record = self.records;
@@ -735,8 +749,10 @@ impl Marker {
                 }
                 None => (0, self.file.as_str()),
             };
+            // With several inputs the previous record may be another's.
+            let same_name = e.same_name.filter(|_| from.is_empty());
             if let Some(g) = self.group.get_mut(k) {
-                if let Err(s) = g.push(name, e.flag) {
+                if let Err(s) = g.push_known(name, e.flag, same_name) {
                     return Err(Error::Refused(scattered_message(
                         file,
                         s.record + 1,
@@ -782,7 +798,12 @@ impl Marker {
                     String::from_utf8_lossy(name)
                 )));
             }
-            let rg = self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize]));
+            // The previous record of the batch was pushed just before.
+            let rg = match rg_before {
+                Some(info) if e.same_rg => info,
+                _ => self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize])),
+            };
+            rg_before = Some(rg);
             let info = ReadInfo {
                 name,
                 flag: e.flag,
@@ -808,7 +829,7 @@ impl Marker {
                     c.push_keyed(&info, Some(e.loc), &key)
                 }
                 (Some(c), None) => c.push_parsed(&info, e.loc),
-                (None, _) => self.md.push_parsed(&info, e.loc),
+                (None, _) => self.md.push_known(&info, e.loc, e.same_name),
             };
             if let Err(err) = pushed {
                 // Only the limit's errors are about memory.
@@ -830,6 +851,9 @@ impl Marker {
                 });
             }
         }
+        // The pages the next batches' ends will take, made resident on the
+        // pool.
+        self.md.prefault();
         if !self.group.is_empty() {
             let (limit, total) = self.group_budget;
             let used: usize = self.group.iter().map(GroupCheck::memory_bytes).sum();

@@ -43,9 +43,20 @@ impl GroupCheck {
 
     /// The next record, in input order.
     pub fn push(&mut self, name: &[u8], flag: u16) -> Result<(), Scattered> {
+        self.push_known(name, flag, None)
+    }
+
+    /// [`GroupCheck::push`] told whether `name` is the previous record's
+    /// (`same_name`, compared by the caller; `None`: not known).
+    pub fn push_known(
+        &mut self,
+        name: &[u8],
+        flag: u16,
+        same_name: Option<bool>,
+    ) -> Result<(), Scattered> {
         let record = self.records;
         self.records += 1;
-        if !self.started || self.current != name {
+        if !self.started || !same_name.unwrap_or_else(|| self.current == name) {
             self.close();
             if self.incomplete.contains(name) {
                 return Err(Scattered {

@@ -50,6 +50,7 @@ pub mod metrics;
 pub mod optical;
 mod spill;
 
+use alnsort_pipeline::prefault::PrefaultAhead;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -508,6 +509,10 @@ struct Waiting {
     rg: i16,
     name: Vec<u8>,
     end: End,
+    /// The template it waits in ([`Templates::index`]): in name-grouped
+    /// input a record of the same template has the same name
+    /// ([`MarkDuplicates::waits_as`]).
+    template: i64,
 }
 
 /// What the output pass needs of each record (8 bytes).
@@ -546,6 +551,19 @@ pub struct SpillStats {
     /// later reference, written to disk (each time one is).
     pub waiting: u64,
 }
+
+/// Bytes of a pushed buffer a prefault job makes resident at a time, and
+/// how far beyond the buffer's length at most ([`MarkDuplicates::prefault`]):
+/// each buffer's resident set exceeds what it holds by at most their sum,
+/// which counts against the peak (`sort --markdup`'s peak is at the end of
+/// input, when the buffers are fullest). An input batch (256 KiB of
+/// records, `alnsort_bam::reader::BATCH_BYTES`: about 750 records on the
+/// benchmark BAM) adds about 24 KiB of pair ends and 6 KiB of keys or
+/// slots, so 512 KiB is tens of batches ahead: a job queued behind the
+/// pool's decode jobs is seldom late. With 3 MiB ahead, 1 MiB steps, the
+/// peak was 10 MB higher.
+const PREFAULT_STEP: usize = 256 << 10;
+const PREFAULT_AHEAD: usize = 512 << 10;
 
 /// The fewest read ends the memory limit must leave room for.
 const MIN_ENDS: usize = if cfg!(test) { 16 } else { 4096 };
@@ -733,9 +751,15 @@ impl Templates {
     /// The record numbered `number` (growing with input order), named
     /// `name`: whether it starts a template.
     pub(crate) fn step(&mut self, number: i64, name: &[u8]) -> bool {
+        self.step_known(number, name, None)
+    }
+
+    /// [`Templates::step`], told whether `name` is the previous record's
+    /// (`same_name`, when the caller compared them off the serial path).
+    pub(crate) fn step_known(&mut self, number: i64, name: &[u8], same_name: Option<bool>) -> bool {
         if self.order == InputOrder::Coordinate {
             self.index = number;
-        } else if self.last_name.as_deref() != Some(name) {
+        } else if !same_name.unwrap_or_else(|| self.last_name.as_deref() == Some(name)) {
             let last = self.last_name.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(name);
@@ -799,8 +823,12 @@ pub struct MarkDuplicates {
     template_loc: Option<(i64, i16, Location)>,
     /// Bytes of the names of `pending`'s keys.
     pending_name_bytes: usize,
-    /// Where [`MarkDuplicates::finish`] sorts the read ends in parallel.
+    /// Where [`MarkDuplicates::finish`] sorts the read ends in parallel,
+    /// and where the pages of the ends', keys' and slots' buffers are made
+    /// resident ahead of the pushes ([`MarkDuplicates::prefault`]).
     pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+    /// How far `ends`, `mated.packed` and `records`' buffer are prefaulted.
+    prefaulted: [PrefaultAhead; 3],
     /// A `pending` key to look up with.
     key_buf: (i32, i16, Vec<u8>),
     /// Coordinate order: the largest reference read so far (mates waiting
@@ -843,6 +871,7 @@ impl MarkDuplicates {
             template_loc: None,
             pending_name_bytes: 0,
             pool: None,
+            prefaulted: [PrefaultAhead::new(PREFAULT_STEP, PREFAULT_AHEAD); 3],
             key_buf: (0, 0, Vec::new()),
             current_ref: -1,
             waiting_floor: 0,
@@ -860,8 +889,9 @@ impl MarkDuplicates {
     }
 
     /// A pool for [`MarkDuplicates::finish`] to sort the read ends on (in
-    /// parallel; without one they are sorted on the calling thread). The
-    /// order, and so the answer, is the same.
+    /// parallel; without one they are sorted on the calling thread; the
+    /// order, and so the answer, is the same), and for the prefault jobs of
+    /// the pushes ([`MarkDuplicates::prefault`]).
     pub fn set_pool(&mut self, pool: std::sync::Arc<rayon::ThreadPool>) {
         self.pool = Some(pool);
     }
@@ -937,10 +967,21 @@ impl MarkDuplicates {
         out
     }
 
+    /// Whether `w` waits under `(ref_id, rg, name)`. In name-grouped input
+    /// a template is a run of one name, so a mate that waits in the current
+    /// template has the current record's name (no need to compare them).
+    #[inline]
+    fn waits_as(&self, w: &Waiting, ref_id: i32, rg: i16, name: &[u8]) -> bool {
+        w.ref_id == ref_id
+            && w.rg == rg
+            && ((self.order == InputOrder::Queryname && w.template == self.templates.index)
+                || w.name == name)
+    }
+
     /// Takes the mate waiting under `(ref_id, rg, name)`, if any.
     fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End> {
         if let Some(w) = &self.recent {
-            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+            if self.waits_as(w, ref_id, rg, name) {
                 let w = self.recent.take().expect("checked");
                 self.recent_spare = w.name;
                 return Some(w.end);
@@ -956,7 +997,7 @@ impl MarkDuplicates {
     /// ones are checked when read back, [`MarkDuplicates::reach_reference`]).
     fn is_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> bool {
         if let Some(w) = &self.recent {
-            if w.ref_id == ref_id && w.rg == rg && w.name == name {
+            if self.waits_as(w, ref_id, rg, name) {
                 return true;
             }
         }
@@ -974,9 +1015,9 @@ impl MarkDuplicates {
     /// Makes `end` wait under `(ref_id, rg, name)`, replacing any mate
     /// waiting under that key (as a map insert does).
     fn add_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8], end: End) {
-        if let Some(w) = &mut self.recent {
-            if w.ref_id == ref_id && w.rg == rg && w.name == name {
-                w.end = end;
+        if let Some(w) = &self.recent {
+            if self.waits_as(w, ref_id, rg, name) {
+                self.recent.as_mut().expect("checked").end = end;
                 return;
             }
         }
@@ -991,6 +1032,7 @@ impl MarkDuplicates {
             rg,
             name: buf,
             end,
+            template: self.templates.index,
         };
         if let Some(old) = self.recent.replace(new) {
             self.pending.insert((old.ref_id, old.rg, old.name), old.end);
@@ -1399,7 +1441,8 @@ impl MarkDuplicates {
 
     /// Adds the next input record.
     pub fn push(&mut self, r: &ReadInfo<'_>) -> Result<(), MarkdupError> {
-        self.push_record(r, None)?;
+        self.push_record(r, None, None)?;
+        self.prefault();
         self.enforce_limit()
     }
 
@@ -1408,17 +1451,47 @@ impl MarkDuplicates {
     /// another thread); `parsed` is used only when the record makes a read
     /// end (mapped, primary).
     pub fn push_parsed(&mut self, r: &ReadInfo<'_>, parsed: Location) -> Result<(), MarkdupError> {
-        self.push_record(r, Some(parsed))?;
+        self.push_known(r, parsed, None)
+    }
+
+    /// [`MarkDuplicates::push_parsed`] told whether `r`'s name is the
+    /// previous record's (`same_name`: compared by the caller off the
+    /// serial path, e.g. within a batch on the pool; `None`: not known).
+    pub fn push_known(
+        &mut self,
+        r: &ReadInfo<'_>,
+        parsed: Location,
+        same_name: Option<bool>,
+    ) -> Result<(), MarkdupError> {
+        self.push_record(r, Some(parsed), same_name)?;
         self.enforce_limit()
+    }
+
+    /// With a pool, keeps the pages of the buffers the pushes fill (pair
+    /// and fragment ends, mated keys, record slots: 200 MB for the 4.3 M
+    /// records of the benchmark BAM) resident a little ahead of them, made
+    /// so by pool jobs ([`alnsort_pipeline::prefault`]): the page faults
+    /// were a quarter of the reading thread's time with `--markdup`.
+    /// [`MarkDuplicates::push`] calls it for each record; a caller of
+    /// [`MarkDuplicates::push_known`] calls it once per batch of records
+    /// (a batch is far smaller than [`PREFAULT_AHEAD`]).
+    pub fn prefault(&mut self) {
+        if let Some(pool) = &self.pool {
+            let [ends, mated, slots] = &mut self.prefaulted;
+            ends.check(&self.ends, pool);
+            mated.check(&self.mated.packed, pool);
+            slots.check(self.records.buffer(), pool);
+        }
     }
 
     fn push_record(
         &mut self,
         r: &ReadInfo<'_>,
         parsed: Option<Location>,
+        same_name: Option<bool>,
     ) -> Result<(), MarkdupError> {
         let index = self.records.len() as i64;
-        let new_template = self.templates.step(index, r.name);
+        let new_template = self.templates.step_known(index, r.name, same_name);
         self.records.push(
             RecordSlot {
                 new_template,

@@ -395,6 +395,11 @@ impl SlotLog {
         self.on_disk + self.buf.len() as u64
     }
 
+    /// The slots in memory (for [`crate::MarkDuplicates`]' prefault jobs).
+    pub(crate) fn buffer(&self) -> &Vec<RecordSlot> {
+        &self.buf
+    }
+
     /// Bytes held in memory.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.buf.capacity() * std::mem::size_of::<RecordSlot>()

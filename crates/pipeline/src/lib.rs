@@ -26,10 +26,14 @@
 //!   thread, which writes the compressed blocks).
 //!
 //! Besides, [`varint`]: the workspace's one LEB128 varint, here because
-//! this is the one crate every user of it already depends on.
+//! this is the one crate every user of it already depends on; and
+//! [`prefault`]: pool jobs that make a serially filled buffer's pages
+//! resident ahead of its writes (its one `madvise` call is the crate's only
+//! unsafe code).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+pub mod prefault;
 pub mod varint;
 
 use std::collections::VecDeque;

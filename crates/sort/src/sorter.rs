@@ -443,10 +443,9 @@ impl Sorter {
     /// fresh page costs a page fault and the kernel zeroing it; on the
     /// benchmark VM that was 32% of the read phase's samples, all on the
     /// reading thread, which paces the read. Here a pool job takes that cost
-    /// (`madvise(MADV_POPULATE_WRITE)`, which fills in missing pages and
-    /// leaves present ones, and their contents, alone). It is only a hint:
-    /// if the job is late the reader faults the page itself, and a failed
-    /// or unsupported call changes nothing.
+    /// (`alnsort_pipeline::prefault`). The range lies in the sub-batch's
+    /// record buffer, allocated once at its full size and not moved while
+    /// it fills.
     fn prefault_ahead(&mut self) {
         // `end` never exceeds what the batch's remaining budget can fill,
         // so no page is made resident that the records would not reach.
@@ -459,7 +458,7 @@ impl Sorter {
         self.prefaulted = to;
         self.ctx
             .pool
-            .spawn(move || populate(addr + from, to - from));
+            .spawn(move || alnsort_pipeline::prefault::populate(addr + from, to - from));
     }
 
     /// Counters so far (a spill still in flight is not counted yet).
@@ -899,28 +898,6 @@ impl Sorter {
         self.fanin_done(fanin.position, fanin.depth, file, meta);
         Ok(())
     }
-}
-
-/// Makes the pages of `[addr, addr + len)` resident for writing. The range
-/// lies in a sub-batch's record buffer, which is allocated once at its full
-/// size and not moved while it fills; should it have been freed meanwhile,
-/// the call fails or touches an unrelated mapping's missing pages only, and
-/// never changes memory contents.
-fn populate(addr: usize, len: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = addr & !(PAGE - 1);
-        let len = len + (addr - start);
-        // SAFETY: MADV_POPULATE_WRITE only faults in pages of an existing
-        // mapping (or fails); it never alters data. The result is ignored:
-        // this is a performance hint.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (addr, len);
 }
 
 /// Seams for the engine tests, which hold and inspect background spills.

@@ -16,6 +16,44 @@ fn bits(b: &Bits) -> Vec<bool> {
 /// `buckets` end buckets and `names` name buckets, run as a driver would:
 /// every split finished at once with the default carry, then those whose
 /// carry was not the previous split's run again.
+/// The marker a decide task runs, tracking optical duplicates, spilling
+/// beyond `spill`'s limit where one is given.
+fn decider(
+    groups: &crate::ReadGroups,
+    order: InputOrder,
+    spill: Option<(&std::path::Path, usize)>,
+) -> MarkDuplicates {
+    let mut md = MarkDuplicates::with_order(groups.clone(), order);
+    md.set_track_optical(true);
+    if let Some((dir, limit)) = spill {
+        md.set_spill(dir, limit, true);
+    }
+    md
+}
+
+/// Each end bucket decided as its decide task does (the bucket's ends from
+/// every split's share and every join), its lists cut by split, and the
+/// counts of all buckets summed.
+#[allow(clippy::type_complexity)]
+fn decide_buckets(
+    md: &mut MarkDuplicates,
+    shares: &[SplitShare],
+    joined: &[Vec<Vec<u8>>],
+    fixups: &Fixups,
+    buckets: usize,
+) -> Result<(Vec<(Vec<Vec<u8>>, Vec<Vec<u8>>)>, SetsDecided), MarkdupError> {
+    let mut total = SetsDecided::default();
+    let mut lists = Vec::new();
+    for b in 0..buckets {
+        let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
+        blocks.extend(joined.iter().map(|j| j[b].as_slice()));
+        let d = md.decide_ends(&blocks, fixups)?;
+        lists.push(d.by_split(shares.len())?);
+        total.add_counts(d);
+    }
+    Ok((lists, total))
+}
+
 fn dist_mark(
     recs: &[Rec],
     order: InputOrder,
@@ -67,20 +105,8 @@ fn dist_mark(
         })
         .collect();
     // Decisions, one per end bucket.
-    let mut md = MarkDuplicates::with_order(groups.clone(), order);
-    md.set_track_optical(true);
-    if let Some((dir, limit)) = spill {
-        md.set_spill(dir, limit, true);
-    }
-    let mut total = SetsDecided::default();
-    let mut lists = Vec::new();
-    for b in 0..buckets {
-        let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
-        blocks.extend(joined.iter().map(|j| j[b].as_slice()));
-        let d = md.decide_ends(&blocks, &fixups).unwrap();
-        lists.push(d.by_split(splits).unwrap());
-        total.add_counts(d);
-    }
+    let mut md = decider(&groups, order, spill);
+    let (lists, total) = decide_buckets(&mut md, &shares, &joined, &fixups, buckets).unwrap();
     if spill.is_some() {
         assert!(md.spill_stats().runs > 0, "the ends spill");
     }
@@ -573,20 +599,8 @@ fn lanes_dist(
         })?;
         joined.push(out);
     }
-    let mut md = MarkDuplicates::with_order(groups.clone(), InputOrder::Coordinate);
-    md.set_track_optical(true);
-    if let Some((dir, limit)) = spill {
-        md.set_spill(dir, limit, true);
-    }
-    let mut total = SetsDecided::default();
-    let mut lists = Vec::new();
-    for b in 0..buckets {
-        let mut blocks: Vec<&[u8]> = shares.iter().map(|s| s.ends[b].as_slice()).collect();
-        blocks.extend(joined.iter().map(|j| j[b].as_slice()));
-        let d = md.decide_ends(&blocks, &fixups)?;
-        lists.push(d.by_split(splits)?);
-        total.add_counts(d);
-    }
+    let mut md = decider(&groups, InputOrder::Coordinate, spill);
+    let (lists, total) = decide_buckets(&mut md, &shares, &joined, &fixups, buckets)?;
     let mut counts = Vec::new();
     let (mut dup, mut opt) = (Vec::new(), Vec::new());
     let mut carry = WalkCarry::default();

@@ -636,3 +636,26 @@ def test_lanes_of_one_library_are_decided_per_bucket(shape, opts, partitions, sp
         assert md["largest_reduce_decision_bytes"] is not None, md
     assert same_output(got, want, partitions), "the Ray output differs from one node's"
     assert text == want_text, "the Ray metrics differ from one node's"
+
+
+def test_lanes_whose_bucket_needs_more_than_the_budget_take_the_one_task(cluster, lanes, tmp_path):
+    """A lanes decide task holds its bucket's ends and their records' places
+    until all are read (the ranks need every record of the bucket): beyond
+    half the budget (`max_memory`, of which the marker gets its part) it
+    declines and the decision goes to the one decide task, which spills its
+    read ends; the statistics say why; the bytes and metrics are one
+    node's."""
+    ins = lanes["lanes2"]
+    want, want_text = one_node(tmp_path, ins, [])
+    (tmp_path / "one.bam").unlink()
+    (tmp_path / "one.metrics").unlink()
+    # The same file names as one node's (the metrics name them).
+    out, m = tmp_path / "one.bam", tmp_path / "one.metrics"
+    argv = want_text.split("\n")[3][2:].split(" ")
+    stats = aray.sort(inputs=ins, output=str(out), no_pg=True, partitions=2, splits=6, markdup=True,
+                      metrics=str(m), argv=argv, decision_buckets=1, max_memory="16M")
+    md = stats["markdup"]
+    assert md["path"] == "one task" and md["tasks_discarded"], md
+    assert "ranking the bucket's read ends in Picard's merged order would hold more than" in md["one_task_because"], md
+    assert same_output(out.read_bytes(), want, 2), "the Ray output differs from one node's"
+    assert m.read_text() == want_text, "the Ray metrics differ from one node's"

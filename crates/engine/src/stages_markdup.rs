@@ -832,10 +832,19 @@ fn decide_bucket_from(
     };
     marker.set_pool(pool);
     let d = decide(&mut marker).map_err(|e| {
-        let one_task = e
-            .find::<alnsort_markdup::MarkdupError>()
-            .is_some_and(|m| m.needs_one_task());
-        let what = if one_task {
+        let typed = e.find::<alnsort_markdup::MarkdupError>();
+        let one_task = typed.is_some_and(|m| m.needs_one_task());
+        let beyond = matches!(typed, Some(alnsort_markdup::MarkdupError::MergeBeyondLimit { .. }));
+        let what = if beyond {
+            let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "{}: a bucket of the duplicate decision, ranked in Picard's merged order, needs more memory \
+                 than the budget gives it; cut the ends into more buckets (--end-buckets, alnsort.ray's \
+                 --decision-buckets), raise -m or --max-memory, or decide with one task (alnsort.ray with \
+                 --decision-buckets 0, or alnsort sort --markdup), which spills",
+                names.join(", ")
+            )
+        } else if one_task {
             // The tasks cannot put these inputs' records in Picard's merged
             // order (the typed error kept as the source: the Ray driver
             // then decides with one task).

@@ -1151,14 +1151,18 @@ impl MarkDuplicates {
     /// places in it; the listed indexes are the records' ordinals as
     /// always. Two inputs' equal running maxima are refused
     /// ([`MarkdupError::MergeTie`]): one task decides then. The ends and
-    /// their keys are held in memory until all are read (the marker's
-    /// spill limit applies from then on).
+    /// their records' places are held in memory until all are read: with a
+    /// spill limit they may take half of it
+    /// ([`MarkdupError::MergeBeyondLimit`] beyond: one task decides then,
+    /// spilling), and the marker spills its ends beyond what they leave.
     pub fn decide_merged(
         &mut self,
         blocks: &[&[u8]],
         fixups: &Fixups,
         order: &MergeOrder,
     ) -> Result<SetsDecided, MarkdupError> {
+        let limit = self.spill.as_ref().map(|s| s.limit);
+        let mut held = 0usize;
         let mut ends: Vec<End> = Vec::new();
         let mut places: Vec<merge_order::Place> = Vec::new();
         for b in blocks {
@@ -1170,11 +1174,44 @@ impl MarkDuplicates {
                 let mut e = decode_end(fixed.try_into().expect("sized"));
                 fixups.apply_end(&mut e);
                 let (local, next) = MergeKey::decode(b, at + END_BYTES)?;
+                // The end, its place, the place's name (at most the key's
+                // bytes) and its rank and merged-order entry (8 bytes
+                // each): about what the vectors will hold.
+                held += std::mem::size_of::<End>()
+                    + std::mem::size_of::<merge_order::Place>()
+                    + (next - at - END_BYTES)
+                    + 16;
                 at = next;
+                if let Some(limit) = limit.filter(|&l| held > l / 2) {
+                    return Err(MarkdupError::MergeBeyondLimit {
+                        held,
+                        ends: ends.len() + 1,
+                        limit,
+                    });
+                }
                 places.push(order.place(e.r1_index, local)?);
                 ends.push(e);
             }
         }
+        // The marker's ends spill beyond what the ranks leave of the limit.
+        if let (Some(limit), Some(sp)) = (limit, self.spill.as_mut()) {
+            sp.limit = limit - held;
+        }
+        let decided = self.decide_ranked(ends, places);
+        if let (Some(limit), Some(sp)) = (limit, self.spill.as_mut()) {
+            sp.limit = limit;
+        }
+        decided
+    }
+
+    /// The rest of [`MarkDuplicates::decide_merged`]: the records ranked
+    /// in Picard's merged order, the ends added by their first records'
+    /// ranks and the bucket decided, its lists turned back into ordinals.
+    fn decide_ranked(
+        &mut self,
+        ends: Vec<End>,
+        mut places: Vec<merge_order::Place>,
+    ) -> Result<SetsDecided, MarkdupError> {
         // One place per record (a record's fragment end and its pair end
         // name it both, with one running maximum).
         places.sort_unstable_by_key(|p| p.ordinal);

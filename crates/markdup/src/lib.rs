@@ -137,6 +137,23 @@ pub enum MarkdupError {
         String::from_utf8_lossy(name)
     )]
     MatesInTwoInputs { name: Vec<u8> },
+    /// Several coordinate-sorted inputs sharing a library: a bucket's read
+    /// ends and their records' places, held in memory until all are read
+    /// to rank the records in Picard's merged order
+    /// ([`MarkDuplicates::decide_merged`]), would take more than half the
+    /// marker's limit (the other half is the marker's own, as it spills);
+    /// one task decides then, spilling its read ends.
+    #[error(
+        "ranking the bucket's read ends in Picard's merged order would hold more than {} bytes, half the \
+         duplicate marker's limit of {limit} bytes ({held} bytes after {ends} ends; more end buckets make \
+         each smaller)",
+        limit / 2
+    )]
+    MergeBeyondLimit {
+        held: usize,
+        ends: usize,
+        limit: usize,
+    },
     /// A spill file of the read ends could not be written or read back.
     #[error("{op} {}: {source}", path.display())]
     Spill {
@@ -180,12 +197,15 @@ pub enum MarkdupError {
 
 impl MarkdupError {
     /// Whether the tasks of several coordinate-sorted inputs cannot put
-    /// these records in Picard's merged order ([`dist::merge_order`]): the
-    /// decision then goes to one task, not an error of the input.
+    /// these records in Picard's merged order ([`dist::merge_order`]), or
+    /// not within the marker's limit: the decision then goes to one task,
+    /// not an error of the input.
     pub fn needs_one_task(&self) -> bool {
         matches!(
             self,
-            MarkdupError::MergeTie { .. } | MarkdupError::MatesInTwoInputs { .. }
+            MarkdupError::MergeTie { .. }
+                | MarkdupError::MatesInTwoInputs { .. }
+                | MarkdupError::MergeBeyondLimit { .. }
         )
     }
 }

@@ -546,13 +546,15 @@ fn lanes_one_marker(inputs: &[Vec<Rec>]) -> Option<(Vec<bool>, Vec<bool>, Metric
 
 /// The tasks on lanes: each input cut before the indexes of its `cuts`,
 /// collectors and joins keeping the merge order, each input's walk
-/// started afresh.
+/// started afresh; the joins spill beyond `spill`'s limit, the decisions
+/// beyond `decide_limit` (in `spill`'s directory).
 fn lanes_dist(
     inputs: &[Vec<Rec>],
     cuts: &[Vec<usize>],
     buckets: usize,
     names: usize,
     spill: Option<(&std::path::Path, usize)>,
+    decide_limit: Option<usize>,
 ) -> Result<(Vec<bool>, Vec<bool>, MetricsReport), MarkdupError> {
     let mut groups = groups();
     let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
@@ -599,7 +601,10 @@ fn lanes_dist(
         })?;
         joined.push(out);
     }
-    let mut md = decider(&groups, InputOrder::Coordinate, spill);
+    let decide_spill = spill
+        .zip(decide_limit)
+        .map(|((dir, _), limit)| (dir, limit));
+    let mut md = decider(&groups, InputOrder::Coordinate, decide_spill);
     let (lists, total) = decide_buckets(&mut md, &shares, &joined, &fixups, buckets)?;
     let mut counts = Vec::new();
     let (mut dup, mut opt) = (Vec::new(), Vec::new());
@@ -653,7 +658,8 @@ fn lanes_of_one_library_decided_per_bucket_give_one_markers_answer() {
         let inputs = lanes(seed, 2 + seed as usize % 2, 60 + seed as usize * 5);
         let Some((dup, opt, metrics)) = lanes_one_marker(&inputs) else {
             // Equal running maxima in two inputs: the tasks must refuse.
-            let e = lanes_dist(&inputs, &vec![Vec::new(); inputs.len()], 2, 2, None).unwrap_err();
+            let e =
+                lanes_dist(&inputs, &vec![Vec::new(); inputs.len()], 2, 2, None, None).unwrap_err();
             assert!(matches!(e, MarkdupError::MergeTie { .. }), "{e}");
             ties += 1;
             continue;
@@ -667,7 +673,7 @@ fn lanes_of_one_library_decided_per_bucket_give_one_markers_answer() {
             let cuts = lanes_cuts(&inputs, &mut rng, how);
             let ctx =
                 format!("seed {seed}, cuts {cuts:?}, {buckets} buckets, {names} name buckets");
-            let (d, o, m) = lanes_dist(&inputs, &cuts, buckets, names, None)
+            let (d, o, m) = lanes_dist(&inputs, &cuts, buckets, names, None, None)
                 .unwrap_or_else(|e| panic!("{ctx}: {e}"));
             assert_eq!(d, dup, "duplicates: {ctx}");
             assert_eq!(o, opt, "optical: {ctx}");
@@ -682,7 +688,7 @@ fn lanes_of_one_library_decided_per_bucket_give_one_markers_answer() {
 }
 
 #[test]
-fn lanes_joins_and_decisions_beyond_a_limit_spill_and_give_the_same_answer() {
+fn lanes_joins_beyond_a_limit_spill_and_a_decision_beyond_half_goes_to_one_task() {
     let dir = std::env::temp_dir().join(format!("alnsort-lanes-spill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut checked = 0;
@@ -693,8 +699,16 @@ fn lanes_joins_and_decisions_beyond_a_limit_spill_and_give_the_same_answer() {
         };
         let mut rng = Rng(seed);
         let cuts = lanes_cuts(&inputs, &mut rng, 2);
-        let got = lanes_dist(&inputs, &cuts, 2, 2, Some((&dir, 4096))).unwrap();
+        let got = lanes_dist(&inputs, &cuts, 2, 2, Some((&dir, 4096)), Some(1 << 20)).unwrap();
         assert_eq!(got, want, "seed {seed}");
+        // A decision whose ranks would hold more than half its limit goes
+        // to one task (the typed error says so), not beyond the limit.
+        let e = lanes_dist(&inputs, &cuts, 2, 2, Some((&dir, 4096)), Some(4096)).unwrap_err();
+        assert!(
+            matches!(e, MarkdupError::MergeBeyondLimit { limit: 4096, held, .. } if held > 2048),
+            "{e}"
+        );
+        assert!(e.needs_one_task(), "{e}");
         checked += 1;
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -713,7 +727,7 @@ fn lanes_mates_in_two_inputs_are_refused() {
     let r = moved[0].remove(at);
     moved[1].push(r);
     moved[1].sort_by_key(|r| (r.2 as u32, r.3, r.1 & flags::REVERSE));
-    let e = lanes_dist(&moved, &[Vec::new(), Vec::new()], 2, 2, None).unwrap_err();
+    let e = lanes_dist(&moved, &[Vec::new(), Vec::new()], 2, 2, None, None).unwrap_err();
     assert!(matches!(e, MarkdupError::MatesInTwoInputs { .. }), "{e}");
 }
 
@@ -737,7 +751,7 @@ fn lanes_with_one_record_in_two_inputs_are_refused_as_a_tie() {
         inputs[1].sort_by_key(key);
         assert!(lanes_one_marker(&inputs).is_none(), "seed {seed}: a tie");
         for buckets in [1, 3] {
-            let e = lanes_dist(&inputs, &[vec![5], vec![]], buckets, 2, None).unwrap_err();
+            let e = lanes_dist(&inputs, &[vec![5], vec![]], buckets, 2, None, None).unwrap_err();
             assert!(
                 matches!(
                     &e,

@@ -113,7 +113,7 @@ fn cram_header_container_damage_is_an_error() {
     for (name, what) in [
         (
             "header-container-claims-2g",
-            "the header container's padding is cut short",
+            "the header container's padding cut short",
         ),
         (
             "header-container-cut-in-its-padding-block",

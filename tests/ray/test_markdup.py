@@ -134,13 +134,14 @@ def one_node(tmp: Path, ins, opts):
     return out.read_bytes(), text
 
 
-def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook=None, cluster=None, buckets=None):
+def ray_run(tmp: Path, ins, opts, partitions, splits, one_text, name="ray", hook=None, cluster=None, buckets=None,
+            **sort_kw):
     out, m = tmp / f"{name}.bam", tmp / f"{name}.metrics"
     # The metrics file records a command line: the one node's, so the two
     # files can be compared byte for byte.
     argv = one_text.split("\n")[3][2:].split(" ")
     kw = dict(inputs=ins, output=str(out), no_pg=True, partitions=partitions, splits=splits, markdup=True,
-              metrics=str(m), markdup_options=list(opts), argv=argv, decision_buckets=buckets)
+              metrics=str(m), markdup_options=list(opts), argv=argv, decision_buckets=buckets, **sort_kw)
     stats = run_killing(cluster, hook, **kw) if hook is not None else aray.sort(**kw)
     return out.read_bytes(), m.read_text(), stats
 
@@ -649,13 +650,9 @@ def test_lanes_whose_bucket_needs_more_than_the_budget_take_the_one_task(cluster
     want, want_text = one_node(tmp_path, ins, [])
     (tmp_path / "one.bam").unlink()
     (tmp_path / "one.metrics").unlink()
-    # The same file names as one node's (the metrics name them).
-    out, m = tmp_path / "one.bam", tmp_path / "one.metrics"
-    argv = want_text.split("\n")[3][2:].split(" ")
-    stats = aray.sort(inputs=ins, output=str(out), no_pg=True, partitions=2, splits=6, markdup=True,
-                      metrics=str(m), argv=argv, decision_buckets=1, max_memory="16M")
+    got, text, stats = ray_run(tmp_path, ins, [], 2, 6, want_text, name="one", buckets=1, max_memory="16M")
     md = stats["markdup"]
     assert md["path"] == "one task" and md["tasks_discarded"], md
     assert "ranking the bucket's read ends in Picard's merged order would hold more than" in md["one_task_because"], md
-    assert same_output(out.read_bytes(), want, 2), "the Ray output differs from one node's"
-    assert m.read_text() == want_text, "the Ray metrics differ from one node's"
+    assert same_output(got, want, 2), "the Ray output differs from one node's"
+    assert text == want_text, "the Ray metrics differ from one node's"

@@ -282,7 +282,7 @@ impl SeveralInputs {
     /// inputs whose libraries are apart are decided per bucket exactly
     /// (the records' libraries are checked after the walk:
     /// [`crate::stages_markdup::walk_refusal`]).
-    pub fn tasks_refusal(&self, _paths: &[String]) -> Option<String> {
+    pub fn tasks_refusal(&self) -> Option<String> {
         if self.order == InputOrder::Queryname {
             return Some(
                 "the inputs are grouped by name: Picard's merged stream (htsjdk's MergingSamRecordIterator, by \
@@ -1066,7 +1066,7 @@ mod tests {
             &[coord, sq, "@RG\tID:x\tLB:libB", "@RG\tID:y"],
         );
         assert_eq!(apart.order, InputOrder::Coordinate);
-        assert_eq!(apart.tasks_refusal(&paths), None);
+        assert_eq!(apart.tasks_refusal(), None);
         // The clashing ID x is renamed for b's records.
         assert_ne!(
             apart.translations[1].known_read_group(b"x"),
@@ -1080,20 +1080,17 @@ mod tests {
         );
         // Lanes of one library: decided by the tasks in Picard's merged
         // order; libraries apart need no such order.
-        assert_eq!(lanes.tasks_refusal(&paths), None);
+        assert_eq!(lanes.tasks_refusal(), None);
         assert!(lanes.keeps_merge_order());
         assert!(!apart.keeps_merge_order());
         // No @RG in either: the unknown library in both.
         let none = plan(&[coord, sq], &[coord, sq]);
-        assert_eq!(none.tasks_refusal(&paths), None);
+        assert_eq!(none.tasks_refusal(), None);
         assert!(none.keeps_merge_order());
         // Name-grouped inputs.
         let grouped = plan(&[sq, "@RG\tID:x\tLB:libA"], &[sq, "@RG\tID:y\tLB:libB"]);
         assert_eq!(grouped.order, InputOrder::Queryname);
-        assert!(grouped
-            .tasks_refusal(&paths)
-            .unwrap()
-            .contains("grouped by name"));
+        assert!(grouped.tasks_refusal().unwrap().contains("grouped by name"));
     }
 
     #[test]

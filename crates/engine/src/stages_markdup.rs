@@ -433,8 +433,8 @@ fn several(
     if inputs.len() == 1 {
         return Ok(None);
     }
-    let (several, paths) = several_inputs(inputs, set)?;
-    if let Some(why) = several.tasks_refusal(&paths) {
+    let several = several_inputs(inputs, set)?;
+    if let Some(why) = several.tasks_refusal() {
         bail!(
             Refused,
             "duplicate marking of these inputs cut into tasks would not be Picard's: {why}; decide them with \
@@ -445,12 +445,11 @@ fn several(
 }
 
 /// The inputs' headers merged and checked as one node's several-input
-/// marking does ([`crate::markdup_inputs::SeveralInputs`]), with the
-/// inputs' names.
+/// marking does ([`crate::markdup_inputs::SeveralInputs`]).
 fn several_inputs(
     inputs: &[PathBuf],
     set: &crate::stages::InputSet,
-) -> Result<(crate::markdup_inputs::SeveralInputs, Vec<String>)> {
+) -> Result<crate::markdup_inputs::SeveralInputs> {
     let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
     let several = crate::markdup_inputs::SeveralInputs::new(
@@ -458,7 +457,7 @@ fn several_inputs(
         &headers,
         crate::several_inputs_merge_options(),
     )?;
-    Ok((several, paths))
+    Ok(several)
 }
 
 /// Why the duplicate decision of several inputs cut into tasks cannot be
@@ -531,7 +530,7 @@ pub fn walk_refusal(inputs: &[PathBuf], splits: &[WalkedSplit<'_>]) -> Result<Op
     let merged_order = inputs.len() > 1 && {
         let pool = crate::stages::pool(1)?;
         let set = crate::stages::headers(inputs, &pool)?;
-        several_inputs(inputs, &set)?.0.keeps_merge_order()
+        several_inputs(inputs, &set)?.keeps_merge_order()
     };
     Ok(walk_refusal_named(splits, merged_order, |i| {
         inputs
@@ -551,7 +550,7 @@ fn library_name(inputs: &[PathBuf], lib: usize) -> String {
     let named = (|| -> Result<String> {
         let pool = crate::stages::pool(1)?;
         let set = crate::stages::headers(inputs, &pool)?;
-        let (several, _) = several_inputs(inputs, &set)?;
+        let several = several_inputs(inputs, &set)?;
         let mut groups = crate::markdup::header_read_groups(&several.header);
         groups.resolve(None);
         Ok(groups

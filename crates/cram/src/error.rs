@@ -130,9 +130,10 @@ pub enum DecodeError {
     /// A tok3 name-tokeniser stream (`codecs/tok3.rs`).
     #[error(transparent)]
     Tok3(Tok3Fault),
-    /// The data series of a slice's records (`records.rs`).
-    #[error("{0}")]
-    Record(String),
+    /// A container's compression header or the data series of a
+    /// slice's records (`records.rs`).
+    #[error(transparent)]
+    Record(RecordFault),
     /// A gzip block that does not inflate (libdeflate's error).
     #[error("gzip: {0}")]
     Gzip(#[source] libdeflater::DecompressionError),
@@ -518,6 +519,92 @@ pub enum Tok3Fault {
     /// Names of fewer bytes than the stream declares.
     #[error("name tokeniser: {found} bytes of names where the stream declares {declared}")]
     NamesLength { found: usize, declared: usize },
+}
+
+/// What is wrong in a container's compression header (CRAM 3 §8.4, the
+/// encodings of §13) or in the data series of a slice's records (§10),
+/// grouped by kind, with the values read; the record is named by
+/// [`DecodeError::InRecord`] (or the slice's records by
+/// [`DecodeError::InMates`]) around it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFault {
+    /// A container whose first block is not its compression header.
+    #[error(
+        "the container starts with a block of content type {content_type}, not a compression header"
+    )]
+    NotCompressionHeader { content_type: u8 },
+    /// The compression header or one of its encodings (`what`) ends
+    /// inside a field.
+    #[error("truncated {what}")]
+    Truncated { what: &'static str },
+    /// A compression header without what CRAM requires of it (`what`: a
+    /// substitution matrix, tag dictionary lines of whole tags).
+    #[error("{what}")]
+    CompressionHeader { what: &'static str },
+    /// A preservation map key CRAM does not define.
+    #[error("unknown preservation map key {:?}", String::from_utf8_lossy(key))]
+    PreservationKey { key: [u8; 2] },
+    /// An encoding id CRAM does not define or this decoder does not read.
+    #[error("encoding {id} is not supported")]
+    UnsupportedEncoding { id: i32 },
+    /// An encoding that cannot give what the records ask of it (`what`):
+    /// a Huffman code that is not one, an integer read through a
+    /// byte-array encoding, a data series the records need without one.
+    #[error("{what}")]
+    Encoding { what: &'static str },
+    /// A tag of the tag dictionary without an encoding.
+    #[error("tag {}:{} has no encoding", String::from_utf8_lossy(tag), *ty as char)]
+    TagEncoding { tag: [u8; 2], ty: u8 },
+    /// An encoding naming an external block the slice does not have.
+    #[error("an encoding names an external block the slice lacks (content id {content_id})")]
+    MissingBlock { content_id: i32 },
+    /// A data series read past the end of the core data block.
+    #[error("core data block exhausted")]
+    CoreExhausted,
+    /// A data series read past the end of its external block (bytes, or
+    /// a byte array without its stop byte).
+    #[error("the external block of content id {content_id} is exhausted")]
+    ExternalExhausted { content_id: i32 },
+    /// A value outside what its field can hold: `field` names it (a
+    /// record field, a size or an encoding's parameter), `value` is as
+    /// read.
+    #[error("{field} {value} out of range")]
+    OutOfRange { field: &'static str, value: i64 },
+    /// A number naming something that is not there: `what` it is (a
+    /// reference id, read group, tag line, mate line) and `place`, where
+    /// it is not (the header, the tag dictionary, the slice).
+    #[error("{what} {value} is not in {place}")]
+    NotIn {
+        what: &'static str,
+        value: i64,
+        place: &'static str,
+    },
+    /// A read feature code CRAM does not define.
+    #[error("unknown read feature code {:?}", *code as char)]
+    UnknownFeature { code: u8 },
+    /// A read feature at a position (1-based) outside its read.
+    #[error("read feature at position {position} outside the read of {read_length} bases")]
+    FeatureOutsideRead { position: i64, read_length: i64 },
+    /// A slice whose embedded reference block is not among its blocks.
+    #[error("the slice's embedded reference block (content id {content_id}) is missing")]
+    EmbeddedReferenceMissing { content_id: i32 },
+    /// A slice whose embedded reference is shorter than its span.
+    #[error("the slice's embedded reference is shorter than its span ({len} bases, span {span})")]
+    EmbeddedReferenceShort { len: usize, span: i64 },
+    /// A record that starts before the slice's embedded reference.
+    #[error("the record starts before the slice's embedded reference (position {position})")]
+    BeforeEmbeddedReference { position: i64 },
+    /// A record (1-based within the slice) two records name as their
+    /// mate.
+    #[error("record {record} of the slice is the mate of two records")]
+    MateOfTwo { record: i64 },
+}
+
+impl From<RecordFault> for io::Error {
+    /// As the decoder returns it: a [`DecodeError::Record`].
+    fn from(fault: RecordFault) -> io::Error {
+        DecodeError::Record(fault).io()
+    }
 }
 
 impl From<RansNx16Fault> for io::Error {

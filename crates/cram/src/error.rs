@@ -600,47 +600,27 @@ pub enum RecordFault {
     MateOfTwo { record: i64 },
 }
 
-impl From<RecordFault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Record`].
-    fn from(fault: RecordFault) -> io::Error {
-        DecodeError::Record(fault).io()
-    }
+/// Each layer's fault as the decoder returns it: the [`DecodeError`]
+/// variant holding it, as an `io::Error` ([`DecodeError::io`]).
+macro_rules! fault_into_io {
+    ($($fault:ident => $variant:ident),* $(,)?) => {$(
+        impl From<$fault> for io::Error {
+            #[doc = concat!("As the decoder returns it: a [`DecodeError::", stringify!($variant), "`].")]
+            fn from(fault: $fault) -> io::Error {
+                DecodeError::$variant(fault).io()
+            }
+        }
+    )*};
 }
 
-impl From<RansNx16Fault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::RansNx16`].
-    fn from(fault: RansNx16Fault) -> io::Error {
-        DecodeError::RansNx16(fault).io()
-    }
-}
-
-impl From<Tok3Fault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Tok3`].
-    fn from(fault: Tok3Fault) -> io::Error {
-        DecodeError::Tok3(fault).io()
-    }
-}
-
-impl From<Rans4x8Fault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Rans4x8`].
-    fn from(fault: Rans4x8Fault) -> io::Error {
-        DecodeError::Rans4x8(fault).io()
-    }
-}
-
-impl From<BlockFault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Block`].
-    fn from(fault: BlockFault) -> io::Error {
-        DecodeError::Block(fault).io()
-    }
-}
-
-impl From<ContainerFault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Container`].
-    fn from(fault: ContainerFault) -> io::Error {
-        DecodeError::Container(fault).io()
-    }
-}
+fault_into_io!(
+    ContainerFault => Container,
+    BlockFault => Block,
+    Rans4x8Fault => Rans4x8,
+    RansNx16Fault => RansNx16,
+    Tok3Fault => Tok3,
+    RecordFault => Record,
+);
 
 impl DecodeError {
     /// As the `io::Error` (kind `InvalidData`) the decoder returns.

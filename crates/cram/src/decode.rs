@@ -514,6 +514,14 @@ mod tests {
                         e.to_string().starts_with("record") || e.to_string().contains("records"),
                         "{e}"
                     );
+                    // What the record or the mates hit is typed too.
+                    match crate::DecodeError::of(&e) {
+                        Some(
+                            crate::DecodeError::InRecord { error, .. }
+                            | crate::DecodeError::InMates { error, .. },
+                        ) => assert!(crate::DecodeError::of(error).is_some(), "{error:?}"),
+                        _ => panic!("not a record's error: {e:?}"),
+                    }
                     failed += 1;
                 }
             }

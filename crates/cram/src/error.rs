@@ -124,15 +124,16 @@ pub enum DecodeError {
     /// A rANS 4x8 stream (`codecs/rans4x8.rs`).
     #[error(transparent)]
     Rans4x8(Rans4x8Fault),
-    /// A rANS Nx16 stream.
-    #[error("rANS Nx16: {0}")]
-    RansNx16(String),
-    /// A tok3 name-tokenizer stream.
-    #[error("{0}")]
-    Tok3(String),
-    /// The data series of a slice's records (`records.rs`).
-    #[error("{0}")]
-    Record(String),
+    /// A rANS Nx16 stream (`codecs/rans_nx16.rs`).
+    #[error(transparent)]
+    RansNx16(RansNx16Fault),
+    /// A tok3 name-tokeniser stream (`codecs/tok3.rs`).
+    #[error(transparent)]
+    Tok3(Tok3Fault),
+    /// A container's compression header or the data series of a
+    /// slice's records (`records.rs`).
+    #[error(transparent)]
+    Record(RecordFault),
     /// A gzip block that does not inflate (libdeflate's error).
     #[error("gzip: {0}")]
     Gzip(#[source] libdeflater::DecompressionError),
@@ -342,26 +343,284 @@ pub enum Rans4x8Fault {
     PastContext255,
 }
 
-impl From<Rans4x8Fault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Rans4x8`].
-    fn from(fault: Rans4x8Fault) -> io::Error {
-        DecodeError::Rans4x8(fault).io()
-    }
+/// What is wrong in a rANS Nx16 stream (CRAMcodecs §3: the order-0 and
+/// order-1 codes and the stripe, run-length and bit-packing transforms),
+/// with the values read; the block holding it is named by
+/// [`DecodeError::InBlock`].
+#[derive(Debug, thiserror::Error)]
+pub enum RansNx16Fault {
+    /// The stream ends inside a byte field (flags, counts, symbols).
+    #[error("rANS Nx16: stream cut short")]
+    CutShort,
+    /// A 7-bit integer whose value does not fit a `usize`.
+    #[error("rANS Nx16: length too large ({value})")]
+    LengthTooLarge { value: u64 },
+    /// A 7-bit integer that goes on past its fifth byte.
+    #[error("rANS Nx16: 7-bit integer of more than 5 bytes")]
+    Uint7TooLong,
+    /// A part of the stream (a stripe, a cat or packed run, the
+    /// run-length metadata) longer than the bytes left.
+    #[error("rANS Nx16: {needed} bytes needed, {left} left")]
+    Bytes { needed: usize, left: usize },
+    /// A length beyond what this decoder allocates for a block (`max`).
+    #[error("rANS Nx16: {len} bytes claimed (more than {max})")]
+    Claimed { len: usize, max: usize },
+    /// The output length the stream gives is not the block's raw size.
+    #[error("rANS Nx16: stream of {found} bytes where {expected} were expected")]
+    OutputLength { found: usize, expected: usize },
+    /// A stripe of a striped stream that is itself striped.
+    #[error("rANS Nx16: a striped stream inside a striped stream")]
+    NestedStripe,
+    /// A striped stream of no stripe.
+    #[error("rANS Nx16: striped into 0 streams")]
+    NoStripes,
+    /// A stripe that decoded to other than its share of the output.
+    #[error("rANS Nx16: stripe {stripe} decoded to {found} bytes, not {expected}")]
+    StripeLength {
+        stripe: usize,
+        found: usize,
+        expected: usize,
+    },
+    /// A bit-packing map of other than 1 to 16 symbols.
+    #[error("rANS Nx16: bit packing of {symbols} symbols")]
+    PackSymbols { symbols: usize },
+    /// Packed data of fewer bytes than its values need.
+    #[error("rANS Nx16: packed data shorter than declared ({found} bytes, {needed} needed)")]
+    PackedShort { found: usize, needed: usize },
+    /// Runs that expand past the length the stream declares.
+    #[error("rANS Nx16: runs longer than the {declared} bytes declared")]
+    RunsLonger { declared: usize },
+    /// Runs that expand to fewer bytes than the stream declares.
+    #[error("rANS Nx16: runs give {found} bytes, not {declared}")]
+    RunsLength { found: usize, declared: usize },
+    /// An alphabet that goes on past the last symbol.
+    #[error("rANS Nx16: alphabet runs past symbol 255")]
+    PastSymbol255,
+    /// A frequency that does not fit 32 bits.
+    #[error("rANS Nx16: frequency too large ({value})")]
+    FrequencyTooLarge { value: usize },
+    /// Frequencies whose sum does not double up to the table's total.
+    #[error("rANS Nx16: frequencies add up to {sum}, not a power of 2 up to {total}")]
+    FrequencySum { sum: u64, total: u64 },
+    /// An order-1 table of frequencies of other than 10 or 12 bits.
+    #[error("rANS Nx16: order-1 frequencies of {bits} bits")]
+    Order1Bits { bits: u32 },
+    /// The initial states end early.
+    #[error("rANS Nx16: states cut short")]
+    StatesCutShort,
+    /// The renormalisation bytes of order-`order` data end early.
+    #[error("rANS Nx16: order-{order} data cut short")]
+    DataCutShort { order: u8 },
 }
 
-impl From<BlockFault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Block`].
-    fn from(fault: BlockFault) -> io::Error {
-        DecodeError::Block(fault).io()
-    }
+/// What is wrong in a tok3 name-tokeniser stream (CRAMcodecs §5), with
+/// the values read: token positions, token types (a number `ty`, shown as
+/// its name: 0 TYPE, 1 STRING, ... 12 END) and name numbers within the
+/// block; the block holding it is named by [`DecodeError::InBlock`].
+#[derive(Debug, thiserror::Error)]
+pub enum Tok3Fault {
+    /// Fewer bytes than the 9 of the header (lengths and entropy coder).
+    #[error("name tokeniser stream shorter than its header ({len} bytes)")]
+    HeaderCutShort { len: usize },
+    /// An entropy coder other than rANS Nx16 and the arithmetic coder.
+    #[error("name tokeniser: entropy coder {coder} (0 rANS Nx16, 1 arithmetic)")]
+    EntropyCoder { coder: u8 },
+    /// The output length the stream gives is not the block's raw size.
+    #[error("name tokeniser stream of {found} bytes where {expected} were expected")]
+    OutputLength { found: usize, expected: usize },
+    /// More names than bytes to hold them (each ends with a NUL).
+    #[error("name tokeniser: {names} names in {bytes} bytes")]
+    TooManyNames { names: usize, bytes: usize },
+    /// A stream's length (a 7-bit integer) that the data ends inside.
+    #[error("name tokeniser: stream length cut short")]
+    LengthCutShort,
+    /// A stream's length that does not fit a `usize`.
+    #[error("name tokeniser: stream length too large ({value})")]
+    LengthTooLarge { value: u64 },
+    /// A stream's length that goes on past its fifth byte.
+    #[error("name tokeniser: stream length of more than 5 bytes")]
+    LengthTooLong,
+    /// A stream longer than the bytes left.
+    #[error("name tokeniser: stream of {len} bytes, {left} left")]
+    StreamBytes { len: usize, left: usize },
+    /// A stream's type byte naming no token type.
+    #[error("name tokeniser: token type {ty}")]
+    TokenType { ty: u8 },
+    /// More token positions than a stream may declare (`max`).
+    #[error("name tokeniser: more than {max} token positions")]
+    TooManyPositions { max: usize },
+    /// A stream given before any token position was opened.
+    #[error("name tokeniser: a stream before the first token position")]
+    StreamBeforePosition,
+    /// A stream copy whose two bytes (position, type) are cut short.
+    #[error("name tokeniser: stream copy cut short")]
+    CopyCutShort,
+    /// A copy of a stream the block has not given (yet).
+    #[error(
+        "name tokeniser: copy of the {} stream of token {position}, which does not exist",
+        crate::codecs::tok3::type_name(*ty)
+    )]
+    CopyOfMissing { position: u8, ty: u8 },
+    /// A token's stream read past its end.
+    #[error(
+        "name tokeniser: the {} stream of token {position} runs out",
+        crate::codecs::tok3::type_name(*ty)
+    )]
+    StreamExhausted { position: usize, ty: u8 },
+    /// A token whose type needs a stream the block does not have.
+    #[error(
+        "name tokeniser: token {position} needs a {} stream the block does not have",
+        crate::codecs::tok3::type_name(*ty)
+    )]
+    MissingStream { position: usize, ty: u8 },
+    /// A name whose first token is neither DUP nor DIFF.
+    #[error(
+        "name tokeniser: name {name} starts with {} (DUP or DIFF expected)",
+        crate::codecs::tok3::type_name(*ty)
+    )]
+    NameStart { name: usize, ty: u8 },
+    /// A DUP of a name that is not an earlier one.
+    #[error("name tokeniser: name {name} duplicates name -{distance}")]
+    DupDistance { name: usize, distance: usize },
+    /// A DIFF against a name before the first.
+    #[error("name tokeniser: name {name} differs from name -{distance}")]
+    DiffDistance { name: usize, distance: usize },
+    /// A MATCH or DELTA in a name that has no earlier name to refer to.
+    #[error("name tokeniser: name {name} refers to an earlier name's token {token} but has none")]
+    NoEarlierName { name: usize, token: usize },
+    /// A MATCH or DELTA of a token the earlier name does not have.
+    #[error(
+        "name tokeniser: name {name} refers to token {token} of name {earlier}, which has {tokens}"
+    )]
+    NoEarlierToken {
+        name: usize,
+        token: usize,
+        earlier: usize,
+        tokens: u32,
+    },
+    /// A DELTA or DELTA0 of an earlier token that is not a number.
+    #[error(
+        "name tokeniser: name {name} token {token} is a {} of a token that is not a number",
+        crate::codecs::tok3::type_name(*ty)
+    )]
+    DeltaOfNonNumber { name: usize, token: usize, ty: u8 },
+    /// A token of a type a name cannot hold (TYPE, DZLEN, DUP, DIFF).
+    #[error(
+        "name tokeniser: name {name} token {token} has type {}",
+        crate::codecs::tok3::type_name(*ty)
+    )]
+    TokenTypeInName { name: usize, token: usize, ty: u8 },
+    /// A name whose tokens run past the last token position.
+    #[error("name tokeniser: name {name} has no END")]
+    NoEnd { name: usize },
+    /// Names that run past the length the stream declares.
+    #[error("name tokeniser: names longer than the {declared} bytes the stream declares")]
+    NamesLonger { declared: usize },
+    /// Names of fewer bytes than the stream declares.
+    #[error("name tokeniser: {found} bytes of names where the stream declares {declared}")]
+    NamesLength { found: usize, declared: usize },
 }
 
-impl From<ContainerFault> for io::Error {
-    /// As the decoder returns it: a [`DecodeError::Container`].
-    fn from(fault: ContainerFault) -> io::Error {
-        DecodeError::Container(fault).io()
-    }
+/// What is wrong in a container's compression header (CRAM 3 §8.4, the
+/// encodings of §13) or in the data series of a slice's records (§10),
+/// grouped by kind, with the values read; the record is named by
+/// [`DecodeError::InRecord`] (or the slice's records by
+/// [`DecodeError::InMates`]) around it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFault {
+    /// A container whose first block is not its compression header.
+    #[error(
+        "the container starts with a block of content type {content_type}, not a compression header"
+    )]
+    NotCompressionHeader { content_type: u8 },
+    /// The compression header or one of its encodings (`what`) ends
+    /// inside a field.
+    #[error("truncated {what}")]
+    Truncated { what: &'static str },
+    /// A compression header without what CRAM requires of it (`what`: a
+    /// substitution matrix, tag dictionary lines of whole tags).
+    #[error("{what}")]
+    CompressionHeader { what: &'static str },
+    /// A preservation map key CRAM does not define.
+    #[error("unknown preservation map key {:?}", String::from_utf8_lossy(key))]
+    PreservationKey { key: [u8; 2] },
+    /// An encoding id CRAM does not define or this decoder does not read.
+    #[error("encoding {id} is not supported")]
+    UnsupportedEncoding { id: i32 },
+    /// An encoding that cannot give what the records ask of it (`what`):
+    /// a Huffman code that is not one, an integer read through a
+    /// byte-array encoding, a data series the records need without one.
+    #[error("{what}")]
+    Encoding { what: &'static str },
+    /// A tag of the tag dictionary without an encoding.
+    #[error("tag {}:{} has no encoding", String::from_utf8_lossy(tag), *ty as char)]
+    TagEncoding { tag: [u8; 2], ty: u8 },
+    /// An encoding naming an external block the slice does not have.
+    #[error("an encoding names an external block the slice lacks (content id {content_id})")]
+    MissingBlock { content_id: i32 },
+    /// A data series read past the end of the core data block.
+    #[error("core data block exhausted")]
+    CoreExhausted,
+    /// A data series read past the end of its external block (bytes, or
+    /// a byte array without its stop byte).
+    #[error("the external block of content id {content_id} is exhausted")]
+    ExternalExhausted { content_id: i32 },
+    /// A value outside what its field can hold: `field` names it (a
+    /// record field, a size or an encoding's parameter), `value` is as
+    /// read.
+    #[error("{field} {value} out of range")]
+    OutOfRange { field: &'static str, value: i64 },
+    /// A number naming something that is not there: `what` it is (a
+    /// reference id, read group, tag line, mate line) and `place`, where
+    /// it is not (the header, the tag dictionary, the slice).
+    #[error("{what} {value} is not in {place}")]
+    NotIn {
+        what: &'static str,
+        value: i64,
+        place: &'static str,
+    },
+    /// A read feature code CRAM does not define.
+    #[error("unknown read feature code {:?}", *code as char)]
+    UnknownFeature { code: u8 },
+    /// A read feature at a position (1-based) outside its read.
+    #[error("read feature at position {position} outside the read of {read_length} bases")]
+    FeatureOutsideRead { position: i64, read_length: i64 },
+    /// A slice whose embedded reference block is not among its blocks.
+    #[error("the slice's embedded reference block (content id {content_id}) is missing")]
+    EmbeddedReferenceMissing { content_id: i32 },
+    /// A slice whose embedded reference is shorter than its span.
+    #[error("the slice's embedded reference is shorter than its span ({len} bases, span {span})")]
+    EmbeddedReferenceShort { len: usize, span: i64 },
+    /// A record that starts before the slice's embedded reference.
+    #[error("the record starts before the slice's embedded reference (position {position})")]
+    BeforeEmbeddedReference { position: i64 },
+    /// A record (1-based within the slice) two records name as their
+    /// mate.
+    #[error("record {record} of the slice is the mate of two records")]
+    MateOfTwo { record: i64 },
 }
+
+/// Each layer's fault as the decoder returns it: the [`DecodeError`]
+/// variant holding it, as an `io::Error` ([`DecodeError::io`]).
+macro_rules! fault_into_io {
+    ($($fault:ident => $variant:ident),* $(,)?) => {$(
+        impl From<$fault> for io::Error {
+            #[doc = concat!("As the decoder returns it: a [`DecodeError::", stringify!($variant), "`].")]
+            fn from(fault: $fault) -> io::Error {
+                DecodeError::$variant(fault).io()
+            }
+        }
+    )*};
+}
+
+fault_into_io!(
+    ContainerFault => Container,
+    BlockFault => Block,
+    Rans4x8Fault => Rans4x8,
+    RansNx16Fault => RansNx16,
+    Tok3Fault => Tok3,
+    RecordFault => Record,
+);
 
 impl DecodeError {
     /// As the `io::Error` (kind `InvalidData`) the decoder returns.
@@ -559,14 +818,16 @@ mod decode_error_tests {
     /// returns, and is found again, typed, inside it.
     #[test]
     fn the_io_error_carries_the_typed_error_and_its_text() {
-        let e = DecodeError::RansNx16("bad order byte".into()).io();
+        let e = DecodeError::RansNx16(RansNx16Fault::Order1Bits { bits: 11 }).io();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
-        assert_eq!(e.to_string(), "rANS Nx16: bad order byte");
+        assert_eq!(e.to_string(), "rANS Nx16: order-1 frequencies of 11 bits");
         assert!(matches!(
             DecodeError::of(&e),
-            Some(DecodeError::RansNx16(_))
+            Some(DecodeError::RansNx16(RansNx16Fault::Order1Bits {
+                bits: 11
+            }))
         ));
-        let inner = DecodeError::Tok3("short stream".into()).io();
+        let inner: io::Error = Tok3Fault::NoEnd { name: 3 }.into();
         let block = io::Error::new(
             inner.kind(),
             DecodeError::InBlock {
@@ -577,12 +838,15 @@ mod decode_error_tests {
         );
         assert_eq!(
             block.to_string(),
-            "short stream (block of content id 12, tok3)"
+            "name tokeniser: name 3 has no END (block of content id 12, tok3)"
         );
         let Some(DecodeError::InBlock { error, .. }) = DecodeError::of(&block) else {
             panic!("the block's error is typed")
         };
-        assert!(matches!(DecodeError::of(error), Some(DecodeError::Tok3(_))));
+        assert!(matches!(
+            DecodeError::of(error),
+            Some(DecodeError::Tok3(Tok3Fault::NoEnd { name: 3 }))
+        ));
         assert!(DecodeError::of(&io::Error::other("plain")).is_none());
     }
 }

@@ -45,7 +45,7 @@ pub use decode::{CramReader, DecodeContext, PendingContainer};
 pub use encode::CramWriter;
 pub use error::{
     BlockFault, ContainerFault, CramError, DecodeError, FaiError, HeaderTextError, Rans4x8Fault,
-    ReferenceError, Unencodable,
+    RansNx16Fault, RecordFault, ReferenceError, Tok3Fault, Unencodable,
 };
 pub use options::{CramOptions, CramVersion};
 pub use reference::{RefHolding, RefSource, KEPT_UNUSED};

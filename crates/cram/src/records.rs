@@ -14,7 +14,7 @@
 
 use crate::codecs::{self, CodecScratch};
 use crate::container::{content_type, read_itf8, RawBlock, SliceBlocks};
-use crate::error::DecodeError;
+use crate::error::{DecodeError, RecordFault as Fault};
 use crate::md_nm;
 use crate::reference::Lease;
 use alnsort_bam::cigar::{self, op};
@@ -22,8 +22,10 @@ use alnsort_bam::record::reg2bin;
 use std::io;
 use std::sync::Arc;
 
-fn bad(what: impl Into<String>) -> io::Error {
-    DecodeError::Record(what.into()).io()
+/// [`Fault::OutOfRange`] of `field`, `value` as read.
+fn out_of_range(field: &'static str, value: impl TryInto<i64>) -> io::Error {
+    let value = value.try_into().unwrap_or(i64::MAX);
+    Fault::OutOfRange { field, value }.into()
 }
 
 /// Reads one ITF8 value (CRAM 3 §2.3) at `*at` of `buf`.
@@ -129,10 +131,10 @@ impl CompressionHeader {
         let mut src = bytes;
         let block = RawBlock::read_version(&mut src, major)?;
         if block.content_type != content_type::COMPRESSION_HEADER {
-            return Err(bad(format!(
-                "the container starts with a block of content type {}, not a compression header",
-                block.content_type
-            )));
+            return Err(Fault::NotCompressionHeader {
+                content_type: block.content_type,
+            }
+            .into());
         }
         if block.method == codecs::method::RAW {
             return CompressionHeader::parse(block.data);
@@ -155,9 +157,9 @@ impl CompressionHeader {
         };
         let mut at = 0usize;
         let take = |at: &mut usize, n: usize| -> io::Result<&[u8]> {
-            let s = data
-                .get(*at..*at + n)
-                .ok_or_else(|| bad("truncated compression header"))?;
+            let s = data.get(*at..*at + n).ok_or(Fault::Truncated {
+                what: "compression header",
+            })?;
             *at += n;
             Ok(s)
         };
@@ -189,29 +191,31 @@ impl CompressionHeader {
                 }
                 b"TD" => {
                     let len = itf8(data, &mut at)?;
-                    let td = take(&mut at, usize::try_from(len).map_err(|_| bad("TD size"))?)?;
+                    let size = usize::try_from(len).map_err(|_| out_of_range("TD size", len))?;
+                    let td = take(&mut at, size)?;
                     let mut lines = td.split(|&b| b == 0).collect::<Vec<_>>();
                     if td.last() == Some(&0) {
                         lines.pop();
                     }
                     for line in lines {
                         if line.len() % 3 != 0 {
-                            return Err(bad("a tag dictionary line is not a list of tags"));
+                            return Err(Fault::CompressionHeader {
+                                what: "a tag dictionary line is not a list of tags",
+                            }
+                            .into());
                         }
                         ch.tag_lines
                             .push(line.chunks(3).map(|c| [c[0], c[1], c[2]]).collect());
                     }
                 }
-                k => {
-                    return Err(bad(format!(
-                        "unknown preservation map key {:?}",
-                        String::from_utf8_lossy(k)
-                    )))
-                }
+                &key => return Err(Fault::PreservationKey { key }.into()),
             }
         }
         if !sm_seen {
-            return Err(bad("the compression header has no substitution matrix"));
+            return Err(Fault::CompressionHeader {
+                what: "the compression header has no substitution matrix",
+            }
+            .into());
         }
         // Data series encodings.
         itf8(data, &mut at)?;
@@ -248,29 +252,35 @@ impl CompressionHeader {
 
     fn read_codec(&mut self, data: &[u8], at: &mut usize) -> io::Result<Codec> {
         let id = itf8(data, at)?;
-        let len = usize::try_from(itf8(data, at)?).map_err(|_| bad("encoding size"))?;
+        let len = itf8(data, at)?;
+        let len = usize::try_from(len).map_err(|_| out_of_range("encoding size", len))?;
         let p = data
             .get(*at..*at + len)
-            .ok_or_else(|| bad("truncated encoding"))?;
+            .ok_or(Fault::Truncated { what: "encoding" })?;
         *at += len;
         let mut q = 0usize;
         let codec = match id {
             0 => Codec::Null,
             1 => Codec::External(self.slot(itf8(p, &mut q)?)),
             3 => {
-                let n = usize::try_from(itf8(p, &mut q)?).map_err(|_| bad("Huffman size"))?;
+                let n = itf8(p, &mut q)?;
+                let n = usize::try_from(n).map_err(|_| out_of_range("Huffman size", n))?;
                 let mut codes = Vec::with_capacity(n.min(1 << 16));
                 for _ in 0..n {
                     codes.push((0u32, itf8(p, &mut q)?));
                 }
                 if itf8(p, &mut q)? as usize != n {
-                    return Err(bad("Huffman code lengths do not match its symbols"));
+                    return Err(Fault::Encoding {
+                        what: "Huffman code lengths do not match its symbols",
+                    }
+                    .into());
                 }
                 for c in codes.iter_mut() {
-                    c.0 = u32::try_from(itf8(p, &mut q)?)
+                    let l = itf8(p, &mut q)?;
+                    c.0 = u32::try_from(l)
                         .ok()
                         .filter(|&l| l < 32)
-                        .ok_or_else(|| bad("Huffman code length out of range"))?;
+                        .ok_or_else(|| out_of_range("Huffman code length", l))?;
                 }
                 Codec::Huffman(Huffman::new(codes)?)
             }
@@ -280,28 +290,36 @@ impl CompressionHeader {
                 Codec::ByteArrayLen(Box::new(len), Box::new(val))
             }
             5 => {
-                let stop = *p.first().ok_or_else(|| bad("truncated encoding"))?;
+                let stop = *p.first().ok_or(Fault::Truncated { what: "encoding" })?;
                 q = 1;
                 Codec::ByteArrayStop(stop, self.slot(itf8(p, &mut q)?))
             }
-            6 => Codec::Beta {
-                offset: itf8(p, &mut q)?,
-                bits: u32::try_from(itf8(p, &mut q)?)
-                    .ok()
-                    .filter(|&b| b <= 32)
-                    .ok_or_else(|| bad("BETA bit count out of range"))?,
-            },
-            7 => Codec::Subexp {
-                offset: itf8(p, &mut q)?,
-                k: u32::try_from(itf8(p, &mut q)?)
-                    .ok()
-                    .filter(|&k| k < 32)
-                    .ok_or_else(|| bad("SUBEXP k out of range"))?,
-            },
+            6 => {
+                let offset = itf8(p, &mut q)?;
+                let bits = itf8(p, &mut q)?;
+                Codec::Beta {
+                    offset,
+                    bits: u32::try_from(bits)
+                        .ok()
+                        .filter(|&b| b <= 32)
+                        .ok_or_else(|| out_of_range("BETA bit count", bits))?,
+                }
+            }
+            7 => {
+                let offset = itf8(p, &mut q)?;
+                let k = itf8(p, &mut q)?;
+                Codec::Subexp {
+                    offset,
+                    k: u32::try_from(k)
+                        .ok()
+                        .filter(|&k| k < 32)
+                        .ok_or_else(|| out_of_range("SUBEXP k", k))?,
+                }
+            }
             9 => Codec::Gamma {
                 offset: itf8(p, &mut q)?,
             },
-            other => return Err(bad(format!("encoding {other} is not supported"))),
+            id => return Err(Fault::UnsupportedEncoding { id }.into()),
         };
         Ok(codec)
     }
@@ -330,7 +348,10 @@ impl Huffman {
                 code = 0;
             }
             if l < 32 && (code as u64) >= 1u64 << l && l > 0 {
-                return Err(bad("over-subscribed Huffman code"));
+                return Err(Fault::Encoding {
+                    what: "over-subscribed Huffman code",
+                }
+                .into());
             }
             let f = &mut first[l as usize];
             if f.2 == 0 {
@@ -355,10 +376,7 @@ struct Bits<'a> {
 impl Bits<'_> {
     #[inline]
     fn bit(&mut self) -> io::Result<u32> {
-        let b = *self
-            .data
-            .get(self.byte)
-            .ok_or_else(|| bad("core data block exhausted"))?;
+        let b = *self.data.get(self.byte).ok_or(Fault::CoreExhausted)?;
         let v = (b >> (7 - self.bit)) & 1;
         self.bit += 1;
         if self.bit == 8 {
@@ -386,6 +404,8 @@ struct Ext<'a> {
     /// stop byte the encoding names, as htslib reads them).
     tok3: bool,
     present: bool,
+    /// The block's content id (the encodings name it).
+    content_id: i32,
 }
 
 /// A slice's blocks as the decoder reads them.
@@ -398,7 +418,10 @@ impl<'a> Streams<'a> {
     fn ext(&mut self, slot: usize) -> io::Result<&mut Ext<'a>> {
         match self.ext.get_mut(slot) {
             Some(e) if e.present => Ok(e),
-            _ => Err(bad("an encoding names an external block the slice lacks")),
+            e => Err(Fault::MissingBlock {
+                content_id: e.map_or(-1, |e| e.content_id),
+            }
+            .into()),
         }
     }
 
@@ -418,7 +441,7 @@ impl<'a> Streams<'a> {
                 while self.core.bit()? == 1 {
                     i += 1;
                     if i > 32 {
-                        return Err(bad("SUBEXP value out of range"));
+                        return Err(out_of_range("SUBEXP prefix", i));
                     }
                 }
                 let v = if i == 0 {
@@ -426,7 +449,7 @@ impl<'a> Streams<'a> {
                 } else {
                     let b = i + k - 1;
                     if b >= 32 {
-                        return Err(bad("SUBEXP value out of range"));
+                        return Err(out_of_range("SUBEXP bit count", b));
                     }
                     (1u32 << b) + self.core.bits(b)?
                 };
@@ -437,27 +460,32 @@ impl<'a> Streams<'a> {
                 while self.core.bit()? == 0 {
                     nz += 1;
                     if nz >= 32 {
-                        return Err(bad("GAMMA value out of range"));
+                        return Err(out_of_range("GAMMA bit count", nz));
                     }
                 }
                 let v = (1u32 << nz) | self.core.bits(nz)?;
                 Ok((v as i32).wrapping_sub(*offset))
             }
-            Codec::Null => Err(bad("a data series the records need has no encoding")),
-            Codec::ByteArrayLen(..) | Codec::ByteArrayStop(..) => {
-                Err(bad("a byte-array encoding for an integer data series"))
+            Codec::Null => Err(Fault::Encoding {
+                what: "a data series the records need has no encoding",
             }
+            .into()),
+            Codec::ByteArrayLen(..) | Codec::ByteArrayStop(..) => Err(Fault::Encoding {
+                what: "a byte-array encoding for an integer data series",
+            }
+            .into()),
         }
     }
 
     fn huffman(&mut self, h: &Huffman) -> io::Result<i32> {
         if h.first.len() <= 1 {
             // One symbol of length 0 (or none): no bits.
-            return h
-                .symbols
-                .first()
-                .copied()
-                .ok_or_else(|| bad("an empty Huffman code is used"));
+            return h.symbols.first().copied().ok_or_else(|| {
+                Fault::Encoding {
+                    what: "an empty Huffman code is used",
+                }
+                .into()
+            });
         }
         let mut code: u32 = 0;
         for l in 1..h.first.len() {
@@ -467,7 +495,10 @@ impl<'a> Streams<'a> {
                 return Ok(h.symbols[index + (code - first) as usize]);
             }
         }
-        Err(bad("invalid Huffman code in the core data block"))
+        Err(Fault::Encoding {
+            what: "invalid Huffman code in the core data block",
+        }
+        .into())
     }
 
     #[inline]
@@ -475,10 +506,9 @@ impl<'a> Streams<'a> {
         match c {
             Codec::External(s) => {
                 let e = self.ext(*s)?;
-                let b = *e
-                    .data
-                    .get(e.at)
-                    .ok_or_else(|| bad("an external block is exhausted"))?;
+                let b = *e.data.get(e.at).ok_or(Fault::ExternalExhausted {
+                    content_id: e.content_id,
+                })?;
                 e.at += 1;
                 Ok(b)
             }
@@ -498,10 +528,9 @@ impl<'a> Streams<'a> {
         match c {
             Codec::External(s) => {
                 let e = self.ext(*s)?;
-                let b = e
-                    .data
-                    .get(e.at..e.at + n)
-                    .ok_or_else(|| bad("an external block is exhausted"))?;
+                let b = e.data.get(e.at..e.at + n).ok_or(Fault::ExternalExhausted {
+                    content_id: e.content_id,
+                })?;
                 e.at += n;
                 out.extend_from_slice(b);
             }
@@ -519,8 +548,8 @@ impl<'a> Streams<'a> {
     fn array(&mut self, c: &Codec, out: &mut Vec<u8>, fixed: usize) -> io::Result<usize> {
         match c {
             Codec::ByteArrayLen(len, val) => {
-                let n = usize::try_from(self.int(len)?)
-                    .map_err(|_| bad("negative byte-array length"))?;
+                let n = self.int(len)?;
+                let n = usize::try_from(n).map_err(|_| out_of_range("byte-array length", n))?;
                 self.bytes_n(val, n, out)?;
                 Ok(n)
             }
@@ -531,7 +560,9 @@ impl<'a> Streams<'a> {
                 let n = rest
                     .iter()
                     .position(|&b| b == stop)
-                    .ok_or_else(|| bad("a byte array runs past the end of its block"))?;
+                    .ok_or(Fault::ExternalExhausted {
+                        content_id: e.content_id,
+                    })?;
                 out.extend_from_slice(&rest[..n]);
                 e.at += n + 1;
                 Ok(n)
@@ -696,7 +727,14 @@ impl SliceDecoder {
                 byte: 0,
                 bit: 0,
             },
-            ext: vec![Ext::default(); ch.content_ids.len()],
+            ext: ch
+                .content_ids
+                .iter()
+                .map(|&content_id| Ext {
+                    content_id,
+                    ..Ext::default()
+                })
+                .collect(),
         };
         for (slot, &id) in ch.content_ids.iter().enumerate() {
             if let Some((_, data)) = slice.external.iter().find(|e| e.0 == id) {
@@ -705,6 +743,7 @@ impl SliceDecoder {
                     at: 0,
                     tok3: slice.tok3.contains(&id),
                     present: true,
+                    content_id: id,
                 };
             }
         }
@@ -714,11 +753,13 @@ impl SliceDecoder {
                     .external
                     .iter()
                     .find(|e| e.0 == id)
-                    .ok_or_else(|| bad("the slice's embedded reference block is missing"))?;
+                    .ok_or(Fault::EmbeddedReferenceMissing { content_id: id })?;
                 if (b.1.len() as i64) < h.alignment_span as i64 {
-                    return Err(bad(
-                        "the slice's embedded reference is shorter than its span",
-                    ));
+                    return Err(Fault::EmbeddedReferenceShort {
+                        len: b.1.len(),
+                        span: h.alignment_span.into(),
+                    }
+                    .into());
                 }
                 Some(&b.1)
             }
@@ -789,7 +830,7 @@ impl SliceDecoder {
         let ds = |d: Ds| &s[d as usize];
         let bf = st.int(ds(Ds::BF))?;
         if !(0..=0xffff).contains(&bf) {
-            return Err(bad(format!("BAM flags {bf} out of range")));
+            return Err(out_of_range("BAM flags", bf));
         }
         let mut flag = bf as u16;
         let cf = st.int(ds(Ds::CF))?;
@@ -799,13 +840,18 @@ impl SliceDecoder {
             h.reference_id
         };
         if ref_id < -1 || ref_id as i64 >= file.ref_lengths.len() as i64 {
-            return Err(bad(format!("reference id {ref_id} is not in the header")));
+            return Err(Fault::NotIn {
+                what: "reference id",
+                value: ref_id.into(),
+                place: "the header",
+            }
+            .into());
         }
         let rl = st.int(ds(Ds::RL))?;
         let rl = usize::try_from(rl)
             .ok()
             .filter(|&n| n < 1 << 28)
-            .ok_or_else(|| bad(format!("read length {rl} out of range")))?;
+            .ok_or_else(|| out_of_range("read length", rl))?;
         let mut apos = st.int(ds(Ds::AP))? as i64;
         if ch.ap_delta {
             apos += *last_apos;
@@ -818,7 +864,11 @@ impl SliceDecoder {
             let name = usize::try_from(rg)
                 .ok()
                 .and_then(|i| file.read_groups.get(i))
-                .ok_or_else(|| bad(format!("read group {rg} is not in the header")))?;
+                .ok_or(Fault::NotIn {
+                    what: "read group",
+                    value: rg.into(),
+                    place: "the header",
+                })?;
             (name != b"UNKNOWN" || rg as usize + 1 != file.read_groups.len()).then_some(name)
         };
         self.name.clear();
@@ -847,10 +897,12 @@ impl SliceDecoder {
             }
             m.mate_ref = st.int(ds(Ds::NS))?;
             if m.mate_ref < -1 || m.mate_ref as i64 >= file.ref_lengths.len() as i64 {
-                return Err(bad(format!(
-                    "mate reference id {} is not in the header",
-                    m.mate_ref
-                )));
+                return Err(Fault::NotIn {
+                    what: "mate reference id",
+                    value: m.mate_ref.into(),
+                    place: "the header",
+                }
+                .into());
             }
             m.mate_pos = st.int(ds(Ds::NP))? as i64;
             m.tlen = Some(st.int(ds(Ds::TS))? as i64);
@@ -867,7 +919,12 @@ impl SliceDecoder {
             let nf = st.int(ds(Ds::NF))? as i64;
             m.line = rec as i64 + nf + 1;
             if nf < 0 || m.line >= h.record_count as i64 {
-                return Err(bad(format!("mate line {} is out of the slice", m.line)));
+                return Err(Fault::NotIn {
+                    what: "mate line",
+                    value: m.line,
+                    place: "the slice",
+                }
+                .into());
             }
             let head = match self.chain_head_of(rec) {
                 -1 => rec as i64,
@@ -895,18 +952,19 @@ impl SliceDecoder {
         let line = usize::try_from(tl)
             .ok()
             .and_then(|i| ch.tag_lines.get(i))
-            .ok_or_else(|| bad(format!("tag line {tl} is not in the tag dictionary")))?;
+            .ok_or(Fault::NotIn {
+                what: "tag line",
+                value: tl.into(),
+                place: "the tag dictionary",
+            })?;
         let (mut has_md, mut has_nm) = (false, false);
         for t in line {
             has_md |= t[..2] == *b"MD";
             has_nm |= t[..2] == *b"NM";
             let key = (t[0] as u32) << 16 | (t[1] as u32) << 8 | t[2] as u32;
-            let codec = ch.tag_codec(key).ok_or_else(|| {
-                bad(format!(
-                    "tag {}:{} has no encoding",
-                    String::from_utf8_lossy(&t[..2]),
-                    t[2] as char
-                ))
+            let codec = ch.tag_codec(key).ok_or(Fault::TagEncoding {
+                tag: [t[0], t[1]],
+                ty: t[2],
             })?;
             let at = self.tags.len();
             self.tags.extend_from_slice(t);
@@ -949,7 +1007,7 @@ impl SliceDecoder {
             }
         } else {
             if apos <= 0 {
-                return Err(bad(format!("mapped record with alignment position {apos}")));
+                return Err(out_of_range("mapped record's alignment position", apos));
             }
             // The reference: embedded, or the whole sequence (RR), or none.
             if ref_id >= 0 {
@@ -1023,7 +1081,7 @@ impl SliceDecoder {
         let start = out.len();
         let pos = apos - 1;
         let l_name = u8::try_from(self.name.len() + 1)
-            .map_err(|_| bad(format!("read name of {} bytes", self.name.len())))?;
+            .map_err(|_| out_of_range("read name length", self.name.len()))?;
         let long_cigar = self.cigar.len() > 0xffff;
         let bin = {
             let extent = if unmapped { rl as i64 } else { span };
@@ -1033,8 +1091,7 @@ impl SliceDecoder {
                 reg2bin(pos, pos + extent)
             }
         };
-        let pos32 = i32::try_from(pos.max(-1))
-            .map_err(|_| bad(format!("position {apos} is out of range")))?;
+        let pos32 = i32::try_from(pos.max(-1)).map_err(|_| out_of_range("position", apos))?;
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&ref_id.to_le_bytes());
         out.extend_from_slice(&pos32.to_le_bytes());
@@ -1075,7 +1132,7 @@ impl SliceDecoder {
         if !unmapped && ref_id >= 0 && cf & CF_NO_SEQ == 0 && !(has_md && has_nm) {
             if let Some((reference, offset)) = refseq {
                 let at = usize::try_from(pos - offset)
-                    .map_err(|_| bad("the record starts before the slice's embedded reference"))?;
+                    .map_err(|_| Fault::BeforeEmbeddedReference { position: apos })?;
                 // In `reference`'s coordinates (an embedded one starts at
                 // the slice's start).
                 let offset = usize::try_from(offset).unwrap_or(0);
@@ -1119,8 +1176,8 @@ impl SliceDecoder {
                 out.extend_from_slice(&c.to_le_bytes());
             }
         }
-        let block_size =
-            u32::try_from(out.len() - start - 4).map_err(|_| bad("a record of more than 4 GiB"))?;
+        let block_size = u32::try_from(out.len() - start - 4)
+            .map_err(|_| out_of_range("record size", out.len() - start - 4))?;
         out[start..start + 4].copy_from_slice(&block_size.to_le_bytes());
         self.mates.push(m);
         Ok(())
@@ -1176,9 +1233,11 @@ impl SliceDecoder {
             let op = st.byte(ds(Ds::FC))?;
             let pos = prev_pos + st.int(ds(Ds::FP))? as i64;
             if pos <= 0 {
-                return Err(bad(format!(
-                    "feature position {pos} before the start of the read"
-                )));
+                return Err(Fault::FeatureOutsideRead {
+                    position: pos,
+                    read_length: rl_i,
+                }
+                .into());
             }
             if rl != 0 && pos > rl_i {
                 let valid_end = if matches!(op, b'N' | b'P' | b'H' | b'D') {
@@ -1187,9 +1246,11 @@ impl SliceDecoder {
                     rl_i
                 };
                 if pos > valid_end {
-                    return Err(bad(format!(
-                        "feature position {pos} after the end of the read"
-                    )));
+                    return Err(Fault::FeatureOutsideRead {
+                        position: pos,
+                        read_length: rl_i,
+                    }
+                    .into());
                 }
             }
             if pos > seq_pos {
@@ -1305,12 +1366,7 @@ impl SliceDecoder {
                     cig.add(op::SKIP, n);
                     ref_pos += n as i64;
                 }
-                other => {
-                    return Err(bad(format!(
-                        "unknown read feature code {:?}",
-                        other as char
-                    )))
-                }
+                code => return Err(Fault::UnknownFeature { code }.into()),
             }
         }
         // An implicit match for the bases after the last feature.
@@ -1367,10 +1423,12 @@ impl SliceDecoder {
                             break;
                         }
                         if m.line as usize <= id2 || m.line as usize >= n {
-                            return Err(bad(format!(
-                                "record {} of the slice is the mate of two records",
-                                m.line + 1
-                            )));
+                            // Record id2 is linked already (its line
+                            // points back to its chain's first record).
+                            return Err(Fault::MateOfTwo {
+                                record: id2 as i64 + 1,
+                            }
+                            .into());
                         }
                         id2 = m.line as usize;
                         if ms[id2].ref_id != r {
@@ -1486,7 +1544,7 @@ fn copy_ref(
 }
 
 fn nonneg(v: i32) -> io::Result<u32> {
-    u32::try_from(v).map_err(|_| bad(format!("negative feature length {v}")))
+    u32::try_from(v).map_err(|_| out_of_range("feature length", v))
 }
 
 /// Writes `bytes` at `at` of a read of `rl` bases (nothing when the read
@@ -1496,7 +1554,10 @@ fn put(buf: &mut [u8], rl: usize, at: usize, bytes: &[u8]) -> io::Result<()> {
         return Ok(());
     }
     buf.get_mut(at..at + bytes.len())
-        .ok_or_else(|| bad("a read feature runs past the end of the read"))?
+        .ok_or(Fault::FeatureOutsideRead {
+            position: (at + bytes.len()) as i64,
+            read_length: rl as i64,
+        })?
         .copy_from_slice(bytes);
     Ok(())
 }
@@ -1515,15 +1576,207 @@ mod tests {
                 byte: 0,
                 bit: 0,
             },
-            ext: vec![Ext::default()],
+            ext: vec![Ext {
+                content_id: 9,
+                ..Ext::default()
+            }],
         };
         let mut out = Vec::new();
         st.bytes_n(&Codec::External(0), 0, &mut out).unwrap();
         assert!(out.is_empty());
         let e = st.bytes_n(&Codec::External(0), 1, &mut out).unwrap_err();
         assert!(
-            e.to_string().contains("external block the slice lacks"),
-            "{e}"
+            matches!(fault(&e), Fault::MissingBlock { content_id: 9 }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "an encoding names an external block the slice lacks (content id 9)"
+        );
+    }
+
+    /// The record fault an error of the decoder carries.
+    fn fault(e: &io::Error) -> &Fault {
+        match DecodeError::of(e) {
+            Some(DecodeError::Record(f)) => f,
+            _ => panic!("not a record fault: {e:?}"),
+        }
+    }
+
+    /// A preservation map with only a substitution matrix, then `rest`
+    /// (the data series and tag encodings).
+    fn header_with(rest: &[u8]) -> Vec<u8> {
+        let mut h = vec![7, 1, b'S', b'M', 0, 0, 0, 0, 0];
+        h.extend_from_slice(rest);
+        h
+    }
+
+    /// Compression headers malformed in one place each: the typed fault
+    /// with the values read, and its text.
+    #[test]
+    fn malformed_compression_headers_give_typed_faults() {
+        let err = |data: &[u8]| match CompressionHeader::parse(data) {
+            Ok(_) => panic!("parsed: {data:?}"),
+            Err(e) => e,
+        };
+        let e = err(&[5, 1, b'R']);
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::Truncated {
+                    what: "compression header"
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "truncated compression header");
+        let e = err(&[3, 1, b'X', b'Y']);
+        assert!(
+            matches!(fault(&e), Fault::PreservationKey { key: [b'X', b'Y'] }),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "unknown preservation map key \"XY\"");
+        let e = err(&[0, 0]);
+        assert!(
+            matches!(fault(&e), Fault::CompressionHeader { .. }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "the compression header has no substitution matrix"
+        );
+        // BF: encoding 2 (none has that id).
+        let e = err(&header_with(&[4, 1, b'B', b'F', 2, 0]));
+        assert!(
+            matches!(fault(&e), Fault::UnsupportedEncoding { id: 2 }),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "encoding 2 is not supported");
+        // BF: BETA of offset 0 and 33 bits.
+        let e = err(&header_with(&[6, 1, b'B', b'F', 6, 2, 0, 33]));
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::OutOfRange {
+                    field: "BETA bit count",
+                    value: 33
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "BETA bit count 33 out of range");
+        // BF: an encoding of size -1 (ITF8).
+        let e = err(&header_with(&[
+            9, 1, b'B', b'F', 1, 0xff, 0xff, 0xff, 0xff, 0x0f,
+        ]));
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::OutOfRange {
+                    field: "encoding size",
+                    value: -1
+                }
+            ),
+            "{e:?}"
+        );
+        // BF: Huffman of one symbol (5) and two code lengths.
+        let e = err(&header_with(&[7, 1, b'B', b'F', 3, 3, 1, 5, 2]));
+        assert!(matches!(fault(&e), Fault::Encoding { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "Huffman code lengths do not match its symbols"
+        );
+    }
+
+    /// Data series read past their blocks, or through encodings that
+    /// cannot give them: the typed fault with the values read.
+    #[test]
+    fn data_series_faults_are_typed() {
+        let mut st = Streams {
+            core: Bits {
+                data: &[0; 5],
+                byte: 0,
+                bit: 0,
+            },
+            ext: vec![Ext {
+                data: &[1, 2],
+                at: 0,
+                tok3: false,
+                present: true,
+                content_id: 7,
+            }],
+        };
+        // 40 zero bits: GAMMA's prefix reaches 32.
+        let e = st.int(&Codec::Gamma { offset: 0 }).unwrap_err();
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::OutOfRange {
+                    field: "GAMMA bit count",
+                    value: 32
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "GAMMA bit count 32 out of range");
+        // 8 bits are left: 9 are asked.
+        let e = st.int(&Codec::Beta { offset: 0, bits: 9 }).unwrap_err();
+        assert!(matches!(fault(&e), Fault::CoreExhausted), "{e:?}");
+        assert_eq!(e.to_string(), "core data block exhausted");
+        let mut out = Vec::new();
+        let e = st.bytes_n(&Codec::External(0), 3, &mut out).unwrap_err();
+        assert!(
+            matches!(fault(&e), Fault::ExternalExhausted { content_id: 7 }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "the external block of content id 7 is exhausted"
+        );
+        // A byte array of stop byte 0 in a block without one.
+        let e = st
+            .array(&Codec::ByteArrayStop(0, 0), &mut out, 0)
+            .unwrap_err();
+        assert!(
+            matches!(fault(&e), Fault::ExternalExhausted { content_id: 7 }),
+            "{e:?}"
+        );
+        let e = st.int(&Codec::Null).unwrap_err();
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::Encoding {
+                    what: "a data series the records need has no encoding"
+                }
+            ),
+            "{e:?}"
+        );
+        let e = nonneg(-3).unwrap_err();
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::OutOfRange {
+                    field: "feature length",
+                    value: -3
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "feature length -3 out of range");
+        let e = put(&mut [0; 4], 4, 3, b"ab").unwrap_err();
+        assert!(
+            matches!(
+                fault(&e),
+                Fault::FeatureOutsideRead {
+                    position: 5,
+                    read_length: 4
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "read feature at position 5 outside the read of 4 bases"
         );
     }
 
@@ -1668,6 +1921,12 @@ mod tests {
             ..Default::default()
         };
         let mut out = vec![0u8; 3 * 36];
-        assert!(d.resolve_mates(&mut out).is_err());
+        let e = d.resolve_mates(&mut out).unwrap_err();
+        // Records 1 and 2 both name record 3.
+        assert!(matches!(fault(&e), Fault::MateOfTwo { record: 3 }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "record 3 of the slice is the mate of two records"
+        );
     }
 }

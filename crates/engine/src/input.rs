@@ -467,6 +467,32 @@ where
     Ok((batches, time))
 }
 
+/// The next result of a file's batch jobs (`batches`, from
+/// [`spawn_batches`] or [`spawn_scanned`]); `None` once all are taken. A
+/// job that was lost is [`Error::Record`] (reading record `record` or
+/// later of `file`), a job's own error is as the job returned it. The
+/// warnings a job gathered (`warnings` of its result: unknown reference
+/// names, a missing EOF block) are printed first, naming the file, so
+/// that they come in input order.
+pub(crate) fn next_batch<T: Send + 'static>(
+    batches: &mut Ordered<Result<T>>,
+    file: &str,
+    record: u64,
+    warnings: fn(&T) -> &[String],
+) -> Option<Result<T>> {
+    let got = batches.next_result()?.map_err(|e| Error::Record {
+        file: file.to_string(),
+        doing: "reading",
+        record,
+        source: Box::new(e.into()),
+    });
+    Some(got.and_then(|r| r).inspect(|t| {
+        for w in warnings(t) {
+            eprintln!("[W::alnsort] {file}: {w}");
+        }
+    }))
+}
+
 impl OpenInput {
     /// The input's name, header and records (for readers other than
     /// [`OpenInput::feed`], such as `alnsort merge`'s), read with
@@ -561,16 +587,8 @@ impl OpenInput {
             })?;
         let mut n = 0u64;
         let mut tally = Decoded::default();
-        while let Some(r) = batches.next_result() {
-            let p = r.map_err(|e| Error::Record {
-                file: name.to_string(),
-                doing: "reading",
-                record: n + 1,
-                source: Box::new(e.into()),
-            })??;
-            for w in &p.warnings {
-                eprintln!("[W::alnsort] {name}: {w}");
-            }
+        while let Some(p) = next_batch(&mut batches, &name, n + 1, |p| &p.warnings) {
+            let p = p?;
             tally.add(p.tally);
             if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
                 m.push(ends)?;

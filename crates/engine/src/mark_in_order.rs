@@ -21,7 +21,7 @@
 use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
 use crate::error::{bail, Context, Error, Result};
-use crate::input::spawn_batches;
+use crate::input::{next_batch, spawn_batches};
 use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
 use crate::markdup_inputs::{htsjdk_base36, picard_cmp, picard_plan, HtsjdkMerge};
 use crate::picard::{AssumedOrder, PgSpec, PicardRun};
@@ -452,13 +452,8 @@ fn pass1_one(
     })?;
     let mut n = 0u64;
     let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
-    while let Some(r) = batches.next_result() {
-        let (ends, pgs, warnings) = r
-            .map_err(Error::from)
-            .with_context(|| format!("{name}: reading record {} or later", n + 1))??;
-        for w in &warnings {
-            eprintln!("[W::alnsort] {name}: {w}");
-        }
+    while let Some(r) = next_batch(&mut batches, &name, n + 1, |(_, _, w)| w) {
+        let (ends, pgs, _) = r?;
         note_pgs(&mut seen, pgs);
         n += ends.len() as u64;
         marker.push(&ends)?;
@@ -490,10 +485,8 @@ fn pass2_one(
     })?;
     let mut written = 0u64;
     let mut m = 0u64;
-    while let Some(r) = batches.next_result() {
-        let (copied, count) = r
-            .map_err(Error::from)
-            .with_context(|| format!("{name}: reading record {} or later", m + 1))??;
+    while let Some(r) = next_batch(&mut batches, &name, m + 1, |_| &[]) {
+        let (copied, count) = r?;
         m += count;
         written += copied.starts.len() as u64;
         out.write_units(Arc::new(copied))?;

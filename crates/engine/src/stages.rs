@@ -859,16 +859,10 @@ fn map_with_share(
         let mut records = 0u64;
         let mut last = None;
         let mut reported = std::collections::HashSet::new();
-        while let Some(r) = batches.next_result() {
-            let d = r.map_err(|e| Error::Record {
-                file: name.to_string(),
-                doing: "reading",
-                record: records + 1,
-                source: Box::new(e.into()),
-            })??;
-            for w in &d.warnings {
-                eprintln!("[W::alnsort] {name}: {w}");
-            }
+        while let Some(d) =
+            crate::input::next_batch(&mut batches, &name, records + 1, |d| &d.warnings)
+        {
+            let d = d?;
             for (what, w) in d.unknown_tags {
                 if reported.insert(what) {
                     eprintln!("{w}");

@@ -8,7 +8,7 @@
 //! and the stream is then reported cut short), and the order-1 tables
 //! kept per worker in [`Tables`], reused from block to block.
 
-use crate::error::DecodeError;
+use crate::error::RansNx16Fault as Fault;
 use std::io;
 
 const ORDER: u8 = 0x01;
@@ -24,10 +24,6 @@ const LOWER_BOUND: u32 = 1 << 15;
 const BITS0: u32 = 12;
 const SLOTS: usize = 1 << 12;
 
-fn invalid(what: impl Into<String>) -> io::Error {
-    DecodeError::RansNx16(what.into()).io()
-}
-
 /// Reused decoding tables.
 #[derive(Default)]
 pub struct Tables {
@@ -39,9 +35,7 @@ pub struct Tables {
 }
 
 fn u8_of(src: &mut &[u8]) -> io::Result<u8> {
-    let (&b, rest) = src
-        .split_first()
-        .ok_or_else(|| invalid("stream cut short"))?;
+    let (&b, rest) = src.split_first().ok_or(Fault::CutShort)?;
     *src = rest;
     Ok(b)
 }
@@ -52,15 +46,19 @@ fn uint7(src: &mut &[u8]) -> io::Result<usize> {
         let c = u8_of(src)?;
         v = (v << 7) | u64::from(c & 0x7f);
         if c < 0x80 {
-            return usize::try_from(v).map_err(|_| invalid("length too large"));
+            return Ok(usize::try_from(v).map_err(|_| Fault::LengthTooLarge { value: v })?);
         }
     }
-    Err(invalid("7-bit integer of more than 5 bytes"))
+    Err(Fault::Uint7TooLong.into())
 }
 
 fn take<'a>(src: &mut &'a [u8], n: usize) -> io::Result<&'a [u8]> {
     if n > src.len() {
-        return Err(invalid(format!("{n} bytes needed, {} left", src.len())));
+        return Err(Fault::Bytes {
+            needed: n,
+            left: src.len(),
+        }
+        .into());
     }
     let (a, b) = src.split_at(n);
     *src = b;
@@ -69,7 +67,11 @@ fn take<'a>(src: &mut &'a [u8], n: usize) -> io::Result<&'a [u8]> {
 
 fn check_len(len: usize) -> io::Result<usize> {
     if len > super::MAX_RAW_SIZE {
-        return Err(invalid(format!("{len} bytes claimed")));
+        return Err(Fault::Claimed {
+            len,
+            max: super::MAX_RAW_SIZE,
+        }
+        .into());
     }
     Ok(len)
 }
@@ -90,9 +92,11 @@ pub fn decode(
             let mut peek = &src[1..];
             let stored = uint7(&mut peek)?;
             if stored != e {
-                return Err(invalid(format!(
-                    "stream of {stored} bytes where {e} were expected"
-                )));
+                return Err(Fault::OutputLength {
+                    found: stored,
+                    expected: e,
+                }
+                .into());
             }
         }
     }
@@ -115,7 +119,7 @@ fn decode_into(
     };
     if flags & STRIPE != 0 {
         if depth > 0 {
-            return Err(invalid("a striped stream inside a striped stream"));
+            return Err(Fault::NestedStripe.into());
         }
         return stripe(src, len, out, t, depth);
     }
@@ -124,7 +128,7 @@ fn decode_into(
     if flags & PACK != 0 {
         let nsym = u8_of(src)? as usize;
         if nsym == 0 || nsym > 16 {
-            return Err(invalid(format!("bit packing of {nsym} symbols")));
+            return Err(Fault::PackSymbols { symbols: nsym }.into());
         }
         let mut p = [0u8; 16];
         p[..nsym].copy_from_slice(take(src, nsym)?);
@@ -178,7 +182,7 @@ fn stripe(
 ) -> io::Result<()> {
     let n = u8_of(src)? as usize;
     if n == 0 {
-        return Err(invalid("striped into 0 streams"));
+        return Err(Fault::NoStripes.into());
     }
     let clens = (0..n).map(|_| uint7(src)).collect::<io::Result<Vec<_>>>()?;
     out.resize(len, 0);
@@ -188,10 +192,12 @@ fn stripe(
         let mut sub = take(src, clen)?;
         decode_into(&mut sub, ulen, &mut part, t, depth + 1)?;
         if part.len() != ulen {
-            return Err(invalid(format!(
-                "stripe {j} decoded to {} bytes, not {ulen}",
-                part.len()
-            )));
+            return Err(Fault::StripeLength {
+                stripe: j,
+                found: part.len(),
+                expected: ulen,
+            }
+            .into());
         }
         for (i, &b) in part.iter().enumerate() {
             out[i * n + j] = b;
@@ -218,17 +224,16 @@ fn unrle(data: &[u8], meta: &[u8], rle_len: usize) -> io::Result<Vec<u8>> {
             1
         };
         if out.len() + k > rle_len {
-            return Err(invalid(format!(
-                "runs longer than the {rle_len} bytes declared"
-            )));
+            return Err(Fault::RunsLonger { declared: rle_len }.into());
         }
         out.resize(out.len() + k, s);
     }
     if out.len() != rle_len {
-        return Err(invalid(format!(
-            "runs give {} bytes, not {rle_len}",
-            out.len()
-        )));
+        return Err(Fault::RunsLength {
+            found: out.len(),
+            declared: rle_len,
+        }
+        .into());
     }
     Ok(out)
 }
@@ -241,8 +246,13 @@ fn unpack(data: &[u8], p: &[u8], len: usize) -> io::Result<Vec<u8>> {
         _ => 2,
     };
     let bits = 8 / per_byte;
-    if data.len() < len.div_ceil(per_byte) {
-        return Err(invalid("packed data shorter than declared"));
+    let needed = len.div_ceil(per_byte);
+    if data.len() < needed {
+        return Err(Fault::PackedShort {
+            found: data.len(),
+            needed,
+        }
+        .into());
     }
     let mask = (1u8 << bits) - 1;
     let mut out = Vec::with_capacity(len);
@@ -261,7 +271,7 @@ fn alphabet(src: &mut &[u8]) -> io::Result<Vec<u8>> {
     let mut rle = 0u32;
     loop {
         if sym > 255 {
-            return Err(invalid("alphabet runs past symbol 255"));
+            return Err(Fault::PastSymbol255.into());
         }
         a.push(sym as u8);
         if rle > 0 {
@@ -283,8 +293,9 @@ fn alphabet(src: &mut &[u8]) -> io::Result<Vec<u8>> {
 /// Scales frequencies up to a total of `1 << bits` (the spec's
 /// normalisation: doubling until the total reaches it).
 fn normalise(f: &mut [u32; 256], bits: u32) -> io::Result<()> {
-    let mut tot: u64 = f.iter().map(|&x| u64::from(x)).sum();
+    let sum: u64 = f.iter().map(|&x| u64::from(x)).sum();
     let target = 1u64 << bits;
+    let mut tot = sum;
     if tot == 0 || tot == target {
         return Ok(());
     }
@@ -294,14 +305,17 @@ fn normalise(f: &mut [u32; 256], bits: u32) -> io::Result<()> {
         shift += 1;
     }
     if tot != target {
-        return Err(invalid(format!(
-            "frequencies add up to {tot}, not a power of 2 up to {target}"
-        )));
+        return Err(Fault::FrequencySum { sum, total: target }.into());
     }
     for x in f.iter_mut() {
         *x <<= shift;
     }
     Ok(())
+}
+
+/// A frequency read as a 7-bit integer, which must fit 32 bits.
+fn frequency(value: usize) -> io::Result<u32> {
+    Ok(u32::try_from(value).map_err(|_| Fault::FrequencyTooLarge { value })?)
 }
 
 /// Fills `1 << bits` slots from frequencies (which add up to at most that).
@@ -325,7 +339,7 @@ impl Input<'_> {
         let b = self
             .src
             .get(self.pos..self.pos + 4)
-            .ok_or_else(|| invalid("states cut short"))?;
+            .ok_or(Fault::StatesCutShort)?;
         self.pos += 4;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
@@ -357,7 +371,7 @@ fn step(slots: &[u32], r: u32, bits: u32) -> (u8, u32) {
 fn order0(src: &mut &[u8], out: &mut [u8], n: usize, t: &mut Tables) -> io::Result<()> {
     let mut f = [0u32; 256];
     for s in alphabet(src)? {
-        f[s as usize] = u32::try_from(uint7(src)?).map_err(|_| invalid("frequency too large"))?;
+        f[s as usize] = frequency(uint7(src)?)?;
     }
     normalise(&mut f, BITS0)?;
     t.slots0.clear();
@@ -383,7 +397,7 @@ fn order0(src: &mut &[u8], out: &mut [u8], n: usize, t: &mut Tables) -> io::Resu
         r[j] = inp.renorm(x);
     }
     if inp.pos > inp.src.len() {
-        return Err(invalid("order-0 data cut short"));
+        return Err(Fault::DataCutShort { order: 0 }.into());
     }
     *src = &inp.src[inp.pos..];
     Ok(())
@@ -404,7 +418,7 @@ fn read_table1(tsrc: &mut &[u8], bits: u32, t: &mut Tables) -> io::Result<()> {
             if run > 0 {
                 run -= 1;
             } else {
-                let x = u32::try_from(uint7(tsrc)?).map_err(|_| invalid("frequency too large"))?;
+                let x = frequency(uint7(tsrc)?)?;
                 f[j as usize] = x;
                 if x == 0 {
                     run = u8_of(tsrc)? as usize;
@@ -422,7 +436,7 @@ fn order1(src: &mut &[u8], out: &mut [u8], n: usize, t: &mut Tables) -> io::Resu
     let comp = u8_of(src)?;
     let bits = u32::from(comp >> 4);
     if bits != 10 && bits != 12 {
-        return Err(invalid(format!("order-1 frequencies of {bits} bits")));
+        return Err(Fault::Order1Bits { bits }.into());
     }
     if comp & 1 != 0 {
         let u_size = check_len(uint7(src)?)?;
@@ -486,7 +500,7 @@ fn order1(src: &mut &[u8], out: &mut [u8], n: usize, t: &mut Tables) -> io::Resu
         l[last] = s;
     }
     if inp.pos > inp.src.len() {
-        return Err(invalid("order-1 data cut short"));
+        return Err(Fault::DataCutShort { order: 1 }.into());
     }
     *src = &inp.src[inp.pos..];
     Ok(())
@@ -557,6 +571,161 @@ mod tests {
         for d in [&b""[..], b"a", b"ab", b"aaaa", b"abcde", b"noodles"] {
             roundtrip(d);
         }
+    }
+
+    /// Hand-made streams, each malformed in one way: the typed fault
+    /// with the values read, and its text.
+    #[test]
+    fn malformed_streams_give_typed_faults() {
+        macro_rules! fault {
+            ($src:expr, $expected:expr, $pat:pat, $text:expr) => {{
+                let e =
+                    decode(&$src, $expected, &mut Vec::new(), &mut Tables::default()).unwrap_err();
+                assert!(
+                    matches!(
+                        crate::DecodeError::of(&e),
+                        Some(crate::DecodeError::RansNx16($pat))
+                    ),
+                    "{e:?}"
+                );
+                assert_eq!(e.to_string(), $text);
+            }};
+        }
+        fault!([], None, Fault::CutShort, "rANS Nx16: stream cut short");
+        fault!(
+            [0x00, 5],
+            Some(4),
+            Fault::OutputLength {
+                found: 5,
+                expected: 4
+            },
+            "rANS Nx16: stream of 5 bytes where 4 were expected"
+        );
+        // 2^31 bytes as a 7-bit integer.
+        fault!(
+            [0x00, 0x88, 0x80, 0x80, 0x80, 0x00],
+            None,
+            Fault::Claimed {
+                len: 0x8000_0000,
+                max: crate::codecs::MAX_RAW_SIZE
+            },
+            "rANS Nx16: 2147483648 bytes claimed (more than 1073741824)"
+        );
+        fault!(
+            [0x00, 0x80, 0x80, 0x80, 0x80, 0x80],
+            None,
+            Fault::Uint7TooLong,
+            "rANS Nx16: 7-bit integer of more than 5 bytes"
+        );
+        // Striped into one stream, itself striped.
+        fault!(
+            [STRIPE, 4, 1, 2, STRIPE, 4],
+            Some(4),
+            Fault::NestedStripe,
+            "rANS Nx16: a striped stream inside a striped stream"
+        );
+        fault!(
+            [STRIPE, 4, 0],
+            Some(4),
+            Fault::NoStripes,
+            "rANS Nx16: striped into 0 streams"
+        );
+        // One stripe, stored (cat) as 3 bytes of the 4.
+        fault!(
+            [STRIPE, 4, 1, 5, CAT, 3, b'a', b'b', b'c'],
+            Some(4),
+            Fault::StripeLength {
+                stripe: 0,
+                found: 3,
+                expected: 4
+            },
+            "rANS Nx16: stripe 0 decoded to 3 bytes, not 4"
+        );
+        fault!(
+            [CAT, 4, b'a', b'b'],
+            Some(4),
+            Fault::Bytes { needed: 4, left: 2 },
+            "rANS Nx16: 4 bytes needed, 2 left"
+        );
+        fault!(
+            [PACK, 4, 17],
+            Some(4),
+            Fault::PackSymbols { symbols: 17 },
+            "rANS Nx16: bit packing of 17 symbols"
+        );
+        // 20 values of 2 symbols (8 a byte) need 3 bytes; 1 is stored.
+        fault!(
+            [PACK | CAT, 20, 2, b'a', b'b', 1, 0xff],
+            Some(20),
+            Fault::PackedShort {
+                found: 1,
+                needed: 3
+            },
+            "rANS Nx16: packed data shorter than declared (1 bytes, 3 needed)"
+        );
+        // Run-length: raw metadata (length 2 * 2 + 1: one run symbol,
+        // 'z'), then "ab" stored: 2 bytes, neither a run.
+        fault!(
+            [RLE | CAT, 5, 5, 2, 1, b'z', b'a', b'b'],
+            Some(5),
+            Fault::RunsLength {
+                found: 2,
+                declared: 5
+            },
+            "rANS Nx16: runs give 2 bytes, not 5"
+        );
+        fault!(
+            [RLE | CAT, 1, 5, 2, 1, b'z', b'a', b'b'],
+            Some(1),
+            Fault::RunsLonger { declared: 1 },
+            "rANS Nx16: runs longer than the 1 bytes declared"
+        );
+        // Order 0: the alphabet 254, then a run of 5 after 255.
+        fault!(
+            [0x00, 4, 254, 255, 5],
+            Some(4),
+            Fault::PastSymbol255,
+            "rANS Nx16: alphabet runs past symbol 255"
+        );
+        // The alphabet 'a', its frequency 2^32.
+        fault!(
+            [0x00, 4, b'a', 0, 0x90, 0x80, 0x80, 0x80, 0x00],
+            Some(4),
+            Fault::FrequencyTooLarge {
+                value: 0x1_0000_0000
+            },
+            "rANS Nx16: frequency too large (4294967296)"
+        );
+        fault!(
+            [0x00, 4, b'a', b'c', 0, 3, 0],
+            Some(4),
+            Fault::FrequencySum {
+                sum: 3,
+                total: 4096
+            },
+            "rANS Nx16: frequencies add up to 3, not a power of 2 up to 4096"
+        );
+        fault!(
+            [0x00, 4, b'a', 0, 1],
+            Some(4),
+            Fault::StatesCutShort,
+            "rANS Nx16: states cut short"
+        );
+        // Four states of 0: every symbol renormalises, past the end.
+        let mut cut = vec![0x00, 4, b'a', 0, 1];
+        cut.extend_from_slice(&[0; 16]);
+        fault!(
+            cut,
+            Some(4),
+            Fault::DataCutShort { order: 0 },
+            "rANS Nx16: order-0 data cut short"
+        );
+        fault!(
+            [ORDER, 4, 0xb0],
+            Some(4),
+            Fault::Order1Bits { bits: 11 },
+            "rANS Nx16: order-1 frequencies of 11 bits"
+        );
     }
 
     proptest::proptest! {

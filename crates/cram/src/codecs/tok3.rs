@@ -11,7 +11,7 @@
 //! as the read-name data series stores them.
 
 use super::CodecScratch;
-use crate::error::DecodeError;
+use crate::error::Tok3Fault as Fault;
 use std::io;
 
 const TYPE: u8 = 0;
@@ -32,10 +32,6 @@ const TYPES: usize = 13;
 /// Token positions a stream may declare (position 0 included); the spec
 /// allows 128 tokens per name, and a copy names its source in one byte.
 const MAX_POSITIONS: usize = 256;
-
-fn invalid(what: impl Into<String>) -> io::Error {
-    DecodeError::Tok3(what.into()).io()
-}
 
 /// One byte stream `B[position][type]` and how far it has been read.
 #[derive(Clone, Default)]
@@ -73,7 +69,8 @@ impl Stream {
     }
 }
 
-fn type_name(t: u8) -> &'static str {
+/// The name of token type `t` (as the spec writes it), for messages.
+pub(crate) fn type_name(t: u8) -> &'static str {
     [
         "TYPE", "STRING", "CHAR", "DIGITS0", "DZLEN", "DUP", "DIFF", "DIGITS", "DELTA", "DELTA0",
         "MATCH", "NOP", "END",
@@ -83,11 +80,8 @@ fn type_name(t: u8) -> &'static str {
     .unwrap_or("unknown")
 }
 
-fn exhausted((pos, ty): (usize, u8)) -> io::Error {
-    invalid(format!(
-        "name tokeniser: the {} stream of token {pos} runs out",
-        type_name(ty)
-    ))
+fn exhausted((position, ty): (usize, u8)) -> io::Error {
+    Fault::StreamExhausted { position, ty }.into()
 }
 
 /// A decoded token, kept for later names' MATCH and DELTA.
@@ -136,31 +130,21 @@ impl Streams {
             .get_mut(pos)
             .and_then(|s| s.get_mut(ty as usize))
             .and_then(Option::as_mut)
-            .ok_or_else(|| {
-                invalid(format!(
-                    "name tokeniser: token {pos} needs a {} stream the block does not have",
-                    type_name(ty)
-                ))
-            })
+            .ok_or_else(|| Fault::MissingStream { position: pos, ty }.into())
     }
 }
 
 fn read_uint7(src: &mut &[u8]) -> io::Result<usize> {
     let mut v: u64 = 0;
     for _ in 0..5 {
-        let (&c, rest) = src
-            .split_first()
-            .ok_or_else(|| invalid("name tokeniser: stream length cut short"))?;
+        let (&c, rest) = src.split_first().ok_or(Fault::LengthCutShort)?;
         *src = rest;
         v = (v << 7) | u64::from(c & 0x7f);
         if c < 0x80 {
-            return usize::try_from(v)
-                .map_err(|_| invalid("name tokeniser: stream length too large"));
+            return Ok(usize::try_from(v).map_err(|_| Fault::LengthTooLarge { value: v })?);
         }
     }
-    Err(invalid(
-        "name tokeniser: stream length of more than 5 bytes",
-    ))
+    Err(Fault::LengthTooLong.into())
 }
 
 /// Decodes a name-tokeniser stream into `dst` (cleared): the names, each
@@ -176,28 +160,28 @@ pub fn decode(
     let mut src = src;
     let (head, rest) = src
         .split_first_chunk::<9>()
-        .ok_or_else(|| invalid("name tokeniser stream shorter than its header"))?;
+        .ok_or(Fault::HeaderCutShort { len: src.len() })?;
     src = rest;
     let ulen = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
     let nnames = u32::from_le_bytes([head[4], head[5], head[6], head[7]]) as usize;
     let method = match head[8] {
         0 => super::method::RANSNX16,
         1 => super::method::ARITH,
-        other => {
-            return Err(invalid(format!(
-                "name tokeniser: entropy coder {other} (0 rANS Nx16, 1 arithmetic)"
-            )))
-        }
+        other => return Err(Fault::EntropyCoder { coder: other }.into()),
     };
     if ulen != expected {
-        return Err(invalid(format!(
-            "name tokeniser stream of {ulen} bytes where {expected} were expected"
-        )));
+        return Err(Fault::OutputLength {
+            found: ulen,
+            expected,
+        }
+        .into());
     }
     if nnames > ulen {
-        return Err(invalid(format!(
-            "name tokeniser: {nnames} names in {ulen} bytes"
-        )));
+        return Err(Fault::TooManyNames {
+            names: nnames,
+            bytes: ulen,
+        }
+        .into());
     }
     let mut st = Streams { b: Vec::new() };
     let mut t: isize = -1;
@@ -206,12 +190,12 @@ pub fn decode(
         src = &src[1..];
         let ty = ttype & 63;
         if ty as usize >= TYPES {
-            return Err(invalid(format!("name tokeniser: token type {ty}")));
+            return Err(Fault::TokenType { ty }.into());
         }
         if ttype & 128 != 0 {
             t += 1;
             if t as usize >= MAX_POSITIONS {
-                return Err(invalid("name tokeniser: more than 256 token positions"));
+                return Err(Fault::TooManyPositions { max: MAX_POSITIONS }.into());
             }
             st.b.push(Default::default());
             if ty != TYPE {
@@ -223,33 +207,25 @@ pub fn decode(
             }
         }
         if t < 0 {
-            return Err(invalid(
-                "name tokeniser: a stream before the first token position",
-            ));
+            return Err(Fault::StreamBeforePosition.into());
         }
         let data = if ttype & 64 != 0 {
-            let (&[p, d], rest) = src
-                .split_first_chunk::<2>()
-                .ok_or_else(|| invalid("name tokeniser: stream copy cut short"))?;
+            let (&[p, d], rest) = src.split_first_chunk::<2>().ok_or(Fault::CopyCutShort)?;
             src = rest;
             let from =
                 st.b.get(p as usize)
                     .and_then(|s| s.get(d as usize))
                     .and_then(Option::as_ref)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                        "name tokeniser: copy of the {} stream of token {p}, which does not exist",
-                        type_name(d)
-                    ))
-                    })?;
+                    .ok_or(Fault::CopyOfMissing { position: p, ty: d })?;
             from.data.clone()
         } else {
             let clen = read_uint7(&mut src)?;
             if clen > src.len() {
-                return Err(invalid(format!(
-                    "name tokeniser: stream of {clen} bytes, {} left",
-                    src.len()
-                )));
+                return Err(Fault::StreamBytes {
+                    len: clen,
+                    left: src.len(),
+                }
+                .into());
             }
             let (c, rest) = src.split_at(clen);
             src = rest;
@@ -276,17 +252,18 @@ fn decode_names(st: &mut Streams, nnames: usize, ulen: usize, dst: &mut Vec<u8>)
     for n in 0..nnames {
         let ty = st.get(0, TYPE)?.u8((0, TYPE))?;
         if ty != DUP && ty != DIFF {
-            return Err(invalid(format!(
-                "name tokeniser: name {n} starts with {} (DUP or DIFF expected)",
-                type_name(ty)
-            )));
+            return Err(Fault::NameStart { name: n, ty }.into());
         }
         let dist = st.get(0, ty)?.u32((0, ty))? as usize;
         let start = dst.len();
         if ty == DUP {
-            let m = n.checked_sub(dist).filter(|&m| m < n).ok_or_else(|| {
-                invalid(format!("name tokeniser: name {n} duplicates name -{dist}"))
-            })?;
+            let m = n
+                .checked_sub(dist)
+                .filter(|&m| m < n)
+                .ok_or(Fault::DupDistance {
+                    name: n,
+                    distance: dist,
+                })?;
             let (a, len) = name_at[m];
             dst.extend_from_within(a..a + len);
             dst.push(0);
@@ -294,30 +271,31 @@ fn decode_names(st: &mut Streams, nnames: usize, ulen: usize, dst: &mut Vec<u8>)
             name_at.push((start, len));
             continue;
         }
-        let m = n.checked_sub(dist).ok_or_else(|| {
-            invalid(format!(
-                "name tokeniser: name {n} differs from name -{dist}"
-            ))
+        let m = n.checked_sub(dist).ok_or(Fault::DiffDistance {
+            name: n,
+            distance: dist,
         })?;
         let first = toks.len();
         let prev = |toks: &[Tok], t: usize| -> io::Result<Tok> {
             if m >= n {
-                return Err(invalid(format!(
-                    "name tokeniser: name {n} refers to an earlier name's token {t} but has none"
-                )));
+                return Err(Fault::NoEarlierName { name: n, token: t }.into());
             }
             let (s, c) = names[m];
             if t > c as usize {
-                return Err(invalid(format!(
-                    "name tokeniser: name {n} refers to token {t} of name {m}, which has {c}"
-                )));
+                return Err(Fault::NoEarlierToken {
+                    name: n,
+                    token: t,
+                    earlier: m,
+                    tokens: c,
+                }
+                .into());
             }
             Ok(toks[s as usize + t - 1])
         };
         let mut t = 1;
         loop {
             if t >= st.b.len() {
-                return Err(invalid(format!("name tokeniser: name {n} has no END")));
+                return Err(Fault::NoEnd { name: n }.into());
             }
             let ty = st.get(t, TYPE)?.u8((t, TYPE))?;
             let tok = match ty {
@@ -352,10 +330,12 @@ fn decode_names(st: &mut Streams, nnames: usize, ulen: usize, dst: &mut Vec<u8>)
                 DELTA | DELTA0 => {
                     let d = st.get(t, ty)?.u8((t, ty))?;
                     let Tok::Num { v, width } = prev(&toks[..], t)? else {
-                        return Err(invalid(format!(
-                            "name tokeniser: name {n} token {t} is a {} of a token that is not a number",
-                            type_name(ty)
-                        )));
+                        return Err(Fault::DeltaOfNonNumber {
+                            name: n,
+                            token: t,
+                            ty,
+                        }
+                        .into());
                     };
                     let v = v.wrapping_add(u32::from(d));
                     let width = if ty == DELTA0 {
@@ -383,10 +363,12 @@ fn decode_names(st: &mut Streams, nnames: usize, ulen: usize, dst: &mut Vec<u8>)
                 }
                 NOP | END => Tok::None,
                 other => {
-                    return Err(invalid(format!(
-                        "name tokeniser: name {n} token {t} has type {}",
-                        type_name(other)
-                    )))
+                    return Err(Fault::TokenTypeInName {
+                        name: n,
+                        token: t,
+                        ty: other,
+                    }
+                    .into())
                 }
             };
             toks.push(tok);
@@ -399,16 +381,15 @@ fn decode_names(st: &mut Streams, nnames: usize, ulen: usize, dst: &mut Vec<u8>)
         name_at.push((start, dst.len() - start));
         dst.push(0);
         if dst.len() > ulen {
-            return Err(invalid(format!(
-                "name tokeniser: names longer than the {ulen} bytes the stream declares"
-            )));
+            return Err(Fault::NamesLonger { declared: ulen }.into());
         }
     }
     if dst.len() != ulen {
-        return Err(invalid(format!(
-            "name tokeniser: {} bytes of names where the stream declares {ulen}",
-            dst.len()
-        )));
+        return Err(Fault::NamesLength {
+            found: dst.len(),
+            declared: ulen,
+        }
+        .into());
     }
     Ok(())
 }
@@ -444,6 +425,22 @@ mod tests {
         let mut s = CodecScratch::default();
         let mut out = Vec::new();
         decode(src, expected, &mut out, &mut s).map(|()| out)
+    }
+
+    /// Decodes `$src` as a block of `$expected` bytes, which must fail
+    /// with the tok3 fault `$pat`, worded `$text`.
+    macro_rules! fault {
+        ($src:expr, $expected:expr, $pat:pat, $text:expr) => {{
+            let e = decode_all(&$src, $expected).unwrap_err();
+            assert!(
+                matches!(
+                    crate::DecodeError::of(&e),
+                    Some(crate::DecodeError::Tok3($pat))
+                ),
+                "{e:?}"
+            );
+            assert_eq!(e.to_string(), $text);
+        }};
     }
 
     #[test]
@@ -526,15 +523,206 @@ mod tests {
                 (128 | TYPE, &[END]),
             ],
         );
-        let e = decode_all(&src, 3).unwrap_err();
-        assert!(e.to_string().contains("refers to an earlier name"), "{e}");
+        fault!(
+            src,
+            3,
+            Fault::NoEarlierName { name: 0, token: 1 },
+            "name tokeniser: name 0 refers to an earlier name's token 1 but has none"
+        );
         // A size other than the block's.
-        let e = decode_all(&src, 4).unwrap_err();
-        assert!(e.to_string().contains("where 4 were expected"), "{e}");
+        fault!(
+            src,
+            4,
+            Fault::OutputLength {
+                found: 3,
+                expected: 4
+            },
+            "name tokeniser stream of 3 bytes where 4 were expected"
+        );
         // A copy of a stream that does not exist.
         let src = stream(1, 2, &[(128 | TYPE, &[DIFF]), (64 | DIFF, &[3, DIFF])]);
-        let e = decode_all(&src, 2).unwrap_err();
-        assert!(e.to_string().contains("does not exist"), "{e}");
+        fault!(
+            src,
+            2,
+            Fault::CopyOfMissing {
+                position: 3,
+                ty: DIFF
+            },
+            "name tokeniser: copy of the DIFF stream of token 3, which does not exist"
+        );
+    }
+
+    /// Streams malformed in their header, their stream list or their
+    /// names: the typed fault with the values read, and its text.
+    #[test]
+    fn malformed_streams_give_typed_faults() {
+        fault!(
+            [0u8; 5],
+            0,
+            Fault::HeaderCutShort { len: 5 },
+            "name tokeniser stream shorter than its header (5 bytes)"
+        );
+        let mut coder = stream(1, 2, &[]);
+        coder[8] = 7;
+        fault!(
+            coder,
+            2,
+            Fault::EntropyCoder { coder: 7 },
+            "name tokeniser: entropy coder 7 (0 rANS Nx16, 1 arithmetic)"
+        );
+        fault!(
+            stream(3, 2, &[]),
+            2,
+            Fault::TooManyNames { names: 3, bytes: 2 },
+            "name tokeniser: 3 names in 2 bytes"
+        );
+        fault!(
+            stream(1, 2, &[(128 | 13, &[])]),
+            2,
+            Fault::TokenType { ty: 13 },
+            "name tokeniser: token type 13"
+        );
+        fault!(
+            stream(1, 2, &[(TYPE, &[DIFF])]),
+            2,
+            Fault::StreamBeforePosition,
+            "name tokeniser: a stream before the first token position"
+        );
+        let mut long = stream(1, 2, &[(128 | TYPE, &[DIFF])]);
+        long.extend_from_slice(&[DIFF, 9, 1]);
+        fault!(
+            long,
+            2,
+            Fault::StreamBytes { len: 9, left: 1 },
+            "name tokeniser: stream of 9 bytes, 1 left"
+        );
+        // The first name starts with a CHAR.
+        fault!(
+            stream(1, 2, &[(128 | TYPE, &[CHAR])]),
+            2,
+            Fault::NameStart { name: 0, ty: CHAR },
+            "name tokeniser: name 0 starts with CHAR (DUP or DIFF expected)"
+        );
+        // A DIFF without its distance stream.
+        fault!(
+            stream(1, 2, &[(128 | TYPE, &[DIFF])]),
+            2,
+            Fault::MissingStream {
+                position: 0,
+                ty: DIFF
+            },
+            "name tokeniser: token 0 needs a DIFF stream the block does not have"
+        );
+        // A DIFF whose distance stream has 2 of its 4 bytes.
+        fault!(
+            stream(1, 2, &[(128 | TYPE, &[DIFF]), (DIFF, &[0, 0])]),
+            2,
+            Fault::StreamExhausted {
+                position: 0,
+                ty: DIFF
+            },
+            "name tokeniser: the DIFF stream of token 0 runs out"
+        );
+        // The first name a duplicate of itself.
+        fault!(
+            stream(1, 2, &[(128 | TYPE, &[DUP]), (DUP, &0u32.to_le_bytes())]),
+            2,
+            Fault::DupDistance {
+                name: 0,
+                distance: 0
+            },
+            "name tokeniser: name 0 duplicates name -0"
+        );
+        fault!(
+            stream(1, 2, &[(128 | TYPE, &[DIFF]), (DIFF, &2u32.to_le_bytes())]),
+            2,
+            Fault::DiffDistance {
+                name: 0,
+                distance: 2
+            },
+            "name tokeniser: name 0 differs from name -2"
+        );
+        // A name whose one token position holds a CHAR, no END.
+        fault!(
+            stream(
+                1,
+                2,
+                &[
+                    (128 | TYPE, &[DIFF]),
+                    (DIFF, &0u32.to_le_bytes()),
+                    (128 | CHAR, b"x"),
+                ]
+            ),
+            2,
+            Fault::NoEnd { name: 0 },
+            "name tokeniser: name 0 has no END"
+        );
+        fault!(
+            stream(
+                1,
+                2,
+                &[
+                    (128 | TYPE, &[DIFF]),
+                    (DIFF, &0u32.to_le_bytes()),
+                    (128 | TYPE, &[DZLEN]),
+                ]
+            ),
+            2,
+            Fault::TokenTypeInName {
+                name: 0,
+                token: 1,
+                ty: DZLEN
+            },
+            "name tokeniser: name 0 token 1 has type DZLEN"
+        );
+        // Two names, "x" then a DELTA of its CHAR.
+        let two = [
+            (128 | TYPE, &[DIFF, DIFF][..]),
+            (DIFF, &[0, 0, 0, 0, 1, 0, 0, 0][..]),
+            (128 | TYPE, &[CHAR, DELTA][..]),
+            (CHAR, &b"x"[..]),
+            (DELTA, &[1][..]),
+            (128 | TYPE, &[END, END][..]),
+        ];
+        fault!(
+            stream(2, 4, &two),
+            4,
+            Fault::DeltaOfNonNumber {
+                name: 1,
+                token: 1,
+                ty: DELTA
+            },
+            "name tokeniser: name 1 token 1 is a DELTA of a token that is not a number"
+        );
+        // Two names of one END each ("" twice) where 3 bytes are declared.
+        let ends = [
+            (128 | TYPE, &[DIFF, DIFF][..]),
+            (DIFF, &[0, 0, 0, 0, 1, 0, 0, 0][..]),
+            (128 | TYPE, &[END, END][..]),
+        ];
+        fault!(
+            stream(2, 3, &ends),
+            3,
+            Fault::NamesLength {
+                found: 2,
+                declared: 3
+            },
+            "name tokeniser: 2 bytes of names where the stream declares 3"
+        );
+        // Two names of one CHAR each ("x", "y": 4 bytes) where 3 are.
+        let chars = [
+            (128 | TYPE, &[DIFF, DIFF][..]),
+            (DIFF, &[0, 0, 0, 0, 1, 0, 0, 0][..]),
+            (128 | TYPE, &[CHAR, CHAR][..]),
+            (CHAR, &b"xy"[..]),
+            (128 | TYPE, &[END, END][..]),
+        ];
+        fault!(
+            stream(2, 3, &chars),
+            3,
+            Fault::NamesLonger { declared: 3 },
+            "name tokeniser: names longer than the 3 bytes the stream declares"
+        );
     }
 
     proptest::proptest! {

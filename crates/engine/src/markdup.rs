@@ -96,6 +96,10 @@ pub struct EndsSpec {
     /// leave out (a split of coordinate-sorted inputs sharing a library:
     /// `SplitCollector::keeping_merge_order`).
     pub merge_order: bool,
+    /// Pair the templates that lie whole in a batch
+    /// ([`alnsort_markdup::batch::BatchTemplates`]): the one marker of one
+    /// name-grouped input.
+    pub pair_templates: bool,
 }
 
 /// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
@@ -374,6 +378,12 @@ pub struct BatchEnds {
     /// Whether a record of the batch carries a `DT` tag (Picard drops
     /// every input `DT` tag, so such records change length when written).
     any_dt: bool,
+    /// With [`EndsSpec::pair_templates`]: the templates whose records all
+    /// lie in the batch (not its first, which may have begun in the batch
+    /// before, nor its last), paired.
+    templates: alnsort_markdup::batch::BatchTemplates,
+    /// Where the batch's last run of one name starts.
+    run_start: usize,
 }
 
 /// The `RG:Z` value of a record (without its NUL), and whether the
@@ -448,6 +458,13 @@ impl BatchEnds {
             self.bytes[prev.name.0 as usize..prev.name.1 as usize]
                 == self.bytes[name.0 as usize..name.1 as usize]
         });
+        if same_name != Some(true) {
+            // The run before this record is a whole template.
+            if self.spec.pair_templates && self.run_start > 0 {
+                self.pair_template(self.run_start..self.recs.len());
+            }
+            self.run_start = self.recs.len();
+        }
         // Mates have one name: parsed once per template in a batch.
         let loc = if flag & NO_END != 0 {
             alnsort_markdup::optical::Location::NONE
@@ -489,6 +506,35 @@ impl BatchEnds {
             same_name,
             loc,
         });
+    }
+
+    /// Pairs the whole template of records `run` (one name), unless its
+    /// records have several `RG` values or a barcode Picard refuses (the
+    /// reading thread's per-record push then takes them).
+    fn pair_template(&mut self, run: std::ops::Range<usize>) {
+        let recs = &self.recs[run.clone()];
+        if recs[1..].iter().any(|e| !e.same_rg) || recs.iter().any(|e| e.bad_barcode.is_some()) {
+            return;
+        }
+        let bytes = &self.bytes;
+        let infos = recs.iter().map(|e| {
+            let info = ReadInfo {
+                name: &bytes[e.name.0 as usize..e.name.1 as usize],
+                flag: e.flag,
+                ref_id: e.ref_id,
+                mate_ref_id: e.mate_ref_id,
+                five_prime: e.five_prime,
+                score: e.score,
+                // Resolved by the thread ([`MarkDuplicates::push_template`]).
+                rg: RgInfo {
+                    library: 0,
+                    ordinal: 0,
+                },
+                barcodes: e.barcodes,
+            };
+            (info, e.loc)
+        });
+        self.templates.add(run.start as u32, infos);
     }
 
     pub fn len(&self) -> usize {
@@ -646,6 +692,7 @@ impl Marker {
                 barcode_tags: cfg.barcode_tags,
                 name_parser: Arc::new(cfg.name_parser.clone()),
                 merge_order: false,
+                pair_templates: false,
             },
             input_dt: false,
         }
@@ -677,7 +724,18 @@ impl Marker {
     /// What the read jobs take out of each record: how they score it and
     /// which barcode tags they read.
     pub fn ends_spec(&self) -> EndsSpec {
-        self.spec.clone()
+        EndsSpec {
+            pair_templates: self.takes_templates(),
+            ..self.spec.clone()
+        }
+    }
+
+    /// Whether whole templates are pushed at once
+    /// ([`alnsort_markdup::batch::BatchTemplates`]): the one marker of one
+    /// name-grouped input (several inputs' records are checked input by
+    /// input, a split's collector pairs its own).
+    fn takes_templates(&self) -> bool {
+        self.order == InputOrder::Queryname && self.split.is_none() && self.inputs.is_empty()
     }
 
     /// The pool the decision sorts the read ends on, in parallel (once the
@@ -735,8 +793,25 @@ impl Marker {
         }
         self.input_dt |= ends.any_dt;
         let mut rg_before: Option<RgInfo> = None;
-        for (i, e) in ends.recs.iter().enumerate() {
+        // The batch's whole templates, paired by its read job.
+        let wholes = if self.takes_templates() {
+            ends.templates.len()
+        } else {
+            0
+        };
+        let mut t = 0;
+        let mut i = 0;
+        while let Some(e) = ends.recs.get(i) {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
+            if t < wholes && ends.templates.span(t).0 as usize == i {
+                t += 1;
+                if self.md.takes_templates() {
+                    let records = self.push_whole(ends, t - 1, &mut rg_before)?;
+                    i += records;
+                    continue;
+                }
+            }
+            i += 1;
             let record = self.records;
             self.records += 1;
             // The input the record comes from (the one input, or the merged
@@ -832,23 +907,7 @@ impl Marker {
                 (None, _) => self.md.push_known(&info, e.loc, e.same_name),
             };
             if let Err(err) = pushed {
-                // Only the limit's errors are about memory.
-                let within = match (&err, self.group_budget.1) {
-                    (MarkdupError::WaitingTwice { .. }, _) => String::new(),
-                    (_, Some(total)) => format!(
-                        ", within the part of --max-memory {} it may use",
-                        crate::memsize::human(total)
-                    ),
-                    (_, None) => ", within the part of -m it may use".to_string(),
-                };
-                return Err(Error::from(err)).with_context(|| {
-                    format!(
-                        "{}: duplicate marking at record {} (read {}){within}",
-                        self.file,
-                        record + 1,
-                        String::from_utf8_lossy(name)
-                    )
-                });
+                return Err(self.marking_error(err, record, name));
             }
         }
         // The pages the next batches' ends will take, made resident on the
@@ -872,6 +931,62 @@ impl Marker {
             }
         }
         Ok(())
+    }
+
+    /// The failure of the marking at record `record` (0-based), read `name`.
+    fn marking_error(&self, err: MarkdupError, record: u64, name: &[u8]) -> Error {
+        // Only the limit's errors are about memory.
+        let within = match (&err, self.group_budget.1) {
+            (MarkdupError::WaitingTwice { .. }, _) => String::new(),
+            (_, Some(total)) => format!(
+                ", within the part of --max-memory {} it may use",
+                crate::memsize::human(total)
+            ),
+            (_, None) => ", within the part of -m it may use".to_string(),
+        };
+        Error::context(
+            format!(
+                "{}: duplicate marking at record {} (read {}){within}",
+                self.file,
+                record + 1,
+                String::from_utf8_lossy(name)
+            ),
+            err,
+        )
+    }
+
+    /// Pushes whole template `t` of `ends` (name-grouped input, one input:
+    /// [`Marker::takes_templates`]) as [`Marker::push_from`] would push its
+    /// records one by one, with the read group resolved once (its records
+    /// share their `RG` value); returns its number of records.
+    fn push_whole(
+        &mut self,
+        ends: &BatchEnds,
+        t: usize,
+        rg_before: &mut Option<RgInfo>,
+    ) -> Result<usize> {
+        let (start, records) = ends.templates.span(t);
+        let e = &ends.recs[start as usize];
+        let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
+        let record = self.records;
+        self.records += records as u64;
+        if let Err(s) = self.group[0].push_template(name, records as u64) {
+            return Err(Error::Refused(scattered_message(
+                &self.file,
+                s.record + 1,
+                &s.name,
+                "",
+            )));
+        }
+        let rg = match *rg_before {
+            Some(info) if e.same_rg => info,
+            _ => self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize])),
+        };
+        *rg_before = Some(rg);
+        if let Err(te) = self.md.push_template(&ends.templates, t, name, rg) {
+            return Err(self.marking_error(te.error, record + te.record as u64, name));
+        }
+        Ok(records as usize)
     }
 
     /// A marker for split `split` of the input (the distributed marking,

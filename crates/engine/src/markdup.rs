@@ -805,8 +805,7 @@ impl Marker {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
             if t < wholes && ends.templates.span(t).0 as usize == i {
                 t += 1;
-                if self.md.takes_templates() {
-                    let records = self.push_whole(ends, t - 1, &mut rg_before)?;
+                if let Some(records) = self.push_whole(ends, t - 1, &mut rg_before)? {
                     i += records;
                     continue;
                 }
@@ -958,16 +957,27 @@ impl Marker {
     /// Pushes whole template `t` of `ends` (name-grouped input, one input:
     /// [`Marker::takes_templates`]) as [`Marker::push_from`] would push its
     /// records one by one, with the read group resolved once (its records
-    /// share their `RG` value); returns its number of records.
+    /// share their `RG` value); returns its number of records, or `None`
+    /// when the marker's state does not take it whole
+    /// ([`MarkDuplicates::takes_template`]: the caller pushes its records).
     fn push_whole(
         &mut self,
         ends: &BatchEnds,
         t: usize,
         rg_before: &mut Option<RgInfo>,
-    ) -> Result<usize> {
+    ) -> Result<Option<usize>> {
         let (start, records) = ends.templates.span(t);
         let e = &ends.recs[start as usize];
         let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
+        // As the first record's push resolves it (the others share it).
+        let rg = match *rg_before {
+            Some(info) if e.same_rg => info,
+            _ => self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize])),
+        };
+        *rg_before = Some(rg);
+        if !self.md.takes_template(&ends.templates, t, name, rg) {
+            return Ok(None);
+        }
         let record = self.records;
         self.records += records as u64;
         if let Err(s) = self.group[0].push_template(name, records as u64) {
@@ -978,15 +988,10 @@ impl Marker {
                 "",
             )));
         }
-        let rg = match *rg_before {
-            Some(info) if e.same_rg => info,
-            _ => self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize])),
-        };
-        *rg_before = Some(rg);
         if let Err(te) = self.md.push_template(&ends.templates, t, name, rg) {
             return Err(self.marking_error(te.error, record + te.record as u64, name));
         }
-        Ok(records as usize)
+        Ok(Some(records as usize))
     }
 
     /// A marker for split `split` of the input (the distributed marking,
@@ -1870,5 +1875,128 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--optical-distance 'x'"), "{e}");
+    }
+
+    /// A record on reference 0 at `pos` (its 10M CIGAR's 5' end follows),
+    /// its mate on reference 0 at `mate_pos` (-1: none), in read group
+    /// `rg`.
+    fn placed(name: &[u8], flag: u16, pos: i32, mate_pos: i32, rg: &[u8]) -> Vec<u8> {
+        let mut r = record(name, flag);
+        r[8..12].copy_from_slice(&pos.to_le_bytes());
+        let mate_ref: i32 = if mate_pos < 0 { -1 } else { 0 };
+        r[24..28].copy_from_slice(&mate_ref.to_le_bytes());
+        r[28..32].copy_from_slice(&mate_pos.to_le_bytes());
+        r.extend_from_slice(b"RGZ");
+        r.extend_from_slice(rg);
+        r.push(0);
+        let n = (r.len() - 4) as u32;
+        r[..4].copy_from_slice(&n.to_le_bytes());
+        r
+    }
+
+    /// Templates of every kind over few 5' ends and two read groups (of two
+    /// libraries): pairs either way round, with secondary and supplementary
+    /// records, fragments, half-mapped pairs, orphans, mates in two read
+    /// groups.
+    fn mixed_templates(n: usize) -> Vec<Vec<u8>> {
+        use alnsort_markdup::flags::*;
+        let mut recs = Vec::new();
+        for t in 0..n {
+            let name = format!("T{t}:1:FC:1:1101:{}:{}", t % 97, t % 89);
+            let name = name.as_bytes();
+            let (a, b) = (100 + (t % 5) as i32 * 10, 400 + (t % 3) as i32 * 10);
+            let rg: &[u8] = if t % 7 < 4 { b"rg1" } else { b"rg2" };
+            let (p1, p2) = (PAIRED | READ1, PAIRED | READ2 | REVERSE);
+            let tpl = match t % 11 {
+                0..=4 => vec![placed(name, p1, a, b, rg), placed(name, p2, b, a, rg)],
+                5 => vec![placed(name, p2, b, a, rg), placed(name, p1, a, b, rg)],
+                6 => vec![placed(name, 0, a, -1, rg)],
+                7 => vec![
+                    placed(name, p1 | MATE_UNMAPPED, a, a, rg),
+                    placed(name, PAIRED | READ2 | UNMAPPED, a, a, rg),
+                ],
+                8 => vec![
+                    placed(name, p1, a, b, rg),
+                    placed(name, p1 | SUPPLEMENTARY, a + 50, b, rg),
+                    placed(name, p2, b, a, rg),
+                    placed(name, p2 | SECONDARY, b + 50, a, rg),
+                ],
+                9 if t % 3 == 0 => vec![placed(name, p1, a, b, rg)],
+                9 => vec![
+                    placed(name, p1, a, b, b"rg1"),
+                    placed(name, p2, b, a, b"rg2"),
+                ],
+                _ => vec![placed(name, p1, a, b, rg), placed(name, p2, b, a, rg)],
+            };
+            recs.extend(tpl);
+        }
+        recs
+    }
+
+    /// `recs` marked by one node's marker within `budget` bytes (spilled
+    /// to a temporary directory beyond it), in batches of the sizes of
+    /// `cuts` in turn, with whole templates paired by the batches when
+    /// `whole`: the decisions and how many templates the batches paired.
+    fn mark_batches(
+        recs: &[Vec<u8>],
+        cuts: &[usize],
+        whole: bool,
+        budget: usize,
+    ) -> (Vec<u8>, usize) {
+        let header = alnsort_bam::header::parse_sam_header([
+            b"@SQ\tSN:c\tLN:100000".as_slice(),
+            b"@RG\tID:rg1\tLB:libA".as_slice(),
+            b"@RG\tID:rg2\tLB:libB".as_slice(),
+        ])
+        .unwrap();
+        let args = MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        };
+        let cfg = resolve(&args).unwrap().unwrap();
+        let dir = std::env::temp_dir();
+        let mut m = Marker::new(&header, &cfg, "in.bam", (budget, None), Some(&dir));
+        let spec = m.ends_spec();
+        assert!(spec.pair_templates);
+        let spec = EndsSpec {
+            pair_templates: whole,
+            ..spec
+        };
+        let (mut at, mut paired) = (0, 0);
+        for &cut in cuts.iter().cycle() {
+            if at == recs.len() {
+                break;
+            }
+            let mut ends = BatchEnds::new(spec.clone());
+            for r in &recs[at..(at + cut).min(recs.len())] {
+                ends.add_fields(r);
+            }
+            at = (at + cut).min(recs.len());
+            assert!(ends.len() > 2 || ends.templates.is_empty());
+            paired += ends.templates.len();
+            m.push(&ends).unwrap();
+        }
+        if budget < 1 << 20 {
+            assert!(m.spill_stats().runs > 0);
+        }
+        (m.finish().unwrap().to_bytes(), paired)
+    }
+
+    /// The batches' whole templates (neither a batch's first nor its last:
+    /// they may go on in the batch before or after) give the decisions
+    /// the records' pushes one by one give, in batches of 1 record to
+    /// many, cutting templates anywhere, with and without spills.
+    #[test]
+    fn whole_templates_of_batches_decide_as_their_records() {
+        let recs = mixed_templates(6000);
+        for cuts in [&[1, 2, 3, 5, 8, 13, 1, 40][..], &[700], &[recs.len()]] {
+            for budget in [64 << 20, 768 << 10] {
+                let (one, none) = mark_batches(&recs, cuts, false, budget);
+                let (whole, paired) = mark_batches(&recs, cuts, true, budget);
+                assert_eq!(none, 0);
+                assert!(paired > 100, "{paired}");
+                assert!(one == whole, "cuts {cuts:?} budget {budget}");
+            }
+        }
     }
 }

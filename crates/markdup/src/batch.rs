@@ -23,8 +23,11 @@ enum Step {
     End(End),
     /// The fragment end of a record whose mate is mapped ([`crate::MatedFrags`]).
     Mated(End),
-    /// The record's fragment end waits for its mate.
-    Wait,
+    /// The record's fragment end waits for its mate under `wait_ref`
+    /// (its mate's reference), after no mate waited under `take_ref` (its
+    /// own): the keys the thread's map must not hold (with the template's
+    /// read group and name) for the template to pair among itself there.
+    Wait { take_ref: i32, wait_ref: i32 },
     /// The waiting mate was taken and paired.
     Paired,
 }
@@ -66,6 +69,8 @@ struct TemplatePairing<'a> {
     steps: &'a mut Vec<(u32, Step)>,
     record: u32,
     waiting: Option<(i32, End)>,
+    /// The reference the last mate found nothing waiting under.
+    missed: i32,
     /// Nothing happened that the thread's state would do otherwise: a
     /// second mate waiting at once (the thread's map would hold both, or
     /// replace one).
@@ -89,14 +94,23 @@ impl Pairing for TemplatePairing<'_> {
                 self.waiting = None;
                 Some(e)
             }
-            _ => None,
+            _ => {
+                self.missed = ref_id;
+                None
+            }
         }
     }
 
     fn wait(&mut self, ref_id: i32, _rg: i16, _name: &[u8], end: End) -> Result<(), MarkdupError> {
         self.alone &= self.waiting.is_none();
         self.waiting = Some((ref_id, end));
-        self.steps.push((self.record, Step::Wait));
+        self.steps.push((
+            self.record,
+            Step::Wait {
+                take_ref: self.missed,
+                wait_ref: ref_id,
+            },
+        ));
         Ok(())
     }
 
@@ -127,6 +141,7 @@ impl BatchTemplates {
             steps: &mut self.steps,
             record: 0,
             waiting: None,
+            missed: -1,
             alone: true,
         };
         for (r, loc) in records {
@@ -209,18 +224,40 @@ fn placed(mut e: End, library: i16, rg: i16, template: i64) -> End {
 }
 
 impl MarkDuplicates {
-    /// Whether [`MarkDuplicates::push_template`] may push a whole template
-    /// now: name-grouped input, and no mate waits (one that did might be
-    /// this template's, under its name).
-    pub fn takes_templates(&self) -> bool {
-        self.order == InputOrder::Queryname && self.waiting() == 0
+    /// Whether [`MarkDuplicates::push_template`] may push whole template
+    /// `t` of `batch` (named `name`, read group `rg`) now: name-grouped
+    /// input, no mate waiting in `recent` (the template's first waiting
+    /// mate would move it to the map), and none in the map under the keys
+    /// the template's mates look under or wait under (a mate of an
+    /// earlier template of this name).
+    pub fn takes_template(
+        &mut self,
+        batch: &BatchTemplates,
+        t: usize,
+        name: &[u8],
+        rg: RgInfo,
+    ) -> bool {
+        if self.order != InputOrder::Queryname || self.recent.is_some() || self.template_waits {
+            return false;
+        }
+        if self.pending.is_empty() {
+            return true;
+        }
+        batch.steps(t).iter().all(|&(_, step)| match step {
+            Step::Wait { take_ref, wait_ref } => [take_ref, wait_ref].iter().all(|&r| {
+                self.with_pending_key(r, rg.ordinal, name, |pending, key| {
+                    !pending.contains_key(key)
+                })
+            }),
+            _ => true,
+        })
     }
 
     /// Pushes whole template `t` of `batch` (named `name`, read group
     /// `rg`) as its records' pushes in turn would
     /// ([`MarkDuplicates::push_known`]), the state after each record the
     /// same: slots, ends, keys, library ids, the spare name buffer and the
-    /// memory limit's spills. Only when [`MarkDuplicates::takes_templates`].
+    /// memory limit's spills. Only when [`MarkDuplicates::takes_template`].
     pub fn push_template(
         &mut self,
         batch: &BatchTemplates,
@@ -228,7 +265,6 @@ impl MarkDuplicates {
         name: &[u8],
         rg: RgInfo,
     ) -> Result<(), TemplateError> {
-        debug_assert!(self.takes_templates());
         let first = self.records.len() as i64;
         let steps = batch.steps(t);
         let mut s = 0;
@@ -266,7 +302,7 @@ impl MarkDuplicates {
                         let e = place(self, e).map_err(at)?;
                         self.add_mated(&e).map_err(at)?;
                     }
-                    Step::Wait => {
+                    Step::Wait { .. } => {
                         self.pending_name_bytes += name.len();
                         let mut buf = std::mem::take(&mut self.recent_spare);
                         if buf.capacity() < name.len() {
@@ -287,5 +323,190 @@ impl MarkDuplicates {
         }
         self.templates.whole(first);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optical::NameParser;
+    use crate::tests::two_libraries;
+    use crate::{flags, Barcodes, Outcome};
+
+    const P: u16 = flags::PAIRED;
+    const R1: u16 = P | flags::READ1;
+    const R2: u16 = P | flags::READ2;
+
+    /// A record: name, flag, reference, 5' end, mate reference, read group
+    /// (0 or 1).
+    type Rec = (String, u16, i32, i32, i32, usize);
+
+    fn info<'a>(r: &'a Rec, rgs: &[RgInfo; 2]) -> ReadInfo<'a> {
+        ReadInfo {
+            name: r.0.as_bytes(),
+            flag: r.1,
+            ref_id: r.2,
+            mate_ref_id: r.4,
+            five_prime: r.3,
+            score: (r.3 % 7) as i16,
+            rg: rgs[r.5],
+            barcodes: Barcodes::default(),
+        }
+    }
+
+    fn loc(r: &Rec) -> Location {
+        NameParser::Default.parse(r.0.as_bytes())
+    }
+
+    /// Templates of every kind, from a fixed seed: pairs (mates either way
+    /// round, on two references, some with secondary or supplementary
+    /// records), fragments, half-mapped and unmapped pairs, orphans, pairs
+    /// whose mates are in two read groups, three primaries under one name.
+    fn templates(n: usize) -> Vec<Vec<Rec>> {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m) as i32
+        };
+        (0..n)
+            .map(|t| {
+                let name = format!("T{t}:1:FC:1:{}:{}:{}", 1101 + next(2), next(500), next(500));
+                let rg = next(2) as usize;
+                let (a, b) = (100 + 10 * next(5), 400 + 10 * next(5));
+                let mref = next(3).saturating_sub(1);
+                let rec = |flag: u16, ref_id: i32, five: i32, mate_ref: i32, rg: usize| {
+                    (name.clone(), flag, ref_id, five, mate_ref, rg)
+                };
+                let mut tpl = match next(10) {
+                    0..=4 => vec![
+                        rec(R1, 0, a, mref, rg),
+                        rec(R2 | flags::REVERSE, mref, b, 0, rg),
+                    ],
+                    5 => vec![rec(0, 0, a, -1, rg)],
+                    6 => vec![
+                        rec(R1 | flags::MATE_UNMAPPED, 0, a, 0, rg),
+                        rec(R2 | flags::UNMAPPED, 0, a, 0, rg),
+                    ],
+                    7 => vec![
+                        rec(R1 | flags::UNMAPPED | flags::MATE_UNMAPPED, -1, 0, -1, rg),
+                        rec(R2 | flags::UNMAPPED | flags::MATE_UNMAPPED, -1, 0, -1, rg),
+                    ],
+                    8 => match next(3) {
+                        0 => vec![rec(R1, 0, a, 0, rg)],
+                        1 => vec![rec(R1, 0, a, 0, 0), rec(R2, 0, b, 0, 1)],
+                        _ => vec![
+                            rec(R1, 0, a, 0, rg),
+                            rec(R2, 0, b, 0, rg),
+                            rec(0, 0, a + 5, -1, rg),
+                        ],
+                    },
+                    _ => vec![
+                        rec(R2 | flags::REVERSE, 0, b, 0, rg),
+                        rec(R1 | flags::SUPPLEMENTARY, 1, a, 0, rg),
+                        rec(R1, 0, a, 0, rg),
+                        rec(R1 | flags::SECONDARY, 0, a + 1, 0, rg),
+                    ],
+                };
+                if next(4) == 0 {
+                    tpl.reverse();
+                }
+                tpl
+            })
+            .collect()
+    }
+
+    /// `tpls` marked with the state `within` bytes (spilled beyond it),
+    /// whole templates pushed at once when `whole`, else record by record;
+    /// the outcome and the state's size after each template.
+    fn mark(tpls: &[Vec<Rec>], whole: bool, within: usize) -> (Outcome, Vec<usize>, usize) {
+        let mut groups = two_libraries();
+        let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+        let mut md = MarkDuplicates::new(groups);
+        md.set_track_optical(true);
+        let dir = std::env::temp_dir();
+        md.set_spill(&dir, within, true);
+        let mut sizes = Vec::new();
+        let mut pushed_whole = 0;
+        for tpl in tpls {
+            let mut batch = BatchTemplates::default();
+            let one_rg = tpl.iter().all(|r| r.5 == tpl[0].5);
+            let name = tpl[0].0.as_bytes();
+            let kept = whole
+                && one_rg
+                && batch.add(0, tpl.iter().map(|r| (info(r, &rgs), loc(r))))
+                && md.takes_template(&batch, 0, name, rgs[tpl[0].5]);
+            if kept {
+                assert_eq!(batch.span(0), (0, tpl.len() as u32));
+                md.push_template(&batch, 0, name, rgs[tpl[0].5]).unwrap();
+                pushed_whole += 1;
+            } else {
+                for r in tpl {
+                    md.push_known(&info(r, &rgs), loc(r), None).unwrap();
+                }
+            }
+            sizes.push(md.memory_bytes());
+        }
+        (md.finish().unwrap(), sizes, pushed_whole)
+    }
+
+    #[test]
+    fn whole_templates_mark_as_record_by_record() {
+        let tpls = templates(3000);
+        for within in [1 << 30, 192 << 10] {
+            let (one, one_sizes, _) = mark(&tpls, false, within);
+            let (whole, whole_sizes, pushed) = mark(&tpls, true, within);
+            assert!(pushed > 100, "{pushed} whole templates");
+            assert_eq!(one_sizes, whole_sizes);
+            assert_eq!(one.duplicate, whole.duplicate);
+            assert_eq!(one.optical, whole.optical);
+            assert_eq!(one.spill, whole.spill);
+            assert_eq!(one.metrics.libraries, whole.metrics.libraries);
+            assert_eq!(one.metrics.set_sizes, whole.metrics.set_sizes);
+            if within < 1 << 20 {
+                assert!(whole.spill.runs > 0);
+            }
+        }
+    }
+
+    #[test]
+    fn kept_templates_pair_among_themselves_one_mate_at_a_time() {
+        let mut groups = two_libraries();
+        let rgs = [groups.resolve(Some(b"rg1")), groups.resolve(Some(b"rg2"))];
+        let rec = |flag: u16, ref_id: i32, mate_ref: i32| -> Rec {
+            ("n:1:1101:5:5".to_string(), flag, ref_id, 100, mate_ref, 0)
+        };
+        let add = |recs: &[Rec]| {
+            let mut b = BatchTemplates::default();
+            let kept = b.add(3, recs.iter().map(|r| (info(r, &rgs), loc(r))));
+            assert_eq!(b.len(), kept as usize);
+            kept
+        };
+        // A pair, a fragment (a template of one record), unmapped pairs.
+        assert!(add(&[rec(R1, 0, 1), rec(R2, 1, 0)]));
+        assert!(add(&[rec(0, 0, -1)]));
+        let unmapped = flags::UNMAPPED | flags::MATE_UNMAPPED;
+        assert!(add(&[
+            rec(R1 | unmapped, -1, -1),
+            rec(R2 | unmapped, -1, -1)
+        ]));
+        // A mate whose fields disagree with its mate's waits: left to the
+        // thread, as is an orphan, and a read 1 alone (incomplete).
+        assert!(!add(&[rec(R1, 0, 1), rec(R2, 0, 0)]));
+        assert!(!add(&[rec(R1, 0, 0)]));
+        assert!(!add(&[rec(R1 | flags::MATE_UNMAPPED, 0, 0)]));
+        // Two mates waiting at once, under one key or two.
+        assert!(!add(&[rec(R1, 0, 0), rec(R1, 0, 0), rec(R2, 0, 0)]));
+        assert!(!add(&[
+            rec(R1, 0, 1),
+            rec(R1, 0, 0),
+            rec(R2, 1, 0),
+            rec(R2, 0, 0)
+        ]));
+        // Secondary and supplementary records give no ends.
+        let sec = rec(R1 | flags::SECONDARY, 0, 0);
+        let supp = rec(R2 | flags::SUPPLEMENTARY, 0, 0);
+        assert!(add(&[rec(R1, 0, 0), sec, rec(R2, 0, 0), supp]));
     }
 }

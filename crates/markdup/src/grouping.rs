@@ -170,6 +170,27 @@ mod tests {
     }
 
     #[test]
+    fn whole_templates_count_their_records_and_meet_earlier_names() {
+        let mut g = GroupCheck::new();
+        g.push(b"a", P1).unwrap();
+        g.push_template(b"b", 3).unwrap();
+        g.push_known(b"c", P1, Some(false)).unwrap();
+        g.push_template(b"d", 2).unwrap();
+        // "a" and "c" were closed incomplete, by the whole templates after
+        // them.
+        let e = g.push_template(b"c", 2).unwrap_err();
+        assert_eq!(
+            e,
+            Scattered {
+                name: b"c".to_vec(),
+                record: 7
+            }
+        );
+        let e = g.push_known(b"a", P2, Some(false)).unwrap_err();
+        assert_eq!(e.record, 9);
+    }
+
+    #[test]
     fn an_orphan_mate_alone_is_accepted() {
         // A filtered file: "a" lost its mate, nothing of it comes back.
         let mut g = GroupCheck::new();

@@ -3,56 +3,63 @@
 //! ([`BatchTemplates::add`]) with the reading thread's own pairing step
 //! ([`crate::record_ends`]), so that the thread, in input order, only
 //! appends what came out ([`MarkDuplicates::push_template`]): the record
-//! slots, and the read ends with their library, read group and template
-//! number put in. The templates a batch end cuts, and those whose
+//! slots, and the read ends and keys with their library, read group and
+//! template number put in. The templates a batch end cuts, and those whose
 //! pairing depends on what waits from before, stay with the thread's
 //! per-record push.
 
 use crate::grouping::TemplateFlags;
 use crate::optical::Location;
 use crate::{
-    fragment_end, record_ends, End, InputOrder, MarkDuplicates, MarkdupError, Pairing, ReadInfo,
-    RecordSlot, RgInfo, Templates,
+    fragment_end, record_ends, End, FragKey, InputOrder, MarkDuplicates, MarkdupError, Pairing,
+    ReadInfo, RecordSlot, RgInfo, Templates,
 };
 
-/// What one record of a whole template does to the marker's state, in the
-/// order the thread's push would do it.
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    /// A pair end, or the fragment end of a record whose mate is unmapped.
-    End(End),
-    /// The fragment end of a record whose mate is mapped ([`crate::MatedFrags`]).
-    Mated(End),
-    /// The record's fragment end waits for its mate under `wait_ref`
-    /// (its mate's reference), after no mate waited under `take_ref` (its
-    /// own): the keys the thread's map must not hold (with the template's
-    /// read group and name) for the template to pair among itself there.
-    Wait { take_ref: i32, wait_ref: i32 },
-    /// The waiting mate was taken and paired.
-    Paired,
+/// What one record of a whole template does to the marker's state: one
+/// of the four outcomes of [`crate::record_ends`] (or none, for a record
+/// that gives no read end), in the order the thread's push does it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Does {
+    Nothing,
+    /// A fragment end whose mate is unmapped (or an unpaired record's).
+    End,
+    /// A mated fragment's key, then the fragment end waits for its mate.
+    MatedWaits,
+    /// A mated fragment's key, the waiting mate taken, the pair end.
+    MatedPairs,
 }
 
-/// One whole template of a batch.
+/// One whole template of a batch, and where its parts start in
+/// [`BatchTemplates`]' lists.
 #[derive(Clone, Copy, Debug)]
 struct Whole {
     /// Its first record's position in the batch.
     start: u32,
     records: u32,
-    /// Where its records' flags start in [`BatchTemplates::flags`].
-    flags: u32,
-    /// Where its steps start in [`BatchTemplates::steps`].
-    steps: u32,
+    recs_at: u32,
+    ends_at: u32,
+    mated_at: u32,
+    waits_at: u32,
 }
 
 /// The whole templates of one batch, paired on a read job: their read ends
-/// with a placeholder library, read group and template number
-/// ([`PLACEHOLDER`], put in by [`MarkDuplicates::push_template`]).
+/// and keys with a placeholder library, read group and template number
+/// ([`PLACEHOLDER`], put in by [`MarkDuplicates::push_template`]), kept
+/// compact (the thread reads them from another core's cache).
 #[derive(Debug, Default)]
 pub struct BatchTemplates {
     wholes: Vec<Whole>,
-    flags: Vec<u16>,
-    /// Each step with its record's position in the template.
-    steps: Vec<(u32, Step)>,
+    /// Each record's flag and what it does.
+    recs: Vec<(u16, Does)>,
+    /// The pair ends and lone fragment ends, in order.
+    ends: Vec<End>,
+    /// The keys of the fragment ends whose mate is mapped, in order.
+    mated: Vec<FragKey>,
+    /// For each mate that waits: the reference it found no mate waiting
+    /// under (its own) and the one it waits under (its mate's): the keys,
+    /// with the template's read group and name, that the thread's map must
+    /// not hold for the template to pair among itself there too.
+    waits: Vec<(i32, i32)>,
 }
 
 /// The read group the read job pairs a template with: every record of a
@@ -66,11 +73,12 @@ const PLACEHOLDER: RgInfo = RgInfo {
 /// The pairing of one template on a read job: a mate waits alone, under
 /// its reference (read group and name are the template's).
 struct TemplatePairing<'a> {
-    steps: &'a mut Vec<(u32, Step)>,
-    record: u32,
+    batch: &'a mut BatchTemplates,
     waiting: Option<(i32, End)>,
     /// The reference the last mate found nothing waiting under.
     missed: i32,
+    /// What the current record did so far.
+    does: Does,
     /// Nothing happened that the thread's state would do otherwise: a
     /// second mate waiting at once (the thread's map would hold both, or
     /// replace one).
@@ -79,12 +87,15 @@ struct TemplatePairing<'a> {
 
 impl Pairing for TemplatePairing<'_> {
     fn add_end(&mut self, e: End) -> Result<(), MarkdupError> {
-        self.steps.push((self.record, Step::End(e)));
+        self.batch.ends.push(e);
+        if self.does == Does::Nothing {
+            self.does = Does::End;
+        }
         Ok(())
     }
 
     fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError> {
-        self.steps.push((self.record, Step::Mated(*e)));
+        self.batch.mated.push(e.frag_key());
         Ok(())
     }
 
@@ -104,18 +115,13 @@ impl Pairing for TemplatePairing<'_> {
     fn wait(&mut self, ref_id: i32, _rg: i16, _name: &[u8], end: End) -> Result<(), MarkdupError> {
         self.alone &= self.waiting.is_none();
         self.waiting = Some((ref_id, end));
-        self.steps.push((
-            self.record,
-            Step::Wait {
-                take_ref: self.missed,
-                wait_ref: ref_id,
-            },
-        ));
+        self.batch.waits.push((self.missed, ref_id));
+        self.does = Does::MatedWaits;
         Ok(())
     }
 
     fn paired(&mut self, _name: &[u8]) {
-        self.steps.push((self.record, Step::Paired));
+        self.does = Does::MatedPairs;
     }
 }
 
@@ -133,15 +139,22 @@ impl BatchTemplates {
         start: u32,
         records: impl IntoIterator<Item = (ReadInfo<'a>, Location)>,
     ) -> bool {
-        let (flags0, steps0) = (self.flags.len(), self.steps.len());
+        let whole = Whole {
+            start,
+            records: 0,
+            recs_at: self.recs.len() as u32,
+            ends_at: self.ends.len() as u32,
+            mated_at: self.mated.len() as u32,
+            waits_at: self.waits.len() as u32,
+        };
         // The one rule of which records give ends (name-grouped input).
         let mut templates = Templates::new(InputOrder::Queryname, 0);
         let mut group = TemplateFlags::default();
         let mut pairing = TemplatePairing {
-            steps: &mut self.steps,
-            record: 0,
+            batch: self,
             waiting: None,
             missed: -1,
+            does: Does::Nothing,
             alone: true,
         };
         for (r, loc) in records {
@@ -149,29 +162,27 @@ impl BatchTemplates {
                 rg: PLACEHOLDER,
                 ..r
             };
-            self.flags.push(r.flag);
             group.add(r.flag);
+            pairing.does = Does::Nothing;
             if templates.gives_ends(&r) {
                 let loc = loc.with_read_group(PLACEHOLDER.ordinal);
                 let frag = fragment_end(&r, PLACEHOLDER.library as i16, loc, 0);
                 record_ends(&mut pairing, &r, frag).expect("a template's pairing does not fail");
             }
-            pairing.record += 1;
+            let does = pairing.does;
+            pairing.batch.recs.push((r.flag, does));
         }
         let kept = pairing.alone && pairing.waiting.is_none() && !group.incomplete();
-        let n = pairing.record;
-        if kept && n > 0 {
-            self.wholes.push(Whole {
-                start,
-                records: n,
-                flags: flags0 as u32,
-                steps: steps0 as u32,
-            });
+        let records = self.recs.len() as u32 - whole.recs_at;
+        if kept && records > 0 {
+            self.wholes.push(Whole { records, ..whole });
         } else {
-            self.flags.truncate(flags0);
-            self.steps.truncate(steps0);
+            self.recs.truncate(whole.recs_at as usize);
+            self.ends.truncate(whole.ends_at as usize);
+            self.mated.truncate(whole.mated_at as usize);
+            self.waits.truncate(whole.waits_at as usize);
         }
-        kept
+        kept && records > 0
     }
 
     /// Whole templates kept.
@@ -189,17 +200,13 @@ impl BatchTemplates {
         (self.wholes[t].start, self.wholes[t].records)
     }
 
-    fn steps(&self, t: usize) -> &[(u32, Step)] {
+    /// Template `t`'s waiting mates' references ([`BatchTemplates::waits`]).
+    fn waits(&self, t: usize) -> &[(i32, i32)] {
         let end = self
             .wholes
             .get(t + 1)
-            .map_or(self.steps.len(), |w| w.steps as usize);
-        &self.steps[self.wholes[t].steps as usize..end]
-    }
-
-    fn flags(&self, t: usize) -> &[u16] {
-        let w = self.wholes[t];
-        &self.flags[w.flags as usize..(w.flags + w.records) as usize]
+            .map_or(self.waits.len(), |w| w.waits_at as usize);
+        &self.waits[self.wholes[t].waits_at as usize..end]
     }
 }
 
@@ -243,13 +250,12 @@ impl MarkDuplicates {
         if self.pending.is_empty() {
             return true;
         }
-        batch.steps(t).iter().all(|&(_, step)| match step {
-            Step::Wait { take_ref, wait_ref } => [take_ref, wait_ref].iter().all(|&r| {
+        batch.waits(t).iter().all(|&(take_ref, wait_ref)| {
+            [take_ref, wait_ref].iter().all(|&r| {
                 self.with_pending_key(r, rg.ordinal, name, |pending, key| {
                     !pending.contains_key(key)
                 })
-            }),
-            _ => true,
+            })
         })
     }
 
@@ -265,13 +271,14 @@ impl MarkDuplicates {
         name: &[u8],
         rg: RgInfo,
     ) -> Result<(), TemplateError> {
+        let w = batch.wholes[t];
         let first = self.records.len() as i64;
-        let steps = batch.steps(t);
-        let mut s = 0;
+        let recs = &batch.recs[w.recs_at as usize..(w.recs_at + w.records) as usize];
+        let (mut e, mut m) = (w.ends_at as usize, w.mated_at as usize);
         let mut library = None;
         // The thread's waiting mate holds the spare name buffer.
         let mut held: Option<Vec<u8>> = None;
-        for (k, &flag) in batch.flags(t).iter().enumerate() {
+        for (k, &(flag, does)) in recs.iter().enumerate() {
             let k = k as u32;
             let at = |error| TemplateError { record: k, error };
             self.records
@@ -284,39 +291,39 @@ impl MarkDuplicates {
                     self.spill.as_mut(),
                 )
                 .map_err(at)?;
-            while let Some(&(_, step)) = steps.get(s).filter(|(r, _)| *r == k) {
-                s += 1;
-                let mut place = |md: &mut Self, e: End| -> Result<End, MarkdupError> {
-                    let lib = match library {
-                        Some(l) => l,
-                        None => *library.insert(md.library_id(rg.library)?),
-                    };
-                    Ok(placed(e, lib, rg.ordinal, first))
-                };
-                match step {
-                    Step::End(e) => {
-                        let e = place(self, e).map_err(at)?;
-                        self.add_end(e).map_err(at)?;
+            if does == Does::Nothing {
+                self.enforce_limit().map_err(at)?;
+                continue;
+            }
+            let lib = match library {
+                Some(l) => l,
+                None => *library.insert(self.library_id(rg.library).map_err(at)?),
+            };
+            if does == Does::End {
+                self.add_end(placed(batch.ends[e], lib, rg.ordinal, first))
+                    .map_err(at)?;
+                e += 1;
+            } else {
+                let mut key = batch.mated[m];
+                key.0 = lib;
+                self.add_mated_key(key).map_err(at)?;
+                m += 1;
+                if does == Does::MatedWaits {
+                    self.pending_name_bytes += name.len();
+                    let mut buf = std::mem::take(&mut self.recent_spare);
+                    if buf.capacity() < name.len() {
+                        buf.clear();
+                        buf.extend_from_slice(name);
                     }
-                    Step::Mated(e) => {
-                        let e = place(self, e).map_err(at)?;
-                        self.add_mated(&e).map_err(at)?;
-                    }
-                    Step::Wait { .. } => {
-                        self.pending_name_bytes += name.len();
-                        let mut buf = std::mem::take(&mut self.recent_spare);
-                        if buf.capacity() < name.len() {
-                            buf.clear();
-                            buf.extend_from_slice(name);
-                        }
-                        held = Some(buf);
-                        self.template_waits = true;
-                    }
-                    Step::Paired => {
-                        self.pending_name_bytes -= name.len();
-                        self.recent_spare = held.take().expect("a mate waits");
-                        self.template_waits = false;
-                    }
+                    held = Some(buf);
+                    self.template_waits = true;
+                } else {
+                    self.pending_name_bytes -= name.len();
+                    self.recent_spare = held.take().expect("a mate waits");
+                    self.template_waits = false;
+                    self.add_end(placed(batch.ends[e], lib, rg.ordinal, first))
+                        .map_err(at)?;
+                    e += 1;
                 }
             }
             self.enforce_limit().map_err(at)?;

@@ -614,8 +614,12 @@ impl MatedFrags {
     const PACKED_REFS: i32 = 1 << 24;
 
     fn push(&mut self, e: &End) {
-        let (library, _, _, _, r1_ref, r1_coord, orientation) = e.frag_key();
-        if Self::packs(e) {
+        self.push_key(e.frag_key());
+    }
+
+    fn push_key(&mut self, key: FragKey) {
+        let (library, _, _, _, r1_ref, r1_coord, orientation) = key;
+        if Self::packs(key) {
             self.packed.push(
                 (library as u64) << 57
                     | (orientation as u64) << 56
@@ -623,7 +627,7 @@ impl MatedFrags {
                     | r1_coord as u32 as u64,
             );
         } else {
-            self.wide.push(e.frag_key());
+            self.wide.push(key);
         }
     }
 
@@ -647,33 +651,33 @@ impl MatedFrags {
         self.len() == 0
     }
 
-    /// Whether `e`'s key would pack ([`MatedFrags::push`]).
-    fn packs(e: &End) -> bool {
-        let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = e.frag_key();
+    /// Whether `key` would pack ([`MatedFrags::push`]).
+    fn packs(key: FragKey) -> bool {
+        let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = key;
         (barcode, r1_barcode, r2_barcode) == (0, 0, 0)
             && (0..Self::PACKED_LIBRARIES).contains(&library)
             && (0..Self::PACKED_REFS).contains(&r1_ref)
             && orientation <= R
     }
 
-    /// Whether `e`'s key finds its buffer full.
-    fn is_full_for(&self, e: &End) -> bool {
-        if Self::packs(e) {
+    /// Whether `key` finds its buffer full.
+    fn is_full_for(&self, key: FragKey) -> bool {
+        if Self::packs(key) {
             self.packed.len() == self.packed.capacity()
         } else {
             self.wide.len() == self.wide.capacity()
         }
     }
 
-    /// Grows the buffer `e`'s key goes to: doubled, to at least
+    /// Grows the buffer `key` goes to: doubled, to at least
     /// `MIN_ENDS` keys, to at most `max_bytes` (but one key).
-    fn grow_for(&mut self, e: &End, max_bytes: usize) {
+    fn grow_for(&mut self, key: FragKey, max_bytes: usize) {
         fn grow<T>(v: &mut Vec<T>, max_bytes: usize) {
             let most = (max_bytes / std::mem::size_of::<T>()).max(v.len() + 1);
             let want = (v.capacity() * 2).max(MIN_ENDS).min(most);
             v.reserve_exact(want.saturating_sub(v.len()));
         }
-        if Self::packs(e) {
+        if Self::packs(key) {
             grow(&mut self.packed, max_bytes);
         } else {
             grow(&mut self.wide, max_bytes);
@@ -1199,6 +1203,11 @@ impl MarkDuplicates {
     /// key ([`MatedFrags`]); with a memory limit, the ends and keys go to
     /// runs first when a key buffer would grow beyond it.
     fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError> {
+        self.add_mated_key(e.frag_key())
+    }
+
+    /// [`MarkDuplicates::add_mated`] of the end's key alone.
+    fn add_mated_key(&mut self, e: FragKey) -> Result<(), MarkdupError> {
         if let Some(limit) = self.spill.as_ref().map(|s| s.limit) {
             if self.mated.is_full_for(e) {
                 // What the limit leaves beside the other parts and the
@@ -1233,7 +1242,7 @@ impl MarkDuplicates {
                 }
             }
         }
-        self.mated.push(e);
+        self.mated.push_key(e);
         Ok(())
     }
 

@@ -11,8 +11,8 @@
 use crate::grouping::TemplateFlags;
 use crate::optical::Location;
 use crate::{
-    fragment_end, record_ends, End, FragKey, InputOrder, MarkDuplicates, MarkdupError, Pairing,
-    ReadInfo, RecordSlot, RgInfo, Templates,
+    fragment_end, record_ends, End, FragKey, InputOrder, MarkDuplicates, MarkdupError, MatedFrags,
+    Pairing, ReadInfo, RecordSlot, RgInfo, Templates,
 };
 
 /// What one record of a whole template does to the marker's state: one
@@ -200,6 +200,18 @@ impl BatchTemplates {
         (self.wholes[t].start, self.wholes[t].records)
     }
 
+    /// How many pair and lone ends, and mated keys, template `t` gives.
+    fn counts(&self, t: usize) -> (usize, usize) {
+        let w = &self.wholes[t];
+        let (ends, mated) = self
+            .wholes
+            .get(t + 1)
+            .map_or((self.ends.len(), self.mated.len()), |n| {
+                (n.ends_at as usize, n.mated_at as usize)
+            });
+        (ends - w.ends_at as usize, mated - w.mated_at as usize)
+    }
+
     /// Template `t`'s waiting mates' references ([`BatchTemplates::waits`]).
     fn waits(&self, t: usize) -> &[(i32, i32)] {
         let end = self
@@ -231,6 +243,34 @@ fn placed(mut e: End, library: i16, rg: i16, template: i64) -> End {
 }
 
 impl MarkDuplicates {
+    /// Whether whole template `t` of `batch` (named `name`) can be
+    /// appended without any check of the per-record push acting: the
+    /// slots, ends and keys fit their buffers as they are (with a memory
+    /// limit; without one they grow as the pushes grow them), and the
+    /// state stays within the limit after each record (it only grows by
+    /// the bitsets' share of each record, and a waiting mate holds the
+    /// spare name buffer, whose room for the name it then gives back).
+    fn template_fits(&self, batch: &BatchTemplates, t: usize, name: &[u8], library: i16) -> bool {
+        let Some(limit) = self.spill.as_ref().map(|s| s.limit) else {
+            return true;
+        };
+        let w = &batch.wholes[t];
+        let (ends, mated) = batch.counts(t);
+        let keys = &batch.mated[w.mated_at as usize..][..mated];
+        let packed = keys
+            .iter()
+            .filter(|k| MatedFrags::packs((library, k.1, k.2, k.3, k.4, k.5, k.6)))
+            .count();
+        let records = self.records.len();
+        let bitsets = ((records + w.records as u64) / 2 - records / 2) as usize;
+        self.records.room() >= w.records as usize
+            && self.ends.capacity() - self.ends.len() >= ends
+            && self.mated.packed.capacity() - self.mated.packed.len() >= packed
+            && self.mated.wide.capacity() - self.mated.wide.len() >= mated - packed
+            && (batch.waits(t).is_empty() || self.recent_spare.capacity() >= name.len())
+            && self.memory_bytes() + bitsets <= limit
+    }
+
     /// Whether [`MarkDuplicates::push_template`] may push whole template
     /// `t` of `batch` (named `name`, read group `rg`) now: name-grouped
     /// input, no mate waiting in `recent` (the template's first waiting
@@ -275,7 +315,43 @@ impl MarkDuplicates {
         let first = self.records.len() as i64;
         let recs = &batch.recs[w.recs_at as usize..(w.recs_at + w.records) as usize];
         let (mut e, mut m) = (w.ends_at as usize, w.mated_at as usize);
+        // The library id, as the template's first record with an end
+        // looks it up (again there below: the same id, nothing changed).
         let mut library = None;
+        if let Some(k) = recs.iter().position(|r| r.1 != Does::Nothing) {
+            let id = self.library_id(rg.library);
+            library = Some(id.map_err(|error| TemplateError {
+                record: k as u32,
+                error,
+            })?);
+        }
+        if self.template_fits(batch, t, name, library.unwrap_or(0)) {
+            // No check of the per-record push can act: appended.
+            let lib = library.unwrap_or(0);
+            for (k, &(flag, does)) in recs.iter().enumerate() {
+                self.records.push_within(RecordSlot {
+                    library: rg.library,
+                    flag,
+                    new_template: k == 0,
+                });
+                if does == Does::Nothing {
+                    continue;
+                }
+                if does != Does::End {
+                    let mut key = batch.mated[m];
+                    key.0 = lib;
+                    self.mated.push_key(key);
+                    m += 1;
+                }
+                if does != Does::MatedWaits {
+                    self.ends
+                        .push(placed(batch.ends[e], lib, rg.ordinal, first));
+                    e += 1;
+                }
+            }
+            self.templates.whole(first);
+            return Ok(());
+        }
         // The thread's waiting mate holds the spare name buffer.
         let mut held: Option<Vec<u8>> = None;
         for (k, &(flag, does)) in recs.iter().enumerate() {

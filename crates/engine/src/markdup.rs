@@ -5,13 +5,17 @@
 //! * read stage (pool jobs, [`BatchEnds::add_fields`]): each record's
 //!   read-end fields are taken out (its name's flow-cell location parsed,
 //!   once per template; whether its name and `RG` value are the previous
-//!   record's, so that the serial push compares neither), and the record
+//!   record's, so that the serial push compares neither; in name-grouped
+//!   input, the templates that lie whole in the batch paired, their ends
+//!   and keys built: [`alnsort_markdup::batch`]), and the record
 //!   enters the sorter with its input
 //!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`],
 //!   [`ordinal_suffix`]) after its BAM bytes (the sorter sees opaque
 //!   slices; `block_size` is untouched);
 //! * after each batch, in input order ([`Marker::push`]), the ends go to
-//!   the core, and the input's grouping is checked (name-grouped input: no
+//!   the core (a whole template's appended with its library, read group
+//!   and template number put in; the templates cut by the batch's ends
+//!   record by record), and the input's grouping is checked (name-grouped input: no
 //!   scattered template; coordinate-sorted input: records in order);
 //! * once the input is read, the core decides ([`Marker::finish`]): a
 //!   bitset over input ordinals, and the metrics (the read ends are sorted

@@ -814,12 +814,14 @@ impl Marker {
                     continue;
                 }
             }
+            // The record's position in the batch.
+            let at = i;
             i += 1;
             let record = self.records;
             self.records += 1;
             // The input the record comes from (the one input, or the merged
             // input it came out of) and its record number there.
-            let (k, file) = match from.get(i) {
+            let (k, file) = match from.get(at) {
                 Some(&k) => {
                     let input = &mut self.inputs[k as usize];
                     input.1 += 1;
@@ -892,7 +894,7 @@ impl Marker {
                 rg,
                 barcodes: e.barcodes,
             };
-            let pushed = match (&mut self.split, ends.merge.get(i)) {
+            let pushed = match (&mut self.split, ends.merge.get(at)) {
                 (Some(c), Some(&(mapq, mate_pos, tlen))) => {
                     let key = alnsort_markdup::dist::merge_order::MergeKey {
                         ref_id: e.ref_id,

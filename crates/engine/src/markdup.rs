@@ -2005,4 +2005,40 @@ mod tests {
             }
         }
     }
+
+    /// Merged inputs: each record's grouping check is its own input's,
+    /// named with its record number there, whole templates or not.
+    #[test]
+    fn merged_inputs_check_each_record_in_its_input() {
+        use alnsort_markdup::flags::{PAIRED, READ1, READ2};
+        let header = alnsort_bam::header::parse_sam_header([
+            b"@SQ\tSN:c\tLN:100000".as_slice(),
+            b"@RG\tID:rg1\tLB:libA".as_slice(),
+        ])
+        .unwrap();
+        let args = MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        };
+        let cfg = resolve(&args).unwrap().unwrap();
+        let mut m = Marker::new(&header, &cfg, "merged", (64 << 20, None), None);
+        m.check_inputs_apart(&["a.bam".to_string(), "b.bam".to_string()]);
+        let (r1, r2) = (PAIRED | READ1, PAIRED | READ2);
+        let recs = [
+            (placed(b"x", r1, 100, 300, b"rg1"), 0),
+            (placed(b"y", r1, 100, 300, b"rg1"), 1),
+            (placed(b"x", r2, 300, 100, b"rg1"), 0),
+            (placed(b"z", r1, 100, 300, b"rg1"), 1),
+            (placed(b"z", r2, 300, 100, b"rg1"), 1),
+            (placed(b"y", r2, 300, 100, b"rg1"), 1),
+        ];
+        let mut ends = BatchEnds::new(m.ends_spec());
+        for (r, _) in &recs {
+            ends.add_fields(r);
+        }
+        let from: Vec<u16> = recs.iter().map(|r| r.1).collect();
+        let e = m.push_from(&ends, &from).unwrap_err().to_string();
+        assert!(e.starts_with("b.bam: "), "{e}");
+        assert!(e.contains("record 4 (read y)"), "{e}");
+    }
 }

@@ -5,13 +5,17 @@
 //! * read stage (pool jobs, [`BatchEnds::add_fields`]): each record's
 //!   read-end fields are taken out (its name's flow-cell location parsed,
 //!   once per template; whether its name and `RG` value are the previous
-//!   record's, so that the serial push compares neither), and the record
+//!   record's, so that the serial push compares neither; in name-grouped
+//!   input, the templates that lie whole in the batch paired, their ends
+//!   and keys built: [`alnsort_markdup::batch`]), and the record
 //!   enters the sorter with its input
 //!   ordinal appended as 8 little-endian bytes ([`ORDINAL_BYTES`],
 //!   [`ordinal_suffix`]) after its BAM bytes (the sorter sees opaque
 //!   slices; `block_size` is untouched);
 //! * after each batch, in input order ([`Marker::push`]), the ends go to
-//!   the core, and the input's grouping is checked (name-grouped input: no
+//!   the core (a whole template's appended with its library, read group
+//!   and template number put in; the templates cut by the batch's ends
+//!   record by record), and the input's grouping is checked (name-grouped input: no
 //!   scattered template; coordinate-sorted input: records in order);
 //! * once the input is read, the core decides ([`Marker::finish`]): a
 //!   bitset over input ordinals, and the metrics (the read ends are sorted
@@ -96,6 +100,10 @@ pub struct EndsSpec {
     /// leave out (a split of coordinate-sorted inputs sharing a library:
     /// `SplitCollector::keeping_merge_order`).
     pub merge_order: bool,
+    /// Pair the templates that lie whole in a batch
+    /// ([`alnsort_markdup::batch::BatchTemplates`]): the one marker of one
+    /// name-grouped input.
+    pub pair_templates: bool,
 }
 
 /// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
@@ -374,6 +382,12 @@ pub struct BatchEnds {
     /// Whether a record of the batch carries a `DT` tag (Picard drops
     /// every input `DT` tag, so such records change length when written).
     any_dt: bool,
+    /// With [`EndsSpec::pair_templates`]: the templates whose records all
+    /// lie in the batch (not its first, which may have begun in the batch
+    /// before, nor its last), paired.
+    templates: alnsort_markdup::batch::BatchTemplates,
+    /// Where the batch's last run of one name starts.
+    run_start: usize,
 }
 
 /// The `RG:Z` value of a record (without its NUL), and whether the
@@ -448,6 +462,13 @@ impl BatchEnds {
             self.bytes[prev.name.0 as usize..prev.name.1 as usize]
                 == self.bytes[name.0 as usize..name.1 as usize]
         });
+        if same_name != Some(true) {
+            // The run before this record is a whole template.
+            if self.spec.pair_templates && self.run_start > 0 {
+                self.pair_template(self.run_start..self.recs.len());
+            }
+            self.run_start = self.recs.len();
+        }
         // Mates have one name: parsed once per template in a batch.
         let loc = if flag & NO_END != 0 {
             alnsort_markdup::optical::Location::NONE
@@ -489,6 +510,35 @@ impl BatchEnds {
             same_name,
             loc,
         });
+    }
+
+    /// Pairs the whole template of records `run` (one name), unless its
+    /// records have several `RG` values or a barcode Picard refuses (the
+    /// reading thread's per-record push then takes them).
+    fn pair_template(&mut self, run: std::ops::Range<usize>) {
+        let recs = &self.recs[run.clone()];
+        if recs[1..].iter().any(|e| !e.same_rg) || recs.iter().any(|e| e.bad_barcode.is_some()) {
+            return;
+        }
+        let bytes = &self.bytes;
+        let infos = recs.iter().map(|e| {
+            let info = ReadInfo {
+                name: &bytes[e.name.0 as usize..e.name.1 as usize],
+                flag: e.flag,
+                ref_id: e.ref_id,
+                mate_ref_id: e.mate_ref_id,
+                five_prime: e.five_prime,
+                score: e.score,
+                // Resolved by the thread ([`MarkDuplicates::push_template`]).
+                rg: RgInfo {
+                    library: 0,
+                    ordinal: 0,
+                },
+                barcodes: e.barcodes,
+            };
+            (info, e.loc)
+        });
+        self.templates.add(run.start as u32, infos);
     }
 
     pub fn len(&self) -> usize {
@@ -646,6 +696,7 @@ impl Marker {
                 barcode_tags: cfg.barcode_tags,
                 name_parser: Arc::new(cfg.name_parser.clone()),
                 merge_order: false,
+                pair_templates: false,
             },
             input_dt: false,
         }
@@ -677,7 +728,18 @@ impl Marker {
     /// What the read jobs take out of each record: how they score it and
     /// which barcode tags they read.
     pub fn ends_spec(&self) -> EndsSpec {
-        self.spec.clone()
+        EndsSpec {
+            pair_templates: self.takes_templates(),
+            ..self.spec.clone()
+        }
+    }
+
+    /// Whether whole templates are pushed at once
+    /// ([`alnsort_markdup::batch::BatchTemplates`]): the one marker of one
+    /// name-grouped input (several inputs' records are checked input by
+    /// input, a split's collector pairs its own).
+    fn takes_templates(&self) -> bool {
+        self.order == InputOrder::Queryname && self.split.is_none() && self.inputs.is_empty()
     }
 
     /// The pool the decision sorts the read ends on, in parallel (once the
@@ -735,13 +797,31 @@ impl Marker {
         }
         self.input_dt |= ends.any_dt;
         let mut rg_before: Option<RgInfo> = None;
-        for (i, e) in ends.recs.iter().enumerate() {
+        // The batch's whole templates, paired by its read job.
+        let wholes = if self.takes_templates() {
+            ends.templates.len()
+        } else {
+            0
+        };
+        let mut t = 0;
+        let mut i = 0;
+        while let Some(e) = ends.recs.get(i) {
             let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
+            if t < wholes && ends.templates.span(t).0 as usize == i {
+                t += 1;
+                if let Some(records) = self.push_whole(ends, t - 1, &mut rg_before)? {
+                    i += records;
+                    continue;
+                }
+            }
+            // The record's position in the batch.
+            let at = i;
+            i += 1;
             let record = self.records;
             self.records += 1;
             // The input the record comes from (the one input, or the merged
             // input it came out of) and its record number there.
-            let (k, file) = match from.get(i) {
+            let (k, file) = match from.get(at) {
                 Some(&k) => {
                     let input = &mut self.inputs[k as usize];
                     input.1 += 1;
@@ -814,7 +894,7 @@ impl Marker {
                 rg,
                 barcodes: e.barcodes,
             };
-            let pushed = match (&mut self.split, ends.merge.get(i)) {
+            let pushed = match (&mut self.split, ends.merge.get(at)) {
                 (Some(c), Some(&(mapq, mate_pos, tlen))) => {
                     let key = alnsort_markdup::dist::merge_order::MergeKey {
                         ref_id: e.ref_id,
@@ -832,23 +912,7 @@ impl Marker {
                 (None, _) => self.md.push_known(&info, e.loc, e.same_name),
             };
             if let Err(err) = pushed {
-                // Only the limit's errors are about memory.
-                let within = match (&err, self.group_budget.1) {
-                    (MarkdupError::WaitingTwice { .. }, _) => String::new(),
-                    (_, Some(total)) => format!(
-                        ", within the part of --max-memory {} it may use",
-                        crate::memsize::human(total)
-                    ),
-                    (_, None) => ", within the part of -m it may use".to_string(),
-                };
-                return Err(Error::from(err)).with_context(|| {
-                    format!(
-                        "{}: duplicate marking at record {} (read {}){within}",
-                        self.file,
-                        record + 1,
-                        String::from_utf8_lossy(name)
-                    )
-                });
+                return Err(self.marking_error(err, record, name));
             }
         }
         // The pages the next batches' ends will take, made resident on the
@@ -872,6 +936,68 @@ impl Marker {
             }
         }
         Ok(())
+    }
+
+    /// The failure of the marking at record `record` (0-based), read `name`.
+    fn marking_error(&self, err: MarkdupError, record: u64, name: &[u8]) -> Error {
+        // Only the limit's errors are about memory.
+        let within = match (&err, self.group_budget.1) {
+            (MarkdupError::WaitingTwice { .. }, _) => String::new(),
+            (_, Some(total)) => format!(
+                ", within the part of --max-memory {} it may use",
+                crate::memsize::human(total)
+            ),
+            (_, None) => ", within the part of -m it may use".to_string(),
+        };
+        Error::context(
+            format!(
+                "{}: duplicate marking at record {} (read {}){within}",
+                self.file,
+                record + 1,
+                String::from_utf8_lossy(name)
+            ),
+            err,
+        )
+    }
+
+    /// Pushes whole template `t` of `ends` (name-grouped input, one input:
+    /// [`Marker::takes_templates`]) as [`Marker::push_from`] would push its
+    /// records one by one, with the read group resolved once (its records
+    /// share their `RG` value); returns its number of records, or `None`
+    /// when the marker's state does not take it whole
+    /// ([`MarkDuplicates::takes_template`]: the caller pushes its records).
+    fn push_whole(
+        &mut self,
+        ends: &BatchEnds,
+        t: usize,
+        rg_before: &mut Option<RgInfo>,
+    ) -> Result<Option<usize>> {
+        let (start, records) = ends.templates.span(t);
+        let e = &ends.recs[start as usize];
+        let name = &ends.bytes[e.name.0 as usize..e.name.1 as usize];
+        // As the first record's push resolves it (the others share it).
+        let rg = match *rg_before {
+            Some(info) if e.same_rg => info,
+            _ => self.resolve_rg(e.rg.map(|(a, b)| &ends.bytes[a as usize..b as usize])),
+        };
+        *rg_before = Some(rg);
+        if !self.md.takes_template(&ends.templates, t, name, rg) {
+            return Ok(None);
+        }
+        let record = self.records;
+        self.records += records as u64;
+        if let Err(s) = self.group[0].push_template(name, records as u64) {
+            return Err(Error::Refused(scattered_message(
+                &self.file,
+                s.record + 1,
+                &s.name,
+                "",
+            )));
+        }
+        if let Err(te) = self.md.push_template(&ends.templates, t, name, rg) {
+            return Err(self.marking_error(te.error, record + te.record as u64, name));
+        }
+        Ok(Some(records as usize))
     }
 
     /// A marker for split `split` of the input (the distributed marking,
@@ -1755,5 +1881,164 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--optical-distance 'x'"), "{e}");
+    }
+
+    /// A record on reference 0 at `pos` (its 10M CIGAR's 5' end follows),
+    /// its mate on reference 0 at `mate_pos` (-1: none), in read group
+    /// `rg`.
+    fn placed(name: &[u8], flag: u16, pos: i32, mate_pos: i32, rg: &[u8]) -> Vec<u8> {
+        let mut r = record(name, flag);
+        r[8..12].copy_from_slice(&pos.to_le_bytes());
+        let mate_ref: i32 = if mate_pos < 0 { -1 } else { 0 };
+        r[24..28].copy_from_slice(&mate_ref.to_le_bytes());
+        r[28..32].copy_from_slice(&mate_pos.to_le_bytes());
+        r.extend_from_slice(b"RGZ");
+        r.extend_from_slice(rg);
+        r.push(0);
+        let n = (r.len() - 4) as u32;
+        r[..4].copy_from_slice(&n.to_le_bytes());
+        r
+    }
+
+    /// Templates of every kind over few 5' ends and two read groups (of two
+    /// libraries): pairs either way round, with secondary and supplementary
+    /// records, fragments, half-mapped pairs, orphans, mates in two read
+    /// groups.
+    fn mixed_templates(n: usize) -> Vec<Vec<u8>> {
+        use alnsort_markdup::flags::*;
+        let mut recs = Vec::new();
+        for t in 0..n {
+            let name = format!("T{t}:1:FC:1:1101:{}:{}", t % 97, t % 89);
+            let name = name.as_bytes();
+            let (a, b) = (100 + (t % 5) as i32 * 10, 400 + (t % 3) as i32 * 10);
+            let rg: &[u8] = if t % 7 < 4 { b"rg1" } else { b"rg2" };
+            let (p1, p2) = (PAIRED | READ1, PAIRED | READ2 | REVERSE);
+            let tpl = match t % 11 {
+                0..=4 => vec![placed(name, p1, a, b, rg), placed(name, p2, b, a, rg)],
+                5 => vec![placed(name, p2, b, a, rg), placed(name, p1, a, b, rg)],
+                6 => vec![placed(name, 0, a, -1, rg)],
+                7 => vec![
+                    placed(name, p1 | MATE_UNMAPPED, a, a, rg),
+                    placed(name, PAIRED | READ2 | UNMAPPED, a, a, rg),
+                ],
+                8 => vec![
+                    placed(name, p1, a, b, rg),
+                    placed(name, p1 | SUPPLEMENTARY, a + 50, b, rg),
+                    placed(name, p2, b, a, rg),
+                    placed(name, p2 | SECONDARY, b + 50, a, rg),
+                ],
+                9 if t % 3 == 0 => vec![placed(name, p1, a, b, rg)],
+                9 => vec![
+                    placed(name, p1, a, b, b"rg1"),
+                    placed(name, p2, b, a, b"rg2"),
+                ],
+                _ => vec![placed(name, p1, a, b, rg), placed(name, p2, b, a, rg)],
+            };
+            recs.extend(tpl);
+        }
+        recs
+    }
+
+    /// `recs` marked by one node's marker within `budget` bytes (spilled
+    /// to a temporary directory beyond it), in batches of the sizes of
+    /// `cuts` in turn, with whole templates paired by the batches when
+    /// `whole`: the decisions and how many templates the batches paired.
+    fn mark_batches(
+        recs: &[Vec<u8>],
+        cuts: &[usize],
+        whole: bool,
+        budget: usize,
+    ) -> (Vec<u8>, usize) {
+        let header = alnsort_bam::header::parse_sam_header([
+            b"@SQ\tSN:c\tLN:100000".as_slice(),
+            b"@RG\tID:rg1\tLB:libA".as_slice(),
+            b"@RG\tID:rg2\tLB:libB".as_slice(),
+        ])
+        .unwrap();
+        let args = MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        };
+        let cfg = resolve(&args).unwrap().unwrap();
+        let dir = std::env::temp_dir();
+        let mut m = Marker::new(&header, &cfg, "in.bam", (budget, None), Some(&dir));
+        let spec = m.ends_spec();
+        assert!(spec.pair_templates);
+        let spec = EndsSpec {
+            pair_templates: whole,
+            ..spec
+        };
+        let (mut at, mut paired) = (0, 0);
+        for &cut in cuts.iter().cycle() {
+            if at == recs.len() {
+                break;
+            }
+            let mut ends = BatchEnds::new(spec.clone());
+            for r in &recs[at..(at + cut).min(recs.len())] {
+                ends.add_fields(r);
+            }
+            at = (at + cut).min(recs.len());
+            assert!(ends.len() > 2 || ends.templates.is_empty());
+            paired += ends.templates.len();
+            m.push(&ends).unwrap();
+        }
+        if budget < 1 << 20 {
+            assert!(m.spill_stats().runs > 0);
+        }
+        (m.finish().unwrap().to_bytes(), paired)
+    }
+
+    /// The batches' whole templates (neither a batch's first nor its last:
+    /// they may go on in the batch before or after) give the decisions
+    /// the records' pushes one by one give, in batches of 1 record to
+    /// many, cutting templates anywhere, with and without spills.
+    #[test]
+    fn whole_templates_of_batches_decide_as_their_records() {
+        let recs = mixed_templates(6000);
+        for cuts in [&[1, 2, 3, 5, 8, 13, 1, 40][..], &[700], &[recs.len()]] {
+            for budget in [64 << 20, 768 << 10] {
+                let (one, none) = mark_batches(&recs, cuts, false, budget);
+                let (whole, paired) = mark_batches(&recs, cuts, true, budget);
+                assert_eq!(none, 0);
+                assert!(paired > 100, "{paired}");
+                assert!(one == whole, "cuts {cuts:?} budget {budget}");
+            }
+        }
+    }
+
+    /// Merged inputs: each record's grouping check is its own input's,
+    /// named with its record number there, whole templates or not.
+    #[test]
+    fn merged_inputs_check_each_record_in_its_input() {
+        use alnsort_markdup::flags::{PAIRED, READ1, READ2};
+        let header = alnsort_bam::header::parse_sam_header([
+            b"@SQ\tSN:c\tLN:100000".as_slice(),
+            b"@RG\tID:rg1\tLB:libA".as_slice(),
+        ])
+        .unwrap();
+        let args = MarkdupArgs {
+            enabled: true,
+            ..Default::default()
+        };
+        let cfg = resolve(&args).unwrap().unwrap();
+        let mut m = Marker::new(&header, &cfg, "merged", (64 << 20, None), None);
+        m.check_inputs_apart(&["a.bam".to_string(), "b.bam".to_string()]);
+        let (r1, r2) = (PAIRED | READ1, PAIRED | READ2);
+        let recs = [
+            (placed(b"x", r1, 100, 300, b"rg1"), 0),
+            (placed(b"y", r1, 100, 300, b"rg1"), 1),
+            (placed(b"x", r2, 300, 100, b"rg1"), 0),
+            (placed(b"z", r1, 100, 300, b"rg1"), 1),
+            (placed(b"z", r2, 300, 100, b"rg1"), 1),
+            (placed(b"y", r2, 300, 100, b"rg1"), 1),
+        ];
+        let mut ends = BatchEnds::new(m.ends_spec());
+        for (r, _) in &recs {
+            ends.add_fields(r);
+        }
+        let from: Vec<u16> = recs.iter().map(|r| r.1).collect();
+        let e = m.push_from(&ends, &from).unwrap_err().to_string();
+        assert!(e.starts_with("b.bam: "), "{e}");
+        assert!(e.contains("record 4 (read y)"), "{e}");
     }
 }

@@ -23,14 +23,39 @@ pub struct Scattered {
     pub record: u64,
 }
 
+/// What a template's flags say of it: whether it is incomplete (paired,
+/// without both primary mates). The one rule of [`GroupCheck`] and of the
+/// whole templates the read jobs pair ([`crate::batch::BatchTemplates`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TemplateFlags {
+    paired: bool,
+    read1: bool,
+    read2: bool,
+}
+
+impl TemplateFlags {
+    /// The template's next record's flag.
+    pub(crate) fn add(&mut self, flag: u16) {
+        if flag & flags::PAIRED != 0 {
+            self.paired = true;
+            if flag & (flags::SECONDARY | flags::SUPPLEMENTARY) == 0 {
+                self.read1 |= flag & flags::READ1 != 0;
+                self.read2 |= flag & flags::READ2 != 0;
+            }
+        }
+    }
+
+    pub(crate) fn incomplete(&self) -> bool {
+        self.paired && !(self.read1 && self.read2)
+    }
+}
+
 /// Follows the records in input order; see the module documentation.
 #[derive(Debug, Default)]
 pub struct GroupCheck {
     current: Vec<u8>,
     started: bool,
-    paired: bool,
-    read1: bool,
-    read2: bool,
+    template: TemplateFlags,
     incomplete: HashSet<Vec<u8>, alnsort_bam::name_hash::NameHash>,
     incomplete_bytes: usize,
     records: u64,
@@ -68,24 +93,35 @@ impl GroupCheck {
             self.current.extend_from_slice(name);
             self.started = true;
         }
-        if flag & flags::PAIRED != 0 {
-            self.paired = true;
-            if flag & (flags::SECONDARY | flags::SUPPLEMENTARY) == 0 {
-                self.read1 |= flag & flags::READ1 != 0;
-                self.read2 |= flag & flags::READ2 != 0;
-            }
+        self.template.add(flag);
+        Ok(())
+    }
+
+    /// A whole template of `records` records named `name`, which the
+    /// caller found complete ([`TemplateFlags`]), and after which the next
+    /// record starts another template: [`GroupCheck::push_known`] of each
+    /// record in turn, without keeping the name.
+    pub fn push_template(&mut self, name: &[u8], records: u64) -> Result<(), Scattered> {
+        let record = self.records;
+        self.records += records;
+        self.close();
+        if !self.incomplete.is_empty() && self.incomplete.contains(name) {
+            return Err(Scattered {
+                name: name.to_vec(),
+                record,
+            });
         }
+        // Complete and ended: nothing to close.
+        self.started = false;
         Ok(())
     }
 
     fn close(&mut self) {
-        if self.started && self.paired && !(self.read1 && self.read2) {
+        if self.started && self.template.incomplete() {
             self.incomplete_bytes += self.current.len() + 48;
             self.incomplete.insert(self.current.clone());
         }
-        self.paired = false;
-        self.read1 = false;
-        self.read2 = false;
+        self.template = TemplateFlags::default();
     }
 
     /// Bytes held (names of incomplete templates, with table overhead).
@@ -131,6 +167,27 @@ mod tests {
                 record: 3
             }
         );
+    }
+
+    #[test]
+    fn whole_templates_count_their_records_and_meet_earlier_names() {
+        let mut g = GroupCheck::new();
+        g.push(b"a", P1).unwrap();
+        g.push_template(b"b", 3).unwrap();
+        g.push_known(b"c", P1, Some(false)).unwrap();
+        g.push_template(b"d", 2).unwrap();
+        // "a" and "c" were closed incomplete, by the whole templates after
+        // them.
+        let e = g.push_template(b"c", 2).unwrap_err();
+        assert_eq!(
+            e,
+            Scattered {
+                name: b"c".to_vec(),
+                record: 7
+            }
+        );
+        let e = g.push_known(b"a", P2, Some(false)).unwrap_err();
+        assert_eq!(e.record, 9);
     }
 
     #[test]

@@ -43,6 +43,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod bits;
 pub mod dist;
 pub mod grouping;
@@ -613,8 +614,12 @@ impl MatedFrags {
     const PACKED_REFS: i32 = 1 << 24;
 
     fn push(&mut self, e: &End) {
-        let (library, _, _, _, r1_ref, r1_coord, orientation) = e.frag_key();
-        if Self::packs(e) {
+        self.push_key(e.frag_key());
+    }
+
+    fn push_key(&mut self, key: FragKey) {
+        let (library, _, _, _, r1_ref, r1_coord, orientation) = key;
+        if Self::packs(key) {
             self.packed.push(
                 (library as u64) << 57
                     | (orientation as u64) << 56
@@ -622,7 +627,7 @@ impl MatedFrags {
                     | r1_coord as u32 as u64,
             );
         } else {
-            self.wide.push(e.frag_key());
+            self.wide.push(key);
         }
     }
 
@@ -646,33 +651,33 @@ impl MatedFrags {
         self.len() == 0
     }
 
-    /// Whether `e`'s key would pack ([`MatedFrags::push`]).
-    fn packs(e: &End) -> bool {
-        let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = e.frag_key();
+    /// Whether `key` would pack ([`MatedFrags::push`]).
+    fn packs(key: FragKey) -> bool {
+        let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = key;
         (barcode, r1_barcode, r2_barcode) == (0, 0, 0)
             && (0..Self::PACKED_LIBRARIES).contains(&library)
             && (0..Self::PACKED_REFS).contains(&r1_ref)
             && orientation <= R
     }
 
-    /// Whether `e`'s key finds its buffer full.
-    fn is_full_for(&self, e: &End) -> bool {
-        if Self::packs(e) {
+    /// Whether `key` finds its buffer full.
+    fn is_full_for(&self, key: FragKey) -> bool {
+        if Self::packs(key) {
             self.packed.len() == self.packed.capacity()
         } else {
             self.wide.len() == self.wide.capacity()
         }
     }
 
-    /// Grows the buffer `e`'s key goes to: doubled, to at least
+    /// Grows the buffer `key` goes to: doubled, to at least
     /// `MIN_ENDS` keys, to at most `max_bytes` (but one key).
-    fn grow_for(&mut self, e: &End, max_bytes: usize) {
+    fn grow_for(&mut self, key: FragKey, max_bytes: usize) {
         fn grow<T>(v: &mut Vec<T>, max_bytes: usize) {
             let most = (max_bytes / std::mem::size_of::<T>()).max(v.len() + 1);
             let want = (v.capacity() * 2).max(MIN_ENDS).min(most);
             v.reserve_exact(want.saturating_sub(v.len()));
         }
-        if Self::packs(e) {
+        if Self::packs(key) {
             grow(&mut self.packed, max_bytes);
         } else {
             grow(&mut self.wide, max_bytes);
@@ -756,6 +761,9 @@ pub(crate) struct Templates {
     /// ends (Picard stops collecting ends at the unplaced unmapped reads
     /// that end a coordinate-sorted file).
     pub(crate) ends_done: bool,
+    /// The current template was pushed whole ([`Templates::whole`]): it
+    /// has ended, and `last_name` is not its name.
+    ended: bool,
 }
 
 impl Templates {
@@ -765,7 +773,15 @@ impl Templates {
             index,
             last_name: None,
             ends_done: false,
+            ended: false,
         }
+    }
+
+    /// A whole template starting at record `first` was pushed
+    /// ([`MarkDuplicates::push_template`]); the next record starts another.
+    pub(crate) fn whole(&mut self, first: i64) {
+        self.index = first;
+        self.ended = true;
     }
 
     /// The record numbered `number` (growing with input order), named
@@ -779,11 +795,14 @@ impl Templates {
     pub(crate) fn step_known(&mut self, number: i64, name: &[u8], same_name: Option<bool>) -> bool {
         if self.order == InputOrder::Coordinate {
             self.index = number;
-        } else if !same_name.unwrap_or_else(|| self.last_name.as_deref() == Some(name)) {
+        } else if !same_name
+            .unwrap_or_else(|| !self.ended && self.last_name.as_deref() == Some(name))
+        {
             let last = self.last_name.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(name);
             self.index = number;
+            self.ended = false;
         }
         self.index == number
     }
@@ -833,6 +852,10 @@ pub struct MarkDuplicates {
     recent: Option<Waiting>,
     /// A spare name buffer for `recent`.
     recent_spare: Vec<u8>,
+    /// A mate of the whole template being pushed waits
+    /// ([`MarkDuplicates::push_template`]: where the per-record push would
+    /// hold it in `recent`).
+    template_waits: bool,
     library_ids: HashMap<u32, i16>,
     /// The last library looked up and its id (libraries change rarely
     /// from one record to the next).
@@ -886,6 +909,7 @@ impl MarkDuplicates {
             pending: HashMap::default(),
             recent: None,
             recent_spare: Vec::new(),
+            template_waits: false,
             library_ids: HashMap::new(),
             last_library: None,
             template_loc: None,
@@ -962,7 +986,7 @@ impl MarkDuplicates {
 
     /// Mates waiting for their other half.
     fn waiting(&self) -> usize {
-        self.pending.len() + self.recent.is_some() as usize
+        self.pending.len() + self.recent.is_some() as usize + self.template_waits as usize
     }
 
     /// Runs `f` on `pending` with the key `(ref_id, rg, name)`, built in a
@@ -1179,6 +1203,11 @@ impl MarkDuplicates {
     /// key ([`MatedFrags`]); with a memory limit, the ends and keys go to
     /// runs first when a key buffer would grow beyond it.
     fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError> {
+        self.add_mated_key(e.frag_key())
+    }
+
+    /// [`MarkDuplicates::add_mated`] of the end's key alone.
+    fn add_mated_key(&mut self, e: FragKey) -> Result<(), MarkdupError> {
         if let Some(limit) = self.spill.as_ref().map(|s| s.limit) {
             if self.mated.is_full_for(e) {
                 // What the limit leaves beside the other parts and the
@@ -1213,7 +1242,7 @@ impl MarkDuplicates {
                 }
             }
         }
-        self.mated.push(e);
+        self.mated.push_key(e);
         Ok(())
     }
 
@@ -1532,29 +1561,7 @@ impl MarkDuplicates {
         let library = self.library_id(r.rg.library)?;
         let loc = self.location(r, parsed);
         let frag = fragment_end(r, library, loc, self.templates.index);
-        let mate_mapped = frag.r2_ref != -1;
-        if !mate_mapped {
-            return self.add_end(frag);
-        }
-        self.add_mated(&frag)?;
-        let found = self.take_waiting(r.ref_id, r.rg.ordinal, r.name);
-        let Some(p) = found else {
-            if self.waiting_twice_fails && self.is_waiting(r.mate_ref_id, r.rg.ordinal, r.name) {
-                return Err(Self::waiting_twice(
-                    &self.read_groups,
-                    r.mate_ref_id,
-                    r.rg.ordinal,
-                    r.name,
-                ));
-            }
-            self.pending_name_bytes += r.name.len();
-            self.add_waiting(r.mate_ref_id, r.rg.ordinal, r.name, frag);
-            return Ok(());
-        };
-        self.pending_name_bytes -= r.name.len();
-        let read1 = r.flag & flags::READ1 != 0;
-        self.add_end(pair_end(p, &frag, read1, r.barcodes))?;
-        Ok(())
+        record_ends(self, r, frag)
     }
 
     /// Finds the duplicates and computes the metrics.
@@ -1999,6 +2006,66 @@ fn fragment_end(r: &ReadInfo<'_>, library: i16, loc: Location, template_index: i
         r2_index: -1,
         pair: false,
     }
+}
+
+/// Where a record's read ends go and where its mate waits for its other
+/// half: the marker's own state ([`MarkDuplicates`]), or one template's on
+/// a read job ([`batch::BatchTemplates`]), both fed by [`record_ends`].
+trait Pairing {
+    fn add_end(&mut self, e: End) -> Result<(), MarkdupError>;
+    /// A fragment end whose mate is mapped ([`MatedFrags`]).
+    fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError>;
+    /// Takes the mate waiting under `(ref_id, rg, name)`, if any.
+    fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End>;
+    /// Makes `end` wait under `(ref_id, rg, name)`.
+    fn wait(&mut self, ref_id: i32, rg: i16, name: &[u8], end: End) -> Result<(), MarkdupError>;
+    /// A mate named `name` stopped waiting (it was taken and paired).
+    fn paired(&mut self, name: &[u8]);
+}
+
+impl Pairing for MarkDuplicates {
+    fn add_end(&mut self, e: End) -> Result<(), MarkdupError> {
+        MarkDuplicates::add_end(self, e)
+    }
+
+    fn add_mated(&mut self, e: &End) -> Result<(), MarkdupError> {
+        MarkDuplicates::add_mated(self, e)
+    }
+
+    fn take_waiting(&mut self, ref_id: i32, rg: i16, name: &[u8]) -> Option<End> {
+        MarkDuplicates::take_waiting(self, ref_id, rg, name)
+    }
+
+    fn wait(&mut self, ref_id: i32, rg: i16, name: &[u8], end: End) -> Result<(), MarkdupError> {
+        if self.waiting_twice_fails && self.is_waiting(ref_id, rg, name) {
+            return Err(Self::waiting_twice(&self.read_groups, ref_id, rg, name));
+        }
+        self.pending_name_bytes += name.len();
+        self.add_waiting(ref_id, rg, name, end);
+        Ok(())
+    }
+
+    fn paired(&mut self, name: &[u8]) {
+        self.pending_name_bytes -= name.len();
+    }
+}
+
+/// The read ends of the mapped primary record `r` whose fragment end is
+/// `frag`: that end alone when its mate is unmapped (or it is unpaired);
+/// else its key ([`MatedFrags`]), and the pair end with the mate waiting
+/// under Picard's key, or `frag` waits for its mate. The one pairing step
+/// of the reading thread and of the read jobs' whole templates.
+fn record_ends<P: Pairing>(p: &mut P, r: &ReadInfo<'_>, frag: End) -> Result<(), MarkdupError> {
+    if frag.r2_ref == -1 {
+        return p.add_end(frag);
+    }
+    p.add_mated(&frag)?;
+    let Some(first) = p.take_waiting(r.ref_id, r.rg.ordinal, r.name) else {
+        return p.wait(r.mate_ref_id, r.rg.ordinal, r.name, frag);
+    };
+    p.paired(r.name);
+    let read1 = r.flag & flags::READ1 != 0;
+    p.add_end(pair_end(first, &frag, read1, r.barcodes))
 }
 
 /// The pair end of a waiting mate's fragment end `p` and its other half

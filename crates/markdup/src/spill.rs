@@ -425,6 +425,24 @@ impl SlotLog {
         Ok(())
     }
 
+    /// Slots [`SlotLog::push`] takes before the buffer goes to the file or
+    /// grows (without a bound it only grows, as a `Vec` does).
+    pub(crate) fn room(&self) -> usize {
+        if self.cap == 0 {
+            usize::MAX
+        } else {
+            self.cap
+                .min(self.buf.capacity())
+                .saturating_sub(self.buf.len())
+        }
+    }
+
+    /// [`SlotLog::push`] of a slot within [`SlotLog::room`].
+    pub(crate) fn push_within(&mut self, slot: RecordSlot) {
+        debug_assert!(self.room() > 0);
+        self.buf.push(slot);
+    }
+
     fn flush(&mut self, spill: &mut Spill) -> Result<(), MarkdupError> {
         if self.file.is_none() {
             let path = spill.next_path("slots");

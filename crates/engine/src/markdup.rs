@@ -530,10 +530,7 @@ impl BatchEnds {
                 five_prime: e.five_prime,
                 score: e.score,
                 // Resolved by the thread ([`MarkDuplicates::push_template`]).
-                rg: RgInfo {
-                    library: 0,
-                    ordinal: 0,
-                },
+                rg: alnsort_markdup::batch::PLACEHOLDER,
                 barcodes: e.barcodes,
             };
             (info, e.loc)

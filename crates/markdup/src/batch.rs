@@ -64,8 +64,9 @@ pub struct BatchTemplates {
 
 /// The read group the read job pairs a template with: every record of a
 /// whole template has one read group (the same `RG` value), which the
-/// thread resolves.
-const PLACEHOLDER: RgInfo = RgInfo {
+/// thread resolves. Callers of [`BatchTemplates::add`] may give their
+/// records this one (it is not read).
+pub const PLACEHOLDER: RgInfo = RgInfo {
     library: 0,
     ordinal: 0,
 };

@@ -4,11 +4,11 @@
 //!
 //! The parser is the engine's ([`alnsort_engine::sort_args`], which the
 //! Ray driver's command line goes through too): it accepts exactly the
-//! options of the one table ([`alnsort_engine::options::OPTIONS`]) and
+//! options of the one table ([`alnsort_engine::options::sort::OPTIONS`]) and
 //! applies each with `SortOptions::apply`; help is rendered from the same
 //! table. This module keeps the top-level help.
 
-pub use alnsort_engine::sort_args::{parse, stringify, Parsed};
+pub use alnsort_engine::options::sort_args::{parse, stringify, Parsed};
 
 /// `alnsort --help`: what the tool is, its commands, examples, where the
 /// documentation is.
@@ -63,10 +63,11 @@ ARCHITECTURE.md in the alnsort source tree.
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alnsort_engine::options::{
-        sort_help, ArgError, OptId, OptionName, OrderFlag, OutFormat, SortOptions,
-        UnknownReference, HELP_WIDTH, OPTIONS,
+    use alnsort_engine::error::ArgError;
+    use alnsort_engine::options::sort::{
+        sort_help, OptId, OrderFlag, OutFormat, SortOptions, UnknownReference, OPTIONS,
     };
+    use alnsort_engine::options::table::{OptionName, HELP_WIDTH};
     use std::collections::BTreeSet;
     use std::ffi::OsString;
     use std::path::PathBuf;

@@ -17,9 +17,11 @@ pub mod signals;
 pub mod stages;
 
 use crate::signals::SignalGuard;
-use alnsort_engine::cleanup::Debris;
-use alnsort_engine::options::{sort_help, OutFormat, SORT_USAGE};
-use alnsort_engine::{error_text, uses_cram};
+use alnsort_engine::error_text;
+use alnsort_engine::io::cleanup::Debris;
+use alnsort_engine::options::sort::{sort_help, OutFormat, SORT_USAGE};
+use alnsort_engine::report::progress::Screen;
+use alnsort_engine::run::resources::uses_cram;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
 
@@ -66,13 +68,14 @@ fn pin_mmap_threshold(cram: bool) {
 /// the run starts any thread and never by [`run_sort`]: allocator tuning,
 /// the soft open-file limit raised to the hard one (so the sorter's
 /// automatic fan-in can merge more runs at once), and the signal thread
-/// that removes `debris` and exits on SIGINT/SIGTERM/SIGHUP.
+/// that removes `debris`, clears `screen`'s live line and exits on
+/// SIGINT/SIGTERM/SIGHUP.
 /// `cram_heap`: a CRAM run without a memory total (see
 /// [`MMAP_THRESHOLD_CRAM`]).
-pub fn setup_process(debris: &Debris, cram_heap: bool) -> Result<SignalGuard> {
+pub fn setup_process(debris: &Debris, screen: &Screen, cram_heap: bool) -> Result<SignalGuard> {
     pin_mmap_threshold(cram_heap);
     alnsort_sort::raise_open_file_limit();
-    SignalGuard::install(debris.clone()).context("installing signal handlers")
+    SignalGuard::install(debris.clone(), screen.clone()).context("installing signal handlers")
 }
 
 /// Exit status of a command line that does not name something to do
@@ -94,7 +97,7 @@ generated from the option tables the parsers and --help read. For example:\n\
 
 /// `alnsort generate man|bash|zsh|fish`: the document on standard output.
 fn generate(args: Vec<std::ffi::OsString>) -> i32 {
-    use alnsort_engine::generate as g;
+    use alnsort_engine::options::generate as g;
     use std::io::Write as _;
     let mut docs = g::engine_commands();
     docs.extend(stages::stage_docs());
@@ -146,8 +149,8 @@ pub(crate) fn failure_text(e: &anyhow::Error) -> String {
 
 /// The run failed writing to standard output after its reader went away.
 pub(crate) fn closed_stdout(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<alnsort_engine::Error>()
-        .is_some_and(alnsort_engine::output::is_closed_stdout)
+    e.downcast_ref::<alnsort_engine::error::Error>()
+        .is_some_and(alnsort_engine::io::output::is_closed_stdout)
 }
 
 /// Entry point used by `main`: argv in, exit code out. This is the
@@ -212,8 +215,8 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                 Some(stage) if stages::is_stage_command(stage) => {
                     print!("{}", stages::stage_help(stage))
                 }
-                Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
-                Some("MarkDuplicates") => print!("{}", alnsort_engine::picard::help()),
+                Some("merge") => print!("{}", alnsort_engine::options::merge::merge_help()),
+                Some("MarkDuplicates") => print!("{}", alnsort_engine::options::picard::help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");
@@ -274,8 +277,8 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             cfg.format == OutFormat::Cram,
             std::iter::once(cfg.input.as_str()).chain(cfg.inputs.iter().map(String::as_str)),
         );
-    let result = setup_process(&debris, cram).and_then(|_signals| {
-        alnsort_engine::run_sort_with(cfg, &debris).map_err(anyhow::Error::from)
+    let result = setup_process(&debris, &cfg.screen, cram).and_then(|_signals| {
+        alnsort_engine::run::sort::run_sort_with(cfg, &debris).map_err(anyhow::Error::from)
     });
     if result.is_err() {
         signals::yield_to_signal();

@@ -3,8 +3,9 @@
 //! This file only wires them to the process: help, exit codes, signals.
 
 use crate::signals::{self, SignalGuard};
-use alnsort_engine::cleanup::Debris;
-use alnsort_engine::picard::{self, Parsed};
+use alnsort_engine::io::cleanup::Debris;
+use alnsort_engine::options::picard;
+use alnsort_engine::options::picard::Parsed;
 use std::ffi::OsString;
 
 /// Exit status of a failed run (Picard exits 1 on errors too).
@@ -33,9 +34,11 @@ pub fn main(argv0: &str, args: Vec<OsString>) -> i32 {
         }
     };
     let debris = Debris::default();
-    let result = crate::setup_process(&debris, false).and_then(|_signals: SignalGuard| {
-        alnsort_engine::mark_in_order::run(&run, &debris).map_err(anyhow::Error::from)
-    });
+    let result = crate::setup_process(&debris, &Default::default(), false).and_then(
+        |_signals: SignalGuard| {
+            alnsort_engine::run::mark_in_order::run(&run, &debris).map_err(anyhow::Error::from)
+        },
+    );
     if result.is_err() {
         signals::yield_to_signal();
     }

@@ -3,9 +3,10 @@
 //! `MERGE_OPTIONS` table), the merge is [`run_merge`]; this module wires
 //! them to the process and gives the exit status.
 
-use alnsort_engine::cleanup::Debris;
-use alnsort_engine::merge::{merge_help, parse_merge, run_merge, ParsedMerge};
-use alnsort_engine::options::OutFormat;
+use alnsort_engine::io::cleanup::Debris;
+use alnsort_engine::options::merge::{merge_help, parse_merge, ParsedMerge};
+use alnsort_engine::options::sort::OutFormat;
+use alnsort_engine::run::merge::run_merge;
 use std::ffi::OsString;
 
 /// `alnsort merge ARGS`: the exit status.
@@ -32,11 +33,11 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         ParsedMerge::Run(m) => m,
     };
     let debris = Debris::default();
-    let cram = alnsort_engine::uses_cram(
+    let cram = alnsort_engine::run::resources::uses_cram(
         m.sort.format == Some(OutFormat::Cram) || m.sort.output.ends_with(".cram"),
         m.inputs.iter().map(String::as_str),
     );
-    let result = crate::setup_process(&debris, cram).and_then(|_signals| {
+    let result = crate::setup_process(&debris, &Default::default(), cram).and_then(|_signals| {
         let r = run_merge(&m, &debris).map_err(anyhow::Error::from);
         if r.is_err() {
             debris.remove_all();

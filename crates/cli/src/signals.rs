@@ -12,7 +12,8 @@
 //! ignore SIGINT for background jobs) is left ignored: it is neither blocked
 //! nor waited for, so it cannot stop the run.
 
-use alnsort_engine::cleanup::Debris;
+use alnsort_engine::io::cleanup::Debris;
+use alnsort_engine::report::progress::Screen;
 use std::io::{self, Write};
 
 /// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and so in every thread it
@@ -54,7 +55,7 @@ pub fn yield_to_signal() {
 
 impl SignalGuard {
     /// Call before any other thread is created.
-    pub fn install(debris: Debris) -> io::Result<SignalGuard> {
+    pub fn install(debris: Debris, screen: Screen) -> io::Result<SignalGuard> {
         let mut handled = Vec::with_capacity(HANDLED.len());
         for s in HANDLED {
             if !ignored_at_start(s)? {
@@ -86,7 +87,7 @@ impl SignalGuard {
                 if r == 0 && handled.contains(&sig) {
                     INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
                     debris.remove_all();
-                    alnsort_engine::progress::clear_for_exit();
+                    screen.clear_for_exit();
                     // Not `eprintln!`: it panics when stderr is a pipe
                     // whose reader has gone (a parent killed first), and
                     // a panic here would leave the run waiting in

@@ -5,9 +5,9 @@
 //! it ([`run_stage_command`]); this module prints the JSON or the error
 //! and gives the exit status.
 
-use alnsort_engine::stage_args::parse_stage_args;
-pub use alnsort_engine::stage_args::{is_stage_command, stage_docs, stage_help};
-use alnsort_engine::stage_commands::run_stage_command;
+use alnsort_engine::options::stage::parse_stage_args;
+pub use alnsort_engine::options::stage::{is_stage_command, stage_docs, stage_help};
+use alnsort_engine::stages::commands::run_stage_command;
 use std::ffi::OsString;
 
 /// `alnsort <stage> ARGS`: the exit code (0, 1 on failure with the
@@ -31,7 +31,10 @@ pub fn main(command: &str, argv: Vec<OsString>) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("alnsort {command}: {}", alnsort_engine::error_text(&e));
+            eprintln!(
+                "alnsort {command}: {}",
+                alnsort_engine::error::error_text(&e)
+            );
             1
         }
     }

@@ -14,9 +14,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use alnsort_engine::options::SortOptions;
-use alnsort_engine::stages::{self, SplitSpec};
-use alnsort_engine::stages_markdup::{self, Marks};
+use alnsort_engine::options::sort::SortOptions;
+use alnsort_engine::stages::markdup as stages_markdup;
+use alnsort_engine::stages::markdup::Marks;
+use alnsort_engine::stages::plan::SplitSpec;
 
 fn alnsort(args: &[OsString]) {
     let out = Command::new(env!("CARGO_BIN_EXE_alnsort"))
@@ -163,12 +164,15 @@ fn run_stages(
         panic!("the options name a run");
     };
     let options: SortOptions = *options;
-    let specs: Vec<SplitSpec> = stages::split(inputs, splits, 1).expect("split");
+    let specs: Vec<SplitSpec> =
+        alnsort_engine::stages::plan::split(inputs, splits, 1).expect("split");
     let mut samples = Vec::new();
     for s in &specs {
-        samples.extend(stages::sample(inputs, s, 64, &options).expect("sample"));
+        samples
+            .extend(alnsort_engine::stages::plan::sample(inputs, s, 64, &options).expect("sample"));
     }
-    let splitters = stages::splitters(&samples, partitions).expect("splitters");
+    let splitters =
+        alnsort_engine::stages::plan::splitters(&samples, partitions).expect("splitters");
     // Several inputs: each map's prior is the largest reach of the
     // earlier splits of its input.
     let mut priors = Vec::new();
@@ -179,7 +183,7 @@ fn run_stages(
             _ => None,
         };
         priors.push(prior);
-        let own = stages::reach(inputs, s, 1).expect("reach");
+        let own = alnsort_engine::stages::plan::reach(inputs, s, 1).expect("reach");
         let r = match (prior, own) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -220,7 +224,7 @@ fn run_stages(
         .zip(&priors)
         .map(|(s, p)| {
             let prior = if inputs.len() > 1 { *p } else { None };
-            stages::map(inputs, s, &splitters, &options, prior).expect("map")
+            alnsort_engine::stages::sort::map(inputs, s, &splitters, &options, prior).expect("map")
         })
         .collect();
     let split_records: Vec<u64> = maps.iter().map(|m| m.records).collect();
@@ -235,7 +239,7 @@ fn run_stages(
     for r in 0..ranges {
         let blocks: Vec<&[u8]> = maps.iter().map(|m| &m.blocks[r][..]).collect();
         let part = dir.join(format!("part{r}"));
-        let got = stages::reduce_marked(
+        let got = alnsort_engine::stages::sort::reduce_marked(
             inputs,
             &blocks,
             &part,
@@ -252,7 +256,7 @@ fn run_stages(
             let own: Vec<&[u8]> = slices[r].iter().map(Vec::as_slice).collect();
             let sliced = Marks::sliced(&own, &options).expect("sliced marks");
             let spart = dir.join(format!("part{r}.sliced"));
-            let s = stages::reduce_marked(
+            let s = alnsort_engine::stages::sort::reduce_marked(
                 inputs,
                 &blocks,
                 &spart,
@@ -277,7 +281,8 @@ fn run_stages(
         parts.push(part);
     }
     assert_eq!(marked, marks.decisions.marked, "every duplicate met once");
-    stages::assemble(inputs, &parts, out, &options, None, false, None).expect("assemble");
+    alnsort_engine::stages::sort::assemble(inputs, &parts, out, &options, None, false, None)
+        .expect("assemble");
     let given: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     stages_markdup::write_metrics(&decided.metrics, metrics, &given, Some(out), command_line)
         .expect("metrics");
@@ -289,7 +294,7 @@ fn run_stages(
 /// whose carry was not the previous split's finished again, assembled.
 ///
 /// Each split's share is also collected by its map
-/// (`stages::map_collecting`): the same share as the separate collect's
+/// (`alnsort_engine::stages::sort::map_collecting`): the same share as the separate collect's
 /// with each record's range besides, and the same blocks as the plain
 /// map's. Also each range's slice of every split's outcome (by range, then
 /// split), from the maps' ranges.
@@ -311,9 +316,10 @@ fn decide_in_tasks(
     let mut ranges = Vec::new();
     for ((s, share), &prior) in specs.iter().zip(&shares).zip(priors) {
         let prior = if inputs.len() > 1 { prior } else { None };
-        let (mapped, folded) =
-            stages::map_collecting_after(inputs, s, splitters, options, prior, buckets, names)
-                .expect("map collecting");
+        let (mapped, folded) = alnsort_engine::stages::sort::map_collecting_after(
+            inputs, s, splitters, options, prior, buckets, names,
+        )
+        .expect("map collecting");
         let what = format!(
             "split {} of {}, {buckets} buckets, {names} name buckets",
             s.ordinal,
@@ -332,7 +338,8 @@ fn decide_in_tasks(
             "{what}: a range per record"
         );
         ranges.push(folded.ranges);
-        let plain = stages::map(inputs, s, splitters, options, prior).expect("map");
+        let plain =
+            alnsort_engine::stages::sort::map(inputs, s, splitters, options, prior).expect("map");
         assert!(plain.blocks == mapped.blocks, "{what}: blocks differ");
         assert_eq!(
             (plain.end, plain.reach),

@@ -1,5 +1,5 @@
 //! What each step of the duplicate-marking decision cut into tasks costs
-//! (`alnsort_engine::stages_markdup::{collect, join_within, decide_bucket,
+//! (`alnsort_engine::stages::markdup::{collect, join_within, decide_bucket,
 //! finish_split, assemble}`), against the one decide task over the whole
 //! input (`stages_markdup::decide`), in one process with one thread: CPU
 //! seconds (user + system, `getrusage`) and wall seconds per step, and the
@@ -12,9 +12,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use alnsort_engine::options::SortOptions;
-use alnsort_engine::stages;
-use alnsort_engine::stages_markdup::{self, dist, Fixups, SetsDecided, WalkCarry};
+use alnsort_engine::options::sort::SortOptions;
+
+use alnsort_engine::stages::markdup as stages_markdup;
+use alnsort_engine::stages::markdup::{dist, Fixups, SetsDecided, WalkCarry};
 
 /// CPU seconds (user + system) of the process so far.
 fn cpu() -> f64 {
@@ -61,8 +62,8 @@ fn main() {
     let mut argv: Vec<std::ffi::OsString> = vec!["--markdup".into(), "-@".into(), "1".into()];
     argv.extend(args[4..].iter().map(Into::into));
     argv.extend(["-o".into(), "unused.bam".into(), input.clone().into()]);
-    let alnsort_engine::sort_args::Parsed::Run(options) =
-        alnsort_engine::sort_args::parse("alnsort", argv, false).expect("options parse")
+    let alnsort_engine::options::sort_args::Parsed::Run(options) =
+        alnsort_engine::options::sort_args::parse("alnsort", argv, false).expect("options parse")
     else {
         panic!("the options name a run");
     };
@@ -73,7 +74,7 @@ fn main() {
     let one = stages_markdup::decide(&inputs, &options).expect("decide");
     s.report("one decide task", one.decisions.len());
 
-    let specs = stages::split(&inputs, splits, 1).expect("split");
+    let specs = alnsort_engine::stages::plan::split(&inputs, splits, 1).expect("split");
     let s = Step::start();
     let shares: Vec<_> = specs
         .iter()

@@ -4,8 +4,9 @@
 //! temp files and the index go. Every refusal happens here, before any input
 //! is read.
 
-use crate::memsize::{self, SystemMemory};
-use crate::options::{OrderFlag, OutFormat, SortOptions};
+use crate::error::ConfigError;
+use crate::options::memsize::SystemMemory;
+use crate::options::sort::{OrderFlag, OutFormat, SortOptions};
 use alnsort_bam::keys::minimiser::{Minimiser, MinimiserIndex};
 use alnsort_bam::keys::{SortOrder, TagSecondary};
 use alnsort_bam::reader::UnknownReference;
@@ -79,7 +80,10 @@ pub struct Config {
     /// CRAM output options (`-O cram,version=…`).
     pub cram: alnsort_cram::CramOptions,
     /// `--markdup` and its options; `None` without it.
-    pub markdup: Option<crate::markdup::MarkdupConfig>,
+    pub markdup: Option<crate::options::markdup::MarkdupConfig>,
+    /// Where the live progress line is drawn: a screen of the run's own
+    /// unless the caller hands in the one its signal handling clears.
+    pub screen: crate::report::progress::Screen,
 }
 
 impl Config {
@@ -94,46 +98,6 @@ impl Config {
             eprintln!("[W::alnsort] {w}");
         }
     }
-}
-
-/// Options that cannot be resolved into a run: each variant's text is
-/// the message, and a library error behind it stays its source.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// Options the run refuses, with the text saying which and why.
-    #[error("{0}")]
-    Invalid(String),
-    /// A CRAM output option (`-O cram,KEY=VALUE`) refused by the CRAM
-    /// crate.
-    #[error("{0}")]
-    Cram(#[source] alnsort_cram::CramError),
-    /// `--max-memory` that does not read as a size.
-    #[error("{0}")]
-    Size(#[source] memsize::SizeError),
-    /// `-I FILE` that cannot be opened or read.
-    #[error("-I {}: {doing}: {source}", .path.display())]
-    MinimiserFile {
-        path: PathBuf,
-        /// "cannot open", "cannot read".
-        doing: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    /// `-I FILE` whose FASTA does not give a minimiser index.
-    #[error("-I {}: {source}", .path.display())]
-    MinimiserFasta {
-        path: PathBuf,
-        #[source]
-        source: alnsort_bam::keys::minimiser::FastaError,
-    },
-    /// A CRAM output's `--reference` that cannot be opened (found before
-    /// the sort, not at the first container after it).
-    #[error("--reference {}: cannot open it (CRAM output is encoded against this FASTA): {source}", .path.display())]
-    Reference {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// samtools' default BAM level when `-l` is not given: htslib's default for
@@ -334,8 +298,14 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     };
     let threads = a.threads.max(1);
     let memory_budget = match &a.max_memory {
-        Some(s) => memsize::parse_total(s, &SystemMemory).map_err(ConfigError::Size)?,
-        None => a.mem_per_thread.unwrap_or(memsize::DEFAULT_PER_THREAD) * threads as u64,
+        Some(s) => {
+            crate::options::memsize::parse_total(s, &SystemMemory).map_err(ConfigError::Size)?
+        }
+        None => {
+            a.mem_per_thread
+                .unwrap_or(crate::options::memsize::DEFAULT_PER_THREAD)
+                * threads as u64
+        }
     };
     let (out_path, idx_path) = match a.output.split_once("##idx##") {
         Some((o, i)) => (o.to_string(), Some(i.to_string())),
@@ -378,7 +348,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             ));
         } else {
             // CRAM output gets a .crai (kind then names no format: see
-            // `output.rs`), as samtools writes one.
+            // `crate::io::output`), as samtools writes one.
             let suffix = if format == OutFormat::Cram {
                 ".crai"
             } else {
@@ -439,7 +409,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             ));
         }
     }
-    crate::markdup::check_metrics_path(
+    crate::options::markdup::check_metrics_path(
         &a.markdup,
         &[
             output.as_deref(),
@@ -476,6 +446,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     Ok(Config {
         input: a.input.clone(),
         inputs: a.inputs.clone(),
+        screen: Default::default(),
         output,
         format,
         level,
@@ -502,6 +473,6 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         unknown_reference: a.unknown_reference,
         refs: alnsort_cram::RefSource::from_env(a.reference.clone()),
         cram,
-        markdup: crate::markdup::resolve(&a.markdup)?,
+        markdup: crate::options::markdup::resolve(&a.markdup)?,
     })
 }

@@ -8,6 +8,7 @@
 
 use std::error::Error as StdError;
 use std::io;
+use std::path::PathBuf;
 
 /// A failed run of the engine.
 #[derive(Debug, thiserror::Error)]
@@ -45,11 +46,11 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error(transparent)]
-    Arg(#[from] crate::options::ArgError),
+    Arg(#[from] ArgError),
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] ConfigError),
     #[error(transparent)]
-    Write(#[from] crate::output::WriteError),
+    Write(#[from] WriteError),
     #[error(transparent)]
     Sort(#[from] alnsort_sort::SortError),
     #[error(transparent)]
@@ -81,7 +82,7 @@ pub enum Error {
     #[error(transparent)]
     Lost(#[from] alnsort_pipeline::Lost),
     #[error(transparent)]
-    Create(#[from] crate::cleanup::CreateError),
+    Create(#[from] CreateError),
     #[error(transparent)]
     IndexWrite(#[from] alnsort_index::IndexWriteError),
     #[error(transparent)]
@@ -238,6 +239,132 @@ pub fn error_text(e: &(dyn StdError + 'static)) -> String {
         node = cause.source();
     }
     text
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    #[error("unknown option '{0}'")]
+    UnknownOption(String),
+    #[error("option '--{given}' is ambiguous: it could be {candidates}")]
+    Ambiguous { given: String, candidates: String },
+    /// An option samtools has and alnsort does not implement yet.
+    #[error("{option} is not supported yet: {why}")]
+    Unsupported { option: String, why: &'static str },
+    /// A value or positional argument that cannot be used.
+    #[error("{0}")]
+    Invalid(String),
+    /// A value that cannot be used for the reason a library gives (a file
+    /// list that cannot be read, a pattern that does not compile): WHAT
+    /// names the option and value, SOURCE is the library's error, kept.
+    #[error("{what}: {source}")]
+    Value {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Missing value, value given to a flag, non-UTF-8 text.
+    #[error(transparent)]
+    Syntax(#[from] lexopt::Error),
+}
+
+impl ArgError {
+    /// A mistake in how the command line is written (worth pointing at
+    /// `--help`), as opposed to a known option that is refused.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, ArgError::Unsupported { .. })
+    }
+}
+
+/// Options that cannot be resolved into a run: each variant's text is
+/// the message, and a library error behind it stays its source.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Options the run refuses, with the text saying which and why.
+    #[error("{0}")]
+    Invalid(String),
+    /// A CRAM output option (`-O cram,KEY=VALUE`) refused by the CRAM
+    /// crate.
+    #[error("{0}")]
+    Cram(#[source] alnsort_cram::CramError),
+    /// `--max-memory` that does not read as a size.
+    #[error("{0}")]
+    Size(#[source] SizeError),
+    /// `-I FILE` that cannot be opened or read.
+    #[error("-I {}: {doing}: {source}", .path.display())]
+    MinimiserFile {
+        path: PathBuf,
+        /// "cannot open", "cannot read".
+        doing: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `-I FILE` whose FASTA does not give a minimiser index.
+    #[error("-I {}: {source}", .path.display())]
+    MinimiserFasta {
+        path: PathBuf,
+        #[source]
+        source: alnsort_bam::keys::minimiser::FastaError,
+    },
+    /// A CRAM output's `--reference` that cannot be opened (found before
+    /// the sort, not at the first container after it).
+    #[error("--reference {}: cannot open it (CRAM output is encoded against this FASTA): {source}", .path.display())]
+    Reference {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A size that does not read as one, with the text saying what was
+/// understood and what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SizeError(pub String);
+
+/// A write to the output failed. The message names the destination; the
+/// cause is kept whole (its I/O kind tells a closed standard-output pipe,
+/// see [`is_closed_stdout`]). It is printed inline rather than as a
+/// `source` because the cause's own message already prints its source.
+#[derive(Debug, thiserror::Error)]
+#[error("writing {name}: {cause}")]
+pub struct WriteError {
+    pub(crate) name: String,
+    pub(crate) to_stdout: bool,
+    pub(crate) cause: Cause,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Cause {
+    #[error(transparent)]
+    Writer(#[from] alnsort_bam::writer::WriteError),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Cram(#[from] alnsort_cram::CramError),
+}
+
+impl Cause {
+    pub(crate) fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Cause::Writer(e) => e.io_kind(),
+            Cause::Io(e) => Some(e.kind()),
+            Cause::Cram(e) => std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<io::Error>())
+                .map(|e| e.kind()),
+        }
+    }
+}
+
+/// A destination (the output or its index) that cannot be created, with
+/// what is wrong with its directory, found before any input is read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot create {what} '{}': {problem}", dest.display())]
+pub struct CreateError {
+    pub what: &'static str,
+    pub dest: PathBuf,
+    pub(crate) problem: String,
+    #[source]
+    pub(crate) source: io::Error,
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `alnsort_engine::run_sort` as a library call (the Python package, a Ray task):
+//! `alnsort_engine::run::sort::run_sort` as a library call (the Python package, a Ray task):
 //! called twice in one process it gives both times the bytes of one call in
 //! a fresh process (what the binary runs; tests/python checks the package
 //! against the binary) and leaves the process as it found it: the calling
@@ -29,13 +29,13 @@ fn sort_args(output: &Path) -> Vec<OsString> {
 }
 
 fn library_sort(output: &Path) {
-    let parsed = alnsort_engine::sort_args::parse("alnsort", sort_args(output), false)
+    let parsed = alnsort_engine::options::sort_args::parse("alnsort", sort_args(output), false)
         .expect("options parse");
-    let alnsort_engine::sort_args::Parsed::Run(args) = parsed else {
+    let alnsort_engine::options::sort_args::Parsed::Run(args) = parsed else {
         panic!("the options name a run");
     };
     let cfg = alnsort_engine::config::resolve(&args).expect("options resolve");
-    alnsort_engine::run_sort(cfg).expect("library sort succeeds");
+    alnsort_engine::run::sort::run_sort(cfg).expect("library sort succeeds");
 }
 
 fn blocked_signals() -> Vec<libc::c_int> {

@@ -7,9 +7,11 @@ use alnsort_bam::header::parse_sam_header;
 use alnsort_bam::validate::RecordError;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bgzf::CompressionLevel;
-use alnsort_engine::markdup::MdOpt;
-use alnsort_engine::options::{OptId, SortOptions};
-use alnsort_engine::{error::error_text, stages, stages_markdup};
+use alnsort_engine::error::error_text;
+use alnsort_engine::options::markdup::MdOpt;
+use alnsort_engine::options::sort::{OptId, SortOptions};
+use alnsort_engine::stages::markdup as stages_markdup;
+use alnsort_engine::stages::plan as stages;
 
 /// A BAM record (with its block_size) named `name` on reference `ref_id`
 /// at 0-based `pos`, unmapped fields otherwise empty.

@@ -11,10 +11,10 @@
 // block says why it is sound.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use alnsort_engine::merge::MergeArgs;
-use alnsort_engine::options::{
-    self, ArgError, OptSpec, OptionId, OptionName, OrderFlag, SortOptions, UnknownReference,
-};
+use alnsort_engine::error::ArgError;
+use alnsort_engine::options::merge::MergeArgs;
+use alnsort_engine::options::sort::{OrderFlag, SortOptions, UnknownReference};
+use alnsort_engine::options::table::{OptSpec, OptionId, OptionName};
 use alnsort_engine::{config, error_text};
 use pyo3::prelude::*;
 
@@ -31,7 +31,7 @@ pub const ARGV0: &str = "alnsort";
 /// or the table's key) with its value as text (`None` for a flag given as
 /// `True`), in the order given.
 ///
-/// [`OptSpec::keyword`]: alnsort_engine::options::OptSpec::keyword
+/// [`OptSpec::keyword`]: alnsort_engine::options::table::OptSpec::keyword
 pub type KeywordPairs = Vec<(String, Option<String>)>;
 
 /// The keyword arguments of `alnsort.sort()` and `alnsort.merge()` (the
@@ -114,7 +114,7 @@ impl Failure {
 
     /// A failed run: the engine's message, and whether an OS error is in
     /// its chain.
-    fn of(e: &alnsort_engine::Error) -> Failure {
+    fn of(e: &alnsort_engine::error::Error) -> Failure {
         Failure {
             message: error_text(e),
             io: is_io(e),
@@ -125,7 +125,7 @@ impl Failure {
 /// True when `e`'s chain holds an operating-system I/O error. Errors of
 /// kind InvalidData, InvalidInput and UnexpectedEof are the input's
 /// fault (a truncated or corrupt file), not I/O.
-pub fn is_io(e: &alnsort_engine::Error) -> bool {
+pub fn is_io(e: &alnsort_engine::error::Error) -> bool {
     e.io_error().is_some()
 }
 
@@ -183,7 +183,7 @@ pub fn sort_typed(options: SortOptions) -> Result<String, Failure> {
             "standard output cannot be written from Python: name an output file (-o FILE)".into(),
         ));
     }
-    let report = alnsort_engine::run_sort(cfg).map_err(|e| Failure::of(&e))?;
+    let report = alnsort_engine::run::sort::run_sort(cfg).map_err(|e| Failure::of(&e))?;
     Ok(report.json())
 }
 
@@ -262,7 +262,7 @@ fn parse_sort_args<'py>(
     extras: Vec<(String, bool)>,
     check: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    use alnsort_engine::sort_args::{parse_with, Extra, Parsed};
+    use alnsort_engine::options::sort_args::{parse_with, Extra, Parsed};
     use pyo3::types::PyDict;
     let extras: Vec<Extra> = extras
         .into_iter()
@@ -303,10 +303,10 @@ fn parse_sort_args<'py>(
     d.set_item(
         "format",
         match cfg.format {
-            options::OutFormat::Bam => "bam",
-            options::OutFormat::Sam => "sam",
-            options::OutFormat::SamGz => "sam.gz",
-            options::OutFormat::Cram => "cram",
+            alnsort_engine::options::sort::OutFormat::Bam => "bam",
+            alnsort_engine::options::sort::OutFormat::Sam => "sam",
+            alnsort_engine::options::sort::OutFormat::SamGz => "sam.gz",
+            alnsort_engine::options::sort::OutFormat::Cram => "cram",
         },
     )?;
     d.set_item("level", cfg.level)?;
@@ -346,7 +346,7 @@ fn parse_sort_args<'py>(
 /// option alnsort refuses), in the table's order.
 #[pyfunction]
 fn sort_option_table() -> Vec<(String, String, String)> {
-    options::OPTIONS
+    alnsort_engine::options::sort::OPTIONS
         .iter()
         .map(|s| {
             (
@@ -373,14 +373,14 @@ fn merge(
     options: Keywords,
     index: IndexArg,
 ) -> PyResult<()> {
-    use alnsort_engine::merge::run_merge;
+    use alnsort_engine::run::merge::run_merge;
     let usage = |e: ArgError| raise_failure(py, Failure::usage(error_text(&e)));
     let mut m = options.merge_args().map_err(usage)?;
     set_output(&mut m.sort, &output, &index);
     m.finish_positional(inputs).map_err(usage)?;
     m.sort.inputs = m.inputs.clone();
     py.detach(move || {
-        let debris = alnsort_engine::cleanup::Debris::default();
+        let debris = alnsort_engine::io::cleanup::Debris::default();
         run_merge(&m, &debris).map_err(|e| {
             debris.remove_all();
             Failure::of(&e)
@@ -412,8 +412,8 @@ fn option_table(command: &str) -> PyResult<Vec<OptionRow>> {
             .collect()
     }
     match command {
-        "sort" => Ok(rows(options::OPTIONS)),
-        "merge" => Ok(rows(alnsort_engine::merge::MERGE_OPTIONS)),
+        "sort" => Ok(rows(alnsort_engine::options::sort::OPTIONS)),
+        "merge" => Ok(rows(alnsort_engine::options::merge::MERGE_OPTIONS)),
         other => Err(pyo3::exceptions::PyValueError::new_err(format!(
             "no option table for '{other}': sort or merge"
         ))),
@@ -421,29 +421,31 @@ fn option_table(command: &str) -> PyResult<Vec<OptionRow>> {
 }
 
 /// The options of `alnsort sort`'s group "Duplicate marking"
-/// (`options::markdup_options`), in the table's order, as (keyword, name
+/// (`alnsort_engine::options::sort::markdup_options`), in the table's order, as (keyword, name
 /// as messages write it, the value's name or None for a flag): what a
 /// marking stage's `markdup` and the Ray driver's duplicate marking take.
 #[pyfunction]
 fn markdup_options() -> Vec<(String, String, Option<String>)> {
-    options::markdup_options()
+    alnsort_engine::options::sort::markdup_options()
         .map(|s| (s.keyword(), s.name(), s.value.map(String::from)))
         .collect()
 }
 
 /// The keywords of the options of `alnsort sort` that a stage takes as its
-/// own (`options::stage_options`: order, output format and level, threads,
+/// own (`alnsort_engine::options::sort::stage_options`: order, output format and level, threads,
 /// memory, temporary files, ...), in the table's order.
 #[pyfunction]
 fn stage_option_keywords() -> Vec<String> {
-    options::stage_options().map(|s| s.keyword()).collect()
+    alnsort_engine::options::sort::stage_options()
+        .map(|s| s.keyword())
+        .collect()
 }
 
 /// The text of `alnsort sort --help`: every option, with its differences
 /// from samtools.
 #[pyfunction]
 fn sort_help() -> String {
-    options::sort_help()
+    alnsort_engine::options::sort::sort_help()
 }
 
 #[pymodule]
@@ -493,7 +495,7 @@ mod tests {
         kw.options.push(("output_fmt".into(), Some("xyz".into())));
         let f = typed("in.sam", "x.bam", &kw).unwrap_err();
         let mut cli = SortOptions::new(String::new());
-        let want = options::parse_output_fmt("xyz", &mut cli).unwrap_err();
+        let want = alnsort_engine::options::sort::parse_output_fmt("xyz", &mut cli).unwrap_err();
         assert_eq!(f.message, want.to_string());
         assert!(!f.io);
     }
@@ -507,7 +509,10 @@ mod tests {
         let o = kw.sort_options().unwrap();
         let mut cli = SortOptions::new(String::new());
         for id in ["--markdup", "--tagging-policy"] {
-            let spec = options::OPTIONS.iter().find(|s| s.name() == id).unwrap();
+            let spec = alnsort_engine::options::sort::OPTIONS
+                .iter()
+                .find(|s| s.name() == id)
+                .unwrap();
             let value = spec.value.map(|_| "all".into());
             cli.apply(spec.id, value).unwrap();
         }
@@ -556,7 +561,7 @@ mod tests {
 
     #[test]
     fn data_errors_are_not_io() {
-        use alnsort_engine::Error;
+        use alnsort_engine::error::Error;
         let bad = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "truncated");
         assert!(!is_io(&Error::context("reading", bad)));
         let gone = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");

@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use alnsort_engine::stages;
-use alnsort_engine::stages_markdup::{self, dist, Fixups, SetsDecided, SplitOutcome, WalkCarry};
+use alnsort_engine::stages::markdup as stages_markdup;
+use alnsort_engine::stages::markdup::{dist, Fixups, SetsDecided, SplitOutcome, WalkCarry};
 use alnsort_markdup::{Bits, LibraryCounts, SetSizeHistograms};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -73,7 +73,13 @@ fn decision(
 ) -> PyResult<DecisionResult> {
     let d = got.map_err(|e| raise(py, e))?;
     let text = metrics.map(|(path, given, output, line)| {
-        alnsort_engine::markdup::metrics_text(&d.metrics, &path, &given, output.as_deref(), &line)
+        alnsort_engine::markdup::metrics::metrics_text(
+            &d.metrics,
+            &path,
+            &given,
+            output.as_deref(),
+            &line,
+        )
     });
     Ok((PyBytes::new(py, &d.decisions).unbind(), d.records, text))
 }
@@ -160,7 +166,7 @@ fn boundary(t: BoundaryTuple) -> PyResult<dist::Boundary> {
 
 /// Why the tasks cannot put several inputs' records in Picard's merged
 /// order (the decision goes to one task), when that is what `e` says.
-fn one_task_because(e: &alnsort_engine::Error) -> Option<String> {
+fn one_task_because(e: &alnsort_engine::error::Error) -> Option<String> {
     e.find::<alnsort_markdup::MarkdupError>()
         .filter(|m| m.needs_one_task())
         .map(|m| m.to_string())
@@ -246,7 +252,7 @@ fn share_result(py: Python<'_>, share: &dist::SplitShare) -> ShareResult {
 }
 
 /// One map task with `--markdup` that also gives the split's
-/// duplicate-marking share (`stages::map_collecting_after`: the records
+/// duplicate-marking share (`alnsort_engine::stages::sort::map_collecting_after`: the records
 /// read and decoded once; `prior` as `stage_map` takes it, for a split of
 /// one of several inputs): (the map's (blocks, records, proven end,
 /// reach), the share as `stage_markdup_collect` gives it).
@@ -265,7 +271,7 @@ pub fn stage_map_collecting(
 ) -> PyResult<(crate::stages::MapResult, ShareResult)> {
     let o = typed(py, &options)?;
     let got = py.detach(move || {
-        stages::map_collecting_after(
+        alnsort_engine::stages::sort::map_collecting_after(
             &inputs,
             &spec(split),
             &splitters,
@@ -378,7 +384,7 @@ pub fn stage_markdup_decide_bucket(
     let got = py.detach(move || {
         let d = stages_markdup::decide_bucket(&inputs, &slices, &fixups, &o)?;
         let lists = d.by_split(splits).map_err(alnsort_engine::Error::from)?;
-        Ok::<_, alnsort_engine::Error>((lists, d))
+        Ok::<_, alnsort_engine::error::Error>((lists, d))
     });
     let (((dups, optical), d), why) = match got {
         Ok(x) => (x, None),
@@ -585,6 +591,12 @@ pub fn stage_markdup_metrics(
     });
     let report = got.map_err(|e| raise(py, e))?;
     Ok(metrics.map(|(path, given, output, line)| {
-        alnsort_engine::markdup::metrics_text(&report, &path, &given, output.as_deref(), &line)
+        alnsort_engine::markdup::metrics::metrics_text(
+            &report,
+            &path,
+            &given,
+            output.as_deref(),
+            &line,
+        )
     }))
 }

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use alnsort_engine::config::IndexKind;
-use alnsort_engine::options::SortOptions;
-use alnsort_engine::stages::{self, SplitSpec};
-use alnsort_engine::stages_markdup::Marks;
+use alnsort_engine::options::sort::SortOptions;
+use alnsort_engine::stages::markdup::Marks;
+use alnsort_engine::stages::plan::SplitSpec;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -28,7 +28,7 @@ pub(crate) fn spec(t: SplitTuple) -> SplitSpec {
 }
 
 /// Raises the package's exception for a failed stage.
-pub(crate) fn raise(py: Python<'_>, e: alnsort_engine::Error) -> PyErr {
+pub(crate) fn raise(py: Python<'_>, e: alnsort_engine::error::Error) -> PyErr {
     crate::raise_failure(py, crate::Failure::of(&e))
 }
 
@@ -63,7 +63,7 @@ pub fn stage_split(
     parts: usize,
     threads: usize,
 ) -> PyResult<Vec<SplitTuple>> {
-    py.detach(move || stages::split(&inputs, parts, threads))
+    py.detach(move || alnsort_engine::stages::plan::split(&inputs, parts, threads))
         .map(|v| {
             v.into_iter()
                 .map(|s| (s.input, s.start, s.end, s.ordinal))
@@ -82,7 +82,9 @@ pub fn stage_sample(
     options: Keywords,
 ) -> PyResult<Vec<Py<PyBytes>>> {
     let options = typed(py, &options)?;
-    let got = py.detach(move || stages::sample(&inputs, &spec(split), count, &options));
+    let got = py.detach(move || {
+        alnsort_engine::stages::plan::sample(&inputs, &spec(split), count, &options)
+    });
     got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
 }
 
@@ -93,7 +95,7 @@ pub fn stage_splitters(
     samples: Vec<Vec<u8>>,
     partitions: usize,
 ) -> PyResult<Vec<Py<PyBytes>>> {
-    let got = py.detach(move || stages::splitters(&samples, partitions));
+    let got = py.detach(move || alnsort_engine::stages::plan::splitters(&samples, partitions));
     got.map(|v| bytes_list(py, &v)).map_err(|e| raise(py, e))
 }
 
@@ -105,7 +107,7 @@ pub fn stage_reach(
     split: SplitTuple,
     threads: usize,
 ) -> PyResult<Option<u64>> {
-    py.detach(move || stages::reach(&inputs, &spec(split), threads))
+    py.detach(move || alnsort_engine::stages::plan::reach(&inputs, &spec(split), threads))
         .map_err(|e| raise(py, e))
 }
 
@@ -127,14 +129,16 @@ pub fn stage_map(
     prior: Option<u64>,
 ) -> PyResult<MapResult> {
     let options = typed(py, &options)?;
-    let got = py.detach(move || stages::map(&inputs, &spec(split), &splitters, &options, prior));
+    let got = py.detach(move || {
+        alnsort_engine::stages::sort::map(&inputs, &spec(split), &splitters, &options, prior)
+    });
     map_result(py, got)
 }
 
 /// A map's outcome as the Python half takes it.
 pub(crate) fn map_result(
     py: Python<'_>,
-    got: alnsort_engine::error::Result<stages::MapOutput>,
+    got: alnsort_engine::error::Result<alnsort_engine::stages::sort::MapOutput>,
 ) -> PyResult<MapResult> {
     match got {
         Ok(m) => {
@@ -146,7 +150,7 @@ pub(crate) fn map_result(
                 .into_iter()
                 .map(|b| {
                     let obj = PyBytes::new(py, &b).unbind();
-                    stages::recycle_block(b);
+                    alnsort_engine::stages::sort::recycle_block(b);
                     obj
                 })
                 .collect();
@@ -277,7 +281,7 @@ impl HeldBlocks {
 /// (writable ones are copied first, see [`BlockBytes`]); the list holds
 /// them until the reduce returns. For maps that ran with `markdup`, the
 /// duplicate decisions, each record then written as one node writes it
-/// (`stages::reduce_marked`): `marks`, (the whole decision
+/// (`alnsort_engine::stages::sort::reduce_marked`): `marks`, (the whole decision
 /// `stage_markdup_decide` or `stage_markdup_assemble` gave, read in place
 /// as the blocks are; where each split's records start in input order),
 /// or `slices`, the reduce's own range's slice of every split, in split
@@ -320,7 +324,7 @@ pub fn stage_reduce(
             (None, Some(s)) => Some(Marks::sliced(&s, &options)?),
             (None, None) => None,
         };
-        stages::reduce_marked(
+        alnsort_engine::stages::sort::reduce_marked(
             &inputs,
             &blocks,
             &part_path,
@@ -351,7 +355,7 @@ pub fn stage_assemble(
     let kind = index_kind(index.as_deref())?;
     let options = typed(py, &options)?;
     let got = py.detach(move || {
-        stages::assemble(
+        alnsort_engine::stages::sort::assemble(
             &inputs,
             &parts,
             &output,

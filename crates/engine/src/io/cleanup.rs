@@ -22,6 +22,7 @@
 //! whatever was at the output or index path before the run is never touched,
 //! since the pending files reach their destination only by the final rename.
 
+use crate::error::CreateError;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -125,18 +126,6 @@ fn directory_of(path: &Path) -> PathBuf {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     }
-}
-
-/// A destination (the output or its index) that cannot be created, with
-/// what is wrong with its directory, found before any input is read.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot create {what} '{}': {problem}", dest.display())]
-pub struct CreateError {
-    pub what: &'static str,
-    pub dest: PathBuf,
-    problem: String,
-    #[source]
-    source: io::Error,
 }
 
 impl CreateError {

@@ -4,7 +4,9 @@
 //! the pool) and handed to the sorter in batches. This file is the wiring.
 
 use crate::error::{Context, Error, Result};
-use crate::progress::{thread_cpu_seconds, Progress};
+use crate::markdup::ends::BatchEnds;
+use crate::options::markdup::EndsSpec;
+use crate::report::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
 use alnsort_bam::reader::{
@@ -311,7 +313,7 @@ struct Prepared {
     tally: Decoded,
     last_block: u64,
     /// The records' read ends, with `--markdup`.
-    ends: Option<crate::markdup::BatchEnds>,
+    ends: Option<crate::markdup::ends::BatchEnds>,
 }
 
 /// An input's records, read in batches of whole BAM records: SAM and BAM
@@ -537,7 +539,7 @@ impl OpenInput {
         sorter: &mut Sorter,
         pool: Arc<rayon::ThreadPool>,
         progress: &Progress,
-        mut markdup: Option<&mut crate::markdup::Marker>,
+        mut markdup: Option<&mut dyn EndsSink>,
     ) -> Result<Fed> {
         let with_ends = markdup.as_ref().map(|m| m.ends_spec());
         let push_start = thread_cpu_seconds();
@@ -620,6 +622,15 @@ impl OpenInput {
     }
 }
 
+/// What takes each batch's read ends, in input order, while records are
+/// fed to the sorter: `--markdup`'s marker (`crate::markdup::marker`).
+pub trait EndsSink {
+    /// Which read-end fields the read jobs take out of each record.
+    fn ends_spec(&self) -> EndsSpec;
+    /// Takes the next batch's read ends.
+    fn push(&mut self, ends: &BatchEnds) -> Result<()>;
+}
+
 /// The sort crate's layout for keys of `encoder`: 8-byte coordinate keys
 /// are radix-sorted, every other order's keys compared.
 pub(crate) fn key_kind(encoder: &KeyEncoder) -> KeyKind {
@@ -638,9 +649,9 @@ fn prepare(
     layout: (KeyKind, alnsort_sort::ChunkFill),
     raw: &RawBatch,
     spare: Option<Batch>,
-    with_ends: Option<&crate::markdup::EndsSpec>,
+    with_ends: Option<&crate::options::markdup::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
-    let mut ends = with_ends.map(|spec| crate::markdup::BatchEnds::new(spec.clone()));
+    let mut ends = with_ends.map(|spec| crate::markdup::ends::BatchEnds::new(spec.clone()));
     let (kind, fill) = layout;
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind && b.chunk_fill() == fill => {
@@ -666,7 +677,7 @@ fn prepare(
                 Some(e) => {
                     let ordinal = raw.first_record + e.len() as u64;
                     e.add_fields(rec);
-                    batch.try_push_parts(key, rec, &crate::markdup::ordinal_suffix(ordinal))
+                    batch.try_push_parts(key, rec, &crate::markdup::ends::ordinal_suffix(ordinal))
                 }
                 None => batch.try_push(key, rec),
             };

@@ -8,11 +8,11 @@
 //! input is read, so an output that cannot be created stops the run at once,
 //! with its name in the message.
 
-use crate::cleanup::{CreateError, Debris, PendingFile};
 use crate::config::{Config, IndexKind};
-use crate::error::{Context, Error, Result};
-use crate::options::OutFormat;
-use crate::progress::thread_cpu_seconds;
+use crate::error::{Cause, Context, CreateError, Error, Result, WriteError};
+use crate::io::cleanup::{Debris, PendingFile};
+use crate::options::sort::OutFormat;
+use crate::report::progress::thread_cpu_seconds;
 use alnsort_bam::header::Header;
 use alnsort_bam::writer::{Format, Writer, WriterOptions};
 use alnsort_bgzf::CompressionLevel;
@@ -34,40 +34,6 @@ pub struct OutputSummary {
     /// on the block-writing thread), from the
     /// output's start to its finish: the serial part of the write stage.
     pub write_consume_s: f64,
-}
-
-/// A write to the output failed. The message names the destination; the
-/// cause is kept whole (its I/O kind tells a closed standard-output pipe,
-/// see [`is_closed_stdout`]). It is printed inline rather than as a
-/// `source` because the cause's own message already prints its source.
-#[derive(Debug, thiserror::Error)]
-#[error("writing {name}: {cause}")]
-pub struct WriteError {
-    name: String,
-    to_stdout: bool,
-    cause: Cause,
-}
-
-#[derive(Debug, thiserror::Error)]
-enum Cause {
-    #[error(transparent)]
-    Writer(#[from] alnsort_bam::writer::WriteError),
-    #[error(transparent)]
-    Io(#[from] io::Error),
-    #[error(transparent)]
-    Cram(#[from] alnsort_cram::CramError),
-}
-
-impl Cause {
-    fn io_kind(&self) -> Option<io::ErrorKind> {
-        match self {
-            Cause::Writer(e) => e.io_kind(),
-            Cause::Io(e) => Some(e.kind()),
-            Cause::Cram(e) => std::error::Error::source(e)
-                .and_then(|s| s.downcast_ref::<io::Error>())
-                .map(|e| e.kind()),
-        }
-    }
 }
 
 fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> Error {
@@ -100,7 +66,7 @@ impl Reserved {
     fn new(what: &'static str, path: &Path, debris: &Debris) -> Result<Reserved> {
         // A directory is refused now (opening it fails); a device or a pipe
         // waits for the output to start.
-        if crate::cleanup::resolve_destination(path).1 && !path.is_dir() {
+        if crate::io::cleanup::resolve_destination(path).1 && !path.is_dir() {
             return Ok(Reserved::Later(path.to_path_buf()));
         }
         let (p, f) =
@@ -314,7 +280,7 @@ impl Output {
     /// BAM, SAM or BGZF-compressed SAM, whose pieces concatenate. CRAM is
     /// not (each file starts with its own file definition and header
     /// container, and a container's slices name their records' places in
-    /// the whole file): refused here as `stages::stage_config` refuses it.
+    /// the whole file): refused here as `crate::stages::plan::stage_config` refuses it.
     pub fn part(
         cfg: &Config,
         path: &Path,
@@ -698,6 +664,35 @@ fn sync_range(_file: &File, _from: u64, _len: u64, _wait: bool) -> bool {
     false
 }
 
+/// What wide positions (see [`has_long_reference`]) allow: SAM output (as
+/// samtools: BAM is refused with its message before any record is read),
+/// and the orders whose keys carry 64-bit positions.
+pub fn check_wide_output(cfg: &Config) -> Result<()> {
+    if !matches!(cfg.format, OutFormat::Sam | OutFormat::SamGz) {
+        return Err(Error::Refused("output format is not compatible with very large references: a reference is longer than \
+             2147483647 bases, which BAM positions cannot reach; write SAM (-O SAM, or an output named .sam)".to_string()));
+    }
+    if matches!(
+        cfg.order,
+        alnsort_bam::keys::SortOrder::TemplateCoordinate
+            | alnsort_bam::keys::SortOrder::Minimiser(_)
+    ) {
+        return Err(Error::Refused(
+            "this sort order is not supported yet for references longer than 2147483647 bases \
+             (coordinate, name and tag orders are)"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a reference is longer than BAM's positions reach (`i32::MAX`):
+/// samtools then sorts with 64-bit positions, and only SAM output can hold
+/// them.
+pub fn has_long_reference(header: &Header) -> bool {
+    header.refs().iter().any(|r| r.len > i32::MAX as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,7 +740,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("alnsort-release-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
         let path = dir.join("x.bam");
-        let mut args = crate::options::SortOptions::new("alnsort sort".into());
+        let mut args = crate::options::sort::SortOptions::new("alnsort sort".into());
         args.output = path.to_str().expect("utf-8").into();
         args.input = "in.bam".into();
         let cfg = crate::config::resolve(&args).expect("config");

@@ -1,11 +1,12 @@
 //! The man page and shell completions (`alnsort generate man|bash|zsh|fish`),
 //! rendered from the same option tables the parsers and `--help` read
 //! ([`options::OPTIONS`], [`merge::MERGE_OPTIONS`],
-//! [`crate::stage_args::STAGE_OPTIONS`]), so an option added to a table appears in all
+//! [`crate::options::stage::STAGE_OPTIONS`]), so an option added to a table appears in all
 //! of them. The output carries no date, so a build renders the same bytes.
 
-use crate::merge::MERGE_OPTIONS;
-use crate::options::{OptSpec, OptionId, OptionName, OPTIONS, SORT_USAGE};
+use crate::options::merge::MERGE_OPTIONS;
+use crate::options::sort::{OPTIONS, SORT_USAGE};
+use crate::options::table::{OptSpec, OptionId, OptionName};
 
 /// One option as the documents show it: what the man page and the
 /// completions need of a row, and no more. Not a second [`OptSpec`]: the
@@ -71,17 +72,17 @@ pub fn engine_commands() -> Vec<CommandDoc> {
 }
 
 /// `MarkDuplicates`, from Picard's option table
-/// ([`crate::picard::PICARD_OPTIONS`]): each option by its long name (and a
+/// ([`crate::options::picard::PICARD_OPTIONS`]): each option by its long name (and a
 /// one-letter short name where Picard has one); those refused whatever
 /// their value are not supported.
 fn markduplicates() -> CommandDoc {
-    use crate::picard::{Action, PICARD_OPTIONS};
+    use crate::options::picard::{Action, PICARD_OPTIONS};
     CommandDoc {
         name: "MarkDuplicates",
         summary: "Mark duplicates with Picard MarkDuplicates' command line (I=in.bam \
                   O=out.bam M=metrics.txt, or --INPUT ...), its flags and metrics, in the \
                   input's order, without a sort.",
-        usage: crate::picard::MARKDUPLICATES_USAGE
+        usage: crate::options::picard::MARKDUPLICATES_USAGE
             .lines()
             .next()
             .unwrap_or_default()

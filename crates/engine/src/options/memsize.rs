@@ -5,17 +5,12 @@
 //! with a message saying what was understood and what to write instead.
 //! `--max-memory` is the total budget users actually want, with decimals and
 //! percentages of the machine (or of the cgroup limit when one is set).
+use crate::error::SizeError;
 
 /// samtools' minimum per-thread memory (`SORT_MIN_MEGS_PER_THREAD`, bam_sort.c).
 pub const MIN_PER_THREAD: u64 = 1 << 20;
 /// samtools' default per-thread memory (`SORT_DEFAULT_MEGS_PER_THREAD`, 768 MiB).
 pub const DEFAULT_PER_THREAD: u64 = 768 << 20;
-
-/// A size that does not read as one, with the text saying what was
-/// understood and what to write instead.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SizeError(pub String);
 
 /// C `strtol(s, &end, 0)`: returns (value, bytes consumed). Leading
 /// whitespace and a sign are accepted; "0x" selects hex, a leading "0" octal.

@@ -14,11 +14,13 @@
 //!
 //! The run ([`run`], [`crate::markdup_in_order`]) reads the input twice
 //! instead of sorting it: a first pass collects the read ends
-//! ([`crate::markdup::Marker`]) and decides, a second copies the records in
+//! ([`crate::markdup::marker::Marker`]) and decides, a second copies the records in
 //! their order with 0x400 (and the tags) set by input ordinal.
 
-use crate::markdup::MdOpt;
-use crate::options::{wrap, ArgError, OutFormat, SortOptions, HELP_WIDTH};
+use crate::error::ArgError;
+use crate::options::markdup::MdOpt;
+use crate::options::sort::{OutFormat, SortOptions};
+use crate::options::table::{wrap, HELP_WIDTH};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -482,7 +484,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
         match opt.action {
             Action::MdFlag(id) => {
                 if flag(&value)? {
-                    crate::markdup::apply_arg(md, id, None)?;
+                    crate::options::markdup::apply_arg(md, id, None)?;
                 } else if id == MdOpt::RemoveDuplicates {
                     md.remove_duplicates = false;
                 } else {
@@ -532,14 +534,16 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
                     }
                     _ => v.clone(),
                 };
-                crate::markdup::apply_arg(md, id, Some(translated)).map_err(|e| match e {
-                    ArgError::Invalid(m) => ArgError::Invalid(format!("{}={v}: {m}", opt.name)),
-                    ArgError::Value { what, source } => ArgError::Value {
-                        what: format!("{}={v}: {what}", opt.name),
-                        source,
+                crate::options::markdup::apply_arg(md, id, Some(translated)).map_err(
+                    |e| match e {
+                        ArgError::Invalid(m) => ArgError::Invalid(format!("{}={v}: {m}", opt.name)),
+                        ArgError::Value { what, source } => ArgError::Value {
+                            what: format!("{}={v}: {what}", opt.name),
+                            source,
+                        },
+                        other => other,
                     },
-                    other => other,
-                })?;
+                )?;
             }
             Action::AssumeSortOrder => {
                 let v = text(&value);
@@ -657,7 +661,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
         });
     }
     // Several inputs are merged as Picard merges them
-    // (`crate::mark_in_order`); the engine's options name the first.
+    // (`crate::run::mark_in_order`); the engine's options name the first.
     run.sort.input = run.inputs[0].clone();
     run.sort.inputs = run.inputs.clone();
     let output = output.unwrap_or_default();
@@ -802,7 +806,10 @@ mod tests {
             assert_eq!(r.sort.output, "out.bam");
             assert_eq!(r.metrics, "m.txt");
             assert!(r.sort.markdup.remove_duplicates);
-            assert_eq!(r.sort.markdup.tagging, crate::markdup::TaggingPolicy::All);
+            assert_eq!(
+                r.sort.markdup.tagging,
+                crate::options::markdup::TaggingPolicy::All
+            );
             assert_eq!(r.sort.markdup.optical_distance, Some(2500));
             assert_eq!(r.assume, Some(AssumedOrder::Queryname));
             assert_eq!(r.sort.level, Some(PICARD_COMPRESSION_LEVEL));

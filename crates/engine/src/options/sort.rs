@@ -10,15 +10,19 @@
 //! rather than read as an unknown option or silently ignored.
 //!
 //! This module only turns argv into `SortOptions`; it opens nothing and reads no
-//! input (the `Config` built from it in `config.rs` does the resolving).
+//! input (the `Config` built from it in `crate::config` does the resolving).
 
-use crate::memsize;
+use crate::error::ArgError;
+use crate::options::table::{
+    keyword_option, not_a_keyword, parse_c_int, parse_int, parse_level, parse_seconds,
+    push_help_entry, wrap, Group, OptSpec, OptionId, OptionName, HELP_WIDTH,
+};
 pub use alnsort_bam::reader::UnknownReference;
 use lexopt::prelude::*;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// The order options as given; `config.rs` resolves them as samtools does.
+/// The order options as given; `crate::config` resolves them as samtools does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderFlag {
     Coordinate,
@@ -88,7 +92,7 @@ pub struct SortOptions {
     /// checked by the config against the output format.
     pub cram_options: Vec<(String, String)>,
     /// `--markdup` and its options (group "Duplicate marking").
-    pub markdup: crate::markdup::MarkdupArgs,
+    pub markdup: crate::options::markdup::MarkdupArgs,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
     /// `stringify_argv`), for the @PG CL field.
     pub command_line: String,
@@ -154,8 +158,10 @@ impl SortOptions {
             OptId::Level => a.level = parse_level(&text()?)?,
             OptId::Uncompressed => a.uncompressed = true,
             OptId::MemPerThread => {
-                a.mem_per_thread =
-                    Some(memsize::parse_per_thread(&text()?).map_err(|e| ArgError::Invalid(e.0))?);
+                a.mem_per_thread = Some(
+                    crate::options::memsize::parse_per_thread(&text()?)
+                        .map_err(|e| ArgError::Invalid(e.0))?,
+                );
             }
             OptId::Name => a.order = OrderFlag::Name,
             OptId::NameLex => {
@@ -209,7 +215,7 @@ impl SortOptions {
                     Some(_) => Some(text()?),
                     None => None,
                 };
-                crate::markdup::apply_arg(&mut a.markdup, opt, v)?;
+                crate::options::markdup::apply_arg(&mut a.markdup, opt, v)?;
             }
             OptId::Help | OptId::Version | OptId::Unsupported(_) => {
                 return Err(ArgError::Invalid(format!(
@@ -219,29 +225,6 @@ impl SortOptions {
         }
         Ok(())
     }
-}
-
-/// The option of `table` that the Python keyword `keyword` names
-/// ([`OptSpec::keyword`]); an option the command refuses is refused as on
-/// the command line, naming it.
-pub fn keyword_option<Id: OptionId>(
-    table: &'static [OptSpec<Id>],
-    keyword: &str,
-) -> Result<&'static OptSpec<Id>, ArgError> {
-    let spec = OptSpec::by_keyword(table, keyword)
-        .ok_or_else(|| ArgError::UnknownOption(keyword.to_string()))?;
-    match spec.refusal() {
-        Some(refused) => Err(refused),
-        None => Ok(spec),
-    }
-}
-
-/// The refusal of an option that is not a setting of a run from Python
-/// (the output, which is an argument there, help, the version).
-pub fn not_a_keyword(option: String, keyword: &str) -> ArgError {
-    ArgError::Invalid(format!(
-        "{option} ({keyword}=) is not an option of a run from Python"
-    ))
 }
 
 impl SortOptions {
@@ -275,41 +258,10 @@ impl SortOptions {
             )));
         }
         self.apply(spec.id, value.map(OsString::from))?;
-        self.apply(OptId::Markdup(crate::markdup::MdOpt::Markdup), None)
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ArgError {
-    #[error("unknown option '{0}'")]
-    UnknownOption(String),
-    #[error("option '--{given}' is ambiguous: it could be {candidates}")]
-    Ambiguous { given: String, candidates: String },
-    /// An option samtools has and alnsort does not implement yet.
-    #[error("{option} is not supported yet: {why}")]
-    Unsupported { option: String, why: &'static str },
-    /// A value or positional argument that cannot be used.
-    #[error("{0}")]
-    Invalid(String),
-    /// A value that cannot be used for the reason a library gives (a file
-    /// list that cannot be read, a pattern that does not compile): WHAT
-    /// names the option and value, SOURCE is the library's error, kept.
-    #[error("{what}: {source}")]
-    Value {
-        what: String,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// Missing value, value given to a flag, non-UTF-8 text.
-    #[error(transparent)]
-    Syntax(#[from] lexopt::Error),
-}
-
-impl ArgError {
-    /// A mistake in how the command line is written (worth pointing at
-    /// `--help`), as opposed to a known option that is refused.
-    pub fn is_usage(&self) -> bool {
-        !matches!(self, ArgError::Unsupported { .. })
+        self.apply(
+            OptId::Markdup(crate::options::markdup::MdOpt::Markdup),
+            None,
+        )
     }
 }
 
@@ -348,81 +300,9 @@ pub enum OptId {
     Help,
     Version,
     /// An option of duplicate marking (`crate::markdup`).
-    Markdup(crate::markdup::MdOpt),
+    Markdup(crate::options::markdup::MdOpt),
     /// Refused when used, with this reason.
     Unsupported(&'static str),
-}
-
-/// Where an option is listed in the help, in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Group {
-    Order,
-    Output,
-    Resources,
-    Additions,
-    Markdup,
-    Other,
-    Unsupported,
-}
-
-impl Group {
-    pub const ALL: [Group; 7] = [
-        Group::Order,
-        Group::Output,
-        Group::Resources,
-        Group::Additions,
-        Group::Markdup,
-        Group::Other,
-        Group::Unsupported,
-    ];
-
-    fn title(self) -> &'static str {
-        match self {
-            Group::Order => {
-                "Sort order (default: coordinate; the last of -n, -N, -M, -I \
-                 and --template-coordinate wins, as in samtools):"
-            }
-            Group::Output => "Output:",
-            Group::Resources => "Memory, threads and temporary files:",
-            Group::Additions => "alnsort additions (not in samtools):",
-            Group::Markdup => {
-                "Duplicate marking (alnsort addition; flags and metrics as Picard \
-                 MarkDuplicates 3.4.0 gives them):"
-            }
-            Group::Other => "Other:",
-            Group::Unsupported => {
-                "Not supported yet (samtools options that alnsort refuses \
-                 with a message):"
-            }
-        }
-    }
-}
-
-/// One option of a command's table (`alnsort sort`'s [`OPTIONS`] with
-/// [`OptId`]s, `alnsort merge`'s `merge::MERGE_OPTIONS` with
-/// `merge::MergeOptId`s): how it is written, what it does, where help
-/// lists it and its keyword in Python. The command's parser, its
-/// `--help`, the man page, the completions and the Python keywords all
-/// read the table.
-#[derive(Debug)]
-pub struct OptSpec<Id: 'static = OptId> {
-    pub id: Id,
-    pub short: Option<char>,
-    pub long: Option<&'static str>,
-    /// The value's name in the help; `None` for a flag.
-    pub value: Option<&'static str>,
-    pub group: Group,
-    pub help: &'static str,
-    /// The Python keyword of an option without a long name (`-n`:
-    /// `name`); `None` where the long name gives it ([`OptSpec::keyword`]).
-    pub key: Option<&'static str>,
-}
-
-/// What every table's option ids say about themselves.
-pub trait OptionId: Copy + std::fmt::Debug {
-    /// Why the command refuses the option, when it does (options samtools
-    /// has that alnsort does not implement).
-    fn refused(self) -> Option<&'static str>;
 }
 
 impl OptionId for OptId {
@@ -461,92 +341,18 @@ impl OptId {
 /// [`OptId::Markdup`] ids), in the table's order: `--markdup`, `--metrics`
 /// and the options a marking stage takes
 /// ([`SortOptions::apply_markdup_keyword`]).
-pub fn markdup_options() -> impl Iterator<Item = &'static OptSpec> {
+pub fn markdup_options() -> impl Iterator<Item = &'static OptSpec<OptId>> {
     OPTIONS.iter().filter(|s| matches!(s.id, OptId::Markdup(_)))
 }
 
 /// The rows of [`OPTIONS`] a stage task takes as its own keywords
 /// ([`OptId::taken_by_stages`]), in the table's order.
-pub fn stage_options() -> impl Iterator<Item = &'static OptSpec> {
+pub fn stage_options() -> impl Iterator<Item = &'static OptSpec<OptId>> {
     OPTIONS.iter().filter(|s| s.id.taken_by_stages())
 }
 
-impl<Id: OptionId> OptSpec<Id> {
-    /// The option's keyword in Python: the long name with `-` as `_`, in
-    /// lower case (`--no-PG`: `no_pg`), else the table's `key`.
-    pub fn keyword(&self) -> String {
-        match (self.long, self.key) {
-            (_, Some(k)) => k.to_string(),
-            (Some(l), None) => l.replace('-', "_").to_ascii_lowercase(),
-            (None, None) => unreachable!("an option without a long name has a key"),
-        }
-    }
-
-    /// The option of `table` whose Python keyword is `keyword`.
-    pub fn by_keyword(
-        table: &'static [OptSpec<Id>],
-        keyword: &str,
-    ) -> Option<&'static OptSpec<Id>> {
-        table.iter().find(|s| s.keyword() == keyword)
-    }
-
-    /// The refusal of a refused option, naming it as the command line does.
-    pub fn refusal(&self) -> Option<ArgError> {
-        self.id.refused().map(|why| ArgError::Unsupported {
-            option: self.name(),
-            why,
-        })
-    }
-}
-
-/// How an option of a command's table is written; the lookup
-/// ([`find_option`]) and messages ([`OptionName::name`]) of `alnsort sort`
-/// and `alnsort merge` read their tables through it.
-pub trait OptionName {
-    fn short(&self) -> Option<char>;
-    fn long(&self) -> Option<&'static str>;
-    /// The value's name in the help; `None` for a flag.
-    fn value(&self) -> Option<&'static str>;
-
-    /// The option as help shows it on the left: `-@, --threads INT`.
-    fn synopsis(&self) -> String {
-        let mut s = match (self.short(), self.long()) {
-            (Some(c), Some(l)) => format!("-{c}, --{l}"),
-            (Some(c), None) => format!("-{c}"),
-            (None, Some(l)) => format!("    --{l}"),
-            (None, None) => unreachable!("an option has a short or a long name"),
-        };
-        if let Some(v) = self.value() {
-            s.push(' ');
-            s.push_str(v);
-        }
-        s
-    }
-
-    /// The option as a message names it: `-K` or `--reference`.
-    fn name(&self) -> String {
-        match (self.short(), self.long()) {
-            (Some(c), _) => format!("-{c}"),
-            (None, Some(l)) => format!("--{l}"),
-            (None, None) => unreachable!("an option has a short or a long name"),
-        }
-    }
-}
-
-impl<Id> OptionName for OptSpec<Id> {
-    fn short(&self) -> Option<char> {
-        self.short
-    }
-    fn long(&self) -> Option<&'static str> {
-        self.long
-    }
-    fn value(&self) -> Option<&'static str> {
-        self.value
-    }
-}
-
 /// Every option `alnsort sort` accepts; the parser and the help both read it.
-pub const OPTIONS: &[OptSpec] = &[
+pub const OPTIONS: &[OptSpec<OptId>] = &[
     OptSpec {
         id: OptId::Name,
         short: Some('n'),
@@ -790,7 +596,7 @@ pub const OPTIONS: &[OptSpec] = &[
                such records in --stats-json (unknown_reference_records).",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::Markdup),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::Markdup),
         short: None,
         long: Some("markdup"),
         key: None,
@@ -805,7 +611,7 @@ pub const OPTIONS: &[OptSpec] = &[
                whose templates are scattered is refused.",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::Metrics),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::Metrics),
         short: None,
         long: Some("metrics"),
         key: None,
@@ -815,7 +621,7 @@ pub const OPTIONS: &[OptSpec] = &[
                and the histogram) to FILE.",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::RemoveDuplicates),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::RemoveDuplicates),
         short: None,
         long: Some("remove-duplicates"),
         key: None,
@@ -825,7 +631,7 @@ pub const OPTIONS: &[OptSpec] = &[
                (Picard's REMOVE_DUPLICATES=true).",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::OpticalDistance),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::OpticalDistance),
         short: None,
         long: Some("optical-distance"),
         key: None,
@@ -836,7 +642,7 @@ pub const OPTIONS: &[OptSpec] = &[
                2500 suits patterned flow cells.",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::DuplicateScoring),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::DuplicateScoring),
         short: None,
         long: Some("duplicate-scoring"),
         key: None,
@@ -849,7 +655,7 @@ pub const OPTIONS: &[OptSpec] = &[
                reproduced).",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::TaggingPolicy),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::TaggingPolicy),
         short: None,
         long: Some("tagging-policy"),
         key: None,
@@ -862,7 +668,7 @@ pub const OPTIONS: &[OptSpec] = &[
                CLEAR_DT does.",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::ReadNameRegex),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::ReadNameRegex),
         short: None,
         long: Some("read-name-regex"),
         key: None,
@@ -876,7 +682,7 @@ pub const OPTIONS: &[OptSpec] = &[
                ':'-separated fields of names with 5 or 7 fields.",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::RemoveSequencingDuplicates),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::RemoveSequencingDuplicates),
         short: None,
         long: Some("remove-sequencing-duplicates"),
         key: None,
@@ -886,7 +692,7 @@ pub const OPTIONS: &[OptSpec] = &[
                mark the others (Picard's REMOVE_SEQUENCING_DUPLICATES=true).",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::BarcodeTag),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::BarcodeTag),
         short: None,
         long: Some("barcode-tag"),
         key: None,
@@ -896,7 +702,7 @@ pub const OPTIONS: &[OptSpec] = &[
                UMI (a string of ATCGN-).",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::ReadOneBarcodeTag),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::ReadOneBarcodeTag),
         short: None,
         long: Some("read-one-barcode-tag"),
         key: None,
@@ -906,7 +712,7 @@ pub const OPTIONS: &[OptSpec] = &[
                the first read's value of this tag.",
     },
     OptSpec {
-        id: OptId::Markdup(crate::markdup::MdOpt::ReadTwoBarcodeTag),
+        id: OptId::Markdup(crate::options::markdup::MdOpt::ReadTwoBarcodeTag),
         short: None,
         long: Some("read-two-barcode-tag"),
         key: None,
@@ -1032,30 +838,6 @@ pub const OPTIONS: &[OptSpec] = &[
 pub const SORT_USAGE: &str =
     "Usage: alnsort sort [options] [in.bam|in.sam|in.cram|-] [in2.bam|in2.cram ...]";
 
-/// Help is wrapped to this many columns.
-pub const HELP_WIDTH: usize = 80;
-/// Column where option descriptions start.
-const HELP_INDENT: usize = 24;
-
-/// Greedy word wrap of `text` into lines of at most `width` characters.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
-}
-
 /// `alnsort sort --help`, rendered from [`OPTIONS`].
 pub fn sort_help() -> String {
     let mut out = String::new();
@@ -1085,70 +867,6 @@ pub fn sort_help() -> String {
         }
     }
     out
-}
-
-/// One option's lines in a command's help: its synopsis, then `help`
-/// wrapped to [`HELP_WIDTH`] from column [`HELP_INDENT`].
-pub fn push_help_entry(out: &mut String, spec: &impl OptionName, help: &str) {
-    let left = format!("  {}", spec.synopsis());
-    let text = wrap(help, HELP_WIDTH - HELP_INDENT);
-    let mut rest = text.iter();
-    if left.chars().count() < HELP_INDENT - 1 {
-        let first = rest.next().map(String::as_str).unwrap_or("");
-        out.push_str(&format!("{left:<HELP_INDENT$}{first}\n"));
-    } else {
-        out.push_str(&left);
-        out.push('\n');
-    }
-    let pad = " ".repeat(HELP_INDENT);
-    for line in rest {
-        out.push_str(&pad);
-        out.push_str(line);
-        out.push('\n');
-    }
-}
-
-fn parse_seconds(opt: &str, v: &str) -> Result<f64, ArgError> {
-    match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.01 => Ok(s),
-        _ => Err(ArgError::Invalid(format!(
-            "invalid value '{v}' for {opt}: expected seconds, at least 0.01 (e.g. 10 or 0.5)"
-        ))),
-    }
-}
-
-pub fn parse_int(opt: &str, v: &str) -> Result<i64, ArgError> {
-    v.trim().parse::<i64>().map_err(|_| {
-        ArgError::Invalid(format!(
-            "invalid value '{v}' for {opt}: expected an integer"
-        ))
-    })
-}
-
-/// `-l INT`: samtools appends min(level, 9) to the mode; negative means
-/// the default.
-pub fn parse_level(v: &str) -> Result<Option<u32>, ArgError> {
-    Ok(level_from(parse_int("-l", v)?))
-}
-
-/// The level `-l N` sets: at most 9, none (the default) when negative.
-pub fn level_from(n: i64) -> Option<u32> {
-    if n < 0 {
-        None
-    } else {
-        Some(n.min(9) as u32)
-    }
-}
-
-/// An integer that fits a C `int`, as samtools' `parse_int_value` wants.
-fn parse_c_int(opt: &str, v: &str) -> Result<i64, ArgError> {
-    let n = parse_int(opt, v)?;
-    if i32::try_from(n).is_err() {
-        return Err(ArgError::Invalid(format!(
-            "invalid value '{v}' for {opt}: out of range"
-        )));
-    }
-    Ok(n)
 }
 
 /// Parses samtools' `-O FMT[,opt=val...]`.

@@ -9,7 +9,9 @@
 //! ([`Extra`]) and learning which of the table's options were given
 //! ([`SortArgs::given`]), so it can honour each or refuse it by name.
 
-use crate::options::{ArgError, OptId, OptSpec, OptionName, SortOptions, OPTIONS};
+use crate::error::ArgError;
+use crate::options::sort::{OptId, SortOptions, OPTIONS};
+use crate::options::table::{OptSpec, OptionName};
 use lexopt::prelude::*;
 use std::ffi::OsString;
 
@@ -88,7 +90,7 @@ pub struct Extra {
 pub struct SortArgs {
     pub parsed: Parsed,
     /// The table's options given, in order (each time it was given).
-    pub given: Vec<&'static OptSpec>,
+    pub given: Vec<&'static OptSpec<OptId>>,
     /// Their values, in the same order (`None` for an option without one):
     /// what a driver passes on to the tasks that honour the option.
     pub values: Vec<Option<String>>,
@@ -104,7 +106,7 @@ pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Par
 
 /// An option as lexopt read it: one of the table's, or an extra one.
 enum Found<'e> {
-    Table(&'static OptSpec),
+    Table(&'static OptSpec<OptId>),
     Extra(&'e Extra),
 }
 

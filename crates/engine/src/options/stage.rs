@@ -8,14 +8,16 @@
 //! applied by one setter ([`StageArgs::apply`]). The sort options after
 //! `--` are `alnsort sort`'s, parsed by its own parser
 //! ([`StageArgs::sort_options`]). The commands themselves run in
-//! [`crate::stage_commands`].
+//! [`crate::stages::commands`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::config::IndexKind;
-use crate::options::{self, ArgError, Group, OptId, OptSpec, OptionId, OptionName, SortOptions};
-use crate::stages::SplitSpec;
+use crate::error::ArgError;
+use crate::options::sort::{OptId, SortOptions};
+use crate::options::table::{Group, OptSpec, OptionId, OptionName};
+use crate::stages::plan::SplitSpec;
 
 /// The stage subcommands, with their arguments and what each does.
 pub const STAGE_COMMANDS: [(&str, &str, &str); 12] = [
@@ -292,8 +294,12 @@ impl StageArgs {
     /// The sort options given after `--`, as `alnsort sort` reads them;
     /// the command line the stages record is `alnsort sort` with them.
     pub fn sort_options(&self) -> Result<SortOptions, ArgError> {
-        let parsed =
-            crate::sort_args::parse_with("alnsort", self.sort_options.clone(), false, &[])?;
+        let parsed = crate::options::sort_args::parse_with(
+            "alnsort",
+            self.sort_options.clone(),
+            false,
+            &[],
+        )?;
         if let Some((spec, why)) = parsed
             .given
             .iter()
@@ -305,12 +311,11 @@ impl StageArgs {
             });
         }
         match parsed.parsed {
-            crate::sort_args::Parsed::Run(o) => Ok(*o),
-            crate::sort_args::Parsed::Usage | crate::sort_args::Parsed::Version => {
-                Err(ArgError::Invalid(
-                    "the options ask for the help or the version, not for a sort".into(),
-                ))
-            }
+            crate::options::sort_args::Parsed::Run(o) => Ok(*o),
+            crate::options::sort_args::Parsed::Usage
+            | crate::options::sort_args::Parsed::Version => Err(ArgError::Invalid(
+                "the options ask for the help or the version, not for a sort".into(),
+            )),
         }
     }
 }
@@ -321,7 +326,7 @@ impl StageArgs {
 /// threads, memory, temporary directory, unknown-reference policy, @PG
 /// and duplicate marking); `None` for the options they honour.
 fn not_for_stages(id: OptId) -> Option<&'static str> {
-    use crate::options::OptId::*;
+    use crate::options::sort::OptId::*;
     match id {
         StatsJson => {
             Some("the stage subcommands write no run statistics; each prints JSON of what it wrote")
@@ -457,21 +462,21 @@ pub fn stage_help(command: &str) -> String {
          -T, --no-PG, ...); give every stage of one sort the same ones. Prints JSON on \
          standard output."
     );
-    for line in options::wrap(&about, options::HELP_WIDTH) {
+    for line in crate::options::table::wrap(&about, crate::options::table::HELP_WIDTH) {
         out.push_str(&line);
         out.push('\n');
     }
     out.push_str("\nOptions:\n");
     for o in options_of(command) {
-        options::push_help_entry(&mut out, o, o.help);
+        crate::options::table::push_help_entry(&mut out, o, o.help);
     }
     out
 }
 
 /// The stage subcommands for the man page and completions
 /// (`alnsort generate`), from [`STAGE_COMMANDS`] and [`STAGE_OPTIONS`].
-pub fn stage_docs() -> Vec<crate::generate::CommandDoc> {
-    use crate::generate::{CommandDoc, OptDoc};
+pub fn stage_docs() -> Vec<crate::options::generate::CommandDoc> {
+    use crate::options::generate::{CommandDoc, OptDoc};
     STAGE_COMMANDS
         .iter()
         .map(|&(name, args, what)| CommandDoc {
@@ -493,7 +498,7 @@ mod tests {
             let text = stage_help(command);
             for line in text.lines() {
                 assert!(
-                    line.chars().count() <= options::HELP_WIDTH,
+                    line.chars().count() <= crate::options::table::HELP_WIDTH,
                     "{command}: {line:?}"
                 );
             }

@@ -9,7 +9,6 @@
 //! non-terminal stderr gets nothing. Counts are shown with k/M/G and one
 //! decimal at most, bytes with binary units, and every number says its unit.
 
-use crate::memsize;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -136,47 +135,54 @@ impl Display {
     }
 }
 
-/// Whether the live line is on screen, shared with the signal thread so it
-/// can clear the line before the process exits (`clear_for_exit`).
-struct Screen {
+/// Whether the live line is drawn, and whether drawing has stopped for good.
+#[derive(Debug, Default)]
+struct ScreenState {
     drawn: bool,
     closed: bool,
 }
 
-static SCREEN: Mutex<Screen> = Mutex::new(Screen {
-    drawn: false,
-    closed: false,
-});
+/// The terminal's live progress line, as a handle the caller makes and
+/// hands both to the run that draws it ([`Progress::new`], through
+/// `Config::screen`) and to whatever must clear it before the process
+/// exits ([`Screen::clear_for_exit`]: the binary's signal thread). No
+/// process-wide state: a library run (Python, a Ray task) gets a screen of
+/// its own.
+#[derive(Debug, Clone, Default)]
+pub struct Screen(Arc<Mutex<ScreenState>>);
 
 const CLEAR_LINE: &[u8] = b"\r\x1b[K";
 
-/// Erases the live line (if one is drawn) and stops further drawing; called
-/// by the signal thread just before it exits the process. It does not wait
-/// more than about 50 ms for a draw in progress (stderr may be blocked).
-pub fn clear_for_exit() {
-    for _ in 0..25 {
-        match SCREEN.try_lock() {
-            Ok(mut s) => {
-                if s.drawn {
-                    let _ = std::io::stderr().write_all(CLEAR_LINE);
-                    s.drawn = false;
+impl Screen {
+    /// Erases the live line (if one is drawn) and stops further drawing;
+    /// called by the signal thread just before it exits the process. It
+    /// does not wait more than about 50 ms for a draw in progress (stderr
+    /// may be blocked).
+    pub fn clear_for_exit(&self) {
+        for _ in 0..25 {
+            match self.0.try_lock() {
+                Ok(mut s) => {
+                    if s.drawn {
+                        let _ = std::io::stderr().write_all(CLEAR_LINE);
+                        s.drawn = false;
+                    }
+                    s.closed = true;
+                    return;
                 }
-                s.closed = true;
-                return;
-            }
-            Err(std::sync::TryLockError::Poisoned(p)) => {
-                p.into_inner().closed = true;
-                return;
-            }
-            Err(std::sync::TryLockError::WouldBlock) => {
-                std::thread::sleep(Duration::from_millis(2))
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    p.into_inner().closed = true;
+                    return;
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
             }
         }
     }
-}
 
-fn screen() -> std::sync::MutexGuard<'static, Screen> {
-    SCREEN.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, ScreenState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Width of the terminal on stderr (80 when it cannot be asked).
@@ -215,6 +221,7 @@ struct Shared {
     times: Mutex<Vec<PhaseTime>>,
     stop: Mutex<bool>,
     wake: Condvar,
+    screen: Screen,
 }
 
 pub struct Progress {
@@ -239,7 +246,8 @@ pub struct Snapshot {
 
 impl Progress {
     /// `total_input`: the input file's size, for a fraction and an ETA.
-    pub fn new(display: Display, total_input: Option<u64>) -> Progress {
+    /// `screen`: where the live line is drawn (and cleared on exit).
+    pub fn new(display: Display, total_input: Option<u64>, screen: Screen) -> Progress {
         let now = Instant::now();
         let shared = Arc::new(Shared {
             records: AtomicU64::new(0),
@@ -257,6 +265,7 @@ impl Progress {
             times: Mutex::new(Vec::new()),
             stop: Mutex::new(false),
             wake: Condvar::new(),
+            screen,
         });
         let thread = match display {
             Display::Off => None,
@@ -431,7 +440,7 @@ impl Shared {
             match display {
                 Display::Live => {
                     let line = live_line(&snap, terminal_width());
-                    let mut sc = screen();
+                    let mut sc = self.screen.lock();
                     if sc.closed {
                         return;
                     }
@@ -450,7 +459,7 @@ impl Shared {
             }
         }
         if display == Display::Live {
-            let mut sc = screen();
+            let mut sc = self.screen.lock();
             if sc.drawn {
                 let _ = std::io::stderr().write_all(CLEAR_LINE);
                 sc.drawn = false;
@@ -536,7 +545,10 @@ fn pieces(s: &Snapshot, m: &Measures) -> (Vec<String>, Option<String>) {
             if let Some(r) = m.rate {
                 v.push(rate_text(r));
             }
-            bytes = Some(format!("{} read (uncompressed)", memsize::human(s.bytes)));
+            bytes = Some(format!(
+                "{} read (uncompressed)",
+                crate::options::memsize::human(s.bytes)
+            ));
         }
         Phase::MergeRuns => {
             v.push(format!("{} sorted", records_text(s.records)));
@@ -633,7 +645,7 @@ pub fn summary_line(display: Display, elapsed_s: f64, records: u64, peak_rss: u6
         "{} in {took}, {}, peak RSS {}",
         records_text(records),
         rate_text(records as f64 / elapsed_s.max(1e-3)),
-        memsize::human(peak_rss),
+        crate::options::memsize::human(peak_rss),
     );
     match display {
         Display::Lines(_) => format!("[alnsort] progress {elapsed_s:.1}s: done, {body}"),

@@ -8,11 +8,11 @@
 //! input is read, so an unwritable path fails at once and costs no sort; it
 //! is renamed into place only after the output is.
 
-use crate::cleanup::{Debris, PendingFile};
 use crate::config::Config;
-use crate::options::OutFormat;
-use crate::output::OutputSummary;
-use crate::progress::{peak_rss_bytes, PhaseTime};
+use crate::io::cleanup::{Debris, PendingFile};
+use crate::io::output::OutputSummary;
+use crate::options::sort::OutFormat;
+use crate::report::progress::{peak_rss_bytes, PhaseTime};
 use alnsort_sort::SortStats;
 use std::fmt::Write as _;
 use std::io::Write as _;

@@ -3,7 +3,7 @@
 //!
 //! Two passes over the input file:
 //! 1. the read jobs take each record's read-end fields
-//!    ([`crate::markdup::BatchEnds`]) and the `PG` tags it carries; in input
+//!    ([`crate::markdup::ends::BatchEnds`]) and the `PG` tags it carries; in input
 //!    order they go to the [`Marker`], which checks the order the input
 //!    claims (coordinate-sorted, or grouped by name) and collects the ends
 //!    within its memory budget (spilling to the temporary directory as in
@@ -16,15 +16,17 @@
 //!
 //! So memory is the marker's budget plus the batches in flight, never the
 //! records; the input must be a file (standard input cannot be read twice,
-//! and [`crate::picard::parse`] refuses it).
+//! and [`crate::options::picard::parse`] refuses it).
 
-use crate::cleanup::{Debris, TempDir};
 use crate::config::Config;
 use crate::error::{bail, Context, Error, Result};
-use crate::input::{next_batch, spawn_batches};
-use crate::markdup::{set_string_tag, string_tag, Decisions, Marker, MetricsFile};
-use crate::markdup_inputs::{htsjdk_base36, picard_cmp, picard_plan, HtsjdkMerge};
-use crate::picard::{AssumedOrder, PgSpec, PicardRun};
+use crate::io::cleanup::{Debris, TempDir};
+use crate::io::input::{next_batch, spawn_batches};
+use crate::markdup::decisions::{set_string_tag, string_tag, Decisions};
+use crate::markdup::inputs::{htsjdk_base36, picard_cmp, picard_plan, HtsjdkMerge};
+use crate::markdup::marker::Marker;
+use crate::markdup::metrics::MetricsFile;
+use crate::options::picard::{AssumedOrder, PgSpec, PicardRun};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::MergeOptions;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
@@ -212,14 +214,14 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
             )));
         }
     }
-    let pool = crate::worker_pool(cfg.threads, "alnsort-worker")?;
+    let pool = crate::run::resources::worker_pool(cfg.threads, "alnsort-worker")?;
     let metrics_file = MetricsFile::create(std::path::Path::new(&p.metrics), debris)?;
     // The inputs' headers, and what their CRAM readers hold.
     let mut headers = Vec::with_capacity(p.inputs.len());
     let mut holdings = Vec::new();
     let mut name = String::new();
     for path in &p.inputs {
-        let input = crate::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
+        let input = crate::io::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
         holdings.extend(input.cram_reference_holding());
         headers.push(input.header.clone());
         if name.is_empty() {
@@ -268,7 +270,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         }
         cfg.order = SortOrder::Name { natural: false };
     }
-    let dest = crate::output::Destinations::prepare(&cfg, debris)?;
+    let dest = crate::io::output::Destinations::prepare(&cfg, debris)?;
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
         format!(
             "cannot create a temporary directory in {}",
@@ -278,12 +280,18 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     let budget = if cfg.explicit_total {
         // What CRAM holds (references, containers in flight) comes out of
         // the marker's share, as out of the sorter's in a sort.
-        if cfg.format == crate::options::OutFormat::Cram {
+        if cfg.format == crate::options::sort::OutFormat::Cram {
             holdings.push(alnsort_cram::RefHolding::for_order(coordinate));
         }
-        let mut share = crate::sorter_budget(&cfg, true)?;
+        let mut share = crate::run::resources::sorter_budget(&cfg, true)?;
         if !holdings.is_empty() {
-            share = crate::charge_cram(share, &header, cfg.threads, cfg.memory_budget, &holdings)?;
+            share = crate::run::resources::charge_cram(
+                share,
+                &header,
+                cfg.threads,
+                cfg.memory_budget,
+                &holdings,
+            )?;
         }
         (share, Some(cfg.memory_budget))
     } else {
@@ -317,7 +325,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
 
     // Pass 2: the records again, marked, in order.
     let out_header = Arc::new(out_header);
-    let mut out = crate::output::Output::create(
+    let mut out = crate::io::output::Output::create(
         &cfg,
         dest,
         Arc::clone(&out_header),
@@ -424,14 +432,14 @@ fn pass1_one(
     marker: &mut Marker,
     want_pg: bool,
 ) -> Result<(u64, Vec<Option<Vec<u8>>>)> {
-    let input = crate::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
+    let input = crate::io::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
     let name = input.name.clone();
     let dec = decoder_for(&name, header, cfg);
     let depth = pool.current_num_threads() * 2 + 2;
     let (_, _, records) = input.into_records(ScanOptions::default());
     let spec = marker.ends_spec();
     let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
-        let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+        let mut ends = crate::markdup::ends::BatchEnds::new(spec.clone());
         let mut pgs: Vec<Option<Vec<u8>>> = Vec::new();
         let mut warnings = Vec::new();
         dec.decode(
@@ -471,9 +479,9 @@ fn pass2_one(
     pool: &Arc<rayon::ThreadPool>,
     decisions: &Arc<Decisions>,
     tags: &Arc<PgChain>,
-    out: &mut crate::output::Output,
+    out: &mut crate::io::output::Output,
 ) -> Result<(u64, u64)> {
-    let input = crate::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
+    let input = crate::io::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
     let name = input.name.clone();
     let dec = decoder_for(&name, header, cfg);
     let depth = pool.current_num_threads() * 2 + 2;
@@ -500,9 +508,9 @@ fn merged_stream(
     paths: &[String],
     cfg: &Config,
     pool: &Arc<rayon::ThreadPool>,
-) -> Result<crate::merge::MergedInputs> {
+) -> Result<crate::io::merged::MergedStream> {
     let plan = picard_plan(paths, cfg, MergeOptions::default());
-    Ok(crate::merge::merged_inputs_untranslated(&plan, pool)?.0)
+    Ok(crate::io::merged::merged_inputs_untranslated(&plan, pool)?.0)
 }
 
 /// Pass 1 over several inputs, in Picard's merge order, their records
@@ -520,7 +528,7 @@ fn pass1_many(
         bail!(Refused, "MarkDuplicates takes at most {} inputs", u16::MAX);
     }
     let spec = marker.ends_spec();
-    let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+    let mut ends = crate::markdup::ends::BatchEnds::new(spec.clone());
     let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
     let mut counts = vec![0u64; paths.len()];
     let mut from: Vec<u16> = Vec::new();
@@ -541,7 +549,7 @@ fn pass1_many(
         if ends.len() >= MERGED_ENDS_BATCH {
             marker.push_from(&ends, &from)?;
             from.clear();
-            ends = crate::markdup::BatchEnds::new(spec.clone());
+            ends = crate::markdup::ends::BatchEnds::new(spec.clone());
         }
         Ok(())
     })?;
@@ -565,7 +573,7 @@ fn pass2_many(
     order: InputOrder,
     decisions: &Decisions,
     tags: &[(Option<Vec<u8>>, String)],
-    out: &mut crate::output::Output,
+    out: &mut crate::io::output::Output,
 ) -> Result<(u64, u64)> {
     let mut counts = vec![0u64; paths.len()];
     let mut translated = Vec::new();

@@ -1,7 +1,7 @@
 //! The stage subcommands run: each reads its files, calls its stage
-//! ([`crate::stages`], [`crate::stages_markdup`]), writes what it makes
+//! ([`crate::stages`], [`crate::stages::markdup`]), writes what it makes
 //! under the names below and returns the JSON the program prints. Their
-//! command lines are [`crate::stage_args`]'.
+//! command lines are [`crate::options::stage`]'.
 //!
 //! Duplicate marking from the command line (one input; the maps and
 //! reduces are the sort's, with `--markdup` among the sort options):
@@ -22,16 +22,17 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cleanup::Debris;
 use crate::error::{bail, Context, Error, Result};
-use crate::stage_args::{split_arg, StageArgs};
-use crate::stages::*;
-use crate::stages_markdup::{self as smd, dist};
+use crate::io::cleanup::Debris;
+use crate::options::stage::{split_arg, StageArgs};
+use crate::stages::markdup::{self as smd, dist};
+use crate::stages::plan::{reach, sample, split, splitters, write_atomic, SplitSpec};
+use crate::stages::sort::{assemble, map, reduce_marked};
 
 /// JSON string literal of `s`.
 fn json_str(s: &str) -> String {
     let mut out = String::new();
-    crate::stats::json_string(s, &mut out);
+    crate::report::stats::json_string(s, &mut out);
     out
 }
 
@@ -230,7 +231,7 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                 .then(|| (a.end_buckets.unwrap_or(1), a.name_buckets.unwrap_or(1)));
             let (out, share) = match collect {
                 Some((ends_n, names_n)) => {
-                    let (out, share) = crate::stages::map_collecting_after(
+                    let (out, share) = crate::stages::sort::map_collecting_after(
                         &a.positional,
                         s,
                         &cuts,
@@ -347,8 +348,11 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
         },
         Some(f) => {
             let bytes = read(f)?;
-            let d = crate::markdup::Decisions::from_bytes(&bytes, &smd::marks_config(&options)?)
-                .with_context(|| format!("--marks {}", f.display()))?;
+            let d = crate::markdup::decisions::Decisions::from_bytes(
+                &bytes,
+                &smd::marks_config(&options)?,
+            )
+            .with_context(|| format!("--marks {}", f.display()))?;
             // Every split's records counted in split order, which is input
             // order with several inputs too: the bases are running sums,
             // checked against the decision's total.
@@ -377,7 +381,7 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
 
 /// The one input of a duplicate-marking task.
 /// The inputs of a duplicate-marking task (several: those the decision
-/// can be cut into tasks for, `crate::stages_markdup::tasks_refusal`).
+/// can be cut into tasks for, `crate::stages::markdup::tasks_refusal`).
 fn task_inputs<'a>(a: &'a StageArgs, command: &str) -> Result<&'a [PathBuf]> {
     if a.positional.is_empty() {
         bail!(Refused, "alnsort {command} needs its input files");

@@ -5,17 +5,17 @@
 //! * **map** (with `--markdup` among the options): each record enters the
 //!   map's sorter followed by its place in the input as 8 bytes,
 //!   [`packed`]`(split ordinal, record index in the split)`, as one node
-//!   appends the input ordinal ([`crate::markdup::ordinal_suffix`]); the
+//!   appends the input ordinal ([`crate::markdup::ends::ordinal_suffix`]); the
 //!   blocks carry it to the reduce.
 //! * **decide** ([`decide`]): the decision of one node over the whole input
-//!   ([`crate::markdup_inputs::decide`]: the inputs read in Picard's merge
+//!   ([`crate::markdup::inputs::decide`]: the inputs read in Picard's merge
 //!   order, the marker's state within the options' memory budget, read
 //!   ends spilled beyond it), the duplicate and optical bits over
 //!   input-order ordinals ([`Decisions::to_bytes`]) and the metrics. It
 //!   reads the inputs itself, so it runs beside the maps. The read ends of
 //!   the whole input are decided by this one task: the shuffle of read
 //!   ends by duplicate key over several tasks is not built.
-//! * **reduce** ([`crate::stages::reduce_marked`]): each record's packed
+//! * **reduce** ([`crate::stages::sort::reduce_marked`]): each record's packed
 //!   place becomes its input ordinal (the split's first record's ordinal,
 //!   from the maps' record counts: [`split_bases`], plus its index), and
 //!   the record is written as one node writes it ([`Decisions::apply_at`]:
@@ -33,15 +33,16 @@
 //! [`join_files`] and [`decide_bucket`] (or [`decide_bucket_files`]) sort
 //! what goes beyond it into run files under `-T` and merge them back. The
 //! stage subcommands run these tasks with files
-//! ([`crate::stage_commands`]).
+//! ([`crate::stages::commands`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{bail, Context, Result};
 
-use crate::cleanup::Debris;
-use crate::markdup::{Decisions, MetricsFile};
-use crate::options::SortOptions;
+use crate::io::cleanup::Debris;
+use crate::markdup::decisions::Decisions;
+use crate::markdup::metrics::MetricsFile;
+use crate::options::sort::SortOptions;
 pub use alnsort_markdup::dist::{self, Fixups, SetsDecided, SplitOutcome, SplitShare};
 use alnsort_markdup::MetricsReport;
 pub use alnsort_markdup::WalkCarry;
@@ -64,7 +65,7 @@ pub struct StageDecision {
 /// Decides duplicates over `inputs` as `alnsort sort --markdup IN...` does
 /// on one node with `options`.
 pub fn decide(inputs: &[PathBuf], options: &SortOptions) -> Result<StageDecision> {
-    let mut cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+    let mut cfg = crate::stages::plan::stage_config(options, Path::new("stage.bam"), None)?;
     let Some(md) = cfg.markdup.clone() else {
         bail!(
             Refused,
@@ -73,14 +74,14 @@ pub fn decide(inputs: &[PathBuf], options: &SortOptions) -> Result<StageDecision
     };
     cfg.inputs = inputs.iter().map(|p| p.display().to_string()).collect();
     cfg.input = cfg.inputs.first().cloned().unwrap_or_default();
-    let pool = crate::worker_pool(cfg.threads, "alnsort-decide")?;
-    let budget = crate::markdup_budget(&cfg)?;
+    let pool = crate::run::resources::worker_pool(cfg.threads, "alnsort-decide")?;
+    let budget = crate::run::resources::markdup_budget(&cfg)?;
     let debris = Debris::default();
-    let d = crate::markdup_inputs::decide(
+    let d = crate::markdup::inputs::decide(
         &cfg,
         &md,
         budget,
-        crate::several_inputs_merge_options(),
+        crate::io::merged::several_inputs_merge_options(),
         &pool,
         &debris,
     )?;
@@ -152,8 +153,10 @@ enum Lookup {
 
 /// The `--markdup` settings of `options` (which must ask for them), which
 /// the decisions are read with.
-pub(crate) fn marks_config(options: &SortOptions) -> Result<crate::markdup::MarkdupConfig> {
-    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+pub(crate) fn marks_config(
+    options: &SortOptions,
+) -> Result<crate::options::markdup::MarkdupConfig> {
+    let cfg = crate::stages::plan::stage_config(options, Path::new("stage.bam"), None)?;
     match cfg.markdup {
         Some(md) => Ok(md),
         None => bail!(
@@ -230,9 +233,9 @@ impl Marks {
     /// The record to write for `rec` as it comes out of a map's block
     /// (with its packed place); `None` when it is removed.
     pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
-        let place = crate::markdup::record_ordinal(rec)?;
+        let place = crate::markdup::decisions::record_ordinal(rec)?;
         let (split, index) = dist::split_of(place);
-        let body = &rec[..rec.len() - crate::markdup::ORDINAL_BYTES];
+        let body = &rec[..rec.len() - crate::markdup::ends::ORDINAL_BYTES];
         let splits = match &self.lookup {
             Lookup::Whole { bases, .. } => bases.len(),
             Lookup::Sliced { slices, .. } => slices.len(),
@@ -321,8 +324,11 @@ pub fn write_metrics(
 /// (the options must ask for duplicate marking).
 fn task_config(
     options: &SortOptions,
-) -> Result<(crate::config::Config, crate::markdup::MarkdupConfig)> {
-    let cfg = crate::stages::stage_config(options, Path::new("stage.bam"), None)?;
+) -> Result<(
+    crate::config::Config,
+    crate::options::markdup::MarkdupConfig,
+)> {
+    let cfg = crate::stages::plan::stage_config(options, Path::new("stage.bam"), None)?;
     let Some(md) = cfg.markdup.clone() else {
         bail!(
             Refused,
@@ -338,20 +344,20 @@ fn task_config(
 /// halves into `name_buckets` ([`dist::SplitCollector`]).
 pub fn collect(
     inputs: &[PathBuf],
-    split: &crate::stages::SplitSpec,
+    split: &crate::stages::plan::SplitSpec,
     options: &SortOptions,
     end_buckets: usize,
     name_buckets: usize,
 ) -> Result<SplitShare> {
     let (cfg, md) = task_config(options)?;
-    let pool = crate::stages::pool(cfg.threads)?;
-    let set = crate::stages::headers(inputs, &pool)?;
-    let path = crate::stages::split_input(inputs, split)?;
+    let pool = crate::stages::plan::pool(cfg.threads)?;
+    let set = crate::stages::plan::headers(inputs, &pool)?;
+    let path = crate::stages::plan::split_input(inputs, split)?;
     let header = &set.heads[split.input].0;
     let n_ref = header.refs().len();
     // The marker's messages count records from the split's start.
     let file = split_file(inputs, split)?;
-    let budget = crate::markdup_budget(&cfg)?;
+    let budget = crate::run::resources::markdup_budget(&cfg)?;
     let mut marker = split_marker(
         inputs,
         &set,
@@ -361,7 +367,7 @@ pub fn collect(
         budget,
         (end_buckets, name_buckets),
     )?;
-    let (name, scanner) = crate::stages::open_scanner(
+    let (name, scanner) = crate::stages::plan::open_scanner(
         path,
         split.start,
         split.end,
@@ -372,7 +378,7 @@ pub fn collect(
     // reader shares, `input::spawn_scanned`), handed to the marker in order.
     let spec = marker.ends_spec();
     let depth = pool.current_num_threads() * 2 + 2;
-    let (mut batches, _) = crate::input::spawn_scanned(
+    let (mut batches, _) = crate::io::input::spawn_scanned(
         &name,
         alnsort_bam::reader::Scanner::Bam(Box::new(scanner)),
         &pool,
@@ -380,7 +386,7 @@ pub fn collect(
         depth,
         |_| (),
         move |raw, ()| {
-            let mut ends = crate::markdup::BatchEnds::new(spec.clone());
+            let mut ends = crate::markdup::ends::BatchEnds::new(spec.clone());
             // The records in the batch's blocks and data
             // (`RawBatch::records`: the scanner leaves whole records in
             // the inflated blocks).
@@ -412,8 +418,8 @@ pub fn collect(
 /// How the duplicate-marking tasks name split `split` of `inputs` in
 /// their messages (whose record numbers count from the split's start):
 /// its input and the virtual offset it starts at.
-pub fn split_file(inputs: &[PathBuf], split: &crate::stages::SplitSpec) -> Result<String> {
-    let path = crate::stages::split_input(inputs, split)?;
+pub fn split_file(inputs: &[PathBuf], split: &crate::stages::plan::SplitSpec) -> Result<String> {
+    let path = crate::stages::plan::split_input(inputs, split)?;
     Ok(format!(
         "{} (the split from virtual offset {:#x})",
         path.display(),
@@ -422,14 +428,14 @@ pub fn split_file(inputs: &[PathBuf], split: &crate::stages::SplitSpec) -> Resul
 }
 
 /// Several inputs as their duplicate-marking tasks read them
-/// ([`crate::markdup_inputs::SeveralInputs`]), refused by name where the
+/// ([`crate::markdup::several::SeveralInputs`]), refused by name where the
 /// decision cannot be cut into tasks exactly
-/// ([`crate::markdup_inputs::SeveralInputs::tasks_refusal`]); `None` for
+/// ([`crate::markdup::several::SeveralInputs::tasks_refusal`]); `None` for
 /// one input.
 fn several(
     inputs: &[PathBuf],
-    set: &crate::stages::InputSet,
-) -> Result<Option<crate::markdup_inputs::SeveralInputs>> {
+    set: &crate::stages::plan::InputSet,
+) -> Result<Option<crate::markdup::several::SeveralInputs>> {
     if inputs.len() == 1 {
         return Ok(None);
     }
@@ -445,31 +451,31 @@ fn several(
 }
 
 /// The inputs' headers merged and checked as one node's several-input
-/// marking does ([`crate::markdup_inputs::SeveralInputs`]).
+/// marking does ([`crate::markdup::several::SeveralInputs`]).
 fn several_inputs(
     inputs: &[PathBuf],
-    set: &crate::stages::InputSet,
-) -> Result<crate::markdup_inputs::SeveralInputs> {
+    set: &crate::stages::plan::InputSet,
+) -> Result<crate::markdup::several::SeveralInputs> {
     let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
-    let several = crate::markdup_inputs::SeveralInputs::new(
+    let several = crate::markdup::several::SeveralInputs::new(
         &paths,
         &headers,
-        crate::several_inputs_merge_options(),
+        crate::io::merged::several_inputs_merge_options(),
     )?;
     Ok(several)
 }
 
 /// Why the duplicate decision of several inputs cut into tasks cannot be
-/// cut into tasks, or `None`: [`crate::markdup_inputs::SeveralInputs::tasks_refusal`]
+/// cut into tasks, or `None`: [`crate::markdup::several::SeveralInputs::tasks_refusal`]
 /// on the inputs' headers.
 pub fn tasks_refusal(inputs: &[PathBuf], options: &SortOptions) -> Result<Option<String>> {
     if inputs.len() < 2 {
         return Ok(None);
     }
     let (cfg, _) = task_config(options)?;
-    let pool = crate::stages::pool(cfg.threads)?;
-    let set = crate::stages::headers(inputs, &pool)?;
+    let pool = crate::stages::plan::pool(cfg.threads)?;
+    let set = crate::stages::plan::headers(inputs, &pool)?;
     match several(inputs, &set) {
         Ok(_) => Ok(None),
         Err(crate::error::Error::Refused(why)) => Ok(Some(why)),
@@ -481,15 +487,15 @@ pub fn tasks_refusal(inputs: &[PathBuf], options: &SortOptions) -> Result<Option
 /// one of several inputs in the merged header's terms.
 pub(crate) fn split_marker(
     inputs: &[PathBuf],
-    set: &crate::stages::InputSet,
-    split: &crate::stages::SplitSpec,
-    md: &crate::markdup::MarkdupConfig,
+    set: &crate::stages::plan::InputSet,
+    split: &crate::stages::plan::SplitSpec,
+    md: &crate::options::markdup::MarkdupConfig,
     file: &str,
     budget: (usize, Option<u64>),
     buckets: (usize, usize),
-) -> Result<crate::markdup::Marker> {
+) -> Result<crate::markdup::marker::Marker> {
     Ok(match several(inputs, set)? {
-        None => crate::markdup::Marker::for_split(
+        None => crate::markdup::marker::Marker::for_split(
             &set.heads[split.input].0,
             md,
             file,
@@ -497,7 +503,7 @@ pub(crate) fn split_marker(
             split.ordinal,
             buckets,
         ),
-        Some(s) => crate::markdup::Marker::for_split_of_several(
+        Some(s) => crate::markdup::marker::Marker::for_split_of_several(
             &s,
             split.input,
             md,
@@ -528,8 +534,8 @@ pub fn walk_refusal(inputs: &[PathBuf], splits: &[WalkedSplit<'_>]) -> Result<Op
     // Inputs whose headers share a library were decided in Picard's merged
     // order: a library's records may be in any of them.
     let merged_order = inputs.len() > 1 && {
-        let pool = crate::stages::pool(1)?;
-        let set = crate::stages::headers(inputs, &pool)?;
+        let pool = crate::stages::plan::pool(1)?;
+        let set = crate::stages::plan::headers(inputs, &pool)?;
         several_inputs(inputs, &set)?.keeps_merge_order()
     };
     Ok(walk_refusal_named(splits, merged_order, |i| {
@@ -548,10 +554,10 @@ pub fn walk_refusal(inputs: &[PathBuf], splits: &[WalkedSplit<'_>]) -> Result<Op
 /// library).
 fn library_name(inputs: &[PathBuf], lib: usize) -> String {
     let named = (|| -> Result<String> {
-        let pool = crate::stages::pool(1)?;
-        let set = crate::stages::headers(inputs, &pool)?;
+        let pool = crate::stages::plan::pool(1)?;
+        let set = crate::stages::plan::headers(inputs, &pool)?;
         let several = several_inputs(inputs, &set)?;
-        let mut groups = crate::markdup::header_read_groups(&several.header);
+        let mut groups = crate::markdup::marker::header_read_groups(&several.header);
         groups.resolve(None);
         Ok(groups
             .libraries()
@@ -608,7 +614,7 @@ fn walk_refusal_named(
 }
 
 /// A join's error, a template scattered over splits named as one node
-/// names it ([`crate::markdup::scattered_message`]): `splits[s]` names
+/// names it ([`crate::markdup::marker::scattered_message`]): `splits[s]` names
 /// split `s` ([`split_file`]; `split s` where it is missing).
 fn join_error(e: alnsort_markdup::MarkdupError, splits: &[String]) -> crate::error::Error {
     let alnsort_markdup::MarkdupError::ScatteredTemplate {
@@ -629,7 +635,7 @@ fn join_error(e: alnsort_markdup::MarkdupError, splits: &[String]) -> crate::err
     };
     let (file, record) = place(*ordinal);
     let (before, at) = place(*earlier);
-    crate::error::Error::Refused(crate::markdup::scattered_message(
+    crate::error::Error::Refused(crate::markdup::marker::scattered_message(
         &file,
         record,
         name,
@@ -640,19 +646,19 @@ fn join_error(e: alnsort_markdup::MarkdupError, splits: &[String]) -> crate::err
 /// A task's spill directory (a new directory under the options' `-T`,
 /// removed when dropped: on success and on failure) and its memory
 /// budget in bytes (what one node's marker gets from `-m` or
-/// `--max-memory`, [`crate::markdup_budget`]).
+/// `--max-memory`, [`crate::run::resources::markdup_budget`]).
 fn task_spill(
     cfg: &crate::config::Config,
-) -> Result<(crate::cleanup::TempDir, (usize, Option<u64>))> {
-    let budget = crate::markdup_budget(cfg)?;
+) -> Result<(crate::io::cleanup::TempDir, (usize, Option<u64>))> {
+    let budget = crate::run::resources::markdup_budget(cfg)?;
     let debris = Debris::default();
-    let tmp = crate::cleanup::TempDir::new(&cfg.temp_parent, "alnsort-markdup-task", &debris)
+    let tmp = crate::io::cleanup::TempDir::new(&cfg.temp_parent, "alnsort-markdup-task", &debris)
         .with_context(|| {
-            format!(
-                "cannot create a temporary directory in {}",
-                cfg.temp_parent.display()
-            )
-        })?;
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
     Ok((tmp, budget))
 }
 
@@ -692,7 +698,7 @@ pub fn join_files(
     let debris = Debris::default();
     let mut files = Vec::with_capacity(out.len());
     for p in out {
-        let (pending, file) = crate::cleanup::PendingFile::create(p, &debris)
+        let (pending, file) = crate::io::cleanup::PendingFile::create(p, &debris)
             .with_context(|| format!("{}: cannot create", p.display()))?;
         files.push((pending, std::io::BufWriter::new(file), p));
     }
@@ -805,17 +811,23 @@ pub fn decide_bucket_files(
 fn decide_bucket_from(
     inputs: &[PathBuf],
     options: &SortOptions,
-    decide: impl FnOnce(&mut crate::markdup::Marker) -> Result<SetsDecided>,
+    decide: impl FnOnce(&mut crate::markdup::marker::Marker) -> Result<SetsDecided>,
 ) -> Result<(SetsDecided, u64)> {
     let (cfg, md) = task_config(options)?;
-    let pool = crate::stages::pool(cfg.threads)?;
-    let set = crate::stages::headers(inputs, &pool)?;
+    let pool = crate::stages::plan::pool(cfg.threads)?;
+    let set = crate::stages::plan::headers(inputs, &pool)?;
     let file = inputs[0].display().to_string();
     let (tmp, budget) = task_spill(&cfg)?;
     let mut marker = match several(inputs, &set)? {
-        None => crate::markdup::Marker::new(&set.heads[0].0, &md, &file, budget, Some(tmp.path())),
+        None => crate::markdup::marker::Marker::new(
+            &set.heads[0].0,
+            &md,
+            &file,
+            budget,
+            Some(tmp.path()),
+        ),
         Some(s) => {
-            let mut m = crate::markdup::Marker::with_order(
+            let mut m = crate::markdup::marker::Marker::with_order(
                 &s.header,
                 &md,
                 &file,
@@ -886,14 +898,14 @@ pub fn assemble(
     totals: SetsDecided,
 ) -> Result<StageDecision> {
     let (cfg, md) = task_config(options)?;
-    let pool = crate::stages::pool(cfg.threads)?;
-    let set = crate::stages::headers(inputs, &pool)?;
+    let pool = crate::stages::plan::pool(cfg.threads)?;
+    let set = crate::stages::plan::headers(inputs, &pool)?;
     let records: u64 = outcomes.iter().map(|o| o.duplicate.len()).sum();
     // The whole decision, n/4 bytes for n records (the reduces of `--marks`
     // read it); reduces that take their ranges' slices need only
     // [`assemble_metrics`].
-    let track =
-        md.remove_sequencing_duplicates || md.tagging != crate::markdup::TaggingPolicy::None;
+    let track = md.remove_sequencing_duplicates
+        || md.tagging != crate::options::markdup::TaggingPolicy::None;
     let mut dup = alnsort_markdup::Bits::new(records);
     let mut optical = alnsort_markdup::Bits::new(if track { records } else { 0 });
     let mut counts = Vec::new();
@@ -945,8 +957,8 @@ pub fn assemble_metrics(
     totals: SetsDecided,
 ) -> Result<MetricsReport> {
     let (cfg, _) = task_config(options)?;
-    let pool = crate::stages::pool(cfg.threads)?;
-    let set = crate::stages::headers(inputs, &pool)?;
+    let pool = crate::stages::plan::pool(cfg.threads)?;
+    let set = crate::stages::plan::headers(inputs, &pool)?;
     let mut counts = Vec::new();
     for c in split_counts {
         dist::add_library_counts(&mut counts, c);
@@ -960,13 +972,14 @@ pub fn assemble_metrics(
 /// indexes the splits' markers used).
 fn metrics_of(
     inputs: &[PathBuf],
-    set: &crate::stages::InputSet,
+    set: &crate::stages::plan::InputSet,
     counts: &alnsort_markdup::LibraryCounts,
     totals: SetsDecided,
 ) -> Result<MetricsReport> {
     let several = several(inputs, set)?;
-    let mut groups =
-        crate::markdup::header_read_groups(several.as_ref().map_or(&set.heads[0].0, |s| &s.header));
+    let mut groups = crate::markdup::marker::header_read_groups(
+        several.as_ref().map_or(&set.heads[0].0, |s| &s.header),
+    );
     // Records of no header read group count under Picard's unknown
     // library, which the splits' markers added after the header's.
     groups.resolve(None);

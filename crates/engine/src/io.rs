@@ -1,0 +1,6 @@
+//! Records in and out: opening and reading inputs in batches (`input`), several inputs as one stream (`merged`), the one record sink (`output`), and the files a run must not leave behind (`cleanup`).
+
+pub mod cleanup;
+pub mod input;
+pub mod merged;
+pub mod output;

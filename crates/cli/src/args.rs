@@ -8,7 +8,7 @@
 //! applies each with `SortOptions::apply`; help is rendered from the same
 //! table. This module keeps the top-level help.
 
-pub use alnsort_engine::options::sort_args::{parse, stringify, Parsed};
+pub use alnsort_engine::options::sort_args::{parse, stringify, ParsedSort};
 
 /// `alnsort --help`: what the tool is, its commands, examples, where the
 /// documentation is.
@@ -72,13 +72,13 @@ mod tests {
     use std::ffi::OsString;
     use std::path::PathBuf;
 
-    fn parse_args(args: &[&str]) -> Result<Parsed, ArgError> {
+    fn parse_args(args: &[&str]) -> Result<ParsedSort, ArgError> {
         parse("alnsort", args.iter().map(OsString::from).collect(), false)
     }
 
     fn run(args: &[&str]) -> Result<SortOptions, ArgError> {
         match parse_args(args)? {
-            Parsed::Run(a) => Ok(*a),
+            ParsedSort::Run(a) => Ok(*a),
             other => panic!("expected Run, got {other:?}"),
         }
     }
@@ -160,12 +160,14 @@ mod tests {
                     (OptId::Unsupported(_), Err(ArgError::Unsupported { option, .. })) => {
                         assert_eq!(option, &spec.name(), "{form:?}")
                     }
-                    (OptId::Help, Ok(Parsed::Usage)) => {}
-                    (OptId::Version, Ok(Parsed::Version)) => {}
+                    (OptId::Help, Ok(ParsedSort::Usage)) => {}
+                    (OptId::Version, Ok(ParsedSort::Version)) => {}
                     (OptId::Unsupported(_) | OptId::Help | OptId::Version, _) => {
                         panic!("{form:?}: got {got:?}")
                     }
-                    (_, Ok(Parsed::Run(a))) => assert_eq!(a.input, "-", "{form:?} took no value"),
+                    (_, Ok(ParsedSort::Run(a))) => {
+                        assert_eq!(a.input, "-", "{form:?} took no value")
+                    }
                     (_, _) => panic!("{form:?} must be accepted, got {got:?}"),
                 }
             }
@@ -358,7 +360,7 @@ mod tests {
         assert_eq!(run(&[]).unwrap().input, "-");
         assert!(matches!(
             parse("alnsort", vec![], true).unwrap(),
-            Parsed::Usage
+            ParsedSort::Usage
         ));
     }
 

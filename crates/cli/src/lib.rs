@@ -254,15 +254,15 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     let a = match parsed {
-        args::Parsed::Usage => {
+        args::ParsedSort::Usage => {
             print!("{}", sort_help());
             return 0;
         }
-        args::Parsed::Version => {
+        args::ParsedSort::Version => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }
-        args::Parsed::Run(a) => a,
+        args::ParsedSort::Run(a) => a,
     };
     let cfg = match alnsort_engine::config::resolve(&a) {
         Ok(c) => c,

@@ -5,7 +5,7 @@
 use crate::signals::{self, SignalGuard};
 use alnsort_engine::io::cleanup::Debris;
 use alnsort_engine::options::picard;
-use alnsort_engine::options::picard::Parsed;
+use alnsort_engine::options::picard::ParsedPicard;
 use std::ffi::OsString;
 
 /// Exit status of a failed run (Picard exits 1 on errors too).
@@ -16,12 +16,12 @@ const EXIT_FAILURE: i32 = 1;
 pub fn main(argv0: &str, args: Vec<OsString>) -> i32 {
     let command_line = crate::args::stringify(argv0, "MarkDuplicates", &args);
     let run = match picard::parse(command_line, args) {
-        Ok(Parsed::Run(r)) => r,
-        Ok(Parsed::Help) => {
+        Ok(ParsedPicard::Run(r)) => r,
+        Ok(ParsedPicard::Help) => {
             print!("{}", picard::help());
             return 0;
         }
-        Ok(Parsed::Version) => {
+        Ok(ParsedPicard::Version) => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
             return 0;
         }

@@ -158,7 +158,7 @@ fn run_stages(
     let mut argv = os(opts);
     argv.extend(["-o".into(), out.into()]);
     argv.extend(inputs.iter().map(OsString::from));
-    let alnsort::args::Parsed::Run(options) =
+    let alnsort::args::ParsedSort::Run(options) =
         alnsort::args::parse("alnsort", argv, false).expect("options parse")
     else {
         panic!("the options name a run");

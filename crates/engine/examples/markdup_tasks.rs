@@ -62,7 +62,7 @@ fn main() {
     let mut argv: Vec<std::ffi::OsString> = vec!["--markdup".into(), "-@".into(), "1".into()];
     argv.extend(args[4..].iter().map(Into::into));
     argv.extend(["-o".into(), "unused.bam".into(), input.clone().into()]);
-    let alnsort_engine::options::sort_args::Parsed::Run(options) =
+    let alnsort_engine::options::sort_args::ParsedSort::Run(options) =
         alnsort_engine::options::sort_args::parse("alnsort", argv, false).expect("options parse")
     else {
         panic!("the options name a run");

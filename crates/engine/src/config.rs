@@ -3,6 +3,11 @@
 //! writes, the output format and level, the total memory budget, and where
 //! temp files and the index go. Every refusal happens here, before any input
 //! is read.
+//!
+//! Sizes: `resolve` (about 220 lines) is samtools' resolution of the
+//! options in its order (order and `@HD`, format, CRAM options, level,
+//! threads, budget, temporary directory, index, reports, duplicate
+//! marking), each step a few lines that read the steps before it.
 
 use crate::error::ConfigError;
 use crate::options::memsize::SystemMemory;

@@ -50,7 +50,7 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Write(#[from] WriteError),
+    Write(#[from] OutputError),
     #[error(transparent)]
     Sort(#[from] alnsort_sort::SortError),
     #[error(transparent)]
@@ -63,6 +63,8 @@ pub enum Error {
     Header(#[from] alnsort_bam::header::HeaderError),
     #[error(transparent)]
     HeaderMerge(#[from] alnsort_bam::header_merge::HeaderMergeError),
+    #[error(transparent)]
+    HtsjdkMerge(#[from] alnsort_bam::htsjdk::header_merge::HtsjdkMergeError),
     #[error(transparent)]
     Split(#[from] alnsort_bam::split::SplitError),
     #[error(transparent)]
@@ -79,6 +81,8 @@ pub enum Error {
     IndexRead(#[from] alnsort_index::IndexReadError),
     #[error(transparent)]
     Markdup(#[from] alnsort_markdup::MarkdupError),
+    #[error(transparent)]
+    SeveralInputs(#[from] alnsort_markdup::several::SeveralInputsError),
     #[error(transparent)]
     Lost(#[from] alnsort_pipeline::Lost),
     #[error(transparent)]
@@ -137,6 +141,7 @@ impl Error {
             Error::Validate(e) => e,
             Error::Header(e) => e,
             Error::HeaderMerge(e) => e,
+            Error::HtsjdkMerge(e) => e,
             Error::Split(e) => e,
             Error::BamWrite(e) => e,
             Error::Cram(e) => e,
@@ -145,6 +150,7 @@ impl Error {
             Error::Index(e) => e,
             Error::IndexRead(e) => e,
             Error::Markdup(e) => e,
+            Error::SeveralInputs(e) => e,
             Error::Lost(e) => e,
             Error::Create(e) => e,
             Error::IndexWrite(e) => e,
@@ -327,7 +333,7 @@ pub struct SizeError(pub String);
 /// `source` because the cause's own message already prints its source.
 #[derive(Debug, thiserror::Error)]
 #[error("writing {name}: {cause}")]
-pub struct WriteError {
+pub struct OutputError {
     pub(crate) name: String,
     pub(crate) to_stdout: bool,
     pub(crate) cause: Cause,

@@ -1,8 +1,7 @@
-//! Duplicate marking riding along a run: read ends taken on the read jobs (`ends`), the marker fed in input order (`marker`), several inputs read as Picard reads them (`several`) and decided in its merge order (`inputs`), the decision applied to the output (`decisions`) and the metrics file (`metrics`).
+//! Duplicate marking riding along a run: read ends taken on the read jobs (`ends`), the marker fed in input order (`marker`), several inputs decided in Picard's merge order (`inputs`), the decision applied to the output (`decisions`) and the metrics file (`metrics`).
 
 pub mod decisions;
 pub mod ends;
 pub mod inputs;
 pub mod marker;
 pub mod metrics;
-pub mod several;

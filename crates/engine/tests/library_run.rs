@@ -31,7 +31,7 @@ fn sort_args(output: &Path) -> Vec<OsString> {
 fn library_sort(output: &Path) {
     let parsed = alnsort_engine::options::sort_args::parse("alnsort", sort_args(output), false)
         .expect("options parse");
-    let alnsort_engine::options::sort_args::Parsed::Run(args) = parsed else {
+    let alnsort_engine::options::sort_args::ParsedSort::Run(args) = parsed else {
         panic!("the options name a run");
     };
     let cfg = alnsort_engine::config::resolve(&args).expect("options resolve");

@@ -47,8 +47,10 @@ pub mod batch;
 pub mod bits;
 pub mod dist;
 pub mod grouping;
+pub mod htsjdk;
 pub mod metrics;
 pub mod optical;
+pub mod several;
 mod spill;
 
 use alnsort_pipeline::prefault::PrefaultAhead;

@@ -262,7 +262,7 @@ fn parse_sort_args<'py>(
     extras: Vec<(String, bool)>,
     check: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-    use alnsort_engine::options::sort_args::{parse_with, Extra, Parsed};
+    use alnsort_engine::options::sort_args::{parse_with, Extra, ParsedSort};
     use pyo3::types::PyDict;
     let extras: Vec<Extra> = extras
         .into_iter()
@@ -283,15 +283,15 @@ fn parse_sort_args<'py>(
     d.set_item("given_values", given_values)?;
     d.set_item("extra", parsed.extra)?;
     let o = match parsed.parsed {
-        Parsed::Usage => {
+        ParsedSort::Usage => {
             d.set_item("action", "help")?;
             return Ok(d);
         }
-        Parsed::Version => {
+        ParsedSort::Version => {
             d.set_item("action", "version")?;
             return Ok(d);
         }
-        Parsed::Run(o) => o,
+        ParsedSort::Run(o) => o,
     };
     let cfg = config::resolve(&o).map_err(|e| raise_failure(py, Failure::usage(error_text(&e))))?;
     d.set_item("action", "run")?;

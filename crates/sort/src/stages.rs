@@ -20,7 +20,7 @@
 //! K", where `c` was counted while the split was read
 //! ([`Partitioner::observe`], or [`Tally`]s filled by decode jobs in
 //! parallel and added up; only for the splitters that name this split and
-//! only when there are any). Each range's records go to one [`BlockWriter`]: the run files'
+//! only when there are any). Each range's records go to one [`RunBlockWriter`]: the run files'
 //! frame format (`runfile.rs`) in memory, self-describing (magic, CRC-
 //! checked stored frames, end marker), which the reduce reads in place.
 //!
@@ -287,7 +287,7 @@ impl Assigner {
 /// place by the reduce. Each entry is written once, straight into the
 /// block; a frame's header is filled in when the frame is closed.
 #[derive(Debug)]
-pub struct BlockWriter {
+pub struct RunBlockWriter {
     out: Vec<u8>,
     /// Offset in `out` of the open frame's header (placeholder).
     frame: usize,
@@ -295,24 +295,24 @@ pub struct BlockWriter {
     records: u64,
 }
 
-impl Default for BlockWriter {
+impl Default for RunBlockWriter {
     fn default() -> Self {
-        BlockWriter::new()
+        RunBlockWriter::new()
     }
 }
 
-impl BlockWriter {
+impl RunBlockWriter {
     /// An empty block.
-    pub fn new() -> BlockWriter {
-        BlockWriter::with_buffer(Vec::new())
+    pub fn new() -> RunBlockWriter {
+        RunBlockWriter::with_buffer(Vec::new())
     }
 
     /// An empty block written into `buf` (its contents are dropped, its
-    /// memory kept): the bytes are the same as [`BlockWriter::new`]'s.
-    pub fn with_buffer(mut buf: Vec<u8>) -> BlockWriter {
+    /// memory kept): the bytes are the same as [`RunBlockWriter::new`]'s.
+    pub fn with_buffer(mut buf: Vec<u8>) -> RunBlockWriter {
         buf.clear();
         buf.extend_from_slice(MAGIC);
-        BlockWriter {
+        RunBlockWriter {
             out: buf,
             frame: MAGIC.len(),
             entries: 0,
@@ -428,7 +428,7 @@ impl BlockBuffers {
     /// `n` block writers, on held buffers (the largest first) where there
     /// are any; from now on at most `limit` bytes in at most `n` buffers
     /// are held.
-    pub fn writers(&self, n: usize, limit: usize) -> Vec<BlockWriter> {
+    pub fn writers(&self, n: usize, limit: usize) -> Vec<RunBlockWriter> {
         let mut held = self.lock();
         held.limit = limit;
         held.count = n;
@@ -442,7 +442,7 @@ impl BlockBuffers {
                 }
                 None => Vec::new(),
             };
-            out.push(BlockWriter::with_buffer(buf));
+            out.push(RunBlockWriter::with_buffer(buf));
         }
         // Buffers beyond `n` (an earlier map had more ranges) go.
         held.bufs.clear();
@@ -753,8 +753,8 @@ mod tests {
                 .map(|(i, &k)| (k, i as u64))
                 .collect();
             sorted.sort_by_key(|e| e.0);
-            let mut writers: Vec<BlockWriter> =
-                (0..partitions).map(|_| BlockWriter::new()).collect();
+            let mut writers: Vec<RunBlockWriter> =
+                (0..partitions).map(|_| RunBlockWriter::new()).collect();
             let mut assigner = p.into_assigner();
             let mut last = 0;
             for (k, i) in sorted {
@@ -851,7 +851,7 @@ mod tests {
         assert!(Partitioner::new(vec![s(5), s(4)], 0).is_err());
     }
 
-    fn block_of(w: &mut BlockWriter, n: u64) {
+    fn block_of(w: &mut RunBlockWriter, n: u64) {
         for i in 0..n {
             w.push(&key(i), &vec![(i % 251) as u8; 40 + (i % 7) as usize]);
         }
@@ -859,13 +859,13 @@ mod tests {
 
     #[test]
     fn a_block_in_reused_memory_has_the_bytes_of_a_fresh_one() {
-        let mut fresh = BlockWriter::new();
+        let mut fresh = RunBlockWriter::new();
         block_of(&mut fresh, 20_000);
         let want = fresh.finish();
         // A buffer holding an earlier, larger block, and a small one that
         // has to grow.
         for old in [vec![0xabu8; want.len() * 2], vec![0x5au8; 100]] {
-            let mut w = BlockWriter::with_buffer(old);
+            let mut w = RunBlockWriter::with_buffer(old);
             block_of(&mut w, 20_000);
             assert!(w.finish() == want);
         }
@@ -907,7 +907,7 @@ mod tests {
         reused.sort();
         before.sort();
         assert_eq!(reused, before);
-        let mut fresh = BlockWriter::new();
+        let mut fresh = RunBlockWriter::new();
         block_of(&mut fresh, 50);
         let want = fresh.finish();
         assert!(again.iter().all(|b| *b == want));
@@ -927,7 +927,7 @@ mod tests {
 
     #[test]
     fn a_damaged_block_is_an_error_naming_it() {
-        let mut w = BlockWriter::new();
+        let mut w = RunBlockWriter::new();
         for i in 0..1000u64 {
             w.push(&key(i), &[7u8; 40]);
         }
@@ -969,7 +969,7 @@ mod tests {
         let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..6000u64)
             .map(|i| (key(i * 2), vec![(i % 251) as u8; 60 + (i % 7) as usize]))
             .collect();
-        let mut w = BlockWriter::new();
+        let mut w = RunBlockWriter::new();
         for (k, r) in &entries {
             w.push(k, r);
         }

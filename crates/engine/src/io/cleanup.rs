@@ -5,18 +5,12 @@
 //! 130/143/129). Only SIGKILL can leave a directory, and because each run's
 //! directory has a unique name the next run is not disturbed by it.
 //!
-//! Signals are the program's business, not the library's: only the binary's
-//! entry point (`alnsort::run`) installs the [`SignalGuard`]; a library call
-//! of `run_sort` leaves the caller's signal mask and handlers alone and
-//! removes its files itself when it fails.
-//!
-//! Signals are handled without async-signal-unsafe work in a handler: they
-//! are blocked in every thread (the mask is inherited by threads created
-//! after `SignalGuard::install`), and one dedicated thread waits for them with
-//! `sigwait`, removes what is registered, and exits the process. A signal
-//! that was ignored when the process started (`nohup` ignores SIGHUP, shells
-//! ignore SIGINT for background jobs) is left ignored: it is neither blocked
-//! nor waited for, so it cannot stop the run.
+//! Signals are the program's business, not the library's: this module
+//! keeps the list of what a run must remove ([`Debris`]), and the binary's
+//! signal thread (`crates/cli/src/signals.rs`, installed by `alnsort::run`)
+//! removes it before it exits; a library call of `run_sort` leaves the
+//! caller's signal mask and handlers alone and removes its files itself
+//! when it fails.
 //!
 //! A failed run removes only what it created itself (the registered paths);
 //! whatever was at the output or index path before the run is never touched,

@@ -13,6 +13,7 @@ use alnsort_bam::reader::{
 };
 use alnsort_bam::RecordRef;
 use alnsort_index::IndexReader;
+use alnsort_markdup::htsjdk::JavaHeap;
 use alnsort_pipeline::Ordered;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::loser::{LoserTree, MergeSource};
@@ -297,60 +298,6 @@ impl MergedStream {
             return Err(e);
         }
         Ok(n)
-    }
-}
-
-/// `java.util.PriorityQueue` over input numbers, compared by the caller's
-/// `cmp` of their next records: the same sift-up and sift-down steps
-/// (OpenJDK's `siftUpComparable`/`siftDownComparable`: an element moves
-/// only past strictly greater ones), so ties between inputs are broken as
-/// htsjdk's merging iterator breaks them (`poll`, then `offer` of the
-/// input it came from).
-#[derive(Debug, Default)]
-pub struct JavaHeap {
-    queue: Vec<usize>,
-}
-
-impl JavaHeap {
-    pub fn offer(&mut self, x: usize, cmp: impl Fn(usize, usize) -> std::cmp::Ordering) {
-        let mut k = self.queue.len();
-        self.queue.push(x);
-        while k > 0 {
-            let parent = (k - 1) >> 1;
-            let e = self.queue[parent];
-            if cmp(x, e).is_ge() {
-                break;
-            }
-            self.queue[k] = e;
-            k = parent;
-        }
-        self.queue[k] = x;
-    }
-
-    pub fn poll(&mut self, cmp: impl Fn(usize, usize) -> std::cmp::Ordering) -> Option<usize> {
-        let result = *self.queue.first()?;
-        let x = self.queue.pop()?;
-        let n = self.queue.len();
-        if n > 0 {
-            let mut k = 0;
-            let half = n >> 1;
-            while k < half {
-                let mut child = 2 * k + 1;
-                let mut c = self.queue[child];
-                let right = child + 1;
-                if right < n && cmp(c, self.queue[right]).is_gt() {
-                    child = right;
-                    c = self.queue[child];
-                }
-                if cmp(x, c).is_le() {
-                    break;
-                }
-                self.queue[k] = c;
-                k = child;
-            }
-            self.queue[k] = x;
-        }
-        Some(result)
     }
 }
 
@@ -966,5 +913,30 @@ pub(crate) fn several_inputs_merge_options() -> alnsort_bam::header_merge::Merge
     alnsort_bam::header_merge::MergeOptions {
         seed: 0,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_region;
+    use alnsort_bam::header::Header;
+
+    fn header() -> Header {
+        alnsort_bam::header::parse_sam_header(
+            ["@SQ\tSN:chr1\tLN:1000", "@SQ\tSN:chr1:5\tLN:10"].map(str::as_bytes),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn regions_parse_as_htslib() {
+        let h = header();
+        let r = |t: &str| parse_region(&h, t).map(|r| (r.tid, r.beg, r.end));
+        assert_eq!(r("chr1"), Some((0, 0, i64::MAX)));
+        assert_eq!(r("chr1:6"), Some((0, 5, i64::MAX)));
+        assert_eq!(r("chr1:1,000-2,000"), Some((0, 999, 2000)));
+        assert_eq!(r("chr1:-20"), Some((0, 0, 20)));
+        assert_eq!(r("chr1:30-20"), None);
+        assert_eq!(r("chr9:1-2"), None);
     }
 }

@@ -9,7 +9,7 @@
 //! with its name in the message.
 
 use crate::config::{Config, IndexKind};
-use crate::error::{Cause, Context, CreateError, Error, Result, WriteError};
+use crate::error::{Cause, Context, CreateError, Error, OutputError, Result};
 use crate::io::cleanup::{Debris, PendingFile};
 use crate::options::sort::OutFormat;
 use crate::report::progress::thread_cpu_seconds;
@@ -37,7 +37,7 @@ pub struct OutputSummary {
 }
 
 fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> Error {
-    Error::from(WriteError {
+    Error::from(OutputError {
         name: name.to_string(),
         to_stdout,
         cause: cause.into(),
@@ -48,7 +48,7 @@ fn write_error(name: &str, to_stdout: bool, cause: impl Into<Cause>) -> Error {
 /// away (EPIPE): the run should end by SIGPIPE, quietly, as Unix filters do.
 /// EPIPE on any other file stays an ordinary error.
 pub fn is_closed_stdout(err: &Error) -> bool {
-    err.find::<WriteError>()
+    err.find::<OutputError>()
         .is_some_and(|w| w.to_stdout && w.cause.io_kind() == Some(io::ErrorKind::BrokenPipe))
 }
 

@@ -4,7 +4,7 @@ use crate::error::{bail, Error, Result};
 use crate::markdup::ends::{DT, ORDINAL_BYTES};
 use crate::options::markdup::{MarkdupConfig, TaggingPolicy};
 use alnsort_bam::record::{set_flag_bits_in_part, FRAMED_FLAG_AT};
-use alnsort_bam::{Aux, RecordMut, RecordRef};
+use alnsort_bam::{RecordMut, RecordRef};
 use alnsort_markdup::MetricsReport;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -49,24 +49,6 @@ pub struct Decisions {
     pub(crate) input_dt: bool,
 }
 
-/// htsjdk's order key of a tag (Picard's records keep their tags in an
-/// htsjdk list ordered by it as far as the input order allows).
-fn htsjdk_tag_key(tag: [u8; 2]) -> u16 {
-    (tag[1] as u16) << 8 | tag[0] as u16
-}
-
-/// Where htsjdk's `setAttribute(tag, ..)` puts a new tag (as Picard's
-/// `setAttribute("DT", ..)` does): before the first field whose htsjdk key
-/// is larger, as an offset in the aux area. Exact for tags already in
-/// htsjdk's order; Picard reorders other inputs' tags, alnsort does not.
-fn htsjdk_insert_at(aux: Aux<'_>, tag: [u8; 2]) -> usize {
-    let key = htsjdk_tag_key(tag);
-    aux.fields()
-        .map_while(std::result::Result::ok)
-        .find(|f| key < htsjdk_tag_key(f.tag))
-        .map_or(aux.len(), |f| f.offset)
-}
-
 /// The value of a record's `tag` if it is a `Z` string (`rec` with its
 /// block_size); Picard's `getStringAttribute`.
 pub fn string_tag(rec: &[u8], tag: [u8; 2]) -> Option<&[u8]> {
@@ -77,7 +59,9 @@ pub fn string_tag(rec: &[u8], tag: [u8; 2]) -> Option<&[u8]> {
 /// existing `tag` field is replaced where it is, else the field is inserted
 /// where htsjdk's key order puts it (as `DT` is); `block_size` follows.
 pub fn set_string_tag(rec: &mut Vec<u8>, tag: [u8; 2], value: &[u8]) {
-    RecordMut::new(rec).set_string(tag, value, |aux| htsjdk_insert_at(aux, tag));
+    RecordMut::new(rec).set_string(tag, value, |aux| {
+        alnsort_bam::htsjdk::tags::insert_at(aux, tag)
+    });
 }
 
 /// Removes the first `tag` field of a record (with its block_size), as
@@ -229,7 +213,7 @@ impl Decisions {
             (true, false, TaggingPolicy::Optical) => None,
         };
         if let Some(v) = tag {
-            let at = htsjdk_insert_at(out.view().aux(), DT);
+            let at = alnsort_bam::htsjdk::tags::insert_at(out.view().aux(), DT);
             out.insert_field(at, DT, b'Z', v);
         }
         let mut flag = out.view().flag();

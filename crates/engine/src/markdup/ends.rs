@@ -6,10 +6,11 @@ use alnsort_bam::RecordRef;
 use alnsort_markdup::{
     base_quality_score, five_prime_coordinate, reference_length_score, ReadInfo,
 };
-/// Bytes appended to each record while it is in the sorter.
+
 /// Picard's duplicate-type tag.
 pub(crate) const DT: [u8; 2] = *b"DT";
 
+/// Bytes appended to each record while it is in the sorter.
 pub const ORDINAL_BYTES: usize = 8;
 
 /// The bytes appended to the record of input ordinal `ordinal`.

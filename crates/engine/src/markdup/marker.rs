@@ -555,7 +555,7 @@ impl Marker {
     /// the one-node marker of the inputs together resolves them
     /// ([`crate::markdup::inputs::decide`]).
     pub fn for_split_of_several(
-        several: &crate::markdup::several::SeveralInputs,
+        several: &alnsort_markdup::several::SeveralInputs,
         input: usize,
         cfg: &MarkdupConfig,
         file: &str,

@@ -641,3 +641,25 @@ mod keyword_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod help_tests {
+    use super::{merge_help, MERGE_OPTIONS};
+    use crate::options::table::OptionName;
+
+    /// Help is rendered as `alnsort sort --help` is: every option listed,
+    /// wrapped to 80 columns.
+    #[test]
+    fn help_lists_every_option_within_80_columns() {
+        let help = merge_help();
+        for line in help.lines() {
+            assert!(
+                line.chars().count() <= crate::options::table::HELP_WIDTH,
+                "{line:?}"
+            );
+        }
+        for s in MERGE_OPTIONS {
+            assert!(help.contains(&format!("  {}", s.synopsis())), "{s:?}");
+        }
+    }
+}

@@ -12,10 +12,15 @@
 //! output (memory and logging knobs of the JVM program), or refused by
 //! name when alnsort cannot honour the value given.
 //!
-//! The run ([`run`], [`crate::markdup_in_order`]) reads the input twice
+//! The run ([`crate::run::mark_in_order::run`]) reads the input twice
 //! instead of sorting it: a first pass collects the read ends
 //! ([`crate::markdup::marker::Marker`]) and decides, a second copies the records in
 //! their order with 0x400 (and the tags) set by input ordinal.
+//!
+//! Sizes: `parse` is one function of about 360 lines because it is one loop
+//! over Picard's two syntaxes whose `match` applies each option's `Action`
+//! of the table: the effects of the table's 80 rows in one place, each a
+//! few lines, in the table's order.
 
 use crate::error::ArgError;
 use crate::options::markdup::MdOpt;
@@ -246,7 +251,7 @@ pub const PICARD_OPTIONS: &[PicardOpt] = &[
 
 /// What Picard-syntax parsing produced.
 #[derive(Debug)]
-pub enum Parsed {
+pub enum ParsedPicard {
     Run(Box<PicardRun>),
     Help,
     Version,
@@ -335,7 +340,7 @@ fn java_size(v: &str) -> String {
 /// launcher script takes from anywhere on its command line, are read too:
 /// `-Xmx` is the memory budget (`--max-memory`), `-Djava.io.tmpdir` the
 /// default TMP_DIR, and other `-X`/`-D` settings are accepted without effect.
-pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgError> {
+pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, ArgError> {
     let args: Vec<String> = args
         .into_iter()
         .map(|a| {
@@ -448,13 +453,13 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
         match opt.action {
             Action::Help => {
                 if flag(&value)? {
-                    return Ok(Parsed::Help);
+                    return Ok(ParsedPicard::Help);
                 }
                 continue;
             }
             Action::Version => {
                 if flag(&value)? {
-                    return Ok(Parsed::Version);
+                    return Ok(ParsedPicard::Version);
                 }
                 continue;
             }
@@ -695,7 +700,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<Parsed, ArgErr
             OutFormat::Sam | OutFormat::SamGz => {}
         }
     }
-    Ok(Parsed::Run(Box::new(run)))
+    Ok(ParsedPicard::Run(Box::new(run)))
 }
 
 fn bad_choice(opt: &PicardOpt, v: &str, choices: &str) -> ArgError {
@@ -761,7 +766,7 @@ pub fn help() -> String {
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> Result<Parsed, ArgError> {
+    fn run(args: &[&str]) -> Result<ParsedPicard, ArgError> {
         parse(
             "alnsort MarkDuplicates".into(),
             args.iter().map(OsString::from).collect(),
@@ -770,7 +775,7 @@ mod tests {
 
     fn ok(args: &[&str]) -> PicardRun {
         match run(args) {
-            Ok(Parsed::Run(r)) => *r,
+            Ok(ParsedPicard::Run(r)) => *r,
             other => panic!("{args:?}: {other:?}"),
         }
     }

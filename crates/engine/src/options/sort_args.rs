@@ -17,7 +17,7 @@ use std::ffi::OsString;
 
 /// What parsing produced: run, or print something and exit.
 #[derive(Debug)]
-pub enum Parsed {
+pub enum ParsedSort {
     Run(Box<SortOptions>),
     /// Print [`sort_help`] to stdout and exit 0 (`--help`, or no arguments
     /// and stdin a TTY, as samtools does).
@@ -88,7 +88,7 @@ pub struct Extra {
 /// A command line read by [`parse_with`].
 #[derive(Debug)]
 pub struct SortArgs {
-    pub parsed: Parsed,
+    pub parsed: ParsedSort,
     /// The table's options given, in order (each time it was given).
     pub given: Vec<&'static OptSpec<OptId>>,
     /// Their values, in the same order (`None` for an option without one):
@@ -100,7 +100,7 @@ pub struct SortArgs {
 
 /// Parses the arguments after `alnsort sort`. `argv0` is the program name as
 /// typed (it begins the @PG CL, as samtools' does).
-pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<Parsed, ArgError> {
+pub fn parse(argv0: &str, rest: Vec<OsString>, stdin_is_tty: bool) -> Result<ParsedSort, ArgError> {
     parse_with(argv0, rest, stdin_is_tty, &[]).map(|a| a.parsed)
 }
 
@@ -191,8 +191,8 @@ pub fn parse_with(
                     why,
                 })
             }
-            OptId::Help => return done(Parsed::Usage, given, values, extra),
-            OptId::Version => return done(Parsed::Version, given, values, extra),
+            OptId::Help => return done(ParsedSort::Usage, given, values, extra),
+            OptId::Version => return done(ParsedSort::Version, given, values, extra),
             _ => {}
         }
         let value = match spec.value {
@@ -204,7 +204,7 @@ pub fn parse_with(
         given.push(spec);
     }
     if no_args && stdin_is_tty {
-        return done(Parsed::Usage, given, values, extra);
+        return done(ParsedSort::Usage, given, values, extra);
     }
     if let Some(first) = positional.first() {
         a.input = first.clone();
@@ -216,7 +216,7 @@ pub fn parse_with(
         ));
     }
     a.inputs = positional;
-    done(Parsed::Run(Box::new(a)), given, values, extra)
+    done(ParsedSort::Run(Box::new(a)), given, values, extra)
 }
 
 #[cfg(test)]
@@ -267,7 +267,7 @@ mod tests {
                 ("sharded".to_string(), None)
             ]
         );
-        let Parsed::Run(o) = a.parsed else {
+        let ParsedSort::Run(o) = a.parsed else {
             panic!("a run")
         };
         assert_eq!(o.inputs, ["in.bam"]);

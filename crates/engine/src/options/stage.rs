@@ -311,9 +311,9 @@ impl StageArgs {
             });
         }
         match parsed.parsed {
-            crate::options::sort_args::Parsed::Run(o) => Ok(*o),
-            crate::options::sort_args::Parsed::Usage
-            | crate::options::sort_args::Parsed::Version => Err(ArgError::Invalid(
+            crate::options::sort_args::ParsedSort::Run(o) => Ok(*o),
+            crate::options::sort_args::ParsedSort::Usage
+            | crate::options::sort_args::ParsedSort::Version => Err(ArgError::Invalid(
                 "the options ask for the help or the version, not for a sort".into(),
             )),
         }

@@ -23,14 +23,16 @@ use crate::error::{bail, Context, Error, Result};
 use crate::io::cleanup::{Debris, TempDir};
 use crate::io::input::{next_batch, spawn_batches};
 use crate::markdup::decisions::{set_string_tag, string_tag, Decisions};
-use crate::markdup::inputs::{htsjdk_base36, picard_cmp, picard_plan, HtsjdkMerge};
+use crate::markdup::inputs::picard_plan;
 use crate::markdup::marker::Marker;
 use crate::markdup::metrics::MetricsFile;
 use crate::options::picard::{AssumedOrder, PgSpec, PicardRun};
 use alnsort_bam::header::Header;
 use alnsort_bam::header_merge::MergeOptions;
+use alnsort_bam::htsjdk::header_merge::{htsjdk_base36, HtsjdkMerge};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::{Decoder, ScanOptions};
+use alnsort_markdup::htsjdk::picard_cmp;
 use alnsort_markdup::InputOrder;
 use std::sync::Arc;
 

@@ -1,9 +1,16 @@
 //! `alnsort sort`'s run: inputs opened, records fed to the sorter (with the duplicate marker riding along), the header edited, the sorted records written.
 
 use crate::config::Config;
+use crate::error::Error;
 use crate::error::{Context, Result};
 use crate::io::cleanup::{Debris, TempDir};
+use crate::io::merged::several_inputs_merge_options;
+use crate::markdup::decisions::Decisions;
+use crate::markdup::marker::Marker;
 use crate::report::progress::{Phase, Progress};
+use crate::run::resources::{
+    charge_cram, chunk_fill, markdup_share, sorter_budget, uses_cram, worker_pool,
+};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{SortConfig, Sorter};
@@ -74,19 +81,16 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<crate::report::stat
     Ok(report)
 }
 
-fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Report> {
-    let pool = worker_pool(cfg.threads, "alnsort-worker")?;
-    let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
-    let metrics_file = match cfg.markdup.as_ref().and_then(|m| m.metrics.as_ref()) {
-        Some(p) => Some(crate::markdup::metrics::MetricsFile::create(p, debris)?),
-        None => None,
-    };
-    // The output's and the index's files first: a destination that cannot
-    // be created stops the run before any input is read.
-    let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
+/// The run's input: one file, or several merged as samtools merge would
+/// (header, record order) and sorted as one; with its header and the
+/// sort keys' encoder.
+fn open_input(
+    cfg: &Config,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(InputFeed, Header, Arc<KeyEncoder>)> {
     // Several inputs: merged as samtools merge would (header, record
     // order), then sorted as one.
-    let (input, mut header, encoder) = if cfg.inputs.len() > 1 {
+    Ok(if cfg.inputs.len() > 1 {
         let opts = several_inputs_merge_options();
         // `samtools merge` (coordinate order) interleaves them; the sort
         // then orders that stream.
@@ -100,24 +104,32 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             refs: &cfg.refs,
             check_sorted: false,
         };
-        let (m, encoder) = crate::io::merged::merged_inputs(&plan, &pool)?;
+        let (m, encoder) = crate::io::merged::merged_inputs(&plan, pool)?;
         let header = m.header.clone();
         (InputFeed::Many(m), header, encoder)
     } else {
-        let input = crate::io::input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
+        let input = crate::io::input::open_with_refs(&cfg.input, Arc::clone(pool), &cfg.refs)?;
         let header = input.header.clone();
         let encoder = Arc::new(
             KeyEncoder::new(cfg.order.clone(), header.n_ref(), &header.library_map())
                 .with_wide_positions(crate::io::output::has_long_reference(&header)),
         );
         (InputFeed::One(input), header, encoder)
-    };
-    if encoder.wide_positions() {
-        crate::io::output::check_wide_output(cfg)?;
-    }
+    })
+}
+
+/// The sorter's share less what CRAM reference bases take (with an
+/// explicit `--max-memory` total): the input's references and, for CRAM
+/// output, the encoder's.
+fn charge_references(
+    cfg: &Config,
+    input: &InputFeed,
+    header: &Header,
+    budget: usize,
+) -> Result<usize> {
     use alnsort_cram::RefHolding;
     let mut holdings = Vec::new();
-    match &input {
+    match input {
         InputFeed::One(input) => holdings.extend(input.cram_reference_holding()),
         // Several inputs: charged as one input holding all its references
         // (as before the evicting cache).
@@ -131,101 +143,20 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         holdings.push(RefHolding::for_order(cfg.order == SortOrder::Coordinate));
     }
     if cfg.explicit_total && !holdings.is_empty() {
-        budget = charge_cram(budget, &header, cfg.threads, cfg.memory_budget, &holdings)?;
+        return charge_cram(budget, header, cfg.threads, cfg.memory_budget, &holdings);
     }
-    // --markdup: its state is kept within a quarter of the sorter's share
-    // of --max-memory, taken from the sorter; with -m alone (the record
-    // buffer, as in samtools) within as much again, beside the sorter (see
-    // crate::markdup).
-    let markdup_budget = markdup_share(cfg, &mut budget);
-    let display = crate::report::progress::Display::choose(
-        cfg.progress,
-        cfg.progress_interval,
-        std::io::stderr().is_terminal(),
-    );
-    let input_file_bytes = input.size();
-    let progress = Progress::new(display, input_file_bytes, cfg.screen.clone());
-    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
-        format!(
-            "cannot create a temporary directory in {}",
-            cfg.temp_parent.display()
-        )
-    })?;
-    let sort_cfg = SortConfig {
-        memory_budget: budget,
-        temp_dir: tmp.path().to_path_buf(),
-        key_kind: crate::io::input::key_kind(&encoder),
-        max_open_runs: 0,
-        merge_partition_bytes: 0,
-        chunk_fill: chunk_fill(cfg.explicit_total),
-    };
-    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
-    // --markdup with several inputs: decided first, in a pass of its own
-    // over the inputs in Picard's merge order (crate::markdup::inputs).
-    let mut decided_first = None;
-    let input_name = match &input {
-        InputFeed::One(input) => input.name.clone(),
-        InputFeed::Many(_) => {
-            if let Some(md) = &cfg.markdup {
-                decided_first = Some(crate::markdup::inputs::decide(
-                    cfg,
-                    md,
-                    markdup_budget,
-                    several_inputs_merge_options(),
-                    &pool,
-                    debris,
-                )?);
-            }
-            cfg.inputs.join(", ")
-        }
-    };
-    let mut marker = cfg
-        .markdup
-        .as_ref()
-        .filter(|_| decided_first.is_none())
-        .map(|m| {
-            let mut marker = crate::markdup::marker::Marker::new(
-                &header,
-                m,
-                &input_name,
-                markdup_budget,
-                Some(tmp.path()),
-            );
-            marker.set_pool(Arc::clone(&pool));
-            marker
-        });
-    let fed = match input {
-        InputFeed::One(input) => input.feed(
-            cfg.unknown_reference,
-            Arc::clone(&encoder),
-            &mut sorter,
-            Arc::clone(&pool),
-            &progress,
-            marker
-                .as_mut()
-                .map(|m| m as &mut dyn crate::io::input::EndsSink),
-        )?,
-        InputFeed::Many(m) => {
-            let kind = crate::io::input::key_kind(&encoder);
-            let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
-                d.records
-                    .iter()
-                    .scan(0u64, |base, &c| {
-                        let b = *base;
-                        *base += c;
-                        Some(b)
-                    })
-                    .collect()
-            });
-            crate::io::merged::feed_sorter(m, kind, &mut sorter, &progress, bases.as_deref())?
-        }
-    };
-    let records_in = fed.records;
-    progress.enter(Phase::MergeRuns);
-    // Duplicate marking decides on a thread of its own while the sorter
-    // finishes its runs (a serial step over every read end; the pool may
-    // be busy with the sorter's jobs, so it does not run there).
-    let (decisions, merged) = std::thread::scope(|s| {
+    Ok(budget)
+}
+
+/// The sorter's final merge and, with `--markdup`, the marker's decision,
+/// taken together. Duplicate marking decides on a thread of its own while the sorter
+/// finishes its runs (a serial step over every read end; the pool may
+/// be busy with the sorter's jobs, so it does not run there).
+fn finish_deciding(
+    sorter: Sorter,
+    marker: Option<Marker>,
+) -> (Result<Option<Decisions>>, Result<alnsort_sort::Merged>) {
+    std::thread::scope(|s| {
         let decide = marker.map(|m| {
             std::thread::Builder::new()
                 .name("alnsort-markdup".into())
@@ -241,31 +172,23 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
                 .and_then(|r| r.map(Some)),
         };
         (decisions, merged)
-    });
-    let decisions = match decided_first {
-        Some(d) => Some(d.decisions),
-        None => decisions?,
-    };
-    let mut merged = merged?;
-    progress.enter(Phase::Write);
-    // Minimiser order's @HD says whether any record is placed; placed
-    // records sort first, so the first record tells.
-    let mut first = None;
-    if cfg.hd_all_unplaced.is_some() {
-        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
-    }
-    let all_unplaced = first
-        .as_ref()
-        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
-    edit_header(&mut header, cfg, all_unplaced);
-    let header = Arc::new(header);
-    let mut out = crate::io::output::Output::create(
-        cfg,
-        dest,
-        Arc::clone(&header),
-        Arc::clone(&pool),
-        debris,
-    )?;
+    })
+}
+
+/// Writes the merged records to `out` (the first one, taken early for
+/// minimiser order's `@HD`, before the rest), with `--markdup`'s flags and
+/// removals applied, and checks that every record read was written once.
+#[allow(clippy::too_many_arguments)]
+fn write_sorted(
+    cfg: &Config,
+    out: &mut crate::io::output::Output,
+    merged: &mut alnsort_sort::Merged,
+    decisions: &Option<Decisions>,
+    encoder: &KeyEncoder,
+    first: Option<(Vec<u8>, Vec<u8>)>,
+    progress: &Progress,
+    records_in: u64,
+) -> Result<()> {
     let mut written = 0u64;
     // Records as samtools writes them (minimiser order edits unplaced ones).
     let mut scratch = Vec::new();
@@ -317,6 +240,209 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             "read {records_in} records but the merge produced {written}"
         )));
     }
+    Ok(())
+}
+
+/// Duplicate marking's start (`--markdup`): several inputs decided first,
+/// in a pass of their own over the inputs in Picard's merge order
+/// (`crate::markdup::inputs`); otherwise the marker the reading feeds.
+fn start_marking(
+    cfg: &Config,
+    input: &InputFeed,
+    header: &Header,
+    markdup_budget: (usize, Option<u64>),
+    pool: &Arc<rayon::ThreadPool>,
+    tmp: &std::path::Path,
+    debris: &Debris,
+) -> Result<(Option<crate::markdup::inputs::Decided>, Option<Marker>)> {
+    let mut decided_first = None;
+    let input_name = match input {
+        InputFeed::One(input) => input.name.clone(),
+        InputFeed::Many(_) => {
+            if let Some(md) = &cfg.markdup {
+                decided_first = Some(crate::markdup::inputs::decide(
+                    cfg,
+                    md,
+                    markdup_budget,
+                    several_inputs_merge_options(),
+                    pool,
+                    debris,
+                )?);
+            }
+            cfg.inputs.join(", ")
+        }
+    };
+    let marker = cfg
+        .markdup
+        .as_ref()
+        .filter(|_| decided_first.is_none())
+        .map(|m| {
+            let mut marker = crate::markdup::marker::Marker::new(
+                header,
+                m,
+                &input_name,
+                markdup_budget,
+                Some(tmp),
+            );
+            marker.set_pool(Arc::clone(pool));
+            marker
+        });
+    Ok((decided_first, marker))
+}
+
+/// The run's report (`--stats-json`, `-v 3`): what was read, sorted,
+/// written and decided, and the phases' times.
+#[allow(clippy::too_many_arguments)]
+fn sort_report(
+    cfg: &Config,
+    input_file_bytes: Option<u64>,
+    records_in: u64,
+    fed: &crate::io::input::Fed,
+    progress: &Progress,
+    summary: &crate::io::output::OutputSummary,
+    sort_stats: &alnsort_sort::SortStats,
+    times: &[crate::report::progress::PhaseTime],
+    decisions: Option<&Decisions>,
+) -> crate::report::stats::Report {
+    let report = crate::report::stats::Report::new(crate::report::stats::ReportInput {
+        cfg,
+        input_file_bytes,
+        records_in,
+        unknown_reference_records: fed.tally.unknown_reference_records,
+        missing_eof_inputs: fed.tally.missing_eof_blocks,
+        bytes_in: progress.bytes(),
+        output: summary,
+        sort: sort_stats,
+        times,
+        serial: &[
+            ("read_scan", fed.read_scan_s),
+            ("read_push", fed.read_push_s),
+        ],
+    });
+    let mut report = report;
+    if let Some(d) = decisions {
+        report.add_object("markdup", d.stats_counts());
+    }
+    if cfg.verbosity >= 3 {
+        eprint!("{}", report.text());
+    }
+    report
+}
+
+fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Report> {
+    let pool = worker_pool(cfg.threads, "alnsort-worker")?;
+    let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
+    let metrics_file = match cfg.markdup.as_ref().and_then(|m| m.metrics.as_ref()) {
+        Some(p) => Some(crate::markdup::metrics::MetricsFile::create(p, debris)?),
+        None => None,
+    };
+    // The output's and the index's files first: a destination that cannot
+    // be created stops the run before any input is read.
+    let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
+    let (input, mut header, encoder) = open_input(cfg, &pool)?;
+    if encoder.wide_positions() {
+        crate::io::output::check_wide_output(cfg)?;
+    }
+    budget = charge_references(cfg, &input, &header, budget)?;
+    // --markdup: its state is kept within a quarter of the sorter's share
+    // of --max-memory, taken from the sorter; with -m alone (the record
+    // buffer, as in samtools) within as much again, beside the sorter (see
+    // crate::markdup).
+    let markdup_budget = markdup_share(cfg, &mut budget);
+    let display = crate::report::progress::Display::choose(
+        cfg.progress,
+        cfg.progress_interval,
+        std::io::stderr().is_terminal(),
+    );
+    let input_file_bytes = input.size();
+    let progress = Progress::new(display, input_file_bytes, cfg.screen.clone());
+    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
+    let sort_cfg = SortConfig {
+        memory_budget: budget,
+        temp_dir: tmp.path().to_path_buf(),
+        key_kind: crate::io::input::key_kind(&encoder),
+        max_open_runs: 0,
+        merge_partition_bytes: 0,
+        chunk_fill: chunk_fill(cfg.explicit_total),
+    };
+    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let (decided_first, mut marker) = start_marking(
+        cfg,
+        &input,
+        &header,
+        markdup_budget,
+        &pool,
+        tmp.path(),
+        debris,
+    )?;
+    let fed = match input {
+        InputFeed::One(input) => input.feed(
+            cfg.unknown_reference,
+            Arc::clone(&encoder),
+            &mut sorter,
+            Arc::clone(&pool),
+            &progress,
+            marker
+                .as_mut()
+                .map(|m| m as &mut dyn crate::io::input::EndsSink),
+        )?,
+        InputFeed::Many(m) => {
+            let kind = crate::io::input::key_kind(&encoder);
+            let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
+                d.records
+                    .iter()
+                    .scan(0u64, |base, &c| {
+                        let b = *base;
+                        *base += c;
+                        Some(b)
+                    })
+                    .collect()
+            });
+            crate::io::merged::feed_sorter(m, kind, &mut sorter, &progress, bases.as_deref())?
+        }
+    };
+    let records_in = fed.records;
+    progress.enter(Phase::MergeRuns);
+    let (decisions, merged) = finish_deciding(sorter, marker);
+    let decisions = match decided_first {
+        Some(d) => Some(d.decisions),
+        None => decisions?,
+    };
+    let mut merged = merged?;
+    progress.enter(Phase::Write);
+    // Minimiser order's @HD says whether any record is placed; placed
+    // records sort first, so the first record tells.
+    let mut first = None;
+    if cfg.hd_all_unplaced.is_some() {
+        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
+    }
+    let all_unplaced = first
+        .as_ref()
+        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
+    edit_header(&mut header, cfg, all_unplaced);
+    let header = Arc::new(header);
+    let mut out = crate::io::output::Output::create(
+        cfg,
+        dest,
+        Arc::clone(&header),
+        Arc::clone(&pool),
+        debris,
+    )?;
+    write_sorted(
+        cfg,
+        &mut out,
+        &mut merged,
+        &decisions,
+        &encoder,
+        first,
+        &progress,
+        records_in,
+    )?;
     let sort_stats = merged.stats();
     // Every decided duplicate must have been met once by the compression
     // jobs that set the flags; checked before the output is renamed into
@@ -335,36 +461,18 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     }
     let times = progress.finish();
     drop(tmp);
-    let report = crate::report::stats::Report::new(crate::report::stats::ReportInput {
+    Ok(sort_report(
         cfg,
         input_file_bytes,
         records_in,
-        unknown_reference_records: fed.tally.unknown_reference_records,
-        missing_eof_inputs: fed.tally.missing_eof_blocks,
-        bytes_in: progress.bytes(),
-        output: &summary,
-        sort: &sort_stats,
-        times: &times,
-        serial: &[
-            ("read_scan", fed.read_scan_s),
-            ("read_push", fed.read_push_s),
-        ],
-    });
-    let mut report = report;
-    if let Some(d) = &decisions {
-        report.add_object("markdup", d.stats_counts());
-    }
-    if cfg.verbosity >= 3 {
-        eprint!("{}", report.text());
-    }
-    Ok(report)
+        &fed,
+        &progress,
+        &summary,
+        &sort_stats,
+        &times,
+        decisions.as_ref(),
+    ))
 }
-
-use crate::error::Error;
-use crate::io::merged::several_inputs_merge_options;
-use crate::run::resources::{
-    charge_cram, chunk_fill, markdup_share, sorter_budget, uses_cram, worker_pool,
-};
 
 /// The input of a sort: one file, or several merged.
 enum InputFeed {

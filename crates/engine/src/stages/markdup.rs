@@ -428,14 +428,14 @@ pub fn split_file(inputs: &[PathBuf], split: &crate::stages::plan::SplitSpec) ->
 }
 
 /// Several inputs as their duplicate-marking tasks read them
-/// ([`crate::markdup::several::SeveralInputs`]), refused by name where the
+/// ([`alnsort_markdup::several::SeveralInputs`]), refused by name where the
 /// decision cannot be cut into tasks exactly
-/// ([`crate::markdup::several::SeveralInputs::tasks_refusal`]); `None` for
+/// ([`alnsort_markdup::several::SeveralInputs::tasks_refusal`]); `None` for
 /// one input.
 fn several(
     inputs: &[PathBuf],
     set: &crate::stages::plan::InputSet,
-) -> Result<Option<crate::markdup::several::SeveralInputs>> {
+) -> Result<Option<alnsort_markdup::several::SeveralInputs>> {
     if inputs.len() == 1 {
         return Ok(None);
     }
@@ -451,14 +451,14 @@ fn several(
 }
 
 /// The inputs' headers merged and checked as one node's several-input
-/// marking does ([`crate::markdup::several::SeveralInputs`]).
+/// marking does ([`alnsort_markdup::several::SeveralInputs`]).
 fn several_inputs(
     inputs: &[PathBuf],
     set: &crate::stages::plan::InputSet,
-) -> Result<crate::markdup::several::SeveralInputs> {
+) -> Result<alnsort_markdup::several::SeveralInputs> {
     let paths: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
     let headers: Vec<_> = set.heads.iter().map(|h| h.0.clone()).collect();
-    let several = crate::markdup::several::SeveralInputs::new(
+    let several = alnsort_markdup::several::SeveralInputs::new(
         &paths,
         &headers,
         crate::io::merged::several_inputs_merge_options(),
@@ -467,7 +467,7 @@ fn several_inputs(
 }
 
 /// Why the duplicate decision of several inputs cut into tasks cannot be
-/// cut into tasks, or `None`: [`crate::markdup::several::SeveralInputs::tasks_refusal`]
+/// cut into tasks, or `None`: [`alnsort_markdup::several::SeveralInputs::tasks_refusal`]
 /// on the inputs' headers.
 pub fn tasks_refusal(inputs: &[PathBuf], options: &SortOptions) -> Result<Option<String>> {
     if inputs.len() < 2 {
@@ -479,6 +479,7 @@ pub fn tasks_refusal(inputs: &[PathBuf], options: &SortOptions) -> Result<Option
     match several(inputs, &set) {
         Ok(_) => Ok(None),
         Err(crate::error::Error::Refused(why)) => Ok(Some(why)),
+        Err(crate::error::Error::SeveralInputs(e)) if e.is_refusal() => Ok(Some(e.to_string())),
         Err(e) => Err(e),
     }
 }

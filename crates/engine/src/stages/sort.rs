@@ -13,7 +13,7 @@ use alnsort_bam::{split as bsplit, RecordRef};
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::IndexFormat;
 use alnsort_sort::batch::Batch;
-use alnsort_sort::stages::{merge_blocks, BlockWriter, Partitioner, BLOCK_BUFFERS};
+use alnsort_sort::stages::{merge_blocks, Partitioner, RunBlockWriter, BLOCK_BUFFERS};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 
 use crate::config::{Config, IndexKind};
@@ -391,7 +391,7 @@ fn map_with_share(
         };
         Ok((
             MapOutput {
-                blocks: writers.into_iter().map(BlockWriter::finish).collect(),
+                blocks: writers.into_iter().map(RunBlockWriter::finish).collect(),
                 records,
                 end,
                 reach,

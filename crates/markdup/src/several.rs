@@ -1,9 +1,8 @@
-//! Several inputs as Picard reads them together: one semantics for all, the same dictionaries, their read groups and libraries in the merged header's terms.
+//! Several inputs as Picard reads them together (`I=` more than once): one semantics for all, the same dictionaries, their read groups and libraries in the merged header's terms.
 
-use crate::error::{bail, Context, Result};
+use crate::InputOrder;
 use alnsort_bam::header::Header;
-use alnsort_bam::header_merge::{HeaderMerger, MergeOptions, Translation};
-use alnsort_markdup::InputOrder;
+use alnsort_bam::header_merge::{HeaderMergeError, HeaderMerger, MergeOptions, Translation};
 use std::collections::{BTreeSet, HashMap};
 
 /// The `@HD` sort order of a header says coordinate.
@@ -33,6 +32,41 @@ fn read_groups(h: &Header) -> Vec<(Vec<u8>, Vec<Vec<u8>>)> {
         .collect()
 }
 
+/// Several inputs Picard cannot mark together, as one-node marking
+/// refuses them.
+#[derive(Debug, thiserror::Error)]
+pub enum SeveralInputsError {
+    /// Some inputs say `SO:coordinate` and others do not.
+    #[error(
+        "--markdup with several inputs reads them all with one of Picard's semantics, but {coordinate} says \
+         SO:coordinate and {other} does not: give inputs that are all coordinate-sorted or all grouped by name"
+    )]
+    MixedOrders { coordinate: String, other: String },
+    /// An input's `@SQ` lines are not the first input's.
+    #[error(
+        "--markdup with several inputs needs the same @SQ lines, in the same order, in every input \
+         (Picard's header merge and samtools' order references differently otherwise), but those of {path} \
+         differ from those of {first}"
+    )]
+    Dictionaries { path: String, first: String },
+    /// samtools' header merge of the inputs failed (WHAT says where).
+    #[error("{what}")]
+    HeaderMerge {
+        what: String,
+        #[source]
+        source: HeaderMergeError,
+    },
+}
+
+impl SeveralInputsError {
+    /// Whether the inputs are refused as a combination (not a header that
+    /// does not merge): the reason why their marking cannot be cut into
+    /// tasks either.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, SeveralInputsError::HeaderMerge { .. })
+    }
+}
+
 /// Several inputs as Picard reads them together: the semantics all of
 /// them get, and their read groups in the merged header's terms (what the
 /// one-node marker and every task of the distributed one resolve the
@@ -56,7 +90,11 @@ pub struct SeveralInputs {
 impl SeveralInputs {
     /// Checks what one-node marking of `paths` (with these `headers`)
     /// checks: one semantics for all, the same dictionaries.
-    pub fn new(paths: &[String], headers: &[Header], opts: MergeOptions) -> Result<SeveralInputs> {
+    pub fn new(
+        paths: &[String],
+        headers: &[Header],
+        opts: MergeOptions,
+    ) -> Result<SeveralInputs, SeveralInputsError> {
         let coordinate: Vec<bool> = headers.iter().map(says_coordinate).collect();
         let order = if coordinate.iter().all(|&c| c) {
             InputOrder::Coordinate
@@ -64,12 +102,10 @@ impl SeveralInputs {
             InputOrder::Queryname
         } else {
             let (c, n): (Vec<_>, Vec<_>) = paths.iter().zip(&coordinate).partition(|(_, &c)| c);
-            bail!(Refused,
-                "--markdup with several inputs reads them all with one of Picard's semantics, but {} says \
-                 SO:coordinate and {} does not: give inputs that are all coordinate-sorted or all grouped by name",
-                c[0].0,
-                n[0].0
-            );
+            return Err(SeveralInputsError::MixedOrders {
+                coordinate: c[0].0.clone(),
+                other: n[0].0.clone(),
+            });
         };
         let dict = |h: &Header| -> Vec<(Vec<u8>, u64)> {
             h.refs().iter().map(|r| (r.name.clone(), r.len)).collect()
@@ -77,12 +113,10 @@ impl SeveralInputs {
         let first = dict(&headers[0]);
         for (p, h) in paths.iter().zip(headers).skip(1) {
             if dict(h) != first {
-                bail!(Refused,
-                    "--markdup with several inputs needs the same @SQ lines, in the same order, in every input \
-                     (Picard's header merge and samtools' order references differently otherwise), but those of {p} \
-                     differ from those of {}",
-                    paths[0]
-                );
+                return Err(SeveralInputsError::Dictionaries {
+                    path: p.clone(),
+                    first: paths[0].clone(),
+                });
             }
         }
         // Read groups: an @RG line an earlier input has too (same fields) is
@@ -96,16 +130,17 @@ impl SeveralInputs {
         for (p, h) in paths.iter().zip(headers) {
             let t = merger
                 .add(h)
-                .with_context(|| format!("{p}: merging its header"))?;
+                .map_err(|source| SeveralInputsError::HeaderMerge {
+                    what: format!("{p}: merging its header"),
+                    source,
+                })?;
             let mut libs = BTreeSet::new();
             for (id, fields) in read_groups(h) {
                 let merged = t.read_group(&id).to_vec();
                 let lb = fields.iter().find(|f| f.starts_with(b"LB:"));
-                libs.insert(
-                    lb.map_or(alnsort_markdup::UNKNOWN_LIBRARY.to_string(), |l| {
-                        String::from_utf8_lossy(&l[3..]).into_owned()
-                    }),
-                );
+                libs.insert(lb.map_or(crate::UNKNOWN_LIBRARY.to_string(), |l| {
+                    String::from_utf8_lossy(&l[3..]).into_owned()
+                }));
                 match seen.get(&fields) {
                     Some(first) if *first != merged => aliases.push((merged, first.clone())),
                     Some(_) => {}
@@ -115,14 +150,17 @@ impl SeveralInputs {
                 }
             }
             if libs.is_empty() {
-                libs.insert(alnsort_markdup::UNKNOWN_LIBRARY.to_string());
+                libs.insert(crate::UNKNOWN_LIBRARY.to_string());
             }
             translations.push(t);
             libraries.push(libs);
         }
         let header = merger
             .finish(false)
-            .context("merging the inputs' headers")?;
+            .map_err(|source| SeveralInputsError::HeaderMerge {
+                what: "merging the inputs' headers".into(),
+                source,
+            })?;
         Ok(SeveralInputs {
             order,
             header,
@@ -146,7 +184,7 @@ impl SeveralInputs {
     /// equal. Ends are compared only within a library, so coordinate-sorted
     /// inputs whose libraries are apart are decided per bucket exactly
     /// (the records' libraries are checked after the walk:
-    /// [`crate::stages::markdup::walk_refusal`]).
+    /// `alnsort_engine::stages::markdup::walk_refusal`).
     pub fn tasks_refusal(&self) -> Option<String> {
         if self.order == InputOrder::Queryname {
             return Some(
@@ -172,5 +210,55 @@ impl SeveralInputs {
                     .iter()
                     .any(|other| libs.intersection(other).next().is_some())
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(lines: &[&str]) -> Header {
+        alnsort_bam::header::parse_sam_header(lines.iter().map(|l| l.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn several_inputs_are_cut_into_tasks_only_where_that_is_picards_answer() {
+        let sq = "@SQ\tSN:chr1\tLN:100";
+        let coord = "@HD\tVN:1.6\tSO:coordinate";
+        let paths = ["a.bam".to_string(), "b.bam".to_string()];
+        let plan = |a: &[&str], b: &[&str]| {
+            SeveralInputs::new(&paths, &[header(a), header(b)], Default::default()).unwrap()
+        };
+        // Libraries apart (an @RG without LB is the unknown library).
+        let apart = plan(
+            &[coord, sq, "@RG\tID:x\tLB:libA"],
+            &[coord, sq, "@RG\tID:x\tLB:libB", "@RG\tID:y"],
+        );
+        assert_eq!(apart.order, InputOrder::Coordinate);
+        assert_eq!(apart.tasks_refusal(), None);
+        // The clashing ID x is renamed for b's records.
+        assert_ne!(
+            apart.translations[1].known_read_group(b"x"),
+            Some(&b"x"[..])
+        );
+        assert_eq!(apart.translations[1].known_read_group(b"z"), None);
+        // Lanes of one library.
+        let lanes = plan(
+            &[coord, sq, "@RG\tID:x.1\tLB:libA"],
+            &[coord, sq, "@RG\tID:x.2\tLB:libA"],
+        );
+        // Lanes of one library: decided by the tasks in Picard's merged
+        // order; libraries apart need no such order.
+        assert_eq!(lanes.tasks_refusal(), None);
+        assert!(lanes.keeps_merge_order());
+        assert!(!apart.keeps_merge_order());
+        // No @RG in either: the unknown library in both.
+        let none = plan(&[coord, sq], &[coord, sq]);
+        assert_eq!(none.tasks_refusal(), None);
+        assert!(none.keeps_merge_order());
+        // Name-grouped inputs.
+        let grouped = plan(&[sq, "@RG\tID:x\tLB:libA"], &[sq, "@RG\tID:y\tLB:libB"]);
+        assert_eq!(grouped.order, InputOrder::Queryname);
+        assert!(grouped.tasks_refusal().unwrap().contains("grouped by name"));
     }
 }

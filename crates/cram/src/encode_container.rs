@@ -349,7 +349,9 @@ pub(crate) fn encode(
             if md || nm {
                 // Left out when a reader adds it back the same, as htslib
                 // does: a placed record with bases read against its
-                // reference, one MD and one NM at most.
+                // reference, one MD and one NM at most, and no base that
+                // makes htslib keep both as given (a read N over a
+                // reference N, a base past the reference's end).
                 let again = *regenerated.get_or_insert_with(|| {
                     let refseq = seq_of(r.ref_id());
                     let placed = mapped && r.ref_id() >= 0 && r.pos() >= 0 && has_seq;
@@ -358,10 +360,15 @@ pub(crate) fn encode(
                             s.cigar_words.clear();
                             s.cigar_words
                                 .extend(s.cigar.iter().map(|&(op, l)| l << 4 | u32::from(op)));
+                            let pos = r.pos() as usize;
+                            if crate::md_nm::kept_as_given(&s.bases, &s.cigar_words, pos, refseq) {
+                                // htslib keeps them, in their place.
+                                return None;
+                            }
                             crate::md_nm::compute(
                                 &s.bases,
                                 &s.cigar_words,
-                                r.pos() as usize,
+                                pos,
                                 refseq,
                                 crate::md_nm::Ends::NONE,
                                 &mut s.md,

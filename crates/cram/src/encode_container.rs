@@ -853,7 +853,7 @@ fn attachable(a: &RecordRef, b: &RecordRef) -> bool {
     // 1-based starts and ends.
     let (sa, sb) = (i64::from(a.pos()) + 1, i64::from(b.pos()) + 1);
     let (ea, eb) = (sa + la - 1, sb + lb - 1);
-    // htslib's reader (records.rs `resolve_mates`): from the leftmost
+    // htslib's reader (`records/mates.rs`, `resolve`): from the leftmost
     // start to the rightmost end, positive for the first record when it
     // starts leftmost (ties: when it does not also end rightmost, or the
     // other does not start there too; then by first segment).

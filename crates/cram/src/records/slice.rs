@@ -3,7 +3,7 @@
 //! (flags and position, read group, name, mate, tags, bases and qualities),
 //! its name generated when not stored and its BAM bytes written
 //! ([`bam_record`](super::bam_record)); at the slice's end its mates' fields
-//! ([`mates`](super::mates)).
+//! ([`mates`]).
 
 use super::compression_header::{CompressionHeader, Ds};
 use super::mates::{self, ChainHeads, Mate};

@@ -3,7 +3,7 @@
 //! as bytes), each container decoded to framed BAM records by a pool job
 //! ([`PendingContainer::decode`]): its slices' blocks decompressed
 //! ([`SliceBlocks`]) and its records decoded straight to BAM bytes
-//! (`records.rs`), both by this crate.
+//! (`records.rs`, `records/`), both by this crate.
 
 use crate::codecs::{self, CodecScratch};
 use crate::container::{

@@ -11,6 +11,12 @@
 //! from the CIGAR against the reference, records without bases (SEQ `*`)
 //! carry CRAM flag 0x8 and features from the CIGAR only, missing qualities
 //! are stored as 0xff bytes, as htslib stores them.
+//!
+//! [`encode`] takes the slice's extent, then each record into the data
+//! series ([`encode_record`]) and its tags into their blocks and the tag
+//! dictionary ([`record_tags`]), then compresses the blocks and writes the
+//! compression header ([`series_blocks_and_header`]), the slice header and
+//! the container.
 
 use crate::error::Unencodable;
 use crate::options::{CramOptions, CramVersion};
@@ -231,11 +237,7 @@ pub(crate) fn encode(
     let first_tid = views.first().map_or(-1, |r| r.ref_id());
     let multi = views.iter().any(|r| r.ref_id() != first_tid);
     let reference = if multi { -2 } else { first_tid };
-    let seq_of = |tid: i32| -> Option<&[u8]> {
-        usize::try_from(tid)
-            .ok()
-            .and_then(|t| refs.sequences.get(t).copied().flatten())
-    };
+    let seq_of = |tid: i32| sequence(refs, tid);
     // The slice's span on its reference (htslib: from the first start to
     // the furthest end, ends cut at the reference's end).
     let (mut first_base, mut last_base) = (i64::MAX, 0i64);
@@ -278,193 +280,96 @@ pub(crate) fn encode(
     let mut bases_total: u64 = 0;
     let mut last_ap = slice_start;
     for (k, r) in views.iter().enumerate() {
-        let flag = r.flag();
-        let l_seq = r.l_seq();
-        let qual = r.qual();
-        s.bases.clear();
-        r.push_bases(&mut s.bases);
-        let has_seq = l_seq > 0;
-        let mapped = flag & 0x4 == 0;
-        let apos = r.pos() as i64 + 1;
-        if apos < 0 {
-            // htslib's `cram_encode_slice_read` fails on a position below
-            // 0 (BAM input may hold one; SAM cannot), mapped or not.
-            return Err((k, Unencodable::NegativePosition(apos)));
-        }
-
-        let ser = &mut s.series;
-        int(&mut ser[Ds::Bf as usize], flag as i32);
-        let mut cf = CF_QUALITIES
-            | match s.downstream[k] {
-                Link::Detached => CF_DETACHED,
-                Link::To(_) => CF_MATE_DOWNSTREAM,
-                Link::Last => 0,
-            };
-        if !has_seq {
-            cf |= CF_NO_SEQ;
-        }
-        int(&mut ser[Ds::Cf as usize], cf);
-        if multi {
-            int(&mut ser[Ds::Ri as usize], r.ref_id());
-        }
-        // RL after the features are known (a record without bases takes
-        // its length from the CIGAR); its block is written in record order
-        // all the same, so it is pushed when known, before anything else of
-        // this record goes into the RL block.
-        let ap = if sorted { apos - last_ap } else { apos };
-        last_ap = apos;
-        // Read group and tags.
-        // A CIGAR too long for BAM (`kSmN` with the real one in CG:B,I, SAM
-        // spec §4.2.2): the real one is encoded and CG left out, as htslib
-        // does (it reads the real CIGAR into the record).
-        s.cigar.clear();
-        let long_cigar = long_cigar(r, &mut s.cigar);
-        if !long_cigar {
-            s.cigar.extend(r.cigar().ops());
-        }
-        let mut rg = -1i32;
-        s.line.clear();
-        let mut rg_seen = false;
-        // What a reader computes for MD and NM (md_nm.rs), worked out at
-        // the first of them: `Some(None)` when it adds none.
-        let mut regenerated: Option<Option<u32>> = None;
-        for field in r.aux().fields() {
-            let field = field.map_err(|e| (k, Unencodable::MalformedTags(e)))?;
-            let (tag, ty, val) = (field.tag, field.ty, field.value);
-            if long_cigar && tag == *b"CG" {
-                continue;
-            }
-            if tag == *b"RG" {
-                if rg_seen {
-                    return Err((k, Unencodable::SecondReadGroup));
-                }
-                rg_seen = true;
-                if let Some(id) = field.string().and_then(|v| groups.id(v)) {
-                    rg = id;
-                    continue;
-                }
-            }
-            let md = tag == *b"MD" && ty == b'Z' && !opts.store_md;
-            let nm = tag == *b"NM" && !opts.store_nm;
-            if md || nm {
-                // Left out when a reader adds it back the same, as htslib
-                // does: a placed record with bases read against its
-                // reference, one MD and one NM at most.
-                let again = *regenerated.get_or_insert_with(|| {
-                    let refseq = seq_of(r.ref_id());
-                    let placed = mapped && r.ref_id() >= 0 && r.pos() >= 0 && has_seq;
-                    match refseq {
-                        Some(refseq) if placed && !opts.no_ref && single_md_nm(r.aux()) => {
-                            s.cigar_words.clear();
-                            s.cigar_words
-                                .extend(s.cigar.iter().map(|&(op, l)| l << 4 | u32::from(op)));
-                            crate::md_nm::compute(
-                                &s.bases,
-                                &s.cigar_words,
-                                r.pos() as usize,
-                                refseq,
-                                crate::md_nm::Ends::NONE,
-                                &mut s.md,
-                            )
-                        }
-                        _ => None,
-                    }
-                });
-                let same = again.is_some_and(|n| {
-                    if md {
-                        // Compared as htslib compares it, ignoring case (a
-                        // lower-case MD comes back upper-case, as from samtools).
-                        val[..val.len() - 1].eq_ignore_ascii_case(&s.md)
-                    } else {
-                        field.int() == Some(i64::from(n))
-                    }
-                });
-                if same {
-                    continue;
-                }
-            }
-            s.line.extend_from_slice(&[tag[0], tag[1], ty]);
-            let key = (tag[0] as u32) << 16 | (tag[1] as u32) << 8 | ty as u32;
-            let at = match s.prev_tags.get(s.cur_tags.len()) {
-                Some(&(k, at)) if k == key => at,
-                _ => *s.tag_at.entry(key).or_insert_with(|| {
-                    s.tags.push((key, Vec::new()));
-                    s.tags.len() - 1
-                }),
-            };
-            s.cur_tags.push((key, at));
-            let block = &mut s.tags[at].1;
-            write_itf8(block, val.len() as u32);
-            block.extend_from_slice(val);
-        }
-        std::mem::swap(&mut s.prev_tags, &mut s.cur_tags);
-        s.cur_tags.clear();
-        // Looked up by slice, so that only a new tag line is copied.
-        let tl = match s.prev_tl {
-            Some(tl) if s.line == s.prev_line => tl,
-            _ => match s.lines.get(s.line.as_slice()) {
-                Some(&tl) => tl,
-                None => {
-                    let tl = s.lines.len() as u32;
-                    s.lines.insert(s.line.clone(), tl);
-                    s.line_order.extend_from_slice(&s.line);
-                    s.line_order.push(0);
-                    tl
-                }
-            },
-        };
-        s.prev_tl = Some(tl);
-        std::mem::swap(&mut s.prev_line, &mut s.line);
-
-        let ser = &mut s.series;
-        int(&mut ser[Ds::Ap as usize], clamp_i32(ap));
-        int(&mut ser[Ds::Rg as usize], rg);
-        ser[Ds::Rn as usize].extend_from_slice(r.read_name());
-        ser[Ds::Rn as usize].push(0);
-        match s.downstream[k] {
-            // Mates, detached: stored as they are.
-            Link::Detached => {
-                let mf = i32::from(flag & 0x20 != 0) | (i32::from(flag & 0x8 != 0) << 1);
-                int(&mut ser[Ds::Mf as usize], mf);
-                int(&mut ser[Ds::Ns as usize], r.next_ref_id());
-                // htslib stores a mate position below 0 as 0 (PNEXT 0,
-                // unknown): `MAX(bam_mate_pos(b)+1, 0)`.
-                int(&mut ser[Ds::Np as usize], (r.next_pos() + 1).max(0));
-                int(&mut ser[Ds::Ts as usize], r.tlen());
-            }
-            // Attached: the records to skip to the mate; a reader takes
-            // both records' mate fields and TLEN from each other.
-            Link::To(j) => int(&mut ser[Ds::Nf as usize], (j - k - 1) as i32),
-            Link::Last => {}
-        }
-        int(&mut ser[Ds::Tl as usize], tl as i32);
-
-        let read_len;
-        if mapped {
-            if r.ref_id() < 0 || r.pos() < 0 {
-                return Err((k, Unencodable::NoPosition));
-            }
-            let refseq = seq_of(r.ref_id());
-            read_len = features(r, &s.cigar, &s.bases, qual, refseq, opts.no_ref, ser)
-                .map_err(|what| (k, what))?;
-            int(&mut ser[Ds::Mq as usize], r.mapq() as i32);
-        } else {
-            read_len = l_seq;
-            ser[Ds::Ba as usize].extend_from_slice(&s.bases);
-        }
-        int(&mut ser[Ds::Rl as usize], read_len as i32);
-        if has_seq {
-            ser[Ds::Qs as usize].extend_from_slice(qual);
-        } else {
-            let q = &mut ser[Ds::Qs as usize];
-            q.resize(q.len() + read_len, 0xff);
-        }
+        let read_len = encode_record(s, k, r, multi, sorted, &mut last_ap, refs, groups, opts)?;
         bases_total += read_len as u64;
     }
 
     // Blocks: core (empty), then the series and tags in content-id order.
     let nx16 = opts.version == CramVersion::V3_1;
     let mut externals: Vec<(u32, Vec<u8>)> = Vec::new();
+    let ch = series_blocks_and_header(s, sorted, opts, nx16, &mut externals);
+
+    // Slice header (§8.5): the MD5 of the reference bases the slice
+    // spans, and with embed_ref those bases in a block of their own.
+    let span_bases = match seq_of(reference) {
+        Some(seq) if slice_span > 0 => {
+            let from = ((slice_start - 1) as usize).min(seq.len());
+            let to = (from + slice_span as usize).min(seq.len());
+            Some(&seq[from..to])
+        }
+        _ => None,
+    };
+    let md5: [u8; 16] = span_bases.map_or([0; 16], |b| Md5::digest(b).into());
+    let mut embedded = u32::MAX; // none (-1)
+    if let (true, Some(bases)) = (opts.embed_ref, span_bases) {
+        embedded = EMBEDDED_REFERENCE_ID;
+        externals.push((
+            embedded,
+            block(
+                EXTERNAL_DATA,
+                embedded,
+                bases,
+                Method::Gzip(level(opts)),
+                nx16,
+            ),
+        ));
+    }
+    let mut sh = Vec::new();
+    write_itf8(&mut sh, reference as u32);
+    write_itf8(&mut sh, clamp_i32(slice_start) as u32);
+    write_itf8(&mut sh, clamp_i32(slice_span) as u32);
+    write_itf8(&mut sh, views.len() as u32);
+    write_ltf8(&mut sh, counter);
+    write_itf8(&mut sh, externals.len() as u32 + 1);
+    write_itf8(&mut sh, externals.len() as u32);
+    for (id, _) in &externals {
+        write_itf8(&mut sh, *id);
+    }
+    write_itf8(&mut sh, embedded);
+    sh.extend_from_slice(&md5);
+
+    let mut body = raw_block(COMPRESSION_HEADER, 0, &ch);
+    let landmark = body.len() as u32;
+    body.extend_from_slice(&raw_block(SLICE_HEADER, 0, &sh));
+    body.extend_from_slice(&raw_block(CORE_DATA, 0, &[]));
+    for (_, b) in &externals {
+        body.extend_from_slice(b);
+    }
+    let size = body.len() as u32 - landmark;
+    let bytes = container(
+        &body,
+        reference,
+        slice_start,
+        slice_span,
+        views.len(),
+        counter,
+        bases_total,
+        externals.len() + 3,
+        &[landmark],
+    );
+    Ok(Container {
+        bytes,
+        info: SliceInfo {
+            reference,
+            start: clamp_i32(slice_start),
+            span: clamp_i32(slice_span),
+            landmark,
+            size,
+        },
+    })
+}
+
+/// Compresses the slice's data series and tag blocks in `s` into
+/// `externals` (content-id order) and returns the compression header
+/// (§8.4) that names their encodings: preservation map (RN, AP delta when
+/// `sorted`, RR, SM, TD), data series and tag encodings.
+fn series_blocks_and_header(
+    s: &mut Scratch,
+    sorted: bool,
+    opts: &CramOptions,
+    nx16: bool,
+    externals: &mut Vec<(u32, Vec<u8>)>,
+) -> Vec<u8> {
     let mut ds_map = Vec::new();
     let mut ds_count = 0u32;
     for (idx, (ds, key, kind)) in SERIES.iter().enumerate() {
@@ -537,75 +442,245 @@ pub(crate) fn encode(
     ch.extend_from_slice(&dsm);
     write_itf8(&mut ch, tag_map.len() as u32);
     ch.extend_from_slice(&tag_map);
+    ch
+}
 
-    // Slice header (§8.5): the MD5 of the reference bases the slice
-    // spans, and with embed_ref those bases in a block of their own.
-    let span_bases = match seq_of(reference) {
-        Some(seq) if slice_span > 0 => {
-            let from = ((slice_start - 1) as usize).min(seq.len());
-            let to = (from + slice_span as usize).min(seq.len());
-            Some(&seq[from..to])
+/// Encodes record `k` of the slice (`r`) into the data series and tag
+/// blocks of `s`; returns its read length. `multi`: the slice holds
+/// several references (RI stored); `sorted`: AP is stored as a delta from
+/// `last_ap`, the previous record's position.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn encode_record(
+    s: &mut Scratch,
+    k: usize,
+    r: &RecordRef<'_>,
+    multi: bool,
+    sorted: bool,
+    last_ap: &mut i64,
+    refs: &SliceRefs,
+    groups: &dyn ReadGroups,
+    opts: &CramOptions,
+) -> Result<usize, Refusal> {
+    let seq_of = |tid: i32| sequence(refs, tid);
+    let flag = r.flag();
+    let l_seq = r.l_seq();
+    let qual = r.qual();
+    s.bases.clear();
+    r.push_bases(&mut s.bases);
+    let has_seq = l_seq > 0;
+    let mapped = flag & 0x4 == 0;
+    let apos = r.pos() as i64 + 1;
+    if apos < 0 {
+        // htslib's `cram_encode_slice_read` fails on a position below
+        // 0 (BAM input may hold one; SAM cannot), mapped or not.
+        return Err((k, Unencodable::NegativePosition(apos)));
+    }
+
+    let ser = &mut s.series;
+    int(&mut ser[Ds::Bf as usize], flag as i32);
+    let mut cf = CF_QUALITIES
+        | match s.downstream[k] {
+            Link::Detached => CF_DETACHED,
+            Link::To(_) => CF_MATE_DOWNSTREAM,
+            Link::Last => 0,
+        };
+    if !has_seq {
+        cf |= CF_NO_SEQ;
+    }
+    int(&mut ser[Ds::Cf as usize], cf);
+    if multi {
+        int(&mut ser[Ds::Ri as usize], r.ref_id());
+    }
+    // RL after the features are known (a record without bases takes
+    // its length from the CIGAR); its block is written in record order
+    // all the same, so it is pushed when known, before anything else of
+    // this record goes into the RL block.
+    let ap = if sorted { apos - *last_ap } else { apos };
+    *last_ap = apos;
+    // Read group and tags.
+    // A CIGAR too long for BAM (`kSmN` with the real one in CG:B,I, SAM
+    // spec §4.2.2): the real one is encoded and CG left out, as htslib
+    // does (it reads the real CIGAR into the record).
+    s.cigar.clear();
+    let long_cigar = long_cigar(r, &mut s.cigar);
+    if !long_cigar {
+        s.cigar.extend(r.cigar().ops());
+    }
+    let (rg, tl) = record_tags(s, k, r, long_cigar, mapped && has_seq, refs, groups, opts)?;
+
+    let ser = &mut s.series;
+    int(&mut ser[Ds::Ap as usize], clamp_i32(ap));
+    int(&mut ser[Ds::Rg as usize], rg);
+    ser[Ds::Rn as usize].extend_from_slice(r.read_name());
+    ser[Ds::Rn as usize].push(0);
+    match s.downstream[k] {
+        // Mates, detached: stored as they are.
+        Link::Detached => {
+            let mf = i32::from(flag & 0x20 != 0) | (i32::from(flag & 0x8 != 0) << 1);
+            int(&mut ser[Ds::Mf as usize], mf);
+            int(&mut ser[Ds::Ns as usize], r.next_ref_id());
+            // htslib stores a mate position below 0 as 0 (PNEXT 0,
+            // unknown): `MAX(bam_mate_pos(b)+1, 0)`.
+            int(&mut ser[Ds::Np as usize], (r.next_pos() + 1).max(0));
+            int(&mut ser[Ds::Ts as usize], r.tlen());
         }
-        _ => None,
-    };
-    let md5: [u8; 16] = span_bases.map_or([0; 16], |b| Md5::digest(b).into());
-    let mut embedded = u32::MAX; // none (-1)
-    if let (true, Some(bases)) = (opts.embed_ref, span_bases) {
-        embedded = EMBEDDED_REFERENCE_ID;
-        externals.push((
-            embedded,
-            block(
-                EXTERNAL_DATA,
-                embedded,
-                bases,
-                Method::Gzip(level(opts)),
-                nx16,
-            ),
-        ));
+        // Attached: the records to skip to the mate; a reader takes
+        // both records' mate fields and TLEN from each other.
+        Link::To(j) => int(&mut ser[Ds::Nf as usize], (j - k - 1) as i32),
+        Link::Last => {}
     }
-    let mut sh = Vec::new();
-    write_itf8(&mut sh, reference as u32);
-    write_itf8(&mut sh, clamp_i32(slice_start) as u32);
-    write_itf8(&mut sh, clamp_i32(slice_span) as u32);
-    write_itf8(&mut sh, views.len() as u32);
-    write_ltf8(&mut sh, counter);
-    write_itf8(&mut sh, externals.len() as u32 + 1);
-    write_itf8(&mut sh, externals.len() as u32);
-    for (id, _) in &externals {
-        write_itf8(&mut sh, *id);
-    }
-    write_itf8(&mut sh, embedded);
-    sh.extend_from_slice(&md5);
+    int(&mut ser[Ds::Tl as usize], tl as i32);
 
-    let mut body = raw_block(COMPRESSION_HEADER, 0, &ch);
-    let landmark = body.len() as u32;
-    body.extend_from_slice(&raw_block(SLICE_HEADER, 0, &sh));
-    body.extend_from_slice(&raw_block(CORE_DATA, 0, &[]));
-    for (_, b) in &externals {
-        body.extend_from_slice(b);
+    let read_len;
+    if mapped {
+        if r.ref_id() < 0 || r.pos() < 0 {
+            return Err((k, Unencodable::NoPosition));
+        }
+        let refseq = seq_of(r.ref_id());
+        read_len = features(r, &s.cigar, &s.bases, qual, refseq, opts.no_ref, ser)
+            .map_err(|what| (k, what))?;
+        int(&mut ser[Ds::Mq as usize], r.mapq() as i32);
+    } else {
+        read_len = l_seq;
+        ser[Ds::Ba as usize].extend_from_slice(&s.bases);
     }
-    let size = body.len() as u32 - landmark;
-    let bytes = container(
-        &body,
-        reference,
-        slice_start,
-        slice_span,
-        views.len(),
-        counter,
-        bases_total,
-        externals.len() + 3,
-        &[landmark],
-    );
-    Ok(Container {
-        bytes,
-        info: SliceInfo {
-            reference,
-            start: clamp_i32(slice_start),
-            span: clamp_i32(slice_span),
-            landmark,
-            size,
+    int(&mut ser[Ds::Rl as usize], read_len as i32);
+    if has_seq {
+        ser[Ds::Qs as usize].extend_from_slice(qual);
+    } else {
+        let q = &mut ser[Ds::Qs as usize];
+        q.resize(q.len() + read_len, 0xff);
+    }
+    Ok(read_len)
+}
+
+/// Stores record `k`'s tags (`r`'s, CG left out when its CIGAR is the long
+/// form in `s.cigar`) in their blocks and its tag line in the tag
+/// dictionary, MD/NM left out where a reader computes them back the same;
+/// returns its read-group series value (-1: none; an RG not in the header
+/// is a tag) and tag line. `placed_bases`: mapped with bases.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn record_tags(
+    s: &mut Scratch,
+    k: usize,
+    r: &RecordRef<'_>,
+    long_cigar: bool,
+    placed_bases: bool,
+    refs: &SliceRefs,
+    groups: &dyn ReadGroups,
+    opts: &CramOptions,
+) -> Result<(i32, u32), Refusal> {
+    let seq_of = |tid: i32| sequence(refs, tid);
+    let mut rg = -1i32;
+    s.line.clear();
+    let mut rg_seen = false;
+    // What a reader computes for MD and NM (md_nm.rs), worked out at
+    // the first of them: `Some(None)` when it adds none.
+    let mut regenerated: Option<Option<u32>> = None;
+    for field in r.aux().fields() {
+        let field = field.map_err(|e| (k, Unencodable::MalformedTags(e)))?;
+        let (tag, ty, val) = (field.tag, field.ty, field.value);
+        if long_cigar && tag == *b"CG" {
+            continue;
+        }
+        if tag == *b"RG" {
+            if rg_seen {
+                return Err((k, Unencodable::SecondReadGroup));
+            }
+            rg_seen = true;
+            if let Some(id) = field.string().and_then(|v| groups.id(v)) {
+                rg = id;
+                continue;
+            }
+        }
+        let md = tag == *b"MD" && ty == b'Z' && !opts.store_md;
+        let nm = tag == *b"NM" && !opts.store_nm;
+        if md || nm {
+            // Left out when a reader adds it back the same, as htslib
+            // does: a placed record with bases read against its
+            // reference, one MD and one NM at most, and no base that
+            // makes htslib keep both as given (a read N over a
+            // reference N, a base past the reference's end).
+            let again = *regenerated.get_or_insert_with(|| {
+                let refseq = seq_of(r.ref_id());
+                let placed = placed_bases && r.ref_id() >= 0 && r.pos() >= 0;
+                match refseq {
+                    Some(refseq) if placed && !opts.no_ref && single_md_nm(r.aux()) => {
+                        s.cigar_words.clear();
+                        s.cigar_words
+                            .extend(s.cigar.iter().map(|&(op, l)| l << 4 | u32::from(op)));
+                        let pos = r.pos() as usize;
+                        if crate::md_nm::kept_as_given(&s.bases, &s.cigar_words, pos, refseq) {
+                            // htslib keeps them, in their place.
+                            return None;
+                        }
+                        crate::md_nm::compute(
+                            &s.bases,
+                            &s.cigar_words,
+                            pos,
+                            refseq,
+                            crate::md_nm::Ends::NONE,
+                            &mut s.md,
+                        )
+                    }
+                    _ => None,
+                }
+            });
+            let same = again.is_some_and(|n| {
+                if md {
+                    // Compared as htslib compares it, ignoring case (a
+                    // lower-case MD comes back upper-case, as from samtools).
+                    val[..val.len() - 1].eq_ignore_ascii_case(&s.md)
+                } else {
+                    field.int() == Some(i64::from(n))
+                }
+            });
+            if same {
+                continue;
+            }
+        }
+        s.line.extend_from_slice(&[tag[0], tag[1], ty]);
+        let key = (tag[0] as u32) << 16 | (tag[1] as u32) << 8 | ty as u32;
+        let at = match s.prev_tags.get(s.cur_tags.len()) {
+            Some(&(k, at)) if k == key => at,
+            _ => *s.tag_at.entry(key).or_insert_with(|| {
+                s.tags.push((key, Vec::new()));
+                s.tags.len() - 1
+            }),
+        };
+        s.cur_tags.push((key, at));
+        let block = &mut s.tags[at].1;
+        write_itf8(block, val.len() as u32);
+        block.extend_from_slice(val);
+    }
+    std::mem::swap(&mut s.prev_tags, &mut s.cur_tags);
+    s.cur_tags.clear();
+    // Looked up by slice, so that only a new tag line is copied.
+    let tl = match s.prev_tl {
+        Some(tl) if s.line == s.prev_line => tl,
+        _ => match s.lines.get(s.line.as_slice()) {
+            Some(&tl) => tl,
+            None => {
+                let tl = s.lines.len() as u32;
+                s.lines.insert(s.line.clone(), tl);
+                s.line_order.extend_from_slice(&s.line);
+                s.line_order.push(0);
+                tl
+            }
         },
-    })
+    };
+    s.prev_tl = Some(tl);
+    std::mem::swap(&mut s.prev_line, &mut s.line);
+    Ok((rg, tl))
+}
+
+/// The upper-case sequence of reference `tid`, if the slice uses it.
+fn sequence<'a>(refs: &SliceRefs<'a>, tid: i32) -> Option<&'a [u8]> {
+    usize::try_from(tid)
+        .ok()
+        .and_then(|t| refs.sequences.get(t).copied().flatten())
 }
 
 fn clamp_i32(v: i64) -> i32 {
@@ -846,7 +921,7 @@ fn attachable(a: &RecordRef, b: &RecordRef) -> bool {
     // 1-based starts and ends.
     let (sa, sb) = (i64::from(a.pos()) + 1, i64::from(b.pos()) + 1);
     let (ea, eb) = (sa + la - 1, sb + lb - 1);
-    // htslib's reader (records.rs `resolve_mates`): from the leftmost
+    // htslib's reader (`records/mates.rs`, `resolve`): from the leftmost
     // start to the rightmost end, positive for the first record when it
     // starts leftmost (ties: when it does not also end rightmost, or the
     // other does not start there too; then by first segment).

@@ -131,7 +131,7 @@ pub enum DecodeError {
     #[error(transparent)]
     Tok3(Tok3Fault),
     /// A container's compression header or the data series of a
-    /// slice's records (`records.rs`).
+    /// slice's records (`records.rs`, `records/`).
     #[error(transparent)]
     Record(RecordFault),
     /// A gzip block that does not inflate (libdeflate's error).

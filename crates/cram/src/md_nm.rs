@@ -195,6 +195,42 @@ fn plain_equal_prefix(q: &[u8], r: &[u8]) -> usize {
     k
 }
 
+/// Whether htslib 1.24's encoder keeps a placed record's MD and NM as given,
+/// whatever their values (`verbatim_MD`/`verbatim_NM` in `cram_encode.c`),
+/// so that a reader finds them in their place among the tags: an aligned
+/// (`M`, `=`, `X`) read base N over a reference N (either case), or an
+/// aligned base at or past the reference's end (`reference` is the whole
+/// sequence). `bases` are the read's letters, `cigar` BAM-packed operations
+/// from 0-based `pos`.
+pub(crate) fn kept_as_given(bases: &[u8], cigar: &[u32], pos: usize, reference: &[u8]) -> bool {
+    let (mut qi, mut ri) = (0usize, pos);
+    for &c in cigar {
+        let (op, len) = cigar::unpack(c);
+        let len = len as usize;
+        match op {
+            op::MATCH | op::SEQ_MATCH | op::SEQ_MISMATCH => {
+                if len > 0 && ri.saturating_add(len) > reference.len() {
+                    return true;
+                }
+                let q = bases.get(qi..).map_or(&[][..], |q| &q[..q.len().min(len)]);
+                let mut from = 0;
+                while let Some(k) = q[from..].iter().position(|&b| b == b'N') {
+                    if reference[ri + from + k] & !0x20 == b'N' {
+                        return true;
+                    }
+                    from += k + 1;
+                }
+                qi += len;
+                ri += len;
+            }
+            op::INSERTION | op::SOFT_CLIP => qi += len,
+            op::DELETION | op::SKIP => ri += len,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Appends the MD tag (when `md` is given) and the NM tag (when `nm` is
 /// given, as the smallest unsigned type, as htslib writes it).
 pub(crate) fn push(out: &mut Vec<u8>, md: Option<&[u8]>, nm: Option<u32>) {
@@ -284,6 +320,35 @@ pub(crate) mod tests {
         let mut md = b"stale".to_vec();
         let nm = compute(bases, &cigar, pos, reference, ends, &mut md)?;
         Some((String::from_utf8(md).unwrap(), nm))
+    }
+
+    /// `kept_as_given` of `cigar` ((op, len) pairs).
+    fn kept(bases: &[u8], cigar: &[(u8, u32)], pos: usize, reference: &[u8]) -> bool {
+        let cigar: Vec<u32> = cigar
+            .iter()
+            .map(|&(op, len)| len << 4 | op as u32)
+            .collect();
+        kept_as_given(bases, &cigar, pos, reference)
+    }
+
+    #[test]
+    fn htslib_keeps_md_nm_for_n_over_n_and_bases_past_the_end() {
+        // hts-specs' md#1 cases: a read N over a reference N (either case)
+        // in M, = or X keeps both tags as given.
+        assert!(kept(b"ACNT", &[(0, 4)], 0, b"ACNT"));
+        assert!(kept(b"ACNT", &[(7, 2), (8, 2)], 0, b"ACnT"));
+        // An N elsewhere (over a base, inserted, soft-clipped) does not,
+        // nor a reference N under another base or under a deletion.
+        assert!(!kept(b"ANGT", &[(0, 4)], 0, b"ACNT"));
+        assert!(!kept(b"NACT", &[(4, 1), (0, 3)], 1, b"NACT"));
+        assert!(!kept(b"ANCT", &[(0, 1), (1, 1), (0, 2)], 0, b"AACNNT"));
+        assert!(!kept(b"AT", &[(0, 1), (2, 2), (0, 1)], 0, b"ANNT"));
+        // Bases after a skip are compared where they lie.
+        assert!(kept(b"AN", &[(0, 1), (3, 2), (0, 1)], 0, b"ACCN"));
+        // An aligned base past the end keeps them; up to the end does not.
+        assert!(kept(b"ACGT", &[(0, 4)], 1, b"ACGT"));
+        assert!(!kept(b"CGT", &[(0, 3)], 1, b"ACGT"));
+        assert!(kept(b"A", &[(0, 1)], 9, b"ACGT"));
     }
 
     #[test]

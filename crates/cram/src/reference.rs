@@ -20,7 +20,7 @@
 //!   The bases are then vouched for by each slice's own MD5 over its span
 //!   ([`Lease::check_slice`]); a slice that carries none (multi-reference
 //!   slices, an all-zero MD5) cannot be checked and is refused by name
-//!   ([`Lease::sequence_unchecked`]) where htslib would decode it against
+//!   ([`Lease::refuse_unchecked`]) where htslib would decode it against
 //!   bases that may not be the ones it was written with.
 
 use crate::error::{FaiError, ReferenceError};

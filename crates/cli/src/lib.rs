@@ -11,6 +11,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod args;
+pub mod markdup;
 pub mod markduplicates;
 pub mod merge;
 pub mod signals;
@@ -200,6 +201,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
+        Some("markdup") => return markdup::main(&argv0, rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
@@ -214,6 +216,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                 }
                 Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
                 Some("MarkDuplicates") => print!("{}", alnsort_engine::picard::help()),
+                Some("markdup") => print!("{}", alnsort_engine::samtools_markdup::markdup_help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

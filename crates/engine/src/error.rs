@@ -79,6 +79,8 @@ pub enum Error {
     #[error(transparent)]
     Markdup(#[from] alnsort_markdup::MarkdupError),
     #[error(transparent)]
+    SamtoolsMarkdup(#[from] alnsort_markdup::samtools::Error),
+    #[error(transparent)]
     Lost(#[from] alnsort_pipeline::Lost),
     #[error(transparent)]
     Create(#[from] crate::cleanup::CreateError),
@@ -144,6 +146,7 @@ impl Error {
             Error::Index(e) => e,
             Error::IndexRead(e) => e,
             Error::Markdup(e) => e,
+            Error::SamtoolsMarkdup(e) => e,
             Error::Lost(e) => e,
             Error::Create(e) => e,
             Error::IndexWrite(e) => e,

@@ -23,6 +23,7 @@ pub mod options;
 pub mod output;
 pub mod picard;
 pub mod progress;
+pub mod samtools_markdup;
 pub mod sort_args;
 pub mod stage_args;
 pub mod stage_commands;

@@ -49,6 +49,7 @@ pub mod dist;
 pub mod grouping;
 pub mod metrics;
 pub mod optical;
+pub mod samtools;
 mod spill;
 
 use alnsort_pipeline::prefault::PrefaultAhead;

@@ -432,7 +432,7 @@ fn run_inner(a: &MarkdupArgs, debris: &Debris) -> Result<MarkdupReport> {
     let mut n = 0u64;
     let drain = |marker: &mut Marker, out: &mut output::Output| -> Result<()> {
         for w in marker.take_warnings() {
-            eprintln!("{w}");
+            eprintln!("alnsort markdup: {w}");
         }
         while let Some(rec) = marker.pop_ready() {
             out.write_record(&rec)?;
@@ -470,7 +470,7 @@ fn write_stats(a: &MarkdupArgs, stats: &alnsort_markdup::samtools::Stats) -> Res
         stats.text(&a.command_line)
     };
     for w in warnings {
-        eprintln!("[markdup] {w}");
+        eprintln!("alnsort markdup: {w}");
     }
     if let Some(path) = &a.stats_file {
         match std::fs::File::create(path) {
@@ -479,7 +479,7 @@ fn write_stats(a: &MarkdupArgs, stats: &alnsort_markdup::samtools::Stats) -> Res
                     .write_all(text.as_bytes())
                     .with_context(|| format!("{path}: writing the statistics"));
             }
-            Err(_) => eprintln!("[markdup] warning, cannot write stats to {path}."),
+            Err(_) => eprintln!("alnsort markdup: warning, cannot write stats to {path}."),
         }
     }
     eprint!("{text}");

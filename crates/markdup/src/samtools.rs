@@ -324,13 +324,13 @@ impl Marker {
         if read_groups {
             let mut ok = true;
             if read_group_ids.is_empty() {
-                warnings.push("[markdup] error, no read groups found.".to_string());
+                warnings.push("error, no read groups found.".to_string());
                 ok = false;
             }
             for (i, id) in read_group_ids.iter().enumerate() {
                 if rg_map.insert(id.to_vec(), i + 1).is_some() {
                     warnings.push(format!(
-                        "[markdup] error, duplicate read group ids {}.Read groups will not be used",
+                        "error, duplicate read group ids {}.Read groups will not be used",
                         text(id)
                     ));
                     ok = false;
@@ -339,7 +339,7 @@ impl Marker {
                 rg_ids.push(text(id));
             }
             if !ok {
-                warnings.push("[markdup] error, read groups will not be used.".to_string());
+                warnings.push("error, read groups will not be used.".to_string());
                 read_groups = false;
                 rg_map.clear();
                 rg_ids.clear();
@@ -374,7 +374,8 @@ impl Marker {
     }
 
     /// Messages samtools prints on standard error (warnings, and the
-    /// errors it goes on after), each a whole line.
+    /// errors it goes on after), each a line without samtools' prefix
+    /// (`samtools markdup: `).
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
     }
@@ -466,13 +467,13 @@ impl Marker {
         }
         if self.opt_warnings > 0 {
             self.warnings.push(format!(
-                "[markdup] warning, number of failed attempts to get coordinates from read names = {}",
+                "warning, number of failed attempts to get coordinates from read names = {}",
                 self.opt_warnings
             ));
         }
         if self.bc_warnings > 0 {
             self.warnings.push(format!(
-                "[markdup] warning, number of failed attempts to get barcodes = {}",
+                "warning, number of failed attempts to get barcodes = {}",
                 self.bc_warnings
             ));
         }
@@ -491,7 +492,7 @@ impl Marker {
     fn warn_barcode(&mut self, msg: String) {
         self.bc_warnings += 1;
         if self.bc_warnings <= WARNING_MAX {
-            self.warnings.push(format!("[markdup] {msg}"));
+            self.warnings.push(msg);
         }
     }
 
@@ -534,7 +535,7 @@ impl Marker {
         }
         if self.bc_warnings == WARNING_MAX && before != self.bc_warnings {
             self.warnings.push(format!(
-                "[markdup] warning, {} barcode read warnings.  New warnings will not be reported.",
+                "warning, {} barcode read warnings.  New warnings will not be reported.",
                 self.bc_warnings
             ));
         }
@@ -855,7 +856,7 @@ impl Marker {
         if let Err(NameFailure::Warn(w)) = &got {
             self.opt_warnings += 1;
             if self.opt_warnings <= WARNING_MAX {
-                self.warnings.push(format!("[markdup] {w}"));
+                self.warnings.push(w.clone());
             }
         }
         got
@@ -906,7 +907,7 @@ impl Marker {
         }
         if self.opt_warnings == WARNING_MAX && before != self.opt_warnings {
             self.warnings.push(format!(
-                "[markdup] warning, {} decipher read name warnings.  New warnings will not be reported.",
+                "warning, {} decipher read name warnings.  New warnings will not be reported.",
                 self.opt_warnings
             ));
         }

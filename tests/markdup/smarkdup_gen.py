@@ -73,20 +73,29 @@ class Gen:
         self.n = 0
         self.long_reads = long_reads
         self.templates: list[list[str]] = []
+        self.used: set[str] = set()
 
     def name(self, style: str, tile: int, x: int, y: int, umi: str) -> str:
+        """A unique read name of `style`; names of one tile share everything before x (so optical
+        duplicates are found by tile and distance), a taken name moves y by one."""
         self.n += 1
-        if style == "c3":
-            return f"{tile % 10}:{tile}:{x}:{y}"
-        if style == "c4":
-            return f"M{self.n}:1:{tile}:{x}:{y}"
-        if style == "c6":
-            return f"M1:{self.n}:FC:1:{tile}:{x}:{y}"
-        if style == "c7":
-            return f"M1:{self.n}:FC:1:{tile}:{x}:{y}:{umi}"
-        if style == "c5":
-            return f"M1:{self.n}:FC:{tile}:{x}:{y}"
-        return f"read{self.n:05d}"
+        while True:
+            if style == "c3":
+                name = f"{tile % 10}:{tile}:{x}:{y}"
+            elif style == "c4":
+                name = f"M1:1:{tile}:{x}:{y}"
+            elif style == "c6":
+                name = f"M1:7:FC:1:{tile}:{x}:{y}"
+            elif style == "c7":
+                name = f"M1:7:FC:1:{tile}:{x}:{y}:{umi}"
+            elif style == "c5":
+                name = f"M1:7:FC:{tile}:{x}:{y}"
+            else:
+                name = f"read{self.n:05d}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+            y += 1
 
     def record(self, name, flag, ref, pos, cigar, length, qual, tags, mapq=None):
         seq = _seq(self.rng, length)

@@ -135,7 +135,7 @@ OPTION_SETS = [
     ["-S", "-r", "--duplicate-count"],
     ["--barcode-name"],
     ["--barcode-tag", "BC", "-d", "100"],
-    ["--barcode-rgx", "M1:[0-9]+:FC:[0-9]+:([0-9]+):"],
+    ["--barcode-rgx", "M1:[0-9]+:FC:1:[0-9]+:([0-9]+):"],
     ["--use-read-groups", "-d", "100"],
     ["--use-read-groups", "--json", "-S", "-t"],
     ["--json", "-d", "100"],
@@ -174,6 +174,7 @@ def test_read_coords_regex(alnsort_bin, tmp_path):
     src = prepare(tmp_path, "\n".join(lines) + "\n", "rc")
     for opts in (
         ["--read-coords", "FC:([0-9]+:[0-9]+):([0-9]+):([0-9]+)", "-d", "100", "-t"],
+        ["--read-coords", "^M1:([0-9]+):FC:[0-9]+:([0-9]+):([0-9]+)", "--coords-order", "xty", "-d", "300"],
         ["--read-coords", "FC:[0-9]+:([0-9]+):([0-9]+):([0-9]+)", "--coords-order", "tyx", "-d", "100"],
         ["--read-coords", "([0-9]+):([0-9]+)(:[A-Z]+)?$", "--coords-order", "xy", "-d", "100"],
     ):
@@ -289,3 +290,25 @@ def test_refused_options_are_named(alnsort_bin, prepared, tmp_path):
     assert not (tmp_path / "x.bam").exists()
     g = run_markdup(["-m", "q", str(prepared[1]), "x.bam"], tmp_path)
     assert g.returncode != 0 and "unknown mode" in g.stderr.decode()
+
+
+def test_inputs_hit_the_traps(prepared, tmp_path):
+    """The generated inputs give samtools what the comparisons are about: duplicate pairs and singles,
+    optical ones of both, non-primary duplicates (-S), singles beaten by pairs and unscored names."""
+    totals: dict[str, int] = {}
+    for src in prepared.values():
+        e = oracle.samtools("markdup", "-S", "-d", "100", "-s", str(src), "o.bam", cwd=str(tmp_path))
+        for line in e.stderr.decode().splitlines():
+            key, _, value = line.partition(": ")
+            if value.strip().isdigit():
+                totals[key] = totals.get(key, 0) + int(value)
+    for key in (
+        "DUPLICATE PAIR",
+        "DUPLICATE SINGLE",
+        "DUPLICATE PAIR OPTICAL",
+        "DUPLICATE SINGLE OPTICAL",
+        "DUPLICATE NON PRIMARY",
+        "DUPLICATE NON PRIMARY OPTICAL",
+        "EXCLUDED",
+    ):
+        assert totals.get(key, 0) > 0, f"{key} is 0 over the generated inputs: {totals}"

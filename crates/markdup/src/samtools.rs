@@ -250,6 +250,9 @@ pub struct Marker {
     opt_warnings: i64,
     bc_warnings: i64,
     warnings: Vec<String>,
+    /// The tile fields (start, length) samtools' reused chain-check array
+    /// holds at each slot (see `chain`).
+    stale_tiles: Vec<(usize, usize)>,
 }
 
 fn name_of(rec: &[u8]) -> &[u8] {
@@ -365,6 +368,7 @@ impl Marker {
             opt_warnings: 0,
             bc_warnings: 0,
             warnings,
+            stale_tiles: Vec::new(),
         }
     }
 

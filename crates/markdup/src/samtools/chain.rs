@@ -110,12 +110,21 @@ impl Marker {
                 let paired = has_mate(self.rec(cur));
                 let dup_name = name_of(self.rec(cur)).to_vec();
                 let mut is_opt = false;
+                let slot = list.len();
                 if let Ok(dc) = self.name_coords(&dup_name) {
                     is_opt = self.close(&ori_name, &oc, &dup_name, &dc);
                     c.x = dc.x;
                     c.y = dc.y;
                     c.beg = dc.t_beg;
                     c.len = dc.t_end - dc.t_beg;
+                    if self.stale_tiles.len() <= slot {
+                        self.stale_tiles.resize(slot + 1, (0, 0));
+                    }
+                    self.stale_tiles[slot] = (c.beg, c.len);
+                } else {
+                    // samtools leaves this slot's tile fields as an earlier
+                    // chain check set them (its list array is reused).
+                    (c.beg, c.len) = self.stale_tiles.get(slot).copied().unwrap_or((0, 0));
                 }
                 if !c.opt && is_opt {
                     self.optical_retag(cur, paired, group)?;
@@ -135,11 +144,28 @@ impl Marker {
         Ok((list, coord_fail))
     }
 
-    /// The tile part of a checked duplicate's name.
-    fn tile<'a>(&'a self, c: &Check) -> &'a [u8] {
-        let name = name_of(self.rec(c.id));
-        let end = (c.beg + c.len).min(name.len());
-        &name[c.beg.min(end)..end]
+    /// The tile part of a checked duplicate's name, as samtools' `memcmp`
+    /// reads it from the name's start in htslib's in-memory record: a
+    /// slot's stale fields (a name that gave no coordinates) may reach past
+    /// the name, into its NUL padding to 4 bytes (`l_extranul`) and the
+    /// CIGAR, sequence, ... after it, which it then reads, as here; past
+    /// the record's end it reads other memory, here nothing.
+    fn tile(&self, c: &Check) -> std::borrow::Cow<'_, [u8]> {
+        let r = RecordRef::with_block_size(self.rec(c.id));
+        let data = &r.bytes()[alnsort_bam::record::FIXED_LEN..];
+        let l_name = r.l_read_name();
+        let end = c.beg + c.len;
+        if end <= l_name {
+            return std::borrow::Cow::Borrowed(&data[c.beg..end]);
+        }
+        let extra = (4 - l_name % 4) % 4;
+        let mut mem = Vec::with_capacity(data.len() + extra);
+        mem.extend_from_slice(&data[..l_name]);
+        mem.resize(l_name + extra, 0);
+        mem.extend_from_slice(&data[l_name..]);
+        let end = end.min(mem.len());
+        let beg = c.beg.min(end);
+        std::borrow::Cow::Owned(mem[beg..end].to_vec())
     }
 
     /// samtools' `check_duplicate_chain`: the duplicates sorted by (tile
@@ -152,7 +178,7 @@ impl Marker {
         list.sort_by(|a, b| {
             a.len
                 .cmp(&b.len)
-                .then_with(|| self.tile(a).cmp(self.tile(b)))
+                .then_with(|| self.tile(a).cmp(&self.tile(b)))
                 .then_with(|| a.x.cmp(&b.x))
         });
         let dist = self.opts.optical_distance;

@@ -105,13 +105,14 @@ pub const MARKDUP_OPTIONS: &[SmdSpec] = &[
     spec(SmdOptId::MaxLength, Some('l'), None, Some("INT"),
          "Max read length (default 300 bases): the window duplicates are looked for in.", Some("max_length")),
     spec(SmdOptId::Supplementary, Some('S'), None, None,
-         "Mark supplementary alignments of duplicates as duplicates (all records are held until the end).",
+         "Mark supplementary alignments of duplicates as duplicates (slower: a second pass over a temporary file).",
          Some("supplementary")),
     spec(SmdOptId::Stats, Some('s'), None, None, "Report stats (on standard error).", Some("stats")),
     spec(SmdOptId::StatsFile, Some('f'), None, Some("NAME"), "Write stats to named file. Implies -s.", Some("stats_file")),
     spec(SmdOptId::Json, None, Some("json"), None, "Output stats in JSON. Also implies -s.", None),
     spec(SmdOptId::TmpPrefix, Some('T'), None, Some("PREFIX"),
-         "Accepted for samtools' sake; alnsort markdup writes no temporary files.", Some("tmp_prefix")),
+         "Where -S's temporary file goes: a private directory is made beside PREFIX (in it, when a directory).",
+         Some("tmp_prefix")),
     spec(SmdOptId::OpticalDistance, Some('d'), None, Some("INT"),
          "Optical distance (if set, marks duplicates with a dt tag: SQ optical, LB library).",
          Some("optical_distance")),
@@ -429,13 +430,25 @@ fn run_inner(a: &MarkdupArgs, debris: &Debris) -> Result<MarkdupReport> {
         )?;
         Ok((bytes, starts, warnings))
     })?;
+    // -S: the first pass's records go to a temporary file, read back for
+    // the second pass (as samtools does).
+    let mut first_pass = match marker.needs_second_pass() {
+        true => Some(FirstPass::create(&cfg, debris)?),
+        false => None,
+    };
     let mut n = 0u64;
-    let drain = |marker: &mut Marker, out: &mut output::Output| -> Result<()> {
+    let drain = |marker: &mut Marker,
+                 out: &mut output::Output,
+                 first_pass: &mut Option<FirstPass>|
+     -> Result<()> {
         for w in marker.take_warnings() {
             eprintln!("alnsort markdup: {w}");
         }
         while let Some(rec) = marker.pop_ready() {
-            out.write_record(&rec)?;
+            match first_pass {
+                Some(f) => f.write(&rec)?,
+                None => out.write_record(&rec)?,
+            }
         }
         Ok(())
     };
@@ -449,16 +462,85 @@ fn run_inner(a: &MarkdupArgs, debris: &Debris) -> Result<MarkdupReport> {
             let end = starts.get(i + 1).copied().unwrap_or(bytes.len());
             n += 1;
             marker.push(bytes[s..end].to_vec()).map_err(failed)?;
-            drain(&mut marker, &mut out)?;
+            drain(&mut marker, &mut out, &mut first_pass)?;
         }
     }
-    let stats = marker.finish().map_err(failed)?;
-    drain(&mut marker, &mut out)?;
+    marker.finish().map_err(failed)?;
+    drain(&mut marker, &mut out, &mut first_pass)?;
+    if let Some(f) = first_pass {
+        f.replay(|rec| match marker.second_pass(rec) {
+            Some(r) => out.write_record(&r),
+            None => Ok(()),
+        })?;
+    }
+    let stats = marker.stats();
+    for w in marker.take_warnings() {
+        eprintln!("alnsort markdup: {w}");
+    }
     out.finish()?;
     if a.stats {
         write_stats(a, &stats)?;
     }
     Ok(MarkdupReport { records: n, stats })
+}
+
+/// `-S`'s temporary file of first-pass records (BAM records with their
+/// `block_size`, back to back), in a private temporary directory.
+struct FirstPass {
+    _dir: crate::cleanup::TempDir,
+    path: std::path::PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl FirstPass {
+    fn create(cfg: &Config, debris: &Debris) -> Result<FirstPass> {
+        let dir = crate::cleanup::TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(
+            || {
+                format!(
+                    "cannot create a temporary directory in {}",
+                    cfg.temp_parent.display()
+                )
+            },
+        )?;
+        let path = dir.path().join("markdup-first-pass.bin");
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("{}: creating the -S pass file", path.display()))?;
+        Ok(FirstPass {
+            _dir: dir,
+            path,
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+        })
+    }
+
+    fn write(&mut self, rec: &[u8]) -> Result<()> {
+        self.file
+            .write_all(rec)
+            .with_context(|| format!("{}: writing the -S pass file", self.path.display()))
+    }
+
+    /// Reads the records back, in order, handing each to `each`.
+    fn replay(mut self, mut each: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
+        use std::io::Read as _;
+        let what = |p: &std::path::Path| format!("{}: reading the -S pass file back", p.display());
+        self.file.flush().with_context(|| what(&self.path))?;
+        let f = std::fs::File::open(&self.path).with_context(|| what(&self.path))?;
+        let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+        loop {
+            let mut size = [0u8; 4];
+            match r.read_exact(&mut size) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(e).with_context(|| what(&self.path)),
+            }
+            let len = u32::from_le_bytes(size) as usize;
+            let mut rec = Vec::with_capacity(4 + len);
+            rec.extend_from_slice(&size);
+            rec.resize(4 + len, 0);
+            r.read_exact(&mut rec[4..])
+                .with_context(|| what(&self.path))?;
+            each(rec)?;
+        }
+    }
 }
 
 /// The statistics to `-f FILE` or standard error, as samtools writes them

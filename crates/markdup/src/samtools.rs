@@ -14,8 +14,11 @@
 //!     while let Some(done) = m.pop_ready() { write(done) }
 //!     for w in m.take_warnings() { eprintln!("{w}") }
 //! }
-//! let stats = m.finish()?;                               // flushes the window
+//! m.finish()?;                                           // flushes the window
 //! while let Some(done) = m.pop_ready() { write(done) }
+//! // with -S (m.needs_second_pass()): write(done) went to a temporary file;
+//! // now each of those records, in order: if let Some(r) = m.second_pass(rec) { write(r) }
+//! let stats = m.stats();
 //! let (text, warnings) = stats.text(command_line);      // or stats.json(..)
 //! ```
 //!
@@ -25,8 +28,10 @@
 //! (so exceeding `-l` misses duplicates as samtools does). Records that
 //! `-r` removes never come out. With `-S` (supplementary, secondary and
 //! unmapped records of duplicates marked too) samtools makes a second pass
-//! over a temporary file: here every record is held until [`Marker::finish`]
-//! (memory grows with the input).
+//! over a temporary file; so does the caller here: the records out of
+//! [`Marker::pop_ready`] are then the first pass's, kept (a temporary
+//! file) and, after [`Marker::finish`], each given in order to
+//! [`Marker::second_pass`], which returns the record to write.
 //!
 //! What samtools does that is not reproduced: `--move-umi-to-tag`
 //! ([`Options`] has no such field; callers refuse it), and the contents
@@ -241,8 +246,6 @@ pub struct Marker {
     pair_hash: HashMap<Key, u64>,
     single_hash: HashMap<Key, u64>,
     dup_names: HashMap<Vec<u8>, DupName>,
-    /// `-S`: records waiting for the second pass.
-    held: Vec<Vec<u8>>,
     ready: VecDeque<Vec<u8>>,
     stats: Vec<StatsBlock>,
     prev_tid: i32,
@@ -361,7 +364,6 @@ impl Marker {
             pair_hash: HashMap::new(),
             single_hash: HashMap::new(),
             dup_names: HashMap::new(),
-            held: Vec::new(),
             ready: VecDeque::new(),
             prev_tid: 0,
             prev_coord: 0,
@@ -462,13 +464,21 @@ impl Marker {
         self.flush(false)
     }
 
-    /// Every record left in the window goes out (the `-S` pass too); the
-    /// statistics.
-    pub fn finish(&mut self) -> Result<Stats, Error> {
-        self.flush(true)?;
-        if self.opts.supplementary {
-            self.second_pass();
-        }
+    /// Every record left in the window goes out (to [`Marker::pop_ready`]).
+    pub fn finish(&mut self) -> Result<(), Error> {
+        self.flush(true)
+    }
+
+    /// Whether the records out of [`Marker::pop_ready`] are only the first
+    /// pass's (`-S`): each must then go through [`Marker::second_pass`],
+    /// in order, once [`Marker::finish`] has run.
+    pub fn needs_second_pass(&self) -> bool {
+        self.opts.supplementary
+    }
+
+    /// The statistics (after [`Marker::finish`] and any second pass), and
+    /// samtools' closing warnings among [`Marker::take_warnings`].
+    pub fn stats(&mut self) -> Stats {
         if self.opt_warnings > 0 {
             self.warnings.push(format!(
                 "warning, number of failed attempts to get coordinates from read names = {}",
@@ -481,7 +491,9 @@ impl Marker {
                 self.bc_warnings
             ));
         }
-        Ok(Stats {
+        self.opt_warnings = 0;
+        self.bc_warnings = 0;
+        Stats {
             ungrouped: self.stats[0],
             groups: self
                 .rg_ids
@@ -490,7 +502,7 @@ impl Marker {
                 .zip(self.stats[1..].iter().copied())
                 .collect(),
             by_group: self.read_groups,
-        })
+        }
     }
 
     fn warn_barcode(&mut self, msg: String) {
@@ -621,7 +633,7 @@ impl Marker {
                 if leftmost {
                     if rev == mrev {
                         other_coord = other_end;
-                        orientation = if !rev == read1 { O_FF } else { O_RR };
+                        orientation = if rev != read1 { O_FF } else { O_RR };
                     } else if !rev {
                         orientation = O_FR;
                         other_coord = other_end;
@@ -631,7 +643,7 @@ impl Marker {
                     }
                 } else if rev == mrev {
                     this_coord = this_end;
-                    orientation = if !rev == read1 { O_RR } else { O_FF };
+                    orientation = if rev != read1 { O_RR } else { O_FF };
                 } else if !rev {
                     orientation = O_RF;
                     other_coord = other_end;
@@ -973,11 +985,7 @@ impl Marker {
                 if self.opts.duplicate_count && !dup {
                     tags::update_int(&mut e.rec, *b"dc", e.dc);
                 }
-                if self.opts.supplementary {
-                    self.held.push(e.rec);
-                } else {
-                    self.ready.push_back(e.rec);
-                }
+                self.ready.push_back(e.rec);
                 self.stats[e.read_group].written += 1;
             }
             if !all {
@@ -992,10 +1000,12 @@ impl Marker {
         Ok(())
     }
 
-    /// `-S`'s second pass: supplementary, secondary and unmapped records of
-    /// the duplicates noted get 0x400 and their `do`/`dt`, and lose `dc`.
-    fn second_pass(&mut self) {
-        for mut rec in std::mem::take(&mut self.held) {
+    /// `-S`'s second pass over one first-pass record (in order, after
+    /// [`Marker::finish`]): supplementary, secondary and unmapped records
+    /// of the duplicates noted get 0x400 and their `do`/`dt`, and lose
+    /// `dc`; `None` when `-r` removes it.
+    pub fn second_pass(&mut self, mut rec: Vec<u8>) -> Option<Vec<u8>> {
+        {
             let f = flag_of(&rec);
             if f & (flags::SUPPLEMENTARY | flags::UNMAPPED | flags::SECONDARY) != 0 {
                 if let Some(d) = self.dup_names.get(name_of(&rec)) {
@@ -1016,13 +1026,14 @@ impl Marker {
                     }
                 }
             }
-            let dup = flag_of(&rec) & flags::DUPLICATE != 0;
-            if !self.opts.remove_duplicates || !dup {
-                if self.opts.duplicate_count && dup {
-                    tags::delete(&mut rec, *b"dc");
-                }
-                self.ready.push_back(rec);
-            }
         }
+        let dup = flag_of(&rec) & flags::DUPLICATE != 0;
+        if self.opts.remove_duplicates && dup {
+            return None;
+        }
+        if self.opts.duplicate_count && dup {
+            tags::delete(&mut rec, *b"dc");
+        }
+        Some(rec)
     }
 }

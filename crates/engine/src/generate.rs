@@ -67,7 +67,12 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, markduplicates()]
+    vec![
+        sort,
+        merge,
+        crate::samtools_markdup::command_doc(),
+        markduplicates(),
+    ]
 }
 
 /// `MarkDuplicates`, from Picard's option table

@@ -162,14 +162,31 @@ pub const MARKDUP_OPTIONS: &[SmdSpec] = &[
 pub fn markdup_help() -> String {
     let mut out = String::from(
         "Usage: alnsort markdup [options] <input.bam> <output.bam>\n\n\
-         Marks duplicates as samtools markdup 1.24 does (same flags, tags and statistics), streaming.\n\
-         The input must be coordinate sorted and must have gone through fixmate with the mate\n\
-         scoring option on (samtools fixmate -m). '-' is standard input or output.\n\nOptions:\n",
+         Marks duplicates as samtools markdup 1.24 does (same flags, tags and\n\
+         statistics), streaming. The input must be coordinate sorted and must have\n\
+         gone through fixmate with the mate scoring option on (samtools fixmate -m).\n\
+         '-' is standard input or output.\n\nOptions:\n",
     );
     for s in MARKDUP_OPTIONS {
         options::push_help_entry(&mut out, s, s.help);
     }
     out
+}
+
+/// `markdup` as the man page and completions show it
+/// ([`crate::generate`]), from [`MARKDUP_OPTIONS`].
+pub fn command_doc() -> crate::generate::CommandDoc {
+    crate::generate::CommandDoc {
+        name: "markdup",
+        summary:
+            "Mark duplicates in coordinate-sorted, fixmate'd input as samtools markdup 1.24 does \
+                  (flags, tags, statistics), streaming.",
+        usage: "alnsort markdup [options] <input.bam> <output.bam>".to_string(),
+        options: MARKDUP_OPTIONS
+            .iter()
+            .map(crate::generate::OptDoc::of)
+            .collect(),
+    }
 }
 
 /// Parsed `alnsort markdup` arguments.
@@ -566,4 +583,95 @@ fn write_stats(a: &MarkdupArgs, stats: &alnsort_markdup::samtools::Stats) -> Res
     }
     eprint!("{text}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::OptionName;
+
+    fn parse(args: &[&str]) -> Result<ParsedMarkdup, ArgError> {
+        parse_markdup("alnsort", args.iter().map(OsString::from).collect())
+    }
+
+    #[test]
+    fn help_lists_every_option_within_80_columns() {
+        let h = markdup_help();
+        for s in MARKDUP_OPTIONS {
+            assert!(h.contains(&s.synopsis()), "{} missing", s.synopsis());
+        }
+        assert!(h.lines().all(|l| l.chars().count() <= 80), "{h}");
+    }
+
+    #[test]
+    fn options_map_as_samtools_reads_them() {
+        let ParsedMarkdup::Run(a) = parse(&[
+            "-rS",
+            "-l",
+            "250",
+            "-d100",
+            "-t",
+            "-m",
+            "s",
+            "--include-fails",
+            "--no-multi-dup",
+            "-f",
+            "st.txt",
+            "--json",
+            "--barcode-tag",
+            "BC",
+            "--use-read-groups",
+            "--duplicate-count",
+            "-@",
+            "3",
+            "in.bam",
+            "out.sam",
+        ])
+        .unwrap() else {
+            panic!("not a run")
+        };
+        let m = &a.marking;
+        assert!(m.remove_duplicates && m.supplementary && m.tag_original && m.include_fails);
+        assert!(!m.multi_dup && m.read_groups && m.duplicate_count);
+        assert_eq!(
+            (m.max_length, m.optical_distance, m.mode),
+            (250, 100, Mode::Sequence)
+        );
+        assert!(matches!(m.barcode, Barcode::Tag(t) if t == *b"BC"));
+        assert!(a.stats && a.json);
+        assert_eq!(a.stats_file.as_deref(), Some("st.txt"));
+        assert_eq!(
+            (a.sort.input.as_str(), a.sort.output.as_str()),
+            ("in.bam", "out.sam")
+        );
+        assert_eq!(a.sort.threads, 3);
+        assert!(a.command_line.starts_with("alnsort markdup -rS -l 250"));
+        // atoi: a value that is not a number is 0, as samtools reads it.
+        let ParsedMarkdup::Run(a) = parse(&["-d", "x", "i", "o"]).unwrap() else {
+            panic!("not a run")
+        };
+        assert_eq!(a.marking.optical_distance, 0);
+    }
+
+    #[test]
+    fn refusals_and_usage() {
+        assert!(matches!(
+            parse(&[]),
+            Ok(ParsedMarkdup::Usage { error: true })
+        ));
+        assert!(matches!(
+            parse(&["in.bam"]),
+            Ok(ParsedMarkdup::Usage { error: true })
+        ));
+        assert!(matches!(
+            parse(&["--help"]),
+            Ok(ParsedMarkdup::Usage { error: false })
+        ));
+        let e = parse(&["--move-umi-to-tag", "i", "o"]).unwrap_err();
+        assert!(e.to_string().contains("--move-umi-to-tag"), "{e}");
+        assert!(parse(&["-m", "x", "i", "o"]).is_err());
+        assert!(parse(&["--barcode-tag", "BC", "--barcode-name", "i", "o"]).is_err());
+        assert!(parse(&["--read-coords", "(", "i", "o"]).is_err());
+        assert!(parse(&["--read-coords", "(a)(b)", "--coords-order", "q", "i", "o"]).is_err());
+    }
 }

@@ -469,9 +469,33 @@ fn run_inner(a: &MarkdupArgs, debris: &Debris) -> Result<MarkdupReport> {
         }
         Ok(())
     };
-    let failed = |e: alnsort_markdup::samtools::Error| Error::Context {
-        what: format!("{name}: samtools markdup"),
-        source: Box::new(Error::from(e)),
+    let ref_name = |tid: i32| match usize::try_from(tid).ok().and_then(|t| header.refs().get(t)) {
+        Some(r) => String::from_utf8_lossy(&r.name).into_owned(),
+        None => "*".to_string(),
+    };
+    let failed = |e: alnsort_markdup::samtools::Error| {
+        match e {
+        alnsort_markdup::samtools::Error::NotSorted {
+            record,
+            name: qname,
+            tid,
+            pos,
+            prev_tid,
+            prev_pos,
+        } => Error::input(
+            &name,
+            format!(
+                "record {record} ({qname}) at {}:{pos} comes after {}:{prev_pos}: not in coordinate \
+                 sorted order (samtools markdup: \"error, not in coordinate sorted order.\"); sort it first",
+                ref_name(tid),
+                ref_name(prev_tid)
+            ),
+        ),
+        e => Error::Context {
+            what: format!("{name}: samtools markdup"),
+            source: Box::new(Error::from(e)),
+        },
+    }
     };
     while let Some(r) = next_batch(&mut batches, &name, n + 1, |(_, _, w)| w) {
         let (bytes, starts, _) = r?;

@@ -210,8 +210,11 @@ struct Entry {
     /// The keys this record put in the maps (it takes them out on leaving).
     pair_key: Option<Key>,
     single_key: Option<Key>,
-    duplicate: Option<u64>,
-    original: Option<u64>,
+    /// Links (read-queue slots, see [`Marker::follow`]).
+    duplicate: Option<u32>,
+    original: Option<u32>,
+    /// This record's read-queue slot.
+    node: u32,
     dc: i64,
     dup_checked: bool,
     read_group: usize,
@@ -256,6 +259,13 @@ pub struct Marker {
     /// The tile fields (start, length) samtools' reused chain-check array
     /// holds at each slot (see `chain`).
     stale_tiles: Vec<(usize, usize)>,
+    /// samtools' read queue (a klist): the empty tail slot the next read
+    /// goes in, the free slots (reused last-freed first), the slots made,
+    /// and which record holds each slot.
+    tail_node: u32,
+    free_nodes: Vec<u32>,
+    nodes_made: u32,
+    node_owner: HashMap<u32, u64>,
 }
 
 fn name_of(rec: &[u8]) -> &[u8] {
@@ -371,6 +381,10 @@ impl Marker {
             bc_warnings: 0,
             warnings,
             stale_tiles: Vec::new(),
+            tail_node: 0,
+            free_nodes: Vec::new(),
+            nodes_made: 1,
+            node_owner: HashMap::new(),
         }
     }
 
@@ -425,6 +439,14 @@ impl Marker {
                 read_group = self.rg_map.get(rg).copied().unwrap_or(0);
             }
         }
+        // klist's push: the read goes in the tail slot, a new empty tail
+        // is taken from the free slots (last freed first) or made.
+        let node = self.tail_node;
+        self.tail_node = self.free_nodes.pop().unwrap_or_else(|| {
+            self.nodes_made += 1;
+            self.nodes_made - 1
+        });
+        self.node_owner.insert(node, id);
         self.window.push_back(Entry {
             rec,
             tid,
@@ -433,6 +455,7 @@ impl Marker {
             single_key: None,
             duplicate: None,
             original: None,
+            node,
             dc: 1,
             dup_checked: false,
             read_group,
@@ -712,18 +735,43 @@ impl Marker {
         })
     }
 
-    /// The last record of the duplicate chain starting at `id`.
-    fn chain_end(&self, id: u64) -> u64 {
-        let mut cur = id;
+    /// The last record of the duplicate chain starting at the link
+    /// `start` (links to slots no record holds end the walk).
+    fn chain_end(&self, start: u32) -> Option<u64> {
+        let mut cur = self.follow(Some(start))?;
         let mut steps = 0usize;
-        while let Some(next) = self.get(cur).and_then(|e| e.duplicate) {
-            if self.get(next).is_none() || steps > self.window.len() {
+        while let Some(next) = self.follow(self.get(cur).and_then(|e| e.duplicate)) {
+            if steps > self.window.len() {
                 break;
             }
             cur = next;
             steps += 1;
         }
-        cur
+        Some(cur)
+    }
+
+    /// The buffer slot (samtools' read-queue node) of the record `id`.
+    fn link(&self, id: u64) -> u32 {
+        self.get(id).expect("a record in the window").node
+    }
+
+    /// The record that now holds the slot a link points at: samtools'
+    /// links are pointers to read-queue nodes, which are reused for later
+    /// reads once their read is written, so a link can reach a newer
+    /// read; `None` for a slot no read holds (samtools would read freed
+    /// memory there).
+    fn follow(&self, link: Option<u32>) -> Option<u64> {
+        link.and_then(|n| self.node_owner.get(&n).copied())
+    }
+
+    fn set_duplicate(&mut self, id: u64, target: u64) {
+        let l = self.link(target);
+        self.at(id).duplicate = Some(l);
+    }
+
+    fn set_original(&mut self, id: u64, target: u64) {
+        let l = self.link(target);
+        self.at(id).original = Some(l);
     }
 
     fn examine_pair(&mut self, id: u64, record: u64, rg: usize) -> Result<(), Error> {
@@ -740,8 +788,8 @@ impl Marker {
                 if !has_mate(self.rec(rep)) {
                     // A single is always the duplicate of a pair.
                     if self.check_chain {
-                        self.at(id).duplicate = Some(rep);
-                        self.at(rep).original = Some(id);
+                        self.set_duplicate(id, rep);
+                        self.set_original(rep, id);
                     }
                     self.single_hash.insert(sk, id);
                     self.at(id).dc += 1;
@@ -783,12 +831,13 @@ impl Marker {
                     if self.check_chain {
                         match self.at(id).duplicate {
                             Some(d) => {
-                                let end = self.chain_end(d);
-                                self.at(end).duplicate = Some(rep);
+                                if let Some(end) = self.chain_end(d) {
+                                    self.set_duplicate(end, rep);
+                                }
                             }
-                            None => self.at(id).duplicate = Some(rep),
+                            None => self.set_duplicate(id, rep),
                         }
-                        self.at(rep).original = Some(id);
+                        self.set_original(rep, id);
                     }
                     self.pair_hash.insert(pk, id);
                     (id, rep)
@@ -796,13 +845,14 @@ impl Marker {
                     if self.check_chain {
                         if let Some(rd) = self.at(rep).duplicate {
                             if let Some(idd) = self.at(id).duplicate {
-                                let end = self.chain_end(rd);
-                                self.at(end).duplicate = Some(idd);
+                                if let Some(end) = self.chain_end(rd) {
+                                    self.at(end).duplicate = Some(idd);
+                                }
                             }
                             self.at(id).duplicate = Some(rd);
                         }
-                        self.at(rep).duplicate = Some(id);
-                        self.at(id).original = Some(rep);
+                        self.set_duplicate(rep, id);
+                        self.set_original(id, rep);
                     }
                     self.at(rep).dc += 1;
                     (rep, id)
@@ -828,8 +878,8 @@ impl Marker {
                 if let Some(rd) = self.at(rep).duplicate {
                     self.at(id).duplicate = Some(rd);
                 }
-                self.at(rep).duplicate = Some(id);
-                self.at(id).original = Some(rep);
+                self.set_duplicate(rep, id);
+                self.set_original(id, rep);
             }
             self.at(rep).dc += 1;
             self.mark_duplicate(rep, id, rg, Counter::Single)?;
@@ -840,8 +890,8 @@ impl Marker {
                 let rep_dc = self.at(rep).dc;
                 self.at(id).dc += rep_dc;
                 if self.check_chain {
-                    self.at(id).duplicate = Some(rep);
-                    self.at(rep).original = Some(id);
+                    self.set_duplicate(id, rep);
+                    self.set_original(rep, id);
                 }
                 self.single_hash.insert(sk, id);
                 (id, rep)
@@ -850,8 +900,8 @@ impl Marker {
                     if let Some(rd) = self.at(rep).duplicate {
                         self.at(id).duplicate = Some(rd);
                     }
-                    self.at(rep).duplicate = Some(id);
-                    self.at(id).original = Some(rep);
+                    self.set_duplicate(rep, id);
+                    self.set_original(id, rep);
                 }
                 self.at(rep).dc += 1;
                 (rep, id)
@@ -980,6 +1030,8 @@ impl Marker {
             }
             let mut e = self.window.pop_front().expect("the front record");
             self.base += 1;
+            self.node_owner.remove(&e.node);
+            self.free_nodes.push(e.node);
             let dup = flag_of(&e.rec) & flags::DUPLICATE != 0;
             if !self.opts.remove_duplicates || !dup {
                 if self.opts.duplicate_count && !dup {

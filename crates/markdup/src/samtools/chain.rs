@@ -23,8 +23,8 @@ impl Marker {
     pub(super) fn find_duplicate_chains(&mut self, id: u64) -> Result<(), Error> {
         let mut root = id;
         let mut steps = 0usize;
-        while let Some(o) = self.get(root).and_then(|e| e.original) {
-            if self.get(o).is_none() || steps > self.window.len() {
+        while let Some(o) = self.follow(self.get(root).and_then(|e| e.original)) {
+            if steps > self.window.len() {
                 break;
             }
             root = o;
@@ -65,10 +65,10 @@ impl Marker {
             }
         }
         let mut list = Vec::new();
-        let mut current = self.get(root).and_then(|e| e.duplicate);
+        let mut current = self.follow(self.get(root).and_then(|e| e.duplicate));
         let mut steps = 0usize;
         while let Some(cur) = current {
-            if self.get(cur).is_none() || steps > self.window.len() {
+            if steps > self.window.len() {
                 break;
             }
             steps += 1;
@@ -135,7 +135,7 @@ impl Marker {
                     c.mate_score = mate_score(self.rec(cur))?;
                 }
             }
-            current = self.get(cur).and_then(|e| e.duplicate);
+            current = self.follow(self.get(cur).and_then(|e| e.duplicate));
             list.push(c);
         }
         if let Some(e) = self.window.get_mut((root - self.base) as usize) {

@@ -136,6 +136,9 @@ OPTION_SETS = [
     ["--barcode-name"],
     ["--barcode-tag", "BC", "-d", "100"],
     ["--barcode-rgx", "M1:[0-9]+:FC:1:[0-9]+:([0-9]+):"],
+    ["--barcode-name", "--move-umi-to-tag", "-d", "100"],
+    ["--barcode-name", "--move-umi-to-tag", "-S", "-t"],
+    ["--barcode-rgx", ":([ACGT]+)$", "--move-umi-to-tag", "--umi-separator", "-", "-r"],
     ["--use-read-groups", "-d", "100"],
     ["--use-read-groups", "--json", "-S", "-t"],
     ["--json", "-d", "100"],
@@ -284,10 +287,12 @@ def test_missing_mate_cigar_is_refused(alnsort_bin, tmp_path):
 
 
 def test_refused_options_are_named(alnsort_bin, prepared, tmp_path):
-    g = run_markdup(["--barcode-name", "--move-umi-to-tag", str(prepared[1]), "x.bam"], tmp_path)
+    g = run_markdup(["--move-umi-to-tag", str(prepared[1]), "x.bam"], tmp_path)
     assert g.returncode != 0
-    assert "--move-umi-to-tag" in g.stderr.decode()
+    assert "--move-umi-to-tag requires --barcode-name" in g.stderr.decode()
     assert not (tmp_path / "x.bam").exists()
+    g = run_markdup(["--input-fmt", "sam", str(prepared[1]), "x.bam"], tmp_path)
+    assert g.returncode != 0 and "--input-fmt" in g.stderr.decode()
     g = run_markdup(["-m", "q", str(prepared[1]), "x.bam"], tmp_path)
     assert g.returncode != 0 and "unknown mode" in g.stderr.decode()
 

@@ -49,6 +49,7 @@ pub enum SmdOptId {
     UseReadGroups,
     Json,
     DuplicateCount,
+    MoveUmi,
     UmiSeparator,
     Reference,
     InputFmtOption,
@@ -134,10 +135,11 @@ pub const MARKDUP_OPTIONS: &[SmdSpec] = &[
          "Use the UMI/barcode in the read name (eighth colon delimited part).", None),
     spec(SmdOptId::BarcodeRgx, None, Some("barcode-rgx"), Some("STR"),
          "Regex for barcode in the readname (alternative to --barcode-name).", None),
-    spec(SmdOptId::Unsupported("moving UMIs out of read names is not implemented"), None,
-         Some("move-umi-to-tag"), None, "Refused: not implemented.", None),
+    spec(SmdOptId::MoveUmi, None, Some("move-umi-to-tag"), None,
+         "Move UMI from read name to RX tag (use with --barcode-name/--barcode-rgx); as samtools 1.24, \
+          without -S only the records written at the end of the input are changed.", None),
     spec(SmdOptId::UmiSeparator, None, Some("umi-separator"), Some("CHAR"),
-         "Separator for UMI (default ':'); only used by --move-umi-to-tag, which is refused.", None),
+         "Separator for UMI (default ':').", None),
     spec(SmdOptId::UseReadGroups, None, Some("use-read-groups"), None, "Use the read group tags in duplicate matching.", None),
     spec(SmdOptId::TagOriginal, Some('t'), None, None,
          "Mark primary duplicates with the name of the original in a 'do' tag.", Some("tag_original")),
@@ -236,6 +238,8 @@ pub fn parse_markdup(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMarkdup, 
     let mut barcode_tag: Option<String> = None;
     let mut barcode_name = false;
     let mut barcode_rgx: Option<String> = None;
+    let mut move_umi = false;
+    let mut umi_sep = b':';
     let mut positional = Vec::new();
     let mut p = lexopt::Parser::from_args(rest);
     while let Some(arg) = p.next()? {
@@ -298,7 +302,8 @@ pub fn parse_markdup(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMarkdup, 
                 stats = true;
             }
             DuplicateCount => m.duplicate_count = true,
-            UmiSeparator => {}
+            MoveUmi => move_umi = true,
+            UmiSeparator => umi_sep = v().bytes().next().unwrap_or(0),
             Reference => sort.reference = Some(v().into()),
             InputFmtOption => match v().split_once('=') {
                 Some(("reference", file)) => sort.reference = Some(file.into()),
@@ -330,6 +335,14 @@ pub fn parse_markdup(argv0: &str, rest: Vec<OsString>) -> Result<ParsedMarkdup, 
             "cannot specify --barcode-tag and --barcode-name (or --barcode-rgx) at same time"
                 .into(),
         ));
+    }
+    if move_umi && !barcode_name {
+        return Err(ArgError::Invalid(
+            "--move-umi-to-tag requires --barcode-name or --barcode-rgx".into(),
+        ));
+    }
+    if move_umi {
+        m.move_umi = Some(umi_sep);
     }
     if let Some(rx) = read_coords {
         m.read_coords = Some(
@@ -693,6 +706,8 @@ mod tests {
         ));
         let e = parse(&["--move-umi-to-tag", "i", "o"]).unwrap_err();
         assert!(e.to_string().contains("--move-umi-to-tag"), "{e}");
+        let e = parse(&["--input-fmt", "sam", "i", "o"]).unwrap_err();
+        assert!(e.to_string().contains("--input-fmt"), "{e}");
         assert!(parse(&["-m", "x", "i", "o"]).is_err());
         assert!(parse(&["--barcode-tag", "BC", "--barcode-name", "i", "o"]).is_err());
         assert!(parse(&["--read-coords", "(", "i", "o"]).is_err());

@@ -33,10 +33,12 @@
 //! file) and, after [`Marker::finish`], each given in order to
 //! [`Marker::second_pass`], which returns the record to write.
 //!
-//! What samtools does that is not reproduced: `--move-umi-to-tag`
-//! ([`Options`] has no such field; callers refuse it), and the contents
-//! of read-buffer slots samtools reuses while a duplicate chain still
-//! points at them (a chain member already written out is skipped here).
+//! What samtools does that is not reproduced: with `-d`, duplicates whose
+//! names give no coordinates inside a duplicate chain are compared by
+//! samtools through memory its chain check leaves from earlier chains;
+//! the reused fields of its check array and its reused read-queue slots
+//! are modelled here (`chain`), uninitialised or freed memory is not, so
+//! such a duplicate's `dt` (SQ or LB) can differ.
 //! `--read-coords`/`--barcode-rgx` are POSIX extended regexes in samtools
 //! and Rust regexes here (the same on ordinary patterns; POSIX takes the
 //! longest of alternatives, Rust the first).
@@ -123,6 +125,12 @@ pub struct Options {
     pub read_groups: bool,
     /// `--duplicate-count`.
     pub duplicate_count: bool,
+    /// `--move-umi-to-tag` with `--umi-separator` (default `:`): the UMI
+    /// the barcode regex finds in the read name goes to `RX:Z` and leaves
+    /// the name with one separator. As in samtools 1.24, only the records
+    /// written at the end of the input (the last window) are changed
+    /// without `-S`; with `-S` every record written is.
+    pub move_umi: Option<u8>,
 }
 
 impl Default for Options {
@@ -141,6 +149,7 @@ impl Default for Options {
             barcode: Barcode::None,
             read_groups: false,
             duplicate_count: false,
+            move_umi: None,
         }
     }
 }
@@ -1037,6 +1046,9 @@ impl Marker {
                 if self.opts.duplicate_count && !dup {
                     tags::update_int(&mut e.rec, *b"dc", e.dc);
                 }
+                if all && !self.opts.supplementary {
+                    self.move_umi(&mut e.rec);
+                }
                 self.ready.push_back(e.rec);
                 self.stats[e.read_group].written += 1;
             }
@@ -1086,6 +1098,32 @@ impl Marker {
         if self.opts.duplicate_count && dup {
             tags::delete(&mut rec, *b"dc");
         }
+        self.move_umi(&mut rec);
         Some(rec)
+    }
+
+    /// samtools' `move_umi_to_tag`: group 1 of the barcode regex in the
+    /// read name goes to `RX:Z`, and leaves the name with the separator
+    /// before it (else the one after it).
+    fn move_umi(&self, rec: &mut Vec<u8>) {
+        let (Some(sep), Barcode::Regex(rx)) = (self.opts.move_umi, &self.opts.barcode) else {
+            return;
+        };
+        let name = name_of(rec).to_vec();
+        let Some(m) = rx.captures(&name).and_then(|c| c.get(1)) else {
+            return;
+        };
+        let (mut beg, mut end) = (m.start(), m.end());
+        tags::update_str(rec, *b"RX", &name[beg..end]);
+        if beg > 0 && name[beg - 1] == sep {
+            beg -= 1;
+        } else if end < name.len() && name[end] == sep {
+            end += 1;
+        }
+        if end > beg {
+            let mut new_name = name[..beg].to_vec();
+            new_name.extend_from_slice(&name[end..]);
+            tags::set_read_name(rec, &new_name);
+        }
     }
 }

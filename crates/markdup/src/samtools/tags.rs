@@ -84,3 +84,16 @@ pub fn delete(rec: &mut Vec<u8>, tag: [u8; 2]) {
 pub fn set_flag(rec: &mut Vec<u8>, flag: u16) {
     RecordMut::new(rec).set_flag(flag);
 }
+
+/// Replaces the read name (given without its NUL).
+pub fn set_read_name(rec: &mut Vec<u8>, name: &[u8]) {
+    let l_old = RecordRef::with_block_size(rec).l_read_name();
+    let at = 4 + alnsort_bam::record::FIXED_LEN;
+    let mut stored = name.to_vec();
+    stored.push(0);
+    rec.splice(at..at + l_old, stored.iter().copied());
+    // l_read_name is byte 8 of the record (after block_size).
+    rec[4 + 8] = stored.len() as u8;
+    let block_size = (rec.len() - 4) as u32;
+    rec[..4].copy_from_slice(&block_size.to_le_bytes());
+}

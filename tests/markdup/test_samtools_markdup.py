@@ -364,3 +364,23 @@ def test_same_as_samtools_more_seeds(alnsort_bin, tmp_path, seed):
         assert stats_text((tmp_path / "got.stats").read_text(), "got.") == stats_text(
             (tmp_path / "exp.stats").read_text(), "exp."
         )
+
+
+def test_pg_threads_and_index(alnsort_bin, prepared, tmp_path):
+    """@PG added (or not, --no-PG) as the other commands do; -@ and --write-index give the same records
+    and an index that region queries read."""
+    src = prepared[1]
+    with pysam.AlignmentFile(str(src), "rb") as f:
+        input_pg = [line for line in str(f.header).splitlines() if line.startswith("@PG")]
+    harness.check_ok(run_markdup(["--no-PG", str(src), "nopg.bam"], tmp_path))
+    with pysam.AlignmentFile(str(tmp_path / "nopg.bam"), "rb") as f:
+        assert [line for line in str(f.header).splitlines() if line.startswith("@PG")] == input_pg
+    harness.check_ok(run_markdup(["-@", "3", "--write-index", "-d", "100", str(src), "idx.bam"], tmp_path))
+    with pysam.AlignmentFile(str(tmp_path / "idx.bam"), "rb") as f:
+        pg = [line for line in str(f.header).splitlines() if line.startswith("@PG")]
+        assert len(pg) == len(input_pg) + 1 and "markdup" in pg[-1]
+        n_chr2 = sum(1 for _ in f.fetch("chr2"))
+    oracle.samtools("markdup", "-d", "100", str(src), "exp.bam", cwd=str(tmp_path))
+    exp = records(tmp_path / "exp.bam")
+    compare_records(exp, records(tmp_path / "idx.bam"), "-@ 3 --write-index")
+    assert n_chr2 == sum(1 for r in exp if r[2] == 1) > 0

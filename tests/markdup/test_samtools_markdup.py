@@ -384,3 +384,9 @@ def test_pg_threads_and_index(alnsort_bin, prepared, tmp_path):
     exp = records(tmp_path / "exp.bam")
     compare_records(exp, records(tmp_path / "idx.bam"), "-@ 3 --write-index")
     assert n_chr2 == sum(1 for r in exp if r[2] == 1) > 0
+
+
+def test_truncated_input_is_refused(alnsort_bin, prepared, tmp_path):
+    src = tmp_path / "truncated.bam"
+    src.write_bytes(prepared[1].read_bytes()[:20000])
+    _fails_cleanly(tmp_path, src, "truncated")

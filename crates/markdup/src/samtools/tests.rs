@@ -289,3 +289,35 @@ fn read_groups_without_rg_lines_are_dropped_with_samtools_message() {
     m.finish().unwrap();
     assert!(!m.stats().by_group);
 }
+
+#[test]
+fn move_umi_takes_the_umi_and_one_separator_out_of_the_name() {
+    let h = header();
+    let opts = Options {
+        barcode: Barcode::Regex(build_regex(BARCODE_NAME_REGEX).unwrap()),
+        move_umi: Some(b':'),
+        ..Options::default()
+    };
+    let m = Marker::new(opts, &[]);
+    let mut r = rec(
+        &h,
+        "M:1:FC:1:1101:20:30:ACGTAC\t0\tchr1\t1\t60\t4M\t*\t0\t0\tACGT\t*\tRG:Z:a",
+    );
+    m.move_umi(&mut r);
+    let v = RecordRef::with_block_size(&r);
+    assert_eq!(v.read_name(), b"M:1:FC:1:1101:20:30");
+    assert_eq!(
+        v.aux().find(*b"RX").and_then(|f| f.string()),
+        Some(&b"ACGTAC"[..])
+    );
+    assert_eq!(
+        v.aux().find(*b"RG").and_then(|f| f.string()),
+        Some(&b"a"[..])
+    );
+    assert_eq!(v.seq_bytes().len(), 2);
+    // No UMI in the name: nothing changes.
+    let mut r = rec(&h, "plain\t0\tchr1\t1\t60\t4M\t*\t0\t0\tACGT\t*");
+    let before = r.clone();
+    m.move_umi(&mut r);
+    assert_eq!(r, before);
+}

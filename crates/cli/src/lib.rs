@@ -11,13 +11,14 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod args;
+pub mod markdup;
 pub mod markduplicates;
 pub mod merge;
 pub mod signals;
 pub mod stages;
 
 use crate::signals::SignalGuard;
-use alnsort_engine::error_text;
+use alnsort_engine::error::error_text;
 use alnsort_engine::io::cleanup::Debris;
 use alnsort_engine::options::sort::{sort_help, OutFormat, SORT_USAGE};
 use alnsort_engine::report::progress::Screen;
@@ -203,6 +204,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
+        Some("markdup") => return markdup::main(&argv0, rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
@@ -217,6 +219,10 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                 }
                 Some("merge") => print!("{}", alnsort_engine::options::merge::merge_help()),
                 Some("MarkDuplicates") => print!("{}", alnsort_engine::options::picard::help()),
+                Some("markdup") => print!(
+                    "{}",
+                    alnsort_engine::options::samtools_markdup::markdup_help()
+                ),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

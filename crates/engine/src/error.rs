@@ -84,6 +84,8 @@ pub enum Error {
     #[error(transparent)]
     SeveralInputs(#[from] alnsort_markdup::several::SeveralInputsError),
     #[error(transparent)]
+    SamtoolsMarkdup(#[from] alnsort_markdup::samtools::Error),
+    #[error(transparent)]
     Lost(#[from] alnsort_pipeline::Lost),
     #[error(transparent)]
     Create(#[from] CreateError),
@@ -151,6 +153,7 @@ impl Error {
             Error::IndexRead(e) => e,
             Error::Markdup(e) => e,
             Error::SeveralInputs(e) => e,
+            Error::SamtoolsMarkdup(e) => e,
             Error::Lost(e) => e,
             Error::Create(e) => e,
             Error::IndexWrite(e) => e,

@@ -5,6 +5,7 @@ pub mod markdup;
 pub mod memsize;
 pub mod merge;
 pub mod picard;
+pub mod samtools_markdup;
 pub mod sort;
 pub mod sort_args;
 pub mod stage;

@@ -3,4 +3,5 @@
 pub mod mark_in_order;
 pub mod merge;
 pub mod resources;
+pub mod samtools_markdup;
 pub mod sort;

@@ -50,6 +50,7 @@ pub mod grouping;
 pub mod htsjdk;
 pub mod metrics;
 pub mod optical;
+pub mod samtools;
 pub mod several;
 mod spill;
 

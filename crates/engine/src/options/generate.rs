@@ -68,7 +68,23 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, markduplicates()]
+    vec![sort, merge, samtools_markdup(), markduplicates()]
+}
+
+/// `markdup` as the man page and completions show it
+/// from its table ([`crate::options::samtools_markdup::MARKDUP_OPTIONS`]).
+fn samtools_markdup() -> crate::options::generate::CommandDoc {
+    crate::options::generate::CommandDoc {
+        name: "markdup",
+        summary:
+            "Mark duplicates in coordinate-sorted, fixmate'd input as samtools markdup 1.24 does \
+                  (flags, tags, statistics), streaming.",
+        usage: "alnsort markdup [options] <input.bam> <output.bam>".to_string(),
+        options: crate::options::samtools_markdup::MARKDUP_OPTIONS
+            .iter()
+            .map(crate::options::generate::OptDoc::of)
+            .collect(),
+    }
 }
 
 /// `MarkDuplicates`, from Picard's option table

@@ -67,7 +67,7 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, markduplicates()]
+    vec![sort, merge, markduplicates(), crate::fixmate::command_doc()]
 }
 
 /// `MarkDuplicates`, from Picard's option table

@@ -12,6 +12,7 @@
 pub mod cleanup;
 pub mod config;
 pub mod error;
+pub mod fixmate;
 pub mod generate;
 pub mod input;
 pub mod mark_in_order;

@@ -389,7 +389,7 @@ fn write_md5(output: &str, debris: &Debris) -> Result<()> {
 }
 
 /// The decoder both passes over one input use (the keys are not used).
-fn decoder_for(name: &str, header: &Header, cfg: &Config) -> Arc<Decoder> {
+pub(crate) fn decoder_for(name: &str, header: &Header, cfg: &Config) -> Arc<Decoder> {
     Arc::new(Decoder {
         file: name.into(),
         lookup: Arc::new(header.ref_lookup()),

@@ -117,14 +117,19 @@ class Gen:
             r.choice([0, r.randint(-500, 500)]),
         )
 
-    def segment(self, name: str, flag: int, mapped: bool) -> str:
-        """One record of a segment; `flag` holds the segment's bits."""
+    def segment(self, name: str, flag: int, mapped: bool, near: tuple[str, int] | None = None) -> str:
+        """One record of a segment; `flag` holds the segment's bits. `near`:
+        placed on that reference within 60 bases of that position (pairs
+        that overlap, or face each other, or away)."""
         r = self.rng
         ref, ln = r.choice(REFS)
         cigar = self.cigar()
         qlen, rlen = _cigar_lens(cigar)
         where = r.random()
-        if where < 0.12:
+        if near is not None:
+            ref, ln = near[0], dict(REFS)[near[0]]
+            pos = max(1, near[1] + r.randint(-60, 60))
+        elif where < 0.12:
             pos = ln - r.randint(0, rlen)  # overhangs (or ends at) the end
         elif where < 0.15:
             pos = ln + r.randint(1, 20)  # starts past the end
@@ -173,9 +178,14 @@ class Gen:
         shape = r.random()
         recs: list[str] = []
         if shape < 0.65:
+            close = r.random() < 0.5
             for seg, bit in ((1, 0x40), (2, 0x80)):
                 flag = bit | (0x1 if r.random() < 0.95 else 0)
-                recs.append(self.segment(name, flag, mapped=r.random() < 0.85))
+                near = None
+                if close and recs:
+                    f = recs[0].split("\t")
+                    near = (f[2], int(f[3])) if f[2] != "*" else None
+                recs.append(self.segment(name, flag, mapped=r.random() < 0.85, near=near))
         elif shape < 0.8:
             bit = r.choice([0x40, 0x80, 0])
             flag = bit | (0x1 if r.random() < 0.7 else 0)
@@ -304,6 +314,19 @@ def test_sam_output_text_matches_samtools(alnsort_bin, traps):
     assert strip(res.stdout.decode()) == strip(want)
 
 
+def _pairs(recs: list, test) -> bool:
+    """Whether two mapped primaries of one template on one reference pass
+    `test` (in either order)."""
+    by_name: dict[str, list] = {}
+    for r in recs:
+        if not r.flag & 0x904:
+            by_name.setdefault(r.query_name, []).append(r)
+    return any(
+        len(p) == 2 and p[0].reference_id == p[1].reference_id and (test(p[0], p[1]) or test(p[1], p[0]))
+        for p in by_name.values()
+    )
+
+
 def test_generator_hunts_the_traps(traps):
     """The input holds each trap the module docstring names (so a change
     to the generator cannot quietly stop testing one)."""
@@ -329,6 +352,11 @@ def test_generator_hunts_the_traps(traps):
         "existing MC": any(r.has_tag("MC") for r in recs),
         "existing ms": any(r.has_tag("ms") for r in recs),
         "unmapped with NM": any(r.is_unmapped and r.has_tag("NM") for r in recs),
+        "FF pair": _pairs(recs, lambda a, b: not a.is_reverse and not b.is_reverse),
+        "FR pair": _pairs(recs, lambda a, b: not a.is_reverse and b.is_reverse and a.reference_start < b.reference_start),
+        "RF pair": _pairs(recs, lambda a, b: a.is_reverse and not b.is_reverse and a.reference_start < b.reference_start),
+        "overlapping pair": _pairs(recs, lambda a, b: a.reference_start < b.reference_start < a.reference_end),
+        "same 5' start": _pairs(recs, lambda a, b: a.reference_start == b.reference_start),
         "adjacent equal ops": any(r.cigartuples and any(a[0] == b[0] for a, b in zip(r.cigartuples, r.cigartuples[1:])) for r in recs),
     }
     missing = [k for k, v in has.items() if not v]

@@ -274,6 +274,8 @@ OPTION_SETS = [
     ["-z", "cigarx", "-c"],
     ["-z", "pos,unmap", "-m"],
     ["-z", "mqual,aux"],
+    ["-z", "cigar"],
+    ["-z", "cigar,unmap,cigdup", "-r"],
     ["-m", "-@", "2"],
 ]
 
@@ -299,6 +301,27 @@ def _compare(alnsort_bin: str, traps: dict[str, str], opts: list[str], src: str)
 def test_records_match_samtools(alnsort_bin, traps, opts):
     n = _compare(alnsort_bin, traps, opts, traps["bam"])
     assert n > 2000
+
+
+def test_a_template_longer_than_a_read_batch(alnsort_bin, tmp_path):
+    """A template of thousands of records (more than one 256 KiB read batch
+    of alnsort's reader) between ordinary ones: templates are cut across
+    batches as samtools reads them."""
+    g = Gen(99)
+    text = g.sam(300).rstrip("\n").split("\n")
+    big = "BIG:1:1"
+    long = [g.segment(big, 0x41, True)]
+    long += [g.extra(big, g.rng.choice([1, 2])) for _ in range(4000)]
+    long.insert(2000, g.segment(big, 0x81, True))
+    text[400:400] = long
+    sam = tmp_path / "long.sam"
+    sam.write_text("\n".join(text) + "\n")
+    bam = tmp_path / "long.bam"
+    oracle.samtools("view", "--no-PG", "-b", "-o", str(bam), str(sam))
+    assert os.path.getsize(bam) > 100_000
+    d = {"dir": str(tmp_path)}
+    for opts in ([], ["-m", "-r", "-@", "3"]):
+        assert _compare(alnsort_bin, d, opts, str(bam)) > 2000
 
 
 def test_sam_input_matches_samtools(alnsort_bin, traps):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import os
 import random
+import re
 import struct
 import subprocess
 
@@ -408,3 +409,19 @@ def test_options_it_cannot_honour_are_refused(alnsort_bin, traps, tmp_path, args
     assert res.returncode == 1
     assert says in res.stderr, res.stderr
     assert not out.exists()
+
+
+def test_help_man_page_and_completion_list_fixmate(alnsort_bin):
+    """`alnsort --help` names the command; the man page and the bash
+    completion, generated from the option table, carry its long options."""
+    run = lambda *a: subprocess.run([alnsort_bin, *a], capture_output=True, text=True, check=True).stdout  # noqa: E731
+    assert "fixmate" in run("--help")
+    help_text = run("fixmate", "--help")
+    assert help_text == run("help", "fixmate")
+    longs = set(re.findall(r"--([a-zA-Z][a-zA-Z-]*)", help_text))
+    assert {"sanitize", "output-fmt", "threads", "no-PG"} <= longs
+    man = run("generate", "man")
+    assert "fixmate" in man
+    for opt in longs:
+        assert "\\-\\-" + opt.replace("-", "\\-") in man, f"the man page lacks --{opt}"
+    assert "--sanitize" in run("generate", "bash")

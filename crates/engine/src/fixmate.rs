@@ -424,16 +424,7 @@ struct Piece {
 /// those between the first and the last are fixed here.
 fn cut_and_fix(all: Records, fixer: &Fixmate, warnings: Vec<String>) -> Piece {
     let recs: Vec<&[u8]> = all.iter().collect();
-    fn name(r: &[u8]) -> &[u8] {
-        alnsort_bam::RecordRef::with_block_size(r).read_name()
-    }
-    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    for (i, r) in recs.iter().enumerate() {
-        match runs.last_mut() {
-            Some(last) if name(recs[last.start]) == name(r) => last.end = i + 1,
-            _ => runs.push(i..i + 1),
-        }
-    }
+    let runs = fm::template_runs(&recs);
     let gather = |range: std::ops::Range<usize>| {
         let mut out = Records::default();
         for r in &recs[range] {

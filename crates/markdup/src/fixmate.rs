@@ -621,8 +621,28 @@ fn merge_duplicate_ops(cigar: &mut Vec<u32>) {
     *cigar = out;
 }
 
+/// Whether two records (each with its `block_size`) have the same QNAME,
+/// compared as samtools' `strcmp` (up to the NUL): one template if they
+/// are adjacent.
+pub fn same_name(a: &[u8], b: &[u8]) -> bool {
+    view(a).read_name() == view(b).read_name()
+}
+
+/// The templates of `recs` (records in order, each with its
+/// `block_size`): the ranges of consecutive records with the same QNAME.
+pub fn template_runs(recs: &[&[u8]]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        match runs.last_mut() {
+            Some(last) if same_name(recs[last.start], r) => last.end = i + 1,
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
+}
+
 /// Cuts a stream of records into templates: consecutive records with the
-/// same QNAME (compared as samtools' `strcmp`, up to the NUL).
+/// same QNAME ([`same_name`]).
 #[derive(Debug, Default)]
 pub struct Templates {
     current: Vec<Vec<u8>>,
@@ -636,9 +656,7 @@ impl Templates {
 
     /// Whether `rec` (with its `block_size`) starts a new template.
     pub fn starts_new(&self, rec: &[u8]) -> bool {
-        self.current
-            .first()
-            .is_some_and(|f| view(f).read_name() != view(rec).read_name())
+        self.current.first().is_some_and(|f| !same_name(f, rec))
     }
 
     /// The template being gathered.

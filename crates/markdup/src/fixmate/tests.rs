@@ -388,3 +388,21 @@ fn templates_are_runs_of_one_name() {
     .unwrap();
     assert_eq!(got, [2, 1, 1, 3]);
 }
+
+#[test]
+fn template_runs_cut_at_each_new_name() {
+    let h = header();
+    let lookup = h.ref_lookup();
+    let recs: Vec<Vec<u8>> = ["x", "x", "y", "x", "x"]
+        .iter()
+        .map(|name| {
+            let mut out = Vec::new();
+            let line = format!("{name}\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*");
+            parse_sam_record(line.as_bytes(), &h, &lookup, &mut out).unwrap();
+            out
+        })
+        .collect();
+    let refs: Vec<&[u8]> = recs.iter().map(Vec::as_slice).collect();
+    assert_eq!(template_runs(&refs), [0..2, 2..3, 3..5]);
+    assert!(template_runs(&[]).is_empty());
+}

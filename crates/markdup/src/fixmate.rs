@@ -168,17 +168,6 @@ pub struct Fixmate {
     ref_lens: Vec<i64>,
 }
 
-/// The end htslib's `bam_endpos` gives: POS plus the reference length of
-/// the CIGAR, or plus 1 when that is 0 or the read is unmapped.
-pub fn end_pos(r: RecordRef<'_>) -> i64 {
-    let rlen = if r.flag() & flags::UNMAPPED != 0 {
-        0
-    } else {
-        r.reference_length()
-    };
-    i64::from(r.pos()) + rlen.max(1)
-}
-
 fn view(rec: &[u8]) -> RecordRef<'_> {
     RecordRef::with_block_size(rec)
 }
@@ -293,7 +282,7 @@ fn plausibly_proper(a: RecordRef<'_>, b: RecordRef<'_>) -> bool {
     }
     let five = |r: RecordRef<'_>| {
         if r.flag() & flags::REVERSE != 0 {
-            end_pos(r)
+            r.end_pos()
         } else {
             i64::from(r.pos())
         }
@@ -337,7 +326,7 @@ fn template_cigar(a: &mut Vec<u8>, b: &mut Vec<u8>) {
         }
     };
     segment(first, &mut ct);
-    let gap = i64::from(second.pos()) - end_pos(first);
+    let gap = i64::from(second.pos()) - first.end_pos();
     ct.extend_from_slice((gap as i32).to_string().as_bytes());
     ct.push(b'T');
     segment(second, &mut ct);
@@ -463,7 +452,7 @@ impl Fixmate {
             }
             let is_r2 = usize::from(flag & flags::READ2 != 0);
             let mapped_end = if flag & flags::UNMAPPED == 0 {
-                end_pos(r)
+                r.end_pos()
             } else {
                 0
             };

@@ -37,6 +37,8 @@ Commands:
   merge     Merge sorted SAM, BAM or CRAM inputs as samtools merge does
   markdup   samtools markdup's command line and answer (flags, do/dt/dc
             tags, statistics) on coordinate-sorted, fixmate'd input
+  fixmate   Fill in mate fields, TLEN and the MQ/MC/ms tags of name-grouped
+            input as samtools fixmate does
   MarkDuplicates
             Picard MarkDuplicates' command line (I=in.bam O=out.bam
             M=metrics.txt, or --INPUT ...): its flags and metrics, the

@@ -11,6 +11,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod args;
+pub mod fixmate;
 pub mod markdup;
 pub mod markduplicates;
 pub mod merge;
@@ -203,6 +204,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             return stages::main(stage, rest.collect());
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
+        Some("fixmate") => return fixmate::main(&argv0, rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
         Some("markdup") => return markdup::main(&argv0, rest.collect()),
         Some("generate") => return generate(rest.collect()),
@@ -223,6 +225,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                     "{}",
                     alnsort_engine::options::samtools_markdup::markdup_help()
                 ),
+                Some("fixmate") => print!("{}", alnsort_engine::options::fixmate::fixmate_help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

@@ -46,6 +46,7 @@
 pub mod batch;
 pub mod bits;
 pub mod dist;
+pub mod fixmate;
 pub mod grouping;
 pub mod htsjdk;
 pub mod metrics;

@@ -68,7 +68,23 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, samtools_markdup(), markduplicates()]
+    vec![sort, merge, fixmate(), samtools_markdup(), markduplicates()]
+}
+
+/// The command's entry for the man page and completions.
+fn fixmate() -> CommandDoc {
+    CommandDoc {
+        name: "fixmate",
+        summary: "Fill in mate information of name-grouped SAM, BAM or CRAM as samtools \
+                  fixmate 1.24 does.",
+        usage: crate::options::fixmate::FIXMATE_USAGE
+            .trim_start_matches("Usage: ")
+            .to_string(),
+        options: crate::options::fixmate::FIXMATE_OPTIONS
+            .iter()
+            .map(OptDoc::of)
+            .collect(),
+    }
 }
 
 /// `markdup` as the man page and completions show it

@@ -58,6 +58,9 @@ pub use fixups::{continued_templates, Fixups};
 pub use join::{join_mates, MateJoin, PairEndSink};
 pub use wire::{set_range, RangeSlice, MAX_RANGES, RANGE_BYTES};
 
+#[cfg(doc)]
+use crate::{MarkDuplicates, WalkCarry};
+
 /// Bits of an [`ordinal`] that hold the record's index in its split (up to
 /// 2^40 records per split, 2^23 splits: ordinals stay positive).
 pub const INDEX_BITS: u32 = 40;

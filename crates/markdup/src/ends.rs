@@ -20,6 +20,7 @@ pub(crate) const FR: u8 = 3;
 pub(crate) const RR: u8 = 4;
 pub(crate) const RF: u8 = 5;
 
+#[inline]
 pub(crate) fn orientation_byte(first_neg: bool, second_neg: bool) -> u8 {
     match (first_neg, second_neg) {
         (true, true) => RR,
@@ -51,11 +52,13 @@ pub(crate) struct End {
 }
 
 impl End {
+    #[inline]
     pub(crate) fn is_paired(&self) -> bool {
         self.r2_ref != -1
     }
 
     /// Picard's `ReadEndsMDComparator` (barcodes are all 0 without them).
+    #[inline]
     pub(crate) fn cmp(&self, o: &End) -> std::cmp::Ordering {
         (self.library)
             .cmp(&o.library)
@@ -78,6 +81,7 @@ impl End {
     /// order are interchangeable (the decisions do not depend on their
     /// order), so an unstable sort, and a merge of sorted runs, give the
     /// same decisions as any stable sort.
+    #[inline]
     pub(crate) fn total_cmp(&self, o: &End) -> std::cmp::Ordering {
         self.cmp(o)
             .then(self.score.cmp(&o.score))
@@ -88,6 +92,7 @@ impl End {
 
     /// The fields a fragment end's set shares (`same_set` without read 2),
     /// in [`End::cmp`]'s order.
+    #[inline]
     pub(crate) fn frag_key(&self) -> (i16, i32, i32, i32, i32, i32, u8) {
         (
             self.library,
@@ -100,6 +105,7 @@ impl End {
         )
     }
 
+    #[inline]
     pub(crate) fn same_set(&self, o: &End, compare_read2: bool) -> bool {
         self.library == o.library
             && self.barcode == o.barcode
@@ -121,6 +127,7 @@ pub(crate) type FragKey = (i16, i32, i32, i32, i32, i32, u8);
 /// The fragment end of a mapped primary record `r` of template
 /// `template_index` (its library's id, its name's location); `r2_ref` is
 /// the mate's reference when the mate is mapped, else -1.
+#[inline]
 pub(crate) fn fragment_end(
     r: &ReadInfo<'_>,
     library: i16,
@@ -154,6 +161,7 @@ pub(crate) fn fragment_end(
 /// pair; its barcodes): the lower 5' end first, Picard's orientation, the
 /// scores summed. The one pairing step of [`MarkDuplicates`] and of the
 /// distributed join ([`dist::join_mates`]).
+#[inline]
 pub(crate) fn pair_end(mut p: End, second: &End, read1: bool, barcodes: Barcodes) -> End {
     let reverse = second.orientation == R;
     let first_was_reverse = p.orientation == R;

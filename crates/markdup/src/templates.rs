@@ -54,6 +54,7 @@ impl Templates {
 
     /// A whole template starting at record `first` was pushed
     /// ([`MarkDuplicates::push_template`]); the next record starts another.
+    #[inline]
     pub(crate) fn whole(&mut self, first: i64) {
         self.index = first;
         self.ended = true;
@@ -61,12 +62,14 @@ impl Templates {
 
     /// The record numbered `number` (growing with input order), named
     /// `name`: whether it starts a template.
+    #[inline]
     pub(crate) fn step(&mut self, number: i64, name: &[u8]) -> bool {
         self.step_known(number, name, None)
     }
 
     /// [`Templates::step`], told whether `name` is the previous record's
     /// (`same_name`, when the caller compared them off the serial path).
+    #[inline]
     pub(crate) fn step_known(&mut self, number: i64, name: &[u8], same_name: Option<bool>) -> bool {
         if self.order == InputOrder::Coordinate {
             self.index = number;
@@ -84,6 +87,7 @@ impl Templates {
 
     /// Whether `r` gives read ends: a mapped primary record, before the
     /// unplaced unmapped reads of coordinate-sorted input.
+    #[inline]
     pub(crate) fn gives_ends(&mut self, r: &ReadInfo<'_>) -> bool {
         if self.ends_done {
             return false;

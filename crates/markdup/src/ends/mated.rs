@@ -27,10 +27,12 @@ impl MatedFrags {
     /// References below this id fit the packed form (24 bits).
     pub(crate) const PACKED_REFS: i32 = 1 << 24;
 
+    #[inline]
     pub(crate) fn push(&mut self, e: &End) {
         self.push_key(e.frag_key());
     }
 
+    #[inline]
     pub(crate) fn push_key(&mut self, key: FragKey) {
         let (library, _, _, _, r1_ref, r1_coord, orientation) = key;
         if Self::packs(key) {
@@ -45,6 +47,7 @@ impl MatedFrags {
         }
     }
 
+    #[inline]
     pub(crate) fn unpack(k: u64) -> FragKey {
         (
             (k >> 57) as i16,
@@ -66,6 +69,7 @@ impl MatedFrags {
     }
 
     /// Whether `key` would pack ([`MatedFrags::push`]).
+    #[inline]
     pub(crate) fn packs(key: FragKey) -> bool {
         let (library, barcode, r1_barcode, r2_barcode, r1_ref, _, orientation) = key;
         (barcode, r1_barcode, r2_barcode) == (0, 0, 0)
@@ -75,6 +79,7 @@ impl MatedFrags {
     }
 
     /// Whether `key` finds its buffer full.
+    #[inline]
     pub(crate) fn is_full_for(&self, key: FragKey) -> bool {
         if Self::packs(key) {
             self.packed.len() == self.packed.capacity()

@@ -133,11 +133,9 @@ __all__ = ["sort", "main", "parse_args", "help_text", "default_splits", "default
 #: the cluster the run happens to get).
 SPLIT_BYTES = 64 << 20
 
-
 #: Sort keys sampled per partition (spread over the splits); skewed inputs
 #: (a pileup, the unmapped reads) need many more than Spark's 20.
 SAMPLES_PER_PARTITION = 128
-
 
 #: With one input and at most this many splits the driver samples them
 #: itself (about 40 ms a split: a few short stretches each) while the
@@ -146,7 +144,6 @@ SAMPLES_PER_PARTITION = 128
 #: splits' reaches read them whole), are sampled by tasks. The samples do not
 #: depend on where they are drawn: neither do the output bytes.
 DRIVER_SAMPLE_SPLITS = 8
-
 
 #: The module with the stage functions. Tests may name a stand-in with the
 #: same functions (``sort(stages_module=...)``).

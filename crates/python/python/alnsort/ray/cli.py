@@ -51,7 +51,6 @@ def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
 
 # ---- python -m alnsort.ray ----------------------------------------------------
 
-
 #: The Ray driver's own options, read beside ``alnsort sort``'s (by the
 #: same parser: ``--NAME VALUE``, ``--NAME=VALUE`` or a unique prefix), as
 #: (name, value name or None, help).
@@ -70,7 +69,6 @@ RAY_OPTIONS = (
     ("stats", None, "print the run's statistics as JSON on stdout"),
 )
 
-
 #: ``alnsort sort``'s options (named as its messages name them) that the Ray
 #: driver honours; every other option of its table is refused by name
 #: (:data:`REFUSED` says why), never ignored.
@@ -85,7 +83,6 @@ HONOURED = frozenset(
     }
     | {opt for opt, _ in MARKDUP_OPTIONS}
 )
-
 
 #: Why an option of ``alnsort sort`` that the Ray driver does not honour is
 #: refused (options alnsort refuses itself keep alnsort's message).
@@ -102,11 +99,9 @@ REFUSED = {
     "--verbosity": "the Ray driver has no verbosity levels",
 }
 
-
 #: An option of the table that is neither honoured nor in :data:`REFUSED`
 #: (one added to ``alnsort sort`` later) is refused with this reason.
 REFUSED_OTHER = "not supported by the Ray driver yet"
-
 
 PROG = "python -m alnsort.ray"
 

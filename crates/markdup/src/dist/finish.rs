@@ -3,7 +3,7 @@
 
 use super::wire::{bad_block, decode_indexes};
 #[cfg(doc)]
-use super::{RangeSlice, SetsDecided};
+use super::{continued_templates, RangeSlice, SetsDecided, SplitShare};
 use crate::spill::{decode_slot, SLOT_BYTES};
 use crate::walk::walk_records;
 use crate::{LibraryCounts, MarkdupError, WalkCarry};

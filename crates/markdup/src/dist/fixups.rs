@@ -4,6 +4,8 @@
 
 use super::collect::Boundary;
 use super::merge_order::{MergeKey, MergeOrder};
+#[cfg(doc)]
+use super::{MateJoin, MergeBoundary};
 use crate::ends::End;
 
 /// For each split (in input order), where its first template began when

@@ -6,6 +6,8 @@ use super::bucket::{end_bucket_of, hash_bytes};
 use super::fixups::Fixups;
 use super::half::{encode_half, half_at, half_fields, half_name_len, HalfFields, HALF_BYTES};
 use super::merge_order::{self, MergeKey, MergeOrder};
+#[cfg(doc)]
+use super::SplitShare;
 use crate::ends::{pair_end, End};
 use crate::spill::{encode_end, io_error, END_BYTES};
 #[cfg(doc)]
@@ -185,7 +187,7 @@ impl MateJoin {
     }
 
     /// The halves in memory sorted into a run file (the runs merged into
-    /// one first when there are [`spill::MAX_RUNS`]).
+    /// one first when there are [`crate::spill::MAX_RUNS`]).
     pub(crate) fn spill_run(&mut self) -> Result<(), MarkdupError> {
         if self.runs.len() >= crate::spill::MAX_RUNS {
             let old = std::mem::take(&mut self.runs);

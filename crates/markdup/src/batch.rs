@@ -1,22 +1,22 @@
 //! Whole templates paired on the read jobs. In name-grouped input most
 //! templates lie inside one batch of records; a read job pairs those
 //! ([`BatchTemplates::add`]) with the reading thread's own pairing step
-//! ([`crate::record_ends`]), so that the thread, in input order, only
+//! ([`crate::ends::record_ends`]), so that the thread, in input order, only
 //! appends what came out ([`MarkDuplicates::push_template`]): the record
 //! slots, and the read ends and keys with their library, read group and
 //! template number put in. The templates a batch end cuts, and those whose
 //! pairing depends on what waits from before, stay with the thread's
 //! per-record push.
 
+use crate::ends::{fragment_end, record_ends, End, FragKey, MatedFrags, Pairing};
 use crate::grouping::TemplateFlags;
 use crate::optical::Location;
-use crate::{
-    fragment_end, record_ends, End, FragKey, InputOrder, MarkDuplicates, MarkdupError, MatedFrags,
-    Pairing, ReadInfo, RecordSlot, RgInfo, Templates,
-};
+use crate::templates::Templates;
+use crate::walk::RecordSlot;
+use crate::{InputOrder, MarkDuplicates, MarkdupError, ReadInfo, RgInfo};
 
 /// What one record of a whole template does to the marker's state: one
-/// of the four outcomes of [`crate::record_ends`] (or none, for a record
+/// of the four outcomes of [`crate::ends::record_ends`] (or none, for a record
 /// that gives no read end), in the order the thread's push does it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Does {

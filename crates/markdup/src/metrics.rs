@@ -2,9 +2,11 @@
 //! the metrics file's text form (values formatted as htsjdk's `FormatUtil`
 //! formats them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
+
+use crate::ReadGroups;
 
 /// One library's counts, as Picard reports them (pairs already halved).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -357,6 +359,56 @@ impl MetricsReport {
         }
         out.push('\n');
         out
+    }
+}
+
+/// Picard's metrics from the record counts per library index (summed over
+/// the input), the optical duplicate pairs per library index and the
+/// set-size histograms. Libraries of the header's read groups are reported
+/// even when no record has them; Picard orders libraries by name (Java
+/// strings; byte order for ASCII).
+pub fn metrics_report(
+    read_groups: &ReadGroups,
+    counts: &[[u64; 6]],
+    optical_by_library: &HashMap<u32, u64>,
+    set_sizes: SetSizeHistograms,
+) -> MetricsReport {
+    let mut by_lib: BTreeMap<String, DuplicationMetrics> = BTreeMap::new();
+    for &l in &read_groups.rg_library {
+        let name = read_groups.library_name(l);
+        by_lib
+            .entry(name.to_string())
+            .or_insert_with(|| DuplicationMetrics::new(name));
+    }
+    for (lib, c) in counts.iter().enumerate() {
+        if c.iter().all(|&n| n == 0) {
+            continue;
+        }
+        let name = read_groups.library_name(lib as u32);
+        let m = by_lib
+            .entry(name.to_string())
+            .or_insert_with(|| DuplicationMetrics::new(name));
+        m.unmapped_reads += c[0];
+        m.secondary_or_supplementary_rds += c[1];
+        m.unpaired_reads_examined += c[2];
+        m.read_pairs_examined += c[3];
+        m.unpaired_read_duplicates += c[4];
+        m.read_pair_duplicates += c[5];
+    }
+    let mut libraries = Vec::new();
+    for (name, mut m) in by_lib {
+        m.read_pairs_examined /= 2;
+        m.read_pair_duplicates /= 2;
+        if let Some(i) = read_groups.libraries.iter().position(|l| *l == name) {
+            m.read_pair_optical_duplicates =
+                optical_by_library.get(&(i as u32)).copied().unwrap_or(0);
+        }
+        m.calculate_derived_fields();
+        libraries.push(m);
+    }
+    MetricsReport {
+        libraries,
+        set_sizes,
     }
 }
 

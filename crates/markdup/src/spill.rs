@@ -24,8 +24,10 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::ends::End;
 use crate::optical::Location;
-use crate::{End, MarkdupError, RecordSlot};
+use crate::walk::RecordSlot;
+use crate::MarkdupError;
 
 /// Bytes of one end in a run file.
 pub(crate) const END_BYTES: usize = 2 + 4 * 3 + 1 + 4 * 4 + 2 * 4 + 1 + 2 + 8 * 2 + 1;

@@ -1,4 +1,7 @@
 use super::*;
+use crate::ends::{End, FragKey, MatedFrags, F, R};
+use crate::optical::Location;
+use std::collections::HashMap;
 
 const P: u16 = flags::PAIRED;
 const R1: u16 = flags::PAIRED | flags::READ1;

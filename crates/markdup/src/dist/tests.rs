@@ -5,8 +5,12 @@
 
 use super::*;
 use crate::flags;
+use crate::optical::NameParser;
 use crate::tests::{mark, random_records, read_info, two_libraries as groups, Rec, Rng};
-use crate::{metrics_report, Bits, MetricsReport};
+use crate::{
+    metrics_report, Bits, InputOrder, MarkDuplicates, MarkdupError, MetricsReport, ReadInfo,
+    WalkCarry,
+};
 
 fn bits(b: &Bits) -> Vec<bool> {
     b.iter().collect()

@@ -1,6 +1,6 @@
-//! The bytes the distributed marking's tasks hand each other besides ends,
-//! halves, slots and index lists (which have their own encodings in
-//! `dist.rs`): a split's [`Boundary`], an end bucket's counts
+//! The bytes the distributed marking's tasks hand each other besides ends
+//! and slots (the spill files' encodings) and halves (`half.rs`): index
+//! lists, a split's [`Boundary`], an end bucket's counts
 //! ([`SetsDecided::counts_to_bytes`]) and a split's [`SplitOutcome`] with
 //! the carry it was finished from. Little-endian fixed-width fields, each
 //! decoded with its length checked: a cut or padded block is
@@ -12,8 +12,24 @@ use alnsort_pipeline::varint;
 
 #[cfg(doc)]
 use super::SplitShare;
-use super::{bad_block, Boundary, SetsDecided, SplitOutcome};
+use super::{Boundary, SetsDecided, SplitOutcome};
 use crate::{Bits, MarkdupError, SetSizeHistograms, WalkCarry};
+
+pub(crate) fn bad_block(what: &'static str, len: usize, at: usize) -> MarkdupError {
+    MarkdupError::BadBlock { what, len, at }
+}
+
+/// Index lists (8 bytes each, a listed index once per listing).
+pub(crate) fn decode_indexes(b: &[u8], out: &mut Vec<u64>) -> Result<(), MarkdupError> {
+    if !b.len().is_multiple_of(8) {
+        return Err(bad_block("duplicate indexes", b.len(), b.len() / 8 * 8));
+    }
+    out.extend(
+        b.chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("sized"))),
+    );
+    Ok(())
+}
 
 /// Reads fixed-width fields from a block, checking each one's room.
 struct Fields<'a> {

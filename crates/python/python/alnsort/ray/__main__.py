@@ -1,0 +1,7 @@
+"""``python -m alnsort.ray``: the command line (:func:`alnsort.ray.main`)."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -11,6 +11,7 @@ pub mod header;
 pub mod header_merge;
 pub mod keys;
 pub mod name_hash;
+pub mod qc;
 pub mod reader;
 pub mod record;
 pub mod sam_format;

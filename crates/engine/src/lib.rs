@@ -23,6 +23,7 @@ pub mod options;
 pub mod output;
 pub mod picard;
 pub mod progress;
+pub mod qc_reports;
 pub mod sort_args;
 pub mod stage_args;
 pub mod stage_commands;
@@ -219,7 +220,7 @@ pub(crate) fn markdup_budget(cfg: &Config) -> Result<(usize, Option<u64>)> {
 
 fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     // A CRAM output's index (.crai) is built from containers, not notes.
-    let noted = cfg.index.is_some() && cfg.format == options::OutFormat::Bam;
+    let noted = (cfg.index.is_some() || cfg.qc.any()) && cfg.format == options::OutFormat::Bam;
     let reserve = reserve_bytes(cfg.threads, noted);
     let budget = if explicit_total {
         if cfg.memory_budget < MIN_TOTAL_BUDGET.max(reserve + (2 << 20)) {

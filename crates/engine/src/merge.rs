@@ -64,6 +64,9 @@ pub enum MergeOptId {
     Region,
     Reference,
     InputFmtOption,
+    Flagstat,
+    FlagstatFormat,
+    Idxstats,
     Unsupported(&'static str),
 }
 
@@ -95,6 +98,7 @@ const fn spec(
         Output | Level1 | Level | Uncompressed | OutputFmt | OutputFmtOption | WriteIndex
         | NoPg | Reference => Group::Output,
         Threads => Group::Resources,
+        Flagstat | FlagstatFormat | Idxstats => Group::Additions,
         Unsupported(_) => Group::Unsupported,
         _ => Group::Other,
     };
@@ -247,6 +251,30 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("write-index"),
         None,
         "Write an index beside the output (coordinate order): CSI for BAM, .crai for CRAM.",
+        None,
+    ),
+    spec(
+        MergeOptId::Flagstat,
+        None,
+        Some("flagstat"),
+        Some("FILE"),
+        options::FLAGSTAT_HELP,
+        None,
+    ),
+    spec(
+        MergeOptId::FlagstatFormat,
+        None,
+        Some("flagstat-format"),
+        Some("default|json|tsv"),
+        options::FLAGSTAT_FORMAT_HELP,
+        None,
+    ),
+    spec(
+        MergeOptId::Idxstats,
+        None,
+        Some("idxstats"),
+        Some("FILE"),
+        options::IDXSTATS_HELP,
         None,
     ),
     spec(
@@ -439,6 +467,11 @@ impl MergeArgs {
                 sort.threads = options::parse_int("-@", text()?)?.max(0) as usize
             }
             MergeOptId::WriteIndex => sort.write_index = true,
+            MergeOptId::Flagstat => sort.apply(options::OptId::Flagstat, Some(text()?.into()))?,
+            MergeOptId::FlagstatFormat => {
+                sort.apply(options::OptId::FlagstatFormat, Some(text()?.into()))?
+            }
+            MergeOptId::Idxstats => sort.apply(options::OptId::Idxstats, Some(text()?.into()))?,
             MergeOptId::NoPg => sort.no_pg = true,
             MergeOptId::Verbosity => {
                 sort.verbosity = options::parse_int("--verbosity", text()?)? as i32

@@ -15,6 +15,7 @@ pub mod markduplicates;
 pub mod merge;
 pub mod signals;
 pub mod stages;
+pub mod verify;
 
 use crate::signals::SignalGuard;
 use alnsort_engine::cleanup::Debris;
@@ -200,6 +201,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
+        Some("verify") => return verify::main(rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
@@ -214,6 +216,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                 }
                 Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
                 Some("MarkDuplicates") => print!("{}", alnsort_engine::picard::help()),
+                Some("verify") => print!("{}", alnsort_engine::verify::verify_help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

@@ -30,6 +30,7 @@ pub mod stage_commands;
 pub mod stages;
 pub mod stages_markdup;
 pub mod stats;
+pub mod verify;
 
 pub use error::{error_text, Error};
 

@@ -142,7 +142,7 @@ impl Flagstat {
 
     /// The report's lines in order: label, counts, and the count the
     /// percentage divides by (for the lines that have one).
-    fn lines(&self) -> [(&'static str, [u64; 2], Option<[u64; 2]>); 16] {
+    fn lines(&self) -> [Line; 16] {
         [
             (
                 "total (QC-passed reads + QC-failed reads)",
@@ -211,7 +211,7 @@ impl Flagstat {
             FlagstatFormat::Json => {
                 s.push_str("{\n");
                 for (w, title) in ["QC-passed reads", "QC-failed reads"].iter().enumerate() {
-                    let _ = write!(s, " \"{title}\": {{ \n");
+                    let _ = writeln!(s, " \"{title}\": {{ ");
                     let lines = self.lines();
                     for (i, (label, n, of)) in lines.iter().enumerate() {
                         let label = match *label {
@@ -241,6 +241,10 @@ impl Flagstat {
         s
     }
 }
+
+/// A line of the report: label, counts, and the counts the percentage
+/// divides by.
+type Line = (&'static str, [u64; 2], Option<[u64; 2]>);
 
 /// bam_stat.c's `percent`: `(float)n / total * 100.0` printed `%.2f`,
 /// then `suffix`; `none` when `total` is 0. The division is in single

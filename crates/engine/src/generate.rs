@@ -67,7 +67,17 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, markduplicates()]
+    let verify = CommandDoc {
+        name: "verify",
+        summary: "Say whether a SAM, BAM or CRAM file is sorted in the order its header \
+                  claims (or the order options name), naming the first record out of order.",
+        usage: "alnsort verify [options] <in.bam|in.sam|in.cram>...".to_string(),
+        options: crate::verify::VERIFY_OPTIONS
+            .iter()
+            .map(OptDoc::of)
+            .collect(),
+    };
+    vec![sort, merge, markduplicates(), verify]
 }
 
 /// `MarkDuplicates`, from Picard's option table

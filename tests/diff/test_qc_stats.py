@@ -220,6 +220,30 @@ def test_sort_writes_what_samtools_prints(inputs, tmp_path, case, src):
     _check(out, fs, ix, fmt)
 
 
+@pytest.mark.parametrize("order", [[], ["-n"]], ids=["coordinate", "name"])
+def test_cram_output_gives_what_samtools_prints(inputs, tmp_path, order):
+    """CRAM is read back by samtools' scan (never from an index): both
+    reports as samtools prints them for the CRAM file."""
+    d, paths = inputs
+    ref = d / "ref.fa"
+    if not ref.exists():
+        rng = random.Random(3)
+        with open(ref, "w") as fh:
+            for name, ln in REFS:
+                seq = "".join(rng.choice("ACGT") for _ in range(ln))
+                fh.write(f">{name}\n" + "\n".join(seq[i:i + 60] for i in range(0, ln, 60)) + "\n")
+    out, fs, ix = tmp_path / "o.cram", tmp_path / "o.flagstat", tmp_path / "o.idxstats"
+    res = harness.run_alnsort([*order, "--write-index", "--reference", str(ref), "--flagstat", str(fs),
+                               "--idxstats", str(ix), "-o", str(out), paths["traps"]])
+    if order:
+        assert res.returncode != 0 and b"not position sorted" in res.stderr
+        return
+    harness.check_ok(res)
+    for cmd, report in (("flagstat", fs), ("idxstats", ix)):
+        rc, want = _samtools_text(cmd, str(out), "--reference", str(ref))
+        assert rc == 0 and report.read_text() == want, cmd
+
+
 def test_name_order_without_idxstats_gives_flagstat(inputs, tmp_path):
     _, paths = inputs
     fs = tmp_path / "fs.json"

@@ -240,7 +240,7 @@ def test_cram_output_gives_what_samtools_prints(inputs, tmp_path, order):
         return
     harness.check_ok(res)
     for cmd, report in (("flagstat", fs), ("idxstats", ix)):
-        rc, want = _samtools_text(cmd, str(out), "--reference", str(ref))
+        rc, want = _samtools_text(cmd, str(out), "--input-fmt-option", f"reference={ref}")
         assert rc == 0 and report.read_text() == want, cmd
 
 

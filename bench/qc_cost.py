@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,12 +35,20 @@ def md5(path: Path) -> str:
 
 
 def timed(argv: list[str]) -> float:
+    return timed_cpu(argv)[0]
+
+
+def timed_cpu(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     res = subprocess.run(argv, capture_output=True)
     took = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed:\n{res.stderr.decode()}")
-    return took
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu
 
 
 def main() -> int:
@@ -60,23 +69,28 @@ def main() -> int:
         "sort --write-index --flagstat --idxstats": ["--write-index", "--flagstat", str(work / "f.txt"),
                                                      "--idxstats", str(work / "i.txt")],
     }
-    times: dict[str, list[tuple[float, str]]] = {k: [] for k in configs}
+    times: dict[str, list[tuple[float, float, str]]] = {k: [] for k in configs}
     out = work / "out.bam"
     for _ in range(a.rounds):
         for name, extra in configs.items():
-            s = timed([a.alnsort, "sort", "-@", t, "-m", "1G", *extra, "-o", str(out), a.input])
-            times[name].append((s, md5(out)))
+            # --no-PG: the @PG CL would name the options, and the bytes
+            # are to be compared.
+            s, cpu = timed_cpu([a.alnsort, "sort", "--no-PG", "-@", t, "-m", "1G", *extra, "-o", str(out),
+                                a.input])
+            times[name].append((s, cpu, md5(out)))
     decode: dict[str, list[float]] = {"alnsort verify": [], "samtools view -c (pysam 1.24)": []}
     for _ in range(a.rounds):
         decode["alnsort verify"].append(timed([a.alnsort, "verify", "-@", t, str(out)]))
         decode["samtools view -c (pysam 1.24)"].append(
             timed([sys.executable, str(ORACLE), "view", "-c", "-@", t, str(out)]))
-    print("| configuration | wall s per run | median | output md5 |")
-    print("|---|---|---|---|")
+    print("| configuration | wall s per run | median wall | CPU s per run | median CPU | output md5 |")
+    print("|---|---|---|---|---|---|")
     for name, runs in times.items():
-        secs = ", ".join(f"{s:.2f}" for s, _ in runs)
-        sums = sorted({m for _, m in runs})
-        print(f"| `{name}` | {secs} | {statistics.median(s for s, _ in runs):.2f} | {' '.join(sums)} |")
+        secs = ", ".join(f"{s:.2f}" for s, _, _ in runs)
+        cpus = ", ".join(f"{c:.2f}" for _, c, _ in runs)
+        sums = sorted({m for _, _, m in runs})
+        print(f"| `{name}` | {secs} | {statistics.median(s for s, _, _ in runs):.2f} | {cpus} | "
+              f"{statistics.median(c for _, c, _ in runs):.2f} | {' '.join(sums)} |")
     print()
     print("| read of the sorted output | wall s per run | median |")
     print("|---|---|---|")

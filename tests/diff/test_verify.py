@@ -64,7 +64,7 @@ def test_samtools_sorted_files_pass(sorted_files, key):
     for opts in ([], ORDERS[key][1]):
         res = verify(*opts, "-@", "2", str(path))
         assert res.returncode == 0, (opts, res.stderr)
-        assert res.stdout.startswith(f"{path}: sorted: "), res.stdout
+        assert res.stdout.startswith(f"{path}: sorted ("), res.stdout
         assert res.stdout.count("\n") == 1
 
 
@@ -114,7 +114,7 @@ def test_ties_in_any_order_and_unplaced_reads_at_the_end_pass(tmp_path):
     p = tmp_path / "ties.sam"
     p.write_text(head + "".join(recs))
     res = verify(str(p))
-    assert res.returncode == 0 and res.stdout == f"{p}: sorted: 14 records in coordinate, as its @HD SO:coordinate claims order\n", res
+    assert res.returncode == 0 and res.stdout == f"{p}: sorted (coordinate order, as its @HD SO:coordinate claims): 14 records\n", res
     # An unplaced read before placed ones is out of order.
     q = tmp_path / "early.sam"
     q.write_text(head + recs[-1] + "".join(recs[:-1]))
@@ -156,7 +156,7 @@ def test_files_it_cannot_judge_exit_2(sorted_files, source, tmp_path):
 def test_several_files_one_line_each(sorted_files):
     files = [str(sorted_files["coordinate"]), str(sorted_files["name"])]
     res = verify(*files)
-    assert res.returncode == 0 and res.stdout.count("sorted: ") == 2
+    assert res.returncode == 0 and res.stdout.count(": sorted (") == 2
     res = verify("--coordinate", *files)
     assert res.returncode == 1 and res.stdout.count("\n") == 1 and "not sorted" in res.stderr
 

@@ -242,26 +242,26 @@ fn order_of_options(a: &VerifyArgs) -> Option<Checked> {
                 tag: tag.as_bytes().to_vec(),
                 secondary,
             },
-            text: format!("-t {tag} then {then}, as given"),
+            text: format!("-t {tag} then {then} order, as given"),
         });
     }
     Some(match a.order? {
         OrderFlag::Coordinate => Checked {
             order: SortOrder::Coordinate,
-            text: "coordinate, as given".into(),
+            text: "coordinate order, as given".into(),
         },
         OrderFlag::Name => Checked {
             order: SortOrder::Name {
                 natural: name_natural,
             },
             text: format!(
-                "queryname ({}), as given",
+                "queryname order ({}), as given",
                 if name_natural { "-n" } else { "-N" }
             ),
         },
         OrderFlag::TemplateCoordinate => Checked {
             order: SortOrder::TemplateCoordinate,
-            text: "template-coordinate, as given".into(),
+            text: "template-coordinate order, as given".into(),
         },
         OrderFlag::Minimiser => return None,
     })
@@ -288,7 +288,7 @@ pub fn claimed_order(header: &Header) -> std::result::Result<Checked, String> {
     };
     let checked = |order, what: &str| Checked {
         order,
-        text: format!("{what}, as its {claim} claims"),
+        text: format!("{what} order, as its {claim} claims"),
     };
     let name = |natural| SortOrder::Name { natural };
     let order = match (so.as_deref(), ss.as_deref()) {
@@ -392,11 +392,11 @@ impl Verdict {
     pub fn line(&self) -> String {
         match &self.unsorted {
             None => format!(
-                "{}: sorted: {} records in {} order",
-                self.file, self.records, self.checked.text
+                "{}: sorted ({}): {} records",
+                self.file, self.checked.text, self.records
             ),
             Some(u) => format!(
-                "{}: not sorted ({} order): {} comes after {}",
+                "{}: not sorted ({}): {} comes after {}",
                 self.file,
                 self.checked.text,
                 self.place(&u.record),

@@ -35,6 +35,7 @@ SAMPLES = {
     "SIZE": "1G",
     "SECS": "1",
     "error|unmapped": "unmapped",
+    "default|json|tsv": "json",
     "N": "2500",
     "STRATEGY": "sum-of-base-qualities",
     "POLICY": "none",

@@ -38,7 +38,7 @@ pub mod minimiser;
 #[cfg(test)]
 mod reference;
 #[cfg(test)]
-mod testrec;
+pub(crate) mod testrec;
 #[cfg(test)]
 mod tests;
 

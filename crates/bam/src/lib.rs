@@ -12,6 +12,7 @@ pub mod header_merge;
 pub mod htsjdk;
 pub mod keys;
 pub mod name_hash;
+pub mod qc;
 pub mod reader;
 pub mod record;
 pub mod sam_format;

@@ -20,6 +20,7 @@
 //! other parts' blocks into one valid BGZF stream).
 
 use crate::header::Header;
+use crate::qc::{QcRecord, QcTally, ReadBack};
 use crate::record::{flags, RecordRef};
 use crate::sam_format::format_sam_record;
 use alnsort_bgzf::{
@@ -134,6 +135,9 @@ pub struct Finished<W> {
     /// The part index (`alnsort_index::PartIndexWriter`'s bytes), when
     /// [`Writer::collect_part_index`] asked for it.
     pub part_index: Option<Vec<u8>>,
+    /// The flagstat and idxstats counts of the records written, when
+    /// [`Writer::count_qc`] asked for them.
+    pub qc: Option<QcTally>,
 }
 
 /// The records' index fields for a part index, in write order, kept until
@@ -251,6 +255,8 @@ impl PartRecords {
 struct Indexing {
     index: Option<IndexBuilder>,
     part: Option<PartRecords>,
+    /// The records' QC counts, from each note's reference id and word.
+    qc: Option<QcTally>,
     n_ref: usize,
     error: Option<IndexError>,
 }
@@ -259,6 +265,14 @@ impl Indexing {
     /// Takes one block's notes (`block` its logical index), in order.
     fn take(&mut self, block: u64, notes: &[UnitNote]) {
         if self.error.is_some() {
+            return;
+        }
+        if let Some(qc) = &mut self.qc {
+            for note in notes {
+                qc.push_word(note.ref_id, note.word);
+            }
+        }
+        if self.index.is_none() && self.part.is_none() {
             return;
         }
         for note in notes {
@@ -312,6 +326,9 @@ pub struct Writer<W: Write + Send + 'static> {
     eof: bool,
     records: u64,
     line: Vec<u8>,
+    /// The QC counts of SAM text, counted as each record is formatted
+    /// (BAM's come with the notes, in `indexing`).
+    text_qc: Option<QcTally>,
 }
 
 impl<W: Write + Send + 'static> Writer<W> {
@@ -342,6 +359,7 @@ impl<W: Write + Send + 'static> Writer<W> {
         let indexing = Arc::new(Mutex::new(Indexing {
             index,
             part: None,
+            qc: None,
             n_ref: header.n_ref(),
             error: None,
         }));
@@ -375,6 +393,7 @@ impl<W: Write + Send + 'static> Writer<W> {
             eof: options.eof,
             records: 0,
             line: Vec::with_capacity(1024),
+            text_qc: None,
         };
         if options.header {
             w.write_header()?;
@@ -405,6 +424,33 @@ impl<W: Write + Send + 'static> Writer<W> {
         }
         packer.noting(index_fields);
         locked(&self.indexing).part = Some(PartRecords::default());
+        Ok(())
+    }
+
+    /// Counts what `samtools flagstat` and `samtools idxstats` read of
+    /// each record from now on, as samtools reads the file back (SAM text
+    /// with htslib's fix-ups), so that [`Writer::finish`] returns the
+    /// counts ([`Finished::qc`]) without the output being read again. For
+    /// BAM the counts come with the records' notes, made where the
+    /// records are copied (the deflate jobs) and taken in order on the
+    /// thread that writes the blocks. Called before the first record.
+    pub fn count_qc(&mut self) -> Result<(), WriteError> {
+        if self.records != 0 {
+            return Err(WriteError::Unsupported(
+                "the QC counts must be asked for before the first record",
+            ));
+        }
+        let tally = QcTally::new(self.header.n_ref());
+        match &mut self.sink {
+            Sink::Bgzf {
+                packer,
+                text: false,
+            } => {
+                packer.noting(index_fields);
+                locked(&self.indexing).qc = Some(tally);
+            }
+            _ => self.text_qc = Some(tally),
+        }
         Ok(())
     }
 
@@ -440,6 +486,12 @@ impl<W: Write + Send + 'static> Writer<W> {
     pub fn write_record(&mut self, rec: &[u8]) -> Result<(), WriteError> {
         let records = self.records;
         self.records += 1;
+        if let Some(qc) = &mut self.text_qc {
+            qc.push(&QcRecord::of(
+                RecordRef::with_block_size(rec),
+                ReadBack::SamText,
+            ));
+        }
         match &mut self.sink {
             Sink::Text { out, bytes } => {
                 self.line.clear();
@@ -550,8 +602,13 @@ impl<W: Write + Send + 'static> Writer<W> {
         };
         // The block-writing thread has ended: every note is in.
         let Indexing {
-            index, part, error, ..
+            index,
+            part,
+            qc,
+            error,
+            ..
         } = std::mem::take(&mut *locked(&self.indexing));
+        let qc = qc.or(self.text_qc);
         if let Some(source) = error {
             return Err(WriteError::Index { source });
         }
@@ -577,12 +634,14 @@ impl<W: Write + Send + 'static> Writer<W> {
             bytes_written,
             index,
             part_index,
+            qc,
         })
     }
 }
 
-/// What the index needs of a record (with its `block_size` prefix): the
-/// [`alnsort_bgzf::NoteFn`] of the BAM form, run where the record is copied.
+/// What the index and the QC counts need of a record (with its
+/// `block_size` prefix): the [`alnsort_bgzf::NoteFn`] of the BAM form, run
+/// where the record is copied.
 fn index_fields(rec: &[u8]) -> UnitFields {
     let r = RecordRef::with_block_size(rec);
     let beg = r.pos();
@@ -592,6 +651,7 @@ fn index_fields(rec: &[u8]) -> UnitFields {
         beg,
         end: alnsort_index::record_end(i64::from(beg), r.reference_length(), mapped),
         mapped,
+        word: QcRecord::of(r, ReadBack::Binary).word(),
     }
 }
 

@@ -469,3 +469,104 @@ fn the_part_index_is_the_one_read_back_from_the_part() {
         Err(WriteError::Unsupported(_))
     ));
 }
+
+/// Units that set 0x400 on each record as they copy it (as duplicate
+/// marking's units do).
+struct MarkDup(Vec<Vec<u8>>);
+
+impl Units for MarkDup {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn unit(&self, i: usize) -> &[u8] {
+        &self.0[i]
+    }
+    fn append_unit(&self, i: usize, out: &mut Vec<u8>) {
+        let at = out.len() + crate::record::FRAMED_FLAG_AT;
+        out.extend_from_slice(&self.0[i]);
+        out[at + 1] |= (flags::DUPLICATE >> 8) as u8;
+    }
+    fn append_part(&self, i: usize, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        let mut whole = Vec::new();
+        self.append_unit(i, &mut whole);
+        out.extend_from_slice(&whole[range]);
+    }
+}
+
+/// The QC counts are those of the records as written (edits made while
+/// copying included, records longer than a block too), however they were
+/// handed over, in every form, indexed or not; SAM text as samtools
+/// parses it back.
+#[test]
+fn qc_counts_are_of_the_records_as_written() {
+    let h = header();
+    let mut recs = records(&h, 1500);
+    for (i, r) in recs.iter_mut().enumerate() {
+        let flag = [0x1 | 0x2 | 0x40, 0x1 | 0x8 | 0x80, 0x4, 0x100, 0x800, 0x200][i % 6];
+        let at = crate::record::FRAMED_FLAG_AT;
+        r[at..at + 2].copy_from_slice(&(flag as u16).to_le_bytes());
+        if i == 0 {
+            // POS 0 on chr1 (first, for the index's order): SAM text
+            // reads it back without a reference.
+            r[8..12].copy_from_slice(&(-1i32).to_le_bytes());
+        }
+    }
+    for r in recs.iter_mut().skip(300).step_by(500) {
+        let extra = 70_000;
+        let tag_start = r.len();
+        r.extend(std::iter::repeat_n(b'X', extra));
+        let block_size = u32::from_le_bytes(r[..4].try_into().expect("4")) + extra as u32;
+        r[..4].copy_from_slice(&block_size.to_le_bytes());
+        r[tag_start..tag_start + 3].copy_from_slice(b"XZZ");
+        *r.last_mut().expect("last") = 0;
+    }
+    let marked: Vec<Vec<u8>> = recs
+        .iter()
+        .map(|r| {
+            let mut v = Vec::new();
+            MarkDup(vec![r.clone()]).append_unit(0, &mut v);
+            v
+        })
+        .collect();
+    for (format, index) in [
+        (Format::Bam, None),
+        (Format::Bam, Some(IndexFormat::DEFAULT_CSI)),
+        (Format::SamBgzf, None),
+        (Format::Sam, None),
+    ] {
+        let read_back = match format {
+            Format::Bam => ReadBack::Binary,
+            _ => ReadBack::SamText,
+        };
+        let mut want = QcTally::new(h.n_ref());
+        for r in &marked {
+            want.push(&QcRecord::of(RecordRef::with_block_size(r), read_back));
+        }
+        let options = WriterOptions {
+            index,
+            ..WriterOptions::whole(format, CompressionLevel::FASTEST)
+        };
+        let mut w = Writer::new(Vec::new(), Arc::clone(&h), options, pool()).expect("writer");
+        w.count_qc().expect("qc");
+        w.write_record(&marked[0]).expect("record");
+        w.write_records(Arc::new(MarkDup(recs[1..1400].to_vec())))
+            .expect("records");
+        for r in &marked[1400..] {
+            w.write_record(r).expect("record");
+        }
+        let got = w.finish().expect("finish").qc.expect("counts");
+        assert_eq!(got.flagstat, want.flagstat, "{format:?} {index:?}");
+        assert_eq!(got.idxstats, want.idxstats, "{format:?} {index:?}");
+        assert_eq!(got.flagstat.duplicates, [1250, 250]);
+    }
+    // Asked for after the first record: refused.
+    let mut w = Writer::new(
+        Vec::new(),
+        Arc::clone(&h),
+        WriterOptions::whole(Format::Bam, CompressionLevel::FASTEST),
+        pool(),
+    )
+    .expect("writer");
+    w.write_record(&recs[0]).expect("record");
+    assert!(w.count_qc().is_err());
+}

@@ -32,6 +32,9 @@ pub struct UnitFields {
     pub beg: i32,
     pub end: i64,
     pub mapped: bool,
+    /// The caller's own word about the unit, carried to its [`NotesSink`]
+    /// untouched (the BAM writer's: what flagstat reads of the record).
+    pub word: u32,
 }
 
 /// Reads a unit's [`UnitFields`] from its bytes (whole, as written).
@@ -41,7 +44,7 @@ pub type NoteFn = fn(&[u8]) -> UnitFields;
 /// block's deflate job for [`BlockWriter::write_units`]' units, which are
 /// then in the cache) and handed, in write order, with the block the unit
 /// starts in to the [`NotesSink`] on the thread that writes the blocks:
-/// so the thread that cuts the blocks never reads a unit's bytes. 24 bytes.
+/// so the thread that cuts the blocks never reads a unit's bytes. 32 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UnitNote {
     pub end: i64,
@@ -49,6 +52,8 @@ pub struct UnitNote {
     pub beg: i32,
     /// The unit's length in bytes.
     pub len: u32,
+    /// [`UnitFields::word`].
+    pub word: u32,
     /// Where the unit starts in its (first) block's payload.
     pub offset: u16,
     pub mapped: bool,
@@ -67,6 +72,7 @@ impl UnitNote {
             ref_id: f.ref_id,
             beg: f.beg,
             len: len as u32,
+            word: f.word,
             offset: offset as u16,
             mapped: f.mapped,
         }
@@ -79,6 +85,7 @@ impl UnitNote {
             beg: self.beg,
             end: self.end,
             mapped: self.mapped,
+            word: self.word,
         }
     }
 
@@ -181,9 +188,12 @@ impl Piece {
         match &self.part {
             Some(bytes) => {
                 if let (Some(note), 0) = (noting, bytes.start) {
-                    let fields = note(self.units.unit(self.from));
-                    let len = self.units.unit_len(self.from);
-                    notes.push(UnitNote::new(fields, out.len(), len));
+                    // The note reads the unit as written (its edits made),
+                    // whole: a unit this long is rare enough to copy once
+                    // more for it.
+                    let mut whole = Vec::with_capacity(self.units.unit_len(self.from));
+                    self.units.append_unit(self.from, &mut whole);
+                    notes.push(UnitNote::new(note(&whole), out.len(), whole.len()));
                 }
                 self.units.append_part(self.from, bytes.clone(), out)
             }

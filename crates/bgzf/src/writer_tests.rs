@@ -308,8 +308,8 @@ impl Units for VecUnits {
 /// A note is as small as the memory reserve counts on (alnsort-engine's
 /// `reserve_bytes`).
 #[test]
-fn a_note_is_24_bytes() {
-    assert_eq!(std::mem::size_of::<UnitNote>(), 24);
+fn a_note_is_32_bytes() {
+    assert_eq!(std::mem::size_of::<UnitNote>(), 32);
 }
 
 /// `write_units` is `write_unit` for each unit in turn: the same blocks
@@ -349,6 +349,7 @@ fn write_units_packs_exactly_as_write_unit_one_by_one() {
             beg: unit.len() as i32,
             end: i64::from(unit[unit.len() - 1]),
             mapped: unit.len().is_multiple_of(2),
+            word: unit.len() as u32 * 7,
         }
     }
     for threads in [1, 3] {

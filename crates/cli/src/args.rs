@@ -43,6 +43,9 @@ Commands:
             Picard MarkDuplicates' command line (I=in.bam O=out.bam
             M=metrics.txt, or --INPUT ...): its flags and metrics, the
             input's order kept, no sort
+  verify    Say whether a SAM, BAM or CRAM file is sorted in the order its
+            header claims (or the one -n, -N, -t, --template-coordinate
+            name), naming the first record out of order
   generate  Print the man page or a shell completion (man, bash, zsh, fish)
   help      Print this help ('alnsort help sort': the options of sort);
             also --help, -h

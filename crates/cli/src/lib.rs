@@ -17,6 +17,7 @@ pub mod markduplicates;
 pub mod merge;
 pub mod signals;
 pub mod stages;
+pub mod verify;
 
 use crate::signals::SignalGuard;
 use alnsort_engine::error::error_text;
@@ -207,6 +208,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         Some("fixmate") => return fixmate::main(&argv0, rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
         Some("markdup") => return markdup::main(&argv0, rest.collect()),
+        Some("verify") => return verify::main(rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
             println!("alnsort {}", env!("CARGO_PKG_VERSION"));
@@ -226,6 +228,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                     alnsort_engine::options::samtools_markdup::markdup_help()
                 ),
                 Some("fixmate") => print!("{}", alnsort_engine::options::fixmate::fixmate_help()),
+                Some("verify") => print!("{}", alnsort_engine::options::verify::verify_help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

@@ -72,6 +72,8 @@ pub struct Config {
     pub stats_json: Option<PathBuf>,
     /// `--mqc`: the report as MultiQC custom content.
     pub mqc: Option<PathBuf>,
+    /// `--flagstat`, `--flagstat-format`, `--idxstats`.
+    pub qc: crate::options::qc::QcArgs,
     /// The command line as given (for `--stats-json`; @PG's CL is `pg`).
     pub command_line: String,
     /// Warnings to print once the run starts (samtools prints these too).
@@ -375,9 +377,12 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         None
     };
     // The report files must not replace the output, its index or each other.
+    let [flagstat, idxstats] = a.qc.files();
     let reports = [
         ("--stats-json", a.stats_json.as_deref()),
         ("--mqc", a.mqc.as_deref()),
+        flagstat,
+        idxstats,
     ];
     for (n, (opt, file)) in reports.iter().enumerate() {
         let Some(file) = file else { continue };
@@ -421,6 +426,8 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
             index.as_ref().map(|i| i.path.as_path()),
             a.stats_json.as_deref(),
             a.mqc.as_deref(),
+            a.qc.flagstat.as_deref(),
+            a.qc.idxstats.as_deref(),
         ],
     )?;
     if a.progress == Some(false) && a.progress_interval.is_some() {
@@ -473,6 +480,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         progress_interval: a.progress_interval,
         stats_json: a.stats_json.clone(),
         mqc: a.mqc.clone(),
+        qc: a.qc.clone(),
         command_line: a.command_line.clone(),
         warnings,
         unknown_reference: a.unknown_reference,

@@ -6,3 +6,4 @@ pub mod merge;
 pub mod resources;
 pub mod samtools_markdup;
 pub mod sort;
+pub mod verify;

@@ -275,6 +275,33 @@ impl Drop for PendingFile {
     }
 }
 
+/// A report's destination (`--stats-json`, `--mqc`), created before the run starts and
+/// committed after the output: a temporary file beside the destination
+/// (registered for removal on error and on signals), so a failed run leaves
+/// neither a new file nor a changed old one.
+pub struct StatsFile {
+    pending: PendingFile,
+    file: std::fs::File,
+}
+
+impl StatsFile {
+    pub fn create(dest: &Path, debris: &Debris) -> std::io::Result<StatsFile> {
+        let (pending, file) = PendingFile::create(dest, debris)?;
+        Ok(StatsFile { pending, file })
+    }
+
+    /// Writes `text` (a rendering of the report) and renames the file into
+    /// place.
+    pub fn write(mut self, text: &str) -> std::io::Result<()> {
+        std::io::Write::write_all(&mut self.file, text.as_bytes())?;
+        if !self.pending.is_direct() {
+            self.file.sync_all()?;
+        }
+        drop(self.file);
+        self.pending.commit()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,6 +89,8 @@ impl Reserved {
 pub struct Destinations {
     output: Option<Reserved>,
     index: Option<Reserved>,
+    /// `--flagstat` and `--idxstats`.
+    qc: Option<crate::report::qc::QcFiles>,
 }
 
 impl Destinations {
@@ -104,7 +106,8 @@ impl Destinations {
             Some(t) => Some(Reserved::new("index", &t.path, debris)?),
             None => None,
         };
-        Ok(Destinations { output, index })
+        let qc = crate::report::qc::QcFiles::prepare(cfg, debris)?;
+        Ok(Destinations { output, index, qc })
     }
 }
 
@@ -153,6 +156,11 @@ pub struct Output {
     name: String,
     to_stdout: bool,
     cpu_at_start: f64,
+    /// The QC reports to write from the counts (`--flagstat`,
+    /// `--idxstats`), the header they name the references from, and a
+    /// CRAM output's counts (BAM's and SAM's are the writer's).
+    qc: Option<(crate::report::qc::QcFiles, Arc<Header>)>,
+    cram_qc: Option<alnsort_bam::qc::QcTally>,
 }
 
 /// The index file being written beside the output, and what goes in it.
@@ -235,6 +243,8 @@ impl Output {
                 IndexKind::Bai => IndexFormat::Bai,
             }),
         };
+        let qc = dest.qc.map(|q| (q, Arc::clone(&header)));
+        let mut cram_qc = None;
         let writer = if cfg.format == OutFormat::Cram {
             let w = alnsort_cram::CramWriter::new(
                 &name,
@@ -250,16 +260,21 @@ impl Output {
             .map_err(|e| write_error(&name, to_stdout, e))?;
             // CRAM output is indexed by a .crai, whatever the index's name.
             let w = if index.is_some() { w.with_index() } else { w };
+            if qc.is_some() {
+                cram_qc = Some(alnsort_bam::qc::QcTally::new(header.n_ref()));
+            }
             Sink::Cram {
                 writer: Box::new(w),
                 records: 0,
                 bytes: 0,
             }
         } else {
-            Sink::Hts(Box::new(
-                Writer::new(Writeback::new(file, durable), header, options, pool)
-                    .map_err(|e| write_error(&name, to_stdout, e))?,
-            ))
+            let mut w = Writer::new(Writeback::new(file, durable), header, options, pool)
+                .map_err(|e| write_error(&name, to_stdout, e))?;
+            if qc.is_some() {
+                w.count_qc().map_err(|e| write_error(&name, to_stdout, e))?;
+            }
+            Sink::Hts(Box::new(w))
         };
         Ok(Output {
             writer,
@@ -268,6 +283,8 @@ impl Output {
             name,
             to_stdout,
             cpu_at_start,
+            qc,
+            cram_qc,
         })
     }
 
@@ -341,6 +358,8 @@ impl Output {
             name,
             to_stdout: false,
             cpu_at_start,
+            qc: None,
+            cram_qc: None,
         })
     }
 
@@ -365,6 +384,12 @@ impl Output {
             } => {
                 *records += 1;
                 *bytes += rec.len() as u64;
+                if let Some(qc) = &mut self.cram_qc {
+                    qc.push(&alnsort_bam::qc::QcRecord::of(
+                        alnsort_bam::RecordRef::with_block_size(rec),
+                        alnsort_bam::qc::ReadBack::Binary,
+                    ));
+                }
                 writer
                     .write_record(rec)
                     .map_err(|e| write_error(&self.name, self.to_stdout, e))
@@ -457,10 +482,13 @@ impl Output {
             index,
             name,
             to_stdout,
+            qc,
+            cram_qc,
             ..
         } = self;
         let mut crai = None;
         let mut part_index = None;
+        let mut counts = cram_qc;
         let (built, records, bytes_uncompressed, bytes_written) = match writer {
             Sink::Hts(writer) => {
                 let done = (*writer)
@@ -471,6 +499,7 @@ impl Output {
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
                 part_index = done.part_index;
+                counts = counts.or(done.qc);
                 (
                     done.index,
                     done.records,
@@ -496,6 +525,16 @@ impl Output {
             }
         };
         check()?;
+        // The reports are made before anything is renamed into place: one
+        // samtools would refuse to print leaves no output behind.
+        let reports = match qc {
+            Some((files, header)) => {
+                let counts = counts
+                    .ok_or_else(|| Error::Internal(format!("no QC counts were kept for {name}")))?;
+                Some(files.render(&counts, &header)?)
+            }
+            None => None,
+        };
         if let Some(IndexOut {
             path,
             pending: p,
@@ -530,6 +569,9 @@ impl Output {
         } else if let Some(out) = pending {
             out.commit()
                 .with_context(|| format!("renaming output into place as {name}"))?;
+        }
+        if let Some(reports) = reports {
+            reports.write()?;
         }
         Ok(OutputSummary {
             records,

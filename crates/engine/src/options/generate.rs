@@ -68,7 +68,14 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, fixmate(), samtools_markdup(), markduplicates()]
+    vec![
+        sort,
+        merge,
+        fixmate(),
+        samtools_markdup(),
+        markduplicates(),
+        verify(),
+    ]
 }
 
 /// The command's entry for the man page and completions.
@@ -81,6 +88,21 @@ fn fixmate() -> CommandDoc {
             .trim_start_matches("Usage: ")
             .to_string(),
         options: crate::options::fixmate::FIXMATE_OPTIONS
+            .iter()
+            .map(OptDoc::of)
+            .collect(),
+    }
+}
+
+/// `verify` as the man page and completions show it, from its table
+/// ([`crate::options::verify::VERIFY_OPTIONS`]).
+fn verify() -> CommandDoc {
+    CommandDoc {
+        name: "verify",
+        summary: "Say whether a SAM, BAM or CRAM file is sorted in the order its header \
+                  claims (or the order options name), naming the first record out of order.",
+        usage: "alnsort verify [options] <in.bam|in.sam|in.cram>...".to_string(),
+        options: crate::options::verify::VERIFY_OPTIONS
             .iter()
             .map(OptDoc::of)
             .collect(),

@@ -31,6 +31,9 @@ pub enum MergeOptId {
     Region,
     Reference,
     InputFmtOption,
+    Flagstat,
+    FlagstatFormat,
+    Idxstats,
     Unsupported(&'static str),
 }
 
@@ -62,6 +65,7 @@ const fn spec(
         Output | Level1 | Level | Uncompressed | OutputFmt | OutputFmtOption | WriteIndex
         | NoPg | Reference => Group::Output,
         Threads => Group::Resources,
+        Flagstat | FlagstatFormat | Idxstats => Group::Additions,
         Unsupported(_) => Group::Unsupported,
         _ => Group::Other,
     };
@@ -214,6 +218,30 @@ pub const MERGE_OPTIONS: &[MergeSpec] = &[
         Some("write-index"),
         None,
         "Write an index beside the output (coordinate order): CSI for BAM, .crai for CRAM.",
+        None,
+    ),
+    spec(
+        MergeOptId::Flagstat,
+        None,
+        Some("flagstat"),
+        Some("FILE"),
+        crate::options::sort::FLAGSTAT_HELP,
+        None,
+    ),
+    spec(
+        MergeOptId::FlagstatFormat,
+        None,
+        Some("flagstat-format"),
+        Some("default|json|tsv"),
+        crate::options::sort::FLAGSTAT_FORMAT_HELP,
+        None,
+    ),
+    spec(
+        MergeOptId::Idxstats,
+        None,
+        Some("idxstats"),
+        Some("FILE"),
+        crate::options::sort::IDXSTATS_HELP,
         None,
     ),
     spec(
@@ -406,6 +434,16 @@ impl MergeArgs {
                 sort.threads = crate::options::table::parse_int("-@", text()?)?.max(0) as usize
             }
             MergeOptId::WriteIndex => sort.write_index = true,
+            MergeOptId::Flagstat => {
+                sort.apply(crate::options::sort::OptId::Flagstat, Some(text()?.into()))?
+            }
+            MergeOptId::FlagstatFormat => sort.apply(
+                crate::options::sort::OptId::FlagstatFormat,
+                Some(text()?.into()),
+            )?,
+            MergeOptId::Idxstats => {
+                sort.apply(crate::options::sort::OptId::Idxstats, Some(text()?.into()))?
+            }
             MergeOptId::NoPg => sort.no_pg = true,
             MergeOptId::Verbosity => {
                 sort.verbosity = crate::options::table::parse_int("--verbosity", text()?)? as i32

@@ -54,6 +54,11 @@ pub enum Action {
     PgCommandLine,
     /// alnsort's worker threads (not an option of Picard's).
     Threads,
+    /// alnsort's `--flagstat`, `--flagstat-format`, `--idxstats` (not
+    /// options of Picard's, so not echoed in the metrics' command line).
+    Flagstat,
+    FlagstatFormat,
+    Idxstats,
     /// Accepted, any value of its type: it tunes how the JVM program works
     /// (memory, files, logging), not what it writes.
     Neutral,
@@ -247,6 +252,16 @@ pub const PICARD_OPTIONS: &[PicardOpt] = &[
     opt!("showHidden", None, "Boolean", BOOL, Action::Neutral, "Accepted; no effect."),
     opt!("THREADS", None, "Integer", INT, Action::Threads,
          "alnsort addition: worker threads [1]."),
+    opt!("FLAGSTAT", Some("flagstat"), "File", TEXT, Action::Flagstat,
+         "alnsort addition (also --flagstat FILE): write to FILE the text `samtools flagstat` \
+          1.24 prints for the output, counted as the records are written."),
+    opt!("FLAGSTAT_FORMAT", Some("flagstat-format"), "String", TEXT, Action::FlagstatFormat,
+         "alnsort addition: default, json or tsv (samtools flagstat -O's forms) [default]."),
+    opt!("IDXSTATS", Some("idxstats"), "File", TEXT, Action::Idxstats,
+         "alnsort addition (also --idxstats FILE): write to FILE the table `samtools idxstats` \
+          1.24 prints for the output: from the index's counts with CREATE_INDEX=true on \
+          coordinate-sorted BAM (OUT.bai is where samtools looks), else as samtools' scan gives \
+          it; an output samtools would call not position sorted fails the run."),
 ];
 
 /// What Picard-syntax parsing produced.
@@ -482,6 +497,20 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
                 run.metrics = text(&value);
                 continue;
             }
+            Action::Flagstat => {
+                run.sort.qc.flagstat = Some(PathBuf::from(text(&value)));
+                continue;
+            }
+            Action::FlagstatFormat => {
+                run.sort.qc.flagstat_format =
+                    crate::options::qc::parse_flagstat_format(&text(&value))
+                        .map_err(ArgError::Invalid)?;
+                continue;
+            }
+            Action::Idxstats => {
+                run.sort.qc.idxstats = Some(PathBuf::from(text(&value)));
+                continue;
+            }
             _ => {}
         }
         run.given.push((opt.name.to_string(), shown.clone()));
@@ -633,7 +662,14 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
                     why,
                 })
             }
-            Action::Input | Action::Output | Action::Metrics | Action::Help | Action::Version => {
+            Action::Input
+            | Action::Output
+            | Action::Metrics
+            | Action::Flagstat
+            | Action::FlagstatFormat
+            | Action::Idxstats
+            | Action::Help
+            | Action::Version => {
                 unreachable!("handled above")
             }
         }

@@ -89,6 +89,8 @@ pub struct SortOptions {
     pub reference: Option<PathBuf>,
     /// CRAM-only output options (`version`, `embed_ref`, `no_ref`,
     /// `store_md`, `store_nm`) as given,
+    /// `--flagstat`, `--flagstat-format`, `--idxstats`.
+    pub qc: crate::options::qc::QcArgs,
     /// checked by the config against the output format.
     pub cram_options: Vec<(String, String)>,
     /// `--markdup` and its options (group "Duplicate marking").
@@ -135,6 +137,7 @@ impl SortOptions {
             reference: None,
             cram_options: Vec::new(),
             markdup: Default::default(),
+            qc: Default::default(),
             command_line,
         }
     }
@@ -199,6 +202,12 @@ impl SortOptions {
             }
             OptId::StatsJson => a.stats_json = Some(PathBuf::from(path()?)),
             OptId::Mqc => a.mqc = Some(PathBuf::from(path()?)),
+            OptId::Flagstat => a.qc.flagstat = Some(PathBuf::from(path()?)),
+            OptId::FlagstatFormat => {
+                a.qc.flagstat_format = crate::options::qc::parse_flagstat_format(&text()?)
+                    .map_err(ArgError::Invalid)?
+            }
+            OptId::Idxstats => a.qc.idxstats = Some(PathBuf::from(path()?)),
             OptId::UnknownReference => {
                 a.unknown_reference = match text()?.as_str() {
                 "error" => UnknownReference::Error,
@@ -265,6 +274,18 @@ impl SortOptions {
     }
 }
 
+/// `--flagstat`'s help (`sort`, `merge` and `MarkDuplicates` share it).
+pub const FLAGSTAT_HELP: &str = "Write to FILE the text `samtools flagstat` 1.24 prints for the \
+     output, counted as the records are written (no second pass).";
+/// `--flagstat-format`'s help.
+pub const FLAGSTAT_FORMAT_HELP: &str = "The form of --flagstat's text: samtools flagstat's \
+     default, or its -O json or -O tsv.";
+/// `--idxstats`' help.
+pub const IDXSTATS_HELP: &str = "Write to FILE the table `samtools idxstats` 1.24 prints for \
+     the output, counted as the records are written: from the index's counts when the output \
+     is BAM indexed where samtools looks (--write-index), else as samtools' scan gives it (last \
+     line split by 0x4); an output samtools would call not position sorted fails the run.";
+
 /// What an option does; `parse` applies it to `SortOptions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OptId {
@@ -294,6 +315,9 @@ pub enum OptId {
     ProgressInterval,
     StatsJson,
     Mqc,
+    Flagstat,
+    FlagstatFormat,
+    Idxstats,
     UnknownReference,
     Reference,
     Verbosity,
@@ -332,6 +356,7 @@ impl OptId {
             MinimiserIndex | Kmer | Window | NoReverse | Squash => false,
             Output | OutputFmtOption | Uncompressed | WriteIndex | Reference => false,
             MemPerThread | Progress | NoProgress | ProgressInterval | StatsJson | Mqc => false,
+            Flagstat | FlagstatFormat | Idxstats => false,
             Verbosity | Help | Version | Markdup(_) | Unsupported(_) => false,
         }
     }
@@ -580,6 +605,33 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                peak RSS, output size, runs spilled, duplicates with \
                --markdup), the sample named after the input; MultiQC finds \
                it when FILE ends in _mqc.json.",
+    },
+    OptSpec {
+        id: OptId::Flagstat,
+        short: None,
+        long: Some("flagstat"),
+        key: None,
+        value: Some("FILE"),
+        group: Group::Additions,
+        help: FLAGSTAT_HELP,
+    },
+    OptSpec {
+        id: OptId::FlagstatFormat,
+        short: None,
+        long: Some("flagstat-format"),
+        key: None,
+        value: Some("default|json|tsv"),
+        group: Group::Additions,
+        help: FLAGSTAT_FORMAT_HELP,
+    },
+    OptSpec {
+        id: OptId::Idxstats,
+        short: None,
+        long: Some("idxstats"),
+        key: None,
+        value: Some("FILE"),
+        group: Group::Additions,
+        help: IDXSTATS_HELP,
     },
     OptSpec {
         id: OptId::UnknownReference,

@@ -9,13 +9,12 @@
 //! is renamed into place only after the output is.
 
 use crate::config::Config;
-use crate::io::cleanup::{Debris, PendingFile};
+
 use crate::io::output::OutputSummary;
 use crate::options::sort::OutFormat;
 use crate::report::progress::{peak_rss_bytes, PhaseTime};
 use alnsort_sort::SortStats;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 /// Version of the JSON's shape: raised when a field is removed or changes
@@ -364,33 +363,6 @@ pub fn sample_name(cfg: &Config) -> String {
         (Some(i), _) if i != "-" => base(Path::new(i)),
         (_, Some(o)) => base(o),
         _ => "alnsort".into(),
-    }
-}
-
-/// A report's destination (`--stats-json`, `--mqc`), created before the run starts and
-/// committed after the output: a temporary file beside the destination
-/// (registered for removal on error and on signals), so a failed run leaves
-/// neither a new file nor a changed old one.
-pub struct StatsFile {
-    pending: PendingFile,
-    file: std::fs::File,
-}
-
-impl StatsFile {
-    pub fn create(dest: &Path, debris: &Debris) -> std::io::Result<StatsFile> {
-        let (pending, file) = PendingFile::create(dest, debris)?;
-        Ok(StatsFile { pending, file })
-    }
-
-    /// Writes `text` (a rendering of the report) and renames the file into
-    /// place.
-    pub fn write(mut self, text: &str) -> std::io::Result<()> {
-        self.file.write_all(text.as_bytes())?;
-        if !self.pending.is_direct() {
-            self.file.sync_all()?;
-        }
-        drop(self.file);
-        self.pending.commit()
     }
 }
 

@@ -123,7 +123,8 @@ pub(crate) fn markdup_budget(cfg: &Config) -> Result<(usize, Option<u64>)> {
 
 pub(crate) fn sorter_budget(cfg: &Config, explicit_total: bool) -> Result<usize> {
     // A CRAM output's index (.crai) is built from containers, not notes.
-    let noted = cfg.index.is_some() && cfg.format == crate::options::sort::OutFormat::Bam;
+    let noted =
+        (cfg.index.is_some() || cfg.qc.any()) && cfg.format == crate::options::sort::OutFormat::Bam;
     let reserve = reserve_bytes(cfg.threads, noted);
     let budget = if explicit_total {
         if cfg.memory_budget < MIN_TOTAL_BUDGET.max(reserve + (2 << 20)) {

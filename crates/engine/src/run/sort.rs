@@ -35,7 +35,7 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<crate::report::stat
     // Created before any input is read, so an unwritable path costs no sort
     // and touches nothing else (no output is removed for it).
     let create = |opt: &str, p: &std::path::PathBuf| {
-        crate::report::stats::StatsFile::create(p, debris)
+        crate::io::cleanup::StatsFile::create(p, debris)
             .with_context(|| format!("{opt} {}: cannot create the report file", p.display()))
     };
     let stats_file = match &cfg.stats_json {

@@ -9,6 +9,7 @@ pub mod aux;
 pub mod cigar;
 pub mod header;
 pub mod header_merge;
+pub mod index_file;
 pub mod keys;
 pub mod name_hash;
 pub mod reader;

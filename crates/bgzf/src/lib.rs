@@ -25,7 +25,9 @@ pub use block::{
     MAX_BLOCK_SIZE, MAX_PAYLOAD,
 };
 pub use error::{BgzfError, BgzfError as Error, Result};
-pub use reader::{BlockRecycler, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan};
+pub use reader::{
+    BlockRecycler, EmptyBlocks, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan,
+};
 pub use writer::{
     BlockWriter, NoteFn, NotesSink, ParallelWriter, UnitFields, UnitNote, Units, WriterSummary,
     MAX_NOTES_PER_BLOCK,

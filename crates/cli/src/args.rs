@@ -35,6 +35,8 @@ Commands:
             Duplicate marking cut into the same kind of tasks (with
             --markdup among the sort options of map and reduce)
   merge     Merge sorted SAM, BAM or CRAM inputs as samtools merge does
+  index     Index BAM (BAI, CSI) and CRAM (.crai) files as samtools index
+            does, the same index bytes
   MarkDuplicates
             Picard MarkDuplicates' command line (I=in.bam O=out.bam
             M=metrics.txt, or --INPUT ...): its flags and metrics, the

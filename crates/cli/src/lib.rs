@@ -11,6 +11,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod args;
+pub mod index;
 pub mod markduplicates;
 pub mod merge;
 pub mod signals;
@@ -199,6 +200,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
             return stages::main(stage, rest.collect());
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
+        Some("index") => return index::main(rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
         Some("generate") => return generate(rest.collect()),
         Some("--version") | Some("-V") | Some("version") => {
@@ -213,6 +215,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                     print!("{}", stages::stage_help(stage))
                 }
                 Some("merge") => print!("{}", alnsort_engine::merge::merge_help()),
+                Some("index") => print!("{}", alnsort_engine::index::index_help()),
                 Some("MarkDuplicates") => print!("{}", alnsort_engine::picard::help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {

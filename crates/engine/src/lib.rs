@@ -13,6 +13,7 @@ pub mod cleanup;
 pub mod config;
 pub mod error;
 pub mod generate;
+pub mod index;
 pub mod input;
 pub mod mark_in_order;
 pub mod markdup;

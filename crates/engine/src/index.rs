@@ -1,9 +1,13 @@
 //! `alnsort index`: samtools index's command line and files. A BAM gets the
 //! BAI or CSI `samtools index` 1.24 writes (`alnsort_bam::index_file`, the
 //! blocks inflated on the pool); a CRAM gets its `.crai`
-//! (`alnsort_cram::crai`). Each index is written under a temporary name
+//! (`alnsort_cram::crai`). The CSI and the `.crai` are compressed by zlib
+//! where it can be loaded ([`zlib`]), as htslib compresses them, so their
+//! bytes are samtools' too. Each index is written under a temporary name
 //! beside its destination and renamed into place once whole, so a failure
 //! leaves no index behind.
+
+mod zlib;
 
 use crate::cleanup::{Debris, PendingFile};
 use crate::options::{push_help_entry, ArgError, Group, OptSpec, OptionId, OptionName};
@@ -412,7 +416,10 @@ fn index_one(
             &alnsort_cram::RefSource::from_env(None),
         )?;
         let dest = output_path(input, args, "crai");
-        write_index(&dest, &crai.gzip, debris)?;
+        let bytes = zlib::zlib()
+            .and_then(|z| z.gzip(&crai.text))
+            .unwrap_or(crai.gzip);
+        write_index(&dest, &bytes, debris)?;
         return Ok(IndexReport {
             input: input.to_string(),
             index: dest,
@@ -449,7 +456,11 @@ fn index_one(
         IndexFormat::Csi { .. } => "csi",
     };
     let dest = output_path(input, args, ext);
-    write_index(&dest, &indexed.index.file_bytes(), debris)?;
+    let bytes = match (indexed.index.is_bgzf(), zlib::zlib()) {
+        (true, Some(z)) => alnsort_bgzf::compress_all_with(indexed.index.content(), |p| z.raw(p)),
+        _ => indexed.index.file_bytes(),
+    };
+    write_index(&dest, &bytes, debris)?;
     Ok(IndexReport {
         input: input.to_string(),
         index: dest,

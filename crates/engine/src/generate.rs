@@ -52,7 +52,7 @@ impl OptDoc {
     }
 }
 
-/// `sort` and `merge`, from the engine's tables.
+/// `sort`, `merge` and `index`, from the engine's tables.
 pub fn engine_commands() -> Vec<CommandDoc> {
     let sort = CommandDoc {
         name: "sort",
@@ -67,7 +67,14 @@ pub fn engine_commands() -> Vec<CommandDoc> {
         usage: "alnsort merge [options] -o <out.bam|out.cram> <in1> ... <inN>".to_string(),
         options: MERGE_OPTIONS.iter().map(OptDoc::of).collect(),
     };
-    vec![sort, merge, markduplicates()]
+    let index = CommandDoc {
+        name: "index",
+        summary: "Index BAM (BAI, CSI) and CRAM (.crai) files as samtools index 1.24 does, \
+                  the same index bytes.",
+        usage: "alnsort index [-bc] [-m INT] [-@ INT] <in.bam> [out.index]".to_string(),
+        options: crate::index::INDEX_OPTIONS.iter().map(OptDoc::of).collect(),
+    };
+    vec![sort, merge, index, markduplicates()]
 }
 
 /// `MarkDuplicates`, from Picard's option table

@@ -166,7 +166,9 @@ pub const INDEX_OPTIONS: &[IndexSpec] = &[
         None,
         Some("reference"),
         Some("FILE"),
-        "Not an index option (samtools refuses it too; a .crai needs no reference).",
+        "Not an index option (samtools refuses it too). A CRAM slice of several \
+         references is decoded for its .crai, its references found through \
+         REF_PATH, REF_CACHE or the @SQ UR.",
     ),
     spec(
         IndexOptId::Unsupported(NOT_AN_INDEX_OPTION),

@@ -312,3 +312,30 @@ def test_empty_blocks_and_the_eof_block(bams, tmp_path, variant):
         if variant == "no_eof_block":
             assert b"EOF marker is absent" in res.stderr
         _assert_same_index(Path(f"{theirs}.{ext}"), Path(f"{ours}.{ext}"), ext)
+
+
+def test_unsorted_and_truncated_cram_fail_and_leave_nothing(tmp_path):
+    refs = [("chr1", 300_000), ("chr2", 200_000)]
+    ref = tmp_path / "ref.fa"
+    _fasta(ref, refs, 6)
+    sam = tmp_path / "in.sam"
+    sam.write_text(gen.generate(gen.Params(seed=33, n_templates=3000, refs=refs, trap_tags=False)))
+    unsorted = tmp_path / "unsorted.cram"
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(ref), "-o", str(unsorted), str(sam))
+    theirs = tmp_path / "theirs.cram"
+    shutil.copy(unsorted, theirs)
+    assert oracle.samtools("index", str(theirs), check=False).returncode != 0
+    res = run_index([str(unsorted)])
+    assert res.returncode == 1
+    err = res.stderr.decode()
+    assert str(unsorted) in err and "not sorted" in err and "byte offset" in err, err
+    assert not Path(f"{unsorted}.crai").exists()
+    sorted_bam, good = tmp_path / "sorted.bam", tmp_path / "good.cram"
+    oracle.sort([], str(sam), str(sorted_bam))
+    oracle.samtools("view", "--no-PG", "-C", "-T", str(ref), "-o", str(good), str(sorted_bam))
+    cut = tmp_path / "cut.cram"
+    data = good.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    res = run_index([str(cut)])
+    assert res.returncode == 1 and str(cut).encode() in res.stderr, res.stderr
+    assert not Path(f"{cut}.crai").exists()

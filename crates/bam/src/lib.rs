@@ -10,6 +10,7 @@ pub mod cigar;
 pub mod header;
 pub mod header_merge;
 pub mod htsjdk;
+pub mod index_file;
 pub mod keys;
 pub mod name_hash;
 pub mod qc;

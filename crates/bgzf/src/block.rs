@@ -361,6 +361,39 @@ fn write_stored(payload: &[u8], cdata: &mut [u8]) -> usize {
     5 + payload.len()
 }
 
+/// Compresses `data` into a complete BGZF file as [`compress_all`] cuts it
+/// (blocks of [`MAX_PAYLOAD`] bytes, then the EOF block), each block's
+/// deflate data made by `deflate` (raw deflate of the payload, `None` when
+/// it would not fit a block: the block is stored then). For a caller that
+/// must reproduce another deflate encoder's bytes (htslib's zlib).
+pub fn compress_all_with(
+    data: &[u8],
+    mut deflate: impl FnMut(&[u8]) -> Option<Vec<u8>>,
+) -> Vec<u8> {
+    let mut file = Vec::with_capacity(data.len() / 2 + EOF_BLOCK.len());
+    let limit = MAX_BLOCK_SIZE - HEADER_LEN - FOOTER_LEN;
+    let mut stored = vec![0u8; MAX_BLOCK_SIZE];
+    for payload in data.chunks(MAX_PAYLOAD) {
+        let cdata = match deflate(payload).filter(|c| c.len() <= limit) {
+            Some(c) => c,
+            None => {
+                let n = write_stored(payload, &mut stored);
+                stored[..n].to_vec()
+            }
+        };
+        let total = HEADER_LEN + cdata.len() + FOOTER_LEN;
+        let at = file.len();
+        file.extend_from_slice(&EOF_BLOCK[..HEADER_LEN]);
+        // BSIZE = total - 1 <= 65535 because total <= MAX_BLOCK_SIZE.
+        file[at + 16..at + 18].copy_from_slice(&((total - 1) as u16).to_le_bytes());
+        file.extend_from_slice(&cdata);
+        file.extend_from_slice(&libdeflater::crc32(payload).to_le_bytes());
+        file.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    }
+    file.extend_from_slice(&EOF_BLOCK);
+    file
+}
+
 /// Compresses `data` into a complete BGZF file (blocks of [`MAX_PAYLOAD`]
 /// bytes, then the EOF block) on the calling thread. For small outputs such
 /// as index files.

@@ -21,11 +21,13 @@ mod test_util;
 pub mod writer;
 
 pub use block::{
-    compress_all, decompress_all, is_bgzf, is_gzip, CompressionLevel, InvalidLevel, EOF_BLOCK,
-    MAX_BLOCK_SIZE, MAX_PAYLOAD,
+    compress_all, compress_all_with, decompress_all, is_bgzf, is_gzip, CompressionLevel,
+    InvalidLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD,
 };
 pub use error::{BgzfError, BgzfError as Error, Result};
-pub use reader::{BlockRecycler, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan};
+pub use reader::{
+    BlockRecycler, EmptyBlocks, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan,
+};
 pub use writer::{
     BlockWriter, NoteFn, NotesSink, ParallelWriter, UnitFields, UnitNote, Units, WriterSummary,
     MAX_NOTES_PER_BLOCK,

@@ -87,6 +87,55 @@ impl EofWatch {
     }
 }
 
+/// The empty blocks of a [`ParallelReader`]'s stream, as the reader thread
+/// meets them, and where the stream ended: a handle kept by a caller that
+/// needs htslib's offsets at block boundaries. htslib's `bgzf_tell` at the
+/// end of a block is the offset of the block that follows it in the file,
+/// empty or not (an EOF block, or an empty block that a concatenation left
+/// in the middle), while a reader that skips empty blocks, as this one
+/// does, sees the next block with data; [`EmptyBlocks::run_start`] turns
+/// the one into the other.
+#[derive(Clone, Debug, Default)]
+pub struct EmptyBlocks(Arc<EmptyBlocksInner>);
+
+#[derive(Debug, Default)]
+struct EmptyBlocksInner {
+    /// Runs of consecutive empty blocks, `(start, end)` compressed offsets,
+    /// ascending. Rare (an EOF block, a concatenation's), so a lock per run.
+    runs: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Where the stream ended (the offset past its last block), once it has.
+    end: OnceLock<u64>,
+}
+
+impl EmptyBlocks {
+    /// Notes the empty block `start..end`.
+    fn note(&self, start: u64, end: u64) {
+        let mut runs = self.0.runs.lock().unwrap_or_else(|p| p.into_inner());
+        match runs.last_mut() {
+            Some(run) if run.1 == start => run.1 = end,
+            _ => runs.push((start, end)),
+        }
+    }
+
+    /// Where the run of empty blocks that ends at compressed offset
+    /// `boundary` starts; `boundary` itself when no empty block ends there.
+    /// Only the blocks the reader thread has read so far are known: ask
+    /// about a boundary the consumer has already passed.
+    pub fn run_start(&self, boundary: u64) -> u64 {
+        let runs = self.0.runs.lock().unwrap_or_else(|p| p.into_inner());
+        match runs.binary_search_by_key(&boundary, |r| r.1) {
+            Ok(i) => runs[i].0,
+            Err(_) => boundary,
+        }
+    }
+
+    /// The compressed offset past the stream's last block, once the
+    /// reader thread has reached the end cleanly; `None` before.
+    pub fn stream_end(&self) -> Option<u64> {
+        self.0.end.get().copied()
+    }
+}
+
 /// A decoded block.
 struct Block {
     data: Vec<u8>,
@@ -168,6 +217,8 @@ pub struct ParallelReader {
     scan: Arc<OnceLock<UnitScan>>,
     /// Where unit start lists go back to the inflate jobs.
     starts_back: Sender<Vec<u32>>,
+    /// The stream's empty blocks, as the reader thread meets them.
+    empty: EmptyBlocks,
 }
 
 impl ParallelReader {
@@ -241,12 +292,14 @@ impl ParallelReader {
         let scan = Arc::new(OnceLock::<UnitScan>::new());
         let job_scan = Arc::clone(&scan);
         let (starts_back, starts_recycled) = unbounded::<Vec<u32>>();
+        let empty = EmptyBlocks::default();
         let mut producer = Producer {
             input: Cursor::new(prefix).chain(inner),
             raw_recycled,
             offset: start,
             job: Vec::with_capacity(job_blocks),
             job_blocks,
+            empty: empty.clone(),
         };
         let work = move |item: Item| match item {
             Item::Blocks(blocks) => {
@@ -316,6 +369,7 @@ impl ParallelReader {
             consumed_before_current: 0,
             state: State::Running,
             missing_eof: EofWatch::default(),
+            empty,
             scan,
             starts_back,
         })
@@ -346,6 +400,12 @@ impl ParallelReader {
     /// its last item (record, line) cut short knows the data is truncated.
     pub fn missing_eof_block(&self) -> Option<u64> {
         self.missing_eof.missing_eof_block()
+    }
+
+    /// A handle on the stream's empty blocks and its end
+    /// ([`EmptyBlocks`]), which the reader thread fills in as it reads.
+    pub fn empty_blocks(&self) -> EmptyBlocks {
+        self.empty.clone()
     }
 
     /// A handle that answers [`ParallelReader::missing_eof_block`] after
@@ -538,6 +598,8 @@ struct Producer<R> {
     job: Vec<(Vec<u8>, u64)>,
     /// Blocks per job ([`JOB_BLOCKS`], or one for [`ReadAhead::Peek`]).
     job_blocks: usize,
+    /// Where the empty blocks met are noted.
+    empty: EmptyBlocks,
 }
 
 /// Blocks inflated per pool job. One job per 64 KiB block left the workers
@@ -565,11 +627,15 @@ impl<R: Read> Producer<R> {
             last_isize = Some(block::le_u32(&raw, raw.len() - 4));
             let offset = self.offset;
             self.offset += raw.len() as u64;
+            if last_isize == Some(0) {
+                self.empty.note(offset, self.offset);
+            }
             self.job.push((raw, offset));
             if self.job.len() >= self.job_blocks && !self.emit_job(emit) {
                 return;
             }
         }
+        let _ = self.empty.0.end.set(self.offset);
         if !self.emit_job(emit) {
             return;
         }

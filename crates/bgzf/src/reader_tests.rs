@@ -522,3 +522,28 @@ fn a_block_partly_read_is_taken_from_where_reading_stopped() {
     all.extend_from_slice(&rest);
     assert_eq!(all, data);
 }
+
+#[test]
+fn empty_blocks_are_noted_for_htslib_offsets() {
+    // Data, two empty blocks, data, then the EOF block.
+    let (file, offsets) = blocks_file(&[b"ab", b"", b"", b"cd"]);
+    for threads in [1, 3] {
+        let mut reader = ParallelReader::new(
+            std::io::Cursor::new(file.clone()),
+            pool(threads),
+            Vec::new(),
+        )
+        .expect("reader");
+        let empty = reader.empty_blocks();
+        let (data, err) = drain(&mut reader);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(data, b"abcd");
+        // htslib's tell at the end of "ab" is the first empty block.
+        assert_eq!(empty.run_start(offsets[3]), offsets[1]);
+        assert_eq!(empty.run_start(offsets[1]), offsets[1]);
+        assert_eq!(empty.run_start(offsets[0]), offsets[0]);
+        let end = file.len() as u64;
+        assert_eq!(empty.stream_end(), Some(end));
+        assert_eq!(empty.run_start(end), end - EOF_BLOCK.len() as u64);
+    }
+}

@@ -39,6 +39,8 @@ Commands:
             tags, statistics) on coordinate-sorted, fixmate'd input
   fixmate   Fill in mate fields, TLEN and the MQ/MC/ms tags of name-grouped
             input as samtools fixmate does
+  index     Index BAM (BAI, CSI) and CRAM (.crai) files as samtools index
+            does, the same index bytes
   MarkDuplicates
             Picard MarkDuplicates' command line (I=in.bam O=out.bam
             M=metrics.txt, or --INPUT ...): its flags and metrics, the

@@ -12,6 +12,7 @@
 
 pub mod args;
 pub mod fixmate;
+pub mod index;
 pub mod markdup;
 pub mod markduplicates;
 pub mod merge;
@@ -206,6 +207,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
         }
         Some("merge") => return merge::main(&argv0, rest.collect()),
         Some("fixmate") => return fixmate::main(&argv0, rest.collect()),
+        Some("index") => return index::main(rest.collect()),
         Some("MarkDuplicates") => return markduplicates::main(&argv0, rest.collect()),
         Some("markdup") => return markdup::main(&argv0, rest.collect()),
         Some("verify") => return verify::main(rest.collect()),
@@ -229,6 +231,7 @@ pub fn run(argv: Vec<std::ffi::OsString>) -> i32 {
                 ),
                 Some("fixmate") => print!("{}", alnsort_engine::options::fixmate::fixmate_help()),
                 Some("verify") => print!("{}", alnsort_engine::options::verify::verify_help()),
+                Some("index") => print!("{}", alnsort_engine::options::index::index_help()),
                 Some("generate") => println!("{GENERATE_USAGE}"),
                 Some(other) => {
                     eprintln!("alnsort help: unknown command '{other}'; the command is 'sort'");

@@ -405,6 +405,23 @@ pub struct SliceHeader {
 }
 
 impl SliceHeader {
+    /// Reads the header of the slice in `bytes` (its first block) alone,
+    /// for a file of CRAM major version `major`, leaving its data blocks
+    /// as they are (a `.crai` needs no more of a single-reference slice).
+    pub fn read_version(bytes: &[u8], major: u8) -> io::Result<SliceHeader> {
+        let mut src = bytes;
+        let head = RawBlock::read_version(&mut src, major)?;
+        if head.content_type != content_type::SLICE_HEADER {
+            return Err(ContainerFault::SliceStart {
+                content_type: head.content_type,
+            }
+            .into());
+        }
+        let mut hb = Vec::new();
+        codecs::decode_block(&head, &mut hb, &mut CodecScratch::default())?;
+        SliceHeader::parse(&hb, major)
+    }
+
     fn parse(mut s: &[u8], major: u8) -> io::Result<SliceHeader> {
         let reference_id = read_itf8(&mut s)?;
         let alignment_start = read_itf8(&mut s)?;

@@ -67,12 +67,36 @@ struct Encoded {
 /// start, span, then the container's offset (known when it is written),
 /// the slice's landmark and size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CraiLine {
+pub(crate) struct CraiLine {
     reference: i32,
     start: i64,
     span: i64,
     landmark: u32,
     size: u32,
+}
+
+impl CraiLine {
+    /// Appends the line, in the container at byte `offset` of the file,
+    /// to `out` in htslib's format: "%d\t%ld\t%ld\t%ld\t%d\t%d\n".
+    pub(crate) fn write(&self, out: &mut Vec<u8>, offset: u64) {
+        writeln!(
+            out,
+            "{}\t{}\t{}\t{offset}\t{}\t{}",
+            self.reference, self.start, self.span, self.landmark, self.size
+        )
+        .expect("writing to memory");
+    }
+}
+
+/// The `.crai` file of its text: gzip as htslib's `bgzf_open(fn, "wg")`
+/// writes it (zlib's default level).
+pub(crate) fn gzip_crai(text: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::GzBuilder::new()
+        .operating_system(3)
+        .write(Vec::new(), flate2::Compression::default());
+    gz.write_all(text)
+        .and_then(|_| gz.finish())
+        .expect("compressing in memory")
 }
 
 /// Counts the bytes written through it (the containers' offsets).
@@ -300,13 +324,7 @@ impl<W: Write> CramWriter<W> {
         if let Some(out) = &mut self.crai {
             let offset = self.out.written;
             for l in crai {
-                // htslib's format: "%d\t%ld\t%ld\t%ld\t%d\t%d\n".
-                writeln!(
-                    out,
-                    "{}\t{}\t{}\t{offset}\t{}\t{}",
-                    l.reference, l.start, l.span, l.landmark, l.size
-                )
-                .expect("writing to memory");
+                l.write(out, offset);
             }
         }
         self.out
@@ -338,12 +356,7 @@ impl<W: Write> CramWriter<W> {
             .write_all(&container::EOF_CONTAINER)
             .and_then(|_| self.out.inner.flush())
             .map_err(|source| CramError::Write { file, source })?;
-        let crai = self.crai.take().map(|text| {
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            gz.write_all(&text)
-                .and_then(|_| gz.finish())
-                .expect("compressing in memory")
-        });
+        let crai = self.crai.take().map(|text| gzip_crai(&text));
         Ok((self.out.inner, crai))
     }
 }
@@ -491,7 +504,10 @@ impl container::ReadGroups for HashMap<Vec<u8>, i32> {
 /// record's start to the furthest end (`cram_index_build_multiref`; a
 /// record's end as htslib's decoder sets it: the last reference base its
 /// CIGAR covers, never before its start, and its start when unmapped).
-fn crai_lines<'a>(slice: SliceInfo, records: impl Iterator<Item = &'a [u8]>) -> Vec<CraiLine> {
+pub(crate) fn crai_lines<'a>(
+    slice: SliceInfo,
+    records: impl Iterator<Item = &'a [u8]>,
+) -> Vec<CraiLine> {
     let line = |reference, start, span| CraiLine {
         reference,
         start,

@@ -656,6 +656,14 @@ pub enum CramError {
         #[source]
         source: HeaderTextError,
     },
+    /// `.crai` building (htslib's `cram_index_build`): containers, or a
+    /// slice's records, out of coordinate order.
+    #[error("{file}: the CRAM container at byte offset {offset} is not sorted by reference and position: {what}")]
+    Unsorted {
+        file: String,
+        offset: u64,
+        what: String,
+    },
     #[error("{file}: reading the CRAM container after record {records_before}: {source}")]
     ReadContainer {
         file: String,

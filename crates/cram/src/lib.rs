@@ -29,6 +29,7 @@
 
 pub mod codecs;
 pub mod container;
+pub mod crai;
 mod decode;
 mod encode;
 mod encode_container;

@@ -2,6 +2,7 @@
 
 pub mod fixmate;
 pub mod generate;
+pub mod index;
 pub mod markdup;
 pub mod memsize;
 pub mod merge;

@@ -1,6 +1,7 @@
 //! The runs of the commands that write records: `alnsort sort` (`sort`), `alnsort merge` (`merge`), `alnsort MarkDuplicates` (`mark_in_order`), and what each run may use (`resources`: the thread pool and the memory budget).
 
 pub mod fixmate;
+pub mod index;
 pub mod mark_in_order;
 pub mod merge;
 pub mod resources;

@@ -105,7 +105,12 @@ impl RefIndex {
     }
 
     /// Record the metadata pseudo-bin; it takes its place in bin order now.
+    /// htslib puts it twice (`insert_to_b` for the offsets, then for the
+    /// counts), and `kh_put` grows a full table before it looks the key up,
+    /// so the second put can resize (and reorder) the table: it is made here
+    /// too.
     fn set_meta(&mut self, meta_bin: u32, meta: Meta) {
+        self.table.insert_with(meta_bin, || META_VALUE);
         self.table.insert_with(meta_bin, || META_VALUE);
         self.meta = Some(meta);
     }
@@ -544,6 +549,34 @@ mod tests {
         want.extend_from_slice(&0u64.to_le_bytes()); // n_no_coor
         assert_eq!(idx.content(), &want[..]);
         assert_eq!(idx.file_bytes(), want);
+    }
+
+    #[test]
+    fn second_meta_put_grows_a_full_table_as_khash_does() {
+        // One reference with records in windows 0 and 3, then another:
+        // keys 4681, 4684 and the meta bin fill four buckets, and htslib's
+        // second meta put grows the table to eight, which orders the bins
+        // 4681, 37450, 4684 (samtools index 1.24 writes them so).
+        let mut b = builder(IndexFormat::Bai);
+        for (i, r) in [
+            rec(0, 10, 10, 0),
+            rec(0, 3 * 16384 + 10, 10, 100),
+            rec(1, 5, 10, 200),
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert_eq!(b.push(r), Ok(()), "record {i}");
+        }
+        let idx = b.finish(&[0, 50, 90]).unwrap_or_else(|e| panic!("{e}"));
+        let c = idx.content();
+        let n_bin = i32::from_le_bytes([c[8], c[9], c[10], c[11]]);
+        assert_eq!(n_bin, 3);
+        let first = u32::from_le_bytes([c[12], c[13], c[14], c[15]]);
+        let one_chunk = 8 + 16;
+        let at = 12 + one_chunk;
+        let second = u32::from_le_bytes([c[at], c[at + 1], c[at + 2], c[at + 3]]);
+        assert_eq!((first, second), (4681, 37450));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Why an index could not be built. The ordering errors mirror the checks
 //! htslib's `hts_idx_push` makes, so alnsort refuses exactly the inputs
 //! `samtools sort --write-index` refuses; each carries the 0-based number of
-//! the record (in push order) that broke the rule.
+//! the record (in push order) that broke the rule, and says it 1-based, as
+//! alnsort's other messages count records.
 
 use thiserror::Error;
 
@@ -9,7 +10,7 @@ use thiserror::Error;
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum IndexError {
     /// Positions went backwards within one reference.
-    #[error("record {record}: unsorted positions on reference {ref_id}: {previous} followed by {beg} (0-based)")]
+    #[error("record {}: unsorted positions on reference {ref_id}: {previous} followed by {beg} (0-based positions)", .record + 1)]
     Unsorted {
         /// Record number (0-based, push order).
         record: u64,
@@ -21,7 +22,7 @@ pub enum IndexError {
         beg: i64,
     },
     /// A reference's records were not contiguous.
-    #[error("record {record}: records for reference {ref_id} are not contiguous")]
+    #[error("record {}: records for reference {ref_id} are not contiguous", .record + 1)]
     ReferenceNotContiguous {
         /// Record number (0-based, push order).
         record: u64,
@@ -30,7 +31,7 @@ pub enum IndexError {
     },
     /// A placed record came after the unplaced (reference -1) records,
     /// which must form one run at the end.
-    #[error("record {record}: placed record on reference {ref_id} after unplaced records")]
+    #[error("record {}: placed record on reference {ref_id} after unplaced records", .record + 1)]
     PlacedAfterUnplaced {
         /// Record number (0-based, push order).
         record: u64,
@@ -38,7 +39,7 @@ pub enum IndexError {
         ref_id: i32,
     },
     /// `end < beg`.
-    #[error("record {record}: end {end} before start {beg} on reference {ref_id}")]
+    #[error("record {}: end {end} before start {beg} on reference {ref_id}", .record + 1)]
     EndBeforeStart {
         /// Record number (0-based, push order).
         record: u64,
@@ -50,7 +51,7 @@ pub enum IndexError {
         end: i64,
     },
     /// The record lies beyond what the binning scheme covers (2^29 for BAI).
-    #[error("record {record}: region {beg}..{end} on reference {ref_id} exceeds the index limit {max_pos}; {hint}")]
+    #[error("record {}: region {beg}..{end} on reference {ref_id} exceeds the index limit {max_pos}; {hint}", .record + 1)]
     PositionOutOfRange {
         /// Record number (0-based, push order).
         record: u64,
@@ -67,7 +68,8 @@ pub enum IndexError {
     },
     /// The reference id is not in the header.
     #[error(
-        "record {record}: reference id {ref_id} is not below the header's {n_refs} references"
+        "record {}: reference id {ref_id} is not below the header's {n_refs} references",
+        .record + 1
     )]
     ReferenceOutOfRange {
         /// Record number (0-based, push order).
@@ -78,7 +80,7 @@ pub enum IndexError {
         n_refs: usize,
     },
     /// Logical virtual offsets went backwards, or a record ends where it starts.
-    #[error("record {record}: virtual offsets {vstart:#x}..{vend:#x} do not follow the previous end {previous_end:#x}")]
+    #[error("record {}: virtual offsets {vstart:#x}..{vend:#x} do not follow the previous end {previous_end:#x}", .record + 1)]
     OffsetsOutOfOrder {
         /// Record number (0-based, push order).
         record: u64,

@@ -53,7 +53,7 @@ impl OptDoc {
     }
 }
 
-/// `sort` and `merge`, from the engine's tables.
+/// `sort`, `merge` and `index`, from the engine's tables.
 pub fn engine_commands() -> Vec<CommandDoc> {
     let sort = CommandDoc {
         name: "sort",
@@ -71,11 +71,27 @@ pub fn engine_commands() -> Vec<CommandDoc> {
     vec![
         sort,
         merge,
+        index(),
         fixmate(),
         samtools_markdup(),
         markduplicates(),
         verify(),
     ]
+}
+
+/// `index` as the man page and completions show it, from its table
+/// ([`crate::options::index::INDEX_OPTIONS`]).
+fn index() -> CommandDoc {
+    CommandDoc {
+        name: "index",
+        summary: "Index BAM (BAI, CSI) and CRAM (.crai) files as samtools index 1.24 does, \
+                  the same index bytes.",
+        usage: "alnsort index [-bc] [-m INT] [-@ INT] <in.bam> [out.index]".to_string(),
+        options: crate::options::index::INDEX_OPTIONS
+            .iter()
+            .map(OptDoc::of)
+            .collect(),
+    }
 }
 
 /// The command's entry for the man page and completions.

@@ -109,6 +109,7 @@ mod tests {
             "STRATEGY" => "sum-of-base-qualities",
             "POLICY" => "none",
             "REGEX" => "([0-9]+):([0-9]+):([0-9]+)",
+            "default|json|tsv" => "json",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

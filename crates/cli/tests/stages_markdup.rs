@@ -280,7 +280,7 @@ fn run_stages(
         }
         parts.push(part);
     }
-    assert_eq!(marked, marks.decisions.marked, "every duplicate met once");
+    assert_eq!(marked, marks.decisions.marked(), "every duplicate met once");
     alnsort_engine::stages::sort::assemble(inputs, &parts, out, &options, None, false, None)
         .expect("assemble");
     let given: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();

@@ -1,7 +1,7 @@
-//! Duplicate marking riding along a run: read ends taken on the read jobs (`ends`), the marker fed in input order (`marker`), several inputs decided in Picard's merge order (`inputs`), the decision applied to the output (`decisions`) and the metrics file (`metrics`).
+//! Duplicate marking riding along a run: read ends taken on the read jobs (`alnsort_markdup::extract`) with the input ordinal the sorter carries (`ordinal`), the marker fed in input order (`marker`), several inputs decided in Picard's merge order (`inputs`), the decision applied to the output (`decisions`) and the metrics file (`metrics`).
 
 pub mod decisions;
-pub mod ends;
 pub mod inputs;
 pub mod marker;
 pub mod metrics;
+pub mod ordinal;

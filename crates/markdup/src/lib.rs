@@ -53,9 +53,11 @@
 
 pub mod batch;
 pub mod bits;
+pub mod decision;
 pub mod dist;
 mod ends;
 mod error;
+pub mod extract;
 pub mod fixmate;
 pub mod grouping;
 pub mod htsjdk;

@@ -4,8 +4,6 @@
 //! the pool) and handed to the sorter in batches. This file is the wiring.
 
 use crate::error::{Context, Error, Result};
-use crate::markdup::ends::BatchEnds;
-use crate::options::markdup::EndsSpec;
 use crate::report::progress::{thread_cpu_seconds, Progress};
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::KeyEncoder;
@@ -15,6 +13,8 @@ use alnsort_bam::reader::{
 };
 use alnsort_bgzf::reader::{EofWatch, ParallelReader};
 use alnsort_cram::{CramError, CramReader, PendingContainer, RefSource};
+use alnsort_markdup::extract::BatchEnds;
+use alnsort_markdup::extract::EndsSpec;
 use alnsort_pipeline::{pump, Ordered};
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{KeyKind, Sorter};
@@ -313,7 +313,7 @@ struct Prepared {
     tally: Decoded,
     last_block: u64,
     /// The records' read ends, with `--markdup`.
-    ends: Option<crate::markdup::ends::BatchEnds>,
+    ends: Option<alnsort_markdup::extract::BatchEnds>,
 }
 
 /// An input's records, read in batches of whole BAM records: SAM and BAM
@@ -649,9 +649,9 @@ fn prepare(
     layout: (KeyKind, alnsort_sort::ChunkFill),
     raw: &RawBatch,
     spare: Option<Batch>,
-    with_ends: Option<&crate::options::markdup::EndsSpec>,
+    with_ends: Option<&alnsort_markdup::extract::EndsSpec>,
 ) -> std::result::Result<Prepared, ReadError> {
-    let mut ends = with_ends.map(|spec| crate::markdup::ends::BatchEnds::new(spec.clone()));
+    let mut ends = with_ends.map(|spec| alnsort_markdup::extract::BatchEnds::new(spec.clone()));
     let (kind, fill) = layout;
     let mut batch = match spare {
         Some(mut b) if b.kind() == kind && b.chunk_fill() == fill => {
@@ -677,7 +677,11 @@ fn prepare(
                 Some(e) => {
                     let ordinal = raw.first_record + e.len() as u64;
                     e.add_fields(rec);
-                    batch.try_push_parts(key, rec, &crate::markdup::ends::ordinal_suffix(ordinal))
+                    batch.try_push_parts(
+                        key,
+                        rec,
+                        &crate::markdup::ordinal::ordinal_suffix(ordinal),
+                    )
                 }
                 None => batch.try_push(key, rec),
             };

@@ -312,7 +312,7 @@ const FEED_SPARES: usize = 2;
 /// per 4 KiB written.
 ///
 /// `bases`: with `--markdup` (`crate::markdup::inputs`), each record enters
-/// the sorter followed by its ordinal (`crate::markdup::ends::ordinal_suffix`):
+/// the sorter followed by its ordinal (`crate::markdup::ordinal::ordinal_suffix`):
 /// `bases[i]` plus its position in input `i`.
 pub fn feed_sorter(
     m: MergedStream,
@@ -363,7 +363,7 @@ pub fn feed_sorter(
             Some(b) => batch.try_push_parts(
                 key,
                 rec,
-                &crate::markdup::ends::ordinal_suffix(b[input] + at),
+                &crate::markdup::ordinal::ordinal_suffix(b[input] + at),
             ),
             None => batch.try_push(key, rec),
         };

@@ -1,52 +1,36 @@
 //! The duplicate decision applied to the output: a bitset over input ordinals (`Decisions`), its wire form, `DT` tags and removal, and the flag set in the compression jobs (`MarkedChunk`).
 
-use crate::error::{bail, Error, Result};
-use crate::markdup::ends::{DT, ORDINAL_BYTES};
-use crate::options::markdup::{MarkdupConfig, TaggingPolicy};
+use crate::error::{Error, Result};
+use crate::markdup::ordinal::{record_ordinal, ORDINAL_BYTES};
+use crate::options::markdup::MarkdupConfig;
 use alnsort_bam::record::{set_flag_bits_in_part, FRAMED_FLAG_AT};
 use alnsort_bam::{RecordMut, RecordRef};
+use alnsort_markdup::decision::{Decision, DecisionError, TaggingPolicy};
 use alnsort_markdup::MetricsReport;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-/// The ordinal a record carries through the sorter ([`ordinal_suffix`]).
-pub fn record_ordinal(rec: &[u8]) -> Result<u64> {
-    let Some(body_len) = rec.len().checked_sub(ORDINAL_BYTES) else {
-        return Err(Error::Internal(
-            "a record came back without its ordinal".to_string(),
-        ));
-    };
-    let mut ord = [0u8; 8];
-    ord.copy_from_slice(&rec[body_len..]);
-    Ok(u64::from_le_bytes(ord))
-}
 
-/// The first bytes of [`Decisions::to_bytes`] (format version 1).
-const DECISIONS_MAGIC: &[u8; 8] = b"ALNMDD1\0";
-
-/// The decision for every input record, applied as the records are written.
+/// The decision for every input record, applied as the records are written:
+/// Picard's decision (`alnsort_markdup::decision`) with what the run keeps
+/// beside it.
 pub struct Decisions {
-    pub(crate) bits: Arc<alnsort_markdup::Bits>,
+    core: Decision,
     /// Duplicates met by [`Decisions::apply`] and [`MarkedChunk`]s so far
-    /// (checked against `marked` at the end).
+    /// (checked against the decision's count at the end).
     seen_marked: Arc<AtomicU64>,
-    /// Optical duplicates (empty unless tagged or removed).
-    optical_bits: alnsort_markdup::Bits,
-    records: u64,
     /// What the decision's state wrote to disk.
     spill: alnsort_markdup::SpillStats,
-    /// Records whose 0x400 is set.
-    pub marked: u64,
-    /// Records left out of the output.
-    pub removed: u64,
-    remove: bool,
-    remove_sequencing: bool,
-    tagging: TaggingPolicy,
     pub metrics: MetricsReport,
     /// Whether an input record carries a `DT` tag, which [`Decisions::apply`]
     /// drops (Picard's `CLEAR_DT=true`): its record changes length, so
     /// whole chunks cannot be written in place. True where unknown (the
     /// decision made in another process).
     pub(crate) input_dt: bool,
+}
+
+/// The engine's internal error for a broken promise of the decision.
+fn internal(e: DecisionError) -> Error {
+    Error::Internal(e.to_string())
 }
 
 /// The value of a record's `tag` if it is a `Z` string (`rec` with its
@@ -73,7 +57,22 @@ pub fn remove_tag(rec: &mut Vec<u8>, tag: [u8; 2]) {
 impl Decisions {
     /// The records decided on.
     pub fn records(&self) -> u64 {
-        self.records
+        self.core.records()
+    }
+
+    /// Records whose 0x400 is set.
+    pub fn marked(&self) -> u64 {
+        self.core.marked
+    }
+
+    /// Records left out of the output.
+    pub fn removed(&self) -> u64 {
+        self.core.removed
+    }
+
+    /// The duplicate bits, as the compression jobs share them.
+    pub(crate) fn duplicate_bits(&self) -> Arc<alnsort_markdup::Bits> {
+        self.core.shared_bits()
     }
 
     /// The decision from the duplicate and optical bits over input-order
@@ -87,24 +86,10 @@ impl Decisions {
         metrics: MetricsReport,
         (remove, remove_sequencing, tagging): (bool, bool, TaggingPolicy),
     ) -> Decisions {
-        let marked = bits.count_ones();
-        let removed = match (remove, remove_sequencing) {
-            (false, false) => 0,
-            (true, false) => marked,
-            (false, true) => optical_bits.count_ones(),
-            (true, true) => bits.count_ones_or(&optical_bits),
-        };
         Decisions {
-            records: bits.len(),
-            bits: Arc::new(bits),
+            core: Decision::new(bits, optical_bits, remove, remove_sequencing, tagging),
             seen_marked: Arc::new(AtomicU64::new(0)),
-            optical_bits,
             spill,
-            marked,
-            removed,
-            remove,
-            remove_sequencing,
-            tagging,
             metrics,
             input_dt: true,
         }
@@ -115,35 +100,7 @@ impl Decisions {
     /// inputs are decided in Picard's merge order and sorted with each
     /// record's ordinal in input order (`crate::markdup::inputs`).
     pub fn renumbered(mut self, new: impl Iterator<Item = u64>) -> Result<Decisions> {
-        let mut bits = alnsort_markdup::Bits::new(self.bits.len());
-        let mut optical = alnsort_markdup::Bits::new(self.optical_bits.len());
-        let mut n = 0u64;
-        for (i, to) in new.enumerate() {
-            let i = i as u64;
-            if to >= self.records {
-                bail!(
-                    Internal,
-                    "record ordinal {to} beyond the {} decided",
-                    self.records
-                );
-            }
-            if self.bits.get(i) {
-                bits.set(to);
-            }
-            if self.optical_bits.get(i) {
-                optical.set(to);
-            }
-            n += 1;
-        }
-        if n != self.records {
-            bail!(
-                Internal,
-                "{n} records renumbered of the {} decided",
-                self.records
-            );
-        }
-        self.bits = Arc::new(bits);
-        self.optical_bits = optical;
+        self.core = self.core.renumbered(new).map_err(internal)?;
         Ok(self)
     }
 
@@ -166,13 +123,7 @@ impl Decisions {
         ordinal: u64,
         buf: &'a mut Vec<u8>,
     ) -> Result<Option<&'a [u8]>> {
-        if ordinal >= self.records || rec.len() < FRAMED_FLAG_AT + 2 {
-            return Err(Error::Internal(format!(
-                "record ordinal {ordinal} out of range ({} records)",
-                self.records
-            )));
-        }
-        let (dup, optical) = (self.bits.get(ordinal), self.optical_bits.get(ordinal));
+        let (dup, optical) = self.core.verdict(rec, ordinal).map_err(internal)?;
         self.apply_flags(rec, dup, optical, buf)
     }
 
@@ -187,112 +138,33 @@ impl Decisions {
         optical: bool,
         buf: &'a mut Vec<u8>,
     ) -> Result<Option<&'a [u8]>> {
-        if rec.len() < FRAMED_FLAG_AT + 2 {
-            return Err(Error::Internal(format!(
-                "a record of {} bytes, too short for its flag",
-                rec.len()
-            )));
-        }
-        if dup {
+        if dup && rec.len() >= FRAMED_FLAG_AT + 2 {
             self.seen_marked.fetch_add(1, Ordering::Relaxed);
         }
-        if (dup && self.remove) || (optical && self.remove_sequencing) {
-            return Ok(None);
-        }
-        buf.clear();
-        buf.extend_from_slice(rec);
-        let mut out = RecordMut::new(buf);
-        // Picard (CLEAR_DT=true) drops every DT tag of the input, then tags
-        // duplicates at the end of the aux fields.
-        out.remove_tag(DT);
-        // The value as stored, with its NUL.
-        let tag: Option<&[u8]> = match (dup, optical, self.tagging) {
-            (false, _, _) | (_, _, TaggingPolicy::None) => None,
-            (true, true, _) => Some(b"SQ\0"),
-            (true, false, TaggingPolicy::All) => Some(b"LB\0"),
-            (true, false, TaggingPolicy::Optical) => None,
-        };
-        if let Some(v) = tag {
-            let at = alnsort_bam::htsjdk::tags::insert_at(out.view().aux(), DT);
-            out.insert_field(at, DT, b'Z', v);
-        }
-        let mut flag = out.view().flag();
-        flag &= !alnsort_markdup::flags::DUPLICATE;
-        if dup {
-            flag |= alnsort_markdup::flags::DUPLICATE;
-        }
-        out.set_flag(flag);
-        Ok(Some(buf))
+        self.core.edit(rec, dup, optical, buf).map_err(internal)
     }
 
     /// The duplicate and optical bits, for a task in another process that
-    /// writes some of the records ([`Decisions::from_bytes`]): a magic,
-    /// the record count, then each bitset's words (little-endian).
+    /// writes some of the records ([`Decisions::from_bytes`]).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let words = |b: &alnsort_markdup::Bits, out: &mut Vec<u8>| {
-            out.extend_from_slice(&b.len().to_le_bytes());
-            for w in b.words() {
-                out.extend_from_slice(&w.to_le_bytes());
-            }
-        };
-        let mut out = DECISIONS_MAGIC.to_vec();
-        out.extend_from_slice(&self.records.to_le_bytes());
-        words(&self.bits, &mut out);
-        words(&self.optical_bits, &mut out);
-        out
+        self.core.to_bytes()
     }
 
     /// The decisions [`Decisions::to_bytes`] wrote, applied with `cfg`'s
     /// removal and tagging options (those of the run that decided). The
     /// metrics stay with the deciding task (empty here).
     pub fn from_bytes(bytes: &[u8], cfg: &MarkdupConfig) -> Result<Decisions> {
-        let bad = || {
-            Error::Internal("duplicate decisions: not the bytes Decisions::to_bytes writes".into())
-        };
-        let rest = bytes.strip_prefix(DECISIONS_MAGIC).ok_or_else(bad)?;
-        let mut at = 0usize;
-        let u64_at = |at: &mut usize| -> Result<u64> {
-            let b = rest.get(*at..*at + 8).ok_or_else(bad)?;
-            *at += 8;
-            Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        };
-        let records = u64_at(&mut at)?;
-        let mut bits = Vec::new();
-        for _ in 0..2 {
-            let len = u64_at(&mut at)?;
-            let n = len.div_ceil(64);
-            if n > (rest.len() as u64) / 8 {
-                return Err(bad());
-            }
-            let words = (0..n)
-                .map(|_| u64_at(&mut at))
-                .collect::<Result<Vec<_>>>()?;
-            bits.push(alnsort_markdup::Bits::from_words(words, len).ok_or_else(bad)?);
-        }
-        if at != rest.len() || bits[0].len() != records {
-            return Err(bad());
-        }
-        let optical_bits = bits.pop().expect("two");
-        let dup = bits.pop().expect("two");
-        let marked = dup.count_ones();
-        let (remove, remove_sequencing) = (cfg.remove_duplicates, cfg.remove_sequencing_duplicates);
-        let removed = match (remove, remove_sequencing) {
-            (false, false) => 0,
-            (true, false) => marked,
-            (false, true) => optical_bits.count_ones(),
-            (true, true) => dup.count_ones_or(&optical_bits),
-        };
+        let core = Decision::from_bytes(
+            bytes,
+            cfg.remove_duplicates,
+            cfg.remove_sequencing_duplicates,
+            cfg.tagging,
+        )
+        .map_err(internal)?;
         Ok(Decisions {
-            records,
-            bits: Arc::new(dup),
+            core,
             seen_marked: Arc::new(AtomicU64::new(0)),
-            optical_bits,
             spill: Default::default(),
-            marked,
-            removed,
-            remove,
-            remove_sequencing,
-            tagging: cfg.tagging,
             metrics: MetricsReport::default(),
             input_dt: true,
         })
@@ -308,10 +180,7 @@ impl Decisions {
     /// drop): then whole chunks of the sorted stream are written as
     /// [`MarkedChunk`]s.
     pub fn marks_in_place(&self) -> bool {
-        !self.remove
-            && !self.remove_sequencing
-            && self.tagging == TaggingPolicy::None
-            && !self.input_dt
+        self.core.keeps_lengths() && !self.input_dt
     }
 
     /// `chunk` as the records to write, their ordinals cut off and 0x400
@@ -322,7 +191,7 @@ impl Decisions {
         MarkedChunk {
             chunk,
             edit: FlagEdit {
-                bits: Arc::clone(&self.bits),
+                bits: self.duplicate_bits(),
                 seen_marked: Arc::clone(&self.seen_marked),
             },
         }
@@ -332,9 +201,9 @@ impl Decisions {
     /// each duplicate's ordinal: as many duplicates met as decided.
     pub fn check_all_met(&self) -> Result<()> {
         let seen = self.seen_marked.load(Ordering::Relaxed);
-        if seen != self.marked {
+        if seen != self.core.marked {
             return Err(Error::Internal(format!("{} records were decided duplicates but {seen} of the records written carried their ordinals",
-                self.marked)));
+                self.core.marked)));
         }
         Ok(())
     }
@@ -364,8 +233,8 @@ impl Decisions {
                 "read_pair_optical_duplicates",
                 sum(|m| m.read_pair_optical_duplicates),
             ),
-            ("records_marked", self.marked),
-            ("records_removed", self.removed),
+            ("records_marked", self.core.marked),
+            ("records_removed", self.core.removed),
             ("spill_runs", self.spill.runs),
             ("spill_bytes", self.spill.bytes),
             ("waiting_spilled", self.spill.waiting),

@@ -52,9 +52,11 @@
 use crate::error::{bail, Context, Error, Result};
 use crate::io::input::EndsSink;
 use crate::markdup::decisions::Decisions;
-use crate::markdup::ends::{BadBarcode, BatchEnds};
-use crate::options::markdup::{EndsSpec, MarkdupConfig, TaggingPolicy};
+use crate::options::markdup::MarkdupConfig;
 use alnsort_bam::header::Header;
+use alnsort_markdup::decision::TaggingPolicy;
+use alnsort_markdup::extract::EndsSpec;
+use alnsort_markdup::extract::{BadBarcode, BatchEnds};
 use alnsort_markdup::grouping::GroupCheck;
 use alnsort_markdup::{InputOrder, MarkDuplicates, MarkdupError, ReadGroups, ReadInfo, RgInfo};
 use std::sync::Arc;
@@ -662,20 +664,19 @@ impl EndsSink for Marker {
 mod tests {
     use super::*;
     use crate::markdup::decisions::FlagEdit;
-    use crate::markdup::ends::{ordinal_suffix, DT, ORDINAL_BYTES};
+    use crate::markdup::ordinal::{ordinal_suffix, ORDINAL_BYTES};
     use crate::options::markdup::{apply_arg, resolve, MarkdupArgs, MdOpt};
     use alnsort_bam::RecordRef;
+    use alnsort_markdup::extract::DT;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    impl BatchEnds {
-        /// What a read job does with a record: its fields taken, and the
-        /// record with its `ordinal` (what enters the sorter) in `out`.
-        fn add(&mut self, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
-            self.add_fields(framed);
-            out.clear();
-            out.extend_from_slice(framed);
-            out.extend_from_slice(&ordinal_suffix(ordinal));
-        }
+    /// What a read job does with a record: its fields taken into `ends`,
+    /// and the record with its `ordinal` (what enters the sorter) in `out`.
+    fn add(ends: &mut BatchEnds, framed: &[u8], ordinal: u64, out: &mut Vec<u8>) {
+        ends.add_fields(framed);
+        out.clear();
+        out.extend_from_slice(framed);
+        out.extend_from_slice(&ordinal_suffix(ordinal));
     }
 
     /// [`record`] (flag 0) with `aux` appended to its tags, block_size
@@ -724,7 +725,7 @@ mod tests {
         let mut with_ordinals = Vec::new();
         for (i, r) in recs.iter().enumerate() {
             let mut out = Vec::new();
-            ends.add(r, i as u64, &mut out);
+            add(&mut ends, r, i as u64, &mut out);
             assert_eq!(out.len(), r.len() + ORDINAL_BYTES);
             with_ordinals.push(out);
         }
@@ -752,7 +753,7 @@ mod tests {
             .collect();
         // Equal scores: the first in file order is kept.
         assert_eq!(flags, [0x400, 0]);
-        assert_eq!(d.marked, 1);
+        assert_eq!(d.marked(), 1);
     }
 
     /// A record with aux fields: an input DT between two others is dropped
@@ -812,7 +813,7 @@ mod tests {
         let (d, sorted) = decide(MarkdupArgs::default(), &recs);
         assert!(d.marks_in_place());
         let edit = FlagEdit {
-            bits: Arc::clone(&d.bits),
+            bits: d.duplicate_bits(),
             seen_marked: Arc::new(AtomicU64::new(0)),
         };
         let mut buf = Vec::new();

@@ -1,8 +1,9 @@
 //! Duplicate marking's options (`--markdup` and its group): their ids, the values as given, how each is applied, and the resolved `MarkdupConfig`.
 
 use crate::error::{ArgError, ConfigError, Result};
+use alnsort_markdup::decision::TaggingPolicy;
+use alnsort_markdup::extract::{BarcodeTags, Scoring};
 use std::path::PathBuf;
-use std::sync::Arc;
 /// The duplicate-marking options of `alnsort sort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MdOpt {
@@ -19,38 +20,6 @@ pub enum MdOpt {
     ReadTwoBarcodeTag,
 }
 
-/// What the read jobs take out of each record: the score, the barcode
-/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`)
-/// and the flow-cell location of the read name (`--read-name-regex`).
-#[derive(Debug, Clone, Default)]
-pub struct EndsSpec {
-    pub scoring: Scoring,
-    pub barcode_tags: BarcodeTags,
-    pub name_parser: Arc<alnsort_markdup::optical::NameParser>,
-    /// Also the fields of htsjdk's coordinate comparator that the others
-    /// leave out (a split of coordinate-sorted inputs sharing a library:
-    /// `SplitCollector::keeping_merge_order`).
-    pub merge_order: bool,
-    /// Pair the templates that lie whole in a batch
-    /// ([`alnsort_markdup::batch::BatchTemplates`]): the one marker of one
-    /// name-grouped input.
-    pub pair_templates: bool,
-}
-
-/// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BarcodeTags {
-    pub umi: Option<[u8; 2]>,
-    pub read_one: Option<[u8; 2]>,
-    pub read_two: Option<[u8; 2]>,
-}
-
-impl BarcodeTags {
-    pub(crate) fn any(&self) -> bool {
-        self.umi.is_some() || self.read_one.is_some() || self.read_two.is_some()
-    }
-}
-
 fn parse_tag(opt: &str, v: &str) -> Result<[u8; 2], ArgError> {
     match v.as_bytes() {
         &[a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphanumeric() => Ok([a, b]),
@@ -58,29 +27,6 @@ fn parse_tag(opt: &str, v: &str) -> Result<[u8; 2], ArgError> {
             "{opt} '{v}': expected a two-character SAM tag such as RX"
         ))),
     }
-}
-
-/// Which duplicates get a `DT` tag (`--tagging-policy`, Picard's
-/// TAGGING_POLICY).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TaggingPolicy {
-    /// DontTag (the default): no DT tag is written.
-    #[default]
-    None,
-    /// OpticalOnly: `DT:Z:SQ` on sequencing (optical) duplicates.
-    Optical,
-    /// All: `DT:Z:SQ` on optical duplicates, `DT:Z:LB` on the others.
-    All,
-}
-
-/// How the kept duplicate is chosen (`--duplicate-scoring`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Scoring {
-    /// Picard's SUM_OF_BASE_QUALITIES (the default).
-    #[default]
-    SumOfBaseQualities,
-    /// Picard's TOTAL_MAPPED_REFERENCE_LENGTH.
-    TotalMappedReferenceLength,
 }
 
 /// The options as given.

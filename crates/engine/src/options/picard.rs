@@ -849,7 +849,7 @@ mod tests {
             assert!(r.sort.markdup.remove_duplicates);
             assert_eq!(
                 r.sort.markdup.tagging,
-                crate::options::markdup::TaggingPolicy::All
+                alnsort_markdup::decision::TaggingPolicy::All
             );
             assert_eq!(r.sort.markdup.optical_distance, Some(2500));
             assert_eq!(r.assume, Some(AssumedOrder::Queryname));

@@ -3,7 +3,7 @@
 //!
 //! Two passes over the input file:
 //! 1. the read jobs take each record's read-end fields
-//!    ([`crate::markdup::ends::BatchEnds`]) and the `PG` tags it carries; in input
+//!    ([`alnsort_markdup::extract::BatchEnds`]) and the `PG` tags it carries; in input
 //!    order they go to the [`Marker`], which checks the order the input
 //!    claims (coordinate-sorted, or grouped by name) and collects the ends
 //!    within its memory budget (spilling to the temporary directory as in
@@ -341,11 +341,11 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         )?,
     };
     let removed = m - written;
-    if m != n || removed != decisions.removed {
+    if m != n || removed != decisions.removed() {
         return Err(Error::Internal(format!(
             "{name} gave {n} records on the first reading and {m} on the second \
              ({removed} left out, {} decided): was it changed while it was read?",
-            decisions.removed
+            decisions.removed()
         )));
     }
     out.finish_releasing((), || decisions.check_all_met())?;
@@ -367,7 +367,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     drop(tmp);
     Ok(MarkReport {
         records: n,
-        marked: decisions.marked,
+        marked: decisions.marked(),
         removed,
     })
 }
@@ -441,7 +441,7 @@ fn pass1_one(
     let (_, _, records) = input.into_records(ScanOptions::default());
     let spec = marker.ends_spec();
     let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
-        let mut ends = crate::markdup::ends::BatchEnds::new(spec.clone());
+        let mut ends = alnsort_markdup::extract::BatchEnds::new(spec.clone());
         let mut pgs: Vec<Option<Vec<u8>>> = Vec::new();
         let mut warnings = Vec::new();
         dec.decode(
@@ -530,7 +530,7 @@ fn pass1_many(
         bail!(Refused, "MarkDuplicates takes at most {} inputs", u16::MAX);
     }
     let spec = marker.ends_spec();
-    let mut ends = crate::markdup::ends::BatchEnds::new(spec.clone());
+    let mut ends = alnsort_markdup::extract::BatchEnds::new(spec.clone());
     let mut seen: Vec<Option<Vec<u8>>> = Vec::new();
     let mut counts = vec![0u64; paths.len()];
     let mut from: Vec<u16> = Vec::new();
@@ -551,7 +551,7 @@ fn pass1_many(
         if ends.len() >= MERGED_ENDS_BATCH {
             marker.push_from(&ends, &from)?;
             from.clear();
-            ends = crate::markdup::ends::BatchEnds::new(spec.clone());
+            ends = alnsort_markdup::extract::BatchEnds::new(spec.clone());
         }
         Ok(())
     })?;

@@ -235,7 +235,7 @@ fn write_sorted(
             progress.set_output_position(written);
         }
     }
-    if written != records_in || decisions.as_ref().is_some_and(|d| removed != d.removed) {
+    if written != records_in || decisions.as_ref().is_some_and(|d| removed != d.removed()) {
         return Err(Error::Internal(format!(
             "read {records_in} records but the merge produced {written}"
         )));

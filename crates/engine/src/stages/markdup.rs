@@ -5,7 +5,7 @@
 //! * **map** (with `--markdup` among the options): each record enters the
 //!   map's sorter followed by its place in the input as 8 bytes,
 //!   [`packed`]`(split ordinal, record index in the split)`, as one node
-//!   appends the input ordinal ([`crate::markdup::ends::ordinal_suffix`]); the
+//!   appends the input ordinal ([`crate::markdup::ordinal::ordinal_suffix`]); the
 //!   blocks carry it to the reduce.
 //! * **decide** ([`decide`]): the decision of one node over the whole input
 //!   ([`crate::markdup::inputs::decide`]: the inputs read in Picard's merge
@@ -233,9 +233,9 @@ impl Marks {
     /// The record to write for `rec` as it comes out of a map's block
     /// (with its packed place); `None` when it is removed.
     pub fn apply<'a>(&self, rec: &[u8], buf: &'a mut Vec<u8>) -> Result<Option<&'a [u8]>> {
-        let place = crate::markdup::decisions::record_ordinal(rec)?;
+        let place = crate::markdup::ordinal::record_ordinal(rec)?;
         let (split, index) = dist::split_of(place);
-        let body = &rec[..rec.len() - crate::markdup::ends::ORDINAL_BYTES];
+        let body = &rec[..rec.len() - crate::markdup::ordinal::ORDINAL_BYTES];
         let splits = match &self.lookup {
             Lookup::Whole { bases, .. } => bases.len(),
             Lookup::Sliced { slices, .. } => slices.len(),
@@ -386,7 +386,7 @@ pub fn collect(
         depth,
         |_| (),
         move |raw, ()| {
-            let mut ends = crate::markdup::ends::BatchEnds::new(spec.clone());
+            let mut ends = alnsort_markdup::extract::BatchEnds::new(spec.clone());
             // The records in the batch's blocks and data
             // (`RawBatch::records`: the scanner leaves whole records in
             // the inflated blocks).
@@ -906,7 +906,7 @@ pub fn assemble(
     // read it); reduces that take their ranges' slices need only
     // [`assemble_metrics`].
     let track = md.remove_sequencing_duplicates
-        || md.tagging != crate::options::markdup::TaggingPolicy::None;
+        || md.tagging != alnsort_markdup::decision::TaggingPolicy::None;
     let mut dup = alnsort_markdup::Bits::new(records);
     let mut optical = alnsort_markdup::Bits::new(if track { records } else { 0 });
     let mut counts = Vec::new();

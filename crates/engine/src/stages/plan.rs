@@ -482,7 +482,7 @@ pub(crate) struct Decoded {
     pub(crate) last: Option<u64>,
     /// The records' read ends, when the map collects the split's
     /// duplicate-marking share.
-    pub(crate) ends: Option<crate::markdup::ends::BatchEnds>,
+    pub(crate) ends: Option<alnsort_markdup::extract::BatchEnds>,
 }
 
 /// The reach of split `split` of several inputs: the largest coordinate

@@ -239,7 +239,7 @@ fn map_with_share(
             move |raw: &RawBatch, ties: Vec<u64>| -> Result<Decoded> {
                 let mut ends = ends_spec
                     .as_ref()
-                    .map(|spec| crate::markdup::ends::BatchEnds::new(spec.clone()));
+                    .map(|spec| alnsort_markdup::extract::BatchEnds::new(spec.clone()));
                 let mut tally = empty.clone();
                 let observe = tally.is_needed();
                 let mut batch = Batch::for_input(kind, raw.bytes(), raw.voffsets.len());
@@ -291,7 +291,7 @@ fn map_with_share(
                             batch.try_push_parts(
                                 key,
                                 rec,
-                                &crate::markdup::ends::ordinal_suffix(place),
+                                &crate::markdup::ordinal::ordinal_suffix(place),
                             )
                         } else {
                             batch.try_push(key, rec)
@@ -353,7 +353,7 @@ fn map_with_share(
             let r = assigner.range_of(key);
             if marker.is_some() {
                 let (_, index) = crate::stages::markdup::dist::split_of(
-                    crate::markdup::decisions::record_ordinal(rec)?,
+                    crate::markdup::ordinal::record_ordinal(rec)?,
                 );
                 if !crate::stages::markdup::dist::set_range(&mut ranges, index, r) {
                     return Err(Error::Internal(format!(

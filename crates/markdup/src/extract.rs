@@ -1,60 +1,89 @@
-//! What a read job takes out of each record for duplicate marking (`BatchEnds`), and the input ordinal appended to the record bytes the sorter carries.
+//! The record-to-ends extraction of Picard's duplicate marking, as a read job runs it on a batch of BAM records: each record's read-end fields (`BatchEnds`), what to take (`EndsSpec`: the score, barcode tags, the read name's flow-cell location), and the templates that lie whole in the batch paired.
 
-use crate::error::Result;
-use crate::options::markdup::{EndsSpec, Scoring};
+use crate::{base_quality_score, five_prime_coordinate, reference_length_score, ReadInfo};
 use alnsort_bam::RecordRef;
-use alnsort_markdup::{
-    base_quality_score, five_prime_coordinate, reference_length_score, ReadInfo,
-};
+use std::sync::Arc;
 
-/// Picard's duplicate-type tag.
-pub(crate) const DT: [u8; 2] = *b"DT";
-
-/// Bytes appended to each record while it is in the sorter.
-pub const ORDINAL_BYTES: usize = 8;
-
-/// The bytes appended to the record of input ordinal `ordinal`.
-pub fn ordinal_suffix(ordinal: u64) -> [u8; ORDINAL_BYTES] {
-    ordinal.to_le_bytes()
+/// What the read jobs take out of each record: the score, the barcode
+/// tags (`--barcode-tag`, `--read-one-barcode-tag`, `--read-two-barcode-tag`)
+/// and the flow-cell location of the read name (`--read-name-regex`).
+#[derive(Debug, Clone, Default)]
+pub struct EndsSpec {
+    pub scoring: Scoring,
+    pub barcode_tags: BarcodeTags,
+    pub name_parser: Arc<crate::optical::NameParser>,
+    /// Also the fields of htsjdk's coordinate comparator that the others
+    /// leave out (a split of coordinate-sorted inputs sharing a library:
+    /// `SplitCollector::keeping_merge_order`).
+    pub merge_order: bool,
+    /// Pair the templates that lie whole in a batch
+    /// ([`crate::batch::BatchTemplates`]): the one marker of one
+    /// name-grouped input.
+    pub pair_templates: bool,
 }
 
+/// Picard's BARCODE_TAG, READ_ONE_BARCODE_TAG and READ_TWO_BARCODE_TAG.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BarcodeTags {
+    pub umi: Option<[u8; 2]>,
+    pub read_one: Option<[u8; 2]>,
+    pub read_two: Option<[u8; 2]>,
+}
+
+impl BarcodeTags {
+    pub fn any(&self) -> bool {
+        self.umi.is_some() || self.read_one.is_some() || self.read_two.is_some()
+    }
+}
+
+/// How the kept duplicate is chosen (`--duplicate-scoring`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scoring {
+    /// Picard's SUM_OF_BASE_QUALITIES (the default).
+    #[default]
+    SumOfBaseQualities,
+    /// Picard's TOTAL_MAPPED_REFERENCE_LENGTH.
+    TotalMappedReferenceLength,
+}
+
+/// Picard's duplicate-type tag.
+pub const DT: [u8; 2] = *b"DT";
+
 /// Flags of records that make no read end (their location is not parsed).
-const NO_END: u16 = alnsort_markdup::flags::UNMAPPED
-    | alnsort_markdup::flags::SECONDARY
-    | alnsort_markdup::flags::SUPPLEMENTARY;
+const NO_END: u16 = crate::flags::UNMAPPED | crate::flags::SECONDARY | crate::flags::SUPPLEMENTARY;
 
 /// The read-end fields of one record, taken out by a read job.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Extracted {
-    pub(crate) flag: u16,
-    pub(crate) score: i16,
-    pub(crate) ref_id: i32,
-    pub(crate) pos: i32,
-    pub(crate) mate_ref_id: i32,
-    pub(crate) five_prime: i32,
+pub struct Extracted {
+    pub flag: u16,
+    pub score: i16,
+    pub ref_id: i32,
+    pub pos: i32,
+    pub mate_ref_id: i32,
+    pub five_prime: i32,
     /// Range of the name in `BatchEnds::bytes`.
-    pub(crate) name: (u32, u32),
+    pub name: (u32, u32),
     /// Range of the `RG:Z` value, if any.
-    pub(crate) rg: Option<(u32, u32)>,
+    pub rg: Option<(u32, u32)>,
     /// Whether the `RG:Z` value (or its absence) is the previous record's
     /// in the batch, which then has the same read group.
-    pub(crate) same_rg: bool,
+    pub same_rg: bool,
     /// Whether the name is the previous record's in the batch (`None` for
     /// the batch's first record): compared here, on the pool, for the
     /// marker's template and grouping checks on the reading thread.
-    pub(crate) same_name: Option<bool>,
+    pub same_name: Option<bool>,
     /// The name's flow-cell location without the read group
     /// (`NameParser::parse`; only for mapped primary records, which make
     /// read ends).
-    pub(crate) loc: alnsort_markdup::optical::Location,
-    pub(crate) barcodes: alnsort_markdup::Barcodes,
+    pub loc: crate::optical::Location,
+    pub barcodes: crate::Barcodes,
     /// A barcode tag Picard cannot read (it stops there).
-    pub(crate) bad_barcode: Option<BadBarcode>,
+    pub bad_barcode: Option<BadBarcode>,
 }
 
 /// Why a record's barcode tag stops Picard.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum BadBarcode {
+pub enum BadBarcode {
     /// Not a `Z` string (htsjdk's getStringAttribute fails).
     NotString([u8; 2], u8),
     /// A UMI with characters other than `ATCGNatcgn-`.
@@ -64,22 +93,22 @@ pub(crate) enum BadBarcode {
 /// The read-end fields of one batch of records, in input order.
 #[derive(Debug, Default)]
 pub struct BatchEnds {
-    pub(crate) recs: Vec<Extracted>,
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) cigar: Vec<(u8, u32)>,
+    pub recs: Vec<Extracted>,
+    pub bytes: Vec<u8>,
+    pub cigar: Vec<(u8, u32)>,
     /// With [`EndsSpec::merge_order`]: each record's mapping quality, mate
     /// position and insert size (the rest of its `MergeKey` is in `recs`).
-    pub(crate) merge: Vec<(u8, i32, i32)>,
-    pub(crate) spec: EndsSpec,
+    pub merge: Vec<(u8, i32, i32)>,
+    pub spec: EndsSpec,
     /// Whether a record of the batch carries a `DT` tag (Picard drops
     /// every input `DT` tag, so such records change length when written).
-    pub(crate) any_dt: bool,
+    pub any_dt: bool,
     /// With [`EndsSpec::pair_templates`]: the templates whose records all
     /// lie in the batch (not its first, which may have begun in the batch
     /// before, nor its last), paired.
-    pub(crate) templates: alnsort_markdup::batch::BatchTemplates,
+    pub templates: crate::batch::BatchTemplates,
     /// Where the batch's last run of one name starts.
-    pub(crate) run_start: usize,
+    pub run_start: usize,
 }
 
 /// The `RG:Z` value of a record (without its NUL), and whether the
@@ -98,8 +127,8 @@ impl BatchEnds {
     }
 
     /// The record's barcode values, as Picard reads its tags.
-    fn barcodes(&self, rec: &RecordRef<'_>) -> Result<alnsort_markdup::Barcodes, BadBarcode> {
-        use alnsort_markdup::Barcodes;
+    fn barcodes(&self, rec: &RecordRef<'_>) -> Result<crate::Barcodes, BadBarcode> {
+        use crate::Barcodes;
         let tags = &self.spec.barcode_tags;
         if !tags.any() {
             return Ok(Barcodes::default());
@@ -125,14 +154,14 @@ impl BatchEnds {
     }
 
     /// Takes the fields of `framed` (a BAM record with its block_size); the
-    /// record enters the sorter followed by [`ordinal_suffix`].
+    /// engine appends the record's input ordinal to what enters the sorter.
     pub fn add_fields(&mut self, framed: &[u8]) {
         let rec = RecordRef::with_block_size(framed);
         if self.spec.merge_order {
             self.merge.push((rec.mapq(), rec.next_pos(), rec.tlen()));
         }
         let flag = rec.flag();
-        let reverse = flag & alnsort_markdup::flags::REVERSE != 0;
+        let reverse = flag & crate::flags::REVERSE != 0;
         self.cigar.clear();
         self.cigar.extend(rec.cigar().ops());
         let at = |b: &Vec<u8>| b.len() as u32;
@@ -163,7 +192,7 @@ impl BatchEnds {
         }
         // Mates have one name: parsed once per template in a batch.
         let loc = if flag & NO_END != 0 {
-            alnsort_markdup::optical::Location::NONE
+            crate::optical::Location::NONE
         } else {
             match self.recs.last() {
                 Some(prev) if prev.flag & NO_END == 0 && same_name == Some(true) => prev.loc,
@@ -222,7 +251,7 @@ impl BatchEnds {
                 five_prime: e.five_prime,
                 score: e.score,
                 // Resolved by the thread ([`MarkDuplicates::push_template`]).
-                rg: alnsort_markdup::batch::PLACEHOLDER,
+                rg: crate::batch::PLACEHOLDER,
                 barcodes: e.barcodes,
             };
             (info, e.loc)

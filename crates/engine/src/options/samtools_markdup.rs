@@ -1,8 +1,8 @@
 //! `alnsort markdup`'s command line, read as samtools markdup 1.24 reads it: one table (`MARKDUP_OPTIONS`), its parser and help, and the parsed `SamtoolsMarkdupArgs`.
 //!
 //! Sizes: `parse_markdup` (about 160 lines) is one loop over the command
-//! line whose `match` applies each row of the table, then samtools' checks
-//! of the combination, in samtools' order.
+//! line whose `match` applies each row of the table, then the checks of
+//! the combination (barcode options, `--move-umi-to-tag`) and the regexes.
 
 use crate::error::ArgError;
 use crate::error::Result;

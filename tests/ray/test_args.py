@@ -44,6 +44,7 @@ SAMPLE = {
     "INT[K|M|G]": "100M",
     "N": "50",
     "STRATEGY": "sum-of-base-qualities",
+    "default|json|tsv": "json",
     "POLICY": "all",
     "REGEX": "[a-zA-Z0-9]+:[0-9]:([0-9]+):([0-9]+):([0-9]+).*",
 }

@@ -29,8 +29,9 @@ OUT = ROOT / "THIRD-PARTY-LICENSES.txt"
 SHIPPED_PACKAGES = ("alnsort", "alnsort-python")
 LICENSE_PREFIXES = ("license", "licence", "copying", "notice", "unlicense")
 # Crates that compile bundled C sources: the directory holding them, whose
-# license files are the C library's (libdeflate-sys builds libdeflate).
-BUNDLED_C = {"libdeflate-sys": "libdeflate"}
+# license files are the C library's (libdeflate-sys builds libdeflate,
+# zstd-sys builds zstd for the Parquet output's codec).
+BUNDLED_C = {"libdeflate-sys": "libdeflate", "zstd-sys": "zstd"}
 RULE = "=" * 78
 
 

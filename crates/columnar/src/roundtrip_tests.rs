@@ -68,7 +68,7 @@ fn every_field_and_aux_type_comes_back() {
         &[
             "r1\t99\tchr1\t100\t60\t10M2I3D5S\t=\t300\t250\tACGTNACGTACGTACGT\tIIIIIIIIIIIIIIIII\tRG:Z:g1\tNM:i:3\tMD:Z:10^ACG0\tAS:i:-5\tXS:i:0\tMC:Z:17M\tMQ:i:60\tms:i:2000\tXA:Z:chr3,+5,17M,1\tBQ:A:x\tXF:f:1.5\tXH:H:1AE3",
             "r2\t147\tchr1\t300\t60\t17M\t=\t100\t-250\tACGTMRWSYKVHDBN=A\t*\tRG:Z:g1\tZa:B:c,-1,2,-3\tZb:B:C,0,255\tZc:B:s,-300,300\tZd:B:S,65535\tZe:B:i,-70000,5\tZf:B:I,4000000000\tZg:B:f,1.5,-2.25\tZh:B:i",
-            "r3\t0\tHLA-A*01:01\t5\t0\t4M1000N4M\t*\t0\t0\tACGTACG\tABCDEFG\tNM:i:99999\tDT:Z:SQ\tBX:Z:AAA-1\tRX:Z:ACG\tCB:Z:c\tUB:Z:u",
+            "r3\t0\tHLA-A*01:01\t5\t0\t4M1000N4M\t*\t0\t0\tACGTACGT\tABCDEFGH\tNM:i:99999\tDT:Z:SQ\tBX:Z:AAA-1\tRX:Z:ACG\tCB:Z:c\tUB:Z:u",
             "r4\t4\tchr3\t50\t0\t*\tchr3\t50\t0\tACG\t!!!",
             "r5\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*",
         ],

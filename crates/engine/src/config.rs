@@ -86,6 +86,8 @@ pub struct Config {
     pub refs: alnsort_cram::RefSource,
     /// CRAM output options (`-O cram,version=…`).
     pub cram: alnsort_cram::CramOptions,
+    /// Parquet output options (`-O parquet,codec=…`); `None` for other formats.
+    pub columnar: Option<alnsort_columnar::WriteOptions>,
     /// `--markdup` and its options; `None` without it.
     pub markdup: Option<crate::options::markdup::MarkdupConfig>,
     /// Where the live progress line is drawn: a screen of the run's own
@@ -270,6 +272,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
     let (order, hd) = resolve_order(a)?;
     let hd_all_unplaced = minimiser_all_unplaced_hd(&order);
     let format = resolve_format(a);
+    let columnar = crate::options::columnar::resolve(a, format)?;
     let mut cram = alnsort_cram::CramOptions::default();
     for (k, v) in &a.cram_options {
         if format != OutFormat::Cram {
@@ -486,6 +489,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         unknown_reference: a.unknown_reference,
         refs: alnsort_cram::RefSource::from_env(a.reference.clone()),
         cram,
+        columnar,
         markdup: crate::options::markdup::resolve(&a.markdup)?,
     })
 }

@@ -71,6 +71,9 @@ pub enum Error {
     BamWrite(#[from] alnsort_bam::writer::WriteError),
     #[error(transparent)]
     Cram(#[from] alnsort_cram::CramError),
+    /// A Parquet dataset written or read (`alnsort_columnar`).
+    #[error(transparent)]
+    Columnar(#[from] alnsort_columnar::ColumnarError),
     #[error(transparent)]
     Bgzf(#[from] alnsort_bgzf::BgzfError),
     #[error(transparent)]
@@ -147,6 +150,7 @@ impl Error {
             Error::Split(e) => e,
             Error::BamWrite(e) => e,
             Error::Cram(e) => e,
+            Error::Columnar(e) => e,
             Error::Bgzf(e) => e,
             Error::Level(e) => e,
             Error::Index(e) => e,

@@ -1,5 +1,6 @@
 //! Every command's option table and parser: `alnsort sort` (`sort`, `sort_args`), `alnsort merge` (`merge`), duplicate marking (`markdup`), the stage subcommands (`stage`), Picard's MarkDuplicates (`picard`), sizes (`memsize`), and what is generated from the tables (`generate`: help, man page, completions).
 
+pub mod columnar;
 pub mod fixmate;
 pub mod generate;
 pub mod index;

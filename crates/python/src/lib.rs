@@ -307,6 +307,7 @@ fn parse_sort_args<'py>(
             alnsort_engine::options::sort::OutFormat::Sam => "sam",
             alnsort_engine::options::sort::OutFormat::SamGz => "sam.gz",
             alnsort_engine::options::sort::OutFormat::Cram => "cram",
+            alnsort_engine::options::sort::OutFormat::Parquet => "parquet",
         },
     )?;
     d.set_item("level", cfg.level)?;

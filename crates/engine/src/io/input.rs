@@ -55,6 +55,8 @@ enum Body {
     /// The text, the header's line count, and for BGZF-compressed text
     /// where its stream ended without the EOF block.
     Sam(BufReader<Box<dyn Read + Send>>, u64, Option<EofWatch>),
+    /// A Parquet dataset alnsort wrote (`crate::io::columnar`).
+    Parquet(Box<alnsort_columnar::read::Records>),
 }
 
 /// Read size for the input: one syscall per 1 MiB rather than three per
@@ -91,6 +93,17 @@ pub fn open_with_refs(
     } else {
         path.to_string()
     };
+    if path != "-" && std::path::Path::new(path).is_dir() {
+        // A directory is read only as a dataset alnsort wrote; anything
+        // else is refused naming what it lacks.
+        let dataset = alnsort_columnar::Dataset::open(std::path::Path::new(path))?;
+        return Ok(OpenInput {
+            name,
+            header: dataset.header().clone(),
+            size: None,
+            body: Body::Parquet(Box::new(dataset.reader())),
+        });
+    }
     let (mut raw, size): (Box<dyn Read + Send>, Option<u64>) = if path == "-" {
         // SAFETY: fd 0 is open for the life of the process; dup gives this
         // File its own descriptor to own and close.
@@ -322,6 +335,7 @@ struct Prepared {
 pub enum Records {
     Scan(Scanner),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
+    Parquet(Box<alnsort_columnar::read::Records>),
 }
 
 /// The reading thread's CPU seconds, known once it has finished.
@@ -334,7 +348,7 @@ impl ScanTime {
     }
 
     /// Runs the reading thread's loop, then keeps its CPU seconds here.
-    fn timer(&self) -> impl FnOnce(&mut dyn FnMut()) + Send + 'static {
+    pub(crate) fn timer(&self) -> impl FnOnce(&mut dyn FnMut()) + Send + 'static {
         let time = self.clone();
         move |run: &mut dyn FnMut()| {
             let start = thread_cpu_seconds();
@@ -376,6 +390,11 @@ where
             )
         }
         Records::Cram(reader) => reader,
+        Records::Parquet(reader) => {
+            return crate::io::columnar::spawn_dataset_batches(
+                name, *reader, pool, stage, depth, job,
+            )
+        }
     };
     let time = ScanTime::default();
     let timed = time.timer();
@@ -506,6 +525,7 @@ impl OpenInput {
         let file: Arc<str> = name.as_str().into();
         let records = match body {
             Body::Cram(reader) => Records::Cram(reader),
+            Body::Parquet(reader) => Records::Parquet(reader),
             Body::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
                 Arc::clone(&file),
                 *reader,

@@ -99,6 +99,11 @@ impl Destinations {
     /// why. Nothing at the destinations themselves is touched.
     pub fn prepare(cfg: &Config, debris: &Debris) -> Result<Destinations> {
         let output = match &cfg.output {
+            // A dataset directory: checked now, made by the writer.
+            Some(_) if cfg.format == OutFormat::Parquet => {
+                crate::io::columnar::check_destination(cfg)?;
+                None
+            }
             Some(p) => Some(Reserved::new("output", p, debris)?),
             None => None,
         };
@@ -111,9 +116,11 @@ impl Destinations {
     }
 }
 
-/// BAM/SAM through `alnsort_bam::writer`, or CRAM through `alnsort_cram`.
+/// BAM/SAM through `alnsort_bam::writer`, CRAM through `alnsort_cram`, or a
+/// Parquet dataset through `alnsort_columnar`.
 enum Sink {
     Hts(Box<Writer<Writeback>>),
+    Parquet(Box<crate::io::columnar::ParquetSink>),
     Cram {
         writer: Box<alnsort_cram::CramWriter<Writeback>>,
         records: u64,
@@ -198,6 +205,24 @@ impl Output {
         debris: &Debris,
     ) -> Result<Output> {
         let cpu_at_start = thread_cpu_seconds();
+        if cfg.format == OutFormat::Parquet {
+            let sink =
+                crate::io::columnar::ParquetSink::create(cfg, &header, dest.qc.is_some(), debris)?;
+            return Ok(Output {
+                writer: Sink::Parquet(Box::new(sink)),
+                pending: None,
+                index: None,
+                name: cfg
+                    .output
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                to_stdout: false,
+                cpu_at_start,
+                qc: dest.qc.map(|q| (q, Arc::clone(&header))),
+                cram_qc: None,
+            });
+        }
         let (file, pending, name) = match (&cfg.output, dest.output) {
             (Some(p), Some(r)) => {
                 let (pending, f) = r.open("output", debris)?;
@@ -368,12 +393,14 @@ impl Output {
         match &self.writer {
             Sink::Hts(w) => w.records(),
             Sink::Cram { records, .. } => *records,
+            Sink::Parquet(s) => s.records,
         }
     }
 
     /// Appends one record (with its block_size prefix).
     pub fn write_record(&mut self, rec: &[u8]) -> Result<()> {
         match &mut self.writer {
+            Sink::Parquet(s) => s.write_record(rec),
             Sink::Hts(w) => w
                 .write_record(rec)
                 .map_err(|e| write_error(&self.name, self.to_stdout, e)),
@@ -405,7 +432,7 @@ impl Output {
             Sink::Hts(w) => w
                 .write_records(Arc::new(ChunkRecords(chunk)))
                 .map_err(|e| write_error(&self.name, self.to_stdout, e)),
-            Sink::Cram { .. } => {
+            Sink::Cram { .. } | Sink::Parquet(_) => {
                 for i in 0..chunk.len() {
                     self.write_record(chunk.record(i))?;
                 }
@@ -422,7 +449,7 @@ impl Output {
             Sink::Hts(w) => w
                 .write_records(units)
                 .map_err(|e| write_error(&self.name, self.to_stdout, e)),
-            Sink::Cram { .. } => {
+            Sink::Cram { .. } | Sink::Parquet(_) => {
                 let mut rec = Vec::new();
                 for i in 0..units.count() {
                     rec.clear();
@@ -489,6 +516,7 @@ impl Output {
         let mut crai = None;
         let mut part_index = None;
         let mut counts = cram_qc;
+        let mut dataset = None;
         let (built, records, bytes_uncompressed, bytes_written) = match writer {
             Sink::Hts(writer) => {
                 let done = (*writer)
@@ -521,6 +549,15 @@ impl Output {
                 inner
                     .finish()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
+                (None, records, bytes, written)
+            }
+            Sink::Parquet(sink) => {
+                let (records, bytes) = (sink.records, sink.bytes);
+                counts = sink.qc.clone();
+                let closed = sink.close()?;
+                released();
+                let written = closed.bytes();
+                dataset = Some(closed);
                 (None, records, bytes, written)
             }
         };
@@ -569,6 +606,9 @@ impl Output {
         } else if let Some(out) = pending {
             out.commit()
                 .with_context(|| format!("renaming output into place as {name}"))?;
+        } else if let Some(d) = dataset {
+            d.commit()
+                .with_context(|| format!("renaming the dataset into place as {name}"))?;
         }
         if let Some(reports) = reports {
             reports.write()?;
@@ -588,7 +628,7 @@ pub(crate) fn hts_format(cfg: &Config) -> Format {
     match cfg.format {
         OutFormat::Sam => Format::Sam,
         OutFormat::SamGz => Format::SamBgzf,
-        OutFormat::Bam | OutFormat::Cram => Format::Bam,
+        OutFormat::Bam | OutFormat::Cram | OutFormat::Parquet => Format::Bam,
     }
 }
 

@@ -726,6 +726,11 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
                 run.sort.output = format!("{}##idx##{idx}", run.sort.output);
                 run.sort.write_index = true;
             }
+            OutFormat::Parquet => return Err(ArgError::Unsupported {
+                option: "CREATE_INDEX=true with Parquet output".into(),
+                why:
+                    "a Parquet dataset is pruned by its reference folders and row-group statistics",
+            }),
             OutFormat::Cram => {
                 return Err(ArgError::Unsupported {
                     option: "CREATE_INDEX=true with CRAM output".into(),

@@ -40,6 +40,8 @@ pub enum OutFormat {
     /// SAM text in BGZF (`-O sam,level=N`, `.sam.gz`).
     SamGz,
     Cram,
+    /// A Parquet dataset directory (`alnsort_columnar`).
+    Parquet,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +95,8 @@ pub struct SortOptions {
     pub qc: crate::options::qc::QcArgs,
     /// checked by the config against the output format.
     pub cram_options: Vec<(String, String)>,
+    /// `-O parquet,codec=zstd|snappy` as given; checked by the config.
+    pub parquet_codec: Option<String>,
     /// `--markdup` and its options (group "Duplicate marking").
     pub markdup: crate::options::markdup::MarkdupArgs,
     /// `argv[0] sort args…` joined by spaces, tabs made spaces (htslib's
@@ -136,6 +140,7 @@ impl SortOptions {
             unknown_reference: UnknownReference::Error,
             reference: None,
             cram_options: Vec::new(),
+            parquet_codec: None,
             markdup: Default::default(),
             qc: Default::default(),
             command_line,
@@ -439,9 +444,13 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         key: None,
         value: Some("FMT[,OPT=VAL]..."),
         group: Group::Output,
-        help: "Output format BAM, SAM or CRAM; it overrides FILE's extension \
+        help: "Output format BAM, SAM, CRAM or PARQUET; it overrides FILE's extension \
                (.sam: SAM, .sam.gz: BGZF SAM, .cram: CRAM, anything else: BAM). \
-               SAM with level=N is BGZF-compressed SAM. OPT is level=N, \
+               SAM with level=N is BGZF-compressed SAM. PARQUET writes the \
+               directory FILE as a Parquet dataset, one folder per reference \
+               in coordinate order (docs/columnar.md), codec=zstd|snappy \
+               (zstd: level=1..9, default 3); -l, -u and --write-index are \
+               refused with it. OPT is level=N, \
                reference=FILE (as --reference), nthreads=N (accepted, -@ \
                counts), and for CRAM version=3.0|3.1, embed_ref=0|1 (1: \
                each slice carries its reference bases; 2 is refused), \
@@ -930,9 +939,10 @@ pub fn parse_output_fmt(v: &str, args: &mut SortOptions) -> Result<(), ArgError>
         "sam" => OutFormat::Sam,
         "sam.gz" => OutFormat::SamGz,
         "cram" => OutFormat::Cram,
+        "parquet" => OutFormat::Parquet,
         other => {
             return Err(ArgError::Invalid(format!(
-                "unknown output format '{other}': alnsort writes SAM, BAM or CRAM"
+                "unknown output format '{other}': alnsort writes SAM, BAM, CRAM or Parquet"
             )))
         }
     });
@@ -962,13 +972,19 @@ pub fn parse_fmt_option(opt: &str, args: &mut SortOptions) -> Result<(), ArgErro
         }
         // CRAM's own options: checked against the output format (and their
         // values) by the config.
+        // Parquet's compression: checked against the output format by the
+        // config.
+        Some(("codec", v)) => {
+            args.parquet_codec = Some(v.to_ascii_lowercase());
+            Ok(())
+        }
         Some((k @ ("version" | "embed_ref" | "no_ref" | "store_md" | "store_nm"), v)) => {
             args.cram_options.push((k.to_string(), v.to_string()));
             Ok(())
         }
         _ => Err(ArgError::Invalid(format!(
             "unsupported output format option '{opt}' (alnsort knows level=N, reference=FILE, \
-             nthreads=N, and for CRAM version, embed_ref, no_ref, store_md, store_nm)"
+             nthreads=N, for CRAM version, embed_ref, no_ref, store_md, store_nm, and for Parquet codec)"
         ))),
     }
 }

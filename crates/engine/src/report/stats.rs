@@ -102,6 +102,7 @@ fn format_name(f: OutFormat) -> &'static str {
         OutFormat::Sam => "sam",
         OutFormat::SamGz => "sam.gz",
         OutFormat::Cram => "cram",
+        OutFormat::Parquet => "parquet",
     }
 }
 

@@ -61,6 +61,12 @@ pub fn stage_config(
             "CRAM output is not supported by the distributed stages yet".to_string(),
         ));
     }
+    if cfg.format == OutFormat::Parquet {
+        return Err(Error::Refused(
+            "Parquet output (-O parquet) is not supported by the distributed stages yet"
+                .to_string(),
+        ));
+    }
     Ok(cfg)
 }
 

@@ -269,7 +269,9 @@ def sort(input: PathArg, output: PathArg, *, index: Union[bool, PathArg] = False
       ``"template-coordinate"`` (``--template-coordinate``) or
       ``"minimiser"`` (``-M``).
     * ``output_format`` is ``output_fmt`` (``-O``: ``"bam"``, ``"sam"``,
-      ``"cram"``, with options such as ``",level=N"``); ``tmp_dir`` is
+      ``"cram"``, ``"parquet"`` (``output`` is then the dataset's
+      directory, docs/columnar.md), with options such as ``",level=N"``);
+      ``tmp_dir`` is
       ``tmp_prefix`` (``-T``).
     * ``index``: ``True`` writes ``OUTPUT.csi`` (``--write-index``); a path
       names the index (``.bai`` for BAI). Coordinate order only.

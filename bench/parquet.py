@@ -59,7 +59,7 @@ QUERIES = {
     ),
     "DuckDB (hive partitions)": (
         "import duckdb,sys; print(duckdb.sql(\"select count(*) from read_parquet('\"+sys.argv[1]+\"/**/*.parquet', "
-        "hive_partitioning=true) where ref='{c}' and pos<={e} and \\\"end\\\">={b}\").fetchone()[0])",
+        "hive_partitioning=true) where ref='{c}' and pos<={e} and \\\"end\\\">={b}\").fetchall()[0][0])",
         "ds",
     ),
 }

@@ -444,26 +444,6 @@ mod tests {
         RecordRef::with_block_size(rec).aux().find(tag)?.string()
     }
 
-    fn rec(name: &[u8], flag: u16, ref_id: i32, pos: i32) -> Vec<u8> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&ref_id.to_le_bytes());
-        body.extend_from_slice(&pos.to_le_bytes());
-        body.push(name.len() as u8 + 1);
-        body.push(0); // mapq
-        body.extend_from_slice(&4680u16.to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes()); // n_cigar
-        body.extend_from_slice(&flag.to_le_bytes());
-        body.extend_from_slice(&0i32.to_le_bytes()); // l_seq
-        body.extend_from_slice(&(-1i32).to_le_bytes());
-        body.extend_from_slice(&(-1i32).to_le_bytes());
-        body.extend_from_slice(&0i32.to_le_bytes());
-        body.extend_from_slice(name);
-        body.push(0);
-        let mut out = (body.len() as u32).to_le_bytes().to_vec();
-        out.extend(body);
-        out
-    }
-
     fn header(lines: &[&str]) -> Header {
         crate::header::parse_sam_header(lines.iter().map(|l| l.as_bytes())).unwrap()
     }
@@ -528,11 +508,15 @@ mod tests {
         );
         // b's records: rg1 renamed, rg2 kept; a PG tag naming no @PG line
         // of b's header dropped.
-        let mut rec = rec(b"q1", 0, 0, 5);
-        let tags = b"RGZrg1\0PGZzz\0";
-        rec.extend_from_slice(tags);
-        let bs = (rec.len() - 4) as u32;
-        rec[..4].copy_from_slice(&bs.to_le_bytes());
+        let sq = header(&["@SQ\tSN:chr1\tLN:100000"]);
+        let parse = |tags: &str| {
+            let line = format!("q1\t0\tchr1\t6\t0\t*\t*\t0\t0\t*\t*\t{tags}");
+            let mut rec = Vec::new();
+            crate::sam_parse::parse_sam_record(line.as_bytes(), &sq, &sq.ref_lookup(), &mut rec)
+                .unwrap();
+            rec
+        };
+        let rec = parse("RG:Z:rg1\tPG:Z:zz");
         let mut buf = Vec::new();
         assert!(m.translate(1, &rec, 1, &mut buf).unwrap());
         assert_eq!(string_tag(&buf, *b"RG"), Some(&b"rg1.1"[..]));
@@ -542,9 +526,7 @@ mod tests {
             buf.len() - 4
         );
         // a's rg1 stays.
-        let mut rec_a = rec.clone();
-        rec_a.truncate(rec.len() - tags.len());
-        rec_a.extend_from_slice(b"RGZrg1\0PGZsam\0");
+        let rec_a = parse("RG:Z:rg1\tPG:Z:sam");
         assert!(!m.translate(0, &rec_a, 1, &mut buf).unwrap());
     }
 

@@ -52,14 +52,7 @@ pub enum SmdOptId {
     Unsupported(&'static str),
 }
 
-impl crate::options::table::OptionId for SmdOptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            SmdOptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(SmdOptId);
 
 /// One option of `alnsort markdup` ([`MARKDUP_OPTIONS`]).
 pub type SmdSpec = OptSpec<SmdOptId>;
@@ -80,15 +73,7 @@ const fn spec(
         Help | Verbosity | InputFmtOption => Group::Other,
         _ => Group::Markdup,
     };
-    OptSpec {
-        id,
-        short,
-        long,
-        value,
-        group,
-        help,
-        key,
-    }
+    OptSpec::new(id, short, long, value, group, help, key)
 }
 
 /// Every option `alnsort markdup` knows (samtools markdup 1.24's, in its

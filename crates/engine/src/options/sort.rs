@@ -15,7 +15,7 @@
 use crate::error::ArgError;
 use crate::options::table::{
     keyword_option, not_a_keyword, parse_c_int, parse_int, parse_level, parse_seconds,
-    push_help_entry, wrap, Group, OptSpec, OptionId, OptionName, HELP_WIDTH,
+    push_help_entry, wrap, Group, OptSpec, OptionName, HELP_WIDTH,
 };
 pub use alnsort_bam::reader::UnknownReference;
 use lexopt::prelude::*;
@@ -329,14 +329,7 @@ pub enum OptId {
     Unsupported(&'static str),
 }
 
-impl OptionId for OptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            OptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(OptId);
 
 impl OptId {
     /// Whether a stage task of the distributed sort (`alnsort.stages`, the

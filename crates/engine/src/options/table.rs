@@ -94,8 +94,49 @@ pub struct OptSpec<Id: 'static> {
 /// What every table's option ids say about themselves.
 pub trait OptionId: Copy + std::fmt::Debug {
     /// Why the command refuses the option, when it does (options samtools
-    /// has that alnsort does not implement).
-    fn refused(self) -> Option<&'static str>;
+    /// has that alnsort does not implement); none by default.
+    fn refused(self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// [`OptionId`] for an id enum whose `Unsupported(why)` variant holds the
+/// reason each refused option is refused.
+macro_rules! refused_when_unsupported {
+    ($id:ident) => {
+        impl $crate::options::table::OptionId for $id {
+            fn refused(self) -> Option<&'static str> {
+                match self {
+                    $id::Unsupported(why) => Some(why),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+pub(crate) use refused_when_unsupported;
+
+impl<Id> OptSpec<Id> {
+    /// A row of a table (`const`, for the tables' statics).
+    pub const fn new(
+        id: Id,
+        short: Option<char>,
+        long: Option<&'static str>,
+        value: Option<&'static str>,
+        group: Group,
+        help: &'static str,
+        key: Option<&'static str>,
+    ) -> Self {
+        OptSpec {
+            id,
+            short,
+            long,
+            value,
+            group,
+            help,
+            key,
+        }
+    }
 }
 
 impl<Id: OptionId> OptSpec<Id> {

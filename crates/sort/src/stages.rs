@@ -396,9 +396,6 @@ struct HeldBuffers {
     count: usize,
 }
 
-/// The process's [`BlockBuffers`].
-pub static BLOCK_BUFFERS: BlockBuffers = BlockBuffers::new();
-
 impl Default for BlockBuffers {
     fn default() -> Self {
         BlockBuffers::new()

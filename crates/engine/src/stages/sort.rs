@@ -13,7 +13,10 @@ use alnsort_bam::{split as bsplit, RecordRef};
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::IndexFormat;
 use alnsort_sort::batch::Batch;
-use alnsort_sort::stages::{merge_blocks, Partitioner, RunBlockWriter, BLOCK_BUFFERS};
+/// Memory of finished blocks kept for the next map's (the caller owns it:
+/// one per process that runs maps one after another).
+pub use alnsort_sort::stages::BlockBuffers;
+use alnsort_sort::stages::{merge_blocks, Partitioner, RunBlockWriter};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 
 use crate::config::{Config, IndexKind};
@@ -61,17 +64,20 @@ pub struct AssembleOutput {
 }
 
 /// The map task of split `split`: its records sorted and cut into
-/// `splitters.len() + 1` framed blocks. With several inputs, `prior` is
-/// the largest [`reach`] of the earlier splits of the split's input
-/// (`None` for its first split).
+/// `splitters.len() + 1` framed blocks, written into memory `buffers`
+/// holds where it holds some (a caller that copies the blocks out gives
+/// their memory back there: [`BlockBuffers::give_back`]). With several
+/// inputs, `prior` is the largest [`reach`] of the earlier splits of the
+/// split's input (`None` for its first split).
 pub fn map(
     inputs: &[PathBuf],
     split: &SplitSpec,
     splitters: &[Vec<u8>],
     options: &SortOptions,
     prior: Option<u64>,
+    buffers: &BlockBuffers,
 ) -> Result<MapOutput> {
-    map_with_share(inputs, split, splitters, options, prior, None).map(|(out, _)| out)
+    map_with_share(inputs, split, splitters, options, prior, None, buffers).map(|(out, _)| out)
 }
 
 /// [`map`] of split `split` of one input with `--markdup` among the
@@ -86,6 +92,7 @@ pub fn map_collecting(
     options: &SortOptions,
     end_buckets: usize,
     name_buckets: usize,
+    buffers: &BlockBuffers,
 ) -> Result<(MapOutput, crate::stages::markdup::SplitShare)> {
     if inputs.len() != 1 {
         return Err(Error::Refused(format!(
@@ -100,21 +107,21 @@ pub fn map_collecting(
         splitters,
         options,
         None,
-        end_buckets,
-        name_buckets,
+        (end_buckets, name_buckets),
+        buffers,
     )
 }
 
 /// [`map_collecting`] of split `split` of one of several inputs, `prior`
-/// as [`map`] takes it.
+/// as [`map`] takes it; `buckets`: (end buckets, name buckets).
 pub fn map_collecting_after(
     inputs: &[PathBuf],
     split: &SplitSpec,
     splitters: &[Vec<u8>],
     options: &SortOptions,
     prior: Option<u64>,
-    end_buckets: usize,
-    name_buckets: usize,
+    buckets: (usize, usize),
+    buffers: &BlockBuffers,
 ) -> Result<(MapOutput, crate::stages::markdup::SplitShare)> {
     let (out, share) = map_with_share(
         inputs,
@@ -122,7 +129,8 @@ pub fn map_collecting_after(
         splitters,
         options,
         prior,
-        Some((end_buckets, name_buckets)),
+        Some(buckets),
+        buffers,
     )?;
     let share = share.ok_or_else(|| {
         Error::Internal("the map collected no duplicate-marking share".to_string())
@@ -139,6 +147,7 @@ fn map_with_share(
     options: &SortOptions,
     prior: Option<u64>,
     collect: Option<(usize, usize)>,
+    buffers: &BlockBuffers,
 ) -> Result<(MapOutput, Option<crate::stages::markdup::SplitShare>)> {
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
@@ -196,7 +205,7 @@ fn map_with_share(
         };
         read.sort_split(&mut sorter, &name, scanner, &pool, prior, keyer)?;
         let mut merged = sorter.finish()?;
-        let (writers, ranges) = read.scatter(&mut merged, cfg.memory_budget as usize)?;
+        let (writers, ranges) = read.scatter(&mut merged, buffers, cfg.memory_budget as usize)?;
         let end = match split.end {
             Some(end) => bsplit::proven_end(
                 &inputs[split.input],
@@ -435,17 +444,17 @@ impl MapRead {
     }
 
     /// Cuts the sorted split into one block per range (into the memory of
-    /// earlier maps' blocks where the caller gave it back:
-    /// [`recycle_block`]); with a share, the range each record goes to,
+    /// earlier maps' blocks where the caller gave it back to `buffers`); with a share, the range each record goes to,
     /// for each reduce's slice of the decision
     /// (crate::stages::markdup::Marks).
     fn scatter(
         &self,
         merged: &mut alnsort_sort::Merged,
+        buffers: &BlockBuffers,
         budget: usize,
     ) -> Result<(Vec<RunBlockWriter>, Vec<u8>)> {
         let records = self.records;
-        let mut writers = BLOCK_BUFFERS.writers(self.partitioner.ranges(), budget);
+        let mut writers = buffers.writers(self.partitioner.ranges(), budget);
         let mut assigner = self.partitioner.clone().into_assigner();
         let mut ranges = match &self.marker {
             Some(_) => vec![0u8; records as usize * crate::stages::markdup::dist::RANGE_BYTES],
@@ -497,14 +506,6 @@ fn part_scanner(
     let reader = ParallelReader::new(stream, Arc::clone(pool), Vec::new())
         .with_context(|| format!("{name}: starting the reader"))?;
     Ok(BamScanner::new(name, reader, opts))
-}
-
-/// Hands the memory of a block [`map`] returned back for the blocks of
-/// later maps in this process, once the block has been copied where it
-/// goes (see `alnsort_sort::stages::BlockBuffers`: bounded by the last
-/// map's memory budget; freed when over it).
-pub fn recycle_block(block: Vec<u8>) {
-    BLOCK_BUFFERS.give_back(block);
 }
 
 /// Path of the part index of the part at `part`.

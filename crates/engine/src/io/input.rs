@@ -30,25 +30,25 @@ pub struct OpenInput {
     pub header: Header,
     /// Size of the input file in bytes, when it is a regular file.
     pub size: Option<u64>,
-    body: Body,
+    body: InputBody,
 }
 
 impl OpenInput {
     /// Whether the input is CRAM (decoded against reference sequences).
     pub fn is_cram(&self) -> bool {
-        matches!(self.body, Body::Cram(_))
+        matches!(self.body, InputBody::Cram(_))
     }
 
     /// How a CRAM input holds its references (`None` for other formats).
     pub fn cram_reference_holding(&self) -> Option<alnsort_cram::RefHolding> {
         match &self.body {
-            Body::Cram(r) => Some(r.reference_holding()),
+            InputBody::Cram(r) => Some(r.reference_holding()),
             _ => None,
         }
     }
 }
 
-enum Body {
+enum InputBody {
     /// Boxed: the reader is several times the size of the other bodies.
     Bam(Box<ParallelReader>),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
@@ -155,7 +155,7 @@ pub fn open_with_refs(
                 name,
                 header,
                 size,
-                body: Body::Bam(Box::new(reader)),
+                body: InputBody::Bam(Box::new(reader)),
             });
         }
         check_text_start(
@@ -183,7 +183,7 @@ pub fn open_with_refs(
             name,
             header,
             size,
-            body: Body::Cram(Box::new(reader)),
+            body: InputBody::Cram(Box::new(reader)),
         });
     }
     if prefix.starts_with(BAM_MAGIC) {
@@ -281,7 +281,7 @@ fn open_sam(
         name,
         header,
         size,
-        body: Body::Sam(br, n_lines, eof_watch),
+        body: InputBody::Sam(br, n_lines, eof_watch),
     })
 }
 
@@ -505,13 +505,13 @@ impl OpenInput {
         } = self;
         let file: Arc<str> = name.as_str().into();
         let records = match body {
-            Body::Cram(reader) => Records::Cram(reader),
-            Body::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
+            InputBody::Cram(reader) => Records::Cram(reader),
+            InputBody::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
                 Arc::clone(&file),
                 *reader,
                 opts,
             )))),
-            Body::Sam(br, header_lines, eof_watch) => {
+            InputBody::Sam(br, header_lines, eof_watch) => {
                 let s = SamScanner::new(Arc::clone(&file), Box::new(br), header_lines, opts);
                 Records::Scan(Scanner::Sam(match eof_watch {
                     Some(w) => s.with_eof_watch(w),

@@ -472,7 +472,7 @@ pub(crate) fn decode_splitters(splitters: &[Vec<u8>]) -> Result<Vec<Splitter>> {
 }
 
 /// One batch of a map task, decoded on the pool.
-pub(crate) struct Decoded {
+pub(crate) struct MapBatch {
     pub(crate) batch: Batch,
     pub(crate) tally: Tally,
     pub(crate) warnings: Vec<String>,

@@ -26,7 +26,7 @@ use crate::io::output::Output;
 use crate::options::sort::{OutFormat, SortOptions};
 use crate::stages::plan::{
     decode_splitters, decoder, encoder, headers, open_scanner, pool, split_input, stage_config,
-    write_atomic, Decoded, SplitSpec, TIE_LEN,
+    write_atomic, MapBatch, SplitSpec, TIE_LEN,
 };
 
 /// What [`map`] returns.
@@ -292,7 +292,7 @@ struct MapKeyer {
 
 impl MapKeyer {
     /// Batch `raw`, its records' tie-break values `ties` (several inputs).
-    fn decode(&self, raw: &RawBatch, ties: Vec<u64>) -> Result<Decoded> {
+    fn decode(&self, raw: &RawBatch, ties: Vec<u64>) -> Result<MapBatch> {
         let mut ends = self
             .ends_spec
             .as_ref()
@@ -358,7 +358,7 @@ impl MapKeyer {
             |w| warnings.push(w),
         )?;
         let last = raw.voffsets.last().copied();
-        Ok(Decoded {
+        Ok(MapBatch {
             batch,
             tally,
             warnings,

@@ -1,6 +1,7 @@
-//! Records in and out: opening and reading inputs in batches (`input`), several inputs as one stream (`merged`), the one record sink (`output`), and the files a run must not leave behind (`cleanup`).
+//! Records in and out: opening and reading inputs in batches (`input`), several inputs as one stream (`merged`), the one record sink (`output`), index files' bytes as samtools deflates them (`zlib`), and the files a run must not leave behind (`cleanup`).
 
 pub mod cleanup;
 pub mod input;
 pub mod merged;
 pub mod output;
+pub(crate) mod zlib;

@@ -516,7 +516,7 @@ impl Output {
                     .finish_indexed()
                     .map_err(|e| write_error(&name, to_stdout, e))?;
                 released();
-                crai = index;
+                crai = index.map(|text| crate::io::zlib::crai_bytes(&text));
                 let written = inner.written;
                 inner
                     .finish()
@@ -549,17 +549,19 @@ impl Output {
             } else {
                 crai
             };
-            if let Some(bytes) = bytes {
-                let sync = !p.is_direct();
-                f.write_all(&bytes)
-                    .and_then(|_| if sync { f.sync_all() } else { Ok(()) })
-                    .with_context(|| format!("writing the index {}", path.display()))?;
-            } else {
-                let built = built.ok_or_else(|| {
-                    Error::Internal(format!("no index was built for {}", path.display()))
-                })?;
-                built.write_file(&mut f, &path, !p.is_direct())?;
-            }
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => {
+                    let built = built.ok_or_else(|| {
+                        Error::Internal(format!("no index was built for {}", path.display()))
+                    })?;
+                    crate::io::zlib::index_file_bytes(&built)
+                }
+            };
+            let sync = !p.is_direct();
+            f.write_all(&bytes)
+                .and_then(|_| if sync { f.sync_all() } else { Ok(()) })
+                .with_context(|| format!("writing the index {}", path.display()))?;
             if let Some(out) = pending {
                 out.commit()
                     .with_context(|| format!("renaming output into place as {name}"))?;

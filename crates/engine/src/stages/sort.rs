@@ -843,7 +843,11 @@ impl Assembly {
                 eof,
             )
             .context("merging the parts' indexes")?;
-            write_atomic(&target.path, &file.file_bytes(), debris)?;
+            write_atomic(
+                &target.path,
+                &crate::io::zlib::index_file_bytes(&file),
+                debris,
+            )?;
             index_path = Some(target.path.clone());
         }
         pending
@@ -910,7 +914,7 @@ impl Assembly {
                     };
                     write_atomic(
                         &work.join(format!("{name}.{suffix}")),
-                        &file.file_bytes(),
+                        &crate::io::zlib::index_file_bytes(&file),
                         debris,
                     )?;
                 }

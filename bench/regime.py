@@ -74,8 +74,9 @@ def command(tool, a, mem, tmp, out, stats):
                 "-T", tmp, "--stats-json", stats, "-o", out, a.input]
     if tool == "mako":
         mo = "queryname::natural" if a.order == "name" else "coordinate"
-        return [MAKO, "sort", "--order", mo, "--max-memory", mem, "--compression", str(a.level),
-                "--threads", str(a.threads), "--tmp-dir", tmp, "-o", out, a.input]
+        # mako's command line as bench/peers.py gives it (mako 0.1.8).
+        return [MAKO, "-i", a.input, "-o", out, "--order", mo, "--max-memory", mem,
+                "--compression-level", str(a.level), "--threads", str(a.threads), "-T", tmp]
     raise ValueError(tool)
 
 

@@ -11,7 +11,7 @@ alnsort's `--stats-json` adds runs written, run bytes per record and
 merge passes.
 
     bench/regime.py --input x4.bam [--mem 100M,256M] [--threads 2] [--runs 1]
-                    [--tools samtools,alnsort,mako] [--alnsort BIN] [--tmp DIR]
+                    [--tools samtools,alnsort,mako,alnsort-base] [--alnsort BIN] [--base BIN] [--tmp DIR]
                     [--level 6] [--order coord|name] [--uncompressed] [--out FILE]
 """
 import argparse
@@ -68,9 +68,9 @@ def command(tool, a, mem, tmp, out, stats):
         fmt = ["-u"] if a.uncompressed else ["-l", str(a.level)]
         return ["samtools", "sort", *order, "-m", mem, *fmt, "-@", str(a.threads),
                 "-T", os.path.join(tmp, "st"), "-o", out, a.input]
-    if tool == "alnsort":
+    if tool in ("alnsort", "alnsort-base"):
         fmt = ["-u"] if a.uncompressed else ["-l", str(a.level)]
-        return [a.alnsort, "sort", *order, "-m", mem, *fmt, "-@", str(a.threads),
+        return [a.alnsort if tool == "alnsort" else a.base, "sort", *order, "-m", mem, *fmt, "-@", str(a.threads),
                 "-T", tmp, "--stats-json", stats, "-o", out, a.input]
     if tool == "mako":
         mo = "queryname::natural" if a.order == "name" else "coordinate"
@@ -88,6 +88,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--tools", default="samtools,alnsort")
     ap.add_argument("--alnsort", default=os.path.join(ROOT, "target", "release", "alnsort"))
+    ap.add_argument("--base", help="a second alnsort binary, the tool alnsort-base (a build to compare)")
     ap.add_argument("--tmp", default=None, help="directory for temp dirs and outputs")
     ap.add_argument("--level", type=int, default=6)
     ap.add_argument("--order", default="coord", choices=["coord", "name"])
@@ -121,7 +122,7 @@ def main():
                 peak = sampler.finish()
                 shutil.rmtree(tmp, ignore_errors=True)
                 extra = ("", "", "")
-                if tool == "alnsort":
+                if tool.startswith("alnsort"):
                     s = json.load(open(stats))
                     recs = max(1, s.get("records_in", s.get("records", 1)))
                     extra = (s.get("runs_written", ""),

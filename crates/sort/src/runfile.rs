@@ -34,9 +34,10 @@
 //! | libdeflate 1   |      0.427 |        151.3 |  25 MB/s |    77 MB/s |
 //!
 //! zstd 1 writes a third fewer bytes than LZ4 (the 4x input of
-//! bench/results/2026-12-07-regime.md: 140 against 195 run bytes per
-//! record, peak temporary disk 362 MB against 506 MB at `-m 100M`) for
-//! about 1.6x LZ4's compression time and 2.2x its decompression time;
+//! bench/results/2026-12-07-regime.md: 133-140 against 192-203 run bytes
+//! per record, peak temporary disk 344-362 MB against 497-527 MB at
+//! `-m 100M`, 5-6% more CPU for the whole sort) for about 1.6x LZ4's
+//! compression time and 2.2x its decompression time;
 //! libdeflate 1 (samtools' temporary files, BGZF level 1) is no smaller
 //! and inflates 2x slower than zstd decompresses, and zstd 3 saves 2.5%
 //! more for twice the compression time.

@@ -609,8 +609,9 @@ const FLUSH_QUEUE: usize = 8;
 /// `fsync` almost everything is on disk already, and dirty pages stay
 /// bounded; the writing thread only hands it offsets (waiting only when
 /// [`FLUSH_QUEUE`] steps are queued), so it never waits for the disk
-/// itself: issue 38 measured -u output 1.4x slower with those waits on the
-/// writing thread. Where the file system does not support
+/// itself (issue 38: `-u` files 1.16-1.26x faster at 1x and 4x than with the
+/// waits on the writing thread, bench/results/2026-12-07-regime.md). Where
+/// the file system does not support
 /// `sync_file_range`, writeback is left to `fsync`.
 pub struct Writeback {
     file: File,

@@ -63,6 +63,9 @@ pub struct Config {
     pub explicit_total: bool,
     /// Directory under which the private temp directory is made.
     pub temp_parent: PathBuf,
+    /// Check at the start that the temporary space the inputs' sizes
+    /// promise is free (`run::tmp_space`); off with `--no-tmp-space-check`.
+    pub tmp_space_check: bool,
     pub index: Option<IndexTarget>,
     pub pg: Option<String>,
     pub verbosity: i32,
@@ -456,6 +459,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         },
     };
     Ok(Config {
+        tmp_space_check: !a.no_tmp_space_check,
         input: a.input.clone(),
         inputs: a.inputs.clone(),
         screen: Default::default(),

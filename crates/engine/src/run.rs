@@ -1,4 +1,4 @@
-//! The runs of the commands that write records: `alnsort sort` (`sort`), `alnsort merge` (`merge`), `alnsort MarkDuplicates` (`mark_in_order`), and what each run may use (`resources`: the thread pool and the memory budget).
+//! The runs of the commands that write records: `alnsort sort` (`sort`), `alnsort merge` (`merge`), `alnsort MarkDuplicates` (`mark_in_order`), and what each run may use (`resources`: the thread pool and the memory budget; `tmp_space`: the temporary space, checked at the start).
 
 pub mod fixmate;
 pub mod index;
@@ -7,4 +7,5 @@ pub mod merge;
 pub mod resources;
 pub mod samtools_markdup;
 pub mod sort;
+pub mod tmp_space;
 pub mod verify;

@@ -57,6 +57,8 @@ pub struct SortOptions {
     pub max_memory: Option<String>,
     pub threads: usize,
     pub tmp_prefix: Option<String>,
+    /// `--no-tmp-space-check`: no pre-flight estimate of temporary space.
+    pub no_tmp_space_check: bool,
     pub order: OrderFlag,
     /// `-N` given anywhere: name order is lexicographic (it sticks, §1.8).
     pub lexicographic: bool,
@@ -118,6 +120,7 @@ impl SortOptions {
             max_memory: None,
             threads: 0,
             tmp_prefix: None,
+            no_tmp_space_check: false,
             order: OrderFlag::Coordinate,
             lexicographic: false,
             tag: None,
@@ -175,6 +178,7 @@ impl SortOptions {
             OptId::OutputFmt => parse_output_fmt(&text()?, a)?,
             OptId::OutputFmtOption => parse_fmt_option(&text()?, a)?,
             OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
+            OptId::NoTmpSpaceCheck => a.no_tmp_space_check = true,
             OptId::Reference => a.reference = Some(PathBuf::from(text()?)),
             OptId::Threads => {
                 let n = parse_int("-@", &text()?)?;
@@ -309,6 +313,7 @@ pub enum OptId {
     MemPerThread,
     Threads,
     TmpPrefix,
+    NoTmpSpaceCheck,
     MaxMemory,
     Progress,
     NoProgress,
@@ -349,6 +354,7 @@ impl OptId {
             MinimiserIndex | Kmer | Window | NoReverse | Squash => false,
             Output | OutputFmtOption | Uncompressed | WriteIndex | Reference => false,
             MemPerThread | Progress | NoProgress | ProgressInterval | StatsJson | Mqc => false,
+            NoTmpSpaceCheck => false,
             Flagstat | FlagstatFormat | Idxstats => false,
             Verbosity | Help | Version | Markdup(_) | Unsupported(_) => false,
         }
@@ -533,6 +539,20 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                (samtools writes PREFIX.NNNN.bam files). Default: $TMPDIR, \
                else the output's directory. Removed at exit, also on error \
                and on SIGINT/SIGTERM/SIGHUP.",
+    },
+    OptSpec {
+        id: OptId::NoTmpSpaceCheck,
+        short: None,
+        long: Some("no-tmp-space-check"),
+        key: None,
+        value: None,
+        group: Group::Additions,
+        help: "Skip the check at the start that the temporary directory's \
+               filesystem has room for the run files the inputs' sizes \
+               promise (BAM and SAM files; standard input, CRAM and plain \
+               gzip are not estimated). Without it a sort that would not fit \
+               is refused before reading, naming the directory, what it \
+               needs and what it has.",
     },
     OptSpec {
         id: OptId::MaxMemory,

@@ -362,6 +362,14 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             cfg.temp_parent.display()
         )
     })?;
+    if cfg.tmp_space_check {
+        let inputs = if cfg.inputs.is_empty() {
+            std::slice::from_ref(&cfg.input)
+        } else {
+            &cfg.inputs[..]
+        };
+        super::tmp_space::check(inputs, budget as u64, tmp.path())?;
+    }
     let sort_cfg = SortConfig {
         memory_budget: budget,
         temp_dir: tmp.path().to_path_buf(),

@@ -93,6 +93,7 @@ REFUSED = {
     "-R": "minimiser options are not passed to the map tasks yet",
     "-H": "minimiser options are not passed to the map tasks yet",
     "-T": "the tasks' temporary files go under --work-dir",
+    "--no-tmp-space-check": "the Ray driver's tasks make no estimate of temporary space to skip",
     "--reference": "CRAM input and output are not supported by the Ray driver yet",
     "--progress-interval": "the Ray driver prints a line per phase (--progress), not at intervals",
     "--stats-json": "the Ray driver reports its statistics with --stats",

@@ -7,4 +7,5 @@ pub mod merge;
 pub mod resources;
 pub mod samtools_markdup;
 pub mod sort;
+pub mod sort_samtools;
 pub mod verify;

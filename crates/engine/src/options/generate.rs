@@ -279,7 +279,8 @@ fn words(commands: &[CommandDoc]) -> Vec<&'static str> {
 fn option_words(c: &CommandDoc, valued: bool) -> Vec<String> {
     let mut w = Vec::new();
     for o in c.options.iter().filter(|o| o.supported) {
-        if valued && o.value.is_none() {
+        // An optional value is attached with `=`, never the next word.
+        if valued && (o.value.is_none() || o.optional_value()) {
             continue;
         }
         if let Some(s) = o.short {
@@ -405,7 +406,12 @@ pub fn fish(commands: &[CommandDoc]) -> String {
             if let Some(l) = o.long {
                 line.push_str(&format!(" -l {l}"));
             }
-            if o.value.is_some() {
+            if o.optional_value() {
+                // `--markdup[=picard|samtools]`: the choices after `=`.
+                let choices = o.value.unwrap_or_default();
+                let choices = choices.trim_start_matches("[=").trim_end_matches(']');
+                line.push_str(&format!(" -a {}", quote(&choices.replace('|', " "))));
+            } else if o.value.is_some() {
                 line.push_str(" -r -F");
             }
             line.push_str(&format!(" -d {}\n", quote(&first_sentence(o.help))));

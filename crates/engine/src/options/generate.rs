@@ -58,7 +58,8 @@ pub fn engine_commands() -> Vec<CommandDoc> {
     let sort = CommandDoc {
         name: "sort",
         summary: "Sort SAM, BAM or CRAM as samtools sort 1.24 does; --markdup marks \
-                  duplicates as Picard MarkDuplicates 3.4.0 in the same pass.",
+                  duplicates as Picard MarkDuplicates 3.4.0 in the same pass (--markdup=samtools: \
+                  as samtools collate, fixmate -m, sort and markdup 1.24 together).",
         usage: SORT_USAGE.trim_start_matches("Usage: ").to_string(),
         options: OPTIONS.iter().map(OptDoc::of).collect(),
     };

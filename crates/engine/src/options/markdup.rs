@@ -133,9 +133,11 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
             a.flavour = match value.as_deref() {
                 None | Some("picard") => Flavour::Picard,
                 Some("samtools") => Flavour::Samtools,
-                Some(other) => return Err(ArgError::Invalid(format!(
+                Some(other) => {
+                    return Err(ArgError::Invalid(format!(
                     "--markdup={other}: expected --markdup, --markdup=picard or --markdup=samtools"
-                ))),
+                )))
+                }
             };
             return Ok(());
         }
@@ -355,5 +357,78 @@ pub fn check_metrics_path(
             p.display()
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::options::sort_args::{parse_with, ParsedSort};
+    use std::ffi::OsString;
+
+    fn parse(args: &[&str]) -> Result<crate::config::Config, String> {
+        let argv: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let a = parse_with("alnsort", argv, false, &[]).map_err(|e| e.to_string())?;
+        let ParsedSort::Run(o) = a.parsed else {
+            return Err("not a run".into());
+        };
+        crate::config::resolve(&o).map_err(|e| e.to_string())
+    }
+
+    /// `--markdup` alone and `--markdup=picard` are Picard's answer,
+    /// `--markdup=samtools` samtools'; the value is taken only after `=`.
+    #[test]
+    fn markdup_takes_an_optional_flavour() {
+        for picard in [&["--markdup"][..], &["--markdup=picard"]] {
+            let cfg = parse(&[picard, &["-o", "o.bam", "in.bam"]].concat()).unwrap();
+            assert!(cfg.markdup.is_some() && cfg.samtools_markdup.is_none());
+        }
+        let cfg = parse(&["--markdup=samtools", "-o", "o.bam", "in.bam"]).unwrap();
+        assert!(cfg.markdup.is_none() && cfg.samtools_markdup.is_some());
+        // Without `=`, the next word is the input, not the value.
+        let cfg = parse(&["--markdup", "samtools"]).unwrap();
+        assert!(cfg.markdup.is_some());
+        assert_eq!(cfg.inputs, vec!["samtools".to_string()]);
+        let e = parse(&["--markdup=gatk", "in.bam"]).unwrap_err();
+        assert!(e.contains("--markdup=gatk"), "{e}");
+    }
+
+    /// samtools markdup's options reach its marker; an option of the
+    /// other flavour is refused by name.
+    #[test]
+    fn each_flavour_refuses_the_others_options_by_name() {
+        let cfg = parse(&[
+            "--markdup=samtools",
+            "--mode",
+            "s",
+            "--mark-supplementary",
+            "--remove-duplicates",
+            "--optical-distance",
+            "100",
+            "--max-read-length",
+            "250",
+            "--barcode-tag",
+            "BC",
+            "--markdup-stats",
+            "st.txt",
+            "in.bam",
+        ])
+        .unwrap();
+        let sm = cfg.samtools_markdup.unwrap();
+        let m = &sm.marking;
+        assert!(m.supplementary && m.remove_duplicates);
+        assert_eq!((m.optical_distance, m.max_length), (100, 250));
+        assert_eq!(m.mode, alnsort_markdup::samtools::Mode::Sequence);
+        assert!(matches!(m.barcode, alnsort_markdup::samtools::Barcode::Tag(t) if t == *b"BC"));
+        assert!(sm.stats && sm.stats_file.as_deref() == Some("st.txt"));
+        let e = parse(&["--markdup=samtools", "--metrics", "m.txt", "in.bam"]).unwrap_err();
+        assert!(e.contains("--metrics") && e.contains("picard"), "{e}");
+        let e = parse(&["--markdup", "--mode", "t", "in.bam"]).unwrap_err();
+        assert!(e.contains("--mode") && e.contains("samtools"), "{e}");
+        let e = parse(&["--markdup=picard", "--tag-original", "in.bam"]).unwrap_err();
+        assert!(e.contains("--tag-original"), "{e}");
+        let e = parse(&["--include-fails", "in.bam"]).unwrap_err();
+        assert!(e.contains("--include-fails needs --markdup"), "{e}");
+        let e = parse(&["--markdup=samtools", "--move-umi-to-tag", "in.bam"]).unwrap_err();
+        assert!(e.contains("--move-umi-to-tag"), "{e}");
     }
 }

@@ -316,9 +316,11 @@ impl MarkingGiven {
                 self.mode = Some(match v.as_str() {
                     "t" => Mode::Template,
                     "s" => Mode::Sequence,
-                    other => return Err(ArgError::Invalid(format!(
+                    other => {
+                        return Err(ArgError::Invalid(format!(
                         "--mode '{other}': expected t (template start/end) or s (sequence start)"
-                    ))),
+                    )))
+                    }
                 })
             }
             O::MarkSupplementary => self.supplementary = true,

@@ -1169,6 +1169,11 @@ mod tests {
                 "POLICY" => "all".into(),
                 "REGEX" => "null".into(),
                 "TAG" => "BC".into(),
+                "[=picard|samtools]" => "samtools".into(),
+                "t|s" => "s".into(),
+                "INT" => "250".into(),
+                "CHAR" => "_".into(),
+                "ORDER" => "txy".into(),
                 other => format!("x.{}", other.to_lowercase()),
             });
             let mut o = SortOptions::new("alnsort sort".into());

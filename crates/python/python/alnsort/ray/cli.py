@@ -39,6 +39,11 @@ def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
     keyword = {name: key for key, (name, _, _) in option_keywords("sort").items()}
     for name, value in a["given_values"]:
         if name == "--markdup":
+            if value not in (None, "picard"):
+                raise AlnsortError(
+                    f"--markdup={value} is not supported by the Ray driver: its tasks mark duplicates "
+                    "as Picard does (--markdup); run alnsort sort --markdup=samtools on one machine"
+                )
             markdup = True
         elif name == "--metrics":
             metrics = value
@@ -161,6 +166,7 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
                 raise AlnsortError(f"{name} is not supported by the Ray driver: {_why_refused(name)}")
 
     a = _alnsort.parse_sort_args(PROG, list(argv), extras, refuse)
+    _markdup_kwargs(a)  # refuses --markdup=samtools by name
     ray: Dict[str, Any] = {"max-retries": 3}
     for name, value in a["extra"]:
         if name in ("partitions", "splits", "max-retries", "decision-buckets"):

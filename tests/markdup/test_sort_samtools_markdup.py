@@ -198,16 +198,30 @@ def test_refusals_are_named(alnsort_bin, inputs, tmp_path):
     _refused(tmp_path, ["--markdup=samtools", "--move-umi-to-tag", src], "--move-umi-to-tag")
 
 
-def test_coordinate_sorted_and_scattered_input_are_refused(alnsort_bin, inputs, tmp_path):
-    """Input that is not grouped by name: refused naming the file and the remedy, no output left."""
+def test_coordinate_sorted_input_is_grouped_first(alnsort_bin, inputs, tmp_path):
+    """Input whose @HD says SO:coordinate: grouped by name in collate's order by a sort of its own, then
+    the chain's answer (the chain run on the sorted file, collate included); also when it spills."""
+    srt = tmp_path / "sorted.bam"
+    oracle.samtools("sort", "-o", str(srt), str(inputs[3]))
+    exp = chain(tmp_path, srt, ["-d", "100", "-S", "-t"])
+    for extra in ([], ["-m", "1M", "-@", "2"]):
+        g = run_sort(
+            ["--markdup=samtools", "--optical-distance", "100", "--mark-supplementary", "--tag-original",
+             "--markdup-stats", "got.stats", *extra, "-o", "got.bam", str(srt)],
+            tmp_path,
+        )
+        harness.check_ok(g)
+        compare_records(records(exp), records(tmp_path / "got.bam"), f"coordinate-sorted input {extra}")
+        assert stats_body((tmp_path / "got.stats").read_text()) == stats_body((tmp_path / "exp.stats").read_text())
+
+
+def test_scattered_input_is_refused(alnsort_bin, inputs, tmp_path):
+    """Records not grouped by name whose @HD does not say so: refused naming the read, no output left."""
     srt = tmp_path / "sorted.bam"
     oracle.samtools("sort", "-o", str(srt), str(inputs[1]))
-    _refused(tmp_path, ["--markdup=samtools", str(srt)], "SO:coordinate")
-    # The same records, their @HD not saying so: a name comes back.
-    text = (tmp_path / "scattered.sam")
+    text = tmp_path / "scattered.sam"
     view = oracle.samtools("view", "-h", str(srt))
-    body = view.stdout if isinstance(view.stdout, str) else view.stdout.decode()
-    text.write_text(body.replace("SO:coordinate", "SO:unsorted"))
+    text.write_text(view.stdout.decode().replace("SO:coordinate", "SO:unsorted"))
     _refused(tmp_path, ["--markdup=samtools", str(text)], "comes back after other names")
 
 

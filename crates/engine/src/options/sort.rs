@@ -664,9 +664,9 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                are scattered is refused. --markdup=samtools: the records of \
                samtools collate | samtools fixmate -m | samtools sort | \
                samtools markdup 1.24 (fixmate's mate fields, MC, ms and TLEN \
-               included), from one input grouped by read name (aligner \
-               output, collate or -n output; coordinate-sorted input is \
-               refused), in coordinate order only.",
+               included), from one input: grouped by read name (aligner \
+               output, collate or -n output), or with @HD SO:coordinate \
+               (grouped first, by a sort of its own); coordinate order only.",
     },
     OptSpec {
         id: OptId::Markdup(crate::options::markdup::MdOpt::Metrics),

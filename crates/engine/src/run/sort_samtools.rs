@@ -15,6 +15,8 @@
 //!   records also have the same coordinate key.)
 //! - markdup reads the sorted stream; the marker is fed as the records
 //!   leave the sort.
+//! - input whose `@HD` says `SO:coordinate` is grouped by name first by a
+//!   sort of its own keyed by the collate position alone: collate's output.
 
 use crate::config::Config;
 use crate::error::{Context, Error, Result};
@@ -173,15 +175,10 @@ pub(crate) fn run_inner(
                 .find(|f| f.starts_with(b"SO:"))
                 .map(|f| f[3..].to_vec())
         });
-    if so.as_deref() == Some(b"coordinate") {
-        return Err(Error::input(
-            &name,
-            "the header says SO:coordinate: --markdup=samtools reads input grouped by read name \
-             (aligner output, or alnsort sort -n / samtools collate output), as samtools fixmate \
-             does; sort it by name first (alnsort sort -n -o byname.bam in.bam), or use \
-             alnsort fixmate, alnsort sort and alnsort markdup in turn",
-        ));
-    }
+    // Coordinate-sorted input: grouped by name first, in collate's order
+    // (a sort of its own, keyed by [`collate_tie`] alone), as collate
+    // groups it in the chain.
+    let group_first = so.as_deref() == Some(b"coordinate");
     let ref_lens = header.refs().iter().map(|r| r.len as i64).collect();
     let fix_opts = fm::Options {
         mate_score: true,
@@ -209,6 +206,9 @@ pub(crate) fn run_inner(
             cfg.temp_parent.display()
         )
     })?;
+    // Grouping first: the two sorts share the budget (the grouping's runs
+    // are merged while the coordinate sort fills).
+    let budget = if group_first { budget / 2 } else { budget };
     let sort_cfg = SortConfig {
         memory_budget: budget,
         temp_dir: tmp.path().to_path_buf(),
@@ -216,6 +216,19 @@ pub(crate) fn run_inner(
         max_open_runs: 0,
         merge_partition_bytes: 0,
         chunk_fill: crate::run::resources::chunk_fill(cfg.explicit_total),
+    };
+    let mut grouping = match group_first {
+        true => {
+            let dir = tmp.path().join("grouping");
+            std::fs::create_dir(&dir)
+                .with_context(|| format!("{}: creating the grouping's directory", dir.display()))?;
+            let cfg = SortConfig {
+                temp_dir: dir,
+                ..sort_cfg.clone()
+            };
+            Some(Sorter::new(cfg, Arc::clone(&pool))?)
+        }
+        false => None,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
     let dec = crate::run::mark_in_order::decoder_for(&name, &input.header, cfg);
@@ -233,7 +246,18 @@ pub(crate) fn run_inner(
             },
             |w| warnings.push(w),
         )?;
-        cut_fix_key(all, &job_fixer, &job_encoder, warnings)
+        match group_first {
+            // Grouped on the reading thread first: nothing to cut yet.
+            true => Ok(Piece {
+                records: all.len() as u64,
+                head: all,
+                fixed: Keyed::default(),
+                inner_names: Vec::new(),
+                tail: None,
+                warnings,
+            }),
+            false => cut_fix_key(all, &job_fixer, &job_encoder, warnings),
+        }
     })?;
     // Names of the templates finished, to refuse input whose templates are
     // scattered (fixmate and this sort would see two templates where
@@ -265,6 +289,15 @@ pub(crate) fn run_inner(
     };
     while let Some(p) = next_batch(&mut batches, &name, records_in + 1, |p: &Piece| &p.warnings) {
         let p = p?;
+        if let Some(g) = grouping.as_mut() {
+            for rec in &p.head {
+                scratch.clear();
+                collate_tie(RecordRef::with_block_size(rec), &mut scratch);
+                g.push(&scratch, rec)?;
+            }
+            records_in += p.records;
+            continue;
+        }
         for rec in &p.head {
             if open.starts_new(rec) {
                 finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
@@ -287,6 +320,15 @@ pub(crate) fn run_inner(
             }
         }
         records_in += p.records;
+    }
+    if let Some(g) = grouping {
+        let mut grouped = g.finish()?;
+        while let Some((_, rec)) = grouped.next_entry()? {
+            if open.starts_new(rec) {
+                finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
+            }
+            open.push(rec);
+        }
     }
     finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
     drop(seen);

@@ -788,7 +788,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("mode"),
         key: None,
         value: Some("t|s"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -m: how paired reads' positions are measured: t, template start and end (the default), or s, sequence start.",
     },
     OptSpec {
@@ -797,7 +797,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("mark-supplementary"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -S: also mark the supplementary (and secondary, unmapped) records of duplicates carrying SA, XA or an unmapped mate (a second pass over a temporary file).",
     },
     OptSpec {
@@ -806,7 +806,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("include-fails"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --include-fails: QC-failed (0x200) reads take part.",
     },
     OptSpec {
@@ -815,7 +815,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("clear-existing"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -c: clear 0x400 and the dt/do tags of duplicates of the input first.",
     },
     OptSpec {
@@ -824,7 +824,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("duplicate-count"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --duplicate-count: a dc tag with the duplication count on the records kept.",
     },
     OptSpec {
@@ -833,7 +833,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("tag-original"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -t: a do tag naming the original on each primary duplicate.",
     },
     OptSpec {
@@ -842,7 +842,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("max-read-length"),
         key: None,
         value: Some("INT"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -l: the window duplicates are looked for in [300].",
     },
     OptSpec {
@@ -851,7 +851,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("barcode-name"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --barcode-name: duplicates must share the barcode in the read name (eighth ':' field).",
     },
     OptSpec {
@@ -860,7 +860,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("barcode-rgx"),
         key: None,
         value: Some("REGEX"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --barcode-rgx: the barcode is group 1 of REGEX in the read name.",
     },
     OptSpec {
@@ -869,7 +869,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("use-read-groups"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --use-read-groups: duplicates must share the read group.",
     },
     OptSpec {
@@ -878,7 +878,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("no-multi-dup"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --no-multi-dup: reduced checking of duplicates of duplicates.",
     },
     OptSpec {
@@ -887,7 +887,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("read-coords"),
         key: None,
         value: Some("REGEX"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --read-coords: regex for the tile and x/y coordinates in read names (Rust regex syntax; POSIX extended in samtools).",
     },
     OptSpec {
@@ -896,7 +896,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("coords-order"),
         key: None,
         value: Some("ORDER"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --coords-order: txy (default), tyx, xyt, yxt, xty, ytx, xy or yx.",
     },
     OptSpec {
@@ -905,7 +905,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("move-umi-to-tag"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --move-umi-to-tag (with --barcode-name or --barcode-rgx): the UMI goes from the read name to RX:Z; as samtools 1.24, without --mark-supplementary only the records written at the end of the input are changed.",
     },
     OptSpec {
@@ -914,7 +914,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("umi-separator"),
         key: None,
         value: Some("CHAR"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --umi-separator [:].",
     },
     OptSpec {
@@ -923,7 +923,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("markdup-stats"),
         key: None,
         value: Some("FILE"),
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -f: write its statistics text to FILE.",
     },
     OptSpec {
@@ -932,7 +932,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("markdup-report"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's -s: print its statistics text on standard error (when no --markdup-stats file).",
     },
     OptSpec {
@@ -941,7 +941,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         long: Some("markdup-json"),
         key: None,
         value: None,
-        group: Group::Markdup,
+        group: Group::SamtoolsMarkdup,
         help: "samtools markdup's --json: the statistics in JSON.",
     },
     OptSpec {
@@ -1155,7 +1155,7 @@ mod tests {
     fn the_markdup_group_is_its_ids_and_every_one_applies() {
         let group: Vec<String> = OPTIONS
             .iter()
-            .filter(|s| s.group == Group::Markdup)
+            .filter(|s| matches!(s.group, Group::Markdup | Group::SamtoolsMarkdup))
             .map(|s| s.name())
             .collect();
         let ids: Vec<String> = markdup_options().map(|s| s.name()).collect();

@@ -34,17 +34,20 @@ pub enum Group {
     Resources,
     Additions,
     Markdup,
+    /// `--markdup=samtools`'s own options (samtools markdup's).
+    SamtoolsMarkdup,
     Other,
     Unsupported,
 }
 
 impl Group {
-    pub const ALL: [Group; 7] = [
+    pub const ALL: [Group; 8] = [
         Group::Order,
         Group::Output,
         Group::Resources,
         Group::Additions,
         Group::Markdup,
+        Group::SamtoolsMarkdup,
         Group::Other,
         Group::Unsupported,
     ];
@@ -63,6 +66,10 @@ impl Group {
                  flags and metrics as Picard MarkDuplicates 3.4.0 gives them; \
                  --markdup=samtools: the records of samtools collate | fixmate -m | \
                  sort | markdup 1.24; an option of the other flavour is refused):"
+            }
+            Group::SamtoolsMarkdup => {
+                "Duplicate marking as samtools markdup 1.24 (--markdup=samtools only; \
+                 with --remove-duplicates, --optical-distance and --barcode-tag above):"
             }
             Group::Other => "Other:",
             Group::Unsupported => {

@@ -13,10 +13,15 @@ from .. import AlnsortError, _alnsort, option_keywords
 # alnsort sort's duplicate-marking options taken by the driver, from the
 # engine's table (its group "Duplicate marking"): (option, takes a value).
 # --markdup and --metrics are sort()'s own keywords.
+# samtools markdup's options (--markdup=samtools, group "Duplicate marking
+# as samtools markdup"): the driver's tasks mark as Picard, so they are refused.
+SAMTOOLS_MARKDUP_OPTIONS = frozenset(
+    name for name, _, group in _alnsort.sort_option_table() if group == "samtoolsmarkdup"
+)
 MARKDUP_OPTIONS = tuple(
     (name, value is not None)
     for _, name, value in _alnsort.markdup_options()
-    if name not in ("--markdup", "--metrics")
+    if name not in ("--markdup", "--metrics") and name not in SAMTOOLS_MARKDUP_OPTIONS
 )
 
 
@@ -112,6 +117,8 @@ PROG = "python -m alnsort.ray"
 
 
 def _why_refused(name: str) -> str:
+    if name in SAMTOOLS_MARKDUP_OPTIONS:
+        return "an option of --markdup=samtools, which the driver does not run (its tasks mark duplicates as Picard)"
     return REFUSED.get(name, REFUSED_OTHER)
 
 

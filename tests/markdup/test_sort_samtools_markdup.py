@@ -118,7 +118,7 @@ def check_same(tmp: Path, src: Path, opts: list[str], extra: list[str] | None = 
     assert stats_body((tmp / "got.stats").read_text()) == stats_body((tmp / "exp.stats").read_text())
 
 
-@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow), 3])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("opts", OPTION_SETS, ids=lambda o: "_".join(o) or "default")
 def test_same_as_the_samtools_chain(alnsort_bin, inputs, tmp_path, seed, opts):
     check_same(tmp_path, inputs[seed], opts)

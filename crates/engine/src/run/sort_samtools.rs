@@ -29,7 +29,8 @@ use alnsort_bam::reader::ScanOptions;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::fixmate::{self as fm, Fixmate, Templates};
 use alnsort_markdup::samtools::Marker;
-use alnsort_sort::{KeyKind, SortConfig, Sorter};
+use alnsort_sort::batch::Batch;
+use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -84,35 +85,48 @@ fn fix_in_collate_order(fixer: &Fixmate, t: &mut Vec<Vec<u8>>) {
     fixer.fix_template(t);
 }
 
-/// Fixed records with their sort keys, back to back.
-#[derive(Default)]
+/// The fixed records of a batch's inner templates with their sort keys,
+/// in a batch for the sorter (filled on the pool, added whole), and the
+/// templates' names for the grouping check.
 struct Keyed {
-    keys: Vec<u8>,
-    key_ends: Vec<usize>,
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
+    batch: Batch,
+    /// The templates' names, each ended by a NUL.
+    names: Vec<u8>,
+    fingerprints: Vec<u64>,
 }
 
 impl Keyed {
+    fn new(fill: ChunkFill, bytes: usize, records: usize) -> Keyed {
+        Keyed {
+            batch: Batch::for_input_filling(KeyKind::Variable, fill, bytes, records),
+            names: Vec::new(),
+            fingerprints: Vec::new(),
+        }
+    }
+
     fn push(&mut self, encoder: &KeyEncoder, rec: &[u8], scratch: &mut Vec<u8>) -> Result<()> {
         let view = RecordRef::with_block_size(rec);
         encoder
             .encode(view, scratch)
             .map_err(|e| Error::Internal(format!("keying a fixed record by coordinate: {e}")))?;
         collate_tie(view, scratch);
-        self.keys.extend_from_slice(scratch);
-        self.key_ends.push(self.keys.len());
-        self.bytes.extend_from_slice(rec);
-        self.ends.push(self.bytes.len());
+        if !self.batch.try_push(scratch, rec) {
+            return Err(Error::Internal(
+                "a batch of fixed records outgrew what its offsets address".into(),
+            ));
+        }
         Ok(())
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        let ks = std::iter::once(0).chain(self.key_ends.iter().copied());
-        let rs = std::iter::once(0).chain(self.ends.iter().copied());
-        ks.zip(self.key_ends.iter())
-            .zip(rs.zip(self.ends.iter()))
-            .map(|((ks, &ke), (rs, &re))| (&self.keys[ks..ke], &self.bytes[rs..re]))
+    fn note_template(&mut self, name: &[u8]) {
+        self.fingerprints.push(fingerprint(name));
+        self.names.extend_from_slice(name);
+        self.names.push(0);
+    }
+
+    /// The name of the `i`th template.
+    fn name(&self, i: usize) -> &[u8] {
+        self.names.split(|&b| b == 0).nth(i).unwrap_or(b"?")
     }
 }
 
@@ -122,7 +136,6 @@ impl Keyed {
 struct Piece {
     head: Vec<Vec<u8>>,
     fixed: Keyed,
-    inner_names: Vec<u64>,
     tail: Option<Vec<Vec<u8>>>,
     records: u64,
     warnings: Vec<String>,
@@ -235,6 +248,7 @@ pub(crate) fn run_inner(
     let (_, _, records) = input.into_records(ScanOptions::default());
     let depth = pool.current_num_threads() * 2 + 2;
     let (job_fixer, job_encoder) = (Arc::clone(&fixer), Arc::clone(&encoder));
+    let fill = sorter.chunk_fill();
     let (mut batches, _) = spawn_batches(&name, records, &pool, "read", depth, move |raw| {
         let mut all: Vec<Vec<u8>> = Vec::new();
         let mut warnings = Vec::new();
@@ -251,12 +265,11 @@ pub(crate) fn run_inner(
             true => Ok(Piece {
                 records: all.len() as u64,
                 head: all,
-                fixed: Keyed::default(),
-                inner_names: Vec::new(),
+                fixed: Keyed::new(fill, 0, 0),
                 tail: None,
                 warnings,
             }),
-            false => cut_fix_key(all, &job_fixer, &job_encoder, warnings),
+            false => cut_fix_key(all, &job_fixer, &job_encoder, fill, warnings),
         }
     })?;
     // Names of the templates finished, to refuse input whose templates are
@@ -304,18 +317,15 @@ pub(crate) fn run_inner(
             }
             open.push(rec);
         }
-        if let Some(tail) = &p.tail {
+        if let Some(tail) = p.tail {
             finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
-            for (i, n) in p.inner_names.iter().enumerate() {
+            for (i, n) in p.fixed.fingerprints.iter().enumerate() {
                 if !seen.insert(*n) {
-                    let first = p.fixed.iter().nth(i).map(|(_, r)| read_name(r).to_vec());
-                    return Err(scattered(&name, first.as_deref().unwrap_or(b"?")));
+                    return Err(scattered(&name, p.fixed.name(i)));
                 }
             }
-            for (k, r) in p.fixed.iter() {
-                sorter.push(k, r)?;
-            }
-            for rec in tail {
+            sorter.push_batch(p.fixed.batch)?;
+            for rec in &tail {
                 open.push(rec);
             }
         }
@@ -465,14 +475,17 @@ fn cut_fix_key(
     all: Vec<Vec<u8>>,
     fixer: &Fixmate,
     encoder: &KeyEncoder,
+    fill: ChunkFill,
     warnings: Vec<String>,
 ) -> Result<Piece> {
+    // Room for the records, their keys (coordinate, collate's place: about
+    // the name again) and what fixmate adds (MC, MQ, ms).
+    let bytes: usize = all.iter().map(|r| 2 * r.len() + 32).sum();
     let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
     let runs = fm::template_runs(&refs);
     let mut piece = Piece {
         head: Vec::new(),
-        fixed: Keyed::default(),
-        inner_names: Vec::new(),
+        fixed: Keyed::new(fill, bytes, all.len()),
         tail: None,
         records: all.len() as u64,
         warnings,
@@ -489,7 +502,7 @@ fn cut_fix_key(
         let mut scratch = Vec::new();
         for run in &runs[1..runs.len() - 1] {
             let mut t = take(run.clone());
-            piece.inner_names.push(fingerprint(read_name(&t[0])));
+            piece.fixed.note_template(read_name(&t[0]));
             fix_in_collate_order(fixer, &mut t);
             for r in &t {
                 piece.fixed.push(encoder, r, &mut scratch)?;

@@ -231,3 +231,19 @@ def test_picard_answer_unchanged(alnsort_bin, inputs, tmp_path):
     for i, flag in enumerate(("--markdup", "--markdup=picard")):
         harness.check_ok(run_sort([flag, "--no-PG", "-o", f"p{i}.bam", src], tmp_path))
     assert (tmp_path / "p0.bam").read_bytes() == (tmp_path / "p1.bam").read_bytes()
+
+
+def test_flagstat_idxstats_and_index_in_the_same_pass(alnsort_bin, inputs, tmp_path):
+    """--flagstat/--idxstats/--write-index with --markdup=samtools: samtools' text for the marked output."""
+    import pysam
+
+    g = run_sort(
+        ["--markdup=samtools", "--optical-distance", "100", "--flagstat", "fs.txt", "--idxstats", "ix.txt",
+         "--write-index", "-o", "q.bam", str(inputs[1])],
+        tmp_path,
+    )
+    harness.check_ok(g)
+    q = str(tmp_path / "q.bam")
+    assert (tmp_path / "fs.txt").read_text() == pysam.flagstat(q)
+    assert (tmp_path / "ix.txt").read_text() == pysam.idxstats(q)
+    assert " duplicates" in (tmp_path / "fs.txt").read_text() and (tmp_path / "q.bam.csi").exists()

@@ -91,6 +91,9 @@ pub struct Config {
     pub cram: alnsort_cram::CramOptions,
     /// `--markdup` and its options; `None` without it.
     pub markdup: Option<crate::options::markdup::MarkdupConfig>,
+    /// `--markdup=samtools` and its options (`run::sort_samtools`); `None`
+    /// without it.
+    pub samtools_markdup: Option<crate::options::samtools_markdup::SortMarking>,
     /// Where the live progress line is drawn: a screen of the run's own
     /// unless the caller hands in the one its signal handling clears.
     pub screen: crate::report::progress::Screen,
@@ -491,5 +494,6 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         refs: alnsort_cram::RefSource::from_env(a.reference.clone()),
         cram,
         markdup: crate::options::markdup::resolve(&a.markdup)?,
+        samtools_markdup: crate::options::markdup::resolve_samtools(&a.markdup)?,
     })
 }

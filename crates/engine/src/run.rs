@@ -7,5 +7,6 @@ pub mod merge;
 pub mod resources;
 pub mod samtools_markdup;
 pub mod sort;
+pub mod sort_samtools;
 pub mod tmp_space;
 pub mod verify;

@@ -34,17 +34,20 @@ pub enum Group {
     Resources,
     Additions,
     Markdup,
+    /// `--markdup=samtools`'s own options (samtools markdup's).
+    SamtoolsMarkdup,
     Other,
     Unsupported,
 }
 
 impl Group {
-    pub const ALL: [Group; 7] = [
+    pub const ALL: [Group; 8] = [
         Group::Order,
         Group::Output,
         Group::Resources,
         Group::Additions,
         Group::Markdup,
+        Group::SamtoolsMarkdup,
         Group::Other,
         Group::Unsupported,
     ];
@@ -59,8 +62,14 @@ impl Group {
             Group::Resources => "Memory, threads and temporary files:",
             Group::Additions => "alnsort additions (not in samtools):",
             Group::Markdup => {
-                "Duplicate marking (alnsort addition; flags and metrics as Picard \
-                 MarkDuplicates 3.4.0 gives them):"
+                "Duplicate marking (alnsort addition; --markdup or --markdup=picard: \
+                 flags and metrics as Picard MarkDuplicates 3.4.0 gives them; \
+                 --markdup=samtools: the records of samtools collate | fixmate -m | \
+                 sort | markdup 1.24; an option of the other flavour is refused):"
+            }
+            Group::SamtoolsMarkdup => {
+                "Duplicate marking as samtools markdup 1.24 (--markdup=samtools only; \
+                 with --remove-duplicates, --optical-distance and --barcode-tag above):"
             }
             Group::Other => "Other:",
             Group::Unsupported => {
@@ -176,6 +185,13 @@ pub trait OptionName {
     /// The value's name in the help; `None` for a flag.
     fn value(&self) -> Option<&'static str>;
 
+    /// Whether the value may be left out: a table writes such a value's
+    /// name as `[=NAME]` (`--markdup[=picard|samtools]`), and the parsers
+    /// take it only when attached with `=` ([`optional_value`]).
+    fn optional_value(&self) -> bool {
+        self.value().is_some_and(optional_value)
+    }
+
     /// The option as help shows it on the left: `-@, --threads INT`.
     fn synopsis(&self) -> String {
         let mut s = match (self.short(), self.long()) {
@@ -185,7 +201,9 @@ pub trait OptionName {
             (None, None) => unreachable!("an option has a short or a long name"),
         };
         if let Some(v) = self.value() {
-            s.push(' ');
+            if !optional_value(v) {
+                s.push(' ');
+            }
             s.push_str(v);
         }
         s
@@ -199,6 +217,13 @@ pub trait OptionName {
             (None, None) => unreachable!("an option has a short or a long name"),
         }
     }
+}
+
+/// Whether a table's value name `v` is an optional value's (`[=NAME]`):
+/// the option may be given alone or as `--long=VALUE`, never with the
+/// value as the next argument.
+pub fn optional_value(v: &str) -> bool {
+    v.starts_with("[=")
 }
 
 impl<Id> OptionName for OptSpec<Id> {

@@ -46,7 +46,11 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<crate::report::stat
         Some(p) => Some((p, create("--mqc", p)?)),
         None => None,
     };
-    let report = match run_inner(&cfg, debris) {
+    let run = match &cfg.samtools_markdup {
+        Some(sm) => crate::run::sort_samtools::run_inner(&cfg, sm, debris),
+        None => run_inner(&cfg, debris),
+    };
+    let report = match run {
         Ok(r) => r,
         Err(e) => {
             drop(stats_file);
@@ -293,7 +297,7 @@ fn start_marking(
 /// The run's report (`--stats-json`, `-v 3`): what was read, sorted,
 /// written and decided, and the phases' times.
 #[allow(clippy::too_many_arguments)]
-fn sort_report(
+pub(crate) fn sort_report(
     cfg: &Config,
     input_file_bytes: Option<u64>,
     records_in: u64,

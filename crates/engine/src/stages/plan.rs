@@ -61,6 +61,14 @@ pub fn stage_config(
             "CRAM output is not supported by the distributed stages yet".to_string(),
         ));
     }
+    if cfg.samtools_markdup.is_some() {
+        return Err(Error::Refused(
+            "--markdup=samtools is not supported by the distributed stages: they mark \
+             duplicates as Picard does (--markdup); run alnsort sort --markdup=samtools on one \
+             machine"
+                .to_string(),
+        ));
+    }
     Ok(cfg)
 }
 

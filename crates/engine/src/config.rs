@@ -93,13 +93,27 @@ pub struct Config {
     pub markdup: Option<crate::options::markdup::MarkdupConfig>,
     /// `--markdup=samtools` and its options (`run::sort_samtools`); `None`
     /// without it.
-    pub samtools_markdup: Option<crate::options::samtools_markdup::SortMarking>,
+    pub samtools_markdup: Option<crate::options::samtools_marking::SortMarking>,
     /// Where the live progress line is drawn: a screen of the run's own
     /// unless the caller hands in the one its signal handling clears.
     pub screen: crate::report::progress::Screen,
 }
 
 impl Config {
+    /// The header edits samtools sort makes: @HD for the order, then @PG.
+    /// `all_unplaced`: no record is placed (`tid >= 0`), which changes
+    /// minimiser order's @HD.
+    pub fn edit_header(&self, header: &mut alnsort_bam::header::Header, all_unplaced: bool) {
+        let hd = match &self.hd_all_unplaced {
+            Some(hd) if all_unplaced => hd,
+            _ => &self.hd,
+        };
+        header.set_sort_order(&hd.so, hd.go.as_deref(), hd.ss.as_deref());
+        if let Some(cl) = &self.pg {
+            header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
+        }
+    }
+
     /// Prints [`Config::warnings`] on standard error, one line each, as
     /// `alnsort sort` prints them when its run starts. Every run that
     /// decides from a configuration calls this once: `run_sort`,

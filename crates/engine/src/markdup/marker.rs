@@ -786,7 +786,13 @@ mod tests {
     #[test]
     fn dt_tags_are_cleared_and_appended_last() {
         let mut args = MarkdupArgs::default();
-        apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
+        apply_arg(
+            &mut args,
+            MdOpt::TaggingPolicy,
+            "--tagging-policy",
+            Some("all".into()),
+        )
+        .unwrap();
         let recs = [
             with_aux(b"a", b"XAZx\0DTZSQ\0NMC\x01"),
             with_aux(b"b", b"XAZx\0DTZLB\0NMC\x01"),
@@ -870,22 +876,43 @@ mod tests {
     #[test]
     fn options_need_markdup_and_unsupported_values_are_refused() {
         let mut a = MarkdupArgs::default();
-        apply_arg(&mut a, MdOpt::Metrics, Some("m.txt".into())).unwrap();
+        apply_arg(&mut a, MdOpt::Metrics, "--metrics", Some("m.txt".into())).unwrap();
         let e = resolve(&a).unwrap_err().to_string();
         assert!(e.contains("--metrics needs --markdup"), "{e}");
-        let e = apply_arg(&mut a, MdOpt::DuplicateScoring, Some("random".into()))
-            .unwrap_err()
-            .to_string();
+        let e = apply_arg(
+            &mut a,
+            MdOpt::DuplicateScoring,
+            "--duplicate-scoring",
+            Some("random".into()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("random is not supported"), "{e}");
-        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("every".into()))
-            .unwrap_err()
-            .to_string();
+        let e = apply_arg(
+            &mut a,
+            MdOpt::TaggingPolicy,
+            "--tagging-policy",
+            Some("every".into()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("expected none, optical or all"), "{e}");
-        apply_arg(&mut a, MdOpt::TaggingPolicy, Some("optical".into())).unwrap();
+        apply_arg(
+            &mut a,
+            MdOpt::TaggingPolicy,
+            "--tagging-policy",
+            Some("optical".into()),
+        )
+        .unwrap();
         assert_eq!(a.tagging, TaggingPolicy::Optical);
-        let e = apply_arg(&mut a, MdOpt::OpticalDistance, Some("x".into()))
-            .unwrap_err()
-            .to_string();
+        let e = apply_arg(
+            &mut a,
+            MdOpt::OpticalDistance,
+            "--optical-distance",
+            Some("x".into()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--optical-distance 'x'"), "{e}");
     }
 

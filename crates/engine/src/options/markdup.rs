@@ -1,8 +1,10 @@
 //! Duplicate marking's options (`--markdup` and its group): their ids, the values as given, how each is applied, and the resolved `MarkdupConfig`.
 
 use crate::error::{ArgError, ConfigError, Result};
+use crate::options::samtools_marking::{MarkingGiven, SortMarking};
 use alnsort_markdup::decision::TaggingPolicy;
 use alnsort_markdup::extract::{BarcodeTags, Scoring};
+use alnsort_markdup::samtools::Mode;
 use std::path::PathBuf;
 /// The duplicate-marking options of `alnsort sort`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,14 +120,19 @@ pub struct MarkdupArgs {
     /// those of the other.
     pub flavoured: Vec<(String, Flavour)>,
     /// `--markdup=samtools`'s options as given.
-    pub samtools: crate::options::samtools_markdup::MarkingGiven,
+    pub samtools: MarkingGiven,
 }
 
-/// Applies one option of the group.
-pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Result<(), ArgError> {
+/// Applies one option of the group, `name` as the command line names it.
+pub fn apply_arg(
+    a: &mut MarkdupArgs,
+    opt: MdOpt,
+    name: &str,
+    value: Option<String>,
+) -> Result<(), ArgError> {
     let val = || value.clone().unwrap_or_default();
     if let Some(f) = opt.flavour() {
-        a.flavoured.push((option_name(opt), f));
+        a.flavoured.push((name.to_string(), f));
     }
     match opt {
         MdOpt::Markdup => {
@@ -235,8 +242,8 @@ pub fn apply_arg(a: &mut MarkdupArgs, opt: MdOpt, value: Option<String>) -> Resu
         | MdOpt::MarkdupStats
         | MdOpt::MarkdupReport
         | MdOpt::MarkdupJson => {
-            a.samtools.apply(opt, value)?;
-            a.other_given = Some(option_name(opt));
+            apply_samtools(&mut a.samtools, opt, value)?;
+            a.other_given = Some(name.to_string());
         }
         MdOpt::ReadNameRegex => {
             a.name_parser =
@@ -265,12 +272,63 @@ pub struct MarkdupConfig {
     pub barcode_tags: BarcodeTags,
 }
 
-/// The long name of a row of the group, as the table writes it.
-fn option_name(opt: MdOpt) -> String {
-    use crate::options::table::OptionName;
-    crate::options::sort::markdup_options()
-        .find(|s| s.id == crate::options::sort::OptId::Markdup(opt))
-        .map_or_else(|| format!("{opt:?}"), |s| s.name())
+/// Applies one samtools row of `alnsort sort`'s duplicate-marking group
+/// to `given`.
+fn apply_samtools(
+    given: &mut MarkingGiven,
+    opt: MdOpt,
+    value: Option<String>,
+) -> Result<(), ArgError> {
+    use MdOpt as O;
+    let g = given;
+    let v = value.unwrap_or_default();
+    let int = |name: &str| crate::options::table::parse_c_int(name, &v);
+    match opt {
+        O::Mode => {
+            g.mode = Some(match v.as_str() {
+                "t" => Mode::Template,
+                "s" => Mode::Sequence,
+                other => {
+                    return Err(ArgError::Invalid(format!(
+                        "--mode '{other}': expected t (template start/end) or s (sequence start)"
+                    )))
+                }
+            })
+        }
+        O::MarkSupplementary => g.supplementary = true,
+        O::IncludeFails => g.include_fails = true,
+        O::ClearExisting => g.clear = true,
+        O::DuplicateCount => g.duplicate_count = true,
+        O::TagOriginal => g.tag_original = true,
+        O::MaxReadLength => g.max_length = Some(int("--max-read-length")?),
+        O::BarcodeName => g.combination.barcode_name = true,
+        O::BarcodeRgx => {
+            g.combination.barcode_name = true;
+            g.combination.barcode_rgx = Some(v);
+        }
+        O::UseReadGroups => g.read_groups = true,
+        O::NoMultiDup => g.no_multi_dup = true,
+        O::ReadCoords => g.combination.read_coords = Some(v),
+        O::CoordsOrder => g.combination.coords_order = v,
+        O::MoveUmi => g.combination.move_umi = true,
+        O::UmiSeparator => match v.as_bytes() {
+            [c] => g.combination.umi_sep = *c,
+            _ => {
+                return Err(ArgError::Invalid(format!(
+                    "--umi-separator '{v}': expected one character"
+                )))
+            }
+        },
+        O::MarkdupStats => g.stats_file = Some(v),
+        O::MarkdupReport => g.report = true,
+        O::MarkdupJson => g.json = true,
+        other => {
+            return Err(ArgError::Invalid(format!(
+                "{other:?} is not an option of --markdup=samtools"
+            )))
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an option of the other flavour than the one chosen, by name.
@@ -289,9 +347,7 @@ fn check_flavour(a: &MarkdupArgs) -> Result<(), ConfigError> {
 }
 
 /// Resolves `--markdup=samtools` and its options; `None` without it.
-pub fn resolve_samtools(
-    a: &MarkdupArgs,
-) -> Result<Option<crate::options::samtools_markdup::SortMarking>, ConfigError> {
+pub fn resolve_samtools(a: &MarkdupArgs) -> Result<Option<SortMarking>, ConfigError> {
     if !a.enabled || a.flavour != Flavour::Samtools {
         return Ok(None);
     }

@@ -518,7 +518,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
         match opt.action {
             Action::MdFlag(id) => {
                 if flag(&value)? {
-                    crate::options::markdup::apply_arg(md, id, None)?;
+                    crate::options::markdup::apply_arg(md, id, opt.name, None)?;
                 } else if id == MdOpt::RemoveDuplicates {
                     md.remove_duplicates = false;
                 } else {
@@ -568,7 +568,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
                     }
                     _ => v.clone(),
                 };
-                crate::options::markdup::apply_arg(md, id, Some(translated)).map_err(
+                crate::options::markdup::apply_arg(md, id, opt.name, Some(translated)).map_err(
                     |e| match e {
                         ArgError::Invalid(m) => ArgError::Invalid(format!("{}={v}: {m}", opt.name)),
                         ArgError::Value { what, source } => ArgError::Value {

@@ -228,7 +228,10 @@ impl SortOptions {
                     Some(_) => Some(text()?),
                     None => None,
                 };
-                crate::options::markdup::apply_arg(&mut a.markdup, opt, v)?;
+                let name = markdup_options()
+                    .find(|s| s.id == id)
+                    .map_or_else(|| format!("{opt:?}"), |s| s.name());
+                crate::options::markdup::apply_arg(&mut a.markdup, opt, &name, v)?;
             }
             OptId::Help | OptId::Version | OptId::Unsupported(_) => {
                 return Err(ArgError::Invalid(format!(

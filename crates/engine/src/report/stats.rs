@@ -374,6 +374,45 @@ pub fn sample_name(cfg: &Config) -> String {
     }
 }
 
+/// The run's report (`--stats-json`, `-v 3`): what was read, sorted,
+/// written and decided, and the phases' times.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sort_report(
+    cfg: &Config,
+    input_file_bytes: Option<u64>,
+    records_in: u64,
+    fed: &crate::io::input::Fed,
+    progress: &crate::report::progress::Progress,
+    summary: &crate::io::output::OutputSummary,
+    sort_stats: &alnsort_sort::SortStats,
+    times: &[crate::report::progress::PhaseTime],
+    decisions: Option<&crate::markdup::decisions::Decisions>,
+) -> crate::report::stats::Report {
+    let report = crate::report::stats::Report::new(crate::report::stats::ReportInput {
+        cfg,
+        input_file_bytes,
+        records_in,
+        unknown_reference_records: fed.tally.unknown_reference_records,
+        missing_eof_inputs: fed.tally.missing_eof_blocks,
+        bytes_in: progress.bytes(),
+        output: summary,
+        sort: sort_stats,
+        times,
+        serial: &[
+            ("read_scan", fed.read_scan_s),
+            ("read_push", fed.read_push_s),
+        ],
+    });
+    let mut report = report;
+    if let Some(d) = decisions {
+        report.add_object("markdup", d.stats_counts());
+    }
+    if cfg.verbosity >= 3 {
+        eprint!("{}", report.text());
+    }
+    report
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,45 +294,6 @@ fn start_marking(
     Ok((decided_first, marker))
 }
 
-/// The run's report (`--stats-json`, `-v 3`): what was read, sorted,
-/// written and decided, and the phases' times.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sort_report(
-    cfg: &Config,
-    input_file_bytes: Option<u64>,
-    records_in: u64,
-    fed: &crate::io::input::Fed,
-    progress: &Progress,
-    summary: &crate::io::output::OutputSummary,
-    sort_stats: &alnsort_sort::SortStats,
-    times: &[crate::report::progress::PhaseTime],
-    decisions: Option<&Decisions>,
-) -> crate::report::stats::Report {
-    let report = crate::report::stats::Report::new(crate::report::stats::ReportInput {
-        cfg,
-        input_file_bytes,
-        records_in,
-        unknown_reference_records: fed.tally.unknown_reference_records,
-        missing_eof_inputs: fed.tally.missing_eof_blocks,
-        bytes_in: progress.bytes(),
-        output: summary,
-        sort: sort_stats,
-        times,
-        serial: &[
-            ("read_scan", fed.read_scan_s),
-            ("read_push", fed.read_push_s),
-        ],
-    });
-    let mut report = report;
-    if let Some(d) = decisions {
-        report.add_object("markdup", d.stats_counts());
-    }
-    if cfg.verbosity >= 3 {
-        eprint!("{}", report.text());
-    }
-    report
-}
-
 fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Report> {
     let pool = worker_pool(cfg.threads, "alnsort-worker")?;
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
@@ -436,7 +397,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     let all_unplaced = first
         .as_ref()
         .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
-    edit_header(&mut header, cfg, all_unplaced);
+    cfg.edit_header(&mut header, all_unplaced);
     let header = Arc::new(header);
     let mut out = crate::io::output::Output::create(
         cfg,
@@ -473,7 +434,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     }
     let times = progress.finish();
     drop(tmp);
-    Ok(sort_report(
+    Ok(crate::report::stats::sort_report(
         cfg,
         input_file_bytes,
         records_in,
@@ -499,20 +460,6 @@ impl InputFeed {
             InputFeed::One(i) => i.size,
             InputFeed::Many(m) => m.size,
         }
-    }
-}
-
-/// The header edits samtools sort makes: @HD for the order, then @PG.
-/// `all_unplaced`: no record is placed (`tid >= 0`), which changes
-/// minimiser order's @HD.
-pub fn edit_header(header: &mut Header, cfg: &Config, all_unplaced: bool) {
-    let hd = match &cfg.hd_all_unplaced {
-        Some(hd) if all_unplaced => hd,
-        _ => &cfg.hd,
-    };
-    header.set_sort_order(&hd.so, hd.go.as_deref(), hd.ss.as_deref());
-    if let Some(cl) = &cfg.pg {
-        header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
     }
 }
 

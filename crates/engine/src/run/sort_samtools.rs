@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::error::{Context, Error, Result};
 use crate::io::cleanup::{Debris, TempDir};
 use crate::io::input::{next_batch, spawn_batches};
-use crate::options::samtools_markdup::SortMarking;
+use crate::options::samtools_marking::SortMarking;
 use crate::report::progress::{Phase, Progress};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::ScanOptions;
@@ -345,7 +345,7 @@ pub(crate) fn run_inner(
     progress.enter(Phase::MergeRuns);
     let mut merged = sorter.finish()?;
     progress.enter(Phase::Write);
-    crate::run::sort::edit_header(&mut header, cfg, false);
+    cfg.edit_header(&mut header, false);
     let rgs = read_group_ids(&header);
     let rg_refs: Vec<&[u8]> = rgs.iter().map(Vec::as_slice).collect();
     let mut marker = Marker::new(sm.marking.clone(), &rg_refs);
@@ -437,7 +437,7 @@ pub(crate) fn run_inner(
         read_push_s: 0.0,
         tally: Default::default(),
     };
-    let mut report = crate::run::sort::sort_report(
+    let mut report = crate::report::stats::sort_report(
         cfg,
         input_file_bytes,
         records_in,

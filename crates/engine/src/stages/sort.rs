@@ -782,7 +782,7 @@ pub fn assemble(
     } else {
         false
     };
-    crate::run::sort::edit_header(&mut header, &cfg, all_unplaced);
+    cfg.edit_header(&mut header, all_unplaced);
     let header = Arc::new(header);
     let asm = Assembly {
         head: header_bytes(&header, &cfg, &pool)?,

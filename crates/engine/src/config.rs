@@ -63,6 +63,8 @@ pub struct Config {
     pub explicit_total: bool,
     /// Directory under which the private temp directory is made.
     pub temp_parent: PathBuf,
+    /// `--resume DIR` (`crate::run::resume`).
+    pub resume: Option<PathBuf>,
     pub index: Option<IndexTarget>,
     pub pg: Option<String>,
     pub verbosity: i32,
@@ -469,6 +471,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         memory_budget,
         explicit_total: a.max_memory.is_some(),
         temp_parent,
+        resume: a.resume.clone(),
         index,
         pg: if a.no_pg {
             None

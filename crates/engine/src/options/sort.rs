@@ -57,6 +57,9 @@ pub struct SortOptions {
     pub max_memory: Option<String>,
     pub threads: usize,
     pub tmp_prefix: Option<String>,
+    /// `--resume DIR`: runs kept in DIR so that a killed sort resumes
+    /// (`crate::run::resume`).
+    pub resume: Option<PathBuf>,
     pub order: OrderFlag,
     /// `-N` given anywhere: name order is lexicographic (it sticks, §1.8).
     pub lexicographic: bool,
@@ -118,6 +121,7 @@ impl SortOptions {
             max_memory: None,
             threads: 0,
             tmp_prefix: None,
+            resume: None,
             order: OrderFlag::Coordinate,
             lexicographic: false,
             tag: None,
@@ -175,6 +179,7 @@ impl SortOptions {
             OptId::OutputFmt => parse_output_fmt(&text()?, a)?,
             OptId::OutputFmtOption => parse_fmt_option(&text()?, a)?,
             OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
+            OptId::Resume => a.resume = Some(PathBuf::from(path()?)),
             OptId::Reference => a.reference = Some(PathBuf::from(text()?)),
             OptId::Threads => {
                 let n = parse_int("-@", &text()?)?;
@@ -309,6 +314,7 @@ pub enum OptId {
     MemPerThread,
     Threads,
     TmpPrefix,
+    Resume,
     MaxMemory,
     Progress,
     NoProgress,
@@ -356,6 +362,7 @@ impl OptId {
             MinimiserIndex | Kmer | Window | NoReverse | Squash => false,
             Output | OutputFmtOption | Uncompressed | WriteIndex | Reference => false,
             MemPerThread | Progress | NoProgress | ProgressInterval | StatsJson | Mqc => false,
+            Resume => false,
             Flagstat | FlagstatFormat | Idxstats => false,
             Verbosity | Help | Version | Markdup(_) | Unsupported(_) => false,
         }
@@ -540,6 +547,24 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                (samtools writes PREFIX.NNNN.bam files). Default: $TMPDIR, \
                else the output's directory. Removed at exit, also on error \
                and on SIGINT/SIGTERM/SIGHUP.",
+    },
+    OptSpec {
+        id: OptId::Resume,
+        short: None,
+        long: Some("resume"),
+        key: None,
+        value: Some("DIR"),
+        group: Group::Additions,
+        help: "Keep the sorted runs in DIR (made if missing), with a manifest \
+               rewritten after each run is on disk, so that the same command \
+               run again after the sort was killed writes the same output \
+               bytes, reading each input only from where the kept runs end. \
+               A manifest from another input, changed file, other output \
+               options or another alnsort version is refused (remove DIR to \
+               start afresh). Standard input resumes only once every record \
+               is in a kept run. Not with --markdup (the marker's state is \
+               not kept) nor several inputs. DIR is removed when the sort \
+               succeeds. docs/resume.md.",
     },
     OptSpec {
         id: OptId::MaxMemory,

@@ -113,7 +113,7 @@ def check_same(out: Path, want: tuple[bytes, bytes | None], what: str) -> None:
 
 @pytest.mark.parametrize("kind", ["bam", "sam"])
 @pytest.mark.parametrize("order", ["coord", "name"])
-@pytest.mark.parametrize("after", [1, 3, 12])
+@pytest.mark.parametrize("after", [1, 3, 7])
 def test_kill_after_runs_then_resume_gives_the_same_bytes(tmp_path, inputs, expected, kind, order, after):
     rd, out = tmp_path / "resume", tmp_path / "out.bam"
     args = [*MEM, *order_opts(order), "--resume", str(rd), "-o", str(out), str(inputs[kind])]
@@ -278,8 +278,8 @@ def test_failure_message_says_how_to_resume(half_done, tmp_path):
     src, rd, args = half_done
     # An output directory that vanished makes the rerun fail after it read.
     bad = [*args[:-3], "-o", str(tmp_path / "gone" / "out.bam"), str(src)]
-    r = sort(bad)
-    assert r.returncode != 0
+    err = refused(sort(bad), "run the same command again to resume", f"remove {rd} to start afresh")
+    assert "gone" in err, err
     assert rd.exists() and kept_runs(rd)
 
 

@@ -141,3 +141,135 @@ pub fn file_crc32(path: &Path) -> io::Result<(u64, u32)> {
 pub fn crc32(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{pool, XorShift64};
+    use crate::{KeyKind, SortConfig, Sorter};
+    use std::sync::Mutex;
+
+    fn config(dir: &Path, budget: usize) -> SortConfig {
+        SortConfig {
+            memory_budget: budget,
+            temp_dir: dir.to_path_buf(),
+            key_kind: KeyKind::Variable,
+            max_open_runs: 4,
+            merge_partition_bytes: 0,
+            chunk_fill: Default::default(),
+        }
+    }
+
+    /// Keys from a small alphabet (many ties); each record is its input
+    /// index, so the stable order is known.
+    fn input(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut rng = XorShift64::new(39);
+        (0..n)
+            .map(|i| {
+                let key = format!("k{:02}", rng.next_u64() % 17).into_bytes();
+                let mut rec = (i as u64).to_le_bytes().to_vec();
+                rec.resize(40 + (rng.next_u64() % 60) as usize, b'x');
+                (key, rec)
+            })
+            .collect()
+    }
+
+    fn drain(sorter: Sorter) -> Vec<Vec<u8>> {
+        let mut merged = sorter.finish().expect("finish");
+        let mut out = Vec::new();
+        while let Some(r) = merged.next_record().expect("next") {
+            out.push(r.to_vec());
+        }
+        out
+    }
+
+    /// A sort whose kept runs (linked out by the hook) are adopted by a
+    /// second sorter, which is pushed only the records after them, gives
+    /// the records of one uninterrupted sort, ties in input order; the
+    /// hook sees whole runs whose records add up to its `records_end`.
+    #[test]
+    fn adopted_runs_and_the_rest_give_the_uninterrupted_order() {
+        let data = input(40_000);
+        let whole_dir = tempfile::tempdir().unwrap();
+        let mut whole = Sorter::new(config(whole_dir.path(), 256 << 10), pool(2)).unwrap();
+        for (k, r) in &data {
+            whole.push(k, r).unwrap();
+        }
+        let want = drain(whole);
+
+        let keep = tempfile::tempdir().unwrap();
+        let first_dir = tempfile::tempdir().unwrap();
+        let kept: Arc<Mutex<Vec<(PathBuf, u64, u64)>>> = Arc::default();
+        let (k2, keep_path) = (Arc::clone(&kept), keep.path().to_path_buf());
+        let hook: RunHook = Arc::new(move |run: &SpilledRun<'_>| {
+            let mut k = k2.lock().unwrap();
+            let to = keep_path.join(format!("kept-{}", k.len()));
+            std::fs::hard_link(run.path, &to)?;
+            k.push((to, run.records, run.records_end));
+            Ok(())
+        });
+        let mut first = Sorter::new(config(first_dir.path(), 256 << 10), pool(2)).unwrap();
+        first.set_durable(hook, false);
+        // "Killed" two thirds of the way through: the sorter is dropped.
+        for (k, r) in &data[..data.len() * 2 / 3] {
+            first.push(k, r).unwrap();
+        }
+        drop(first);
+        let kept = kept.lock().unwrap().clone();
+        assert!(kept.len() >= 3, "{} runs kept", kept.len());
+        let mut sum = 0;
+        for (_, records, end) in &kept {
+            sum += records;
+            assert_eq!(sum, *end);
+        }
+
+        let second_dir = tempfile::tempdir().unwrap();
+        let mut second = Sorter::new(config(second_dir.path(), 96 << 10), pool(3)).unwrap();
+        let mut held = 0;
+        for (i, (path, _, _)) in kept.iter().enumerate() {
+            let to = second_dir.path().join(format!("adopted-{i}"));
+            std::fs::hard_link(path, &to).unwrap();
+            held += second.adopt_run(to).unwrap();
+        }
+        assert_eq!(held, sum);
+        for (k, r) in &data[held as usize..] {
+            second.push(k, r).unwrap();
+        }
+        assert_eq!(drain(second), want);
+    }
+
+    #[test]
+    fn a_cut_or_flipped_run_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+        let (k2, keep) = (Arc::clone(&kept), dir.path().join("kept"));
+        std::fs::create_dir(&keep).unwrap();
+        let hook: RunHook = Arc::new(move |run: &SpilledRun<'_>| {
+            let mut k = k2.lock().unwrap();
+            let to = keep.join(format!("kept-{}", k.len()));
+            std::fs::copy(run.path, &to)?;
+            k.push(to);
+            Ok(())
+        });
+        let mut s = Sorter::new(config(dir.path(), 256 << 10), pool(1)).unwrap();
+        s.set_durable(hook, true);
+        for (k, r) in &input(5_000) {
+            s.push(k, r).unwrap();
+        }
+        drop(drain(s));
+        let path = kept.lock().unwrap()[0].clone();
+        let bytes = std::fs::read(&path).unwrap();
+        let (len, crc) = file_crc32(&path).unwrap();
+        assert_eq!((len, crc), (bytes.len() as u64, crc32(&bytes)));
+        assert!(read_back(path.clone()).is_ok());
+        let cut = dir.path().join("cut");
+        std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+        let e = read_back(cut).unwrap_err().to_string();
+        assert!(e.contains("truncated") || e.contains("end marker"), "{e}");
+        let mut flipped = bytes.clone();
+        flipped[bytes.len() / 2] ^= 1;
+        let f = dir.path().join("flipped");
+        std::fs::write(&f, &flipped).unwrap();
+        assert!(read_back(f).is_err());
+    }
+}

@@ -295,3 +295,4 @@ def test_markdup_and_several_inputs_and_stdout_are_refused(tmp_path, inputs):
 def test_help_names_the_option():
     r = subprocess.run([harness.alnsort_path(), "sort", "--help"], capture_output=True)
     assert b"--resume DIR" in r.stdout + r.stderr
+

@@ -151,7 +151,9 @@ impl Resume {
         }
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("--resume {shown}: cannot create the directory"))?;
-        let stdin = cfg.input == "-";
+        // Standard input, or a pipe or device named by path (`<(...)`):
+        // what cannot be read again.
+        let stdin = cfg.input == "-" || std::fs::metadata(&cfg.input).is_ok_and(|m| !m.is_file());
         let mut now = Manifest {
             version: env!("CARGO_PKG_VERSION").to_string(),
             options: output_options(cfg),
@@ -415,13 +417,14 @@ fn output_options(cfg: &Config) -> Vec<(String, String)> {
 }
 
 /// The input's fingerprint: path, size, modification time and the
-/// checksums of its first and last bytes (standard input: its name only).
+/// checksums of its first and last bytes (standard input, a pipe: its name
+/// only).
 fn fingerprint(input: &str) -> std::io::Result<Vec<(String, String)>> {
-    if input == "-" {
-        return Ok(vec![("path".into(), "-".into())]);
-    }
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
+    if input == "-" || std::fs::metadata(input).is_ok_and(|m| !m.is_file()) {
+        return Ok(vec![("path".into(), input.into())]);
+    }
     let mut f = std::fs::File::open(input)?;
     let m = f.metadata()?;
     let path = std::fs::canonicalize(input).unwrap_or_else(|_| PathBuf::from(input));
@@ -484,7 +487,7 @@ fn read_kept(dir: &Path, now: &Manifest, stdin: bool) -> Result<Option<Manifest>
     if stdin && !kept.complete {
         bail!(
             Refused,
-            "--resume {}: the input is standard input, which cannot be read again, and the kept runs hold only its first {} records (a sort on standard input resumes only once every record is in a kept run); {afresh} and sort the whole input again",
+            "--resume {}: the input is standard input (or a pipe), which cannot be read again, and the kept runs hold only its first {} records (a sort on standard input resumes only once every record is in a kept run); {afresh} and sort the whole input again",
             dir.display(),
             kept.records
         );

@@ -292,6 +292,17 @@ def test_markdup_and_several_inputs_and_stdout_are_refused(tmp_path, inputs):
     refused(sort(["--resume", str(rd), str(inputs["bam"])]), "--resume", "output file")
 
 
+def test_files_of_others_in_dir_are_kept(tmp_path, inputs, expected):
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    rd.mkdir()
+    (rd / "notes.txt").write_text("mine")
+    args = [*MEM, "-n", "--resume", str(rd), "-o", str(out), str(inputs["sam"])]
+    killed(sort(args, env_add={KILL_AFTER: "2"}))
+    ok(sort(args))
+    check_same(out, expected[("sam", "name")], "DIR with a file of its own")
+    assert sorted(p.name for p in rd.iterdir()) == ["notes.txt"]
+
+
 def test_help_names_the_option():
     r = subprocess.run([harness.alnsort_path(), "sort", "--help"], capture_output=True)
     assert b"--resume DIR" in r.stdout + r.stderr

@@ -342,14 +342,20 @@ impl Resume {
         }
     }
 
-    /// The sort succeeded and its output is in place: DIR goes.
+    /// The sort succeeded and its output is in place: what alnsort put in
+    /// DIR goes (the manifest last), then DIR itself if nothing else is
+    /// in it (a DIR given with files of its own keeps them).
     pub fn finished(&self) -> Result<()> {
-        std::fs::remove_dir_all(&self.dir).with_context(|| {
+        remove_leftovers(&self.dir, None);
+        let _ = std::fs::remove_file(self.dir.join(HEADER));
+        std::fs::remove_file(self.dir.join(MANIFEST)).with_context(|| {
             format!(
-                "the sort finished and its output is complete, but removing --resume {} failed",
+                "the sort finished and its output is complete, but removing --resume {}'s manifest failed",
                 self.dir.display()
             )
-        })
+        })?;
+        let _ = std::fs::remove_dir(&self.dir);
+        Ok(())
     }
 
     fn write_manifest(&self, m: &Manifest) -> Result<()> {

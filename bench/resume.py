@@ -3,7 +3,7 @@ plain sort and of the same sort with --resume, at -m 100M and -m 1G, -@ 2,
 alternating, and of a rerun after a kill at about 80% of the runs
 (ALNSORT_TEST_KILL_AFTER_RUNS, docs/resume.md). Prints a Markdown table.
 
-    python bench/resume.py BIN INPUT.bam WORKDIR [REPEATS]
+    [MEMS=100M,1G] python bench/resume.py BIN INPUT.bam WORKDIR [REPEATS]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> None:
     repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     work.mkdir(parents=True, exist_ok=True)
     rows = []
-    for mem in ("100M", "1G"):
+    for mem in os.environ.get("MEMS", "100M,1G").split(","):
         base = [binary, "sort", "-@", "2", "-m", mem, "--no-PG", "-o", str(work / "out.bam")]
         times: dict[str, list[tuple[float, float]]] = {"plain": [], "resume": []}
         for _ in range(repeats):

@@ -562,9 +562,10 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                A manifest from another input, changed file, other output \
                options or another alnsort version is refused (remove DIR to \
                start afresh). Standard input resumes only once every record \
-               is in a kept run. Not with --markdup (the marker's state is \
-               not kept) nor several inputs. DIR is removed when the sort \
-               succeeds. docs/resume.md.",
+               is in a kept run. Needs -o FILE; not with --markdup (the \
+               marker's state is not kept) nor several inputs. What alnsort \
+               put in DIR is removed when the sort succeeds, and DIR if then \
+               empty. docs/resume.md.",
     },
     OptSpec {
         id: OptId::MaxMemory,

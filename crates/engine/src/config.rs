@@ -66,6 +66,8 @@ pub struct Config {
     /// Check at the start that the temporary space the inputs' sizes
     /// promise is free (`run::tmp_space`); off with `--no-tmp-space-check`.
     pub tmp_space_check: bool,
+    /// `--resume DIR` (`crate::run::resume`).
+    pub resume: Option<PathBuf>,
     pub index: Option<IndexTarget>,
     pub pg: Option<String>,
     pub verbosity: i32,
@@ -490,6 +492,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         memory_budget,
         explicit_total: a.max_memory.is_some(),
         temp_parent,
+        resume: a.resume.clone(),
         index,
         pg: if a.no_pg {
             None

@@ -5,6 +5,7 @@ pub mod index;
 pub mod mark_in_order;
 pub mod merge;
 pub mod resources;
+pub mod resume;
 pub mod samtools_markdup;
 pub mod sort;
 pub mod sort_samtools;

@@ -262,6 +262,13 @@ impl TempRun {
         &self.path
     }
 
+    /// A finished run already on disk at `path` (a resumed sort's,
+    /// `durable.rs`), with its frames as read back; deleted when dropped
+    /// like any other.
+    pub(crate) fn adopt(path: PathBuf, index: Vec<FrameInfo>) -> TempRun {
+        TempRun { path, index }
+    }
+
     /// The run's frames, in file order (empty until the run is finished).
     pub(crate) fn index(&self) -> &[FrameInfo] {
         &self.index

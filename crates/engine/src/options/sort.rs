@@ -59,6 +59,9 @@ pub struct SortOptions {
     pub tmp_prefix: Option<String>,
     /// `--no-tmp-space-check`: no pre-flight estimate of temporary space.
     pub no_tmp_space_check: bool,
+    /// `--resume DIR`: runs kept in DIR so that a killed sort resumes
+    /// (`crate::run::resume`).
+    pub resume: Option<PathBuf>,
     pub order: OrderFlag,
     /// `-N` given anywhere: name order is lexicographic (it sticks, §1.8).
     pub lexicographic: bool,
@@ -121,6 +124,7 @@ impl SortOptions {
             threads: 0,
             tmp_prefix: None,
             no_tmp_space_check: false,
+            resume: None,
             order: OrderFlag::Coordinate,
             lexicographic: false,
             tag: None,
@@ -179,6 +183,7 @@ impl SortOptions {
             OptId::OutputFmtOption => parse_fmt_option(&text()?, a)?,
             OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
             OptId::NoTmpSpaceCheck => a.no_tmp_space_check = true,
+            OptId::Resume => a.resume = Some(PathBuf::from(path()?)),
             OptId::Reference => a.reference = Some(PathBuf::from(text()?)),
             OptId::Threads => {
                 let n = parse_int("-@", &text()?)?;
@@ -317,6 +322,7 @@ pub enum OptId {
     Threads,
     TmpPrefix,
     NoTmpSpaceCheck,
+    Resume,
     MaxMemory,
     Progress,
     NoProgress,
@@ -358,6 +364,7 @@ impl OptId {
             Output | OutputFmtOption | Uncompressed | WriteIndex | Reference => false,
             MemPerThread | Progress | NoProgress | ProgressInterval | StatsJson | Mqc => false,
             NoTmpSpaceCheck => false,
+            Resume => false,
             Flagstat | FlagstatFormat | Idxstats => false,
             Verbosity | Help | Version | Markdup(_) | Unsupported(_) => false,
         }
@@ -556,6 +563,25 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                gzip are not estimated). Without it a sort that would not fit \
                is refused before reading, naming the directory, what it \
                needs and what it has.",
+    },
+    OptSpec {
+        id: OptId::Resume,
+        short: None,
+        long: Some("resume"),
+        key: None,
+        value: Some("DIR"),
+        group: Group::Additions,
+        help: "Keep the sorted runs in DIR (made if missing), with a manifest \
+               rewritten after each run is on disk, so that the same command \
+               run again after the sort was killed writes the same output \
+               bytes, reading each input only from where the kept runs end. \
+               A manifest from another input, changed file, other output \
+               options or another alnsort version is refused (remove DIR to \
+               start afresh). Standard input resumes only once every record \
+               is in a kept run. Needs -o FILE; not with --markdup (the \
+               marker's state is not kept) nor several inputs. What alnsort \
+               put in DIR is removed when the sort succeeds, and DIR if then \
+               empty. docs/resume.md.",
     },
     OptSpec {
         id: OptId::MaxMemory,

@@ -324,6 +324,7 @@ fn not_for_stages(id: OptId) -> Option<&'static str> {
             Some("the stage subcommands print no progress; a workflow manager reports the tasks")
         }
         Verbosity => Some("the stage subcommands have no verbosity levels"),
+        Resume => Some("the stage subcommands keep their outputs as files already: a killed driver resumes from them (docs/cluster.md)"),
         Reference => Some("the stages read BAM and write BAM or SAM: CRAM needs no reference here"),
         _ => None,
     }

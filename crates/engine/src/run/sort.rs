@@ -60,7 +60,7 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<crate::report::stat
             // index path before the run is never touched, as only the final
             // rename reaches it.
             debris.remove_all();
-            return Err(e);
+            return Err(crate::run::resume::explain_failure(&cfg, e));
         }
     };
     // The output is complete and in place by now: keep it.
@@ -122,6 +122,20 @@ fn open_input(
     })
 }
 
+/// `--resume`'s input when every record is in a kept run and the input is
+/// standard input: the header kept in DIR, no records.
+fn kept_input(
+    cfg: &Config,
+    resume: &crate::run::resume::Resume,
+) -> Result<(InputFeed, Header, Arc<KeyEncoder>)> {
+    let header = resume.kept_header()?;
+    let encoder = Arc::new(
+        KeyEncoder::new(cfg.order.clone(), header.n_ref(), &header.library_map())
+            .with_wide_positions(crate::io::output::has_long_reference(&header)),
+    );
+    Ok((InputFeed::Kept, header, encoder))
+}
+
 /// The sorter's share less what CRAM reference bases take (with an
 /// explicit `--max-memory` total): the input's references and, for CRAM
 /// output, the encoder's.
@@ -135,6 +149,7 @@ fn charge_references(
     let mut holdings = Vec::new();
     match input {
         InputFeed::One(input) => holdings.extend(input.cram_reference_holding()),
+        InputFeed::Kept => {}
         // Several inputs: charged as one input holding all its references
         // (as before the evicting cache).
         InputFeed::Many(_) => {
@@ -262,6 +277,7 @@ fn start_marking(
     let mut decided_first = None;
     let input_name = match input {
         InputFeed::One(input) => input.name.clone(),
+        InputFeed::Kept => cfg.input.clone(),
         InputFeed::Many(_) => {
             if let Some(md) = &cfg.markdup {
                 decided_first = Some(crate::markdup::inputs::decide(
@@ -303,8 +319,15 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     };
     // The output's and the index's files first: a destination that cannot
     // be created stops the run before any input is read.
+    let resume = crate::run::resume::Resume::open(cfg)?;
     let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
-    let (input, mut header, encoder) = open_input(cfg, &pool)?;
+    let (input, mut header, encoder) = match resume.as_ref().filter(|r| r.needs_no_input()) {
+        Some(r) => kept_input(cfg, r)?,
+        None => open_input(cfg, &pool)?,
+    };
+    if let Some(r) = &resume {
+        r.keep_header(&header)?;
+    }
     if encoder.wide_positions() {
         crate::io::output::check_wide_output(cfg)?;
     }
@@ -321,12 +344,16 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     );
     let input_file_bytes = input.size();
     let progress = Progress::new(display, input_file_bytes, cfg.screen.clone());
-    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
-        format!(
-            "cannot create a temporary directory in {}",
-            cfg.temp_parent.display()
-        )
-    })?;
+    let temp_parent = resume
+        .as_ref()
+        .map_or(cfg.temp_parent.as_path(), |r| r.dir());
+    let tmp =
+        TempDir::new(temp_parent, crate::run::resume::TEMP_STEM, debris).with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                temp_parent.display()
+            )
+        })?;
     if cfg.tmp_space_check {
         let inputs = if cfg.inputs.is_empty() {
             std::slice::from_ref(&cfg.input)
@@ -344,6 +371,25 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         chunk_fill: chunk_fill(cfg.explicit_total),
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let mut input = input;
+    let (tracker, held) = match &resume {
+        Some(r) => {
+            let bam = matches!(&input, InputFeed::One(i) if i.is_bam());
+            let tracker = r.tracker(bam);
+            let held = r.start(&mut sorter, tmp.path(), Arc::clone(&tracker))?;
+            if let (InputFeed::One(i), Some(at), true) = (&mut input, r.restart(), bam) {
+                i.seek_bam(
+                    &cfg.input,
+                    at.voffset.unwrap_or(0),
+                    at.record,
+                    sorter.plan().record_limit,
+                    Arc::clone(&pool),
+                )?;
+            }
+            (Some(tracker), held)
+        }
+        None => (None, 0),
+    };
     let (decided_first, mut marker) = start_marking(
         cfg,
         &input,
@@ -363,7 +409,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             marker
                 .as_mut()
                 .map(|m| m as &mut dyn crate::io::input::EndsSink),
+            tracker.as_deref(),
         )?,
+        InputFeed::Kept => crate::io::input::Fed::default(),
         InputFeed::Many(m) => {
             let kind = crate::io::input::key_kind(&encoder);
             let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
@@ -379,9 +427,15 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             crate::io::merged::feed_sorter(m, kind, &mut sorter, &progress, bases.as_deref())?
         }
     };
-    let records_in = fed.records;
+    let records_in = fed.records + held;
     progress.enter(Phase::MergeRuns);
     let (decisions, merged) = finish_deciding(sorter, marker);
+    if let Some(r) = &resume {
+        if merged.is_ok() {
+            r.mark_complete()?;
+        }
+        r.kill_point("merge");
+    }
     let decisions = match decided_first {
         Some(d) => Some(d.decisions),
         None => decisions?,
@@ -416,6 +470,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         &progress,
         records_in,
     )?;
+    if let Some(r) = &resume {
+        r.kill_point("write");
+    }
     let sort_stats = merged.stats();
     // Every decided duplicate must have been met once by the compression
     // jobs that set the flags; checked before the output is renamed into
@@ -434,6 +491,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     }
     let times = progress.finish();
     drop(tmp);
+    if let Some(r) = &resume {
+        r.finished()?;
+    }
     Ok(crate::report::stats::sort_report(
         cfg,
         input_file_bytes,
@@ -451,6 +511,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
 enum InputFeed {
     One(crate::io::input::OpenInput),
     Many(crate::io::merged::MergedStream),
+    /// `--resume` on standard input with every record in a kept run:
+    /// nothing to read.
+    Kept,
 }
 
 impl InputFeed {
@@ -459,6 +522,7 @@ impl InputFeed {
         match self {
             InputFeed::One(i) => i.size,
             InputFeed::Many(m) => m.size,
+            InputFeed::Kept => None,
         }
     }
 }

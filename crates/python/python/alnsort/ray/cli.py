@@ -108,6 +108,7 @@ REFUSED = {
     "--progress-interval": "the Ray driver prints a line per phase (--progress), not at intervals",
     "--stats-json": "the Ray driver reports its statistics with --stats",
     "--verbosity": "the Ray driver has no verbosity levels",
+    "--resume": "the Ray driver does not resume a killed run (docs/cluster.md: the stage subcommands driven by a workflow manager do)",
 }
 
 #: An option of the table that is neither honoured nor in :data:`REFUSED`

@@ -14,7 +14,6 @@ use crate::run::resources::{
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{SortConfig, Sorter};
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 /// Runs `alnsort sort` with a resolved configuration, as a library call: it
@@ -321,7 +320,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     // be created stops the run before any input is read.
     let resume = crate::run::resume::Resume::open(cfg)?;
     let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
-    let (input, mut header, encoder) = match resume.as_ref().filter(|r| r.needs_no_input()) {
+    let (input, header, encoder) = match resume.as_ref().filter(|r| r.needs_no_input()) {
         Some(r) => kept_input(cfg, r)?,
         None => open_input(cfg, &pool)?,
     };
@@ -337,31 +336,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     // buffer, as in samtools) within as much again, beside the sorter (see
     // crate::markdup).
     let markdup_budget = markdup_share(cfg, &mut budget);
-    let display = crate::report::progress::Display::choose(
-        cfg.progress,
-        cfg.progress_interval,
-        std::io::stderr().is_terminal(),
-    );
     let input_file_bytes = input.size();
-    let progress = Progress::new(display, input_file_bytes, cfg.screen.clone());
-    let temp_parent = resume
-        .as_ref()
-        .map_or(cfg.temp_parent.as_path(), |r| r.dir());
-    let tmp =
-        TempDir::new(temp_parent, crate::run::resume::TEMP_STEM, debris).with_context(|| {
-            format!(
-                "cannot create a temporary directory in {}",
-                temp_parent.display()
-            )
-        })?;
-    if cfg.tmp_space_check {
-        let inputs = if cfg.inputs.is_empty() {
-            std::slice::from_ref(&cfg.input)
-        } else {
-            &cfg.inputs[..]
-        };
-        super::tmp_space::check(inputs, budget as u64, tmp.path())?;
-    }
+    let progress = crate::run::resources::progress(cfg, input_file_bytes);
+    let tmp = temp_dir(cfg, resume.as_ref(), budget, debris)?;
     let sort_cfg = SortConfig {
         memory_budget: budget,
         temp_dir: tmp.path().to_path_buf(),
@@ -373,21 +350,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
     let mut input = input;
     let (tracker, held) = match &resume {
-        Some(r) => {
-            let bam = matches!(&input, InputFeed::One(i) if i.is_bam());
-            let tracker = r.tracker(bam);
-            let held = r.start(&mut sorter, tmp.path(), Arc::clone(&tracker))?;
-            if let (InputFeed::One(i), Some(at), true) = (&mut input, r.restart(), bam) {
-                i.seek_bam(
-                    &cfg.input,
-                    at.voffset.unwrap_or(0),
-                    at.record,
-                    sorter.plan().record_limit,
-                    Arc::clone(&pool),
-                )?;
-            }
-            (Some(tracker), held)
-        }
+        Some(r) => resume_from(r, cfg, &mut input, &mut sorter, tmp.path(), &pool)?,
         None => (None, 0),
     };
     let (decided_first, mut marker) = start_marking(
@@ -442,17 +405,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     };
     let mut merged = merged?;
     progress.enter(Phase::Write);
-    // Minimiser order's @HD says whether any record is placed; placed
-    // records sort first, so the first record tells.
-    let mut first = None;
-    if cfg.hd_all_unplaced.is_some() {
-        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
-    }
-    let all_unplaced = first
-        .as_ref()
-        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
-    cfg.edit_header(&mut header, all_unplaced);
-    let header = Arc::new(header);
+    let (first, header) = output_header(cfg, &mut merged, header)?;
     let mut out = crate::io::output::Output::create(
         cfg,
         dest,
@@ -505,6 +458,83 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         &times,
         decisions.as_ref(),
     ))
+}
+
+/// The run's temporary directory (in `--resume`'s DIR, else under `-T`'s
+/// parent), checked for the space the inputs' sizes promise
+/// (`run::tmp_space`) unless told not to.
+fn temp_dir(
+    cfg: &Config,
+    resume: Option<&Arc<crate::run::resume::Resume>>,
+    budget: usize,
+    debris: &Debris,
+) -> Result<TempDir> {
+    let temp_parent = resume.map_or(cfg.temp_parent.as_path(), |r| r.dir());
+    let tmp =
+        TempDir::new(temp_parent, crate::run::resume::TEMP_STEM, debris).with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                temp_parent.display()
+            )
+        })?;
+    if cfg.tmp_space_check {
+        let inputs = if cfg.inputs.is_empty() {
+            std::slice::from_ref(&cfg.input)
+        } else {
+            &cfg.inputs[..]
+        };
+        super::tmp_space::check(inputs, budget as u64, tmp.path())?;
+    }
+    Ok(tmp)
+}
+
+/// `--resume`: the kept runs handed to `sorter` and a BAM input moved to
+/// where they end. Returns the tracker of the runs to come and the records
+/// the kept runs hold.
+fn resume_from(
+    r: &Arc<crate::run::resume::Resume>,
+    cfg: &Config,
+    input: &mut InputFeed,
+    sorter: &mut Sorter,
+    tmp: &std::path::Path,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(Option<Arc<crate::run::resume::Tracker>>, u64)> {
+    let bam = matches!(&input, InputFeed::One(i) if i.is_bam());
+    let tracker = r.tracker(bam);
+    let held = r.start(sorter, tmp, Arc::clone(&tracker))?;
+    if let (InputFeed::One(i), Some(at), true) = (input, r.restart(), bam) {
+        i.seek_bam(
+            &cfg.input,
+            at.voffset.unwrap_or(0),
+            at.record,
+            sorter.plan().record_limit,
+            Arc::clone(pool),
+        )?;
+    }
+    Ok((Some(tracker), held))
+}
+
+/// A record taken from the merge before the output is made: (key, record).
+type TakenAhead = (Vec<u8>, Vec<u8>);
+
+/// The output's header: samtools sort's edits, minimiser order's @HD
+/// saying whether any record is placed (placed records sort first, so the
+/// first record tells: it is taken from `merged` and returned, to be
+/// written first).
+fn output_header(
+    cfg: &Config,
+    merged: &mut alnsort_sort::Merged,
+    mut header: Header,
+) -> Result<(Option<TakenAhead>, Arc<Header>)> {
+    let mut first = None;
+    if cfg.hd_all_unplaced.is_some() {
+        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
+    }
+    let all_unplaced = first
+        .as_ref()
+        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
+    cfg.edit_header(&mut header, all_unplaced);
+    Ok((first, Arc::new(header)))
 }
 
 /// The input of a sort: one file, or several merged.

@@ -32,7 +32,6 @@ use alnsort_markdup::samtools::Marker;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
 use std::collections::HashSet;
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 /// samtools collate's number of temporary files (`-n`, default 64: the
@@ -152,104 +151,27 @@ fn read_name(rec: &[u8]) -> &[u8] {
     RecordRef::with_block_size(rec).read_name()
 }
 
-/// Runs `alnsort sort --markdup=samtools` (called by `run::sort`).
-pub(crate) fn run_inner(
+/// Reads the input into `sorter`: each template fixed as `samtools fixmate
+/// -m` fixes it and keyed by coordinate with collate's tie (through
+/// `grouping` first, a sort in collate's order, for coordinate-sorted
+/// input). Returns the records read.
+fn read_fixed(
     cfg: &Config,
-    sm: &SortMarking,
-    debris: &Debris,
-) -> Result<crate::report::stats::Report> {
-    if cfg.inputs.len() > 1 {
-        return Err(Error::Refused(
-            "--markdup=samtools takes one input (samtools collate reads one); merge the inputs \
-             first (alnsort merge -n, or samtools cat)"
-                .into(),
-        ));
-    }
-    if cfg.order != SortOrder::Coordinate {
-        return Err(Error::Refused(
-            "--markdup=samtools sorts by coordinate only (samtools markdup needs coordinate \
-             order): leave out -n, -N, -t, -M and --template-coordinate"
-                .into(),
-        ));
-    }
-    let pool = crate::run::resources::worker_pool(cfg.threads, "alnsort-worker")?;
-    let budget = crate::run::resources::sorter_budget(cfg, cfg.explicit_total)?;
-    let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
-    let input = crate::io::input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
+    input: crate::io::input::OpenInput,
+    pool: &Arc<rayon::ThreadPool>,
+    fixer: &Arc<Fixmate>,
+    encoder: &Arc<KeyEncoder>,
+    mut grouping: Option<Sorter>,
+    sorter: &mut Sorter,
+) -> Result<u64> {
     let name = input.name.clone();
-    let mut header = input.header.clone();
-    let so = header
-        .lines()
-        .iter()
-        .find(|l| l.starts_with(b"@HD"))
-        .and_then(|hd| {
-            hd.split(|&b| b == b'\t')
-                .skip(1)
-                .find(|f| f.starts_with(b"SO:"))
-                .map(|f| f[3..].to_vec())
-        });
-    // Coordinate-sorted input: grouped by name first, in collate's order
-    // (a sort of its own, keyed by [`collate_tie`] alone), as collate
-    // groups it in the chain.
-    let group_first = so.as_deref() == Some(b"coordinate");
-    let ref_lens = header.refs().iter().map(|r| r.len as i64).collect();
-    let fix_opts = fm::Options {
-        mate_score: true,
-        ..fm::Options::default()
-    };
-    let fixer =
-        Arc::new(Fixmate::new(fix_opts, ref_lens).map_err(|e| Error::Refused(e.to_string()))?);
-    let encoder = Arc::new(
-        KeyEncoder::new(SortOrder::Coordinate, header.n_ref(), &header.library_map())
-            .with_wide_positions(crate::io::output::has_long_reference(&header)),
-    );
-    if encoder.wide_positions() {
-        crate::io::output::check_wide_output(cfg)?;
-    }
-    let display = crate::report::progress::Display::choose(
-        cfg.progress,
-        cfg.progress_interval,
-        std::io::stderr().is_terminal(),
-    );
-    let input_file_bytes = input.size;
-    let progress = Progress::new(display, input_file_bytes, cfg.screen.clone());
-    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
-        format!(
-            "cannot create a temporary directory in {}",
-            cfg.temp_parent.display()
-        )
-    })?;
-    // Grouping first: the two sorts share the budget (the grouping's runs
-    // are merged while the coordinate sort fills).
-    let budget = if group_first { budget / 2 } else { budget };
-    let sort_cfg = SortConfig {
-        memory_budget: budget,
-        temp_dir: tmp.path().to_path_buf(),
-        key_kind: KeyKind::Variable,
-        max_open_runs: 0,
-        merge_partition_bytes: 0,
-        chunk_fill: crate::run::resources::chunk_fill(cfg.explicit_total),
-    };
-    let mut grouping = match group_first {
-        true => {
-            let dir = tmp.path().join("grouping");
-            std::fs::create_dir(&dir)
-                .with_context(|| format!("{}: creating the grouping's directory", dir.display()))?;
-            let cfg = SortConfig {
-                temp_dir: dir,
-                ..sort_cfg.clone()
-            };
-            Some(Sorter::new(cfg, Arc::clone(&pool))?)
-        }
-        false => None,
-    };
-    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let group_first = grouping.is_some();
     let dec = crate::run::mark_in_order::decoder_for(&name, &input.header, cfg);
     let (_, _, records) = input.into_records(ScanOptions::default());
     let depth = pool.current_num_threads() * 2 + 2;
-    let (job_fixer, job_encoder) = (Arc::clone(&fixer), Arc::clone(&encoder));
+    let (job_fixer, job_encoder) = (Arc::clone(fixer), Arc::clone(encoder));
     let fill = sorter.chunk_fill();
-    let (mut batches, _) = spawn_batches(&name, records, &pool, "read", depth, move |raw| {
+    let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
         let mut all: Vec<Vec<u8>> = Vec::new();
         let mut warnings = Vec::new();
         dec.decode(
@@ -288,7 +210,7 @@ pub(crate) fn run_inner(
             if !seen.insert(fingerprint(read_name(&t[0]))) {
                 return Err(scattered(&name, read_name(&t[0])));
             }
-            fix_in_collate_order(&fixer, t);
+            fix_in_collate_order(fixer, t);
             for r in t.iter() {
                 let view = RecordRef::with_block_size(r);
                 encoder.encode(view, scratch).map_err(|e| {
@@ -313,12 +235,12 @@ pub(crate) fn run_inner(
         }
         for rec in &p.head {
             if open.starts_new(rec) {
-                finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
+                finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
             }
             open.push(rec);
         }
         if let Some(tail) = p.tail {
-            finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
+            finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
             for (i, n) in p.fixed.fingerprints.iter().enumerate() {
                 if !seen.insert(*n) {
                     return Err(scattered(&name, p.fixed.name(i)));
@@ -335,26 +257,44 @@ pub(crate) fn run_inner(
         let mut grouped = g.finish()?;
         while let Some((_, rec)) = grouped.next_entry()? {
             if open.starts_new(rec) {
-                finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
+                finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
             }
             open.push(rec);
         }
     }
-    finish_open(&mut open, &mut sorter, &mut seen, &mut scratch)?;
-    drop(seen);
-    progress.enter(Phase::MergeRuns);
-    let mut merged = sorter.finish()?;
-    progress.enter(Phase::Write);
-    cfg.edit_header(&mut header, false);
+    finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
+    Ok(records_in)
+}
+
+/// Marks the sorted records with samtools markdup's streaming marker on
+/// their way to the output (through a first-pass file with `-S`) and
+/// writes the statistics asked for. `read`: the progress and the records
+/// read, which the records written must match.
+#[allow(clippy::too_many_arguments)]
+fn mark_and_write(
+    cfg: &Config,
+    sm: &SortMarking,
+    name: &str,
+    header: Arc<alnsort_bam::header::Header>,
+    mut merged: alnsort_sort::Merged,
+    dest: crate::io::output::Destinations,
+    pool: &Arc<rayon::ThreadPool>,
+    debris: &Debris,
+    read: (&Progress, u64),
+) -> Result<(
+    crate::io::output::OutputSummary,
+    alnsort_sort::SortStats,
+    alnsort_markdup::samtools::Stats,
+)> {
+    let (progress, records_in) = read;
     let rgs = read_group_ids(&header);
     let rg_refs: Vec<&[u8]> = rgs.iter().map(Vec::as_slice).collect();
     let mut marker = Marker::new(sm.marking.clone(), &rg_refs);
-    let header = Arc::new(header);
     let mut out = crate::io::output::Output::create(
         cfg,
         dest,
         Arc::clone(&header),
-        Arc::clone(&pool),
+        Arc::clone(pool),
         debris,
     )?;
     let mut first_pass = match marker.needs_second_pass() {
@@ -429,6 +369,113 @@ pub(crate) fn run_inner(
             &stats,
         )?;
     }
+    Ok((summary, sort_stats, stats))
+}
+
+/// Runs `alnsort sort --markdup=samtools` (called by `run::sort`).
+pub(crate) fn run_inner(
+    cfg: &Config,
+    sm: &SortMarking,
+    debris: &Debris,
+) -> Result<crate::report::stats::Report> {
+    if cfg.inputs.len() > 1 {
+        return Err(Error::Refused(
+            "--markdup=samtools takes one input (samtools collate reads one); merge the inputs \
+             first (alnsort merge -n, or samtools cat)"
+                .into(),
+        ));
+    }
+    if cfg.order != SortOrder::Coordinate {
+        return Err(Error::Refused(
+            "--markdup=samtools sorts by coordinate only (samtools markdup needs coordinate \
+             order): leave out -n, -N, -t, -M and --template-coordinate"
+                .into(),
+        ));
+    }
+    let pool = crate::run::resources::worker_pool(cfg.threads, "alnsort-worker")?;
+    let budget = crate::run::resources::sorter_budget(cfg, cfg.explicit_total)?;
+    let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
+    let input = crate::io::input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
+    let name = input.name.clone();
+    let mut header = input.header.clone();
+    let so = header
+        .lines()
+        .iter()
+        .find(|l| l.starts_with(b"@HD"))
+        .and_then(|hd| {
+            hd.split(|&b| b == b'\t')
+                .skip(1)
+                .find(|f| f.starts_with(b"SO:"))
+                .map(|f| f[3..].to_vec())
+        });
+    // Coordinate-sorted input: grouped by name first, in collate's order
+    // (a sort of its own, keyed by [`collate_tie`] alone), as collate
+    // groups it in the chain.
+    let group_first = so.as_deref() == Some(b"coordinate");
+    let ref_lens = header.refs().iter().map(|r| r.len as i64).collect();
+    let fix_opts = fm::Options {
+        mate_score: true,
+        ..fm::Options::default()
+    };
+    let fixer =
+        Arc::new(Fixmate::new(fix_opts, ref_lens).map_err(|e| Error::Refused(e.to_string()))?);
+    let encoder = Arc::new(
+        KeyEncoder::new(SortOrder::Coordinate, header.n_ref(), &header.library_map())
+            .with_wide_positions(crate::io::output::has_long_reference(&header)),
+    );
+    if encoder.wide_positions() {
+        crate::io::output::check_wide_output(cfg)?;
+    }
+    let input_file_bytes = input.size;
+    let progress = crate::run::resources::progress(cfg, input_file_bytes);
+    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
+    // Grouping first: the two sorts share the budget (the grouping's runs
+    // are merged while the coordinate sort fills).
+    let budget = if group_first { budget / 2 } else { budget };
+    let sort_cfg = SortConfig {
+        memory_budget: budget,
+        temp_dir: tmp.path().to_path_buf(),
+        key_kind: KeyKind::Variable,
+        max_open_runs: 0,
+        merge_partition_bytes: 0,
+        chunk_fill: crate::run::resources::chunk_fill(cfg.explicit_total),
+    };
+    let grouping = match group_first {
+        true => {
+            let dir = tmp.path().join("grouping");
+            std::fs::create_dir(&dir)
+                .with_context(|| format!("{}: creating the grouping's directory", dir.display()))?;
+            let cfg = SortConfig {
+                temp_dir: dir,
+                ..sort_cfg.clone()
+            };
+            Some(Sorter::new(cfg, Arc::clone(&pool))?)
+        }
+        false => None,
+    };
+    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let records_in = read_fixed(cfg, input, &pool, &fixer, &encoder, grouping, &mut sorter)?;
+    progress.enter(Phase::MergeRuns);
+    let merged = sorter.finish()?;
+    progress.enter(Phase::Write);
+    cfg.edit_header(&mut header, false);
+    let header = Arc::new(header);
+    let (summary, sort_stats, stats) = mark_and_write(
+        cfg,
+        sm,
+        &name,
+        header,
+        merged,
+        dest,
+        &pool,
+        debris,
+        (&progress, records_in),
+    )?;
     let times = progress.finish();
     drop(tmp);
     let fed = crate::io::input::Fed {

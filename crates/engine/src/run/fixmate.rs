@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::input::{next_batch, spawn_batches};
 use crate::options::fixmate::FixmateArgs;
 use alnsort_bam::reader::ScanOptions;
-use alnsort_markdup::fixmate::{self as fm, Fixmate, Templates};
+use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
 use std::sync::Arc;
 
 /// What a run did.
@@ -150,7 +150,7 @@ fn run_inner(a: &FixmateArgs, debris: &Debris) -> Result<FixmateReport> {
         Ok(cut_and_fix(all, &job_fixer, warnings))
     })?;
     // The template that may go on in the next batch.
-    let mut open = Templates::new();
+    let mut open = TemplateCutter::new();
     let (mut records_out, mut n_templates, mut records_in) = (0u64, 0u64, 0u64);
     // Fixes and writes a template gathered on this thread.
     let emit = |recs: &mut Vec<Vec<u8>>,

@@ -8,7 +8,7 @@ use crate::io::input::{next_batch, spawn_batches};
 use crate::options::samtools_markdup::SamtoolsMarkdupArgs;
 use alnsort_bam::header::Header;
 use alnsort_bam::reader::ScanOptions;
-use alnsort_markdup::samtools::Marker;
+use alnsort_markdup::samtools::SamtoolsMarker;
 use std::io::Write as _;
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
     }
     let rgs = read_group_ids(&header);
     let rg_refs: Vec<&[u8]> = rgs.iter().map(Vec::as_slice).collect();
-    let mut marker = Marker::new(a.marking.clone(), &rg_refs);
+    let mut marker = SamtoolsMarker::new(a.marking.clone(), &rg_refs);
     let mut out_header = header.clone();
     if let Some(cl) = &cfg.pg {
         out_header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
@@ -105,7 +105,7 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
         false => None,
     };
     let mut n = 0u64;
-    let drain = |marker: &mut Marker,
+    let drain = |marker: &mut SamtoolsMarker,
                  out: &mut crate::io::output::Output,
                  first_pass: &mut Option<FirstPass>|
      -> Result<()> {

@@ -27,8 +27,8 @@ use crate::report::progress::{Phase, Progress};
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::ScanOptions;
 use alnsort_bam::RecordRef;
-use alnsort_markdup::fixmate::{self as fm, Fixmate, Templates};
-use alnsort_markdup::samtools::Marker;
+use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
+use alnsort_markdup::samtools::SamtoolsMarker;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
 use std::collections::HashSet;
@@ -198,10 +198,10 @@ fn read_fixed(
     // scattered (fixmate and this sort would see two templates where
     // collate gathers one).
     let mut seen: HashSet<u64> = HashSet::new();
-    let mut open = Templates::new();
+    let mut open = TemplateCutter::new();
     let mut records_in = 0u64;
     let mut scratch = Vec::new();
-    let finish_open = |open: &mut Templates,
+    let finish_open = |open: &mut TemplateCutter,
                        sorter: &mut Sorter,
                        seen: &mut HashSet<u64>,
                        scratch: &mut Vec<u8>|
@@ -289,7 +289,7 @@ fn mark_and_write(
     let (progress, records_in) = read;
     let rgs = read_group_ids(&header);
     let rg_refs: Vec<&[u8]> = rgs.iter().map(Vec::as_slice).collect();
-    let mut marker = Marker::new(sm.marking.clone(), &rg_refs);
+    let mut marker = SamtoolsMarker::new(sm.marking.clone(), &rg_refs);
     let mut out = crate::io::output::Output::create(
         cfg,
         dest,
@@ -318,7 +318,7 @@ fn mark_and_write(
         },
     };
     let mut written = 0u64;
-    let drain = |marker: &mut Marker,
+    let drain = |marker: &mut SamtoolsMarker,
                  out: &mut crate::io::output::Output,
                  first_pass: &mut Option<crate::run::samtools_markdup::FirstPass>|
      -> Result<()> {

@@ -433,6 +433,44 @@ def _ref_span(cigar: str) -> int:
     return span
 
 
+
+def md_nm(ref: str, pos: int, cigar: str, seq: str, past_end_as_n: bool = False) -> tuple[str, int] | None:
+    """MD and NM of a read at 0-based `pos` on `ref`, as `samtools calmd`
+    computes them (bases compared without case; an N never matches). A base
+    past the reference's end compares as N with `past_end_as_n`, else the
+    read has none (None)."""
+    import re
+
+    md, nm, run, r, q = [], 0, 0, pos, 0
+    for n, op in re.findall(r"(\d+)([MIDNSHP=X])", cigar):
+        n = int(n)
+        if op in "M=X":
+            for k in range(n):
+                if r + k < len(ref):
+                    a = ref[r + k].upper()
+                elif past_end_as_n:
+                    a = "N"
+                else:
+                    return None
+                if a == seq[q + k].upper() and a != "N":
+                    run += 1
+                else:
+                    md.append(f"{run}{a}")
+                    run, nm = 0, nm + 1
+            r, q = r + n, q + n
+        elif op == "I":
+            q, nm = q + n, nm + n
+        elif op == "S":
+            q += n
+        elif op == "D":
+            md.append(f"{run}^{ref[r:r + n].upper()}")
+            run, r, nm = 0, r + n, nm + n
+        elif op == "N":
+            r += n
+    md.append(str(run))
+    return "".join(md), nm
+
+
 def generate(p: Params) -> str:
     """SAM text for `p`: header, then records in a shuffled input order, each
     with a unique XI:i index (its input position) when trap tags are on."""

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import harness
+import gen
 import oracle
 import pytest
 from harness import assert_same_text, run_alnsort
@@ -167,37 +168,6 @@ def _aligned(rng: random.Random, ref: str, pos: int, length: int) -> tuple[str, 
     return "".join(f"{n}{o}" for n, o in ops), s, r - pos
 
 
-def _md_nm(ref: str, pos: int, cigar: str, seq: str) -> tuple[str, int] | None:
-    """MD and NM for a read within the reference, or None."""
-    import re
-
-    md, nm, run, r, q = [], 0, 0, pos, 0
-    for n, op in re.findall(r"(\d+)([MIDNSHP=X])", cigar):
-        n = int(n)
-        if op in "M=X":
-            for k in range(n):
-                if r + k >= len(ref):
-                    return None
-                a, b = ref[r + k].upper(), seq[q + k].upper()
-                if a == b and a != "N":
-                    run += 1
-                else:
-                    md.append(f"{run}{a}")
-                    run, nm = 0, nm + 1
-            r, q = r + n, q + n
-        elif op == "I":
-            q, nm = q + n, nm + n
-        elif op == "S":
-            q += n
-        elif op == "D":
-            md.append(f"{run}^{ref[r:r + n].upper()}")
-            run, r, nm = 0, r + n, nm + n
-        elif op == "N":
-            r += n
-    md.append(str(run))
-    return "".join(md), nm
-
-
 N_RUNS = {"m2": [(1000, 1060), (4000, 4010)]}
 
 
@@ -282,7 +252,7 @@ def _sam(rng: random.Random, seqs: dict[str, str], n: int = 420, special: str | 
     for k, (a, flag, rnext, pnext, tlen) in enumerate(out):
         tags = _tags(rng, k)
         if a[5] != "*" and a[6] != "*" and rng.random() < 0.3:
-            mdnm = _md_nm(seqs[a[2]], a[3] - 1, a[5], a[6]) if "P" not in a[5] else None
+            mdnm = gen.md_nm(seqs[a[2]], a[3] - 1, a[5], a[6]) if "P" not in a[5] else None
             if mdnm is not None:
                 md, nm = mdnm
                 if rng.random() < 0.2:

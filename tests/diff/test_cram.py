@@ -937,6 +937,8 @@ def test_cram_write_index_gives_the_crai_samtools_index_makes(alnsort_bin, data,
     want = _crai_lines(Path(f"{copy}.crai"))
     assert len(want) >= (4 if src != "many" else 3)
     assert _crai_lines(crai) == want
+    # The file itself too: the gzip stream zlib writes, as samtools does.
+    assert crai.read_bytes() == Path(f"{copy}.crai").read_bytes(), "the .crai differs from samtools index's bytes"
     # Region queries through alnsort's index against a scan of the file.
     import pysam
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import gen
 import oracle
 import pytest
 from harness import assert_same_text, check_ok, run_alnsort
@@ -86,36 +87,6 @@ def _read(rng: random.Random, ref: str, pos: int, length: int, past_end: bool) -
     return "".join(f"{n}{o}" for n, o in ops), "".join(seq)
 
 
-def _md_nm(ref: str, pos: int, cigar: str, seq: str) -> tuple[str, int]:
-    """MD and NM as `samtools calmd` has them (an N never matches; bases
-    past the reference's end compare as N)."""
-    import re
-
-    md, nm, run, r, q = [], 0, 0, pos, 0
-    for n, op in re.findall(r"(\d+)([MIDNSHP=X])", cigar):
-        n = int(n)
-        if op in "M=X":
-            for k in range(n):
-                a = ref[r + k].upper() if r + k < len(ref) else "N"
-                if a == seq[q + k] and a != "N":
-                    run += 1
-                else:
-                    md.append(f"{run}{a}")
-                    run, nm = 0, nm + 1
-            r, q = r + n, q + n
-        elif op == "I":
-            q, nm = q + n, nm + n
-        elif op == "S":
-            q += n
-        elif op == "D":
-            md.append(f"{run}^{ref[r:r + n].upper()}")
-            run, r, nm = 0, r + n, nm + n
-        elif op == "N":
-            r += n
-    md.append(str(run))
-    return "".join(md), nm
-
-
 def _sam(rng: random.Random, seqs: dict[str, str], n: int = 400) -> str:
     lines = ["@HD\tVN:1.6\tSO:coordinate"]
     lines += [f"@SQ\tSN:{name}\tLN:{len(s)}" for name, s in seqs.items()]
@@ -132,7 +103,7 @@ def _sam(rng: random.Random, seqs: dict[str, str], n: int = 400) -> str:
                 taken.add((chrom, pos))
                 break
         cigar, seq = _read(rng, ref, pos, length, past_end)
-        md, nm = _md_nm(ref, pos, cigar, seq)
+        md, nm = gen.md_nm(ref, pos, cigar, seq, past_end_as_n=True)
         flag = rng.choice([0, 0, 16, 256])
         kind = rng.randrange(12)
         if kind == 0:

@@ -89,6 +89,9 @@ def test_csi_matches_samtools_index(alnsort_bin, inputs, tmp_path, name, config)
     ref_idx = oracle.index(ref_bam, "csi")
     _check_queries(str(out), idx, ref_bam, ref_idx, _regions(_refs(inputs.sam(name)), seed=len(name)))
     harness.assert_same_text(oracle.idxstats(ref_bam), oracle.idxstats(str(out)), "idxstats (index metadata)")
+    # The file itself: samtools' index of the same BAM, byte for byte
+    # (content and zlib's deflate of its BGZF blocks).
+    assert open(idx, "rb").read() == open(ref_idx, "rb").read(), "the CSI differs from samtools index's bytes"
 
 
 def test_bai_via_idx_suffix(alnsort_bin, inputs, tmp_path):
@@ -106,6 +109,7 @@ def test_bai_via_idx_suffix(alnsort_bin, inputs, tmp_path):
     ref_idx = oracle.index(ref_bam, "bai")
     _check_queries(str(out), str(bai), ref_bam, ref_idx, _regions(_refs(inputs.sam("main")), seed=7))
     harness.assert_same_text(oracle.idxstats(ref_bam), oracle.idxstats(str(out)), "idxstats (BAI metadata)")
+    assert bai.read_bytes() == open(ref_idx, "rb").read(), "the BAI differs from samtools index's bytes"
 
 
 def test_write_index_to_stdout_fails(alnsort_bin, inputs, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,11 @@ SAMPLES = {
     "REGEX": "([0-9]+):([0-9]+):([0-9]+)",
     "VALUE": 5,
     "STR": "ref",
+    # --markdup[=picard|samtools]: given alone (True); markdup="samtools" has a test of its own.
+    "[=picard|samtools]": True,
+    "t|s": "s",
+    "ORDER": "txy",
+    "CHAR": "_",
 }
 
 #: Options that are arguments of the function, or ask for no run.
@@ -116,6 +122,27 @@ def test_every_sort_option_is_a_keyword_that_runs_as_the_command(tmp_path, monke
         assert got == want, f"{keyword} ({name}): alnsort.sort() {got!r:.300}, the command {want!r:.300}"
         if refused is not None:
             assert got[0] is False and name in got[1] and refused in got[1], (keyword, got)
+
+
+def test_markdup_samtools_is_the_command_line_s(tmp_path, monkeypatch):
+    """markdup="samtools" with samtools markdup's keywords: the run `alnsort sort --markdup=samtools ...`
+    gives (the same outcome and records); markdup="picard" is markdup=True; another value is refused."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "markdup"))
+    import smarkdup_gen
+
+    src = tmp_path / "grouped.sam"  # name-grouped, with duplicates
+    src.write_text(smarkdup_gen.generate(1))
+    kw = {"markdup": "samtools", "optical_distance": 100, "mark_supplementary": True, "mode": "s"}
+    py, cli = _dirs(tmp_path, "markdup-samtools")
+    monkeypatch.chdir(py)
+    got = _outcome(lambda: alnsort.sort(str(src), "out.bam", **kw), py, False)
+    argv = alnsort.sort_argv(str(src), "out.bam", **kw)
+    assert "--markdup=samtools" in argv and "--mark-supplementary" in argv, argv
+    want = _cli_outcome(argv, cli, "sort", False)
+    assert got == want and got[0] is not False, (got, want)
+    assert alnsort.sort_argv(EXAMPLE, "o.bam", markdup="picard")[2] == "--markdup=picard"
+    with pytest.raises(alnsort.AlnsortError, match="--markdup=gatk"):
+        alnsort.sort(EXAMPLE, "out.bam", markdup="gatk")
 
 
 def test_every_merge_option_is_a_keyword_that_runs_as_the_command(tmp_path, monkeypatch):

@@ -47,6 +47,9 @@ SAMPLE = {
     "default|json|tsv": "json",
     "POLICY": "all",
     "REGEX": "[a-zA-Z0-9]+:[0-9]:([0-9]+):([0-9]+):([0-9]+).*",
+    "t|s": "s",
+    "ORDER": "txy",
+    "CHAR": "_",
 }
 
 
@@ -230,3 +233,16 @@ def test_every_duplicate_marking_option_reaches_the_dataflow(bam):
         elif name != "--markdup":
             want = {keyword[name]: value[0] if value else True}
             assert got["markdup_options"] == want, (name, got)
+
+
+def test_samtools_markdup_is_refused_by_name(bam):
+    """--markdup=samtools (samtools' answer) is not run by the driver's tasks (Picard's): refused by
+    name, as are samtools markdup's own options; --markdup=picard is --markdup."""
+    with pytest.raises(alnsort.AlnsortError) as e:
+        aray.parse_args(["--markdup=samtools", "-o", "o.bam", bam])
+    assert "--markdup=samtools is not supported by the Ray driver" in str(e.value)
+    with pytest.raises(alnsort.AlnsortError) as e:
+        aray.parse_args(["--markdup=samtools", "--mode", "s", "-o", "o.bam", bam])
+    assert str(e.value).startswith("--mode is not supported by the Ray driver"), str(e.value)
+    got = aray._markdup_kwargs(aray.parse_args(["--markdup=picard", "-o", "o.bam", bam]))
+    assert got["markdup"] is True

@@ -2,7 +2,8 @@
 ENOSPC or EFBIG at any write is a clear error with exit status 1, never a
 panic and never a short file that looks finished; a spill that cannot fit in
 the temp filesystem is refused up front with a message naming the directory
-and the bytes needed; a full device on stdout exits 1 with a message, and a
+and the bytes needed (and a sort whose inputs' sizes promise more run files
+than the filesystem holds, before reading, issue 38); a full device on stdout exits 1 with a message, and a
 closed stdout pipe ends the run quietly by SIGPIPE, as Unix filters do.
 
 How the conditions are made:
@@ -180,13 +181,16 @@ def _parse(r: subprocess.CompletedProcess) -> tuple[int, str, str, str]:
     return rc, left, used, r.stderr.decode("utf-8", "replace")
 
 
-def _sort_with_small_temp(sam_input: Path, tmp_path: Path, mem: str):
+def _sort_with_small_temp(sam_input: Path, tmp_path: Path, mem: str, *extra: str):
     """Sorts with -m MEM and -T on the 5 MiB filesystem, the output in its own
-    directory; returns that directory and the parsed report."""
+    directory; returns that directory and the parsed report. The spill-time
+    checks are reached with EXTRA `--no-tmp-space-check` (the input's size
+    alone already says it cannot fit)."""
     outdir = tmp_path / "out"
     outdir.mkdir()
     out = outdir / "sorted.bam"
-    r = _in_small_fs(tmp_path, f'"$ALNSORT" sort -m {mem} -T "$MNT" -o {out} {sam_input}; {_REPORT}')
+    opts = " ".join(extra)
+    r = _in_small_fs(tmp_path, f'"$ALNSORT" sort -m {mem} {opts} -T "$MNT" -o {out} {sam_input}; {_REPORT}')
     if r is None:
         pytest.skip("mounting a tmpfs is not permitted here (neither as root nor in a user namespace)")
     return outdir, _parse(r)
@@ -195,7 +199,7 @@ def _sort_with_small_temp(sam_input: Path, tmp_path: Path, mem: str):
 def test_spill_that_cannot_fit_is_refused(sam_input: Path, tmp_path: Path):
     """-T on a 5 MiB filesystem and a 16 MiB sort buffer: the first spill
     cannot fit, and alnsort says so before writing it."""
-    outdir, (rc, left, _, err) = _sort_with_small_temp(sam_input, tmp_path, "16M")
+    outdir, (rc, left, _, err) = _sort_with_small_temp(sam_input, tmp_path, "16M", "--no-tmp-space-check")
     ctx = f"exit {rc}; stderr:\n{err}"
     assert rc == 1, ctx
     m = re.search(r"not enough space in temp directory (\S+): the next run file may need (\d+) bytes, "
@@ -210,10 +214,25 @@ def test_spill_that_cannot_fit_is_refused(sam_input: Path, tmp_path: Path):
 def test_spills_that_fill_the_filesystem_are_refused(sam_input: Path, tmp_path: Path):
     """Small runs (-m 1M) fit one by one until the filesystem is full: the
     check before a spill (or the ENOSPC of the write) stops the run cleanly."""
-    outdir, (rc, left, used, err) = _sort_with_small_temp(sam_input, tmp_path, "1M")
+    outdir, (rc, left, used, err) = _sort_with_small_temp(sam_input, tmp_path, "1M", "--no-tmp-space-check")
     ctx = f"exit {rc}; stderr:\n{err}"
     assert rc == 1, ctx
     assert re.search(r"not enough space in temp directory|No space left on device", err), ctx
+    assert left == "" and used == "0", f"debris on the small filesystem: {left!r} ({used} KB)\n{ctx}"
+    assert u.entries(outdir) == [], ctx
+
+
+def test_preflight_refuses_a_sort_the_temp_filesystem_cannot_hold(sam_input: Path, tmp_path: Path):
+    """The 25 MB SAM input promises ~9 MB of run files at -m 1M: refused before
+    any input is read, naming the directory, what the sort needs and what the
+    filesystem has; nothing written anywhere (issue 38)."""
+    outdir, (rc, left, used, err) = _sort_with_small_temp(sam_input, tmp_path, "1M")
+    ctx = f"exit {rc}; stderr:\n{err}"
+    assert rc == 1, ctx
+    m = re.search(r"not enough temporary space in (\S+): this sort needs about ([\d.]+ \w+) there .* "
+                  r"the filesystem has ([\d.]+ \w+) free; .*--no-tmp-space-check", err)
+    assert m, ctx
+    assert m.group(1).startswith(str(tmp_path / "small")), ctx
     assert left == "" and used == "0", f"debris on the small filesystem: {left!r} ({used} KB)\n{ctx}"
     assert u.entries(outdir) == [], ctx
 

@@ -11,6 +11,11 @@
 //! warnings are not reproduced; its errors are. Differences: a NUL byte ends
 //! the line, and a `B:A` array (which htslib stores but cannot print) is
 //! rejected.
+//!
+//! `parse_into` is one function of about 200 lines on purpose: it walks the
+//! line's eleven mandatory fields once, in `sam_parse1`'s order, each
+//! field's leniency beside the bytes it writes (the FLAG, CIGAR and aux
+//! parsers are functions of their own).
 
 use crate::header::{Header, RefLookup};
 use crate::record::{flags, reg2bin, FIXED_LEN};

@@ -110,6 +110,10 @@ mod tests {
             "POLICY" => "none",
             "REGEX" => "([0-9]+):([0-9]+):([0-9]+)",
             "default|json|tsv" => "json",
+            "[=picard|samtools]" => "samtools",
+            "t|s" => "s",
+            "ORDER" => "txy",
+            "CHAR" => "_",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }
@@ -124,7 +128,9 @@ mod tests {
             let synopsis = line.trim_start().split("  ").next().unwrap();
             for word in synopsis.split([',', ' ']) {
                 if word.starts_with('-') {
-                    names.insert(word.to_string());
+                    // `--markdup[=picard|samtools]`: an optional value.
+                    let name = word.split('[').next().unwrap_or(word);
+                    names.insert(name.to_string());
                 }
             }
         }
@@ -157,7 +163,10 @@ mod tests {
             }
             if let Some(l) = spec.long {
                 let mut f = vec![format!("--{l}")];
-                f.extend(value.map(String::from));
+                // An optional value is taken only after `=`.
+                if !spec.optional_value() {
+                    f.extend(value.map(String::from));
+                }
                 forms.push(f);
                 if let Some(v) = value {
                     forms.push(vec![format!("--{l}={v}")]);

@@ -30,17 +30,10 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         f.sort.format == Some(OutFormat::Cram) || f.sort.output.ends_with(".cram"),
         std::iter::once(f.sort.input.as_str()),
     );
-    let result = crate::setup_process(&debris, &Default::default(), cram)
-        .and_then(|_signals| run_fixmate(&f, &debris).map_err(anyhow::Error::from));
-    if result.is_err() {
-        crate::signals::yield_to_signal();
-    }
-    match result {
+    match crate::run_command("fixmate", &debris, cram, EXIT_FAILURE, || {
+        Ok(run_fixmate(&f, &debris)?)
+    }) {
         Ok(_) => 0,
-        Err(e) if crate::closed_stdout(&e) => crate::signals::exit_by_sigpipe(),
-        Err(e) => {
-            eprintln!("alnsort fixmate: {}", crate::failure_text(&e));
-            EXIT_FAILURE
-        }
+        Err(status) => status,
     }
 }

@@ -2,7 +2,6 @@
 //! table, `alnsort_engine::index`), run by the engine. This file only wires
 //! them to the process: help, warnings, exit codes, signals.
 
-use crate::signals::{self, SignalGuard};
 use alnsort_engine::io::cleanup::Debris;
 use alnsort_engine::options::index::{index_help, parse_index, ParsedIndex};
 use alnsort_engine::run::index::run_index;
@@ -28,12 +27,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let debris = Debris::default();
-    let result = crate::setup_process(&debris, &Default::default(), false)
-        .and_then(|_signals: SignalGuard| run_index(&run, &debris).map_err(anyhow::Error::from));
-    if result.is_err() {
-        signals::yield_to_signal();
-    }
-    match result {
+    match crate::run_command("index", &debris, false, EXIT_FAILURE, || {
+        Ok(run_index(&run, &debris)?)
+    }) {
         Ok(reports) => {
             for r in reports {
                 if let Some(w) = r.warning {
@@ -42,9 +38,6 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
             0
         }
-        Err(e) => {
-            eprintln!("alnsort index: {}", crate::failure_text(&e));
-            EXIT_FAILURE
-        }
+        Err(status) => status,
     }
 }

@@ -82,6 +82,28 @@ pub fn setup_process(debris: &Debris, screen: &Screen, cram_heap: bool) -> Resul
     SignalGuard::install(debris.clone(), screen.clone()).context("installing signal handlers")
 }
 
+/// Runs a subcommand's `run` in the process set up for it
+/// ([`setup_process`], no progress screen): its value, or the exit status
+/// after a failure (the SIGPIPE exit when standard output was closed, else
+/// `failure` after the message `alnsort COMMAND: ...`).
+pub(crate) fn run_command<T>(
+    command: &str,
+    debris: &Debris,
+    cram_heap: bool,
+    failure: i32,
+    run: impl FnOnce() -> Result<T>,
+) -> std::result::Result<T, i32> {
+    let result = setup_process(debris, &Screen::default(), cram_heap).and_then(|_signals| run());
+    result.map_err(|e| {
+        signals::yield_to_signal();
+        if closed_stdout(&e) {
+            signals::exit_by_sigpipe();
+        }
+        eprintln!("alnsort {command}: {}", failure_text(&e));
+        failure
+    })
+}
+
 /// Exit status of a command line that does not name something to do
 /// (`alnsort` alone, an unknown command): the usual usage-error code.
 const EXIT_USAGE: i32 = 2;

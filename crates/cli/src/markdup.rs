@@ -37,17 +37,10 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         a.sort.format == Some(OutFormat::Cram) || a.sort.output.ends_with(".cram"),
         [a.sort.input.as_str()],
     );
-    let result = crate::setup_process(&debris, &Default::default(), cram)
-        .and_then(|_signals| run(&a, &debris).map_err(anyhow::Error::from));
-    if result.is_err() {
-        crate::signals::yield_to_signal();
-    }
-    match result {
+    match crate::run_command("markdup", &debris, cram, EXIT_FAILURE, || {
+        Ok(run(&a, &debris)?)
+    }) {
         Ok(_) => 0,
-        Err(e) if crate::closed_stdout(&e) => crate::signals::exit_by_sigpipe(),
-        Err(e) => {
-            eprintln!("alnsort markdup: {}", crate::failure_text(&e));
-            EXIT_FAILURE
-        }
+        Err(status) => status,
     }
 }

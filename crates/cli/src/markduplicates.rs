@@ -2,7 +2,6 @@
 //! table, `alnsort_engine::picard`), run by `alnsort_engine::mark_in_order`.
 //! This file only wires them to the process: help, exit codes, signals.
 
-use crate::signals::{self, SignalGuard};
 use alnsort_engine::io::cleanup::Debris;
 use alnsort_engine::options::picard;
 use alnsort_engine::options::picard::ParsedPicard;
@@ -34,20 +33,10 @@ pub fn main(argv0: &str, args: Vec<OsString>) -> i32 {
         }
     };
     let debris = Debris::default();
-    let result = crate::setup_process(&debris, &Default::default(), false).and_then(
-        |_signals: SignalGuard| {
-            alnsort_engine::run::mark_in_order::run(&run, &debris).map_err(anyhow::Error::from)
-        },
-    );
-    if result.is_err() {
-        signals::yield_to_signal();
-    }
-    match result {
+    match crate::run_command("MarkDuplicates", &debris, false, EXIT_FAILURE, || {
+        Ok(alnsort_engine::run::mark_in_order::run(&run, &debris)?)
+    }) {
         Ok(_) => 0,
-        Err(e) if crate::closed_stdout(&e) => signals::exit_by_sigpipe(),
-        Err(e) => {
-            eprintln!("alnsort MarkDuplicates: {}", crate::failure_text(&e));
-            EXIT_FAILURE
-        }
+        Err(status) => status,
     }
 }

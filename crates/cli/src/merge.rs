@@ -37,22 +37,15 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         m.sort.format == Some(OutFormat::Cram) || m.sort.output.ends_with(".cram"),
         m.inputs.iter().map(String::as_str),
     );
-    let result = crate::setup_process(&debris, &Default::default(), cram).and_then(|_signals| {
-        let r = run_merge(&m, &debris).map_err(anyhow::Error::from);
+    let result = crate::run_command("merge", &debris, cram, 1, || {
+        let r = run_merge(&m, &debris);
         if r.is_err() {
             debris.remove_all();
         }
-        r
+        Ok(r?)
     });
-    if result.is_err() {
-        crate::signals::yield_to_signal();
-    }
     match result {
         Ok(()) => 0,
-        Err(e) if crate::closed_stdout(&e) => crate::signals::exit_by_sigpipe(),
-        Err(e) => {
-            eprintln!("alnsort merge: {}", crate::failure_text(&e));
-            1
-        }
+        Err(status) => status,
     }
 }

@@ -224,7 +224,15 @@ fn run_stages(
         .zip(&priors)
         .map(|(s, p)| {
             let prior = if inputs.len() > 1 { *p } else { None };
-            alnsort_engine::stages::sort::map(inputs, s, &splitters, &options, prior).expect("map")
+            alnsort_engine::stages::sort::map(
+                inputs,
+                s,
+                &splitters,
+                &options,
+                prior,
+                &Default::default(),
+            )
+            .expect("map")
         })
         .collect();
     let split_records: Vec<u64> = maps.iter().map(|m| m.records).collect();
@@ -317,7 +325,13 @@ fn decide_in_tasks(
     for ((s, share), &prior) in specs.iter().zip(&shares).zip(priors) {
         let prior = if inputs.len() > 1 { prior } else { None };
         let (mapped, folded) = alnsort_engine::stages::sort::map_collecting_after(
-            inputs, s, splitters, options, prior, buckets, names,
+            inputs,
+            s,
+            splitters,
+            options,
+            prior,
+            (buckets, names),
+            &Default::default(),
         )
         .expect("map collecting");
         let what = format!(
@@ -338,8 +352,15 @@ fn decide_in_tasks(
             "{what}: a range per record"
         );
         ranges.push(folded.ranges);
-        let plain =
-            alnsort_engine::stages::sort::map(inputs, s, splitters, options, prior).expect("map");
+        let plain = alnsort_engine::stages::sort::map(
+            inputs,
+            s,
+            splitters,
+            options,
+            prior,
+            &Default::default(),
+        )
+        .expect("map");
         assert!(plain.blocks == mapped.blocks, "{what}: blocks differ");
         assert_eq!(
             (plain.end, plain.reach),

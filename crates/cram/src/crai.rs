@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::container::SliceHeader;
-use crate::encode::{crai_lines, gzip_crai};
+use crate::encode::crai_lines;
 use crate::encode_container::SliceInfo;
 use crate::{CramError, CramReader, RefSource};
 
@@ -120,7 +120,7 @@ pub fn index_cram<R: Read>(file: &str, input: R, refs: &RefSource) -> Result<Cra
             }
         }
     }
-    let gzip = gzip_crai(&text);
+    let gzip = gzip(&text);
     Ok(Crai {
         text,
         gzip,
@@ -161,4 +161,15 @@ fn check_slice_order<'a>(records: impl Iterator<Item = &'a [u8]>) -> Result<(), 
         last = Some(here);
     }
     Ok(())
+}
+/// The `.crai` file of its text: gzip as htslib's `bgzf_open(fn, "wg")`
+/// writes it (zlib's default level).
+pub fn gzip(text: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::GzBuilder::new()
+        .operating_system(3)
+        .write(Vec::new(), flate2::Compression::default());
+    gz.write_all(text)
+        .and_then(|_| gz.finish())
+        .expect("compressing in memory")
 }

@@ -88,17 +88,6 @@ impl CraiLine {
     }
 }
 
-/// The `.crai` file of its text: gzip as htslib's `bgzf_open(fn, "wg")`
-/// writes it (zlib's default level).
-pub(crate) fn gzip_crai(text: &[u8]) -> Vec<u8> {
-    let mut gz = flate2::GzBuilder::new()
-        .operating_system(3)
-        .write(Vec::new(), flate2::Compression::default());
-    gz.write_all(text)
-        .and_then(|_| gz.finish())
-        .expect("compressing in memory")
-}
-
 /// Counts the bytes written through it (the containers' offsets).
 struct Counted<W> {
     inner: W,
@@ -341,9 +330,10 @@ impl<W: Write> CramWriter<W> {
         Ok(self.finish_indexed()?.0)
     }
 
-    /// As [`CramWriter::finish`], also returning the `.crai` (gzip of
-    /// htslib's text lines, one per slice and reference) when the writer
-    /// was made [`CramWriter::with_index`].
+    /// As [`CramWriter::finish`], also returning the `.crai`'s text
+    /// (htslib's lines, one per slice and reference; the file is its gzip
+    /// stream: [`crate::crai::gzip`]) when the writer was made
+    /// [`CramWriter::with_index`].
     pub fn finish_indexed(mut self) -> Result<(W, Option<Vec<u8>>), CramError> {
         if !self.slice_starts.is_empty() {
             self.flush_slice()?;
@@ -356,8 +346,7 @@ impl<W: Write> CramWriter<W> {
             .write_all(&container::EOF_CONTAINER)
             .and_then(|_| self.out.inner.flush())
             .map_err(|source| CramError::Write { file, source })?;
-        let crai = self.crai.take().map(|text| gzip_crai(&text));
-        Ok((self.out.inner, crai))
+        Ok((self.out.inner, self.crai.take()))
     }
 }
 

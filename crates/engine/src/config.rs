@@ -63,6 +63,11 @@ pub struct Config {
     pub explicit_total: bool,
     /// Directory under which the private temp directory is made.
     pub temp_parent: PathBuf,
+    /// Check at the start that the temporary space the inputs' sizes
+    /// promise is free (`run::tmp_space`); off with `--no-tmp-space-check`.
+    pub tmp_space_check: bool,
+    /// `--resume DIR` (`crate::run::resume`).
+    pub resume: Option<PathBuf>,
     pub index: Option<IndexTarget>,
     pub pg: Option<String>,
     pub verbosity: i32,
@@ -90,12 +95,29 @@ pub struct Config {
     pub columnar: Option<alnsort_columnar::WriteOptions>,
     /// `--markdup` and its options; `None` without it.
     pub markdup: Option<crate::options::markdup::MarkdupConfig>,
+    /// `--markdup=samtools` and its options (`run::sort_samtools`); `None`
+    /// without it.
+    pub samtools_markdup: Option<crate::options::samtools_marking::SortMarking>,
     /// Where the live progress line is drawn: a screen of the run's own
     /// unless the caller hands in the one its signal handling clears.
     pub screen: crate::report::progress::Screen,
 }
 
 impl Config {
+    /// The header edits samtools sort makes: @HD for the order, then @PG.
+    /// `all_unplaced`: no record is placed (`tid >= 0`), which changes
+    /// minimiser order's @HD.
+    pub fn edit_header(&self, header: &mut alnsort_bam::header::Header, all_unplaced: bool) {
+        let hd = match &self.hd_all_unplaced {
+            Some(hd) if all_unplaced => hd,
+            _ => &self.hd,
+        };
+        header.set_sort_order(&hd.so, hd.go.as_deref(), hd.ss.as_deref());
+        if let Some(cl) = &self.pg {
+            header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
+        }
+    }
+
     /// Prints [`Config::warnings`] on standard error, one line each, as
     /// `alnsort sort` prints them when its run starts. Every run that
     /// decides from a configuration calls this once: `run_sort`,
@@ -459,6 +481,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         },
     };
     Ok(Config {
+        tmp_space_check: !a.no_tmp_space_check,
         input: a.input.clone(),
         inputs: a.inputs.clone(),
         screen: Default::default(),
@@ -472,6 +495,7 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         memory_budget,
         explicit_total: a.max_memory.is_some(),
         temp_parent,
+        resume: a.resume.clone(),
         index,
         pg: if a.no_pg {
             None
@@ -491,5 +515,6 @@ pub fn resolve(a: &SortOptions) -> Result<Config, ConfigError> {
         cram,
         columnar,
         markdup: crate::options::markdup::resolve(&a.markdup)?,
+        samtools_markdup: crate::options::markdup::resolve_samtools(&a.markdup)?,
     })
 }

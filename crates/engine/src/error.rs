@@ -93,8 +93,6 @@ pub enum Error {
     #[error(transparent)]
     Create(#[from] CreateError),
     #[error(transparent)]
-    IndexWrite(#[from] alnsort_index::IndexWriteError),
-    #[error(transparent)]
     Pool(#[from] rayon::ThreadPoolBuildError),
 }
 
@@ -160,7 +158,6 @@ impl Error {
             Error::SamtoolsMarkdup(e) => e,
             Error::Lost(e) => e,
             Error::Create(e) => e,
-            Error::IndexWrite(e) => e,
             Error::Pool(e) => e,
         })
     }

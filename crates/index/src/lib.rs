@@ -43,7 +43,7 @@ pub use builder::{logical_offset, record_end, IndexBuilder, IndexRecord};
 pub use error::IndexError;
 pub use merge::{merge_part_indexes, PartIndexWriter};
 pub use read::{IndexReadError, IndexReader};
-pub use write::{IndexFile, IndexWriteError};
+pub use write::IndexFile;
 
 /// Which index to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

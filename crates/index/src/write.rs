@@ -8,19 +8,6 @@ use crate::error::IndexError;
 use crate::finish::Parts;
 use crate::IndexFormat;
 use alnsort_bgzf::CompressionLevel;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// Writing the index file failed.
-#[derive(Debug, thiserror::Error)]
-#[error("writing index {}: {source}", path.display())]
-pub struct IndexWriteError {
-    /// The index's destination.
-    pub path: PathBuf,
-    /// What the write or the sync reported.
-    #[source]
-    pub source: std::io::Error,
-}
 
 /// A finished index: its uncompressed content and how to frame it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,23 +42,6 @@ impl IndexFile {
         } else {
             self.content.clone()
         }
-    }
-
-    /// Writes the file's bytes to `file` (the index's destination is
-    /// `path`, named in errors) and, when `sync` is true, waits until they
-    /// are on disk.
-    pub fn write_file(
-        &self,
-        file: &mut std::fs::File,
-        path: &Path,
-        sync: bool,
-    ) -> Result<(), IndexWriteError> {
-        file.write_all(&self.file_bytes())
-            .and_then(|_| if sync { file.sync_all() } else { Ok(()) })
-            .map_err(|source| IndexWriteError {
-                path: path.to_path_buf(),
-                source,
-            })
     }
 }
 

@@ -1,7 +1,7 @@
 //! samtools 1.24 `fixmate` on raw BAM records: the sanitizer, mate fields, flags, `MQ`/`MC`/`ms`/`ct` and TLEN of each template of name-grouped input, edited in place.
 //!
 //! A template is a run of consecutive records with the same QNAME
-//! ([`Templates`] cuts a stream into them). [`Fixmate::fix_template`] does
+//! ([`TemplateCutter`] cuts a stream into them). [`Fixmate::fix_template`] does
 //! to one what samtools 1.24's `bam_mating_core` does (bam_mate.c, checked
 //! against pysam 0.24.1's samtools 1.24; see
 //! `shared/reference/samtools-markdup.md` §1):
@@ -633,14 +633,14 @@ pub fn template_runs(recs: &[&[u8]]) -> Vec<std::ops::Range<usize>> {
 /// Cuts a stream of records into templates: consecutive records with the
 /// same QNAME ([`same_name`]).
 #[derive(Debug, Default)]
-pub struct Templates {
+pub struct TemplateCutter {
     current: Vec<Vec<u8>>,
     spare: Vec<Vec<u8>>,
 }
 
-impl Templates {
-    pub fn new() -> Templates {
-        Templates::default()
+impl TemplateCutter {
+    pub fn new() -> TemplateCutter {
+        TemplateCutter::default()
     }
 
     /// Whether `rec` (with its `block_size`) starts a new template.

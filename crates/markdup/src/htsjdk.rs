@@ -166,23 +166,31 @@ mod tests {
         assert_eq!(order, [1, 3, 4, 2, 0]);
     }
 
+    /// A record named `name` with `flag` at reference `ref_id` (-1: none)
+    /// and 0-based `pos`, through alnsort_bam's SAM parser.
     fn rec(name: &[u8], flag: u16, ref_id: i32, pos: i32) -> Vec<u8> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&ref_id.to_le_bytes());
-        body.extend_from_slice(&pos.to_le_bytes());
-        body.push(name.len() as u8 + 1);
-        body.push(0); // mapq
-        body.extend_from_slice(&4680u16.to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes()); // n_cigar
-        body.extend_from_slice(&flag.to_le_bytes());
-        body.extend_from_slice(&0i32.to_le_bytes()); // l_seq
-        body.extend_from_slice(&(-1i32).to_le_bytes());
-        body.extend_from_slice(&(-1i32).to_le_bytes());
-        body.extend_from_slice(&0i32.to_le_bytes());
-        body.extend_from_slice(name);
-        body.push(0);
-        let mut out = (body.len() as u32).to_le_bytes().to_vec();
-        out.extend(body);
+        let h = alnsort_bam::header::parse_sam_header(
+            [
+                "@SQ\tSN:c0\tLN:1000",
+                "@SQ\tSN:c1\tLN:1000",
+                "@SQ\tSN:c2\tLN:1000",
+            ]
+            .iter()
+            .map(|l| l.as_bytes()),
+        )
+        .unwrap();
+        let rname = match ref_id {
+            -1 => "*".to_string(),
+            r => format!("c{r}"),
+        };
+        let line = format!(
+            "{}\t{flag}\t{rname}\t{}\t0\t*\t*\t0\t0\t*\t*",
+            String::from_utf8_lossy(name),
+            pos + 1
+        );
+        let mut out = Vec::new();
+        alnsort_bam::sam_parse::parse_sam_record(line.as_bytes(), &h, &h.ref_lookup(), &mut out)
+            .unwrap();
         out
     }
 

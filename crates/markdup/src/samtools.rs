@@ -29,9 +29,9 @@
 //! `-r` removes never come out. With `-S` (supplementary, secondary and
 //! unmapped records of duplicates marked too) samtools makes a second pass
 //! over a temporary file; so does the caller here: the records out of
-//! [`Marker::pop_ready`] are then the first pass's, kept (a temporary
-//! file) and, after [`Marker::finish`], each given in order to
-//! [`Marker::second_pass`], which returns the record to write.
+//! [`SamtoolsMarker::pop_ready`] are then the first pass's, kept (a temporary
+//! file) and, after [`SamtoolsMarker::finish`], each given in order to
+//! [`SamtoolsMarker::second_pass`], which returns the record to write.
 //!
 //! What samtools does that is not reproduced: with `-d`, duplicates whose
 //! names give no coordinates inside a duplicate chain are compared by
@@ -220,7 +220,7 @@ struct Entry {
     /// The keys this record put in the maps (it takes them out on leaving).
     pair_key: Option<Key>,
     single_key: Option<Key>,
-    /// Links (read-queue slots, see [`Marker::follow`]).
+    /// Links (read-queue slots, see [`SamtoolsMarker::follow`]).
     duplicate: Option<u32>,
     original: Option<u32>,
     /// This record's read-queue slot.
@@ -247,7 +247,7 @@ enum Counter {
 
 /// The streaming marker (see the module documentation).
 #[derive(Debug)]
-pub struct Marker {
+pub struct SamtoolsMarker {
     opts: Options,
     rg_ids: Vec<String>,
     rg_map: HashMap<Vec<u8>, usize>,
@@ -331,12 +331,12 @@ fn has_supplementary_hint(rec: &[u8]) -> bool {
         || r.aux().find(*b"XA").is_some()
 }
 
-impl Marker {
+impl SamtoolsMarker {
     /// A marker for a file whose header lists `read_group_ids` (`@RG` IDs
     /// in header order). With `--use-read-groups` and no (or repeated)
     /// read groups samtools prints an error and goes on without them: so
-    /// does this (the message is among [`Marker::take_warnings`]).
-    pub fn new(mut opts: Options, read_group_ids: &[&[u8]]) -> Marker {
+    /// does this (the message is among [`SamtoolsMarker::take_warnings`]).
+    pub fn new(mut opts: Options, read_group_ids: &[&[u8]]) -> SamtoolsMarker {
         if opts.max_length < 0 {
             opts.max_length = 300;
         }
@@ -372,7 +372,7 @@ impl Marker {
             }
         }
         let check_chain = opts.multi_dup && (opts.tag_original || opts.optical_distance != 0);
-        Marker {
+        SamtoolsMarker {
             stats: vec![StatsBlock::default(); rg_ids.len() + 1],
             opts,
             rg_ids,
@@ -497,20 +497,20 @@ impl Marker {
         self.flush(false)
     }
 
-    /// Every record left in the window goes out (to [`Marker::pop_ready`]).
+    /// Every record left in the window goes out (to [`SamtoolsMarker::pop_ready`]).
     pub fn finish(&mut self) -> Result<(), Error> {
         self.flush(true)
     }
 
-    /// Whether the records out of [`Marker::pop_ready`] are only the first
-    /// pass's (`-S`): each must then go through [`Marker::second_pass`],
-    /// in order, once [`Marker::finish`] has run.
+    /// Whether the records out of [`SamtoolsMarker::pop_ready`] are only the first
+    /// pass's (`-S`): each must then go through [`SamtoolsMarker::second_pass`],
+    /// in order, once [`SamtoolsMarker::finish`] has run.
     pub fn needs_second_pass(&self) -> bool {
         self.opts.supplementary
     }
 
-    /// The statistics (after [`Marker::finish`] and any second pass), and
-    /// samtools' closing warnings among [`Marker::take_warnings`].
+    /// The statistics (after [`SamtoolsMarker::finish`] and any second pass), and
+    /// samtools' closing warnings among [`SamtoolsMarker::take_warnings`].
     pub fn stats(&mut self) -> Stats {
         if self.opt_warnings > 0 {
             self.warnings.push(format!(
@@ -859,7 +859,7 @@ impl Marker {
     }
 
     /// `-S`'s second pass over one first-pass record (in order, after
-    /// [`Marker::finish`]): supplementary, secondary and unmapped records
+    /// [`SamtoolsMarker::finish`]): supplementary, secondary and unmapped records
     /// of the duplicates noted get 0x400 and their `do`/`dt`, and lose
     /// `dc`; `None` when `-r` removes it.
     pub fn second_pass(&mut self, mut rec: Vec<u8>) -> Option<Vec<u8>> {

@@ -156,9 +156,9 @@ impl EndRun {
         self.ends * END_BYTES as u64
     }
 
-    fn open(self) -> Result<RunReader, MarkdupError> {
+    fn open(self) -> Result<SpillReader, MarkdupError> {
         let file = File::open(&self.path).map_err(io_error(&self.path, "opening a spill file"))?;
-        Ok(RunReader {
+        Ok(SpillReader {
             r: BufReader::with_capacity(IO_BUFFER, file),
             left: self.ends,
             path: self.path,
@@ -167,13 +167,13 @@ impl EndRun {
 }
 
 /// Reads a run back, removing its file when dropped.
-struct RunReader {
+struct SpillReader {
     r: BufReader<File>,
     left: u64,
     path: PathBuf,
 }
 
-impl RunReader {
+impl SpillReader {
     fn next(&mut self) -> Result<Option<End>, MarkdupError> {
         if self.left == 0 {
             return Ok(None);
@@ -187,7 +187,7 @@ impl RunReader {
     }
 }
 
-impl Drop for RunReader {
+impl Drop for SpillReader {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
@@ -221,7 +221,7 @@ impl Ord for Head {
 /// The ends of one kind in [`End::total_cmp`] order: the runs on disk and
 /// the sorted ends still in memory, merged.
 pub(crate) struct EndStream<'a> {
-    runs: Vec<RunReader>,
+    runs: Vec<SpillReader>,
     memory: std::slice::Iter<'a, End>,
     heap: BinaryHeap<Head>,
     started: bool,

@@ -277,8 +277,8 @@ pub fn stage_map_collecting(
             &splitters,
             &o,
             prior,
-            end_buckets,
-            name_buckets,
+            (end_buckets, name_buckets),
+            &crate::stages::BLOCK_BUFFERS,
         )
     });
     let (mapped, share) = got.map_err(|e| raise(py, e))?;

@@ -130,10 +130,24 @@ pub fn stage_map(
 ) -> PyResult<MapResult> {
     let options = typed(py, &options)?;
     let got = py.detach(move || {
-        alnsort_engine::stages::sort::map(&inputs, &spec(split), &splitters, &options, prior)
+        alnsort_engine::stages::sort::map(
+            &inputs,
+            &spec(split),
+            &splitters,
+            &options,
+            prior,
+            &BLOCK_BUFFERS,
+        )
     });
     map_result(py, got)
 }
+
+/// The memory of the blocks this worker process's maps returned, kept for
+/// its next map (the blocks are copied into `bytes`; the page faults of
+/// fresh memory cost more than the copy). Process-wide: a Ray worker runs
+/// one map after another.
+pub(crate) static BLOCK_BUFFERS: alnsort_engine::stages::sort::BlockBuffers =
+    alnsort_engine::stages::sort::BlockBuffers::new();
 
 /// A map's outcome as the Python half takes it.
 pub(crate) fn map_result(
@@ -150,7 +164,7 @@ pub(crate) fn map_result(
                 .into_iter()
                 .map(|b| {
                     let obj = PyBytes::new(py, &b).unbind();
-                    alnsort_engine::stages::sort::recycle_block(b);
+                    BLOCK_BUFFERS.give_back(b);
                     obj
                 })
                 .collect();

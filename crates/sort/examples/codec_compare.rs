@@ -7,7 +7,13 @@
 //! qualities (Illumina 4-level binning, mostly Q37), and three tags. The
 //! key is the 8-byte coordinate key.
 //!
-//! Run: `cargo run --release -p alnsort-sort --example codec_compare`.
+//! With a path, the records are a real BAM's instead (any BGZF level; sort
+//! it first, `samtools sort`, for a run's order), keyed by (reference,
+//! position) as the coordinate key is, and libdeflate level 1 (BGZF's
+//! deflate at samtools' temp-file level) and zstd at levels -1, 1 and 3
+//! are measured beside LZ4: the measurement of issue 38.
+//!
+//! Run: `cargo run --release -p alnsort-sort --example codec_compare [sorted.bam]`.
 
 use std::time::Instant;
 
@@ -18,9 +24,54 @@ const FRAME_BYTES: usize = 256 << 10;
 const RECORDS: usize = 400_000;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let frames = frames();
+    let (frames, records) = match std::env::args_os().nth(1) {
+        Some(path) => bam_frames(std::path::Path::new(&path))?,
+        None => (frames(), RECORDS),
+    };
     let raw: usize = frames.iter().map(Vec::len).sum();
-    println!("{} frames, {} MB raw", frames.len(), raw >> 20);
+    println!(
+        "{} frames, {} MB raw, {} records, {:.1} raw bytes per record",
+        frames.len(),
+        raw >> 20,
+        records,
+        raw as f64 / records as f64
+    );
+    RECORDS_SEEN.store(records, std::sync::atomic::Ordering::Relaxed);
+    if std::env::args_os().nth(1).is_some() {
+        let mut zc = zstd::bulk::Compressor::new(-1)?;
+        measure("zstd -1 (fast)", &frames, |f| zc.compress(f).expect("zstd"));
+        for level in [2, 3, 5, 7] {
+            let mut zc = zstd::bulk::Compressor::new(level)?;
+            measure(&format!("zstd {level}"), &frames, |f| {
+                zc.compress(f).expect("zstd")
+            });
+        }
+        let mut lc = libdeflater::Compressor::new(libdeflater::CompressionLvl::new(1).expect("1"));
+        let packed: Vec<Vec<u8>> = {
+            let t = Instant::now();
+            let v: Vec<Vec<u8>> = frames
+                .iter()
+                .map(|f| {
+                    let mut out = vec![0u8; lc.deflate_compress_bound(f.len())];
+                    let n = lc.deflate_compress(f, &mut out).expect("deflate");
+                    out.truncate(n);
+                    out
+                })
+                .collect();
+            let c = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let mut ld = libdeflater::Decompressor::new();
+            for (p, f) in v.iter().zip(&frames) {
+                let mut out = vec![0u8; f.len()];
+                let n = ld.deflate_decompress(p, &mut out).expect("inflate");
+                assert_eq!(n, f.len());
+            }
+            let d = t.elapsed().as_secs_f64();
+            line("libdeflate 1", raw, v.iter().map(Vec::len).sum(), c, d);
+            v
+        };
+        drop(packed);
+    }
 
     // LZ4.
     let t = Instant::now();
@@ -62,13 +113,89 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Records the frames came from, for the bytes per record of `line`.
+static RECORDS_SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// zstd at a level: compress with `compress`, decompress with zstd.
+fn measure(name: &str, frames: &[Vec<u8>], mut compress: impl FnMut(&[u8]) -> Vec<u8>) {
+    let raw: usize = frames.iter().map(Vec::len).sum();
+    let t = Instant::now();
+    let packed: Vec<Vec<u8>> = frames.iter().map(|f| compress(f)).collect();
+    let c = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut zd = zstd::bulk::Decompressor::new().expect("zstd");
+    for (p, f) in packed.iter().zip(frames) {
+        let d = zd.decompress(p, f.len()).expect("zstd");
+        assert_eq!(d.len(), f.len());
+    }
+    let d = t.elapsed().as_secs_f64();
+    line(name, raw, packed.iter().map(Vec::len).sum(), c, d);
+}
+
 fn line(name: &str, raw: usize, packed: usize, c: f64, d: f64) {
+    let records = RECORDS_SEEN.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "{name:<16} ratio {:.3}  compress {:>6.0} MB/s  decompress {:>6.0} MB/s (one core)",
+        "{name:<16} ratio {:.3}  {:>6.1} B/rec  compress {:>6.0} MB/s {:>5.2} s  decompress {:>6.0} MB/s {:>5.2} s (one core)",
         packed as f64 / raw as f64,
+        packed as f64 / records as f64,
         raw as f64 / c / 1e6,
+        c,
         raw as f64 / d / 1e6,
+        d,
     );
+}
+
+/// Frames of run-file entries.
+type Frames = Vec<Vec<u8>>;
+
+/// A BAM's records as run-file entries keyed by (reference, position),
+/// cut into frames; and how many records.
+fn bam_frames(path: &std::path::Path) -> Result<(Frames, usize), Box<dyn std::error::Error>> {
+    let data = std::fs::read(path)?;
+    let mut raw = Vec::new();
+    let mut pos = 0;
+    let mut ld = libdeflater::Decompressor::new();
+    while pos + 18 <= data.len() {
+        let xlen = u16::from_le_bytes([data[pos + 10], data[pos + 11]]) as usize;
+        let bsize = u16::from_le_bytes([data[pos + 16], data[pos + 17]]) as usize + 1;
+        let isize = u32::from_le_bytes(data[pos + bsize - 4..pos + bsize].try_into()?) as usize;
+        let start = raw.len();
+        raw.resize(start + isize, 0);
+        ld.deflate_decompress(&data[pos + 12 + xlen..pos + bsize - 8], &mut raw[start..])?;
+        pos += bsize;
+    }
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
+    let l_text = u32_at(&raw, 4) as usize;
+    let mut at = 8 + l_text;
+    let n_ref = u32_at(&raw, at);
+    at += 4;
+    for _ in 0..n_ref {
+        at += 4 + u32_at(&raw, at) as usize + 4;
+    }
+    // FRAME_KIB: another frame size than the run files' (their 256 KiB).
+    let frame_bytes = std::env::var("FRAME_KIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(FRAME_BYTES, |k| k << 10);
+    let mut frames = vec![Vec::new()];
+    let mut records = 0;
+    while at + 4 <= raw.len() {
+        let size = u32_at(&raw, at) as usize;
+        let rec = &raw[at..at + 4 + size];
+        at += 4 + size;
+        let key = ((u64::from(u32_at(rec, 4)) << 32) | u64::from(u32_at(rec, 8))).to_be_bytes();
+        let frame = frames.last_mut().expect("never empty");
+        frame.push(key.len() as u8);
+        frame.extend_from_slice(&key);
+        alnsort_pipeline::varint::put(frame, rec.len() as u64);
+        frame.extend_from_slice(rec);
+        records += 1;
+        if frame.len() >= frame_bytes {
+            frames.push(Vec::new());
+        }
+    }
+    frames.retain(|f| !f.is_empty());
+    Ok((frames, records))
 }
 
 /// xorshift64*.

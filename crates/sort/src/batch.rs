@@ -8,6 +8,11 @@
 //! and of keys (the sorter caps sub-batches well below that); entries are in
 //! input order, with offsets increasing, until `sort`, after which they are
 //! in (key, input order) order.
+//!
+//! `Batch::append_from` is one function of about 200 lines on purpose: the
+//! capacity it reserves and the copy job that writes into that capacity
+//! through raw pointers stay side by side, so each `SAFETY` comment sits in
+//! the same function as the reservation it relies on.
 
 use std::mem::size_of;
 use std::sync::Arc;

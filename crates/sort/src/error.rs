@@ -118,6 +118,19 @@ pub enum SortError {
     #[error("sort was cancelled")]
     Cancelled,
 
+    /// The caller's hook that keeps a finished run durable
+    /// ([`crate::durable::RunHook`]) failed; its error is kept whole.
+    #[error("keeping run file {path} for a resumed sort: {source}")]
+    Durable {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A run file handed back to a sorter ([`crate::Sorter::adopt_run`])
+    /// holds records but is not a complete run.
+    #[error("run file {path} cannot be resumed from: {reason}")]
+    NotARun { path: PathBuf, reason: String },
+
     /// The splitters handed to a map task are not strictly increasing.
     #[error("splitter {index} is not past splitter {}: splitters must be strictly increasing", index - 1)]
     SplittersUnordered { index: usize },

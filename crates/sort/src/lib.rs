@@ -72,6 +72,7 @@
 #![deny(missing_docs)]
 
 pub mod batch;
+pub mod durable;
 mod error;
 pub mod loser;
 mod merge;

@@ -222,7 +222,7 @@ pub fn raise_open_file_limit() -> u64 {
 }
 
 /// Bytes available to an unprivileged writer on the filesystem of `dir`.
-pub(crate) fn free_space(dir: &Path) -> Result<u64> {
+pub fn free_space(dir: &Path) -> Result<u64> {
     let stat_err = |source| SortError::StatFs {
         dir: dir.to_path_buf(),
         source,

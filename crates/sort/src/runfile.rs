@@ -13,24 +13,34 @@
 //!
 //! `crc` is CRC-32 (crc32fast) over the first 16 header bytes and the
 //! stored payload, so a flipped bit anywhere, a torn header or a truncated
-//! file is caught before decompression. The payload is LZ4 block data
-//! (`lz4_flex` block API), or the raw bytes when LZ4 does not shrink them.
-//! Frames are written in order; a frame's compression runs on the pool,
-//! several in flight, so a spill is bounded by the disk, not one core.
+//! file is caught before decompression. The payload is one zstd frame at
+//! level 1 (`METHOD_ZSTD`), or the raw bytes when zstd does not shrink
+//! them; LZ4 frames (`METHOD_LZ4`, what runs were written in before) are
+//! still read. Frames are written in order; a frame's compression runs on
+//! the pool, several in flight, so a spill is bounded by the disk, not one
+//! core.
 //!
-//! Why LZ4: `examples/codec_compare.rs` on BAM-like records (4-bit random
-//! bases, binned qualities, Illumina names, sorted positions) in 256 KiB
-//! frames, one core of a loaded 2-core VM, two runs:
+//! Why zstd 1 (issue 38: the least temporary disk): `examples/codec_compare.rs`
+//! on the benchmark's records (reads-300000.bam sorted, 648,184 records,
+//! 354 bytes per entry with key and lengths) in 256 KiB frames, one core of
+//! the loaded 2-core VM (speeds are relative, not absolute):
 //!
-//! | codec          | size / raw | compress     | decompress     |
-//! |----------------|-----------:|-------------:|---------------:|
-//! | lz4_flex block |      0.533 | 414-618 MB/s | 2655-2664 MB/s |
-//! | zstd level 1   |      0.333 | 353-364 MB/s | 1018-1204 MB/s |
+//! | codec          | size / raw | bytes/record | compress | decompress |
+//! |----------------|-----------:|-------------:|---------:|-----------:|
+//! | lz4_flex block |      0.644 |        228.0 |  74 MB/s |   366 MB/s |
+//! | zstd -1 (fast) |      0.619 |        219.2 |  59 MB/s |   233 MB/s |
+//! | zstd 1         |      0.435 |        154.2 |  45 MB/s |   166 MB/s |
+//! | zstd 3         |      0.424 |        150.3 |  25 MB/s |   136 MB/s |
+//! | libdeflate 1   |      0.427 |        151.3 |  25 MB/s |    77 MB/s |
 //!
-//! zstd -1 writes 38% fewer temp bytes but decompresses 2.2-2.6x slower,
-//! and the final merge reads every run byte once with the output's deflate
-//! already competing for the cores; temp disks are rarely the bottleneck
-//! at these rates, so LZ4 it is.
+//! zstd 1 writes a third fewer bytes than LZ4 (the 4x input of
+//! bench/results/2026-12-07-regime.md: 133-140 against 192-203 run bytes
+//! per record, peak temporary disk 344-362 MB against 497-527 MB at
+//! `-m 100M`, 5-6% more CPU for the whole sort) for about 1.6x LZ4's
+//! compression time and 2.2x its decompression time;
+//! libdeflate 1 (samtools' temporary files, BGZF level 1) is no smaller
+//! and inflates 2x slower than zstd decompresses, and zstd 3 saves 2.5%
+//! more for twice the compression time.
 //!
 //! Temp files are made with `create_new` (O_EXCL) inside the sorter's
 //! private directory and deleted when their [`TempRun`] is dropped: after
@@ -53,8 +63,13 @@ pub(crate) const MAGIC: &[u8; 8] = b"ALNSRUN1";
 pub(crate) const HEADER_LEN: usize = 20;
 /// Payload is the raw frame.
 pub(crate) const METHOD_STORED: u8 = 0;
-/// Payload is one LZ4 block.
+/// Payload is one LZ4 block (read back; no longer written).
 pub(crate) const METHOD_LZ4: u8 = 1;
+/// Payload is one zstd frame.
+pub(crate) const METHOD_ZSTD: u8 = 2;
+
+/// zstd level of run frames: see the module doc for the measurement.
+pub(crate) const ZSTD_LEVEL: i32 = 1;
 /// End-of-run marker (no payload).
 pub(crate) const METHOD_END: u8 = 0xff;
 
@@ -64,7 +79,29 @@ const CREATE_ATTEMPTS: u32 = 1000;
 
 /// Most bytes a stored payload may take for a frame of `raw_len` bytes.
 pub(crate) fn max_stored_len(raw_len: usize) -> usize {
-    lz4_flex::block::get_maximum_output_size(raw_len).max(raw_len)
+    lz4_flex::block::get_maximum_output_size(raw_len)
+        .max(zstd::zstd_safe::compress_bound(raw_len))
+        .max(raw_len)
+}
+
+thread_local! {
+    /// Each pool thread's zstd compression context, made once: a fresh
+    /// context per 256 KiB frame would allocate and clear its tables every
+    /// time.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Compresses `raw` into `out` (at least `compress_bound` long) with zstd
+/// at [`ZSTD_LEVEL`]; `None` when it fails.
+fn zstd_compress(raw: &[u8], out: &mut [u8]) -> Option<usize> {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            *c = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
+        }
+        c.as_mut()?.compress_to_buffer(raw, out).ok()
+    })
 }
 
 /// Decoded frame header.
@@ -150,8 +187,8 @@ pub(crate) fn set_len_for_overwrite(buf: &mut Vec<u8>, len: usize) {
 /// size needs, so that the next frame finds those bytes already there.
 pub(crate) fn encode_frame(raw: &[u8], entries: u32, out: &mut Vec<u8>) -> usize {
     set_len_for_overwrite(out, HEADER_LEN + max_stored_len(raw.len()));
-    let (method, stored_len) = match lz4_flex::block::compress_into(raw, &mut out[HEADER_LEN..]) {
-        Ok(n) if n < raw.len() => (METHOD_LZ4, n),
+    let (method, stored_len) = match zstd_compress(raw, &mut out[HEADER_LEN..]) {
+        Some(n) if n < raw.len() => (METHOD_ZSTD, n),
         _ => {
             out[HEADER_LEN..HEADER_LEN + raw.len()].copy_from_slice(raw);
             (METHOD_STORED, raw.len())
@@ -223,6 +260,13 @@ impl TempRun {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A finished run already on disk at `path` (a resumed sort's,
+    /// `durable.rs`), with its frames as read back; deleted when dropped
+    /// like any other.
+    pub(crate) fn adopt(path: PathBuf, index: Vec<FrameInfo>) -> TempRun {
+        TempRun { path, index }
     }
 
     /// The run's frames, in file order (empty until the run is finished).

@@ -26,8 +26,29 @@ use crate::loser::MergeSource;
 use crate::meter::{Charge, Meter};
 use crate::runfile::{
     frame_crc, max_stored_len, resize_exact, set_len_for_overwrite, FrameHeader, FrameInfo,
-    TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED,
+    TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED, METHOD_ZSTD,
 };
+
+thread_local! {
+    /// Each pool thread's zstd decompression context, made once.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses one zstd frame into `raw` (exactly as long as it must
+/// give); the bytes it gave, or why not.
+fn zstd_decompress(payload: &[u8], raw: &mut [u8]) -> std::result::Result<usize, String> {
+    DECOMPRESSOR.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?);
+        }
+        d.as_mut()
+            .expect("made above")
+            .decompress_to_buffer(payload, raw)
+            .map_err(|e| e.to_string())
+    })
+}
 
 /// A frame as read from disk, before checking.
 pub(crate) struct StoredFrame {
@@ -367,6 +388,16 @@ pub(crate) fn decode(
                 )));
             }
         }
+        METHOD_ZSTD => {
+            set_len_for_overwrite(&mut raw, raw_len);
+            let n = zstd_decompress(&payload, &mut raw)
+                .map_err(|e| corrupt(format!("bad zstd data: {e}")))?;
+            if n != raw_len {
+                return Err(corrupt(format!(
+                    "zstd data gives {n} bytes, header says {raw_len}"
+                )));
+            }
+        }
         m => return Err(corrupt(format!("unknown frame method {m}"))),
     }
     Ok(Frame {
@@ -515,6 +546,114 @@ mod tests {
                 (key, rec)
             })
             .collect()
+    }
+
+    /// The frame methods of a run file, in order (end marker included).
+    fn methods(path: &std::path::Path) -> Vec<u8> {
+        let bytes = std::fs::read(path).expect("read");
+        let mut at = MAGIC.len();
+        let mut out = Vec::new();
+        while at + HEADER_LEN <= bytes.len() {
+            let h = FrameHeader::decode(bytes[at..at + HEADER_LEN].try_into().expect("header"));
+            out.push(h.method);
+            at += HEADER_LEN + h.stored_len as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn frames_round_trip_through_zstd_and_stored_frames_stay_stored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Compressible records: zstd frames, smaller than raw.
+        let text: Vec<(Vec<u8>, Vec<u8>)> = (0..3000u64)
+            .map(|i| {
+                (
+                    i.to_be_bytes().to_vec(),
+                    format!("read{i}\tACGTACGTACGT\tIIIIIIII").into_bytes(),
+                )
+            })
+            .collect();
+        let (run, meta) = write_run(dir.path(), &text, 4096);
+        let m = methods(run.path());
+        assert!(m[..m.len() - 1].iter().all(|&x| x == METHOD_ZSTD), "{m:?}");
+        assert_eq!(m.last(), Some(&METHOD_END));
+        assert!(meta.file_bytes * 2 < meta.raw_bytes, "{meta:?}");
+        assert_eq!(read_run(run).expect("read"), text);
+        // Incompressible records (xorshift bytes): stored frames.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<(Vec<u8>, Vec<u8>)> = (0..200u64)
+            .map(|i| {
+                let rec = (0..500)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                (i.to_be_bytes().to_vec(), rec)
+            })
+            .collect();
+        let (run, _) = write_run(dir.path(), &noise, 4096);
+        let m = methods(run.path());
+        assert!(
+            m[..m.len() - 1].iter().all(|&x| x == METHOD_STORED),
+            "{m:?}"
+        );
+        assert_eq!(read_run(run).expect("read"), noise);
+    }
+
+    #[test]
+    fn an_lz4_frame_of_an_older_run_still_decodes() {
+        let raw = b"\x01k\x05hello".repeat(100);
+        let mut payload = vec![0u8; max_stored_len(raw.len())];
+        let n = lz4_flex::block::compress_into(&raw, &mut payload).expect("lz4");
+        payload.truncate(n);
+        let mut header = FrameHeader {
+            raw_len: raw.len() as u32,
+            stored_len: n as u32,
+            entries: 100,
+            method: METHOD_LZ4,
+            crc: 0,
+        };
+        header.crc = frame_crc(&header.encode(), &payload);
+        let stored = StoredFrame {
+            offset: 8,
+            header,
+            header_bytes: header.encode(),
+            payload,
+        };
+        let frame = decode(stored, Vec::new(), std::path::Path::new("old.alnrun")).expect("decode");
+        assert_eq!(frame.raw, raw);
+        assert_eq!(frame.entries, 100);
+    }
+
+    #[test]
+    fn a_damaged_zstd_frame_is_corrupt_naming_the_file() {
+        let raw = b"\x01k\x05hello".repeat(100);
+        let mut out = Vec::new();
+        let len = crate::runfile::encode_frame(&raw, 100, &mut out);
+        let mut header = FrameHeader::decode(out[..HEADER_LEN].try_into().expect("header"));
+        assert_eq!(header.method, METHOD_ZSTD);
+        let mut payload = out[HEADER_LEN..len].to_vec();
+        // Cut the zstd frame short and give it a valid CRC: only zstd can tell.
+        payload.truncate(payload.len() - 3);
+        header.stored_len = payload.len() as u32;
+        header.crc = frame_crc(&header.encode(), &payload);
+        let stored = StoredFrame {
+            offset: 8,
+            header,
+            header_bytes: header.encode(),
+            payload,
+        };
+        let err = decode(stored, Vec::new(), std::path::Path::new("x.alnrun"))
+            .err()
+            .expect("corrupt");
+        assert!(
+            matches!(&err, SortError::CorruptRun { reason, .. } if reason.contains("zstd")),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("x.alnrun"), "{err}");
     }
 
     #[test]

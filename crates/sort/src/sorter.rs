@@ -43,6 +43,7 @@ use crossbeam_channel::Receiver;
 use rayon::ThreadPool;
 
 use crate::batch::{Batch, Lent};
+use crate::durable::{RunHook, SpilledRun};
 use crate::error::{Result, SortError};
 use crate::loser::LoserTree;
 use crate::merge::{merge_into_run, BatchCursor, FinalMerge, Merged, Source};
@@ -104,6 +105,8 @@ type Sorting = alnsort_pipeline::Slot<std::result::Result<Batch, alnsort_pipelin
 struct Closed {
     sorted: Sorting,
     bytes: usize,
+    /// Records in it.
+    records: u64,
     /// What it counts against the chunk (see [`crate::ChunkFill`]).
     fill: usize,
 }
@@ -116,6 +119,11 @@ struct SpillJob {
     seq: u64,
     /// What the batches charge; released when the spill ends.
     charge: Charge,
+    /// Records in its batches, and in them and every earlier run.
+    records: u64,
+    records_end: u64,
+    /// Called with the finished run (`durable.rs`).
+    hook: Option<RunHook>,
     /// Test seam: the spill waits for a message (or a hang-up) here once
     /// its batches are sorted, so tests can hold a spill in flight.
     #[cfg(test)]
@@ -203,6 +211,19 @@ impl MergeContext {
             .collect();
         let mut tree = LoserTree::new(sources, self.fixed_keys);
         let (file, meta) = merge_into_run(&mut tree, writer, Some(cancel), Some(stop))?;
+        // A stopped spill (never with a hook: `finish` waits for it then)
+        // holds a prefix of the merged order, not of the input.
+        if let Some(hook) = job.hook.as_ref().filter(|_| meta.records == job.records) {
+            hook(&SpilledRun {
+                path: file.path(),
+                records: meta.records,
+                records_end: job.records_end,
+            })
+            .map_err(|source| SortError::Durable {
+                path: file.path().to_path_buf(),
+                source,
+            })?;
+        }
         // A stopped spill's batches keep the records it did not write, in
         // order after the run's; an unstopped one's are all written.
         let (mut batches, mut rest) = (Vec::new(), Vec::new());
@@ -263,6 +284,12 @@ pub struct Sorter {
     run_seq: u64,
     stats: SortStats,
     failed: bool,
+    /// Records handed to spills (and adopted runs) so far.
+    spilled_records: u64,
+    /// Called with each finished spill's run (`durable.rs`).
+    durable: Option<RunHook>,
+    /// `finish` spills the last chunk too (all input durable).
+    spill_last: bool,
     /// Bytes from the start of the filling sub-batch's record buffer that
     /// have been handed to a prefault job.
     prefaulted: usize,
@@ -300,10 +327,47 @@ impl Sorter {
             run_seq: 0,
             stats: SortStats::default(),
             failed: false,
+            spilled_records: 0,
+            durable: None,
+            spill_last: false,
             prefaulted: 0,
             #[cfg(test)]
             spill_gate: None,
         })
+    }
+
+    /// Calls `hook` with each spill's run once it is complete, on the
+    /// spill thread, before the run is merged anywhere (see `durable.rs`).
+    /// With a hook, `finish` waits for a spill in flight instead of
+    /// stopping it, so every spill ends a whole run; with `spill_last`,
+    /// `finish` also spills the last chunk, so every record is in a run the
+    /// hook has seen before the final merge starts.
+    pub fn set_durable(&mut self, hook: RunHook, spill_last: bool) {
+        self.durable = Some(hook);
+        self.spill_last = spill_last;
+    }
+
+    /// Takes back a run file a [`RunHook`] was given by an earlier sorter
+    /// (a hard link or copy of it at `path`, which this sorter then owns and
+    /// deletes once merged): every frame is read and checked. Runs must be
+    /// adopted in input order and before any record is pushed; their
+    /// records count as the first ones of the input. Returns the run's
+    /// record count.
+    pub fn adopt_run(&mut self, path: std::path::PathBuf) -> Result<u64> {
+        assert!(
+            self.stats.records == self.spilled_records && self.closed.is_empty(),
+            "adopt_run: runs are taken back before any record is pushed"
+        );
+        let (file, meta) = crate::durable::read_back(path)?;
+        self.stats.records += meta.records;
+        self.stats.bytes += meta.raw_bytes;
+        self.spilled_records += meta.records;
+        self.runs.push(Run {
+            file,
+            meta,
+            depth: 1,
+        });
+        Ok(meta.records)
     }
 
     /// How the budget was divided.
@@ -487,10 +551,16 @@ impl Sorter {
             return Err(SortError::AfterError);
         }
         self.dispatch_filling();
-        if let Some(spill) = &self.spill {
-            spill.stop.store(true, Ordering::Relaxed);
+        if self.durable.is_none() {
+            if let Some(spill) = &self.spill {
+                spill.stop.store(true, Ordering::Relaxed);
+            }
         }
         self.wait_spill()?;
+        if self.spill_last && !self.closed.is_empty() {
+            self.start_spill(self.closed.len())?;
+            self.wait_spill()?;
+        }
         let mut batches = std::mem::take(&mut self.unspilled);
         batches.extend(self.take_sorted()?);
         self.wait_fanin()?;
@@ -670,6 +740,7 @@ impl Sorter {
         let mut batch = std::mem::replace(&mut self.filling, next);
         self.prefaulted = 0;
         let (bytes, fill) = (batch.used_bytes(), batch.filled_bytes());
+        let records = batch.len() as u64;
         self.closed_bytes += bytes;
         self.closed_fill += fill;
         self.chunk_charge.set(self.closed_bytes);
@@ -681,6 +752,7 @@ impl Sorter {
         self.closed.push(Closed {
             sorted,
             bytes,
+            records,
             fill,
         });
     }
@@ -703,6 +775,8 @@ impl Sorter {
         );
         let taken: Vec<Closed> = self.closed.drain(..count).collect();
         let bytes: usize = taken.iter().map(|c| c.bytes).sum();
+        let records: u64 = taken.iter().map(|c| c.records).sum();
+        self.spilled_records += records;
         self.closed_fill -= taken.iter().map(|c| c.fill).sum::<usize>();
         // Release before charging again, so the move is not a peak.
         self.closed_bytes -= bytes;
@@ -714,6 +788,9 @@ impl Sorter {
             dir: self.config.temp_dir.clone(),
             seq: self.run_seq,
             charge,
+            records,
+            records_end: self.spilled_records,
+            hook: self.durable.clone(),
             #[cfg(test)]
             gate: self.spill_gate.clone(),
         };

@@ -396,9 +396,6 @@ struct HeldBuffers {
     count: usize,
 }
 
-/// The process's [`BlockBuffers`].
-pub static BLOCK_BUFFERS: BlockBuffers = BlockBuffers::new();
-
 impl Default for BlockBuffers {
     fn default() -> Self {
         BlockBuffers::new()
@@ -965,7 +962,7 @@ mod tests {
     }
 
     #[test]
-    fn blocks_hold_stored_frames_and_lz4_frames_still_merge() {
+    fn blocks_hold_stored_frames_and_compressed_frames_still_merge() {
         let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..6000u64)
             .map(|i| (key(i * 2), vec![(i % 251) as u8; 60 + (i % 7) as usize]))
             .collect();
@@ -983,8 +980,9 @@ mod tests {
                 .all(|&m| m == METHOD_STORED),
             "{methods:?}"
         );
-        // The same entries as LZ4 frames (the run files' encoding), and a
-        // second block interleaved with the first: the merge reads both.
+        // The same entries as compressed frames (the run files' encoding,
+        // zstd), and a second block interleaved with the first: the merge
+        // reads both.
         let mut lz4 = MAGIC.to_vec();
         let mut frame = Vec::new();
         for part in entries.chunks(1000) {
@@ -999,7 +997,7 @@ mod tests {
             lz4.extend_from_slice(&frame[..len]);
         }
         lz4.extend_from_slice(&FrameHeader::end());
-        assert!(frame_methods(&lz4).contains(&crate::runfile::METHOD_LZ4));
+        assert!(frame_methods(&lz4).contains(&crate::runfile::METHOD_ZSTD));
         let mut m = merge_blocks(&[&block, &lz4], vec![], KeyKind::Fixed8).expect("merge");
         let mut got = Vec::new();
         while let Some((k, r)) = m.next_entry().expect("entry") {

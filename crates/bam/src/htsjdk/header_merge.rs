@@ -199,126 +199,13 @@ impl HtsjdkMerge {
         sort_order: &str,
     ) -> Result<HtsjdkMerge, HtsjdkMergeError> {
         let n = headers.len();
-        // The dictionaries: htsjdk's isSameSequence (name, length, and M5
-        // where both lines have one), in the same order.
-        let m5s = |h: &Header| -> Vec<Option<Vec<u8>>> {
-            h.lines()
-                .iter()
-                .filter(|l| l.starts_with(b"@SQ\t"))
-                .map(|l| {
-                    l.split(|&b| b == b'\t')
-                        .find(|f| f.starts_with(b"M5:"))
-                        .map(|f| f[3..].to_ascii_lowercase())
-                })
-                .collect()
-        };
-        let first_m5 = m5s(&headers[0]);
-        for (h, p) in headers.iter().zip(paths).skip(1) {
-            let same = h.refs() == headers[0].refs()
-                && m5s(h)
-                    .iter()
-                    .zip(&first_m5)
-                    .all(|(a, b)| a.is_none() || b.is_none() || a == b);
-            if !same {
-                return Err(HtsjdkMergeError::Refused(format!(
-                    "{p}: its @SQ lines differ from those of {} (names, lengths, order or M5); Picard \
-                     MarkDuplicates merges several inputs only with the same sequence dictionary \
-                     (htsjdk: \"Sequence dictionaries are not the same\")",
-                    paths[0]
-                )));
-            }
-        }
-        let lines_of = |kind: &[u8],
-                        what: &str|
-         -> Result<Vec<(usize, HeaderRecord)>, HtsjdkMergeError> {
-            let mut out = Vec::new();
-            for (i, (h, p)) in headers.iter().zip(paths).enumerate() {
-                let mut ids = HashSet::new();
-                for l in h.lines().iter().filter(|l| l.starts_with(kind)) {
-                    let Some(r) = HeaderRecord::parse(l) else {
-                        continue;
-                    };
-                    if !ids.insert(r.id.clone()) {
-                        return Err(HtsjdkMergeError::Refused(format!(
-                            "{p}: its header has more than one {what} line with ID:{} (htsjdk refuses it)",
-                            String::from_utf8_lossy(&r.id)
-                        )));
-                    }
-                    out.push((i, r));
-                }
-            }
-            Ok(out)
-        };
-        // @PG: the roots, then level by level the programs whose PP names
-        // one of the level just merged (in the same input), their PP
-        // following the renames.
-        let mut pg_tables: Vec<Option<HashMap<Vec<u8>, Vec<u8>>>> = vec![None; n];
-        let mut taken = HashSet::new();
-        let mut counter = 0u64;
-        let mut pg_collisions = false;
-        let mut merged_pg = Vec::new();
-        let mut left = lines_of(b"@PG\t", "@PG")?;
-        let mut current: Vec<(usize, HeaderRecord)> = Vec::new();
-        left.retain(|(i, r)| {
-            let root = r.attr(b"PP").is_none();
-            if root {
-                current.push((*i, r.clone()));
-            }
-            !root
-        });
-        let translate = |recs: Vec<(usize, HeaderRecord)>,
-                         tables: &[Option<HashMap<Vec<u8>, Vec<u8>>>],
-                         pp_too: bool|
-         -> Vec<(usize, HeaderRecord)> {
-            recs.into_iter()
-                .map(|(i, mut r)| {
-                    if let Some(t) = &tables[i] {
-                        if let Some(new) = t.get(&r.id) {
-                            r.id = new.clone();
-                        }
-                        if pp_too {
-                            if let Some(new) = r.attr(b"PP").and_then(|pp| t.get(pp)).cloned() {
-                                r.set_attr(*b"PP", new);
-                            }
-                        }
-                    }
-                    (i, r)
-                })
-                .collect()
-        };
-        while !current.is_empty() {
-            let (made, c) =
-                merge_header_records(&current, &mut taken, &mut counter, &mut pg_tables);
-            pg_collisions |= c;
-            merged_pg.extend(made.into_iter().map(|(r, _)| r));
-            let done = translate(std::mem::take(&mut current), &pg_tables, false);
-            left = translate(left, &pg_tables, true);
-            let mut next = Vec::new();
-            left.retain(|(i, r)| {
-                let pp = r.attr(b"PP");
-                let follows = done.iter().any(|(j, d)| j == i && Some(&d.id[..]) == pp);
-                if follows {
-                    next.push((*i, r.clone()));
-                }
-                !follows
-            });
-            current = next;
-        }
-        if let Some((i, r)) = left.first() {
-            return Err(HtsjdkMergeError::Refused(format!(
-                "{}: its @PG line ID:{} names PP:{}, which no @PG line of that header has (htsjdk's \
-                 header merge refuses it)",
-                paths[*i],
-                String::from_utf8_lossy(&r.id),
-                String::from_utf8_lossy(r.attr(b"PP").unwrap_or_default())
-            )));
-        }
-        merged_pg.sort_by(|a, b| a.id.cmp(&b.id));
+        check_dictionaries(headers, paths)?;
+        let (merged_pg, pg_tables, pg_collisions) = merge_programs(headers, paths)?;
         // @RG: one level, a counter of its own.
         let mut rg_tables = vec![None; n];
         let mut counter = 0u64;
         let (made, rg_collisions) = merge_header_records(
-            &lines_of(b"@RG\t", "@RG")?,
+            &lines_of(headers, paths, b"@RG\t", "@RG")?,
             &mut HashSet::new(),
             &mut counter,
             &mut rg_tables,
@@ -411,32 +298,150 @@ impl HtsjdkMerge {
     }
 }
 
+/// htsjdk's isSameSequence over the inputs' dictionaries (name, length,
+/// and M5 where both lines have one), in the same order.
+fn check_dictionaries(headers: &[Header], paths: &[String]) -> Result<(), HtsjdkMergeError> {
+    let m5s = |h: &Header| -> Vec<Option<Vec<u8>>> {
+        h.lines()
+            .iter()
+            .filter(|l| l.starts_with(b"@SQ\t"))
+            .map(|l| {
+                l.split(|&b| b == b'\t')
+                    .find(|f| f.starts_with(b"M5:"))
+                    .map(|f| f[3..].to_ascii_lowercase())
+            })
+            .collect()
+    };
+    let first_m5 = m5s(&headers[0]);
+    for (h, p) in headers.iter().zip(paths).skip(1) {
+        let same = h.refs() == headers[0].refs()
+            && m5s(h)
+                .iter()
+                .zip(&first_m5)
+                .all(|(a, b)| a.is_none() || b.is_none() || a == b);
+        if !same {
+            return Err(HtsjdkMergeError::Refused(format!(
+                "{p}: its @SQ lines differ from those of {} (names, lengths, order or M5); Picard \
+                 MarkDuplicates merges several inputs only with the same sequence dictionary \
+                 (htsjdk: \"Sequence dictionaries are not the same\")",
+                paths[0]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The `kind` lines (`@RG\t`, `@PG\t`) of every input, with the input's
+/// number; an ID twice in one header is refused, as htsjdk does.
+fn lines_of(
+    headers: &[Header],
+    paths: &[String],
+    kind: &[u8],
+    what: &str,
+) -> Result<Vec<(usize, HeaderRecord)>, HtsjdkMergeError> {
+    let mut out = Vec::new();
+    for (i, (h, p)) in headers.iter().zip(paths).enumerate() {
+        let mut ids = HashSet::new();
+        for l in h.lines().iter().filter(|l| l.starts_with(kind)) {
+            let Some(r) = HeaderRecord::parse(l) else {
+                continue;
+            };
+            if !ids.insert(r.id.clone()) {
+                return Err(HtsjdkMergeError::Refused(format!(
+                    "{p}: its header has more than one {what} line with ID:{} (htsjdk refuses it)",
+                    String::from_utf8_lossy(&r.id)
+                )));
+            }
+            out.push((i, r));
+        }
+    }
+    Ok(out)
+}
+
+/// The renaming tables of one kind of header record, per input.
+type IdTables = Vec<Option<HashMap<Vec<u8>, Vec<u8>>>>;
+
+/// The `@PG` records merged as htsjdk merges them: the roots, then level by
+/// level the programs whose PP names one of the level just merged (in the
+/// same input), their PP following the renames. Returns the merged records
+/// sorted by ID, each input's renames, and whether any ID was renamed.
+fn merge_programs(
+    headers: &[Header],
+    paths: &[String],
+) -> Result<(Vec<HeaderRecord>, IdTables, bool), HtsjdkMergeError> {
+    // @PG: the roots, then level by level the programs whose PP names
+    // one of the level just merged (in the same input), their PP
+    // following the renames.
+    let mut pg_tables: Vec<Option<HashMap<Vec<u8>, Vec<u8>>>> = vec![None; headers.len()];
+    let mut taken = HashSet::new();
+    let mut counter = 0u64;
+    let mut pg_collisions = false;
+    let mut merged_pg = Vec::new();
+    let mut left = lines_of(headers, paths, b"@PG\t", "@PG")?;
+    let mut current: Vec<(usize, HeaderRecord)> = Vec::new();
+    left.retain(|(i, r)| {
+        let root = r.attr(b"PP").is_none();
+        if root {
+            current.push((*i, r.clone()));
+        }
+        !root
+    });
+    let translate = |recs: Vec<(usize, HeaderRecord)>,
+                     tables: &[Option<HashMap<Vec<u8>, Vec<u8>>>],
+                     pp_too: bool|
+     -> Vec<(usize, HeaderRecord)> {
+        recs.into_iter()
+            .map(|(i, mut r)| {
+                if let Some(t) = &tables[i] {
+                    if let Some(new) = t.get(&r.id) {
+                        r.id = new.clone();
+                    }
+                    if pp_too {
+                        if let Some(new) = r.attr(b"PP").and_then(|pp| t.get(pp)).cloned() {
+                            r.set_attr(*b"PP", new);
+                        }
+                    }
+                }
+                (i, r)
+            })
+            .collect()
+    };
+    while !current.is_empty() {
+        let (made, c) = merge_header_records(&current, &mut taken, &mut counter, &mut pg_tables);
+        pg_collisions |= c;
+        merged_pg.extend(made.into_iter().map(|(r, _)| r));
+        let done = translate(std::mem::take(&mut current), &pg_tables, false);
+        left = translate(left, &pg_tables, true);
+        let mut next = Vec::new();
+        left.retain(|(i, r)| {
+            let pp = r.attr(b"PP");
+            let follows = done.iter().any(|(j, d)| j == i && Some(&d.id[..]) == pp);
+            if follows {
+                next.push((*i, r.clone()));
+            }
+            !follows
+        });
+        current = next;
+    }
+    if let Some((i, r)) = left.first() {
+        return Err(HtsjdkMergeError::Refused(format!(
+            "{}: its @PG line ID:{} names PP:{}, which no @PG line of that header has (htsjdk's \
+             header merge refuses it)",
+            paths[*i],
+            String::from_utf8_lossy(&r.id),
+            String::from_utf8_lossy(r.attr(b"PP").unwrap_or_default())
+        )));
+    }
+    merged_pg.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok((merged_pg, pg_tables, pg_collisions))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn string_tag(rec: &[u8], tag: [u8; 2]) -> Option<&[u8]> {
         RecordRef::with_block_size(rec).aux().find(tag)?.string()
-    }
-
-    fn rec(name: &[u8], flag: u16, ref_id: i32, pos: i32) -> Vec<u8> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&ref_id.to_le_bytes());
-        body.extend_from_slice(&pos.to_le_bytes());
-        body.push(name.len() as u8 + 1);
-        body.push(0); // mapq
-        body.extend_from_slice(&4680u16.to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes()); // n_cigar
-        body.extend_from_slice(&flag.to_le_bytes());
-        body.extend_from_slice(&0i32.to_le_bytes()); // l_seq
-        body.extend_from_slice(&(-1i32).to_le_bytes());
-        body.extend_from_slice(&(-1i32).to_le_bytes());
-        body.extend_from_slice(&0i32.to_le_bytes());
-        body.extend_from_slice(name);
-        body.push(0);
-        let mut out = (body.len() as u32).to_le_bytes().to_vec();
-        out.extend(body);
-        out
     }
 
     fn header(lines: &[&str]) -> Header {
@@ -503,11 +508,15 @@ mod tests {
         );
         // b's records: rg1 renamed, rg2 kept; a PG tag naming no @PG line
         // of b's header dropped.
-        let mut rec = rec(b"q1", 0, 0, 5);
-        let tags = b"RGZrg1\0PGZzz\0";
-        rec.extend_from_slice(tags);
-        let bs = (rec.len() - 4) as u32;
-        rec[..4].copy_from_slice(&bs.to_le_bytes());
+        let sq = header(&["@SQ\tSN:chr1\tLN:100000"]);
+        let parse = |tags: &str| {
+            let line = format!("q1\t0\tchr1\t6\t0\t*\t*\t0\t0\t*\t*\t{tags}");
+            let mut rec = Vec::new();
+            crate::sam_parse::parse_sam_record(line.as_bytes(), &sq, &sq.ref_lookup(), &mut rec)
+                .unwrap();
+            rec
+        };
+        let rec = parse("RG:Z:rg1\tPG:Z:zz");
         let mut buf = Vec::new();
         assert!(m.translate(1, &rec, 1, &mut buf).unwrap());
         assert_eq!(string_tag(&buf, *b"RG"), Some(&b"rg1.1"[..]));
@@ -517,9 +526,7 @@ mod tests {
             buf.len() - 4
         );
         // a's rg1 stays.
-        let mut rec_a = rec.clone();
-        rec_a.truncate(rec.len() - tags.len());
-        rec_a.extend_from_slice(b"RGZrg1\0PGZsam\0");
+        let rec_a = parse("RG:Z:rg1\tPG:Z:sam");
         assert!(!m.translate(0, &rec_a, 1, &mut buf).unwrap());
     }
 

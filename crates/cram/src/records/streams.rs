@@ -9,13 +9,13 @@ use crate::container::SliceBlocks;
 use std::io;
 
 /// MSB-first bit reader over the core block.
-struct Bits<'a> {
+struct BitReader<'a> {
     data: &'a [u8],
     byte: usize,
     bit: u32,
 }
 
-impl Bits<'_> {
+impl BitReader<'_> {
     #[inline]
     fn bit(&mut self) -> io::Result<u32> {
         let b = *self.data.get(self.byte).ok_or(Fault::CoreExhausted)?;
@@ -52,7 +52,7 @@ struct Ext<'a> {
 
 /// A slice's blocks as the decoder reads them.
 pub(super) struct Streams<'a> {
-    core: Bits<'a>,
+    core: BitReader<'a>,
     ext: Vec<Ext<'a>>,
 }
 
@@ -62,7 +62,7 @@ impl<'a> Streams<'a> {
     /// slice lacks is an error only when read).
     pub(super) fn of_slice(ch: &CompressionHeader, slice: &'a SliceBlocks) -> Streams<'a> {
         let mut st = Streams {
-            core: Bits {
+            core: BitReader {
                 data: &slice.core,
                 byte: 0,
                 bit: 0,
@@ -266,7 +266,7 @@ mod tests {
         // htslib's external decoders only fail on a missing block when
         // asked for bytes (htsjdk's xx#minimal.cram reads 0 bases so).
         let mut st = Streams {
-            core: Bits {
+            core: BitReader {
                 data: &[],
                 byte: 0,
                 bit: 0,
@@ -295,7 +295,7 @@ mod tests {
     #[test]
     fn data_series_faults_are_typed() {
         let mut st = Streams {
-            core: Bits {
+            core: BitReader {
                 data: &[0; 5],
                 byte: 0,
                 bit: 0,
@@ -367,7 +367,7 @@ mod tests {
         .unwrap();
         let data = [0b0101_1011, 0b1000_0000];
         let mut st = Streams {
-            core: Bits {
+            core: BitReader {
                 data: &data,
                 byte: 0,
                 bit: 0,
@@ -396,7 +396,7 @@ mod tests {
         // SUBEXP(offset 0, k 2): 0 11 → 3; 10 11 → 2^2 + 3 = 7.
         let data = [0b1010_0101, 0b0111_0110];
         let mut st = Streams {
-            core: Bits {
+            core: BitReader {
                 data: &data,
                 byte: 0,
                 bit: 0,

@@ -30,25 +30,54 @@ pub struct OpenInput {
     pub header: Header,
     /// Size of the input file in bytes, when it is a regular file.
     pub size: Option<u64>,
-    body: Body,
+    body: InputBody,
 }
 
 impl OpenInput {
+    /// Whether the input is BAM read from a file (which a resumed sort
+    /// can read from a virtual offset on).
+    pub fn is_bam(&self) -> bool {
+        matches!(self.body, InputBody::Bam(_) | InputBody::Scanned(_)) && self.size.is_some()
+    }
+
+    /// Reads the BAM file `path` (this input, its header already read)
+    /// from virtual offset `voffset` on, `first_record` being the number
+    /// of the record there: a resumed sort (`crate::run::resume`).
+    pub fn seek_bam(
+        &mut self,
+        path: &str,
+        voffset: u64,
+        first_record: u64,
+        record_limit: usize,
+        pool: Arc<rayon::ThreadPool>,
+    ) -> Result<()> {
+        let file = File::open(path).with_context(|| format!("cannot open input {path}"))?;
+        let opts = ScanOptions {
+            record_limit,
+            first_record,
+            ..ScanOptions::default()
+        };
+        let scanner = BamScanner::open_at(self.name.as_str().into(), file, pool, voffset, opts)
+            .map_err(|e| Error::context(self.name.as_str(), e))?;
+        self.body = InputBody::Scanned(Box::new(scanner));
+        Ok(())
+    }
+
     /// Whether the input is CRAM (decoded against reference sequences).
     pub fn is_cram(&self) -> bool {
-        matches!(self.body, Body::Cram(_))
+        matches!(self.body, InputBody::Cram(_))
     }
 
     /// How a CRAM input holds its references (`None` for other formats).
     pub fn cram_reference_holding(&self) -> Option<alnsort_cram::RefHolding> {
         match &self.body {
-            Body::Cram(r) => Some(r.reference_holding()),
+            InputBody::Cram(r) => Some(r.reference_holding()),
             _ => None,
         }
     }
 }
 
-enum Body {
+enum InputBody {
     /// Boxed: the reader is several times the size of the other bodies.
     Bam(Box<ParallelReader>),
     Cram(Box<CramReader<Box<dyn Read + Send>>>),
@@ -57,6 +86,9 @@ enum Body {
     Sam(BufReader<Box<dyn Read + Send>>, u64, Option<EofWatch>),
     /// A Parquet dataset alnsort wrote (`crate::io::columnar`).
     Parquet(Box<alnsort_columnar::read::Records>),
+    /// A BAM file's records from a virtual offset on (a resumed sort,
+    /// [`OpenInput::seek_bam`]).
+    Scanned(Box<BamScanner>),
 }
 
 /// Read size for the input: one syscall per 1 MiB rather than three per
@@ -101,7 +133,7 @@ pub fn open_with_refs(
             name,
             header: dataset.header().clone(),
             size: None,
-            body: Body::Parquet(Box::new(dataset.reader())),
+            body: InputBody::Parquet(Box::new(dataset.reader())),
         });
     }
     let (mut raw, size): (Box<dyn Read + Send>, Option<u64>) = if path == "-" {
@@ -168,7 +200,7 @@ pub fn open_with_refs(
                 name,
                 header,
                 size,
-                body: Body::Bam(Box::new(reader)),
+                body: InputBody::Bam(Box::new(reader)),
             });
         }
         check_text_start(
@@ -196,7 +228,7 @@ pub fn open_with_refs(
             name,
             header,
             size,
-            body: Body::Cram(Box::new(reader)),
+            body: InputBody::Cram(Box::new(reader)),
         });
     }
     if prefix.starts_with(BAM_MAGIC) {
@@ -294,11 +326,12 @@ fn open_sam(
         name,
         header,
         size,
-        body: Body::Sam(br, n_lines, eof_watch),
+        body: InputBody::Sam(br, n_lines, eof_watch),
     })
 }
 
 /// What reading the input did.
+#[derive(Default)]
 pub struct Fed {
     /// Records read.
     pub records: u64,
@@ -325,6 +358,9 @@ struct Prepared {
     /// What decoding the batch found besides its records.
     tally: Decoded,
     last_block: u64,
+    /// The raw batch's first record number, record count and first
+    /// record's virtual offset (where a resumed sort can start again).
+    place: crate::run::resume::BatchPlace,
     /// The records' read ends, with `--markdup`.
     ends: Option<alnsort_markdup::extract::BatchEnds>,
 }
@@ -524,14 +560,15 @@ impl OpenInput {
         } = self;
         let file: Arc<str> = name.as_str().into();
         let records = match body {
-            Body::Cram(reader) => Records::Cram(reader),
-            Body::Parquet(reader) => Records::Parquet(reader),
-            Body::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
+            InputBody::Cram(reader) => Records::Cram(reader),
+            InputBody::Parquet(reader) => Records::Parquet(reader),
+            InputBody::Bam(reader) => Records::Scan(Scanner::Bam(Box::new(BamScanner::new(
                 Arc::clone(&file),
                 *reader,
                 opts,
             )))),
-            Body::Sam(br, header_lines, eof_watch) => {
+            InputBody::Scanned(scanner) => Records::Scan(Scanner::Bam(scanner)),
+            InputBody::Sam(br, header_lines, eof_watch) => {
                 let s = SamScanner::new(Arc::clone(&file), Box::new(br), header_lines, opts);
                 Records::Scan(Scanner::Sam(match eof_watch {
                     Some(w) => s.with_eof_watch(w),
@@ -551,6 +588,8 @@ impl OpenInput {
     /// says what a SAM record naming a reference the header lacks does.
     /// With `markdup`, each record enters the sorter with its input ordinal
     /// appended and its read ends go to the marker (`crate::markdup`).
+    /// With `resume`, the records before its skip point are not taken, and
+    /// each batch's place is noted for the runs it keeps.
     #[allow(clippy::too_many_arguments)]
     pub fn feed(
         self,
@@ -560,7 +599,9 @@ impl OpenInput {
         pool: Arc<rayon::ThreadPool>,
         progress: &Progress,
         mut markdup: Option<&mut dyn EndsSink>,
+        resume: Option<&crate::run::resume::Tracker>,
     ) -> Result<Fed> {
+        let skip_until = resume.map_or(0, |r| r.skip_until());
         let with_ends = markdup.as_ref().map(|m| m.ends_spec());
         let push_start = thread_cpu_seconds();
         let limit = sorter.plan().record_limit;
@@ -605,6 +646,7 @@ impl OpenInput {
                     raw,
                     spare_rx.try_recv().ok(),
                     with_ends.as_ref(),
+                    skip_until,
                 )?)
             })?;
         let mut n = 0u64;
@@ -614,6 +656,9 @@ impl OpenInput {
             tally.add(p.tally);
             if let (Some(m), Some(ends)) = (markdup.as_deref_mut(), &p.ends) {
                 m.push(ends)?;
+            }
+            if let Some(r) = resume {
+                r.note(p.place);
             }
             let len = p.batch.len() as u64;
             // Once the sorter's copy jobs are done with it, the batch goes
@@ -670,6 +715,7 @@ fn prepare(
     raw: &RawBatch,
     spare: Option<Batch>,
     with_ends: Option<&alnsort_markdup::extract::EndsSpec>,
+    skip_until: u64,
 ) -> std::result::Result<Prepared, ReadError> {
     let mut ends = with_ends.map(|spec| alnsort_markdup::extract::BatchEnds::new(spec.clone()));
     let (kind, fill) = layout;
@@ -682,9 +728,16 @@ fn prepare(
     };
     let mut bytes = 0u64;
     let mut warnings = Vec::new();
+    // A resumed sort's records already in its kept runs are read (the
+    // batch is cut where it was) but not taken again.
+    let mut record = raw.first_record;
     let decoded = decoder.decode(
         raw,
         |key, rec| {
+            record += 1;
+            if record <= skip_until {
+                return Ok(());
+            }
             if kind == KeyKind::Fixed8 && key.len() != 8 {
                 return Err(format!(
                     "internal error: the key is {} bytes, but this sort needs 8-byte keys",
@@ -719,6 +772,11 @@ fn prepare(
         warnings,
         tally: decoded,
         last_block: raw.last_block_offset(),
+        place: crate::run::resume::BatchPlace {
+            first_record: raw.first_record,
+            records: raw.voffsets.len() as u64,
+            voffset: raw.voffsets.first().copied().unwrap_or(0),
+        },
         ends,
     })
 }

@@ -29,7 +29,7 @@ pub struct MergedStream {
     pub header: Header,
     /// Bytes of the input files, when every one is a regular file.
     pub size: Option<u64>,
-    sources: Vec<Source>,
+    sources: Vec<MergeInput>,
     failure: Rc<RefCell<Option<Error>>>,
     /// What decoding found besides records so far (unknown reference
     /// names read as unmapped, inputs without their EOF block).
@@ -163,7 +163,7 @@ fn merged_inputs_with(
     });
     let failure = Rc::new(RefCell::new(None));
     let tally = Rc::new(Cell::new(Decoded::default()));
-    let shared = Shared {
+    let shared = MergeShared {
         translate,
         encoder: Arc::clone(&encoder),
         sort_encoder: sort_encoder.clone(),
@@ -180,7 +180,7 @@ fn merged_inputs_with(
     let mut indexes = indexes.into_iter();
     let mut sources = Vec::with_capacity(opened.len());
     for (input, ((inp, t), path)) in opened.into_iter().zip(translations).zip(paths).enumerate() {
-        sources.push(Source::start(
+        sources.push(MergeInput::start(
             input,
             inp,
             path,
@@ -473,7 +473,7 @@ pub(crate) fn unknown_tag_warning(tag: &[u8], id: &[u8], read: &[u8]) -> String 
 
 /// Records of one decoded batch, keys beside them.
 #[derive(Default)]
-struct Chunk {
+struct KeyedRecords {
     data: Vec<u8>,
     keys: Vec<u8>,
     /// (key start, key end, record start, record end)
@@ -501,10 +501,10 @@ struct Chunk {
     past_region: bool,
 }
 
-impl Chunk {
+impl KeyedRecords {
     /// Empties the chunk for the next batch, keeping its buffers.
     fn clear(&mut self) {
-        let Chunk {
+        let KeyedRecords {
             data,
             keys,
             entries,
@@ -540,15 +540,15 @@ impl Chunk {
 /// written.
 const CHUNK_SPARES: usize = 2;
 
-type ChunkResult = std::result::Result<Chunk, ReadError>;
+type KeyedRecordsResult = std::result::Result<KeyedRecords, ReadError>;
 
-struct Source {
+struct MergeInput {
     name: Arc<str>,
     /// The input's position among the merge's inputs.
     input: usize,
     /// None: nothing of the input to read (`-R` outside it).
-    batches: Option<Ordered<Result<Chunk>>>,
-    chunk: Chunk,
+    batches: Option<Ordered<Result<KeyedRecords>>>,
+    chunk: KeyedRecords,
     at: usize,
     /// Records of this input before the current chunk.
     before: u64,
@@ -559,14 +559,14 @@ struct Source {
     warned: HashSet<(Vec<u8>, Vec<u8>)>,
     /// Adds up what decoding found besides records.
     tally: Rc<Cell<Decoded>>,
-    /// The current chunk is the last one to take (see `Chunk::past_region`).
+    /// The current chunk is the last one to take (see `KeyedRecords::past_region`).
     last_chunk: bool,
     /// Chunks taken go back to the decode jobs.
-    spares: crossbeam_channel::Sender<Chunk>,
+    spares: crossbeam_channel::Sender<KeyedRecords>,
 }
 
 /// What every input of one merge shares.
-struct Shared {
+struct MergeShared {
     /// Records are translated into the merged header's terms (see
     /// [`merged_inputs_untranslated`]).
     translate: bool,
@@ -599,13 +599,13 @@ struct ChunkDecoder {
     check: bool,
     region: Option<Region>,
     /// The input was entered at the region's first chunk: a record past the
-    /// region's end ends it (`Chunk::past_region`).
+    /// region's end ends it (`KeyedRecords::past_region`).
     stop_past_region: bool,
     /// Chunks the merge is done with.
-    spares: crossbeam_channel::Receiver<Chunk>,
+    spares: crossbeam_channel::Receiver<KeyedRecords>,
 }
 
-impl Source {
+impl MergeInput {
     #[allow(clippy::too_many_arguments)]
     fn start(
         input: usize,
@@ -613,11 +613,11 @@ impl Source {
         path: &str,
         index: Option<&IndexReader>,
         translation: Translation,
-        shared: &Shared,
+        shared: &MergeShared,
         pool: &Arc<rayon::ThreadPool>,
         failure: Rc<RefCell<Option<Error>>>,
         tally: Rc<Cell<Decoded>>,
-    ) -> Result<Source> {
+    ) -> Result<MergeInput> {
         let encoder = &shared.encoder;
         let check = shared.check;
         let (file, header, mut records) = inp.into_records(ScanOptions::default());
@@ -685,11 +685,11 @@ impl Source {
                 })?;
             Some(batches)
         };
-        let mut s = Source {
+        let mut s = MergeInput {
             name: file,
             input,
             batches,
-            chunk: Chunk::default(),
+            chunk: KeyedRecords::default(),
             at: 0,
             before: 0,
             done: false,
@@ -789,7 +789,7 @@ impl Source {
     }
 }
 
-impl MergeSource for Source {
+impl MergeSource for MergeInput {
     fn key(&self) -> Option<&[u8]> {
         if self.done {
             return None;
@@ -817,7 +817,7 @@ impl MergeSource for Source {
 
 impl ChunkDecoder {
     /// The pool job of one raw batch: decode, translate, key.
-    fn decode(&self, raw: &RawBatch) -> ChunkResult {
+    fn decode(&self, raw: &RawBatch) -> KeyedRecordsResult {
         let ChunkDecoder {
             decoder,
             translation,

@@ -332,45 +332,16 @@ impl Marker {
             self.records += 1;
             // The input the record comes from (the one input, or the merged
             // input it came out of) and its record number there.
-            let (k, file) = match from.get(at) {
+            let k = match from.get(at) {
                 Some(&k) => {
-                    let input = &mut self.inputs[k as usize];
-                    input.1 += 1;
-                    (k as usize, input.0.as_str())
+                    self.inputs[k as usize].1 += 1;
+                    Some(k as usize)
                 }
-                None => (0, self.file.as_str()),
+                None => None,
             };
             // With several inputs the previous record may be another's.
             let same_name = e.same_name.filter(|_| from.is_empty());
-            if let Some(g) = self.group.get_mut(k) {
-                if let Err(s) = g.push_known(name, e.flag, same_name) {
-                    return Err(Error::Refused(scattered_message(
-                        file,
-                        s.record + 1,
-                        &s.name,
-                        "",
-                    )));
-                }
-            } else {
-                let at = (e.ref_id as u32, e.pos);
-                if let Some(last) = self.last {
-                    if at < last {
-                        return Err(Error::Refused(format!("{}: the header says SO:coordinate, but record {} (read {}, reference {} position {}) \
-                             comes after a record at reference {} position {}; --markdup reads such input with \
-                             Picard's coordinate-sorted semantics and needs it in order: sort it first \
-                             (alnsort sort), or group it by name ('samtools collate', 'alnsort sort -n') and \
-                             give it an @HD line without SO:coordinate",
-                            self.file,
-                            record + 1,
-                            String::from_utf8_lossy(name),
-                            e.ref_id,
-                            e.pos + 1,
-                            last.0 as i32,
-                            last.1 + 1)));
-                    }
-                }
-                self.last = Some(at);
-            }
+            self.check_order(k, e, name, same_name, record)?;
             if let Some(bad) = e.bad_barcode {
                 let what = match bad {
                     BadBarcode::NotString(t, ty) => format!(
@@ -429,6 +400,60 @@ impl Marker {
         // The pages the next batches' ends will take, made resident on the
         // pool.
         self.md.prefault();
+        self.check_group_memory()
+    }
+
+    /// The order the input claims, at record `record` (0-based), from
+    /// merged input `k` (`None`: the one input): grouped by name, or
+    /// coordinate-sorted.
+    #[inline]
+    fn check_order(
+        &mut self,
+        k: Option<usize>,
+        e: &alnsort_markdup::extract::Extracted,
+        name: &[u8],
+        same_name: Option<bool>,
+        record: u64,
+    ) -> Result<()> {
+        if let Some(g) = self.group.get_mut(k.unwrap_or(0)) {
+            if let Err(s) = g.push_known(name, e.flag, same_name) {
+                let file = match k {
+                    Some(k) => self.inputs[k].0.as_str(),
+                    None => self.file.as_str(),
+                };
+                return Err(Error::Refused(scattered_message(
+                    file,
+                    s.record + 1,
+                    &s.name,
+                    "",
+                )));
+            }
+            return Ok(());
+        }
+        let at = (e.ref_id as u32, e.pos);
+        if let Some(last) = self.last {
+            if at < last {
+                return Err(Error::Refused(format!("{}: the header says SO:coordinate, but record {} (read {}, reference {} position {}) \
+                     comes after a record at reference {} position {}; --markdup reads such input with \
+                     Picard's coordinate-sorted semantics and needs it in order: sort it first \
+                     (alnsort sort), or group it by name ('samtools collate', 'alnsort sort -n') and \
+                     give it an @HD line without SO:coordinate",
+                    self.file,
+                    record + 1,
+                    String::from_utf8_lossy(name),
+                    e.ref_id,
+                    e.pos + 1,
+                    last.0 as i32,
+                    last.1 + 1)));
+            }
+        }
+        self.last = Some(at);
+        Ok(())
+    }
+
+    /// Grouped input: the names of templates without both mates within the
+    /// check's share of the budget.
+    fn check_group_memory(&self) -> Result<()> {
         if !self.group.is_empty() {
             let (limit, total) = self.group_budget;
             let used: usize = self.group.iter().map(GroupCheck::memory_bytes).sum();
@@ -761,7 +786,13 @@ mod tests {
     #[test]
     fn dt_tags_are_cleared_and_appended_last() {
         let mut args = MarkdupArgs::default();
-        apply_arg(&mut args, MdOpt::TaggingPolicy, Some("all".into())).unwrap();
+        apply_arg(
+            &mut args,
+            MdOpt::TaggingPolicy,
+            "--tagging-policy",
+            Some("all".into()),
+        )
+        .unwrap();
         let recs = [
             with_aux(b"a", b"XAZx\0DTZSQ\0NMC\x01"),
             with_aux(b"b", b"XAZx\0DTZLB\0NMC\x01"),
@@ -845,22 +876,43 @@ mod tests {
     #[test]
     fn options_need_markdup_and_unsupported_values_are_refused() {
         let mut a = MarkdupArgs::default();
-        apply_arg(&mut a, MdOpt::Metrics, Some("m.txt".into())).unwrap();
+        apply_arg(&mut a, MdOpt::Metrics, "--metrics", Some("m.txt".into())).unwrap();
         let e = resolve(&a).unwrap_err().to_string();
         assert!(e.contains("--metrics needs --markdup"), "{e}");
-        let e = apply_arg(&mut a, MdOpt::DuplicateScoring, Some("random".into()))
-            .unwrap_err()
-            .to_string();
+        let e = apply_arg(
+            &mut a,
+            MdOpt::DuplicateScoring,
+            "--duplicate-scoring",
+            Some("random".into()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("random is not supported"), "{e}");
-        let e = apply_arg(&mut a, MdOpt::TaggingPolicy, Some("every".into()))
-            .unwrap_err()
-            .to_string();
+        let e = apply_arg(
+            &mut a,
+            MdOpt::TaggingPolicy,
+            "--tagging-policy",
+            Some("every".into()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("expected none, optical or all"), "{e}");
-        apply_arg(&mut a, MdOpt::TaggingPolicy, Some("optical".into())).unwrap();
+        apply_arg(
+            &mut a,
+            MdOpt::TaggingPolicy,
+            "--tagging-policy",
+            Some("optical".into()),
+        )
+        .unwrap();
         assert_eq!(a.tagging, TaggingPolicy::Optical);
-        let e = apply_arg(&mut a, MdOpt::OpticalDistance, Some("x".into()))
-            .unwrap_err()
-            .to_string();
+        let e = apply_arg(
+            &mut a,
+            MdOpt::OpticalDistance,
+            "--optical-distance",
+            Some("x".into()),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--optical-distance 'x'"), "{e}");
     }
 

@@ -29,14 +29,7 @@ pub enum FixmateOptId {
     Unsupported(&'static str),
 }
 
-impl crate::options::table::OptionId for FixmateOptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            FixmateOptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(FixmateOptId);
 
 /// One option of `alnsort fixmate` ([`FIXMATE_OPTIONS`]).
 pub type FixmateSpec = OptSpec<FixmateOptId>;
@@ -57,15 +50,7 @@ const fn spec(
         Unsupported(_) => Group::Unsupported,
         _ => Group::Other,
     };
-    OptSpec {
-        id,
-        short,
-        long,
-        value,
-        group,
-        help,
-        key,
-    }
+    OptSpec::new(id, short, long, value, group, help, key)
 }
 
 /// Every option `alnsort fixmate` knows (samtools fixmate 1.24's); the

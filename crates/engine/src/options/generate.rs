@@ -58,7 +58,8 @@ pub fn engine_commands() -> Vec<CommandDoc> {
     let sort = CommandDoc {
         name: "sort",
         summary: "Sort SAM, BAM or CRAM as samtools sort 1.24 does; --markdup marks \
-                  duplicates as Picard MarkDuplicates 3.4.0 in the same pass.",
+                  duplicates as Picard MarkDuplicates 3.4.0 in the same pass (--markdup=samtools: \
+                  as samtools collate, fixmate -m, sort and markdup 1.24 together).",
         usage: SORT_USAGE.trim_start_matches("Usage: ").to_string(),
         options: OPTIONS.iter().map(OptDoc::of).collect(),
     };
@@ -279,7 +280,8 @@ fn words(commands: &[CommandDoc]) -> Vec<&'static str> {
 fn option_words(c: &CommandDoc, valued: bool) -> Vec<String> {
     let mut w = Vec::new();
     for o in c.options.iter().filter(|o| o.supported) {
-        if valued && o.value.is_none() {
+        // An optional value is attached with `=`, never the next word.
+        if valued && (o.value.is_none() || o.optional_value()) {
             continue;
         }
         if let Some(s) = o.short {
@@ -405,7 +407,12 @@ pub fn fish(commands: &[CommandDoc]) -> String {
             if let Some(l) = o.long {
                 line.push_str(&format!(" -l {l}"));
             }
-            if o.value.is_some() {
+            if o.optional_value() {
+                // `--markdup[=picard|samtools]`: the choices after `=`.
+                let choices = o.value.unwrap_or_default();
+                let choices = choices.trim_start_matches("[=").trim_end_matches(']');
+                line.push_str(&format!(" -a {}", quote(&choices.replace('|', " "))));
+            } else if o.value.is_some() {
                 line.push_str(" -r -F");
             }
             line.push_str(&format!(" -d {}\n", quote(&first_sentence(o.help))));

@@ -2,7 +2,7 @@
 
 use crate::error::ArgError;
 use crate::options::sort_args;
-use crate::options::table::{push_help_entry, Group, OptSpec, OptionId, OptionName};
+use crate::options::table::{push_help_entry, Group, OptSpec, OptionName};
 use alnsort_index::IndexFormat;
 use std::ffi::OsString;
 use std::fs::File;
@@ -23,14 +23,7 @@ pub enum IndexOptId {
     Unsupported(&'static str),
 }
 
-impl OptionId for IndexOptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            IndexOptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(IndexOptId);
 
 /// A row of [`INDEX_OPTIONS`].
 pub type IndexSpec = OptSpec<IndexOptId>;
@@ -48,15 +41,7 @@ const fn spec(
         IndexOptId::Help => Group::Other,
         _ => Group::Output,
     };
-    OptSpec {
-        id,
-        short,
-        long,
-        value,
-        group,
-        help,
-        key: None,
-    }
+    OptSpec::new(id, short, long, value, group, help, None)
 }
 
 /// samtools' global options that `samtools index` accepts as words but

@@ -37,14 +37,7 @@ pub enum MergeOptId {
     Unsupported(&'static str),
 }
 
-impl crate::options::table::OptionId for MergeOptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            MergeOptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(MergeOptId);
 
 /// One option of `alnsort merge` ([`MERGE_OPTIONS`]).
 pub type MergeSpec = OptSpec<MergeOptId>;
@@ -69,15 +62,7 @@ const fn spec(
         Unsupported(_) => Group::Unsupported,
         _ => Group::Other,
     };
-    OptSpec {
-        id,
-        short,
-        long,
-        value,
-        group,
-        help,
-        key,
-    }
+    OptSpec::new(id, short, long, value, group, help, key)
 }
 
 /// Every option `alnsort merge` knows; the parser and the help read it.

@@ -73,7 +73,7 @@ pub enum Action {
 
 /// The type of an option's value, as Picard's help names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum PicardValueKind {
     Boolean,
     Text,
     Integer,
@@ -86,7 +86,7 @@ pub struct PicardOpt {
     pub short: Option<&'static str>,
     /// The value's type as Picard's help shows it (`File`, `Boolean`, ...).
     pub value: &'static str,
-    pub kind: Kind,
+    pub kind: PicardValueKind,
     pub action: Action,
     pub help: &'static str,
 }
@@ -100,9 +100,9 @@ impl PicardOpt {
     }
 }
 
-const BOOL: Kind = Kind::Boolean;
-const TEXT: Kind = Kind::Text;
-const INT: Kind = Kind::Integer;
+const BOOL: PicardValueKind = PicardValueKind::Boolean;
+const TEXT: PicardValueKind = PicardValueKind::Text;
+const INT: PicardValueKind = PicardValueKind::Integer;
 
 macro_rules! opt {
     ($name:expr, $short:expr, $value:expr, $kind:expr, $action:expr, $help:expr) => {
@@ -336,9 +336,9 @@ fn parse_integer(opt: &PicardOpt, v: &str) -> Result<i64, ArgError> {
 /// Whether `v` is the default `default` (as Picard would parse both).
 fn is_default(opt: &PicardOpt, v: &str, default: &str) -> Result<bool, ArgError> {
     Ok(match opt.kind {
-        Kind::Boolean => parse_bool(opt, v)? == parse_bool(opt, default)?,
-        Kind::Integer => parse_integer(opt, v)? == parse_integer(opt, default)?,
-        Kind::Text => v == default,
+        PicardValueKind::Boolean => parse_bool(opt, v)? == parse_bool(opt, default)?,
+        PicardValueKind::Integer => parse_integer(opt, v)? == parse_integer(opt, default)?,
+        PicardValueKind::Text => v == default,
     })
 }
 
@@ -403,7 +403,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
         };
         let value = match (inline, opt.kind) {
             (Some(v), _) => Some(v),
-            (None, Kind::Boolean) => match args.get(i) {
+            (None, PicardValueKind::Boolean) => match args.get(i) {
                 Some(v) if matches!(v.to_ascii_lowercase().as_str(), "true" | "false") => {
                     i += 1;
                     Some(v.clone())
@@ -518,7 +518,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
         match opt.action {
             Action::MdFlag(id) => {
                 if flag(&value)? {
-                    crate::options::markdup::apply_arg(md, id, None)?;
+                    crate::options::markdup::apply_arg(md, id, opt.name, None)?;
                 } else if id == MdOpt::RemoveDuplicates {
                     md.remove_duplicates = false;
                 } else {
@@ -568,7 +568,7 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
                     }
                     _ => v.clone(),
                 };
-                crate::options::markdup::apply_arg(md, id, Some(translated)).map_err(
+                crate::options::markdup::apply_arg(md, id, opt.name, Some(translated)).map_err(
                     |e| match e {
                         ArgError::Invalid(m) => ArgError::Invalid(format!("{}={v}: {m}", opt.name)),
                         ArgError::Value { what, source } => ArgError::Value {
@@ -638,10 +638,10 @@ pub fn parse(command_line: String, args: Vec<OsString>) -> Result<ParsedPicard, 
             Action::Neutral => {
                 // Still a value of its type.
                 match (opt.kind, &value) {
-                    (Kind::Boolean, v) => {
+                    (PicardValueKind::Boolean, v) => {
                         flag(v)?;
                     }
-                    (Kind::Integer, Some(v)) => {
+                    (PicardValueKind::Integer, Some(v)) => {
                         parse_integer(opt, v)?;
                     }
                     _ => {}

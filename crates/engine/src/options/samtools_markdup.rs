@@ -9,9 +9,10 @@ use crate::error::Result;
 use crate::options::sort::SortOptions;
 use crate::options::table::{Group, OptSpec};
 
+use crate::options::samtools_marking::Combination;
 use crate::options::sort_args;
-use alnsort_markdup::samtools::coords::{build_regex, strtol, CoordRegex};
-use alnsort_markdup::samtools::{Barcode, Mode, Options, BARCODE_NAME_REGEX};
+use alnsort_markdup::samtools::coords::strtol;
+use alnsort_markdup::samtools::{Mode, Options};
 use std::ffi::OsString;
 
 /// What an option of `alnsort markdup` does.
@@ -52,14 +53,7 @@ pub enum SmdOptId {
     Unsupported(&'static str),
 }
 
-impl crate::options::table::OptionId for SmdOptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            SmdOptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(SmdOptId);
 
 /// One option of `alnsort markdup` ([`MARKDUP_OPTIONS`]).
 pub type SmdSpec = OptSpec<SmdOptId>;
@@ -80,15 +74,7 @@ const fn spec(
         Help | Verbosity | InputFmtOption => Group::Other,
         _ => Group::Markdup,
     };
-    OptSpec {
-        id,
-        short,
-        long,
-        value,
-        group,
-        help,
-        key,
-    }
+    OptSpec::new(id, short, long, value, group, help, key)
 }
 
 /// Every option `alnsort markdup` knows (samtools markdup 1.24's, in its
@@ -309,42 +295,16 @@ pub fn parse_markdup(argv0: &str, rest: Vec<OsString>) -> Result<ParsedSamtoolsM
             positional.join(" ")
         )));
     }
-    if barcode_tag.is_some() && barcode_name {
-        return Err(ArgError::Invalid(
-            "cannot specify --barcode-tag and --barcode-name (or --barcode-rgx) at same time"
-                .into(),
-        ));
+    Combination {
+        read_coords,
+        coords_order,
+        barcode_tag,
+        barcode_name,
+        barcode_rgx,
+        move_umi,
+        umi_sep,
     }
-    if move_umi && !barcode_name {
-        return Err(ArgError::Invalid(
-            "--move-umi-to-tag requires --barcode-name or --barcode-rgx".into(),
-        ));
-    }
-    if move_umi {
-        m.move_umi = Some(umi_sep);
-    }
-    if let Some(rx) = read_coords {
-        m.read_coords = Some(
-            CoordRegex::new(&rx, &coords_order)
-                .map_err(|e| ArgError::Invalid(format!("--read-coords {rx}: {e}")))?,
-        );
-    }
-    if let Some(tag) = barcode_tag {
-        let b = tag.as_bytes();
-        if b.len() < 2 {
-            return Err(ArgError::Invalid(format!(
-                "--barcode-tag {tag}: a tag has two characters"
-            )));
-        }
-        m.barcode = Barcode::Tag([b[0], b[1]]);
-    } else if barcode_name {
-        let pattern = barcode_rgx.as_deref().unwrap_or(BARCODE_NAME_REGEX);
-        let rx = build_regex(pattern).map_err(|e| ArgError::Value {
-            what: format!("barcode regex fail on {pattern}"),
-            source: Box::new(e),
-        })?;
-        m.barcode = Barcode::Regex(rx);
-    }
+    .apply(&mut m)?;
     sort.input = positional[0].clone();
     sort.inputs = vec![positional[0].clone()];
     sort.output = positional[1].clone();
@@ -410,7 +370,7 @@ mod tests {
             (m.max_length, m.optical_distance, m.mode),
             (250, 100, Mode::Sequence)
         );
-        assert!(matches!(m.barcode, Barcode::Tag(t) if t == *b"BC"));
+        assert!(matches!(m.barcode, alnsort_markdup::samtools::Barcode::Tag(t) if t == *b"BC"));
         assert!(a.stats && a.json);
         assert_eq!(a.stats_file.as_deref(), Some("st.txt"));
         assert_eq!(

@@ -15,7 +15,7 @@
 use crate::error::ArgError;
 use crate::options::table::{
     keyword_option, not_a_keyword, parse_c_int, parse_int, parse_level, parse_seconds,
-    push_help_entry, wrap, Group, OptSpec, OptionId, OptionName, HELP_WIDTH,
+    push_help_entry, wrap, Group, OptSpec, OptionName, HELP_WIDTH,
 };
 pub use alnsort_bam::reader::UnknownReference;
 use lexopt::prelude::*;
@@ -59,6 +59,11 @@ pub struct SortOptions {
     pub max_memory: Option<String>,
     pub threads: usize,
     pub tmp_prefix: Option<String>,
+    /// `--no-tmp-space-check`: no pre-flight estimate of temporary space.
+    pub no_tmp_space_check: bool,
+    /// `--resume DIR`: runs kept in DIR so that a killed sort resumes
+    /// (`crate::run::resume`).
+    pub resume: Option<PathBuf>,
     pub order: OrderFlag,
     /// `-N` given anywhere: name order is lexicographic (it sticks, §1.8).
     pub lexicographic: bool,
@@ -122,6 +127,8 @@ impl SortOptions {
             max_memory: None,
             threads: 0,
             tmp_prefix: None,
+            no_tmp_space_check: false,
+            resume: None,
             order: OrderFlag::Coordinate,
             lexicographic: false,
             tag: None,
@@ -180,6 +187,8 @@ impl SortOptions {
             OptId::OutputFmt => parse_output_fmt(&text()?, a)?,
             OptId::OutputFmtOption => parse_fmt_option(&text()?, a)?,
             OptId::TmpPrefix => a.tmp_prefix = Some(text()?),
+            OptId::NoTmpSpaceCheck => a.no_tmp_space_check = true,
+            OptId::Resume => a.resume = Some(PathBuf::from(path()?)),
             OptId::Reference => a.reference = Some(PathBuf::from(text()?)),
             OptId::Threads => {
                 let n = parse_int("-@", &text()?)?;
@@ -229,7 +238,10 @@ impl SortOptions {
                     Some(_) => Some(text()?),
                     None => None,
                 };
-                crate::options::markdup::apply_arg(&mut a.markdup, opt, v)?;
+                let name = markdup_options()
+                    .find(|s| s.id == id)
+                    .map_or_else(|| format!("{opt:?}"), |s| s.name());
+                crate::options::markdup::apply_arg(&mut a.markdup, opt, &name, v)?;
             }
             OptId::Help | OptId::Version | OptId::Unsupported(_) => {
                 return Err(ArgError::Invalid(format!(
@@ -314,6 +326,8 @@ pub enum OptId {
     MemPerThread,
     Threads,
     TmpPrefix,
+    NoTmpSpaceCheck,
+    Resume,
     MaxMemory,
     Progress,
     NoProgress,
@@ -334,14 +348,7 @@ pub enum OptId {
     Unsupported(&'static str),
 }
 
-impl OptionId for OptId {
-    fn refused(self) -> Option<&'static str> {
-        match self {
-            OptId::Unsupported(why) => Some(why),
-            _ => None,
-        }
-    }
-}
+crate::options::table::refused_when_unsupported!(OptId);
 
 impl OptId {
     /// Whether a stage task of the distributed sort (`alnsort.stages`, the
@@ -361,6 +368,8 @@ impl OptId {
             MinimiserIndex | Kmer | Window | NoReverse | Squash => false,
             Output | OutputFmtOption | Uncompressed | WriteIndex | Reference => false,
             MemPerThread | Progress | NoProgress | ProgressInterval | StatsJson | Mqc => false,
+            NoTmpSpaceCheck => false,
+            Resume => false,
             Flagstat | FlagstatFormat | Idxstats => false,
             Verbosity | Help | Version | Markdup(_) | Unsupported(_) => false,
         }
@@ -551,6 +560,39 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                and on SIGINT/SIGTERM/SIGHUP.",
     },
     OptSpec {
+        id: OptId::NoTmpSpaceCheck,
+        short: None,
+        long: Some("no-tmp-space-check"),
+        key: None,
+        value: None,
+        group: Group::Additions,
+        help: "Skip the check at the start that the temporary directory's \
+               filesystem has room for the run files the inputs' sizes \
+               promise (BAM and SAM files; standard input, CRAM and plain \
+               gzip are not estimated). Without it a sort that would not fit \
+               is refused before reading, naming the directory, what it \
+               needs and what it has.",
+    },
+    OptSpec {
+        id: OptId::Resume,
+        short: None,
+        long: Some("resume"),
+        key: None,
+        value: Some("DIR"),
+        group: Group::Additions,
+        help: "Keep the sorted runs in DIR (made if missing), with a manifest \
+               rewritten after each run is on disk, so that the same command \
+               run again after the sort was killed writes the same output \
+               bytes, reading each input only from where the kept runs end. \
+               A manifest from another input, changed file, other output \
+               options or another alnsort version is refused (remove DIR to \
+               start afresh). Standard input resumes only once every record \
+               is in a kept run. Needs -o FILE; not with --markdup (the \
+               marker's state is not kept) nor several inputs. What alnsort \
+               put in DIR is removed when the sort succeeds, and DIR if then \
+               empty. docs/resume.md.",
+    },
+    OptSpec {
         id: OptId::MaxMemory,
         short: None,
         long: Some("max-memory"),
@@ -661,15 +703,21 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         short: None,
         long: Some("markdup"),
         key: None,
-        value: None,
+        value: Some("[=picard|samtools]"),
         group: Group::Markdup,
-        help: "Mark duplicates while sorting, as Picard MarkDuplicates 3.4.0 \
-               does: input grouped by read name (aligner output, -n output) \
-               gets Picard's ASSUME_SORT_ORDER=queryname answer (every record \
-               of a duplicate template marked); input whose @HD says \
-               SO:coordinate gets Picard's coordinate-input answer (primary \
-               records only). Existing 0x400 flags are cleared first. Input \
-               whose templates are scattered is refused.",
+        help: "Mark duplicates while sorting. --markdup or --markdup=picard: \
+               as Picard MarkDuplicates 3.4.0 does: input grouped by read \
+               name (aligner output, -n output) gets Picard's \
+               ASSUME_SORT_ORDER=queryname answer (every record of a \
+               duplicate template marked); input whose @HD says SO:coordinate \
+               gets Picard's coordinate-input answer (primary records only). \
+               Existing 0x400 flags are cleared first. Input whose templates \
+               are scattered is refused. --markdup=samtools: the records of \
+               samtools collate | samtools fixmate -m | samtools sort | \
+               samtools markdup 1.24 (fixmate's mate fields, MC, ms and TLEN \
+               included), from one input: grouped by read name (aligner \
+               output, collate or -n output), or with @HD SO:coordinate \
+               (grouped first, by a sort of its own); coordinate order only.",
     },
     OptSpec {
         id: OptId::Markdup(crate::options::markdup::MdOpt::Metrics),
@@ -689,7 +737,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         value: None,
         group: Group::Markdup,
         help: "Leave duplicates out of the output instead of marking them \
-               (Picard's REMOVE_DUPLICATES=true).",
+               (Picard's REMOVE_DUPLICATES=true; samtools markdup's -r).",
     },
     OptSpec {
         id: OptId::Markdup(crate::options::markdup::MdOpt::OpticalDistance),
@@ -700,7 +748,9 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         group: Group::Markdup,
         help: "Pixel distance within which duplicates on one tile are \
                optical (Picard's OPTICAL_DUPLICATE_PIXEL_DISTANCE) [100]; \
-               2500 suits patterned flow cells.",
+               2500 suits patterned flow cells. With --markdup=samtools: \
+               samtools markdup's -d [0: off], duplicates tagged dt:Z:SQ \
+               (optical) or dt:Z:LB.",
     },
     OptSpec {
         id: OptId::Markdup(crate::options::markdup::MdOpt::DuplicateScoring),
@@ -760,7 +810,8 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         value: Some("TAG"),
         group: Group::Markdup,
         help: "Picard's BARCODE_TAG: duplicates must also share this tag's \
-               UMI (a string of ATCGN-).",
+               UMI (a string of ATCGN-); with --markdup=samtools, samtools \
+               markdup's --barcode-tag (a Z tag duplicates must share).",
     },
     OptSpec {
         id: OptId::Markdup(crate::options::markdup::MdOpt::ReadOneBarcodeTag),
@@ -781,6 +832,168 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
         group: Group::Markdup,
         help: "Picard's READ_TWO_BARCODE_TAG: duplicates must also share \
                the second read's value of this tag.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::Mode),
+        short: None,
+        long: Some("mode"),
+        key: None,
+        value: Some("t|s"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -m: how paired reads' positions are measured: t, template start and end (the default), or s, sequence start.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::MarkSupplementary),
+        short: None,
+        long: Some("mark-supplementary"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -S: also mark the supplementary (and secondary, unmapped) records of duplicates carrying SA, XA or an unmapped mate (a second pass over a temporary file).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::IncludeFails),
+        short: None,
+        long: Some("include-fails"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --include-fails: QC-failed (0x200) reads take part.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::ClearExisting),
+        short: None,
+        long: Some("clear-existing"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -c: clear 0x400 and the dt/do tags of duplicates of the input first.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::DuplicateCount),
+        short: None,
+        long: Some("duplicate-count"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --duplicate-count: a dc tag with the duplication count on the records kept.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::TagOriginal),
+        short: None,
+        long: Some("tag-original"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -t: a do tag naming the original on each primary duplicate.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::MaxReadLength),
+        short: None,
+        long: Some("max-read-length"),
+        key: None,
+        value: Some("INT"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -l: the window duplicates are looked for in [300].",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::BarcodeName),
+        short: None,
+        long: Some("barcode-name"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --barcode-name: duplicates must share the barcode in the read name (eighth ':' field).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::BarcodeRgx),
+        short: None,
+        long: Some("barcode-rgx"),
+        key: None,
+        value: Some("REGEX"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --barcode-rgx: the barcode is group 1 of REGEX in the read name.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::UseReadGroups),
+        short: None,
+        long: Some("use-read-groups"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --use-read-groups: duplicates must share the read group.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::NoMultiDup),
+        short: None,
+        long: Some("no-multi-dup"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --no-multi-dup: reduced checking of duplicates of duplicates.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::ReadCoords),
+        short: None,
+        long: Some("read-coords"),
+        key: None,
+        value: Some("REGEX"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --read-coords: regex for the tile and x/y coordinates in read names (Rust regex syntax; POSIX extended in samtools).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::CoordsOrder),
+        short: None,
+        long: Some("coords-order"),
+        key: None,
+        value: Some("ORDER"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --coords-order: txy (default), tyx, xyt, yxt, xty, ytx, xy or yx.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::MoveUmi),
+        short: None,
+        long: Some("move-umi-to-tag"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --move-umi-to-tag (with --barcode-name or --barcode-rgx): the UMI goes from the read name to RX:Z; as samtools 1.24, without --mark-supplementary only the records written at the end of the input are changed.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::UmiSeparator),
+        short: None,
+        long: Some("umi-separator"),
+        key: None,
+        value: Some("CHAR"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --umi-separator [:].",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::MarkdupStats),
+        short: None,
+        long: Some("markdup-stats"),
+        key: None,
+        value: Some("FILE"),
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -f: write its statistics text to FILE.",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::MarkdupReport),
+        short: None,
+        long: Some("markdup-report"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's -s: print its statistics text on standard error (when no --markdup-stats file).",
+    },
+    OptSpec {
+        id: OptId::Markdup(crate::options::markdup::MdOpt::MarkdupJson),
+        short: None,
+        long: Some("markdup-json"),
+        key: None,
+        value: None,
+        group: Group::SamtoolsMarkdup,
+        help: "samtools markdup's --json: the statistics in JSON.",
     },
     OptSpec {
         id: OptId::Verbosity,
@@ -1000,7 +1213,7 @@ mod tests {
     fn the_markdup_group_is_its_ids_and_every_one_applies() {
         let group: Vec<String> = OPTIONS
             .iter()
-            .filter(|s| s.group == Group::Markdup)
+            .filter(|s| matches!(s.group, Group::Markdup | Group::SamtoolsMarkdup))
             .map(|s| s.name())
             .collect();
         let ids: Vec<String> = markdup_options().map(|s| s.name()).collect();
@@ -1014,6 +1227,11 @@ mod tests {
                 "POLICY" => "all".into(),
                 "REGEX" => "null".into(),
                 "TAG" => "BC".into(),
+                "[=picard|samtools]" => "samtools".into(),
+                "t|s" => "s".into(),
+                "INT" => "250".into(),
+                "CHAR" => "_".into(),
+                "ORDER" => "txy".into(),
                 other => format!("x.{}", other.to_lowercase()),
             });
             let mut o = SortOptions::new("alnsort sort".into());

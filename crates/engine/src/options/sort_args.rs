@@ -196,6 +196,7 @@ pub fn parse_with(
             _ => {}
         }
         let value = match spec.value {
+            Some(_) if spec.optional_value() => p.optional_value(),
             Some(_) => Some(p.value()?),
             None => None,
         };

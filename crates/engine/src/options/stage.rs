@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use crate::config::IndexKind;
 use crate::error::ArgError;
 use crate::options::sort::{OptId, SortOptions};
-use crate::options::table::{Group, OptSpec, OptionId, OptionName};
+use crate::options::table::{Group, OptSpec, OptionName};
 use crate::stages::plan::SplitSpec;
 
 /// The stage subcommands, with their arguments and what each does.
@@ -69,11 +69,7 @@ pub enum StageOptId {
     Help,
 }
 
-impl OptionId for StageOptId {
-    fn refused(self) -> Option<&'static str> {
-        None
-    }
-}
+impl crate::options::table::OptionId for StageOptId {}
 
 impl StageOptId {
     /// The subcommands that take the option.
@@ -132,15 +128,7 @@ const fn row(
     value: Option<&'static str>,
     help: &'static str,
 ) -> StageSpec {
-    OptSpec {
-        id,
-        short: None,
-        long: Some(long),
-        value,
-        group: Group::Other,
-        help,
-        key: None,
-    }
+    OptSpec::new(id, None, Some(long), value, Group::Other, help, None)
 }
 
 /// Every option of the stage subcommands; [`StageOptId::commands`] says
@@ -174,15 +162,15 @@ pub const STAGE_OPTIONS: &[StageSpec] = &[
     row(StageOptId::Ordinal, "ordinal", Some("S"), "The split this task finishes (its ordinal)."),
     row(StageOptId::After, "after", Some("FILE"), "The JSON 'alnsort markdup-finish' printed for the previous split: the walk resumes where it ended (default: the start of the input; needed when that split's 'carry' is not null)."),
     row(StageOptId::Decisions, "decisions", Some("FILE"), "The whole decision to write, for 'reduce --marks' (default: none, the reduces take their ranges' slices with --finished; only the metrics are made)."),
-    OptSpec {
-        id: StageOptId::Help,
-        short: Some('h'),
-        long: Some("help"),
-        value: None,
-        group: Group::Other,
-        help: "Print this help.",
-        key: None,
-    },
+    OptSpec::new(
+        StageOptId::Help,
+        Some('h'),
+        Some("help"),
+        None,
+        Group::Other,
+        "Print this help.",
+        None,
+    ),
 ];
 
 /// What a stage command line holds, every option applied.
@@ -336,6 +324,7 @@ fn not_for_stages(id: OptId) -> Option<&'static str> {
             Some("the stage subcommands print no progress; a workflow manager reports the tasks")
         }
         Verbosity => Some("the stage subcommands have no verbosity levels"),
+        Resume => Some("the stage subcommands keep their outputs as files already: a killed driver resumes from them (docs/cluster.md)"),
         Reference => Some("the stages read BAM and write BAM or SAM: CRAM needs no reference here"),
         _ => None,
     }

@@ -34,17 +34,20 @@ pub enum Group {
     Resources,
     Additions,
     Markdup,
+    /// `--markdup=samtools`'s own options (samtools markdup's).
+    SamtoolsMarkdup,
     Other,
     Unsupported,
 }
 
 impl Group {
-    pub const ALL: [Group; 7] = [
+    pub const ALL: [Group; 8] = [
         Group::Order,
         Group::Output,
         Group::Resources,
         Group::Additions,
         Group::Markdup,
+        Group::SamtoolsMarkdup,
         Group::Other,
         Group::Unsupported,
     ];
@@ -59,8 +62,14 @@ impl Group {
             Group::Resources => "Memory, threads and temporary files:",
             Group::Additions => "alnsort additions (not in samtools):",
             Group::Markdup => {
-                "Duplicate marking (alnsort addition; flags and metrics as Picard \
-                 MarkDuplicates 3.4.0 gives them):"
+                "Duplicate marking (alnsort addition; --markdup or --markdup=picard: \
+                 flags and metrics as Picard MarkDuplicates 3.4.0 gives them; \
+                 --markdup=samtools: the records of samtools collate | fixmate -m | \
+                 sort | markdup 1.24; an option of the other flavour is refused):"
+            }
+            Group::SamtoolsMarkdup => {
+                "Duplicate marking as samtools markdup 1.24 (--markdup=samtools only; \
+                 with --remove-duplicates, --optical-distance and --barcode-tag above):"
             }
             Group::Other => "Other:",
             Group::Unsupported => {
@@ -94,8 +103,49 @@ pub struct OptSpec<Id: 'static> {
 /// What every table's option ids say about themselves.
 pub trait OptionId: Copy + std::fmt::Debug {
     /// Why the command refuses the option, when it does (options samtools
-    /// has that alnsort does not implement).
-    fn refused(self) -> Option<&'static str>;
+    /// has that alnsort does not implement); none by default.
+    fn refused(self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// [`OptionId`] for an id enum whose `Unsupported(why)` variant holds the
+/// reason each refused option is refused.
+macro_rules! refused_when_unsupported {
+    ($id:ident) => {
+        impl $crate::options::table::OptionId for $id {
+            fn refused(self) -> Option<&'static str> {
+                match self {
+                    $id::Unsupported(why) => Some(why),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+pub(crate) use refused_when_unsupported;
+
+impl<Id> OptSpec<Id> {
+    /// A row of a table (`const`, for the tables' statics).
+    pub const fn new(
+        id: Id,
+        short: Option<char>,
+        long: Option<&'static str>,
+        value: Option<&'static str>,
+        group: Group,
+        help: &'static str,
+        key: Option<&'static str>,
+    ) -> Self {
+        OptSpec {
+            id,
+            short,
+            long,
+            value,
+            group,
+            help,
+            key,
+        }
+    }
 }
 
 impl<Id: OptionId> OptSpec<Id> {
@@ -135,6 +185,13 @@ pub trait OptionName {
     /// The value's name in the help; `None` for a flag.
     fn value(&self) -> Option<&'static str>;
 
+    /// Whether the value may be left out: a table writes such a value's
+    /// name as `[=NAME]` (`--markdup[=picard|samtools]`), and the parsers
+    /// take it only when attached with `=` ([`optional_value`]).
+    fn optional_value(&self) -> bool {
+        self.value().is_some_and(optional_value)
+    }
+
     /// The option as help shows it on the left: `-@, --threads INT`.
     fn synopsis(&self) -> String {
         let mut s = match (self.short(), self.long()) {
@@ -144,7 +201,9 @@ pub trait OptionName {
             (None, None) => unreachable!("an option has a short or a long name"),
         };
         if let Some(v) = self.value() {
-            s.push(' ');
+            if !optional_value(v) {
+                s.push(' ');
+            }
             s.push_str(v);
         }
         s
@@ -158,6 +217,13 @@ pub trait OptionName {
             (None, None) => unreachable!("an option has a short or a long name"),
         }
     }
+}
+
+/// Whether a table's value name `v` is an optional value's (`[=NAME]`):
+/// the option may be given alone or as `--long=VALUE`, never with the
+/// value as the next argument.
+pub fn optional_value(v: &str) -> bool {
+    v.starts_with("[=")
 }
 
 impl<Id> OptionName for OptSpec<Id> {

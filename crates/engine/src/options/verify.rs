@@ -18,11 +18,7 @@ pub enum VerifyOptId {
     Help,
 }
 
-impl crate::options::table::OptionId for VerifyOptId {
-    fn refused(self) -> Option<&'static str> {
-        None
-    }
-}
+impl crate::options::table::OptionId for VerifyOptId {}
 
 /// One option of `alnsort verify` ([`VERIFY_OPTIONS`]).
 pub type VerifySpec = OptSpec<VerifyOptId>;
@@ -36,15 +32,7 @@ const fn spec(
     help: &'static str,
     key: Option<&'static str>,
 ) -> VerifySpec {
-    OptSpec {
-        id,
-        short,
-        long,
-        value,
-        group,
-        help,
-        key,
-    }
+    OptSpec::new(id, short, long, value, group, help, key)
 }
 
 /// Every option `alnsort verify` knows; the parser and the help read it.

@@ -210,7 +210,8 @@ struct PhaseState {
     records_at_start: u64,
 }
 
-struct Shared {
+/// What the progress thread and the run's stages share.
+struct ProgressShared {
     records: AtomicU64,
     bytes: AtomicU64,
     input_offset: AtomicU64,
@@ -225,7 +226,7 @@ struct Shared {
 }
 
 pub struct Progress {
-    shared: Arc<Shared>,
+    shared: Arc<ProgressShared>,
     display: Display,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -249,7 +250,7 @@ impl Progress {
     /// `screen`: where the live line is drawn (and cleared on exit).
     pub fn new(display: Display, total_input: Option<u64>, screen: Screen) -> Progress {
         let now = Instant::now();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ProgressShared {
             records: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             input_offset: AtomicU64::new(0),
@@ -378,7 +379,7 @@ impl Drop for Progress {
     }
 }
 
-impl Shared {
+impl ProgressShared {
     fn snapshot(&self) -> Snapshot {
         let (phase, start, at_start) = match self.phase.lock() {
             Ok(p) => (p.phase, p.start, p.records_at_start),

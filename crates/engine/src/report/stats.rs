@@ -41,31 +41,31 @@ pub struct ReportInput<'a> {
 
 /// One JSON value of the report.
 #[derive(Debug, Clone, PartialEq)]
-enum Value {
+enum JsonValue {
     Int(u64),
     Str(String),
     Null,
     Secs(f64),
     /// A JSON object of named values, in this order.
-    Map(Vec<(&'static str, Value)>),
+    Map(Vec<(&'static str, JsonValue)>),
 }
 
-impl Value {
-    fn opt_str(s: Option<String>) -> Value {
-        s.map(Value::Str).unwrap_or(Value::Null)
+impl JsonValue {
+    fn opt_str(s: Option<String>) -> JsonValue {
+        s.map(JsonValue::Str).unwrap_or(JsonValue::Null)
     }
 
     fn json(&self, out: &mut String) {
         match self {
-            Value::Int(n) => {
+            JsonValue::Int(n) => {
                 let _ = write!(out, "{n}");
             }
-            Value::Secs(s) => {
+            JsonValue::Secs(s) => {
                 let _ = write!(out, "{s:.3}");
             }
-            Value::Null => out.push_str("null"),
-            Value::Str(s) => json_string(s, out),
-            Value::Map(fields) => {
+            JsonValue::Null => out.push_str("null"),
+            JsonValue::Str(s) => json_string(s, out),
+            JsonValue::Map(fields) => {
                 out.push('{');
                 for (n, (k, v)) in fields.iter().enumerate() {
                     if n > 0 {
@@ -82,11 +82,11 @@ impl Value {
 
     fn text(&self) -> String {
         match self {
-            Value::Int(n) => n.to_string(),
-            Value::Secs(s) => format!("{s:.3}"),
-            Value::Null => "-".into(),
-            Value::Str(s) => s.clone(),
-            Value::Map(fields) => fields
+            JsonValue::Int(n) => n.to_string(),
+            JsonValue::Secs(s) => format!("{s:.3}"),
+            JsonValue::Null => "-".into(),
+            JsonValue::Str(s) => s.clone(),
+            JsonValue::Map(fields) => fields
                 .iter()
                 .map(|(k, v)| format!("{k}={}", v.text()))
                 .collect::<Vec<_>>()
@@ -126,7 +126,7 @@ pub(crate) fn json_string(s: &str, out: &mut String) {
 }
 
 pub struct Report {
-    fields: Vec<(&'static str, Value)>,
+    fields: Vec<(&'static str, JsonValue)>,
     times: Vec<PhaseTime>,
 }
 
@@ -138,28 +138,36 @@ impl Report {
         let wall: f64 = i.times.iter().map(|t| t.wall_s).sum();
         let cpu: f64 = i.times.iter().map(|t| t.cpu_s).sum();
         let fields = vec![
-            ("schema_version", Value::Int(SCHEMA_VERSION)),
-            ("tool", Value::Str("alnsort".into())),
-            ("version", Value::Str(env!("CARGO_PKG_VERSION").into())),
-            ("command_line", Value::Str(cfg.command_line.clone())),
-            ("input", Value::Str(cfg.input.clone())),
+            ("schema_version", JsonValue::Int(SCHEMA_VERSION)),
+            ("tool", JsonValue::Str("alnsort".into())),
+            ("version", JsonValue::Str(env!("CARGO_PKG_VERSION").into())),
+            ("command_line", JsonValue::Str(cfg.command_line.clone())),
+            ("input", JsonValue::Str(cfg.input.clone())),
             (
                 "input_file_bytes",
-                i.input_file_bytes.map(Value::Int).unwrap_or(Value::Null),
+                i.input_file_bytes
+                    .map(JsonValue::Int)
+                    .unwrap_or(JsonValue::Null),
             ),
-            ("output", Value::opt_str(cfg.output.as_deref().map(path))),
-            ("output_format", Value::Str(format_name(cfg.format).into())),
+            (
+                "output",
+                JsonValue::opt_str(cfg.output.as_deref().map(path)),
+            ),
+            (
+                "output_format",
+                JsonValue::Str(format_name(cfg.format).into()),
+            ),
             (
                 "index",
-                Value::opt_str(cfg.index.as_ref().map(|x| path(&x.path))),
+                JsonValue::opt_str(cfg.index.as_ref().map(|x| path(&x.path))),
             ),
-            ("sort_order", Value::Str(cfg.hd.so.clone())),
-            ("sub_sort", Value::opt_str(cfg.hd.ss.clone())),
-            ("threads", Value::Int(cfg.threads as u64)),
-            ("memory_budget_bytes", Value::Int(cfg.memory_budget)),
+            ("sort_order", JsonValue::Str(cfg.hd.so.clone())),
+            ("sub_sort", JsonValue::opt_str(cfg.hd.ss.clone())),
+            ("threads", JsonValue::Int(cfg.threads as u64)),
+            ("memory_budget_bytes", JsonValue::Int(cfg.memory_budget)),
             (
                 "memory_budget_scope",
-                Value::Str(
+                JsonValue::Str(
                     if cfg.explicit_total {
                         "process"
                     } else {
@@ -168,37 +176,37 @@ impl Report {
                     .into(),
                 ),
             ),
-            ("records_in", Value::Int(i.records_in)),
-            ("records_out", Value::Int(i.output.records)),
+            ("records_in", JsonValue::Int(i.records_in)),
+            ("records_out", JsonValue::Int(i.output.records)),
             (
                 "unknown_reference_records",
-                Value::Int(i.unknown_reference_records),
+                JsonValue::Int(i.unknown_reference_records),
             ),
-            ("missing_eof_inputs", Value::Int(i.missing_eof_inputs)),
-            ("cram_reference_loads", Value::Int(cfg.refs.loads())),
-            ("bytes_in_uncompressed", Value::Int(i.bytes_in)),
+            ("missing_eof_inputs", JsonValue::Int(i.missing_eof_inputs)),
+            ("cram_reference_loads", JsonValue::Int(cfg.refs.loads())),
+            ("bytes_in_uncompressed", JsonValue::Int(i.bytes_in)),
             // The name of schema 1's first release, kept for one version.
-            ("bytes_in", Value::Int(i.bytes_in)),
+            ("bytes_in", JsonValue::Int(i.bytes_in)),
             (
                 "bytes_out_uncompressed",
-                Value::Int(i.output.bytes_uncompressed),
+                JsonValue::Int(i.output.bytes_uncompressed),
             ),
-            ("bytes_out", Value::Int(i.output.bytes_written)),
-            ("runs_written", Value::Int(s.runs_written)),
-            ("run_bytes_raw", Value::Int(s.run_bytes_raw)),
-            ("run_bytes_written", Value::Int(s.run_bytes_compressed)),
-            ("merge_passes", Value::Int(u64::from(s.merge_passes))),
-            ("merge_partitions", Value::Int(s.merge_partitions)),
-            ("peak_rss_bytes", Value::Int(peak_rss_bytes())),
-            ("wall_s", Value::Secs(wall)),
-            ("cpu_s", Value::Secs(cpu)),
+            ("bytes_out", JsonValue::Int(i.output.bytes_written)),
+            ("runs_written", JsonValue::Int(s.runs_written)),
+            ("run_bytes_raw", JsonValue::Int(s.run_bytes_raw)),
+            ("run_bytes_written", JsonValue::Int(s.run_bytes_compressed)),
+            ("merge_passes", JsonValue::Int(u64::from(s.merge_passes))),
+            ("merge_partitions", JsonValue::Int(s.merge_partitions)),
+            ("peak_rss_bytes", JsonValue::Int(peak_rss_bytes())),
+            ("wall_s", JsonValue::Secs(wall)),
+            ("cpu_s", JsonValue::Secs(cpu)),
             (
                 "serial_seconds",
-                Value::Map(
+                JsonValue::Map(
                     i.serial
                         .iter()
-                        .map(|&(k, v)| (k, Value::Secs(v)))
-                        .chain([("write_consume", Value::Secs(i.output.write_consume_s))])
+                        .map(|&(k, v)| (k, JsonValue::Secs(v)))
+                        .chain([("write_consume", JsonValue::Secs(i.output.write_consume_s))])
                         .collect(),
                 ),
             ),
@@ -213,10 +221,10 @@ impl Report {
     pub fn add_object(&mut self, name: &'static str, counts: Vec<(&'static str, u64)>) {
         self.fields.push((
             name,
-            Value::Map(
+            JsonValue::Map(
                 counts
                     .into_iter()
-                    .map(|(k, v)| (k, Value::Int(v)))
+                    .map(|(k, v)| (k, JsonValue::Int(v)))
                     .collect(),
             ),
         ));
@@ -238,7 +246,7 @@ impl Report {
         t
     }
 
-    fn get(&self, name: &str) -> Option<&Value> {
+    fn get(&self, name: &str) -> Option<&JsonValue> {
         self.fields.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
     }
 
@@ -248,7 +256,7 @@ impl Report {
     pub fn mqc_json(&self, sample: &str) -> String {
         const MIB: f64 = (1u64 << 20) as f64;
         // (column, title, description, value)
-        let mut cols: Vec<(&str, &str, &str, Value)> = Vec::new();
+        let mut cols: Vec<(&str, &str, &str, JsonValue)> = Vec::new();
         let mut col = |key: &'static str, title: &'static str, desc: &'static str| {
             if let Some(v) = self.get(key) {
                 cols.push((key, title, desc, v.clone()));
@@ -265,7 +273,7 @@ impl Report {
             "Sorted runs spilled to temporary files",
         );
         let mib = |key: &str| match self.get(key) {
-            Some(Value::Int(n)) => Some(Value::Secs(*n as f64 / MIB)),
+            Some(JsonValue::Int(n)) => Some(JsonValue::Secs(*n as f64 / MIB)),
             _ => None,
         };
         let mut mib_col =
@@ -286,7 +294,7 @@ impl Report {
             "Output MiB",
             "Size of the output file, MiB",
         );
-        if let Some(Value::Map(md)) = self.get("markdup") {
+        if let Some(JsonValue::Map(md)) = self.get("markdup") {
             for (k, v) in md {
                 if *k == "records_marked" {
                     cols.push((
@@ -319,7 +327,7 @@ impl Report {
         j.push_str("\n  },\n  \"data\": {");
         json_string(sample, &mut j);
         j.push_str(": ");
-        Value::Map(cols.into_iter().map(|(k, _, _, v)| (k, v)).collect()).json(&mut j);
+        JsonValue::Map(cols.into_iter().map(|(k, _, _, v)| (k, v)).collect()).json(&mut j);
         j.push_str("}\n}\n");
         j
     }
@@ -367,6 +375,45 @@ pub fn sample_name(cfg: &Config) -> String {
     }
 }
 
+/// The run's report (`--stats-json`, `-v 3`): what was read, sorted,
+/// written and decided, and the phases' times.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sort_report(
+    cfg: &Config,
+    input_file_bytes: Option<u64>,
+    records_in: u64,
+    fed: &crate::io::input::Fed,
+    progress: &crate::report::progress::Progress,
+    summary: &crate::io::output::OutputSummary,
+    sort_stats: &alnsort_sort::SortStats,
+    times: &[crate::report::progress::PhaseTime],
+    decisions: Option<&crate::markdup::decisions::Decisions>,
+) -> crate::report::stats::Report {
+    let report = crate::report::stats::Report::new(crate::report::stats::ReportInput {
+        cfg,
+        input_file_bytes,
+        records_in,
+        unknown_reference_records: fed.tally.unknown_reference_records,
+        missing_eof_inputs: fed.tally.missing_eof_blocks,
+        bytes_in: progress.bytes(),
+        output: summary,
+        sort: sort_stats,
+        times,
+        serial: &[
+            ("read_scan", fed.read_scan_s),
+            ("read_push", fed.read_push_s),
+        ],
+    });
+    let mut report = report;
+    if let Some(d) = decisions {
+        report.add_object("markdup", d.stats_counts());
+    }
+    if cfg.verbosity >= 3 {
+        eprint!("{}", report.text());
+    }
+    report
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,11 +429,11 @@ mod tests {
     fn values_render_as_json_types() {
         let mut s = String::new();
         for v in [
-            Value::Int(7),
-            Value::Null,
-            Value::Secs(1.23456),
-            Value::Str("x".into()),
-            Value::Map(vec![("a", Value::Secs(0.5)), ("b", Value::Null)]),
+            JsonValue::Int(7),
+            JsonValue::Null,
+            JsonValue::Secs(1.23456),
+            JsonValue::Str("x".into()),
+            JsonValue::Map(vec![("a", JsonValue::Secs(0.5)), ("b", JsonValue::Null)]),
         ] {
             v.json(&mut s);
             s.push(' ');

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::io::input::{next_batch, spawn_batches};
 use crate::options::fixmate::FixmateArgs;
 use alnsort_bam::reader::ScanOptions;
-use alnsort_markdup::fixmate::{self as fm, Fixmate, Templates};
+use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
 use std::sync::Arc;
 
 /// What a run did.
@@ -29,12 +29,12 @@ pub fn run_fixmate(a: &FixmateArgs, debris: &Debris) -> Result<FixmateReport> {
 /// Records copied out of the reader's buffers: `bytes` holds them one
 /// after another, each with its `block_size`, from the offsets `starts`.
 #[derive(Default)]
-struct Records {
+struct CopiedRecords {
     bytes: Vec<u8>,
     starts: Vec<usize>,
 }
 
-impl Records {
+impl CopiedRecords {
     fn push(&mut self, rec: &[u8]) {
         self.starts.push(self.bytes.len());
         self.bytes.extend_from_slice(rec);
@@ -53,30 +53,30 @@ impl Records {
 /// begun in the batch before), the templates wholly inside it already
 /// fixed, and its last template (which may go on in the next batch).
 /// A batch of one name is all `head`, with no `tail`.
-struct Piece {
-    head: Records,
-    fixed: Records,
+struct FixedBatch {
+    head: CopiedRecords,
+    fixed: CopiedRecords,
     fixed_templates: u64,
-    tail: Option<Records>,
+    tail: Option<CopiedRecords>,
     records: u64,
     warnings: Vec<String>,
 }
 
 /// The pool job of a batch: the records decoded and cut into templates;
 /// those between the first and the last are fixed here.
-fn cut_and_fix(all: Records, fixer: &Fixmate, warnings: Vec<String>) -> Piece {
+fn cut_and_fix(all: CopiedRecords, fixer: &Fixmate, warnings: Vec<String>) -> FixedBatch {
     let recs: Vec<&[u8]> = all.iter().collect();
     let runs = fm::template_runs(&recs);
     let gather = |range: std::ops::Range<usize>| {
-        let mut out = Records::default();
+        let mut out = CopiedRecords::default();
         for r in &recs[range] {
             out.push(r);
         }
         out
     };
-    let mut piece = Piece {
-        head: Records::default(),
-        fixed: Records::default(),
+    let mut piece = FixedBatch {
+        head: CopiedRecords::default(),
+        fixed: CopiedRecords::default(),
         fixed_templates: 0,
         tail: None,
         records: recs.len() as u64,
@@ -134,7 +134,7 @@ fn run_inner(a: &FixmateArgs, debris: &Debris) -> Result<FixmateReport> {
     let depth = pool.current_num_threads() * 2 + 2;
     let job_fixer = Arc::clone(&fixer);
     let (mut batches, _) = spawn_batches(&name, records, &pool, "read", depth, move |raw| {
-        let mut all = Records {
+        let mut all = CopiedRecords {
             bytes: Vec::with_capacity(raw.bytes()),
             starts: Vec::new(),
         };
@@ -150,7 +150,7 @@ fn run_inner(a: &FixmateArgs, debris: &Debris) -> Result<FixmateReport> {
         Ok(cut_and_fix(all, &job_fixer, warnings))
     })?;
     // The template that may go on in the next batch.
-    let mut open = Templates::new();
+    let mut open = TemplateCutter::new();
     let (mut records_out, mut n_templates, mut records_in) = (0u64, 0u64, 0u64);
     // Fixes and writes a template gathered on this thread.
     let emit = |recs: &mut Vec<Vec<u8>>,

@@ -1,6 +1,4 @@
-//! `alnsort index`'s run: a BAI or CSI for each BAM (`alnsort_bam::index_file`, htslib's offsets) and a `.crai` for each CRAM (`alnsort_cram::crai`), written under a temporary name and renamed into place; the CSI and `.crai` compressed with the system's zlib where it is found (`zlib`), as samtools compresses them.
-
-mod zlib;
+//! `alnsort index`'s run: a BAI or CSI for each BAM (`alnsort_bam::index_file`, htslib's offsets) and a `.crai` for each CRAM (`alnsort_cram::crai`), written under a temporary name and renamed into place; the CSI and `.crai` compressed with the system's zlib where it is found (`crate::io::zlib`), as samtools compresses them.
 
 use crate::io::cleanup::{Debris, PendingFile};
 use crate::options::index::IndexArgs;
@@ -95,9 +93,7 @@ fn index_one(
             &alnsort_cram::RefSource::from_env(None),
         )?;
         let dest = output_path(input, args, "crai");
-        let bytes = zlib::zlib()
-            .and_then(|z| z.gzip(&crai.text))
-            .unwrap_or(crai.gzip);
+        let bytes = crate::io::zlib::crai_bytes(&crai.text);
         write_index(&dest, &bytes, debris)?;
         return Ok(IndexReport {
             input: input.to_string(),
@@ -135,10 +131,7 @@ fn index_one(
         IndexFormat::Csi { .. } => "csi",
     };
     let dest = output_path(input, args, ext);
-    let bytes = match (indexed.index.is_bgzf(), zlib::zlib()) {
-        (true, Some(z)) => alnsort_bgzf::compress_all_with(indexed.index.content(), |p| z.raw(p)),
-        _ => indexed.index.file_bytes(),
-    };
+    let bytes = crate::io::zlib::index_file_bytes(&indexed.index);
     write_index(&dest, &bytes, debris)?;
     Ok(IndexReport {
         input: input.to_string(),

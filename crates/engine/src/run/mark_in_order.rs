@@ -205,42 +205,16 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
             "MarkDuplicates without duplicate marking".into(),
         ));
     };
-    for path in &p.inputs {
-        let meta =
-            std::fs::metadata(path).with_context(|| format!("{path}: cannot open the input"))?;
-        if !meta.is_file() {
-            return Err(Error::Refused(format!(
-                "{path}: not a regular file (a pipe or a device): alnsort MarkDuplicates reads its input twice \
-                 (once to decide, once to write the records in their order); write it to a file first, or mark \
-                 it while sorting with 'alnsort sort --markdup'"
-            )));
-        }
-    }
+    refuse_non_files(&p.inputs)?;
     let pool = crate::run::resources::worker_pool(cfg.threads, "alnsort-worker")?;
     let metrics_file = MetricsFile::create(std::path::Path::new(&p.metrics), debris)?;
-    // The inputs' headers, and what their CRAM readers hold.
-    let mut headers = Vec::with_capacity(p.inputs.len());
-    let mut holdings = Vec::new();
-    let mut name = String::new();
-    for path in &p.inputs {
-        let input = crate::io::input::open_with_refs(path, Arc::clone(&pool), &cfg.refs)?;
-        holdings.extend(input.cram_reference_holding());
-        headers.push(input.header.clone());
-        if name.is_empty() {
-            name = input.name.clone();
-        }
-    }
-    // Picard reads the header's order, or ASSUME_SORT_ORDER's; with
-    // queryname assumed its output says SO:unknown GO:query.
-    let so = sort_order_of(p, &mut headers, &p.inputs)?;
-    let (header, inputs) = if p.inputs.len() > 1 {
-        let merge = HtsjdkMerge::new(&headers, &p.inputs, so.as_deref().unwrap_or("unsorted"))?;
-        name = format!("{} (merged as Picard merges them)", p.inputs.join(", "));
-        (merge.header.clone(), Inputs::Many(merge))
-    } else {
-        (headers.swap_remove(0), Inputs::One(p.inputs[0].clone()))
-    };
-    drop(headers);
+    let OpenedInputs {
+        header,
+        inputs,
+        name,
+        so,
+        mut holdings,
+    } = open_inputs(p, &cfg, &pool)?;
     let coordinate = match so.as_deref() {
         Some("coordinate") => true,
         Some("queryname") => false,
@@ -349,6 +323,84 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
         )));
     }
     out.finish_releasing((), || decisions.check_all_met())?;
+    write_side_files(p, &decisions, metrics_file, debris)?;
+    drop(tmp);
+    Ok(MarkReport {
+        records: n,
+        marked: decisions.marked(),
+        removed,
+    })
+}
+
+/// The inputs must be files: the run reads them twice.
+fn refuse_non_files(inputs: &[String]) -> Result<()> {
+    for path in inputs {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("{path}: cannot open the input"))?;
+        if !meta.is_file() {
+            return Err(Error::Refused(format!(
+                "{path}: not a regular file (a pipe or a device): alnsort MarkDuplicates reads its input twice \
+                 (once to decide, once to write the records in their order); write it to a file first, or mark \
+                 it while sorting with 'alnsort sort --markdup'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The inputs as [`open_inputs`] finds them.
+struct OpenedInputs {
+    /// The only input's header, or htsjdk's merge of theirs.
+    header: Header,
+    inputs: Inputs,
+    /// The input's name in messages.
+    name: String,
+    /// The order Picard takes the input to be in ([`sort_order_of`]).
+    so: Option<String>,
+    /// What the inputs' CRAM readers hold.
+    holdings: Vec<alnsort_cram::RefHolding>,
+}
+
+/// Opens the inputs for their headers: Picard reads the header's order, or
+/// ASSUME_SORT_ORDER's (with queryname assumed its output says SO:unknown
+/// GO:query); several inputs are merged as htsjdk merges them.
+fn open_inputs(p: &PicardRun, cfg: &Config, pool: &Arc<rayon::ThreadPool>) -> Result<OpenedInputs> {
+    let mut headers = Vec::with_capacity(p.inputs.len());
+    let mut holdings = Vec::new();
+    let mut name = String::new();
+    for path in &p.inputs {
+        let input = crate::io::input::open_with_refs(path, Arc::clone(pool), &cfg.refs)?;
+        holdings.extend(input.cram_reference_holding());
+        headers.push(input.header.clone());
+        if name.is_empty() {
+            name = input.name.clone();
+        }
+    }
+    let so = sort_order_of(p, &mut headers, &p.inputs)?;
+    let (header, inputs) = if p.inputs.len() > 1 {
+        let merge = HtsjdkMerge::new(&headers, &p.inputs, so.as_deref().unwrap_or("unsorted"))?;
+        name = format!("{} (merged as Picard merges them)", p.inputs.join(", "));
+        (merge.header.clone(), Inputs::Many(merge))
+    } else {
+        (headers.swap_remove(0), Inputs::One(p.inputs[0].clone()))
+    };
+    Ok(OpenedInputs {
+        header,
+        inputs,
+        name,
+        so,
+        holdings,
+    })
+}
+
+/// The files beside the output: its MD5 (CREATE_MD5_FILE=true) and the
+/// metrics file.
+fn write_side_files(
+    p: &PicardRun,
+    decisions: &Decisions,
+    metrics_file: MetricsFile,
+    debris: &Debris,
+) -> Result<()> {
     if p.create_md5 {
         write_md5(
             p.sort.output.split("##idx##").next().unwrap_or_default(),
@@ -363,13 +415,7 @@ fn run_inner(p: &PicardRun, debris: &Debris) -> Result<MarkReport> {
     for (k, v) in &p.given {
         picard = picard.option(k, v);
     }
-    metrics_file.write_picard(&decisions.metrics, &picard, &p.sort.command_line)?;
-    drop(tmp);
-    Ok(MarkReport {
-        records: n,
-        marked: decisions.marked(),
-        removed,
-    })
+    metrics_file.write_picard(&decisions.metrics, &picard, &p.sort.command_line)
 }
 
 /// CREATE_MD5_FILE=true: the MD5 of the output file as written, in

@@ -177,3 +177,18 @@ pub fn worker_pool(threads: usize, name: &'static str) -> Result<Arc<rayon::Thre
             .context("starting the thread pool")?,
     ))
 }
+
+/// The run's progress: the display `cfg` asks for (a live line only on a
+/// terminal), over an input of `input_bytes` where known.
+pub(crate) fn progress(
+    cfg: &Config,
+    input_bytes: Option<u64>,
+) -> crate::report::progress::Progress {
+    use std::io::IsTerminal;
+    let display = crate::report::progress::Display::choose(
+        cfg.progress,
+        cfg.progress_interval,
+        std::io::stderr().is_terminal(),
+    );
+    crate::report::progress::Progress::new(display, input_bytes, cfg.screen.clone())
+}

@@ -8,7 +8,7 @@ use crate::io::input::{next_batch, spawn_batches};
 use crate::options::samtools_markdup::SamtoolsMarkdupArgs;
 use alnsort_bam::header::Header;
 use alnsort_bam::reader::ScanOptions;
-use alnsort_markdup::samtools::Marker;
+use alnsort_markdup::samtools::SamtoolsMarker;
 use std::io::Write as _;
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
     }
     let rgs = read_group_ids(&header);
     let rg_refs: Vec<&[u8]> = rgs.iter().map(Vec::as_slice).collect();
-    let mut marker = Marker::new(a.marking.clone(), &rg_refs);
+    let mut marker = SamtoolsMarker::new(a.marking.clone(), &rg_refs);
     let mut out_header = header.clone();
     if let Some(cl) = &cfg.pg {
         out_header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
@@ -105,7 +105,7 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
         false => None,
     };
     let mut n = 0u64;
-    let drain = |marker: &mut Marker,
+    let drain = |marker: &mut SamtoolsMarker,
                  out: &mut crate::io::output::Output,
                  first_pass: &mut Option<FirstPass>|
      -> Result<()> {
@@ -171,21 +171,27 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
     }
     out.finish()?;
     if a.stats {
-        write_stats(a, &stats)?;
+        write_stats(
+            "alnsort markdup",
+            &a.command_line,
+            a.json,
+            a.stats_file.as_deref(),
+            &stats,
+        )?;
     }
     Ok(SamtoolsMarkdupReport { records: n, stats })
 }
 
 /// `-S`'s temporary file of first-pass records (BAM records with their
 /// `block_size`, back to back), in a private temporary directory.
-struct FirstPass {
+pub(crate) struct FirstPass {
     _dir: crate::io::cleanup::TempDir,
     path: std::path::PathBuf,
     file: std::io::BufWriter<std::fs::File>,
 }
 
 impl FirstPass {
-    fn create(cfg: &Config, debris: &Debris) -> Result<FirstPass> {
+    pub(crate) fn create(cfg: &Config, debris: &Debris) -> Result<FirstPass> {
         let dir = crate::io::cleanup::TempDir::new(&cfg.temp_parent, "alnsort", debris)
             .with_context(|| {
                 format!(
@@ -203,14 +209,14 @@ impl FirstPass {
         })
     }
 
-    fn write(&mut self, rec: &[u8]) -> Result<()> {
+    pub(crate) fn write(&mut self, rec: &[u8]) -> Result<()> {
         self.file
             .write_all(rec)
             .with_context(|| format!("{}: writing the -S pass file", self.path.display()))
     }
 
     /// Reads the records back, in order, handing each to `each`.
-    fn replay(mut self, mut each: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
+    pub(crate) fn replay(mut self, mut each: impl FnMut(Vec<u8>) -> Result<()>) -> Result<()> {
         use std::io::Read as _;
         let what = |p: &std::path::Path| format!("{}: reading the -S pass file back", p.display());
         self.file.flush().with_context(|| what(&self.path))?;
@@ -234,25 +240,32 @@ impl FirstPass {
     }
 }
 
-/// The statistics to `-f FILE` or standard error, as samtools writes them
-/// (a file that cannot be created: samtools' warning, then standard error).
-fn write_stats(a: &SamtoolsMarkdupArgs, stats: &alnsort_markdup::samtools::Stats) -> Result<()> {
-    let (text, warnings) = if a.json {
-        stats.json(&a.command_line)
+/// The statistics to `-f FILE` (`stats_file`) or standard error, as
+/// samtools writes them (a file that cannot be created: samtools' warning,
+/// then standard error); `who` begins the warnings.
+pub(crate) fn write_stats(
+    who: &str,
+    command_line: &str,
+    json: bool,
+    stats_file: Option<&str>,
+    stats: &alnsort_markdup::samtools::Stats,
+) -> Result<()> {
+    let (text, warnings) = if json {
+        stats.json(command_line)
     } else {
-        stats.text(&a.command_line)
+        stats.text(command_line)
     };
     for w in warnings {
-        eprintln!("alnsort markdup: {w}");
+        eprintln!("{who}: {w}");
     }
-    if let Some(path) = &a.stats_file {
+    if let Some(path) = stats_file {
         match std::fs::File::create(path) {
             Ok(mut f) => {
                 return f
                     .write_all(text.as_bytes())
                     .with_context(|| format!("{path}: writing the statistics"));
             }
-            Err(_) => eprintln!("alnsort markdup: warning, cannot write stats to {path}."),
+            Err(_) => eprintln!("{who}: warning, cannot write stats to {path}."),
         }
     }
     eprint!("{text}");

@@ -14,7 +14,6 @@ use crate::run::resources::{
 use alnsort_bam::header::Header;
 use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_sort::{SortConfig, Sorter};
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 /// Runs `alnsort sort` with a resolved configuration, as a library call: it
@@ -46,7 +45,11 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<crate::report::stat
         Some(p) => Some((p, create("--mqc", p)?)),
         None => None,
     };
-    let report = match run_inner(&cfg, debris) {
+    let run = match &cfg.samtools_markdup {
+        Some(sm) => crate::run::sort_samtools::run_inner(&cfg, sm, debris),
+        None => run_inner(&cfg, debris),
+    };
+    let report = match run {
         Ok(r) => r,
         Err(e) => {
             drop(stats_file);
@@ -56,7 +59,7 @@ pub fn run_sort_with(cfg: Config, debris: &Debris) -> Result<crate::report::stat
             // index path before the run is never touched, as only the final
             // rename reaches it.
             debris.remove_all();
-            return Err(e);
+            return Err(crate::run::resume::explain_failure(&cfg, e));
         }
     };
     // The output is complete and in place by now: keep it.
@@ -118,6 +121,20 @@ fn open_input(
     })
 }
 
+/// `--resume`'s input when every record is in a kept run and the input is
+/// standard input: the header kept in DIR, no records.
+fn kept_input(
+    cfg: &Config,
+    resume: &crate::run::resume::Resume,
+) -> Result<(InputFeed, Header, Arc<KeyEncoder>)> {
+    let header = resume.kept_header()?;
+    let encoder = Arc::new(
+        KeyEncoder::new(cfg.order.clone(), header.n_ref(), &header.library_map())
+            .with_wide_positions(crate::io::output::has_long_reference(&header)),
+    );
+    Ok((InputFeed::Kept, header, encoder))
+}
+
 /// The sorter's share less what CRAM reference bases take (with an
 /// explicit `--max-memory` total): the input's references and, for CRAM
 /// output, the encoder's.
@@ -131,6 +148,7 @@ fn charge_references(
     let mut holdings = Vec::new();
     match input {
         InputFeed::One(input) => holdings.extend(input.cram_reference_holding()),
+        InputFeed::Kept => {}
         // Several inputs: charged as one input holding all its references
         // (as before the evicting cache).
         InputFeed::Many(_) => {
@@ -258,6 +276,7 @@ fn start_marking(
     let mut decided_first = None;
     let input_name = match input {
         InputFeed::One(input) => input.name.clone(),
+        InputFeed::Kept => cfg.input.clone(),
         InputFeed::Many(_) => {
             if let Some(md) = &cfg.markdup {
                 decided_first = Some(crate::markdup::inputs::decide(
@@ -290,45 +309,6 @@ fn start_marking(
     Ok((decided_first, marker))
 }
 
-/// The run's report (`--stats-json`, `-v 3`): what was read, sorted,
-/// written and decided, and the phases' times.
-#[allow(clippy::too_many_arguments)]
-fn sort_report(
-    cfg: &Config,
-    input_file_bytes: Option<u64>,
-    records_in: u64,
-    fed: &crate::io::input::Fed,
-    progress: &Progress,
-    summary: &crate::io::output::OutputSummary,
-    sort_stats: &alnsort_sort::SortStats,
-    times: &[crate::report::progress::PhaseTime],
-    decisions: Option<&Decisions>,
-) -> crate::report::stats::Report {
-    let report = crate::report::stats::Report::new(crate::report::stats::ReportInput {
-        cfg,
-        input_file_bytes,
-        records_in,
-        unknown_reference_records: fed.tally.unknown_reference_records,
-        missing_eof_inputs: fed.tally.missing_eof_blocks,
-        bytes_in: progress.bytes(),
-        output: summary,
-        sort: sort_stats,
-        times,
-        serial: &[
-            ("read_scan", fed.read_scan_s),
-            ("read_push", fed.read_push_s),
-        ],
-    });
-    let mut report = report;
-    if let Some(d) = decisions {
-        report.add_object("markdup", d.stats_counts());
-    }
-    if cfg.verbosity >= 3 {
-        eprint!("{}", report.text());
-    }
-    report
-}
-
 fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Report> {
     let pool = worker_pool(cfg.threads, "alnsort-worker")?;
     let mut budget = sorter_budget(cfg, cfg.explicit_total)?;
@@ -338,8 +318,15 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     };
     // The output's and the index's files first: a destination that cannot
     // be created stops the run before any input is read.
+    let resume = crate::run::resume::Resume::open(cfg)?;
     let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
-    let (input, mut header, encoder) = open_input(cfg, &pool)?;
+    let (input, header, encoder) = match resume.as_ref().filter(|r| r.needs_no_input()) {
+        Some(r) => kept_input(cfg, r)?,
+        None => open_input(cfg, &pool)?,
+    };
+    if let Some(r) = &resume {
+        r.keep_header(&header)?;
+    }
     if encoder.wide_positions() {
         crate::io::output::check_wide_output(cfg)?;
     }
@@ -349,19 +336,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     // buffer, as in samtools) within as much again, beside the sorter (see
     // crate::markdup).
     let markdup_budget = markdup_share(cfg, &mut budget);
-    let display = crate::report::progress::Display::choose(
-        cfg.progress,
-        cfg.progress_interval,
-        std::io::stderr().is_terminal(),
-    );
     let input_file_bytes = input.size();
-    let progress = Progress::new(display, input_file_bytes, cfg.screen.clone());
-    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
-        format!(
-            "cannot create a temporary directory in {}",
-            cfg.temp_parent.display()
-        )
-    })?;
+    let progress = crate::run::resources::progress(cfg, input_file_bytes);
+    let tmp = temp_dir(cfg, resume.as_ref(), budget, debris)?;
     let sort_cfg = SortConfig {
         memory_budget: budget,
         temp_dir: tmp.path().to_path_buf(),
@@ -371,6 +348,11 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         chunk_fill: chunk_fill(cfg.explicit_total),
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let mut input = input;
+    let (tracker, held) = match &resume {
+        Some(r) => resume_from(r, cfg, &mut input, &mut sorter, tmp.path(), &pool)?,
+        None => (None, 0),
+    };
     let (decided_first, mut marker) = start_marking(
         cfg,
         &input,
@@ -390,7 +372,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             marker
                 .as_mut()
                 .map(|m| m as &mut dyn crate::io::input::EndsSink),
+            tracker.as_deref(),
         )?,
+        InputFeed::Kept => crate::io::input::Fed::default(),
         InputFeed::Many(m) => {
             let kind = crate::io::input::key_kind(&encoder);
             let bases: Option<Vec<u64>> = decided_first.as_ref().map(|d| {
@@ -406,26 +390,22 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
             crate::io::merged::feed_sorter(m, kind, &mut sorter, &progress, bases.as_deref())?
         }
     };
-    let records_in = fed.records;
+    let records_in = fed.records + held;
     progress.enter(Phase::MergeRuns);
     let (decisions, merged) = finish_deciding(sorter, marker);
+    if let Some(r) = &resume {
+        if merged.is_ok() {
+            r.mark_complete()?;
+        }
+        r.kill_point("merge");
+    }
     let decisions = match decided_first {
         Some(d) => Some(d.decisions),
         None => decisions?,
     };
     let mut merged = merged?;
     progress.enter(Phase::Write);
-    // Minimiser order's @HD says whether any record is placed; placed
-    // records sort first, so the first record tells.
-    let mut first = None;
-    if cfg.hd_all_unplaced.is_some() {
-        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
-    }
-    let all_unplaced = first
-        .as_ref()
-        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
-    edit_header(&mut header, cfg, all_unplaced);
-    let header = Arc::new(header);
+    let (first, header) = output_header(cfg, &mut merged, header)?;
     let mut out = crate::io::output::Output::create(
         cfg,
         dest,
@@ -443,6 +423,9 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         &progress,
         records_in,
     )?;
+    if let Some(r) = &resume {
+        r.kill_point("write");
+    }
     let sort_stats = merged.stats();
     // Every decided duplicate must have been met once by the compression
     // jobs that set the flags; checked before the output is renamed into
@@ -461,7 +444,10 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     }
     let times = progress.finish();
     drop(tmp);
-    Ok(sort_report(
+    if let Some(r) = &resume {
+        r.finished()?;
+    }
+    Ok(crate::report::stats::sort_report(
         cfg,
         input_file_bytes,
         records_in,
@@ -474,10 +460,90 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     ))
 }
 
+/// The run's temporary directory (in `--resume`'s DIR, else under `-T`'s
+/// parent), checked for the space the inputs' sizes promise
+/// (`run::tmp_space`) unless told not to.
+fn temp_dir(
+    cfg: &Config,
+    resume: Option<&Arc<crate::run::resume::Resume>>,
+    budget: usize,
+    debris: &Debris,
+) -> Result<TempDir> {
+    let temp_parent = resume.map_or(cfg.temp_parent.as_path(), |r| r.dir());
+    let tmp =
+        TempDir::new(temp_parent, crate::run::resume::TEMP_STEM, debris).with_context(|| {
+            format!(
+                "cannot create a temporary directory in {}",
+                temp_parent.display()
+            )
+        })?;
+    if cfg.tmp_space_check {
+        let inputs = if cfg.inputs.is_empty() {
+            std::slice::from_ref(&cfg.input)
+        } else {
+            &cfg.inputs[..]
+        };
+        super::tmp_space::check(inputs, budget as u64, tmp.path())?;
+    }
+    Ok(tmp)
+}
+
+/// `--resume`: the kept runs handed to `sorter` and a BAM input moved to
+/// where they end. Returns the tracker of the runs to come and the records
+/// the kept runs hold.
+fn resume_from(
+    r: &Arc<crate::run::resume::Resume>,
+    cfg: &Config,
+    input: &mut InputFeed,
+    sorter: &mut Sorter,
+    tmp: &std::path::Path,
+    pool: &Arc<rayon::ThreadPool>,
+) -> Result<(Option<Arc<crate::run::resume::Tracker>>, u64)> {
+    let bam = matches!(&input, InputFeed::One(i) if i.is_bam());
+    let tracker = r.tracker(bam);
+    let held = r.start(sorter, tmp, Arc::clone(&tracker))?;
+    if let (InputFeed::One(i), Some(at), true) = (input, r.restart(), bam) {
+        i.seek_bam(
+            &cfg.input,
+            at.voffset.unwrap_or(0),
+            at.record,
+            sorter.plan().record_limit,
+            Arc::clone(pool),
+        )?;
+    }
+    Ok((Some(tracker), held))
+}
+
+/// A record taken from the merge before the output is made: (key, record).
+type TakenAhead = (Vec<u8>, Vec<u8>);
+
+/// The output's header: samtools sort's edits, minimiser order's @HD
+/// saying whether any record is placed (placed records sort first, so the
+/// first record tells: it is taken from `merged` and returned, to be
+/// written first).
+fn output_header(
+    cfg: &Config,
+    merged: &mut alnsort_sort::Merged,
+    mut header: Header,
+) -> Result<(Option<TakenAhead>, Arc<Header>)> {
+    let mut first = None;
+    if cfg.hd_all_unplaced.is_some() {
+        first = merged.next_entry()?.map(|(k, r)| (k.to_vec(), r.to_vec()));
+    }
+    let all_unplaced = first
+        .as_ref()
+        .is_none_or(|(_, r)| alnsort_bam::RecordRef::with_block_size(r).ref_id() < 0);
+    cfg.edit_header(&mut header, all_unplaced);
+    Ok((first, Arc::new(header)))
+}
+
 /// The input of a sort: one file, or several merged.
 enum InputFeed {
     One(crate::io::input::OpenInput),
     Many(crate::io::merged::MergedStream),
+    /// `--resume` on standard input with every record in a kept run:
+    /// nothing to read.
+    Kept,
 }
 
 impl InputFeed {
@@ -486,21 +552,8 @@ impl InputFeed {
         match self {
             InputFeed::One(i) => i.size,
             InputFeed::Many(m) => m.size,
+            InputFeed::Kept => None,
         }
-    }
-}
-
-/// The header edits samtools sort makes: @HD for the order, then @PG.
-/// `all_unplaced`: no record is placed (`tid >= 0`), which changes
-/// minimiser order's @HD.
-pub fn edit_header(header: &mut Header, cfg: &Config, all_unplaced: bool) {
-    let hd = match &cfg.hd_all_unplaced {
-        Some(hd) if all_unplaced => hd,
-        _ => &cfg.hd,
-    };
-    header.set_sort_order(&hd.so, hd.go.as_deref(), hd.ss.as_deref());
-    if let Some(cl) = &cfg.pg {
-        header.add_pg("alnsort", "alnsort", env!("CARGO_PKG_VERSION"), cl);
     }
 }
 

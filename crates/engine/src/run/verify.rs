@@ -149,7 +149,7 @@ pub fn claimed_order(header: &Header) -> std::result::Result<Checked, String> {
 
 /// Where a record is: its number (1-based), name and place.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub struct RecordPlace {
     pub record: u64,
     pub name: String,
     pub ref_id: i32,
@@ -159,8 +159,8 @@ pub struct Place {
 /// A file's first record out of order, after the record before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsorted {
-    pub record: Place,
-    pub previous: Place,
+    pub record: RecordPlace,
+    pub previous: RecordPlace,
 }
 
 /// What checking one file found.
@@ -175,7 +175,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn place(&self, p: &Place) -> String {
+    fn place(&self, p: &RecordPlace) -> String {
         let at = match usize::try_from(p.ref_id)
             .ok()
             .and_then(|t| self.header.refs().get(t))
@@ -211,16 +211,16 @@ impl Verdict {
 /// One batch's keys at its edges and its first record out of order.
 struct BatchCheck {
     n: u64,
-    first: Option<(Vec<u8>, Place)>,
-    last: Option<(Vec<u8>, Place)>,
+    first: Option<(Vec<u8>, RecordPlace)>,
+    last: Option<(Vec<u8>, RecordPlace)>,
     /// (record, previous), numbered within the batch from 0.
-    unsorted: Option<(Place, Place)>,
+    unsorted: Option<(RecordPlace, RecordPlace)>,
 }
 
-fn place_of(rec: &[u8], record: u64) -> Place {
+fn place_of(rec: &[u8], record: u64) -> RecordPlace {
     let r = RecordRef::with_block_size(rec);
     let name = r.read_name();
-    Place {
+    RecordPlace {
         record,
         name: String::from_utf8_lossy(name.strip_suffix(b"\0").unwrap_or(name)).into_owned(),
         ref_id: r.ref_id(),
@@ -298,9 +298,9 @@ pub fn verify_file(
             check_batch(&decoder, raw)
         })?;
     let mut seen = 0u64;
-    let mut last: Option<(Vec<u8>, Place)> = None;
+    let mut last: Option<(Vec<u8>, RecordPlace)> = None;
     let mut unsorted = None;
-    let renumber = |p: Place, base: u64| Place {
+    let renumber = |p: RecordPlace, base: u64| RecordPlace {
         record: p.record + base + 1,
         ..p
     };

@@ -237,13 +237,21 @@ pub fn run_stage_command(command: &str, a: &StageArgs) -> Result<String> {
                         &cuts,
                         &a.sort_options()?,
                         a.prior,
-                        ends_n,
-                        names_n,
+                        (ends_n, names_n),
+                        // One map per process: nothing to recycle.
+                        &crate::stages::sort::BlockBuffers::new(),
                     )?;
                     (out, Some(share))
                 }
                 None => (
-                    map(&a.positional, s, &cuts, &a.sort_options()?, a.prior)?,
+                    map(
+                        &a.positional,
+                        s,
+                        &cuts,
+                        &a.sort_options()?,
+                        a.prior,
+                        &crate::stages::sort::BlockBuffers::new(),
+                    )?,
                     None,
                 ),
             };

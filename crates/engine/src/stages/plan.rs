@@ -67,6 +67,14 @@ pub fn stage_config(
                 .to_string(),
         ));
     }
+    if cfg.samtools_markdup.is_some() {
+        return Err(Error::Refused(
+            "--markdup=samtools is not supported by the distributed stages: they mark \
+             duplicates as Picard does (--markdup); run alnsort sort --markdup=samtools on one \
+             machine"
+                .to_string(),
+        ));
+    }
     Ok(cfg)
 }
 
@@ -478,7 +486,7 @@ pub(crate) fn decode_splitters(splitters: &[Vec<u8>]) -> Result<Vec<Splitter>> {
 }
 
 /// One batch of a map task, decoded on the pool.
-pub(crate) struct Decoded {
+pub(crate) struct MapBatch {
     pub(crate) batch: Batch,
     pub(crate) tally: Tally,
     pub(crate) warnings: Vec<String>,

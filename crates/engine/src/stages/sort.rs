@@ -13,7 +13,10 @@ use alnsort_bam::{split as bsplit, RecordRef};
 use alnsort_bgzf::{CompressionLevel, ParallelReader, EOF_BLOCK};
 use alnsort_index::IndexFormat;
 use alnsort_sort::batch::Batch;
-use alnsort_sort::stages::{merge_blocks, Partitioner, RunBlockWriter, BLOCK_BUFFERS};
+/// Memory of finished blocks kept for the next map's (the caller owns it:
+/// one per process that runs maps one after another).
+pub use alnsort_sort::stages::BlockBuffers;
+use alnsort_sort::stages::{merge_blocks, Partitioner, RunBlockWriter};
 use alnsort_sort::{KeyKind, SortConfig, Sorter};
 
 use crate::config::{Config, IndexKind};
@@ -23,7 +26,7 @@ use crate::io::output::Output;
 use crate::options::sort::{OutFormat, SortOptions};
 use crate::stages::plan::{
     decode_splitters, decoder, encoder, headers, open_scanner, pool, split_input, stage_config,
-    write_atomic, Decoded, SplitSpec, TIE_LEN,
+    write_atomic, MapBatch, SplitSpec, TIE_LEN,
 };
 
 /// What [`map`] returns.
@@ -61,17 +64,20 @@ pub struct AssembleOutput {
 }
 
 /// The map task of split `split`: its records sorted and cut into
-/// `splitters.len() + 1` framed blocks. With several inputs, `prior` is
-/// the largest [`reach`] of the earlier splits of the split's input
-/// (`None` for its first split).
+/// `splitters.len() + 1` framed blocks, written into memory `buffers`
+/// holds where it holds some (a caller that copies the blocks out gives
+/// their memory back there: [`BlockBuffers::give_back`]). With several
+/// inputs, `prior` is the largest [`reach`] of the earlier splits of the
+/// split's input (`None` for its first split).
 pub fn map(
     inputs: &[PathBuf],
     split: &SplitSpec,
     splitters: &[Vec<u8>],
     options: &SortOptions,
     prior: Option<u64>,
+    buffers: &BlockBuffers,
 ) -> Result<MapOutput> {
-    map_with_share(inputs, split, splitters, options, prior, None).map(|(out, _)| out)
+    map_with_share(inputs, split, splitters, options, prior, None, buffers).map(|(out, _)| out)
 }
 
 /// [`map`] of split `split` of one input with `--markdup` among the
@@ -86,6 +92,7 @@ pub fn map_collecting(
     options: &SortOptions,
     end_buckets: usize,
     name_buckets: usize,
+    buffers: &BlockBuffers,
 ) -> Result<(MapOutput, crate::stages::markdup::SplitShare)> {
     if inputs.len() != 1 {
         return Err(Error::Refused(format!(
@@ -100,21 +107,21 @@ pub fn map_collecting(
         splitters,
         options,
         None,
-        end_buckets,
-        name_buckets,
+        (end_buckets, name_buckets),
+        buffers,
     )
 }
 
 /// [`map_collecting`] of split `split` of one of several inputs, `prior`
-/// as [`map`] takes it.
+/// as [`map`] takes it; `buckets`: (end buckets, name buckets).
 pub fn map_collecting_after(
     inputs: &[PathBuf],
     split: &SplitSpec,
     splitters: &[Vec<u8>],
     options: &SortOptions,
     prior: Option<u64>,
-    end_buckets: usize,
-    name_buckets: usize,
+    buckets: (usize, usize),
+    buffers: &BlockBuffers,
 ) -> Result<(MapOutput, crate::stages::markdup::SplitShare)> {
     let (out, share) = map_with_share(
         inputs,
@@ -122,7 +129,8 @@ pub fn map_collecting_after(
         splitters,
         options,
         prior,
-        Some((end_buckets, name_buckets)),
+        Some(buckets),
+        buffers,
     )?;
     let share = share.ok_or_else(|| {
         Error::Internal("the map collected no duplicate-marking share".to_string())
@@ -139,6 +147,7 @@ fn map_with_share(
     options: &SortOptions,
     prior: Option<u64>,
     collect: Option<(usize, usize)>,
+    buffers: &BlockBuffers,
 ) -> Result<(MapOutput, Option<crate::stages::markdup::SplitShare>)> {
     let cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
@@ -146,44 +155,12 @@ fn map_with_share(
     split_input(inputs, split)?;
     let header = Arc::new(set.heads[split.input].0.clone());
     let enc = encoder(&cfg, &header);
-    // Several inputs: records are translated and keyed in the merged
-    // header's terms, with the tie-break suffix.
-    let merged = set.merged.clone();
-    let merged_enc = encoder(&cfg, &set.header);
-    let kind = match merged {
+    let kind = match &set.merged {
         Some(_) => KeyKind::Variable,
         None => key_kind(&enc),
     };
-    let mut partitioner = Partitioner::new(decode_splitters(splitters)?, split.ordinal)?;
-    // --markdup: each record carries its place in the input to the reduce
-    // (crate::stages::markdup).
-    let markdup = cfg.markdup.is_some();
-    let split_ordinal = split.ordinal;
-    // With `collect`: the split's duplicate-marking share, from the same
-    // records (as crate::stages::markdup::collect reads them: one input,
-    // the marker's messages counting records from the split's start).
-    let mut marker = match (collect, &cfg.markdup) {
-        (None, _) => None,
-        (Some(_), None) => return Err(Error::Refused(
-            "the map collects the duplicate-marking share only with --markdup among the options"
-                .to_string(),
-        )),
-        (Some(buckets), Some(md)) => {
-            if splitters.len() + 1 > crate::stages::markdup::dist::MAX_RANGES {
-                return Err(Error::Refused(format!(
-                    "the map collects the duplicate-marking share for at most {} ranges, not {}",
-                    crate::stages::markdup::dist::MAX_RANGES,
-                    splitters.len() + 1
-                )));
-            }
-            let file = crate::stages::markdup::split_file(inputs, split)?;
-            let budget = crate::run::resources::markdup_budget(&cfg)?;
-            Some(crate::stages::markdup::split_marker(
-                inputs, &set, split, md, &file, budget, buckets,
-            )?)
-        }
-    };
-    let ends_spec = marker.as_ref().map(|m| m.ends_spec());
+    let partitioner = Partitioner::new(decode_splitters(splitters)?, split.ordinal)?;
+    let marker = share_marker(inputs, split, splitters, &cfg, &set, collect)?;
     let debris = Debris::default();
     let tmp = TempDir::new(&cfg.temp_parent, "alnsort-map", &debris).with_context(|| {
         format!(
@@ -208,21 +185,227 @@ fn map_with_share(
             ..ScanOptions::default()
         };
         let (name, scanner) = open_scanner(path, split.start, split.end, opts, &pool)?;
-        let dec = decoder(&name, &cfg, &header, &enc, limit);
-        let empty = partitioner.tally();
-        // The split's own reach (the reading thread keeps the running
-        // maximum: each record's tie-break needs every record before it).
+        let keyer = MapKeyer {
+            dec: decoder(&name, &cfg, &header, &enc, limit),
+            merged: set.merged.clone(),
+            merged_enc: encoder(&cfg, &set.header),
+            ends_spec: marker.as_ref().map(|m| m.ends_spec()),
+            empty: partitioner.tally(),
+            kind,
+            markdup: cfg.markdup.is_some(),
+            split_ordinal: split.ordinal,
+            input: split.input,
+        };
+        let mut read = MapRead {
+            partitioner,
+            marker,
+            records: 0,
+            last: None,
+            reach: None,
+        };
+        read.sort_split(&mut sorter, &name, scanner, &pool, prior, keyer)?;
+        let mut merged = sorter.finish()?;
+        let (writers, ranges) = read.scatter(&mut merged, buffers, cfg.memory_budget as usize)?;
+        let end = match split.end {
+            Some(end) => bsplit::proven_end(
+                &inputs[split.input],
+                split.start,
+                read.last,
+                end,
+                Arc::clone(&pool),
+            )?,
+            None => None,
+        };
+        let share = match read.marker {
+            Some(m) => {
+                let mut share = m.finish_split()?;
+                share.ranges = ranges;
+                Some(share)
+            }
+            None => None,
+        };
+        Ok((
+            MapOutput {
+                blocks: writers.into_iter().map(RunBlockWriter::finish).collect(),
+                records: read.records,
+                end,
+                reach: read.reach,
+            },
+            share,
+        ))
+    })();
+    drop(tmp);
+    result
+}
+
+/// With `collect`, the marker of the split's duplicate-marking share:
+/// the same records as crate::stages::markdup::collect reads them (one
+/// input, the marker's messages counting records from the split's start).
+fn share_marker(
+    inputs: &[PathBuf],
+    split: &SplitSpec,
+    splitters: &[Vec<u8>],
+    cfg: &Config,
+    set: &crate::stages::plan::InputSet,
+    collect: Option<(usize, usize)>,
+) -> Result<Option<crate::markdup::marker::Marker>> {
+    let (buckets, md) = match (collect, &cfg.markdup) {
+        (None, _) => return Ok(None),
+        (Some(_), None) => return Err(Error::Refused(
+            "the map collects the duplicate-marking share only with --markdup among the options"
+                .to_string(),
+        )),
+        (Some(buckets), Some(md)) => (buckets, md),
+    };
+    if splitters.len() + 1 > crate::stages::markdup::dist::MAX_RANGES {
+        return Err(Error::Refused(format!(
+            "the map collects the duplicate-marking share for at most {} ranges, not {}",
+            crate::stages::markdup::dist::MAX_RANGES,
+            splitters.len() + 1
+        )));
+    }
+    let file = crate::stages::markdup::split_file(inputs, split)?;
+    let budget = crate::run::resources::markdup_budget(cfg)?;
+    Ok(Some(crate::stages::markdup::split_marker(
+        inputs, set, split, md, &file, budget, buckets,
+    )?))
+}
+
+/// What the map's decoding jobs share: one raw batch of the split decoded,
+/// keyed (in the merged header's terms, with the tie-break suffix, for
+/// several inputs) and copied into a sort batch.
+struct MapKeyer {
+    dec: alnsort_bam::reader::Decoder,
+    merged: Option<Arc<crate::stages::plan::InputTranslations>>,
+    merged_enc: Arc<alnsort_bam::keys::KeyEncoder>,
+    /// With a duplicate-marking share: the read ends to extract.
+    ends_spec: Option<alnsort_markdup::extract::EndsSpec>,
+    /// The partitioner's empty tally (each batch observes into a copy).
+    empty: alnsort_sort::stages::Tally,
+    kind: KeyKind,
+    /// `--markdup`: each record carries its place in the input to the
+    /// reduce (crate::stages::markdup).
+    markdup: bool,
+    split_ordinal: u32,
+    input: usize,
+}
+
+impl MapKeyer {
+    /// Batch `raw`, its records' tie-break values `ties` (several inputs).
+    fn decode(&self, raw: &RawBatch, ties: Vec<u64>) -> Result<MapBatch> {
+        let mut ends = self
+            .ends_spec
+            .as_ref()
+            .map(|spec| alnsort_markdup::extract::BatchEnds::new(spec.clone()));
+        let mut tally = self.empty.clone();
+        let observe = tally.is_needed();
+        let mut batch = Batch::for_input(self.kind, raw.bytes(), raw.voffsets.len());
+        let mut warnings = Vec::new();
+        let mut unknown_tags = Vec::new();
+        let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        self.dec.decode(
+            raw,
+            |key, rec| {
+                // The marker takes the record as its input has it (it
+                // translates read groups into the merged header itself:
+                // `Marker::for_split_of_several`).
+                let as_read = rec;
+                let (key, rec) = match &self.merged {
+                    Some(m) => {
+                        let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
+                            let mut what = tag.to_vec();
+                            what.extend_from_slice(id);
+                            unknown_tags.push((
+                                what,
+                                crate::io::merged::unknown_tag_warning(&tag, id, read),
+                            ))
+                        };
+                        let rec = m.rekey(
+                            self.input,
+                            rec,
+                            &mut scratch,
+                            &self.merged_enc,
+                            ties[i],
+                            &mut merged_key,
+                            &mut unknown,
+                        )?;
+                        (&merged_key[..], rec)
+                    }
+                    None => (key, rec),
+                };
+                if observe {
+                    tally.observe(key, raw.voffsets[i]);
+                }
+                if let Some(e) = &mut ends {
+                    e.add_fields(as_read);
+                }
+                let taken = if self.markdup {
+                    let place = crate::stages::markdup::packed(
+                        self.split_ordinal,
+                        raw.first_record + i as u64,
+                    );
+                    batch.try_push_parts(key, rec, &crate::markdup::ordinal::ordinal_suffix(place))
+                } else {
+                    batch.try_push(key, rec)
+                };
+                i += 1;
+                if !taken {
+                    return Err("more record bytes than one batch can address (4 GiB)".into());
+                }
+                Ok(())
+            },
+            |w| warnings.push(w),
+        )?;
+        let last = raw.voffsets.last().copied();
+        Ok(MapBatch {
+            batch,
+            tally,
+            warnings,
+            unknown_tags,
+            last,
+            ends,
+        })
+    }
+}
+
+/// The map's state across its read and its scatter.
+struct MapRead {
+    partitioner: Partitioner,
+    marker: Option<crate::markdup::marker::Marker>,
+    /// Records read.
+    records: u64,
+    /// The virtual offset of the last record read.
+    last: Option<u64>,
+    /// Several inputs: the split's own reach (the running maximum).
+    reach: Option<u64>,
+}
+
+impl MapRead {
+    /// Reads the split from `scanner` into `sorter`: batches decoded,
+    /// keyed and copied into sort batches on the pool (as `alnsort sort`
+    /// reads), in input order; the partitioner's tallies, the marker's
+    /// ends and the split's reach taken on the way.
+    fn sort_split(
+        &mut self,
+        sorter: &mut Sorter,
+        name: &Arc<str>,
+        scanner: BamScanner,
+        pool: &Arc<rayon::ThreadPool>,
+        prior: Option<u64>,
+        keyer: MapKeyer,
+    ) -> Result<()> {
+        // The reading thread keeps the running maximum: each record's
+        // tie-break needs every record before it.
         let own_reach = Arc::new(std::sync::Mutex::new(None));
-        let producer_merged = merged.clone();
+        let producer_merged = keyer.merged.clone();
         let producer_reach = Arc::clone(&own_reach);
-        let input = split.input;
-        // Batches are decoded, keyed and copied into sort batches on the
-        // pool (as `alnsort sort` reads), in input order.
+        let input = keyer.input;
         let depth = pool.current_num_threads() * 2 + 2;
         let (mut batches, _) = crate::io::input::spawn_scanned(
-            &name,
+            name,
             Scanner::Bam(Box::new(scanner)),
-            &pool,
+            pool,
             "map read",
             depth,
             move |b: &RawBatch| match &producer_merged {
@@ -236,92 +419,11 @@ fn map_with_share(
                 }
                 None => Vec::new(),
             },
-            move |raw: &RawBatch, ties: Vec<u64>| -> Result<Decoded> {
-                let mut ends = ends_spec
-                    .as_ref()
-                    .map(|spec| alnsort_markdup::extract::BatchEnds::new(spec.clone()));
-                let mut tally = empty.clone();
-                let observe = tally.is_needed();
-                let mut batch = Batch::for_input(kind, raw.bytes(), raw.voffsets.len());
-                let mut warnings = Vec::new();
-                let mut unknown_tags = Vec::new();
-                let (mut scratch, mut merged_key) = (Vec::new(), Vec::new());
-                let mut i = 0;
-                dec.decode(
-                    raw,
-                    |key, rec| {
-                        // The marker takes the record as its input has it
-                        // (it translates read groups into the merged
-                        // header itself: `Marker::for_split_of_several`).
-                        let as_read = rec;
-                        let (key, rec) = match &merged {
-                            Some(m) => {
-                                let mut unknown = |tag: [u8; 2], id: &[u8], read: &[u8]| {
-                                    let mut what = tag.to_vec();
-                                    what.extend_from_slice(id);
-                                    unknown_tags.push((
-                                        what,
-                                        crate::io::merged::unknown_tag_warning(&tag, id, read),
-                                    ))
-                                };
-                                let rec = m.rekey(
-                                    input,
-                                    rec,
-                                    &mut scratch,
-                                    &merged_enc,
-                                    ties[i],
-                                    &mut merged_key,
-                                    &mut unknown,
-                                )?;
-                                (&merged_key[..], rec)
-                            }
-                            None => (key, rec),
-                        };
-                        if observe {
-                            tally.observe(key, raw.voffsets[i]);
-                        }
-                        if let Some(e) = &mut ends {
-                            e.add_fields(as_read);
-                        }
-                        let taken = if markdup {
-                            let place = crate::stages::markdup::packed(
-                                split_ordinal,
-                                raw.first_record + i as u64,
-                            );
-                            batch.try_push_parts(
-                                key,
-                                rec,
-                                &crate::markdup::ordinal::ordinal_suffix(place),
-                            )
-                        } else {
-                            batch.try_push(key, rec)
-                        };
-                        i += 1;
-                        if !taken {
-                            return Err(
-                                "more record bytes than one batch can address (4 GiB)".into()
-                            );
-                        }
-                        Ok(())
-                    },
-                    |w| warnings.push(w),
-                )?;
-                let last = raw.voffsets.last().copied();
-                Ok(Decoded {
-                    batch,
-                    tally,
-                    warnings,
-                    unknown_tags,
-                    last,
-                    ends,
-                })
-            },
+            move |raw: &RawBatch, ties: Vec<u64>| keyer.decode(raw, ties),
         )?;
-        let mut records = 0u64;
-        let mut last = None;
         let mut reported = std::collections::HashSet::new();
         while let Some(d) =
-            crate::io::input::next_batch(&mut batches, &name, records + 1, |d| &d.warnings)
+            crate::io::input::next_batch(&mut batches, name, self.records + 1, |d| &d.warnings)
         {
             let d = d?;
             for (what, w) in d.unknown_tags {
@@ -329,29 +431,39 @@ fn map_with_share(
                     eprintln!("{w}");
                 }
             }
-            partitioner.add(&d.tally);
-            if let (Some(m), Some(e)) = (&mut marker, &d.ends) {
+            self.partitioner.add(&d.tally);
+            if let (Some(m), Some(e)) = (&mut self.marker, &d.ends) {
                 m.push(e)?;
             }
-            records += d.batch.len() as u64;
+            self.records += d.batch.len() as u64;
             sorter.push_batch(d.batch)?;
-            last = d.last.or(last);
+            self.last = d.last.or(self.last);
         }
-        let mut merged = sorter.finish()?;
-        // Into the memory of earlier maps' blocks where the caller gave
-        // it back ([`recycle_block`]).
-        let mut writers = BLOCK_BUFFERS.writers(partitioner.ranges(), cfg.memory_budget as usize);
-        let mut assigner = partitioner.clone().into_assigner();
-        // Collecting the share: the range each record goes to, for each
-        // reduce's slice of the decision (crate::stages::markdup::Marks).
-        let mut ranges = match &marker {
+        self.reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(())
+    }
+
+    /// Cuts the sorted split into one block per range (into the memory of
+    /// earlier maps' blocks where the caller gave it back to `buffers`); with a share, the range each record goes to,
+    /// for each reduce's slice of the decision
+    /// (crate::stages::markdup::Marks).
+    fn scatter(
+        &self,
+        merged: &mut alnsort_sort::Merged,
+        buffers: &BlockBuffers,
+        budget: usize,
+    ) -> Result<(Vec<RunBlockWriter>, Vec<u8>)> {
+        let records = self.records;
+        let mut writers = buffers.writers(self.partitioner.ranges(), budget);
+        let mut assigner = self.partitioner.clone().into_assigner();
+        let mut ranges = match &self.marker {
             Some(_) => vec![0u8; records as usize * crate::stages::markdup::dist::RANGE_BYTES],
             None => Vec::new(),
         };
         let mut out = 0u64;
         while let Some((key, rec)) = merged.next_entry()? {
             let r = assigner.range_of(key);
-            if marker.is_some() {
+            if self.marker.is_some() {
                 let (_, index) = crate::stages::markdup::dist::split_of(
                     crate::markdup::ordinal::record_ordinal(rec)?,
                 );
@@ -370,37 +482,8 @@ fn map_with_share(
                 "read {records} records but the sort gave {out}"
             )));
         }
-        let end = match split.end {
-            Some(end) => bsplit::proven_end(
-                &inputs[split.input],
-                split.start,
-                last,
-                end,
-                Arc::clone(&pool),
-            )?,
-            None => None,
-        };
-        let reach = *own_reach.lock().unwrap_or_else(|e| e.into_inner());
-        let share = match marker {
-            Some(m) => {
-                let mut share = m.finish_split()?;
-                share.ranges = ranges;
-                Some(share)
-            }
-            None => None,
-        };
-        Ok((
-            MapOutput {
-                blocks: writers.into_iter().map(RunBlockWriter::finish).collect(),
-                records,
-                end,
-                reach,
-            },
-            share,
-        ))
-    })();
-    drop(tmp);
-    result
+        Ok((writers, ranges))
+    }
 }
 
 fn index_format(kind: IndexKind) -> IndexFormat {
@@ -423,14 +506,6 @@ fn part_scanner(
     let reader = ParallelReader::new(stream, Arc::clone(pool), Vec::new())
         .with_context(|| format!("{name}: starting the reader"))?;
     Ok(BamScanner::new(name, reader, opts))
-}
-
-/// Hands the memory of a block [`map`] returned back for the blocks of
-/// later maps in this process, once the block has been copied where it
-/// goes (see `alnsort_sort::stages::BlockBuffers`: bounded by the last
-/// map's memory budget; freed when over it).
-pub fn recycle_block(block: Vec<u8>) {
-    BLOCK_BUFFERS.give_back(block);
 }
 
 /// Path of the part index of the part at `part`.
@@ -707,133 +782,175 @@ pub fn assemble(
     } else {
         false
     };
-    crate::run::sort::edit_header(&mut header, &cfg, all_unplaced);
+    cfg.edit_header(&mut header, all_unplaced);
     let header = Arc::new(header);
-    let head = header_bytes(&header, &cfg, &pool)?;
-    let bgzf = format != Format::Sam;
-    let ref_lengths: Vec<u64> = header.refs().iter().map(|r| r.len).collect();
-    let read_idx = |part: &Path| -> Result<Vec<u8>> {
-        let p = part_index_path(part);
-        std::fs::read(&p).with_context(|| {
-            format!(
-                "{}: cannot read the part index (reduce with the index option)",
-                p.display()
-            )
-        })
+    let asm = Assembly {
+        head: header_bytes(&header, &cfg, &pool)?,
+        bgzf: format != Format::Sam,
+        ref_lengths: header.refs().iter().map(|r| r.len).collect(),
+        format,
+        cfg,
     };
     let debris = Debris::default();
-    if !sharded {
-        let (starts, eof, pending) = concatenate(output, &head, parts, bgzf, &debris)?;
+    if sharded {
+        asm.shards(parts, output, &debris)
+    } else {
+        asm.one_file(parts, output, &debris)
+    }
+}
+
+/// What [`assemble`] puts before and beside the parts' records.
+struct Assembly {
+    cfg: Config,
+    /// The output's header, encoded.
+    head: Vec<u8>,
+    format: Format,
+    bgzf: bool,
+    ref_lengths: Vec<u64>,
+}
+
+impl Assembly {
+    /// The index kind asked for, refused for any output but BAM.
+    fn index_target(&self) -> Result<Option<&crate::config::IndexTarget>> {
+        match &self.cfg.index {
+            Some(_) if self.format != Format::Bam => Err(Error::Refused(
+                "an index can only be built for BAM output".to_string(),
+            )),
+            target => Ok(target.as_ref()),
+        }
+    }
+
+    /// One output file: the parts concatenated after the header, their
+    /// indexes merged into the file's.
+    fn one_file(
+        &self,
+        parts: &[PathBuf],
+        output: &Path,
+        debris: &Debris,
+    ) -> Result<AssembleOutput> {
+        let (starts, eof, pending) = concatenate(output, &self.head, parts, self.bgzf, debris)?;
         let mut index_path = None;
-        if let Some(target) = &cfg.index {
-            if format != Format::Bam {
-                return Err(Error::Refused(
-                    "an index can only be built for BAM output".to_string(),
-                ));
-            }
-            let idx: Vec<Vec<u8>> = parts.iter().map(|p| read_idx(p)).collect::<Result<_>>()?;
+        if let Some(target) = self.index_target()? {
+            let idx: Vec<Vec<u8>> = parts
+                .iter()
+                .map(|p| read_part_index(p))
+                .collect::<Result<_>>()?;
             let list: Vec<(&[u8], u64)> = idx.iter().map(|d| d.as_slice()).zip(starts).collect();
             let file = alnsort_index::merge_part_indexes(
                 index_format(target.kind),
-                &ref_lengths,
+                &self.ref_lengths,
                 &list,
                 eof,
             )
             .context("merging the parts' indexes")?;
-            write_atomic(&target.path, &file.file_bytes(), &debris)?;
+            write_atomic(
+                &target.path,
+                &crate::io::zlib::index_file_bytes(&file),
+                debris,
+            )?;
             index_path = Some(target.path.clone());
         }
         pending
             .commit()
             .with_context(|| format!("{}: cannot rename into place", output.display()))?;
         let bytes = std::fs::metadata(output)?.len();
-        return Ok(AssembleOutput {
+        Ok(AssembleOutput {
             bytes,
             index: index_path,
             files: Vec::new(),
-        });
-    }
-    // Sharded: a directory made beside the destination, renamed into place.
-    if output.exists() {
-        return Err(Error::Refused(format!(
-            "{}: already exists; the sharded output must be a new directory",
-            output.display()
-        )));
-    }
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let stem = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let work = parent.join(format!(".{stem}.alnsort-{}.tmp", std::process::id()));
-    debris.add(work.clone());
-    let result = (|| {
-        std::fs::create_dir(&work)
-            .with_context(|| format!("{}: cannot create the directory", work.display()))?;
-        let ext = match cfg.format {
-            OutFormat::Sam => "sam",
-            OutFormat::SamGz => "sam.gz",
-            _ => "bam",
-        };
-        let mut files = Vec::new();
-        let mut bytes = 0u64;
-        for (i, part) in parts.iter().enumerate() {
-            let name = format!("part-{i:05}.{ext}");
-            let (starts, eof, pending) = concatenate(
-                &work.join(&name),
-                &head,
-                std::slice::from_ref(part),
-                bgzf,
-                &debris,
-            )?;
-            if let Some(target) = &cfg.index {
-                if format != Format::Bam {
-                    return Err(Error::Refused(
-                        "an index can only be built for BAM output".to_string(),
-                    ));
-                }
-                let idx = read_idx(part)?;
-                let file = alnsort_index::merge_part_indexes(
-                    index_format(target.kind),
-                    &ref_lengths,
-                    &[(idx.as_slice(), starts[0])],
-                    eof,
-                )
-                .context("indexing a shard")?;
-                let suffix = match target.kind {
-                    IndexKind::Csi => "csi",
-                    IndexKind::Bai => "bai",
-                };
-                write_atomic(
-                    &work.join(format!("{name}.{suffix}")),
-                    &file.file_bytes(),
-                    &debris,
-                )?;
-            }
-            pending.commit()?;
-            bytes += eof + if bgzf { EOF_BLOCK.len() as u64 } else { 0 };
-            files.push(output.join(name));
-        }
-        std::fs::rename(&work, output).with_context(|| {
-            format!(
-                "{}: cannot rename the shard directory into place",
-                output.display()
-            )
-        })?;
-        debris.forget(&work);
-        Ok(AssembleOutput {
-            bytes,
-            index: None,
-            files,
         })
-    })();
-    if result.is_err() {
-        debris.remove_all();
     }
-    result
+
+    /// Sharded: one file per part (each with its index) in a directory
+    /// made beside the destination, renamed into place.
+    fn shards(&self, parts: &[PathBuf], output: &Path, debris: &Debris) -> Result<AssembleOutput> {
+        if output.exists() {
+            return Err(Error::Refused(format!(
+                "{}: already exists; the sharded output must be a new directory",
+                output.display()
+            )));
+        }
+        let parent = output
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let stem = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
+        let work = parent.join(format!(".{stem}.alnsort-{}.tmp", std::process::id()));
+        debris.add(work.clone());
+        let result = (|| {
+            std::fs::create_dir(&work)
+                .with_context(|| format!("{}: cannot create the directory", work.display()))?;
+            let ext = match self.cfg.format {
+                OutFormat::Sam => "sam",
+                OutFormat::SamGz => "sam.gz",
+                _ => "bam",
+            };
+            let mut files = Vec::new();
+            let mut bytes = 0u64;
+            for (i, part) in parts.iter().enumerate() {
+                let name = format!("part-{i:05}.{ext}");
+                let (starts, eof, pending) = concatenate(
+                    &work.join(&name),
+                    &self.head,
+                    std::slice::from_ref(part),
+                    self.bgzf,
+                    debris,
+                )?;
+                if let Some(target) = self.index_target()? {
+                    let idx = read_part_index(part)?;
+                    let file = alnsort_index::merge_part_indexes(
+                        index_format(target.kind),
+                        &self.ref_lengths,
+                        &[(idx.as_slice(), starts[0])],
+                        eof,
+                    )
+                    .context("indexing a shard")?;
+                    let suffix = match target.kind {
+                        IndexKind::Csi => "csi",
+                        IndexKind::Bai => "bai",
+                    };
+                    write_atomic(
+                        &work.join(format!("{name}.{suffix}")),
+                        &crate::io::zlib::index_file_bytes(&file),
+                        debris,
+                    )?;
+                }
+                pending.commit()?;
+                bytes += eof + if self.bgzf { EOF_BLOCK.len() as u64 } else { 0 };
+                files.push(output.join(name));
+            }
+            std::fs::rename(&work, output).with_context(|| {
+                format!(
+                    "{}: cannot rename the shard directory into place",
+                    output.display()
+                )
+            })?;
+            debris.forget(&work);
+            Ok(AssembleOutput {
+                bytes,
+                index: None,
+                files,
+            })
+        })();
+        if result.is_err() {
+            debris.remove_all();
+        }
+        result
+    }
+}
+
+/// The index a reduce wrote beside its part.
+fn read_part_index(part: &Path) -> Result<Vec<u8>> {
+    let p = part_index_path(part);
+    std::fs::read(&p).with_context(|| {
+        format!(
+            "{}: cannot read the part index (reduce with the index option)",
+            p.display()
+        )
+    })
 }
 
 #[cfg(test)]

@@ -368,7 +368,7 @@ fn templates_are_runs_of_one_name() {
         parse_sam_record(line.as_bytes(), &h, &lookup, &mut out).unwrap();
         out
     };
-    let mut t = Templates::new();
+    let mut t = TemplateCutter::new();
     let mut got: Vec<usize> = Vec::new();
     for name in ["a", "a", "b", "a", "c", "c", "c"] {
         let r = rec(name);

@@ -1,7 +1,7 @@
 //! Duplicate chains (`-t`, `-d`): `do` tags pointed at the final original, and duplicates of duplicates found optical (samtools' `find_duplicate_chains`).
 
 use super::coords::{NameCoords, NameFailure};
-use super::{calc_score, has_mate, mate_score, name_of, tags, text, Error, Marker};
+use super::{calc_score, has_mate, mate_score, name_of, tags, text, Error, SamtoolsMarker};
 use alnsort_bam::record::flags;
 use alnsort_bam::RecordRef;
 
@@ -18,7 +18,7 @@ struct Check {
     len: usize,
 }
 
-impl Marker {
+impl SamtoolsMarker {
     /// Checks the chain of the record `id` belongs to, from its original.
     pub(super) fn find_duplicate_chains(&mut self, id: u64) -> Result<(), Error> {
         let mut root = id;
@@ -258,6 +258,6 @@ impl Marker {
     }
 }
 
-fn flag_of_id(m: &Marker, id: u64) -> u16 {
+fn flag_of_id(m: &SamtoolsMarker, id: u64) -> u16 {
     super::flag_of(m.rec(id))
 }

@@ -1,9 +1,9 @@
 //! The keys of samtools markdup's read maps: `make_single_key`, `make_pair_key` (modes t and s) and the barcode hash.
 
-use super::{coords, flags, text, Barcode, Error, Key, Marker, Mode, RecordRef};
+use super::{coords, flags, text, Barcode, Error, Key, Mode, RecordRef, SamtoolsMarker};
 use super::{O_FF, O_FR, O_RF, O_RR, R_LE, R_RI, WARNING_MAX};
 
-impl Marker {
+impl SamtoolsMarker {
     fn warn_barcode(&mut self, msg: String) {
         self.bc_warnings += 1;
         if self.bc_warnings <= WARNING_MAX {

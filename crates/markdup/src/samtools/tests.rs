@@ -30,9 +30,9 @@ fn rec(h: &Header, line: &str) -> Vec<u8> {
 /// Runs the marker over SAM lines; the records out as (name, flag, tags).
 fn mark(opts: Options, lines: &[&str]) -> (Vec<(String, u16, Vec<u8>)>, Stats) {
     let h = header();
-    let mut m = Marker::new(opts, &[b"a", b"b"]);
+    let mut m = SamtoolsMarker::new(opts, &[b"a", b"b"]);
     let mut out = Vec::new();
-    let take = |m: &mut Marker, out: &mut Vec<(String, u16, Vec<u8>)>| {
+    let take = |m: &mut SamtoolsMarker, out: &mut Vec<(String, u16, Vec<u8>)>| {
         while let Some(r) = m.pop_ready() {
             let v = RecordRef::with_block_size(&r);
             out.push((text(v.read_name()), v.flag(), v.aux_bytes().to_vec()));
@@ -261,14 +261,14 @@ fn singles_tie_keeps_the_earlier_and_window_bounds_matching() {
 #[test]
 fn out_of_order_and_missing_mc_are_errors() {
     let h = header();
-    let mut m = Marker::new(Options::default(), &[]);
+    let mut m = SamtoolsMarker::new(Options::default(), &[]);
     m.push(rec(&h, "a\t0\tchr1\t200\t60\t4M\t*\t0\t0\tACGT\t*"))
         .unwrap();
     let e = m
         .push(rec(&h, "b\t0\tchr1\t100\t60\t4M\t*\t0\t0\tACGT\t*"))
         .unwrap_err();
     assert!(matches!(e, Error::NotSorted { record: 2, .. }), "{e}");
-    let mut m = Marker::new(Options::default(), &[]);
+    let mut m = SamtoolsMarker::new(Options::default(), &[]);
     let e = m
         .push(rec(&h, "p\t99\tchr1\t100\t60\t4M\t=\t200\t104\tACGT\t*"))
         .unwrap_err();
@@ -277,7 +277,7 @@ fn out_of_order_and_missing_mc_are_errors() {
 
 #[test]
 fn read_groups_without_rg_lines_are_dropped_with_samtools_message() {
-    let mut m = Marker::new(
+    let mut m = SamtoolsMarker::new(
         Options {
             read_groups: true,
             ..Options::default()
@@ -298,7 +298,7 @@ fn move_umi_takes_the_umi_and_one_separator_out_of_the_name() {
         move_umi: Some(b':'),
         ..Options::default()
     };
-    let m = Marker::new(opts, &[]);
+    let m = SamtoolsMarker::new(opts, &[]);
     let mut r = rec(
         &h,
         "M:1:FC:1:1101:20:30:ACGTAC\t0\tchr1\t1\t60\t4M\t*\t0\t0\tACGT\t*\tRG:Z:a",

@@ -175,7 +175,17 @@ def _options(command: str, kw: Dict[str, Any]) -> Tuple[List[Tuple[str, Optional
         if key not in table:
             raise TypeError(f"{command}() got an unexpected keyword argument {key!r}")
         name, value_name, _ = table[key]
-        if value_name is None:
+        if value_name is not None and value_name.startswith("[="):
+            # An optional value (``markdup``: True, "picard" or "samtools"),
+            # written ``--markdup=samtools`` on the command line.
+            _check(value, (bool, str), key)
+            if value is True:
+                pairs.append((key, None))
+                words.append(name)
+            elif isinstance(value, str):
+                pairs.append((key, value))
+                words.append(f"{name}={value}")
+        elif value_name is None:
             _check(value, (bool,), key)
             if value:
                 pairs.append((key, None))
@@ -282,6 +292,11 @@ def sort(input: PathArg, output: PathArg, *, index: Union[bool, PathArg] = False
     * ``markdup``: mark duplicates as Picard MarkDuplicates 3.4.0 does, in
       the same pass; the report then has a ``markdup`` object of counts;
       ``metrics``: with ``markdup=True``, Picard's DuplicationMetrics file.
+      ``markdup="samtools"`` (``--markdup=samtools``) gives the records of
+      ``samtools collate | fixmate -m | sort | markdup`` 1.24 instead (its
+      options are keywords too: ``mode="s"``, ``mark_supplementary=True``,
+      ``markdup_stats=PATH``, ...; the report has a ``samtools_markdup``
+      object); ``markdup="picard"`` is ``markdup=True``.
 
     ``input`` and ``output`` are ``str`` or ``os.PathLike``; ``"-"``
     (standard input or output) is refused with ``ValueError``.

@@ -13,10 +13,15 @@ from .. import AlnsortError, _alnsort, option_keywords
 # alnsort sort's duplicate-marking options taken by the driver, from the
 # engine's table (its group "Duplicate marking"): (option, takes a value).
 # --markdup and --metrics are sort()'s own keywords.
+# samtools markdup's options (--markdup=samtools, group "Duplicate marking
+# as samtools markdup"): the driver's tasks mark as Picard, so they are refused.
+SAMTOOLS_MARKDUP_OPTIONS = frozenset(
+    name for name, _, group in _alnsort.sort_option_table() if group == "samtoolsmarkdup"
+)
 MARKDUP_OPTIONS = tuple(
     (name, value is not None)
     for _, name, value in _alnsort.markdup_options()
-    if name not in ("--markdup", "--metrics")
+    if name not in ("--markdup", "--metrics") and name not in SAMTOOLS_MARKDUP_OPTIONS
 )
 
 
@@ -39,6 +44,11 @@ def _markdup_kwargs(a: Dict[str, Any]) -> Dict[str, Any]:
     keyword = {name: key for key, (name, _, _) in option_keywords("sort").items()}
     for name, value in a["given_values"]:
         if name == "--markdup":
+            if value not in (None, "picard"):
+                raise AlnsortError(
+                    f"--markdup={value} is not supported by the Ray driver: its tasks mark duplicates "
+                    "as Picard does (--markdup); run alnsort sort --markdup=samtools on one machine"
+                )
             markdup = True
         elif name == "--metrics":
             metrics = value
@@ -93,10 +103,12 @@ REFUSED = {
     "-R": "minimiser options are not passed to the map tasks yet",
     "-H": "minimiser options are not passed to the map tasks yet",
     "-T": "the tasks' temporary files go under --work-dir",
+    "--no-tmp-space-check": "the Ray driver's tasks make no estimate of temporary space to skip",
     "--reference": "CRAM input and output are not supported by the Ray driver yet",
     "--progress-interval": "the Ray driver prints a line per phase (--progress), not at intervals",
     "--stats-json": "the Ray driver reports its statistics with --stats",
     "--verbosity": "the Ray driver has no verbosity levels",
+    "--resume": "the Ray driver does not resume a killed run (docs/cluster.md: the stage subcommands driven by a workflow manager do)",
 }
 
 #: An option of the table that is neither honoured nor in :data:`REFUSED`
@@ -107,6 +119,8 @@ PROG = "python -m alnsort.ray"
 
 
 def _why_refused(name: str) -> str:
+    if name in SAMTOOLS_MARKDUP_OPTIONS:
+        return "an option of --markdup=samtools, which the driver does not run (its tasks mark duplicates as Picard)"
     return REFUSED.get(name, REFUSED_OTHER)
 
 
@@ -161,6 +175,7 @@ def parse_args(argv: List[str]) -> Dict[str, Any]:
                 raise AlnsortError(f"{name} is not supported by the Ray driver: {_why_refused(name)}")
 
     a = _alnsort.parse_sort_args(PROG, list(argv), extras, refuse)
+    _markdup_kwargs(a)  # refuses --markdup=samtools by name
     ray: Dict[str, Any] = {"max-retries": 3}
     for name, value in a["extra"]:
         if name in ("partitions", "splits", "max-retries", "decision-buckets"):

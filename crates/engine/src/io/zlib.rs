@@ -76,6 +76,24 @@ unsafe impl Send for Zlib {}
 // SAFETY: as for Send: nothing is mutated through a shared Zlib.
 unsafe impl Sync for Zlib {}
 
+/// An index file's bytes as samtools writes them: a BAI as is; a CSI's
+/// BGZF blocks deflated by zlib where it loads, else by alnsort's own
+/// encoder (the same content, other bytes).
+pub(crate) fn index_file_bytes(index: &alnsort_index::IndexFile) -> Vec<u8> {
+    match (index.is_bgzf(), zlib()) {
+        (true, Some(z)) => alnsort_bgzf::compress_all_with(index.content(), |p| z.raw(p)),
+        _ => index.file_bytes(),
+    }
+}
+
+/// A `.crai`'s bytes as samtools writes them: the text's gzip stream by
+/// zlib where it loads, else by alnsort's own encoder.
+pub(crate) fn crai_bytes(text: &[u8]) -> Vec<u8> {
+    zlib()
+        .and_then(|z| z.gzip(text))
+        .unwrap_or_else(|| alnsort_cram::crai::gzip(text))
+}
+
 /// The process's zlib, loaded on first use; `None` where it cannot be.
 pub(crate) fn zlib() -> Option<&'static Zlib> {
     static ZLIB: OnceLock<Option<Zlib>> = OnceLock::new();

@@ -1,0 +1,603 @@
+//! `alnsort sort --markdup=samtools`'s run: name-grouped input fixed template by template as `samtools fixmate -m` fixes it, sorted by coordinate with ties in `samtools collate`'s order, then marked on the way out by samtools markdup's streaming marker (`alnsort_markdup::samtools`).
+//!
+//! The answer is `samtools collate | samtools fixmate -m | samtools sort |
+//! samtools markdup` 1.24's. What makes it one pass:
+//! - collate's output is its 64 temporary files in turn, each sorted by
+//!   (name hash, name, 0x40/0x80 bits) ([`collate_tie`]); samtools sort
+//!   keeps its input's order for equal coordinates, so the sort key here
+//!   is the coordinate key followed by that collate position, and the
+//!   order of the output is the chain's without collating first.
+//! - fixmate sees a template in collate's order: its records ordered by
+//!   their 0x40/0x80 bits, the input's order kept among equal bits.
+//!   (collate's sort is an unstable introsort: among records of one read
+//!   with the same bits, e.g. a primary and its supplementary, samtools'
+//!   order is introsort's, here the input's. It only shows where two such
+//!   records also have the same coordinate key.)
+//! - markdup reads the sorted stream; the marker is fed as the records
+//!   leave the sort.
+//! - input whose `@HD` says `SO:coordinate` is grouped by name first by a
+//!   sort of its own keyed by the collate position alone: collate's output.
+
+use crate::config::Config;
+use crate::error::{Context, Error, Result};
+use crate::io::cleanup::{Debris, TempDir};
+use crate::io::input::{next_batch, spawn_batches};
+use crate::options::samtools_marking::SortMarking;
+use crate::report::progress::{Phase, Progress};
+use alnsort_bam::keys::{KeyEncoder, SortOrder};
+use alnsort_bam::reader::ScanOptions;
+use alnsort_bam::RecordRef;
+use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
+use alnsort_markdup::samtools::SamtoolsMarker;
+use alnsort_sort::batch::Batch;
+use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// samtools collate's number of temporary files (`-n`, default 64: the
+/// `n_files = 64` of bamshuf.c's `main_bamshuf`).
+pub const COLLATE_FILES: u32 = 64;
+
+/// samtools collate's `hash_X31_Wang` of a read name (bamshuf.c): X31
+/// over the name's bytes as C `char`s (signed on the platforms samtools
+/// ships for), then Thomas Wang's integer mix; an empty name hashes to 0.
+pub fn collate_hash(name: &[u8]) -> u32 {
+    let c = |b: u8| b as i8 as i32 as u32;
+    let Some((&first, rest)) = name.split_first() else {
+        return 0;
+    };
+    let mut h = c(first);
+    if h == 0 {
+        return 0;
+    }
+    for &b in rest {
+        h = (h << 5).wrapping_sub(h).wrapping_add(c(b));
+    }
+    let mut key = h;
+    key = key.wrapping_add(!(key << 15));
+    key ^= key >> 10;
+    key = key.wrapping_add(key << 3);
+    key ^= key >> 6;
+    key = key.wrapping_add(!(key << 11));
+    key ^= key >> 16;
+    key
+}
+
+/// Appends a record's place in samtools collate's output to `key`: its
+/// temporary file (`hash % 64`), then the order within that file
+/// (`elem_lt`: hash, name as `strcmp`, the 0x40/0x80 bits).
+pub fn collate_tie(rec: RecordRef<'_>, key: &mut Vec<u8>) {
+    let name = rec.read_name();
+    let h = collate_hash(name);
+    key.push((h % COLLATE_FILES) as u8);
+    key.extend_from_slice(&h.to_be_bytes());
+    // The NUL ends the name as strcmp reads it: a prefix sorts first.
+    key.extend_from_slice(name);
+    key.push(0);
+    key.push(((rec.flag() >> 6) & 3) as u8);
+}
+
+/// A template put in collate's order (stable by the 0x40/0x80 bits), fixed
+/// as fixmate fixes it.
+fn fix_in_collate_order(fixer: &Fixmate, t: &mut Vec<Vec<u8>>) {
+    t.sort_by_key(|r| (RecordRef::with_block_size(r).flag() >> 6) & 3);
+    fixer.fix_template(t);
+}
+
+/// The fixed records of a batch's inner templates with their sort keys,
+/// in a batch for the sorter (filled on the pool, added whole), and the
+/// templates' names for the grouping check.
+struct Keyed {
+    batch: Batch,
+    /// The templates' names, each ended by a NUL.
+    names: Vec<u8>,
+    fingerprints: Vec<u64>,
+}
+
+impl Keyed {
+    fn new(fill: ChunkFill, bytes: usize, records: usize) -> Keyed {
+        Keyed {
+            batch: Batch::for_input_filling(KeyKind::Variable, fill, bytes, records),
+            names: Vec::new(),
+            fingerprints: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, encoder: &KeyEncoder, rec: &[u8], scratch: &mut Vec<u8>) -> Result<()> {
+        let view = RecordRef::with_block_size(rec);
+        encoder
+            .encode(view, scratch)
+            .map_err(|e| Error::Internal(format!("keying a fixed record by coordinate: {e}")))?;
+        collate_tie(view, scratch);
+        if !self.batch.try_push(scratch, rec) {
+            return Err(Error::Internal(
+                "a batch of fixed records outgrew what its offsets address".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn note_template(&mut self, name: &[u8]) {
+        self.fingerprints.push(fingerprint(name));
+        self.names.extend_from_slice(name);
+        self.names.push(0);
+    }
+
+    /// The name of the `i`th template.
+    fn name(&self, i: usize) -> &[u8] {
+        self.names.split(|&b| b == 0).nth(i).unwrap_or(b"?")
+    }
+}
+
+/// One input batch after its pool job: the records of its first and last
+/// templates as read (they may go on across batches), the templates
+/// between them fixed and keyed, and the names of those templates.
+struct Piece {
+    head: Vec<Vec<u8>>,
+    fixed: Keyed,
+    tail: Option<Vec<Vec<u8>>>,
+    records: u64,
+    warnings: Vec<String>,
+}
+
+/// A name's 64-bit fingerprint, for the check that no name comes back in
+/// a later template (input not grouped by name).
+fn fingerprint(name: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(name)
+}
+
+fn read_name(rec: &[u8]) -> &[u8] {
+    RecordRef::with_block_size(rec).read_name()
+}
+
+/// Reads the input into `sorter`: each template fixed as `samtools fixmate
+/// -m` fixes it and keyed by coordinate with collate's tie (through
+/// `grouping` first, a sort in collate's order, for coordinate-sorted
+/// input). Returns the records read.
+fn read_fixed(
+    cfg: &Config,
+    input: crate::io::input::OpenInput,
+    pool: &Arc<rayon::ThreadPool>,
+    fixer: &Arc<Fixmate>,
+    encoder: &Arc<KeyEncoder>,
+    mut grouping: Option<Sorter>,
+    sorter: &mut Sorter,
+) -> Result<u64> {
+    let name = input.name.clone();
+    let group_first = grouping.is_some();
+    let dec = crate::run::mark_in_order::decoder_for(&name, &input.header, cfg);
+    let (_, _, records) = input.into_records(ScanOptions::default());
+    let depth = pool.current_num_threads() * 2 + 2;
+    let (job_fixer, job_encoder) = (Arc::clone(fixer), Arc::clone(encoder));
+    let fill = sorter.chunk_fill();
+    let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
+        let mut all: Vec<Vec<u8>> = Vec::new();
+        let mut warnings = Vec::new();
+        dec.decode(
+            raw,
+            |_key, rec| {
+                all.push(rec.to_vec());
+                Ok(())
+            },
+            |w| warnings.push(w),
+        )?;
+        match group_first {
+            // Grouped on the reading thread first: nothing to cut yet.
+            true => Ok(Piece {
+                records: all.len() as u64,
+                head: all,
+                fixed: Keyed::new(fill, 0, 0),
+                tail: None,
+                warnings,
+            }),
+            false => cut_fix_key(all, &job_fixer, &job_encoder, fill, warnings),
+        }
+    })?;
+    // Names of the templates finished, to refuse input whose templates are
+    // scattered (fixmate and this sort would see two templates where
+    // collate gathers one).
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut open = TemplateCutter::new();
+    let mut records_in = 0u64;
+    let mut scratch = Vec::new();
+    let finish_open = |open: &mut TemplateCutter,
+                       sorter: &mut Sorter,
+                       seen: &mut HashSet<u64>,
+                       scratch: &mut Vec<u8>|
+     -> Result<()> {
+        open.take(|t| {
+            if !seen.insert(fingerprint(read_name(&t[0]))) {
+                return Err(scattered(&name, read_name(&t[0])));
+            }
+            fix_in_collate_order(fixer, t);
+            for r in t.iter() {
+                let view = RecordRef::with_block_size(r);
+                encoder.encode(view, scratch).map_err(|e| {
+                    Error::Internal(format!("keying a fixed record by coordinate: {e}"))
+                })?;
+                collate_tie(view, scratch);
+                sorter.push(scratch, r)?;
+            }
+            Ok(())
+        })
+    };
+    while let Some(p) = next_batch(&mut batches, &name, records_in + 1, |p: &Piece| &p.warnings) {
+        let p = p?;
+        if let Some(g) = grouping.as_mut() {
+            for rec in &p.head {
+                scratch.clear();
+                collate_tie(RecordRef::with_block_size(rec), &mut scratch);
+                g.push(&scratch, rec)?;
+            }
+            records_in += p.records;
+            continue;
+        }
+        for rec in &p.head {
+            if open.starts_new(rec) {
+                finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
+            }
+            open.push(rec);
+        }
+        if let Some(tail) = p.tail {
+            finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
+            for (i, n) in p.fixed.fingerprints.iter().enumerate() {
+                if !seen.insert(*n) {
+                    return Err(scattered(&name, p.fixed.name(i)));
+                }
+            }
+            sorter.push_batch(p.fixed.batch)?;
+            for rec in &tail {
+                open.push(rec);
+            }
+        }
+        records_in += p.records;
+    }
+    if let Some(g) = grouping {
+        let mut grouped = g.finish()?;
+        while let Some((_, rec)) = grouped.next_entry()? {
+            if open.starts_new(rec) {
+                finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
+            }
+            open.push(rec);
+        }
+    }
+    finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
+    Ok(records_in)
+}
+
+/// Marks the sorted records with samtools markdup's streaming marker on
+/// their way to the output (through a first-pass file with `-S`) and
+/// writes the statistics asked for. `read`: the progress and the records
+/// read, which the records written must match.
+#[allow(clippy::too_many_arguments)]
+fn mark_and_write(
+    cfg: &Config,
+    sm: &SortMarking,
+    name: &str,
+    header: Arc<alnsort_bam::header::Header>,
+    mut merged: alnsort_sort::Merged,
+    dest: crate::io::output::Destinations,
+    pool: &Arc<rayon::ThreadPool>,
+    debris: &Debris,
+    read: (&Progress, u64),
+) -> Result<(
+    crate::io::output::OutputSummary,
+    alnsort_sort::SortStats,
+    alnsort_markdup::samtools::Stats,
+)> {
+    let (progress, records_in) = read;
+    let rgs = read_group_ids(&header);
+    let rg_refs: Vec<&[u8]> = rgs.iter().map(Vec::as_slice).collect();
+    let mut marker = SamtoolsMarker::new(sm.marking.clone(), &rg_refs);
+    let mut out = crate::io::output::Output::create(
+        cfg,
+        dest,
+        Arc::clone(&header),
+        Arc::clone(pool),
+        debris,
+    )?;
+    let mut first_pass = match marker.needs_second_pass() {
+        true => Some(crate::run::samtools_markdup::FirstPass::create(
+            cfg, debris,
+        )?),
+        false => None,
+    };
+    let ref_name = |tid: i32| match usize::try_from(tid).ok().and_then(|t| header.refs().get(t)) {
+        Some(r) => String::from_utf8_lossy(&r.name).into_owned(),
+        None => "*".to_string(),
+    };
+    let failed = |e: alnsort_markdup::samtools::Error| match e {
+        alnsort_markdup::samtools::Error::NotSorted { tid, pos, .. } => Error::Internal(format!(
+            "the sorted records reached samtools markdup's marker out of order at {}:{pos}",
+            ref_name(tid)
+        )),
+        e => Error::Context {
+            what: format!("{name}: samtools markdup (--markdup=samtools)"),
+            source: Box::new(Error::from(e)),
+        },
+    };
+    let mut written = 0u64;
+    let drain = |marker: &mut SamtoolsMarker,
+                 out: &mut crate::io::output::Output,
+                 first_pass: &mut Option<crate::run::samtools_markdup::FirstPass>|
+     -> Result<()> {
+        for w in marker.take_warnings() {
+            eprintln!("alnsort sort --markdup=samtools: {w}");
+        }
+        while let Some(rec) = marker.pop_ready() {
+            match first_pass {
+                Some(f) => f.write(&rec)?,
+                None => out.write_record(&rec)?,
+            }
+        }
+        Ok(())
+    };
+    while let Some((_, rec)) = merged.next_entry()? {
+        written += 1;
+        marker.push(rec.to_vec()).map_err(failed)?;
+        drain(&mut marker, &mut out, &mut first_pass)?;
+        if written.is_multiple_of(4096) {
+            progress.set_output_position(written);
+        }
+    }
+    marker.finish().map_err(failed)?;
+    drain(&mut marker, &mut out, &mut first_pass)?;
+    if let Some(f) = first_pass {
+        f.replay(|rec| match marker.second_pass(rec) {
+            Some(r) => out.write_record(&r),
+            None => Ok(()),
+        })?;
+    }
+    if written != records_in {
+        return Err(Error::Internal(format!(
+            "read {records_in} records but the sort produced {written}"
+        )));
+    }
+    let stats = marker.stats();
+    for w in marker.take_warnings() {
+        eprintln!("alnsort sort --markdup=samtools: {w}");
+    }
+    let sort_stats = merged.stats();
+    let summary = out.finish_releasing(merged, || Ok(()))?;
+    if sm.stats {
+        crate::run::samtools_markdup::write_stats(
+            "alnsort sort --markdup=samtools",
+            &cfg.command_line,
+            sm.json,
+            sm.stats_file.as_deref(),
+            &stats,
+        )?;
+    }
+    Ok((summary, sort_stats, stats))
+}
+
+/// Runs `alnsort sort --markdup=samtools` (called by `run::sort`).
+pub(crate) fn run_inner(
+    cfg: &Config,
+    sm: &SortMarking,
+    debris: &Debris,
+) -> Result<crate::report::stats::Report> {
+    if cfg.inputs.len() > 1 {
+        return Err(Error::Refused(
+            "--markdup=samtools takes one input (samtools collate reads one); merge the inputs \
+             first (alnsort merge -n, or samtools cat)"
+                .into(),
+        ));
+    }
+    if cfg.order != SortOrder::Coordinate {
+        return Err(Error::Refused(
+            "--markdup=samtools sorts by coordinate only (samtools markdup needs coordinate \
+             order): leave out -n, -N, -t, -M and --template-coordinate"
+                .into(),
+        ));
+    }
+    let pool = crate::run::resources::worker_pool(cfg.threads, "alnsort-worker")?;
+    let budget = crate::run::resources::sorter_budget(cfg, cfg.explicit_total)?;
+    let dest = crate::io::output::Destinations::prepare(cfg, debris)?;
+    let input = crate::io::input::open_with_refs(&cfg.input, Arc::clone(&pool), &cfg.refs)?;
+    let name = input.name.clone();
+    let mut header = input.header.clone();
+    let so = header
+        .lines()
+        .iter()
+        .find(|l| l.starts_with(b"@HD"))
+        .and_then(|hd| {
+            hd.split(|&b| b == b'\t')
+                .skip(1)
+                .find(|f| f.starts_with(b"SO:"))
+                .map(|f| f[3..].to_vec())
+        });
+    // Coordinate-sorted input: grouped by name first, in collate's order
+    // (a sort of its own, keyed by [`collate_tie`] alone), as collate
+    // groups it in the chain.
+    let group_first = so.as_deref() == Some(b"coordinate");
+    let ref_lens = header.refs().iter().map(|r| r.len as i64).collect();
+    let fix_opts = fm::Options {
+        mate_score: true,
+        ..fm::Options::default()
+    };
+    let fixer =
+        Arc::new(Fixmate::new(fix_opts, ref_lens).map_err(|e| Error::Refused(e.to_string()))?);
+    let encoder = Arc::new(
+        KeyEncoder::new(SortOrder::Coordinate, header.n_ref(), &header.library_map())
+            .with_wide_positions(crate::io::output::has_long_reference(&header)),
+    );
+    if encoder.wide_positions() {
+        crate::io::output::check_wide_output(cfg)?;
+    }
+    let input_file_bytes = input.size;
+    let progress = crate::run::resources::progress(cfg, input_file_bytes);
+    let tmp = TempDir::new(&cfg.temp_parent, "alnsort", debris).with_context(|| {
+        format!(
+            "cannot create a temporary directory in {}",
+            cfg.temp_parent.display()
+        )
+    })?;
+    // Grouping first: the two sorts share the budget (the grouping's runs
+    // are merged while the coordinate sort fills).
+    let budget = if group_first { budget / 2 } else { budget };
+    let sort_cfg = SortConfig {
+        memory_budget: budget,
+        temp_dir: tmp.path().to_path_buf(),
+        key_kind: KeyKind::Variable,
+        max_open_runs: 0,
+        merge_partition_bytes: 0,
+        chunk_fill: crate::run::resources::chunk_fill(cfg.explicit_total),
+    };
+    let grouping = match group_first {
+        true => {
+            let dir = tmp.path().join("grouping");
+            std::fs::create_dir(&dir)
+                .with_context(|| format!("{}: creating the grouping's directory", dir.display()))?;
+            let cfg = SortConfig {
+                temp_dir: dir,
+                ..sort_cfg.clone()
+            };
+            Some(Sorter::new(cfg, Arc::clone(&pool))?)
+        }
+        false => None,
+    };
+    let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
+    let records_in = read_fixed(cfg, input, &pool, &fixer, &encoder, grouping, &mut sorter)?;
+    progress.enter(Phase::MergeRuns);
+    let merged = sorter.finish()?;
+    progress.enter(Phase::Write);
+    cfg.edit_header(&mut header, false);
+    let header = Arc::new(header);
+    let (summary, sort_stats, stats) = mark_and_write(
+        cfg,
+        sm,
+        &name,
+        header,
+        merged,
+        dest,
+        &pool,
+        debris,
+        (&progress, records_in),
+    )?;
+    let times = progress.finish();
+    drop(tmp);
+    let fed = crate::io::input::Fed {
+        records: records_in,
+        read_scan_s: 0.0,
+        read_push_s: 0.0,
+        tally: Default::default(),
+    };
+    let mut report = crate::report::stats::sort_report(
+        cfg,
+        input_file_bytes,
+        records_in,
+        &fed,
+        &progress,
+        &summary,
+        &sort_stats,
+        &times,
+        None,
+    );
+    let mut no_warnings = Vec::new();
+    let counts = stats.total().entries(&mut no_warnings);
+    report.add_object(
+        "samtools_markdup",
+        counts.iter().map(|&(k, v)| (k, v.max(0) as u64)).collect(),
+    );
+    Ok(report)
+}
+
+/// The refusal of input whose templates are not together.
+fn scattered(file: &str, qname: &[u8]) -> Error {
+    Error::input(
+        file,
+        format!(
+            "read name {} comes back after other names: --markdup=samtools needs input grouped \
+             by read name (aligner output, or alnsort sort -n / samtools collate output)",
+            String::from_utf8_lossy(qname)
+        ),
+    )
+}
+
+/// The pool job of a batch: its records cut into templates; those between
+/// the first and the last fixed and keyed here.
+fn cut_fix_key(
+    all: Vec<Vec<u8>>,
+    fixer: &Fixmate,
+    encoder: &KeyEncoder,
+    fill: ChunkFill,
+    warnings: Vec<String>,
+) -> Result<Piece> {
+    // Room for the records, their keys (coordinate, collate's place: about
+    // the name again) and what fixmate adds (MC, MQ, ms).
+    let bytes: usize = all.iter().map(|r| 2 * r.len() + 32).sum();
+    let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
+    let runs = fm::template_runs(&refs);
+    let mut piece = Piece {
+        head: Vec::new(),
+        fixed: Keyed::new(fill, bytes, all.len()),
+        tail: None,
+        records: all.len() as u64,
+        warnings,
+    };
+    let Some(first) = runs.first().cloned() else {
+        return Ok(piece);
+    };
+    let mut all: Vec<Option<Vec<u8>>> = all.into_iter().map(Some).collect();
+    let mut take = |range: std::ops::Range<usize>| -> Vec<Vec<u8>> {
+        all[range].iter_mut().filter_map(Option::take).collect()
+    };
+    piece.head = take(first);
+    if runs.len() > 1 {
+        let mut scratch = Vec::new();
+        for run in &runs[1..runs.len() - 1] {
+            let mut t = take(run.clone());
+            piece.fixed.note_template(read_name(&t[0]));
+            fix_in_collate_order(fixer, &mut t);
+            for r in &t {
+                piece.fixed.push(encoder, r, &mut scratch)?;
+            }
+        }
+        piece.tail = Some(take(runs[runs.len() - 1].clone()));
+    }
+    Ok(piece)
+}
+
+/// The IDs of the header's `@RG` lines, in order.
+fn read_group_ids(header: &alnsort_bam::header::Header) -> Vec<Vec<u8>> {
+    header
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with(b"@RG\t"))
+        .filter_map(|l| {
+            l.split(|&b| b == b'\t')
+                .find(|f| f.starts_with(b"ID:"))
+                .map(|f| f[3..].to_vec())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// samtools collate's hash, worked by hand for short names: "a" is
+    /// Wang's mix of 97; the empty name is 0; the X31 step is h*31 + c.
+    #[test]
+    fn collate_hash_is_x31_then_wang() {
+        let wang = |mut key: u32| {
+            key = key.wrapping_add(!(key << 15));
+            key ^= key >> 10;
+            key = key.wrapping_add(key << 3);
+            key ^= key >> 6;
+            key = key.wrapping_add(!(key << 11));
+            key ^= key >> 16;
+            key
+        };
+        assert_eq!(collate_hash(b""), 0);
+        assert_eq!(collate_hash(b"a"), wang(97));
+        assert_eq!(collate_hash(b"ab"), wang(97 * 31 + 98));
+        // A byte above 127 is a negative C char.
+        assert_eq!(
+            collate_hash(b"a\xff"),
+            wang((97u32 * 31).wrapping_add(-1i32 as u32))
+        );
+    }
+}

@@ -1,0 +1,316 @@
+"""`alnsort sort --resume DIR` (issue 39): a sort killed at any moment and run
+again with the same command line writes the same output bytes (and index)
+as a sort never interrupted, reading the input only from where the kept runs
+end; a manifest that does not match the rerun, a kept run that fails its
+checksum, standard input not wholly kept, and --markdup are refused by name.
+
+Kills are made deterministic with the test hooks of docs/resume.md
+(`ALNSORT_TEST_KILL_AFTER_RUNS=N`: SIGKILL once the process has kept N runs;
+`ALNSORT_TEST_KILL_AT=merge|write`), plus a few SIGKILLs and SIGTERMs at
+timed moments. The inputs are generated with many equal keys (a tie window
+of a few hundred positions), records longer than a BGZF block, and are
+sorted with `-m 1M` so that there are dozens of runs and background merges
+of runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gen  # noqa: E402
+import harness  # noqa: E402
+
+KILL_AFTER = "ALNSORT_TEST_KILL_AFTER_RUNS"
+KILL_AT = "ALNSORT_TEST_KILL_AT"
+# --no-PG: the outputs compared come from command lines that differ (paths).
+MEM = ["-m", "1M", "--no-PG"]
+
+
+def sort(args: list[str], *, env_add: dict | None = None, stdin: bytes | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop(KILL_AFTER, None)
+    env.pop(KILL_AT, None)
+    env.update(env_add or {})
+    feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run([harness.alnsort_path(), "sort", *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=env, timeout=timeout, **feed)
+
+
+def ok(res: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    harness.check_ok(res)
+    return res
+
+
+def killed(res: subprocess.CompletedProcess) -> None:
+    assert res.returncode == -signal.SIGKILL, (
+        f"expected the test hook's SIGKILL, got exit {res.returncode}: "
+        + res.stderr.decode(errors="replace")[-2000:]
+    )
+
+
+def kept_runs(d: Path) -> list[str]:
+    return sorted(p.name for p in d.glob("kept-*.alnrun"))
+
+
+def manifest_field(d: Path, key: str) -> list[str]:
+    return [line.split("\t")[1:] for line in (d / "manifest").read_text().splitlines()
+            if line.split("\t")[0] == key]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    """A SAM of ~10k templates with many ties and long records, the same as
+    BAM (written by alnsort itself at level 1, unsorted: -n of an input
+    written in its own order keeps it readable as any BAM)."""
+    d = tmp_path_factory.mktemp("resume_inputs")
+    sam = d / "in.sam"
+    sam.write_text(gen.generate(gen.Params(seed=39, n_templates=9000, n_long_reads=3, n_huge_aux=2)))
+    bam = d / "in.bam"
+    import pysam
+
+    with pysam.AlignmentFile(str(sam), "r") as src, pysam.AlignmentFile(str(bam), "wb", template=src) as dst:
+        for r in src:
+            dst.write(r)
+    return {"sam": sam, "bam": bam}
+
+
+@pytest.fixture(scope="module")
+def expected(inputs, tmp_path_factory) -> dict[tuple[str, str], tuple[bytes, bytes | None]]:
+    """Uninterrupted outputs, without --resume, per (input kind, order)."""
+    d = tmp_path_factory.mktemp("resume_expected")
+    out = {}
+    for kind, path in inputs.items():
+        for order, opts in (("coord", ["--write-index"]), ("name", ["-n"])):
+            o = d / f"{kind}.{order}.bam"
+            ok(sort([*MEM, *opts, "-o", str(o), str(path)]))
+            idx = Path(str(o) + ".csi")
+            out[(kind, order)] = (o.read_bytes(), idx.read_bytes() if idx.exists() else None)
+    return out
+
+
+def order_opts(order: str) -> list[str]:
+    return ["--write-index"] if order == "coord" else ["-n"]
+
+
+def check_same(out: Path, want: tuple[bytes, bytes | None], what: str) -> None:
+    got = out.read_bytes()
+    assert got == want[0], f"{what}: the resumed output differs from the uninterrupted one ({len(got)} vs {len(want[0])} bytes)"
+    if want[1] is not None:
+        assert Path(str(out) + ".csi").read_bytes() == want[1], f"{what}: the resumed index differs"
+
+
+@pytest.mark.parametrize("kind", ["bam", "sam"])
+@pytest.mark.parametrize("order", ["coord", "name"])
+@pytest.mark.parametrize("after", [1, 3, 7])
+def test_kill_after_runs_then_resume_gives_the_same_bytes(tmp_path, inputs, expected, kind, order, after):
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, *order_opts(order), "--resume", str(rd), "-o", str(out), str(inputs[kind])]
+    killed(sort(args, env_add={KILL_AFTER: str(after)}))
+    assert len(kept_runs(rd)) >= after
+    [[records]] = manifest_field(rd, "records")
+    assert int(records) > 0
+    # BAM is read again from the virtual offset of the batch holding the
+    # next record (at or before it); SAM from its start.
+    [[voffset, first]] = manifest_field(rd, "restart")
+    if kind == "bam":
+        assert voffset != "-" and 0 < int(first) <= int(records), (voffset, first, records)
+    else:
+        assert voffset == "-"
+    assert not out.exists()
+    stats = tmp_path / "stats.json"
+    ok(sort([*args, "--stats-json", str(stats)]))
+    check_same(out, expected[(kind, order)], f"{kind} {order} killed after {after} runs")
+    assert not rd.exists(), "DIR is removed when the sort succeeds"
+    assert not list(tmp_path.glob(".out.bam.alnsort-*")), "no pending output left"
+    # The rerun did not sort the kept records again: it read fewer record bytes.
+    report = json.loads(stats.read_text())
+    full = tmp_path / "full.json"
+    ok(sort([*MEM, *order_opts(order), "-o", str(tmp_path / "full.bam"), "--stats-json", str(full), str(inputs[kind])]))
+    whole = json.loads(full.read_text())
+    assert report["records_in"] == whole["records_in"]
+    assert report["bytes_in"] < whole["bytes_in"], (report["bytes_in"], whole["bytes_in"])
+
+
+@pytest.mark.parametrize("phase", ["merge", "write"])
+def test_kill_while_merging_or_writing_then_resume(tmp_path, inputs, expected, phase):
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "-@", "2", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    killed(sort(args, env_add={KILL_AT: phase}))
+    assert kept_runs(rd)
+    if phase == "write":
+        assert [p for p in tmp_path.glob(".out.bam.alnsort-*") if p.stat().st_size > 0], \
+            "the kill came while a partial output was pending"
+    ok(sort(args))
+    check_same(out, expected[("bam", "coord")], f"killed at {phase}")
+    assert not list(tmp_path.glob(".out.bam*.alnsort-*")), "the partial output was discarded"
+    assert not rd.exists()
+
+
+def test_killed_again_and_again_then_resumed(tmp_path, inputs, expected):
+    """Each rerun is killed after one more run kept: the runs of several
+    processes are merged in input order."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "-n", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    counts = []
+    for _ in range(4):
+        killed(sort(args, env_add={KILL_AFTER: "2"}))
+        counts.append(len(kept_runs(rd)))
+    assert counts == sorted(counts) and counts[-1] > counts[0], counts
+    ok(sort(args))
+    check_same(out, expected[("bam", "name")], "killed four times")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_timed_kills_then_resume(tmp_path, inputs, expected, sig):
+    rng = random.Random(int(sig))
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "--resume", str(rd), "-o", str(out), str(inputs["sam"])]
+    # How long a whole run takes here, to spread the kills over it.
+    t0 = time.monotonic()
+    ok(sort([*MEM, "--write-index", "-o", str(tmp_path / "timing.bam"), str(inputs["sam"])]))
+    whole = time.monotonic() - t0
+    for _ in range(3):
+        p = subprocess.Popen([harness.alnsort_path(), "sort", *args], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.1, 0.9) * whole)
+        p.send_signal(sig)
+        p.communicate(timeout=120)
+    ok(sort(args))
+    check_same(out, expected[("sam", "coord")], f"timed {sig.name}s")
+    assert not rd.exists()
+
+
+def test_standard_input_resumes_once_all_is_kept(tmp_path, inputs, expected):
+    data = inputs["bam"].read_bytes()
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "--resume", str(rd), "-o", str(out), "-"]
+    # Killed while reading: refused on rerun, the runs kept, the remedy named.
+    killed(sort(args, env_add={KILL_AFTER: "2"}, stdin=data))
+    r = sort(args, stdin=data)
+    assert r.returncode != 0
+    err = r.stderr.decode()
+    assert "standard input" in err and f"remove {rd}" in err, err
+    assert kept_runs(rd)
+    # Every record kept, killed while merging: the rerun reads no input.
+    import shutil
+
+    shutil.rmtree(rd)
+    killed(sort(args, env_add={KILL_AT: "merge"}, stdin=data))
+    ok(sort(args, stdin=b""))
+    check_same(out, expected[("bam", "coord")], "standard input, all kept")
+
+
+def refused(res: subprocess.CompletedProcess, *needles: str) -> str:
+    assert res.returncode not in (0, -signal.SIGKILL), res.returncode
+    err = res.stderr.decode(errors="replace")
+    for n in needles:
+        assert n in err, f"{n!r} not in: {err}"
+    return err
+
+
+@pytest.fixture
+def half_done(tmp_path, inputs):
+    """A copy of the BAM input and a DIR holding the runs of a sort of it
+    killed after 3 runs."""
+    src = tmp_path / "in.bam"
+    src.write_bytes(inputs["bam"].read_bytes())
+    rd = tmp_path / "resume"
+    args = [*MEM, "--resume", str(rd), "-o", str(tmp_path / "out.bam"), str(src)]
+    killed(sort(args, env_add={KILL_AFTER: "3"}))
+    return src, rd, args
+
+
+def test_changed_input_is_refused(half_done):
+    src, rd, args = half_done
+    data = bytearray(src.read_bytes())
+    data[-100] ^= 1
+    src.write_bytes(bytes(data))
+    refused(sort(args), "different sort", "input", f"remove {rd}")
+    assert kept_runs(rd), "the kept runs stay"
+
+
+def test_other_input_is_refused(half_done, inputs):
+    src, rd, args = half_done
+    refused(sort([*args[:-1], str(inputs["bam"])]), "input path", f"remove {rd}")
+
+
+def test_other_options_are_refused(half_done):
+    src, rd, args = half_done
+    refused(sort(["-n", *args]), "option order", f"remove {rd}")
+    refused(sort(["-l", "1", *args]), "option level")
+    refused(sort(["-O", "sam", *args]), "option format")
+
+
+def test_other_threads_and_memory_resume(half_done, expected, tmp_path):
+    """-@ and -m do not change the output, so they may differ."""
+    src, rd, args = half_done
+    ok(sort(["-@", "3", "-m", "3M", *args]))
+    # Same bytes as the uninterrupted sort without an index.
+    plain = tmp_path / "plain.bam"
+    ok(sort([*MEM, "-o", str(plain), str(src)]))
+    assert (tmp_path / "out.bam").read_bytes() == plain.read_bytes()
+
+
+def test_kept_run_failing_its_checksum_is_refused_by_name(half_done):
+    src, rd, args = half_done
+    run = rd / kept_runs(rd)[1]
+    data = bytearray(run.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    run.write_bytes(bytes(data))
+    refused(sort(args), str(run), "checksum")
+    run.unlink()
+    refused(sort(args), str(run), "cannot be read")
+
+
+def test_torn_manifest_is_refused(half_done):
+    src, rd, args = half_done
+    m = rd / "manifest"
+    m.write_text(m.read_text()[:-5])
+    refused(sort(args), "manifest", "cut short", f"remove {rd}")
+
+
+def test_failure_message_says_how_to_resume(half_done, tmp_path):
+    src, rd, args = half_done
+    # An output directory that vanished makes the rerun fail after it read.
+    bad = [*args[:-3], "-o", str(tmp_path / "gone" / "out.bam"), str(src)]
+    err = refused(sort(bad), "run the same command again to resume", f"remove {rd} to start afresh")
+    assert "gone" in err, err
+    assert rd.exists() and kept_runs(rd)
+
+
+def test_markdup_and_several_inputs_and_stdout_are_refused(tmp_path, inputs):
+    rd = tmp_path / "resume"
+    refused(sort(["--resume", str(rd), "--markdup", "-o", str(tmp_path / "o.bam"), str(inputs["bam"])]),
+            "--resume", "--markdup")
+    refused(sort(["--resume", str(rd), "-o", str(tmp_path / "o.bam"), str(inputs["bam"]), str(inputs["sam"])]),
+            "--resume", "one input")
+    refused(sort(["--resume", str(rd), str(inputs["bam"])]), "--resume", "output file")
+
+
+def test_files_of_others_in_dir_are_kept(tmp_path, inputs, expected):
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    rd.mkdir()
+    (rd / "notes.txt").write_text("mine")
+    args = [*MEM, "-n", "--resume", str(rd), "-o", str(out), str(inputs["sam"])]
+    killed(sort(args, env_add={KILL_AFTER: "2"}))
+    ok(sort(args))
+    check_same(out, expected[("sam", "name")], "DIR with a file of its own")
+    assert sorted(p.name for p in rd.iterdir()) == ["notes.txt"]
+
+
+def test_help_names_the_option():
+    r = subprocess.run([harness.alnsort_path(), "sort", "--help"], capture_output=True)
+    assert b"--resume DIR" in r.stdout + r.stderr
+

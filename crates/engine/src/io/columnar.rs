@@ -116,7 +116,7 @@ const INPUT_BATCH_BYTES: usize = 4 << 20;
 /// Starts reading a dataset's records: the reading thread decodes the
 /// Parquet files into BAM records, a batch at a time, and each batch goes
 /// to `job` on the pool, results in input order (as
-/// [`crate::io::input::spawn_batches`] does for the other formats).
+/// `io::input::spawn_batches` does for the other formats).
 pub(crate) fn spawn_dataset_batches<T, F>(
     name: &str,
     mut reader: alnsort_columnar::read::Records,
@@ -126,14 +126,14 @@ pub(crate) fn spawn_dataset_batches<T, F>(
     job: F,
 ) -> Result<(
     alnsort_pipeline::Ordered<Result<T>>,
-    crate::io::input::ScanTime,
+    crate::report::progress::ScanTime,
 )>
 where
     T: Send + 'static,
     F: Fn(&alnsort_bam::reader::RawBatch) -> Result<T> + Send + Sync + 'static,
 {
     use crate::error::Context;
-    let time = crate::io::input::ScanTime::default();
+    let time = crate::report::progress::ScanTime::default();
     let timed = time.timer();
     let mut first_record = 0u64;
     let started = alnsort_pipeline::Ordered::spawn(

@@ -21,7 +21,6 @@ use alnsort_sort::{KeyKind, Sorter};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::FromRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// An opened input whose format is known and whose header has been read.
@@ -374,26 +373,7 @@ pub enum Records {
     Parquet(Box<alnsort_columnar::read::Records>),
 }
 
-/// The reading thread's CPU seconds, known once it has finished.
-#[derive(Clone, Default)]
-pub struct ScanTime(Arc<AtomicU64>);
-
-impl ScanTime {
-    pub fn seconds(&self) -> f64 {
-        self.0.load(Ordering::Relaxed) as f64 / 1e9
-    }
-
-    /// Runs the reading thread's loop, then keeps its CPU seconds here.
-    pub(crate) fn timer(&self) -> impl FnOnce(&mut dyn FnMut()) + Send + 'static {
-        let time = self.clone();
-        move |run: &mut dyn FnMut()| {
-            let start = thread_cpu_seconds();
-            run();
-            let secs = thread_cpu_seconds() - start;
-            time.0.store((secs * 1e9) as u64, Ordering::Relaxed);
-        }
-    }
-}
+pub use crate::report::progress::ScanTime;
 
 /// Starts reading `records`: one thread cuts the input (scanner batches or
 /// CRAM containers), and each piece becomes a [`RawBatch`] of BAM (or SAM)

@@ -67,6 +67,27 @@ pub fn cpu_seconds() -> f64 {
     t(ru.ru_utime) + t(ru.ru_stime)
 }
 
+/// The reading thread's CPU seconds, known once it has finished.
+#[derive(Clone, Default)]
+pub struct ScanTime(Arc<AtomicU64>);
+
+impl ScanTime {
+    pub fn seconds(&self) -> f64 {
+        self.0.load(Ordering::Relaxed) as f64 / 1e9
+    }
+
+    /// Runs the reading thread's loop, then keeps its CPU seconds here.
+    pub(crate) fn timer(&self) -> impl FnOnce(&mut dyn FnMut()) + Send + 'static {
+        let time = self.clone();
+        move |run: &mut dyn FnMut()| {
+            let start = thread_cpu_seconds();
+            run();
+            let secs = thread_cpu_seconds() - start;
+            time.0.store((secs * 1e9) as u64, Ordering::Relaxed);
+        }
+    }
+}
+
 /// CPU seconds the calling thread has used (Linux `CLOCK_THREAD_CPUTIME_ID`):
 /// time spent working, not time blocked. The serial stages' figures in
 /// `--stats-json` (`serial_seconds`) are differences of this.

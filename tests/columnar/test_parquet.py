@@ -151,15 +151,15 @@ def test_markdup_and_merge_write_and_read_datasets(work, gen_bam, gen_ds):
     back_to_bam(gen_ds, gen_back)
     back_to_bam(ds, md_back)
     from_bams = work / "merged_bams.bam"
-    ok("merge", "-f", str(from_bams), str(gen_back), str(md_back))
+    ok("merge", "-s", "1", "-f", str(from_bams), str(gen_back), str(md_back))
     from_ds = work / "merged_ds.bam"
-    ok("merge", "-f", str(from_ds), str(gen_ds), str(ds))
+    ok("merge", "-s", "1", "-f", str(from_ds), str(gen_ds), str(ds))
     assert bam_records(from_ds) == bam_records(from_bams)
     # merge: a dataset out.
     merged_bam = work / "merged.bam"
-    ok("merge", "-f", str(merged_bam), str(gen_bam), str(direct))
+    ok("merge", "-s", "1", "-f", str(merged_bam), str(gen_bam), str(direct))
     merged_ds = work / "merged.parquet"
-    ok("merge", "-f", "-O", "parquet", "-o", str(merged_ds), str(gen_bam), str(direct))
+    ok("merge", "-s", "1", "-f", "-O", "parquet", "-o", str(merged_ds), str(gen_bam), str(direct))
     assert back_to_bam(merged_ds, work / "merged.back.bam") == bam_records(merged_bam)
 
 

@@ -48,6 +48,8 @@ SAMPLES = {
     "t|s": "s",
     "ORDER": "txy",
     "CHAR": "_",
+    # --resume DIR: made in the run's own directory, left empty and removed on success.
+    "DIR": "resume.d",
 }
 
 #: Options that are arguments of the function, or ask for no run.

@@ -114,6 +114,7 @@ mod tests {
             "t|s" => "s",
             "ORDER" => "txy",
             "CHAR" => "_",
+            "DIR" => "resume.d",
             other => panic!("no sample value for the value name {other}: add one"),
         }
     }

@@ -514,7 +514,11 @@ mod tests {
                 .iter()
                 .find(|s| s.name() == id)
                 .unwrap();
-            let value = spec.value.map(|_| "all".into());
+            // --markdup alone (its value, the flavour, is optional).
+            let value = spec
+                .value
+                .filter(|_| id != "--markdup")
+                .map(|_| "all".into());
             cli.apply(spec.id, value).unwrap();
         }
         assert_eq!(format!("{:?}", o.markdup), format!("{:?}", cli.markdup));

@@ -158,6 +158,20 @@ def test_kill_while_merging_or_writing_then_resume(tmp_path, inputs, expected, p
     assert not rd.exists()
 
 
+def test_kill_after_the_manifest_is_removed_then_rerun(tmp_path, inputs, expected):
+    """Killed while a finished sort clears DIR, after the manifest went and
+    before the kept runs did: the rerun sorts afresh (it never reads runs
+    a manifest does not name) to the same bytes, and clears DIR."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    killed(sort(args, env_add={KILL_AT: "finish"}))
+    assert kept_runs(rd), "the kill came before the kept runs were removed"
+    assert not (rd / "manifest").exists(), "the manifest goes first"
+    ok(sort(args))
+    check_same(out, expected[("bam", "coord")], "killed while clearing DIR")
+    assert not rd.exists()
+
+
 def test_killed_again_and_again_then_resumed(tmp_path, inputs, expected):
     """Each rerun is killed after one more run kept: the runs of several
     processes are merged in input order."""

@@ -343,17 +343,22 @@ impl Resume {
     }
 
     /// The sort succeeded and its output is in place: what alnsort put in
-    /// DIR goes (the manifest last), then DIR itself if nothing else is
-    /// in it (a DIR given with files of its own keeps them).
+    /// DIR goes, the manifest first (a kill after it leaves runs no
+    /// manifest names, which a rerun removes and sorts afresh; a kill
+    /// before it leaves every run the manifest names), then DIR itself if
+    /// nothing else is in it (a DIR given with files of its own keeps
+    /// them).
     pub fn finished(&self) -> Result<()> {
-        remove_leftovers(&self.dir, None);
-        let _ = std::fs::remove_file(self.dir.join(HEADER));
         std::fs::remove_file(self.dir.join(MANIFEST)).with_context(|| {
             format!(
                 "the sort finished and its output is complete, but removing --resume {}'s manifest failed",
                 self.dir.display()
             )
         })?;
+        sync_dir(&self.dir)?;
+        self.kill_point("finish");
+        remove_leftovers(&self.dir, None);
+        let _ = std::fs::remove_file(self.dir.join(HEADER));
         let _ = std::fs::remove_dir(&self.dir);
         Ok(())
     }

@@ -23,21 +23,9 @@ impl crate::options::table::OptionId for VerifyOptId {}
 /// One option of `alnsort verify` ([`VERIFY_OPTIONS`]).
 pub type VerifySpec = OptSpec<VerifyOptId>;
 
-const fn spec(
-    id: VerifyOptId,
-    short: Option<char>,
-    long: Option<&'static str>,
-    value: Option<&'static str>,
-    group: Group,
-    help: &'static str,
-    key: Option<&'static str>,
-) -> VerifySpec {
-    OptSpec::new(id, short, long, value, group, help, key)
-}
-
 /// Every option `alnsort verify` knows; the parser and the help read it.
 pub const VERIFY_OPTIONS: &[VerifySpec] = &[
-    spec(
+    OptSpec::new(
         VerifyOptId::Coordinate,
         None,
         Some("coordinate"),
@@ -46,7 +34,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
         "Check coordinate order (samtools sort's default), whatever the header claims.",
         None,
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::Name,
         Some('n'),
         None,
@@ -55,7 +43,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
         "Check name order as samtools sort -n makes it (natural order of names).",
         Some("name"),
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::NameLex,
         Some('N'),
         None,
@@ -64,7 +52,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
         "Check name order as samtools sort -N makes it (lexicographic).",
         Some("name_lex"),
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::Tag,
         Some('t'),
         None,
@@ -74,7 +62,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
          coordinate (by name with -n or -N).",
         Some("tag"),
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::TemplateCoordinate,
         None,
         Some("template-coordinate"),
@@ -83,7 +71,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
         "Check samtools sort --template-coordinate's order.",
         None,
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::Threads,
         Some('@'),
         Some("threads"),
@@ -92,7 +80,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
         "Threads decoding beside the reading thread.",
         None,
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::Reference,
         None,
         Some("reference"),
@@ -101,7 +89,7 @@ pub const VERIFY_OPTIONS: &[VerifySpec] = &[
         "Reference FASTA for CRAM input (else REF_PATH, REF_CACHE, @SQ UR).",
         None,
     ),
-    spec(
+    OptSpec::new(
         VerifyOptId::Help,
         Some('h'),
         Some("help"),

@@ -105,21 +105,6 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
         false => None,
     };
     let mut n = 0u64;
-    let drain = |marker: &mut SamtoolsMarker,
-                 out: &mut crate::io::output::Output,
-                 first_pass: &mut Option<FirstPass>|
-     -> Result<()> {
-        for w in marker.take_warnings() {
-            eprintln!("alnsort markdup: {w}");
-        }
-        while let Some(rec) = marker.pop_ready() {
-            match first_pass {
-                Some(f) => f.write(&rec)?,
-                None => out.write_record(&rec)?,
-            }
-        }
-        Ok(())
-    };
     let ref_name = |tid: i32| match usize::try_from(tid).ok().and_then(|t| header.refs().get(t)) {
         Some(r) => String::from_utf8_lossy(&r.name).into_owned(),
         None => "*".to_string(),
@@ -154,11 +139,11 @@ fn run_inner(a: &SamtoolsMarkdupArgs, debris: &Debris) -> Result<SamtoolsMarkdup
             let end = starts.get(i + 1).copied().unwrap_or(bytes.len());
             n += 1;
             marker.push(bytes[s..end].to_vec()).map_err(failed)?;
-            drain(&mut marker, &mut out, &mut first_pass)?;
+            drain("alnsort markdup", &mut marker, &mut out, &mut first_pass)?;
         }
     }
     marker.finish().map_err(failed)?;
-    drain(&mut marker, &mut out, &mut first_pass)?;
+    drain("alnsort markdup", &mut marker, &mut out, &mut first_pass)?;
     if let Some(f) = first_pass {
         f.replay(|rec| match marker.second_pass(rec) {
             Some(r) => out.write_record(&r),
@@ -269,5 +254,25 @@ pub(crate) fn write_stats(
         }
     }
     eprint!("{text}");
+    Ok(())
+}
+
+/// Hands on what the marker has ready, in order: to the first-pass file
+/// with `-S`, else to the output; its warnings printed after `who`.
+pub(crate) fn drain(
+    who: &str,
+    marker: &mut SamtoolsMarker,
+    out: &mut crate::io::output::Output,
+    first_pass: &mut Option<FirstPass>,
+) -> Result<()> {
+    for w in marker.take_warnings() {
+        eprintln!("{who}: {w}");
+    }
+    while let Some(rec) = marker.pop_ready() {
+        match first_pass {
+            Some(f) => f.write(&rec)?,
+            None => out.write_record(&rec)?,
+        }
+    }
     Ok(())
 }

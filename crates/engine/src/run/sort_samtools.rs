@@ -318,31 +318,26 @@ fn mark_and_write(
         },
     };
     let mut written = 0u64;
-    let drain = |marker: &mut SamtoolsMarker,
-                 out: &mut crate::io::output::Output,
-                 first_pass: &mut Option<crate::run::samtools_markdup::FirstPass>|
-     -> Result<()> {
-        for w in marker.take_warnings() {
-            eprintln!("alnsort sort --markdup=samtools: {w}");
-        }
-        while let Some(rec) = marker.pop_ready() {
-            match first_pass {
-                Some(f) => f.write(&rec)?,
-                None => out.write_record(&rec)?,
-            }
-        }
-        Ok(())
-    };
     while let Some((_, rec)) = merged.next_entry()? {
         written += 1;
         marker.push(rec.to_vec()).map_err(failed)?;
-        drain(&mut marker, &mut out, &mut first_pass)?;
+        crate::run::samtools_markdup::drain(
+            "alnsort sort --markdup=samtools",
+            &mut marker,
+            &mut out,
+            &mut first_pass,
+        )?;
         if written.is_multiple_of(4096) {
             progress.set_output_position(written);
         }
     }
     marker.finish().map_err(failed)?;
-    drain(&mut marker, &mut out, &mut first_pass)?;
+    crate::run::samtools_markdup::drain(
+        "alnsort sort --markdup=samtools",
+        &mut marker,
+        &mut out,
+        &mut first_pass,
+    )?;
     if let Some(f) = first_pass {
         f.replay(|rec| match marker.second_pass(rec) {
             Some(r) => out.write_record(&r),

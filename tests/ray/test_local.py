@@ -94,3 +94,80 @@ def test_an_index_of_a_name_order_is_warned_about_once(tmp_path):
     assert said == [warning], res.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ray.bam")) == ["ray.bam"]
     assert records(str(out)) == records(str(tmp_path / "want.bam"))
+
+
+def test_parquet_dataset_written_by_the_reduces_reads_as_one_machine_and_in_ray_data(tmp_path):
+    """`python -m alnsort.ray sort -O parquet -o DIR`: each reduce writes
+    its range's Parquet files from its own task, the driver gathers them
+    into one dataset; its records are those of `alnsort sort -O parquet`
+    on one machine, its header too (the @PG line aside), and Ray Data
+    reads it (row count, a region filter)."""
+    sam = tmp_path / "in.sam"
+    sam.write_text(gen.generate(gen.Params(seed=55, n_templates=3_000, n_long_reads=2)))
+    bam = str(tmp_path / "in.bam")
+    oracle.to_bam(str(sam), bam)
+
+    out = tmp_path / "ray.parquet"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    res = subprocess.run(
+        [sys.executable, "-m", "alnsort.ray", "sort", "-O", "parquet", "--splits", "3",
+         "--partitions", "3", "--stats", "-o", str(out), bam],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    stats = json.loads(res.stdout)
+    assert stats["partitions"] == 3, stats
+    # The files of every range, each named by its range, in reference folders.
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet"))
+    ranges = {f.split("/")[-1].split("-")[1] for f in files}
+    assert ranges == {"00000", "00001", "00002"}, files
+    assert all(f.startswith("ref=") for f in files), files
+    # Nothing of the work directory is left beside it.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+    want = tmp_path / "want.parquet"
+    harness.check_ok(harness.run_alnsort(["-O", "parquet", "-o", str(want), bam]))
+    # Both datasets read back as BAM (alnsort reads its datasets as input).
+    back = {}
+    for name, ds in (("ray", out), ("one", want)):
+        b = str(tmp_path / f"{name}.bam")
+        harness.check_ok(harness.run_alnsort(["--no-PG", "-o", b, str(ds)]))
+        back[name] = b
+    assert records(back["ray"]) == records(back["one"])
+    with pysam.AlignmentFile(back["one"]) as f:
+        n = sum(1 for _ in f.fetch(until_eof=True))
+    assert stats["records"] == n > 5_000
+
+    import pyarrow.parquet as pq
+
+    def header(ds):
+        meta = pq.read_metadata(next(ds.rglob("*.parquet"))).metadata
+        text = meta[b"alnsort.header"].decode()
+        return [line for line in text.splitlines() if not line.startswith("@PG")], text
+
+    (got, got_text), (exp, _) = header(out), header(want)
+    assert got == exp
+    assert "@PG\tID:alnsort" in got_text and "alnsort.ray" in got_text
+
+    # Ray Data reads the dataset: every row, and a region by position.
+    script = f"""
+import json, ray, ray.data
+ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False)
+ds = ray.data.read_parquet({str(out)!r}, file_extensions=["parquet"])
+region = ds.filter(lambda r: r["rname"] == "chr1" and r["pos"] <= 20000 and r["end"] >= 10000)
+print(json.dumps({{"rows": ds.count(), "region": region.count()}}))
+ray.shutdown()
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["rows"] == n
+    with pysam.AlignmentFile(back["one"]) as f:
+        exp_region = sum(
+            1 for r in f.fetch(until_eof=True)
+            if r.reference_name == "chr1" and r.reference_start + 1 <= 20000
+            and (r.reference_end if r.reference_end is not None and not r.is_unmapped
+                 else r.reference_start + 1) >= 10000
+        )
+    assert got["region"] == exp_region > 0

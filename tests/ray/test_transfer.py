@@ -139,3 +139,52 @@ def test_a_reduce_reads_read_only_buffers_in_place(bam, tmp_path):
     with pytest.raises(TypeError):
         stages.reduce(inputs, ["not a buffer"], tmp_path / "part-str", 0, 1, **ORDER)
     assert not (tmp_path / "part-str").exists()
+
+
+def test_parquet_parts_of_the_reduces_and_a_retried_reduce_assemble_into_one_dataset(bam, tmp_path):
+    """With output_format="parquet" each reduce task writes its range's
+    dataset directory; a reduce run again (a retried task) replaces the
+    part it completed before with the same files; the assemble moves the
+    parts' files into one dataset whose records are `alnsort sort -O
+    parquet`'s, read back by alnsort."""
+    import harness
+    from simcluster import records
+
+    inputs = [bam]
+    splits = stages.split(inputs, 2)
+    samples = [k for s in splits for k in stages.sample(inputs, s, 64)]
+    cuts = stages.splitters(samples, 3)
+    ranges = len(cuts) + 1
+    results = [aray._map_task(run(inputs), i, s, cuts, None) for i, s in enumerate(splits)]
+    argv = ["python", "-m", "alnsort.ray", "sort", "-O", "parquet", "-o", "x"]
+    options = {"output_format": "parquet", "index": None, "argv": argv, "no_pg": False}
+    parts = []
+    for r in range(ranges):
+        views = [memoryview(res[1 + r]).toreadonly() for res in results]
+        part = tmp_path / f"part-{r}.dataset"
+        got = aray._reduce_task(run(inputs), r, str(part), ranges, options, None, None, *views)
+        first = sorted(p.relative_to(part) for p in part.rglob("*") if p.is_file())
+        again = aray._reduce_task(run(inputs), r, str(part), ranges, options, None, None, *views)
+        assert again["records"] == got["records"]
+        assert sorted(p.relative_to(part) for p in part.rglob("*") if p.is_file()) == first
+        assert all(f"part-{r:05d}-" in p.name for p in first if p.suffix == ".parquet"), first
+        parts.append(str(part))
+    # Nothing of the attempts is left in the work directory.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in parts)
+    out = tmp_path / "out.parquet"
+    done = stages.assemble(inputs, parts, out, output_format="parquet", argv=argv, **ORDER)
+    assert done["bytes"] > 0 and done["index"] is None
+    want = tmp_path / "want.parquet"
+    harness.check_ok(harness.run_alnsort(["-O", "parquet", "-o", str(want), bam]))
+    back = {}
+    for name, ds in (("stages", out), ("one", want)):
+        b = str(tmp_path / f"{name}.bam")
+        harness.check_ok(harness.run_alnsort(["--no-PG", "-o", b, str(ds)]))
+        back[name] = b
+    assert records(back["stages"]) == records(back["one"])
+    # An index or a sharded output of a dataset is refused by name.
+    with pytest.raises(Exception, match="write-index cannot be honoured for Parquet"):
+        stages.assemble(inputs, parts, tmp_path / "x.parquet", output_format="parquet", index="csi", **ORDER)
+    with pytest.raises(Exception, match="a sharded output is refused"):
+        stages.assemble(inputs, parts, tmp_path / "y.parquet", output_format="parquet", sharded=True, **ORDER)
+    assert not (tmp_path / "x.parquet").exists() and not (tmp_path / "y.parquet").exists()

@@ -33,10 +33,12 @@ pub fn main(argv0: &str, rest: Vec<OsString>) -> i32 {
         ParsedMerge::Run(m) => m,
     };
     let debris = Debris::default();
-    let cram = alnsort_engine::run::resources::uses_cram(
-        m.sort.format == Some(OutFormat::Cram) || m.sort.output.ends_with(".cram"),
-        m.inputs.iter().map(String::as_str),
-    );
+    // CRAM's and Parquet's codecs allocate large blocks (crate::MMAP_THRESHOLD_CRAM).
+    let cram = m.sort.format == Some(OutFormat::Parquet)
+        || alnsort_engine::run::resources::uses_cram(
+            m.sort.format == Some(OutFormat::Cram) || m.sort.output.ends_with(".cram"),
+            m.inputs.iter().map(String::as_str),
+        );
     let result = crate::run_command("merge", &debris, cram, 1, || {
         let r = run_merge(&m, &debris);
         if r.is_err() {

@@ -256,6 +256,7 @@ fn run_stages(
             &options,
             false,
             Some(&marks),
+            None,
         )
         .expect("reduce");
         marked += got.marked;
@@ -273,6 +274,7 @@ fn run_stages(
                 &options,
                 false,
                 Some(&sliced),
+                None,
             )
             .expect("sliced reduce");
             assert_eq!(

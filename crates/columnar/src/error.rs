@@ -43,6 +43,8 @@ pub enum ColumnarError {
         ref_id: i32,
         previous: i32,
     },
+    #[error("{path}: a row group's encoding job was lost: {problem}")]
+    Encoding { path: PathBuf, problem: String },
     #[error("{path} exists and is not a dataset alnsort wrote; not replaced")]
     Occupied { path: PathBuf },
 }

@@ -17,7 +17,7 @@ pub mod write;
 
 pub use error::ColumnarError;
 pub use read::Dataset;
-pub use write::{Closed, Codec, DatasetWriter, WriteOptions, WriteSummary};
+pub use write::{assemble, Closed, Codec, DatasetWriter, WriteOptions, WriteSummary};
 
 #[cfg(test)]
 mod roundtrip_tests;

@@ -25,9 +25,14 @@ pub fn folder(name: Option<&[u8]>) -> String {
     out
 }
 
-/// The name of the `n`-th file of a folder.
-pub fn file_name(n: usize) -> String {
-    format!("part-{n:05}.parquet")
+/// The name of the `n`-th file of a folder: `part-NNNNN.parquet`, or
+/// `part-RRRRR-NNNNN.parquet` in range R of a distributed sort (its files
+/// then sit beside the other ranges' in one folder).
+pub fn file_name(range: Option<usize>, n: usize) -> String {
+    match range {
+        None => format!("part-{n:05}.parquet"),
+        Some(r) => format!("part-{r:05}-{n:05}.parquet"),
+    }
 }
 
 #[cfg(test)]
@@ -40,5 +45,7 @@ mod tests {
         assert_eq!(folder(Some(b"HLA-A*01:01")), "ref=HLA-A%2A01%3A01");
         assert_eq!(folder(Some(b"a/b=c")), "ref=a%2Fb%3Dc");
         assert_eq!(folder(None), "ref=__HIVE_DEFAULT_PARTITION__");
+        assert_eq!(file_name(None, 3), "part-00003.parquet");
+        assert_eq!(file_name(Some(12), 3), "part-00012-00003.parquet");
     }
 }

@@ -38,7 +38,63 @@ fn not_a_dataset(path: &Path, missing: impl Into<String>) -> ColumnarError {
     }
 }
 
-fn parquet_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), ColumnarError> {
+/// What a dataset's marker file says: how many files and records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marker {
+    pub files: usize,
+    pub records: u64,
+}
+
+impl Marker {
+    /// The marker of the dataset DIR, refused (by what it lacks) when
+    /// absent, of another schema version or without its counts.
+    pub fn read(dir: &Path) -> Result<Marker, ColumnarError> {
+        let marker = dir.join(schema::MARKER_FILE);
+        let text = fs::read_to_string(&marker)
+            .map_err(|_| not_a_dataset(dir, format!("no {} file", schema::MARKER_FILE)))?;
+        let field = |key: &str| -> Option<&str> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+        };
+        let version = field("schema_version").unwrap_or("");
+        if version != schema::SCHEMA_VERSION {
+            return Err(not_a_dataset(
+                dir,
+                format!(
+                    "schema version {} (found {version:?} in {})",
+                    schema::SCHEMA_VERSION,
+                    schema::MARKER_FILE
+                ),
+            ));
+        }
+        let files: usize = field("files").and_then(|v| v.parse().ok()).ok_or_else(|| {
+            not_a_dataset(dir, format!("a file count in {}", schema::MARKER_FILE))
+        })?;
+        let records: u64 = field("records")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                not_a_dataset(dir, format!("a record count in {}", schema::MARKER_FILE))
+            })?;
+        Ok(Marker { files, records })
+    }
+
+    /// The marker file's text.
+    pub fn text(&self) -> String {
+        format!(
+            "schema_version {}\nfiles {}\nrecords {}\n",
+            schema::SCHEMA_VERSION,
+            self.files,
+            self.records
+        )
+    }
+}
+
+/// The Parquet files of DIR and of its folders DEPTH deep.
+pub(crate) fn parquet_files(
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), ColumnarError> {
     let io = |source| ColumnarError::Io {
         path: dir.to_path_buf(),
         source,
@@ -62,35 +118,14 @@ impl Dataset {
         if !dir.is_dir() {
             return Err(not_a_dataset(dir, "not a directory"));
         }
-        let marker = dir.join(schema::MARKER_FILE);
-        let text = fs::read_to_string(&marker)
-            .map_err(|_| not_a_dataset(dir, format!("no {} file", schema::MARKER_FILE)))?;
-        let field = |key: &str| -> Option<&str> {
-            text.lines()
-                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
-        };
-        let version = field("schema_version").unwrap_or("");
-        if version != schema::SCHEMA_VERSION {
-            return Err(not_a_dataset(
-                dir,
-                format!(
-                    "schema version {} (found {version:?} in {})",
-                    schema::SCHEMA_VERSION,
-                    schema::MARKER_FILE
-                ),
-            ));
-        }
-        let n_files: usize = field("files").and_then(|v| v.parse().ok()).ok_or_else(|| {
-            not_a_dataset(dir, format!("a file count in {}", schema::MARKER_FILE))
-        })?;
-        let records: u64 = field("records")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| {
-                not_a_dataset(dir, format!("a record count in {}", schema::MARKER_FILE))
-            })?;
+        let Marker {
+            files: n_files,
+            records,
+        } = Marker::read(dir)?;
         let mut paths = Vec::new();
         parquet_files(dir, 1, &mut paths)?;
-        let mut by_index: Vec<Option<PathBuf>> = vec![None; n_files];
+        // (range, file index) -> file
+        let mut placed: Vec<((usize, usize), PathBuf)> = Vec::with_capacity(n_files);
         let mut first_meta: Option<HashMap<String, String>> = None;
         for path in paths {
             let file = File::open(&path).map_err(|source| ColumnarError::Io {
@@ -137,40 +172,57 @@ impl Dataset {
             if !missing.is_empty() {
                 return Err(not_a_dataset(&path, missing.join(", ")));
             }
-            let index: usize = meta[schema::KEY_FILE_INDEX]
-                .parse()
-                .ok()
-                .filter(|&i| i < n_files)
-                .ok_or_else(|| {
-                    not_a_dataset(
-                        &path,
-                        format!(
-                            "a file index below {n_files} (found {:?})",
-                            meta[schema::KEY_FILE_INDEX]
-                        ),
-                    )
-                })?;
-            if let Some(other) = &by_index[index] {
-                return Err(ColumnarError::Dataset {
-                    path: path.clone(),
-                    problem: format!("file index {index} is also {}", other.display()),
-                });
-            }
-            by_index[index] = Some(path);
+            let number = |key: &str, below: usize| -> Result<usize, ColumnarError> {
+                meta.get(key).map_or(Ok(0), |v| {
+                    v.parse().ok().filter(|&i| i < below).ok_or_else(|| {
+                        not_a_dataset(&path, format!("a {key} below {below} (found {v:?})"))
+                    })
+                })
+            };
+            let place = (
+                number(schema::KEY_RANGE, usize::MAX)?,
+                number(schema::KEY_FILE_INDEX, n_files)?,
+            );
+            placed.push((place, path));
             if first_meta.is_none() {
                 first_meta = Some(meta);
             }
         }
-        let files = by_index
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| {
-                p.ok_or_else(|| ColumnarError::Dataset {
-                    path: dir.to_path_buf(),
-                    problem: format!("file {i} of {n_files} is missing"),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        placed.sort();
+        // Each range's files are numbered 0, 1, ... and the count is the
+        // marker's: a file lost or left over is named.
+        if placed.len() != n_files {
+            return Err(ColumnarError::Dataset {
+                path: dir.to_path_buf(),
+                problem: format!(
+                    "{} Parquet files where {} says {n_files}",
+                    placed.len(),
+                    schema::MARKER_FILE
+                ),
+            });
+        }
+        let mut expected = 0;
+        for (i, ((range, index), path)) in placed.iter().enumerate() {
+            if i > 0 && placed[i - 1].0 .0 != *range {
+                expected = 0;
+            }
+            if *index != expected {
+                let problem = if i > 0 && placed[i - 1].0 == (*range, *index) {
+                    format!(
+                        "file index {index} of range {range} is also {}",
+                        placed[i - 1].1.display()
+                    )
+                } else {
+                    format!("file {expected} of range {range} is missing (found file {index})")
+                };
+                return Err(ColumnarError::Dataset {
+                    path: path.clone(),
+                    problem,
+                });
+            }
+            expected += 1;
+        }
+        let files: Vec<PathBuf> = placed.into_iter().map(|(_, p)| p).collect();
         let meta = first_meta.ok_or_else(|| not_a_dataset(dir, "a Parquet file"))?;
         let header = header_from(&meta[schema::KEY_HEADER], &meta[schema::KEY_REFERENCES])
             .map_err(|problem| ColumnarError::Dataset {

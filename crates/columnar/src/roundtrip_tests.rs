@@ -2,6 +2,7 @@
 //! integer width, B arrays, tag order; empty and unmapped-only inputs.
 
 use crate::read::{is_dataset, Dataset};
+use std::sync::Arc;
 use crate::schema;
 use crate::write::{Codec, DatasetWriter, WriteOptions};
 use alnsort_bam::header::{parse_sam_header, Header};
@@ -26,10 +27,20 @@ fn sam(h: &Header, lines: &[&str]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The encoding jobs' pool, of THREADS threads.
+fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+    Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap(),
+    )
+}
+
 fn round_trip(h: &Header, recs: &[Vec<u8>], coordinate: bool, opts: WriteOptions) -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    let mut w = DatasetWriter::create(&out, h, coordinate, opts).unwrap();
+    let mut w = DatasetWriter::create(&out, h, coordinate, opts, pool(2)).unwrap();
     for r in recs {
         w.write_record(r).unwrap();
     }
@@ -42,6 +53,38 @@ fn round_trip(h: &Header, recs: &[Vec<u8>], coordinate: bool, opts: WriteOptions
     let mut bytes = Vec::new();
     while reader.next_batch(&mut bytes).unwrap() > 0 {}
     split(&bytes)
+}
+
+/// Every file of the dataset the records make (coordinate order), by
+/// path within it, with its bytes, encoded on a pool of THREADS.
+fn dataset_files(
+    h: &Header,
+    recs: &[Vec<u8>],
+    opts: &WriteOptions,
+    threads: usize,
+) -> Vec<(String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds");
+    let mut w = DatasetWriter::create(&out, h, true, opts.clone(), pool(threads)).unwrap();
+    for r in recs {
+        w.write_record(r).unwrap();
+    }
+    w.finish().unwrap();
+    let mut files = Vec::new();
+    let mut todo = vec![out.clone()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                let rel = p.strip_prefix(&out).unwrap().display().to_string();
+                files.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 fn split(mut bytes: &[u8]) -> Vec<Vec<u8>> {
@@ -123,11 +166,87 @@ fn many_records_cut_into_groups_and_files_come_back_in_order() {
         window: 500,
         codec: Codec::Snappy,
         command: "test".into(),
+        range: None,
     };
     assert_eq!(round_trip(&h, &recs, true, opts.clone()), recs);
+    // The files' bytes do not depend on how many threads encode them.
+    let one = dataset_files(&h, &recs, &opts, 1);
+    assert!(one.len() >= 3, "a file per reference at least: {}", one.len());
+    assert_eq!(dataset_files(&h, &recs, &opts, 3), one);
     // Not coordinate order: one folder, the records' order kept.
     recs.reverse();
     assert_eq!(round_trip(&h, &recs, false, opts), recs);
+}
+
+#[test]
+fn ranges_written_apart_assemble_into_one_dataset_in_range_order() {
+    let h = header(HEADER);
+    let mut lines = Vec::new();
+    for (r, name) in [(0, "chr1"), (2, "chr3")] {
+        for i in 0..900u32 {
+            lines.push(format!(
+                "q{r}_{i}\t0\t{name}\t{}\t30\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII",
+                1 + i * 3
+            ));
+        }
+    }
+    lines.push("u1\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII".to_string());
+    let refs: Vec<&str> = lines.iter().map(|s| s.as_str()).collect();
+    let recs = sam(&h, &refs);
+    let opts = WriteOptions {
+        max_group_rows: 200,
+        min_group_rows: 50,
+        window: 500,
+        ..WriteOptions::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Ranges cut inside chr1, at chr1/chr3, and an empty range at the end.
+    let cuts = [0, 400, 900, recs.len(), recs.len()];
+    let mut parts = Vec::new();
+    for (range, w) in cuts.windows(2).enumerate() {
+        let part = dir.path().join(format!("part-{range}"));
+        let mut wr = DatasetWriter::create(
+            &part,
+            &h,
+            true,
+            WriteOptions {
+                range: Some(range),
+                ..opts.clone()
+            },
+            pool(2),
+        )
+        .unwrap();
+        for r in &recs[w[0]..w[1]] {
+            wr.write_record(r).unwrap();
+        }
+        wr.finish().unwrap();
+        parts.push(part);
+    }
+    let out = dir.path().join("ds");
+    let summary = crate::assemble(&parts, &out).unwrap();
+    assert_eq!(summary.records, recs.len() as u64);
+    let ds = Dataset::open(&out).unwrap();
+    assert_eq!(ds.records(), recs.len() as u64);
+    assert_eq!(ds.files().len(), summary.files);
+    let mut reader = ds.reader();
+    let mut bytes = Vec::new();
+    while reader.next_batch(&mut bytes).unwrap() > 0 {}
+    assert_eq!(split(&bytes), recs);
+    // chr1's folder holds the files of two ranges.
+    let chr1: Vec<_> = std::fs::read_dir(out.join("ref=chr1")).unwrap().collect();
+    assert!(chr1.len() >= 2, "{chr1:?}");
+    // A file of a range taken away is named as missing.
+    let victim = ds.files()[1].clone();
+    std::fs::remove_file(&victim).unwrap();
+    let err = Dataset::open(&out).err().expect("a file missing").to_string();
+    assert!(err.contains("Parquet files where"), "{err}");
+    // Nothing is left beside the dataset.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
 }
 
 #[test]
@@ -144,7 +263,7 @@ fn empty_and_unmapped_only_inputs() {
     assert_eq!(round_trip(&h, &recs, true, WriteOptions::default()), recs);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    let mut w = DatasetWriter::create(&out, &h, true, WriteOptions::default()).unwrap();
+    let mut w = DatasetWriter::create(&out, &h, true, WriteOptions::default(), pool(1)).unwrap();
     for r in &recs {
         w.write_record(r).unwrap();
     }
@@ -166,7 +285,7 @@ fn out_of_order_input_is_refused_and_nothing_is_left() {
     );
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    let mut w = DatasetWriter::create(&out, &h, true, WriteOptions::default()).unwrap();
+    let mut w = DatasetWriter::create(&out, &h, true, WriteOptions::default(), pool(1)).unwrap();
     w.write_record(&recs[0]).unwrap();
     let err = w.write_record(&recs[1]).unwrap_err();
     assert!(
@@ -212,7 +331,7 @@ fn a_folder_that_is_not_a_dataset_is_refused_by_what_it_lacks() {
     let occupied = tempfile::tempdir().unwrap();
     std::fs::write(occupied.path().join("keep"), "x").unwrap();
     let h = header(HEADER);
-    let err = DatasetWriter::create(occupied.path(), &h, true, WriteOptions::default())
+    let err = DatasetWriter::create(occupied.path(), &h, true, WriteOptions::default(), pool(1))
         .err()
         .unwrap();
     assert!(

@@ -19,8 +19,12 @@ pub const KEY_REFERENCES: &str = "alnsort.references";
 pub const KEY_SORT_ORDER: &str = "alnsort.sort_order";
 /// The command line that wrote the dataset.
 pub const KEY_COMMAND: &str = "alnsort.command";
-/// The file's place in the dataset's record order (0, 1, ...).
+/// The file's place in the dataset's record order (0, 1, ...), within its
+/// range where [`KEY_RANGE`] is set.
 pub const KEY_FILE_INDEX: &str = "alnsort.file_index";
+/// The key range (0, 1, ...) of a distributed sort whose task wrote the
+/// file; files order by range, then by file index. Absent: range 0.
+pub const KEY_RANGE: &str = "alnsort.range";
 
 /// The file at the dataset's root that marks it as written whole by
 /// alnsort (tools skip names starting with `_`): the schema version, the

@@ -1,21 +1,29 @@
 //! The dataset writer: records in output order in, Parquet files out,
 //! one folder per reference in coordinate order, row groups cut by rows
-//! and by position; written under a temporary name and renamed into place
-//! whole.
+//! and by position, each row group built and encoded by a job on the
+//! injected pool and appended to its file in order; written under a
+//! temporary name and renamed into place whole.
 
 use crate::error::ColumnarError;
 use crate::partition;
+use crate::read::{parquet_files, Marker};
 use crate::record::Columns;
 use crate::schema::{self, col};
 use alnsort_bam::header::Header;
 use alnsort_bam::RecordRef;
+use alnsort_pipeline::OrderedQueue;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
+use rayon::ThreadPool;
+use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The compression of the column chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,10 +46,17 @@ pub struct WriteOptions {
     pub window: i64,
     /// The command line, kept in the file metadata.
     pub command: String,
+    /// The key range this writer holds of a distributed sort (its files
+    /// are named and ordered by it: [`schema::KEY_RANGE`]); `None` for a
+    /// whole dataset.
+    pub range: Option<usize>,
 }
 
-/// Zstandard level 3, zstd's own default (`ZSTD_CLEVEL_DEFAULT`).
-pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+/// Zstandard level 1, chosen by measurement (bench/results/
+/// 2026-12-07-parquet.md, the benchmark BAM at `-@2`): smaller than level 3
+/// here (82.6 against 84.0 MB) for about 30% less CPU; level 3's larger
+/// compression contexts also cost page faults per page compressed.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 
 impl Default for WriteOptions {
     fn default() -> Self {
@@ -51,6 +66,7 @@ impl Default for WriteOptions {
             min_group_rows: 4_096,
             window: 1_000_000,
             command: String::new(),
+            range: None,
         }
     }
 }
@@ -63,14 +79,38 @@ pub struct WriteSummary {
     pub bytes: u64,
 }
 
-/// The file being written and what its rows share.
+/// The file records are being added to, and what its rows share.
 struct OpenFile {
-    writer: ArrowWriter<File>,
     path: PathBuf,
     /// The reference id of its records (coordinate order), or 0.
     key: i32,
     /// The window of the group being filled.
     window: i64,
+}
+
+/// A file whose row groups are being appended, oldest first.
+struct FileOut {
+    writer: SerializedFileWriter<File>,
+    path: PathBuf,
+}
+
+/// What the encoding jobs share: the reference names and the column
+/// writers' factory (the same schema and encoding properties in every
+/// file; only the footer's metadata differs between files).
+struct EncodeShared {
+    names: Vec<String>,
+    factory: ArrowRowGroupWriterFactory,
+}
+
+/// An encoded row group: its column chunks, and the record buffer back
+/// for reuse.
+type Encoded = (Result<Vec<ArrowColumnChunk>, ColumnarError>, Vec<u8>);
+
+/// The steps the writer takes in order as jobs finish: append the next
+/// encoded row group to the oldest open file, or close that file.
+enum Step {
+    Group,
+    Close,
 }
 
 /// Writes the records of one run into a dataset directory.
@@ -81,8 +121,20 @@ pub struct DatasetWriter {
     metadata: Vec<KeyValue>,
     coordinate: bool,
     opts: WriteOptions,
-    cols: Columns,
+    /// The framed records of the row group being filled, how many, and
+    /// the index of its first record.
+    group: Vec<u8>,
+    group_rows: usize,
+    group_first: u64,
     open: Option<OpenFile>,
+    /// The files with row groups still to append or to close, oldest first.
+    files: VecDeque<FileOut>,
+    shared: Option<Arc<EncodeShared>>,
+    queue: OrderedQueue<Encoded>,
+    steps: VecDeque<Step>,
+    /// Row groups in flight at most (twice the pool's threads).
+    depth: usize,
+    spare: Vec<Vec<u8>>,
     /// The partition keys done (coordinate order).
     previous: Option<i32>,
     summary: WriteSummary,
@@ -126,14 +178,15 @@ pub fn check_destination(dir: &Path) -> Result<(), ColumnarError> {
 
 impl DatasetWriter {
     /// A writer of the dataset DIR for records under HEADER (whose `@HD SO`
-    /// says the order; `coordinate` cuts the files by reference). DIR is
-    /// checked now ([`check_destination`]) and replaced at
-    /// [`DatasetWriter::finish`].
+    /// says the order; `coordinate` cuts the files by reference), its row
+    /// groups encoded on POOL. DIR is checked now ([`check_destination`])
+    /// and replaced at [`DatasetWriter::finish`].
     pub fn create(
         dir: &Path,
         header: &Header,
         coordinate: bool,
         opts: WriteOptions,
+        pool: Arc<ThreadPool>,
     ) -> Result<DatasetWriter, ColumnarError> {
         check_destination(dir)?;
         let file_name = dir
@@ -169,6 +222,7 @@ impl DatasetWriter {
             KeyValue::new(schema::KEY_SORT_ORDER.into(), sort_order),
             KeyValue::new(schema::KEY_COMMAND.into(), opts.command.clone()),
         ];
+        let depth = 2 * pool.current_num_threads().max(1);
         Ok(DatasetWriter {
             dest: dir.to_path_buf(),
             tmp,
@@ -176,8 +230,16 @@ impl DatasetWriter {
             metadata,
             coordinate,
             opts,
-            cols: Columns::new(),
+            group: Vec::new(),
+            group_rows: 0,
+            group_first: 0,
             open: None,
+            files: VecDeque::new(),
+            shared: None,
+            queue: OrderedQueue::new(pool, "Parquet encoding"),
+            steps: VecDeque::new(),
+            depth,
+            spare: Vec::new(),
             previous: None,
             summary: WriteSummary::default(),
             finished: false,
@@ -194,6 +256,9 @@ impl DatasetWriter {
             schema::KEY_FILE_INDEX.into(),
             self.summary.files.to_string(),
         ));
+        if let Some(range) = self.opts.range {
+            metadata.push(KeyValue::new(schema::KEY_RANGE.into(), range.to_string()));
+        }
         let mut b = WriterProperties::builder()
             .set_compression(compression)
             .set_max_row_group_size(usize::MAX)
@@ -218,16 +283,29 @@ impl DatasetWriter {
         };
         fs::create_dir_all(&folder).map_err(io_err(&folder))?;
         let mut n = 0;
-        while folder.join(partition::file_name(n)).exists() {
+        while folder.join(partition::file_name(self.opts.range, n)).exists() {
             n += 1;
         }
-        let path = folder.join(partition::file_name(n));
+        let path = folder.join(partition::file_name(self.opts.range, n));
         let file = File::create(&path).map_err(io_err(&path))?;
-        let writer = ArrowWriter::try_new(file, schema::schema(), Some(self.properties()))
-            .map_err(pq_err(&path))?;
+        // The arrow writer puts the Arrow schema in the file's metadata;
+        // row groups then go to its file writer whole.
+        let (writer, factory) =
+            ArrowWriter::try_new(file, schema::schema(), Some(self.properties()))
+                .and_then(|w| w.into_serialized_writer())
+                .map_err(pq_err(&path))?;
+        if self.shared.is_none() {
+            self.shared = Some(Arc::new(EncodeShared {
+                names: self.names.clone(),
+                factory,
+            }));
+        }
         self.summary.files += 1;
-        self.open = Some(OpenFile {
+        self.files.push_back(FileOut {
             writer,
+            path: path.clone(),
+        });
+        self.open = Some(OpenFile {
             path,
             key,
             window: -1,
@@ -235,25 +313,83 @@ impl DatasetWriter {
         Ok(())
     }
 
-    /// The rows collected so far written as one row group.
+    /// The rows collected so far handed to a job as one row group; then
+    /// the groups done are appended, waiting for the oldest while too many
+    /// are in flight.
     fn flush_group(&mut self) -> Result<(), ColumnarError> {
-        if self.cols.rows() == 0 {
+        if self.group_rows == 0 {
             return Ok(());
         }
-        let open = self.open.as_mut().expect("a file is open while rows wait");
-        let batch = self.cols.finish().map_err(|source| ColumnarError::Arrow {
-            path: open.path.clone(),
-            source,
-        })?;
-        open.writer.write(&batch).map_err(pq_err(&open.path))?;
-        open.writer.flush().map_err(pq_err(&open.path))?;
+        let open = self.open.as_ref().expect("a file is open while rows wait");
+        let shared = Arc::clone(self.shared.as_ref().expect("set when the file opened"));
+        let next = self.spare.pop().unwrap_or_default();
+        let bytes = std::mem::replace(&mut self.group, next);
+        let first = self.group_first;
+        let path = open.path.clone();
+        self.group_rows = 0;
+        self.queue.push(move || {
+            let encoded = encode_group(&shared, &bytes, first, &path);
+            (encoded, bytes)
+        });
+        self.steps.push_back(Step::Group);
+        while self.queue.len() > self.depth {
+            self.take_step()?;
+        }
+        while matches!(self.steps.front(), Some(Step::Close)) {
+            self.take_step()?;
+        }
+        Ok(())
+    }
+
+    /// Takes the oldest step: appends the oldest encoded row group to the
+    /// oldest open file (waiting for it), or closes that file.
+    fn take_step(&mut self) -> Result<(), ColumnarError> {
+        let Some(step) = self.steps.pop_front() else {
+            return Ok(());
+        };
+        match step {
+            Step::Group => {
+                let out = self.files.front_mut().expect("a group's file is open");
+                let (chunks, mut bytes) = match self.queue.pop() {
+                    Some(Ok(done)) => done,
+                    Some(Err(lost)) => {
+                        return Err(ColumnarError::Encoding {
+                            path: out.path.clone(),
+                            problem: lost.to_string(),
+                        })
+                    }
+                    None => unreachable!("a step for every job queued"),
+                };
+                bytes.clear();
+                self.spare.push(bytes);
+                let mut row_group = out.writer.next_row_group().map_err(pq_err(&out.path))?;
+                for chunk in chunks? {
+                    chunk
+                        .append_to_row_group(&mut row_group)
+                        .map_err(pq_err(&out.path))?;
+                }
+                row_group.close().map_err(pq_err(&out.path))?;
+            }
+            Step::Close => {
+                let out = self.files.pop_front().expect("a file to close");
+                out.writer.close().map_err(pq_err(&out.path))?;
+            }
+        }
         Ok(())
     }
 
     fn close_file(&mut self) -> Result<(), ColumnarError> {
         self.flush_group()?;
-        if let Some(open) = self.open.take() {
-            open.writer.close().map_err(pq_err(&open.path))?;
+        if self.open.take().is_some() {
+            self.steps.push_back(Step::Close);
+        }
+        Ok(())
+    }
+
+    /// Every step queued, taken.
+    fn drain(&mut self) -> Result<(), ColumnarError> {
+        while !self.steps.is_empty() {
+            self.take_step()?;
         }
         Ok(())
     }
@@ -287,7 +423,7 @@ impl DatasetWriter {
         } else {
             0
         };
-        let rows = self.cols.rows();
+        let rows = self.group_rows;
         let open = self.open.as_mut().expect("opened above");
         let cut = rows >= self.opts.max_group_rows
             || (rows >= self.opts.min_group_rows && window != open.window);
@@ -297,13 +433,11 @@ impl DatasetWriter {
         if cut {
             self.flush_group()?;
         }
-        self.cols
-            .push(rec, &self.names)
-            .map_err(|problem| ColumnarError::Record {
-                record,
-                name: String::from_utf8_lossy(rec.read_name()).into_owned(),
-                problem,
-            })?;
+        if self.group_rows == 0 {
+            self.group_first = record;
+        }
+        self.group.extend_from_slice(framed);
+        self.group_rows += 1;
         self.summary.records += 1;
         Ok(())
     }
@@ -334,13 +468,13 @@ impl DatasetWriter {
             self.open_file(0)?;
             self.close_file()?;
         }
+        self.drain()?;
         let marker = self.tmp.join(schema::MARKER_FILE);
-        let text = format!(
-            "schema_version {}\nfiles {}\nrecords {}\n",
-            schema::SCHEMA_VERSION,
-            self.summary.files,
-            self.summary.records
-        );
+        let text = Marker {
+            files: self.summary.files,
+            records: self.summary.records,
+        }
+        .text();
         fs::write(&marker, text).map_err(io_err(&marker))?;
         self.summary.bytes = dir_size(&self.tmp).map_err(io_err(&self.tmp))?;
         // The temporary folder is the Closed's to remove or rename now.
@@ -365,8 +499,10 @@ impl DatasetWriter {
 }
 
 impl Drop for DatasetWriter {
-    /// A dataset not finished is removed: nothing is left behind.
+    /// A dataset not finished is removed: nothing is left behind (the
+    /// jobs in flight are waited for first).
     fn drop(&mut self) {
+        self.queue.drain();
         if !self.finished {
             let _ = fs::remove_dir_all(&self.tmp);
         }
@@ -406,6 +542,121 @@ impl Drop for Closed {
             let _ = fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// One row group's records (framed, laid end to end; the first is record
+/// FIRST of the output) as the dataset's columns, encoded and compressed
+/// into column chunks: the job of one row group.
+fn encode_group(
+    shared: &EncodeShared,
+    mut bytes: &[u8],
+    first: u64,
+    path: &Path,
+) -> Result<Vec<ArrowColumnChunk>, ColumnarError> {
+    let mut cols = Columns::new();
+    let mut record = first;
+    while bytes.len() >= 4 {
+        let n = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize + 4;
+        let rec = RecordRef::with_block_size(&bytes[..n]);
+        cols.push(rec, &shared.names)
+            .map_err(|problem| ColumnarError::Record {
+                record,
+                name: String::from_utf8_lossy(rec.read_name()).into_owned(),
+                problem,
+            })?;
+        record += 1;
+        bytes = &bytes[n..];
+    }
+    let batch = cols.finish().map_err(|source| ColumnarError::Arrow {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut writers = shared
+        .factory
+        .create_column_writers(0)
+        .map_err(pq_err(path))?;
+    let schema = batch.schema();
+    let mut next = writers.iter_mut();
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        for leaf in compute_leaves(field, column).map_err(pq_err(path))? {
+            let writer = next.next().expect("a column writer per leaf of the schema");
+            writer.write(&leaf).map_err(pq_err(path))?;
+        }
+    }
+    writers
+        .into_iter()
+        .map(|w| w.close().map_err(pq_err(path)))
+        .collect()
+}
+
+/// One dataset at DEST from the datasets PARTS, each a key range of a
+/// distributed sort written with [`WriteOptions::range`], in range order:
+/// their files moved (not copied) into DEST's folders beside each other,
+/// one marker counting them all; built in a temporary folder and renamed
+/// into place whole (a dataset alnsort wrote there before is replaced;
+/// anything else refused). A part that is not a dataset is refused by name.
+pub fn assemble(parts: &[PathBuf], dest: &Path) -> Result<WriteSummary, ColumnarError> {
+    check_destination(dest)?;
+    let file_name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dataset".into());
+    let tmp = dest.with_file_name(format!(".{file_name}.alnsort-tmp-{}", std::process::id()));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
+    }
+    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+    // Removes the temporary folder unless it was renamed into place.
+    let mut closed = Closed {
+        tmp: tmp.clone(),
+        dest: dest.to_path_buf(),
+        summary: WriteSummary::default(),
+        committed: false,
+    };
+    let mut total = Marker::default();
+    for part in parts {
+        let marker = Marker::read(part)?;
+        let mut files = Vec::new();
+        parquet_files(part, 1, &mut files)?;
+        if files.len() != marker.files {
+            return Err(ColumnarError::Dataset {
+                path: part.clone(),
+                problem: format!(
+                    "{} Parquet files where {} says {}",
+                    files.len(),
+                    schema::MARKER_FILE,
+                    marker.files
+                ),
+            });
+        }
+        for file in files {
+            let rel = file.strip_prefix(part).expect("found under the part");
+            let to = tmp.join(rel);
+            if to.exists() {
+                return Err(ColumnarError::Dataset {
+                    path: file.clone(),
+                    problem: format!(
+                        "another part has a file of the same name ({}): not a part of a distributed sort",
+                        rel.display()
+                    ),
+                });
+            }
+            if let Some(folder) = to.parent() {
+                fs::create_dir_all(folder).map_err(io_err(folder))?;
+            }
+            fs::rename(&file, &to).map_err(io_err(&file))?;
+        }
+        total.files += marker.files;
+        total.records += marker.records;
+    }
+    let marker = tmp.join(schema::MARKER_FILE);
+    fs::write(&marker, total.text()).map_err(io_err(&marker))?;
+    closed.summary = WriteSummary {
+        records: total.records,
+        files: total.files,
+        bytes: dir_size(&tmp).map_err(io_err(&tmp))?,
+    };
+    closed.commit()
 }
 
 /// The `@HD SO` value, `unknown` without one.

@@ -303,11 +303,21 @@ fn parse_sort_args<'py>(
     d.set_item(
         "format",
         match cfg.format {
-            alnsort_engine::options::sort::OutFormat::Bam => "bam",
-            alnsort_engine::options::sort::OutFormat::Sam => "sam",
-            alnsort_engine::options::sort::OutFormat::SamGz => "sam.gz",
-            alnsort_engine::options::sort::OutFormat::Cram => "cram",
-            alnsort_engine::options::sort::OutFormat::Parquet => "parquet",
+            alnsort_engine::options::sort::OutFormat::Bam => "bam".to_string(),
+            alnsort_engine::options::sort::OutFormat::Sam => "sam".to_string(),
+            alnsort_engine::options::sort::OutFormat::SamGz => "sam.gz".to_string(),
+            alnsort_engine::options::sort::OutFormat::Cram => "cram".to_string(),
+            // With the dataset's own options, as `-O` takes them.
+            alnsort_engine::options::sort::OutFormat::Parquet => {
+                let mut f = "parquet".to_string();
+                if let Some(c) = &o.parquet_codec {
+                    f.push_str(&format!(",codec={c}"));
+                }
+                if let Some(l) = o.format_level {
+                    f.push_str(&format!(",level={l}"));
+                }
+                f
+            }
         },
     )?;
     d.set_item("level", cfg.level)?;

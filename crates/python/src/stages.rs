@@ -301,9 +301,10 @@ impl HeldBlocks {
 /// or `slices`, the reduce's own range's slice of every split, in split
 /// order (`stage_markdup_finish` with the split's range numbers; read in
 /// place too), checked against the records of each split the reduce
-/// meets. Not both.
+/// meets. Not both. `argv`: the @PG command line of a Parquet part's
+/// header (as `stage_assemble`'s).
 #[pyfunction]
-#[pyo3(signature = (inputs, blocks, part_path, range_index, partitions, options, index, marks=None, slices=None))]
+#[pyo3(signature = (inputs, blocks, part_path, range_index, partitions, options, index, marks=None, slices=None, argv=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stage_reduce(
     py: Python<'_>,
@@ -316,6 +317,7 @@ pub fn stage_reduce(
     index: bool,
     marks: Option<(Bound<'_, PyAny>, Vec<u64>)>,
     slices: Option<Vec<Bound<'_, PyAny>>>,
+    argv: Option<Vec<String>>,
 ) -> PyResult<(u64, u64, u64)> {
     if marks.is_some() && slices.is_some() {
         return Err(pyo3::exceptions::PyValueError::new_err(
@@ -347,6 +349,7 @@ pub fn stage_reduce(
             &options,
             index,
             marks.as_ref(),
+            argv.as_deref(),
         )
     });
     got.map(|r| (r.records, r.bytes, r.marked))

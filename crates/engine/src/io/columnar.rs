@@ -40,14 +40,29 @@ impl ParquetSink {
         header: &Header,
         count_qc: bool,
         debris: &Debris,
+        pool: std::sync::Arc<rayon::ThreadPool>,
     ) -> Result<ParquetSink> {
-        let (Some(dir), Some(opts)) = (&cfg.output, &cfg.columnar) else {
-            return Err(Error::Internal(
-                "Parquet output without a directory or its options".into(),
-            ));
+        let Some(dir) = &cfg.output else {
+            return Err(Error::Internal("Parquet output without a directory".into()));
+        };
+        Self::create_at(cfg, dir, header, count_qc, debris, pool)
+    }
+
+    /// [`ParquetSink::create`] at DIR rather than the run's output (a
+    /// stage reduce's part).
+    pub fn create_at(
+        cfg: &Config,
+        dir: &Path,
+        header: &Header,
+        count_qc: bool,
+        debris: &Debris,
+        pool: std::sync::Arc<rayon::ThreadPool>,
+    ) -> Result<ParquetSink> {
+        let Some(opts) = &cfg.columnar else {
+            return Err(Error::Internal("Parquet output without its options".into()));
         };
         let coordinate = cfg.order == SortOrder::Coordinate;
-        let writer = DatasetWriter::create(dir, header, coordinate, opts.clone())?;
+        let writer = DatasetWriter::create(dir, header, coordinate, opts.clone(), pool)?;
         let temp = writer.temp_path().to_path_buf();
         debris.add(temp.clone());
         Ok(ParquetSink {

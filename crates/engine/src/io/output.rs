@@ -206,8 +206,13 @@ impl Output {
     ) -> Result<Output> {
         let cpu_at_start = thread_cpu_seconds();
         if cfg.format == OutFormat::Parquet {
-            let sink =
-                crate::io::columnar::ParquetSink::create(cfg, &header, dest.qc.is_some(), debris)?;
+            let sink = crate::io::columnar::ParquetSink::create(
+                cfg,
+                &header,
+                dest.qc.is_some(),
+                debris,
+                pool,
+            )?;
             return Ok(Output {
                 writer: Sink::Parquet(Box::new(sink)),
                 pending: None,
@@ -333,6 +338,28 @@ impl Output {
     ) -> Result<Output> {
         let cpu_at_start = thread_cpu_seconds();
         let name = path.display().to_string();
+        if cfg.format == OutFormat::Parquet {
+            // A dataset directory of the range's files (the stages'
+            // assemble moves them into one dataset).
+            if index_path.is_some() {
+                return Err(Error::Refused(
+                    "an index can only be built for BAM output".to_string(),
+                ));
+            }
+            let sink = crate::io::columnar::ParquetSink::create_at(
+                cfg, path, &header, false, debris, pool,
+            )?;
+            return Ok(Output {
+                writer: Sink::Parquet(Box::new(sink)),
+                pending: None,
+                index: None,
+                name,
+                to_stdout: false,
+                cpu_at_start,
+                qc: None,
+                cram_qc: None,
+            });
+        }
         if cfg.format == OutFormat::Cram {
             return Err(Error::Refused(format!(
                 "{name}: a part of a distributed sort's output cannot be CRAM (CRAM files do not concatenate)"

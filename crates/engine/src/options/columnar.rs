@@ -65,6 +65,7 @@ pub fn resolve(a: &SortOptions, format: OutFormat) -> Result<Option<WriteOptions
     Ok(Some(WriteOptions {
         codec,
         command: a.command_line.clone(),
+        range: None,
         ..WriteOptions::default()
     }))
 }

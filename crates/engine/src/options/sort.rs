@@ -458,7 +458,7 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                SAM with level=N is BGZF-compressed SAM. PARQUET writes the \
                directory FILE as a Parquet dataset, one folder per reference \
                in coordinate order (docs/columnar.md), codec=zstd|snappy \
-               (zstd: level=1..9, default 3); -l, -u and --write-index are \
+               (zstd: level=1..9, default 1); -l, -u and --write-index are \
                refused with it. OPT is level=N, \
                reference=FILE (as --reference), nthreads=N (accepted, -@ \
                counts), and for CRAM version=3.0|3.1, embed_ref=0|1 (1: \

@@ -380,6 +380,7 @@ fn reduce_command(a: &StageArgs) -> Result<String> {
         &options,
         a.index,
         marks.as_ref(),
+        None,
     )?;
     Ok(format!(
         "{{\"records\": {}, \"bytes\": {}, \"marked\": {}}}",

@@ -519,7 +519,11 @@ pub fn part_index_path(part: &Path) -> PathBuf {
 /// (that range's block of every split, in split order) merged into the
 /// headerless, EOF-less part `part`, and its part index `part.idx` when
 /// `index` is set. Both appear only when complete. The blocks are read in
-/// place (a driver can hand over its buffers without a copy).
+/// place (a driver can hand over its buffers without a copy). With `-O
+/// parquet` the part is a dataset directory of the range's files, each
+/// carrying the output's header (its @PG line from `pg_argv` as
+/// [`assemble`] makes it; without, `alnsort sort` with these options over
+/// the inputs), which [`assemble`] gathers into one dataset.
 pub fn reduce(
     inputs: &[PathBuf],
     blocks: &[&[u8]],
@@ -528,6 +532,7 @@ pub fn reduce(
     partitions: usize,
     options: &SortOptions,
     index: bool,
+    pg_argv: Option<&[String]>,
 ) -> Result<ReduceOutput> {
     reduce_marked(
         inputs,
@@ -538,6 +543,7 @@ pub fn reduce(
         options,
         index,
         None,
+        pg_argv,
     )
 }
 
@@ -555,16 +561,31 @@ pub fn reduce_marked(
     options: &SortOptions,
     index: bool,
     marks: Option<&crate::stages::markdup::Marks>,
+    pg_argv: Option<&[String]>,
 ) -> Result<ReduceOutput> {
     if range_index >= partitions.max(1) {
         return Err(Error::Refused(format!(
             "range {range_index} is not one of the {partitions} ranges"
         )));
     }
-    let cfg = stage_config(options, Path::new("stage.bam"), None)?;
+    let mut cfg = stage_config(options, Path::new("stage.bam"), None)?;
     let pool = pool(cfg.threads)?;
     let set = headers(inputs, &pool)?;
     let header = Arc::clone(&set.header);
+    // A Parquet part's files carry the output's header and know their range.
+    let part_header = if cfg.format == OutFormat::Parquet {
+        set_pg_line(&mut cfg, options, inputs, None, pg_argv);
+        let mut edited = (*header).clone();
+        cfg.edit_header(&mut edited, false);
+        let command = cfg.pg.clone().unwrap_or_else(|| options.command_line.clone());
+        if let Some(c) = cfg.columnar.as_mut() {
+            c.range = Some(range_index);
+            c.command = command;
+        }
+        Arc::new(edited)
+    } else {
+        Arc::clone(&header)
+    };
     let enc = encoder(&cfg, &header);
     // Several inputs: keys end with the tie-break suffix.
     let (kind, tie) = match set.merged {
@@ -587,7 +608,7 @@ pub fn reduce_marked(
         &cfg,
         part,
         index_path.as_deref(),
-        Arc::clone(&header),
+        part_header,
         Arc::clone(&pool),
         &debris,
     )?;
@@ -759,20 +780,23 @@ pub fn assemble(
     // none), once per sort: the other stages resolve the same options
     // but leave the warning to the assemble, which decides the index.
     cfg.print_warnings();
-    if cfg.pg.is_some() {
-        // The @PG command line: the one given, or `alnsort sort` with these
-        // options over the inputs.
-        let line = match pg_argv {
-            Some(argv) => argv.join(" "),
-            None => {
-                let mut words: Vec<String> = vec![options.command_line.clone()];
-                words.extend(["-o".into(), output.display().to_string()]);
-                words.extend(inputs.iter().map(|p| p.display().to_string()));
-                words.join(" ")
-            }
-        };
-        cfg.pg = Some(line.replace('\t', " "));
+    if cfg.format == OutFormat::Parquet {
+        // The parts are datasets with the header in their files already.
+        if index.is_some() || sharded {
+            bail!(
+                Refused,
+                "-O parquet: the dataset is partitioned by reference already; {} refused",
+                if sharded { "a sharded output is" } else { "an index is" }
+            );
+        }
+        let done = alnsort_columnar::assemble(parts, output)?;
+        return Ok(AssembleOutput {
+            bytes: done.bytes,
+            index: None,
+            files: Vec::new(),
+        });
     }
+    set_pg_line(&mut cfg, options, inputs, Some(output), pg_argv);
     let pool = pool(cfg.threads)?;
     let set = headers(inputs, &pool)?;
     let format = crate::io::output::hts_format(&cfg);
@@ -796,6 +820,32 @@ pub fn assemble(
         asm.shards(parts, output, &debris)
     } else {
         asm.one_file(parts, output, &debris)
+    }
+}
+
+/// The @PG command line of the output's header, where there is one: the
+/// one given, or `alnsort sort` with these options over the inputs
+/// (writing `output`, where the caller knows it).
+fn set_pg_line(
+    cfg: &mut Config,
+    options: &SortOptions,
+    inputs: &[PathBuf],
+    output: Option<&Path>,
+    pg_argv: Option<&[String]>,
+) {
+    if cfg.pg.is_some() {
+        let line = match pg_argv {
+            Some(argv) => argv.join(" "),
+            None => {
+                let mut words: Vec<String> = vec![options.command_line.clone()];
+                if let Some(output) = output {
+                    words.extend(["-o".into(), output.display().to_string()]);
+                }
+                words.extend(inputs.iter().map(|p| p.display().to_string()));
+                words.join(" ")
+            }
+        };
+        cfg.pg = Some(line.replace('\t', " "));
     }
 }
 

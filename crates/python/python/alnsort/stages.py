@@ -246,12 +246,17 @@ def reduce(
     partitions: int,
     *,
     index: Optional[str] = None,
+    argv: Optional[Sequence[str]] = None,
     **order: Any,
 ) -> Dict[str, int]:
     """The reduce task of range ``range_index``: ``blocks`` (that range's
     block from every map, in split order) merged into a headerless,
     EOF-less part at ``part_path``, plus its part index at
     ``part_path + ".idx"`` when ``index`` is ``"bai"`` or ``"csi"``.
+    With ``output_format="parquet"`` the part is a dataset directory of
+    the range's Parquet files, whose header's ``@PG`` line records
+    ``argv`` (as :func:`assemble`'s); :func:`assemble` gathers the parts
+    into one dataset.
     A block is any object with the buffer protocol (``bytes``, a
     ``memoryview``, the read-only buffers a Ray task receives from the
     object store): read-only ones are read in place, not copied.
@@ -266,6 +271,7 @@ def reduce(
         partitions,
         _keywords(**order),
         index is not None,
+        argv=None if argv is None else [str(a) for a in argv],
     )
     return {"records": records, "bytes": nbytes}
 
@@ -398,6 +404,7 @@ def markdup_reduce(
     *,
     slices: Optional[Sequence[Union[bytes, memoryview]]] = None,
     index: Optional[str] = None,
+    argv: Optional[Sequence[str]] = None,
     **order: Any,
 ) -> Dict[str, int]:
     """:func:`reduce` of blocks of :func:`map` with ``markdup``, each record written as
@@ -423,6 +430,7 @@ def markdup_reduce(
         index is not None,
         None if slices is not None else (decisions, list(bases)),
         None if slices is None else list(slices),
+        argv=None if argv is None else [str(a) for a in argv],
     )
     return {"records": records, "bytes": nbytes, "marked": marked}
 

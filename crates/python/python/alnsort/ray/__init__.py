@@ -196,7 +196,10 @@ def sort(
     and ``splits`` (map tasks) default to :func:`default_splits`; the output
     bytes depend on both, and on nothing about the cluster. ``sharded=True``
     writes ``output`` as a directory of complete, individually indexed BAMs,
-    one per partition.
+    one per partition. ``output_format="parquet"`` (with its options:
+    ``"parquet,codec=snappy"``, ``"parquet,level=6"``) writes ``output`` as
+    the Parquet dataset of docs/columnar.md, each reduce task writing its
+    range's files (``ray.data.read_parquet`` reads it).
 
     Ray: when Ray is not initialised in this process, ``ray.init(address)``
     connects to ``address`` (``"host:port"`` of a cluster's head, or
@@ -306,6 +309,10 @@ def sort(
         options: Dict[str, Any] = {"output_format": fmt, "index": idx, "threads": threads}
         if level is not None:
             options["level"] = level
+        if fmt.startswith("parquet"):
+            # Each reduce writes its range's Parquet files with the
+            # output's header in them (the @PG line too).
+            options.update(argv=pg_argv, no_pg=no_pg)
         drv.reduce(work, options, names)
         asm_kwargs: Dict[str, Any] = {
             **order_opts,

@@ -276,7 +276,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             unknown_reference=a["unknown_reference"],
             threads=threads,
             max_memory=max_memory,
-            level=a["level"],
+            # A dataset's zstd level travels in its -O options.
+            level=None if a["format"].startswith("parquet") else a["level"],
             output_format=a["format"],
             index=index[0] if index is not None else False,
             no_pg=a["no_pg"],

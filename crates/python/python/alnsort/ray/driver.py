@@ -250,7 +250,9 @@ class _Driver:
         summaries, :attr:`marked` the duplicates set."""
         n_parts = self.n_parts
         t0 = time.perf_counter()
-        self.parts = [os.path.join(work, f"part-{r:06d}.bgzf") for r in range(n_parts)]
+        # A part is BGZF blocks, or a Parquet dataset directory.
+        ext = "dataset" if str(options.get("output_format", "")).startswith("parquet") else "bgzf"
+        self.parts = [os.path.join(work, f"part-{r:06d}.{ext}") for r in range(n_parts)]
         self.decided, marks_ref, decisions_ref, slices = self.decide(names)
         refs = self.refs
         reduced = _get(

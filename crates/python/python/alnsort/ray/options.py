@@ -38,8 +38,12 @@ def _output_format(output: str, output_format: Optional[str]) -> str:
     if output_format is None:
         return "sam" if output.endswith(".sam") else "bam"
     fmt = output_format.lower()
-    if fmt not in ("bam", "sam"):
-        raise ValueError(f"output_format must be 'bam' or 'sam', not {output_format!r}")
+    base = fmt.split(",")[0]
+    if base not in ("bam", "sam", "parquet") or (base != "parquet" and "," in fmt):
+        raise ValueError(
+            f"output_format must be 'bam', 'sam' or 'parquet' (with its options: "
+            f"'parquet,codec=snappy'), not {output_format!r}"
+        )
     return fmt
 
 

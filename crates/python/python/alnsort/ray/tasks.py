@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import pickle
 import time
 import uuid
@@ -191,10 +192,16 @@ def _reduce_task(
             )
         if os.path.exists(tmp + ".idx"):
             os.replace(tmp + ".idx", part_path + ".idx")
+        if os.path.isdir(tmp) and os.path.isdir(part_path):
+            # A Parquet part (a dataset directory) an earlier attempt of
+            # this reduce completed: the same files, replaced whole.
+            shutil.rmtree(part_path)
         os.replace(tmp, part_path)
     finally:
         for leftover in (tmp, tmp + ".idx"):
-            if os.path.exists(leftover):
+            if os.path.isdir(leftover):
+                shutil.rmtree(leftover, ignore_errors=True)
+            elif os.path.exists(leftover):
                 os.unlink(leftover)
     return dict(out, seconds=secs, cpu=cpu)
 

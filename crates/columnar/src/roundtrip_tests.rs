@@ -2,12 +2,12 @@
 //! integer width, B arrays, tag order; empty and unmapped-only inputs.
 
 use crate::read::{is_dataset, Dataset};
-use std::sync::Arc;
 use crate::schema;
 use crate::write::{Codec, DatasetWriter, WriteOptions};
 use alnsort_bam::header::{parse_sam_header, Header};
 use alnsort_bam::record::RecordMut;
 use alnsort_bam::sam_parse::parse_sam_record;
+use std::sync::Arc;
 
 const HEADER: &str = "@HD\tVN:1.6\tSO:coordinate\n@SQ\tSN:chr1\tLN:5000000\n@SQ\tSN:HLA-A*01:01\tLN:3000\n@SQ\tSN:chr3\tLN:100000\n@RG\tID:g1\tSM:s\n";
 
@@ -171,7 +171,11 @@ fn many_records_cut_into_groups_and_files_come_back_in_order() {
     assert_eq!(round_trip(&h, &recs, true, opts.clone()), recs);
     // The files' bytes do not depend on how many threads encode them.
     let one = dataset_files(&h, &recs, &opts, 1);
-    assert!(one.len() >= 3, "a file per reference at least: {}", one.len());
+    assert!(
+        one.len() >= 3,
+        "a file per reference at least: {}",
+        one.len()
+    );
     assert_eq!(dataset_files(&h, &recs, &opts, 3), one);
     // Not coordinate order: one folder, the records' order kept.
     recs.reverse();
@@ -238,7 +242,10 @@ fn ranges_written_apart_assemble_into_one_dataset_in_range_order() {
     // A file of a range taken away is named as missing.
     let victim = ds.files()[1].clone();
     std::fs::remove_file(&victim).unwrap();
-    let err = Dataset::open(&out).err().expect("a file missing").to_string();
+    let err = Dataset::open(&out)
+        .err()
+        .expect("a file missing")
+        .to_string();
     assert!(err.contains("Parquet files where"), "{err}");
     // Nothing is left beside the dataset.
     let names: Vec<_> = std::fs::read_dir(dir.path())

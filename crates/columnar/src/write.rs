@@ -283,7 +283,10 @@ impl DatasetWriter {
         };
         fs::create_dir_all(&folder).map_err(io_err(&folder))?;
         let mut n = 0;
-        while folder.join(partition::file_name(self.opts.range, n)).exists() {
+        while folder
+            .join(partition::file_name(self.opts.range, n))
+            .exists()
+        {
             n += 1;
         }
         let path = folder.join(partition::file_name(self.opts.range, n));

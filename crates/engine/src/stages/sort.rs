@@ -525,6 +525,7 @@ pub fn part_index_path(part: &Path) -> PathBuf {
 /// carrying the output's header (its @PG line from `pg_argv` as
 /// [`assemble`] makes it; without, `alnsort sort` with these options over
 /// the inputs), which [`assemble`] gathers into one dataset.
+#[allow(clippy::too_many_arguments)]
 pub fn reduce(
     inputs: &[PathBuf],
     blocks: &[&[u8]],
@@ -578,7 +579,10 @@ pub fn reduce_marked(
         set_pg_line(&mut cfg, options, inputs, None, pg_argv);
         let mut edited = (*header).clone();
         cfg.edit_header(&mut edited, false);
-        let command = cfg.pg.clone().unwrap_or_else(|| options.command_line.clone());
+        let command = cfg
+            .pg
+            .clone()
+            .unwrap_or_else(|| options.command_line.clone());
         if let Some(c) = cfg.columnar.as_mut() {
             c.range = Some(range_index);
             c.command = command;
@@ -787,7 +791,11 @@ pub fn assemble(
             bail!(
                 Refused,
                 "-O parquet: the dataset is partitioned by reference already; {} refused",
-                if sharded { "a sharded output is" } else { "an index is" }
+                if sharded {
+                    "a sharded output is"
+                } else {
+                    "an index is"
+                }
             );
         }
         let done = alnsort_columnar::assemble(parts, output)?;

@@ -61,6 +61,7 @@ def stage_reduce(
     index: bool,
     marks: Optional[tuple[Any, Sequence[int]]] = None,
     slices: Optional[Sequence[Any]] = None,
+    argv: Optional[Sequence[str]] = None,
 ) -> tuple[int, int, int]: ...
 def stage_assemble(
     inputs: Sequence[Union[str, "os.PathLike[str]"]],

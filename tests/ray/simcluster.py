@@ -67,6 +67,20 @@ def add_worker(cluster: Any, store_bytes: int) -> Any:
     return cluster.add_node(num_cpus=1, object_store_memory=store_bytes)
 
 
+def spill_reports(cluster: Any) -> int:
+    """How many times the cluster's raylets have reported spilling so far:
+    Ray logs "Spilled N MiB, M objects, write throughput ..." to each node's
+    raylet log as it spills (documented in Ray's object-spilling page). A
+    spilled object is deleted from disk as soon as it is freed, so sampling
+    the spilling directory can miss it; the log cannot."""
+    logs = Path(cluster.head_node.get_logs_dir_path())
+    n = 0
+    for log in logs.glob("raylet*.out"):
+        with open(log, errors="replace") as f:
+            n += sum(1 for line in f if "Spilled " in line and " MiB, " in line)
+    return n
+
+
 def inflate_bgzf(raw: bytes) -> bytes:
     """All BGZF blocks of ``raw`` inflated (block by block: gzip.decompress
     re-slices the rest of the input at each of the thousands of members)."""

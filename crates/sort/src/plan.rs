@@ -111,6 +111,9 @@ pub struct Plan {
     pub fanin_trigger: usize,
     /// Largest key + record accepted.
     pub record_limit: usize,
+    /// The caller's [`SortConfig::expected_bytes`] (0: unknown), for
+    /// [`Plan::spill_share`].
+    pub expected_bytes: u64,
 }
 
 impl Plan {
@@ -170,7 +173,33 @@ impl Plan {
             fanin_width: (max_open_runs / 2).max(MIN_OPEN_RUNS),
             fanin_trigger,
             record_limit: (budget / 2).min(u32::MAX as usize),
+            expected_bytes: config.expected_bytes,
         })
+    }
+
+    /// Sub-batches one spill takes once records of up to `largest` key
+    /// plus record bytes have been pushed: [`Plan::spill_sub_batches`] while
+    /// they fit in a frame, and otherwise the share for the runs that fit
+    /// when each run's reader holds frames of `largest` bytes (a frame
+    /// holds at least one whole record). Long reads of 100-500 kb at a
+    /// 64 MiB budget make frames ten times the planned 64 KiB: the share
+    /// for 24 runs was one sub-batch, and their 32 readers at the final
+    /// merge held 35 MiB beyond the budget (`tests/safety/test_memory.py`);
+    /// here those inputs spill in halves (9 runs).
+    pub fn spill_share(&self, largest: usize) -> usize {
+        let planned = reader_bytes(self.frame_bytes);
+        let actual = reader_bytes(self.frame_bytes.max(largest));
+        if actual <= planned {
+            return self.spill_sub_batches;
+        }
+        // The runs whose readers fit in what the plan set aside for
+        // `max_open_runs` readers of planned frames.
+        let runs = (self.max_open_runs.saturating_mul(planned) / actual).max(MIN_OPEN_RUNS);
+        let trigger = (runs - runs / 4).max(MIN_OPEN_RUNS);
+        let (num, den) = SPILL_RUNS_OF_TRIGGER;
+        let chunk = self.sub_batches * self.sub_batch_bytes;
+        spill_sub_batches(self.sub_batches, chunk, self.expected_bytes, trigger * num / den)
+            .max(self.spill_sub_batches)
     }
 }
 
@@ -405,6 +434,28 @@ mod tests {
         assert_eq!(Plan::new(&cfg, 2).expect("plan").spill_sub_batches, 4);
         cfg.expected_bytes = 0;
         assert_eq!(Plan::new(&cfg, 2).expect("plan").spill_sub_batches, 4);
+    }
+
+    #[test]
+    fn records_longer_than_a_frame_spill_in_larger_shares() {
+        // tests/safety/test_memory.py's long reads: 155 MB of 100-500 kb
+        // records at a 64 MiB held budget (frames of 64 KiB).
+        let mut cfg = config(64 << 20, 0);
+        cfg.expected_bytes = 155_768_912;
+        let plan = Plan::new(&cfg, 2).expect("plan");
+        assert_eq!(plan.spill_sub_batches, 1, "{plan:?}");
+        // Records up to a frame change nothing.
+        assert_eq!(plan.spill_share(0), 1);
+        assert_eq!(plan.spill_share(plan.frame_bytes), 1);
+        // Records of 750 KB: only ~10 readers fit, so halves.
+        assert_eq!(plan.spill_share(750_000), plan.sub_batches / 2);
+        // The share never shrinks as records grow.
+        let mut last = 0;
+        for largest in (0..40).map(|i| i * 25_000) {
+            let share = plan.spill_share(largest);
+            assert!(share >= last && share <= plan.sub_batches / 2, "{largest}: {share}");
+            last = share;
+        }
     }
 
     #[test]

@@ -286,6 +286,9 @@ pub struct Sorter {
     /// Set at the first spill: from then on a share of the chunk is
     /// spilled in the background whenever little of it is free.
     spilling: bool,
+    /// The longest key plus record pushed so far (the spill share grows
+    /// when records outgrow the run frames, [`crate::plan::Plan::spill_share`]).
+    largest: usize,
     spill: Option<Spill>,
     /// The records a spill stopped by `finish` did not write: sorted
     /// batches, in source order, merged from memory after its run.
@@ -332,6 +335,7 @@ impl Sorter {
             closed_bytes: 0,
             closed_fill: 0,
             spilling: false,
+            largest: 0,
             spill: None,
             unspilled: Vec::new(),
             unspilled_bytes: 0,
@@ -436,6 +440,7 @@ impl Sorter {
         }
         self.stats.records += 1;
         self.stats.bytes += len as u64;
+        self.largest = self.largest.max(len);
         self.prefault_ahead();
         Ok(())
     }
@@ -485,6 +490,7 @@ impl Sorter {
                 }
             }
         }
+        self.largest = self.largest.max(batch.max_len());
         let batch = Lent::new(batch, then);
         let mut from = 0;
         let mut closed = false;
@@ -737,7 +743,7 @@ impl Sorter {
         self.poll_spill()?;
         let sub_batches = self.plan.sub_batches;
         let chunk_bytes = sub_batches * self.plan.sub_batch_bytes;
-        let share = self.plan.spill_sub_batches;
+        let share = self.plan.spill_share(self.largest);
         let share_bytes = share * self.plan.sub_batch_bytes;
         loop {
             // The spill in flight holds its sub-batches until it ends.

@@ -198,8 +198,13 @@ impl Plan {
         let trigger = (runs - runs / 4).max(MIN_OPEN_RUNS);
         let (num, den) = SPILL_RUNS_OF_TRIGGER;
         let chunk = self.sub_batches * self.sub_batch_bytes;
-        spill_sub_batches(self.sub_batches, chunk, self.expected_bytes, trigger * num / den)
-            .max(self.spill_sub_batches)
+        spill_sub_batches(
+            self.sub_batches,
+            chunk,
+            self.expected_bytes,
+            trigger * num / den,
+        )
+        .max(self.spill_sub_batches)
     }
 }
 
@@ -453,7 +458,10 @@ mod tests {
         let mut last = 0;
         for largest in (0..40).map(|i| i * 25_000) {
             let share = plan.spill_share(largest);
-            assert!(share >= last && share <= plan.sub_batches / 2, "{largest}: {share}");
+            assert!(
+                share >= last && share <= plan.sub_batches / 2,
+                "{largest}: {share}"
+            );
             last = share;
         }
     }

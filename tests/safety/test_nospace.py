@@ -39,9 +39,11 @@ import safety_util as u
 INPUT_BYTES = 25_000_000
 OUTPUT_FSIZE = 4 << 20
 # With -m 8M (samtools' meaning: an 8 MiB record buffer, whatever alnsort
-# reserves for I/O) the first spill is one ~6 MB run: a 2 MiB limit is
-# crossed while spilling, long before any output exists.
-SPILL_FSIZE = 2 << 20
+# reserves for I/O) the first spill is a run of at least one sub-batch (an
+# eighth of the chunk, ~1 MiB of records, ~300 KB compressed, when the
+# schedule spills in its smallest shares): a 128 KiB limit is crossed while
+# spilling, long before the output holds more than its header.
+SPILL_FSIZE = 128 << 10
 
 
 @pytest.fixture(scope="module")

@@ -77,6 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_open_runs,
             merge_partition_bytes: 0,
             chunk_fill: Default::default(),
+            expected_bytes: 0,
         };
         let mut sorter = Sorter::new(config, Arc::clone(&pool))?;
         let t = Instant::now();

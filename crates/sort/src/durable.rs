@@ -157,6 +157,7 @@ mod tests {
             max_open_runs: 4,
             merge_partition_bytes: 0,
             chunk_fill: Default::default(),
+            expected_bytes: 0,
         }
     }
 

@@ -16,11 +16,12 @@
 //!    [`KeyKind::Variable`]). `push_batch` takes a whole input batch
 //!    built on another thread (`Batch::for_input`) as if each record were
 //!    pushed in turn, with one bulk copy per sub-batch it lands in.
-//! 2. When the whole chunk is full it is **spilled**: its sorted
-//!    sub-batches are merged into run files of LZ4 frames compressed on the
-//!    pool (`runfile.rs`). Spills run on a background thread while `push`
-//!    fills the other half of the budget ("double-buffer mode": after the
-//!    first spill a chunk is half the budget's; `sorter.rs`).
+//! 2. When the whole chunk is full it starts to be **spilled**: its oldest
+//!    sorted sub-batches, a share of the chunk at a time, are merged into
+//!    run files of zstd frames compressed on the pool (`runfile.rs`).
+//!    Spills run on a background thread while `push` fills the room the
+//!    previous one freed, and the newest records, the chunk less at most
+//!    two shares, stay in memory (`sorter.rs`).
 //! 3. When runs pile up past the open-file/memory limit, a **background
 //!    fan-in** merges consecutive runs into one while input still arrives,
 //!    so the final merge stays a single pass.
@@ -53,6 +54,7 @@
 //!     max_open_runs: 0,
 //!     merge_partition_bytes: 0,
 //!     chunk_fill: Default::default(),
+//!     expected_bytes: 0,
 //! };
 //! let mut sorter = Sorter::new(config, pool).unwrap();
 //! for (key, record) in [(&b"b"[..], &b"second"[..]), (b"a", b"first"), (b"b", b"third")] {
@@ -141,6 +143,13 @@ pub struct SortConfig {
     /// What fills a chunk (when the sorter spills): by default what the
     /// records hold here.
     pub chunk_fill: ChunkFill,
+    /// Key plus record bytes the caller expects to push, 0 when it cannot
+    /// tell. Only the spill schedule reads it ([`plan::Plan`]'s
+    /// `spill_sub_batches`): an input expected to spill into few runs is
+    /// spilled in small shares, so that more of it stays in memory; an
+    /// unknown or large one in halves of the chunk. Any value sorts the
+    /// same records into the same output.
+    pub expected_bytes: u64,
 }
 
 /// What a record counts against the chunk, which decides when the sorter

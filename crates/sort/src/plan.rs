@@ -19,20 +19,23 @@
 //! reserve (a few records' bytes against 100 KiB frames at real budgets).
 //!
 //! Spilling does not add to this. Until the first spill the chunk is the
-//! plan's; from then on the sorter works in halves of it ("double-buffer
-//! mode", `sorter.rs`): one half of sub-batches is merged into a run on a
-//! background thread while `push` fills the other, and `push` waits rather
-//! than start a second spill. So batches never hold more than the chunk,
-//! and the one spill writer in flight is the one reserved below. The price
-//! is runs half the size (twice as many for the fan-in and the final merge)
-//! in exchange for reading that no longer stops while a chunk is written.
+//! plan's; from then on the sorter spills its oldest sub-batches a share
+//! ([`Plan::spill_sub_batches`]) at a time on a background thread while
+//! `push` fills the room the previous spill freed, and `push` waits rather
+//! than start a second spill or read past the chunk (`sorter.rs`). So
+//! batches, the ones being spilled included, never hold more than the
+//! chunk, and the one spill writer in flight is the one reserved below.
+//! The share trades temporary disk against runs: what is in memory when
+//! the input ends (the chunk less at most two shares) is never written, so
+//! a smaller share spills fewer records, in more, smaller runs (more for
+//! the fan-in and the final merge to read).
 //!
 //! For a budget of bytes held ([`ChunkFill::Held`], a hard limit), the
 //! chunk gets what is left after reserving readers and writers. For a
 //! budget in another sorter's units ([`ChunkFill::Arena`], samtools' `-m`),
 //! the first chunk is the whole budget, as the other sorter's arena is, so
 //! that what fits there is never spilled here; readers and writers are
-//! then only reserved against the halves of double-buffer mode. The chunk
+//! then only reserved against half the chunk. The chunk
 //! is never less than half the budget: when an explicit `max_open_runs` or
 //! a tiny budget makes the reserve larger, the budget is exceeded by the
 //! reader buffers rather than shrinking batches to nothing.
@@ -91,6 +94,11 @@ pub(crate) const MIN_BUDGET: usize = 256;
 pub struct Plan {
     /// Sub-batches per chunk.
     pub sub_batches: usize,
+    /// Sub-batches one spill takes once spilling has begun (see `sorter.rs`):
+    /// the oldest ones, as soon as no more than this many are free to read
+    /// into. One sub-batch when the input is expected to spill into few
+    /// enough runs, up to half the chunk (see `spill_sub_batches`).
+    pub spill_sub_batches: usize,
     /// Byte budget of one sub-batch.
     pub sub_batch_bytes: usize,
     /// Target raw bytes per run-file frame.
@@ -103,6 +111,9 @@ pub struct Plan {
     pub fanin_trigger: usize,
     /// Largest key + record accepted.
     pub record_limit: usize,
+    /// The caller's [`SortConfig::expected_bytes`] (0: unknown), for
+    /// [`Plan::spill_share`].
+    pub expected_bytes: u64,
 }
 
 impl Plan {
@@ -146,17 +157,90 @@ impl Plan {
         }
         .max(budget / 2);
         let sub_batches = SUB_BATCHES.max(chunk.div_ceil(MAX_SUB_BATCH_BYTES));
+        let fanin_trigger = (max_open_runs - max_open_runs / 4).max(MIN_OPEN_RUNS);
+        let (num, den) = SPILL_RUNS_OF_TRIGGER;
         Ok(Plan {
             sub_batches,
+            spill_sub_batches: spill_sub_batches(
+                sub_batches,
+                chunk,
+                config.expected_bytes,
+                fanin_trigger * num / den,
+            ),
             sub_batch_bytes: (chunk / sub_batches).max(1),
             frame_bytes,
             max_open_runs,
             fanin_width: (max_open_runs / 2).max(MIN_OPEN_RUNS),
-            fanin_trigger: (max_open_runs - max_open_runs / 4).max(MIN_OPEN_RUNS),
+            fanin_trigger,
             record_limit: (budget / 2).min(u32::MAX as usize),
+            expected_bytes: config.expected_bytes,
         })
     }
+
+    /// Sub-batches one spill takes once records of up to `largest` key
+    /// plus record bytes have been pushed: [`Plan::spill_sub_batches`] while
+    /// they fit in a frame, and otherwise the share for the runs that fit
+    /// when each run's reader holds frames of `largest` bytes (a frame
+    /// holds at least one whole record). Long reads of 100-500 kb at a
+    /// 64 MiB budget make frames ten times the planned 64 KiB: the share
+    /// for 24 runs was one sub-batch, and their 32 readers at the final
+    /// merge held 35 MiB beyond the budget (`tests/safety/test_memory.py`);
+    /// here those inputs spill in halves (9 runs).
+    pub fn spill_share(&self, largest: usize) -> usize {
+        let planned = reader_bytes(self.frame_bytes);
+        let actual = reader_bytes(self.frame_bytes.max(largest));
+        if actual <= planned {
+            return self.spill_sub_batches;
+        }
+        // The runs whose readers fit in what the plan set aside for
+        // `max_open_runs` readers of planned frames.
+        let runs = (self.max_open_runs.saturating_mul(planned) / actual).max(MIN_OPEN_RUNS);
+        let trigger = (runs - runs / 4).max(MIN_OPEN_RUNS);
+        let (num, den) = SPILL_RUNS_OF_TRIGGER;
+        let chunk = self.sub_batches * self.sub_batch_bytes;
+        spill_sub_batches(
+            self.sub_batches,
+            chunk,
+            self.expected_bytes,
+            trigger * num / den,
+        )
+        .max(self.spill_sub_batches)
+    }
 }
+
+/// Sub-batches one spill takes (see [`Plan::spill_sub_batches`]): the
+/// smallest of 1, 2, 4, ... up to half of `sub_batches` whose runs, for an
+/// input of `expected` bytes against a chunk of `chunk`, are expected to
+/// number no more than `max_runs`; half when `expected` is unknown (0).
+/// Smaller shares leave more of the input in memory at its end; fewer runs
+/// keep the fan-in from merging them again.
+fn spill_sub_batches(sub_batches: usize, chunk: usize, expected: u64, max_runs: usize) -> usize {
+    let half = (sub_batches / 2).max(1);
+    if expected == 0 || chunk == 0 {
+        return half;
+    }
+    // Chunks' worth spilled, about: the input less the chunk kept.
+    let spilled = (expected as f64 / chunk as f64 - 1.0).max(0.0);
+    let mut share = 1;
+    while share < half {
+        let runs = (spilled * sub_batches as f64 / share as f64).ceil() + 1.0;
+        if runs <= max_runs as f64 {
+            break;
+        }
+        share *= 2;
+    }
+    share.min(half)
+}
+
+/// What the expected run count may reach, as a fraction of the fan-in
+/// trigger. The expectation counts the input's key and record bytes
+/// against the chunk, which counts more per record (entries, or an arena's
+/// per-record overhead), so it falls short: 27.3 runs expected against 32
+/// written for the 4x benchmark input at `-m 100M -@2` with one sub-batch
+/// a spill (`bench/results/2026-12-07-regime-schedule.md`). Two thirds
+/// leave room for 1.5 times that, and for an input's size that is itself
+/// an estimate.
+const SPILL_RUNS_OF_TRIGGER: (usize, usize) = (2, 3);
 
 /// Final-merge partition size the plan leaves room for beside a chunk
 /// that fills the budget: 1/512 of the budget, between the sorter's
@@ -269,6 +353,7 @@ mod tests {
             max_open_runs,
             merge_partition_bytes: 0,
             chunk_fill: Default::default(),
+            expected_bytes: 0,
         }
     }
 
@@ -306,6 +391,78 @@ mod tests {
                     "{budget} {threads}: {plan:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_spill_takes_the_smallest_share_whose_runs_stay_few() {
+        // Unknown input: halves of the chunk.
+        assert_eq!(spill_sub_batches(8, 1000, 0, 32), 4);
+        // Within the chunk, or spilling a little: one sub-batch.
+        assert_eq!(spill_sub_batches(8, 1000, 900, 32), 1);
+        assert_eq!(spill_sub_batches(8, 1000, 1500, 32), 1);
+        // 3 chunks spilled: 25 runs of one sub-batch fit 32, not 24.
+        assert_eq!(spill_sub_batches(8, 1000, 4000, 32), 1);
+        assert_eq!(spill_sub_batches(8, 1000, 4000, 24), 2);
+        // 13 chunks spilled: 105, 53, then 27 runs; never past half.
+        assert_eq!(spill_sub_batches(8, 1000, 14_000, 32), 4);
+        assert_eq!(spill_sub_batches(8, 1000, 14_000, 60), 2);
+        assert_eq!(spill_sub_batches(8, 1000, u64::MAX, 32), 4);
+        // Many sub-batches: shares up to half of them.
+        assert_eq!(spill_sub_batches(32, 1000, 14_000, 32), 16);
+        for expected in [1u64, 999, 1001, 2000, 5000, 50_000, 1 << 40] {
+            for max_runs in [2, 16, 48, 1000] {
+                let share = spill_sub_batches(8, 1000, expected, max_runs);
+                assert!(share.is_power_of_two() && share <= 4, "{share}");
+                // A larger allowance never takes a larger share.
+                assert!(spill_sub_batches(8, 1000, expected, max_runs * 2) <= share);
+            }
+        }
+    }
+
+    #[test]
+    fn the_spill_share_follows_the_expected_input() {
+        // The 4x benchmark input at `-m 100M -@2`: 898 MB of records
+        // against a 200 MiB arena budget spill in single sub-batches
+        // (with the open-file limit of a test process, at least 64 runs
+        // by memory).
+        let mut cfg = config(200 << 20, 0);
+        cfg.chunk_fill = ChunkFill::Arena {
+            overhead: 44,
+            align: 8,
+        };
+        cfg.expected_bytes = 897_767_548;
+        let plan = Plan::new(&cfg, 2).expect("plan");
+        assert_eq!(plan.spill_sub_batches, 1, "{plan:?}");
+        // Four times that, or an unknown size: halves.
+        cfg.expected_bytes *= 4;
+        assert_eq!(Plan::new(&cfg, 2).expect("plan").spill_sub_batches, 4);
+        cfg.expected_bytes = 0;
+        assert_eq!(Plan::new(&cfg, 2).expect("plan").spill_sub_batches, 4);
+    }
+
+    #[test]
+    fn records_longer_than_a_frame_spill_in_larger_shares() {
+        // tests/safety/test_memory.py's long reads: 155 MB of 100-500 kb
+        // records at a 64 MiB held budget (frames of 64 KiB).
+        let mut cfg = config(64 << 20, 0);
+        cfg.expected_bytes = 155_768_912;
+        let plan = Plan::new(&cfg, 2).expect("plan");
+        assert_eq!(plan.spill_sub_batches, 1, "{plan:?}");
+        // Records up to a frame change nothing.
+        assert_eq!(plan.spill_share(0), 1);
+        assert_eq!(plan.spill_share(plan.frame_bytes), 1);
+        // Records of 750 KB: only ~10 readers fit, so halves.
+        assert_eq!(plan.spill_share(750_000), plan.sub_batches / 2);
+        // The share never shrinks as records grow.
+        let mut last = 0;
+        for largest in (0..40).map(|i| i * 25_000) {
+            let share = plan.spill_share(largest);
+            assert!(
+                share >= last && share <= plan.sub_batches / 2,
+                "{largest}: {share}"
+            );
+            last = share;
         }
     }
 

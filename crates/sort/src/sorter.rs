@@ -4,32 +4,42 @@
 //! within `max_open_runs` with background fan-in merges, and hands the last
 //! chunk plus the runs to the final merge.
 //!
-//! Spills overlap reading ("double-buffer mode", see also `plan.rs`):
+//! Spills overlap reading, and take a share of the chunk at a time
+//! (`Plan::spill_sub_batches`, see also `plan.rs`):
 //!
 //! * The first chunk fills the whole chunk budget, so an input that fits is
 //!   never spilled.
-//! * When it is full, its older half of sub-batches is spilled and `push`
+//! * When it is full, its oldest share of sub-batches is spilled and `push`
 //!   waits for that (the budget is full: there is nothing to read into),
-//!   then the newer half is handed to a background spill thread and `push`
-//!   goes on reading into the half the first spill freed. Waiting for half
-//!   a chunk instead of spilling the whole chunk in line halves the only
-//!   stall that cannot be hidden, at the price of one extra run.
-//! * From then on a chunk is half the budget's chunk: when the filling half
-//!   is full, `push` waits for the spill in flight (if it is still running:
-//!   memory stays bounded) and hands the new half to a new spill.
-//!   `SortStats::spill_wait_ns` counts these waits.
+//!   then the next share is handed to a background spill thread and `push`
+//!   goes on reading into the room the first spill freed. The rest of the
+//!   chunk stays in memory.
+//! * From then on, whenever no spill is in flight and no more than a share
+//!   of the chunk is free, the oldest share of closed sub-batches is handed
+//!   to a new background spill, and `push` reads into the free share
+//!   meanwhile. When the chunk is full while a spill is in flight, `push`
+//!   waits for it (memory stays bounded). `SortStats::spill_wait_ns`
+//!   counts these waits.
+//! * So memory keeps the chunk less at most two shares (the one being
+//!   written and the one free to read into) of the newest records, and
+//!   what is in memory when the input ends is never written: the spilled
+//!   records are the input less about a chunk, as for a sorter that keeps
+//!   its whole last buffer. A share of half the chunk was the earlier
+//!   "double-buffer mode" (chunks of half the budget, each spilled while
+//!   the other fills), which kept only the filling half at the end.
 //! * A background spill's error (ENOSPC, a failed write, a vanished temp
 //!   directory) is kept by its thread and returned by the next `push` that
 //!   closes a sub-batch, or by `finish`; the sorter is then failed.
 //!
 //! Invariants (the stability contract of ARCHITECTURE.md):
 //! * sub-batches are consecutive slices of the input, closed in order;
-//! * a spill merges consecutive sub-batches, in order, into one run; at
-//!   most one spill is in flight and its run is appended before the next
-//!   spill starts, so runs are kept in input order;
+//! * a spill merges consecutive sub-batches, the oldest closed ones, in
+//!   order, into one run; at most one spill is in flight and its run is
+//!   appended before the next spill starts, so runs are kept in input
+//!   order, and every record still in memory follows every run's;
 //! * a fan-in merges *consecutive* runs and its output takes their place
 //!   (a spill's run is appended after it, which leaves the place valid);
-//! * the final merge reads runs first, then the last chunk's sub-batches.
+//! * the final merge reads runs first, then the sub-batches in memory.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -147,6 +157,9 @@ struct Spilled {
 
 /// A spill running on its own thread.
 struct Spill {
+    /// Sub-batches it holds, and what they count against the chunk.
+    sub_batches: usize,
+    fill: usize,
     cancel: Arc<AtomicBool>,
     /// Set by `finish`: end the run after the record being written and
     /// hand the unwritten records back (see [`Sorter::finish`]).
@@ -270,9 +283,12 @@ pub struct Sorter {
     /// What the closed sub-batches count against the chunk.
     closed_fill: usize,
     chunk_charge: Charge,
-    /// Set at the first spill: from then on chunks are half size and each
-    /// is spilled in the background while the next fills.
-    double_buffer: bool,
+    /// Set at the first spill: from then on a share of the chunk is
+    /// spilled in the background whenever little of it is free.
+    spilling: bool,
+    /// The longest key plus record pushed so far (the spill share grows
+    /// when records outgrow the run frames, [`crate::plan::Plan::spill_share`]).
+    largest: usize,
     spill: Option<Spill>,
     /// The records a spill stopped by `finish` did not write: sorted
     /// batches, in source order, merged from memory after its run.
@@ -318,7 +334,8 @@ impl Sorter {
             idle: Vec::new(),
             closed_bytes: 0,
             closed_fill: 0,
-            double_buffer: false,
+            spilling: false,
+            largest: 0,
             spill: None,
             unspilled: Vec::new(),
             unspilled_bytes: 0,
@@ -423,6 +440,7 @@ impl Sorter {
         }
         self.stats.records += 1;
         self.stats.bytes += len as u64;
+        self.largest = self.largest.max(len);
         self.prefault_ahead();
         Ok(())
     }
@@ -472,6 +490,7 @@ impl Sorter {
                 }
             }
         }
+        self.largest = self.largest.max(batch.max_len());
         let batch = Lent::new(batch, then);
         let mut from = 0;
         let mut closed = false;
@@ -533,13 +552,15 @@ impl Sorter {
         }
     }
 
-    /// Ends the input and returns the sorted stream. The last chunk is not
-    /// spilled: its sub-batches are merged from memory with the runs.
+    /// Ends the input and returns the sorted stream. The sub-batches still
+    /// in memory (the last chunk: all of it less at most two spill shares,
+    /// see the module comment) are not spilled: they are merged from
+    /// memory with the runs.
     ///
     /// A spill still in flight is stopped rather than waited for: its run
     /// ends after the record being written, and the records it had not
     /// written yet stay in memory as sorted batches (their first records
-    /// dropped), merged after its run and before the last chunk. Every
+    /// dropped), merged after its run and before the rest in memory. Every
     /// record of the run precedes every unwritten one in the spill's
     /// merged order, so the final stream, ties included, is the one the
     /// whole run would give. Memory holds no more than the whole chunk
@@ -651,6 +672,7 @@ impl Sorter {
             .config
             .memory_budget
             .saturating_sub(usize::try_from(self.ctx.meter.current()).unwrap_or(usize::MAX));
+        let mut on_top = None;
         if let crate::ChunkFill::Arena { .. } = self.config.chunk_fill {
             // Records filled a budget counted in another sorter's units:
             // the merge gets the room a held-bytes plan would have left it,
@@ -670,9 +692,23 @@ impl Sorter {
                 threads,
             );
             allowance = allowance.max(reserve);
+            // And the run frames of the partitions in flight come on top
+            // too, beside the reserve, up to half the budget (what the
+            // discount of a stopped spill's rest above gave when spills
+            // took half the chunk): a spill schedule that keeps most of the
+            // chunk in memory at the end (`plan::Plan::spill_sub_batches`)
+            // leaves no room for them otherwise (a name sort of 33k records
+            // at `-m 1M -@3`, 21 runs: no partition fitted).
+            on_top = Some((reserve, self.config.memory_budget / 2));
         }
         let mut bytes = (total / (8 * threads)).clamp(MIN_PARTITION_BYTES, MAX_PARTITION_BYTES);
         loop {
+            let allowance = match on_top {
+                Some((reserve, cap)) => {
+                    allowance.max((reserve + (jobs + 1).saturating_mul(frames_per_job)).min(cap))
+                }
+                None => allowance,
+            };
             let per_job = allowance / (jobs + 1);
             let fit = per_job.saturating_sub(frames_per_job) / 2;
             if fit >= MIN_PARTITION_BYTES {
@@ -695,35 +731,57 @@ impl Sorter {
     }
 
     /// Sends the filling sub-batch to the pool for sorting, collects a
-    /// finished background spill, and spills when that completes a chunk:
-    /// its sub-batches all used, or their bytes reaching the chunk's share
-    /// of the budget (records larger than a sub-batch get a sub-batch of
-    /// their own and fill the chunk sooner). The chunk is the plan's until
-    /// the first spill and half of it after (see the module comment).
+    /// finished background spill, and spills by the schedule of the module
+    /// comment: nothing until the chunk is full (its sub-batches all used,
+    /// or their fill reaching the chunk's bytes: records larger than a
+    /// sub-batch get a sub-batch of their own and fill the chunk sooner);
+    /// from then on the oldest `spill_sub_batches` closed ones as soon as
+    /// no more than that many are free, and a wait for the spill in flight
+    /// whenever the chunk is full.
     fn close_filling(&mut self) -> Result<()> {
         self.dispatch_filling();
         self.poll_spill()?;
-        let mut sub_batches = self.plan.sub_batches;
-        let mut chunk_bytes = sub_batches * self.plan.sub_batch_bytes;
-        if self.double_buffer {
-            sub_batches = (sub_batches / 2).max(1);
-            chunk_bytes /= 2;
-        }
-        if self.closed.len() < sub_batches && self.closed_fill < chunk_bytes {
-            return Ok(());
-        }
-        if !self.double_buffer {
-            // The first spill: the whole budget is in use, so the older
-            // half is spilled while `push` waits, and only the newer half
-            // overlaps reading.
-            self.double_buffer = true;
-            let older = (self.closed.len() / 2).max(1);
-            if older < self.closed.len() {
-                self.start_spill(older)?;
+        let sub_batches = self.plan.sub_batches;
+        let chunk_bytes = sub_batches * self.plan.sub_batch_bytes;
+        let share = self.plan.spill_share(self.largest);
+        let share_bytes = share * self.plan.sub_batch_bytes;
+        loop {
+            // The spill in flight holds its sub-batches until it ends.
+            let (held, held_fill) = match &self.spill {
+                Some(spill) => (
+                    self.closed.len() + spill.sub_batches,
+                    self.closed_fill + spill.fill,
+                ),
+                None => (self.closed.len(), self.closed_fill),
+            };
+            let full = held >= sub_batches || held_fill >= chunk_bytes;
+            if self.spill.is_some() {
+                if !full {
+                    return Ok(());
+                }
+                // Nothing left to read into: wait (memory stays bounded).
+                self.wait_spill()?;
+                continue;
             }
+            let due = if self.spilling {
+                held + share >= sub_batches || held_fill + share_bytes >= chunk_bytes
+            } else {
+                full
+            };
+            if !due || self.closed.is_empty() {
+                return Ok(());
+            }
+            self.spilling = true;
+            // The oldest sub-batches, up to a share of the chunk by count
+            // or by fill.
+            let mut count = 0;
+            let mut fill = 0;
+            while count < self.closed.len() && count < share && fill < share_bytes {
+                fill += self.closed[count].fill;
+                count += 1;
+            }
+            self.start_spill(count)?;
         }
-        self.wait_spill()?;
-        self.start_spill(self.closed.len())
     }
 
     fn dispatch_filling(&mut self) {
@@ -776,8 +834,9 @@ impl Sorter {
         let taken: Vec<Closed> = self.closed.drain(..count).collect();
         let bytes: usize = taken.iter().map(|c| c.bytes).sum();
         let records: u64 = taken.iter().map(|c| c.records).sum();
+        let fill: usize = taken.iter().map(|c| c.fill).sum();
         self.spilled_records += records;
-        self.closed_fill -= taken.iter().map(|c| c.fill).sum::<usize>();
+        self.closed_fill -= fill;
         // Release before charging again, so the move is not a peak.
         self.closed_bytes -= bytes;
         self.chunk_charge.set(self.closed_bytes);
@@ -807,6 +866,8 @@ impl Sorter {
                 what: "starting the background spill",
             })?;
         self.spill = Some(Spill {
+            sub_batches: count,
+            fill,
             cancel,
             stop,
             handle,
@@ -984,6 +1045,12 @@ impl Sorter {
     /// hang-up) on `gate` before they touch the temp directory.
     pub(crate) fn set_spill_gate(&mut self, gate: Receiver<()>) {
         self.spill_gate = Some(gate);
+    }
+
+    /// Spills take `share` sub-batches from now on, whatever the plan chose.
+    pub(crate) fn set_spill_sub_batches(&mut self, share: usize) {
+        assert!(share >= 1 && 2 * share <= self.plan.sub_batches);
+        self.plan.spill_sub_batches = share;
     }
 
     /// Whether a background spill has started and not yet returned.

@@ -20,6 +20,7 @@ fn config(dir: &Path, kind: KeyKind, budget: usize, max_open_runs: usize) -> Sor
         max_open_runs,
         merge_partition_bytes: 0,
         chunk_fill: Default::default(),
+        expected_bytes: 0,
     }
 }
 
@@ -387,15 +388,17 @@ fn large_records_fill_the_chunk_early() {
     );
 }
 
-/// A sorter whose spills wait at a gate; the first spill (the first chunk's
-/// older half, which `push` waits for) is let through. Returns the sorter
-/// with its second spill held in flight, the gate's sender, and how many
-/// records of `input` were pushed.
+/// A sorter whose spills wait at a gate; the first spill (the first
+/// chunk's oldest share, which `push` waits for) is let through. Returns
+/// the sorter with its second spill (the next share) held in flight, the
+/// gate's sender, and how many records of `input` were pushed.
 fn sorter_with_held_spill(
     input: &Input,
     config: SortConfig,
+    share: usize,
 ) -> (Sorter, crossbeam_channel::Sender<()>, usize) {
     let mut sorter = Sorter::new(config, pool(2)).expect("sorter");
+    sorter.set_spill_sub_batches(share);
     let (gate, held) = crossbeam_channel::unbounded();
     gate.send(()).expect("gate open");
     sorter.set_spill_gate(held);
@@ -408,7 +411,13 @@ fn sorter_with_held_spill(
     assert_eq!(
         sorter.stats().spills,
         1,
-        "the first chunk's older half was spilled in line"
+        "the first chunk's oldest share was spilled in line"
+    );
+    let plan = *sorter.plan();
+    assert_eq!(
+        sorter.closed_sub_batches(),
+        plan.sub_batches - 2 * plan.spill_sub_batches,
+        "two shares of the full chunk went to spills, the rest stays: {plan:?}"
     );
     (sorter, gate, pushed)
 }
@@ -424,20 +433,39 @@ fn spill_input(records: u64) -> Input {
     make_input(keys, &[60])
 }
 
+/// Spill shares the tests try: one sub-batch, two, half the chunk.
+const SHARES: [usize; 3] = [1, 2, 4];
+
 #[test]
 fn reading_goes_on_while_a_spill_is_in_flight() {
+    for share in SHARES {
+        reading_goes_on_while_a_spill_of_a_share_is_in_flight(share);
+    }
+}
+
+fn reading_goes_on_while_a_spill_of_a_share_is_in_flight(share: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = spill_input(20_000);
     let config = config(dir.path(), KeyKind::Fixed8, 64 << 10, 1_000);
-    let (mut sorter, gate, mut pushed) = sorter_with_held_spill(&input, config);
-    // The held spill owns half the chunk; a whole sub-batch more is read,
-    // sorted and closed while it is still running.
-    assert_eq!(sorter.closed_sub_batches(), 0);
+    let (mut sorter, gate, mut pushed) = sorter_with_held_spill(&input, config, share);
+    // The held spill owns a share of the chunk, and as much was freed by
+    // the first: while a share is a sub-batch more than the one filling, a
+    // whole sub-batch more is read, sorted and closed while it is still
+    // running; else the filling one takes records.
+    let closed = sorter.closed_sub_batches();
     let during = pushed;
-    while sorter.closed_sub_batches() < 1 {
-        let (k, r) = &input[pushed];
-        sorter.push(k, r).expect("push while spilling");
-        pushed += 1;
+    if sorter.plan().spill_sub_batches >= 2 {
+        while sorter.closed_sub_batches() == closed {
+            let (k, r) = &input[pushed];
+            sorter.push(k, r).expect("push while spilling");
+            pushed += 1;
+        }
+    } else {
+        let per_sub_batch = pushed / sorter.plan().sub_batches;
+        for (k, r) in &input[pushed..pushed + per_sub_batch / 2] {
+            sorter.push(k, r).expect("push while spilling");
+        }
+        pushed += per_sub_batch / 2;
     }
     assert!(
         sorter.spill_running(),
@@ -457,7 +485,10 @@ fn reading_goes_on_while_a_spill_is_in_flight() {
 
 #[test]
 fn finish_stops_the_spill_in_flight_and_merges_its_rest_from_memory() {
-    for kind in [KeyKind::Fixed8, KeyKind::Variable] {
+    for (kind, share) in [KeyKind::Fixed8, KeyKind::Variable]
+        .into_iter()
+        .flat_map(|kind| SHARES.map(|share| (kind, share)))
+    {
         for partition in [0, 4 << 10] {
             let dir = tempfile::tempdir().expect("tempdir");
             // Few keys, so ties cross the stopped run and its unwritten
@@ -468,27 +499,36 @@ fn finish_stops_the_spill_in_flight_and_merges_its_rest_from_memory() {
                 merge_partition_bytes: partition,
                 ..config(dir.path(), kind, budget, 4)
             };
-            let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config.clone());
-            // The chunk's raw bytes as a run would hold them: both spills
-            // together, unstopped.
+            let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config.clone(), share);
+            // The chunk's raw bytes as a run would hold them.
             let chunk_raw: usize = input[..pushed]
                 .iter()
                 .map(|(k, r)| k.len() + r.len() + 2)
                 .sum();
-            // The input ends while the second spill (the first chunk's newer
-            // half, thousands of records) is held: it is stopped before it
-            // starts, writes the records up to its first look at the flag,
-            // and leaves the rest in memory.
+            // The input ends while the second spill (the first chunk's next
+            // share, thousands of records) is held, after half a sub-batch
+            // more (the room the first spill freed): it is stopped before
+            // it starts, writes the records up to its first look at the
+            // flag, and leaves the rest in memory.
+            let plan = *sorter.plan();
+            let end = (pushed + pushed / plan.sub_batches / 2).min(input.len());
+            let input = input[..end].to_vec();
             for (k, r) in &input[pushed..] {
                 sorter.push(k, r).expect("push");
             }
+            let share_raw = chunk_raw * plan.spill_sub_batches / plan.sub_batches;
             sorter.request_spill_stop();
             drop(gate);
             let (got, stats) = finish_and_collect(sorter);
-            assert_eq!(got, expected(&input), "{kind:?} partition {partition}");
+            assert_eq!(
+                got,
+                expected(&input),
+                "{kind:?} share {share} partition {partition}"
+            );
             assert_eq!(stats.spills, 2, "no spill after the held one: {stats:?}");
+            // The first spill's share and a little of the stopped one.
             assert!(
-                stats.run_bytes_raw < chunk_raw as u64 * 3 / 4,
+                stats.run_bytes_raw < (share_raw + chunk_raw / 4) as u64,
                 "{chunk_raw} raw bytes in the chunk, runs hold {stats:?}"
             );
             assert!(stats.peak_bytes <= budget as u64, "{stats:?}");
@@ -501,7 +541,13 @@ fn finish_stops_the_spill_in_flight_and_merges_its_rest_from_memory() {
 }
 
 #[test]
-fn double_buffering_stays_within_the_budget_when_spills_are_slow() {
+fn spilling_in_shares_stays_within_the_budget_when_spills_are_slow() {
+    for share in SHARES {
+        spilling_a_share_at_a_time_stays_within_the_budget(share);
+    }
+}
+
+fn spilling_a_share_at_a_time_stays_within_the_budget(share: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let budget = 256 << 10;
     let keys: Vec<Vec<u8>> = (0..40_000u64)
@@ -510,8 +556,9 @@ fn double_buffering_stays_within_the_budget_when_spills_are_slow() {
     let input = make_input(keys, &[40, 90, 0]);
     let mut sorter =
         Sorter::new(config(dir.path(), KeyKind::Variable, budget, 0), pool(3)).expect("sorter");
-    // Every spill waits a few milliseconds at the gate, so `push` fills its
-    // half while the other half is held, and has to wait for it.
+    sorter.set_spill_sub_batches(share);
+    // Every spill waits a few milliseconds at the gate, so `push` fills the
+    // free share while the spill's is held, and has to wait for it.
     let (gate, held) = crossbeam_channel::unbounded();
     sorter.set_spill_gate(held);
     let opener = std::thread::spawn(move || {
@@ -525,12 +572,12 @@ fn double_buffering_stays_within_the_budget_when_spills_are_slow() {
     let (got, stats) = finish_and_collect(sorter);
     opener.join().expect("opener thread");
     assert_eq!(got, expected(&input));
-    assert!(stats.spills >= 6, "{stats:?}");
-    assert!(stats.spill_wait_ns > 0, "{stats:?}");
+    assert!(stats.spills >= 6, "share {share}: {stats:?}");
+    assert!(stats.spill_wait_ns > 0, "share {share}: {stats:?}");
     assert!(stats.peak_bytes <= budget as u64, "{stats:?}");
     assert!(
         stats.peak_bytes >= budget as u64 / 3,
-        "the two halves together are most of the budget: {stats:?}"
+        "the chunk, spilling and filling, is most of the budget: {stats:?}"
     );
     assert_eq!(temp_files(dir.path()), 0);
 }
@@ -542,7 +589,7 @@ fn a_background_spill_error_surfaces_from_the_next_push() {
     std::fs::create_dir(&temp).expect("mkdir");
     let input = spill_input(20_000);
     let config = config(&temp, KeyKind::Fixed8, 64 << 10, 1_000);
-    let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config);
+    let (mut sorter, gate, pushed) = sorter_with_held_spill(&input, config, 1);
     std::fs::remove_dir_all(&temp).expect("remove temp dir");
     drop(gate);
     let err = input[pushed..]
@@ -567,7 +614,7 @@ fn a_background_spill_error_surfaces_from_finish() {
     std::fs::create_dir(&temp).expect("mkdir");
     let input = spill_input(20_000);
     let config = config(&temp, KeyKind::Fixed8, 64 << 10, 1_000);
-    let (sorter, gate, _) = sorter_with_held_spill(&input, config);
+    let (sorter, gate, _) = sorter_with_held_spill(&input, config, 1);
     std::fs::remove_dir_all(&temp).expect("remove temp dir");
     drop(gate);
     let err = sorter.finish().expect_err("the held spill fails");
@@ -579,7 +626,7 @@ fn dropping_a_sorter_during_a_background_spill_removes_its_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = spill_input(20_000);
     let config = config(dir.path(), KeyKind::Fixed8, 64 << 10, 1_000);
-    let (sorter, gate, _) = sorter_with_held_spill(&input, config);
+    let (sorter, gate, _) = sorter_with_held_spill(&input, config, 1);
     assert!(temp_files(dir.path()) > 0, "the first spill's run exists");
     // Opens the gate while `drop` is already waiting for the spill.
     let opener = std::thread::spawn(move || {
@@ -730,6 +777,7 @@ fn push_batch_is_push_record_by_record() {
     }) {
         let config = |dir: &Path| SortConfig {
             chunk_fill: fill,
+            expected_bytes: 0,
             ..config(dir, kind, budget, 3)
         };
         let input = tied_input(kind, 4_000);

@@ -346,6 +346,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
         max_open_runs: 0,
         merge_partition_bytes: 0,
         chunk_fill: chunk_fill(cfg.explicit_total),
+        expected_bytes: expected_bytes(cfg, budget),
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
     let mut input = input;
@@ -478,14 +479,31 @@ fn temp_dir(
             )
         })?;
     if cfg.tmp_space_check {
-        let inputs = if cfg.inputs.is_empty() {
-            std::slice::from_ref(&cfg.input)
-        } else {
-            &cfg.inputs[..]
-        };
-        super::tmp_space::check(inputs, budget as u64, tmp.path())?;
+        super::tmp_space::check(input_paths(cfg), budget as u64, tmp.path())?;
     }
     Ok(tmp)
+}
+
+/// The input paths as given (one, or `--inputs`' several).
+fn input_paths(cfg: &Config) -> &[String] {
+    if cfg.inputs.is_empty() {
+        std::slice::from_ref(&cfg.input)
+    } else {
+        &cfg.inputs[..]
+    }
+}
+
+/// The record bytes the inputs are expected to hold
+/// ([`super::tmp_space::estimate`]), for the sorter's spill schedule
+/// ([`SortConfig::expected_bytes`]); 0 when any input's size is unknown
+/// (standard input, CRAM).
+fn expected_bytes(cfg: &Config, budget: usize) -> u64 {
+    let est = super::tmp_space::estimate(input_paths(cfg), budget as u64);
+    if est.unknown.is_empty() {
+        est.record_bytes
+    } else {
+        0
+    }
 }
 
 /// `--resume`: the kept runs handed to `sorter` and a BAM input moved to

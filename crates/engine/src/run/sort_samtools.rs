@@ -439,6 +439,7 @@ pub(crate) fn run_inner(
         max_open_runs: 0,
         merge_partition_bytes: 0,
         chunk_fill: crate::run::resources::chunk_fill(cfg.explicit_total),
+        expected_bytes: 0,
     };
     let grouping = match group_first {
         true => {

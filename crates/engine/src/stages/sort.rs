@@ -176,6 +176,7 @@ fn map_with_share(
             max_open_runs: 0,
             merge_partition_bytes: 0,
             chunk_fill: Default::default(),
+            expected_bytes: 0,
         };
         let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
         let limit = sorter.plan().record_limit;

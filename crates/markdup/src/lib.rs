@@ -60,6 +60,7 @@ mod error;
 pub mod extract;
 pub mod fixmate;
 pub mod grouping;
+pub mod hash;
 pub mod htsjdk;
 mod marker;
 pub mod metrics;

@@ -54,7 +54,9 @@ mod tests;
 use alnsort_bam::record::flags;
 use alnsort_bam::RecordRef;
 use coords::{CoordRegex, NameCoords, NameFailure};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hash::WordMap;
 
 pub use stats::{Stats, StatsBlock};
 
@@ -250,15 +252,15 @@ enum Counter {
 pub struct SamtoolsMarker {
     opts: Options,
     rg_ids: Vec<String>,
-    rg_map: HashMap<Vec<u8>, usize>,
+    rg_map: WordMap<Vec<u8>, usize>,
     read_groups: bool,
     check_chain: bool,
     window: VecDeque<Entry>,
     /// Id of the window's first record.
     base: u64,
-    pair_hash: HashMap<Key, u64>,
-    single_hash: HashMap<Key, u64>,
-    dup_names: HashMap<Vec<u8>, DupName>,
+    pair_hash: WordMap<Key, u64>,
+    single_hash: WordMap<Key, u64>,
+    dup_names: WordMap<Vec<u8>, DupName>,
     ready: VecDeque<Vec<u8>>,
     stats: Vec<StatsBlock>,
     prev_tid: i32,
@@ -275,7 +277,7 @@ pub struct SamtoolsMarker {
     tail_node: u32,
     free_nodes: Vec<u32>,
     nodes_made: u32,
-    node_owner: HashMap<u32, u64>,
+    node_owner: WordMap<u32, u64>,
 }
 
 fn name_of(rec: &[u8]) -> &[u8] {
@@ -344,7 +346,7 @@ impl SamtoolsMarker {
             opts.optical_distance = 0;
         }
         let mut warnings = Vec::new();
-        let mut rg_map = HashMap::new();
+        let mut rg_map = WordMap::default();
         let mut rg_ids = Vec::new();
         let mut read_groups = opts.read_groups;
         if read_groups {
@@ -381,9 +383,9 @@ impl SamtoolsMarker {
             check_chain,
             window: VecDeque::new(),
             base: 0,
-            pair_hash: HashMap::new(),
-            single_hash: HashMap::new(),
-            dup_names: HashMap::new(),
+            pair_hash: WordMap::default(),
+            single_hash: WordMap::default(),
+            dup_names: WordMap::default(),
             ready: VecDeque::new(),
             prev_tid: 0,
             prev_coord: 0,
@@ -394,7 +396,7 @@ impl SamtoolsMarker {
             tail_node: 0,
             free_nodes: Vec::new(),
             nodes_made: 1,
-            node_owner: HashMap::new(),
+            node_owner: WordMap::default(),
         }
     }
 

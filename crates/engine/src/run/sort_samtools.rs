@@ -28,10 +28,10 @@ use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::ScanOptions;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
+use alnsort_markdup::hash::WordSet;
 use alnsort_markdup::samtools::SamtoolsMarker;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// samtools collate's number of temporary files (`-n`, default 64: the
@@ -95,9 +95,18 @@ struct Keyed {
 }
 
 impl Keyed {
-    fn new(fill: ChunkFill, bytes: usize, records: usize) -> Keyed {
+    /// A batch for `records` records of about `bytes` bytes: `spare`, a
+    /// batch the sorter has copied, emptied for reuse, or a new one.
+    fn new(fill: ChunkFill, bytes: usize, records: usize, spare: Option<Batch>) -> Keyed {
+        let batch = match spare {
+            Some(mut b) => {
+                b.reuse_for_input(bytes, records);
+                b
+            }
+            None => Batch::for_input_filling(KeyKind::Variable, fill, bytes, records),
+        };
         Keyed {
-            batch: Batch::for_input_filling(KeyKind::Variable, fill, bytes, records),
+            batch,
             names: Vec::new(),
             fingerprints: Vec::new(),
         }
@@ -143,8 +152,7 @@ struct Piece {
 /// A name's 64-bit fingerprint, for the check that no name comes back in
 /// a later template (input not grouped by name).
 fn fingerprint(name: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(name)
+    alnsort_markdup::hash::hash_bytes(name, 0)
 }
 
 fn read_name(rec: &[u8]) -> &[u8] {
@@ -171,39 +179,64 @@ fn read_fixed(
     let depth = pool.current_num_threads() * 2 + 2;
     let (job_fixer, job_encoder) = (Arc::clone(fixer), Arc::clone(encoder));
     let fill = sorter.chunk_fill();
+    // Buffers go back to the jobs for the next batches, as `alnsort sort`'s
+    // input batches do (`io::input`): a fresh one of a batch's size is
+    // mapped anew and costs a page fault per 4 KiB written (12% of the
+    // read phase's samples here before). The sort batches the sorter has
+    // copied, and each job's staging of the decoded records.
+    let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(depth);
+    let (staging_tx, staging_rx) = crossbeam_channel::bounded::<(Vec<u8>, Vec<usize>)>(depth);
     let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
-        let mut all: Vec<Vec<u8>> = Vec::new();
+        // The batch's records back to back, and where each ends.
+        let (mut bytes, mut ends) = staging_rx.try_recv().unwrap_or_default();
+        bytes.clear();
+        ends.clear();
         let mut warnings = Vec::new();
         dec.decode(
             raw,
             |_key, rec| {
-                all.push(rec.to_vec());
+                bytes.extend_from_slice(rec);
+                ends.push(bytes.len());
                 Ok(())
             },
             |w| warnings.push(w),
         )?;
-        match group_first {
+        let all: Vec<&[u8]> = ends
+            .iter()
+            .scan(0, |start, &end| {
+                let rec = &bytes[*start..end];
+                *start = end;
+                Some(rec)
+            })
+            .collect();
+        let piece = match group_first {
             // Grouped on the reading thread first: nothing to cut yet.
             true => Ok(Piece {
                 records: all.len() as u64,
-                head: all,
-                fixed: Keyed::new(fill, 0, 0),
+                head: all.iter().map(|r| r.to_vec()).collect(),
+                fixed: Keyed::new(fill, 0, 0, None),
                 tail: None,
                 warnings,
             }),
-            false => cut_fix_key(all, &job_fixer, &job_encoder, fill, warnings),
-        }
+            false => {
+                let spare = spare_rx.try_recv().ok();
+                cut_fix_key(&all, &job_fixer, &job_encoder, (fill, spare), warnings)
+            }
+        };
+        drop(all);
+        let _ = staging_tx.try_send((bytes, ends));
+        piece
     })?;
     // Names of the templates finished, to refuse input whose templates are
     // scattered (fixmate and this sort would see two templates where
     // collate gathers one).
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: WordSet<u64> = WordSet::default();
     let mut open = TemplateCutter::new();
     let mut records_in = 0u64;
     let mut scratch = Vec::new();
     let finish_open = |open: &mut TemplateCutter,
                        sorter: &mut Sorter,
-                       seen: &mut HashSet<u64>,
+                       seen: &mut WordSet<u64>,
                        scratch: &mut Vec<u8>|
      -> Result<()> {
         open.take(|t| {
@@ -246,7 +279,12 @@ fn read_fixed(
                     return Err(scattered(&name, p.fixed.name(i)));
                 }
             }
-            sorter.push_batch(p.fixed.batch)?;
+            // Once copied, the batch goes back to the jobs (dropped when
+            // enough spares wait).
+            let spare = spare_tx.clone();
+            sorter.push_batch_then(p.fixed.batch, move |b| {
+                let _ = spare.try_send(b);
+            })?;
             for rec in &tail {
                 open.push(rec);
             }
@@ -265,6 +303,11 @@ fn read_fixed(
     finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
     Ok(records_in)
 }
+
+/// Records ahead of the one being marked whose bytes are asked for
+/// (`Chunk::prefetch`): enough to cover a memory access's latency with the
+/// marker's work on the records between.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Marks the sorted records with samtools markdup's streaming marker on
 /// their way to the output (through a first-pass file with `-S`) and
@@ -318,19 +361,42 @@ fn mark_and_write(
         },
     };
     let mut written = 0u64;
-    while let Some((_, rec)) = merged.next_entry()? {
+    let mut feed = |rec: &[u8], marker: &mut SamtoolsMarker| -> Result<()> {
         written += 1;
         marker.push(rec.to_vec()).map_err(failed)?;
         crate::run::samtools_markdup::drain(
             "alnsort sort --markdup=samtools",
-            &mut marker,
+            marker,
             &mut out,
             &mut first_pass,
         )?;
         if written.is_multiple_of(4096) {
             progress.set_output_position(written);
         }
+        Ok(())
+    };
+    if merged.has_chunks() {
+        // The merged records lie where the sort left them, scattered over
+        // its sub-batches: each copy into the marker would wait for memory.
+        // Records a few ahead are asked for while the marker works.
+        while let Some(chunk) = merged.next_chunk()? {
+            let n = chunk.len();
+            for i in 0..n.min(PREFETCH_AHEAD) {
+                chunk.prefetch(i);
+            }
+            for i in 0..n {
+                if i + PREFETCH_AHEAD < n {
+                    chunk.prefetch(i + PREFETCH_AHEAD);
+                }
+                feed(chunk.record(i), &mut marker)?;
+            }
+        }
+    } else {
+        while let Some((_, rec)) = merged.next_entry()? {
+            feed(rec, &mut marker)?;
+        }
     }
+    drop(feed);
     marker.finish().map_err(failed)?;
     crate::run::samtools_markdup::drain(
         "alnsort sort --markdup=samtools",
@@ -515,20 +581,19 @@ fn scattered(file: &str, qname: &[u8]) -> Error {
 /// The pool job of a batch: its records cut into templates; those between
 /// the first and the last fixed and keyed here.
 fn cut_fix_key(
-    all: Vec<Vec<u8>>,
+    all: &[&[u8]],
     fixer: &Fixmate,
     encoder: &KeyEncoder,
-    fill: ChunkFill,
+    (fill, spare): (ChunkFill, Option<Batch>),
     warnings: Vec<String>,
 ) -> Result<Piece> {
     // Room for the records, their keys (coordinate, collate's place: about
     // the name again) and what fixmate adds (MC, MQ, ms).
     let bytes: usize = all.iter().map(|r| 2 * r.len() + 32).sum();
-    let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
-    let runs = fm::template_runs(&refs);
+    let runs = fm::template_runs(all);
     let mut piece = Piece {
         head: Vec::new(),
-        fixed: Keyed::new(fill, bytes, all.len()),
+        fixed: Keyed::new(fill, bytes, all.len(), spare),
         tail: None,
         records: all.len() as u64,
         warnings,
@@ -536,22 +601,29 @@ fn cut_fix_key(
     let Some(first) = runs.first().cloned() else {
         return Ok(piece);
     };
-    let mut all: Vec<Option<Vec<u8>>> = all.into_iter().map(Some).collect();
-    let mut take = |range: std::ops::Range<usize>| -> Vec<Vec<u8>> {
-        all[range].iter_mut().filter_map(Option::take).collect()
+    let owned = |range: std::ops::Range<usize>| -> Vec<Vec<u8>> {
+        all[range].iter().map(|r| r.to_vec()).collect()
     };
-    piece.head = take(first);
+    piece.head = owned(first);
     if runs.len() > 1 {
         let mut scratch = Vec::new();
+        // One template at a time in buffers kept from template to template
+        // (fixmate edits records in place and may lengthen them), so that
+        // records are not each allocated and freed.
+        let mut t: Vec<Vec<u8>> = Vec::new();
         for run in &runs[1..runs.len() - 1] {
-            let mut t = take(run.clone());
+            t.resize_with(run.len(), Vec::new);
+            for (dst, src) in t.iter_mut().zip(&all[run.clone()]) {
+                dst.clear();
+                dst.extend_from_slice(src);
+            }
             piece.fixed.note_template(read_name(&t[0]));
             fix_in_collate_order(fixer, &mut t);
             for r in &t {
                 piece.fixed.push(encoder, r, &mut scratch)?;
             }
         }
-        piece.tail = Some(take(runs[runs.len() - 1].clone()));
+        piece.tail = Some(owned(runs[runs.len() - 1].clone()));
     }
     Ok(piece)
 }

@@ -3,34 +3,7 @@
 
 use super::join::join_key;
 use crate::ends::End;
-
-/// A hash of `bytes` from `h`, eight bytes at a time (little-endian
-/// words, the tail zero-padded): the same bucket in every process,
-/// whatever its hasher. Each word is folded in with FxHash's step
-/// (rustc-hash's multiplier), and the result is mixed with MurmurHash3's
-/// 64-bit finaliser (`fmix64`) so that its remainder by a bucket count
-/// depends on every bit.
-pub(crate) fn hash_bytes(bytes: &[u8], mut h: u64) -> u64 {
-    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w.try_into().expect("8"))).wrapping_mul(K);
-    }
-    let rest = words.remainder();
-    let mut tail = [0u8; 8];
-    tail[..rest.len()].copy_from_slice(rest);
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(tail) ^ (bytes.len() as u64) << 56).wrapping_mul(K);
-    fmix64(h)
-}
-
-/// MurmurHash3's 64-bit finaliser.
-pub(crate) fn fmix64(mut h: u64) -> u64 {
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ h >> 33
-}
+use crate::hash::hash_bytes;
 
 pub(crate) fn end_bucket_of(e: &End, buckets: usize) -> usize {
     let mut key = [0u8; 24];

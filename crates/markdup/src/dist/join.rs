@@ -2,13 +2,14 @@
 //! marker pairs them ([`join_mates`], [`MateJoin`]), spilled in sorted runs
 //! beyond a limit.
 
-use super::bucket::{end_bucket_of, hash_bytes};
+use super::bucket::end_bucket_of;
 use super::fixups::Fixups;
 use super::half::{encode_half, half_at, half_fields, half_name_len, HalfFields, HALF_BYTES};
 use super::merge_order::{self, MergeKey, MergeOrder};
 #[cfg(doc)]
 use super::SplitShare;
 use crate::ends::{pair_end, End};
+use crate::hash::hash_bytes;
 use crate::spill::{encode_end, io_error, END_BYTES};
 #[cfg(doc)]
 use crate::MarkDuplicates;

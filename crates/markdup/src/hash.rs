@@ -1,0 +1,133 @@
+//! The crate's one 64-bit hash: FxHash's word step, MurmurHash3's finaliser; fast, and the same in every process.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash's multiplier (rustc-hash's `K`).
+const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+/// Folds one word into the state (FxHash's step).
+#[inline]
+fn step(h: u64, word: u64) -> u64 {
+    (h.rotate_left(5) ^ word).wrapping_mul(K)
+}
+
+/// Folds `bytes` into `h` eight bytes at a time (little-endian words, the
+/// tail zero-padded and marked with the length), without finalising.
+#[inline]
+fn fold_bytes(bytes: &[u8], mut h: u64) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        h = step(h, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    let rest = words.remainder();
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    step(h, u64::from_le_bytes(tail) ^ (bytes.len() as u64) << 56)
+}
+
+/// A hash of `bytes` from `h`: the same bucket in every process, whatever
+/// its hasher; mixed by [`fmix64`] so that its remainder by a bucket count
+/// depends on every bit.
+pub fn hash_bytes(bytes: &[u8], h: u64) -> u64 {
+    fmix64(fold_bytes(bytes, h))
+}
+
+/// MurmurHash3's 64-bit finaliser.
+pub fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ h >> 33
+}
+
+/// [`hash_bytes`] as a [`Hasher`] for the crate's hash tables: integers are
+/// folded in as one word each, byte strings as [`hash_bytes`] folds them.
+/// The tables' keys are the input's own (coordinates, names): nothing an
+/// adversary picks to collide, so no keyed (SipHash) hashing is paid for;
+/// std's `DefaultHasher` was 2.6% of `sort --markdup=samtools`'s CPU,
+/// all of it on the marking thread.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = fold_bytes(bytes, self.0);
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.0 = step(self.0, u64::from(i));
+    }
+
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.0 = step(self.0, u64::from(i));
+    }
+
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.0 = step(self.0, u64::from(i));
+    }
+
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = step(self.0, i);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.0 = step(self.0, i as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        fmix64(self.0)
+    }
+}
+
+/// A `HashMap` hashed by [`WordHasher`].
+pub type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// A `HashSet` hashed by [`WordHasher`].
+pub type WordSet<K> = HashSet<K, BuildHasherDefault<WordHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::{BuildHasher, Hash};
+
+    #[test]
+    fn byte_strings_hash_as_hash_bytes_folds_them() {
+        for s in [&b""[..], b"a", b"abcdefgh", b"read:1101:1000:2000/1"] {
+            let mut h = WordHasher::default();
+            h.write(s);
+            assert_eq!(h.finish(), hash_bytes(s, 0));
+        }
+    }
+
+    #[test]
+    fn the_hash_is_the_same_in_every_process() {
+        // A fixed value: a table's order and a bucket never depend on the
+        // process (no random keys).
+        assert_eq!(hash_bytes(b"alnsort", 0), hash_bytes(b"alnsort", 0));
+        let b = BuildHasherDefault::<WordHasher>::default();
+        assert_eq!(b.hash_one((1i32, 2i64, 3u8)), b.hash_one((1i32, 2i64, 3u8)));
+        assert_ne!(b.hash_one((1i32, 2i64)), b.hash_one((2i32, 1i64)));
+    }
+
+    #[test]
+    fn nearby_keys_spread_over_the_high_bits() {
+        // hashbrown takes its control byte from the top 7 bits: keys that
+        // differ in one coordinate must not share them all.
+        let b = BuildHasherDefault::<WordHasher>::default();
+        let tops: std::collections::HashSet<u64> =
+            (0..1000i64).map(|c| b.hash_one((0i32, c)) >> 57).collect();
+        assert!(tops.len() > 100, "{} distinct top bytes", tops.len());
+        let mut h = WordHasher::default();
+        7u32.hash(&mut h);
+        assert_ne!(h.finish(), 0);
+    }
+}

@@ -29,6 +29,7 @@ use alnsort_bam::reader::ScanOptions;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
 use alnsort_markdup::hash::WordSet;
+use alnsort_pipeline::OrderedQueue;
 use alnsort_markdup::samtools::SamtoolsMarker;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
@@ -304,10 +305,32 @@ fn read_fixed(
     Ok(records_in)
 }
 
-/// Records ahead of the one being marked whose bytes are asked for
-/// (`Chunk::prefetch`): enough to cover a memory access's latency with the
-/// marker's work on the records between.
+/// Records ahead of the one being gathered whose bytes are asked for
+/// (`Chunk::prefetch`), as the BAM writer's block packer does.
 const PREFETCH_AHEAD: usize = 8;
+
+/// Bytes of merged records one gathering job copies (at least one
+/// record): large enough that a job's hand-off is noise, small enough that
+/// the pieces in flight (two per pool thread) stay a few MiB.
+const GATHER_PIECE_BYTES: usize = 512 << 10;
+
+/// Records `range` of `chunk`, back to back, and where each ends.
+fn gather(chunk: &alnsort_sort::Chunk, range: std::ops::Range<usize>) -> (Vec<u8>, Vec<usize>) {
+    let total: usize = range.clone().map(|i| chunk.record_len(i)).sum();
+    let mut bytes = Vec::with_capacity(total);
+    let mut ends = Vec::with_capacity(range.len());
+    for i in range.clone().take(PREFETCH_AHEAD) {
+        chunk.prefetch(i);
+    }
+    for i in range.clone() {
+        if i + PREFETCH_AHEAD < range.end {
+            chunk.prefetch(i + PREFETCH_AHEAD);
+        }
+        bytes.extend_from_slice(chunk.record(i));
+        ends.push(bytes.len());
+    }
+    (bytes, ends)
+}
 
 /// Marks the sorted records with samtools markdup's streaming marker on
 /// their way to the output (through a first-pass file with `-S`) and
@@ -377,18 +400,41 @@ fn mark_and_write(
     };
     if merged.has_chunks() {
         // The merged records lie where the sort left them, scattered over
-        // its sub-batches: each copy into the marker would wait for memory.
-        // Records a few ahead are asked for while the marker works.
-        while let Some(chunk) = merged.next_chunk()? {
-            let n = chunk.len();
-            for i in 0..n.min(PREFETCH_AHEAD) {
-                chunk.prefetch(i);
-            }
-            for i in 0..n {
-                if i + PREFETCH_AHEAD < n {
-                    chunk.prefetch(i + PREFETCH_AHEAD);
+        // its sub-batches: a copy from there waits for memory at every
+        // record. Pool jobs gather them, in order, a piece at a time, into
+        // buffers this thread then reads straight through.
+        let mut copies: OrderedQueue<(Vec<u8>, Vec<usize>)> =
+            OrderedQueue::new(Arc::clone(pool), "gathering merged records for markdup");
+        let depth = 2 * pool.current_num_threads() + 2;
+        let mut next: Option<(Arc<alnsort_sort::Chunk>, usize)> = None;
+        let mut ended = false;
+        loop {
+            while copies.len() < depth {
+                let (chunk, from) = match next.take() {
+                    Some(n) => n,
+                    None if ended => break,
+                    None => match merged.next_chunk()? {
+                        Some(c) => (Arc::new(c), 0),
+                        None => {
+                            ended = true;
+                            break;
+                        }
+                    },
+                };
+                let (fit, _) = chunk.fitting(from, GATHER_PIECE_BYTES, 0);
+                let to = from + fit.max(1);
+                let job = Arc::clone(&chunk);
+                copies.push(move || gather(&job, from..to));
+                if to < chunk.len() {
+                    next = Some((chunk, to));
                 }
-                feed(chunk.record(i), &mut marker)?;
+            }
+            let Some(piece) = copies.pop() else { break };
+            let (bytes, ends) = piece?;
+            let mut start = 0;
+            for &end in &ends {
+                feed(&bytes[start..end], &mut marker)?;
+                start = end;
             }
         }
     } else {

@@ -1,15 +1,23 @@
-//! The crate's one 64-bit hash: FxHash's word step, MurmurHash3's finaliser; fast, and the same in every process.
+//! The crate's one 64-bit hash: a folded 64x64->128-bit multiply per word (foldhash's and wyhash's step), MurmurHash3's finaliser; fast, and the same in every process.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// FxHash's multiplier (rustc-hash's `K`).
-const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+/// The two constants each word is mixed with: the fractional digits of pi
+/// (foldhash's `ARBITRARY0` and `ARBITRARY1`), nothing special about them
+/// but their irregular bits.
+const P0: u64 = 0x243f_6a88_85a3_08d3;
+const P1: u64 = 0x1319_8a2e_0370_7344;
 
-/// Folds one word into the state (FxHash's step).
+/// Folds one word into the state: the full 128-bit product of the two,
+/// each offset by a constant, its halves XORed. Every bit of either
+/// operand reaches every bit of the result (a multiply by a constant, as
+/// FxHash's step, only carries upward: names that differ in two words
+/// collided, `read01589` with another of the same shape).
 #[inline]
 fn step(h: u64, word: u64) -> u64 {
-    (h.rotate_left(5) ^ word).wrapping_mul(K)
+    let p = u128::from(h ^ P0) * u128::from(word ^ P1);
+    (p as u64) ^ (p >> 64) as u64
 }
 
 /// Folds `bytes` into `h` eight bytes at a time (little-endian words, the
@@ -116,6 +124,31 @@ mod tests {
         let b = BuildHasherDefault::<WordHasher>::default();
         assert_eq!(b.hash_one((1i32, 2i64, 3u8)), b.hash_one((1i32, 2i64, 3u8)));
         assert_ne!(b.hash_one((1i32, 2i64)), b.hash_one((2i32, 1i64)));
+    }
+
+    #[test]
+    fn numbered_names_do_not_collide() {
+        // Generated read names, as the tests and simulators write them:
+        // 9-byte names collided under FxHash's step (two words, each
+        // difference carried only upward).
+        for (width, n) in [(5, 200_000), (9, 100_000)] {
+            let mut seen = std::collections::HashSet::new();
+            for i in 0..n {
+                let name = format!("read{i:0width$}");
+                assert!(
+                    seen.insert(hash_bytes(name.as_bytes(), 0)),
+                    "{name} collides"
+                );
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..100_000u32 {
+            let name = format!("SRR000001.{i}:1101:{}:{}", i % 3000, i / 7);
+            assert!(
+                seen.insert(hash_bytes(name.as_bytes(), 0)),
+                "{name} collides"
+            );
+        }
     }
 
     #[test]

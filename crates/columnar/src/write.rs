@@ -188,16 +188,7 @@ impl DatasetWriter {
         opts: WriteOptions,
         pool: Arc<ThreadPool>,
     ) -> Result<DatasetWriter, ColumnarError> {
-        check_destination(dir)?;
-        let file_name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "dataset".into());
-        let tmp = dir.with_file_name(format!(".{file_name}.alnsort-tmp-{}", std::process::id()));
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
-        }
-        fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+        let tmp = staging_folder(dir)?;
         let names: Vec<String> = header
             .refs()
             .iter()
@@ -599,16 +590,7 @@ fn encode_group(
 /// into place whole (a dataset alnsort wrote there before is replaced;
 /// anything else refused). A part that is not a dataset is refused by name.
 pub fn assemble(parts: &[PathBuf], dest: &Path) -> Result<WriteSummary, ColumnarError> {
-    check_destination(dest)?;
-    let file_name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "dataset".into());
-    let tmp = dest.with_file_name(format!(".{file_name}.alnsort-tmp-{}", std::process::id()));
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
-    }
-    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+    let tmp = staging_folder(dest)?;
     // Removes the temporary folder unless it was renamed into place.
     let mut closed = Closed {
         tmp: tmp.clone(),
@@ -660,6 +642,24 @@ pub fn assemble(parts: &[PathBuf], dest: &Path) -> Result<WriteSummary, Columnar
         bytes: dir_size(&tmp).map_err(io_err(&tmp))?,
     };
     closed.commit()
+}
+
+/// Checks DEST ([`check_destination`]) and makes the empty folder a
+/// dataset for DEST is built in, beside it (so that the finished dataset
+/// is renamed into place whole): `.NAME.alnsort-tmp-PID`, emptied first if
+/// a run of the same process id left one.
+fn staging_folder(dest: &Path) -> Result<PathBuf, ColumnarError> {
+    check_destination(dest)?;
+    let file_name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dataset".into());
+    let tmp = dest.with_file_name(format!(".{file_name}.alnsort-tmp-{}", std::process::id()));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
+    }
+    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
+    Ok(tmp)
 }
 
 /// The `@HD SO` value, `unknown` without one.

@@ -11,7 +11,7 @@ import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 
 @contextlib.contextmanager
@@ -111,3 +111,21 @@ def records(path: str) -> bytes:
     """The decompressed record section of a BAM (everything after the header)."""
     data = inflate_bgzf(Path(path).read_bytes())
     return data[header_end(data) :]
+
+
+def datasets_back_as_bam(got: Path, bam: str, tmp: Path) -> Tuple[str, str, Path]:
+    """The Parquet dataset a distributed sort of BAM must equal (`alnsort
+    sort -O parquet` on one machine, written to TMP/want.parquet), and both
+    it and the dataset GOT read back as BAM by alnsort (`--no-PG`; alnsort
+    reads its datasets as input). Returns (GOT as BAM, the one-machine
+    dataset as BAM, the one-machine dataset)."""
+    import harness
+
+    want = tmp / "want.parquet"
+    harness.check_ok(harness.run_alnsort(["-O", "parquet", "-o", str(want), bam]))
+    back = []
+    for name, ds in (("got", got), ("one", want)):
+        b = str(tmp / f"{name}.bam")
+        harness.check_ok(harness.run_alnsort(["--no-PG", "-o", b, str(ds)]))
+        back.append(b)
+    return back[0], back[1], want

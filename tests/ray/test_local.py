@@ -27,7 +27,7 @@ import oracle
 HERE = Path(__file__).resolve().parent
 
 sys.path.insert(0, str(HERE))
-from simcluster import records  # noqa: E402
+from simcluster import datasets_back_as_bam, records  # noqa: E402
 
 
 def test_local_ray_init_sorts_as_one_machine(tmp_path):
@@ -125,16 +125,9 @@ def test_parquet_dataset_written_by_the_reduces_reads_as_one_machine_and_in_ray_
     # Nothing of the work directory is left beside it.
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
-    want = tmp_path / "want.parquet"
-    harness.check_ok(harness.run_alnsort(["-O", "parquet", "-o", str(want), bam]))
-    # Both datasets read back as BAM (alnsort reads its datasets as input).
-    back = {}
-    for name, ds in (("ray", out), ("one", want)):
-        b = str(tmp_path / f"{name}.bam")
-        harness.check_ok(harness.run_alnsort(["--no-PG", "-o", b, str(ds)]))
-        back[name] = b
-    assert records(back["ray"]) == records(back["one"])
-    with pysam.AlignmentFile(back["one"]) as f:
+    got_bam, one_bam, want = datasets_back_as_bam(out, bam, tmp_path)
+    assert records(got_bam) == records(one_bam)
+    with pysam.AlignmentFile(one_bam) as f:
         n = sum(1 for _ in f.fetch(until_eof=True))
     assert stats["records"] == n > 5_000
 
@@ -163,7 +156,7 @@ ray.shutdown()
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["rows"] == n
-    with pysam.AlignmentFile(back["one"]) as f:
+    with pysam.AlignmentFile(one_bam) as f:
         exp_region = sum(
             1 for r in f.fetch(until_eof=True)
             if r.reference_name == "chr1" and r.reference_start + 1 <= 20000

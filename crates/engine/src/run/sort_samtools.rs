@@ -442,7 +442,6 @@ fn mark_and_write(
             feed(rec, &mut marker)?;
         }
     }
-    drop(feed);
     marker.finish().map_err(failed)?;
     crate::run::samtools_markdup::drain(
         "alnsort sort --markdup=samtools",

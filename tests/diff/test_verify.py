@@ -80,7 +80,10 @@ def _differs(key: str, a: str, b: str) -> bool:
     order compares first differs)."""
     fa, fb = a.split("\t"), b.split("\t")
     if key in ("coordinate", "template"):
-        return fa[2] != fb[2] or fa[3] != fb[3]
+        # An unplaced record's POS means nothing (samtools orders them by
+        # other keys, and two of one template may tie): only placed pairs.
+        placed = fa[2] != "*" and fb[2] != "*"
+        return placed and (fa[2] != fb[2] or fa[3] != fb[3])
     if key == "name-lex":
         return fa[0] != fb[0]
     if key == "name":

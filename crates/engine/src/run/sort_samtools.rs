@@ -311,8 +311,14 @@ const PREFETCH_AHEAD: usize = 8;
 
 /// Bytes of merged records one gathering job copies (at least one
 /// record): large enough that a job's hand-off is noise, small enough that
-/// the pieces in flight (two per pool thread) stay a few MiB.
+/// the pieces in flight (two per pool thread, at most
+/// [`GATHER_MAX_PIECES`]) stay a few MiB.
 const GATHER_PIECE_BYTES: usize = 512 << 10;
+
+/// Gathered pieces in flight at most, whatever the thread count: one
+/// marking thread reads them, so more would only hold memory beside the
+/// budget (16 pieces of 512 KiB: 8 MiB).
+const GATHER_MAX_PIECES: usize = 16;
 
 /// Records `range` of `chunk`, back to back, and where each ends.
 fn gather(chunk: &alnsort_sort::Chunk, range: std::ops::Range<usize>) -> (Vec<u8>, Vec<usize>) {
@@ -405,7 +411,7 @@ fn mark_and_write(
         // buffers this thread then reads straight through.
         let mut copies: OrderedQueue<(Vec<u8>, Vec<usize>)> =
             OrderedQueue::new(Arc::clone(pool), "gathering merged records for markdup");
-        let depth = 2 * pool.current_num_threads() + 2;
+        let depth = (2 * pool.current_num_threads() + 2).min(GATHER_MAX_PIECES);
         let mut next: Option<(Arc<alnsort_sort::Chunk>, usize)> = None;
         let mut ended = false;
         loop {

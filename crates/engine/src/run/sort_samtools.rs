@@ -427,6 +427,9 @@ fn mark_and_write(
                         }
                     },
                 };
+                if from >= chunk.len() {
+                    continue;
+                }
                 let (fit, _) = chunk.fitting(from, GATHER_PIECE_BYTES, 0);
                 let to = from + fit.max(1);
                 let job = Arc::clone(&chunk);

@@ -157,21 +157,19 @@ impl Plan {
         }
         .max(budget / 2);
         let sub_batches = SUB_BATCHES.max(chunk.div_ceil(MAX_SUB_BATCH_BYTES));
-        let fanin_trigger = (max_open_runs - max_open_runs / 4).max(MIN_OPEN_RUNS);
-        let (num, den) = SPILL_RUNS_OF_TRIGGER;
         Ok(Plan {
             sub_batches,
             spill_sub_batches: spill_sub_batches(
                 sub_batches,
                 chunk,
                 config.expected_bytes,
-                fanin_trigger * num / den,
+                max_open_runs,
             ),
             sub_batch_bytes: (chunk / sub_batches).max(1),
             frame_bytes,
             max_open_runs,
             fanin_width: (max_open_runs / 2).max(MIN_OPEN_RUNS),
-            fanin_trigger,
+            fanin_trigger: fanin_trigger(max_open_runs),
             record_limit: (budget / 2).min(u32::MAX as usize),
             expected_bytes: config.expected_bytes,
         })
@@ -195,26 +193,43 @@ impl Plan {
         // The runs whose readers fit in what the plan set aside for
         // `max_open_runs` readers of planned frames.
         let runs = (self.max_open_runs.saturating_mul(planned) / actual).max(MIN_OPEN_RUNS);
-        let trigger = (runs - runs / 4).max(MIN_OPEN_RUNS);
-        let (num, den) = SPILL_RUNS_OF_TRIGGER;
         let chunk = self.sub_batches * self.sub_batch_bytes;
-        spill_sub_batches(
-            self.sub_batches,
-            chunk,
-            self.expected_bytes,
-            trigger * num / den,
-        )
-        .max(self.spill_sub_batches)
+        spill_sub_batches(self.sub_batches, chunk, self.expected_bytes, runs)
+            .max(self.spill_sub_batches)
     }
 }
 
-/// Sub-batches one spill takes (see [`Plan::spill_sub_batches`]): the
-/// smallest of 1, 2, 4, ... up to half of `sub_batches` whose runs, for an
-/// input of `expected` bytes against a chunk of `chunk`, are expected to
-/// number no more than `max_runs`; half when `expected` is unknown (0).
-/// Smaller shares leave more of the input in memory at its end; fewer runs
-/// keep the fan-in from merging them again.
-fn spill_sub_batches(sub_batches: usize, chunk: usize, expected: u64, max_runs: usize) -> usize {
+/// A fan-in starts when this many runs exist, for a final merge of at
+/// most `max_open_runs` ([`Plan::fanin_trigger`]).
+fn fanin_trigger(max_open_runs: usize) -> usize {
+    (max_open_runs - max_open_runs / 4).max(MIN_OPEN_RUNS)
+}
+
+/// Sub-batches one spill takes (see [`Plan::spill_sub_batches`]) when
+/// the final merge reads at most `max_open_runs`: the share whose runs
+/// stay within [`SPILL_RUNS_OF_TRIGGER`] of the fan-in trigger
+/// ([`share_for_runs`]).
+fn spill_sub_batches(
+    sub_batches: usize,
+    chunk: usize,
+    expected: u64,
+    max_open_runs: usize,
+) -> usize {
+    let (num, den) = SPILL_RUNS_OF_TRIGGER;
+    share_for_runs(
+        sub_batches,
+        chunk,
+        expected,
+        fanin_trigger(max_open_runs) * num / den,
+    )
+}
+
+/// The smallest of 1, 2, 4, ... up to half of `sub_batches` whose runs,
+/// for an input of `expected` bytes against a chunk of `chunk`, are
+/// expected to number no more than `max_runs`; half when `expected` is
+/// unknown (0). Smaller shares leave more of the input in memory at its
+/// end; fewer runs keep the fan-in from merging them again.
+fn share_for_runs(sub_batches: usize, chunk: usize, expected: u64, max_runs: usize) -> usize {
     let half = (sub_batches / 2).max(1);
     if expected == 0 || chunk == 0 {
         return half;
@@ -397,25 +412,25 @@ mod tests {
     #[test]
     fn a_spill_takes_the_smallest_share_whose_runs_stay_few() {
         // Unknown input: halves of the chunk.
-        assert_eq!(spill_sub_batches(8, 1000, 0, 32), 4);
+        assert_eq!(share_for_runs(8, 1000, 0, 32), 4);
         // Within the chunk, or spilling a little: one sub-batch.
-        assert_eq!(spill_sub_batches(8, 1000, 900, 32), 1);
-        assert_eq!(spill_sub_batches(8, 1000, 1500, 32), 1);
+        assert_eq!(share_for_runs(8, 1000, 900, 32), 1);
+        assert_eq!(share_for_runs(8, 1000, 1500, 32), 1);
         // 3 chunks spilled: 25 runs of one sub-batch fit 32, not 24.
-        assert_eq!(spill_sub_batches(8, 1000, 4000, 32), 1);
-        assert_eq!(spill_sub_batches(8, 1000, 4000, 24), 2);
+        assert_eq!(share_for_runs(8, 1000, 4000, 32), 1);
+        assert_eq!(share_for_runs(8, 1000, 4000, 24), 2);
         // 13 chunks spilled: 105, 53, then 27 runs; never past half.
-        assert_eq!(spill_sub_batches(8, 1000, 14_000, 32), 4);
-        assert_eq!(spill_sub_batches(8, 1000, 14_000, 60), 2);
-        assert_eq!(spill_sub_batches(8, 1000, u64::MAX, 32), 4);
+        assert_eq!(share_for_runs(8, 1000, 14_000, 32), 4);
+        assert_eq!(share_for_runs(8, 1000, 14_000, 60), 2);
+        assert_eq!(share_for_runs(8, 1000, u64::MAX, 32), 4);
         // Many sub-batches: shares up to half of them.
-        assert_eq!(spill_sub_batches(32, 1000, 14_000, 32), 16);
+        assert_eq!(share_for_runs(32, 1000, 14_000, 32), 16);
         for expected in [1u64, 999, 1001, 2000, 5000, 50_000, 1 << 40] {
             for max_runs in [2, 16, 48, 1000] {
-                let share = spill_sub_batches(8, 1000, expected, max_runs);
+                let share = share_for_runs(8, 1000, expected, max_runs);
                 assert!(share.is_power_of_two() && share <= 4, "{share}");
                 // A larger allowance never takes a larger share.
-                assert!(spill_sub_batches(8, 1000, expected, max_runs * 2) <= share);
+                assert!(share_for_runs(8, 1000, expected, max_runs * 2) <= share);
             }
         }
     }

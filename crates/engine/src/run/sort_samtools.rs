@@ -188,11 +188,30 @@ fn read_fixed(
     let (spare_tx, spare_rx) = crossbeam_channel::bounded::<Batch>(depth);
     let (staging_tx, staging_rx) = crossbeam_channel::bounded::<(Vec<u8>, Vec<usize>)>(depth);
     let (mut batches, _) = spawn_batches(&name, records, pool, "read", depth, move |raw| {
+        let mut warnings = Vec::new();
+        if group_first {
+            // Grouped on the reading thread first: nothing to cut yet.
+            let mut head = Vec::new();
+            dec.decode(
+                raw,
+                |_key, rec| {
+                    head.push(rec.to_vec());
+                    Ok(())
+                },
+                |w| warnings.push(w),
+            )?;
+            return Ok(Piece {
+                records: head.len() as u64,
+                head,
+                fixed: Keyed::new(fill, 0, 0, None),
+                tail: None,
+                warnings,
+            });
+        }
         // The batch's records back to back, and where each ends.
         let (mut bytes, mut ends) = staging_rx.try_recv().unwrap_or_default();
         bytes.clear();
         ends.clear();
-        let mut warnings = Vec::new();
         dec.decode(
             raw,
             |_key, rec| {
@@ -210,20 +229,8 @@ fn read_fixed(
                 Some(rec)
             })
             .collect();
-        let piece = match group_first {
-            // Grouped on the reading thread first: nothing to cut yet.
-            true => Ok(Piece {
-                records: all.len() as u64,
-                head: all.iter().map(|r| r.to_vec()).collect(),
-                fixed: Keyed::new(fill, 0, 0, None),
-                tail: None,
-                warnings,
-            }),
-            false => {
-                let spare = spare_rx.try_recv().ok();
-                cut_fix_key(&all, &job_fixer, &job_encoder, (fill, spare), warnings)
-            }
-        };
+        let spare = spare_rx.try_recv().ok();
+        let piece = cut_fix_key(&all, &job_fixer, &job_encoder, (fill, spare), warnings);
         drop(all);
         let _ = staging_tx.try_send((bytes, ends));
         piece
@@ -320,9 +327,13 @@ const GATHER_PIECE_BYTES: usize = 512 << 10;
 /// budget (16 pieces of 512 KiB: 8 MiB).
 const GATHER_MAX_PIECES: usize = 16;
 
-/// Records `range` of `chunk`, back to back, and where each ends.
-fn gather(chunk: &alnsort_sort::Chunk, range: std::ops::Range<usize>) -> (Vec<u8>, Vec<usize>) {
-    let total: usize = range.clone().map(|i| chunk.record_len(i)).sum();
+/// Records `range` of `chunk` (`total` bytes), back to back, and where
+/// each ends.
+fn gather(
+    chunk: &alnsort_sort::Chunk,
+    range: std::ops::Range<usize>,
+    total: usize,
+) -> (Vec<u8>, Vec<usize>) {
     let mut bytes = Vec::with_capacity(total);
     let mut ends = Vec::with_capacity(range.len());
     for i in range.clone().take(PREFETCH_AHEAD) {
@@ -430,10 +441,14 @@ fn mark_and_write(
                 if from >= chunk.len() {
                     continue;
                 }
-                let (fit, _) = chunk.fitting(from, GATHER_PIECE_BYTES, 0);
-                let to = from + fit.max(1);
+                let (fit, bytes) = match chunk.fitting(from, GATHER_PIECE_BYTES, 0) {
+                    // A record larger than a piece is a piece of its own.
+                    (0, _) => (1, chunk.record_len(from)),
+                    fitting => fitting,
+                };
+                let to = from + fit;
                 let job = Arc::clone(&chunk);
-                copies.push(move || gather(&job, from..to));
+                copies.push(move || gather(&job, from..to, bytes));
                 if to < chunk.len() {
                     next = Some((chunk, to));
                 }

@@ -24,7 +24,8 @@ use crate::qc::{QcRecord, QcTally, ReadBack};
 use crate::record::{flags, RecordRef};
 use crate::sam_format::format_sam_record;
 use alnsort_bgzf::{
-    BgzfError, BlockWriter, CompressionLevel, ParallelWriter, UnitFields, UnitNote, Units,
+    BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Resuming, UnitFields, UnitNote,
+    Units,
 };
 use alnsort_index::{
     IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord, PartIndexWriter,
@@ -340,6 +341,27 @@ impl<W: Write + Send + 'static> Writer<W> {
         options: WriterOptions,
         pool: Arc<rayon::ThreadPool>,
     ) -> Result<Writer<W>, WriteError> {
+        Self::resuming(inner, header, options, pool, Resuming::default())
+    }
+
+    /// [`Writer::new`] for a BGZF output that goes on from a killed
+    /// writer's blocks (`resuming.kept`, `inner` positioned after them):
+    /// every record is given again from the first, and the blocks made
+    /// again for the kept ones are checked and noted (index, QC counts)
+    /// but not written (`alnsort_bgzf::ParallelWriter::resuming`). SAM
+    /// text cannot go on from kept blocks.
+    pub fn resuming(
+        inner: W,
+        header: Arc<Header>,
+        options: WriterOptions,
+        pool: Arc<rayon::ThreadPool>,
+        resuming: Resuming,
+    ) -> Result<Writer<W>, WriteError> {
+        if options.format == Format::Sam && (!resuming.kept.is_empty() || resuming.checkpoint.is_some()) {
+            return Err(WriteError::Unsupported(
+                "SAM text output cannot go on from a killed writer's output",
+            ));
+        }
         let index = match options.index {
             Some(_) if options.format != Format::Bam => {
                 return Err(WriteError::Unsupported(
@@ -371,11 +393,12 @@ impl<W: Write + Send + 'static> Writer<W> {
             Format::Bam | Format::SamBgzf => {
                 let out = BufWriter::with_capacity(OUT_BUFFER, inner);
                 let fed = Arc::clone(&indexing);
-                let mut packer = BlockWriter::new(ParallelWriter::with_notes(
+                let mut packer = BlockWriter::new(ParallelWriter::resuming(
                     out,
                     pool,
                     options.level,
                     Box::new(move |block, notes| locked(&fed).take(block, notes)),
+                    resuming,
                 ));
                 if noting {
                     packer.noting(index_fields);

@@ -104,6 +104,22 @@ pub enum BgzfError {
     #[error("BGZF block at byte offset {offset}: {what} ended without a result")]
     WorkerLost { what: &'static str, offset: u64 },
 
+    /// A kept block (see [`crate::kept`]) is not what the writer makes
+    /// again for it: the kept output is not this output's start.
+    #[error(
+        "BGZF block {block_index} (at byte offset {offset} of the kept output): \
+         the block made again differs from the one kept (CRC32 or length), so \
+         the kept output is not the start of this output"
+    )]
+    KeptMismatch { block_index: u64, offset: u64 },
+
+    /// The end given for a kept output cuts a block.
+    #[error(
+        "kept BGZF output: its end {end} falls inside the block at byte offset \
+         {block}, which ends at {block_end}"
+    )]
+    KeptEnd { end: u64, block: u64, block_end: u64 },
+
     /// The writer's thread or a deflate job ended without a result.
     #[error("BGZF writer: a worker ended without a result at block {block_index}")]
     WriterLost { block_index: u64 },
@@ -153,7 +169,9 @@ impl BgzfError {
             | BgzfError::Isize { offset, .. }
             | BgzfError::MissingEof { offset }
             | BgzfError::Io { offset, .. }
-            | BgzfError::WorkerLost { offset, .. } => *offset,
+            | BgzfError::WorkerLost { offset, .. }
+            | BgzfError::KeptMismatch { offset, .. } => *offset,
+            BgzfError::KeptEnd { block, .. } => *block,
             BgzfError::PayloadSize { block_index, .. } | BgzfError::WriterLost { block_index } => {
                 *block_index
             }

@@ -9,12 +9,15 @@
 //! * [`ParallelWriter`]: ordered parallel deflate of caller-sized blocks,
 //!   recording each block's compressed offset; [`BlockWriter`], the one
 //!   block packer (htslib's blocking), fills its payloads.
+//! * [`kept`]: the blocks a killed writer left, read back so that a writer
+//!   started again checks them and goes on after them.
 //! * [`BgzfError`]: every error names the byte offset it is about.
 
 #![forbid(unsafe_code)]
 
 pub mod block;
 pub mod error;
+pub mod kept;
 pub mod reader;
 #[cfg(test)]
 mod test_util;
@@ -25,10 +28,11 @@ pub use block::{
     InvalidLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD,
 };
 pub use error::{BgzfError, BgzfError as Error, Result};
+pub use kept::{KeptBlock, KeptBlocks};
 pub use reader::{
     BlockRecycler, EmptyBlocks, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan,
 };
 pub use writer::{
-    BlockWriter, NoteFn, NotesSink, ParallelWriter, UnitFields, UnitNote, Units, WriterSummary,
+    BlockWriter, Checkpoint, NoteFn, NotesSink, ParallelWriter, Resuming, UnitFields, UnitNote, Units, WriterSummary,
     MAX_NOTES_PER_BLOCK,
 };

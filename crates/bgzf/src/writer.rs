@@ -18,6 +18,7 @@ use rayon::ThreadPool;
 
 use crate::block::{encode_block, CompressionLevel, EOF_BLOCK, MAX_BLOCK_SIZE, MAX_PAYLOAD};
 use crate::error::{BgzfError, Result};
+use crate::kept::KeptBlocks;
 use alnsort_pipeline::{Lost, OrderedSink};
 
 /// What a block's deflate job runs first to append the rest of its payload
@@ -107,6 +108,21 @@ impl UnitNote {
 /// Takes the notes of each block in write order, with the block's index
 /// (0 for the writer's first block), on the thread that writes the blocks.
 pub type NotesSink = Box<dyn FnMut(u64, &[UnitNote]) + Send>;
+
+/// Told, on the thread that writes the blocks, how many blocks and bytes
+/// are written and flushed to the inner writer (so a caller can make them
+/// durable and note how far a writer started again may keep them).
+pub type Checkpoint = Box<dyn FnMut(u64, u64) + Send>;
+
+/// A writer that goes on from a killed one's output
+/// ([`ParallelWriter::resuming`]), and how often it says how far it got.
+#[derive(Default)]
+pub struct Resuming {
+    /// The blocks already on disk: checked, not written again.
+    pub kept: KeptBlocks,
+    /// Called each time at least `.0` bytes more have been written.
+    pub checkpoint: Option<(u64, Checkpoint)>,
+}
 
 /// Records (or any byte strings) whose bytes a deflate job may copy on the
 /// pool: [`BlockWriter::write_units`] cuts blocks from their lengths alone
@@ -254,19 +270,24 @@ pub struct WriterSummary<W> {
 /// to them (`len` bytes in all), and the notes of the units that start in
 /// it (those of `payload`'s units; the fill adds its own).
 struct PendingBlock {
+    /// The block's index in the output (0 for the first).
+    index: u64,
     payload: Vec<u8>,
     fill: Option<(usize, Fill)>,
     notes: Vec<UnitNote>,
 }
 
-/// A job's result: its blocks deflated, in order, each with its notes;
-/// `None` when a fill broke its promise (the blocks are lost, an error).
-type Deflated = Vec<(Vec<u8>, Vec<UnitNote>)>;
+/// A job's result: its blocks deflated, in order, each with its notes (a
+/// kept block's bytes are empty: it is on disk already); an error when a
+/// fill broke its promise or a kept block is not made again.
+type Deflated = std::result::Result<Vec<(Vec<u8>, Vec<UnitNote>)>, BgzfError>;
 
 /// Buffers and compressors that jobs hand back for later jobs, taken and
 /// returned on the pool rather than on the writing thread.
 struct Recycled {
     level: CompressionLevel,
+    /// Blocks on disk already, each checked against its payload made again.
+    kept: Arc<KeptBlocks>,
     payloads: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
     blocks: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
     compressors: (Sender<Compressor>, Receiver<Compressor>),
@@ -274,7 +295,7 @@ struct Recycled {
 
 impl Recycled {
     /// Deflates `pending` in order, each block into its own buffer.
-    fn deflate(&self, pending: Vec<PendingBlock>) -> Option<Deflated> {
+    fn deflate(&self, pending: Vec<PendingBlock>) -> Deflated {
         let mut compressor = match self.level.is_uncompressed() {
             true => None,
             false => Some(
@@ -286,6 +307,7 @@ impl Recycled {
         };
         let mut out = Vec::with_capacity(pending.len());
         for PendingBlock {
+            index,
             mut payload,
             fill,
             mut notes,
@@ -294,8 +316,15 @@ impl Recycled {
             if let Some((len, fill)) = fill {
                 fill(&mut payload, &mut notes);
                 if payload.len() != len {
-                    return None;
+                    return Err(BgzfError::WriterLost { block_index: index });
                 }
+            }
+            if index < self.kept.len() {
+                self.kept.check(index, &payload)?;
+                out.push((Vec::new(), notes));
+                payload.clear();
+                let _ = self.payloads.0.send(payload);
+                continue;
             }
             let mut block = self
                 .blocks
@@ -311,7 +340,7 @@ impl Recycled {
         if let Some(c) = compressor {
             let _ = self.compressors.0.send(c);
         }
-        Some(out)
+        Ok(out)
     }
 }
 
@@ -324,7 +353,7 @@ struct Written<W> {
 
 /// Compresses blocks on a thread pool and writes them in order.
 pub struct ParallelWriter<W> {
-    sink: Option<OrderedSink<Option<Deflated>, Result<Written<W>>>>,
+    sink: Option<OrderedSink<Deflated, Result<Written<W>>>>,
     recycled: Arc<Recycled>,
     /// Blocks queued but not yet handed to a job (fewer than [`JOB_BLOCKS`]).
     pending: Vec<PendingBlock>,
@@ -347,13 +376,33 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
         inner: W,
         pool: Arc<ThreadPool>,
         level: CompressionLevel,
+        notes: NotesSink,
+    ) -> Self {
+        Self::resuming(inner, pool, level, notes, Resuming::default())
+    }
+
+    /// [`ParallelWriter::with_notes`] for an output whose first blocks
+    /// are `resuming.kept`: `inner` is positioned at their end. The blocks
+    /// are queued from the first as always, and each kept one is made
+    /// again (its units copied and noted) and checked against the one on
+    /// disk but neither deflated nor written; its compressed offset is the
+    /// kept one. With a checkpoint, it is called after each job's blocks
+    /// once at least its step of bytes more is written, `inner` flushed.
+    pub fn resuming(
+        inner: W,
+        pool: Arc<ThreadPool>,
+        level: CompressionLevel,
         mut notes: NotesSink,
+        resuming: Resuming,
     ) -> Self {
         let depth = QUEUE_JOBS_PER_THREAD * pool.current_num_threads().max(1);
         let blocks = unbounded();
         let recycle = blocks.0.clone();
+        let kept = Arc::new(resuming.kept);
+        let on_disk = Arc::clone(&kept);
+        let mut checkpoint = resuming.checkpoint;
         let started = OrderedSink::spawn(pool, DEFLATE_STAGE, depth, move |next| {
-            write_blocks(inner, next, &recycle, &mut notes)
+            write_blocks(inner, next, &recycle, &mut notes, &on_disk, &mut checkpoint)
         });
         let (sink, failed) = match started {
             Ok(sink) => (Some(sink), None),
@@ -363,6 +412,7 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
             sink,
             recycled: Arc::new(Recycled {
                 level,
+                kept,
                 payloads: unbounded(),
                 blocks,
                 compressors: unbounded(),
@@ -413,6 +463,7 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
             return Err(self.fail(err));
         }
         self.pending.push(PendingBlock {
+            index,
             payload,
             fill,
             notes,
@@ -518,28 +569,51 @@ impl<W: Write + Send + 'static> ParallelWriter<W> {
 /// dropped without `finish` reads as truncated rather than as complete.
 fn write_blocks<W: Write>(
     mut inner: W,
-    next: &mut dyn FnMut() -> Option<std::result::Result<Option<Deflated>, Lost>>,
+    next: &mut dyn FnMut() -> Option<std::result::Result<Deflated, Lost>>,
     recycle: &Sender<Vec<u8>>,
     notes: &mut NotesSink,
+    kept: &KeptBlocks,
+    checkpoint: &mut Option<(u64, Checkpoint)>,
 ) -> Result<Written<W>> {
-    let mut offset = 0u64;
+    // Writing goes on after the kept blocks.
+    let mut offset = kept.end();
+    let mut checked = offset;
     let mut block_offsets = Vec::new();
     while let Some(result) = next() {
-        let Ok(Some(blocks)) = result else {
-            return Err(BgzfError::WriterLost {
-                block_index: block_offsets.len() as u64,
-            });
+        let blocks = match result {
+            Ok(Ok(blocks)) => blocks,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(BgzfError::WriterLost {
+                    block_index: block_offsets.len() as u64,
+                })
+            }
         };
         for (block, noted) in blocks {
-            inner
-                .write_all(&block)
-                .map_err(|e| BgzfError::io(offset, e))?;
+            let index = block_offsets.len() as u64;
+            let at = match kept.get(index) {
+                Some(k) => k.offset,
+                None => {
+                    inner
+                        .write_all(&block)
+                        .map_err(|e| BgzfError::io(offset, e))?;
+                    let at = offset;
+                    offset += block.len() as u64;
+                    at
+                }
+            };
             if !noted.is_empty() {
-                notes(block_offsets.len() as u64, &noted);
+                notes(index, &noted);
             }
-            block_offsets.push(offset);
-            offset += block.len() as u64;
+            block_offsets.push(at);
             let _ = recycle.send(block);
+        }
+        if let Some((step, tell)) = checkpoint {
+            if offset >= checked + *step {
+                inner.flush().map_err(|e| BgzfError::io(offset, e))?;
+                tell(block_offsets.len() as u64, offset);
+                checked = offset;
+            }
         }
     }
     Ok(Written {

@@ -610,3 +610,140 @@ fn jobs_of_several_blocks_write_what_one_thread_writes_block_by_block() {
         }
     }
 }
+
+/// A writer started again on a killed one's output (its first blocks on
+/// disk, cut at any block boundary, with a torn block after them) writes
+/// the same file with the same block offsets and notes, deflating only
+/// the blocks after the kept ones; kept blocks that are not what it makes
+/// again are an error naming the block; the checkpoints say blocks and
+/// bytes that really are on disk in order.
+#[test]
+fn a_resumed_writer_goes_on_from_the_kept_blocks() {
+    use std::os::unix::fs::FileExt;
+    let units: Vec<Vec<u8>> = (0..4000)
+        .map(|i: usize| (0..(40 + (i * 7919) % 900)).map(|j| (i * 31 + j) as u8).collect())
+        .collect();
+    fn note(unit: &[u8]) -> UnitFields {
+        UnitFields {
+            ref_id: i32::from(unit[0]),
+            beg: unit.len() as i32,
+            end: 0,
+            mapped: true,
+            word: 0,
+        }
+    }
+    type Seen = Arc<std::sync::Mutex<Vec<(u64, (u64, u64))>>>;
+    type Checks = Arc<std::sync::Mutex<Vec<(u64, u64)>>>;
+    let write = |units: &[Vec<u8>], file: std::fs::File, resuming: Resuming| {
+        let seen: Seen = Arc::default();
+        let sink = Arc::clone(&seen);
+        let mut bw = BlockWriter::new(ParallelWriter::resuming(
+            file,
+            pool(3),
+            CompressionLevel::default(),
+            Box::new(move |block, notes: &[UnitNote]| {
+                let mut seen = sink.lock().expect("notes");
+                seen.extend(notes.iter().map(|n| (block, n.offsets(block))));
+            }),
+            resuming,
+        ));
+        bw.noting(note);
+        let mut feed = || -> Result<()> {
+            bw.write_bytes(b"a header")?;
+            bw.end_block()?;
+            for part in units.chunks(700) {
+                bw.write_units(Arc::new(VecUnits(part.to_vec())))?;
+            }
+            Ok(())
+        };
+        let fed = feed();
+        let done = fed.and_then(|()| bw.finish(true).map(|s| s.block_offsets));
+        let seen = seen.lock().expect("notes").clone();
+        (done, seen)
+    };
+    const STEP: u64 = 8_000;
+    let dir = tempfile::tempdir().expect("dir");
+    let whole = dir.path().join("whole.bgzf");
+    let checks: Checks = Arc::default();
+    let told = Arc::clone(&checks);
+    let (want_offsets, want_notes) = write(
+        &units,
+        std::fs::File::create(&whole).expect("create"),
+        Resuming {
+            kept: KeptBlocks::default(),
+            checkpoint: Some((
+                STEP,
+                Box::new(move |blocks, bytes| told.lock().expect("checks").push((blocks, bytes))),
+            )),
+        },
+    );
+    let want_offsets = want_offsets.expect("first write");
+    let want = std::fs::read(&whole).expect("read");
+    let checks = checks.lock().expect("checks").clone();
+    assert!(checks.len() >= 3, "{checks:?}");
+    for w in checks.windows(2) {
+        assert!(w[0].0 < w[1].0 && w[1].1 >= w[0].1 + STEP, "{checks:?}");
+    }
+    for &(blocks, bytes) in &checks {
+        // What a checkpoint names ends at a block's end.
+        assert_eq!(want_offsets[blocks as usize], bytes);
+    }
+    // Cut after several kept blocks (the header's alone, a checkpoint's, a
+    // later one), each followed by half of the next block (a torn write).
+    let cuts = [1, checks[1].0 as usize, want_offsets.len() - 3];
+    for cut in cuts {
+        let end = want_offsets[cut];
+        let path = dir.path().join(format!("cut-{cut}.bgzf"));
+        let torn = (want_offsets[cut + 1] - end) / 2;
+        std::fs::write(&path, &want[..(end + torn) as usize]).expect("write cut");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open");
+        let kept = KeptBlocks::scan(&file, end).expect("scan");
+        assert_eq!(kept.len(), cut as u64);
+        file.set_len(end).expect("truncate");
+        let mut file = file;
+        io::Seek::seek(&mut file, io::SeekFrom::Start(end)).expect("seek");
+        let (offsets, notes) = write(
+            &units,
+            file,
+            Resuming {
+                kept,
+                checkpoint: None,
+            },
+        );
+        assert_eq!(offsets.expect("resumed write"), want_offsets, "cut {cut}");
+        assert_eq!(notes, want_notes, "cut {cut}");
+        assert!(std::fs::read(&path).expect("read") == want, "cut {cut}");
+    }
+    // Other units than the kept blocks were made from: refused by name.
+    let mut other = units.clone();
+    other[10][3] ^= 1;
+    let end = want_offsets[cuts[1]];
+    let path = dir.path().join("other.bgzf");
+    std::fs::write(&path, &want[..end as usize]).expect("write");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("open");
+    let kept = KeptBlocks::scan(&file, end).expect("scan");
+    let mut head = [0u8; 4];
+    file.read_exact_at(&mut head, 0).expect("head");
+    let mut file = file;
+    io::Seek::seek(&mut file, io::SeekFrom::Start(end)).expect("seek");
+    let (err, _) = write(
+        &other,
+        file,
+        Resuming {
+            kept,
+            checkpoint: None,
+        },
+    );
+    assert!(
+        matches!(err, Err(BgzfError::KeptMismatch { block_index: 1, offset }) if offset == want_offsets[1]),
+        "{err:?}"
+    );
+}

@@ -204,6 +204,21 @@ impl Output {
         pool: Arc<rayon::ThreadPool>,
         debris: &Debris,
     ) -> Result<Output> {
+        Self::create_resumable(cfg, dest, header, pool, debris, None)
+    }
+
+    /// [`Output::create`] for a sort with `--resume`: a BGZF output file
+    /// (BAM, BGZF-compressed SAM) goes on from the start a killed run kept
+    /// in DIR, and says to `resume` how far it is on disk as it goes
+    /// (`run::resume::Resume::output`). Other outputs are written whole.
+    pub fn create_resumable(
+        cfg: &Config,
+        dest: Destinations,
+        header: Arc<Header>,
+        pool: Arc<rayon::ThreadPool>,
+        debris: &Debris,
+        resume: Option<&Arc<crate::run::resume::Resume>>,
+    ) -> Result<Output> {
         let cpu_at_start = thread_cpu_seconds();
         if cfg.format == OutFormat::Parquet {
             let sink = crate::io::columnar::ParquetSink::create(
@@ -245,6 +260,14 @@ impl Output {
         // Writeback is started early only for a file renamed into place
         // (not for a pipe, a device or standard output).
         let durable = pending.as_ref().is_some_and(|p| !p.is_direct());
+        let bgzf = cfg.format != OutFormat::Cram && hts_format(cfg) != Format::Sam;
+        let (file, resuming) = match (resume, &pending) {
+            (Some(r), Some(p)) if durable && bgzf => {
+                r.output(&p.tmp, file, header.to_sam_text().as_slice())?
+            }
+            _ => (file, alnsort_bgzf::Resuming::default()),
+        };
+        let start = resuming.kept.end();
         let index = match (&cfg.index, dest.index) {
             (Some(t), Some(r)) => {
                 let (pending, file) = r.open("index", debris)?;
@@ -299,8 +322,14 @@ impl Output {
                 bytes: 0,
             }
         } else {
-            let mut w = Writer::new(Writeback::new(file, durable), header, options, pool)
-                .map_err(|e| write_error(&name, to_stdout, e))?;
+            let mut w = Writer::resuming(
+                Writeback::new_at(file, durable, start),
+                header,
+                options,
+                pool,
+                resuming,
+            )
+            .map_err(|e| write_error(&name, to_stdout, e))?;
             if qc.is_some() {
                 w.count_qc().map_err(|e| write_error(&name, to_stdout, e))?;
             }
@@ -710,13 +739,13 @@ struct Flusher {
 impl Flusher {
     /// Starts the flusher on a second handle of `file`; `None` when either
     /// cannot be had (writeback is then left to `fsync`).
-    fn start(file: &File) -> Option<Flusher> {
+    fn start(file: &File, at: u64) -> Option<Flusher> {
         let file = file.try_clone().ok()?;
         let (tx, rx) = crossbeam_channel::bounded::<u64>(FLUSH_QUEUE);
         let handle = std::thread::Builder::new()
             .name("alnsort-writeback".into())
             .spawn(move || {
-                let (mut started, mut waited, mut ok) = (0u64, 0u64, true);
+                let (mut started, mut waited, mut ok) = (at, at, true);
                 for upto in rx {
                     if !ok {
                         continue;
@@ -743,15 +772,25 @@ impl Flusher {
 
 impl Writeback {
     fn new(file: File, durable: bool) -> Writeback {
-        let flusher = if durable { Flusher::start(&file) } else { None };
+        Self::new_at(file, durable, 0)
+    }
+
+    /// [`Writeback::new`] for a file whose first `at` bytes are written
+    /// already (and on disk): writing goes on at `at`.
+    fn new_at(file: File, durable: bool, at: u64) -> Writeback {
+        let flusher = if durable {
+            Flusher::start(&file, at)
+        } else {
+            None
+        };
         Writeback {
             ranges: flusher.is_some(),
             file,
             durable,
-            written: 0,
-            handed: 0,
-            started: 0,
-            waited: 0,
+            written: at,
+            handed: at,
+            started: at,
+            waited: at,
             flusher,
         }
     }

@@ -14,6 +14,14 @@
 //! sort is stable (equal keys keep their input order), the kept runs
 //! hold the first records of the input and are merged first, in their
 //! order, and the runs of the rerun follow (`alnsort_sort::durable`).
+//!
+//! The output itself (BAM, BGZF-compressed SAM) is kept as it is written:
+//! every [`OUTPUT_STEP`] bytes or so the output is fsync'd, hard-linked
+//! as `DIR/output.partial` (once) and its length and block count recorded
+//! in the manifest. A rerun killed in the final merge takes that file back
+//! as its pending output, merges the runs again from the start and
+//! deflates only the blocks after the kept ones; each kept block is
+//! checked against the payload made again (`alnsort_bgzf::kept`).
 
 pub mod manifest;
 
@@ -21,7 +29,7 @@ use crate::config::Config;
 use crate::error::{bail, Context, Error, Result};
 use alnsort_sort::durable::{file_crc32, RunHook, SpilledRun};
 use alnsort_sort::Sorter;
-use manifest::{KeptRun, Manifest, Restart};
+use manifest::{KeptOutput, KeptRun, Manifest, Restart};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,6 +54,18 @@ const TAIL_BYTES: u64 = 64 << 10;
 /// Test hook (documented in docs/resume.md): the process kills itself with
 /// SIGKILL once this many runs were recorded by it.
 const KILL_AFTER_RUNS: &str = "ALNSORT_TEST_KILL_AFTER_RUNS";
+/// The kept output's name inside DIR (a hard link to the pending output).
+const OUTPUT_PARTIAL: &str = "output.partial";
+/// Output bytes between two of its checkpoints (fsync and manifest): 64
+/// MiB, a second or two of a sort's output at 16 threads, so a kill in
+/// the final merge costs that much deflating again, and the fsyncs find
+/// the output's writeback (`io::output::Writeback`) mostly done.
+const OUTPUT_STEP: u64 = 64 << 20;
+/// Test hook: output bytes between checkpoints instead of [`OUTPUT_STEP`].
+const OUTPUT_STEP_VAR: &str = "ALNSORT_TEST_OUTPUT_STEP";
+/// Test hook: the process kills itself with SIGKILL once this many
+/// output checkpoints were recorded by it.
+const KILL_AFTER_OUTPUT: &str = "ALNSORT_TEST_KILL_AFTER_OUTPUT";
 /// Test hook: the process kills itself with SIGKILL at this point:
 /// `merge` (input read, final merge about to start), `write` (every
 /// record written to the pending output, before it is renamed).
@@ -117,6 +137,8 @@ pub struct Resume {
     tracker: Arc<Tracker>,
     /// Runs recorded by this process (for the test hook).
     recorded: Mutex<usize>,
+    /// The thread that makes the output's checkpoints durable.
+    checkpoints: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Resume {
@@ -167,6 +189,7 @@ impl Resume {
             now.records = k.records;
             now.restart = k.restart;
             now.complete = k.complete;
+            now.output = k.output;
         }
         remove_leftovers(&dir, kept.as_ref());
         if let Some(out) = &cfg.output {
@@ -187,6 +210,7 @@ impl Resume {
             now: Mutex::new(now),
             tracker,
             recorded: Mutex::new(0),
+            checkpoints: Mutex::new(None),
         };
         if resume.kept.is_none() {
             let now = resume.lock()?.clone();
@@ -335,6 +359,154 @@ impl Resume {
             .map_err(|e| Error::context(format!("--resume: kept header {}", path.display()), e))
     }
 
+    /// The output's file and how its writer goes on (`io::output`): the
+    /// pending output at `pending`, open as `file`, is replaced by the
+    /// output a killed run kept in DIR when the manifest names one made
+    /// for the same header (`header`, its SAM text), cut back to its
+    /// durable length; and the writer's checkpoints are made durable and
+    /// recorded on a thread of their own. A kept output that cannot be
+    /// used (another header: the command line in its `@PG` changed; the
+    /// file damaged) is said on standard error and the output is written
+    /// from its start.
+    pub fn output(
+        self: &Arc<Self>,
+        pending: &Path,
+        file: std::fs::File,
+        header: &[u8],
+    ) -> Result<(std::fs::File, alnsort_bgzf::Resuming)> {
+        let header_crc = alnsort_sort::durable::crc32(header);
+        let partial = self.dir.join(OUTPUT_PARTIAL);
+        let kept = self.lock()?.output;
+        let mut taken = None;
+        if let Some(k) = kept {
+            let why = if k.header_crc != header_crc {
+                Err("it was written under another header (the @PG line holds the command line, which changed)".to_string())
+            } else {
+                take_partial(&partial, pending, k)
+            };
+            match why {
+                Ok(found) => taken = Some(found),
+                Err(why) => {
+                    eprintln!(
+                        "alnsort: --resume {}: the output kept in {} is not used: {why}; the output is written again from its start",
+                        self.dir.display(),
+                        partial.display()
+                    );
+                    let mut now = self.lock()?;
+                    now.output = None;
+                    self.write_manifest(&now)?;
+                }
+            }
+        }
+        let linked = taken.is_some();
+        let (file, kept) = match taken {
+            Some(found) => found,
+            // The pending output as reserved, or made again empty where
+            // taking the kept one failed half way.
+            None if kept.is_some() => {
+                let _ = std::fs::remove_file(pending);
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(pending)
+                    .with_context(|| format!("cannot create {}", pending.display()))?;
+                (f, alnsort_bgzf::KeptBlocks::default())
+            }
+            None => (file, alnsort_bgzf::KeptBlocks::default()),
+        };
+        let step = std::env::var(OUTPUT_STEP_VAR)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&v| v > 0)
+            .unwrap_or(OUTPUT_STEP);
+        let synced = file
+            .try_clone()
+            .with_context(|| format!("--resume: cannot open {} again", pending.display()))?;
+        let (tx, rx) = crossbeam_channel::unbounded::<(u64, u64)>();
+        let me = Arc::clone(self);
+        let pending = pending.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name("alnsort-checkpoint".into())
+            .spawn(move || me.checkpoints(rx, synced, &pending, header_crc, linked))
+            .context("--resume: cannot start the output's checkpoint thread")?;
+        *self
+            .checkpoints
+            .lock()
+            .map_err(|_| Error::Internal("poisoned".into()))? = Some(handle);
+        let tell: alnsort_bgzf::Checkpoint = Box::new(move |blocks, bytes| {
+            let _ = tx.send((blocks, bytes));
+        });
+        Ok((
+            file,
+            alnsort_bgzf::Resuming {
+                kept,
+                checkpoint: Some((step, tell)),
+            },
+        ))
+    }
+
+    /// The checkpoint thread: for each (blocks, bytes) the writer tells
+    /// (the latest of those waiting), fsyncs the output, links it into
+    /// DIR the first time, and records it in the manifest. A failure ends
+    /// the checkpoints, said once on standard error: the output goes on,
+    /// and a rerun writes it from the last checkpoint recorded.
+    fn checkpoints(
+        &self,
+        rx: crossbeam_channel::Receiver<(u64, u64)>,
+        file: std::fs::File,
+        pending: &Path,
+        header_crc: u32,
+        mut linked: bool,
+    ) {
+        let partial = self.dir.join(OUTPUT_PARTIAL);
+        let mut made = 0usize;
+        while let Ok(mut at) = rx.recv() {
+            while let Ok(later) = rx.try_recv() {
+                at = later;
+            }
+            let (blocks, bytes) = at;
+            let mut step = || -> Result<()> {
+                file.sync_data()
+                    .with_context(|| format!("cannot fsync {}", pending.display()))?;
+                if !linked {
+                    let _ = std::fs::remove_file(&partial);
+                    std::fs::hard_link(pending, &partial).with_context(|| {
+                        format!(
+                            "cannot link the output into {} (DIR must be on the output's file system for the output to be kept)",
+                            partial.display()
+                        )
+                    })?;
+                    sync_dir(&self.dir)?;
+                    linked = true;
+                }
+                let mut now = self.lock()?;
+                now.output = Some(KeptOutput {
+                    blocks,
+                    bytes,
+                    header_crc,
+                });
+                self.write_manifest(&now)
+            };
+            if let Err(e) = step() {
+                eprintln!(
+                    "alnsort: --resume {}: the output written so far is no longer kept ({}); the sort goes on, and a rerun would write the output again from {}",
+                    self.dir.display(),
+                    crate::error::error_text(&e),
+                    if linked { "the last output kept" } else { "its start" }
+                );
+                return;
+            }
+            made += 1;
+            if std::env::var(KILL_AFTER_OUTPUT)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                == Some(made)
+            {
+                kill_self();
+            }
+        }
+    }
+
     /// The test hook's kill points (`ALNSORT_TEST_KILL_AT`).
     pub fn kill_point(&self, phase: &str) {
         if std::env::var(KILL_AT).is_ok_and(|v| v == phase) {
@@ -349,6 +521,15 @@ impl Resume {
     /// nothing else is in it (a DIR given with files of its own keeps
     /// them).
     pub fn finished(&self) -> Result<()> {
+        let checkpoints = self
+            .checkpoints
+            .lock()
+            .map_err(|_| Error::Internal("poisoned".into()))?
+            .take();
+        if let Some(h) = checkpoints {
+            // Its last manifest is written before this one is removed.
+            let _ = h.join();
+        }
         std::fs::remove_file(self.dir.join(MANIFEST)).with_context(|| {
             format!(
                 "the sort finished and its output is complete, but removing --resume {}'s manifest failed",
@@ -359,6 +540,7 @@ impl Resume {
         self.kill_point("finish");
         remove_leftovers(&self.dir, None);
         let _ = std::fs::remove_file(self.dir.join(HEADER));
+        let _ = std::fs::remove_file(self.dir.join(OUTPUT_PARTIAL));
         let _ = std::fs::remove_dir(&self.dir);
         Ok(())
     }
@@ -544,6 +726,7 @@ fn remove_leftovers(dir: &Path, kept: Option<&Manifest>) {
         } else if name == MANIFEST_TMP
             || name == format!("{HEADER}.tmp")
             || (name.starts_with(KEPT) && !named(&name))
+            || (name == OUTPUT_PARTIAL && kept.is_none_or(|k| k.output.is_none()))
         {
             let _ = std::fs::remove_file(&p);
         }
@@ -580,6 +763,51 @@ fn remove_dead_pending(dest: &Path) {
             let _ = std::fs::remove_file(e.path());
         }
     }
+}
+
+/// Takes the output a killed run kept (`partial`, at least `k.bytes`
+/// long) as the pending output at `pending`: linked there in place of
+/// the empty file, its blocks read back up to `k.bytes` and the rest (a
+/// torn write after the last checkpoint) cut off; positioned at its end.
+/// Why not, when it cannot be.
+fn take_partial(
+    partial: &Path,
+    pending: &Path,
+    k: KeptOutput,
+) -> std::result::Result<(std::fs::File, alnsort_bgzf::KeptBlocks), String> {
+    use std::io::Seek;
+    // Checked before the pending output is touched.
+    let f = std::fs::File::open(partial).map_err(|e| format!("it cannot be read ({e})"))?;
+    let len = f
+        .metadata()
+        .map_err(|e| format!("it cannot be read ({e})"))?
+        .len();
+    if len < k.bytes {
+        return Err(format!(
+            "it is {len} bytes, shorter than the {} bytes the manifest says are on disk",
+            k.bytes
+        ));
+    }
+    let blocks = alnsort_bgzf::KeptBlocks::scan(&f, k.bytes).map_err(|e| e.to_string())?;
+    if blocks.len() != k.blocks {
+        return Err(format!(
+            "it holds {} blocks where the manifest says {}",
+            blocks.len(),
+            k.blocks
+        ));
+    }
+    drop(f);
+    let swap = || -> std::io::Result<std::fs::File> {
+        std::fs::remove_file(pending)?;
+        std::fs::hard_link(partial, pending)?;
+        let mut f = std::fs::OpenOptions::new().write(true).open(pending)?;
+        f.set_len(k.bytes)?;
+        f.seek(std::io::SeekFrom::Start(k.bytes))?;
+        Ok(f)
+    };
+    swap()
+        .map(|f| (f, blocks))
+        .map_err(|e| format!("it cannot be taken as the pending output {} ({e})", pending.display()))
 }
 
 fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {

@@ -407,12 +407,13 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     let mut merged = merged?;
     progress.enter(Phase::Write);
     let (first, header) = output_header(cfg, &mut merged, header)?;
-    let mut out = crate::io::output::Output::create(
+    let mut out = crate::io::output::Output::create_resumable(
         cfg,
         dest,
         Arc::clone(&header),
         Arc::clone(&pool),
         debris,
+        resume.as_ref(),
     )?;
     write_sorted(
         cfg,

@@ -9,6 +9,7 @@
 //! restart<TAB>VOFFSET|-<TAB>RECORD   (where a BAM input is read again)
 //! complete<TAB>0|1                   (every input record is in a run)
 //! run<TAB>NAME<TAB>RECORDS<TAB>BYTES<TAB>CRC32
+//! output<TAB>BLOCKS<TAB>BYTES<TAB>HEADER-CRC32   (the kept output's durable start)
 //! end<TAB>CRC32                      (of every byte before this line)
 //! ```
 //!
@@ -37,6 +38,16 @@ pub struct Restart {
     pub record: u64,
 }
 
+/// How much of the output is on disk in DIR (`output.partial`): its
+/// first `blocks` BGZF blocks, `bytes` long, fsync'd, written for a header
+/// whose bytes have CRC-32 `header_crc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeptOutput {
+    pub blocks: u64,
+    pub bytes: u64,
+    pub header_crc: u32,
+}
+
 /// What a manifest says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
@@ -50,6 +61,8 @@ pub struct Manifest {
     pub restart: Restart,
     pub complete: bool,
     pub runs: Vec<KeptRun>,
+    /// The output's kept start, once the final merge has written some.
+    pub output: Option<KeptOutput>,
 }
 
 /// Why a manifest's text cannot be read.
@@ -110,6 +123,12 @@ impl Manifest {
                 r.crc
             );
         }
+        if let Some(o) = &self.output {
+            t += &format!(
+                "output\t{}\t{}\t{:08x}\n",
+                o.blocks, o.bytes, o.header_crc
+            );
+        }
         let crc = alnsort_sort::durable::crc32(t.as_bytes());
         t += &format!("end\t{crc:08x}\n");
         t
@@ -160,6 +179,14 @@ impl Manifest {
                     bytes: num(bytes)?,
                     crc: u32::from_str_radix(crc, 16).map_err(|_| bad("bad checksum"))?,
                 }),
+                ["output", blocks, bytes, crc] => {
+                    m.output = Some(KeptOutput {
+                        blocks: num(blocks)?,
+                        bytes: num(bytes)?,
+                        header_crc: u32::from_str_radix(crc, 16)
+                            .map_err(|_| bad("bad checksum"))?,
+                    })
+                }
                 _ => return Err(bad("unknown line")),
             }
         }
@@ -253,6 +280,11 @@ mod tests {
                     crc: 7,
                 },
             ],
+            output: Some(KeptOutput {
+                blocks: 12,
+                bytes: 345_678,
+                header_crc: 0x0123_abcd,
+            }),
         }
     }
 
@@ -265,6 +297,7 @@ mod tests {
             restart: Restart::default(),
             runs: Vec::new(),
             records: 0,
+            output: None,
             ..sample()
         };
         assert_eq!(Manifest::parse(&none.to_text()), Ok(none));

@@ -6,7 +6,9 @@ checksum, standard input not wholly kept, and --markdup are refused by name.
 
 Kills are made deterministic with the test hooks of docs/resume.md
 (`ALNSORT_TEST_KILL_AFTER_RUNS=N`: SIGKILL once the process has kept N runs;
-`ALNSORT_TEST_KILL_AT=merge|write`), plus a few SIGKILLs and SIGTERMs at
+`ALNSORT_TEST_KILL_AT=merge|write`; `ALNSORT_TEST_KILL_AFTER_OUTPUT=N`: once
+the output is kept on disk N times, every `ALNSORT_TEST_OUTPUT_STEP` bytes),
+plus a few SIGKILLs and SIGTERMs at
 timed moments. The inputs are generated with many equal keys (a tie window
 of a few hundred positions), records longer than a BGZF block, and are
 sorted with `-m 1M` so that there are dozens of runs and background merges
@@ -33,6 +35,9 @@ import harness  # noqa: E402
 
 KILL_AFTER = "ALNSORT_TEST_KILL_AFTER_RUNS"
 KILL_AT = "ALNSORT_TEST_KILL_AT"
+KILL_AFTER_OUTPUT = "ALNSORT_TEST_KILL_AFTER_OUTPUT"
+OUTPUT_STEP = "ALNSORT_TEST_OUTPUT_STEP"
+HOOKS = (KILL_AFTER, KILL_AT, KILL_AFTER_OUTPUT, OUTPUT_STEP)
 # --no-PG: the outputs compared come from command lines that differ (paths).
 MEM = ["-m", "1M", "--no-PG"]
 
@@ -40,8 +45,8 @@ MEM = ["-m", "1M", "--no-PG"]
 def sort(args: list[str], *, env_add: dict | None = None, stdin: bytes | None = None,
          timeout: float = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.pop(KILL_AFTER, None)
-    env.pop(KILL_AT, None)
+    for hook in HOOKS:
+        env.pop(hook, None)
     env.update(env_add or {})
     feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     return subprocess.run([harness.alnsort_path(), "sort", *args], stdout=subprocess.PIPE,
@@ -328,3 +333,108 @@ def test_help_names_the_option():
     r = subprocess.run([harness.alnsort_path(), "sort", "--help"], capture_output=True)
     assert b"--resume DIR" in r.stdout + r.stderr
 
+
+
+# Output checkpoints every 40 kB: a dozen or more in these outputs.
+STEP = {OUTPUT_STEP: "40000"}
+
+
+def kept_output(rd: Path) -> tuple[int, int]:
+    """The manifest's (blocks, bytes) of the kept output."""
+    [[blocks, nbytes, _crc, _header]] = manifest_field(rd, "output")
+    return int(blocks), int(nbytes)
+
+
+@pytest.mark.parametrize("kind,order", [("bam", "coord"), ("sam", "coord"), ("bam", "name")])
+@pytest.mark.parametrize("after", [1, 4, 12])
+def test_killed_writing_the_output_goes_on_from_the_kept_output(tmp_path, inputs, expected, kind, order, after):
+    """Killed in the final merge after the output was kept N times: the
+    rerun takes DIR/output.partial as its output (the same file, not a
+    copy) and writes the same bytes, index and flagstat as a sort never
+    interrupted."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    fs = tmp_path / "out.flagstat"
+    args = [*MEM, *order_opts(order), "-@", "2", "--flagstat", str(fs), "--resume", str(rd),
+            "-o", str(out), str(inputs[kind])]
+    killed(sort(args, env_add={**STEP, KILL_AFTER_OUTPUT: str(after)}))
+    blocks, nbytes = kept_output(rd)
+    want = expected[(kind, order)][0]
+    assert 0 < nbytes < len(want), (nbytes, len(want))
+    partial = rd / "output.partial"
+    assert partial.stat().st_size >= nbytes
+    assert partial.read_bytes()[:nbytes] == want[:nbytes], "the kept bytes are the output's start"
+    inode = partial.stat().st_ino
+    ok(sort(args, env_add=STEP))
+    check_same(out, expected[(kind, order)], f"{kind} {order} killed after {after} output checkpoints")
+    assert out.stat().st_ino == inode, "the rerun went on in the kept file instead of writing anew"
+    plain_fs = tmp_path / "plain.flagstat"
+    ok(sort([*MEM, *order_opts(order), "--flagstat", str(plain_fs), "-o", str(tmp_path / "plain.bam"),
+             str(inputs[kind])]))
+    assert fs.read_text() == plain_fs.read_text()
+    assert not rd.exists(), "DIR (the kept output too) is removed when the sort succeeds"
+    assert not list(tmp_path.glob(".out.bam*.alnsort-*"))
+
+
+def test_killed_writing_the_output_again_and_again(tmp_path, inputs, expected):
+    """Each rerun is killed after keeping the output twice more: each goes
+    on from the last kept output."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    kept = []
+    for _ in range(3):
+        killed(sort(args, env_add={**STEP, KILL_AFTER_OUTPUT: "2"}))
+        kept.append(kept_output(rd)[1])
+    assert kept == sorted(kept) and kept[0] < kept[-1], kept
+    ok(sort(args, env_add=STEP))
+    check_same(out, expected[("bam", "coord")], "killed three times while writing")
+
+
+@pytest.fixture
+def output_half_done(tmp_path, inputs):
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    killed(sort(args, env_add={**STEP, KILL_AFTER_OUTPUT: "6"}))
+    return rd, out, args
+
+
+def test_damaged_kept_output_is_written_again(output_half_done, expected):
+    """A kept output whose bytes fail their checksum, or shorter than the
+    manifest says, is not used (said on standard error, by name): the
+    output is written from its start, to the same bytes."""
+    rd, out, args = output_half_done
+    partial = rd / "output.partial"
+    blocks, nbytes = kept_output(rd)
+    data = bytearray(partial.read_bytes())
+    data[nbytes // 2] ^= 0x10
+    partial.write_bytes(bytes(data))
+    r = ok(sort(args))
+    err = r.stderr.decode()
+    assert str(partial) in err and "checksum" in err and "written again from its start" in err, err
+    check_same(out, expected[("bam", "coord")], "damaged kept output")
+
+
+def test_short_kept_output_is_written_again(output_half_done, expected):
+    rd, out, args = output_half_done
+    partial = rd / "output.partial"
+    blocks, nbytes = kept_output(rd)
+    os.truncate(partial, nbytes - 1)
+    r = ok(sort(args))
+    err = r.stderr.decode()
+    assert "shorter than" in err, err
+    check_same(out, expected[("bam", "coord")], "short kept output")
+
+
+def test_kept_output_under_another_header_is_written_again(tmp_path, inputs):
+    """Without --no-PG the header holds the command line: a rerun with
+    another -@ writes another header, so the kept output is not its start.
+    It is written again, and equals a sort never interrupted of the
+    rerun's command line."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    base = ["-m", "1M", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    killed(sort(["-@", "1", *base], env_add={**STEP, KILL_AFTER_OUTPUT: "5"}))
+    assert kept_output(rd)[1] > 0
+    r = ok(sort(["-@", "2", *base]))
+    assert "another header" in r.stderr.decode(), r.stderr.decode()
+    resumed = out.read_bytes()
+    ok(sort(["-@", "2", *base]))
+    assert resumed == out.read_bytes()

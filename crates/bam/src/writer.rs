@@ -24,8 +24,7 @@ use crate::qc::{QcRecord, QcTally, ReadBack};
 use crate::record::{flags, RecordRef};
 use crate::sam_format::format_sam_record;
 use alnsort_bgzf::{
-    BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Resuming, UnitFields, UnitNote,
-    Units,
+    BgzfError, BlockWriter, CompressionLevel, ParallelWriter, Resuming, UnitFields, UnitNote, Units,
 };
 use alnsort_index::{
     IndexBuilder, IndexError, IndexFile, IndexFormat, IndexRecord, PartIndexWriter,
@@ -357,7 +356,9 @@ impl<W: Write + Send + 'static> Writer<W> {
         pool: Arc<rayon::ThreadPool>,
         resuming: Resuming,
     ) -> Result<Writer<W>, WriteError> {
-        if options.format == Format::Sam && (!resuming.kept.is_empty() || resuming.checkpoint.is_some()) {
+        if options.format == Format::Sam
+            && (!resuming.kept.is_empty() || resuming.checkpoint.is_some())
+        {
             return Err(WriteError::Unsupported(
                 "SAM text output cannot go on from a killed writer's output",
             ));

@@ -118,7 +118,11 @@ pub enum BgzfError {
         "kept BGZF output: its end {end} falls inside the block at byte offset \
          {block}, which ends at {block_end}"
     )]
-    KeptEnd { end: u64, block: u64, block_end: u64 },
+    KeptEnd {
+        end: u64,
+        block: u64,
+        block_end: u64,
+    },
 
     /// The writer's thread or a deflate job ended without a result.
     #[error("BGZF writer: a worker ended without a result at block {block_index}")]

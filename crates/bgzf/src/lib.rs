@@ -33,6 +33,6 @@ pub use reader::{
     BlockRecycler, EmptyBlocks, ParallelReader, Position, ReadAhead, TakenBlock, UnitScan,
 };
 pub use writer::{
-    BlockWriter, Checkpoint, NoteFn, NotesSink, ParallelWriter, Resuming, UnitFields, UnitNote, Units, WriterSummary,
-    MAX_NOTES_PER_BLOCK,
+    BlockWriter, Checkpoint, NoteFn, NotesSink, ParallelWriter, Resuming, UnitFields, UnitNote,
+    Units, WriterSummary, MAX_NOTES_PER_BLOCK,
 };

@@ -621,7 +621,11 @@ fn jobs_of_several_blocks_write_what_one_thread_writes_block_by_block() {
 fn a_resumed_writer_goes_on_from_the_kept_blocks() {
     use std::os::unix::fs::FileExt;
     let units: Vec<Vec<u8>> = (0..4000)
-        .map(|i: usize| (0..(40 + (i * 7919) % 900)).map(|j| (i * 31 + j) as u8).collect())
+        .map(|i: usize| {
+            (0..(40 + (i * 7919) % 900))
+                .map(|j| (i * 31 + j) as u8)
+                .collect()
+        })
         .collect();
     fn note(unit: &[u8]) -> UnitFields {
         UnitFields {

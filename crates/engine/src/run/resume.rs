@@ -399,6 +399,10 @@ impl Resume {
             }
         }
         let linked = taken.is_some();
+        let kept_crc = match (&taken, kept) {
+            (Some(_), Some(k)) => crc32fast::Hasher::new_with_initial_len(k.crc, k.bytes),
+            _ => crc32fast::Hasher::new(),
+        };
         let (file, kept) = match taken {
             Some(found) => found,
             // The pending output as reserved, or made again empty where
@@ -419,15 +423,17 @@ impl Resume {
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|&v| v > 0)
             .unwrap_or(OUTPUT_STEP);
-        let synced = file
-            .try_clone()
+        // Read back (from the page cache) for the kept bytes' checksum, and
+        // fsync'd, on the checkpoint thread.
+        let synced = std::fs::File::open(pending)
             .with_context(|| format!("--resume: cannot open {} again", pending.display()))?;
+        let hashed = (kept.end(), kept_crc);
         let (tx, rx) = crossbeam_channel::unbounded::<(u64, u64)>();
         let me = Arc::clone(self);
         let pending = pending.to_path_buf();
         let handle = std::thread::Builder::new()
             .name("alnsort-checkpoint".into())
-            .spawn(move || me.checkpoints(rx, synced, &pending, header_crc, linked))
+            .spawn(move || me.checkpoints(rx, synced, &pending, header_crc, linked, hashed))
             .context("--resume: cannot start the output's checkpoint thread")?;
         *self
             .checkpoints
@@ -457,6 +463,7 @@ impl Resume {
         pending: &Path,
         header_crc: u32,
         mut linked: bool,
+        (mut hashed, mut crc): (u64, crc32fast::Hasher),
     ) {
         let partial = self.dir.join(OUTPUT_PARTIAL);
         let mut made = 0usize;
@@ -468,6 +475,8 @@ impl Resume {
             let mut step = || -> Result<()> {
                 file.sync_data()
                     .with_context(|| format!("cannot fsync {}", pending.display()))?;
+                hashed = crc_range(&file, &mut crc, hashed, bytes)
+                    .with_context(|| format!("cannot read {} back", pending.display()))?;
                 if !linked {
                     let _ = std::fs::remove_file(&partial);
                     std::fs::hard_link(pending, &partial).with_context(|| {
@@ -483,6 +492,7 @@ impl Resume {
                 now.output = Some(KeptOutput {
                     blocks,
                     bytes,
+                    crc: crc.clone().finalize(),
                     header_crc,
                 });
                 self.write_manifest(&now)
@@ -788,6 +798,15 @@ fn take_partial(
             k.bytes
         ));
     }
+    let mut crc = crc32fast::Hasher::new();
+    crc_range(&f, &mut crc, 0, k.bytes).map_err(|e| format!("it cannot be read ({e})"))?;
+    let got = crc.finalize();
+    if got != k.crc {
+        return Err(format!(
+            "its first {} bytes fail their checksum (CRC-32 {got:08x}, the manifest says {:08x})",
+            k.bytes, k.crc
+        ));
+    }
     let blocks = alnsort_bgzf::KeptBlocks::scan(&f, k.bytes).map_err(|e| e.to_string())?;
     if blocks.len() != k.blocks {
         return Err(format!(
@@ -805,9 +824,31 @@ fn take_partial(
         f.seek(std::io::SeekFrom::Start(k.bytes))?;
         Ok(f)
     };
-    swap()
-        .map(|f| (f, blocks))
-        .map_err(|e| format!("it cannot be taken as the pending output {} ({e})", pending.display()))
+    swap().map(|f| (f, blocks)).map_err(|e| {
+        format!(
+            "it cannot be taken as the pending output {} ({e})",
+            pending.display()
+        )
+    })
+}
+
+/// Adds bytes `[from, to)` of `file` to `crc`; returns `to`.
+fn crc_range(
+    file: &std::fs::File,
+    crc: &mut crc32fast::Hasher,
+    from: u64,
+    to: u64,
+) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; (1 << 20).min((to - from) as usize)];
+    let mut at = from;
+    while at < to {
+        let n = buf.len().min((to - at) as usize);
+        file.read_exact_at(&mut buf[..n], at)?;
+        crc.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(to)
 }
 
 fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {

@@ -9,7 +9,7 @@
 //! restart<TAB>VOFFSET|-<TAB>RECORD   (where a BAM input is read again)
 //! complete<TAB>0|1                   (every input record is in a run)
 //! run<TAB>NAME<TAB>RECORDS<TAB>BYTES<TAB>CRC32
-//! output<TAB>BLOCKS<TAB>BYTES<TAB>HEADER-CRC32   (the kept output's durable start)
+//! output<TAB>BLOCKS<TAB>BYTES<TAB>CRC32<TAB>HEADER-CRC32  (the kept output's durable start)
 //! end<TAB>CRC32                      (of every byte before this line)
 //! ```
 //!
@@ -39,12 +39,13 @@ pub struct Restart {
 }
 
 /// How much of the output is on disk in DIR (`output.partial`): its
-/// first `blocks` BGZF blocks, `bytes` long, fsync'd, written for a header
-/// whose bytes have CRC-32 `header_crc`.
+/// first `blocks` BGZF blocks, `bytes` long with CRC-32 `crc`, fsync'd,
+/// written for a header whose bytes have CRC-32 `header_crc`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeptOutput {
     pub blocks: u64,
     pub bytes: u64,
+    pub crc: u32,
     pub header_crc: u32,
 }
 
@@ -125,8 +126,8 @@ impl Manifest {
         }
         if let Some(o) = &self.output {
             t += &format!(
-                "output\t{}\t{}\t{:08x}\n",
-                o.blocks, o.bytes, o.header_crc
+                "output\t{}\t{}\t{:08x}\t{:08x}\n",
+                o.blocks, o.bytes, o.crc, o.header_crc
             );
         }
         let crc = alnsort_sort::durable::crc32(t.as_bytes());
@@ -179,12 +180,13 @@ impl Manifest {
                     bytes: num(bytes)?,
                     crc: u32::from_str_radix(crc, 16).map_err(|_| bad("bad checksum"))?,
                 }),
-                ["output", blocks, bytes, crc] => {
+                ["output", blocks, bytes, crc, header_crc] => {
+                    let hex = |v: &str| u32::from_str_radix(v, 16).map_err(|_| bad("bad checksum"));
                     m.output = Some(KeptOutput {
                         blocks: num(blocks)?,
                         bytes: num(bytes)?,
-                        header_crc: u32::from_str_radix(crc, 16)
-                            .map_err(|_| bad("bad checksum"))?,
+                        crc: hex(crc)?,
+                        header_crc: hex(header_crc)?,
                     })
                 }
                 _ => return Err(bad("unknown line")),
@@ -283,6 +285,7 @@ mod tests {
             output: Some(KeptOutput {
                 blocks: 12,
                 bytes: 345_678,
+                crc: 0xfeed_f00d,
                 header_crc: 0x0123_abcd,
             }),
         }

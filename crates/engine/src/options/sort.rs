@@ -584,7 +584,9 @@ pub const OPTIONS: &[OptSpec<OptId>] = &[
                rewritten after each run is on disk, so that the same command \
                run again after the sort was killed writes the same output \
                bytes, reading each input only from where the kept runs end. \
-               A manifest from another input, changed file, other output \
+               BAM output written is kept too (every 64 MiB, as \
+               DIR/output.partial), and a rerun killed in the final merge \
+               compresses only what follows it. A manifest from another input, changed file, other output \
                options or another alnsort version is refused (remove DIR to \
                start afresh). Standard input resumes only once every record \
                is in a kept run. Needs -o FILE; not with --markdup (the \

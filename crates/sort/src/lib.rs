@@ -76,6 +76,7 @@
 pub mod batch;
 pub mod durable;
 mod error;
+mod fields;
 pub mod loser;
 mod merge;
 mod meter;

@@ -27,12 +27,16 @@ use crate::meter::{Charge, Meter};
 use crate::runfile::{
     frame_crc, max_stored_len, resize_exact, set_len_for_overwrite, FrameHeader, FrameInfo,
     TempRun, HEADER_LEN, MAGIC, METHOD_END, METHOD_LZ4, METHOD_STORED, METHOD_ZSTD,
+    METHOD_ZSTD_FIELDS,
 };
 
 thread_local! {
     /// Each pool thread's zstd decompression context, made once.
     static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { std::cell::RefCell::new(None) };
+    /// Each pool thread's buffer for a frame's fields apart, decompressed
+    /// before they are joined into the frame's entries.
+    static APART: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Decompresses one zstd frame into `raw` (exactly as long as it must
@@ -397,6 +401,29 @@ pub(crate) fn decode(
                     "zstd data gives {n} bytes, header says {raw_len}"
                 )));
             }
+        }
+        METHOD_ZSTD_FIELDS => {
+            let joined = APART.with(|a| -> Result<()> {
+                let mut a = a.borrow_mut();
+                let apart_len = raw_len + crate::fields::LENS_BYTES;
+                set_len_for_overwrite(&mut a, apart_len);
+                let n = zstd_decompress(&payload, &mut a)
+                    .map_err(|e| corrupt(format!("bad zstd data: {e}")))?;
+                if n != apart_len {
+                    return Err(corrupt(format!(
+                        "zstd data gives {n} bytes, header says {apart_len}"
+                    )));
+                }
+                crate::fields::join(&a, &mut raw).map_err(|e| corrupt(e.to_string()))?;
+                if raw.len() != raw_len {
+                    return Err(corrupt(format!(
+                        "fields-apart frame gives {} bytes, header says {raw_len}",
+                        raw.len()
+                    )));
+                }
+                Ok(())
+            });
+            joined?;
         }
         m => return Err(corrupt(format!("unknown frame method {m}"))),
     }

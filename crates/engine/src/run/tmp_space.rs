@@ -19,8 +19,12 @@ use crate::error::{Error, Result};
 /// the records' bytes on the coordinate-sorted benchmark BAM (154.2 bytes
 /// per 343-byte record, `cargo run --release -p alnsort-sort --example
 /// codec_compare`) and 0.44 on its 4x copy (362 MB of runs for 2.38 M
-/// records spilled, bench/results/2026-12-07-regime.md); 0.5 leaves a
-/// tenth for data that compresses less (other instruments' qualities).
+/// records spilled, bench/results/2026-12-07-regime.md). With the
+/// records' fields apart in each frame (`alnsort_sort`'s fields.rs) the 4x
+/// copy's runs are 0.42 of their raw bytes at `-m 100M` and 0.26 at `-m
+/// 256M` (bench/results/2026-12-07-run-fields.md); 0.5 is kept as the
+/// bound for data that compresses less (other instruments' qualities,
+/// records that are not BAM and stay whole).
 const RUN_BYTES_PER_RAW: f64 = 0.5;
 
 /// BAM record bytes per byte of SAM text: the benchmark BAM's records are

@@ -438,3 +438,42 @@ def test_kept_output_under_another_header_is_written_again(tmp_path, inputs):
     resumed = out.read_bytes()
     ok(sort(["-@", "2", *base]))
     assert resumed == out.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def reference(inputs, tmp_path_factory) -> Path:
+    """A FASTA for the generated input's references (random bases: the
+    records then differ from it, as CRAM must encode)."""
+    d = tmp_path_factory.mktemp("resume_ref")
+    rng = random.Random(39)
+    fa = d / "ref.fa"
+    with fa.open("w") as f:
+        for line in inputs["sam"].read_text().splitlines():
+            if not line.startswith("@"):
+                break
+            if line.startswith("@SQ"):
+                tags = dict(t.split(":", 1) for t in line.split("\t")[1:])
+                seq = "".join(rng.choice("ACGT") for _ in range(int(tags["LN"])))
+                f.write(f">{tags['SN']}\n")
+                for i in range(0, len(seq), 60):
+                    f.write(seq[i:i + 60] + "\n")
+    return fa
+
+
+@pytest.mark.parametrize("kill", ["runs", "write"])
+def test_cram_output_with_an_index_resumes_to_the_same_bytes(tmp_path, inputs, reference, kill):
+    """CRAM output (written whole again by a rerun, docs/resume.md) and its
+    .crai: killed while reading or while the output is written, the rerun
+    gives the uninterrupted bytes."""
+    opts = [*MEM, "-O", "cram", "--reference", str(reference), "--write-index"]
+    want = tmp_path / "want.cram"
+    ok(sort([*opts, "-o", str(want), str(inputs["bam"])]))
+    rd, out = tmp_path / "resume", tmp_path / "out.cram"
+    args = [*opts, "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    hook = {KILL_AFTER: "3"} if kill == "runs" else {KILL_AT: "write"}
+    killed(sort(args, env_add={**STEP, **hook}))
+    assert not (rd / "output.partial").exists(), "CRAM output is not kept"
+    ok(sort(args, env_add=STEP))
+    assert out.read_bytes() == want.read_bytes(), f"CRAM killed at {kill}"
+    assert Path(str(out) + ".crai").read_bytes() == Path(str(want) + ".crai").read_bytes()
+    assert not rd.exists()

@@ -247,3 +247,48 @@ def test_flagstat_idxstats_and_index_in_the_same_pass(alnsort_bin, inputs, tmp_p
     assert (tmp_path / "fs.txt").read_text() == pysam.flagstat(q)
     assert (tmp_path / "ix.txt").read_text() == pysam.idxstats(q)
     assert " duplicates" in (tmp_path / "fs.txt").read_text() and (tmp_path / "q.bam.csi").exists()
+
+
+def _pairs_sam(n: int, seed: int) -> list[str]:
+    """SAM lines of `n` mapped pairs grouped by name (header first)."""
+    import random
+
+    rng = random.Random(seed)
+    lines = ["@HD\tVN:1.6\tSO:unsorted", "@SQ\tSN:chr1\tLN:1000000"]
+    for i in range(n):
+        pos = rng.randrange(1, 990_000)
+        mpos = pos + rng.randrange(0, 400)
+        seq = "".join(rng.choice("ACGT") for _ in range(50))
+        qual = "".join(chr(33 + rng.randrange(2, 41)) for _ in range(50))
+        name = f"read{i:06d}:{rng.randrange(1 << 30)}"
+        lines.append(f"{name}\t99\tchr1\t{pos}\t60\t50M\t=\t{mpos}\t{mpos + 50 - pos}\t{seq}\t{qual}")
+        lines.append(f"{name}\t147\tchr1\t{mpos}\t60\t50M\t=\t{pos}\t{pos - mpos - 50}\t{seq}\t{qual}")
+    return lines
+
+
+def test_name_check_spills_and_still_finds_a_name_that_comes_back(alnsort_bin, tmp_path):
+    """The read-name check keeps a sixteenth of the budget in memory and
+    spills beyond it: at -m 1M, 6,000 grouped templates give the chain's
+    answer (checked against the same run at -m 1G, where nothing spills),
+    and a template whose mate comes back after thousands of others (its
+    first part long spilled) is refused naming both templates' numbers,
+    with no output; one that comes back soon is refused by name."""
+    lines = _pairs_sam(6000, 7)
+    head, recs = lines[:2], lines[2:]
+    grouped = tmp_path / "grouped.sam"
+    grouped.write_text("\n".join(lines) + "\n")
+    for mem in ("1M", "1G"):
+        harness.check_ok(run_sort(["--markdup=samtools", "--no-PG", "-m", mem, "-o", f"g{mem}.bam",
+                                   str(grouped)], tmp_path))
+    assert (tmp_path / "g1M.bam").read_bytes() == (tmp_path / "g1G.bam").read_bytes()
+    # Template 3's second record moved to the end: 5,997 templates later.
+    far = recs[:5] + recs[6:] + [recs[5]]
+    (tmp_path / "far.sam").write_text("\n".join(head + far) + "\n")
+    _refused(tmp_path, ["--markdup=samtools", "-m", "1M", str(tmp_path / "far.sam")],
+             "templates 3 and 6001 (counted from the input's start) have the same read name")
+    # Moved two templates on: still in memory, refused by name.
+    near = recs[:5] + recs[6:10] + [recs[5]] + recs[10:]
+    (tmp_path / "near.sam").write_text("\n".join(head + near) + "\n")
+    name = recs[5].split("\t")[0]
+    _refused(tmp_path, ["--markdup=samtools", "-m", "1M", str(tmp_path / "near.sam")],
+             f"read name {name} comes back after other names")

@@ -28,12 +28,21 @@ use alnsort_bam::keys::{KeyEncoder, SortOrder};
 use alnsort_bam::reader::ScanOptions;
 use alnsort_bam::RecordRef;
 use alnsort_markdup::fixmate::{self as fm, Fixmate, TemplateCutter};
-use alnsort_markdup::hash::WordSet;
 use alnsort_markdup::samtools::SamtoolsMarker;
 use alnsort_pipeline::OrderedQueue;
 use alnsort_sort::batch::Batch;
 use alnsort_sort::{ChunkFill, KeyKind, SortConfig, Sorter};
 use std::sync::Arc;
+
+mod name_check;
+use name_check::NameCheck;
+
+/// The share of the budget the read-name check keeps in memory
+/// (`name_check`): 1/16, 10-18 bytes a template's fingerprint in a hash
+/// table (40 counted), so about 1.6 M templates per GiB of budget before
+/// it spills; the benchmark BAM's 324,000 templates stay in memory at
+/// `-m 256M` and above.
+const NAME_CHECK_SHARE: usize = 16;
 
 /// samtools collate's number of temporary files (`-n`, default 64: the
 /// `n_files = 64` of bamshuf.c's `main_bamshuf`).
@@ -163,15 +172,16 @@ fn read_name(rec: &[u8]) -> &[u8] {
 /// Reads the input into `sorter`: each template fixed as `samtools fixmate
 /// -m` fixes it and keyed by coordinate with collate's tie (through
 /// `grouping` first, a sort in collate's order, for coordinate-sorted
-/// input). Returns the records read.
+/// input), each template's name checked by `seen` (refused when it comes
+/// back after other names). Returns the records read.
 fn read_fixed(
     cfg: &Config,
     input: crate::io::input::OpenInput,
     pool: &Arc<rayon::ThreadPool>,
     fixer: &Arc<Fixmate>,
     encoder: &Arc<KeyEncoder>,
-    mut grouping: Option<Sorter>,
-    sorter: &mut Sorter,
+    (mut grouping, sorter): (Option<Sorter>, &mut Sorter),
+    mut seen: NameCheck,
 ) -> Result<u64> {
     let name = input.name.clone();
     let group_first = grouping.is_some();
@@ -235,22 +245,19 @@ fn read_fixed(
         let _ = staging_tx.try_send((bytes, ends));
         piece
     })?;
-    // Names of the templates finished, to refuse input whose templates are
-    // scattered (fixmate and this sort would see two templates where
-    // collate gathers one).
-    let mut seen: WordSet<u64> = WordSet::default();
+    // `seen`: the names of the templates finished, to refuse input whose
+    // templates are scattered (fixmate and this sort would see two
+    // templates where collate gathers one).
     let mut open = TemplateCutter::new();
     let mut records_in = 0u64;
     let mut scratch = Vec::new();
     let finish_open = |open: &mut TemplateCutter,
                        sorter: &mut Sorter,
-                       seen: &mut WordSet<u64>,
+                       seen: &mut NameCheck,
                        scratch: &mut Vec<u8>|
      -> Result<()> {
         open.take(|t| {
-            if !seen.insert(fingerprint(read_name(&t[0]))) {
-                return Err(scattered(&name, read_name(&t[0])));
-            }
+            seen.note(fingerprint(read_name(&t[0])), || read_name(&t[0]))?;
             fix_in_collate_order(fixer, t);
             for r in t.iter() {
                 let view = RecordRef::with_block_size(r);
@@ -283,9 +290,7 @@ fn read_fixed(
         if let Some(tail) = p.tail {
             finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
             for (i, n) in p.fixed.fingerprints.iter().enumerate() {
-                if !seen.insert(*n) {
-                    return Err(scattered(&name, p.fixed.name(i)));
-                }
+                seen.note(*n, || p.fixed.name(i))?;
             }
             // Once copied, the batch goes back to the jobs (dropped when
             // enough spares wait).
@@ -309,6 +314,7 @@ fn read_fixed(
         }
     }
     finish_open(&mut open, sorter, &mut seen, &mut scratch)?;
+    seen.finish()?;
     Ok(records_in)
 }
 
@@ -564,6 +570,11 @@ pub(crate) fn run_inner(
             cfg.temp_parent.display()
         )
     })?;
+    // The read-name check keeps a sixteenth of the budget in memory, and
+    // spills beyond it (`name_check`).
+    let names_cap = budget / NAME_CHECK_SHARE;
+    let names = NameCheck::new(&name, tmp.path(), names_cap);
+    let budget = budget - names_cap;
     // Grouping first: the two sorts share the budget (the grouping's runs
     // are merged while the coordinate sort fills).
     let budget = if group_first { budget / 2 } else { budget };
@@ -590,7 +601,15 @@ pub(crate) fn run_inner(
         false => None,
     };
     let mut sorter = Sorter::new(sort_cfg, Arc::clone(&pool))?;
-    let records_in = read_fixed(cfg, input, &pool, &fixer, &encoder, grouping, &mut sorter)?;
+    let records_in = read_fixed(
+        cfg,
+        input,
+        &pool,
+        &fixer,
+        &encoder,
+        (grouping, &mut sorter),
+        names,
+    )?;
     progress.enter(Phase::MergeRuns);
     let merged = sorter.finish()?;
     progress.enter(Phase::Write);

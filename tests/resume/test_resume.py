@@ -477,3 +477,36 @@ def test_cram_output_with_an_index_resumes_to_the_same_bytes(tmp_path, inputs, r
     assert out.read_bytes() == want.read_bytes(), f"CRAM killed at {kill}"
     assert Path(str(out) + ".crai").read_bytes() == Path(str(want) + ".crai").read_bytes()
     assert not rd.exists()
+
+
+def test_sigterm_while_writing_keeps_the_output_for_the_rerun(tmp_path, inputs, expected):
+    """SIGTERM once the output is kept: alnsort cleans up what it must
+    (the pending output beside -o) and keeps DIR, its kept output
+    included; the rerun goes on in that file to the same bytes."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "-@", "1", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    env = dict(os.environ)
+    for hook in HOOKS:
+        env.pop(hook, None)
+    env[OUTPUT_STEP] = "20000"
+    p = subprocess.Popen([harness.alnsort_path(), "sort", *args], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        m = rd / "manifest"
+        if m.exists() and "\noutput\t" in m.read_text(errors="replace"):
+            break
+        time.sleep(0.002)
+    if p.poll() is not None:
+        pytest.fail("the sort ended before its output was kept once: the test input is too small")
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0, "SIGTERM ends the sort"
+    blocks, nbytes = kept_output(rd)
+    partial = rd / "output.partial"
+    assert partial.exists() and partial.stat().st_size >= nbytes > 0
+    assert not list(tmp_path.glob(".out.bam*.alnsort-*")), "the pending output beside -o is removed"
+    inode = partial.stat().st_ino
+    ok(sort(args, env_add={OUTPUT_STEP: "20000"}))
+    check_same(out, expected[("bam", "coord")], "SIGTERM while writing")
+    assert out.stat().st_ino == inode

@@ -260,6 +260,12 @@ impl PendingFile {
             return Ok(());
         }
         std::fs::rename(&self.tmp, &self.dest)?;
+        // rename(2) does nothing when both names are links to one file
+        // (a resumed output whose file was linked in place before): the
+        // temporary name then goes by itself.
+        if std::fs::symlink_metadata(&self.tmp).is_ok() {
+            std::fs::remove_file(&self.tmp)?;
+        }
         self.debris.forget(&self.tmp);
         self.committed = true;
         Ok(())

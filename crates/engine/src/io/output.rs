@@ -263,7 +263,7 @@ impl Output {
         let bgzf = cfg.format != OutFormat::Cram && hts_format(cfg) != Format::Sam;
         let (file, resuming) = match (resume, &pending) {
             (Some(r), Some(p)) if durable && bgzf => {
-                r.output(&p.tmp, file, header.to_sam_text().as_slice())?
+                r.output(&p.tmp, &p.dest, file, header.to_sam_text().as_slice())?
             }
             _ => (file, alnsort_bgzf::Resuming::default()),
         };

@@ -16,9 +16,9 @@
 //! order, and the runs of the rerun follow (`alnsort_sort::durable`).
 //!
 //! The output itself (BAM, BGZF-compressed SAM) is kept as it is written:
-//! every [`OUTPUT_STEP`] bytes or so the output is fsync'd, hard-linked
-//! as `DIR/output.partial` (once) and its length and block count recorded
-//! in the manifest. A rerun killed in the final merge takes that file back
+//! it is hard-linked as `DIR/output.partial` when it starts, and every
+//! [`OUTPUT_STEP`] bytes or so it is fsync'd and its length, block count
+//! and checksum recorded in the manifest. A rerun killed in the final merge takes that file back
 //! as its pending output, merges the runs again from the start and
 //! deflates only the blocks after the kept ones; each kept block is
 //! checked against the payload made again (`alnsort_bgzf::kept`).
@@ -192,11 +192,18 @@ impl Resume {
             now.output = k.output;
         }
         remove_leftovers(&dir, kept.as_ref());
-        if let Some(out) = &cfg.output {
-            remove_dead_pending(out);
-        }
-        if let Some(index) = &cfg.index {
-            remove_dead_pending(&index.path);
+        // The killed run's pending files beside each destination: output,
+        // index, QC text and reports.
+        let dests = [
+            cfg.output.as_ref(),
+            cfg.index.as_ref().map(|i| &i.path),
+            cfg.qc.flagstat.as_ref(),
+            cfg.qc.idxstats.as_ref(),
+            cfg.stats_json.as_ref(),
+            cfg.mqc.as_ref(),
+        ];
+        for dest in dests.into_iter().flatten() {
+            remove_dead_pending(dest);
         }
         let tracker = Arc::new(Tracker {
             skip_until: now.records,
@@ -371,6 +378,7 @@ impl Resume {
     pub fn output(
         self: &Arc<Self>,
         pending: &Path,
+        dest: &Path,
         file: std::fs::File,
         header: &[u8],
     ) -> Result<(std::fs::File, alnsort_bgzf::Resuming)> {
@@ -381,6 +389,14 @@ impl Resume {
         if let Some(k) = kept {
             let why = if k.header_crc != header_crc {
                 Err("it was written under another header (the @PG line holds the command line, which changed)".to_string())
+            } else if same_file(&partial, dest) {
+                // Killed after its output was renamed into place, before
+                // DIR was cleared: going on in that file would change the
+                // file at -o before the rerun has finished.
+                Err(format!(
+                    "it is {} already, renamed into place by the run that was killed",
+                    dest.display()
+                ))
             } else {
                 take_partial(&partial, pending, k)
             };
@@ -398,7 +414,7 @@ impl Resume {
                 }
             }
         }
-        let linked = taken.is_some();
+        let taken_back = taken.is_some();
         let kept_crc = match (&taken, kept) {
             (Some(_), Some(k)) => crc32fast::Hasher::new_with_initial_len(k.crc, k.bytes),
             _ => crc32fast::Hasher::new(),
@@ -418,6 +434,30 @@ impl Resume {
             }
             None => (file, alnsort_bgzf::KeptBlocks::default()),
         };
+        // A fresh output is linked into DIR now, before anything is
+        // written, so that the checkpoints never touch a path (the pending
+        // output is renamed into place when it is complete, perhaps before
+        // the checkpoint thread has caught up). The manifest names it only
+        // from the first checkpoint on; till then a rerun removes it.
+        if !taken_back {
+            let linked = std::fs::remove_file(&partial)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .and_then(|()| std::fs::hard_link(pending, &partial))
+                .map_err(Error::from)
+                .and_then(|()| sync_dir(&self.dir));
+            if let Err(e) = linked {
+                eprintln!(
+                    "alnsort: --resume {}: the output cannot be kept in {} ({}; DIR must be on the output's file system); the sort goes on, and a rerun would write the output again from its start",
+                    self.dir.display(),
+                    partial.display(),
+                    crate::error::error_text(&e)
+                );
+                return Ok((file, alnsort_bgzf::Resuming::default()));
+            }
+        }
         let step = std::env::var(OUTPUT_STEP_VAR)
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
@@ -433,7 +473,7 @@ impl Resume {
         let pending = pending.to_path_buf();
         let handle = std::thread::Builder::new()
             .name("alnsort-checkpoint".into())
-            .spawn(move || me.checkpoints(rx, synced, &pending, header_crc, linked, hashed))
+            .spawn(move || me.checkpoints(rx, synced, &pending, header_crc, hashed))
             .context("--resume: cannot start the output's checkpoint thread")?;
         *self
             .checkpoints
@@ -452,8 +492,9 @@ impl Resume {
     }
 
     /// The checkpoint thread: for each (blocks, bytes) the writer tells
-    /// (the latest of those waiting), fsyncs the output, links it into
-    /// DIR the first time, and records it in the manifest. A failure ends
+    /// (the latest of those waiting), fsyncs the output (linked into DIR
+    /// already), reads the new bytes back for their checksum, and records
+    /// it in the manifest. A failure ends
     /// the checkpoints, said once on standard error: the output goes on,
     /// and a rerun writes it from the last checkpoint recorded.
     fn checkpoints(
@@ -462,10 +503,8 @@ impl Resume {
         file: std::fs::File,
         pending: &Path,
         header_crc: u32,
-        mut linked: bool,
         (mut hashed, mut crc): (u64, crc32fast::Hasher),
     ) {
-        let partial = self.dir.join(OUTPUT_PARTIAL);
         let mut made = 0usize;
         while let Ok(mut at) = rx.recv() {
             while let Ok(later) = rx.try_recv() {
@@ -477,17 +516,6 @@ impl Resume {
                     .with_context(|| format!("cannot fsync {}", pending.display()))?;
                 hashed = crc_range(&file, &mut crc, hashed, bytes)
                     .with_context(|| format!("cannot read {} back", pending.display()))?;
-                if !linked {
-                    let _ = std::fs::remove_file(&partial);
-                    std::fs::hard_link(pending, &partial).with_context(|| {
-                        format!(
-                            "cannot link the output into {} (DIR must be on the output's file system for the output to be kept)",
-                            partial.display()
-                        )
-                    })?;
-                    sync_dir(&self.dir)?;
-                    linked = true;
-                }
                 let mut now = self.lock()?;
                 now.output = Some(KeptOutput {
                     blocks,
@@ -499,10 +527,9 @@ impl Resume {
             };
             if let Err(e) = step() {
                 eprintln!(
-                    "alnsort: --resume {}: the output written so far is no longer kept ({}); the sort goes on, and a rerun would write the output again from {}",
+                    "alnsort: --resume {}: the output written from now on is not kept ({}); the sort goes on, and a rerun would write the output again from the last output kept",
                     self.dir.display(),
                     crate::error::error_text(&e),
-                    if linked { "the last output kept" } else { "its start" }
                 );
                 return;
             }
@@ -830,6 +857,15 @@ fn take_partial(
             pending.display()
         )
     })
+}
+
+/// Whether `a` and `b` are one file (the same device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// Adds bytes `[from, to)` of `file` to `crc`; returns `to`.

@@ -447,6 +447,7 @@ fn run_inner(cfg: &Config, debris: &Debris) -> Result<crate::report::stats::Repo
     let times = progress.finish();
     drop(tmp);
     if let Some(r) = &resume {
+        r.kill_point("committed");
         r.finished()?;
     }
     Ok(crate::report::stats::sort_report(

@@ -619,7 +619,6 @@ fn jobs_of_several_blocks_write_what_one_thread_writes_block_by_block() {
 /// bytes that really are on disk in order.
 #[test]
 fn a_resumed_writer_goes_on_from_the_kept_blocks() {
-    use std::os::unix::fs::FileExt;
     let units: Vec<Vec<u8>> = (0..4000)
         .map(|i: usize| {
             (0..(40 + (i * 7919) % 900))
@@ -692,6 +691,24 @@ fn a_resumed_writer_goes_on_from_the_kept_blocks() {
         // What a checkpoint names ends at a block's end.
         assert_eq!(want_offsets[blocks as usize], bytes);
     }
+    // A writer of `units` resumed on the file at `path`, its blocks up to
+    // `end` kept and the rest cut off.
+    let resume_on = |path: &std::path::Path, end: u64, units: &[Vec<u8>]| {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .expect("open");
+        let kept = KeptBlocks::scan(&file, end).expect("scan");
+        let blocks = kept.len();
+        file.set_len(end).expect("truncate");
+        io::Seek::seek(&mut file, io::SeekFrom::Start(end)).expect("seek");
+        let resuming = Resuming {
+            kept,
+            checkpoint: None,
+        };
+        (blocks, write(units, file, resuming))
+    };
     // Cut after several kept blocks (the header's alone, a checkpoint's, a
     // later one), each followed by half of the next block (a torn write).
     let cuts = [1, checks[1].0 as usize, want_offsets.len() - 3];
@@ -700,24 +717,8 @@ fn a_resumed_writer_goes_on_from_the_kept_blocks() {
         let path = dir.path().join(format!("cut-{cut}.bgzf"));
         let torn = (want_offsets[cut + 1] - end) / 2;
         std::fs::write(&path, &want[..(end + torn) as usize]).expect("write cut");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .expect("open");
-        let kept = KeptBlocks::scan(&file, end).expect("scan");
-        assert_eq!(kept.len(), cut as u64);
-        file.set_len(end).expect("truncate");
-        let mut file = file;
-        io::Seek::seek(&mut file, io::SeekFrom::Start(end)).expect("seek");
-        let (offsets, notes) = write(
-            &units,
-            file,
-            Resuming {
-                kept,
-                checkpoint: None,
-            },
-        );
+        let (blocks, (offsets, notes)) = resume_on(&path, end, &units);
+        assert_eq!(blocks, cut as u64);
         assert_eq!(offsets.expect("resumed write"), want_offsets, "cut {cut}");
         assert_eq!(notes, want_notes, "cut {cut}");
         assert!(std::fs::read(&path).expect("read") == want, "cut {cut}");
@@ -728,24 +729,7 @@ fn a_resumed_writer_goes_on_from_the_kept_blocks() {
     let end = want_offsets[cuts[1]];
     let path = dir.path().join("other.bgzf");
     std::fs::write(&path, &want[..end as usize]).expect("write");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .expect("open");
-    let kept = KeptBlocks::scan(&file, end).expect("scan");
-    let mut head = [0u8; 4];
-    file.read_exact_at(&mut head, 0).expect("head");
-    let mut file = file;
-    io::Seek::seek(&mut file, io::SeekFrom::Start(end)).expect("seek");
-    let (err, _) = write(
-        &other,
-        file,
-        Resuming {
-            kept,
-            checkpoint: None,
-        },
-    );
+    let (_, (err, _)) = resume_on(&path, end, &other);
     assert!(
         matches!(err, Err(BgzfError::KeptMismatch { block_index: 1, offset }) if offset == want_offsets[1]),
         "{err:?}"

@@ -375,6 +375,18 @@ pub(crate) fn decode(
         )));
     }
     let raw_len = header.raw_len as usize;
+    // The payload's zstd frame into `buf`, which must come to `len` bytes.
+    let unzstd = |buf: &mut Vec<u8>, len: usize| -> Result<()> {
+        set_len_for_overwrite(buf, len);
+        let n =
+            zstd_decompress(&payload, buf).map_err(|e| corrupt(format!("bad zstd data: {e}")))?;
+        if n != len {
+            return Err(corrupt(format!(
+                "zstd data gives {n} bytes, header says {len}"
+            )));
+        }
+        Ok(())
+    };
     match header.method {
         METHOD_STORED if payload.len() == raw_len => {
             raw.clear();
@@ -392,28 +404,11 @@ pub(crate) fn decode(
                 )));
             }
         }
-        METHOD_ZSTD => {
-            set_len_for_overwrite(&mut raw, raw_len);
-            let n = zstd_decompress(&payload, &mut raw)
-                .map_err(|e| corrupt(format!("bad zstd data: {e}")))?;
-            if n != raw_len {
-                return Err(corrupt(format!(
-                    "zstd data gives {n} bytes, header says {raw_len}"
-                )));
-            }
-        }
+        METHOD_ZSTD => unzstd(&mut raw, raw_len)?,
         METHOD_ZSTD_FIELDS => {
             let joined = APART.with(|a| -> Result<()> {
                 let mut a = a.borrow_mut();
-                let apart_len = raw_len + crate::fields::LENS_BYTES;
-                set_len_for_overwrite(&mut a, apart_len);
-                let n = zstd_decompress(&payload, &mut a)
-                    .map_err(|e| corrupt(format!("bad zstd data: {e}")))?;
-                if n != apart_len {
-                    return Err(corrupt(format!(
-                        "zstd data gives {n} bytes, header says {apart_len}"
-                    )));
-                }
+                unzstd(&mut a, raw_len + crate::fields::LENS_BYTES)?;
                 crate::fields::join(&a, &mut raw).map_err(|e| corrupt(e.to_string()))?;
                 if raw.len() != raw_len {
                     return Err(corrupt(format!(

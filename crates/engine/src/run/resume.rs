@@ -66,6 +66,10 @@ const OUTPUT_STEP_VAR: &str = "ALNSORT_TEST_OUTPUT_STEP";
 /// Test hook: the process kills itself with SIGKILL once this many
 /// output checkpoints were recorded by it.
 const KILL_AFTER_OUTPUT: &str = "ALNSORT_TEST_KILL_AFTER_OUTPUT";
+
+/// What the output's writer tells the checkpoint thread: blocks and bytes
+/// written, and, under the test hook, where to say the checkpoint is made.
+type Told = (u64, u64, Option<crossbeam_channel::Sender<()>>);
 /// Test hook: the process kills itself with SIGKILL at this point:
 /// `merge` (input read, final merge about to start), `write` (every
 /// record written to the pending output, before it is renamed).
@@ -468,7 +472,12 @@ impl Resume {
         let synced = std::fs::File::open(pending)
             .with_context(|| format!("--resume: cannot open {} again", pending.display()))?;
         let hashed = (kept.end(), kept_crc);
-        let (tx, rx) = crossbeam_channel::unbounded::<(u64, u64)>();
+        // Under the test hook that kills after the Nth checkpoint, the
+        // writer waits for each checkpoint to be made, so that the count
+        // does not depend on how far the checkpoint thread lags behind
+        // (it takes the latest of those waiting otherwise).
+        let in_step = std::env::var(KILL_AFTER_OUTPUT).is_ok();
+        let (tx, rx) = crossbeam_channel::unbounded::<Told>();
         let me = Arc::clone(self);
         let pending = pending.to_path_buf();
         let handle = std::thread::Builder::new()
@@ -480,7 +489,14 @@ impl Resume {
             .lock()
             .map_err(|_| Error::Internal("poisoned".into()))? = Some(handle);
         let tell: alnsort_bgzf::Checkpoint = Box::new(move |blocks, bytes| {
-            let _ = tx.send((blocks, bytes));
+            if in_step {
+                let (done, made) = crossbeam_channel::bounded(1);
+                if tx.send((blocks, bytes, Some(done))).is_ok() {
+                    let _ = made.recv();
+                }
+            } else {
+                let _ = tx.send((blocks, bytes, None));
+            }
         });
         Ok((
             file,
@@ -499,7 +515,7 @@ impl Resume {
     /// and a rerun writes it from the last checkpoint recorded.
     fn checkpoints(
         &self,
-        rx: crossbeam_channel::Receiver<(u64, u64)>,
+        rx: crossbeam_channel::Receiver<Told>,
         file: std::fs::File,
         pending: &Path,
         header_crc: u32,
@@ -510,7 +526,7 @@ impl Resume {
             while let Ok(later) = rx.try_recv() {
                 at = later;
             }
-            let (blocks, bytes) = at;
+            let (blocks, bytes, done) = at;
             let mut step = || -> Result<()> {
                 file.sync_data()
                     .with_context(|| format!("cannot fsync {}", pending.display()))?;
@@ -540,6 +556,9 @@ impl Resume {
                 == Some(made)
             {
                 kill_self();
+            }
+            if let Some(done) = done {
+                let _ = done.send(());
             }
         }
     }

@@ -133,6 +133,19 @@ impl<'a> Cigar<'a> {
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
     }
 
+    /// Appends the CIGAR as SAM text (`*` when empty), as htslib prints
+    /// it: each length in decimal, then its operation's letter (`?` for a
+    /// code past [`OP_LETTERS`]).
+    pub fn push_text(&self, out: &mut Vec<u8>) {
+        if self.is_empty() {
+            out.push(b'*');
+        }
+        for w in self.words() {
+            crate::sam_format::push_int(out, i64::from(w >> 4));
+            out.push(OP_LETTERS.get((w & 0xf) as usize).copied().unwrap_or(b'?'));
+        }
+    }
+
     /// Number of reference bases covered ([`reference_length`]).
     #[inline]
     pub fn reference_length(&self) -> i64 {

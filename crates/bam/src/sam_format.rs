@@ -6,7 +6,6 @@
 //! htslib's own `kputd` (which is *not* `%g` for every value).
 
 use crate::header::Header;
-use crate::sam_parse::CIGAR_OPS;
 use crate::RecordRef;
 
 /// Appends one SAM line (with its `\n`) for `rec` to `out`. The record must
@@ -36,14 +35,7 @@ pub fn format_sam_record(rec: RecordRef, header: &Header, out: &mut Vec<u8>) {
         Some((at, n)) => &rec.aux_bytes()[at + 8..at + 8 + 4 * n],
         None => rec.cigar_bytes(),
     };
-    if cigar.is_empty() {
-        out.push(b'*');
-    }
-    for c in cigar.chunks_exact(4) {
-        let v = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        push_int(out, (v >> 4) as i64);
-        out.push(CIGAR_OPS.get((v & 0xf) as usize).copied().unwrap_or(b'?'));
-    }
+    crate::cigar::Cigar::new(cigar).push_text(out);
     out.push(b'\t');
     if rec.next_ref_id() >= 0 && rec.next_ref_id() == rec.ref_id() {
         out.push(b'=');
@@ -91,7 +83,7 @@ fn push_ref(out: &mut Vec<u8>, header: &Header, tid: i32) {
 }
 
 /// Decimal integer, as htslib's `kputw`/`kputll`.
-fn push_int(out: &mut Vec<u8>, v: i64) {
+pub fn push_int(out: &mut Vec<u8>, v: i64) {
     let mut buf = [0u8; 20];
     let mut n = v.unsigned_abs();
     let mut at = buf.len();

@@ -26,6 +26,7 @@
 
 use alnsort_bam::cigar::{self, op};
 use alnsort_bam::record::{flags, RecordMut, RecordRef};
+use alnsort_bam::sam_format::push_int;
 
 /// Base qualities from this value count toward `ms` (bam_mate.c
 /// `MD_MIN_QUALITY`).
@@ -188,21 +189,42 @@ fn set_flag(rec: &mut Vec<u8>, flag: u16) {
     RecordMut::new(rec).set_flag(flag);
 }
 
-/// `bam_aux_del` of the first `tag` field, then `bam_aux_append`.
-fn replace_at_end(rec: &mut Vec<u8>, tag: [u8; 2], ty: u8, value: &[u8]) {
-    let mut m = RecordMut::new(rec);
-    m.remove_tag(tag);
-    m.append_field(tag, ty, value);
+/// Tag edits to one record, gathered while its template is fixed and made
+/// by one walk of its fields ([`RecordMut::edit_fields`]): fixmate's
+/// `bam_aux_del` of a tag's first field and `bam_aux_append`, in its
+/// order (no tag is removed after it was appended).
+#[derive(Default)]
+struct TagEdits {
+    removed: Vec<[u8; 2]>,
+    appended: Vec<u8>,
 }
 
-/// The CIGAR as SAM text (`*` when empty).
-fn cigar_text(r: RecordRef<'_>, out: &mut Vec<u8>) {
-    if r.cigar().is_empty() {
-        out.push(b'*');
+impl TagEdits {
+    /// `bam_aux_del` of the first `tag` field.
+    fn remove(&mut self, tag: [u8; 2]) {
+        self.removed.push(tag);
     }
-    for (o, len) in r.cigar().ops() {
-        out.extend_from_slice(len.to_string().as_bytes());
-        out.push(*cigar::OP_LETTERS.get(o as usize).unwrap_or(&b'?'));
+
+    /// `bam_aux_append` of `tag`, `ty`, the value `fill` writes (its bytes
+    /// as stored).
+    fn append(&mut self, tag: [u8; 2], ty: u8, fill: impl FnOnce(&mut Vec<u8>)) {
+        self.appended.extend_from_slice(&[tag[0], tag[1], ty]);
+        fill(&mut self.appended);
+    }
+
+    /// `bam_aux_del` of the first `tag` field, then `bam_aux_append`.
+    fn replace(&mut self, tag: [u8; 2], ty: u8, fill: impl FnOnce(&mut Vec<u8>)) {
+        self.remove(tag);
+        self.append(tag, ty, fill);
+    }
+
+    /// Makes the edits gathered in `rec`, and forgets them.
+    fn apply(&mut self, rec: &mut Vec<u8>) {
+        if !self.removed.is_empty() || !self.appended.is_empty() {
+            RecordMut::new(rec).edit_fields(&self.removed, &self.appended);
+            self.removed.clear();
+            self.appended.clear();
+        }
     }
 }
 
@@ -239,29 +261,35 @@ fn sync_mate_fields(src: &[u8], dest: &mut Vec<u8>) {
     m.set_flag(flag);
 }
 
-/// `sync_mq_mc`: `MQ:i` when `src` is mapped, `MC:Z` when either is.
-fn sync_mq_mc(src: &[u8], dest: &mut Vec<u8>) {
-    let s = view(src);
-    let src_mapped = s.flag() & flags::UNMAPPED == 0;
+/// `sync_mq_mc`: `MQ:i` when `src` is mapped, `MC:Z` when either is
+/// (`dest_mapped`), as edits to the destination.
+fn sync_mq_mc(src: RecordRef<'_>, dest_mapped: bool, dest: &mut TagEdits) {
+    let src_mapped = src.flag() & flags::UNMAPPED == 0;
     if src_mapped {
-        replace_at_end(dest, *b"MQ", b'i', &u32::from(s.mapq()).to_le_bytes());
+        dest.replace(*b"MQ", b'i', |v| {
+            v.extend_from_slice(&u32::from(src.mapq()).to_le_bytes())
+        });
     }
-    if src_mapped || view(dest).flag() & flags::UNMAPPED == 0 {
-        let mut mc = Vec::new();
-        cigar_text(s, &mut mc);
-        mc.push(0);
-        replace_at_end(dest, *b"MC", b'Z', &mc);
+    if src_mapped || dest_mapped {
+        dest.replace(*b"MC", b'Z', |v| {
+            src.cigar().push_text(v);
+            v.push(0);
+        });
     }
 }
 
-/// `sync_mate`: both ways.
-fn sync_mate(a: &mut Vec<u8>, b: &mut Vec<u8>) {
+fn mapped(rec: &[u8]) -> bool {
+    view(rec).flag() & flags::UNMAPPED == 0
+}
+
+/// `sync_mate`: both ways, the tag edits gathered in `ea` and `eb`.
+fn sync_mate(a: &mut Vec<u8>, b: &mut Vec<u8>, ea: &mut TagEdits, eb: &mut TagEdits) {
     sync_unmapped_pos(a, b);
     sync_unmapped_pos(b, a);
     sync_mate_fields(a, b);
     sync_mate_fields(b, a);
-    sync_mq_mc(a, b);
-    sync_mq_mc(b, a);
+    sync_mq_mc(view(a), mapped(b), eb);
+    sync_mq_mc(view(b), mapped(a), ea);
 }
 
 /// `calc_mate_score`: the sum of the qualities of at least
@@ -293,7 +321,7 @@ fn plausibly_proper(a: RecordRef<'_>, b: RecordRef<'_>) -> bool {
 
 /// `bam_template_cigar`: `ct:Z` on the read with the lower POS (`a` on a
 /// tie), each old `ct` removed, when both are mapped on one reference.
-fn template_cigar(a: &mut Vec<u8>, b: &mut Vec<u8>) {
+fn template_cigar(a: &[u8], b: &[u8], ea: &mut TagEdits, eb: &mut TagEdits) {
     let (ra, rb) = (view(a), view(b));
     if ra.ref_id() != rb.ref_id()
         || ra.ref_id() < 0
@@ -308,7 +336,7 @@ fn template_cigar(a: &mut Vec<u8>, b: &mut Vec<u8>) {
     } else {
         (ra, rb)
     };
-    let mut ct = Vec::new();
+    // Each segment's CIGAR without `*` for an empty one.
     let segment = |r: RecordRef<'_>, ct: &mut Vec<u8>| {
         ct.push(if r.flag() & flags::READ1 != 0 {
             b'1'
@@ -321,21 +349,21 @@ fn template_cigar(a: &mut Vec<u8>, b: &mut Vec<u8>) {
             b'F'
         });
         for (o, len) in r.cigar().ops() {
-            ct.extend_from_slice(len.to_string().as_bytes());
+            push_int(ct, i64::from(len));
             ct.push(*cigar::OP_LETTERS.get(o as usize).unwrap_or(&b'?'));
         }
     };
-    segment(first, &mut ct);
-    let gap = i64::from(second.pos()) - first.end_pos();
-    ct.extend_from_slice((gap as i32).to_string().as_bytes());
-    ct.push(b'T');
-    segment(second, &mut ct);
-    ct.push(0);
-    let a_first = ra.pos() <= rb.pos();
-    RecordMut::new(a).remove_tag(*b"ct");
-    RecordMut::new(b).remove_tag(*b"ct");
-    let target = if a_first { a } else { b };
-    RecordMut::new(target).append_field(*b"ct", b'Z', &ct);
+    ea.remove(*b"ct");
+    eb.remove(*b"ct");
+    let target = if ra.pos() <= rb.pos() { ea } else { eb };
+    target.append(*b"ct", b'Z', |ct| {
+        segment(first, ct);
+        let gap = i64::from(second.pos()) - first.end_pos();
+        push_int(ct, i64::from(gap as i32));
+        ct.push(b'T');
+        segment(second, ct);
+        ct.push(0);
+    });
 }
 
 fn pack(o: u8, len: i64) -> u32 {
@@ -373,8 +401,7 @@ impl Fixmate {
         let mut flag = r.flag();
         let mut tid = r.ref_id();
         let mut pos = r.pos();
-        let original: Vec<u32> = r.cigar().words().collect();
-        let mut cigar = original.clone();
+        let mut cigar: Vec<u32> = r.cigar().words().collect();
         if z.has(Sanitize::POS) && tid < 0 {
             pos = -1;
             if z.has(Sanitize::UNMAP) {
@@ -413,7 +440,7 @@ impl Fixmate {
         if !unmapped && z.has(Sanitize::CIGDUP) {
             merge_duplicate_ops(&mut cigar);
         }
-        let cigar_changed = cigar != original;
+        let cigar_changed = !cigar.iter().copied().eq(r.cigar().words());
         let mapq_zero = unmapped && z.has(Sanitize::MQUAL) && r.mapq() != 0;
         let mut m = RecordMut::new(rec);
         m.set_flag(flag);
@@ -444,6 +471,7 @@ impl Fixmate {
         let mut cur: Option<usize> = None;
         let mut by_segment: [Option<usize>; 2] = [None, None];
         let mut pre_end = 0i64;
+        let (mut ea, mut eb) = (TagEdits::default(), TagEdits::default());
         for n in 0..recs.len() {
             let r = view(&recs[n]);
             let flag = r.flag();
@@ -467,7 +495,7 @@ impl Fixmate {
             let (a, b) = two(recs, p, n);
             set_flag(a, view(a).flag() | flags::PAIRED);
             set_flag(b, view(b).flag() | flags::PAIRED);
-            sync_mate(a, b);
+            sync_mate(a, b, &mut ea, &mut eb);
             let (ra, rb) = (view(a), view(b));
             let gone = flags::UNMAPPED | flags::MATE_UNMAPPED;
             let (pre_tlen, cur_tlen) =
@@ -487,7 +515,7 @@ impl Fixmate {
             RecordMut::new(a).set_tlen(pre_tlen);
             RecordMut::new(b).set_tlen(cur_tlen);
             if o.template_cigar {
-                template_cigar(a, b);
+                template_cigar(a, b, &mut ea, &mut eb);
             }
             if o.proper_pair_check && !plausibly_proper(view(a), view(b)) {
                 set_flag(a, view(a).flag() & !flags::PROPER_PAIR);
@@ -495,8 +523,8 @@ impl Fixmate {
             }
             if o.mate_score {
                 let (sa, sb) = (mate_score(view(a)), mate_score(view(b)));
-                replace_at_end(b, *b"ms", b'i', &sa.to_le_bytes());
-                replace_at_end(a, *b"ms", b'i', &sb.to_le_bytes());
+                eb.replace(*b"ms", b'i', |v| v.extend_from_slice(&sa.to_le_bytes()));
+                ea.replace(*b"ms", b'i', |v| v.extend_from_slice(&sb.to_le_bytes()));
             }
             if o.remove {
                 let lose = flags::MATE_REVERSE | flags::PROPER_PAIR;
@@ -507,6 +535,10 @@ impl Fixmate {
                     set_flag(a, view(a).flag() & !lose);
                 }
             }
+            // The pair's tag edits, by one walk of each record's fields
+            // (nothing above reads the tags edited).
+            ea.apply(a);
+            eb.apply(b);
         }
         if let (Some(p), None) = (pre, cur) {
             let rec = &mut recs[p];
@@ -526,7 +558,8 @@ impl Fixmate {
             if let Some(p) = by_segment[other] {
                 let (primary, supp) = two(recs, p, n);
                 sync_mate_fields(primary, supp);
-                sync_mq_mc(primary, supp);
+                sync_mq_mc(view(primary), mapped(supp), &mut ea);
+                ea.apply(supp);
             }
         }
         if o.remove {

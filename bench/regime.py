@@ -12,7 +12,14 @@ merge passes.
 
     bench/regime.py --input x4.bam [--mem 100M,256M] [--threads 2] [--runs 1]
                     [--tools samtools,alnsort,mako,alnsort-base] [--alnsort BIN] [--base BIN] [--tmp DIR]
-                    [--level 6] [--order coord|name] [--uncompressed] [--out FILE]
+                    [--level 6] [--order coord|name] [--uncompressed] [--markdup] [--out FILE]
+
+With --markdup, duplicate marking with coordinate-sorted output from the
+aligner-order input, as bench/peers.py times it: `alnsort sort --markdup`
+(Picard's answer), `dupblaster | mako` (tool mako) and `samblaster |
+samtools sort` (tool samtools); the records' md5 then differs by tool
+(each marks by its own rules), and a column counts the records flagged
+0x400.
 """
 import argparse
 import datetime
@@ -26,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import ROOT, records_checksum, run_timed, write_table  # noqa: E402
+from peers import dup_count, markdup_cmds  # noqa: E402
 
 MAKO = os.path.join(ROOT, ".tools", "peers", "bin", "mako")
 
@@ -63,6 +71,13 @@ class Sampler(threading.Thread):
 
 
 def command(tool, a, mem, tmp, out, stats):
+    if a.markdup:
+        tool_ = "alnsort" if tool.startswith("alnsort") else tool
+        binary = a.alnsort if tool == "alnsort" else a.base
+        cmd = markdup_cmds(tool_, mem, a.level, a.threads, tmp, out, a.input, argparse.Namespace(alnsort=binary))
+        if isinstance(cmd, str):
+            return ["bash", "-o", "pipefail", "-c", cmd]
+        return [*cmd[:2], "--stats-json", stats, *cmd[2:]]
     order = ["-n"] if a.order == "name" else []
     if tool == "samtools":
         fmt = ["-u"] if a.uncompressed else ["-l", str(a.level)]
@@ -93,18 +108,23 @@ def main():
     ap.add_argument("--level", type=int, default=6)
     ap.add_argument("--order", default="coord", choices=["coord", "name"])
     ap.add_argument("--uncompressed", action="store_true", help="-u output")
+    ap.add_argument("--markdup", action="store_true",
+                    help="duplicate marking with coordinate-sorted output (see above)")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.markdup and (a.order != "coord" or a.uncompressed):
+        ap.error("--markdup times coordinate-sorted, compressed output only")
     work = a.tmp or os.path.dirname(os.path.abspath(a.input))
     tools = a.tools.split(",")
     lines = [
         f"input {a.input} ({os.path.getsize(a.input) / 1e6:.0f} MB), -@{a.threads}, "
-        f"order {a.order}, {'-u' if a.uncompressed else f'-l {a.level}'}, {a.runs} run(s) each, "
+        f"order {a.order}{', duplicates marked' if a.markdup else ''}, "
+        f"{'-u' if a.uncompressed else f'-l {a.level}'}, {a.runs} run(s) each, "
         f"{datetime.date.today()}",
         "",
         "| -m | tool | wall s (median) | CPU s | peak RSS MB | peak temp MB | output MB "
-        "| runs | run bytes/rec | passes | records md5 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| runs | run bytes/rec | passes | records md5 |" + (" 0x400 records |" if a.markdup else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if a.markdup else ""),
     ]
     for mem in a.mem.split(","):
         res = {t: [] for t in tools}
@@ -136,9 +156,10 @@ def main():
             med = statistics.median(r[0] for r in runs)
             wall, cpu, rss, peak, out, extra, cmd = min(runs, key=lambda r: abs(r[0] - med))
             ck = records_checksum(out, a.threads)
+            dups = f" {dup_count(out, a.threads)} |" if a.markdup else ""
             lines.append(
                 f"| {mem} | {tool} | {med:.1f} | {cpu:.1f} | {rss / 1e6:.0f} | {peak / 1e6:.0f} "
-                f"| {os.path.getsize(out) / 1e6:.0f} | {extra[0]} | {extra[1]} | {extra[2]} | {ck} |"
+                f"| {os.path.getsize(out) / 1e6:.0f} | {extra[0]} | {extra[1]} | {extra[2]} | {ck} |{dups}"
             )
             os.remove(out)
         for tool in tools:

@@ -23,6 +23,7 @@ import random
 import signal
 import subprocess
 import sys
+import resource
 import time
 from pathlib import Path
 
@@ -533,3 +534,46 @@ def test_killed_after_the_output_is_in_place_then_rerun(tmp_path, inputs, expect
     assert out.stat().st_ino != first, "the file at -o was replaced, not written in place"
     assert not rd.exists()
     assert not [p.name for p in tmp_path.iterdir() if ".alnsort-" in p.name]
+
+
+def _fsize_limit(limit: int):
+    """RLIMIT_FSIZE in the child, SIGXFSZ ignored: a write that crosses
+    `limit` fails with EFBIG, as a write to a full disk fails with ENOSPC."""
+    def pre():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return pre
+
+
+@pytest.mark.parametrize("where,limit", [("runs", 96 << 10), ("output", 1 << 20)])
+def test_disk_full_then_rerun_gives_the_same_bytes(tmp_path, inputs, expected, where, limit):
+    """The disk fills (a file-size limit, the same for every file) while
+    the first run is written (runs here are ~680 KB each, so none fits), or
+    while the output is (the runs fit, the output's first MiB is kept): a
+    clear error, DIR kept with its manifest and what was durable before the
+    failure; the same command, with room again, resumes to the bytes and
+    index of a sort never interrupted."""
+    rd, out = tmp_path / "resume", tmp_path / "out.bam"
+    args = [*MEM, "--write-index", "-@", "2", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
+    env = dict(os.environ)
+    for hook in HOOKS:
+        env.pop(hook, None)
+    env[OUTPUT_STEP] = "20000"
+    res = subprocess.run([harness.alnsort_path(), "sort", *args], stdin=subprocess.DEVNULL,
+                         capture_output=True, env=env, timeout=300, preexec_fn=_fsize_limit(limit))
+    err = res.stderr.decode(errors="replace")
+    assert res.returncode == 1, f"exit {res.returncode}: {err[-2000:]}"
+    assert "File too large" in err and "run the same command again to resume" in err, err[-2000:]
+    assert not out.exists(), "nothing at -o after a failed sort"
+    assert (rd / "manifest").is_file(), "the manifest is kept for the rerun"
+    if where == "runs":
+        assert not kept_runs(rd), "no run fits, none is kept"
+        assert not manifest_field(rd, "output"), "the output was not started"
+    else:
+        assert kept_runs(rd), "the runs fit and are kept"
+        blocks, nbytes = kept_output(rd)
+        assert 0 < nbytes <= limit
+    ok(sort(args, env_add={OUTPUT_STEP: "20000"}))
+    check_same(out, expected[("bam", "coord")], f"disk full while writing the {where}")
+    assert not rd.exists(), "DIR is removed after the resumed sort succeeds"

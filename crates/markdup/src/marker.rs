@@ -39,8 +39,12 @@ pub struct Outcome {
 pub struct SpillStats {
     /// Sorted runs of read ends written (merges of runs included).
     pub runs: u64,
-    /// Bytes written to spill files (runs, record slots and waiting mates).
+    /// Bytes written to spill files (runs, record slots and waiting
+    /// mates), as they are on disk (the runs compressed).
     pub bytes: u64,
+    /// Read ends written to runs (merges of runs included), each
+    /// `spill::END_BYTES` before compression.
+    pub ends: u64,
     /// Mates of coordinate-sorted input waiting for their other half on a
     /// later reference, written to disk (each time one is).
     pub waiting: u64,

@@ -575,11 +575,18 @@ fn spills_write_a_good_part_of_the_limit_each() {
     // Each spill writes a pair run and a fragment run.
     let spills = o.spill.runs / 2;
     assert!(spills >= 4, "{:?}", o.spill);
+    // The ends' bytes before compression: what the limit bounds.
+    let raw = o.spill.ends * spill::END_BYTES as u64;
     assert!(
-        o.spill.bytes / spills > limit as u64 / 4,
+        raw / spills > limit as u64 / 4,
         "{} spills of {} bytes on average",
         spills,
-        o.spill.bytes / spills
+        raw / spills
+    );
+    assert!(
+        o.spill.bytes < raw,
+        "the end runs are compressed: {:?}",
+        o.spill
     );
 }
 

@@ -28,6 +28,7 @@ impl MarkDuplicates {
             .map_or_else(SpillStats::default, |s| SpillStats {
                 runs: s.runs_written,
                 bytes: s.bytes_written,
+                ends: s.ends_written,
                 waiting: s.waiting.written,
             })
     }

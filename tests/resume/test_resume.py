@@ -43,12 +43,18 @@ HOOKS = (KILL_AFTER, KILL_AT, KILL_AFTER_OUTPUT, OUTPUT_STEP)
 MEM = ["-m", "1M", "--no-PG"]
 
 
-def sort(args: list[str], *, env_add: dict | None = None, stdin: bytes | None = None,
-         timeout: float = 300) -> subprocess.CompletedProcess:
+def env_without_hooks(env_add: dict | None = None) -> dict:
+    """This process's environment without any test hook, then `env_add`."""
     env = dict(os.environ)
     for hook in HOOKS:
         env.pop(hook, None)
     env.update(env_add or {})
+    return env
+
+
+def sort(args: list[str], *, env_add: dict | None = None, stdin: bytes | None = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    env = env_without_hooks(env_add)
     feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     return subprocess.run([harness.alnsort_path(), "sort", *args], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, env=env, timeout=timeout, **feed)
@@ -488,10 +494,7 @@ def test_sigterm_while_writing_keeps_the_output_for_the_rerun(tmp_path, inputs, 
     included; the rerun goes on in that file to the same bytes."""
     rd, out = tmp_path / "resume", tmp_path / "out.bam"
     args = [*MEM, "--write-index", "-@", "1", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
-    env = dict(os.environ)
-    for hook in HOOKS:
-        env.pop(hook, None)
-    env[OUTPUT_STEP] = "20000"
+    env = env_without_hooks({OUTPUT_STEP: "20000"})
     p = subprocess.Popen([harness.alnsort_path(), "sort", *args], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 120
@@ -556,10 +559,7 @@ def test_disk_full_then_rerun_gives_the_same_bytes(tmp_path, inputs, expected, w
     index of a sort never interrupted."""
     rd, out = tmp_path / "resume", tmp_path / "out.bam"
     args = [*MEM, "--write-index", "-@", "2", "--resume", str(rd), "-o", str(out), str(inputs["bam"])]
-    env = dict(os.environ)
-    for hook in HOOKS:
-        env.pop(hook, None)
-    env[OUTPUT_STEP] = "20000"
+    env = env_without_hooks({OUTPUT_STEP: "20000"})
     res = subprocess.run([harness.alnsort_path(), "sort", *args], stdin=subprocess.DEVNULL,
                          capture_output=True, env=env, timeout=300, preexec_fn=_fsize_limit(limit))
     err = res.stderr.decode(errors="replace")

@@ -55,8 +55,10 @@ def picard() -> list[str]:
 
 @pytest.fixture(scope="session")
 def driver() -> str:
-    """The core's example driver, built once per session."""
-    exe = REPO / "target" / "release" / "examples" / "markdup_flags"
+    """The core's example driver, built once per session (where cargo puts
+    it: CARGO_TARGET_DIR, relative to the repository, as scripts/test.sh
+    honours it, else target/)."""
+    exe = REPO / (os.environ.get("CARGO_TARGET_DIR") or "target") / "release" / "examples" / "markdup_flags"
     if not os.environ.get("ALNSORT_MARKDUP_NO_BUILD"):
         subprocess.run(
             ["cargo", "build", "--release", "-q", "-p", "alnsort-markdup", "--example", "markdup_flags"],
